@@ -1,0 +1,60 @@
+"""Wiring: the local backend's adapters handed to the services. The one
+place the CLI chooses adapters."""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+
+@dataclass
+class LocalBackend:
+    """Opened lazily: commands that need nothing do not pay for SQLite."""
+
+    @cached_property
+    def paths(self):
+        from gqa.adapters.local.paths import StatePaths
+
+        paths = StatePaths.from_env()
+        paths.ensure()
+        return paths
+
+    @cached_property
+    def store(self):
+        from gqa.adapters.local.store import SqliteStore
+
+        return SqliteStore(self.paths.db)
+
+    @cached_property
+    def clock(self):
+        from gqa.adapters.clock import SystemClock
+
+        return SystemClock()
+
+    @cached_property
+    def waker(self):
+        from gqa.adapters.local.wake import SocketWaker
+
+        return SocketWaker(self.paths)
+
+    def submitter(self):
+        from gqa.services.submit import SubmitService
+
+        return SubmitService(self.store, self.clock, self.waker)
+
+    def control(self):
+        from gqa.services.control import ControlService
+
+        return ControlService(self.store, self.clock, self.waker)
+
+    def queries(self):
+        from gqa.services.queries import QueryService
+
+        return QueryService(self.store, self.clock)
+
+    def daemon_pid(self) -> int | None:
+        from gqa.adapters.local.lock import daemon_running
+
+        return daemon_running(self.paths)
+
+
+def backend() -> LocalBackend:
+    return LocalBackend()

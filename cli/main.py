@@ -1,0 +1,55 @@
+"""`gqa`: the entry point. Commands register here; each lives in its own module."""
+
+import contextvars
+import sys
+
+import typer
+
+from . import cancel, demo, local, logs, queue, quota, requeue, status, submit
+
+# `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--`
+# is the job's command, verbatim, so it is split off before option parsing.
+TRAILING_COMMAND: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("gqa_command", default=None)
+
+app = typer.Typer(
+    name="gqa",
+    help="A virtual queue for GPU training jobs: submit, wait your turn fairly, resume after interruptions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("submit", no_args_is_help=False)(submit.submit)
+app.command("queue")(queue.queue)
+app.command("status")(status.status)
+app.command("logs")(logs.logs)
+app.command("cancel")(cancel.cancel)
+app.command("requeue")(requeue.requeue)
+app.add_typer(quota.app, name="quota")
+app.add_typer(local.app, name="local")
+app.command("demo")(demo.demo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = None
+    if "--" in args:
+        cut = args.index("--")
+        args, command = args[:cut], args[cut + 1:]
+    token = TRAILING_COMMAND.set(command)
+    try:
+        app(args=args, prog_name="gqa", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    finally:
+        TRAILING_COMMAND.reset(token)
+    return 0
+
+
+def run() -> None:  # console script
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,77 @@
+"""Printing: tables for people, JSON for scripts, errors to stderr with exit 2."""
+
+import contextlib
+import json
+import sys
+import time
+from typing import Any, NoReturn
+
+import typer
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    sys.stderr.write(f"gqa: error: {message}\n")
+    raise typer.Exit(code)
+
+
+def note(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+@contextlib.contextmanager
+def user_errors():
+    """Domain errors become one clear line on stderr and exit code 2."""
+    from gqa.models.errors import GqaError
+
+    try:
+        yield
+    except GqaError as exc:
+        fail(str(exc))
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def job_dict(job, *, history: bool = False) -> dict[str, Any]:
+    data = {
+        "id": job.id, "group": job.group, "name": job.name, "team": job.team, "owner": job.owner,
+        "priority": ("high", "normal", "low")[job.tier], "state": job.state.value, "status": job.status.value,
+        "gpus": job.gpus, "gpu_type": job.gpu_type, "assigned_gpus": list(job.assigned),
+        "array_index": job.array_index, "attempts": job.attempts, "error_retries": job.error_retries,
+        "interruptions": job.interruptions, "submitted_at": job.submitted_at, "started_at": job.started_at,
+        "ended_at": job.ended_at, "exit_code": job.exit_code, "signal": job.signal, "reason": job.reason,
+        "gpu_seconds": round(job.gpu_seconds, 3),
+    }
+    if history:
+        data["history"] = [{"state": t.state.value, "at": t.at, "reason": t.reason} for t in job.history]
+    return data
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    from gqa.models.units import format_duration
+
+    if ts is None:
+        return "-"
+    return format_duration((now or time.time()) - ts)
+
+
+def when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+PRIORITY = ("high", "normal", "low")
+
+STATUS_STYLE = {
+    "pending": "yellow", "awaiting approval": "magenta", "held": "magenta", "starting": "cyan",
+    "running": "cyan", "retrying": "yellow", "completed": "green", "failed": "red", "timed out": "red",
+    "cancelled": "dim", "rejected": "red",
+}

@@ -1,0 +1,67 @@
+"""`gqa queue`: pending jobs in the order they will start, and what runs."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from .options import Output, check_output
+from .output import PRIORITY, ago, console, print_json, user_errors
+
+
+def queue(
+    group: Annotated[Optional[str], typer.Argument(help="Only this array or sweep.", show_default=False)] = None,
+    explain: Annotated[bool, typer.Option("--explain", "-x", help="Show each pending job's priority factors.")] = False,
+    output: Output = "table",
+):
+    """Pending jobs in start order (with the reason each waits) and running jobs."""
+    fmt = check_output(output)
+    with user_errors():
+        from .backend import backend
+
+        view = backend().queries().queue(group=group)
+    if fmt == "json":
+        print_json({
+            "gpus": {"total": view.total_gpus, "free": view.free_gpus},
+            "pending": [_pending_dict(e) for e in view.pending],
+            "running": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": list(j.assigned),
+                         "started_at": j.started_at, "attempt": j.attempts, "state": j.state.value}
+                        for j in view.running],
+        })
+        return
+    from rich.table import Table
+
+    out = console()
+    out.print(f"[bold]GPUs[/]: {view.total_gpus - view.free_gpus} of {view.total_gpus} in use")
+    running = Table(title=f"running ({len(view.running)})", title_justify="left", box=None, pad_edge=False)
+    for col in ("id", "name", "team", "owner", "gpus", "elapsed", "attempt"):
+        running.add_column(col)
+    for j in view.running:
+        running.add_row(j.id, j.name, j.team, j.owner, ",".join(map(str, j.assigned)), ago(j.started_at),
+                        str(j.attempts))
+    out.print(running)
+    pending = Table(title=f"pending ({len(view.pending)})", title_justify="left", box=None, pad_edge=False)
+    cols = ["pos", "id", "name", "team", "owner", "prio", "gpus", "waiting", "reason"]
+    if explain:
+        cols[-1:-1] = ["fairshare", "age", "size", "score"]
+    for col in cols:
+        pending.add_column(col, overflow="fold")
+    for e in view.pending:
+        j = e.job
+        row = [str(e.position or "-"), j.id, j.name, j.team, j.owner, PRIORITY[j.tier], str(j.gpus),
+               ago(j.submitted_at), e.reason]
+        if explain:
+            f = e.factors
+            row[-1:-1] = [f"{f.fair_share:.3f}", f"{f.age:.3f}", f"{f.size:.3f}", f"{f.score:.3f}"] if f else ["-"] * 4
+        pending.add_row(*row)
+    out.print(pending)
+
+
+def _pending_dict(entry) -> dict:
+    j = entry.job
+    data = {"position": entry.position, "id": j.id, "name": j.name, "team": j.team, "owner": j.owner,
+            "priority": PRIORITY[j.tier], "gpus": j.gpus, "gpu_type": j.gpu_type, "state": j.state.value,
+            "submitted_at": j.submitted_at, "reason": entry.reason}
+    if entry.factors is not None:
+        f = entry.factors
+        data["factors"] = {"fair_share": f.fair_share, "age": f.age, "size": f.size, "score": f.score}
+    return data

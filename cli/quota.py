@@ -1,0 +1,81 @@
+"""`gqa quota show|set`: team shares and GPU caps."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from .options import Output, check_output
+from .output import console, fail, print_json, user_errors
+
+app = typer.Typer(help="Team fair-share weights and GPU caps.", no_args_is_help=True)
+
+
+@app.command("show")
+def show(output: Output = "table"):
+    """Every team's share and caps, with the GPUs it holds now."""
+    fmt = check_output(output)
+    with user_errors():
+        from .backend import backend
+
+        be = backend()
+        teams = be.store.teams()
+        _, running = be.store.scheduling_view()
+        policy = be.store.policy()
+    held: dict[str, int] = {}
+    for r in running:
+        held[r.team] = held.get(r.team, 0) + len(r.gpus)
+    names = sorted(set(teams) | set(held))
+    rows = [{"team": t, "share": teams.get(t, policy.default_team).share,
+             "max_gpus": teams.get(t, policy.default_team).max_gpus,
+             "max_gpus_per_user": teams.get(t, policy.default_team).max_gpus_per_user,
+             "gpus_in_use": held.get(t, 0), "configured": t in teams} for t in names]
+    if fmt == "json":
+        print_json({"teams": rows})
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("team", "share", "max gpus", "max gpus/user", "in use"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["team"] + ("" if r["configured"] else " (defaults)"), f"{r['share']:g}",
+                      _cap(r["max_gpus"]), _cap(r["max_gpus_per_user"]), str(r["gpus_in_use"]))
+    console().print(table)
+
+
+@app.command("set")
+def set_(
+    team: Annotated[str, typer.Argument(help="Team name.", show_default=False)],
+    share: Annotated[Optional[float], typer.Option(help="Fair-share weight (relative, > 0).")] = None,
+    max_gpus: Annotated[Optional[int], typer.Option(help="Concurrent GPUs for the team (-1: no cap).")] = None,
+    max_gpus_per_user: Annotated[Optional[int], typer.Option(help="Concurrent GPUs per user (-1: no cap).")] = None,
+    output: Output = "table",
+):
+    """Set a team's share and caps; unset options keep their value."""
+    fmt = check_output(output)
+    from gqa.models.spec import NAME_RE
+
+    if not NAME_RE.match(team):
+        fail(f"{team!r} is not a valid team name")
+    if share is not None and share <= 0:
+        fail(f"--share must be positive, got {share}")
+    for flag, value in (("--max-gpus", max_gpus), ("--max-gpus-per-user", max_gpus_per_user)):
+        if value is not None and value < -1:
+            fail(f"{flag} must be a GPU count, or -1 for no cap; got {value}")
+    with user_errors():
+        from gqa.services.quota import QuotaService
+
+        from .backend import backend
+
+        policy = QuotaService(backend().store).set(team, share=share, max_gpus=max_gpus,
+                                                   max_gpus_per_user=max_gpus_per_user)
+    if fmt == "json":
+        print_json({"team": team, "share": policy.share, "max_gpus": policy.max_gpus,
+                    "max_gpus_per_user": policy.max_gpus_per_user})
+    else:
+        print(f"team {team}: share {policy.share:g}, max GPUs {_cap(policy.max_gpus)}, "
+              f"max GPUs per user {_cap(policy.max_gpus_per_user)}")
+
+
+def _cap(value: int | None) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,67 @@
+"""`gqa status ID`: a job's state, attempts, exit and history with reasons."""
+
+from collections import Counter
+
+from .options import JobRef, Output, check_output
+from .output import PRIORITY, STATUS_STYLE, ago, console, job_dict, print_json, user_errors, when
+
+
+def status(ref: JobRef, output: Output = "table"):
+    """Where a job stands and why; for an array or sweep, every task."""
+    fmt = check_output(output)
+    with user_errors():
+        from .backend import backend
+
+        jobs = backend().queries().jobs(ref)
+    if fmt == "json":
+        if len(jobs) == 1 and jobs[0].id == ref:
+            print_json(job_dict(jobs[0], history=True))
+        else:
+            print_json({"group": ref, "counts": dict(Counter(j.state.value for j in jobs)),
+                        "jobs": [job_dict(j, history=True) for j in jobs]})
+        return
+    out = console()
+    if len(jobs) == 1 and jobs[0].id == ref:
+        _one(out, jobs[0])
+    else:
+        _group(out, ref, jobs)
+
+
+def _one(out, job) -> None:
+    from gqa.models.units import format_duration
+
+    style = STATUS_STYLE.get(job.status.value, "")
+    out.print(f"[bold]job {job.id}[/] {job.name}: [{style}]{job.status.value}[/] ({job.state.value})")
+    out.print(f"  reason     {job.reason}")
+    out.print(f"  team       {job.team}   owner {job.owner}   priority {PRIORITY[job.tier]}")
+    gpus = f"{job.gpus}" + (f" x {job.gpu_type}" if job.gpu_type else "")
+    if job.assigned:
+        gpus += f" (GPUs {','.join(map(str, job.assigned))})"
+    out.print(f"  gpus       {gpus}")
+    retries = f"{job.error_retries} error retries, {job.interruptions} interruptions"
+    out.print(f"  attempts   {job.attempts} ({retries})")
+    if job.exit_code is not None or job.signal is not None:
+        out.print(f"  exit       code {job.exit_code}" + (f", signal {job.signal}" if job.signal else ""))
+    out.print(f"  submitted  {when(job.submitted_at)} ({ago(job.submitted_at)} ago)")
+    if job.gpu_seconds:
+        out.print(f"  used       {job.gpu_seconds / 3600:.3f} GPU-hours")
+    out.print("  history")
+    previous = None
+    for t in job.history:
+        delta = f"+{format_duration(t.at - previous)}" if previous is not None else ""
+        out.print(f"    {when(t.at)} {delta:>8}  {t.state.value:<16} {t.reason}")
+        previous = t.at
+
+
+def _group(out, ref, jobs) -> None:
+    from rich.table import Table
+
+    counts = Counter(j.status.value for j in jobs)
+    out.print(f"[bold]{ref}[/]: {len(jobs)} jobs - " + ", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    table = Table(box=None, pad_edge=False)
+    for col in ("id", "name", "status", "attempts", "exit", "reason"):
+        table.add_column(col, overflow="fold")
+    for j in jobs:
+        table.add_row(j.id, j.name, f"[{STATUS_STYLE.get(j.status.value, '')}]{j.status.value}[/]", str(j.attempts),
+                      "-" if j.exit_code is None else str(j.exit_code), j.reason)
+    out.print(table)

@@ -1,0 +1,3 @@
+"""gqa: a virtual queue for GPU training jobs."""
+
+__version__ = "0.1.0"

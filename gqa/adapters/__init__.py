@@ -1,0 +1,1 @@
+"""Backends: the only code that touches sqlite3, subprocess, the filesystem or boto3."""

@@ -1,0 +1,308 @@
+"""JobStore on SQLite in WAL mode. Every change is one IMMEDIATE transaction
+whose UPDATE is guarded on the state the caller read, so the CLI and the
+daemon can write concurrently without lost updates."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Iterable
+
+from ...models.errors import BackendUnavailable, Conflict, NotFound
+from ...models.job import JobRecord, JobState, Request, Transition, transition
+from ...ports import Change, Inventory
+from ...scheduling.fairshare import decay
+from ...scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy, Weights
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, seq INTEGER NOT NULL UNIQUE, grp TEXT NOT NULL, name TEXT NOT NULL,
+    team TEXT NOT NULL, owner TEXT NOT NULL, tier INTEGER NOT NULL, gpus INTEGER NOT NULL,
+    gpu_type TEXT, cpus INTEGER, memory INTEGER, wall_time INTEGER, submitted_at REAL NOT NULL,
+    spec_json TEXT NOT NULL, state TEXT NOT NULL, array_index INTEGER, group_limit INTEGER,
+    extra_env TEXT NOT NULL DEFAULT '{}', attempts INTEGER NOT NULL DEFAULT 0,
+    error_retries INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0,
+    not_before REAL, started_at REAL, ended_at REAL, assigned TEXT NOT NULL DEFAULT '',
+    pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
+    request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
+CREATE TABLE IF NOT EXISTS history (
+    job_id TEXT NOT NULL, n INTEGER NOT NULL, state TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY (job_id, n)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS teams (
+    team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER
+);
+CREATE TABLE IF NOT EXISTS usage (team TEXT PRIMARY KEY, gpu_seconds REAL NOT NULL, as_of REAL NOT NULL);
+"""
+
+_COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
+_DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
+_INSERT = f"INSERT INTO jobs ({', '.join(_DB_COLUMNS)}) VALUES ({', '.join('?' for _ in _DB_COLUMNS)})"
+_UPDATE = f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _DB_COLUMNS if c != 'id')} WHERE id = ? AND state = ?"
+_SELECT = f"SELECT {', '.join(_DB_COLUMNS)} FROM jobs"
+
+
+class SqliteStore:
+    def __init__(self, path: Path | str, *, durable: bool = True):
+        self.path = str(path)
+        try:
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            # FULL: a transition that returned survives a power cut, not only a crash
+            self.db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self.db.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise BackendUnavailable(f"cannot open the queue database {self.path}: {exc}") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- schema --------------------------------------------------------------------
+    def _migrate(self) -> None:
+        with self._tx():
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    self.db.execute(statement)
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self.db.execute("INSERT INTO meta VALUES ('next_group', '1')")
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise BackendUnavailable(f"{self.path} was written by a newer gqa (schema {row[0]}); upgrade gqa")
+
+    def _tx(self):
+        return _Transaction(self.db)
+
+    # -- settings -------------------------------------------------------------------
+    def _meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        with self._tx():
+            self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            (key, value))
+
+    def inventory(self) -> Inventory | None:
+        raw = self._meta("inventory")
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
+
+    def set_inventory(self, inventory: Inventory) -> None:
+        self._set_meta("inventory", json.dumps(asdict(inventory)))
+
+    def policy(self) -> Policy:
+        raw = self._meta("policy")
+        if raw is None:
+            return Policy()
+        data = json.loads(raw)
+        data["weights"] = Weights(**data["weights"])
+        data["default_team"] = TeamPolicy(**data["default_team"])
+        return Policy(**data)
+
+    def set_policy(self, policy: Policy) -> None:
+        self._set_meta("policy", json.dumps(asdict(policy)))
+
+    def teams(self) -> dict[str, TeamPolicy]:
+        rows = self.db.execute("SELECT team, share, max_gpus, max_gpus_per_user FROM teams").fetchall()
+        return {r[0]: TeamPolicy(share=r[1], max_gpus=r[2], max_gpus_per_user=r[3]) for r in rows}
+
+    def set_team(self, team: str, policy: TeamPolicy) -> None:
+        with self._tx():
+            self.db.execute("INSERT INTO teams VALUES (?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET share = excluded.share,"
+                            " max_gpus = excluded.max_gpus, max_gpus_per_user = excluded.max_gpus_per_user",
+                            (team, policy.share, policy.max_gpus, policy.max_gpus_per_user))
+
+    def usage(self, now: float, half_life: float) -> dict[str, float]:
+        rows = self.db.execute("SELECT team, gpu_seconds, as_of FROM usage").fetchall()
+        out = {team: decay(value, now - as_of, half_life) for team, value, as_of in rows}
+        # running jobs count as they run, so a team holding GPUs now is charged for it
+        for team, gpus, started in self.db.execute(
+                "SELECT team, gpus, started_at FROM jobs WHERE state = 'RUNNING' AND started_at IS NOT NULL"):
+            out[team] = out.get(team, 0.0) + gpus * max(0.0, now - started)
+        return out
+
+    def _add_usage(self, team: str, gpu_seconds: float, now: float, half_life: float) -> None:
+        with self._tx():
+            row = self.db.execute("SELECT gpu_seconds, as_of FROM usage WHERE team = ?", (team,)).fetchone()
+            value = decay(row[0], now - row[1], half_life) if row else 0.0
+            self.db.execute("INSERT INTO usage VALUES (?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
+                            "gpu_seconds = excluded.gpu_seconds, as_of = excluded.as_of", (team, value + gpu_seconds, now))
+
+    # -- jobs -----------------------------------------------------------------------
+    def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        with self._tx():
+            group_no = int(self._meta("next_group"))
+            seq = (self.db.execute("SELECT MAX(seq) FROM jobs").fetchone()[0] or 0) + 1
+            created, groups = [], 0
+            shared = str(group_no)
+            for job in jobs:
+                if job.array_index is not None:
+                    job_id, group = f"{shared}_{job.array_index}", shared
+                    groups = 1
+                else:
+                    job_id = group = str(group_no + groups)
+                    groups += 1
+                created.append(replace(job, id=job_id, group=group, seq=seq))
+                seq += 1
+            self.db.executemany(_INSERT, [_row(j) for j in created])
+            self.db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
+                                [(j.id, n, t.state.value, t.at, t.reason) for j in created for n, t in enumerate(j.history)])
+            self.db.execute("UPDATE meta SET value = ? WHERE key = 'next_group'", (str(group_no + max(groups, 1)),))
+        return created
+
+    def get(self, job_id: str) -> JobRecord:
+        row = self.db.execute(_SELECT + " WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        return self._with_history([_record(row)])[0]
+
+    def resolve(self, ref: str) -> list[JobRecord]:
+        rows = self.db.execute(_SELECT + " WHERE id = ? OR grp = ? ORDER BY seq", (ref, ref)).fetchall()
+        if not rows:
+            raise NotFound(f"no job or array {ref}")
+        return self._with_history([_record(r) for r in rows])
+
+    def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
+             limit: int | None = None, history: bool = False) -> list[JobRecord]:
+        where, params = [], []
+        if states is not None:
+            states = list(states)
+            where.append(f"state IN ({', '.join('?' for _ in states)})")
+            params += [s.value for s in states]
+        if team is not None:
+            where.append("team = ?")
+            params.append(team)
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        jobs = [_record(r) for r in self.db.execute(sql, params)]
+        return self._with_history(jobs) if history else jobs
+
+    def _with_history(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        out = []
+        for job in jobs:
+            rows = self.db.execute("SELECT state, at, reason FROM history WHERE job_id = ? ORDER BY n", (job.id,))
+            out.append(replace(job, history=tuple(Transition(JobState(s), at, r) for s, at, r in rows)))
+        return out
+
+    def apply(self, changes: list[Change]) -> list[JobRecord]:
+        out: list[JobRecord] = []
+        half_life: float | None = None
+        with self._tx():
+            for change in changes:
+                row = self.db.execute(_SELECT + " WHERE id = ?", (change.job_id,)).fetchone()
+                if row is None:
+                    raise NotFound(f"no job {change.job_id}")
+                job = _record(row)
+                if job.state != change.expect:
+                    raise Conflict(f"job {job.id} is {job.state}, expected {change.expect}")
+                extra = dict(change.fields or {})
+                if change.to is None:
+                    new = replace(job, **extra)
+                else:
+                    n = self.db.execute("SELECT COUNT(*) FROM history WHERE job_id = ?", (job.id,)).fetchone()[0]
+                    new = transition(job, change.to, change.at, change.reason, **extra)
+                    self.db.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
+                                    (job.id, n, change.to.value, change.at, change.reason))
+                cursor = self.db.execute(_UPDATE, _row(new)[1:] + (job.id, change.expect.value))
+                if cursor.rowcount != 1:
+                    raise Conflict(f"job {job.id} changed while being updated")
+                if change.usage:
+                    if half_life is None:
+                        half_life = self.policy().half_life
+                    self._add_usage(job.team, change.usage, change.at, half_life)
+                out.append(new)
+        return out
+
+    def with_requests(self) -> list[JobRecord]:
+        rows = self.db.execute(_SELECT + " WHERE request IS NOT NULL AND kill_reason IS NULL "
+                               "AND state IN ('STARTING', 'RUNNING') ORDER BY seq").fetchall()
+        return [_record(r) for r in rows]
+
+    def scheduling_view(self) -> tuple[list[PendingJob], list[RunningJob]]:
+        pending = [
+            PendingJob(id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
+                       cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12])
+            for r in self.db.execute(
+                "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
+                "group_limit, seq FROM jobs WHERE state = 'QUEUED'")
+        ]
+        running = [
+            RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
+                       memory=r[6], group=r[7])
+            for r in self.db.execute(
+                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp FROM jobs "
+                "WHERE state IN ('STARTING', 'RUNNING')")
+        ]
+        return pending, running
+
+    def next_wakeup(self) -> float | None:
+        return self.db.execute("SELECT MIN(not_before) FROM jobs WHERE state = 'RETRY_WAIT'").fetchone()[0]
+
+    def due_retries(self, now: float) -> list[JobRecord]:
+        rows = self.db.execute(_SELECT + " WHERE state = 'RETRY_WAIT' AND (not_before IS NULL OR not_before <= ?) "
+                               "ORDER BY seq", (now,)).fetchall()
+        return [_record(r) for r in rows]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT; rollback on any error. Re-entrant."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        self.outer = False
+
+    def __enter__(self):
+        if not self.db.in_transaction:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.outer = True
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.outer:
+            if exc_type is None:
+                self.db.execute("COMMIT")
+            else:
+                self.db.execute("ROLLBACK")
+        return False
+
+
+def _row(job: JobRecord) -> tuple:
+    values = []
+    for name in _COLUMNS:
+        value = getattr(job, name)
+        if name == "state":
+            value = value.value
+        elif name == "request":
+            value = value.value if value is not None else None
+        elif name == "assigned":
+            value = ",".join(str(i) for i in value)
+        elif name == "extra_env":
+            value = json.dumps(value)
+        values.append(value)
+    return tuple(values)
+
+
+def _indices(text: str) -> tuple[int, ...]:
+    return tuple(int(i) for i in text.split(",")) if text else ()
+
+
+def _record(row: tuple) -> JobRecord:
+    data = dict(zip(_COLUMNS, row))
+    data["state"] = JobState(data["state"])
+    data["request"] = Request(data["request"]) if data["request"] else None
+    data["assigned"] = _indices(data["assigned"])
+    data["extra_env"] = json.loads(data["extra_env"])
+    return JobRecord(**data)

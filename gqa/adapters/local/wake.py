@@ -1,0 +1,72 @@
+"""The daemon's doorbell: a Unix datagram socket under GQA_HOME. Writers ring
+it after a change so the daemon reacts at once instead of polling."""
+
+import hashlib
+import os
+import socket
+
+from .paths import StatePaths
+
+WAKE, STOP, STOP_KEEP_JOBS = b"wake", b"stop", b"stop-keep"
+_MAX_PATH = 100  # sun_path holds 108 bytes
+
+
+def socket_address(paths: StatePaths) -> str | bytes:
+    path = str(paths.socket)
+    if len(path.encode()) < _MAX_PATH:
+        return path
+    # too deep for a filesystem socket: an abstract one named after the home
+    return b"\0gqa-" + hashlib.sha256(str(paths.home).encode()).hexdigest()[:24].encode()
+
+
+class SocketWaker:
+    def __init__(self, paths: StatePaths):
+        self.address = socket_address(paths)
+
+    def wake(self) -> None:
+        self.send(WAKE)
+
+    def send(self, message: bytes) -> bool:
+        """True if a daemon is listening."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.sendto(message, self.address)
+                return True
+            except (FileNotFoundError, ConnectionRefusedError):
+                return False
+            except BlockingIOError:  # the daemon's queue is full: it is awake anyway
+                return True
+
+
+class Doorbell:
+    """The daemon's end."""
+
+    def __init__(self, paths: StatePaths):
+        self.address = socket_address(paths)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if isinstance(self.address, str):
+            try:
+                os.unlink(self.address)
+            except FileNotFoundError:
+                pass
+        self.sock.bind(self.address)
+        self.sock.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def drain(self) -> list[bytes]:
+        messages = []
+        while True:
+            try:
+                messages.append(self.sock.recv(64))
+            except BlockingIOError:
+                return messages
+
+    def close(self) -> None:
+        self.sock.close()
+        if isinstance(self.address, str):
+            try:
+                os.unlink(self.address)
+            except FileNotFoundError:
+                pass

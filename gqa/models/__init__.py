@@ -1,0 +1,1 @@
+"""Pure data: job specs, records, the lifecycle, units and errors."""

@@ -1,0 +1,81 @@
+"""Arrays and sweeps: one submission, many jobs."""
+
+import itertools
+import shlex
+
+from .errors import SpecError
+from .spec import JobSpec
+
+MAX_TASKS = 100_000
+
+
+def parse_array(text: str) -> tuple[list[int], int | None]:
+    """Slurm's --array syntax: `0-499`, `1,3,5`, `0-9:2`, with an optional `%N`
+    limit on tasks running at once. Returns (indices, limit)."""
+    body, _, limit_text = str(text).strip().partition("%")
+    limit = None
+    if limit_text:
+        if not limit_text.isdigit() or int(limit_text) < 1:
+            raise SpecError(f"invalid array limit {'%' + limit_text!r}: use %N with N >= 1")
+        limit = int(limit_text)
+    indices: list[int] = []
+    for part in body.split(","):
+        part = part.strip()
+        rng, _, step_text = part.partition(":")
+        lo_text, dash, hi_text = rng.partition("-")
+        try:
+            lo = int(lo_text)
+            hi = int(hi_text) if dash else lo
+            step = int(step_text) if step_text else 1
+        except ValueError:
+            raise SpecError(f"invalid array {text!r}: use e.g. 0-499, 1,3,5 or 0-9:2") from None
+        if lo < 0 or hi < lo or step < 1:
+            raise SpecError(f"invalid array range {part!r}: need 0 <= start <= end and step >= 1")
+        indices.extend(range(lo, hi + 1, step))
+        if len(indices) > MAX_TASKS:
+            raise SpecError(f"array {text!r} has more than {MAX_TASKS} tasks")
+    if len(set(indices)) != len(indices):
+        raise SpecError(f"array {text!r} repeats an index")
+    return indices, limit
+
+
+def expand(spec: JobSpec) -> list[tuple[JobSpec, int | None, dict[str, str]]]:
+    """The concrete jobs of one submission: (spec, array index, extra env)."""
+    if spec.array is not None:
+        indices, _ = parse_array(spec.array)
+        base = spec.model_copy(update={"array": None})
+        return [(base, i, {"GQA_ARRAY_INDEX": str(i)}) for i in indices]
+    if spec.sweep is not None:
+        keys = list(spec.sweep.grid)
+        combos = list(itertools.product(*(spec.sweep.grid[k] for k in keys)))
+        if len(combos) > MAX_TASKS:
+            raise SpecError(f"sweep has {len(combos)} combinations; at most {MAX_TASKS}")
+        jobs = []
+        for i, combo in enumerate(combos):
+            values = {k: _text(v) for k, v in zip(keys, combo)}
+            jobs.append((_with_values(spec, values), i, {"GQA_ARRAY_INDEX": str(i)}))
+        return jobs
+    return [(spec, None, {})]
+
+
+def array_limit(spec: JobSpec) -> int | None:
+    return parse_array(spec.array)[1] if spec.array is not None else None
+
+
+def _with_values(spec: JobSpec, values: dict[str, str]) -> JobSpec:
+    tags = dict(spec.tags) | {f"sweep.{k}": v for k, v in values.items()}
+    if spec.sweep.pass_as == "env":
+        env = dict(spec.env) | values
+        return spec.model_copy(update={"sweep": None, "env": env, "tags": tags})
+    flags = [f"--{k}={v}" for k, v in values.items()]
+    if isinstance(spec.command, str) or spec.shell:
+        command = spec.command if isinstance(spec.command, str) else spec.command[0]
+        command = command + " " + " ".join(shlex.quote(f) for f in flags)
+        return spec.model_copy(update={"sweep": None, "command": command, "tags": tags})
+    return spec.model_copy(update={"sweep": None, "command": list(spec.command) + flags, "tags": tags})
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

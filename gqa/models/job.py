@@ -1,0 +1,168 @@
+"""The job record and its lifecycle (DESIGN.md: "The job").
+
+Two vocabularies: `JobState` is the scheduler's, written only through
+`transition()`; `UserStatus` is what people read, derived only by
+`user_status()`."""
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from .errors import InvalidTransition
+
+
+class JobState(StrEnum):
+    SUBMITTED = "SUBMITTED"
+    QUEUED = "QUEUED"
+    PENDING_APPROVAL = "PENDING_APPROVAL"
+    HELD = "HELD"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    RETRY_WAIT = "RETRY_WAIT"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    CANCELLED = "CANCELLED"
+    REJECTED = "REJECTED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+    @property
+    def active(self) -> bool:
+        """Holding GPUs (or about to)."""
+        return self in (JobState.STARTING, JobState.RUNNING)
+
+
+S = JobState
+TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.REJECTED})
+PENDING = frozenset({S.SUBMITTED, S.QUEUED, S.PENDING_APPROVAL, S.HELD, S.RETRY_WAIT})
+
+ALLOWED: dict[JobState, frozenset[JobState]] = {
+    S.SUBMITTED: frozenset({S.QUEUED, S.REJECTED, S.PENDING_APPROVAL, S.HELD, S.CANCELLED}),
+    S.QUEUED: frozenset({S.STARTING, S.HELD, S.CANCELLED}),
+    S.PENDING_APPROVAL: frozenset({S.QUEUED, S.REJECTED, S.CANCELLED}),
+    S.HELD: frozenset({S.QUEUED, S.CANCELLED}),
+    # STARTING -> RETRY_WAIT: the launch was interrupted (crash between decision and start)
+    S.STARTING: frozenset({S.RUNNING, S.RETRY_WAIT, S.FAILED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.RETRY_WAIT, S.CANCELLED}),
+    S.RETRY_WAIT: frozenset({S.QUEUED, S.CANCELLED, S.FAILED}),
+    **{t: frozenset() for t in TERMINAL},
+}
+
+
+def check_transition(current: JobState, to: JobState) -> None:
+    if to not in ALLOWED[current]:
+        if current.terminal:
+            raise InvalidTransition(f"job already ended ({current}); cannot move to {to}")
+        raise InvalidTransition(f"cannot move a {current} job to {to}")
+
+
+class UserStatus(StrEnum):
+    PENDING = "pending"
+    AWAITING_APPROVAL = "awaiting approval"
+    HELD = "held"
+    STARTING = "starting"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed out"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"
+
+
+_USER_STATUS = {
+    S.SUBMITTED: UserStatus.PENDING, S.QUEUED: UserStatus.PENDING,
+    S.PENDING_APPROVAL: UserStatus.AWAITING_APPROVAL, S.HELD: UserStatus.HELD,
+    S.STARTING: UserStatus.STARTING, S.RUNNING: UserStatus.RUNNING,
+    S.RETRY_WAIT: UserStatus.RETRYING, S.SUCCEEDED: UserStatus.COMPLETED,
+    S.FAILED: UserStatus.FAILED, S.TIMED_OUT: UserStatus.TIMED_OUT,
+    S.CANCELLED: UserStatus.CANCELLED, S.REJECTED: UserStatus.REJECTED,
+}
+
+
+def user_status(state: JobState) -> UserStatus:
+    return _USER_STATUS[state]
+
+
+class Request(StrEnum):
+    """What a user asked of a running job; the supervisor carries it out."""
+
+    CANCEL = "cancel"
+    REQUEUE = "requeue"
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: JobState
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job. Scheduling columns are copied out of the spec so the queue can
+    be ordered without parsing every spec."""
+
+    id: str
+    group: str
+    name: str
+    team: str
+    owner: str
+    tier: int
+    gpus: int
+    gpu_type: str | None
+    cpus: int | None
+    memory: int | None
+    wall_time: int | None
+    submitted_at: float
+    spec_json: str
+    state: JobState = JobState.SUBMITTED
+    seq: int = 0
+    array_index: int | None = None
+    group_limit: int | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    attempts: int = 0            # launches so far; GQA_ATTEMPT of the next is attempts + 1
+    error_retries: int = 0       # application errors retried so far
+    interruptions: int = 0       # requeues, restarts, timeouts-with-requeue: never errors
+    not_before: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    assigned: tuple[int, ...] = ()
+    pid: int | None = None
+    proc_token: str | None = None   # identifies the process beyond its pid (start time)
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    request: Request | None = None
+    kill_reason: str | None = None  # why we signalled it: timeout, cancel, requeue
+    gpu_seconds: float = 0.0
+    history: tuple[Transition, ...] = ()
+
+    @property
+    def spec(self):
+        from .spec import JobSpec
+        return JobSpec.model_validate_json(self.spec_json)
+
+    @property
+    def status(self) -> UserStatus:
+        return user_status(self.state)
+
+    @property
+    def first_start(self) -> float | None:
+        for t in self.history:
+            if t.state == JobState.RUNNING:
+                return t.at
+        return None
+
+
+def transition(job: JobRecord, to: JobState, at: float, reason: str, **changes) -> JobRecord:
+    """The one way a state changes: checked against ALLOWED, recorded in history."""
+    check_transition(job.state, to)
+    return replace(job, state=to, reason=reason, history=job.history + (Transition(to, at, reason),), **changes)
+
+
+def id_order(job_id: str) -> tuple[int, ...]:
+    """Sort key that puts 9 before 10 and 10_2 before 10_10."""
+    return tuple(int(p) if p.isdigit() else 0 for p in job_id.split("_"))

@@ -1,0 +1,270 @@
+"""Turn what the user typed into a validated JobSpec: a YAML file, a script
+with `#GQA` / `#SBATCH` directives, and command-line flags (flags win).
+Every problem becomes one SpecError that names the field, the line and,
+for a misspelt field, the nearest valid name."""
+
+import difflib
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import SpecError
+from .spec import SPEC_FIELDS, JobSpec
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = None,
+              command: list[str] | None = None, warn=None) -> JobSpec:
+    """The spec for `gqa submit [FILE] [flags] [-- CMD...]`.
+
+    `overrides` is a raw (unvalidated) nested dict from flags; `command`, if
+    given, replaces the file's command (for a script: extra arguments)."""
+    raw: dict[str, Any] = {}
+    lines: dict[tuple, int] = {}
+    source = None
+    if path is not None:
+        source = path
+        text = _read(path)
+        if path.endswith(YAML_SUFFIXES):
+            raw, lines = parse_yaml(text, source=path)
+            if command:
+                raw["command"] = command
+        else:
+            raw = parse_directives(text, source=path, warn=warn)
+            raw["command"] = script_command(path, text) + list(command or [])
+            raw.setdefault("name", Path(path).stem or "job")
+            raw.setdefault("workdir", os.getcwd())
+    elif command:
+        raw["command"] = list(command)
+        raw.setdefault("name", Path(command[0]).name or "job")
+    else:
+        raise SpecError("nothing to run: give a job file, a script, or a command after --")
+    merge(raw, overrides or {})
+    raw.setdefault("workdir", os.getcwd())
+    return validate(raw, lines=lines, source=source)
+
+
+def validate(raw: dict[str, Any], *, lines: dict[tuple, int] | None = None, source: str | None = None) -> JobSpec:
+    try:
+        return JobSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise _friendly(exc, lines or {}, source) from None
+
+
+def parse_yaml(text: str, *, source: str | None = None) -> tuple[dict[str, Any], dict[tuple, int]]:
+    """The mapping in a YAML job file and the line of every key path."""
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"malformed YAML: {problem}", line=mark.line + 1 if mark else None,
+                        source=source) from None
+    if not isinstance(data, dict):
+        raise SpecError("a job file must be a YAML mapping (key: value lines)", line=1, source=source)
+    lines: dict[tuple, int] = {}
+    _record_lines(node, (), lines)
+    return data, lines
+
+
+def _record_lines(node, path: tuple, lines: dict[tuple, int]) -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            sub = path + (key.value,)
+            lines[sub] = key.start_mark.line + 1
+            _record_lines(value, sub, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[path + (i,)] = item.start_mark.line + 1
+            _record_lines(item, path + (i,), lines)
+
+
+def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None) -> SpecError:
+    err = exc.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("list[str]", "str") ) and p != "function-after[_command_shape()]")
+    # pydantic adds union branch names to loc; keep only real keys
+    loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or "(" in p)))
+    field = ".".join(str(p) for p in loc) or "spec"
+    line = _line_for(loc, lines)
+    if err["type"] == "extra_forbidden":
+        parent = ".".join(str(p) for p in loc[:-1])
+        model = SPEC_FIELDS.get(parent)
+        valid = sorted(model.model_fields) if model else []
+        near = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
+        hint = f"; did you mean {near[0]!r}?" if near else (f"; valid fields: {', '.join(valid)}" if valid else "")
+        return SpecError(f"unknown field {field!r}{hint}", line=line, source=source)
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "missing":
+        message = "is required"
+    if field == "spec":
+        return SpecError(message, line=line, source=source)
+    if err["type"] == "enum":
+        message = f"must be one of {err['ctx'].get('expected', '')}, got {err['input']!r}"
+    return SpecError(f"{field}: {message}", line=line, source=source)
+
+
+def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge `extra` into `base` (in place); None values in `extra` are ignored."""
+    for key, value in extra.items():
+        if value is None:
+            continue
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+# -- scripts with directives -------------------------------------------------
+
+def parse_directives(text: str, *, source: str | None = None, warn=None) -> dict[str, Any]:
+    """`#GQA` and `#SBATCH` lines at the top of a script, read as Slurm does:
+    until the first line that is neither blank nor a comment."""
+    raw: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if number == 1 and stripped.startswith("#!"):
+            continue
+        if stripped and not stripped.startswith("#"):
+            break
+        for prefix, strict in (("#GQA", True), ("#SBATCH", False)):
+            if stripped.startswith(prefix + " ") or stripped == prefix:
+                try:
+                    args = shlex.split(stripped[len(prefix):], comments=True)
+                except ValueError as exc:
+                    raise SpecError(f"cannot parse directive: {exc}", line=number, source=source) from None
+                _apply_flags(args, raw, strict=strict, line=number, source=source, warn=warn)
+    return raw
+
+
+def script_command(path: str, text: str) -> list[str]:
+    """How to run a script: itself when executable, else its #! interpreter, else sh."""
+    full = os.path.abspath(path)
+    if os.access(full, os.X_OK):
+        return [full]
+    first = text.splitlines()[0] if text else ""
+    if first.startswith("#!"):
+        return shlex.split(first[2:].strip()) + [full]
+    return ["/bin/sh", full]
+
+
+# option -> (field path, converter); the converters keep values raw for pydantic
+def _gres(value: str) -> dict[str, Any]:
+    # gpu:N or gpu:TYPE:N (Slurm GRES syntax)
+    parts = value.split(":")
+    if parts[0] != "gpu" or len(parts) not in (2, 3):
+        raise SpecError(f"unsupported --gres {value!r}: use gpu:N or gpu:TYPE:N")
+    out: dict[str, Any] = {"gpus": _int(parts[-1], "--gres")}
+    if len(parts) == 3:
+        out["gpu_type"] = parts[1]
+    return out
+
+
+def _gpus(value: str) -> dict[str, Any]:
+    # N or TYPE:N (Slurm's --gpus)
+    if ":" in value:
+        gpu_type, _, count = value.rpartition(":")
+        return {"gpus": _int(count, "--gpus"), "gpu_type": gpu_type}
+    return {"gpus": _int(value, "--gpus")}
+
+
+def _int(value: str, option: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise SpecError(f"{option} needs a whole number, got {value!r}") from None
+
+
+def _slurm_mem(value: str) -> str:
+    # Slurm's K/M/G/T are binary and a bare number is MiB; say so explicitly.
+    text = value.strip()
+    if text[-1:].upper() in "KMGT" and text[:-1].replace(".", "", 1).isdigit():
+        return text[:-1] + text[-1].upper() + "i"
+    return text
+
+
+_QOS = {"high": "high", "normal": "normal", "low": "low", "urgent": "high", "debug": "high"}
+
+DIRECTIVES: dict[str, Any] = {
+    "--gres": lambda v: {"resources": _gres(v)},
+    "--gpus": lambda v: {"resources": _gpus(v)},
+    "-G": lambda v: {"resources": _gpus(v)},
+    "--gpu-type": lambda v: {"resources": {"gpu_type": v}},
+    "--time": lambda v: {"limits": {"wall_time": v}},
+    "-t": lambda v: {"limits": {"wall_time": v}},
+    "--mem": lambda v: {"resources": {"memory": _slurm_mem(v)}},
+    "--cpus-per-task": lambda v: {"resources": {"cpus": _int(v, "--cpus-per-task")}},
+    "--cpus": lambda v: {"resources": {"cpus": _int(v, "--cpus")}},
+    "-c": lambda v: {"resources": {"cpus": _int(v, "-c")}},
+    "--job-name": lambda v: {"name": v},
+    "--name": lambda v: {"name": v},
+    "-J": lambda v: {"name": v},
+    "--qos": lambda v: {"priority": _QOS.get(v.lower(), v)},
+    "--priority": lambda v: {"priority": v},
+    "--team": lambda v: {"team": v},
+    "--account": lambda v: {"team": v},
+    "-A": lambda v: {"team": v},
+    "--array": lambda v: {"array": v},
+    "-a": lambda v: {"array": v},
+    "--retries": lambda v: {"retries": {"on_error": _int(v, "--retries")}},
+}
+
+
+def _apply_flags(args: list[str], raw: dict[str, Any], *, strict: bool, line: int,
+                 source: str | None, warn) -> None:
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--") and "=" in arg:
+            option, value = arg.split("=", 1)
+        elif arg in DIRECTIVES and i + 1 < len(args):
+            option, value = arg, args[i + 1]
+            i += 1
+        elif len(arg) > 2 and arg[:2] in DIRECTIVES and not arg.startswith("--"):
+            option, value = arg[:2], arg[2:]  # -G4, -c8
+        else:
+            option, value = arg, None
+        i += 1
+        converter = DIRECTIVES.get(option)
+        if converter is None or value is None:
+            if strict:
+                near = difflib.get_close_matches(option, list(DIRECTIVES), n=1)
+                hint = f"; did you mean {near[0]}?" if near else ""
+                raise SpecError(f"unknown #GQA option {arg!r}{hint}", line=line, source=source)
+            if warn:
+                warn(f"{source or 'script'}:{line}: ignoring #SBATCH {arg} (no gqa equivalent)")
+            continue
+        try:
+            merge(raw, converter(value))
+        except SpecError as exc:
+            raise SpecError(str(exc), line=line, source=source) from None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise SpecError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path} is a directory, not a job file or script") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path} is not a text file") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read {path}: {exc.strerror}") from None

@@ -1,0 +1,202 @@
+"""The job spec: what a user asks for. Loaded from YAML, CLI flags or script
+directives (see loader.py); validated here, once, for every backend."""
+
+import getpass
+import os
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from .errors import SpecError
+from .units import parse_duration, parse_size
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Set by the queue for every attempt; a spec may not override them.
+RESERVED_ENV = ("GQA_JOB_ID", "GQA_ATTEMPT", "GQA_CHECKPOINT_DIR", "GQA_CHECKPOINT_URI",
+                "GQA_RESUME_FROM", "GQA_ARRAY_INDEX", "CUDA_VISIBLE_DEVICES")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def _duration(value: Any) -> Any:
+    try:
+        return None if value is None else parse_duration(value)
+    except SpecError as exc:  # pydantic reports ValueErrors with the field's location
+        raise ValueError(str(exc)) from None
+
+
+def _size(value: Any) -> Any:
+    try:
+        return None if value is None else parse_size(value)
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Duration = Annotated[int, BeforeValidator(_duration), Field(gt=0)]
+Size = Annotated[int, BeforeValidator(_size), Field(gt=0)]
+
+
+class Priority(StrEnum):
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 is served first."""
+        return _PRIORITY_RANK[self]
+
+
+_PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class Resources(_Strict):
+    gpus: int = Field(1, ge=1, le=4096, description="GPUs, all granted at once (gang)")
+    gpu_type: str | None = Field(None, description="e.g. a10g, h100; any type when unset")
+    cpus: int | None = Field(None, ge=1, le=4096)
+    memory: Size | None = None
+
+
+class Limits(_Strict):
+    wall_time: Duration | None = Field(None, description="killed (SIGTERM, grace, SIGKILL) after this")
+    max_gpu_hours: float | None = Field(None, gt=0)
+    on_timeout: Literal["stop", "requeue"] = "stop"
+
+
+class Retries(_Strict):
+    on_error: int = Field(0, ge=0, le=100, description="application errors retried this many times")
+    backoff: Duration = 10
+    max_backoff: Duration = 600
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Retries":
+        if self.max_backoff < self.backoff:
+            raise ValueError("max_backoff must be at least backoff")
+        return self
+
+
+class Checkpoint(_Strict):
+    every: Duration | None = Field(None, description="hint: how often the job checkpoints")
+    grace: Duration | None = Field(None, description="seconds between SIGTERM and SIGKILL")
+
+
+class Sweep(_Strict):
+    grid: dict[str, list[str | int | float | bool]]
+    pass_as: Literal["args", "env"] = "args"
+
+    @field_validator("grid")
+    @classmethod
+    def _non_empty(cls, grid: dict[str, list]) -> dict[str, list]:
+        if not grid:
+            raise ValueError("sweep grid is empty")
+        for key, values in grid.items():
+            if not values:
+                raise ValueError(f"sweep parameter {key!r} has no values")
+        return grid
+
+    @model_validator(mode="after")
+    def _env_keys(self) -> "Sweep":
+        if self.pass_as == "env":
+            for key in self.grid:
+                if not ENV_NAME.match(key) or key in RESERVED_ENV:
+                    raise ValueError(f"sweep parameter {key!r} cannot be an environment variable name")
+        return self
+
+
+class JobSpec(_Strict):
+    name: str = "job"
+    team: str = "default"
+    owner: str = Field(default_factory=lambda: _os_user())
+    priority: Priority = Priority.NORMAL
+    command: list[str] | str
+    shell: bool = False
+    workdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    resources: Resources = Field(default_factory=Resources)
+    limits: Limits = Field(default_factory=Limits)
+    retries: Retries = Field(default_factory=Retries)
+    spot: bool = False
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    tags: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None
+    array: str | None = Field(None, description="Slurm-style index list: 0-499, 1,3,5, 0-9:2, 0-99%10")
+    sweep: Sweep | None = None
+
+    @field_validator("name", "team", "owner")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' or '-' (max 63)")
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _stringify_env(cls, env: Any) -> Any:
+        if isinstance(env, dict):
+            return {k: _scalar_text(v) for k, v in env.items()}
+        return env
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if not ENV_NAME.match(key):
+                raise ValueError(f"invalid environment variable name {key!r}: use letters, digits and _, not starting with a digit")
+            if key in RESERVED_ENV:
+                raise ValueError(f"environment variable {key} is set by gqa for every attempt; choose another name")
+        return env
+
+    @model_validator(mode="after")
+    def _command_shape(self) -> "JobSpec":
+        command = self.command
+        if isinstance(command, str):
+            if not self.shell:
+                raise ValueError("command is a string; give an argv list (e.g. [python, train.py]) or set shell: true")
+            if not command.strip():
+                raise ValueError("command is empty")
+        else:
+            if not command or not str(command[0]).strip():
+                raise ValueError("command is empty")
+            if self.shell and len(command) != 1:
+                raise ValueError("with shell: true, command must be one string")
+        if self.array is not None and self.sweep is not None:
+            raise ValueError("a job has either array or sweep, not both")
+        if self.array is not None:
+            from .expand import parse_array  # local: keeps the cycle out of import time
+            parse_array(self.array)
+        return self
+
+    def argv(self) -> list[str]:
+        """What to exec: the argv list, or `/bin/sh -c STRING` for shell: true."""
+        if isinstance(self.command, str):
+            return ["/bin/sh", "-c", self.command]
+        if self.shell:
+            return ["/bin/sh", "-c", self.command[0]]
+        return list(self.command)
+
+
+def _scalar_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _os_user() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        user = os.environ.get("USER", "unknown")
+    return user if NAME_RE.match(user) else "unknown"
+
+
+SPEC_FIELDS = {
+    "": JobSpec, "resources": Resources, "limits": Limits, "retries": Retries,
+    "checkpoint": Checkpoint, "sweep": Sweep,
+}

@@ -1,0 +1,133 @@
+"""What the services need from the outside world. One adapter per backend
+implements each; services receive them, never import them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from .models.job import JobRecord, JobState, Request
+from .scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+class Random(Protocol):
+    def random(self) -> float: ...
+
+
+class JobStore(Protocol):
+    # (settings) the GPUs the queue schedules over, and the policy
+    def inventory(self) -> Inventory | None: ...
+
+    def set_inventory(self, inventory: Inventory) -> None: ...
+
+    """Durable job records. Every state change is one atomic write guarded on
+    the current state: a stale writer gets Conflict, never a lost update."""
+
+    def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """Insert the jobs of one submission atomically, assigning ids and seq;
+        job.group == "" asks for a fresh group id (array tasks share it)."""
+
+    def get(self, job_id: str) -> JobRecord: ...
+
+    def resolve(self, ref: str) -> list[JobRecord]:
+        """A job id or a group id (array, sweep) -> its jobs; NotFound if none."""
+
+    def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
+             limit: int | None = None) -> list[JobRecord]: ...
+
+    def apply(self, changes: list["Change"]) -> list[JobRecord]:
+        """Apply state changes in one transaction; each is guarded on the
+        state it expects. Raises Conflict (and applies nothing) on a mismatch.
+        A change's `usage` is added to its team's decayed usage atomically."""
+
+    def with_requests(self) -> list[JobRecord]:
+        """Active jobs whose owner asked for a cancel or requeue not yet carried out."""
+
+    def scheduling_view(self) -> tuple[list[PendingJob], list[RunningJob]]:
+        """QUEUED jobs as the scheduler sees them, and the jobs holding GPUs."""
+
+    def next_wakeup(self) -> float | None:
+        """The earliest not_before of a job in RETRY_WAIT."""
+
+    def due_retries(self, now: float) -> list[JobRecord]: ...
+
+    def teams(self) -> dict[str, TeamPolicy]: ...
+
+    def set_team(self, team: str, policy: TeamPolicy) -> None: ...
+
+    def usage(self, now: float, half_life: float) -> dict[str, float]:
+        """Decayed GPU-seconds per team as of now."""
+
+
+    def policy(self) -> Policy: ...
+
+    def set_policy(self, policy: Policy) -> None: ...
+
+
+@dataclass(frozen=True)
+class Change:
+    """One guarded change: move job `job_id` from `expect` to `to` (or, with
+    `to` None, update `fields` only while it is still in `expect`)."""
+
+    job_id: str
+    expect: JobState
+    to: JobState | None
+    reason: str
+    at: float
+    fields: dict | None = None
+    usage: float = 0.0   # GPU-seconds to add to the job's team in the same transaction
+
+
+@dataclass(frozen=True)
+class Inventory:
+    gpus: tuple[Gpu, ...]
+    cpus: int | None = None
+    memory: int | None = None
+
+
+@dataclass(frozen=True)
+class Launched:
+    pid: int
+    token: str
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How a job's process ended. `code` is its exit status, `signal` the
+    signal that killed it; either may be None when unknown."""
+
+    job_id: str
+    attempt: int
+    code: int | None
+    signal: int | None
+
+
+class Compute(Protocol):
+    """Where job attempts run."""
+
+    def inventory(self) -> Inventory: ...
+
+    def launch(self, job: JobRecord, gpus: tuple[int, ...], attempt: int) -> Launched:
+        """Start attempt `attempt` of the job on these GPUs. Raises LaunchFailed."""
+
+    def terminate(self, job: JobRecord, grace: float) -> None:
+        """Ask the attempt to stop (SIGTERM to its whole group), then force it after `grace`."""
+
+    def alive(self, job: JobRecord) -> bool:
+        """Is the attempt recorded on this job still running?"""
+
+    def reap(self, job: JobRecord) -> Exit | None:
+        """How a finished attempt ended, if the compute side recorded it."""
+
+    def cleanup(self, job: JobRecord) -> None:
+        """Remove anything left of a finished attempt (stray processes)."""
+
+
+class Waker(Protocol):
+    """Tells the control loop that something changed."""
+
+    def wake(self) -> None: ...

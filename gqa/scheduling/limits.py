@@ -1,0 +1,36 @@
+"""Hard limits checked when a job is submitted: a job over one of them could
+never run here, so it is refused with the numbers instead of waiting forever."""
+
+from collections import Counter
+
+from ..models.units import format_duration
+from .snapshot import Gpu, Policy
+
+
+def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | None,
+                        cpus: int | None, memory: int | None, inventory: tuple[Gpu, ...],
+                        policy: Policy, total_cpus: int | None = None,
+                        total_memory: int | None = None, team_max_gpus: int | None = None,
+                        team: str = "") -> list[str]:
+    problems = []
+    counts = Counter(g.type for g in inventory)
+    have = counts.get(gpu_type, 0) if gpu_type else len(inventory)
+    if gpu_type and gpu_type not in counts:
+        kinds = ", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no GPUs"
+        problems.append(f"asks for {gpu_type} GPUs; this machine has {kinds}")
+    elif gpus > have:
+        of = f" {gpu_type}" if gpu_type else ""
+        problems.append(f"asks for {gpus}{of} GPUs; this machine has {have}")
+    if policy.max_gpus_per_job is not None and gpus > policy.max_gpus_per_job:
+        problems.append(f"asks for {gpus} GPUs; the limit per job is {policy.max_gpus_per_job}")
+    if team_max_gpus is not None and gpus > team_max_gpus:
+        problems.append(f"asks for {gpus} GPUs; team {team} may hold at most {team_max_gpus}")
+    if policy.max_wall_time is not None and wall_time is not None and wall_time > policy.max_wall_time:
+        problems.append(f"asks for {format_duration(wall_time)} wall time; "
+                        f"the limit is {format_duration(policy.max_wall_time)}")
+    if total_cpus is not None and cpus is not None and cpus > total_cpus:
+        problems.append(f"asks for {cpus} CPUs; this machine has {total_cpus}")
+    if total_memory is not None and memory is not None and memory > total_memory:
+        from ..models.units import format_size
+        problems.append(f"asks for {format_size(memory)} memory; this machine has {format_size(total_memory)}")
+    return problems

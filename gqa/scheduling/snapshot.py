@@ -1,0 +1,107 @@
+"""What a scheduling pass sees and what it returns."""
+
+from dataclasses import dataclass, field
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    type: str = "gpu"
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    id: str
+    team: str
+    user: str
+    tier: int                      # 0 = high, 1 = normal, 2 = low
+    gpus: int
+    submitted_at: float
+    gpu_type: str | None = None
+    cpus: int | None = None
+    memory: int | None = None
+    wall_time: float | None = None
+    group: str | None = None
+    group_limit: int | None = None  # array %N: tasks of the group running at once
+    seq: int = 0                    # submission order, the last tie-break
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    id: str
+    team: str
+    user: str
+    gpus: tuple[int, ...]          # the GPU indices it holds
+    started_at: float
+    cpus: int | None = None
+    memory: int | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class TeamPolicy:
+    share: float = 1.0               # relative entitlement in fair share
+    max_gpus: int | None = None      # concurrent GPUs for the whole team
+    max_gpus_per_user: int | None = None
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Multifactor weights within a tier (Slurm's PriorityWeight*)."""
+
+    fair_share: float = 1.0
+    age: float = 0.25
+    size: float = 0.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    weights: Weights = Weights()
+    half_life: float = 7 * DAY       # fair-share usage decay
+    max_age: float = 7 * DAY         # age factor saturates here (Slurm PriorityMaxAge)
+    max_gpus_per_job: int | None = None
+    max_wall_time: float | None = None
+    default_team: TeamPolicy = TeamPolicy()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: float
+    gpus: tuple[Gpu, ...]
+    pending: tuple[PendingJob, ...] = ()
+    running: tuple[RunningJob, ...] = ()
+    teams: dict[str, TeamPolicy] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)   # decayed GPU-seconds per team, as of now
+    policy: Policy = Policy()
+    cpus: int | None = None          # None: CPUs are not accounted
+    memory: int | None = None        # None: memory is not accounted
+
+    def team(self, name: str) -> TeamPolicy:
+        return self.teams.get(name, self.policy.default_team)
+
+
+@dataclass(frozen=True)
+class Start:
+    job_id: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Factors:
+    """One pending job's priority, like `sprio`: each factor in [0, 1], and the
+    weighted sum that orders jobs within a tier."""
+
+    fair_share: float
+    age: float
+    size: float
+    score: float
+
+
+@dataclass
+class Plan:
+    starts: list[Start] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)           # pending jobs in the order considered
+    waiting: dict[str, str] = field(default_factory=dict)    # job id -> why it is not starting now
+    factors: dict[str, Factors] = field(default_factory=dict)

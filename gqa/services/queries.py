@@ -1,0 +1,63 @@
+"""Read-only views for `gqa queue` and `gqa status`: the pending jobs in the
+order the scheduler would serve them, with positions and reasons."""
+
+from dataclasses import dataclass
+
+from ..models.job import PENDING, JobRecord, JobState
+from ..ports import Clock, JobStore
+from ..scheduling import plan
+from ..scheduling.snapshot import Factors
+from .snapshot import read_snapshot
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    job: JobRecord
+    position: int | None          # 1 = next to start; None for jobs not in the running order
+    reason: str
+    factors: Factors | None = None
+
+
+@dataclass(frozen=True)
+class QueueView:
+    pending: list[QueueEntry]
+    running: list[JobRecord]
+    total_gpus: int
+    free_gpus: int
+
+
+class QueryService:
+    def __init__(self, store: JobStore, clock: Clock):
+        self.store, self.clock = store, clock
+
+    def queue(self, *, group: str | None = None) -> QueueView:
+        snap = read_snapshot(self.store, self.clock.now())
+        decision = plan(snap)
+        by_id = {j.id: j for j in self.store.list(PENDING)}
+        pending = []
+        starting = {s.job_id for s in decision.starts}
+        for position, job_id in enumerate(decision.order, start=1):
+            job = by_id.get(job_id)
+            if job is None:
+                continue
+            reason = "starting now" if job_id in starting else decision.waiting.get(job_id, "")
+            pending.append(QueueEntry(job, position, reason, decision.factors.get(job_id)))
+        for job in by_id.values():   # not yet schedulable: retry backoff, held, awaiting approval
+            if job.state != JobState.QUEUED:
+                pending.append(QueueEntry(job, None, _not_queued_reason(job, snap.now)))
+        running = self.store.list([JobState.STARTING, JobState.RUNNING])
+        if group is not None:
+            pending = [e for e in pending if e.job.group == group]
+            running = [j for j in running if j.group == group]
+        held = sum(len(r.gpus) for r in snap.running)
+        return QueueView(pending, running, len(snap.gpus), len(snap.gpus) - held)
+
+    def jobs(self, ref: str) -> list[JobRecord]:
+        return self.store.resolve(ref)
+
+
+def _not_queued_reason(job: JobRecord, now: float) -> str:
+    if job.state == JobState.RETRY_WAIT and job.not_before is not None:
+        from ..models.units import format_duration
+        return f"{job.reason}; back in the queue in {format_duration(max(0.0, job.not_before - now))}"
+    return job.reason

@@ -1,0 +1,45 @@
+"""Submit: validate against the queue's hard limits, expand arrays and
+sweeps, and record every job of the submission in one transaction."""
+
+from ..models.errors import BackendUnavailable, Rejected
+from ..models.expand import array_limit, expand
+from ..models.job import JobRecord, JobState, Transition
+from ..models.spec import JobSpec
+from ..ports import Clock, JobStore, Waker
+from ..scheduling.limits import hard_limit_problems
+
+
+class SubmitService:
+    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None):
+        self.store, self.clock, self.waker = store, clock, waker
+
+    def submit(self, spec: JobSpec) -> list[JobRecord]:
+        inventory = self.store.inventory()
+        if inventory is None:
+            raise BackendUnavailable("this queue has no GPUs registered yet: start it once with `gqa local start`")
+        policy = self.store.policy()
+        team = self.store.teams().get(spec.team, policy.default_team)
+        r = spec.resources
+        problems = hard_limit_problems(
+            gpus=r.gpus, gpu_type=r.gpu_type, wall_time=spec.limits.wall_time, cpus=r.cpus, memory=r.memory,
+            inventory=inventory.gpus, policy=policy, total_cpus=inventory.cpus, total_memory=inventory.memory,
+            team_max_gpus=team.max_gpus, team=spec.team)
+        if problems:
+            raise Rejected("; ".join(problems))
+        now = self.clock.now()
+        limit = array_limit(spec)
+        history = (Transition(JobState.SUBMITTED, now, "submitted"),
+                   Transition(JobState.QUEUED, now, "admitted"))
+        records = [
+            JobRecord(
+                id="", group="", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
+                tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
+                wall_time=job_spec.limits.wall_time, submitted_at=now, spec_json=job_spec.model_dump_json(),
+                state=JobState.QUEUED, array_index=index, group_limit=limit, extra_env=env,
+                reason="admitted", history=history)
+            for job_spec, index, env in expand(spec)
+        ]
+        created = self.store.create(records)
+        if self.waker is not None:
+            self.waker.wake()
+        return created

@@ -1,0 +1,170 @@
+"""The control loop's use cases: dispatch what the scheduler decides, react
+to exits, carry out cancel/requeue requests, enforce wall time, promote
+retries, and recover after a restart. The loop itself (an entry point)
+decides when to call them; every rule lives here or below."""
+
+import logging
+
+from ..models.errors import Conflict, LaunchFailed, NotFound
+from ..models.job import JobRecord, JobState, Request
+from ..models.outcome import CANCEL, REQUEUE, SHUTDOWN, TIMEOUT, decide
+from ..ports import Change, Clock, Compute, Exit, JobStore, Random
+from ..scheduling import plan
+from .snapshot import read_snapshot
+
+log = logging.getLogger("gqa.supervisor")
+DEFAULT_GRACE = 10.0
+
+
+class Supervisor:
+    def __init__(self, store: JobStore, compute: Compute, clock: Clock, rng: Random, *, grace: float = DEFAULT_GRACE):
+        self.store, self.compute, self.clock, self.rng = store, compute, clock, rng
+        self.grace = grace
+
+    # -- dispatch ------------------------------------------------------------
+    def dispatch(self) -> list[JobRecord]:
+        """One scheduling pass; start what it decides. Returns the started jobs."""
+        decision = plan(read_snapshot(self.store, self.clock.now()))
+        if not decision.starts:
+            return []
+        now = self.clock.now()
+        claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, f"assigned GPUs {_gpus(s.gpus)}", now,
+                         {"assigned": s.gpus}) for s in decision.starts]
+        try:
+            starting = self.store.apply(claims)
+        except Conflict:  # a job was cancelled since the snapshot: next pass
+            return []
+        started, changes = [], []
+        for job in starting:
+            attempt = job.attempts + 1
+            try:
+                launched = self.compute.launch(job, job.assigned, attempt)
+            except LaunchFailed as exc:
+                outcome_reason = f"could not start: {exc}"
+                changes.append(Change(job.id, JobState.STARTING, JobState.FAILED, outcome_reason, self.clock.now(),
+                                      {"attempts": attempt, "assigned": (), "ended_at": self.clock.now()}))
+                continue
+            at = self.clock.now()
+            changes.append(Change(job.id, JobState.STARTING, JobState.RUNNING, f"attempt {attempt} started", at,
+                                  {"attempts": attempt, "pid": launched.pid, "proc_token": launched.token,
+                                   "started_at": at, "exit_code": None, "signal": None}))
+        if changes:
+            started = [j for j in self.store.apply(changes) if j.state == JobState.RUNNING]
+        return started
+
+    # -- exits -----------------------------------------------------------------
+    def on_exits(self, exits: list[Exit]) -> list[JobRecord]:
+        """Settle ended attempts, all in one transaction."""
+        changes = []
+        for ended in exits:
+            try:
+                job = self.store.get(ended.job_id)
+            except NotFound:
+                continue
+            if job.state not in (JobState.RUNNING, JobState.STARTING) or job.attempts != ended.attempt:
+                continue  # a late report of an attempt already accounted for
+            self.compute.cleanup(job)
+            changes.append(self._settle(job, ended.code, ended.signal))
+        return self._apply_settled(changes)
+
+    def _settle(self, job: JobRecord, code: int | None, sig: int | None) -> Change:
+        now = self.clock.now()
+        outcome = decide(job, code=code, sig=sig, now=now, draw=self.rng.random())
+        used = job.gpus * max(0.0, now - (job.started_at or now))
+        fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used)
+        return Change(job.id, job.state, outcome.to, outcome.reason, now, fields, usage=used)
+
+    def _apply_settled(self, changes: list[Change]) -> list[JobRecord]:
+        if not changes:
+            return []
+        try:
+            updated = self.store.apply(changes)
+        except Conflict:  # one moved under us (e.g. cancelled): settle them one by one
+            updated = []
+            for change in changes:
+                try:
+                    updated += self.store.apply([change])
+                except Conflict:
+                    pass
+        if any(j.state == JobState.RETRY_WAIT for j in updated):
+            self.promote_retries()
+        return updated
+
+    # -- requests, wall time, retries ---------------------------------------------
+    def carry_out_requests(self) -> None:
+        for job in self.store.with_requests():
+            reason = CANCEL if job.request == Request.CANCEL else REQUEUE
+            self._stop(job, reason)
+
+    def enforce_wall_time(self) -> None:
+        now = self.clock.now()
+        for job in self.store.list([JobState.RUNNING]):
+            if job.wall_time and job.started_at and now >= job.started_at + job.wall_time and job.kill_reason is None:
+                self._stop(job, TIMEOUT)
+
+    def _stop(self, job: JobRecord, why: str) -> None:
+        if job.kill_reason is None:
+            try:
+                [job] = self.store.apply([Change(job.id, job.state, None, "", self.clock.now(), {"kill_reason": why})])
+            except Conflict:
+                return
+        self.compute.terminate(job, self._grace(job))
+
+    def _grace(self, job: JobRecord) -> float:
+        hint = job.spec.checkpoint.grace
+        return float(hint) if hint else self.grace
+
+    def promote_retries(self) -> None:
+        now = self.clock.now()
+        due = self.store.due_retries(now)
+        if due:
+            self.store.apply([Change(j.id, JobState.RETRY_WAIT, JobState.QUEUED, "back in the queue", now) for j in due])
+
+    def next_deadline(self) -> float | None:
+        """When something must happen even if nothing wakes us."""
+        times = [t for t in [self.store.next_wakeup()] if t is not None]
+        for job in self.store.list([JobState.RUNNING]):
+            if job.wall_time and job.started_at and job.kill_reason is None:
+                times.append(job.started_at + job.wall_time)
+        return min(times) if times else None
+
+    # -- restart and shutdown --------------------------------------------------------
+    def recover(self) -> dict[str, int]:
+        """After a restart: re-adopt live attempts, settle the ones that ended
+        while we were down, requeue the ones that vanished (not an error)."""
+        counts = {"adopted": 0, "finished": 0, "requeued": 0}
+        now = self.clock.now()
+        for job in self.store.list([JobState.STARTING, JobState.RUNNING]):
+            if job.state == JobState.STARTING:
+                # decided but never recorded as launched: the launch may or may not have happened
+                if job.pid is None:
+                    self.store.apply([Change(job.id, JobState.STARTING, JobState.RETRY_WAIT,
+                                             "queue daemon restarted before the job started", now,
+                                             {"assigned": (), "not_before": now})])
+                    counts["requeued"] += 1
+                    continue
+            if self.compute.alive(job):
+                counts["adopted"] += 1
+                if job.kill_reason:  # we were stopping it when we went down: finish the job
+                    self.compute.terminate(job, self._grace(job))
+                continue
+            ended = self.compute.reap(job)
+            self.compute.cleanup(job)
+            self._apply_settled([self._settle(job, ended.code if ended else None, ended.signal if ended else None)])
+            counts["finished" if ended else "requeued"] += 1
+        self.promote_retries()
+        return counts
+
+    def shutdown(self, *, keep_jobs: bool) -> list[JobRecord]:
+        """Stopping the daemon: by default running jobs are sent back to the
+        queue (SIGTERM, checkpoint, resume later); keep_jobs leaves them running
+        to be re-adopted by the next daemon."""
+        running = self.store.list([JobState.RUNNING, JobState.STARTING])
+        if not keep_jobs:
+            for job in running:
+                self._stop(job, SHUTDOWN)
+        return running
+
+
+def _gpus(indices: tuple[int, ...]) -> str:
+    return ",".join(str(i) for i in indices)

@@ -1,0 +1,567 @@
+"""gqa.runtime: job context, atomic checkpoints, pruning, resume, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gqa.runtime import (
+    EXIT_CODE,
+    Checkpointer,
+    JobContext,
+    LocalStorage,
+    install_sigterm_handler,
+    job,
+)
+from gqa.runtime.storage import parse_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests may themselves run inside a gqa job; its variables must not leak in.
+    for name in list(os.environ):
+        if name.startswith("GQA_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def restore_sigterm():
+    previous = signal.getsignal(signal.SIGTERM)
+    yield
+    import gqa.runtime.signals as signals
+
+    signals._active = None
+    signals._save_depth = 0
+    signal.signal(signal.SIGTERM, previous)
+
+
+def entries(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir()}
+
+
+def pointer(root: Path) -> str:
+    return (root / "latest").read_text().strip()
+
+
+# --- job context --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, JobContext()),
+        (
+            {
+                "GQA_JOB_ID": "41",
+                "GQA_ATTEMPT": "3",
+                "GQA_CHECKPOINT_DIR": "/ckpt/41",
+                "GQA_RESUME_FROM": "/ckpt/41/ckpt-20",
+            },
+            JobContext("41", 3, Path("/ckpt/41"), None, "/ckpt/41/ckpt-20", None),
+        ),
+        (
+            {"GQA_JOB_ID": "41_3", "GQA_ARRAY_INDEX": "3", "GQA_RESUME_FROM": ""},
+            JobContext(job_id="41_3", array_index=3, resume_from=None),
+        ),
+        (
+            {"GQA_CHECKPOINT_URI": "s3://bucket/jobs/41"},
+            JobContext(checkpoint_dir=None, checkpoint_uri="s3://bucket/jobs/41"),
+        ),
+        (
+            {"GQA_CHECKPOINT_URI": "s3://b/p", "GQA_CHECKPOINT_DIR": "/local"},
+            JobContext(checkpoint_dir=Path("/local")),
+        ),
+        ({"GQA_ATTEMPT": " 2 ", "GQA_JOB_ID": ""}, JobContext(attempt=2)),
+    ],
+    ids=["outside-gqa", "full", "array-task", "aws-uri", "dir-wins", "blank-and-spaces"],
+)
+def test_job_context_from_env(env: dict[str, str], expected: JobContext) -> None:
+    assert job(env) == expected
+    assert job(env).under_gqa is (expected.job_id is not None)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"GQA_ATTEMPT": "two"}, "GQA_ATTEMPT must be an integer"),
+        ({"GQA_ATTEMPT": "0"}, "GQA_ATTEMPT must be 1 or more"),
+        ({"GQA_ARRAY_INDEX": "x"}, "GQA_ARRAY_INDEX must be an integer"),
+        ({"GQA_ARRAY_INDEX": "-1"}, "GQA_ARRAY_INDEX must be 0 or more"),
+    ],
+)
+def test_job_context_rejects_bad_values(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        job(env)
+
+
+def test_job_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GQA_JOB_ID", "7")
+    monkeypatch.setenv("GQA_ATTEMPT", "2")
+    assert (job().job_id, job().attempt) == ("7", 2)
+
+
+# --- save, load, latest -------------------------------------------------------
+
+
+def test_nothing_saved_yet(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path / "ckpts")
+    assert (ckpt.latest(), ckpt.load(), ckpt.load_state()) == (None, None, None)
+    assert not (tmp_path / "ckpts").exists()  # reading creates nothing
+
+
+def test_save_bytes_and_load(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path)
+    first = ckpt.save(b"one", step=10)
+    second = ckpt.save(b"two", step=20)
+    assert (first.name, second.name) == ("ckpt-10", "ckpt-20")
+    assert pointer(tmp_path) == "ckpt-20"
+    assert ckpt.latest() == second
+    assert ckpt.load() == b"two"
+    assert entries(tmp_path) == {"ckpt-10", "ckpt-20", "latest"}  # no temp files left
+
+
+def test_save_with_write_fn(tmp_path: Path) -> None:
+    def write(d: Path) -> None:
+        (d / "weights.bin").write_bytes(b"\x00" * 100)
+        (d / "meta").mkdir()
+        (d / "meta" / "info.txt").write_text("hi")
+
+    path = Checkpointer(tmp_path).save(write, step=5)
+    assert (path / "weights.bin").read_bytes() == b"\x00" * 100
+    assert (path / "meta" / "info.txt").read_text() == "hi"
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"step": 0},
+        {"step": 12, "seed": 42, "lr": 0.001, "history": [1.5, 1.25], "name": "run-ü"},
+        {"step": 3, "nested": {"a": [1, {"b": None}]}, "done": False},
+    ],
+)
+def test_state_round_trip(tmp_path: Path, state: dict) -> None:
+    ckpt = Checkpointer(tmp_path)
+    path = ckpt.save_state(state)
+    assert path.name == f"ckpt-{state['step']}"
+    assert Checkpointer(tmp_path).load_state() == state
+
+
+def test_save_state_explicit_step(tmp_path: Path) -> None:
+    path = Checkpointer(tmp_path).save_state({"epoch": 2}, step=7)
+    assert path.name == "ckpt-7"
+    assert json.loads((path / "state.json").read_text()) == {"epoch": 2}
+
+
+@pytest.mark.parametrize(
+    ("state", "error"),
+    [
+        ({"epoch": 1}, ValueError),
+        ({"step": "3"}, ValueError),
+        ({"step": 1, "f": object()}, TypeError),
+    ],
+)
+def test_save_state_rejects_without_touching_disk(tmp_path: Path, state: dict, error: type) -> None:
+    ckpt = Checkpointer(tmp_path / "c")
+    with pytest.raises(error):
+        ckpt.save_state(state)
+    assert not (tmp_path / "c").exists() or entries(tmp_path / "c") == set()
+
+
+def test_same_step_twice_gets_a_new_name(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path)
+    ckpt.save(b"a", step=4)
+    again = ckpt.save(b"b", step=4)
+    assert again.name == "ckpt-4.1"
+    assert pointer(tmp_path) == "ckpt-4.1"
+    assert ckpt.load() == b"b"
+    assert sorted(["ckpt-4.1", "ckpt-10", "ckpt-4", "ckpt-9"], key=parse_name) == [
+        "ckpt-4",
+        "ckpt-4.1",
+        "ckpt-9",
+        "ckpt-10",
+    ]
+
+
+def test_negative_step_rejected(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path)
+    with pytest.raises(ValueError, match="step"):
+        ckpt.save(b"x", step=-1)
+    assert ckpt.latest() is None
+
+
+# --- crashes mid-save ---------------------------------------------------------
+
+
+def test_write_fn_that_raises_leaves_previous_checkpoint(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path)
+    ckpt.save(b"good", step=1)
+
+    def half_write(d: Path) -> None:
+        (d / "data").write_bytes(b"par")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        ckpt.save(half_write, step=2)
+    assert pointer(tmp_path) == "ckpt-1"
+    assert ckpt.load() == b"good"
+    assert entries(tmp_path) == {"ckpt-1", "latest"}
+
+
+def test_crash_before_pointer_moves_keeps_previous(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    ckpt = Checkpointer(storage=storage)
+    ckpt.save(b"good", step=1)
+
+    def die(name: str) -> None:
+        raise KeyboardInterrupt  # killed between the rename and the pointer
+
+    storage.write_latest = die  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save(b"newer", step=2)
+    fresh = Checkpointer(tmp_path)
+    assert fresh.latest() == tmp_path / "ckpt-1"
+    assert fresh.load() == b"good"
+
+
+def test_leftovers_of_a_killed_save_are_ignored_then_swept(tmp_path: Path) -> None:
+    Checkpointer(tmp_path).save(b"good", step=1)
+    # What a process killed mid-save leaves: a staging dir and a pointer temp.
+    (tmp_path / ".tmp-deadbeef-0001").mkdir()
+    (tmp_path / ".tmp-deadbeef-0001" / "data").write_bytes(b"partial")
+    (tmp_path / ".tmp-deadbeef-latest-0002").write_text("ckpt-2\n")
+
+    ckpt = Checkpointer(tmp_path)  # the next attempt
+    assert ckpt.load() == b"good"
+    assert ckpt.storage.names() == ["ckpt-1"]
+    ckpt.save(b"next", step=2)
+    assert entries(tmp_path) == {"ckpt-1", "ckpt-2", "latest"}
+
+
+@pytest.mark.parametrize("folder", [".tmp-deadbeef-0001", "ckpt-3-partial", "outputs"])
+def test_resume_from_a_non_checkpoint_folder_is_refused(tmp_path: Path, folder: str) -> None:
+    (tmp_path / folder).mkdir()
+    with pytest.warns(RuntimeWarning, match="not a checkpoint"):
+        assert Checkpointer(tmp_path, resume_from=str(tmp_path / folder)).latest() is None
+
+
+SAVER = textwrap.dedent(
+    """
+    import hashlib, sys
+    from gqa.runtime import Checkpointer
+    ckpt = Checkpointer(sys.argv[1], keep=2)
+    step = 0
+    while True:
+        step += 1
+        body = bytes([step % 251]) * 2_000_000
+        ckpt.save(hashlib.sha256(body).digest() + body, step=step)
+    """
+)
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.3, 0.45])
+def test_sigkill_at_any_moment_leaves_a_complete_latest(tmp_path: Path, delay: float) -> None:
+    import hashlib
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SAVER, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "latest").exists():
+            assert proc.poll() is None, "saver died"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(delay)
+    finally:
+        proc.kill()
+        proc.wait()
+
+    ckpt = Checkpointer(tmp_path)
+    data = ckpt.load()
+    assert data is not None
+    assert hashlib.sha256(data[32:]).digest() == data[:32]
+    step = parse_name(ckpt.latest().name)[0]  # type: ignore[union-attr]
+    assert data[32] == step % 251
+    for name in ckpt.storage.names():  # every committed checkpoint is whole
+        blob = (tmp_path / name / "data").read_bytes()
+        assert hashlib.sha256(blob[32:]).digest() == blob[:32]
+
+
+# --- pruning ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("keep", "saves", "left"),
+    [
+        (1, [1, 2, 3], {"ckpt-3"}),
+        (2, [1, 2, 3, 4], {"ckpt-3", "ckpt-4"}),
+        (3, [5, 10, 15, 20, 25], {"ckpt-15", "ckpt-20", "ckpt-25"}),
+        (3, [1, 2], {"ckpt-1", "ckpt-2"}),
+        # Newest by step, plus whatever `latest` points at (here the last save).
+        (2, [10, 9, 100, 2], {"ckpt-100", "ckpt-10", "ckpt-2"}),
+    ],
+)
+def test_prune_keeps_newest(tmp_path: Path, keep: int, saves: list[int], left: set[str]) -> None:
+    ckpt = Checkpointer(tmp_path, keep=keep)
+    for step in saves:
+        ckpt.save(b"x", step=step)
+    assert entries(tmp_path) - {"latest"} == left
+    assert pointer(tmp_path) == f"ckpt-{saves[-1]}"
+
+
+def test_prune_never_deletes_latest(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path, keep=2)
+    for step in range(1, 6):
+        ckpt.save(b"x", step=step)
+    ckpt.storage.write_latest("ckpt-4")  # e.g. a newer one was found bad
+    for name in ("ckpt-1", "ckpt-2"):
+        (tmp_path / name).mkdir()
+    assert sorted(ckpt.prune()) == ["ckpt-1", "ckpt-2"]
+    ckpt.storage.write_latest("ckpt-1")
+    (tmp_path / "ckpt-1").mkdir()
+    assert ckpt.prune() == []
+    assert entries(tmp_path) == {"ckpt-1", "ckpt-4", "ckpt-5", "latest"}
+
+
+def test_keep_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="keep"):
+        Checkpointer(tmp_path, keep=0)
+
+
+# --- which checkpoint is latest -------------------------------------------------
+
+
+def test_resume_from_preferred_until_first_save(tmp_path: Path) -> None:
+    writer = Checkpointer(tmp_path, keep=5)
+    older = writer.save(b"ten", step=10)
+    writer.save(b"twenty", step=20)
+
+    ckpt = Checkpointer(tmp_path, keep=5, resume_from=older)
+    assert ckpt.latest() == older
+    assert ckpt.load() == b"ten"
+    ckpt.save(b"eleven", step=11)
+    assert ckpt.load() == b"eleven"  # its own save now wins
+
+
+def test_env_resume_from_and_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = Checkpointer(tmp_path, keep=5)
+    older = writer.save(b"ten", step=10)
+    writer.save(b"twenty", step=20)
+    monkeypatch.setenv("GQA_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("GQA_RESUME_FROM", str(older))
+
+    assert Checkpointer().load() == b"ten"
+    assert Checkpointer(tmp_path).load() == b"twenty"  # explicit dir: env resume ignored
+
+
+@pytest.mark.parametrize("resume_from", ["", "/no/such/ckpt-3", "ckpt-99"])
+def test_invalid_resume_from_falls_back_to_pointer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resume_from: str
+) -> None:
+    Checkpointer(tmp_path).save(b"good", step=3)
+    monkeypatch.setenv("GQA_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("GQA_RESUME_FROM", resume_from)
+    ckpt = Checkpointer()
+    if resume_from:
+        with pytest.warns(RuntimeWarning, match="not a checkpoint"):
+            assert ckpt.load() == b"good"
+    else:
+        assert ckpt.load() == b"good"
+
+
+def test_resume_from_by_name(tmp_path: Path) -> None:
+    writer = Checkpointer(tmp_path, keep=5)
+    writer.save(b"one", step=1)
+    writer.save(b"two", step=2)
+    assert Checkpointer(tmp_path, resume_from="ckpt-1").load() == b"one"
+
+
+@pytest.mark.parametrize("pointer_text", [None, "ckpt-77", ""])
+def test_missing_or_dangling_pointer_uses_newest(tmp_path: Path, pointer_text: str | None) -> None:
+    writer = Checkpointer(tmp_path)
+    writer.save(b"a", step=1)
+    writer.save(b"b", step=2)
+    if pointer_text is None:
+        (tmp_path / "latest").unlink()
+    else:
+        (tmp_path / "latest").write_text(pointer_text)
+    assert Checkpointer(tmp_path).load() == b"b"
+
+
+def test_default_dir_outside_gqa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Checkpointer().save(b"x", step=1)
+    assert pointer(tmp_path / "checkpoints") == "ckpt-1"
+
+
+def test_uri_storage_not_available_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GQA_CHECKPOINT_URI", "s3://bucket/jobs/1")
+    with pytest.raises(NotImplementedError, match="s3://"):
+        Checkpointer()
+
+
+def test_dir_and_storage_are_exclusive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        Checkpointer(tmp_path, storage=LocalStorage(tmp_path))
+
+
+# --- SIGTERM ------------------------------------------------------------------
+
+
+def test_flag_mode_sets_requested_and_exit_is_143(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path)
+    preempt = ckpt.on_preempt()
+    assert (preempt.requested, ckpt.preempted) == (False, False)
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert (preempt.requested, ckpt.preempted) == (True, True)
+    with pytest.raises(SystemExit) as exited:
+        preempt.exit()
+    assert exited.value.code == EXIT_CODE == 143
+
+
+def test_callback_saves_then_exits_143(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path)
+    ckpt.on_preempt(lambda: ckpt.save_state({"step": 9}))
+    with pytest.raises(SystemExit) as exited:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the handler runs before this returns
+    assert exited.value.code == 143
+    assert Checkpointer(tmp_path).load_state() == {"step": 9}
+
+
+def test_callback_failure_still_exits_143(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    def broken() -> None:
+        raise RuntimeError("cannot save")
+
+    install_sigterm_handler(broken)
+    with pytest.raises(SystemExit) as exited:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert exited.value.code == 143
+    assert "cannot save" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("with_callback", [False, True])
+def test_sigterm_during_save_does_not_cut_it_short(tmp_path: Path, with_callback: bool) -> None:
+    ckpt = Checkpointer(tmp_path)
+    calls: list[str] = []
+    preempt = ckpt.on_preempt((lambda: calls.append("callback")) if with_callback else None)
+
+    def write(d: Path) -> None:
+        (d / "data").write_bytes(b"first half ")
+        os.kill(os.getpid(), signal.SIGTERM)
+        calls.append("still writing")
+        with open(d / "data", "ab") as f:
+            f.write(b"second half")
+
+    if with_callback:
+        with pytest.raises(SystemExit) as exited:
+            ckpt.save(write, step=1)
+        assert exited.value.code == 143
+    else:
+        ckpt.save(write, step=1)
+    assert calls == ["still writing"]  # the callback never ran: the save just did its job
+    assert preempt.requested
+    assert Checkpointer(tmp_path).load() == b"first half second half"
+
+
+def test_sigterm_during_a_failing_save_runs_callback(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path)
+    ckpt.on_preempt(lambda: ckpt.save(b"fallback", step=2))
+
+    def write(d: Path) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise OSError("disk hiccup")
+
+    with pytest.raises(SystemExit) as exited:
+        ckpt.save(write, step=1)
+    assert exited.value.code == 143
+    assert Checkpointer(tmp_path).load() == b"fallback"
+
+
+def test_uninstall_restores_previous_handler() -> None:
+    seen: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    with install_sigterm_handler() as preempt:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert preempt.requested and seen == []
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert seen == [signal.SIGTERM]
+
+
+def test_second_install_replaces_first() -> None:
+    first = install_sigterm_handler()
+    second = install_sigterm_handler()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert (first.requested, second.requested) == (False, True)
+
+
+# --- packaging ----------------------------------------------------------------
+
+
+def test_import_uses_only_the_standard_library() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        before = set(sys.modules)
+        import gqa.runtime, gqa.runtime.torch
+        new = {m.split(".")[0] for m in set(sys.modules) - before}
+        print(sorted(new - set(sys.stdlib_module_names) - {"gqa"}))
+        print("torch" in sys.modules)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\n")
+    assert out[:2] == ["[]", "False"]
+
+
+def test_runtime_imports_nothing_else_from_gqa() -> None:
+    for source in (REPO / "gqa" / "runtime").glob("*.py"):
+        for line in source.read_text().splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("import gqa", "from gqa")):
+                assert stripped.startswith(("import gqa.runtime", "from gqa.runtime")), (
+                    f"{source.name}: {stripped}"
+                )
+
+
+# --- PyTorch helpers --------------------------------------------------------------
+
+
+def test_torch_training_state_round_trip(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from gqa.runtime.torch import load_training_state, save_training_state
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+    ckpt = Checkpointer(tmp_path)
+    assert load_training_state(ckpt, model, optimizer) is None
+    path = save_training_state(ckpt, model, optimizer, 7, epoch=1, best=0.5)
+    assert path.name == "ckpt-7"
+
+    fresh = torch.nn.Linear(4, 2)
+    fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+    extra = load_training_state(Checkpointer(tmp_path), fresh, fresh_opt)
+    assert extra == {"step": 7, "epoch": 1, "best": 0.5}
+    for a, b in zip(model.parameters(), fresh.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert fresh_opt.state_dict()["state"].keys() == optimizer.state_dict()["state"].keys()
