@@ -3,17 +3,21 @@ place the CLI chooses adapters."""
 
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 
 @dataclass
 class LocalBackend:
-    """Opened lazily: commands that need nothing do not pay for SQLite."""
+    """Opened lazily: commands that need nothing do not pay for SQLite.
+    `home` overrides GQA_HOME."""
+
+    home: Path | None = None
 
     @cached_property
     def paths(self):
         from gqa.adapters.local.paths import StatePaths
 
-        paths = StatePaths.from_env()
+        paths = StatePaths(self.home) if self.home else StatePaths.from_env()
         paths.ensure()
         return paths
 

@@ -38,7 +38,7 @@ def start(
     paths.ensure()
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     if detach:
-        _start_detached(paths, inventory, grace)
+        start_background(paths, inventory, grace)
         note(f"gqa daemon started in the background with {described}; state in {paths.home}")
         return
     note(f"gqa daemon running in the foreground with {described}; state in {paths.home}; Ctrl-C stops it")
@@ -58,20 +58,29 @@ def stop(
     """Stop the daemon. Running jobs get SIGTERM and go back to the queue (unless --keep-jobs)."""
     from gqa.adapters.local.lock import daemon_running
     from gqa.adapters.local.paths import StatePaths
-    from gqa.adapters.local.wake import STOP, STOP_KEEP_JOBS, SocketWaker
 
     paths = StatePaths.from_env()
     pid = daemon_running(paths)
     if pid is None:
         note("gqa daemon is not running")
         return
+    if not stop_daemon(paths, keep_jobs=keep_jobs, timeout=timeout):
+        fail(f"daemon (pid {pid}) did not stop within {timeout:g}s; see {paths.daemon_log}", code=1)
+    note(f"gqa daemon (pid {pid}) stopped")
+
+
+def stop_daemon(paths, *, keep_jobs: bool = False, timeout: float = 60.0) -> bool:
+    """Ask the daemon to stop and wait for it; False if it is still up after `timeout`."""
+    from gqa.adapters.local.lock import daemon_running
+    from gqa.adapters.local.wake import STOP, STOP_KEEP_JOBS, SocketWaker
+
     SocketWaker(paths).send(STOP_KEEP_JOBS if keep_jobs else STOP)
     deadline = time.monotonic() + timeout
     while daemon_running(paths) is not None:
         if time.monotonic() > deadline:
-            fail(f"daemon (pid {pid}) did not stop within {timeout:g}s; see {paths.daemon_log}", code=1)
+            return False
         time.sleep(0.05)
-    note(f"gqa daemon (pid {pid}) stopped")
+    return True
 
 
 @app.command("status")
@@ -123,7 +132,8 @@ def _describe(gpus: list[dict]) -> str:
     return ", ".join(f"{n} {t}" for t, n in Counter(g["type"] for g in gpus).items())
 
 
-def _start_detached(paths, inventory: dict, grace: float) -> None:
+def start_background(paths, inventory: dict, grace: float) -> int:
+    """Start the daemon as a background process; return its pid once it answers."""
     from gqa.adapters.local.lock import daemon_running
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -139,7 +149,7 @@ def _start_detached(paths, inventory: dict, grace: float) -> None:
             tail = paths.daemon_log.read_text(errors="replace").splitlines()[-5:]
             fail("the daemon exited at start:\n  " + "\n  ".join(tail), code=1)
         if daemon_running(paths) == proc.pid and _ready(paths):
-            return
+            return proc.pid
         time.sleep(0.02)
     fail(f"the daemon did not become ready in 20s; see {paths.daemon_log}", code=1)
 

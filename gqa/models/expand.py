@@ -12,9 +12,9 @@ MAX_TASKS = 100_000
 def parse_array(text: str) -> tuple[list[int], int | None]:
     """Slurm's --array syntax: `0-499`, `1,3,5`, `0-9:2`, with an optional `%N`
     limit on tasks running at once. Returns (indices, limit)."""
-    body, _, limit_text = str(text).strip().partition("%")
+    body, percent, limit_text = str(text).strip().partition("%")
     limit = None
-    if limit_text:
+    if percent:
         if not limit_text.isdigit() or int(limit_text) < 1:
             raise SpecError(f"invalid array limit {'%' + limit_text!r}: use %N with N >= 1")
         limit = int(limit_text)

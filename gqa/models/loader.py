@@ -89,7 +89,9 @@ def _record_lines(node, path: tuple, lines: dict[tuple, int]) -> None:
 
 
 def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None) -> SpecError:
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # a misspelt field also shows up as the real one "missing": name the misspelling
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("list[str]", "str") ) and p != "function-after[_command_shape()]")
     # pydantic adds union branch names to loc; keep only real keys
     loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or "(" in p)))
@@ -242,7 +244,13 @@ def _apply_flags(args: list[str], raw: dict[str, Any], *, strict: bool, line: in
             option, value = arg, None
         i += 1
         converter = DIRECTIVES.get(option)
-        if converter is None or value is None:
+        if converter is not None and value is None:
+            if strict:
+                raise SpecError(f"#GQA option {option} needs a value", line=line, source=source)
+            if warn:
+                warn(f"{source or 'script'}:{line}: ignoring #SBATCH {arg} (no value given)")
+            continue
+        if converter is None:
             if strict:
                 near = difflib.get_close_matches(option, list(DIRECTIVES), n=1)
                 hint = f"; did you mean {near[0]}?" if near else ""

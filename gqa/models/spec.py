@@ -7,7 +7,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
 
 from .errors import SpecError
 from .units import parse_duration, parse_size
@@ -33,8 +33,10 @@ def _size(value: Any) -> Any:
         raise ValueError(str(exc)) from None
 
 
-Duration = Annotated[int, BeforeValidator(_duration), Field(gt=0)]
-Size = Annotated[int, BeforeValidator(_size), Field(gt=0)]
+# Serialized with their unit: a bare number reads as minutes (durations) or MiB
+# (sizes), so a spec dumped as plain seconds or bytes would not load back the same.
+Duration = Annotated[int, BeforeValidator(_duration), PlainSerializer(lambda v: f"{v}s", return_type=str), Field(gt=0)]
+Size = Annotated[int, BeforeValidator(_size), PlainSerializer(lambda v: f"{v}B", return_type=str), Field(gt=0)]
 
 
 class Priority(StrEnum):
@@ -168,7 +170,10 @@ class JobSpec(_Strict):
             raise ValueError("a job has either array or sweep, not both")
         if self.array is not None:
             from .expand import parse_array  # local: keeps the cycle out of import time
-            parse_array(self.array)
+            try:
+                parse_array(self.array)
+            except SpecError as exc:  # as a ValueError it is reported like every other field
+                raise ValueError(f"array: {exc}") from None
         return self
 
     def argv(self) -> list[str]:

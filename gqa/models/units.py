@@ -62,6 +62,8 @@ def _slurm_seconds(text: str, match: re.Match) -> int:
 def _positive_duration(seconds: float, original: object) -> int:
     if seconds <= 0:
         raise SpecError(f"duration must be positive, got {original!r}")
+    if round(seconds) < 1:
+        raise SpecError(f"duration must be at least 1s, got {original!r}")
     return int(round(seconds))
 
 

@@ -1,0 +1,94 @@
+"""Test-data builders: each takes only what a test is about and fills in the
+rest with plain defaults, so a table row reads like the rule it checks.
+
+    snapshot(gpus=4, pending=[pending("1", team="vision", gpus=2)])
+    job_record(spec={"retries": {"on_error": 2}}, error_retries=1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gqa.models.job import JobRecord, JobState
+from gqa.models.loader import merge, validate
+from gqa.models.spec import JobSpec
+from gqa.scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, TeamPolicy
+
+NOW = 1_000_000.0
+TIERS = {"high": 0, "normal": 1, "low": 2}
+
+
+def tier_rank(tier: int | str) -> int:
+    return TIERS[tier] if isinstance(tier, str) else tier
+
+
+# -- scheduling ------------------------------------------------------------------
+
+def gpus(count: int | Mapping[str, int] | Iterable[Gpu] = 4, gpu_type: str = "gpu") -> tuple[Gpu, ...]:
+    """`4` -> four GPUs of one type, indices 0-3; `{"a10g": 2, "h100": 2}` ->
+    indices 0-1 are a10g and 2-3 are h100; Gpu objects pass through."""
+    if isinstance(count, int):
+        return tuple(Gpu(i, gpu_type) for i in range(count))
+    if isinstance(count, Mapping):
+        out: list[Gpu] = []
+        for kind, n in count.items():
+            out.extend(Gpu(len(out), kind) for _ in range(n))
+        return tuple(out)
+    return tuple(count)
+
+
+def pending(id: str, *, team: str = "default", user: str = "alice", gpus: int = 1,
+            tier: int | str = "normal", submitted_at: float = 0.0, **fields: Any) -> PendingJob:
+    return PendingJob(id=id, team=team, user=user, tier=tier_rank(tier), gpus=gpus,
+                      submitted_at=submitted_at, **fields)
+
+
+def running(id: str, *, team: str = "default", user: str = "alice", gpus: Iterable[int] = (0,),
+            started_at: float = 0.0, **fields: Any) -> RunningJob:
+    return RunningJob(id=id, team=team, user=user, gpus=tuple(gpus), started_at=started_at, **fields)
+
+
+def teams(**policies: TeamPolicy | Mapping[str, Any]) -> dict[str, TeamPolicy]:
+    """teams(vision={"max_gpus": 8}, nlp=TeamPolicy(share=3))"""
+    return {name: p if isinstance(p, TeamPolicy) else TeamPolicy(**p) for name, p in policies.items()}
+
+
+def snapshot(gpus: int | Mapping[str, int] | Iterable[Gpu] = 4, *, pending: Iterable[PendingJob] = (),
+             running: Iterable[RunningJob] = (), teams: Mapping[str, TeamPolicy | Mapping[str, Any]] | None = None,
+             usage: Mapping[str, float] | None = None, policy: Policy | None = None, now: float = NOW,
+             cpus: int | None = None, memory: int | None = None) -> Snapshot:
+    team_policies = {name: p if isinstance(p, TeamPolicy) else TeamPolicy(**p) for name, p in (teams or {}).items()}
+    return Snapshot(now=now, gpus=_gpus(gpus), pending=tuple(pending), running=tuple(running),
+                    teams=team_policies, usage=dict(usage or {}), policy=policy or Policy(),
+                    cpus=cpus, memory=memory)
+
+
+_gpus = gpus  # `snapshot` takes a parameter of the same name
+
+
+# -- specs and records -------------------------------------------------------------
+
+def spec(**overrides: Any) -> JobSpec:
+    """A valid spec; nested dicts merge into the defaults
+    (`spec(resources={"gpus": 2})` keeps the default command)."""
+    raw: dict[str, Any] = {"name": "train", "team": "default", "owner": "alice",
+                           "command": ["python", "train.py"]}
+    return validate(merge(raw, overrides))
+
+
+def job_record(*, spec: JobSpec | Mapping[str, Any] | None = None, **overrides: Any) -> JobRecord:
+    """A record as the submit service would write it, then `overrides`
+    (state, attempts, request, kill_reason, ...)."""
+    job_spec = spec if isinstance(spec, JobSpec) else _spec(**dict(spec or {}))
+    r = job_spec.resources
+    fields: dict[str, Any] = dict(
+        id="1", group="1", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
+        tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
+        wall_time=job_spec.limits.wall_time, submitted_at=0.0, spec_json=job_spec.model_dump_json(),
+        state=JobState.QUEUED)
+    fields.update(overrides)
+    return JobRecord(**fields)
+
+
+_spec = spec  # `job_record` takes a parameter of the same name
