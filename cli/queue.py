@@ -18,7 +18,9 @@ def queue(
     with user_errors():
         from .backend import backend
 
-        view = backend().queries().queue(group=group)
+        be = backend()
+        view = be.queries().queue(group=group)
+        daemon = be.daemon_pid()
     if fmt == "json":
         print_json({
             "gpus": {"total": view.total_gpus, "free": view.free_gpus},
@@ -31,7 +33,8 @@ def queue(
     from rich.table import Table
 
     out = console()
-    out.print(f"[bold]GPUs[/]: {view.total_gpus - view.free_gpus} of {view.total_gpus} in use")
+    out.print(f"[bold]GPUs[/]: {view.total_gpus - view.free_gpus} of {view.total_gpus} in use"
+              + ("" if daemon else "  [yellow](daemon not running: `gqa local start`)[/]"))
     running = Table(title=f"running ({len(view.running)})", title_justify="left", box=None, pad_edge=False)
     for col in ("id", "name", "team", "owner", "gpus", "elapsed", "attempt"):
         running.add_column(col)

@@ -126,7 +126,9 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     for key, value in extra.items():
         if value is None:
             continue
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
+        if isinstance(value, dict):
+            if not isinstance(base.get(key), dict):
+                base[key] = {}
             merge(base[key], value)
         else:
             base[key] = value

@@ -193,14 +193,14 @@ def _fit(job: PendingJob, snap: Snapshot, ledger: _Ledger) -> tuple[tuple[int, .
     of = f" of {job.gpu_type}" if job.gpu_type else ""
     if job.gpu_type and not any(g.type == job.gpu_type for g in snap.gpus):
         kinds = ", ".join(sorted({g.type for g in snap.gpus})) or "none"
-        return None, f"needs {job.gpus} GPUs{of}; this cluster has none of that type (has: {kinds})"
+        return None, f"needs {_gpus(job.gpus)}{of}; this cluster has none of that type (has: {kinds})"
     # best fit: the type with the fewest free GPUs that still holds the whole gang
     candidates = sorted((len(v), t) for t, v in by_type.items() if len(v) >= job.gpus)
     free = sum(len(v) for v in by_type.values())
     if not candidates:
         most = max((len(v) for v in by_type.values()), default=0)
         detail = f"{free} free" if len(by_type) <= 1 else f"{free} free, at most {most} of one type"
-        return None, f"needs {job.gpus} GPUs{of}, {detail}"
+        return None, f"needs {_gpus(job.gpus)}{of}, {detail}"
     if ledger.cpus_free is not None and job.cpus and job.cpus > ledger.cpus_free:
         return None, f"needs {job.cpus} CPUs, {ledger.cpus_free} free"
     if ledger.memory_free is not None and job.memory and job.memory > ledger.memory_free:
@@ -208,3 +208,7 @@ def _fit(job: PendingJob, snap: Snapshot, ledger: _Ledger) -> tuple[tuple[int, .
         return None, f"needs {format_size(job.memory)} memory, {format_size(ledger.memory_free)} free"
     chosen = by_type[candidates[0][1]][: job.gpus]
     return tuple(chosen), ""
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"

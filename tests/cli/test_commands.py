@@ -1,0 +1,85 @@
+"""The CLI contract other tools rely on: ids, -o json shapes, follow-up hints."""
+
+
+def test_submit_prints_the_id_and_the_follow_up_commands(cli):
+    code, out, err = cli("submit", "--gpus", "2", "--time", "90m", "--name", "bert", "--", "python", "train.py")
+    assert code == 0 and out == "1\n"
+    assert "gqa status 1" in err and "gqa logs 1 -f" in err and "gqa cancel 1" in err
+    job = cli.store.get("1")
+    assert (job.name, job.gpus, job.wall_time, job.state.value) == ("bert", 2, 5400, "QUEUED")
+    assert job.spec.command == ["python", "train.py"]
+
+
+def test_submit_json_has_id_and_state(cli):
+    data = cli.json("submit", "--priority", "high", "--", "true")
+    assert data["id"] == "1" and data["state"] == "QUEUED" and data["status"] == "pending"
+
+
+def test_array_is_one_call_one_group(cli):
+    data = cli.json("submit", "--array", "0-499", "--", "true")
+    assert data["id"] == "1" and len(data["jobs"]) == 500 and data["jobs"][-1] == "1_499"
+    status = cli.json("status", "1")
+    assert status["counts"] == {"QUEUED": 500}
+    assert cli.store.get("1_7").extra_env == {"GQA_ARRAY_INDEX": "7"}
+    cancelled = cli.json("cancel", "1")
+    assert {c["action"] for c in cancelled} == {"cancelled"} and len(cancelled) == 500
+
+
+def test_sweep_expands_the_grid_in_one_group(cli):
+    (cli.home / "sweep.yaml").write_text("name: lr\ncommand: [python, train.py]\n"
+                                         "sweep:\n  grid:\n    lr: [0.1, 0.01]\n    bs: [32, 64]\n")
+    data = cli.json("submit", "sweep.yaml")
+    assert len(data["jobs"]) == 4
+    commands = sorted(" ".join(cli.store.get(i).spec.command) for i in data["jobs"])
+    assert commands[0] == "python train.py --lr=0.01 --bs=32"
+
+
+def test_queue_json_orders_pending_with_positions_and_reasons(cli):
+    cli("submit", "--priority", "low", "--", "true")
+    cli("submit", "--priority", "high", "--gpus", "4", "--", "true")
+    data = cli.json("queue")
+    assert [(p["position"], p["id"]) for p in data["pending"]] == [(1, "2"), (2, "1")]
+    assert data["gpus"] == {"total": 4, "free": 4}
+    assert data["pending"][0]["reason"] == "starting now"
+    assert data["pending"][1]["reason"] == "needs 1 GPU, 0 free"
+    assert set(data["pending"][0]["factors"]) == {"fair_share", "age", "size", "score"}
+
+
+def test_status_json_has_history_with_reasons(cli):
+    cli("submit", "--", "true")
+    data = cli.json("status", "1")
+    assert data["state"] == "QUEUED"
+    assert [(h["state"], h["reason"]) for h in data["history"]] == [("SUBMITTED", "submitted"), ("QUEUED", "admitted")]
+
+
+def test_status_of_unknown_job_is_an_error(cli):
+    code, out, err = cli("status", "42")
+    assert code == 2 and "no job or array 42" in err
+
+
+def test_requeue_of_a_queued_job_changes_nothing(cli):
+    cli("submit", "--", "true")
+    data = cli.json("requeue", "1")
+    assert data[0]["action"] == "unchanged"
+
+
+def test_quota_set_and_show(cli):
+    code, out, err = cli("quota", "set", "vision", "--share", "2", "--max-gpus", "8", "--max-gpus-per-user", "4")
+    assert code == 0 and "max GPUs 8" in out
+    teams = {t["team"]: t for t in cli.json("quota", "show")["teams"]}
+    assert teams["vision"]["share"] == 2 and teams["vision"]["max_gpus"] == 8
+    cli("quota", "set", "vision", "--max-gpus", "-1")
+    assert cli.store.teams()["vision"].max_gpus is None
+    code, _, err = cli("quota", "set", "vision", "--share", "0")
+    assert code == 2 and "--share must be positive" in err
+
+
+def test_quota_cap_is_a_hard_limit_at_submit(cli):
+    cli("quota", "set", "vision", "--max-gpus", "2")
+    code, _, err = cli("submit", "--team", "vision", "--gpus", "3", "--", "true")
+    assert code == 2 and "team vision may hold at most 2" in err
+
+
+def test_local_status_json(cli):
+    data = cli.json("local", "status")
+    assert data["running"] is False and len(data["gpus"]) == 4
