@@ -1,0 +1,2 @@
+"""One thin handler per Lambda function: parse the event, wire the AWS
+adapters, call a service, map errors."""
