@@ -43,6 +43,10 @@ def run(paths: StatePaths, inventory: Inventory, *, grace: float, lock_fd: int, 
     selector = selectors.DefaultSelector()
     selector.register(doorbell.fileno(), selectors.EVENT_READ, "doorbell")
     selector.register(stop_r, selectors.EVENT_READ, "signal")
+    from .server import CommandServer
+
+    commands = CommandServer(paths)
+    selector.register(commands.fileno(), selectors.EVENT_READ, "cli")
     watched: set[int] = set()
 
     counts = supervisor.recover()
@@ -73,6 +77,8 @@ def run(paths: StatePaths, inventory: Inventory, *, grace: float, lock_fd: int, 
                             stopping["keep_jobs"] = message == STOP_KEEP_JOBS
                 elif key.data == "signal":
                     os.read(stop_r, 512)
+                elif key.data == "cli":
+                    commands.handle()
                 else:
                     # unregister before the fd is closed, so a reused fd number is never stale
                     selector.unregister(key.fd)
@@ -83,6 +89,7 @@ def run(paths: StatePaths, inventory: Inventory, *, grace: float, lock_fd: int, 
             if exits:
                 supervisor.on_exits(exits)
     finally:
+        commands.close()
         doorbell.close()
         store.close()
         log.info("daemon %d stopped", os.getpid())

@@ -1,11 +1,18 @@
 """`gqa`: the entry point. Commands register here; each lives in its own module."""
 
 import contextvars
+import os
 import sys
 
-import typer
+from .context import remember_environment  # noqa: E402
 
-from . import cancel, demo, local, logs, queue, quota, requeue, status, submit
+remember_environment()  # what jobs inherit: the user's environment, not our tweaks below
+# pydantic looks for plugins through importlib.metadata on first use (~20 ms); the CLI needs none
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+import typer  # noqa: E402
+
+from . import cancel, demo, local, logs, queue, quota, requeue, status, submit  # noqa: E402
 
 # `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--`
 # is the job's command, verbatim, so it is split off before option parsing.

@@ -51,6 +51,10 @@ def submit(
         "limits": {"wall_time": time},
         "retries": {"on_error": retries} if retries is not None else None,
     }
+    from .context import caller_environment, caller_user
+
+    if caller_user() is not None:  # verified by the daemon from the socket's peer credentials
+        overrides["owner"] = caller_user()
     with user_errors():
         from gqa.models.loader import load_spec
 
@@ -58,7 +62,7 @@ def submit(
         from .backend import backend
 
         be = backend()
-        jobs = be.submitter().submit(spec)
+        jobs = be.submitter().submit(spec, environment=caller_environment())
         running = be.daemon_pid() is not None
     first = jobs[0]
     ref = first.group if (len(jobs) > 1 or first.array_index is not None) else first.id

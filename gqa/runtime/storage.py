@@ -146,7 +146,14 @@ class LocalStorage:
     def delete(self, name: str) -> None:
         if parse_name(name) is None:
             raise ValueError(f"not a checkpoint name: {name!r}")
-        shutil.rmtree(self.root / name, ignore_errors=True)
+        # Rename first (atomic), then delete: a kill mid-delete leaves a staging
+        # leftover that the next sweep removes, never a half-empty "committed" checkpoint.
+        doomed = self.root / f"{STAGING_PREFIX}{_PROCESS_TOKEN}-deleting-{secrets.token_hex(4)}"
+        try:
+            os.rename(self.root / name, doomed)
+        except FileNotFoundError:
+            return
+        shutil.rmtree(doomed, ignore_errors=True)
 
     def fetch(self, ref: str) -> Path | None:
         path = Path(ref)

@@ -13,7 +13,9 @@ class SubmitService:
     def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None):
         self.store, self.clock, self.waker = store, clock, waker
 
-    def submit(self, spec: JobSpec) -> list[JobRecord]:
+    def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None) -> list[JobRecord]:
+        """Queue the jobs of one submission. `environment`, when given, is the
+        submitter's environment: each attempt starts from it."""
         inventory = self.store.inventory()
         if inventory is None:
             raise BackendUnavailable("this queue has no GPUs registered yet: start it once with `gqa local start`")
@@ -35,7 +37,7 @@ class SubmitService:
                 id="", group="", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
                 tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
                 wall_time=job_spec.limits.wall_time, submitted_at=now, spec_json=job_spec.model_dump_json(),
-                state=JobState.QUEUED, array_index=index, group_limit=limit, extra_env=env,
+                state=JobState.QUEUED, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
                 reason="admitted", history=history)
             for job_spec, index, env in expand(spec)
         ]

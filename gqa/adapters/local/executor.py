@@ -52,7 +52,7 @@ class LocalExecutor:
         checkpoint_dir = self.paths.checkpoint_for(job.id)
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         exit_file = self.paths.exit_for(job.id, attempt)
-        env = dict(self.base_env)
+        env = dict(job.submit_env if job.submit_env is not None else self.base_env)
         env.update(spec.env)
         env.update(job.extra_env)
         env.update({
