@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     team TEXT NOT NULL, owner TEXT NOT NULL, tier INTEGER NOT NULL, gpus INTEGER NOT NULL,
     gpu_type TEXT, cpus INTEGER, memory INTEGER, wall_time INTEGER, submitted_at REAL NOT NULL,
     spec_json TEXT NOT NULL, state TEXT NOT NULL, array_index INTEGER, group_limit INTEGER,
-    extra_env TEXT NOT NULL DEFAULT '{}', attempts INTEGER NOT NULL DEFAULT 0,
+    extra_env TEXT NOT NULL DEFAULT '{}', submit_env TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     error_retries INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0,
     not_before REAL, started_at REAL, ended_at REAL, assigned TEXT NOT NULL DEFAULT '',
     pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
@@ -68,6 +68,12 @@ class SqliteStore:
 
     # -- schema --------------------------------------------------------------------
     def _migrate(self) -> None:
+        try:  # the common case: schema already current, no write transaction needed
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is not None and int(row[0]) == SCHEMA_VERSION:
+                return
+        except sqlite3.OperationalError:
+            pass  # no meta table yet
         with self._tx():
             for statement in SCHEMA.split(";"):
                 if statement.strip():
@@ -208,11 +214,13 @@ class SqliteStore:
                 job = _record(row)
                 if job.state != change.expect:
                     raise Conflict(f"job {job.id} is {job.state}, expected {change.expect}")
+                # the caller gets the whole record back, history included, as get() would return it
+                [job] = self._with_history([job])
                 extra = dict(change.fields or {})
                 if change.to is None:
                     new = replace(job, **extra)
                 else:
-                    n = self.db.execute("SELECT COUNT(*) FROM history WHERE job_id = ?", (job.id,)).fetchone()[0]
+                    n = len(job.history)
                     new = transition(job, change.to, change.at, change.reason, **extra)
                     self.db.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
                                     (job.id, n, change.to.value, change.at, change.reason))
@@ -289,8 +297,8 @@ def _row(job: JobRecord) -> tuple:
             value = value.value if value is not None else None
         elif name == "assigned":
             value = ",".join(str(i) for i in value)
-        elif name == "extra_env":
-            value = json.dumps(value)
+        elif name in ("extra_env", "submit_env"):
+            value = json.dumps(value) if value is not None else None
         values.append(value)
     return tuple(values)
 
@@ -305,4 +313,5 @@ def _record(row: tuple) -> JobRecord:
     data["request"] = Request(data["request"]) if data["request"] else None
     data["assigned"] = _indices(data["assigned"])
     data["extra_env"] = json.loads(data["extra_env"])
+    data["submit_env"] = json.loads(data["submit_env"]) if data["submit_env"] else None
     return JobRecord(**data)
