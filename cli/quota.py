@@ -79,3 +79,56 @@ def set_(
 
 def _cap(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+@app.command("policy")
+def policy(
+    max_gpus_per_job: Annotated[Optional[int], typer.Option(help="Largest job, in GPUs (-1: no limit).")] = None,
+    max_wall_time: Annotated[Optional[str], typer.Option(help="Longest wall time a job may ask for, e.g. 3d "
+                                                         "(-1: no limit).")] = None,
+    half_life: Annotated[Optional[str], typer.Option(help="Fair-share usage half-life, e.g. 7d.")] = None,
+    fair_share_weight: Annotated[Optional[float], typer.Option(help="Weight of the fair-share factor.")] = None,
+    age_weight: Annotated[Optional[float], typer.Option(help="Weight of the age factor.")] = None,
+    output: Output = "table",
+):
+    """Show or set the queue-wide limits per job and the priority weights."""
+    fmt = check_output(output)
+    for flag, value in (("--fair-share-weight", fair_share_weight), ("--age-weight", age_weight)):
+        if value is not None and value < 0:
+            fail(f"{flag} must be >= 0, got {value}")
+    if max_gpus_per_job is not None and (max_gpus_per_job == 0 or max_gpus_per_job < -1):
+        fail(f"--max-gpus-per-job must be a GPU count, or -1 for no limit; got {max_gpus_per_job}")
+    with user_errors():
+        from gqa.models.errors import SpecError
+        from gqa.models.units import parse_duration
+        from gqa.services.quota import NO_CAP, QuotaService
+
+        from .backend import backend
+
+        def seconds(flag: str, text: str | None, allow_none: bool) -> float | None:
+            if text is None:
+                return None
+            if allow_none and text.strip() == "-1":
+                return NO_CAP
+            try:
+                return parse_duration(text)
+            except SpecError as exc:
+                raise SpecError(f"{flag}: {exc}") from None
+
+        current = QuotaService(backend().store).set_policy(
+            max_gpus_per_job=max_gpus_per_job, max_wall_time=seconds("--max-wall-time", max_wall_time, True),
+            half_life=seconds("--half-life", half_life, False), fair_share_weight=fair_share_weight,
+            age_weight=age_weight)
+    from gqa.models.units import format_duration
+
+    data = {"max_gpus_per_job": current.max_gpus_per_job, "max_wall_time": current.max_wall_time,
+            "half_life": current.half_life, "weights": {"fair_share": current.weights.fair_share,
+                                                        "age": current.weights.age, "size": current.weights.size}}
+    if fmt == "json":
+        print_json(data)
+        return
+    print(f"max GPUs per job   {_cap(current.max_gpus_per_job)}")
+    print(f"max wall time      {format_duration(current.max_wall_time) if current.max_wall_time else '-'}")
+    print(f"fair-share half-life {format_duration(current.half_life)}")
+    print(f"weights            fair share {current.weights.fair_share:g}, age {current.weights.age:g}, "
+          f"size {current.weights.size:g}")

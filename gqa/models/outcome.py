@@ -11,7 +11,22 @@ from ..scheduling.retry import backoff_delay
 from .job import JobRecord, JobState, Request
 from .units import format_duration
 
-TIMEOUT, CANCEL, REQUEUE, SHUTDOWN = "timeout", "cancel", "requeue", "shutdown"
+TIMEOUT, GPU_HOURS, CANCEL, REQUEUE, SHUTDOWN = "timeout", "gpu_hours", "cancel", "requeue", "shutdown"
+
+
+def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
+    """When the running attempt must be stopped, and why: its wall time, or
+    the job's GPU-hour budget (counted over all attempts), whichever is first."""
+    if job.started_at is None:
+        return None
+    options = []
+    if job.wall_time:
+        options.append((job.started_at + job.wall_time, TIMEOUT))
+    budget = job.spec.limits.max_gpu_hours
+    if budget:
+        left = max(0.0, budget * 3600 - job.gpu_seconds)
+        options.append((job.started_at + left / job.gpus, GPU_HOURS))
+    return min(options) if options else None
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,8 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
         return Outcome(JobState.RETRY_WAIT, "requeued by user; resumes from its last checkpoint", interrupted)
     if job.kill_reason == SHUTDOWN:
         return Outcome(JobState.RETRY_WAIT, "queue daemon stopped; resumes from its last checkpoint", interrupted)
+    if job.kill_reason == GPU_HOURS:
+        return Outcome(JobState.TIMED_OUT, f"used its budget of {spec.limits.max_gpu_hours:g} GPU-hours", base)
     if job.kill_reason == TIMEOUT:
         limit = format_duration(spec.limits.wall_time)
         if spec.limits.on_timeout == "requeue":

@@ -26,3 +26,26 @@ class QuotaService:
         policy = replace(current, **changes)
         self.store.set_team(team, policy)
         return policy
+
+    def set_policy(self, *, max_gpus_per_job: int | None = None, max_wall_time: float | None = None,
+                   half_life: float | None = None, fair_share_weight: float | None = None,
+                   age_weight: float | None = None):
+        """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit."""
+        policy = self.store.policy()
+        changes: dict = {}
+        if max_gpus_per_job is not None:
+            changes["max_gpus_per_job"] = None if max_gpus_per_job == NO_CAP else max_gpus_per_job
+        if max_wall_time is not None:
+            changes["max_wall_time"] = None if max_wall_time == NO_CAP else max_wall_time
+        if half_life is not None:
+            changes["half_life"] = half_life
+        weights = {}
+        if fair_share_weight is not None:
+            weights["fair_share"] = fair_share_weight
+        if age_weight is not None:
+            weights["age"] = age_weight
+        if weights:
+            changes["weights"] = replace(policy.weights, **weights)
+        policy = replace(policy, **changes)
+        self.store.set_policy(policy)
+        return policy

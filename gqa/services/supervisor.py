@@ -7,7 +7,7 @@ import logging
 
 from ..models.errors import Conflict, LaunchFailed, NotFound
 from ..models.job import JobRecord, JobState, Request
-from ..models.outcome import CANCEL, REQUEUE, SHUTDOWN, TIMEOUT, decide
+from ..models.outcome import CANCEL, REQUEUE, SHUTDOWN, attempt_deadline, decide
 from ..ports import Change, Clock, Compute, Exit, JobStore, Random
 from ..scheduling import plan
 from .snapshot import read_snapshot
@@ -97,10 +97,12 @@ class Supervisor:
             self._stop(job, reason)
 
     def enforce_wall_time(self) -> None:
+        """Stop attempts past their wall time or their job's GPU-hour budget."""
         now = self.clock.now()
         for job in self.store.list([JobState.RUNNING]):
-            if job.wall_time and job.started_at and now >= job.started_at + job.wall_time and job.kill_reason is None:
-                self._stop(job, TIMEOUT)
+            deadline = attempt_deadline(job) if job.kill_reason is None else None
+            if deadline is not None and now >= deadline[0]:
+                self._stop(job, deadline[1])
 
     def _stop(self, job: JobRecord, why: str) -> None:
         if job.kill_reason is None:
@@ -124,8 +126,9 @@ class Supervisor:
         """When something must happen even if nothing wakes us."""
         times = [t for t in [self.store.next_wakeup()] if t is not None]
         for job in self.store.list([JobState.RUNNING]):
-            if job.wall_time and job.started_at and job.kill_reason is None:
-                times.append(job.started_at + job.wall_time)
+            deadline = attempt_deadline(job) if job.kill_reason is None else None
+            if deadline is not None:
+                times.append(deadline[0])
         return min(times) if times else None
 
     # -- restart and shutdown --------------------------------------------------------

@@ -83,3 +83,15 @@ def test_quota_cap_is_a_hard_limit_at_submit(cli):
 def test_local_status_json(cli):
     data = cli.json("local", "status")
     assert data["running"] is False and len(data["gpus"]) == 4
+
+
+def test_queue_policy_limits_are_enforced_at_submit(cli):
+    data = cli.json("quota", "policy", "--max-gpus-per-job", "2", "--max-wall-time", "1d", "--half-life", "3d")
+    assert (data["max_gpus_per_job"], data["max_wall_time"], data["half_life"]) == (2, 86400, 259200)
+    code, _, err = cli("submit", "--gpus", "3", "--", "true")
+    assert code == 2 and "the limit per job is 2" in err
+    code, _, err = cli("submit", "--time", "2d", "--", "true")
+    assert code == 2 and "asks for 2d00h wall time; the limit is 1d00h" in err
+    assert cli.json("quota", "policy", "--max-wall-time", "-1")["max_wall_time"] is None
+    code, _, err = cli("quota", "policy", "--half-life", "soon")
+    assert code == 2 and "--half-life" in err
