@@ -43,11 +43,13 @@ def run(paths: StatePaths, inventory: Inventory, *, grace: float, lock_fd: int, 
     selector = selectors.DefaultSelector()
     selector.register(doorbell.fileno(), selectors.EVENT_READ, "doorbell")
     selector.register(stop_r, selectors.EVENT_READ, "signal")
+    from . import main as _warm  # noqa: F401  (import the CLI now, not on the first submit)
     from .server import CommandServer
 
     commands = CommandServer(paths)
     selector.register(commands.fileno(), selectors.EVENT_READ, "cli")
     watched: set[int] = set()
+    unrecorded: list = []
 
     counts = supervisor.recover()
     for job in store.list([JobState.RUNNING]):  # re-adopted attempts
@@ -61,10 +63,14 @@ def run(paths: StatePaths, inventory: Inventory, *, grace: float, lock_fd: int, 
                 if _shutdown(supervisor, executor, selector, watched, keep_jobs=stopping["keep_jobs"], grace=grace):
                     break
             else:
-                supervisor.promote_retries()
-                supervisor.carry_out_requests()
-                supervisor.enforce_wall_time()
-                supervisor.dispatch()
+                try:
+                    supervisor.promote_retries()
+                    supervisor.carry_out_requests()
+                    supervisor.enforce_wall_time()
+                    supervisor.dispatch()
+                except Exception:  # e.g. the database briefly locked past its timeout: log, retry soon
+                    log.exception("scheduling step failed; retrying")
+                    time.sleep(0.5)
             executor.kill_overdue()
             _sync_watches(selector, executor, watched)
             events = selector.select(_timeout(supervisor, executor, stopping["requested"]))
@@ -86,8 +92,14 @@ def run(paths: StatePaths, inventory: Inventory, *, grace: float, lock_fd: int, 
                     ended = executor.collect(key.fd)
                     if ended is not None:
                         exits.append(ended)
-            if exits:
-                supervisor.on_exits(exits)
+            unrecorded += exits
+            if unrecorded:
+                try:
+                    supervisor.on_exits(unrecorded)
+                    unrecorded = []
+                except Exception:  # keep them and try again on the next turn
+                    log.exception("recording exits failed: %s", unrecorded)
+                    time.sleep(0.5)
     finally:
         commands.close()
         doorbell.close()

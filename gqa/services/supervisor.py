@@ -5,7 +5,7 @@ decides when to call them; every rule lives here or below."""
 
 import logging
 
-from ..models.errors import Conflict, LaunchFailed, NotFound
+from ..models.errors import Conflict, NotFound
 from ..models.job import JobRecord, JobState, Request
 from ..models.outcome import CANCEL, REQUEUE, SHUTDOWN, attempt_deadline, decide
 from ..ports import Change, Clock, Compute, Exit, JobStore, Random
@@ -39,7 +39,7 @@ class Supervisor:
             attempt = job.attempts + 1
             try:
                 launched = self.compute.launch(job, job.assigned, attempt)
-            except LaunchFailed as exc:
+            except Exception as exc:  # LaunchFailed, or anything unexpected: never leave it STARTING
                 outcome_reason = f"could not start: {exc}"
                 changes.append(Change(job.id, JobState.STARTING, JobState.FAILED, outcome_reason, self.clock.now(),
                                       {"attempts": attempt, "assigned": (), "ended_at": self.clock.now()}))
@@ -119,8 +119,17 @@ class Supervisor:
     def promote_retries(self) -> None:
         now = self.clock.now()
         due = self.store.due_retries(now)
-        if due:
-            self.store.apply([Change(j.id, JobState.RETRY_WAIT, JobState.QUEUED, "back in the queue", now) for j in due])
+        changes = [Change(j.id, JobState.RETRY_WAIT, JobState.QUEUED, "back in the queue", now) for j in due]
+        if not changes:
+            return
+        try:
+            self.store.apply(changes)
+        except Conflict:  # one was cancelled since it was read: promote the others
+            for change in changes:
+                try:
+                    self.store.apply([change])
+                except Conflict:
+                    pass
 
     def next_deadline(self) -> float | None:
         """When something must happen even if nothing wakes us."""
