@@ -37,7 +37,8 @@ class JobStore(Protocol):
         """A job id or a group id (array, sweep) -> its jobs; NotFound if none."""
 
     def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
-             limit: int | None = None) -> list[JobRecord]: ...
+             limit: int | None = None, history: bool = False) -> list[JobRecord]:
+        """Jobs in submission order; with history=True each carries its transitions."""
 
     def apply(self, changes: list["Change"]) -> list[JobRecord]:
         """Apply state changes in one transaction; each is guarded on the

@@ -1,9 +1,9 @@
-"""Shared test setup: makes `tests/` importable so every suite can say
-`from builders import ...`."""
+"""Shared test setup: the repository root is importable, so every suite says
+`from tests.builders import ...`."""
 
 import sys
 from pathlib import Path
 
-TESTS = str(Path(__file__).resolve().parent)
-if TESTS not in sys.path:
-    sys.path.insert(0, TESTS)
+ROOT = str(Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)

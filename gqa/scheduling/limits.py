@@ -11,6 +11,7 @@ def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | N
                         cpus: int | None, memory: int | None, inventory: tuple[Gpu, ...],
                         policy: Policy, total_cpus: int | None = None,
                         total_memory: int | None = None, team_max_gpus: int | None = None,
+                        user_max_gpus: int | None = None,
                         team: str = "") -> list[str]:
     problems = []
     counts = Counter(g.type for g in inventory)
@@ -25,6 +26,8 @@ def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | N
         problems.append(f"asks for {gpus} GPUs; the limit per job is {policy.max_gpus_per_job}")
     if team_max_gpus is not None and gpus > team_max_gpus:
         problems.append(f"asks for {gpus} GPUs; team {team} may hold at most {team_max_gpus}")
+    if user_max_gpus is not None and gpus > user_max_gpus:
+        problems.append(f"asks for {gpus} GPUs; a user of team {team} may hold at most {user_max_gpus}")
     if policy.max_wall_time is not None and wall_time is not None and wall_time > policy.max_wall_time:
         problems.append(f"asks for {format_duration(wall_time)} wall time; "
                         f"the limit is {format_duration(policy.max_wall_time)}")

@@ -37,11 +37,12 @@ def plan(snap: Snapshot) -> Plan:
             if reason is not None:
                 out.waiting[job.id] = reason
                 continue
-            gpus, shortfall = _fit(job, snap, ledger)
+            gpus, shortfall = _fit(job, snap, ledger, reserved)
             if gpus is None:
                 out.waiting[job.id] = shortfall
-                for gpu_type in _types_for(job, snap):
-                    reserved.setdefault(gpu_type, job.id)
+                if _could_ever_fit(job, snap):  # a job that never fits here must not block the rest
+                    for gpu_type in _types_for(job, snap):
+                        reserved.setdefault(gpu_type, job.id)
                 continue
             ledger.take(job, gpus)
             out.starts.append(Start(job.id, gpus))
@@ -171,21 +172,32 @@ def _types_for(job: PendingJob, snap: Snapshot) -> list[str | None]:
 
 
 def _behind(job: PendingJob, reserved: dict[str | None, str], snap: Snapshot) -> str | None:
-    if not reserved:
-        return None
+    """A job waiting first for every GPU type, or for this job's type, holds it
+    back. (A job of any type is kept off the reserved types in `_fit` instead:
+    it may still start on a type nobody is waiting for.)"""
     holder = reserved.get(None)
-    if holder is None:
-        if job.gpu_type is not None:
-            holder = reserved.get(job.gpu_type)
-        elif reserved:
-            holder = next(iter(reserved.values()))
+    if holder is None and job.gpu_type is not None:
+        holder = reserved.get(job.gpu_type)
     if holder is None:
         return None
     kind = f"{job.gpu_type} GPUs" if job.gpu_type else "GPUs"
     return f"waiting behind job {holder}, which is first in line for {kind}"
 
 
-def _fit(job: PendingJob, snap: Snapshot, ledger: _Ledger) -> tuple[tuple[int, ...] | None, str]:
+def _could_ever_fit(job: PendingJob, snap: Snapshot) -> bool:
+    counts: dict[str, int] = defaultdict(int)
+    for gpu in snap.gpus:
+        counts[gpu.type] += 1
+    most = counts.get(job.gpu_type, 0) if job.gpu_type else max(counts.values(), default=0)
+    if job.gpus > most:
+        return False
+    if snap.cpus is not None and job.cpus and job.cpus > snap.cpus:
+        return False
+    return not (snap.memory is not None and job.memory and job.memory > snap.memory)
+
+
+def _fit(job: PendingJob, snap: Snapshot, ledger: _Ledger,
+         reserved: dict[str | None, str]) -> tuple[tuple[int, ...] | None, str]:
     by_type: dict[str, list[int]] = defaultdict(list)
     for index, gpu_type in sorted(ledger.free.items()):
         if job.gpu_type is None or gpu_type == job.gpu_type:
@@ -195,9 +207,12 @@ def _fit(job: PendingJob, snap: Snapshot, ledger: _Ledger) -> tuple[tuple[int, .
         kinds = ", ".join(sorted({g.type for g in snap.gpus})) or "none"
         return None, f"needs {_gpus(job.gpus)}{of}; this cluster has none of that type (has: {kinds})"
     # best fit: the type with the fewest free GPUs that still holds the whole gang
-    candidates = sorted((len(v), t) for t, v in by_type.items() if len(v) >= job.gpus)
+    candidates = sorted((len(v), t) for t, v in by_type.items() if len(v) >= job.gpus and t not in reserved)
     free = sum(len(v) for v in by_type.values())
     if not candidates:
+        taken = sorted(t for t, v in by_type.items() if len(v) >= job.gpus)
+        if taken:  # it fits only on GPUs an earlier job is waiting for
+            return None, f"waiting behind job {reserved[taken[0]]}, which is first in line for {taken[0]} GPUs"
         most = max((len(v) for v in by_type.values()), default=0)
         detail = f"{free} free" if len(by_type) <= 1 else f"{free} free, at most {most} of one type"
         return None, f"needs {_gpus(job.gpus)}{of}, {detail}"

@@ -21,13 +21,12 @@ class ControlService:
         self.store, self.clock, self.waker = store, clock, waker
 
     def cancel(self, refs: list[str], *, caller: str | None = None, admin: bool = True) -> list[ControlResult]:
-        jobs = self._resolve(refs)
-        results = [self._cancel_one(job, caller, admin) for job in jobs]
+        jobs = self._resolve(refs, caller, admin, "cancel")
+        results = [self._cancel_one(job) for job in jobs]
         self._wake()
         return results
 
-    def _cancel_one(self, job: JobRecord, caller: str | None, admin: bool) -> ControlResult:
-        _check_owner(job, caller, admin, "cancel")
+    def _cancel_one(self, job: JobRecord) -> ControlResult:
         for _ in range(3):  # the state may move under us (e.g. QUEUED -> STARTING); re-read and retry
             now = self.clock.now()
             if job.state.terminal:
@@ -46,26 +45,30 @@ class ControlService:
         raise Conflict(f"job {job.id} kept changing state; try again")
 
     def requeue(self, refs: list[str], *, caller: str | None = None, admin: bool = True) -> list[ControlResult]:
-        results = []
-        for job in self._resolve(refs):
-            _check_owner(job, caller, admin, "requeue")
-            if job.state == JobState.RUNNING:
-                now = self.clock.now()
-                try:
-                    [job] = self.store.apply([Change(job.id, JobState.RUNNING, None, "", now,
-                                                     {"request": Request.REQUEUE})])
-                except Conflict:
-                    job = self.store.get(job.id)
-                    raise InvalidTransition(f"job {job.id} is {job.status} now; only a running job can be requeued")
-                results.append(ControlResult(job, "requeueing", "SIGTERM sent; it keeps its place in the queue"))
-            elif job.state in (JobState.QUEUED, JobState.RETRY_WAIT):
-                results.append(ControlResult(job, "unchanged", f"already waiting ({job.status})"))
-            else:
+        """Requeue running jobs. A job named on its own must be running (checked
+        before anything changes); in an array, tasks not running are left as they are."""
+        jobs = self._resolve(refs, caller, admin, "requeue")
+        singles = {ref for ref in refs if len(self.store.resolve(ref)) == 1}
+        for job in jobs:
+            if job.id in singles and job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
                 raise InvalidTransition(f"job {job.id} is {job.status}; only a running job can be requeued")
+        results = []
+        for job in jobs:
+            if job.state != JobState.RUNNING:
+                results.append(ControlResult(job, "unchanged", f"not running ({job.status})"))
+                continue
+            try:
+                [job] = self.store.apply([Change(job.id, JobState.RUNNING, None, "", self.clock.now(),
+                                                 {"request": Request.REQUEUE})])
+                results.append(ControlResult(job, "requeueing", "SIGTERM sent; it keeps its place in the queue"))
+            except Conflict:  # it ended meanwhile
+                job = self.store.get(job.id)
+                results.append(ControlResult(job, "unchanged", f"not running ({job.status})"))
         self._wake()
         return results
 
-    def _resolve(self, refs: list[str]) -> list[JobRecord]:
+    def _resolve(self, refs: list[str], caller: str | None, admin: bool, verb: str) -> list[JobRecord]:
+        """The jobs named, each checked for permission before any is changed."""
         jobs: list[JobRecord] = []
         seen = set()
         for ref in refs:
@@ -73,6 +76,8 @@ class ControlService:
                 if job.id not in seen:
                     seen.add(job.id)
                     jobs.append(job)
+        for job in jobs:
+            _check_owner(job, caller, admin, verb)
         return jobs
 
     def _wake(self) -> None:

@@ -25,7 +25,7 @@ class SubmitService:
         problems = hard_limit_problems(
             gpus=r.gpus, gpu_type=r.gpu_type, wall_time=spec.limits.wall_time, cpus=r.cpus, memory=r.memory,
             inventory=inventory.gpus, policy=policy, total_cpus=inventory.cpus, total_memory=inventory.memory,
-            team_max_gpus=team.max_gpus, team=spec.team)
+            team_max_gpus=team.max_gpus, user_max_gpus=team.max_gpus_per_user, team=spec.team)
         if problems:
             raise Rejected("; ".join(problems))
         now = self.clock.now()

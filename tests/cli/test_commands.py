@@ -95,3 +95,9 @@ def test_queue_policy_limits_are_enforced_at_submit(cli):
     assert cli.json("quota", "policy", "--max-wall-time", "-1")["max_wall_time"] is None
     code, _, err = cli("quota", "policy", "--half-life", "soon")
     assert code == 2 and "--half-life" in err
+
+
+def test_per_user_cap_is_a_hard_limit_at_submit(cli):
+    cli("quota", "set", "vision", "--max-gpus-per-user", "2")
+    code, _, err = cli("submit", "--team", "vision", "--gpus", "3", "--", "true")
+    assert code == 2 and "a user of team vision may hold at most 2" in err

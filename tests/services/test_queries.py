@@ -1,0 +1,83 @@
+"""QueryService.queue(): the pending jobs in the order they would start."""
+
+from gqa.models.job import JobState
+from gqa.scheduling import plan
+from gqa.services.snapshot import read_snapshot
+
+S = JobState
+
+
+def rows(view):
+    return [(e.job.id, e.position, e.reason) for e in view.pending]
+
+
+def test_pending_jobs_are_listed_in_plan_order_with_positions_and_reasons(make_queue):
+    queue = make_queue(2)
+    big = queue.start(resources={"gpus": 2})
+    queue.clock.advance(1)
+    normal = queue.submit_one(priority="normal")
+    queue.clock.advance(1)
+    high = queue.submit_one(priority="high")
+    queue.clock.advance(1)
+    low = queue.submit_one(priority="low")
+
+    view = queue.queries.queue()
+
+    behind = f"waiting behind job {high.id}, which is first in line for GPUs"
+    assert rows(view) == [(high.id, 1, "needs 1 GPU, 0 free"), (normal.id, 2, behind), (low.id, 3, behind)]
+    assert [e.job.id for e in view.pending] == plan(read_snapshot(queue.store, queue.clock.now())).order
+    assert all(e.factors is not None for e in view.pending)
+    assert [j.id for j in view.running] == [big.id]
+    assert (view.total_gpus, view.free_gpus) == (2, 0)
+
+
+def test_jobs_that_fit_are_starting_now(queue):
+    queue.start(resources={"gpus": 2})
+    fits = queue.submit_one(resources={"gpus": 2})
+    too_big = queue.submit_one(resources={"gpus": 3})
+
+    view = queue.queries.queue()
+
+    assert rows(view) == [(fits.id, 1, "starting now"), (too_big.id, 2, "needs 3 GPUs, 0 free")]
+    assert (view.total_gpus, view.free_gpus) == (4, 2)
+
+
+def test_a_job_waiting_to_be_retried_has_no_position(queue):
+    retried = queue.start(retries={"on_error": 1})
+    queue.exit(retried.id, 1)                      # back in 5s
+    waiting = queue.submit_one()
+    retry_reason = "exit code 1; retry 1 of 1 in 5s; back in the queue in {}"
+
+    view = queue.queries.queue()
+    assert rows(view) == [(waiting.id, 1, "starting now"), (retried.id, None, retry_reason.format("5s"))]
+
+    queue.clock.advance(3)
+    assert rows(queue.queries.queue())[-1] == (retried.id, None, retry_reason.format("2s"))
+
+    queue.clock.advance(3)                         # due, not yet promoted
+    assert rows(queue.queries.queue())[-1] == (retried.id, None, retry_reason.format("0s"))
+
+    queue.supervisor.promote_retries()
+    assert [(e.job.id, e.position) for e in queue.queries.queue().pending] == [(retried.id, 1), (waiting.id, 2)]
+
+
+def test_a_group_shows_only_its_jobs_with_their_place_in_the_whole_queue(make_queue):
+    queue = make_queue(1)
+    single = queue.start()
+    queue.clock.advance(1)
+    queue.submit_one()
+    queue.submit(array="0-1")
+
+    view = queue.queries.queue(group="3")
+
+    assert [(e.job.id, e.position) for e in view.pending] == [("3_0", 2), ("3_1", 3)]
+    assert view.running == []
+    assert [j.id for j in queue.queries.queue(group=single.group).running] == [single.id]
+
+
+def test_jobs_resolves_a_job_or_a_group(queue):
+    queue.submit_one()
+    queue.submit(array="0-2")
+
+    assert [j.id for j in queue.queries.jobs("2")] == ["2_0", "2_1", "2_2"]
+    assert [t.state for t in queue.queries.jobs("1")[0].history] == [S.SUBMITTED, S.QUEUED]

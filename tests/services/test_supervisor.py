@@ -1,0 +1,421 @@
+"""Supervisor: dispatch, exits, requests, wall time, retries, restart, shutdown."""
+
+import signal
+
+import pytest
+
+from gqa.models.job import JobState, Request
+from gqa.ports import Change, Exit
+from gqa.scheduling import plan
+from gqa.services.snapshot import read_snapshot
+from gqa.services.supervisor import Supervisor
+from tests.services.conftest import GRACE, T0
+from tests.services.fakes import Launch
+
+S = JobState
+OOM = "killed by SIGKILL (not sent by gqa: most often the kernel's out-of-memory killer)"
+
+
+def states(job):
+    return [t.state for t in job.history]
+
+
+def reasons(job):
+    return {t.state: t.reason for t in job.history}
+
+
+# -- dispatch ------------------------------------------------------------------------
+
+def test_dispatch_launches_attempt_one_on_the_gpus_the_plan_chose(queue):
+    queue.submit_one(resources={"gpus": 2})
+    queue.submit_one()
+    waiting = queue.submit_one(resources={"gpus": 2})   # one GPU left: it waits
+    chosen = plan(read_snapshot(queue.store, queue.clock.now())).starts
+
+    started = queue.supervisor.dispatch()
+
+    assert queue.compute.launches == [Launch(s.job_id, s.gpus, 1) for s in chosen]
+    assert queue.compute.launches == [Launch("1", (0, 1), 1), Launch("2", (2,), 1)]
+    assert [j.id for j in started] == ["1", "2"]
+    for job, pid in zip(started, (1001, 1002)):
+        stored = queue.get(job.id)
+        assert stored == job
+        assert (stored.state, stored.pid, stored.proc_token, stored.attempts, stored.started_at) == \
+            (S.RUNNING, pid, f"token-{pid}", 1, T0)
+        assert states(stored)[-2:] == [S.STARTING, S.RUNNING]
+        assert stored.reason == "attempt 1 started"
+    assert queue.get("1").assigned == (0, 1) and queue.get("2").assigned == (2,)
+    assert queue.state(waiting.id) == S.QUEUED
+
+
+def test_dispatch_with_nothing_to_start_launches_nothing(queue):
+    queue.start(resources={"gpus": 4})
+    queue.submit_one()
+
+    assert queue.supervisor.dispatch() == []
+    assert len(queue.compute.launches) == 1
+
+
+def test_a_launch_that_fails_fails_the_job_and_frees_its_gpus(make_queue):
+    queue = make_queue(2)
+    broken = queue.submit_one(resources={"gpus": 2})
+    queue.compute.fail[broken.id] = "working directory /nowhere does not exist"
+
+    assert queue.supervisor.dispatch() == []
+
+    job = queue.get(broken.id)
+    assert (job.state, job.reason) == (S.FAILED, "could not start: working directory /nowhere does not exist")
+    assert (job.attempts, job.assigned, job.ended_at, job.pid) == (1, (), T0, None)
+    nxt = queue.submit_one(resources={"gpus": 2})
+    assert [j.id for j in queue.supervisor.dispatch()] == [nxt.id]
+    assert queue.compute.launches == [Launch(nxt.id, (0, 1), 1)]
+
+
+def test_one_failed_launch_does_not_stop_the_others(queue):
+    first, second = queue.submit_one(), queue.submit_one()
+    queue.compute.fail[first.id] = "permission denied: train.py"
+
+    started = queue.supervisor.dispatch()
+
+    assert [j.id for j in started] == [second.id]
+    assert (queue.state(first.id), queue.state(second.id)) == (S.FAILED, S.RUNNING)
+
+
+# -- exits ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("retries, code, sig, state, reason", [
+    ({}, 0, None, S.SUCCEEDED, "exit code 0"),
+    ({}, 1, None, S.FAILED, "exit code 1"),
+    ({}, 137, None, S.FAILED, "exit code 137 (SIGKILL)"),
+    ({}, None, signal.SIGKILL, S.FAILED, OOM),
+    ({}, None, signal.SIGSEGV, S.FAILED, "killed by SIGSEGV"),
+    ({"on_error": 2}, 0, None, S.SUCCEEDED, "exit code 0"),
+    ({"on_error": 2}, 1, None, S.RETRY_WAIT, "exit code 1; retry 1 of 2 in 5s"),           # 10s backoff x 0.5
+    ({"on_error": 2, "backoff": "1m"}, 3, None, S.RETRY_WAIT, "exit code 3; retry 1 of 2 in 30s"),
+])
+def test_an_exit_settles_the_job(queue, retries, code, sig, state, reason):
+    job = queue.start(retries=retries)
+    queue.clock.advance(100)
+
+    [settled] = queue.exit(job.id, code, sig)
+
+    stored = queue.get(job.id)
+    assert settled == stored
+    assert (stored.state, stored.reason) == (state, reason)
+    assert (stored.exit_code, stored.signal, stored.pid, stored.assigned) == (code, sig, None, ())
+    assert queue.compute.cleaned == [job.id]
+
+
+def test_an_exit_charges_the_gpu_time_to_the_team(queue):
+    job = queue.start(team="vision", resources={"gpus": 2})
+    queue.clock.advance(100)
+
+    queue.exit(job.id, 0)
+
+    assert queue.get(job.id).gpu_seconds == 200.0
+    assert queue.get(job.id).ended_at == T0 + 100
+    half_life = queue.store.policy().half_life
+    assert queue.store.usage(queue.clock.now(), half_life) == {"vision": pytest.approx(200.0)}
+
+
+def test_an_error_is_retried_after_its_backoff_then_fails(queue):
+    job = queue.start(retries={"on_error": 1})
+    queue.clock.advance(60)
+    queue.exit(job.id, 1)
+    waiting = queue.get(job.id)
+    assert (waiting.state, waiting.error_retries, waiting.not_before) == (S.RETRY_WAIT, 1, T0 + 65)
+
+    queue.clock.advance(4)
+    queue.supervisor.promote_retries()
+    assert queue.state(job.id) == S.RETRY_WAIT
+    queue.clock.advance(1)
+    queue.supervisor.promote_retries()
+    assert (queue.state(job.id), queue.get(job.id).reason) == (S.QUEUED, "back in the queue")
+
+    queue.supervisor.dispatch()
+    assert queue.compute.launches[-1] == Launch(job.id, (0,), 2)
+    queue.exit(job.id, 1)
+    assert (queue.state(job.id), queue.get(job.id).reason) == (S.FAILED, "exit code 1 after 1 retries")
+    assert queue.get(job.id).gpu_seconds == 60.0
+
+
+@pytest.mark.parametrize("report", [
+    Exit("1", 0, 0, None),
+    Exit("1", 2, 0, None),
+    Exit("99", 1, 0, None),
+], ids=["earlier-attempt", "later-attempt", "unknown-job"])
+def test_an_exit_for_another_attempt_is_ignored(queue, report):
+    job = queue.start()
+    before = queue.get(job.id)
+    queue.clock.advance(100)
+
+    assert queue.supervisor.on_exits([report]) == []
+
+    assert queue.get(job.id) == before
+    assert queue.compute.cleaned == []
+    # only the still-running attempt counts: nothing was settled and charged
+    assert queue.store.usage(queue.clock.now(), 3600) == {"default": pytest.approx(100.0)}
+
+
+def test_an_exit_reported_twice_is_settled_once(queue):
+    job = queue.start()
+    queue.clock.advance(10)
+    queue.exit(job.id, 0)
+    settled = queue.get(job.id)
+
+    assert queue.supervisor.on_exits([Exit(job.id, 1, 1, None)]) == []
+    assert queue.get(job.id) == settled
+
+
+def test_exits_are_settled_together(queue):
+    a, b = queue.start(), queue.start()
+
+    out = queue.supervisor.on_exits([Exit(a.id, 1, 0, None), Exit(b.id, 1, 2, None)])
+
+    assert [(j.id, j.state) for j in out] == [(a.id, S.SUCCEEDED), (b.id, S.FAILED)]
+
+
+# -- requests --------------------------------------------------------------------------------
+
+def test_a_cancel_request_terminates_once_and_the_exit_cancels(queue):
+    job = queue.start()
+    [result] = queue.control.cancel([job.id])
+    assert result.action == "cancelling"
+
+    queue.supervisor.carry_out_requests()
+    queue.supervisor.carry_out_requests()
+
+    assert queue.compute.terminated == [(job.id, GRACE)]
+    assert queue.get(job.id).kill_reason == "cancel"
+    queue.clock.advance(30)
+    queue.exit(job.id, None, signal.SIGTERM)
+    done = queue.get(job.id)
+    assert (done.state, done.reason, done.request, done.kill_reason) == (S.CANCELLED, "cancelled by user", None, None)
+    assert done.gpu_seconds == 30.0
+
+
+def test_a_requeued_job_keeps_its_place(make_queue):
+    queue = make_queue(1)
+    job = queue.start()
+    queue.clock.advance(10)
+    later = queue.submit_one()
+    [result] = queue.control.requeue([job.id])
+    assert (result.action, queue.get(job.id).request) == ("requeueing", Request.REQUEUE)
+
+    queue.supervisor.carry_out_requests()
+    queue.supervisor.carry_out_requests()
+    assert queue.compute.terminated == [(job.id, GRACE)]
+    queue.exit(job.id, 143)
+
+    back = queue.get(job.id)
+    assert back.state == S.QUEUED
+    assert states(back)[-3:] == [S.RUNNING, S.RETRY_WAIT, S.QUEUED]
+    assert reasons(back)[S.RETRY_WAIT] == "requeued by user; resumes from its last checkpoint"
+    assert (back.submitted_at, back.interruptions, back.error_retries) == (T0, 1, 0)
+    assert (back.request, back.kill_reason) == (None, None)
+    queue.supervisor.dispatch()
+    assert queue.compute.launches[-1] == Launch(job.id, (0,), 2)
+    assert queue.state(later.id) == S.QUEUED
+
+
+@pytest.mark.parametrize("checkpoint, grace", [({}, GRACE), ({"grace": "30s"}, 30.0), ({"grace": "2m"}, 120.0)])
+def test_terminate_gives_the_grace_the_spec_asks_for(queue, checkpoint, grace):
+    job = queue.start(checkpoint=checkpoint)
+    queue.control.cancel([job.id])
+
+    queue.supervisor.carry_out_requests()
+
+    assert queue.compute.terminated == [(job.id, grace)]
+
+
+# -- wall time --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("on_timeout, state, reason", [
+    ("stop", S.TIMED_OUT, "exceeded its wall time of 10m00s"),
+    ("requeue", S.QUEUED, "back in the queue"),
+])
+def test_wall_time_is_enforced(queue, on_timeout, state, reason):
+    job = queue.start(limits={"wall_time": "10m", "on_timeout": on_timeout})
+    bystander = queue.start()
+
+    queue.clock.advance(599)
+    queue.supervisor.enforce_wall_time()
+    assert queue.compute.terminated == []
+    queue.clock.advance(1)
+    queue.supervisor.enforce_wall_time()
+    queue.supervisor.enforce_wall_time()
+    assert queue.compute.terminated == [(job.id, GRACE)]
+    assert queue.get(job.id).kill_reason == "timeout"
+
+    queue.exit(job.id, None, signal.SIGTERM)
+
+    done = queue.get(job.id)
+    assert (done.state, done.reason) == (state, reason)
+    assert done.gpu_seconds == 600.0
+    assert queue.state(bystander.id) == S.RUNNING
+
+
+def test_a_timeout_with_requeue_is_an_interruption(queue):
+    job = queue.start(limits={"wall_time": "10m", "on_timeout": "requeue"}, retries={"on_error": 0})
+    queue.clock.advance(600)
+    queue.supervisor.enforce_wall_time()
+    queue.exit(job.id, 143)
+
+    back = queue.get(job.id)
+    assert reasons(back)[S.RETRY_WAIT] == "reached its wall time of 10m00s; requeued to resume from its last checkpoint"
+    assert (back.interruptions, back.error_retries, back.submitted_at) == (1, 0, T0)
+
+
+# -- retries and deadlines ------------------------------------------------------------------------
+
+def test_promote_retries_moves_only_due_jobs(queue):
+    soon = queue.start(retries={"on_error": 1})                      # retried in 5s
+    later = queue.start(retries={"on_error": 1, "backoff": "1m"})    # retried in 30s
+    queue.supervisor.on_exits([Exit(soon.id, 1, 1, None), Exit(later.id, 1, 1, None)])
+
+    queue.clock.advance(5)
+    queue.supervisor.promote_retries()
+
+    assert (queue.state(soon.id), queue.state(later.id)) == (S.QUEUED, S.RETRY_WAIT)
+    queue.clock.advance(25)
+    queue.supervisor.promote_retries()
+    assert queue.state(later.id) == S.QUEUED
+
+
+class CancelAfterRead:
+    """A store where a user cancels `job_id` right after the supervisor reads the due retries."""
+
+    def __init__(self, queue, job_id):
+        self.queue, self.job_id = queue, job_id
+
+    def due_retries(self, now):
+        due = self.queue.store.due_retries(now)
+        self.queue.control.cancel([self.job_id])
+        return due
+
+    def __getattr__(self, name):
+        return getattr(self.queue.store, name)
+
+
+def test_promote_retries_skips_a_job_cancelled_since_it_was_read(queue):
+    cancelled = queue.start(retries={"on_error": 1})
+    other = queue.start(retries={"on_error": 1})
+    queue.supervisor.on_exits([Exit(cancelled.id, 1, 1, None), Exit(other.id, 1, 1, None)])
+    queue.clock.advance(5)
+    supervisor = Supervisor(CancelAfterRead(queue, cancelled.id), queue.compute, queue.clock, queue.rng)
+
+    supervisor.promote_retries()
+
+    assert (queue.state(cancelled.id), queue.state(other.id)) == (S.CANCELLED, S.QUEUED)
+
+
+def test_next_deadline_is_the_earliest_retry_or_wall_time_end(queue):
+    sup = queue.supervisor
+    assert sup.next_deadline() is None
+
+    queue.start()                                                    # no wall time: no deadline
+    assert sup.next_deadline() is None
+    queue.start(limits={"wall_time": "10m"})
+    assert sup.next_deadline() == T0 + 600
+
+    queue.clock.advance(100)
+    short = queue.start(limits={"wall_time": "1m"})
+    assert sup.next_deadline() == T0 + 160
+
+    retried = queue.start(retries={"on_error": 1})
+    queue.exit(retried.id, 1)
+    assert sup.next_deadline() == T0 + 105
+
+    queue.clock.advance(5)
+    sup.promote_retries()
+    assert sup.next_deadline() == T0 + 160
+
+    queue.clock.advance(60)
+    sup.enforce_wall_time()                                           # being stopped: no longer a deadline
+    assert queue.get(short.id).kill_reason == "timeout"
+    assert sup.next_deadline() == T0 + 600
+
+
+# -- restart -------------------------------------------------------------------------------------
+
+def test_recover_adopts_settles_and_requeues(make_queue):
+    queue = make_queue(8)
+    # a job on its second attempt after one application error
+    vanished = queue.start(retries={"on_error": 2})
+    queue.exit(vanished.id, 1)
+    queue.clock.advance(5)
+    queue.supervisor.promote_retries()
+    queue.supervisor.dispatch()
+    assert queue.get(vanished.id).attempts == 2
+    alive = queue.start()
+    succeeded = queue.start()
+    failed = queue.start()
+    # decided and claimed, but the daemon died before launching it
+    claimed = queue.submit_one()
+    queue.store.apply([Change(claimed.id, S.QUEUED, S.STARTING, "assigned GPUs 7", queue.clock.now(),
+                              {"assigned": (7,)})])
+    before_alive = queue.get(alive.id)
+    launches = len(queue.compute.launches)
+
+    queue.restart()
+    queue.compute.alive_ids = {alive.id}
+    queue.compute.exits = {succeeded.id: Exit(succeeded.id, 1, 0, None), failed.id: Exit(failed.id, 1, 2, None)}
+    queue.clock.advance(50)
+    counts = queue.supervisor.recover()
+
+    assert counts == {"adopted": 1, "finished": 2, "requeued": 2}
+    assert queue.get(alive.id) == before_alive
+    assert (queue.state(succeeded.id), queue.state(failed.id)) == (S.SUCCEEDED, S.FAILED)
+    assert queue.get(failed.id).reason == "exit code 2"
+    lost = queue.get(vanished.id)
+    assert lost.state == S.QUEUED
+    assert reasons(lost)[S.RETRY_WAIT] == ("its process was lost while the queue daemon was down; "
+                                           "resumes from its last checkpoint")
+    assert (lost.interruptions, lost.error_retries, lost.attempts) == (1, 1, 2)
+    unlaunched = queue.get(claimed.id)
+    assert (unlaunched.state, unlaunched.assigned, unlaunched.pid) == (S.QUEUED, (), None)
+    assert reasons(unlaunched)[S.RETRY_WAIT] == "queue daemon restarted before the job started"
+    assert len(queue.compute.launches) == launches
+    assert queue.compute.terminated == []
+    assert sorted(queue.compute.cleaned) == sorted([vanished.id, succeeded.id, failed.id, vanished.id])
+
+
+def test_recover_finishes_stopping_a_job_it_was_cancelling(queue):
+    job = queue.start()
+    queue.control.cancel([job.id])
+    queue.supervisor.carry_out_requests()
+    queue.compute.terminated.clear()
+
+    queue.restart()
+    queue.compute.alive_ids = {job.id}
+    assert queue.supervisor.recover() == {"adopted": 1, "finished": 0, "requeued": 0}
+
+    assert queue.compute.terminated == [(job.id, GRACE)]
+    queue.exit(job.id, None, signal.SIGTERM)
+    assert queue.state(job.id) == S.CANCELLED
+
+
+# -- shutdown ------------------------------------------------------------------------------------
+
+def test_shutdown_sends_running_jobs_back_to_the_queue(queue):
+    a, b = queue.start(), queue.start()
+
+    stopped = queue.supervisor.shutdown(keep_jobs=False)
+
+    assert [j.id for j in stopped] == [a.id, b.id]
+    assert queue.compute.terminated == [(a.id, GRACE), (b.id, GRACE)]
+    queue.clock.advance(3)
+    queue.supervisor.on_exits([Exit(a.id, 1, 143, None), Exit(b.id, 1, None, signal.SIGTERM)])
+    for job_id in (a.id, b.id):
+        back = queue.get(job_id)
+        assert (back.state, back.interruptions, back.error_retries) == (S.QUEUED, 1, 0)
+        assert reasons(back)[S.RETRY_WAIT] == "queue daemon stopped; resumes from its last checkpoint"
+
+
+def test_shutdown_keeping_jobs_leaves_them_running(queue):
+    a = queue.start()
+
+    assert [j.id for j in queue.supervisor.shutdown(keep_jobs=True)] == [a.id]
+
+    assert queue.compute.terminated == []
+    assert (queue.state(a.id), queue.get(a.id).kill_reason) == (S.RUNNING, None)

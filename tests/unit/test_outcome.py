@@ -1,0 +1,140 @@
+"""gqa.models.outcome.decide: what an ended attempt means for the job, and
+gqa.scheduling.retry.backoff_delay."""
+
+import signal
+
+import pytest
+
+from tests.builders import job_record
+from gqa.models.job import JobState, Request
+from gqa.models.outcome import CANCEL, REQUEUE, SHUTDOWN, TIMEOUT, decide, describe_exit
+from gqa.scheduling.retry import backoff_delay
+
+NOW = 5000.0
+S = JobState
+
+
+def running_job(*, on_error=0, error_retries=0, interruptions=0, wall_time=None, on_timeout="stop",
+                backoff="10s", max_backoff="10m", **fields):
+    spec = {"retries": {"on_error": on_error, "backoff": backoff, "max_backoff": max_backoff},
+            "limits": {"wall_time": wall_time, "on_timeout": on_timeout}}
+    return job_record(spec=spec, state=S.RUNNING, error_retries=error_retries, interruptions=interruptions,
+                      pid=4242, assigned=(0, 1), attempts=error_retries + interruptions + 1, **fields)
+
+
+@pytest.mark.parametrize("job, code, sig, to, reason", [
+    (running_job(), 0, None, S.SUCCEEDED, "exit code 0"),
+    (running_job(), 1, None, S.FAILED, "exit code 1"),
+    (running_job(on_error=2, error_retries=2), 3, None, S.FAILED, "exit code 3 after 2 retries"),
+    (running_job(), 137, None, S.FAILED, "exit code 137 (SIGKILL)"),
+    (running_job(), None, signal.SIGKILL, S.FAILED,
+     "killed by SIGKILL (not sent by gqa: most often the kernel's out-of-memory killer)"),
+    (running_job(), None, signal.SIGSEGV, S.FAILED, "killed by SIGSEGV"),
+    (running_job(request=Request.CANCEL), None, signal.SIGTERM, S.CANCELLED, "cancelled by user"),
+    (running_job(kill_reason=CANCEL), 0, None, S.CANCELLED, "cancelled by user"),
+    (running_job(request=Request.REQUEUE), None, signal.SIGTERM, S.RETRY_WAIT, "requeued by user"),
+    (running_job(kill_reason=REQUEUE), 1, None, S.RETRY_WAIT, "requeued by user; resumes from its last checkpoint"),
+    (running_job(kill_reason=SHUTDOWN), None, signal.SIGTERM, S.RETRY_WAIT, "queue daemon stopped"),
+    (running_job(kill_reason=TIMEOUT, wall_time="1h"), None, signal.SIGTERM, S.TIMED_OUT,
+     "exceeded its wall time of 1h00m"),
+    (running_job(kill_reason=TIMEOUT, wall_time="1h", on_timeout="requeue"), None, signal.SIGTERM, S.RETRY_WAIT,
+     "reached its wall time of 1h00m; requeued to resume from its last checkpoint"),
+    (running_job(), None, None, S.RETRY_WAIT, "its process was lost while the queue daemon was down"),
+])
+def test_decide(job, code, sig, to, reason):
+    outcome = decide(job, code=code, sig=sig, now=NOW, draw=0.5)
+    assert outcome.to == to
+    assert reason in outcome.reason
+    assert outcome.fields["pid"] is None
+    assert outcome.fields["assigned"] == ()
+    assert outcome.fields["request"] is None and outcome.fields["kill_reason"] is None
+    assert (outcome.fields["exit_code"], outcome.fields["signal"]) == (code, sig)
+
+
+@pytest.mark.parametrize("job, code, sig", [
+    (running_job(request=Request.REQUEUE), None, signal.SIGTERM),
+    (running_job(kill_reason=SHUTDOWN, error_retries=1, on_error=3), None, signal.SIGTERM),
+    (running_job(kill_reason=TIMEOUT, wall_time="1h", on_timeout="requeue", interruptions=2), None, signal.SIGTERM),
+    (running_job(error_retries=1, on_error=1), None, None),       # lost: never an error, even with no retries left
+])
+def test_interruptions_are_not_errors(job, code, sig):
+    outcome = decide(job, code=code, sig=sig, now=NOW, draw=0.9)
+    assert outcome.to == S.RETRY_WAIT
+    assert outcome.fields["interruptions"] == job.interruptions + 1
+    assert outcome.fields.get("error_retries", job.error_retries) == job.error_retries
+    assert outcome.fields["not_before"] == NOW        # no backoff for an interruption
+    assert outcome.fields["ended_at"] is None
+
+
+@pytest.mark.parametrize("on_error, error_retries, backoff, max_backoff, draw", [
+    (1, 0, "10s", "10m", 0.0),
+    (3, 0, "10s", "10m", 0.5),
+    (3, 2, "10s", "10m", 0.999),
+    (5, 4, "1m", "2m", 0.999),     # 1m * 2**4 is over the cap
+])
+def test_error_with_retries_left(on_error, error_retries, backoff, max_backoff, draw):
+    job = running_job(on_error=on_error, error_retries=error_retries, backoff=backoff, max_backoff=max_backoff)
+    outcome = decide(job, code=1, sig=None, now=NOW, draw=draw)
+    n = error_retries + 1
+    spec = job.spec.retries
+    cap = min(spec.max_backoff, spec.backoff * 2 ** (n - 1))
+    assert outcome.to == S.RETRY_WAIT
+    assert outcome.reason.startswith(f"exit code 1; retry {n} of {on_error} in ")
+    assert outcome.fields["error_retries"] == n
+    assert "interruptions" not in outcome.fields
+    assert NOW <= outcome.fields["not_before"] <= NOW + cap
+    assert outcome.fields["not_before"] == pytest.approx(NOW + cap * draw)
+    assert outcome.fields["ended_at"] is None
+
+
+def test_the_spec_durations_drive_the_backoff():
+    # 10s backoff: the first retry waits at most 10 seconds, whatever the draw.
+    outcome = decide(running_job(on_error=1, backoff="10s", max_backoff="10m"), code=1, sig=None, now=NOW, draw=0.999)
+    assert NOW + 9 < outcome.fields["not_before"] < NOW + 10
+
+
+def test_cancel_wins_over_everything():
+    job = running_job(request=Request.CANCEL, kill_reason=TIMEOUT, on_error=3)
+    assert decide(job, code=1, sig=None, now=NOW, draw=0.5).to == S.CANCELLED
+
+
+@pytest.mark.parametrize("to", [S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED])
+def test_final_outcomes_record_the_end(to):
+    cases = {S.SUCCEEDED: ({}, 0, None), S.FAILED: ({}, 2, None),
+             S.TIMED_OUT: ({"kill_reason": TIMEOUT, "wall_time": "1h"}, None, signal.SIGTERM),
+             S.CANCELLED: ({"request": Request.CANCEL}, None, signal.SIGTERM)}
+    fields, code, sig = cases[to]
+    outcome = decide(running_job(**fields), code=code, sig=sig, now=NOW, draw=0.5)
+    assert outcome.to == to
+    assert outcome.fields["ended_at"] == NOW
+
+
+@pytest.mark.parametrize("code, sig, text", [
+    (1, None, "exit code 1"),
+    (130, None, "exit code 130 (SIGINT)"),
+    (255, None, "exit code 255"),
+    (None, signal.SIGKILL, "out-of-memory"),
+    (None, signal.SIGTERM, "killed by SIGTERM"),
+])
+def test_describe_exit(code, sig, text):
+    assert text in describe_exit(code, sig)
+
+
+@pytest.mark.parametrize("retry, base, cap, draw, delay", [
+    (1, 10, 600, 0.0, 0.0),          # full jitter: a zero draw waits not at all
+    (1, 10, 600, 0.5, 5.0),
+    (2, 10, 600, 0.5, 10.0),
+    (3, 10, 600, 0.5, 20.0),
+    (7, 10, 600, 0.5, 300.0),        # 10 * 2**6 = 640, capped at 600
+    (30, 10, 600, 0.5, 300.0),
+    (0, 10, 600, 1.0, 10.0),         # retry numbers below 1 count as the first
+])
+def test_backoff_delay(retry, base, cap, draw, delay):
+    assert backoff_delay(retry, base, cap, draw) == pytest.approx(delay)
+
+
+@pytest.mark.parametrize("retry", range(1, 12))
+def test_backoff_delay_is_bounded_by_the_cap(retry):
+    ceiling = min(600, 10 * 2 ** (retry - 1))
+    assert backoff_delay(retry, 10, 600, 0.0) == 0.0
+    assert ceiling * 0.99 <= backoff_delay(retry, 10, 600, 0.9999) <= ceiling <= 600
