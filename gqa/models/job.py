@@ -5,6 +5,7 @@ Two vocabularies: `JobState` is the scheduler's, written only through
 `user_status()`."""
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from enum import StrEnum
 
 from .errors import InvalidTransition
@@ -141,8 +142,9 @@ class JobRecord:
     gpu_seconds: float = 0.0
     history: tuple[Transition, ...] = ()
 
-    @property
+    @cached_property
     def spec(self):
+        """The parsed spec (parsed once per record: the daemon reads it for every launch and exit)."""
         from .spec import JobSpec
         return JobSpec.model_validate_json(self.spec_json)
 

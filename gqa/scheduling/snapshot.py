@@ -26,6 +26,7 @@ class PendingJob:
     group: str | None = None
     group_limit: int | None = None  # array %N: tasks of the group running at once
     seq: int = 0                    # submission order, the last tie-break
+    expected_runtime: float | None = None  # best guess of its run time (wall time corrected by history)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,11 @@ class RunningJob:
     cpus: int | None = None
     memory: int | None = None
     group: str | None = None
+    wall_time: float | None = None  # the attempt is killed by then: a hard bound for backfill
+
+    @property
+    def ends_by(self) -> float:
+        return self.started_at + self.wall_time if self.wall_time else float("inf")
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class Weights:
     fair_share: float = 1.0
     age: float = 0.25
     size: float = 0.0
+    duration: float = 1.0            # favours jobs expected to be short (not in Slurm)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class Policy:
     max_gpus_per_job: int | None = None
     max_wall_time: float | None = None
     default_team: TeamPolicy = TeamPolicy()
+    ordering: str = "multifactor"    # or "fifo": arrival order only, tiers and factors ignored
+    backfill: bool = True            # EASY: later jobs may start if they cannot delay a reserved one
+    reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
+    max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,7 @@ class Factors:
     age: float
     size: float
     score: float
+    duration: float = 0.0
 
 
 @dataclass
@@ -105,3 +117,5 @@ class Plan:
     order: list[str] = field(default_factory=list)           # pending jobs in the order considered
     waiting: dict[str, str] = field(default_factory=dict)    # job id -> why it is not starting now
     factors: dict[str, Factors] = field(default_factory=dict)
+    reserved: dict[str, float] = field(default_factory=dict)  # blocked job -> the start held for it
+    backfilled: set[str] = field(default_factory=set)         # started ahead of a reserved job

@@ -24,7 +24,7 @@ class Supervisor:
     # -- dispatch ------------------------------------------------------------
     def dispatch(self) -> list[JobRecord]:
         """One scheduling pass; start what it decides. Returns the started jobs."""
-        decision = plan(read_snapshot(self.store, self.clock.now()))
+        decision = plan(read_snapshot(self.store, self.clock.now()), explain=False)
         if not decision.starts:
             return []
         now = self.clock.now()

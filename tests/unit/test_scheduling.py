@@ -98,6 +98,9 @@ def test_factors_are_normalised():
 
 # -- quotas: skip, never block -----------------------------------------------------------
 
+NO_BACKFILL = Policy(backfill=False)  # FIFO blocking: a blocked job holds its GPU types
+
+
 @pytest.mark.parametrize("snap, started, waiting, reason", [
     pytest.param(
         snapshot(16, pending=[pending("v1", team="vision", submitted_at=0), pending("n1", team="nlp", submitted_at=1)],
@@ -141,11 +144,11 @@ def test_team_cap_counts_gpus_handed_out_in_the_same_pass():
 @pytest.mark.parametrize("snap, started, waiting, reason", [
     pytest.param(snapshot(4, pending=[pending("big", gpus=4)], running=[running("r", gpus=[0, 1])]),
                  [], "big", "needs 4 GPUs, 2 free", id="gang: 4 GPUs with 2 free"),
-    pytest.param(snapshot(4, pending=[pending("big", gpus=4, submitted_at=0), pending("small", submitted_at=1)],
+    pytest.param(snapshot(4, policy=NO_BACKFILL, pending=[pending("big", gpus=4, submitted_at=0), pending("small", submitted_at=1)],
                           running=[running("r", gpus=[0, 1])]),
                  [], "small", "waiting behind job big, which is first in line for GPUs",
                  id="a blocked head reserves the GPUs"),
-    pytest.param(snapshot({"a10g": 2, "h100": 2}, running=[running("r", gpus=[2])],
+    pytest.param(snapshot({"a10g": 2, "h100": 2}, policy=NO_BACKFILL, running=[running("r", gpus=[2])],
                           pending=[pending("big", gpus=2, gpu_type="h100"), pending("small", gpu_type="h100", seq=1)]),
                  [], "small", "waiting behind job big, which is first in line for h100 GPUs",
                  id="a blocked typed head reserves its type"),
@@ -166,7 +169,7 @@ def test_team_cap_counts_gpus_handed_out_in_the_same_pass():
                           running=[running("r", gpus=[2])]),
                  ["any", "a10g"], "big", "needs 2 GPUs of h100, 1 free",
                  id="other types stay usable behind a typed head"),
-    pytest.param(snapshot({"a10g": 1, "h100": 2}, pending=[pending("big", gpus=2, gpu_type="h100", seq=0),
+    pytest.param(snapshot({"a10g": 1, "h100": 2}, policy=NO_BACKFILL, pending=[pending("big", gpus=2, gpu_type="h100", seq=0),
                                                         pending("any", seq=1)],
                           running=[running("r", gpus=[0, 1])]),
                  [], "any", "waiting behind job big, which is first in line for h100 GPUs",

@@ -20,8 +20,9 @@ from .paths import StatePaths
 
 # Traps make sh wait for the job instead of dying first; traps are reset in
 # the child, so the job still gets SIGTERM with its default disposition.
-WRAPPER = 'trap : TERM INT HUP; "$@"; rc=$?; printf "%s" "$rc" > "$GQA_EXIT_FILE.tmp" && ' \
-          'mv -f "$GQA_EXIT_FILE.tmp" "$GQA_EXIT_FILE"; exit "$rc"'
+# The status is a write of at most 3 bytes (one write(2)); a reader that finds the
+# file empty treats it as "no status yet".
+WRAPPER = 'trap : TERM INT HUP; "$@"; rc=$?; printf "%s" "$rc" > "$GQA_EXIT_FILE"; exit "$rc"'
 
 
 @dataclass

@@ -1,0 +1,94 @@
+"""What a replay measured: waits, completion times, slowdown, utilisation,
+fairness across teams, ETA accuracy and cost. Times in seconds, shares as
+fractions; a metric that cannot be measured is None (null in JSON), never 0."""
+
+import math
+from collections import defaultdict
+
+from .engine import SimResult
+
+SLOWDOWN_FLOOR = 10.0   # bounded slowdown: jobs shorter than this count as this long
+
+# metrics where lower is better and a ratio to FIFO's reads as "x of FIFO's"
+RATIO_KEYS = ("mean_wait", "p50_wait", "p95_wait", "p99_wait", "mean_jct", "p99_jct", "mean_slowdown",
+              "utilisation", "makespan", "max_team_slowdown", "jain_fairness", "cost")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); q in [0, 100]."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index: 1 when all equal, 1/n when one takes everything."""
+    if not values:
+        return None
+    squares = math.fsum(v * v for v in values)
+    return math.fsum(values) ** 2 / (len(values) * squares) if squares > 0 else 1.0
+
+
+def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None) -> dict:
+    done = [o for o in result.outcomes if o.end is not None]
+    waits = [o.start - o.submit for o in done]
+    jcts = [o.end - o.submit for o in done]
+    slowdowns = [_slowdown(o) for o in done]
+    by_team: dict[str, list[float]] = defaultdict(list)
+    for o, s in zip(done, slowdowns):
+        by_team[o.team].append(s)
+    team_slowdown = {team: mean(values) for team, values in sorted(by_team.items())}
+    makespan = (max(o.end for o in done) - min(o.submit for o in result.outcomes)) if done else None
+    used = math.fsum(o.gpu_seconds for o in result.outcomes)
+    errors = [abs(o.eta - o.start) for o in done if o.eta is not None]
+    summary = {
+        "jobs": len(result.outcomes), "finished": len(done), "unfinished": result.unfinished,
+        "mean_wait": mean(waits), "p50_wait": percentile(waits, 50), "p95_wait": percentile(waits, 95),
+        "p99_wait": percentile(waits, 99),
+        "mean_jct": mean(jcts), "p50_jct": percentile(jcts, 50), "p95_jct": percentile(jcts, 95),
+        "p99_jct": percentile(jcts, 99),
+        "mean_slowdown": mean(slowdowns), "p99_slowdown": percentile(slowdowns, 99),
+        "utilisation": used / (result.gpus * makespan) if makespan and result.gpus else None,
+        "makespan": makespan, "gpu_hours": used / 3600,
+        "team_slowdown": team_slowdown,
+        "max_team_slowdown": max(team_slowdown.values()) if team_slowdown else None,
+        "jain_fairness": jain(list(team_slowdown.values())),
+        "eta_median_abs_error": percentile(errors, 50), "eta_p90_abs_error": percentile(errors, 90),
+        "preemptions": sum(o.preemptions for o in result.outcomes),
+        "reclaims": sum(o.reclaims for o in result.outcomes),
+        "timed_out": sum(1 for o in done if o.timed_out),
+        "scheduling_passes": result.passes,
+    }
+    if costs is not None:
+        summary.update(costs)
+    return summary
+
+
+def _slowdown(o) -> float:
+    """(wait + run) / run, the run being what the job needed (its wall time cuts
+    it short), floored at SLOWDOWN_FLOOR seconds so a 1 s job waiting 1 minute
+    does not dwarf everything else; never below 1."""
+    service = min(o.duration, o.wall_time)
+    return max(1.0, (o.end - o.submit) / max(service, SLOWDOWN_FLOOR))
+
+
+def ratios(summaries: dict[str, dict], base: str = "fifo") -> dict[str, dict[str, float | None]]:
+    """Each policy's metric over the base policy's (None where either is missing or the base is 0)."""
+    if base not in summaries:
+        return {}
+    ref = summaries[base]
+    out = {}
+    for name, summary in summaries.items():
+        if name == base:
+            continue
+        out[name] = {k: (summary[k] / ref[k] if summary.get(k) is not None and ref.get(k) else None)
+                     for k in RATIO_KEYS if k in summary or k in ref}
+    return out

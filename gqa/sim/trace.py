@@ -1,0 +1,248 @@
+"""Cluster traces: what happened, as published. Three formats:
+
+- generic CSV: `submit_time,duration,gpus` plus optional `id,team,priority,wall_time,user,name`;
+- Microsoft ITP 2021 (ElasticFlow raw traces): `raw-traces.tar.gz` or its extracted
+  folder, `clusterNN.csv` with `job_id,submission_time,duration,num_gpu`;
+- Alibaba GPU v2023 ("openb"): `openb_pod_list_default.csv`.
+
+Loaders keep only what the trace says; `workload.derive` fills in the rest."""
+
+import csv
+import io
+import re
+import tarfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+PRIORITIES = ("high", "normal", "low")
+_PRIORITY_ALIASES = {"0": "high", "1": "normal", "2": "low"}
+_ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    id: str
+    submit_time: float          # seconds (any origin)
+    duration: float             # how long it really ran, seconds
+    gpus: int
+    team: str | None = None
+    priority: str | None = None  # high | normal | low
+    wall_time: float | None = None
+    user: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class Trace:
+    name: str
+    format: str                  # csv | itp | alibaba
+    jobs: list[TraceJob]
+    notes: list[str] = field(default_factory=list)  # what the loader kept and dropped, for the report
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Detects the format. `PATH:cluster04,cluster07` picks ITP clusters
+    (all ten, merged, by default)."""
+    path, select = _split_selection(str(path))
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if any(path.glob("openb_pod_list*.csv")):
+            return load_alibaba(sorted(path.glob("openb_pod_list*.csv"))[0])
+        if any(path.glob("cluster[0-9]*.csv")):
+            return load_itp(path, select)
+        raise TraceError(f"{path}: no clusterNN.csv (ITP) or openb_pod_list*.csv (Alibaba) in this folder")
+    if path.name.endswith((".tar.gz", ".tgz")):
+        return load_itp(path, select)
+    if path.name.startswith("openb_pod_list") and path.suffix == ".csv":
+        return load_alibaba(path)
+    return load_csv(path)
+
+
+def _split_selection(text: str) -> tuple[Path, list[str] | None]:
+    if not Path(text).exists() and ":" in text:
+        base, _, names = text.rpartition(":")
+        if names and all(re.fullmatch(r"cluster\d+", n) for n in names.split(",")):
+            return Path(base), names.split(",")
+    return Path(text), None
+
+
+# -- generic CSV --------------------------------------------------------------------
+
+def load_csv(path: str | Path) -> Trace:
+    path = Path(path)
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in ("submit_time", "duration", "gpus") if c not in header]
+        if missing:
+            raise TraceError(f"{path}: line 1: the header needs submit_time,duration,gpus "
+                             f"(missing {','.join(missing)}); optional: id,team,priority,wall_time,user,name")
+        reader.fieldnames = header
+        jobs = []
+        for row in reader:
+            line = reader.line_num
+            try:
+                jobs.append(_csv_job(row, line))
+            except ValueError as exc:
+                raise TraceError(f"{path}: line {line}: {exc}") from None
+    jobs.sort(key=lambda j: j.submit_time)  # stable: equal times keep file order
+    return Trace(name=path.name, format="csv", jobs=jobs)
+
+
+def _csv_job(row: dict, line: int) -> TraceJob:
+    def text(name: str) -> str | None:
+        value = (row.get(name) or "").strip()
+        return value or None
+
+    if None in row:
+        raise ValueError("more fields than the header has")
+    gpus = _number(text("gpus"), "gpus")
+    if gpus != int(gpus) or gpus < 1:
+        raise ValueError(f"gpus must be a whole number >= 1, got {text('gpus')!r}")
+    duration = _seconds(text("duration"), "duration")
+    if duration <= 0:
+        raise ValueError(f"duration must be positive, got {text('duration')!r}")
+    wall = _seconds(text("wall_time"), "wall_time") if text("wall_time") else None
+    if wall is not None and wall <= 0:
+        raise ValueError(f"wall_time must be positive, got {text('wall_time')!r}")
+    priority = text("priority")
+    if priority is not None:
+        priority = _PRIORITY_ALIASES.get(priority, priority.lower())
+        if priority not in PRIORITIES:
+            raise ValueError(f"priority must be high, normal or low (or 0, 1, 2), got {text('priority')!r}")
+    return TraceJob(id=text("id") or f"job{line - 1}", submit_time=_timestamp(text("submit_time")),
+                    duration=duration, gpus=int(gpus), team=text("team"), priority=priority,
+                    wall_time=wall, user=text("user"), name=text("name"))
+
+
+def _number(value: str | None, what: str) -> float:
+    if value is None:
+        raise ValueError(f"{what} is empty")
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{what} is not a number: {value!r}") from None
+
+
+def _seconds(value: str | None, what: str) -> float:
+    """Seconds, or a duration with units (90m, 4h, 1-12:00:00)."""
+    try:
+        return _number(value, what)
+    except ValueError:
+        if value is None:
+            raise
+    from ..models.errors import SpecError
+    from ..models.units import parse_duration
+    try:
+        return float(parse_duration(value, bare_unit="s"))
+    except SpecError:
+        raise ValueError(f"{what} is not seconds or a duration like 90m or 4h: {value!r}") from None
+
+
+def _timestamp(value: str | None) -> float:
+    """Seconds, or an ISO-8601 time (a time without a zone is taken as UTC)."""
+    try:
+        return _number(value, "submit_time")
+    except ValueError:
+        if value is None:
+            raise
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"submit_time is not seconds or an ISO-8601 time: {value!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+# -- Microsoft ITP 2021 -------------------------------------------------------------
+
+def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
+    """All clusters merged into one queue by default: the submit times share an
+    origin (the start of the collection), so the merge is one busy cluster."""
+    path = Path(path)
+    members: dict[str, str] = {}
+    if path.is_dir():
+        for f in sorted(path.glob("cluster[0-9]*.csv")):
+            members[f.stem] = f.read_text()
+    else:
+        try:
+            with tarfile.open(path, "r:*") as tar:
+                for info in tar.getmembers():
+                    match = _ITP_MEMBER.search(info.name)
+                    if match and info.isfile():
+                        members[match.group(1)] = tar.extractfile(info).read().decode()
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise TraceError(f"{path}: not a readable tar.gz ({exc})") from None
+    if not members:
+        raise TraceError(f"{path}: no clusterNN.csv files in it")
+    if select:
+        unknown = [s for s in select if s not in members]
+        if unknown:
+            raise TraceError(f"{path}: no {', '.join(unknown)}; it has {', '.join(sorted(members))}")
+        members = {name: members[name] for name in select}
+    rows = []
+    for cluster in sorted(members):
+        reader = csv.DictReader(io.StringIO(members[cluster]))
+        for row in reader:
+            try:
+                rows.append((float(row["submission_time"]), cluster, reader.line_num, TraceJob(
+                    id=row["job_id"], submit_time=float(row["submission_time"]),
+                    duration=float(row["duration"]), gpus=int(row["num_gpu"]))))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TraceError(f"{path}: {cluster}.csv line {reader.line_num}: {exc!r} "
+                                 "(expected job_id,submission_time,duration,num_gpu)") from None
+    rows.sort(key=lambda r: r[:3])
+    jobs = [r[3] for r in rows if r[3].duration > 0 and r[3].gpus > 0]
+    name = path.name + (":" + ",".join(select) if select else "")
+    notes = [f"ITP 2021: {len(members)} cluster(s) merged into one queue ({', '.join(sorted(members))})"]
+    if len(jobs) < len(rows):
+        notes.append(f"dropped {len(rows) - len(jobs)} jobs with no duration or no GPUs")
+    return Trace(name=name, format="itp", jobs=jobs, notes=notes)
+
+
+# -- Alibaba GPU v2023 ----------------------------------------------------------------
+
+# qos as a priority tier: latency-sensitive (LS) and Guaranteed pods are what the
+# cluster protects, best-effort (BE) is what it fills in with
+ALIBABA_TIERS = {"LS": "high", "Guaranteed": "high", "Burstable": "normal", "BE": "low"}
+
+
+def load_alibaba(path: str | Path) -> Trace:
+    """Training-like pods only: at least one GPU (a GPU fraction counts as one),
+    and either finished (Succeeded) or best-effort/burstable; many LS pods are
+    long-running inference. Pods never scheduled (no scheduled_time) never ran
+    and are dropped. duration = deletion_time - creation_time, as the trace's
+    README defines run time."""
+    path = Path(path)
+    jobs, total, unscheduled = [], 0, 0
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        for row in reader:
+            total += 1
+            try:
+                gpus, qos, phase = int(row["num_gpu"]), row["qos"], row["pod_phase"]
+                if gpus < 1 or not (phase == "Succeeded" or qos in ("BE", "Burstable")):
+                    continue
+                if not (row.get("scheduled_time") or "").strip():
+                    unscheduled += 1
+                    continue
+                created = float(row["creation_time"])
+                duration = float(row["deletion_time"]) - created
+            except (KeyError, TypeError, ValueError) as exc:
+                raise TraceError(f"{path}: line {reader.line_num}: {exc!r} (expected the openb pod list "
+                                 "columns name,num_gpu,qos,pod_phase,creation_time,deletion_time,...)") from None
+            if duration > 0:
+                jobs.append(TraceJob(id=row["name"], submit_time=created, duration=duration, gpus=gpus,
+                                     priority=ALIBABA_TIERS.get(qos, "normal"), name=row["name"]))
+    jobs.sort(key=lambda j: j.submit_time)
+    notes = [f"Alibaba v2023: kept {len(jobs)} of {total} pods (GPU pods that succeeded or are BE/Burstable; "
+             f"{unscheduled} never scheduled dropped); GPU fractions count as 1 GPU",
+             "priority from qos: LS/Guaranteed -> high, Burstable -> normal, BE -> low"]
+    return Trace(name=path.name, format="alibaba", jobs=jobs, notes=notes)

@@ -1,0 +1,112 @@
+"""EASY backfill: a later job starts now only if it provably cannot delay a
+reserved one (its wall time ends before the reservation, or it uses GPUs the
+reservation does not need); FIFO and no-backfill block instead."""
+
+from dataclasses import replace
+
+import pytest
+
+from gqa.scheduling import plan
+from gqa.scheduling.presets import preset
+from tests.builders import pending, running, snapshot
+
+NOW = snapshot().now
+MULTIFACTOR = preset("multifactor")
+MIN = 60.0
+
+
+def started(result) -> list[str]:
+    return [s.job_id for s in result.starts]
+
+
+# 4 GPUs; r holds 0-1 until NOW+100s (its wall time); "head" needs all 4
+def head_blocked(*later, policy=None):
+    # multifactor: no duration factor, so "head" (submitted first) is considered first
+    return snapshot(4, policy=policy or MULTIFACTOR, running=[running("r", gpus=[0, 1], started_at=NOW - 50, wall_time=150)],
+                    pending=[pending("head", gpus=4, submitted_at=0, seq=0), *later])
+
+
+@pytest.mark.parametrize("later, starts, reason", [
+    pytest.param(pending("short", wall_time=90, submitted_at=1, seq=1), ["short"], None,
+                 id="ends before the reservation: backfilled"),
+    pytest.param(pending("long", wall_time=200, submitted_at=1, seq=1), [],
+                 "waiting behind job head, reserved to start in 1m40s; its wall time of 3m20s would run past that",
+                 id="would run past the reservation: waits"),
+    pytest.param(pending("unknown", submitted_at=1, seq=1), [],
+                 "waiting behind job head, reserved to start in 1m40s; it has no wall time",
+                 id="no wall time: cannot prove it: waits"),
+])
+def test_easy_backfill_against_the_head_reservation(later, starts, reason):
+    result = plan(head_blocked(later))
+    assert started(result) == starts
+    assert result.reserved == {"head": NOW + 100}
+    if starts:
+        assert result.backfilled == set(starts)
+    else:
+        assert result.waiting[later.id] == reason
+
+
+def test_without_backfill_the_head_blocks_everything():
+    result = plan(head_blocked(pending("short", wall_time=90, submitted_at=1, seq=1), policy=replace(MULTIFACTOR, backfill=False)))
+    assert started(result) == [] and result.reserved == {}
+    assert result.waiting["short"] == "waiting behind job head, which is first in line for GPUs"
+
+
+def test_fifo_ignores_tiers_and_blocks():
+    snap = snapshot(2, policy=preset("fifo"), running=[running("r", gpus=[0], wall_time=100, started_at=NOW)],
+                    pending=[pending("big", gpus=2, tier=2, submitted_at=0), pending("hi", tier=0, submitted_at=5, seq=1)])
+    result = plan(snap)
+    assert result.order == ["big", "hi"] and started(result) == []
+
+
+def test_gpus_free_now_are_left_for_long_jobs_when_the_head_can_wait_for_others():
+    # 8 GPUs: r1 holds 0-3 until +100, r2 holds 4-5 until +50, 6-7 free; head needs 6 -> starts at +100
+    # on 0-5, so 6-7 are not needed by it and a long job may take them
+    snap = snapshot(8, running=[running("r1", gpus=[0, 1, 2, 3], wall_time=100, started_at=NOW),
+                                running("r2", gpus=[4, 5], wall_time=50, started_at=NOW)],
+                    pending=[pending("head", gpus=6, seq=0, submitted_at=0),
+                             pending("long", gpus=2, wall_time=10_000, seq=1, submitted_at=1)])
+    result = plan(snap)
+    assert result.reserved == {"head": NOW + 100}
+    assert [(s.job_id, s.gpus) for s in result.starts] == [("long", (6, 7))]
+
+
+def test_running_jobs_without_wall_time_make_the_reservation_unknowable():
+    snap = snapshot(4, policy=MULTIFACTOR, running=[running("r", gpus=[0, 1], started_at=NOW)],
+                    pending=[pending("head", gpus=4, seq=0), pending("short", wall_time=10, seq=1, submitted_at=1)])
+    result = plan(snap)
+    assert started(result) == [] and result.reserved == {"head": float("inf")}
+    assert "nothing can be backfilled safely" in result.waiting["short"]
+
+
+def test_each_tier_protects_its_first_blocked_job():
+    # high "h" and normal "n" both blocked; a low job may only backfill if it delays neither
+    snap = snapshot(4, running=[running("r", gpus=[0, 1, 2], wall_time=100, started_at=NOW)],
+                    pending=[pending("h", gpus=4, tier=0, seq=0), pending("n", gpus=3, tier=1, seq=1),
+                             pending("low", tier=2, wall_time=150, seq=2)])
+    result = plan(snap)
+    assert set(result.reserved) == {"h", "n", "low"}
+    assert result.reserved["h"] == NOW + 100
+    assert started(result) == []  # the free GPU is booked by h at +100 and low runs to +150
+
+
+@pytest.mark.parametrize("name", ["multifactor", "gqa"])
+def test_backfilling_presets(name):
+    result = plan(head_blocked(pending("short", wall_time=90, submitted_at=1, seq=1), policy=preset(name)))
+    assert started(result) == ["short"]
+
+
+def test_gqa_prefers_short_expected_jobs_within_a_tier():
+    snap = snapshot(1, policy=preset("gqa"),
+                    pending=[pending("long", wall_time=86_400, submitted_at=0, seq=0),
+                             pending("short", wall_time=600, submitted_at=10, seq=1)])
+    assert plan(snap).order == ["short", "long"]
+    assert plan(snap.__class__(**{**snap.__dict__, "policy": preset("multifactor")})).order == ["long", "short"]
+
+
+def test_expected_runtime_overrides_the_wall_time_for_ordering():
+    snap = snapshot(1, policy=preset("gqa"),
+                    pending=[pending("a", wall_time=600, expected_runtime=50_000, seq=0),
+                             pending("b", wall_time=86_400, expected_runtime=300, seq=1, submitted_at=1)])
+    result = plan(snap)
+    assert result.order == ["b", "a"] and result.factors["b"].duration > result.factors["a"].duration
