@@ -12,7 +12,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from . import cancel, demo, local, logs, queue, quota, requeue, status, submit  # noqa: E402
+from . import cancel, demo, local, logs, queue, quota, requeue, simulate, status, submit  # noqa: E402
 
 # `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--`
 # is the job's command, verbatim, so it is split off before option parsing.
@@ -35,6 +35,7 @@ app.command("requeue")(requeue.requeue)
 app.add_typer(quota.app, name="quota")
 app.add_typer(local.app, name="local")
 app.command("demo")(demo.demo)
+app.command("simulate")(simulate.simulate)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,7 @@ def queue(
                         str(j.attempts))
     out.print(running)
     pending = Table(title=f"pending ({len(view.pending)})", title_justify="left", box=None, pad_edge=False)
-    cols = ["pos", "id", "name", "team", "owner", "prio", "gpus", "waiting", "reason"]
+    cols = ["pos", "id", "name", "team", "owner", "prio", "gpus", "waiting", "eta", "reason"]
     if explain:
         cols[-1:-1] = ["fairshare", "age", "size", "score"]
     for col in cols:
@@ -51,7 +51,7 @@ def queue(
     for e in view.pending:
         j = e.job
         row = [str(e.position or "-"), j.id, j.name, j.team, j.owner, PRIORITY[j.tier], str(j.gpus),
-               ago(j.submitted_at), e.reason]
+               ago(j.submitted_at), _eta(e.eta), e.reason]
         if explain:
             f = e.factors
             row[-1:-1] = [f"{f.fair_share:.3f}", f"{f.age:.3f}", f"{f.size:.3f}", f"{f.score:.3f}"] if f else ["-"] * 4
@@ -59,11 +59,22 @@ def queue(
     out.print(pending)
 
 
+def _eta(eta: float | None) -> str:
+    import time
+
+    from gqa.models.units import format_duration
+
+    if eta is None:
+        return "-"
+    wait = eta - time.time()
+    return "now" if wait <= 1 else f"in {format_duration(wait)}"
+
+
 def _pending_dict(entry) -> dict:
     j = entry.job
     data = {"position": entry.position, "id": j.id, "name": j.name, "team": j.team, "owner": j.owner,
             "priority": PRIORITY[j.tier], "gpus": j.gpus, "gpu_type": j.gpu_type, "state": j.state.value,
-            "submitted_at": j.submitted_at, "reason": entry.reason}
+            "submitted_at": j.submitted_at, "eta": entry.eta, "reason": entry.reason}
     if entry.factors is not None:
         f = entry.factors
         data["factors"] = {"fair_share": f.fair_share, "age": f.age, "size": f.size, "score": f.score}

@@ -51,6 +51,9 @@ class JobStore(Protocol):
     def scheduling_view(self) -> tuple[list[PendingJob], list[RunningJob]]:
         """QUEUED jobs as the scheduler sees them, and the jobs holding GPUs."""
 
+    def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:
+        """(team, actual run time, wall-time limit) of recent successful jobs that had a limit."""
+
     def next_wakeup(self) -> float | None:
         """The earliest not_before of a job in RETRY_WAIT."""
 

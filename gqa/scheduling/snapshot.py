@@ -40,6 +40,7 @@ class RunningJob:
     memory: int | None = None
     group: str | None = None
     wall_time: float | None = None  # the attempt is killed by then: a hard bound for backfill
+    expected_runtime: float | None = None  # best guess of its whole run time, for ETAs
 
     @property
     def ends_by(self) -> float:

@@ -7,7 +7,8 @@ from ..models.job import PENDING, JobRecord, JobState
 from ..ports import Clock, JobStore
 from ..scheduling import plan
 from ..scheduling.snapshot import Factors
-from .snapshot import read_snapshot
+from ..scheduling.eta import predict_starts
+from .snapshot import read_snapshot, team_ratios
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,7 @@ class QueueEntry:
     position: int | None          # 1 = next to start; None for jobs not in the running order
     reason: str
     factors: Factors | None = None
+    eta: float | None = None      # predicted start (epoch seconds); None when it cannot be told
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,10 @@ class QueryService:
         self.store, self.clock = store, clock
 
     def queue(self, *, group: str | None = None) -> QueueView:
-        snap = read_snapshot(self.store, self.clock.now())
+        ratios = team_ratios(self.store)
+        snap = read_snapshot(self.store, self.clock.now(), ratios)
         decision = plan(snap)
+        etas = predict_starts(snap, ratios=ratios)
         by_id = {j.id: j for j in self.store.list(PENDING)}
         pending = []
         starting = {s.job_id for s in decision.starts}
@@ -41,7 +45,7 @@ class QueryService:
             if job is None:
                 continue
             reason = "starting now" if job_id in starting else decision.waiting.get(job_id, "")
-            pending.append(QueueEntry(job, position, reason, decision.factors.get(job_id)))
+            pending.append(QueueEntry(job, position, reason, decision.factors.get(job_id), etas.get(job_id)))
         for job in by_id.values():   # not yet schedulable: retry backoff, held, awaiting approval
             if job.state != JobState.QUEUED:
                 pending.append(QueueEntry(job, None, _not_queued_reason(job, snap.now)))

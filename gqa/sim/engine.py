@@ -7,6 +7,7 @@ its GPUs come back, the work since the last checkpoint is lost, and the job
 goes back to pending with its original submit time and seq (its place)."""
 
 import heapq
+import inspect
 import math
 import random
 from collections import Counter, defaultdict
@@ -79,6 +80,8 @@ class _Engine:
         self.reclaim = {t: r / 3600.0 for t, r in reclaim_per_hour.items() if r > 0}
         self.rng = random.Random(seed)
         self.eta = eta
+        # the replay reads only the starts: spare plan() the explanations where it can
+        self.plan_options = {"explain": False} if "explain" in inspect.signature(plan).parameters else {}
         self.out = {j.id: Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time) for j in self.jobs}
         self.result = SimResult(policy=name, gpus=len(self.gpus), outcomes=[self.out[j.id] for j in self.jobs])
         self.pending: dict[str, PendingJob] = {}      # insertion order: deterministic snapshots
@@ -116,7 +119,7 @@ class _Engine:
                 # no-op, so it is skipped. (Once plan() may preempt, a waiting job
                 # that can preempt must bypass this shortcut.)
                 snap = self._snapshot(now)
-                self._apply(plan(snap), now)
+                self._apply(plan(snap, **self.plan_options), now)
             if self.eta and arrived:
                 self._predict(snap or self._snapshot(now), arrived, now)
         return self.result
@@ -222,3 +225,14 @@ class _Engine:
         for job_id in arrived:
             out = self.out[job_id]
             out.eta = out.start if out.start is not None and out.start == now else predicted.get(job_id)
+
+
+def production_eta():
+    """The production ETA, where one exists: `gqa.scheduling.eta.estimate_starts(snapshot)
+    -> {job id: predicted start}`. None until then (the ETA metrics stay null)."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("gqa.scheduling.eta") is None:
+        return None
+    return getattr(importlib.import_module("gqa.scheduling.eta"), "estimate_starts", None)

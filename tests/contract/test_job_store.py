@@ -414,3 +414,10 @@ def test_concurrent_submissions_get_distinct_ids(open_store):
     assert len({j.seq for j in everything}) == len(everything)
     assert sorted(ids(stores[0].list()), key=lambda i: [int(p) for p in i.split("_")]) == \
         sorted(ids(everything), key=lambda i: [int(p) for p in i.split("_")])
+
+
+def test_runtime_samples_are_recent_successes_with_a_limit(store):
+    put(store, S.SUCCEEDED, team="vision", fields={"started_at": T0, "ended_at": T0 + 30}, wall_time=60)
+    put(store, S.SUCCEEDED, team="nlp", fields={"started_at": T0, "ended_at": T0 + 5})  # no limit: no sample
+    put(store, S.FAILED, team="vision", fields={"started_at": T0, "ended_at": T0 + 1}, wall_time=60)
+    assert store.runtime_samples() == [("vision", 30.0, 60.0)]

@@ -81,3 +81,16 @@ def test_jobs_resolves_a_job_or_a_group(queue):
 
     assert [j.id for j in queue.queries.jobs("2")] == ["2_0", "2_1", "2_2"]
     assert [t.state for t in queue.queries.jobs("1")[0].history] == [S.SUBMITTED, S.QUEUED]
+
+
+def test_each_pending_job_has_an_eta_from_the_running_jobs_expected_ends(make_queue):
+    queue = make_queue(1)
+    done = queue.start(resources={"gpus": 1}, limits={"wall_time": "10m"}, team="vision")
+    queue.clock.advance(150)  # the team used a quarter of its 10 minutes
+    queue.exit(done.id, 0)
+    running = queue.start(limits={"wall_time": "10m"}, team="vision")
+    waiting = queue.submit_one(limits={"wall_time": "10m"})
+
+    [entry] = queue.queries.queue().pending
+    assert entry.job.id == waiting.id
+    assert entry.eta == running.started_at + 150

@@ -256,6 +256,13 @@ class SqliteStore:
         ]
         return pending, running
 
+    def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:
+        rows = self.db.execute(
+            "SELECT team, ended_at - started_at, wall_time FROM jobs WHERE state = 'SUCCEEDED' "
+            "AND wall_time IS NOT NULL AND started_at IS NOT NULL AND ended_at IS NOT NULL "
+            "ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
+        return [(team, float(actual), float(limit_)) for team, actual, limit_ in rows]
+
     def next_wakeup(self) -> float | None:
         return self.db.execute("SELECT MIN(not_before) FROM jobs WHERE state = 'RETRY_WAIT'").fetchone()[0]
 
