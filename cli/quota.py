@@ -89,6 +89,8 @@ def policy(
     half_life: Annotated[Optional[str], typer.Option(help="Fair-share usage half-life, e.g. 7d.")] = None,
     fair_share_weight: Annotated[Optional[float], typer.Option(help="Weight of the fair-share factor.")] = None,
     age_weight: Annotated[Optional[float], typer.Option(help="Weight of the age factor.")] = None,
+    preempt: Annotated[Optional[str], typer.Option(help="Tiers whose running jobs higher tiers may preempt: "
+                                                   "e.g. low, or low,normal; none to turn preemption off.")] = None,
     output: Output = "table",
 ):
     """Show or set the queue-wide limits per job and the priority weights."""
@@ -98,6 +100,14 @@ def policy(
             fail(f"{flag} must be >= 0, got {value}")
     if max_gpus_per_job is not None and (max_gpus_per_job == 0 or max_gpus_per_job < -1):
         fail(f"--max-gpus-per-job must be a GPU count, or -1 for no limit; got {max_gpus_per_job}")
+    tiers = None
+    if preempt is not None:
+        names = {"high": 0, "normal": 1, "low": 2}
+        wanted = [t.strip() for t in preempt.split(",") if t.strip() and t.strip() != "none"]
+        unknown = [t for t in wanted if t not in names]
+        if unknown or ("high" in wanted):
+            fail(f"--preempt takes low and/or normal (or none), got {preempt!r}")
+        tiers = tuple(names[t] for t in wanted)
     with user_errors():
         from gqa.models.errors import SpecError
         from gqa.models.units import parse_duration
@@ -118,11 +128,12 @@ def policy(
         current = QuotaService(backend().store).set_policy(
             max_gpus_per_job=max_gpus_per_job, max_wall_time=seconds("--max-wall-time", max_wall_time, True),
             half_life=seconds("--half-life", half_life, False), fair_share_weight=fair_share_weight,
-            age_weight=age_weight)
+            age_weight=age_weight, preempt_tiers=tiers)
     from gqa.models.units import format_duration
 
     data = {"max_gpus_per_job": current.max_gpus_per_job, "max_wall_time": current.max_wall_time,
-            "half_life": current.half_life, "weights": {"fair_share": current.weights.fair_share,
+            "half_life": current.half_life, "preempt": [("high", "normal", "low")[t] for t in current.preempt_tiers],
+            "weights": {"fair_share": current.weights.fair_share,
                                                         "age": current.weights.age, "size": current.weights.size}}
     if fmt == "json":
         print_json(data)
@@ -131,4 +142,6 @@ def policy(
     print(f"max wall time      {format_duration(current.max_wall_time) if current.max_wall_time else '-'}")
     print(f"fair-share half-life {format_duration(current.half_life)}")
     print(f"weights            fair share {current.weights.fair_share:g}, age {current.weights.age:g}, "
-          f"size {current.weights.size:g}")
+          f"size {current.weights.size:g}, duration {current.weights.duration:g}")
+    preemptible = ", ".join(("high", "normal", "low")[t] for t in current.preempt_tiers) or "none"
+    print(f"preemptible tiers  {preemptible}")

@@ -11,7 +11,8 @@ from ..scheduling.retry import backoff_delay
 from .job import JobRecord, JobState, Request
 from .units import format_duration
 
-TIMEOUT, GPU_HOURS, CANCEL, REQUEUE, SHUTDOWN = "timeout", "gpu_hours", "cancel", "requeue", "shutdown"
+TIMEOUT, GPU_HOURS, CANCEL, REQUEUE, SHUTDOWN, PREEMPT = (
+    "timeout", "gpu_hours", "cancel", "requeue", "shutdown", "preempt")
 
 
 def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
@@ -54,6 +55,9 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
         return Outcome(JobState.CANCELLED, "cancelled by user", base)
     if job.request == Request.REQUEUE or job.kill_reason == REQUEUE:
         return Outcome(JobState.RETRY_WAIT, "requeued by user; resumes from its last checkpoint", interrupted)
+    if job.kill_reason == PREEMPT:
+        return Outcome(JobState.RETRY_WAIT, "preempted for a higher-priority job; resumes from its last "
+                       "checkpoint, keeping its place", interrupted)
     if job.kill_reason == SHUTDOWN:
         return Outcome(JobState.RETRY_WAIT, "queue daemon stopped; resumes from its last checkpoint", interrupted)
     if job.kill_reason == GPU_HOURS:

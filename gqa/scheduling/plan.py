@@ -4,10 +4,12 @@
 2. rank     - strict tiers; within a tier the multifactor score (ranking.py)
 3. admit    - quotas: team and user GPU caps, array limits; skip, never block (quotas.py)
 4. fit      - gang, then FIFO blocking or EASY backfill with reservations (fit.py)
+5. preempt  - a blocked job may stop lower, preemptible tiers (preempt.py)
 """
 
 from .fit import Capacity
 from .ledger import account
+from .preempt import Preemptor
 from .quotas import over_quota
 from .ranking import Ranking
 from .snapshot import Plan, Snapshot, Start
@@ -20,10 +22,11 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     ledger = account(snap)
     ranking = Ranking(snap, ledger)
     capacity = Capacity(snap, ledger)
+    preemptor = Preemptor(snap, ledger.free)
     out = Plan()
-    for tier, jobs in enumerate(ranking.tiers()):
+    for jobs in ranking.tiers():
         for job, factors in ranking.in_order(jobs):
-            if not explain and not ledger.free:
+            if not explain and not ledger.free and not preemptor.enabled:
                 return out
             out.order.append(job.id)
             out.factors[job.id] = factors
@@ -35,8 +38,12 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 continue
             gpus, shortfall = capacity.fit(job)
             if gpus is None:
+                preemption = preemptor.victims_for(job, job.tier)
+                if preemption is not None:
+                    victims, shortfall = preemption
+                    out.preempt += victims
                 out.waiting[job.id] = shortfall
-                start = capacity.blocked(job, tier)
+                start = capacity.blocked(job, job.tier)
                 if start is not None:
                     out.reserved[job.id] = start
                 continue

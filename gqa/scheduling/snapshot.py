@@ -41,6 +41,9 @@ class RunningJob:
     group: str | None = None
     wall_time: float | None = None  # the attempt is killed by then: a hard bound for backfill
     expected_runtime: float | None = None  # best guess of its whole run time, for ETAs
+    tier: int = 1
+    checkpointed_at: float | None = None   # its latest checkpoint: what a preemption would lose
+    stopping: bool = False                 # being stopped (cancel, requeue, preemption)
 
     @property
     def ends_by(self) -> float:
@@ -76,6 +79,7 @@ class Policy:
     backfill: bool = True            # EASY: later jobs may start if they cannot delay a reserved one
     reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
     max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
+    preempt_tiers: tuple[int, ...] = ()  # running jobs of these tiers may be preempted by higher tiers
 
 
 @dataclass(frozen=True)
@@ -119,4 +123,5 @@ class Plan:
     waiting: dict[str, str] = field(default_factory=dict)    # job id -> why it is not starting now
     factors: dict[str, Factors] = field(default_factory=dict)
     reserved: dict[str, float] = field(default_factory=dict)  # blocked job -> the start held for it
+    preempt: list[str] = field(default_factory=list)          # running jobs to stop and requeue
     backfilled: set[str] = field(default_factory=set)         # started ahead of a reserved job

@@ -29,7 +29,7 @@ class QuotaService:
 
     def set_policy(self, *, max_gpus_per_job: int | None = None, max_wall_time: float | None = None,
                    half_life: float | None = None, fair_share_weight: float | None = None,
-                   age_weight: float | None = None):
+                   age_weight: float | None = None, preempt_tiers: tuple[int, ...] | None = None):
         """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit."""
         policy = self.store.policy()
         changes: dict = {}
@@ -39,6 +39,8 @@ class QuotaService:
             changes["max_wall_time"] = None if max_wall_time == NO_CAP else max_wall_time
         if half_life is not None:
             changes["half_life"] = half_life
+        if preempt_tiers is not None:
+            changes["preempt_tiers"] = tuple(sorted(set(preempt_tiers)))
         weights = {}
         if fair_share_weight is not None:
             weights["fair_share"] = fair_share_weight

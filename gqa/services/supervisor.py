@@ -7,7 +7,7 @@ import logging
 
 from ..models.errors import Conflict, NotFound
 from ..models.job import JobRecord, JobState, Request
-from ..models.outcome import CANCEL, REQUEUE, SHUTDOWN, attempt_deadline, decide
+from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline, decide
 from ..ports import Change, Clock, Compute, Exit, JobStore, Random
 from ..scheduling import plan
 from .snapshot import read_snapshot
@@ -25,6 +25,11 @@ class Supervisor:
     def dispatch(self) -> list[JobRecord]:
         """One scheduling pass; start what it decides. Returns the started jobs."""
         decision = plan(read_snapshot(self.store, self.clock.now()), explain=False)
+        for victim in decision.preempt:
+            try:
+                self._stop(self.store.get(victim), PREEMPT)
+            except NotFound:
+                pass
         if not decision.starts:
             return []
         now = self.clock.now()

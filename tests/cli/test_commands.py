@@ -101,3 +101,12 @@ def test_per_user_cap_is_a_hard_limit_at_submit(cli):
     cli("quota", "set", "vision", "--max-gpus-per-user", "2")
     code, _, err = cli("submit", "--team", "vision", "--gpus", "3", "--", "true")
     assert code == 2 and "a user of team vision may hold at most 2" in err
+
+
+def test_preemption_is_opt_in_per_tier(cli):
+    assert cli.json("quota", "policy")["preempt"] == []
+    assert cli.json("quota", "policy", "--preempt", "low,normal")["preempt"] == ["normal", "low"]
+    assert cli.store.policy().preempt_tiers == (1, 2)
+    code, _, err = cli("quota", "policy", "--preempt", "high")
+    assert code == 2 and "--preempt takes low and/or normal" in err
+    assert cli.json("quota", "policy", "--preempt", "none")["preempt"] == []

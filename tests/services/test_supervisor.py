@@ -419,3 +419,23 @@ def test_shutdown_keeping_jobs_leaves_them_running(queue):
 
     assert queue.compute.terminated == []
     assert (queue.state(a.id), queue.get(a.id).kill_reason) == (S.RUNNING, None)
+
+
+def test_a_high_job_preempts_a_low_one_which_keeps_its_place(make_queue):
+    from dataclasses import replace as _replace
+
+    queue = make_queue(1)
+    queue.store.set_policy(_replace(queue.store.policy(), preempt_tiers=(2,)))
+    low = queue.start(priority="low")
+    queue.clock.advance(5)
+    high = queue.submit_one(priority="high")
+    assert queue.supervisor.dispatch() == []
+    assert queue.get(low.id).kill_reason == "preempt"
+    queue.clock.advance(1)
+    queue.exit(low.id, 143)
+    back = queue.get(low.id)
+    assert back.state.value == "QUEUED" and back.submitted_at == low.submitted_at
+    assert back.interruptions == 1 and back.error_retries == 0
+    assert "preempted for a higher-priority job" in " ".join(t.reason for t in back.history)
+    [started] = queue.supervisor.dispatch()
+    assert started.id == high.id

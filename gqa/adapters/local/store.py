@@ -115,6 +115,8 @@ class SqliteStore:
         data = json.loads(raw)
         data["weights"] = Weights(**data["weights"])
         data["default_team"] = TeamPolicy(**data["default_team"])
+        if "preempt_tiers" in data:
+            data["preempt_tiers"] = tuple(data["preempt_tiers"])
         return Policy(**data)
 
     def set_policy(self, policy: Policy) -> None:
@@ -249,9 +251,10 @@ class SqliteStore:
         ]
         running = [
             RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
-                       memory=r[6], group=r[7], wall_time=r[8])
+                       memory=r[6], group=r[7], wall_time=r[8], tier=r[9], stopping=r[10] is not None)
             for r in self.db.execute(
-                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, wall_time FROM jobs "
+                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, wall_time, tier, kill_reason "
+                "FROM jobs "
                 "WHERE state IN ('STARTING', 'RUNNING')")
         ]
         return pending, running
