@@ -23,6 +23,8 @@ def start(
     gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type name of the virtual GPUs.")] = "virtual",
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Run in the background.")] = False,
     grace: Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL.")] = 10.0,
+    price: Annotated[float, typer.Option("--price", help="Cost of one GPU-hour here, for team budgets "
+                                         "and approval thresholds.")] = 0.0,
 ):
     """Start the daemon that launches queued jobs as GPUs free up."""
     from gqa.adapters.local.lock import daemon_running
@@ -30,11 +32,13 @@ def start(
 
     if grace < 0:
         fail(f"--grace must be >= 0, got {grace}")
+    if price < 0:
+        fail(f"--price must be >= 0, got {price}")
     paths = StatePaths.from_env()
     pid = daemon_running(paths)
     if pid is not None:
         fail(f"a gqa daemon is already running for {paths.home} (pid {pid}); `gqa local stop` first")
-    inventory = _inventory(gpus, gpu_type)
+    inventory = _inventory(gpus, gpu_type, price)
     paths.ensure()
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     if detach:
@@ -105,7 +109,7 @@ def status(output: Output = "table"):
     print("jobs:   " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"))
 
 
-def _inventory(gpus: int | None, gpu_type: str) -> dict:
+def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0) -> dict:
     from gqa.adapters.local.executor import discover_gpus
 
     if gpus is not None:
@@ -116,7 +120,8 @@ def _inventory(gpus: int | None, gpu_type: str) -> dict:
         found = discover_gpus()
         if not found:
             fail("no NVIDIA GPUs found (nvidia-smi); declare virtual ones with `gqa local start --gpus N`")
-    return {"gpus": [{"index": i, "type": t} for i, t in found], "cpus": os.cpu_count(), "memory": _memory()}
+    return {"gpus": [{"index": i, "type": t, "price": price} for i, t in found], "cpus": os.cpu_count(),
+            "memory": _memory()}
 
 
 def _memory() -> int | None:

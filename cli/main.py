@@ -12,7 +12,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from . import cancel, demo, local, logs, queue, quota, requeue, simulate, status, submit  # noqa: E402
+from . import approve, cancel, demo, deny, local, logs, queue, quota, requeue, simulate, status, submit  # noqa: E402
 
 # `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--`
 # is the job's command, verbatim, so it is split off before option parsing.
@@ -32,6 +32,8 @@ app.command("status")(status.status)
 app.command("logs")(logs.logs)
 app.command("cancel")(cancel.cancel)
 app.command("requeue")(requeue.requeue)
+app.command("approve")(approve.approve)
+app.command("deny")(deny.deny)
 app.add_typer(quota.app, name="quota")
 app.add_typer(local.app, name="local")
 app.command("demo")(demo.demo)

@@ -28,6 +28,7 @@ def show(output: Output = "table"):
     rows = [{"team": t, "share": teams.get(t, policy.default_team).share,
              "max_gpus": teams.get(t, policy.default_team).max_gpus,
              "max_gpus_per_user": teams.get(t, policy.default_team).max_gpus_per_user,
+             "budget": teams.get(t, policy.default_team).budget,
              "gpus_in_use": held.get(t, 0), "configured": t in teams} for t in names]
     if fmt == "json":
         print_json({"teams": rows})
@@ -49,6 +50,7 @@ def set_(
     share: Annotated[Optional[float], typer.Option(help="Fair-share weight (relative, > 0).")] = None,
     max_gpus: Annotated[Optional[int], typer.Option(help="Concurrent GPUs for the team (-1: no cap).")] = None,
     max_gpus_per_user: Annotated[Optional[int], typer.Option(help="Concurrent GPUs per user (-1: no cap).")] = None,
+    budget: Annotated[Optional[float], typer.Option(help="Spend allowed per calendar month (-1: no budget).")] = None,
     output: Output = "table",
 ):
     """Set a team's share and caps; unset options keep their value."""
@@ -59,6 +61,8 @@ def set_(
         fail(f"{team!r} is not a valid team name")
     if share is not None and share <= 0:
         fail(f"--share must be positive, got {share}")
+    if budget is not None and budget < 0 and budget != -1:
+        fail(f"--budget must be an amount >= 0, or -1 for no budget; got {budget:g}")
     for flag, value in (("--max-gpus", max_gpus), ("--max-gpus-per-user", max_gpus_per_user)):
         if value is not None and value < -1:
             fail(f"{flag} must be a GPU count, or -1 for no cap; got {value}")
@@ -68,13 +72,14 @@ def set_(
         from .backend import backend
 
         policy = QuotaService(backend().store).set(team, share=share, max_gpus=max_gpus,
-                                                   max_gpus_per_user=max_gpus_per_user)
+                                                   max_gpus_per_user=max_gpus_per_user, budget=budget)
     if fmt == "json":
         print_json({"team": team, "share": policy.share, "max_gpus": policy.max_gpus,
-                    "max_gpus_per_user": policy.max_gpus_per_user})
+                    "max_gpus_per_user": policy.max_gpus_per_user, "budget": policy.budget})
     else:
         print(f"team {team}: share {policy.share:g}, max GPUs {_cap(policy.max_gpus)}, "
-              f"max GPUs per user {_cap(policy.max_gpus_per_user)}")
+              f"max GPUs per user {_cap(policy.max_gpus_per_user)}, "
+              f"budget {'-' if policy.budget is None else f'${policy.budget:,.2f}'} per month")
 
 
 def _cap(value: int | None) -> str:
@@ -91,6 +96,10 @@ def policy(
     age_weight: Annotated[Optional[float], typer.Option(help="Weight of the age factor.")] = None,
     preempt: Annotated[Optional[str], typer.Option(help="Tiers whose running jobs higher tiers may preempt: "
                                                    "e.g. low, or low,normal; none to turn preemption off.")] = None,
+    approve_over_gpus: Annotated[Optional[int], typer.Option(help="Jobs with more GPUs wait for approval "
+                                                             "(-1: no threshold).")] = None,
+    approve_over_gpu_hours: Annotated[Optional[float], typer.Option(help="...more GPU-hours (-1: none).")] = None,
+    approve_over_cost: Annotated[Optional[float], typer.Option(help="...a higher cost cap (-1: none).")] = None,
     output: Output = "table",
 ):
     """Show or set the queue-wide limits per job and the priority weights."""
@@ -128,11 +137,15 @@ def policy(
         current = QuotaService(backend().store).set_policy(
             max_gpus_per_job=max_gpus_per_job, max_wall_time=seconds("--max-wall-time", max_wall_time, True),
             half_life=seconds("--half-life", half_life, False), fair_share_weight=fair_share_weight,
-            age_weight=age_weight, preempt_tiers=tiers)
+            age_weight=age_weight, preempt_tiers=tiers, approval_gpus=approve_over_gpus,
+            approval_gpu_hours=approve_over_gpu_hours, approval_cost=approve_over_cost)
     from gqa.models.units import format_duration
 
     data = {"max_gpus_per_job": current.max_gpus_per_job, "max_wall_time": current.max_wall_time,
-            "half_life": current.half_life, "preempt": [("high", "normal", "low")[t] for t in current.preempt_tiers],
+            "half_life": current.half_life, "approval": {"gpus": current.approval_gpus,
+                                                         "gpu_hours": current.approval_gpu_hours,
+                                                         "cost": current.approval_cost},
+            "preempt": [("high", "normal", "low")[t] for t in current.preempt_tiers],
             "weights": {"fair_share": current.weights.fair_share,
                                                         "age": current.weights.age, "size": current.weights.size}}
     if fmt == "json":
@@ -145,3 +158,6 @@ def policy(
           f"size {current.weights.size:g}, duration {current.weights.duration:g}")
     preemptible = ", ".join(("high", "normal", "low")[t] for t in current.preempt_tiers) or "none"
     print(f"preemptible tiers  {preemptible}")
+    thresholds = [f"{name} > {value:g}" for name, value in (("GPUs", current.approval_gpus), (
+        "GPU-hours", current.approval_gpu_hours), ("cost", current.approval_cost)) if value is not None]
+    print(f"approval needed    {', '.join(thresholds) or 'never'}")

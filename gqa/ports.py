@@ -49,7 +49,10 @@ class JobStore(Protocol):
         """Active jobs whose owner asked for a cancel or requeue not yet carried out."""
 
     def scheduling_view(self) -> tuple[list[PendingJob], list[RunningJob]]:
-        """QUEUED jobs as the scheduler sees them, and the jobs holding GPUs."""
+        """QUEUED and HELD jobs as the scheduler sees them, and the jobs holding GPUs."""
+
+    def spend(self, period: str) -> dict[str, float]:
+        """Money spent per team in a budget period (finished attempts)."""
 
     def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:
         """(team, actual run time, wall-time limit) of recent successful jobs that had a limit."""
@@ -84,6 +87,7 @@ class Change:
     at: float
     fields: dict | None = None
     usage: float = 0.0   # GPU-seconds to add to the job's team in the same transaction
+    cost: float = 0.0    # money to add to the team's spend for the period of `at`, likewise
 
 
 @dataclass(frozen=True)

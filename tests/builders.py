@@ -57,11 +57,12 @@ def teams(**policies: TeamPolicy | Mapping[str, Any]) -> dict[str, TeamPolicy]:
 def snapshot(gpus: int | Mapping[str, int] | Iterable[Gpu] = 4, *, pending: Iterable[PendingJob] = (),
              running: Iterable[RunningJob] = (), teams: Mapping[str, TeamPolicy | Mapping[str, Any]] | None = None,
              usage: Mapping[str, float] | None = None, policy: Policy | None = None, now: float = NOW,
-             cpus: int | None = None, memory: int | None = None) -> Snapshot:
+             cpus: int | None = None, memory: int | None = None,
+             spend: Mapping[str, float] | None = None) -> Snapshot:
     team_policies = {name: p if isinstance(p, TeamPolicy) else TeamPolicy(**p) for name, p in (teams or {}).items()}
     return Snapshot(now=now, gpus=_gpus(gpus), pending=tuple(pending), running=tuple(running),
                     teams=team_policies, usage=dict(usage or {}), policy=policy or Policy(),
-                    cpus=cpus, memory=memory)
+                    cpus=cpus, memory=memory, spend=dict(spend or {}))
 
 
 _gpus = gpus  # `snapshot` takes a parameter of the same name

@@ -140,6 +140,7 @@ class JobRecord:
     request: Request | None = None
     kill_reason: str | None = None  # why we signalled it: timeout, cancel, requeue
     gpu_seconds: float = 0.0
+    max_gpu_hours: float | None = None
     history: tuple[Transition, ...] = ()
 
     @cached_property

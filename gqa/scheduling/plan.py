@@ -5,8 +5,10 @@
 3. admit    - quotas: team and user GPU caps, array limits; skip, never block (quotas.py)
 4. fit      - gang, then FIFO blocking or EASY backfill with reservations (fit.py)
 5. preempt  - a blocked job may stop lower, preemptible tiers (preempt.py)
+Budgets (budget.py) are checked with the quotas: over budget, a job is HELD.
 """
 
+from .budget import BudgetLedger
 from .fit import Capacity
 from .ledger import account
 from .preempt import Preemptor
@@ -23,13 +25,23 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     ranking = Ranking(snap, ledger)
     capacity = Capacity(snap, ledger)
     preemptor = Preemptor(snap, ledger.free)
+    budget = BudgetLedger(snap)
     out = Plan()
     for jobs in ranking.tiers():
         for job, factors in ranking.in_order(jobs):
-            if not explain and not ledger.free and not preemptor.enabled:
+            if not explain and not ledger.free and not preemptor.enabled and not budget.active:
                 return out
             out.order.append(job.id)
             out.factors[job.id] = factors
+            over_budget = budget.over(job)
+            if job.held or over_budget:
+                if over_budget is None:
+                    out.release.append(job.id)
+                    over_budget = "the budget allows it again: back in the queue"
+                elif not job.held:
+                    out.hold[job.id] = over_budget
+                out.waiting[job.id] = over_budget
+                continue
             reason = over_quota(job, snap, ledger)
             if reason is None and not capacity.backfill:
                 reason = capacity.behind(job)
@@ -48,6 +60,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                     out.reserved[job.id] = start
                 continue
             ledger.take(job, gpus)
+            budget.started(job)
             if capacity.started(job, gpus):
                 out.backfilled.add(job.id)
             out.starts.append(Start(job.id, gpus))

@@ -9,6 +9,7 @@ DAY = 86400.0
 class Gpu:
     index: int
     type: str = "gpu"
+    price: float = 0.0               # per GPU-hour, for budgets and approvals
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class PendingJob:
     group_limit: int | None = None  # array %N: tasks of the group running at once
     seq: int = 0                    # submission order, the last tie-break
     expected_runtime: float | None = None  # best guess of its run time (wall time corrected by history)
+    max_gpu_hours: float | None = None
+    held: bool = False                     # HELD for its team's budget: released when it fits again
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class TeamPolicy:
     share: float = 1.0               # relative entitlement in fair share
     max_gpus: int | None = None      # concurrent GPUs for the whole team
     max_gpus_per_user: int | None = None
+    budget: float | None = None      # spend allowed per period (calendar month)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class Policy:
     reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
     max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
     preempt_tiers: tuple[int, ...] = ()  # running jobs of these tiers may be preempted by higher tiers
+    approval_gpus: int | None = None     # jobs over these wait for approval (None: no threshold)
+    approval_gpu_hours: float | None = None
+    approval_cost: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,7 @@ class Snapshot:
     policy: Policy = Policy()
     cpus: int | None = None          # None: CPUs are not accounted
     memory: int | None = None        # None: memory is not accounted
+    spend: dict[str, float] = field(default_factory=dict)   # per team this period, running jobs included
 
     def team(self, name: str) -> TeamPolicy:
         return self.teams.get(name, self.policy.default_team)
@@ -124,4 +132,6 @@ class Plan:
     factors: dict[str, Factors] = field(default_factory=dict)
     reserved: dict[str, float] = field(default_factory=dict)  # blocked job -> the start held for it
     preempt: list[str] = field(default_factory=list)          # running jobs to stop and requeue
+    hold: dict[str, str] = field(default_factory=dict)        # queued job -> HELD, with the budget arithmetic
+    release: list[str] = field(default_factory=list)          # held jobs the budget allows again
     backfilled: set[str] = field(default_factory=set)         # started ahead of a reserved job

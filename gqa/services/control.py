@@ -67,6 +67,34 @@ class ControlService:
         self._wake()
         return results
 
+    def approve(self, refs: list[str], *, caller: str | None = None) -> list[ControlResult]:
+        return self._decide(refs, JobState.QUEUED, f"approved by {caller or 'an approver'}", "approved")
+
+    def deny(self, refs: list[str], *, caller: str | None = None, reason: str = "") -> list[ControlResult]:
+        why = f"denied by {caller or 'an approver'}" + (f": {reason}" if reason else "")
+        return self._decide(refs, JobState.REJECTED, why, "denied")
+
+    def _decide(self, refs: list[str], to: JobState, why: str, action: str) -> list[ControlResult]:
+        jobs = self._resolve(refs, None, True, action)
+        waiting = [j for j in jobs if j.state == JobState.PENDING_APPROVAL]
+        if len(refs) == 1 and len(jobs) == 1 and not waiting:
+            raise InvalidTransition(f"job {jobs[0].id} is {jobs[0].status}, not awaiting approval")
+        now = self.clock.now()
+        fields = {"ended_at": now} if to == JobState.REJECTED else None
+        results = []
+        for job in jobs:
+            if job.state != JobState.PENDING_APPROVAL:
+                results.append(ControlResult(job, "unchanged", f"not awaiting approval ({job.status})"))
+                continue
+            try:
+                [job] = self.store.apply([Change(job.id, JobState.PENDING_APPROVAL, to, why, now, fields)])
+                results.append(ControlResult(job, action))
+            except Conflict:  # cancelled meanwhile
+                job = self.store.get(job.id)
+                results.append(ControlResult(job, "unchanged", f"not awaiting approval ({job.status})"))
+        self._wake()
+        return results
+
     def _resolve(self, refs: list[str], caller: str | None, admin: bool, verb: str) -> list[JobRecord]:
         """The jobs named, each checked for permission before any is changed."""
         jobs: list[JobRecord] = []

@@ -13,7 +13,7 @@ class QuotaService:
         self.store = store
 
     def set(self, team: str, *, share: float | None = None, max_gpus: int | None = None,
-            max_gpus_per_user: int | None = None) -> TeamPolicy:
+            max_gpus_per_user: int | None = None, budget: float | None = None) -> TeamPolicy:
         """Change what is given; NO_CAP (-1) removes a cap."""
         current = self.store.teams().get(team, self.store.policy().default_team)
         changes = {}
@@ -23,13 +23,17 @@ class QuotaService:
             changes["max_gpus"] = None if max_gpus == NO_CAP else max_gpus
         if max_gpus_per_user is not None:
             changes["max_gpus_per_user"] = None if max_gpus_per_user == NO_CAP else max_gpus_per_user
+        if budget is not None:
+            changes["budget"] = None if budget == NO_CAP else budget
         policy = replace(current, **changes)
         self.store.set_team(team, policy)
         return policy
 
     def set_policy(self, *, max_gpus_per_job: int | None = None, max_wall_time: float | None = None,
                    half_life: float | None = None, fair_share_weight: float | None = None,
-                   age_weight: float | None = None, preempt_tiers: tuple[int, ...] | None = None):
+                   age_weight: float | None = None, preempt_tiers: tuple[int, ...] | None = None,
+                   approval_gpus: int | None = None, approval_gpu_hours: float | None = None,
+                   approval_cost: float | None = None):
         """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit."""
         policy = self.store.policy()
         changes: dict = {}
@@ -39,6 +43,10 @@ class QuotaService:
             changes["max_wall_time"] = None if max_wall_time == NO_CAP else max_wall_time
         if half_life is not None:
             changes["half_life"] = half_life
+        for name, value in (("approval_gpus", approval_gpus), ("approval_gpu_hours", approval_gpu_hours),
+                            ("approval_cost", approval_cost)):
+            if value is not None:
+                changes[name] = None if value == NO_CAP else value
         if preempt_tiers is not None:
             changes["preempt_tiers"] = tuple(sorted(set(preempt_tiers)))
         weights = {}

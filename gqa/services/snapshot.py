@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from ..ports import JobStore
 from ..scheduling import Snapshot
+from ..scheduling.budget import period_of
 from ..scheduling.eta import expected_runtime, runtime_ratio
 
 
@@ -23,7 +24,19 @@ def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None =
     pending, running = store.scheduling_view()
     pending = [replace(j, expected_runtime=expected_runtime(j.wall_time, ratios.get(j.team, 1.0))) for j in pending]
     running = [replace(r, expected_runtime=expected_runtime(r.wall_time, ratios.get(r.team, 1.0))) for r in running]
-    return Snapshot(now=now, gpus=inventory.gpus if inventory else (), pending=tuple(pending),
+    gpus = inventory.gpus if inventory else ()
+    return Snapshot(now=now, gpus=gpus, pending=tuple(pending),
                     running=tuple(running), teams=store.teams(), usage=store.usage(now, policy.half_life),
                     policy=policy, cpus=inventory.cpus if inventory else None,
-                    memory=inventory.memory if inventory else None)
+                    memory=inventory.memory if inventory else None, spend=spend_now(store, running, gpus, now))
+
+
+def spend_now(store: JobStore, running, gpus, now: float) -> dict[str, float]:
+    """This period's spend per team: settled attempts plus what running ones have cost so far."""
+    spend = dict(store.spend(period_of(now)))
+    price = {g.index: g.price for g in gpus}
+    for run in running:
+        rate = sum(price.get(i, 0.0) for i in run.gpus)
+        if rate:
+            spend[run.team] = spend.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
+    return spend

@@ -6,6 +6,7 @@ from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
 from ..ports import Clock, JobStore, Waker
+from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
 
 
@@ -30,15 +31,22 @@ class SubmitService:
             raise Rejected("; ".join(problems))
         now = self.clock.now()
         limit = array_limit(spec)
-        history = (Transition(JobState.SUBMITTED, now, "submitted"),
-                   Transition(JobState.QUEUED, now, "admitted"))
+        hours = gpu_hours_cap(r.gpus, spec.limits.wall_time, spec.limits.max_gpu_hours)
+        price = price_for(r.gpu_type, inventory.gpus)
+        approval = approval_reasons(gpus=r.gpus, gpu_hours=hours, cost=price * hours if price else 0.0,
+                                    policy=policy)
+        if approval:
+            state, reason = JobState.PENDING_APPROVAL, "needs approval: " + "; ".join(approval)
+        else:
+            state, reason = JobState.QUEUED, "admitted"
+        history = (Transition(JobState.SUBMITTED, now, "submitted"), Transition(state, now, reason))
         records = [
             JobRecord(
                 id="", group="", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
                 tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
                 wall_time=job_spec.limits.wall_time, submitted_at=now, spec_json=job_spec.model_dump_json(),
-                state=JobState.QUEUED, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
-                reason="admitted", history=history)
+                state=state, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
+                reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours)
             for job_spec, index, env in expand(spec)
         ]
         created = self.store.create(records)

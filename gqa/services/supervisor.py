@@ -30,6 +30,7 @@ class Supervisor:
                 self._stop(self.store.get(victim), PREEMPT)
             except NotFound:
                 pass
+        self._hold_and_release(decision)
         if not decision.starts:
             return []
         now = self.clock.now()
@@ -57,6 +58,17 @@ class Supervisor:
             started = [j for j in self.store.apply(changes) if j.state == JobState.RUNNING]
         return started
 
+    def _hold_and_release(self, decision) -> None:
+        now = self.clock.now()
+        changes = [Change(j, JobState.QUEUED, JobState.HELD, reason, now) for j, reason in decision.hold.items()]
+        changes += [Change(j, JobState.HELD, JobState.QUEUED, "the team's budget allows it again", now)
+                    for j in decision.release]
+        for change in changes:  # one by one: a job cancelled meanwhile must not stop the others
+            try:
+                self.store.apply([change])
+            except Conflict:
+                pass
+
     # -- exits -----------------------------------------------------------------
     def on_exits(self, exits: list[Exit]) -> list[JobRecord]:
         """Settle ended attempts, all in one transaction."""
@@ -77,7 +89,14 @@ class Supervisor:
         outcome = decide(job, code=code, sig=sig, now=now, draw=self.rng.random())
         used = job.gpus * max(0.0, now - (job.started_at or now))
         fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used)
-        return Change(job.id, job.state, outcome.to, outcome.reason, now, fields, usage=used)
+        return Change(job.id, job.state, outcome.to, outcome.reason, now, fields, usage=used,
+                      cost=self._rate(job) * max(0.0, now - (job.started_at or now)) / 3600)
+
+    def _rate(self, job: JobRecord) -> float:
+        """Price per hour of the GPUs the attempt held."""
+        inventory = self.store.inventory()
+        price = {g.index: g.price for g in inventory.gpus} if inventory else {}
+        return sum(price.get(i, 0.0) for i in job.assigned)
 
     def _apply_settled(self, changes: list[Change]) -> list[JobRecord]:
         if not changes:

@@ -110,3 +110,22 @@ def test_preemption_is_opt_in_per_tier(cli):
     code, _, err = cli("quota", "policy", "--preempt", "high")
     assert code == 2 and "--preempt takes low and/or normal" in err
     assert cli.json("quota", "policy", "--preempt", "none")["preempt"] == []
+
+
+def test_budgets_and_approval_thresholds(cli):
+    assert cli.json("quota", "set", "vision", "--budget", "500")["budget"] == 500
+    policy = cli.json("quota", "policy", "--approve-over-gpus", "2")
+    assert policy["approval"] == {"gpus": 2, "gpu_hours": None, "cost": None}
+    big = cli.json("submit", "--team", "vision", "--gpus", "3", "--", "true")
+    assert big["state"] == "PENDING_APPROVAL" and big["status"] == "awaiting approval"
+    assert cli.store.get(big["id"]).reason == "needs approval: asks for 3 GPUs (approval needed over 2)"
+    small = cli.json("submit", "--gpus", "1", "--", "true")
+    assert small["state"] == "QUEUED"
+    assert cli.json("approve", big["id"])[0]["action"] == "approved"
+    assert cli.store.get(big["id"]).state.value == "QUEUED"
+    code, _, err = cli("approve", big["id"])
+    assert code == 2 and "not awaiting approval" in err
+    other = cli.json("submit", "--gpus", "4", "--", "true")
+    [denied] = cli.json("deny", other["id"], "--reason", "use 2 GPUs")
+    assert denied["state"] == "REJECTED"
+    assert cli.store.get(other["id"]).reason.endswith(": use 2 GPUs")

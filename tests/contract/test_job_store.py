@@ -277,7 +277,8 @@ def test_scheduling_view(store):
     running = put(store, S.RUNNING, fields={"assigned": (2, 3), "started_at": T0 + 7},
                   spec={"team": "vision", "resources": {"gpus": 2, "cpus": 2, "memory": "1Gi"}})
     starting = put(store, S.STARTING, fields={"assigned": (5,)})
-    for state in (S.RETRY_WAIT, S.HELD, S.SUCCEEDED, S.CANCELLED):
+    held = put(store, S.HELD)
+    for state in (S.RETRY_WAIT, S.SUCCEEDED, S.CANCELLED):
         put(store, state)
 
     pending, holding = store.scheduling_view()
@@ -288,6 +289,8 @@ def test_scheduling_view(store):
                    seq=queued.seq),
         PendingJob(id=task.id, team="nlp", user="alice", tier=1, gpus=1, submitted_at=T0, group=task.group,
                    group_limit=1, seq=task.seq),
+        PendingJob(id=held.id, team="default", user="alice", tier=1, gpus=1, submitted_at=T0, group=held.group,
+                   seq=held.seq, held=True),  # HELD jobs are seen so the pass can release them
     ]
     by_id = {r.id: r for r in holding}
     assert set(by_id) == {running.id, starting.id}
@@ -421,3 +424,12 @@ def test_runtime_samples_are_recent_successes_with_a_limit(store):
     put(store, S.SUCCEEDED, team="nlp", fields={"started_at": T0, "ended_at": T0 + 5})  # no limit: no sample
     put(store, S.FAILED, team="vision", fields={"started_at": T0, "ended_at": T0 + 1}, wall_time=60)
     assert store.runtime_samples() == [("vision", 30.0, 60.0)]
+
+
+def test_spend_is_added_per_team_and_period_with_the_change(store):
+    job = put(store, S.RUNNING, team="vision")
+    store.apply([Change(job.id, S.RUNNING, S.SUCCEEDED, "done", 1_796_000_000.0, cost=12.5)])
+    other = put(store, S.RUNNING, team="vision")
+    store.apply([Change(other.id, S.RUNNING, S.FAILED, "exit 1", 1_796_000_100.0, cost=2.5)])
+    assert store.spend("2026-11") == {"vision": 15.0}
+    assert store.spend("2026-12") == {}

@@ -439,3 +439,28 @@ def test_a_high_job_preempts_a_low_one_which_keeps_its_place(make_queue):
     assert "preempted for a higher-priority job" in " ".join(t.reason for t in back.history)
     [started] = queue.supervisor.dispatch()
     assert started.id == high.id
+
+
+def test_over_budget_jobs_are_held_and_released_when_the_budget_allows(make_queue):
+    from dataclasses import replace as _replace
+
+    from gqa.ports import Inventory
+    from gqa.scheduling import Gpu, TeamPolicy
+
+    queue = make_queue(2)
+    queue.store.set_inventory(Inventory(gpus=(Gpu(0, "a10g", 3.0), Gpu(1, "a10g", 3.0))))  # $3 per GPU-hour
+    queue.store.set_team("vision", TeamPolicy(budget=10.0))
+    first = queue.start(team="vision", limits={"wall_time": "2h"})        # may cost $6
+    second = queue.submit_one(team="vision", limits={"wall_time": "1h"})  # $3 more: $9 fits
+    third = queue.submit_one(team="vision", limits={"wall_time": "1h"})   # $12 does not
+    started = queue.supervisor.dispatch()
+    assert [j.id for j in started] == [second.id]
+    held = queue.get(third.id)
+    assert held.state.value == "HELD" and held.status.value == "held"
+    assert "= $12.00, over $10.00 this period" in held.reason
+    queue.store.set_team("vision", _replace(queue.store.teams()["vision"], budget=100.0))
+    queue.supervisor.dispatch()  # releases it
+    assert queue.get(third.id).state.value == "QUEUED"
+    queue.clock.advance(3600)
+    queue.exit(first.id, 0)
+    assert queue.store.spend("1970-01")["vision"] == pytest.approx(3.0)

@@ -13,6 +13,7 @@ from typing import Iterable
 from ...models.errors import BackendUnavailable, Conflict, NotFound
 from ...models.job import JobRecord, JobState, Request, Transition, transition
 from ...ports import Change, Inventory
+from ...scheduling.budget import period_of
 from ...scheduling.fairshare import decay
 from ...scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy, Weights
 
@@ -29,7 +30,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     error_retries INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0,
     not_before REAL, started_at REAL, ended_at REAL, assigned TEXT NOT NULL DEFAULT '',
     pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
-    request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0
+    request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
@@ -38,9 +39,11 @@ CREATE TABLE IF NOT EXISTS history (
     PRIMARY KEY (job_id, n)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS teams (
-    team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER
+    team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER, budget REAL
 );
 CREATE TABLE IF NOT EXISTS usage (team TEXT PRIMARY KEY, gpu_seconds REAL NOT NULL, as_of REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amount REAL NOT NULL,
+    PRIMARY KEY (team, period)) WITHOUT ROWID;
 """
 
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
@@ -123,14 +126,15 @@ class SqliteStore:
         self._set_meta("policy", json.dumps(asdict(policy)))
 
     def teams(self) -> dict[str, TeamPolicy]:
-        rows = self.db.execute("SELECT team, share, max_gpus, max_gpus_per_user FROM teams").fetchall()
-        return {r[0]: TeamPolicy(share=r[1], max_gpus=r[2], max_gpus_per_user=r[3]) for r in rows}
+        rows = self.db.execute("SELECT team, share, max_gpus, max_gpus_per_user, budget FROM teams").fetchall()
+        return {r[0]: TeamPolicy(share=r[1], max_gpus=r[2], max_gpus_per_user=r[3], budget=r[4]) for r in rows}
 
     def set_team(self, team: str, policy: TeamPolicy) -> None:
         with self._tx():
-            self.db.execute("INSERT INTO teams VALUES (?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET share = excluded.share,"
-                            " max_gpus = excluded.max_gpus, max_gpus_per_user = excluded.max_gpus_per_user",
-                            (team, policy.share, policy.max_gpus, policy.max_gpus_per_user))
+            self.db.execute("INSERT INTO teams VALUES (?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
+                            "share = excluded.share, max_gpus = excluded.max_gpus, "
+                            "max_gpus_per_user = excluded.max_gpus_per_user, budget = excluded.budget",
+                            (team, policy.share, policy.max_gpus, policy.max_gpus_per_user, policy.budget))
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         rows = self.db.execute("SELECT team, gpu_seconds, as_of FROM usage").fetchall()
@@ -229,6 +233,9 @@ class SqliteStore:
                 cursor = self.db.execute(_UPDATE, _row(new)[1:] + (job.id, change.expect.value))
                 if cursor.rowcount != 1:
                     raise Conflict(f"job {job.id} changed while being updated")
+                if change.cost:
+                    self.db.execute("INSERT INTO spend VALUES (?, ?, ?) ON CONFLICT(team, period) DO UPDATE SET "
+                                    "amount = amount + excluded.amount", (job.team, period_of(change.at), change.cost))
                 if change.usage:
                     if half_life is None:
                         half_life = self.policy().half_life
@@ -244,10 +251,11 @@ class SqliteStore:
     def scheduling_view(self) -> tuple[list[PendingJob], list[RunningJob]]:
         pending = [
             PendingJob(id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
-                       cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12])
+                       cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
+                       max_gpu_hours=r[13], held=r[14] == "HELD")
             for r in self.db.execute(
                 "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
-                "group_limit, seq FROM jobs WHERE state = 'QUEUED'")
+                "group_limit, seq, max_gpu_hours, state FROM jobs WHERE state IN ('QUEUED', 'HELD')")
         ]
         running = [
             RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
@@ -258,6 +266,9 @@ class SqliteStore:
                 "WHERE state IN ('STARTING', 'RUNNING')")
         ]
         return pending, running
+
+    def spend(self, period: str) -> dict[str, float]:
+        return dict(self.db.execute("SELECT team, amount FROM spend WHERE period = ?", (period,)).fetchall())
 
     def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:
         rows = self.db.execute(

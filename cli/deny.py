@@ -1,0 +1,21 @@
+"""`gqa deny ID... [--reason TEXT]`: reject jobs that wait for approval."""
+
+from typing import Annotated
+
+import typer
+
+from .approve import _me, show
+from .context import caller_user
+from .options import JobRefs, Output, check_output
+from .output import user_errors
+
+
+def deny(refs: JobRefs, reason: Annotated[str, typer.Option("--reason", "-r", help="Why, for the owner.")] = "",
+         output: Output = "table"):
+    """Reject jobs awaiting approval; they end as REJECTED with your reason."""
+    fmt = check_output(output)
+    with user_errors():
+        from .backend import backend
+
+        results = backend().control().deny(refs, caller=caller_user() or _me(), reason=reason)
+    show(results, fmt)

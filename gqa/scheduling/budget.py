@@ -1,0 +1,82 @@
+"""Budgets and approvals: money and size rules, with the arithmetic shown.
+
+A job starts only if its team's spend this period, plus what its running jobs
+may still cost (to their wall-time limits), plus this job's cap fits the
+team's budget. A job's cap is its GPU-hours (GPUs x wall time, or its
+max_gpu_hours if smaller) at the price of the GPUs it could run on."""
+
+from collections import defaultdict
+from datetime import datetime, timezone
+
+from .snapshot import Gpu, PendingJob, Policy, Snapshot
+
+INF = float("inf")
+
+
+def period_of(ts: float) -> str:
+    """The budget period (calendar month, UTC) a time falls in: '2026-11'."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m")
+
+
+def gpu_hours_cap(gpus: int, wall_time: float | None, max_gpu_hours: float | None) -> float:
+    by_wall = gpus * wall_time / 3600 if wall_time else INF
+    return min(by_wall, max_gpu_hours if max_gpu_hours else INF)
+
+
+def price_for(gpu_type: str | None, inventory: tuple[Gpu, ...]) -> float:
+    """The dearest GPU the job could land on: caps are upper bounds."""
+    return max((g.price for g in inventory if gpu_type in (None, g.type)), default=0.0)
+
+
+def money(amount: float) -> str:
+    return "unbounded" if amount == INF else f"${amount:,.2f}"
+
+
+def approval_reasons(*, gpus: int, gpu_hours: float, cost: float, policy: Policy) -> list[str]:
+    reasons = []
+    if policy.approval_gpus is not None and gpus > policy.approval_gpus:
+        reasons.append(f"asks for {gpus} GPUs (approval needed over {policy.approval_gpus})")
+    if policy.approval_gpu_hours is not None and gpu_hours > policy.approval_gpu_hours:
+        amount = "unbounded GPU-hours (no wall time or max_gpu_hours)" if gpu_hours == INF \
+            else f"up to {gpu_hours:,.1f} GPU-hours"
+        reasons.append(f"{amount} (approval needed over {policy.approval_gpu_hours:g})")
+    if policy.approval_cost is not None and cost > policy.approval_cost:
+        reasons.append(f"may cost {money(cost)} (approval needed over {money(policy.approval_cost)})")
+    return reasons
+
+
+class BudgetLedger:
+    """Per pass: spend so far, what running jobs may still cost, and what jobs
+    started in this pass commit."""
+
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        # with budgets in force every job must be looked at, even when no GPU is free: it may have to be HELD
+        self.active = any(t.budget is not None for t in snap.teams.values()) or snap.policy.default_team.budget \
+            is not None
+        price = {g.index: g.price for g in snap.gpus}
+        self.committed: dict[str, float] = defaultdict(float)
+        for run in snap.running:
+            left = max(0.0, run.ends_by - snap.now)
+            rate = sum(price.get(i, 0.0) for i in run.gpus)
+            self.committed[run.team] += rate * left / 3600 if rate else 0.0
+
+    def cap(self, job: PendingJob) -> float:
+        rate = price_for(job.gpu_type, self.snap.gpus)
+        hours = gpu_hours_cap(job.gpus, job.wall_time, job.max_gpu_hours)
+        return rate * hours if rate else 0.0
+
+    def over(self, job: PendingJob) -> str | None:
+        budget = self.snap.team(job.team).budget
+        if budget is None:
+            return None
+        spent = self.snap.spend.get(job.team, 0.0)
+        committed, cap = self.committed[job.team], self.cap(job)
+        total = spent + committed + cap
+        if total <= budget:
+            return None
+        return (f"team {job.team} budget: spent {money(spent)} + {money(committed)} its running jobs may still "
+                f"cost + {money(cap)} for this job = {money(total)}, over {money(budget)} this period")
+
+    def started(self, job: PendingJob) -> None:
+        self.committed[job.team] += self.cap(job)

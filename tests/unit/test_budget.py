@@ -1,0 +1,75 @@
+"""Budgets hold jobs with the arithmetic; approvals have thresholds."""
+
+import pytest
+
+from gqa.scheduling import Gpu, Policy, plan
+from gqa.scheduling.budget import approval_reasons, gpu_hours_cap, period_of, price_for
+from tests.builders import pending, running, snapshot
+
+NOW = snapshot().now
+PRICED = tuple(Gpu(i, "a10g", price=2.0) for i in range(4))  # $2 per GPU-hour
+
+
+def priced(*pend, run=(), budget=100.0, spend=0.0):
+    return snapshot(PRICED, pending=list(pend), running=list(run), teams={"vision": {"budget": budget}},
+                    spend={"vision": spend})
+
+
+def test_a_job_that_fits_the_budget_starts():
+    result = plan(priced(pending("a", team="vision", gpus=2, wall_time=3600 * 10), spend=50))  # $40 cap
+    assert [s.job_id for s in result.starts] == ["a"] and result.hold == {}
+
+
+def test_over_budget_is_held_with_the_arithmetic():
+    run = running("r", team="vision", gpus=[0], started_at=NOW, wall_time=3600 * 5)  # $10 still to come
+    result = plan(priced(pending("a", team="vision", gpus=2, wall_time=3600 * 10), run=[run], spend=60))
+    assert result.starts == []
+    assert result.hold["a"] == ("team vision budget: spent $60.00 + $10.00 its running jobs may still cost + "
+                                "$40.00 for this job = $110.00, over $100.00 this period")
+
+
+def test_jobs_started_in_the_same_pass_count_against_the_budget():
+    jobs = [pending(f"j{i}", team="vision", wall_time=3600 * 10, seq=i, submitted_at=i) for i in range(3)]  # $20 each
+    result = plan(priced(*jobs, budget=50))
+    assert [s.job_id for s in result.starts] == ["j0", "j1"] and list(result.hold) == ["j2"]
+
+
+def test_no_wall_time_means_an_unbounded_cap():
+    result = plan(priced(pending("a", team="vision")))
+    assert "unbounded for this job" in result.hold["a"]
+
+
+def test_a_held_job_is_released_when_it_fits_again():
+    job = pending("a", team="vision", wall_time=3600, held=True)
+    assert plan(priced(job, spend=0)).release == ["a"]
+    assert plan(priced(job, spend=99)).release == []
+
+
+def test_teams_without_a_budget_are_not_checked():
+    assert [s.job_id for s in plan(priced(pending("a", team="nlp"))).starts] == ["a"]
+
+
+@pytest.mark.parametrize("gpus, wall, cap, hours", [(2, 3600, None, 2.0), (4, 7200, 3.0, 3.0), (1, None, None, float("inf"))])
+def test_gpu_hours_cap(gpus, wall, cap, hours):
+    assert gpu_hours_cap(gpus, wall, cap) == hours
+
+
+def test_price_is_the_dearest_usable_gpu():
+    inventory = (Gpu(0, "a10g", 1.0), Gpu(1, "h100", 4.0))
+    assert price_for(None, inventory) == 4.0 and price_for("a10g", inventory) == 1.0
+
+
+@pytest.mark.parametrize("policy, args, expected", [
+    (Policy(approval_gpus=8), dict(gpus=16, gpu_hours=1, cost=0), ["asks for 16 GPUs (approval needed over 8)"]),
+    (Policy(approval_gpu_hours=100), dict(gpus=1, gpu_hours=float("inf"), cost=0),
+     ["unbounded GPU-hours (no wall time or max_gpu_hours) (approval needed over 100)"]),
+    (Policy(approval_cost=500), dict(gpus=1, gpu_hours=1, cost=812.5),
+     ["may cost $812.50 (approval needed over $500.00)"]),
+    (Policy(approval_gpus=8, approval_cost=500), dict(gpus=8, gpu_hours=1, cost=500), []),
+])
+def test_approval_thresholds(policy, args, expected):
+    assert approval_reasons(policy=policy, **args) == expected
+
+
+def test_period_is_the_calendar_month_in_utc():
+    assert period_of(1796000000.0) == "2026-11"
