@@ -23,9 +23,10 @@ def gpu_hours_cap(gpus: int, wall_time: float | None, max_gpu_hours: float | Non
     return min(by_wall, max_gpu_hours if max_gpu_hours else INF)
 
 
-def price_for(gpu_type: str | None, inventory: tuple[Gpu, ...]) -> float:
+def price_for(gpu_type: str | None, inventory: tuple[Gpu, ...], types: tuple[str, ...] | None = None) -> float:
     """The dearest GPU the job could land on: caps are upper bounds."""
-    return max((g.price for g in inventory if gpu_type in (None, g.type)), default=0.0)
+    types = types if types is not None else ((gpu_type,) if gpu_type else None)
+    return max((g.price for g in inventory if types is None or g.type in types), default=0.0)
 
 
 def money(amount: float) -> str:
@@ -62,7 +63,7 @@ class BudgetLedger:
             self.committed[run.team] += rate * left / 3600 if rate else 0.0
 
     def cap(self, job: PendingJob) -> float:
-        rate = price_for(job.gpu_type, self.snap.gpus)
+        rate = price_for(job.gpu_type, self.snap.gpus, job.types())
         hours = gpu_hours_cap(job.gpus, job.wall_time, job.max_gpu_hours)
         return rate * hours if rate else 0.0
 

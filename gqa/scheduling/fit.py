@@ -1,4 +1,7 @@
-"""Phase 4 of a pass: fit. Gang: a job gets all its GPUs, of one type, or none.
+"""Phase 4 of a pass: fit. Gang: a job gets all its GPUs from one pool (a GPU
+type bought spot or on demand), or none. A spot-tolerant job tries spot pools
+first, then on-demand ones; after `spot_fallback_after` reclaims, on demand
+only. A job may accept several GPU types.
 
 A job that does not fit keeps its place. Without backfill, the GPU types it
 can use are held for it: nothing later starts on them (FIFO blocking). With
@@ -15,16 +18,29 @@ from .ledger import Ledger
 from .snapshot import PendingJob, Snapshot
 
 INF = float("inf")
+Pool = tuple[str, bool]   # (GPU type, spot)
+
+
+def pools_for(job: PendingJob, pools, policy) -> list[list[Pool]]:
+    """The pools a job may use, in rounds of preference (spot first for a spot-tolerant job)."""
+    types = job.types()
+    usable = [p for p in pools if types is None or p[0] in types]
+    if job.spot and job.reclaims < policy.spot_fallback_after:
+        return [r for r in ([p for p in usable if p[1]], [p for p in usable if not p[1]]) if r]
+    on_demand = [p for p in usable if not p[1]]
+    return [on_demand] if on_demand else []
 
 
 class Capacity:
     def __init__(self, snap: Snapshot, ledger: Ledger):
         self.snap, self.ledger, self.now = snap, ledger, snap.now
         self.backfill = snap.policy.backfill
-        self.types: dict[str, list[int]] = defaultdict(list)     # type -> all its GPU indices
+        self.pool_of = {g.index: g.pool for g in snap.gpus}
+        self.pools: dict[Pool, list[int]] = defaultdict(list)        # pool -> all its GPU indices
         for gpu in snap.gpus:
-            self.types[gpu.type].append(gpu.index)
-        self.busy_until = {g.index: snap.now for g in snap.gpus}  # when each GPU is next free
+            self.pools[gpu.pool].append(gpu.index)
+        self.types = {p[0] for p in self.pools}
+        self.busy_until = {g.index: snap.now for g in snap.gpus}   # when each GPU is next free
         for run in snap.running:
             for index in run.gpus:
                 self.busy_until[index] = run.ends_by
@@ -38,38 +54,49 @@ class Capacity:
     def behind(self, job: PendingJob) -> str | None:
         """Without backfill: a job waiting first for all types, or for this job's type, holds it back."""
         holder = self.held_types.get(None)
-        if holder is None and job.gpu_type is not None:
-            holder = self.held_types.get(job.gpu_type)
+        types = job.types()
+        if holder is None and types is not None:
+            holder = next((self.held_types[t] for t in types if t in self.held_types), None)
         if holder is None:
             return None
-        kind = f"{job.gpu_type} GPUs" if job.gpu_type else "GPUs"
+        kind = f"{'/'.join(types)} GPUs" if types else "GPUs"
         return f"waiting behind job {holder}, which is first in line for {kind}"
 
     def fit(self, job: PendingJob) -> tuple[tuple[int, ...] | None, str]:
         """The GPUs the job starts on now, or None and why not (with numbers)."""
-        of = f" of {job.gpu_type}" if job.gpu_type else ""
-        if job.gpu_type and job.gpu_type not in self.types:
+        types = job.types()
+        of = f" of {'/'.join(types)}" if types else ""
+        if types and not any(t in self.types for t in types):
             kinds = ", ".join(sorted(self.types)) or "none"
             return None, f"needs {gpus_text(job.gpus)}{of}; this cluster has none of that type (has: {kinds})"
-        free: dict[str, list[int]] = defaultdict(list)
-        usable: dict[str, list[int]] = defaultdict(list)
+        rounds = pools_for(job, self.pools, self.snap.policy)
+        if not rounds and self.pools:
+            return None, f"needs {gpus_text(job.gpus)}{of} on demand; this cluster has only spot capacity for them"
+        allowed = {p for r in rounds for p in r}
+        free: dict[Pool, list[int]] = defaultdict(list)
+        usable: dict[Pool, list[int]] = defaultdict(list)
         limit_end = self.now + job.wall_time if job.wall_time else INF
         blocker = None
-        for index, gpu_type in sorted(self.ledger.free.items()):
-            if job.gpu_type is not None and gpu_type != job.gpu_type:
+        for index in sorted(self.ledger.free):
+            pool = self.pool_of[index]
+            if pool not in allowed:
                 continue
-            free[gpu_type].append(index)
-            if not self.backfill and gpu_type in self.held_types:
-                blocker = blocker or (self.held_types[gpu_type], gpu_type)
+            free[pool].append(index)
+            if not self.backfill and pool[0] in self.held_types:
+                blocker = blocker or (self.held_types[pool[0]], pool[0])
                 continue
             booking = self.booked.get(index)
             if booking is not None and limit_end > booking[0]:
-                blocker = blocker or (booking[1], gpu_type)
+                blocker = blocker or (booking[1], pool[0])
                 continue
-            usable[gpu_type].append(index)
-        # best fit: the type with the fewest usable GPUs that still holds the whole gang
-        candidates = sorted((len(v), t) for t, v in usable.items() if len(v) >= job.gpus)
-        if not candidates:
+            usable[pool].append(index)
+        chosen = None
+        for pools in rounds:  # best fit within a round: the pool with the fewest usable GPUs that holds the gang
+            candidates = sorted((len(usable[p]), p) for p in pools if len(usable[p]) >= job.gpus)
+            if candidates:
+                chosen = usable[candidates[0][1]][: job.gpus]
+                break
+        if chosen is None:
             return None, self._shortfall(job, free, blocker, of)
         led = self.ledger
         if led.cpus_free is not None and job.cpus and job.cpus > led.cpus_free:
@@ -77,9 +104,9 @@ class Capacity:
         if led.memory_free is not None and job.memory and job.memory > led.memory_free:
             from ..models.units import format_size
             return None, f"needs {format_size(job.memory)} memory, {format_size(led.memory_free)} free"
-        return tuple(usable[candidates[0][1]][: job.gpus]), ""
+        return tuple(chosen), ""
 
-    def _shortfall(self, job: PendingJob, free: dict[str, list[int]], blocker, of: str) -> str:
+    def _shortfall(self, job: PendingJob, free: dict[Pool, list[int]], blocker, of: str) -> str:
         total = sum(len(v) for v in free.values())
         if blocker is not None and any(len(v) >= job.gpus for v in free.values()):
             holder, gpu_type = blocker
@@ -93,7 +120,8 @@ class Capacity:
                 f"its wall time of {_in(job.wall_time)} would run past that"
             return f"waiting behind job {holder}, reserved to start in {_in(start - self.now)}; {why}"
         most = max((len(v) for v in free.values()), default=0)
-        detail = f"{total} free" if len(free) <= 1 else f"{total} free, at most {most} of one type"
+        unit = "in one pool" if any(p[1] for p in free) else "of one type"
+        detail = f"{total} free" if len(free) <= 1 else f"{total} free, at most {most} {unit}"
         return f"needs {gpus_text(job.gpus)}{of}, {detail}"
 
     def booked_start(self, job_id: str) -> float:
@@ -112,7 +140,7 @@ class Capacity:
         if not self._could_ever_fit(job):
             return None  # it can never run here: it must not block the rest
         if not self.backfill:
-            for gpu_type in ([job.gpu_type] if job.gpu_type else [None]):
+            for gpu_type in (job.types() or (None,)):
                 self.held_types.setdefault(gpu_type, job.id)
             return None
         if self.depth_left <= 0 and tier in self.tiers_reserved:
@@ -123,18 +151,20 @@ class Capacity:
 
     def _reserve(self, job: PendingJob) -> float:
         best = None
-        for gpu_type, indices in self.types.items():
-            if job.gpu_type is not None and gpu_type != job.gpu_type or len(indices) < job.gpus:
-                continue
-            start = sorted(self.busy_until[i] for i in indices)[job.gpus - 1]
-            if best is None or start < best[0]:
-                # of the GPUs free by then, book those that free up last: GPUs free now stay
-                # available to long jobs that could not otherwise backfill (EASY's "extra" nodes)
-                ready = sorted((i for i in indices if self.busy_until[i] <= start),
-                               key=lambda i: (-self.busy_until[i], i))
-                if start == INF:  # unknowable: hold the GPUs free soonest, i.e. those free now
-                    ready = sorted(indices, key=lambda i: (self.busy_until[i], i))
-                best = (start, ready[: job.gpus])
+        for pools in pools_for(job, self.pools, self.snap.policy):
+            for pool in pools:
+                indices = self.pools[pool]
+                if len(indices) < job.gpus:
+                    continue
+                start = sorted(self.busy_until[i] for i in indices)[job.gpus - 1]
+                if best is None or start < best[0]:
+                    # of the GPUs free by then, book those that free up last: GPUs free now stay
+                    # available to long jobs that could not otherwise backfill (EASY's "extra" nodes)
+                    ready = sorted((i for i in indices if self.busy_until[i] <= start),
+                                   key=lambda i: (-self.busy_until[i], i))
+                    if start == INF:  # unknowable: hold the GPUs free soonest, i.e. those free now
+                        ready = sorted(indices, key=lambda i: (self.busy_until[i], i))
+                    best = (start, ready[: job.gpus])
         start, chosen = best
         self.reserved_start[job.id] = start
         # unknown ends make the start unknowable: then nothing may borrow these GPUs at all
@@ -147,10 +177,10 @@ class Capacity:
         return start
 
     def _could_ever_fit(self, job: PendingJob) -> bool:
-        most = len(self.types.get(job.gpu_type, ())) if job.gpu_type else max(map(len, self.types.values()), default=0)
-        snap = self.snap
-        if job.gpus > most:
+        pools = [p for r in pools_for(job, self.pools, self.snap.policy) for p in r]
+        if job.gpus > max((len(self.pools[p]) for p in pools), default=0):
             return False
+        snap = self.snap
         if snap.cpus is not None and job.cpus and job.cpus > snap.cpus:
             return False
         return not (snap.memory is not None and job.memory and job.memory > snap.memory)

@@ -7,6 +7,7 @@ preempts twice."""
 
 from collections import defaultdict
 
+from .fit import pools_for
 from .snapshot import PendingJob, RunningJob, Snapshot
 
 
@@ -14,7 +15,8 @@ class Preemptor:
     def __init__(self, snap: Snapshot, free: dict[int, str]):
         self.enabled = bool(snap.policy.preempt_tiers)
         self.now = snap.now
-        self.gpu_type = {g.index: g.type for g in snap.gpus}
+        self.policy = snap.policy
+        self.gpu_type = {g.index: g.pool for g in snap.gpus}   # index -> pool (type, spot)
         self.free = free
         self.stopping: dict[str, list[int]] = defaultdict(list)   # type -> GPUs already on their way back
         self.candidates: list[RunningJob] = []
@@ -32,7 +34,8 @@ class Preemptor:
         if not self.enabled:
             return None
         best = None
-        for gpu_type in sorted({t for t in self.gpu_type.values() if job.gpu_type in (None, t)}):
+        pools = sorted({p for r in pools_for(job, set(self.gpu_type.values()), self.policy) for p in r})
+        for gpu_type in pools:
             free_now = sum(1 for t in self.free.values() if t == gpu_type)
             if free_now >= job.gpus:
                 return None  # enough GPUs: it waits for another reason (a reservation), not for capacity

@@ -10,6 +10,12 @@ class Gpu:
     index: int
     type: str = "gpu"
     price: float = 0.0               # per GPU-hour, for budgets and approvals
+    spot: bool = False               # bought spot (cheaper, may be reclaimed) rather than on demand
+
+    @property
+    def pool(self) -> tuple[str, bool]:
+        """A pool (Kueue: a flavor) is a GPU type with a purchase option; a gang never spans two."""
+        return self.type, self.spot
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,13 @@ class PendingJob:
     expected_runtime: float | None = None  # best guess of its run time (wall time corrected by history)
     max_gpu_hours: float | None = None
     held: bool = False                     # HELD for its team's budget: released when it fits again
+    gpu_types: tuple[str, ...] = ()        # acceptable types, when more than one will do
+    spot: bool = False                     # may run on spot capacity (tried first)
+    reclaims: int = 0                      # spot reclaims so far: after policy.spot_fallback_after, on demand only
+
+    def types(self) -> tuple[str, ...] | None:
+        """The GPU types it accepts; None for any."""
+        return self.gpu_types or ((self.gpu_type,) if self.gpu_type else None)
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,7 @@ class Policy:
     reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
     max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
     preempt_tiers: tuple[int, ...] = ()  # running jobs of these tiers may be preempted by higher tiers
+    spot_fallback_after: int = 2         # reclaims after which a spot-tolerant job runs on demand
     approval_gpus: int | None = None     # jobs over these wait for approval (None: no threshold)
     approval_gpu_hours: float | None = None
     approval_cost: float | None = None

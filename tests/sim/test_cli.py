@@ -1,0 +1,107 @@
+"""`gqa simulate` in-process: the JSON shape, determinism, and bad input."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+
+GOLDEN = str(Path(__file__).with_name("golden.csv"))
+POLICY_KEYS = {"mean_wait", "p99_wait", "mean_jct", "mean_slowdown", "utilisation", "makespan",
+               "max_team_slowdown", "jain_fairness", "eta_median_abs_error"}
+
+
+def run(capsys, *args):
+    capsys.readouterr()
+    code = main(["simulate", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def as_json(capsys, *args):
+    code, out, err = run(capsys, *args, "-o", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_json_shape(capsys):
+    data = as_json(capsys, GOLDEN, "--gpus", "4")
+    assert {"trace", "gpus", "jobs", "assumptions", "policies"} <= set(data)
+    assert (data["trace"], data["gpus"], data["jobs"]) == ("golden.csv", 4, 8)
+    assert list(data["policies"]) == ["fifo", "multifactor", "gqa"]
+    for summary in data["policies"].values():
+        assert POLICY_KEYS <= set(summary)
+        assert summary["eta_median_abs_error"] is None
+        assert 0 < summary["utilisation"] <= 1
+    assert data["policies"]["fifo"]["mean_wait"] == (0 + 99 + 148 + 147 + 145 + 194 + 343 + 422) / 8
+    assert data["ratios_vs_fifo"]["gqa"]["mean_wait"] < 1
+
+
+def test_table_output(capsys):
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa")
+    assert code == 0, err
+    assert "golden.csv" in out and "gqa / fifo" in out and "fifo:" in err
+
+
+def synthetic(tmp_path) -> str:
+    rows = [f"{i * 97 % 5000},{300 + i * 613 % 20000},{1 + i % 3}" for i in range(120)]
+    path = tmp_path / "jobs.csv"
+    path.write_text("submit_time,duration,gpus\n" + "\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_same_seed_same_numbers_other_seed_other_wall_times(tmp_path, capsys):
+    trace = synthetic(tmp_path)
+    a = as_json(capsys, trace, "--gpus", "6", "--seed", "7")
+    b = as_json(capsys, trace, "--gpus", "6", "--seed", "7")
+    c = as_json(capsys, trace, "--gpus", "6", "--seed", "8")
+    assert a == b
+    assert a["policies"]["gqa"] != c["policies"]["gqa"]  # wall times moved, and gqa orders by them
+
+
+def test_limit_load_and_pools(tmp_path, capsys):
+    trace = synthetic(tmp_path)
+    assert as_json(capsys, trace, "--gpus", "6", "--limit", "10", "--load", "2")["jobs"] == 10
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("- {name: od, gpu_type: a100, spot: false, gpus: 2, price_per_gpu_hour: 4.0}\n"
+                     "- {name: spot, gpu_type: a100, spot: true, gpus: 4, price_per_gpu_hour: 1.5,"
+                     " reclaim_rate_per_hour: 0.2}\n")
+    data = as_json(capsys, trace, "--pools", str(pools), "--policies", "gqa")
+    assert data["gpus"] == 6 and data["policies"]["gqa"]["cost"] > 0
+    assert data["policies"]["gqa"]["spot_saving"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "4", "--policies", "lifo"], "unknown policy lifo"),
+    ([], "--gpus N"),
+    (["--gpus", "4", "--load", "0"], "--load must be positive"),
+    (["--gpus", "4", "-o", "xml"], "unknown output format"),
+])
+def test_bad_options_exit_2(capsys, args, message):
+    code, out, err = run(capsys, GOLDEN, *args)
+    assert code == 2 and message in err and out == ""
+
+
+def test_bad_trace_exits_2_with_the_line(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("submit_time,duration,gpus\n0,10,1\n5,soon,1\n")
+    code, out, err = run(capsys, str(bad), "--gpus", "2")
+    assert code == 2 and "line 3" in err and "duration" in err
+    code, _, err = run(capsys, str(tmp_path / "missing.csv"), "--gpus", "2")
+    assert code == 2 and "no such file" in err
+
+
+def test_plot_without_matplotlib_is_a_clear_error(capsys, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    code, _, err = run(capsys, GOLDEN, "--gpus", "4", "--plot", str(tmp_path / "w.png"))
+    assert code == 2 and "matplotlib" in err

@@ -1,0 +1,112 @@
+"""The event loop's books: fair-share usage, requeues, spot reclaims, and plan() misbehaving."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from gqa.scheduling import Policy, Start, TeamPolicy
+from gqa.scheduling.presets import preset
+from gqa.sim import engine as engine_module
+from gqa.sim.engine import SimulationError, cluster, simulate
+from gqa.sim.pools import Pool, pool_gpus, reclaim_rates
+from gqa.sim.trace import TraceJob
+from gqa.sim.workload import SimJob, Workload, derive
+
+
+def job(id, submit, duration, gpus=1, team="t", wall=None, seq=0):
+    return SimJob(id=id, seq=seq, submit=submit, duration=duration, gpus=gpus, team=team, user="u",
+                  tier=1, wall_time=wall or duration)
+
+
+def work(*jobs, teams=None):
+    return Workload(jobs=list(jobs), teams=teams or {j.team: TeamPolicy() for j in jobs})
+
+
+def test_usage_as_the_local_store_books_it(monkeypatch):
+    seen = {}
+    real = engine_module.plan
+
+    def spy(snap, **kw):
+        seen[snap.now] = dict(snap.usage)
+        return real(snap, **kw)
+
+    monkeypatch.setattr(engine_module, "plan", spy)
+    w = work(job("a", 0, 100, team="x", seq=0), job("b", 10, 10, team="y", seq=1),
+             job("c", 150, 10, team="x", seq=2))
+    simulate(w, cluster(1), Policy(half_life=100.0))
+    assert seen[0] == {}
+    assert 10 not in seen                          # no free GPU: the pass is skipped
+    assert seen[100] == {"x": 100.0}               # a finished at 100: 1 GPU x 100 s
+    assert seen[150] == pytest.approx({"x": 100 * 0.5 ** 0.5, "y": 10 * 0.5 ** 0.4})
+
+
+def scripted(script):
+    """A stand-in for plan(): at each time, exactly the given decision."""
+    def fake(snap, **kw):
+        starts, preempt = script.get(snap.now, ([], []))
+        return SimpleNamespace(starts=[Start(j, g) for j, g in starts], preempt=preempt)
+    return fake
+
+
+def test_a_preempted_job_resumes_from_its_last_checkpoint(monkeypatch):
+    monkeypatch.setattr(engine_module, "plan", scripted({
+        0: ([("long", (0,))], []),
+        100: ([("urgent", (0,))], ["long"]),
+        150: ([("long", (0,))], []),
+    }))
+    w = work(job("long", 0, 1000, wall=2000, seq=0), job("urgent", 100, 50, seq=1))
+    result = simulate(w, cluster(1), Policy(), checkpoint_interval=30)
+    long, urgent = result.outcomes
+    assert (long.start, long.attempts, long.preemptions) == (0, 2, 1)
+    assert long.end == 150 + (1000 - 90)           # ran 100 s, checkpointed at 90
+    assert long.gpu_seconds == 100 + 910
+    assert (urgent.start, urgent.end) == (100, 150)
+    assert result.gpu_seconds_by_type == {"gpu": 1010}
+
+
+def test_plan_starting_a_job_on_a_busy_gpu_is_an_error(monkeypatch):
+    monkeypatch.setattr(engine_module, "plan", scripted({0: ([("a", (0,))], []), 5: ([("b", (0,))], [])}))
+    with pytest.raises(SimulationError, match="busy"):
+        simulate(work(job("a", 0, 100, seq=0), job("b", 5, 10, seq=1)), cluster(2), Policy())
+
+
+def test_a_job_that_can_never_start_is_left_unfinished():
+    w = work(job("big", 0, 10, gpus=2, team="capped", seq=0), job("ok", 1, 10, seq=1),
+             teams={"capped": TeamPolicy(max_gpus=1), "t": TeamPolicy()})
+    result = simulate(w, cluster(2), preset("gqa"))
+    assert result.unfinished == 1 and result.outcomes[1].end == 11
+
+
+def test_a_wall_time_shorter_than_the_run_kills_the_job():
+    result = simulate(work(job("a", 0, 100, wall=60)), cluster(1), preset("fifo"))
+    assert (result.outcomes[0].end, result.outcomes[0].timed_out) == (60, True)
+
+
+def test_spot_reclaims_requeue_jobs_deterministically():
+    pools = [Pool("od", "a100", False, 2, 4.0), Pool("spot", "a100", True, 4, 1.0, reclaim_rate_per_hour=2.0)]
+    trace = [TraceJob(f"j{i}", i * 600.0, 3 * 3600.0, 1 + i % 2) for i in range(20)]
+    w = derive(trace, cluster_gpus=4, seed=5)
+
+    def run(seed):
+        return simulate(w, pool_gpus(pools), preset("gqa"), reclaim_per_hour=reclaim_rates(pools),
+                        checkpoint_interval=600, seed=seed)
+
+    a, b, c = run(1), run(1), run(2)
+    assert a.unfinished == 0 and sum(o.reclaims for o in a.outcomes) > 0
+    assert all(o.gpu_seconds >= o.gpus * o.duration for o in a.outcomes)
+    assert [(o.start, o.end) for o in a.outcomes] == [(o.start, o.end) for o in b.outcomes]
+    assert [(o.start, o.end) for o in a.outcomes] != [(o.start, o.end) for o in c.outcomes]
+    assert set(a.gpu_seconds_by_type) <= {"od", "spot"}
+
+
+def test_eta_hook_is_asked_for_each_arrival():
+    asked = []
+
+    def eta(snap):
+        asked.append(snap.now)
+        return {j.id: snap.now + 7 for j in snap.pending}
+
+    w = work(job("a", 0, 100, seq=0), job("b", 10, 10, seq=1))
+    result = simulate(w, cluster(1), preset("fifo"), eta=eta)
+    assert asked == [0, 10]
+    assert [o.eta for o in result.outcomes] == [0, 17]  # a started on arrival: its ETA is its start

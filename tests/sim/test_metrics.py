@@ -1,0 +1,74 @@
+"""Metrics on small hand-built results."""
+
+import pytest
+
+from gqa.sim.engine import Outcome, SimResult
+from gqa.sim.metrics import jain, percentile, ratios, summarize
+from gqa.sim.pools import Pool, cost
+
+
+def outcome(id, team, gpus, submit, start, run, wall=None):
+    return Outcome(id=id, team=team, gpus=gpus, submit=submit, duration=run, wall_time=wall or run,
+                   start=start, end=start + run, attempts=1, gpu_seconds=gpus * run)
+
+
+def test_percentile_interpolates_between_ranks():
+    values = [10.0, 0.0, 30.0, 20.0]
+    assert percentile(values, 0) == 0 and percentile(values, 100) == 30
+    assert percentile(values, 50) == 15.0
+    assert percentile(values, 90) == pytest.approx(27.0)
+    assert percentile([], 50) is None
+
+
+def test_jain_index():
+    assert jain([2.0, 2.0, 2.0]) == 1.0
+    assert jain([1.0, 0.0, 0.0, 0.0]) == 0.25
+    assert jain([1.0, 3.0]) == pytest.approx(16 / 20)
+    assert jain([]) is None
+
+
+def test_summary_of_a_tiny_run():
+    # 2 GPUs; makespan 0..400
+    result = SimResult(policy="x", gpus=2, outcomes=[
+        outcome("a", "t1", 2, submit=0, start=0, run=100),      # wait 0, JCT 100, slowdown 1
+        outcome("b", "t1", 1, submit=0, start=100, run=100),    # wait 100, JCT 200, slowdown 2
+        outcome("c", "t2", 1, submit=50, start=100, run=300),   # wait 50, JCT 350, slowdown 350/300
+        outcome("d", "t2", 1, submit=60, start=64, run=2),      # wait 4, JCT 6 -> bounded: 6/10 -> 1
+    ])
+    s = summarize(result)
+    assert s["mean_wait"] == pytest.approx((0 + 100 + 50 + 4) / 4)
+    assert s["p50_wait"] == pytest.approx(27.0)
+    assert s["mean_jct"] == pytest.approx((100 + 200 + 350 + 6) / 4)
+    assert s["makespan"] == 400
+    assert s["utilisation"] == pytest.approx((200 + 100 + 300 + 2) / (2 * 400))
+    assert s["team_slowdown"] == pytest.approx({"t1": 1.5, "t2": (350 / 300 + 1) / 2})
+    assert s["max_team_slowdown"] == pytest.approx(1.5)
+    t1, t2 = 1.5, (350 / 300 + 1) / 2
+    assert s["jain_fairness"] == pytest.approx((t1 + t2) ** 2 / (2 * (t1 * t1 + t2 * t2)))
+    assert s["eta_median_abs_error"] is None and s["eta_p90_abs_error"] is None
+    assert (s["jobs"], s["finished"], s["unfinished"], s["preemptions"]) == (4, 4, 0, 0)
+
+
+def test_eta_errors_and_unfinished_jobs():
+    a = outcome("a", "t", 1, submit=0, start=100, run=10)
+    a.eta = 40.0
+    b = outcome("b", "t", 1, submit=0, start=0, run=10)
+    b.eta = 0.0
+    stuck = Outcome(id="c", team="t", gpus=1, submit=0, duration=5, wall_time=5)
+    s = summarize(SimResult(policy="x", gpus=1, outcomes=[a, b, stuck]))
+    assert s["eta_median_abs_error"] == 30.0 and s["eta_p90_abs_error"] == pytest.approx(54.0)
+    assert (s["finished"], s["unfinished"]) == (2, 1)
+
+
+def test_ratios_against_fifo():
+    out = ratios({"fifo": {"mean_wait": 100.0, "utilisation": 0.5, "cost": None},
+                  "gqa": {"mean_wait": 25.0, "utilisation": 0.6, "cost": None}})
+    assert out["gqa"]["mean_wait"] == 0.25 and out["gqa"]["utilisation"] == pytest.approx(1.2)
+    assert out["gqa"]["cost"] is None and "fifo" not in out
+
+
+def test_cost_and_spot_saving():
+    pools = [Pool("od", "a100", False, 4, 4.0), Pool("spot", "a100", True, 4, 1.0, 0.1),
+             Pool("spot-h100", "h100", True, 4, 3.0)]
+    assert cost({"od": 7200.0, "spot": 3600.0}, pools) == {"cost": 9.0, "spot_saving": 3.0}
+    assert cost({"spot-h100": 3600.0}, pools) == {"cost": 3.0, "spot_saving": None}  # no on-demand price

@@ -1,0 +1,66 @@
+"""What traces lack, derived: wall times, teams, users, load."""
+
+from gqa.sim.trace import TraceJob
+from gqa.sim.workload import DEFAULT_TEAMS, WALL_STEPS, derive, wall_time_for
+
+
+def jobs(n: int, **fields) -> list[TraceJob]:
+    return [TraceJob(id=f"j{i}", submit_time=100.0 + 10 * i, duration=float(60 + 997 * i % 50000),
+                     gpus=1 + i % 4, **fields) for i in range(n)]
+
+
+def test_wall_time_never_below_duration_and_a_typed_value():
+    for i in range(2000):
+        duration = 1.0 + (i * 7919) % 900000
+        wall = wall_time_for(duration, f"job{i}", seed=3)
+        assert wall >= duration
+        assert wall in WALL_STEPS or (wall > WALL_STEPS[-1] and wall % 86400 == 0)
+
+
+def test_wall_times_depend_on_the_seed_not_on_the_position():
+    a = derive(jobs(300), cluster_gpus=8, seed=1)
+    b = derive(jobs(300), cluster_gpus=8, seed=1)
+    c = derive(jobs(300), cluster_gpus=8, seed=2)
+    prefix = derive(jobs(300), cluster_gpus=8, seed=1, limit=50)
+    walls = [j.wall_time for j in a.jobs]
+    assert walls == [j.wall_time for j in b.jobs]
+    assert walls != [j.wall_time for j in c.jobs]
+    assert walls[:50] == [j.wall_time for j in prefix.jobs]
+
+
+def test_a_given_wall_time_is_kept():
+    work = derive([TraceJob("x", 0, 600, 1, wall_time=300)], cluster_gpus=1)
+    assert work.jobs[0].wall_time == 300  # shorter than the run: killed at its limit, as it would be
+
+
+def test_teams_by_hash_deterministic_and_roughly_weighted():
+    a = derive(jobs(4000), cluster_gpus=8, seed=0)
+    b = derive(jobs(4000), cluster_gpus=8, seed=99)
+    assert [(j.team, j.user) for j in a.jobs] == [(j.team, j.user) for j in b.jobs]
+    for team, weight in DEFAULT_TEAMS:
+        share = sum(j.team == team for j in a.jobs) / len(a.jobs)
+        assert abs(share - weight) < 0.03, (team, share)
+    assert all(j.user.startswith(j.team + "-u") for j in a.jobs)
+    assert set(a.teams) == {t for t, _ in DEFAULT_TEAMS} and all(p.share == 1.0 for p in a.teams.values())
+    assert any("hash of the job id" in line for line in a.assumptions)
+
+
+def test_given_team_user_priority_are_kept_and_shares_applied():
+    work = derive([TraceJob("x", 0, 60, 1, team="nlp", user="bob", priority="high")], cluster_gpus=1,
+                  shares={"nlp": 3.0, "vision": 1.0})
+    job = work.jobs[0]
+    assert (job.team, job.user, job.tier) == ("nlp", "bob", 0)
+    assert work.teams["nlp"].share == 3.0 and work.teams["vision"].share == 1.0
+
+
+def test_load_scales_arrivals_from_zero_and_oversize_jobs_are_dropped():
+    trace = [TraceJob("a", 1000, 60, 1), TraceJob("b", 1100, 60, 16), TraceJob("c", 1300, 60, 2)]
+    work = derive(trace, cluster_gpus=8, load=2.0)
+    assert [(j.id, j.submit, j.seq) for j in work.jobs] == [("a", 0.0, 0), ("c", 150.0, 1)]
+    assert any("dropped 1 jobs asking for more than 8 GPUs" in s for s in work.assumptions)
+    assert any("load x2" in s for s in work.assumptions)
+
+
+def test_repeated_ids_become_unique():
+    work = derive([TraceJob("a", 0, 60, 1), TraceJob("a", 1, 60, 1)], cluster_gpus=1)
+    assert len({j.id for j in work.jobs}) == 2
