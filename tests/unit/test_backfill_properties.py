@@ -1,0 +1,82 @@
+"""Properties of backfill and preemption over random snapshots."""
+
+from dataclasses import replace
+
+from hypothesis import given, settings, strategies as st
+
+from gqa.scheduling import PendingJob, RunningJob, plan
+from gqa.scheduling.presets import preset
+from tests.builders import snapshot
+
+NOW = snapshot().now
+GPUS = 8
+
+
+@st.composite
+def snapshots(draw, policy=preset("multifactor")):
+    free = list(range(GPUS))
+    running = []
+    for i in range(draw(st.integers(0, 5))):
+        size = draw(st.integers(1, 3))
+        if len(free) < size:
+            break
+        gpus, free = tuple(free[:size]), free[size:]
+        running.append(RunningJob(id=f"r{i}", team=draw(st.sampled_from(["a", "b", "c"])), user="u", gpus=gpus,
+                                  started_at=NOW - 10,
+                                  wall_time=draw(st.sampled_from([None, 60, 600, 3600])),
+                                  tier=draw(st.integers(0, 2))))
+    pending = [PendingJob(id=f"p{i}", team=draw(st.sampled_from(["a", "b"])), user="u", tier=draw(st.integers(0, 2)),
+                          gpus=draw(st.integers(1, GPUS)), submitted_at=NOW - 100 + i, seq=i,
+                          wall_time=draw(st.sampled_from([None, 30, 300, 3000, 30000])))
+               for i in range(draw(st.integers(1, 8)))]
+    return snapshot(GPUS, pending=pending, running=running, policy=policy)
+
+
+def _with_starts(snap, result):
+    by_id = {j.id: j for j in snap.pending}
+    started = [RunningJob(id=s.job_id, team=by_id[s.job_id].team, user="u", gpus=s.gpus, started_at=snap.now,
+                          wall_time=by_id[s.job_id].wall_time, tier=by_id[s.job_id].tier) for s in result.starts]
+    return started
+
+
+@settings(max_examples=300, deadline=None)
+@given(snapshots())
+def test_backfill_never_delays_the_first_reserved_job(snap):
+    result = plan(snap)
+    if not result.reserved:
+        return
+    head = next(j for j in result.order if j in result.reserved)
+    before = result.reserved[head]
+    job = next(j for j in snap.pending if j.id == head)
+    after_snap = replace(snap, running=snap.running + tuple(_with_starts(snap, result)), pending=(job,))
+    after = plan(after_snap).reserved.get(head, after_snap.now)
+    assert after <= before, f"{head} moved from {before} to {after}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(snapshots(policy=replace(preset("gqa"), preempt_tiers=(1, 2))))
+def test_preemption_only_takes_lower_preemptible_tiers_and_never_twice(snap):
+    result = plan(snap)
+    running = {r.id: r for r in snap.running}
+    assert len(result.preempt) == len(set(result.preempt))
+    waiting_tiers = [j.tier for j in snap.pending if j.id in result.waiting]
+    for victim in result.preempt:
+        assert running[victim].tier in (1, 2)
+        assert waiting_tiers and min(waiting_tiers) < running[victim].tier
+
+
+@settings(max_examples=200, deadline=None)
+@given(snapshots(), st.floats(0, 50))
+def test_budgets_are_never_exceeded_by_the_starts_of_a_pass(snap, budget):
+    from gqa.scheduling import Gpu, TeamPolicy
+    from gqa.scheduling.budget import BudgetLedger
+
+    priced = replace(snap, gpus=tuple(Gpu(g.index, g.type, price=1.0) for g in snap.gpus),
+                     teams={"a": TeamPolicy(budget=budget), "b": TeamPolicy(budget=budget)})
+    result = plan(priced)
+    ledger = BudgetLedger(priced)
+    by_id = {j.id: j for j in priced.pending}
+    for team in ("a", "b"):
+        caps = [ledger.cap(by_id[s.job_id]) for s in result.starts if by_id[s.job_id].team == team]
+        if caps:  # whatever starts fits, with what running jobs may still cost
+            assert ledger.committed[team] + sum(caps) <= budget + 1e-9
