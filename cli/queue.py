@@ -24,7 +24,8 @@ def queue(
     if fmt == "json":
         print_json({
             "gpus": {"total": view.total_gpus, "free": view.free_gpus},
-            "pending": [_pending_dict(e) for e in view.pending],
+            "weights": _weights(view.weights),
+            "pending": [_pending_dict(e, view.weights) for e in view.pending],
             "running": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": list(j.assigned),
                          "started_at": j.started_at, "attempt": j.attempts, "state": j.state.value}
                         for j in view.running],
@@ -45,7 +46,10 @@ def queue(
     pending = Table(title=f"pending ({len(view.pending)})", title_justify="left", box=None, pad_edge=False)
     cols = ["pos", "id", "name", "team", "owner", "prio", "gpus", "waiting", "eta", "reason"]
     if explain:
-        cols[-1:-1] = ["fairshare", "age", "size", "score"]
+        cols[-1:-1] = ["fairshare", "age", "size", "duration", "score"]
+        w = view.weights
+        out.print(f"score = {w.fair_share:g} x fair share + {w.age:g} x age + {w.size:g} x size + "
+                  f"{w.duration:g} x duration (each factor in [0, 1]; tiers are strict)")
     for col in cols:
         pending.add_column(col, overflow="fold")
     for e in view.pending:
@@ -54,7 +58,8 @@ def queue(
                ago(j.submitted_at), _eta(e.eta), e.reason]
         if explain:
             f = e.factors
-            row[-1:-1] = [f"{f.fair_share:.3f}", f"{f.age:.3f}", f"{f.size:.3f}", f"{f.score:.3f}"] if f else ["-"] * 4
+            row[-1:-1] = [f"{f.fair_share:.3f}", f"{f.age:.3f}", f"{f.size:.3f}", f"{f.duration:.3f}",
+                          f"{f.score:.3f}"] if f else ["-"] * 5
         pending.add_row(*row)
     out.print(pending)
 
@@ -70,12 +75,19 @@ def _eta(eta: float | None) -> str:
     return "now" if wait <= 1 else f"in {format_duration(wait)}"
 
 
-def _pending_dict(entry) -> dict:
+def _weights(w) -> dict:
+    return {"fair_share": w.fair_share, "age": w.age, "size": w.size, "duration": w.duration}
+
+
+def _pending_dict(entry, weights) -> dict:
     j = entry.job
     data = {"position": entry.position, "id": j.id, "name": j.name, "team": j.team, "owner": j.owner,
             "priority": PRIORITY[j.tier], "gpus": j.gpus, "gpu_type": j.gpu_type, "state": j.state.value,
             "submitted_at": j.submitted_at, "eta": entry.eta, "reason": entry.reason}
     if entry.factors is not None:
         f = entry.factors
-        data["factors"] = {"fair_share": f.fair_share, "age": f.age, "size": f.size, "score": f.score}
+        data["factors"] = {"fair_share": f.fair_share, "age": f.age, "size": f.size, "duration": f.duration,
+                           "score": f.score}
+        data["weighted"] = {"fair_share": weights.fair_share * f.fair_share, "age": weights.age * f.age,
+                            "size": weights.size * f.size, "duration": weights.duration * f.duration}
     return data

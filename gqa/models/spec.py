@@ -17,6 +17,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV = ("GQA_JOB_ID", "GQA_ATTEMPT", "GQA_CHECKPOINT_DIR", "GQA_CHECKPOINT_URI",
                 "GQA_RESUME_FROM", "GQA_ARRAY_INDEX", "CUDA_VISIBLE_DEVICES")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 
 
 def _duration(value: Any) -> Any:
@@ -59,7 +60,22 @@ class _Strict(BaseModel):
 
 class Resources(_Strict):
     gpus: int = Field(1, ge=1, le=4096, description="GPUs, all granted at once (gang)")
-    gpu_type: str | None = Field(None, description="e.g. a10g, h100; any type when unset")
+    gpu_type: str | None = Field(None, description="e.g. a10g, or several: [a10g, l4] / 'a10g,l4'; any when unset")
+
+    @field_validator("gpu_type", mode="before")
+    @classmethod
+    def _types(cls, value: Any) -> Any:
+        """One type or a list of acceptable ones, kept as 'a10g,l4'."""
+        if value is None:
+            return None
+        names = value if isinstance(value, list) else str(value).split(",")
+        names = [str(n).strip() for n in names if str(n).strip()]
+        if not names:
+            raise ValueError("gpu_type is empty")
+        for name in names:
+            if not TYPE_RE.match(name):
+                raise ValueError(f"invalid GPU type {name!r}: use letters, digits, '.', '_' or '-'")
+        return ",".join(dict.fromkeys(names))
     cpus: int | None = Field(None, ge=1, le=4096)
     memory: Size | None = None
 

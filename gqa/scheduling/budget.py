@@ -25,7 +25,7 @@ def gpu_hours_cap(gpus: int, wall_time: float | None, max_gpu_hours: float | Non
 
 def price_for(gpu_type: str | None, inventory: tuple[Gpu, ...], types: tuple[str, ...] | None = None) -> float:
     """The dearest GPU the job could land on: caps are upper bounds."""
-    types = types if types is not None else ((gpu_type,) if gpu_type else None)
+    types = types if types is not None else (tuple(gpu_type.split(",")) if gpu_type else None)
     return max((g.price for g in inventory if types is None or g.type in types), default=0.0)
 
 

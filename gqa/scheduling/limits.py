@@ -15,12 +15,13 @@ def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | N
                         team: str = "") -> list[str]:
     problems = []
     counts = Counter(g.type for g in inventory)
-    have = counts.get(gpu_type, 0) if gpu_type else len(inventory)
-    if gpu_type and gpu_type not in counts:
+    types = gpu_type.split(",") if gpu_type else None
+    have = max(counts.get(t, 0) for t in types) if types else len(inventory)
+    if types and not any(t in counts for t in types):
         kinds = ", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no GPUs"
-        problems.append(f"asks for {gpu_type} GPUs; this machine has {kinds}")
+        problems.append(f"asks for {' or '.join(types)} GPUs; this machine has {kinds}")
     elif gpus > have:
-        of = f" {gpu_type}" if gpu_type else ""
+        of = f" {' or '.join(types)}" if types else ""
         problems.append(f"asks for {gpus}{of} GPUs; this machine has {have}")
     if policy.max_gpus_per_job is not None and gpus > policy.max_gpus_per_job:
         problems.append(f"asks for {gpus} GPUs; the limit per job is {policy.max_gpus_per_job}")

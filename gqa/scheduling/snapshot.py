@@ -41,8 +41,8 @@ class PendingJob:
     reclaims: int = 0                      # spot reclaims so far: after policy.spot_fallback_after, on demand only
 
     def types(self) -> tuple[str, ...] | None:
-        """The GPU types it accepts; None for any."""
-        return self.gpu_types or ((self.gpu_type,) if self.gpu_type else None)
+        """The GPU types it accepts; None for any. gpu_type may list several: 'a10g,l4'."""
+        return self.gpu_types or (tuple(self.gpu_type.split(",")) if self.gpu_type else None)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..models.job import PENDING, JobRecord, JobState
 from ..ports import Clock, JobStore
 from ..scheduling import plan
-from ..scheduling.snapshot import Factors
+from ..scheduling.snapshot import Factors, Weights
 from ..scheduling.eta import predict_starts
 from .snapshot import read_snapshot, team_ratios
 
@@ -26,6 +26,7 @@ class QueueView:
     running: list[JobRecord]
     total_gpus: int
     free_gpus: int
+    weights: Weights | None = None   # how the factors add up to the score
 
 
 class QueryService:
@@ -54,7 +55,7 @@ class QueryService:
             pending = [e for e in pending if e.job.group == group]
             running = [j for j in running if j.group == group]
         held = sum(len(r.gpus) for r in snap.running)
-        return QueueView(pending, running, len(snap.gpus), len(snap.gpus) - held)
+        return QueueView(pending, running, len(snap.gpus), len(snap.gpus) - held, snap.policy.weights)
 
     def jobs(self, ref: str) -> list[JobRecord]:
         return self.store.resolve(ref)

@@ -1,5 +1,7 @@
 """The CLI contract other tools rely on: ids, -o json shapes, follow-up hints."""
 
+import pytest
+
 
 def test_submit_prints_the_id_and_the_follow_up_commands(cli):
     code, out, err = cli("submit", "--gpus", "2", "--time", "90m", "--name", "bert", "--", "python", "train.py")
@@ -42,7 +44,9 @@ def test_queue_json_orders_pending_with_positions_and_reasons(cli):
     assert data["gpus"] == {"total": 4, "free": 4}
     assert data["pending"][0]["reason"] == "starting now"
     assert data["pending"][1]["reason"] == "needs 1 GPU, 0 free"
-    assert set(data["pending"][0]["factors"]) == {"fair_share", "age", "size", "score"}
+    assert set(data["pending"][0]["factors"]) == {"fair_share", "age", "size", "duration", "score"}
+    weighted = data["pending"][0]["weighted"]
+    assert sum(weighted.values()) == pytest.approx(data["pending"][0]["factors"]["score"])
 
 
 def test_status_json_has_history_with_reasons(cli):
@@ -129,3 +133,11 @@ def test_budgets_and_approval_thresholds(cli):
     [denied] = cli.json("deny", other["id"], "--reason", "use 2 GPUs")
     assert denied["state"] == "REJECTED"
     assert cli.store.get(other["id"]).reason.endswith(": use 2 GPUs")
+
+
+def test_a_job_may_accept_several_gpu_types(cli):
+    code, _, err = cli("submit", "--gpu-type", "h100,v100", "--", "true")
+    assert code == 2 and "asks for h100 or v100 GPUs; this machine has 4 a10g" in err
+    assert cli.json("submit", "--gpu-type", "h100,a10g", "--", "true")["state"] == "QUEUED"
+    [entry] = cli.json("queue")["pending"]
+    assert entry["gpu_type"] == "h100,a10g" and entry["reason"] == "starting now"

@@ -343,3 +343,19 @@ def test_script_command(text, executable, expected, tmp_path):
     path = write("job.sh", text, executable=executable)
     full = str(tmp_path / "job.sh")
     assert script_command(path, text) == [part.format(path=full) for part in expected]
+
+
+@pytest.mark.parametrize("value, stored", [("a10g", "a10g"), (["a10g", "l4"], "a10g,l4"), ("a10g, l4", "a10g,l4"),
+                                           (["l4", "l4"], "l4")])
+def test_several_acceptable_gpu_types(value, stored):
+    from gqa.models.loader import validate
+
+    assert validate({"command": ["a"], "resources": {"gpu_type": value}}).resources.gpu_type == stored
+
+
+def test_a_bad_gpu_type_name_is_refused():
+    from gqa.models.errors import SpecError
+    from gqa.models.loader import validate
+
+    with pytest.raises(SpecError, match="invalid GPU type 'a 10'"):
+        validate({"command": ["a"], "resources": {"gpu_type": ["a 10"]}})
