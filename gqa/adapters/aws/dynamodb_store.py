@@ -1,0 +1,326 @@
+"""JobStore on DynamoDB (tables in tables.py).
+
+Every job write is an UpdateItem guarded on the state the caller expects and
+on the item's revision, and every apply() is one TransactWriteItems holding
+the jobs' updates and the ledger ADDs they bring. The revision guard makes a
+read-modify-write exact: a write computed from a stale read fails instead of
+overwriting, and is recomputed if the state still is what the caller expects.
+
+The client is injected (like Powertools' persistence layers) so the caller
+chooses region, credentials and botocore config, and tests pass a moto one.
+Queries on secondary indexes are eventually consistent on AWS: a job created
+a moment ago may be missing from list() or scheduling_view() for a moment,
+never from get() or resolve() (strongly consistent reads of the table).
+"""
+
+from __future__ import annotations
+
+import builtins
+import heapq
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from itertools import islice
+from typing import Any
+
+from ...models.errors import BackendUnavailable, Conflict, NotFound
+from ...models.job import JobRecord, JobState, transition
+from ...ports import Change, Inventory
+from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
+from . import items as it
+from . import ledger
+from . import tables as t
+from .errors import Retrying
+from .writes import JobWrite, chunks, pack, transaction
+
+S = JobState
+# `list` is also a method of the store: annotations below it name the builtin this way
+List = builtins.list
+_JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+
+
+class DynamoDBStore:
+    def __init__(self, client: Any, tables: t.TableNames = t.TableNames(), *, attempts: int = 5,
+                 base_delay: float = 0.05, max_delay: float = 2.0, conflict_retries: int = 5,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.client = client
+        self.tables = tables
+        self.call = Retrying(client, attempts=attempts, base_delay=base_delay, max_delay=max_delay, sleep=sleep)
+        self.conflict_retries = conflict_retries
+
+    def close(self) -> None:
+        """The client belongs to the caller; nothing to release."""
+
+    # -- settings -------------------------------------------------------------------
+    def _setting(self, kind: str, name: str) -> dict[str, Any] | None:
+        out = self.call("GetItem", TableName=self.tables.settings, ConsistentRead=True,
+                        Key=it.dump({t.PK: kind, t.SK: name}))
+        return it.load(out["Item"]) if "Item" in out else None
+
+    def _put_setting(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
+        self.call("PutItem", TableName=self.tables.settings, Item=it.dump({t.PK: kind, t.SK: name, **attributes}))
+
+    def inventory(self) -> Inventory | None:
+        item = self._setting("setting", "inventory")
+        return it.inventory_from(item["json"]) if item else None
+
+    def set_inventory(self, inventory: Inventory) -> None:
+        self._put_setting("setting", "inventory", {"json": it.inventory_json(inventory)})
+
+    def policy(self) -> Policy:
+        item = self._setting("setting", "policy")
+        return it.policy_from(item["json"]) if item else Policy()
+
+    def set_policy(self, policy: Policy) -> None:
+        self._put_setting("setting", "policy", {"json": it.policy_json(policy)})
+
+    def teams(self) -> dict[str, TeamPolicy]:
+        return {item[t.SK]: it.team_policy(item)
+                for item in self._query(self.tables.settings, {t.PK: "team"}, consistent=True)}
+
+    def set_team(self, team: str, policy: TeamPolicy) -> None:
+        self._put_setting("team", team, it.team_attributes(policy))   # a put replaces the whole policy
+
+    def usage(self, now: float, half_life: float) -> dict[str, float]:
+        """Decayed GPU-seconds per team. Charges decay with the half-life they were
+        recorded under (ledger.py); the services pass that same policy half-life."""
+        out: dict[str, float] = {}
+        for item in self._query(self.tables.ledger, {t.PK: ledger.USAGE}):
+            team = item["team"]
+            out[team] = out.get(team, 0.0) + ledger.decayed(
+                float(item["total"]), float(item["epoch"]), float(item["half_life"]), now)
+        # running jobs count as they run, so a team holding GPUs now is charged for it
+        for item in self._query(self.tables.jobs, {t.ACTIVE: t.ACTIVE}, index=t.ACTIVE_INDEX):
+            if item[t.STATE] == S.RUNNING.value and item.get("started_at") is not None:
+                team = item[t.TEAM]
+                out[team] = out.get(team, 0.0) + int(item["gpus"]) * max(0.0, now - float(item["started_at"]))
+        return out
+
+    def spend(self, period: str) -> dict[str, float]:
+        return {item[t.SK]: float(item["amount"])
+                for item in self._query(self.tables.ledger, {t.PK: ledger.spend_partition_of(period)})}
+
+    # -- jobs: create and read -------------------------------------------------------------
+    def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        if not jobs:
+            return []
+        arrays = any(j.array_index is not None for j in jobs)
+        groups = sum(j.array_index is None for j in jobs) + (1 if arrays else 0)
+        # one atomic counter call per submission reserves its group numbers and seqs
+        expr = it.Expr()
+        out = self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: "counter", t.SK: "jobs"}),
+                        UpdateExpression=f"ADD {expr.n('groups')} {expr.v(groups)}, {expr.n('seq')} {expr.v(len(jobs))}",
+                        ReturnValues="UPDATED_NEW", **expr.kwargs())
+        counters = it.load(out["Attributes"])
+        group_no = int(counters["groups"]) - groups + 1
+        seq = int(counters["seq"]) - len(jobs) + 1
+        # array tasks share the first number, single jobs take the next ones (the SQLite scheme)
+        shared, single = str(group_no), group_no + (1 if arrays else 0)
+        created = []
+        for job in jobs:
+            if job.array_index is not None:
+                job_id, group = f"{shared}_{job.array_index}", shared
+            else:
+                job_id = group = str(single)
+                single += 1
+            created.append(replace(job, id=job_id, group=group, seq=seq))
+            seq += 1
+        puts = [{"Put": {"TableName": self.tables.jobs, "Item": it.dump(it.job_item(j, 0)),
+                         "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID}}}
+                for j in created]
+        # an array over 100 tasks is written in several transactions: atomic per chunk
+        for chunk in chunks(puts):
+            try:
+                self._transact(chunk)
+            except Conflict:
+                raise Conflict(f"job ids from {created[0].id} already exist: was the id counter "
+                               "in the settings table reset?") from None
+        return created
+
+    def get(self, job_id: str) -> JobRecord:
+        item = self._get_job(job_id)
+        if item is None:
+            raise NotFound(f"no job {job_id}")
+        return it.job_record(item)
+
+    def _get_job(self, job_id: str) -> dict[str, Any] | None:
+        if not _JOB_ID.match(job_id):
+            return None
+        out = self.call("GetItem", TableName=self.tables.jobs, Key=it.dump(it.job_key(job_id)), ConsistentRead=True)
+        return it.load(out["Item"]) if "Item" in out else None
+
+    def resolve(self, ref: str) -> list[JobRecord]:
+        if not _JOB_ID.match(ref):
+            raise NotFound(f"no job or array {ref}")
+        key = it.job_key(ref) if "_" in ref else {t.GROUP: ref}   # a group is one partition
+        found = sorted(self._query(self.tables.jobs, key, consistent=True), key=lambda i: i[t.SEQ])
+        if not found:
+            raise NotFound(f"no job or array {ref}")
+        return [it.job_record(i) for i in found]
+
+    def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
+             limit: int | None = None, history: bool = False) -> list[JobRecord]:
+        wanted = list(dict.fromkeys(states)) if states is not None else list(JobState)
+        if not wanted or (limit is not None and limit <= 0):
+            return []
+        if team is not None:
+            expr = it.Expr()
+            where = None
+            if states is not None:
+                where = (f"{expr.n(t.STATE)} IN ({', '.join(expr.v(s.value) for s in wanted)})", expr)
+            found: Iterator[dict] = self._query(self.tables.jobs, {t.TEAM: team}, index=t.BY_TEAM, where=where,
+                                                page=None if where else limit)
+        else:
+            # one index partition per state, each in seq order: merge them lazily
+            found = heapq.merge(*(self._query(self.tables.jobs, {t.STATE: s.value}, index=t.BY_STATE, page=limit)
+                                  for s in wanted), key=lambda i: i[t.SEQ])
+        return [it.job_record(i, history=history) for i in islice(found, limit)]
+
+    # -- jobs: guarded changes ---------------------------------------------------------------
+    def apply(self, changes: List[Change]) -> List[JobRecord]:
+        """All changes in one transaction (per 100 items, see writes.pack). A write that
+        lost only on the revision (the job changed, but is still in the state the
+        change expects) is recomputed from a fresh read; a wrong state is Conflict."""
+        results: List[JobRecord | None] = [None] * len(changes)
+        half_life = self.policy().half_life if any(c.usage for c in changes) else 0.0
+        todo = list(range(len(changes)))
+        for _ in range(self.conflict_retries):
+            if not todo:
+                break
+            writes = self._plan([(i, changes[i]) for i in todo], half_life, results)
+            done = self._commit(writes)
+            todo = [i for i in todo if changes[i].job_id not in done]
+        if todo:
+            raise Conflict(f"job {changes[todo[0]].job_id} kept changing while being updated")
+        return results  # type: ignore[return-value]
+
+    def _plan(self, changes: List[tuple[int, Change]], half_life: float,
+              results: List[JobRecord | None]) -> dict[str, JobWrite]:
+        """Walk the changes in order over fresh reads, as the SQLite adapter does in its transaction."""
+        items = self._read_jobs(list(dict.fromkeys(c.job_id for _, c in changes)))
+        writes: dict[str, JobWrite] = {}
+        for index, change in changes:
+            if change.job_id not in items:
+                raise NotFound(f"no job {change.job_id}")
+            write = writes.get(change.job_id)
+            if write is None:
+                write = writes[change.job_id] = JobWrite(items[change.job_id], it.job_record(items[change.job_id]))
+            job = write.record
+            if job.state != change.expect:
+                raise Conflict(f"job {job.id} is {job.state}, expected {change.expect}")
+            extra = dict(change.fields or {})
+            write.record = replace(job, **extra) if change.to is None else \
+                transition(job, change.to, change.at, change.reason, **extra)
+            results[index] = write.record
+            if change.usage:
+                sk, epoch, weight = ledger.usage_bucket(job.team, change.at, half_life)
+                add = write.usage.get(sk, (job.team, half_life, epoch, 0.0))[3] + change.usage * weight
+                write.usage[sk] = (job.team, half_life, epoch, add)
+            if change.cost:
+                key = (ledger.spend_partition(change.at), job.team)
+                write.spend[key] = write.spend.get(key, 0.0) + change.cost
+        return writes
+
+    def _read_jobs(self, job_ids: List[str]) -> dict[str, dict[str, Any]]:
+        """Strongly consistent reads of the jobs (BatchGetItem, 100 keys a call)."""
+        found: dict[str, dict[str, Any]] = {}
+        valid = [j for j in job_ids if _JOB_ID.match(j)]
+        for start in range(0, len(valid), 100):
+            request = {self.tables.jobs: {"Keys": [it.dump(it.job_key(j)) for j in valid[start:start + 100]],
+                                          "ConsistentRead": True}}
+            retry = 0
+            while request:
+                out = self.call("BatchGetItem", RequestItems=request)
+                for raw in out["Responses"].get(self.tables.jobs, []):
+                    item = it.load(raw)
+                    found[item[t.ID]] = item
+                request = out.get("UnprocessedKeys") or {}
+                if request:   # returned under throttling: back off as for a refused call
+                    retry += 1
+                    if retry >= self.call.attempts:
+                        raise BackendUnavailable("DynamoDB kept leaving jobs unread (throttling); try again later")
+                    self.call.sleep(self.call.delay(retry - 1))
+        return found
+
+    def _commit(self, writes: dict[str, JobWrite]) -> set[str]:
+        """Write the jobs in as few transactions as fit; the ids committed before
+        one lost its guard (those are then re-planned by apply)."""
+        done: set[str] = set()
+        for chunk in pack(writes):
+            try:
+                self._transact(transaction(self.tables, chunk))
+            except Conflict:
+                return done
+            done.update(chunk)
+        return done
+
+    def _transact(self, transact_items: List[dict[str, Any]]) -> None:
+        # the token makes our own retries of this request idempotent: a retry after a
+        # lost response cannot apply the ledger ADDs twice
+        self.call("TransactWriteItems", TransactItems=transact_items, ClientRequestToken=uuid.uuid4().hex)
+
+    # -- jobs: what the supervisor and the scheduler ask -----------------------------------------
+    def with_requests(self) -> List[JobRecord]:
+        return [it.job_record(i, history=False)
+                for i in self._query(self.tables.jobs, {t.REQUESTED: t.REQUESTED}, index=t.REQUESTS_INDEX)]
+
+    def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
+        # the pending index returns QUEUED and HELD jobs already in tier, then submission, order
+        pending = [it.pending_job(i) for i in self._query(self.tables.jobs, {t.PENDING: t.PENDING},
+                                                          index=t.PENDING_INDEX)]
+        running = [it.running_job(i) for i in self._query(self.tables.jobs, {t.ACTIVE: t.ACTIVE},
+                                                          index=t.ACTIVE_INDEX)]
+        return pending, running
+
+    def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
+        expr = it.Expr()
+        where = (" AND ".join(f"attribute_exists({expr.n(a)})" for a in ("wall_time", "started_at", "ended_at")),
+                 expr)
+        found = self._query(self.tables.jobs, {t.STATE: S.SUCCEEDED.value}, index=t.BY_STATE, where=where,
+                            forward=False)
+        return [(i[t.TEAM], float(i["ended_at"]) - float(i["started_at"]), float(i["wall_time"]))
+                for i in islice(found, max(0, limit))]
+
+    def next_wakeup(self) -> float | None:
+        expr = it.Expr()
+        condition = f"{expr.n(t.RETRY_AT)} > {expr.v(it.DUE_AT_ONCE)}"   # jobs without not_before set none
+        for item in self._query(self.tables.jobs, {t.RETRY: t.RETRY}, index=t.RETRIES_INDEX,
+                                sort=(condition, expr), page=1):
+            return float(item["not_before"])
+        return None
+
+    def due_retries(self, now: float) -> List[JobRecord]:
+        expr = it.Expr()
+        found = self._query(self.tables.jobs, {t.RETRY: t.RETRY}, index=t.RETRIES_INDEX,
+                            sort=(f"{expr.n(t.RETRY_AT)} <= {expr.v(float(now))}", expr))
+        return [it.job_record(i, history=False) for i in sorted(found, key=lambda i: i[t.SEQ])]
+
+    # -- queries ------------------------------------------------------------------------------------
+    def _query(self, table: str, key: dict[str, Any], *, index: str | None = None,
+               sort: tuple[str, it.Expr] | None = None, where: tuple[str, it.Expr] | None = None,
+               forward: bool = True, consistent: bool = False, page: int | None = None) -> Iterator[dict[str, Any]]:
+        """Items of one partition (of the table or an index), page by page, lazily.
+        `sort` and `where` share the Expr that built them (one placeholder space)."""
+        expr = (sort or where or (None, it.Expr()))[1]
+        condition = " AND ".join(f"{expr.n(k)} = {expr.v(v)}" for k, v in key.items())
+        if sort:
+            condition += f" AND {sort[0]}"
+        kwargs: dict[str, Any] = {"TableName": table, "KeyConditionExpression": condition,
+                                  "ScanIndexForward": forward, **expr.kwargs()}
+        if index:
+            kwargs["IndexName"] = index
+        elif consistent:
+            kwargs["ConsistentRead"] = True
+        if where:
+            kwargs["FilterExpression"] = where[0]
+        if page:
+            kwargs["Limit"] = page
+        while True:
+            out = self.call("Query", **kwargs)
+            for raw in out.get("Items", []):
+                yield it.load(raw)
+            if "LastEvaluatedKey" not in out:
+                return
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]

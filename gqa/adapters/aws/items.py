@@ -1,0 +1,220 @@
+"""Records <-> DynamoDB items, and the expression placeholders the store needs.
+
+Items are built as plain Python values (numbers as Decimal, absent for None)
+and converted to the wire format at the edge with boto3's serializer."""
+
+from __future__ import annotations
+
+import json
+import typing
+from dataclasses import MISSING, asdict, fields
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from ...models.job import JobRecord, JobState, Request, Transition
+from ...ports import Inventory
+from ...scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy, Weights
+from . import tables as t
+
+S = JobState
+_FIELDS = {f.name: f for f in fields(JobRecord)}
+_HINTS = typing.get_type_hints(JobRecord)
+_FLOATS = {n for n, h in _HINTS.items() if h is float or float in typing.get_args(h)}
+_INTS = {n for n, h in _HINTS.items() if h is int or int in typing.get_args(h)}
+
+# due_retries() must see a RETRY_WAIT job without not_before (due at once), and
+# an index only holds items that have its sort key: such a job sorts first
+DUE_AT_ONCE = Decimal("-1E+100")
+
+_serializer, _deserializer = TypeSerializer(), TypeDeserializer()
+
+
+def dump(item: dict[str, Any]) -> dict[str, Any]:
+    """Plain item -> AttributeValue map."""
+    return {k: _serializer.serialize(v) for k, v in item.items()}
+
+
+def load(item: dict[str, Any]) -> dict[str, Any]:
+    """AttributeValue map -> plain item."""
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def plain(value: Any) -> Any:
+    """A Python value as DynamoDB stores it: floats as exact decimals (repr
+    round-trips), enums as their value, tuples as lists."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+# -- jobs -----------------------------------------------------------------------------
+
+def job_key(job_id: str) -> dict[str, str]:
+    """A job's primary key: its group is the id before "_" (array task "7_3" is in group "7")."""
+    return {t.GROUP: job_id.split("_")[0], t.ID: job_id}
+
+
+def job_item(job: JobRecord, revision: int) -> dict[str, Any]:
+    item: dict[str, Any] = {}
+    for name in _FIELDS:
+        value = getattr(job, name)
+        if name != "history" and value is not None:
+            item[t.GROUP if name == "group" else name] = plain(value)
+    item[t.HISTORY] = [{"state": h.state.value, "at": plain(float(h.at)), "reason": h.reason} for h in job.history]
+    item[t.REVISION] = revision
+    item.update(index_keys(job))
+    return item
+
+
+def index_keys(job: JobRecord) -> dict[str, Any]:
+    """The sparse-index attributes: present only in the states each index is for."""
+    keys: dict[str, Any] = {}
+    if job.state in (S.QUEUED, S.HELD):
+        keys[t.PENDING] = t.PENDING
+        keys[t.PENDING_ORDER] = f"{job.tier:03d}#{job.seq:015d}"   # tier first, then submission
+    if job.state.active:
+        keys[t.ACTIVE] = t.ACTIVE
+        if job.request is not None and job.kill_reason is None:
+            keys[t.REQUESTED] = t.REQUESTED
+    if job.state == S.RETRY_WAIT:
+        keys[t.RETRY] = t.RETRY
+        keys[t.RETRY_AT] = DUE_AT_ONCE if job.not_before is None else plain(float(job.not_before))
+    return keys
+
+
+def field_value(name: str, raw: Any) -> Any:
+    """One stored attribute back into the JobRecord field's type."""
+    if raw is None:
+        return None
+    if name == "state":
+        return JobState(raw)
+    if name == "request":
+        return Request(raw)
+    if name == "assigned":
+        return tuple(int(i) for i in raw)
+    if name == "history":
+        return tuple(Transition(JobState(h["state"]), float(h["at"]), h["reason"]) for h in raw)
+    if name in ("extra_env", "submit_env"):
+        return dict(raw)
+    if name in _FLOATS:
+        return float(raw)
+    if name in _INTS:
+        return int(raw)
+    return raw
+
+
+def job_record(item: dict[str, Any], *, history: bool = True) -> JobRecord:
+    data: dict[str, Any] = {}
+    for name, f in _FIELDS.items():
+        raw = item.get(t.GROUP if name == "group" else name)
+        if raw is not None:
+            data[name] = field_value(name, raw)
+        elif f.default is not MISSING:
+            data[name] = f.default
+        elif f.default_factory is not MISSING:
+            data[name] = f.default_factory()
+        else:
+            data[name] = None
+    if not history:
+        data["history"] = ()
+    return JobRecord(**data)
+
+
+def _get(item: dict[str, Any], name: str) -> Any:
+    return field_value(name, item.get(name))
+
+
+def pending_job(item: dict[str, Any]) -> PendingJob:
+    g = lambda name: _get(item, name)  # noqa: E731
+    return PendingJob(id=item[t.ID], team=g("team"), user=g("owner"), tier=g("tier"), gpus=g("gpus"),
+                      submitted_at=g("submitted_at"), gpu_type=g("gpu_type"), cpus=g("cpus"), memory=g("memory"),
+                      wall_time=g("wall_time"), group=item[t.GROUP], group_limit=g("group_limit"), seq=g("seq"),
+                      max_gpu_hours=g("max_gpu_hours"), held=item[t.STATE] == S.HELD.value)
+
+
+def running_job(item: dict[str, Any]) -> RunningJob:
+    g = lambda name: _get(item, name)  # noqa: E731
+    return RunningJob(id=item[t.ID], team=g("team"), user=g("owner"), gpus=g("assigned") or (),
+                      started_at=g("started_at") or 0.0, cpus=g("cpus"), memory=g("memory"), group=item[t.GROUP],
+                      wall_time=g("wall_time"), tier=g("tier"), stopping=item.get("kill_reason") is not None)
+
+
+# -- settings (JSON, as the SQLite adapter stores them) ----------------------------------------
+
+def inventory_json(inventory: Inventory) -> str:
+    return json.dumps(asdict(inventory))
+
+
+def inventory_from(raw: str) -> Inventory:
+    data = json.loads(raw)
+    return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
+
+
+def policy_json(policy: Policy) -> str:
+    return json.dumps(asdict(policy))
+
+
+def policy_from(raw: str) -> Policy:
+    data = json.loads(raw)
+    data["weights"] = Weights(**data["weights"])
+    data["default_team"] = TeamPolicy(**data["default_team"])
+    if "preempt_tiers" in data:
+        data["preempt_tiers"] = tuple(data["preempt_tiers"])
+    return Policy(**data)
+
+
+_TEAM_FIELDS = {f.name: f for f in fields(TeamPolicy)}
+
+
+def team_attributes(policy: TeamPolicy) -> dict[str, Any]:
+    return {k: plain(v) for k, v in asdict(policy).items() if v is not None}
+
+
+def team_policy(item: dict[str, Any]) -> TeamPolicy:
+    out: dict[str, Any] = {}
+    for name in _TEAM_FIELDS:
+        raw = item.get(name)
+        if raw is not None:
+            out[name] = float(raw) if name in ("share", "budget") else int(raw)
+    return TeamPolicy(**out)
+
+
+# -- expressions ---------------------------------------------------------------------------------
+
+class Expr:
+    """Placeholders for one request: every attribute name goes through
+    #n (many are reserved words: state, name, owner, signal), every value through :v."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def n(self, name: str) -> str:
+        for placeholder, known in self.names.items():
+            if known == name:
+                return placeholder
+        placeholder = f"#n{len(self.names)}"
+        self.names[placeholder] = name
+        return placeholder
+
+    def v(self, value: Any) -> str:
+        placeholder = f":v{len(self.values)}"
+        self.values[placeholder] = plain(value)
+        return placeholder
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.names:
+            out["ExpressionAttributeNames"] = dict(self.names)
+        if self.values:
+            out["ExpressionAttributeValues"] = dump(self.values)
+        return out

@@ -1,0 +1,105 @@
+"""The TransactWriteItems requests: a job's guarded update, the ledger ADDs
+that go with it, and how a long batch is split into transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...models.job import JobRecord
+from . import items as it
+from . import ledger
+from . import tables as t
+
+MAX_TRANSACTION = 100               # items in one TransactWriteItems
+MAX_TRANSACTION_BYTES = 3_500_000   # the API allows 4 MB; keep room for names and overhead
+
+
+@dataclass
+class JobWrite:
+    """What one apply() does to one job: from the item as read to the record as it will be."""
+
+    old: dict[str, Any]
+    record: JobRecord
+    usage: dict[str, tuple[str, float, float, float]] = field(default_factory=dict)  # sk -> (team, h, e, add)
+    spend: dict[tuple[str, str], float] = field(default_factory=dict)               # (partition, team) -> add
+
+
+def pack(writes: dict[str, JobWrite]) -> list[dict[str, JobWrite]]:
+    """Group jobs into transactions of at most MAX_TRANSACTION items: a job's
+    update plus its ledger items, a ledger item shared by jobs counted once.
+    Atomicity then holds per transaction: a batch this large is rare (a
+    scheduling pass starting or cancelling more than ~50 jobs at once)."""
+    out: list[dict[str, JobWrite]] = []
+    current: dict[str, JobWrite] = {}
+    ledger_keys: set[Any] = set()
+    for job_id, write in writes.items():
+        keys = set(write.usage) | set(write.spend)
+        if current and 1 + len(current) + len(ledger_keys | keys) > MAX_TRANSACTION:
+            out.append(current)
+            current, ledger_keys = {}, set()
+        current[job_id] = write
+        ledger_keys |= keys
+    if current:
+        out.append(current)
+    return out
+
+
+def chunks(transact_items: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Split a long list of independent writes (a large array's puts) into
+    transactions the API accepts, by count and by a rough size."""
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for item in transact_items:
+        item_size = len(repr(item))
+        if chunk and (len(chunk) == MAX_TRANSACTION or size + item_size > MAX_TRANSACTION_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item_size
+    if chunk:
+        yield chunk
+
+
+def transaction(tables: t.TableNames, writes: dict[str, JobWrite]) -> list[dict[str, Any]]:
+    """The TransactItems of one chunk: each job's guarded update, then the
+    ledger ADDs, merged per item (a transaction may touch an item only once)."""
+    out = [{"Update": job_update(tables.jobs, w)} for w in writes.values()]
+    usage: dict[str, tuple[str, float, float, float]] = {}
+    spend: dict[tuple[str, str], float] = {}
+    for w in writes.values():
+        for sk, (team, half_life, epoch, add) in w.usage.items():
+            usage[sk] = (team, half_life, epoch, usage.get(sk, (team, half_life, epoch, 0.0))[3] + add)
+        for key, add in w.spend.items():
+            spend[key] = spend.get(key, 0.0) + add
+    for sk, (team, half_life, epoch, add) in usage.items():
+        e = it.Expr()
+        out.append({"Update": {
+            "TableName": tables.ledger, "Key": it.dump({t.PK: ledger.USAGE, t.SK: sk}),
+            "UpdateExpression": f"SET {e.n('team')} = {e.v(team)}, {e.n('half_life')} = {e.v(half_life)}, "
+                                f"{e.n('epoch')} = {e.v(epoch)} ADD {e.n('total')} {e.v(add)}", **e.kwargs()}})
+    for (partition, team), add in spend.items():
+        e = it.Expr()
+        out.append({"Update": {"TableName": tables.ledger, "Key": it.dump({t.PK: partition, t.SK: team}),
+                               "UpdateExpression": f"ADD {e.n('amount')} {e.v(add)}", **e.kwargs()}})
+    return out
+
+
+def job_update(table: str, write: JobWrite) -> dict[str, Any]:
+    """SET what changed, REMOVE what became None, append the new transitions
+    (list_append: the history is never rewritten), guarded on the state and
+    the revision that were read."""
+    old, record = write.old, write.record
+    revision = int(old.get(t.REVISION, 0))
+    new = it.job_item(record, revision + 1)
+    e = it.Expr()
+    sets = [f"{e.n(k)} = {e.v(v)}" for k, v in new.items() if k != t.HISTORY and old.get(k) != v]
+    removes = [e.n(k) for k in old if k not in new]
+    appended = new[t.HISTORY][len(old.get(t.HISTORY, [])):]
+    if appended:
+        sets.append(f"{e.n(t.HISTORY)} = list_append({e.n(t.HISTORY)}, {e.v(appended)})")
+    expression = f"SET {', '.join(sets)}" + (f" REMOVE {', '.join(removes)}" if removes else "")
+    condition = f"{e.n(t.STATE)} = {e.v(old[t.STATE])} AND {e.n(t.REVISION)} = {e.v(revision)}"
+    return {"TableName": table, "Key": it.dump(it.job_key(record.id)), "UpdateExpression": expression,
+            "ConditionExpression": condition, **e.kwargs()}
