@@ -139,3 +139,43 @@ class Waker(Protocol):
     """Tells the control loop that something changed."""
 
     def wake(self) -> None: ...
+
+
+# -- the AWS backend's extra seams ----------------------------------------------
+
+@dataclass(frozen=True)
+class Submission:
+    """A validated request on its way from the API to admission: the spec as
+    JSON, who asked, and a key that makes redelivery harmless."""
+
+    spec_json: str
+    owner: str
+    tier: int
+    idempotency_key: str
+    environment: dict[str, str] | None = None
+
+
+class Intake(Protocol):
+    """Queues between the API and admission, one per priority tier, so a long
+    low-priority sweep never delays a high-priority admission."""
+
+    def send(self, submission: Submission) -> None: ...
+
+    def wake_dispatcher(self) -> None:
+        """Ask for a scheduling pass soon."""
+
+
+class Notifier(Protocol):
+    """Alerts and approval requests (SNS on AWS, the log locally)."""
+
+    def notify(self, subject: str, message: str, *, kind: str, team: str | None = None) -> None: ...
+
+
+class Checkpoints(Protocol):
+    """Where a job's checkpoints live, and the latest good one."""
+
+    def location(self, job_id: str) -> str:
+        """The directory or URI handed to the job (GQA_CHECKPOINT_DIR / GQA_CHECKPOINT_URI)."""
+
+    def latest(self, job_id: str) -> str | None:
+        """The latest complete checkpoint, for GQA_RESUME_FROM; None if there is none."""
