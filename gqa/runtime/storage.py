@@ -1,8 +1,8 @@
 """Where checkpoints live. A checkpoint is a directory of files named ckpt-<step>.
 
 `CheckpointStorage` is the seam: `LocalStorage` is a directory on a local or
-shared filesystem; an object-store implementation (GQA_CHECKPOINT_URI) can be
-added behind the same Protocol without changing `Checkpointer`.
+shared filesystem; `gqa.runtime.s3.S3Storage` is an S3 prefix
+(GQA_CHECKPOINT_URI=s3://...), behind the same Protocol.
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ def open_storage(location: str | os.PathLike[str]) -> CheckpointStorage:
     text = os.fspath(location)
     if "://" in text:
         scheme = text.split("://", 1)[0]
+        if scheme == "s3":
+            from .s3 import S3Storage  # imports boto3 only when it first talks to S3
+
+            return S3Storage(text)
         raise NotImplementedError(f"no checkpoint storage for {scheme}:// locations yet")
     return LocalStorage(text)
 

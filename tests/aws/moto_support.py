@@ -47,3 +47,59 @@ class SerializedClient:
             with self._lock:
                 return attribute(*args, **kwargs)
         return call
+
+
+# -- looking at and steering a client's calls ---------------------------------------------------
+
+def _event(client: Any, stage: str, operation: str) -> str:
+    return f"{stage}.{client.meta.service_model.service_id.hyphenize()}.{operation}"
+
+
+def capture(client: Any, operation: str = "*") -> list[dict[str, Any]]:
+    """The parameters of every `operation` call the client makes from now on,
+    as the caller built them (before botocore serialises them), so a test sees
+    every field even where moto keeps only some."""
+    calls: list[dict[str, Any]] = []
+    client.meta.events.register(_event(client, "before-parameter-build", operation),
+                                lambda params, model, **_: calls.append({"_operation": model.name, **params}))
+    return calls
+
+
+def refuse(client: Any, operation: str, code: str, times: int) -> list[str]:
+    """Refuse the next `times` calls of `operation` with error `code`; returns
+    the names of the calls refused."""
+    from botocore.exceptions import ClientError
+
+    refused: list[str] = []
+
+    def hook(model: Any, **_: Any) -> None:
+        if len(refused) < times:
+            refused.append(model.name)
+            raise ClientError({"Error": {"Code": code, "Message": "refused by the test"}}, model.name)
+    client.meta.events.register(_event(client, "before-call", operation), hook)
+    return refused
+
+
+class _Http:
+    status_code = 200
+    headers: dict[str, str] = {}
+
+
+def answer(client: Any, operation: str, parsed: dict[str, Any]) -> list[dict[str, Any]]:
+    """Answer every `operation` call with `parsed` (a real-shaped response moto
+    cannot give, e.g. a Batch job that FAILED); returns the requests answered."""
+    asked: list[dict[str, Any]] = []
+
+    def hook(params: Any, **_: Any) -> tuple[_Http, dict[str, Any]]:
+        asked.append(params)
+        return _Http(), parsed
+    client.meta.events.register(_event(client, "before-call", operation), hook)
+    return asked
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0):
+        self.t = now
+
+    def now(self) -> float:
+        return self.t

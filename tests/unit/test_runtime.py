@@ -405,9 +405,16 @@ def test_default_dir_outside_gqa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert pointer(tmp_path / "checkpoints") == "ckpt-1"
 
 
-def test_uri_storage_not_available_yet(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GQA_CHECKPOINT_URI", "s3://bucket/jobs/1")
-    with pytest.raises(NotImplementedError, match="s3://"):
+def test_s3_uri_selects_s3_storage_without_importing_boto3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GQA_CHECKPOINT_URI", "s3://bucket/jobs/1/")
+    monkeypatch.setitem(sys.modules, "boto3", None)  # any import of boto3 now fails
+    storage = Checkpointer().storage
+    assert repr(storage) == "S3Storage('s3://bucket/jobs/1/')"
+
+
+def test_other_uri_schemes_are_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GQA_CHECKPOINT_URI", "gs://bucket/jobs/1")
+    with pytest.raises(NotImplementedError, match="gs://"):
         Checkpointer()
 
 

@@ -1,0 +1,284 @@
+"""Compute on AWS Batch: each attempt is one Batch job on the job queue of the
+pool its GPUs belong to (pools in resources.py).
+
+GPU indices are virtual slots. The inventory numbers each pool's slots
+0..max_gpus-1 consecutively across pools, in the order the pools are given
+(a10g-spot 0-7, a10g-ondemand 8-15, ...), so the scheduler counts and gangs
+GPUs per pool (a pool is its Gpu objects' (type, spot)). Batch then places the
+container on an instance with that many GPUs and exposes them to it itself;
+no CUDA_VISIBLE_DEVICES is set here.
+
+What a launch hands Batch, and why:
+- the GPU count, and vCPUs and memory from the spec; without them
+  `cpus_per_gpu` (4) vCPUs and `memory_per_gpu` (14 GiB) per GPU, which fit
+  the common one-GPU instances (g4dn/g5.xlarge: 4 vCPUs, 16 GiB of which the
+  ECS agent keeps some);
+- the spec's argv as the command, and its env plus GQA_JOB_ID, GQA_ATTEMPT,
+  GQA_CHECKPOINT_URI, GQA_RESUME_FROM and GQA_ARRAY_INDEX; not the
+  submitter's shell environment, which means nothing inside a container;
+- a timeout of the attempt's limit (its wall time, or what is left of its
+  GPU-hour budget, whichever is first) plus the checkpoint grace, at least
+  Batch's minimum of 60 s: a backstop, should the control plane not stop it;
+- one attempt: gqa decides retries, from its own exit rules;
+- tags gqa:team, gqa:job-id (and owner, attempt, pool, and the spec's valid
+  tags), propagated to the ECS task, for cost allocation.
+
+The port's Launched carries pid 0 (there is no process of ours) and the Batch
+job id as its token; the services store it as the job's proc_token, and
+terminate, alive and reap read it from there.
+
+alive(), reap() and describe() share one DescribeJobs answer for
+`status_ttl` seconds of the injected clock, and prime() reads a hundred jobs
+per call, so a reconcile pass costs one call per hundred running jobs.
+
+The image is the job definition's: Batch cannot override it per job. A spec
+that names an image runs only if `images` maps it to a job definition. The
+spec's workdir is not used either (the image's working directory applies).
+Batch's stop (TerminateJob) sends SIGTERM, then SIGKILL after the ECS agent's
+ECS_CONTAINER_STOP_TIMEOUT (a compute-environment setting), so `grace` cannot
+be chosen per job here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...models.errors import LaunchFailed, NotFound
+from ...models.job import JobRecord
+from ...ports import Checkpoints, Clock, Exit, Inventory, Launched
+from ...scheduling.snapshot import Gpu
+from .errors import Retrying, is_service_throttling
+from .resources import Pool
+
+ACTIVE = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"})
+MIN_TIMEOUT = 60                 # Batch refuses a shorter attemptDurationSeconds
+MAX_TAGS = 50
+MiB = 1024 * 1024
+_NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]")
+# AWS's tag rules: these characters, keys up to 128, values up to 256, no aws: prefix
+_TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """What DescribeJobs says about one attempt."""
+
+    job_id: str
+    status: str
+    status_reason: str | None      # e.g. "Host EC2 (instance i-0abc) terminated." for a spot reclaim
+    exit_code: int | None          # None when the container never ran (or has not ended)
+    container_reason: str | None   # e.g. "OutOfMemoryError: Container killed due to memory usage"
+
+
+class BatchCompute:
+    def __init__(self, client: Any, pools: Iterable[Pool], job_definition: str, checkpoints: Checkpoints,
+                 clock: Clock, *, images: Mapping[str, str] | None = None, cpus_per_gpu: int = 4,
+                 memory_per_gpu: int = 14 * 1024, default_grace: int = 10, status_ttl: float = 2.0,
+                 attempts: int = 5, **retry: Any):
+        self.client = client
+        self.pools = tuple(pools)
+        self.job_definition = job_definition
+        self.checkpoints = checkpoints
+        self.clock = clock
+        self.images = dict(images or {})
+        self.cpus_per_gpu = cpus_per_gpu
+        self.memory_per_gpu = memory_per_gpu      # MiB
+        self.default_grace = default_grace
+        self.status_ttl = status_ttl
+        self._inventory, self._pool_of = _slots(self.pools)
+        # SubmitJob is not idempotent (Batch takes no client token): retry it only when
+        # Batch refused it for rate, never after an error that may follow a created job
+        self._submit = Retrying.for_service(client, "Batch", {"ClientException": LaunchFailed},
+                                            transient=is_service_throttling, attempts=attempts, **retry)
+        # Batch says ClientException for every client-side problem; for TerminateJob
+        # and DescribeJobs the one the request can have is an unknown job id
+        self._call = Retrying.for_service(client, "Batch", {"ClientException": NotFound}, attempts=attempts, **retry)
+        self._seen: dict[str, tuple[float, BatchJob | None]] = {}   # Batch job id -> (read at, what was read)
+
+    # -- Compute port -----------------------------------------------------------------------------------
+    def inventory(self) -> Inventory:
+        return self._inventory
+
+    def launch(self, job: JobRecord, gpus: tuple[int, ...], attempt: int) -> Launched:
+        pool = self._pool(gpus)
+        spec = job.spec
+        if pool.instance_gpus is not None and len(gpus) > pool.instance_gpus:
+            raise LaunchFailed(f"asks for {len(gpus)} GPUs; the instances of pool {pool.name} have at most "
+                               f"{pool.instance_gpus} (a container runs on one instance)")
+        definition = self.job_definition
+        if spec.image is not None:
+            if spec.image not in self.images:
+                raise LaunchFailed(f"no job definition runs image {spec.image}; known images: "
+                                   f"{', '.join(sorted(self.images)) or 'none'}")
+            definition = self.images[spec.image]
+        request: dict[str, Any] = {
+            "jobName": job_name(job, attempt),
+            "jobQueue": pool.queue_name,
+            "jobDefinition": definition,
+            "containerOverrides": {
+                "command": spec.argv(),
+                "environment": [{"name": k, "value": v} for k, v in self.environment(job, attempt).items()],
+                "resourceRequirements": self.resources(job, len(gpus)),
+            },
+            "retryStrategy": {"attempts": 1},
+            "tags": tags(job, attempt, pool),
+            "propagateTags": True,
+        }
+        timeout = self.timeout(job, len(gpus))
+        if timeout is not None:
+            request["timeout"] = {"attemptDurationSeconds": timeout}
+        out = self._submit("SubmitJob", **request)
+        return Launched(pid=0, token=out["jobId"])
+
+    def terminate(self, job: JobRecord, grace: float) -> None:
+        if not job.proc_token:
+            return
+        self._seen.pop(job.proc_token, None)
+        try:
+            # TerminateJob stops a job in any state (CancelJob only before it starts)
+            self._call("TerminateJob", jobId=job.proc_token, reason=f"gqa: {job.kill_reason or 'stop requested'}")
+        except NotFound:
+            pass   # a job Batch no longer knows has nothing left to stop
+
+    def alive(self, job: JobRecord) -> bool:
+        described = self._cached(job)
+        return described is not None and described.status in ACTIVE
+
+    def reap(self, job: JobRecord) -> Exit | None:
+        described = self._cached(job)
+        if described is None or described.status not in ("SUCCEEDED", "FAILED"):
+            return None
+        code = 0 if described.status == "SUCCEEDED" else described.exit_code
+        return Exit(job.id, job.attempts, code, None)
+
+    def cleanup(self, job: JobRecord) -> None:
+        """Nothing: Batch removes what an ended job leaves."""
+
+    # -- beyond the port: what the reconcile function needs ------------------------------------------------
+    def describe(self, job: JobRecord) -> BatchJob:
+        """The attempt as Batch sees it; NotFound if Batch does not know it (never
+        launched, or ended so long ago that Batch forgot it)."""
+        described = self._cached(job)
+        if described is None:
+            raise NotFound(f"Batch has no job {job.proc_token!r} for job {job.id}")
+        return described
+
+    def prime(self, jobs: Iterable[JobRecord]) -> None:
+        """Read many attempts at once (DescribeJobs takes 100 ids), so alive(),
+        reap() and describe() on them cost no call until status_ttl passes."""
+        ids = [j.proc_token for j in jobs if j.proc_token]
+        now = self.clock.now()
+        self._seen = {k: v for k, v in self._seen.items() if now - v[0] <= self.status_ttl}   # stay small
+        for start in range(0, len(ids), 100):
+            chunk = ids[start:start + 100]
+            found = {d["jobId"]: d for d in self._call("DescribeJobs", jobs=chunk).get("jobs", [])}
+            now = self.clock.now()
+            for batch_id in chunk:
+                self._seen[batch_id] = (now, batch_job_from(found[batch_id]) if batch_id in found else None)
+
+    # -- the request ---------------------------------------------------------------------------------------
+    def environment(self, job: JobRecord, attempt: int) -> dict[str, str]:
+        env = dict(job.spec.env)
+        env.update(job.extra_env)
+        reserved = sorted(k for k in env if k.startswith("AWS_BATCH"))
+        if reserved:   # Batch refuses these names; say which, rather than a bare ClientException
+            raise LaunchFailed(f"environment variables starting with AWS_BATCH are Batch's own: {', '.join(reserved)}")
+        env.update({
+            "GQA_JOB_ID": job.id,
+            "GQA_ATTEMPT": str(attempt),
+            "GQA_CHECKPOINT_URI": self.checkpoints.location(job.id),
+            "GQA_RESUME_FROM": self.checkpoints.latest(job.id) or "",
+        })
+        if job.array_index is not None:
+            env["GQA_ARRAY_INDEX"] = str(job.array_index)
+        return env
+
+    def resources(self, job: JobRecord, gpus: int) -> list[dict[str, str]]:
+        cpus = job.cpus or self.cpus_per_gpu * gpus
+        memory = math.ceil(job.memory / MiB) if job.memory else self.memory_per_gpu * gpus
+        return [{"type": "GPU", "value": str(gpus)}, {"type": "VCPU", "value": str(cpus)},
+                {"type": "MEMORY", "value": str(memory)}]
+
+    def timeout(self, job: JobRecord, gpus: int) -> int | None:
+        limits = []
+        if job.wall_time:
+            limits.append(float(job.wall_time))
+        budget = job.spec.limits.max_gpu_hours
+        if budget:
+            limits.append(max(0.0, budget * 3600 - job.gpu_seconds) / max(1, gpus))
+        if not limits:
+            return None
+        grace = job.spec.checkpoint.grace or self.default_grace
+        return max(MIN_TIMEOUT, math.ceil(min(limits) + grace))
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _pool(self, gpus: tuple[int, ...]) -> Pool:
+        if not gpus:
+            raise LaunchFailed("no GPUs assigned")
+        unknown = [i for i in gpus if i not in self._pool_of]
+        if unknown:
+            raise LaunchFailed(f"GPU slots {unknown} belong to no pool")
+        pools = {self._pool_of[i].name for i in gpus}
+        if len(pools) > 1:
+            raise LaunchFailed(f"GPU slots {list(gpus)} span pools {sorted(pools)}; a job runs in one")
+        return self._pool_of[gpus[0]]
+
+    def _cached(self, job: JobRecord) -> BatchJob | None:
+        if not job.proc_token:
+            return None
+        seen = self._seen.get(job.proc_token)
+        if seen is None or self.clock.now() - seen[0] > self.status_ttl:
+            self.prime([job])
+            seen = self._seen[job.proc_token]
+        return seen[1]
+
+
+def _slots(pools: tuple[Pool, ...]) -> tuple[Inventory, dict[int, Pool]]:
+    by_kind: dict[tuple[str, bool], str] = {}
+    gpus: list[Gpu] = []
+    pool_of: dict[int, Pool] = {}
+    for pool in pools:
+        kind = (pool.gpu_type, pool.spot)
+        if kind in by_kind:   # the scheduler tells pools apart by (type, spot) alone
+            raise ValueError(f"pools {by_kind[kind]} and {pool.name} are both {pool.gpu_type} "
+                             f"{'spot' if pool.spot else 'on demand'}")
+        by_kind[kind] = pool.name
+        for _ in range(pool.max_gpus):
+            pool_of[len(gpus)] = pool
+            gpus.append(Gpu(len(gpus), pool.gpu_type, pool.price, pool.spot))
+    return Inventory(tuple(gpus)), pool_of
+
+
+def batch_job_from(raw: Mapping[str, Any]) -> BatchJob:
+    """A job of a DescribeJobs answer, or the `detail` of a "Batch Job State
+    Change" event (the same fields), as a BatchJob."""
+    attempts = raw.get("attempts") or []
+    container = (attempts[-1].get("container") if attempts else None) or raw.get("container") or {}
+    code = container.get("exitCode")
+    return BatchJob(raw["jobId"], raw["status"], raw.get("statusReason"),
+                    int(code) if code is not None else None, container.get("reason"))
+
+
+def job_name(job: JobRecord, attempt: int) -> str:
+    """Batch's rule: up to 128 letters, digits, hyphens and underscores. It
+    starts with gqa-<id>-<attempt>- (ids have no hyphen), so it never starts
+    with a hyphen, the id survives the cut, and ListJobs' JOB_NAME filter
+    `gqa-12-3-*` finds attempt 3 of job 12 (a launch whose record was lost)."""
+    return _NAME_JUNK.sub("-", f"gqa-{job.id}-{attempt}-{job.name}")[:128]
+
+
+def tags(job: JobRecord, attempt: int, pool: Pool) -> dict[str, str]:
+    out = {"gqa:team": job.team, "gqa:job-id": job.id, "gqa:owner": job.owner,
+           "gqa:attempt": str(attempt), "gqa:pool": pool.name}
+    for key, value in job.spec.tags.items():
+        if len(out) >= MAX_TAGS:
+            break
+        # a tag AWS would refuse would fail the whole launch: leave it out instead
+        if (0 < len(key) <= 128 and len(value) <= 256 and _TAG_TEXT.match(key) and _TAG_TEXT.match(value)
+                and not key.lower().startswith(("aws:", "gqa:"))):
+            out[key] = value
+    return out

@@ -1,0 +1,131 @@
+"""Intake on SQS: one queue per priority tier, and a wake-up queue for the
+dispatcher (queue definitions in resources.py).
+
+A submission travels as a small JSON document. The idempotency key rides both
+in the body (the admit function needs nothing else) and as a message attribute
+(visible to a consumer or an operator without parsing the body). On a FIFO
+queue the key's digest is also the MessageDeduplicationId, so a client that
+resends within SQS's five-minute window is dropped by SQS itself; the admit
+function must still deduplicate on the key, since standard queues deliver at
+least once and FIFO deduplicates only within that window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ...models.errors import NotFound, Rejected, SpecError
+from ...models.spec import Priority
+from ...ports import Submission
+from .errors import Retrying
+from .resources import MAX_MESSAGE_BYTES
+
+BODY_VERSION = 1
+KEY_ATTRIBUTE = "idempotency_key"
+TIER_ATTRIBUTE = "tier"
+TIERS = frozenset(p.rank for p in Priority)
+# SQS's rule for group and deduplication ids: up to 128 of these characters
+_SQS_ID = re.compile(r"^[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$")
+
+
+class SqsIntake:
+    def __init__(self, client: Any, queue_urls: Mapping[int, str], wakeup_url: str, *, attempts: int = 5,
+                 **retry: Any):
+        self.client = client
+        self.queue_urls = dict(queue_urls)
+        self.wakeup_url = wakeup_url
+        self.call = Retrying.for_service(client, "SQS", attempts=attempts, **retry)
+
+    def send(self, submission: Submission) -> None:
+        url = self.queue_urls.get(submission.tier)
+        if url is None:
+            raise NotFound(f"no intake queue for tier {submission.tier}")
+        body = dump_submission(submission)
+        if len(body.encode()) > MAX_MESSAGE_BYTES:
+            raise Rejected(f"the submission is {len(body.encode()) // 1024} KiB; the queue takes at most "
+                           f"{MAX_MESSAGE_BYTES // 1024} KiB (a large environment or an inline script?)")
+        kwargs: dict[str, Any] = {
+            "QueueUrl": url, "MessageBody": body,
+            "MessageAttributes": {
+                KEY_ATTRIBUTE: {"DataType": "String", "StringValue": submission.idempotency_key},
+                TIER_ATTRIBUTE: {"DataType": "Number", "StringValue": str(submission.tier)},
+            },
+        }
+        if is_fifo(url):
+            # one group per owner: a user's submissions are admitted in the order sent,
+            # while different users' are admitted in parallel
+            kwargs["MessageGroupId"] = sqs_id(submission.owner)
+            kwargs["MessageDeduplicationId"] = digest(submission.idempotency_key)
+        self.call("SendMessage", **kwargs)
+
+    def wake_dispatcher(self) -> None:
+        kwargs: dict[str, Any] = {"QueueUrl": self.wakeup_url, "MessageBody": json.dumps({"wake": True})}
+        if is_fifo(self.wakeup_url):
+            # never deduplicated: a wake-up dropped as a duplicate could leave a new job waiting
+            kwargs.update(MessageGroupId="dispatch", MessageDeduplicationId=uuid.uuid4().hex)
+        self.call("SendMessage", **kwargs)
+
+
+def is_fifo(url: str) -> bool:
+    """A FIFO queue's name, and so the end of its URL, is `.fifo` (no API call needed)."""
+    return url.rstrip("/").endswith(".fifo")
+
+
+def digest(text: str) -> str:
+    """A valid deduplication id for any key: 64 hex digits."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sqs_id(text: str) -> str:
+    return text if _SQS_ID.match(text) else digest(text)
+
+
+# -- the message body ------------------------------------------------------------------------------
+
+def dump_submission(submission: Submission) -> str:
+    # ASCII-only JSON: SQS refuses some Unicode code points in a body; escaped, any text travels
+    return json.dumps({"v": BODY_VERSION, "spec_json": submission.spec_json, "owner": submission.owner,
+                       "tier": submission.tier, "idempotency_key": submission.idempotency_key,
+                       "environment": submission.environment}, separators=(",", ":"))
+
+
+def parse_submission(body: str) -> Submission:
+    """A received message body back into a Submission; SpecError if it is not one."""
+    try:
+        raw = json.loads(body)
+    except (TypeError, ValueError):
+        raise _malformed("not JSON") from None
+    if not isinstance(raw, dict):
+        raise _malformed("not a JSON object")
+    if raw.get("v") != BODY_VERSION:
+        raise _malformed(f"unknown version {raw.get('v')!r}")
+    spec_json, owner, tier, key = (raw.get(k) for k in ("spec_json", "owner", "tier", "idempotency_key"))
+    for name, value in (("spec_json", spec_json), ("owner", owner), ("idempotency_key", key)):
+        if not isinstance(value, str) or not value:
+            raise _malformed(f"{name} must be a non-empty string")
+    if isinstance(tier, bool) or not isinstance(tier, int) or tier not in TIERS:
+        raise _malformed(f"tier must be one of {sorted(TIERS)}, got {tier!r}")
+    environment = raw.get("environment")
+    if environment is not None and not (
+            isinstance(environment, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
+        raise _malformed("environment must be an object of strings")
+    return Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment=environment)
+
+
+def submission_from_record(record: Mapping[str, Any]) -> Submission:
+    """A Submission from one record of an SQS event as Lambda delivers it
+    (`{"messageId", "body", "messageAttributes", ...}`)."""
+    body = record.get("body")
+    if not isinstance(body, str):
+        raise _malformed("the record has no body")
+    return parse_submission(body)
+
+
+def _malformed(why: str) -> SpecError:
+    return SpecError(f"malformed submission: {why}", source="intake message")

@@ -1,0 +1,210 @@
+"""Checkpoints on S3 (moto): the job's side (gqa.runtime's S3Storage under a
+Checkpointer) and the control plane's (S3Checkpoints: location and latest)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from moto import mock_aws
+
+from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
+from gqa.models.errors import BackendUnavailable, NotFound
+from gqa.runtime import Checkpointer
+from gqa.runtime.s3 import MANIFEST, S3Storage
+from tests.aws.moto_support import refuse, session
+from tests.contract.conftest import FAKE_AWS
+
+pytestmark = pytest.mark.aws
+BUCKET = "gqa-ckpt-test"
+
+
+@pytest.fixture
+def s3():
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
+        client = session().client("s3")
+        client.create_bucket(Bucket=BUCKET)
+        yield client
+
+
+def keys(s3, prefix: str = "") -> list[str]:
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", []))
+
+
+def read(s3, key: str) -> str:
+    return s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode()
+
+
+class FailingUploads:
+    """An S3 client whose upload_file raises from the `after`-th call on: a job
+    killed in the middle of uploading a checkpoint."""
+
+    def __init__(self, client: Any, after: int):
+        self._client, self.after, self.uploads = client, after, 0
+
+    def upload_file(self, *args: Any, **kwargs: Any) -> None:
+        self.uploads += 1
+        if self.uploads >= self.after:
+            raise KeyboardInterrupt("killed mid-upload")
+        self._client.upload_file(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def two_files(step: int):
+    def write(d: Path) -> None:
+        (d / "model.bin").write_bytes(b"m" * 10 + bytes([step]))
+        (d / "sub").mkdir()
+        (d / "sub" / "optim.bin").write_bytes(b"o%d" % step)
+    return write
+
+
+# -- the job's side: gqa.runtime on S3 ---------------------------------------------------------------
+
+def test_a_checkpointer_saves_and_resumes_through_s3(s3, tmp_path):
+    uri = f"s3://{BUCKET}/checkpoints/7/"
+    ckpt = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "a"))
+    assert ckpt.load_state() is None
+
+    ckpt.save_state({"step": 100, "loss": 0.5})
+
+    assert keys(s3) == ["checkpoints/7/ckpt-100/.gqa-manifest.json", "checkpoints/7/ckpt-100/state.json",
+                        "checkpoints/7/latest"]
+    assert read(s3, "checkpoints/7/latest").strip() == "ckpt-100"
+    # a fresh attempt (another container, an empty cache) reads it back from S3
+    again = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "b"))
+    assert again.load_state() == {"step": 100, "loss": 0.5}
+
+
+def test_resume_from_a_full_uri_as_the_queue_hands_it_over(s3, tmp_path, monkeypatch):
+    uri = f"s3://{BUCKET}/checkpoints/7/"
+    Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path)).save(two_files(3), step=3)
+    resume = S3Checkpoints(s3, BUCKET, "checkpoints").latest("7")
+    assert resume == f"s3://{BUCKET}/checkpoints/7/ckpt-3"
+
+    storage = S3Storage(uri, client=s3, cache_dir=tmp_path / "fresh")
+    path = Checkpointer(storage=storage, resume_from=resume).latest()
+
+    assert path is not None and (path / "sub" / "optim.bin").read_bytes() == b"o3"
+    assert sorted(p.name for p in path.iterdir()) == ["model.bin", "sub"]   # the manifest stays in S3
+
+
+def test_env_selects_s3_and_boto3_is_imported_only_then(s3, monkeypatch, tmp_path):
+    monkeypatch.setenv("GQA_CHECKPOINT_URI", f"s3://{BUCKET}/jobs/9/")
+    monkeypatch.delenv("GQA_CHECKPOINT_DIR", raising=False)
+    monkeypatch.setenv("GQA_RESUME_FROM", "")
+    ckpt = Checkpointer()
+    assert isinstance(ckpt.storage, S3Storage) and ckpt.storage._client is None   # nothing made yet
+
+    ckpt.save_state({"step": 1})
+
+    assert "jobs/9/latest" in keys(s3)
+
+
+def test_a_kill_mid_upload_never_moves_latest(s3, tmp_path):
+    uri = f"s3://{BUCKET}/c/1/"
+    good = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "good"))
+    good.save(two_files(1), step=1)
+    dying = Checkpointer(storage=S3Storage(uri, client=FailingUploads(s3, after=2), cache_dir=tmp_path / "dying"))
+
+    with pytest.raises(KeyboardInterrupt):
+        dying.save(two_files(2), step=2)
+
+    assert read(s3, "c/1/latest").strip() == "ckpt-1"
+    assert "c/1/ckpt-2/model.bin" in keys(s3)             # half a checkpoint is there...
+    assert f"c/1/ckpt-2/{MANIFEST}" not in keys(s3)       # ...but never committed
+    fresh = S3Storage(uri, client=s3, cache_dir=tmp_path / "fresh")
+    assert fresh.names() == ["ckpt-1"]
+    assert (Checkpointer(storage=fresh).latest() / "model.bin").read_bytes()[-1] == 1
+    assert S3Checkpoints(s3, BUCKET, "c").latest("1") == f"s3://{BUCKET}/c/1/ckpt-1"
+    # the next attempt's first save sweeps the leftover and commits the step afresh
+    Checkpointer(storage=fresh).save(two_files(2), step=2)
+    assert keys(s3, "c/1/ckpt-2/") == [f"c/1/ckpt-2/{MANIFEST}", "c/1/ckpt-2/model.bin", "c/1/ckpt-2/sub/optim.bin"]
+
+
+def test_a_missing_pointer_falls_back_to_the_newest_committed_checkpoint(s3, tmp_path):
+    uri = f"s3://{BUCKET}/c/2/"
+    ckpt = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "a"))
+    ckpt.save_state({"step": 5})
+    ckpt.save_state({"step": 6})
+    s3.delete_object(Bucket=BUCKET, Key="c/2/latest")
+
+    assert Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "b")).load_state() == {"step": 6}
+    assert S3Checkpoints(s3, BUCKET, "c").latest("2") is None   # the queue trusts the pointer only
+
+
+def test_pruning_keeps_the_newest_and_the_one_latest_points_at(s3, tmp_path):
+    uri = f"s3://{BUCKET}/c/3/"
+    ckpt = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path), keep=2)
+    for step in (1, 2, 3, 4):
+        ckpt.save(two_files(step), step=step)
+
+    assert sorted(ckpt.storage.names()) == ["ckpt-3", "ckpt-4"]
+    assert [k for k in keys(s3, "c/3/") if "ckpt-1/" in k or "ckpt-2/" in k] == []
+    assert len(list(tmp_path.iterdir())) == 2          # local copies of the pruned ones are gone too
+
+
+def test_saving_a_step_twice_never_replaces_a_committed_checkpoint(s3, tmp_path):
+    ckpt = Checkpointer(storage=S3Storage(f"s3://{BUCKET}/c/4", client=s3, cache_dir=tmp_path))
+    ckpt.save(b"first", step=10)
+    ckpt.save(b"second", step=10)
+
+    assert sorted(ckpt.storage.names()) == ["ckpt-10", "ckpt-10.1"]
+    assert read(s3, "c/4/latest").strip() == "ckpt-10.1"
+    assert read(s3, "c/4/ckpt-10/data") == "first"
+
+
+def test_fetch_refuses_what_is_not_a_committed_checkpoint(s3, tmp_path):
+    storage = S3Storage(f"s3://{BUCKET}/c/5/", client=s3, cache_dir=tmp_path)
+    s3.put_object(Bucket=BUCKET, Key="c/5/ckpt-1/data", Body=b"partial")
+    assert storage.fetch("ckpt-1") is None
+    assert storage.fetch("latest") is None
+    assert storage.fetch(f"s3://{BUCKET}/c/5/.tmp-x") is None
+    assert storage.names() == []
+
+
+def test_the_manifest_name_is_reserved(s3, tmp_path):
+    ckpt = Checkpointer(storage=S3Storage(f"s3://{BUCKET}/c/6/", client=s3, cache_dir=tmp_path))
+    with pytest.raises(ValueError, match="manifest"):
+        ckpt.save(lambda d: (d / MANIFEST).write_text("{}"), step=1)
+    assert keys(s3) == []
+
+
+# -- the control plane's side: S3Checkpoints ---------------------------------------------------------
+
+def test_location_is_the_jobs_folder(s3):
+    assert S3Checkpoints(s3, BUCKET, "/checkpoints/").location("12_3") == f"s3://{BUCKET}/checkpoints/12_3/"
+    assert S3Checkpoints(s3, BUCKET, "").location("12") == f"s3://{BUCKET}/12/"
+    with pytest.raises(ValueError):
+        S3Checkpoints(s3, BUCKET).location("../x/y")
+
+
+def test_latest_needs_a_pointer_to_a_complete_checkpoint(s3):
+    checkpoints = S3Checkpoints(s3, BUCKET, "checkpoints")
+    assert checkpoints.latest("1") is None                                     # nothing yet
+    s3.put_object(Bucket=BUCKET, Key="checkpoints/1/latest", Body=b"ckpt-4\n")
+    s3.put_object(Bucket=BUCKET, Key="checkpoints/1/ckpt-4/data", Body=b"x")
+    assert checkpoints.latest("1") is None                                     # no manifest: not complete
+    s3.put_object(Bucket=BUCKET, Key=f"checkpoints/1/ckpt-4/{MANIFEST}", Body=b"{}")
+    assert checkpoints.latest("1") == f"s3://{BUCKET}/checkpoints/1/ckpt-4"
+    s3.put_object(Bucket=BUCKET, Key="checkpoints/1/latest", Body=b"../../etc")
+    assert checkpoints.latest("1") is None                                     # not a checkpoint name
+
+
+def test_a_missing_bucket_is_not_found_not_no_checkpoint(s3):
+    with pytest.raises(NotFound):
+        S3Checkpoints(s3, "no-such-bucket").latest("1")
+
+
+def test_s3_throttling_is_retried_then_unavailable(s3):
+    sleeps: list[float] = []
+    checkpoints = S3Checkpoints(s3, BUCKET, attempts=3, sleep=sleeps.append)
+    refuse(s3, "GetObject", "SlowDown", times=2)
+    assert checkpoints.latest("1") is None and len(sleeps) == 2
+    refuse(s3, "GetObject", "SlowDown", times=10)
+    with pytest.raises(BackendUnavailable):
+        checkpoints.latest("1")
