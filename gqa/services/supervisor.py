@@ -5,7 +5,7 @@ decides when to call them; every rule lives here or below."""
 
 import logging
 
-from ..models.errors import Conflict, NotFound
+from ..models.errors import Conflict, LaunchFailed, NotFound
 from ..models.job import JobRecord, JobState, Request
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline, decide
 from ..ports import Change, Clock, Compute, Exit, JobStore, Random
@@ -14,6 +14,7 @@ from .snapshot import read_snapshot
 
 log = logging.getLogger("gqa.supervisor")
 DEFAULT_GRACE = 10.0
+RELAUNCH_BACKOFF = 5.0  # seconds (jittered) before retrying a launch the backend refused
 
 
 class Supervisor:
@@ -45,10 +46,17 @@ class Supervisor:
             attempt = job.attempts + 1
             try:
                 launched = self.compute.launch(job, job.assigned, attempt)
-            except Exception as exc:  # LaunchFailed, or anything unexpected: never leave it STARTING
-                outcome_reason = f"could not start: {exc}"
-                changes.append(Change(job.id, JobState.STARTING, JobState.FAILED, outcome_reason, self.clock.now(),
-                                      {"attempts": attempt, "assigned": (), "ended_at": self.clock.now()}))
+            except LaunchFailed as exc:  # the job itself cannot start (bad workdir, no executable)
+                changes.append(Change(job.id, JobState.STARTING, JobState.FAILED, f"could not start: {exc}",
+                                      self.clock.now(), {"attempts": attempt, "assigned": (),
+                                                         "ended_at": self.clock.now()}))
+                continue
+            except Exception as exc:  # the backend failed, not the job: back to the queue, never left STARTING
+                log.warning("launch of job %s failed: %s", job.id, exc)
+                delay = RELAUNCH_BACKOFF * (1 + self.rng.random())
+                changes.append(Change(job.id, JobState.STARTING, JobState.RETRY_WAIT,
+                                      f"the compute backend did not start it ({type(exc).__name__}); retrying",
+                                      self.clock.now(), {"assigned": (), "not_before": self.clock.now() + delay}))
                 continue
             at = self.clock.now()
             changes.append(Change(job.id, JobState.STARTING, JobState.RUNNING, f"attempt {attempt} started", at,

@@ -65,7 +65,8 @@ class FakeCompute:
 
     def launch(self, job: JobRecord, gpus: tuple[int, ...], attempt: int) -> Launched:
         if job.id in self.fail:
-            raise LaunchFailed(self.fail[job.id])
+            error = self.fail[job.id]
+            raise error if isinstance(error, Exception) else LaunchFailed(error)
         self.launches.append(Launch(job.id, tuple(gpus), attempt))
         self.next_pid += 1
         return Launched(pid=self.next_pid, token=f"token-{self.next_pid}")

@@ -464,3 +464,20 @@ def test_over_budget_jobs_are_held_and_released_when_the_budget_allows(make_queu
     queue.clock.advance(3600)
     queue.exit(first.id, 0)
     assert queue.store.spend("1970-01")["vision"] == pytest.approx(3.0)
+
+
+def test_a_backend_failure_at_launch_sends_the_job_back_not_to_failed(make_queue):
+    from gqa.models.errors import BackendUnavailable
+
+    queue = make_queue(1)
+    job = queue.submit_one()
+    queue.compute.fail[job.id] = BackendUnavailable("throttled")
+    assert queue.supervisor.dispatch() == []
+    back = queue.get(job.id)
+    assert back.state.value == "RETRY_WAIT" and back.error_retries == 0 and back.assigned == ()
+    assert "the compute backend did not start it (BackendUnavailable)" in back.reason
+    del queue.compute.fail[job.id]
+    queue.clock.advance(60)
+    queue.supervisor.promote_retries()
+    [started] = queue.supervisor.dispatch()
+    assert started.id == job.id and started.attempts == 1
