@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from .models.job import JobRecord, JobState, Request
+from .models.outcome import ExitKind
 from .scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy
 
 
@@ -106,12 +107,18 @@ class Launched:
 @dataclass(frozen=True)
 class Exit:
     """How a job's process ended. `code` is its exit status, `signal` the
-    signal that killed it; either may be None when unknown."""
+    signal that killed it; either may be None when unknown. `kind` is what
+    the backend says ended it (APP: the process itself, so the code decides),
+    `detail` the backend's own words on it, and `memory` the bytes the
+    container was given, when the backend reports them (for an OOM message)."""
 
     job_id: str
     attempt: int
     code: int | None
     signal: int | None
+    kind: ExitKind = ExitKind.APP
+    detail: str = ""
+    memory: int | None = None
 
 
 class Compute(Protocol):

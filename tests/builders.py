@@ -87,7 +87,7 @@ def job_record(*, spec: JobSpec | Mapping[str, Any] | None = None, **overrides: 
         id="1", group="1", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
         tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
         wall_time=job_spec.limits.wall_time, submitted_at=0.0, spec_json=job_spec.model_dump_json(),
-        state=JobState.QUEUED)
+        state=JobState.QUEUED, spot=job_spec.spot)
     fields.update(overrides)
     return JobRecord(**fields)
 

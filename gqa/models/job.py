@@ -127,7 +127,9 @@ class JobRecord:
     submit_env: dict[str, str] | None = None  # the submitter's environment, the base of the job's (as Slurm's --export=ALL)
     attempts: int = 0            # launches so far; GQA_ATTEMPT of the next is attempts + 1
     error_retries: int = 0       # application errors retried so far
-    interruptions: int = 0       # requeues, restarts, timeouts-with-requeue: never errors
+    interruptions: int = 0       # requeues, restarts, timeouts-with-requeue, reclaims: never errors
+    reclaims: int = 0            # attempts whose instance was reclaimed: the scheduler falls back to on demand
+    spot: bool = False           # the spec allows spot capacity (a scheduling column, like gpus)
     not_before: float | None = None
     started_at: float | None = None
     ended_at: float | None = None

@@ -1,11 +1,13 @@
 """What an ended attempt means for the job: the lifecycle's exit rules, pure.
 
 Interruptions (a requeue, a lost process, a timeout with on_timeout:
-requeue) never count as errors; application errors are retried only as the
-spec allows, with capped exponential backoff and full jitter."""
+requeue, a reclaimed instance, an infrastructure failure) never count as
+errors; application errors (an out-of-memory kill among them) are retried
+only as the spec allows, with capped exponential backoff and full jitter."""
 
 import signal as _signal
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ..scheduling.retry import backoff_delay
 from .job import JobRecord, JobState, Request
@@ -13,6 +15,18 @@ from .units import format_duration
 
 TIMEOUT, GPU_HOURS, CANCEL, REQUEUE, SHUTDOWN, PREEMPT = (
     "timeout", "gpu_hours", "cancel", "requeue", "shutdown", "preempt")
+GiB = 1024 ** 3
+
+
+class ExitKind(StrEnum):
+    """Why an attempt ended, as far as the compute backend can tell. Only APP
+    leaves the verdict to the exit code; the others say the code is beside the point."""
+
+    APP = "app"              # the job's own process ended: its exit code decides
+    RECLAIMED = "reclaimed"  # its instance was taken away (spot reclaim, host terminated)
+    CAPACITY = "capacity"    # the infrastructure failed before the container ran
+    OOM = "oom"              # killed for using more memory than it was given
+    TIMEOUT = "timeout"      # the backend's own attempt time limit was hit (Batch's attemptDurationSeconds)
 
 
 def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
@@ -44,13 +58,39 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, draw: float) -> Outcome:
+def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, draw: float,
+           kind: ExitKind = ExitKind.APP, detail: str = "", memory: int | None = None) -> Outcome:
     """`code`/`sig`: how the process ended (both None: it vanished unrecorded);
+    `kind`: what the backend says ended it, and `detail` in its words;
+    `memory`: the bytes the container was given, when the backend says;
     `draw` in [0, 1) is the jitter."""
-    spec = job.spec
     base = {"exit_code": code, "signal": sig, "pid": None, "ended_at": now, "request": None, "kill_reason": None,
             "assigned": ()}
     interrupted = dict(base, interruptions=job.interruptions + 1, not_before=now, ended_at=None)
+    # what gqa itself asked for wins over how the backend carried it out
+    asked = _stopped_by_us(job, base, interrupted)
+    if asked is not None:
+        return asked
+    if kind in (ExitKind.RECLAIMED, ExitKind.CAPACITY):
+        return _infrastructure(job, kind, detail, base, now, draw)
+    if kind == ExitKind.OOM:
+        return _error(job, _out_of_memory(job, memory), base, now, draw,
+                      advice="ask for more with resources.memory")
+    if kind == ExitKind.TIMEOUT:
+        deadline = attempt_deadline(job)
+        return _limit_reached(job, deadline[1] if deadline else TIMEOUT, base, interrupted)
+    if code is None and sig is None:
+        if detail:   # the backend says why, just not with a code: the job's own failure
+            return _error(job, f"ended without an exit code ({detail})", base, now, draw)
+        return Outcome(JobState.RETRY_WAIT, "its process was lost while the queue daemon was down; "
+                       "resumes from its last checkpoint", interrupted)
+    if code == 0 and sig is None:
+        return Outcome(JobState.SUCCEEDED, "exit code 0", base)
+    return _error(job, describe_exit(code, sig), base, now, draw)
+
+
+def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict) -> Outcome | None:
+    """The attempt ended because gqa stopped it (a user's request, preemption, a limit)."""
     if job.request == Request.CANCEL or job.kill_reason == CANCEL:
         return Outcome(JobState.CANCELLED, "cancelled by user", base)
     if job.request == Request.REQUEUE or job.kill_reason == REQUEUE:
@@ -60,28 +100,63 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
                        "checkpoint, keeping its place", interrupted)
     if job.kill_reason == SHUTDOWN:
         return Outcome(JobState.RETRY_WAIT, "queue daemon stopped; resumes from its last checkpoint", interrupted)
-    if job.kill_reason == GPU_HOURS:
-        return Outcome(JobState.TIMED_OUT, f"used its budget of {spec.limits.max_gpu_hours:g} GPU-hours", base)
-    if job.kill_reason == TIMEOUT:
-        limit = format_duration(spec.limits.wall_time)
-        if spec.limits.on_timeout == "requeue":
-            return Outcome(JobState.RETRY_WAIT, f"reached its wall time of {limit}; requeued to resume "
-                           "from its last checkpoint", interrupted)
-        return Outcome(JobState.TIMED_OUT, f"exceeded its wall time of {limit}", base)
-    if code is None and sig is None:
-        return Outcome(JobState.RETRY_WAIT, "its process was lost while the queue daemon was down; "
-                       "resumes from its last checkpoint", interrupted)
-    if code == 0 and sig is None:
-        return Outcome(JobState.SUCCEEDED, "exit code 0", base)
-    what = describe_exit(code, sig)
-    allowed = spec.retries.on_error
+    if job.kill_reason in (GPU_HOURS, TIMEOUT):
+        return _limit_reached(job, job.kill_reason, base, interrupted)
+    return None
+
+
+def _limit_reached(job: JobRecord, which: str, base: dict, interrupted: dict) -> Outcome:
+    """The wall-time rule (stop or requeue, as limits.on_timeout says) or the GPU-hour budget (stop)."""
+    limits = job.spec.limits
+    if which == GPU_HOURS:
+        return Outcome(JobState.TIMED_OUT, f"used its budget of {limits.max_gpu_hours:g} GPU-hours", base)
+    # without a wall time of its own, the limit was the backend's (e.g. a job definition's timeout)
+    limit = f"its wall time of {format_duration(limits.wall_time)}" if limits.wall_time else \
+        "the time limit its compute backend set"
+    if limits.on_timeout == "requeue":
+        return Outcome(JobState.RETRY_WAIT, f"reached {limit}; requeued to resume from its last checkpoint",
+                       interrupted)
+    return Outcome(JobState.TIMED_OUT, f"exceeded {limit}", base)
+
+
+def _infrastructure(job: JobRecord, kind: ExitKind, detail: str, base: dict, now: float, draw: float) -> Outcome:
+    """Not the job's fault: back off (the capacity may take a while to return)
+    and resume from the last checkpoint, without spending an error retry. The
+    more often the job was interrupted, the longer it waits, up to max_backoff."""
+    n = job.interruptions + 1
+    retries = job.spec.retries
+    delay = backoff_delay(n, retries.backoff, retries.max_backoff, draw)
+    fields = dict(base, interruptions=n, not_before=now + delay, ended_at=None)
+    if kind == ExitKind.RECLAIMED:
+        fields["reclaims"] = job.reclaims + 1   # the scheduler moves it to on-demand after a few
+        what = "its instance was reclaimed"
+    else:
+        what = "the infrastructure failed before it ran"
+    why = f" ({detail})" if detail else ""
+    return Outcome(JobState.RETRY_WAIT, f"{what}{why}; not counted as an error, resumes from its last "
+                   f"checkpoint in {format_duration(delay)}", fields)
+
+
+def _error(job: JobRecord, what: str, base: dict, now: float, draw: float, *, advice: str = "") -> Outcome:
+    """The job's own failure: retried as retries.on_error allows, then FAILED."""
+    retries = job.spec.retries
+    allowed = retries.on_error
+    tail = f"; {advice}" if advice else ""
     if job.error_retries < allowed:
         n = job.error_retries + 1
-        delay = backoff_delay(n, spec.retries.backoff, spec.retries.max_backoff, draw)
+        delay = backoff_delay(n, retries.backoff, retries.max_backoff, draw)
         fields = dict(base, error_retries=n, not_before=now + delay, ended_at=None)
-        return Outcome(JobState.RETRY_WAIT, f"{what}; retry {n} of {allowed} in {format_duration(delay)}", fields)
+        return Outcome(JobState.RETRY_WAIT, f"{what}; retry {n} of {allowed} in {format_duration(delay)}{tail}",
+                       fields)
     suffix = f" after {allowed} retries" if allowed else ""
-    return Outcome(JobState.FAILED, what + suffix, base)
+    return Outcome(JobState.FAILED, what + suffix + tail, base)
+
+
+def _out_of_memory(job: JobRecord, memory: int | None) -> str:
+    given = memory or job.memory
+    if not given:
+        return "ran out of memory: the container used more than the memory it was given"
+    return f"ran out of memory: the container used more than its {round(given / GiB, 1):g} GiB"
 
 
 def describe_exit(code: int | None, sig: int | None) -> str:

@@ -46,7 +46,7 @@ class SubmitService:
                 tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
                 wall_time=job_spec.limits.wall_time, submitted_at=now, spec_json=job_spec.model_dump_json(),
                 state=state, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
-                reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours)
+                reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot)
             for job_spec, index, env in expand(spec)
         ]
         created = self.store.create(records)

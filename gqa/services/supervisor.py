@@ -7,9 +7,10 @@ import logging
 
 from ..models.errors import Conflict, LaunchFailed, NotFound
 from ..models.job import JobRecord, JobState, Request
-from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline, decide
+from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import Change, Clock, Compute, Exit, JobStore, Random
 from ..scheduling import plan
+from .settle import apply_settled, settle
 from .snapshot import read_snapshot
 
 log = logging.getLogger("gqa.supervisor")
@@ -89,35 +90,14 @@ class Supervisor:
             if job.state not in (JobState.RUNNING, JobState.STARTING) or job.attempts != ended.attempt:
                 continue  # a late report of an attempt already accounted for
             self.compute.cleanup(job)
-            changes.append(self._settle(job, ended.code, ended.signal))
+            changes.append(self._settle(job, ended))
         return self._apply_settled(changes)
 
-    def _settle(self, job: JobRecord, code: int | None, sig: int | None) -> Change:
-        now = self.clock.now()
-        outcome = decide(job, code=code, sig=sig, now=now, draw=self.rng.random())
-        used = job.gpus * max(0.0, now - (job.started_at or now))
-        fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used)
-        return Change(job.id, job.state, outcome.to, outcome.reason, now, fields, usage=used,
-                      cost=self._rate(job) * max(0.0, now - (job.started_at or now)) / 3600)
-
-    def _rate(self, job: JobRecord) -> float:
-        """Price per hour of the GPUs the attempt held."""
-        inventory = self.store.inventory()
-        price = {g.index: g.price for g in inventory.gpus} if inventory else {}
-        return sum(price.get(i, 0.0) for i in job.assigned)
+    def _settle(self, job: JobRecord, ended: Exit) -> Change:
+        return settle(job, ended, at=self.clock.now(), draw=self.rng.random(), inventory=self.store.inventory())
 
     def _apply_settled(self, changes: list[Change]) -> list[JobRecord]:
-        if not changes:
-            return []
-        try:
-            updated = self.store.apply(changes)
-        except Conflict:  # one moved under us (e.g. cancelled): settle them one by one
-            updated = []
-            for change in changes:
-                try:
-                    updated += self.store.apply([change])
-                except Conflict:
-                    pass
+        updated = apply_settled(self.store, changes)
         if any(j.state == JobState.RETRY_WAIT for j in updated):
             self.promote_retries()
         return updated
@@ -194,7 +174,7 @@ class Supervisor:
                 continue
             ended = self.compute.reap(job)
             self.compute.cleanup(job)
-            self._apply_settled([self._settle(job, ended.code if ended else None, ended.signal if ended else None)])
+            self._apply_settled([self._settle(job, ended or Exit(job.id, job.attempts, None, None))])
             counts["finished" if ended else "requeued"] += 1
         self.promote_retries()
         return counts

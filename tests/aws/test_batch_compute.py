@@ -16,6 +16,7 @@ from gqa.adapters.aws.batch_compute import BatchCompute, batch_job_from, job_nam
 from gqa.adapters.aws.resources import Pool
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.models.errors import BackendUnavailable, LaunchFailed, NotFound
+from gqa.models.outcome import ExitKind
 from gqa.ports import Exit
 from tests.aws.moto_support import FakeClock, answer, capture, refuse, session
 from tests.builders import job_record
@@ -261,22 +262,27 @@ def described(status: str, *, reason: str | None = None, exit_code: int | None =
     return out
 
 
-@pytest.mark.parametrize("answer_job, alive, exit_code, reaped", [
-    (described("RUNNABLE"), True, None, False),
-    (described("STARTING"), True, None, False),
-    (described("RUNNING"), True, None, False),
-    (described("SUCCEEDED", exit_code=0), False, 0, True),
-    (described("FAILED", exit_code=3), False, 3, True),
+@pytest.mark.parametrize("answer_job, alive, exit_code, reaped, kind", [
+    (described("RUNNABLE"), True, None, False, None),
+    (described("STARTING"), True, None, False, None),
+    (described("RUNNING"), True, None, False, None),
+    (described("SUCCEEDED", exit_code=0), False, 0, True, ExitKind.APP),
+    (described("FAILED", exit_code=3), False, 3, True, ExitKind.APP),
     (described("FAILED", exit_code=137, container_reason="OutOfMemoryError: Container killed due to memory usage"),
-     False, 137, True),
-    (described("FAILED", reason="Host EC2 (instance i-0abc) terminated."), False, None, True),   # spot reclaim
+     False, 137, True, ExitKind.OOM),
+    (described("FAILED", reason="Host EC2 (instance i-0abc) terminated."), False, None, True,   # spot reclaim
+     ExitKind.RECLAIMED),
 ], ids=["runnable", "starting", "running", "succeeded", "failed", "oom", "never-ran"])
-def test_describe_jobs_answers_mean(compute, answer_job, alive, exit_code, reaped):
+def test_describe_jobs_answers_mean(compute, answer_job, alive, exit_code, reaped, kind):
     answer(compute.client, "DescribeJobs", {"jobs": [answer_job]})
     record = job(proc_token="b-1", attempts=2)
 
     assert compute.alive(record) is alive
-    assert compute.reap(record) == (Exit("12", 2, exit_code, None) if reaped else None)
+    ended = compute.reap(record)
+    if reaped:
+        assert (ended.job_id, ended.attempt, ended.code, ended.signal, ended.kind) == ("12", 2, exit_code, None, kind)
+    else:
+        assert ended is None
     assert compute.describe(record).status == answer_job["status"]
 
 

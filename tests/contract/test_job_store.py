@@ -433,3 +433,14 @@ def test_spend_is_added_per_team_and_period_with_the_change(store):
     store.apply([Change(other.id, S.RUNNING, S.FAILED, "exit 1", 1_796_000_100.0, cost=2.5)])
     assert store.spend("2026-11") == {"vision": 15.0}
     assert store.spend("2026-12") == {}
+
+
+def test_spot_and_reclaims_are_stored_and_scheduled(store):
+    tolerant = put(store, S.QUEUED, spec={"spot": True}, fields={"reclaims": 2})
+    strict = put(store, S.HELD)
+
+    pending, _ = store.scheduling_view()
+
+    assert {p.id: (p.spot, p.reclaims) for p in pending} == {tolerant.id: (True, 2), strict.id: (False, 0)}
+    assert (store.get(tolerant.id).spot, store.get(tolerant.id).reclaims) == (True, 2)
+    assert (store.get(strict.id).spot, store.get(strict.id).reclaims) == (False, 0)

@@ -7,7 +7,7 @@ import pytest
 
 from tests.builders import job_record
 from gqa.models.job import JobState, Request
-from gqa.models.outcome import CANCEL, REQUEUE, SHUTDOWN, TIMEOUT, decide, describe_exit
+from gqa.models.outcome import CANCEL, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind, decide, describe_exit
 from gqa.scheduling.retry import backoff_delay
 
 NOW = 5000.0
@@ -138,3 +138,111 @@ def test_backoff_delay_is_bounded_by_the_cap(retry):
     ceiling = min(600, 10 * 2 ** (retry - 1))
     assert backoff_delay(retry, 10, 600, 0.0) == 0.0
     assert ceiling * 0.99 <= backoff_delay(retry, 10, 600, 0.9999) <= ceiling <= 600
+
+
+# -- exit kinds: what the compute backend says ended the attempt ---------------------------
+
+GIB = 1024 ** 3
+RECLAIM = "Host EC2 (instance i-0abc) terminated."
+PULL = "CannotPullContainerError: pull image manifest has been retried 5 time(s): failed to resolve ref"
+OOM_REASON = "OutOfMemoryError: Container killed due to memory usage"
+
+
+def ended_job(*, limits=None, on_error=0, error_retries=0, interruptions=0, reclaims=0, **fields):
+    """A running job with any limits (running_job() sets only wall time and on_timeout)."""
+    spec = {"retries": {"on_error": on_error, "backoff": "10s", "max_backoff": "10m"}, "limits": limits or {}}
+    fields.setdefault("started_at", NOW - 600)
+    return job_record(spec=spec, state=S.RUNNING, error_retries=error_retries, interruptions=interruptions,
+                      reclaims=reclaims, pid=None, assigned=(0,), attempts=1 + error_retries + interruptions,
+                      **fields)
+
+
+OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for more with resources.memory"
+
+
+@pytest.mark.parametrize("job, kind, code, detail, memory, to, reason", [
+    # reclaimed and capacity: never errors, whatever the retries left
+    (ended_job(), ExitKind.RECLAIMED, None, RECLAIM, None, S.RETRY_WAIT,
+     f"its instance was reclaimed ({RECLAIM}); not counted as an error, resumes from its last checkpoint in 5s"),
+    (ended_job(on_error=1, error_retries=1), ExitKind.RECLAIMED, 143, RECLAIM, None, S.RETRY_WAIT,
+     "its instance was reclaimed"),
+    (ended_job(), ExitKind.CAPACITY, None, PULL, None, S.RETRY_WAIT,
+     f"the infrastructure failed before it ran ({PULL}); not counted as an error"),
+    # out of memory: an error of the job, said in plain words
+    (ended_job(), ExitKind.OOM, 137, OOM_REASON, 14 * GIB, S.FAILED, OOM_14),
+    (ended_job(memory=8 * GIB), ExitKind.OOM, 137, OOM_REASON, None, S.FAILED,
+     "ran out of memory: the container used more than its 8 GiB; ask for more with resources.memory"),
+    (ended_job(memory=8 * GIB), ExitKind.OOM, 137, OOM_REASON, 3 * GIB // 2, S.FAILED, "more than its 1.5 GiB"),
+    (ended_job(), ExitKind.OOM, None, OOM_REASON, None, S.FAILED,
+     "ran out of memory: the container used more than the memory it was given; ask for more with resources.memory"),
+    (ended_job(on_error=2), ExitKind.OOM, 137, OOM_REASON, 14 * GIB, S.RETRY_WAIT,
+     "ran out of memory: the container used more than its 14 GiB; retry 1 of 2 in 5s; ask for more"),
+    (ended_job(on_error=1, error_retries=1), ExitKind.OOM, 137, OOM_REASON, 14 * GIB, S.FAILED,
+     "more than its 14 GiB after 1 retries; ask for more with resources.memory"),
+    # the backend's timeout: the wall-time rule, or the GPU-hour budget when that was the binding limit
+    (ended_job(limits={"wall_time": "1h"}), ExitKind.TIMEOUT, None, "Job attempt duration exceeded timeout",
+     None, S.TIMED_OUT, "exceeded its wall time of 1h00m"),
+    (ended_job(limits={"wall_time": "1h", "on_timeout": "requeue"}), ExitKind.TIMEOUT, 143, "", None,
+     S.RETRY_WAIT, "reached its wall time of 1h00m; requeued to resume from its last checkpoint"),
+    (ended_job(limits={"wall_time": "10h", "max_gpu_hours": 1}), ExitKind.TIMEOUT, None, "", None, S.TIMED_OUT,
+     "used its budget of 1 GPU-hours"),
+    (ended_job(), ExitKind.TIMEOUT, None, "", None, S.TIMED_OUT, "exceeded the time limit its compute backend set"),
+    # APP: the exit code decides, as before; without a code the backend's words are the reason
+    (ended_job(), ExitKind.APP, 3, "Essential container in task exited", None, S.FAILED, "exit code 3"),
+    (ended_job(), ExitKind.APP, 0, "", None, S.SUCCEEDED, "exit code 0"),
+    (ended_job(), ExitKind.APP, None, "CannotStartContainerError: executable file not found", None, S.FAILED,
+     "ended without an exit code (CannotStartContainerError: executable file not found)"),
+    # what gqa asked for wins over how the backend carried it out
+    (ended_job(request=Request.CANCEL), ExitKind.RECLAIMED, None, RECLAIM, None, S.CANCELLED, "cancelled by user"),
+    (ended_job(kill_reason=REQUEUE), ExitKind.CAPACITY, None, PULL, None, S.RETRY_WAIT, "requeued by user"),
+    (ended_job(kill_reason=TIMEOUT, limits={"wall_time": "1h"}), ExitKind.OOM, 137, OOM_REASON, None, S.TIMED_OUT,
+     "exceeded its wall time of 1h00m"),
+], ids=["reclaimed", "reclaimed-no-retries-left", "capacity", "oom", "oom-spec-memory", "oom-fraction",
+        "oom-unknown-memory", "oom-retried", "oom-after-retries", "timeout-stop", "timeout-requeue",
+        "timeout-gpu-hours", "timeout-backend-limit", "app-error", "app-success", "app-no-code",
+        "cancel-wins", "requeue-wins", "our-timeout-wins"])
+def test_decide_by_exit_kind(job, kind, code, detail, memory, to, reason):
+    outcome = decide(job, code=code, sig=None, now=NOW, draw=0.5, kind=kind, detail=detail, memory=memory)
+    assert outcome.to == to
+    assert reason in outcome.reason
+    assert (outcome.fields["exit_code"], outcome.fields["pid"], outcome.fields["assigned"]) == (code, None, ())
+    assert outcome.fields["ended_at"] == (None if to == S.RETRY_WAIT else NOW)
+
+
+@pytest.mark.parametrize("kind, reclaimed", [(ExitKind.RECLAIMED, 1), (ExitKind.CAPACITY, 0)])
+@pytest.mark.parametrize("interruptions, reclaims, error_retries, draw", [
+    (0, 0, 0, 0.5),
+    (1, 1, 0, 0.999),
+    (4, 2, 1, 0.25),
+    (12, 5, 0, 0.999),      # 10s * 2**12 is far over the 10m cap
+])
+def test_infrastructure_failures_back_off_and_are_not_errors(kind, reclaimed, interruptions, reclaims,
+                                                             error_retries, draw):
+    job = ended_job(on_error=error_retries, error_retries=error_retries, interruptions=interruptions,
+                    reclaims=reclaims)
+    outcome = decide(job, code=None, sig=None, now=NOW, draw=draw, kind=kind, detail="why")
+    n = interruptions + 1
+    ceiling = min(600, 10 * 2 ** (n - 1))
+    assert outcome.to == S.RETRY_WAIT
+    assert outcome.fields["interruptions"] == n
+    assert outcome.fields.get("reclaims", job.reclaims) == reclaims + reclaimed
+    assert "error_retries" not in outcome.fields                 # retries.on_error is not spent
+    assert outcome.fields["not_before"] == pytest.approx(NOW + ceiling * draw)   # full jitter under the cap
+    assert outcome.fields["ended_at"] is None
+
+
+def test_an_oom_with_retries_left_counts_as_an_error():
+    outcome = decide(ended_job(on_error=2, error_retries=1), code=137, sig=None, now=NOW, draw=0.5,
+                     kind=ExitKind.OOM, detail=OOM_REASON, memory=14 * GIB)
+    assert (outcome.to, outcome.fields["error_retries"]) == (S.RETRY_WAIT, 2)
+    assert "interruptions" not in outcome.fields and "reclaims" not in outcome.fields
+    assert outcome.fields["not_before"] == pytest.approx(NOW + 10.0)    # 2nd retry: 20s ceiling x 0.5
+
+
+def test_decide_without_a_kind_is_the_local_rules():
+    """Local exits carry no kind: every rule above leaves them as they were."""
+    job = ended_job()
+    assert decide(job, code=1, sig=None, now=NOW, draw=0.5) == \
+        decide(job, code=1, sig=None, now=NOW, draw=0.5, kind=ExitKind.APP, detail="")
+    lost = decide(job, code=None, sig=None, now=NOW, draw=0.5)
+    assert (lost.to, lost.fields["interruptions"]) == (S.RETRY_WAIT, 1)

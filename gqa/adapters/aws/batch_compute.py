@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...models.batch_events import classify
 from ...models.errors import LaunchFailed, NotFound
 from ...models.job import JobRecord
 from ...ports import Checkpoints, Clock, Exit, Inventory, Launched
@@ -59,6 +60,7 @@ MIN_TIMEOUT = 60                 # Batch refuses a shorter attemptDurationSecond
 MAX_TAGS = 50
 MiB = 1024 * 1024
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]")
+_NAME_IDS = re.compile(r"^gqa-([0-9]+(?:_[0-9]+)?)-([0-9]+)(?:-|$)")   # what job_name() starts with
 # AWS's tag rules: these characters, keys up to 128, values up to 256, no aws: prefix
 _TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
 
@@ -152,8 +154,10 @@ class BatchCompute:
         described = self._cached(job)
         if described is None or described.status not in ("SUCCEEDED", "FAILED"):
             return None
+        kind, detail = classify(described.status, described.status_reason, described.exit_code,
+                                described.container_reason)
         code = 0 if described.status == "SUCCEEDED" else described.exit_code
-        return Exit(job.id, job.attempts, code, None)
+        return Exit(job.id, job.attempts, code, None, kind, detail)
 
     def cleanup(self, job: JobRecord) -> None:
         """Nothing: Batch removes what an ended job leaves."""
@@ -269,6 +273,12 @@ def job_name(job: JobRecord, attempt: int) -> str:
     with a hyphen, the id survives the cut, and ListJobs' JOB_NAME filter
     `gqa-12-3-*` finds attempt 3 of job 12 (a launch whose record was lost)."""
     return _NAME_JUNK.sub("-", f"gqa-{job.id}-{attempt}-{job.name}")[:128]
+
+
+def parse_job_name(name: str) -> tuple[str, int] | None:
+    """(job id, attempt) from a name job_name() made; None for any other name."""
+    match = _NAME_IDS.match(name)
+    return (match[1], int(match[2])) if match else None
 
 
 def tags(job: JobRecord, attempt: int, pool: Pool) -> dict[str, str]:

@@ -138,7 +138,8 @@ def pending_job(item: dict[str, Any]) -> PendingJob:
     return PendingJob(id=item[t.ID], team=g("team"), user=g("owner"), tier=g("tier"), gpus=g("gpus"),
                       submitted_at=g("submitted_at"), gpu_type=g("gpu_type"), cpus=g("cpus"), memory=g("memory"),
                       wall_time=g("wall_time"), group=item[t.GROUP], group_limit=g("group_limit"), seq=g("seq"),
-                      max_gpu_hours=g("max_gpu_hours"), held=item[t.STATE] == S.HELD.value)
+                      max_gpu_hours=g("max_gpu_hours"), held=item[t.STATE] == S.HELD.value,
+                      spot=bool(g("spot")), reclaims=g("reclaims") or 0)   # absent on items written before them
 
 
 def running_job(item: dict[str, Any]) -> RunningJob:

@@ -102,7 +102,7 @@ BY_STATE, BY_TEAM, PENDING_INDEX, ACTIVE_INDEX, REQUESTS_INDEX, RETRIES_INDEX = 
 
 # what scheduling_view() reads from the two lean indexes (not the spec, not the history)
 PENDING_FIELDS = ("team", "owner", "tier", "gpus", "submitted_at", "gpu_type", "cpus", "memory", "wall_time",
-                  "group_limit", SEQ, "max_gpu_hours", STATE)
+                  "group_limit", SEQ, "max_gpu_hours", STATE, "spot", "reclaims")
 ACTIVE_FIELDS = ("team", "owner", "tier", "gpus", "assigned", "started_at", "cpus", "memory", "wall_time",
                  "kill_reason", STATE)
 

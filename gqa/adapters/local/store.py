@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     spec_json TEXT NOT NULL, state TEXT NOT NULL, array_index INTEGER, group_limit INTEGER,
     extra_env TEXT NOT NULL DEFAULT '{}', submit_env TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     error_retries INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0,
+    reclaims INTEGER NOT NULL DEFAULT 0, spot INTEGER NOT NULL DEFAULT 0,
     not_before REAL, started_at REAL, ended_at REAL, assigned TEXT NOT NULL DEFAULT '',
     pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
     request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL
@@ -252,10 +253,10 @@ class SqliteStore:
         pending = [
             PendingJob(id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
                        cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
-                       max_gpu_hours=r[13], held=r[14] == "HELD")
+                       max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16])
             for r in self.db.execute(
                 "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
-                "group_limit, seq, max_gpu_hours, state FROM jobs WHERE state IN ('QUEUED', 'HELD')")
+                "group_limit, seq, max_gpu_hours, state, spot, reclaims FROM jobs WHERE state IN ('QUEUED', 'HELD')")
         ]
         running = [
             RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
@@ -333,6 +334,7 @@ def _record(row: tuple) -> JobRecord:
     data["state"] = JobState(data["state"])
     data["request"] = Request(data["request"]) if data["request"] else None
     data["assigned"] = _indices(data["assigned"])
+    data["spot"] = bool(data["spot"])
     data["extra_env"] = json.loads(data["extra_env"])
     data["submit_env"] = json.loads(data["submit_env"]) if data["submit_env"] else None
     return JobRecord(**data)

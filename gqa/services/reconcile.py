@@ -1,0 +1,121 @@
+"""Reconcile: what Batch says happened to an attempt becomes the job's state.
+
+A RUNNING event records that the attempt runs (STARTING -> RUNNING, from
+when its container started); a SUCCEEDED or FAILED one settles the attempt
+through the same exit rules, usage and cost as the local supervisor
+(settle.py), after classifying Batch's reasons (models/batch_events.py).
+
+EventBridge delivers at least once and in no guaranteed order, so an event
+changes nothing unless it is about the job's current attempt while that
+attempt is still open: a duplicate finds the attempt already settled, a
+late RUNNING finds it already ended, and an event of an earlier attempt (or
+another Batch job than the one recorded) is ignored. A SUCCEEDED or FAILED
+that arrives before its RUNNING still settles: the RUNNING step is written
+first, in the same transaction, so the history stays true."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..models.batch_events import RUNNING, BatchJobEvent, classify
+from ..models.errors import BackendUnavailable, Conflict
+from ..models.job import ALLOWED, JobRecord, JobState, transition
+from ..ports import Change, Exit, JobStore, Random, Waker
+from .settle import settle
+
+log = logging.getLogger("gqa.reconcile")
+S = JobState
+OPEN = (S.STARTING, S.RUNNING)
+RACES = 3   # re-reads when the job moved between our read and our write (a cancel, the dispatcher)
+
+
+class Action(StrEnum):
+    RUNNING = "running"      # the attempt was recorded as running
+    SETTLED = "settled"      # the attempt ended: the job moved on
+    IGNORED = "ignored"      # nothing to do: a duplicate, a late or a foreign event
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    action: Action
+    job: JobRecord
+    reason: str
+
+
+class ReconcileService:
+    """`waker`, when given, is told whenever an attempt ends: its GPUs are free
+    for the next scheduling pass, which need not wait for the next tick."""
+
+    def __init__(self, store: JobStore, rng: Random, waker: Waker | None = None):
+        self.store, self.rng, self.waker = store, rng, waker
+
+    def handle(self, event: BatchJobEvent) -> Reconciled:
+        """Apply one event. Raises NotFound for an unknown job, BackendUnavailable
+        when the store cannot be reached, Conflict if the job kept moving."""
+        for _ in range(RACES):
+            job = self.store.get(event.job_id)
+            stale = _stale(job, event)
+            if stale:
+                return Reconciled(Action.IGNORED, job, stale)
+            if event.status == RUNNING:
+                if job.state == S.RUNNING:
+                    return Reconciled(Action.IGNORED, job, "already recorded as running")
+                changes, action = [_mark_running(job, event)], Action.RUNNING
+            elif event.ended:
+                changes, action = self._settlement(job, event), Action.SETTLED
+            else:   # SUBMITTED, PENDING, RUNNABLE, STARTING: Batch's queueing, nothing of ours changes
+                return Reconciled(Action.IGNORED, job, f"Batch status {event.status} needs nothing")
+            try:
+                updated = self.store.apply(changes)
+            except Conflict:
+                continue
+            if action == Action.SETTLED:
+                self._wake()
+            return Reconciled(action, updated[-1], changes[-1].reason)
+        raise Conflict(f"job {event.job_id} kept changing while its Batch event was applied")
+
+    def _settlement(self, job: JobRecord, event: BatchJobEvent) -> list[Change]:
+        kind, detail = classify(event.status, event.status_reason, event.exit_code, event.container_reason)
+        ended = Exit(job.id, event.attempt, event.code, None, kind, detail, event.memory)
+        draw, inventory = self.rng.random(), self.store.inventory()
+        change = settle(job, ended, at=event.time, draw=draw, inventory=inventory)
+        if job.state != S.STARTING or (not event.ran and change.to in ALLOWED[S.STARTING]):
+            return [change]
+        # it ran, but its RUNNING event is late or lost (or it ended as only a started
+        # attempt can): record the start first, so its GPU time is charged and the
+        # history says what happened
+        running = _mark_running(job, event)
+        started = transition(job, S.RUNNING, running.at, running.reason, **(running.fields or {}))
+        return [running, settle(started, ended, at=max(event.time, running.at), draw=draw, inventory=inventory)]
+
+
+    def _wake(self) -> None:
+        if self.waker is None:
+            return
+        try:
+            self.waker.wake()
+        except BackendUnavailable as exc:
+            # the settlement is written: raising would only get the event redelivered and
+            # ignored as a duplicate; the dispatcher's schedule picks the free GPUs up anyway
+            log.warning("could not wake the dispatcher: %s", exc)
+
+
+def _stale(job: JobRecord, event: BatchJobEvent) -> str:
+    """Why the event no longer concerns the job ("" if it does)."""
+    if job.state.terminal:
+        return f"job already ended ({job.state})"
+    if event.attempt != job.attempts:
+        return f"event of attempt {event.attempt}; the job is on attempt {job.attempts}"
+    if job.proc_token and job.proc_token != event.batch_job_id:
+        return f"event of Batch job {event.batch_job_id}; attempt {job.attempts} is Batch job {job.proc_token}"
+    if job.state not in OPEN:
+        return f"attempt {event.attempt} already settled (job is {job.state})"
+    return ""
+
+
+def _mark_running(job: JobRecord, event: BatchJobEvent) -> Change:
+    started = event.started_at if event.started_at is not None else event.time
+    return Change(job.id, S.STARTING, S.RUNNING, f"attempt {event.attempt} started", started,
+                  {"started_at": started, "exit_code": None, "signal": None})

@@ -1,0 +1,47 @@
+"""Settling an ended attempt: the one place where an exit becomes the job's
+next state, its GPU time and its cost. The local supervisor (which reaps
+processes) and the AWS reconcile function (which reads Batch's events) both
+settle through here, so a job ends the same way wherever it ran."""
+
+from __future__ import annotations
+
+from ..models.errors import Conflict
+from ..models.job import JobRecord
+from ..models.outcome import decide
+from ..ports import Change, Exit, Inventory, JobStore
+
+
+def settle(job: JobRecord, ended: Exit, *, at: float, draw: float, inventory: Inventory | None) -> Change:
+    """The guarded change that ends the job's current attempt at `at`: the exit
+    rules' verdict, plus the GPU-seconds and money the attempt used, charged to
+    its team in the same write. `draw` in [0, 1) is the backoff jitter."""
+    outcome = decide(job, code=ended.code, sig=ended.signal, now=at, draw=draw, kind=ended.kind,
+                     detail=ended.detail, memory=ended.memory)
+    ran = max(0.0, at - (job.started_at if job.started_at is not None else at))
+    used = job.gpus * ran
+    fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used)
+    return Change(job.id, job.state, outcome.to, outcome.reason, at, fields, usage=used,
+                  cost=hourly_rate(job, inventory) * ran / 3600)
+
+
+def hourly_rate(job: JobRecord, inventory: Inventory | None) -> float:
+    """Price per hour of the GPUs the attempt held."""
+    price = {g.index: g.price for g in inventory.gpus} if inventory else {}
+    return sum(price.get(i, 0.0) for i in job.assigned)
+
+
+def apply_settled(store: JobStore, changes: list[Change]) -> list[JobRecord]:
+    """Apply settlements in one transaction; if one job moved meanwhile (e.g. it
+    was cancelled), apply the others one by one and skip the ones that moved."""
+    if not changes:
+        return []
+    try:
+        return store.apply(changes)
+    except Conflict:
+        updated: list[JobRecord] = []
+        for change in changes:
+            try:
+                updated += store.apply([change])
+            except Conflict:
+                pass
+        return updated

@@ -1,0 +1,94 @@
+"""The reconcile function: an AWS Batch job state change becomes the gqa
+job's next state (gqa.services.reconcile holds every rule).
+
+Input: an EventBridge "Batch Job State Change" event. The envelope is
+validated with Powertools' EventBridgeModel; its detail is read by
+gqa.adapters.aws.job_events, which finds the gqa job and attempt in the
+container environment, the tags or the job name.
+
+Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
+DynamoDB table names; a missing one fails the cold start loudly), and
+optionally GQA_WAKEUP_QUEUE_URL: the dispatcher's wake-up queue, told when an
+attempt ends so its GPUs are scheduled at once rather than at the next tick.
+
+Errors: a malformed event, a Batch job gqa did not launch, and a job the
+store does not know are logged and dropped, because no retry can mend them.
+BackendUnavailable (DynamoDB unreachable or throttling past the adapter's
+retries) and Conflict (the job kept moving) are raised, so the asynchronous
+invocation is retried by Lambda and, after that, lands in its failure
+destination. Redelivery is harmless: the service ignores an event for an
+attempt already settled."""
+
+from __future__ import annotations
+
+import os
+import random
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.parser import ValidationError, parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.job_events import MalformedEvent, event_from
+from gqa.adapters.aws.sqs_intake import SqsIntake
+from gqa.adapters.aws.tables import TableNames
+from gqa.models.errors import BackendUnavailable, Conflict, NotFound
+from gqa.services.reconcile import ReconcileService
+
+DETAIL_TYPE = "Batch Job State Change"
+logger = Logger(service="gqa-reconcile")
+
+
+class WakeDispatcher:
+    """The Waker port over the dispatcher's wake-up queue."""
+
+    def __init__(self, intake: SqsIntake):
+        self.intake = intake
+
+    def wake(self) -> None:
+        self.intake.wake_dispatcher()
+
+
+@cache
+def service() -> ReconcileService:
+    """Built once per container: the clients' connections and credentials are
+    reused by every invocation the container serves."""
+    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
+                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
+    waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup)) if wakeup else None
+    return ReconcileService(DynamoDBStore(boto3.client("dynamodb"), names), random.Random(), waker)
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    try:
+        change = parse(event=event, model=EventBridgeModel)
+        if change.detail_type != DETAIL_TYPE:
+            raise MalformedEvent(f"expected a {DETAIL_TYPE!r} event, got {change.detail_type!r}")
+        batch_event = event_from(change.detail, received=change.time.timestamp())
+    except (ValidationError, MalformedEvent) as exc:
+        logger.error("dropped a malformed event", extra={"error": str(exc), "event_id": event.get("id")})
+        return {"action": "dropped", "reason": "malformed event"}
+    if batch_event is None:
+        logger.info("ignored a Batch job gqa did not launch", extra={"batch_job_id": change.detail.get("jobId")})
+        return {"action": "ignored", "reason": "not a gqa job"}
+
+    logger.set_correlation_id(batch_event.job_id)
+    logger.append_keys(job_id=batch_event.job_id, attempt=batch_event.attempt,
+                       batch_job_id=batch_event.batch_job_id, batch_status=batch_event.status)
+    try:
+        result = service().handle(batch_event)
+    except NotFound:
+        logger.warning("dropped an event for a job gqa does not know")
+        return {"action": "dropped", "job_id": batch_event.job_id, "reason": "no such job"}
+    except (BackendUnavailable, Conflict):
+        logger.exception("could not apply the event; it will be retried")
+        raise
+    logger.info("reconciled", extra={"action": result.action.value, "state": result.job.state.value,
+                                     "reason": result.reason})
+    return {"action": result.action.value, "job_id": result.job.id, "state": result.job.state.value,
+            "reason": result.reason}
