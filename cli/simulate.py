@@ -9,6 +9,7 @@ from .options import Output, check_output
 from .output import console, fail, note, print_json
 
 Opt = typer.Option
+ETA_SAMPLE = 500   # jobs whose ETA is checked by default: each check runs the pass forward
 
 
 def simulate(
@@ -28,6 +29,9 @@ def simulate(
                                    help="How often requeued jobs had checkpointed.")] = "30m",
     plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG (needs matplotlib).")]
         = None,
+    eta_sample: Annotated[Optional[int], Opt(
+        "--eta-every", help="Check the ETA of every Nth arrival (0: never; default: about "
+                            f"{ETA_SAMPLE} jobs, as each check replays the queue forward).")] = None,
     output: Output = "table",
 ):
     """Replay TRACE under each policy with the real scheduling pass; print waits,
@@ -53,6 +57,8 @@ def simulate(
         fail(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(NAMES)}")
     if load <= 0:
         fail("--load must be positive")
+    if eta_sample is not None and eta_sample < 0:
+        fail("--eta-every must be 0 (never) or more")
     if limit is not None and limit < 1:
         fail("--limit must be at least 1")
     try:
@@ -68,32 +74,41 @@ def simulate(
             fail(f"{pools}: {exc.strerror}")
         except PoolError as exc:
             fail(str(exc))
-        inventory = pool_gpus(pool_list)
+        inventory, pool_of = pool_gpus(pool_list)
         if gpus is not None and gpus != len(inventory):
             fail(f"--gpus {gpus} does not match the {len(inventory)} GPUs in {pools}; give one or the other")
         largest = max(p.gpus for p in pool_list)
     elif gpus is None or gpus < 1:
         fail("say how many GPUs to simulate: --gpus N (or --pools FILE)")
     else:
-        inventory, largest = cluster(gpus), gpus
+        inventory, pool_of, largest = cluster(gpus), None, gpus
     try:
         loaded = load_trace(trace)
     except TraceError as exc:
         fail(str(exc))
-    work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, notes=loaded.notes)
+    spot = any(p.spot for p in pool_list)
+    work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
+                  notes=loaded.notes)
     if not work.jobs:
         fail(f"{trace}: no jobs to replay")
     if pool_list:
-        work.assumptions.append(f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}; "
-                                "a gang stays in one pool; spot reclaims requeue the job from its last "
-                                f"checkpoint (every {checkpoint})")
-    eta = production_eta()
+        work.assumptions.append(
+            f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}"
+            + ("; every job tolerates spot (tried first; on demand after repeated reclaims); a reclaim "
+               f"requeues the job from its last checkpoint (every {checkpoint})" if spot else ""))
+    eta = production_eta() if eta_sample != 0 else None
+    eta_every = 1
+    if eta:
+        eta_every = eta_sample or max(1, len(work.jobs) // ETA_SAMPLE)
+        checked = (len(work.jobs) + eta_every - 1) // eta_every
+        which = "every job" if eta_every == 1 else f"every {eta_every}{_nth(eta_every)} arrival ({checked} jobs)"
+        work.assumptions.append(f"ETA error: the production ETA at submit against the replayed start, for {which}")
     results, summaries = {}, {}
     for name in names:
         began = time.perf_counter()
-        result = replay(work, inventory, preset(name), name=name, checkpoint_interval=interval,
-                        reclaim_per_hour=reclaim_rates(pool_list), seed=seed, eta=eta)
-        costs = cost(result.gpu_seconds_by_type, pool_list) if pool_list else None
+        result = replay(work, inventory, preset(name), name=name, checkpoint_interval=interval, pool_of=pool_of,
+                        reclaim_per_hour=reclaim_rates(pool_list), seed=seed, eta=eta, eta_every=eta_every)
+        costs = cost(result.gpu_seconds_by_pool, pool_list) if pool_list else None
         results[name], summaries[name] = result, summarize(result, costs=costs)
         if fmt == "table":
             note(f"{name}: {len(work.jobs)} jobs replayed in {time.perf_counter() - began:.1f}s "
@@ -109,3 +124,7 @@ def simulate(
         print_json(as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries))
     else:
         print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries)
+
+
+def _nth(n: int) -> str:
+    return "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")

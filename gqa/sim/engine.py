@@ -1,5 +1,5 @@
 """The discrete-event loop: arrivals and completions move the clock; at each
-moment where something happened, `plan()` is asked once and its starts are
+moment where something happened, `plan()` is asked and its decisions are
 applied. The engine decides nothing itself: it keeps time, GPUs and the books.
 
 Preemption and spot reclaims share one path, `_requeue`: the attempt stops,
@@ -11,13 +11,14 @@ import inspect
 import math
 import random
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.fairshare import decay
 from .workload import SimJob, Workload
 
 END, RECLAIM = 0, 1          # event kinds; at one moment ends are handled before reclaims
+MAX_PASSES_AT_ONCE = 8       # after preemptions free GPUs, plan() is asked again at the same moment
 
 
 class SimulationError(RuntimeError):
@@ -40,7 +41,7 @@ class Outcome:
     reclaims: int = 0                 # spot capacity taken back
     timed_out: bool = False           # killed at its wall time
     gpu_seconds: float = 0.0          # held, lost work included
-    eta: float | None = None          # the start predicted at submit, where an ETA function exists
+    eta: float | None = None          # the start predicted at submit, where an ETA was asked for
 
 
 @dataclass
@@ -49,7 +50,9 @@ class SimResult:
     gpus: int
     outcomes: list[Outcome]           # in arrival order
     passes: int = 0                   # plan() calls
-    gpu_seconds_by_type: dict[str, float] = field(default_factory=dict)
+    gpu_seconds_by_pool: dict[str, float] = field(default_factory=dict)
+    arrival_window: tuple[float, float] = (0.0, 0.0)  # first and last arrival
+    gpu_seconds_in_window: float = 0.0                 # GPU time used between them
 
     @property
     def unfinished(self) -> int:
@@ -61,29 +64,39 @@ def cluster(n: int, gpu_type: str = "gpu") -> tuple[Gpu, ...]:
 
 
 def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str = "",
-             checkpoint_interval: float = 1800.0, reclaim_per_hour: dict[str, float] | None = None,
-             seed: int = 0, eta=None) -> SimResult:
-    """`reclaim_per_hour`: GPU type -> the chance per hour that a running job on
-    it loses its (spot) capacity; `eta(snapshot) -> {job id: predicted start}`
-    is asked for each job as it arrives."""
-    return _Engine(work, gpus, policy, name, checkpoint_interval, reclaim_per_hour or {}, seed, eta).run()
+             checkpoint_interval: float = 1800.0, pool_of: dict[int, str] | None = None,
+             reclaim_per_hour: dict[str, float] | None = None, seed: int = 0, eta=None,
+             eta_every: int = 1, may_preempt: bool | None = None) -> SimResult:
+    """`pool_of`: GPU index -> pool name for the books (default: the GPU type);
+    `reclaim_per_hour`: pool -> the chance per hour that a running job there
+    loses its (spot) capacity. `eta(snapshot, job ids) -> {id: predicted start}`
+    is asked as every `eta_every`-th job arrives. `may_preempt`: plan() may stop
+    running jobs, so a pass is worth it even with no GPU free (default: the
+    policy preempts some tier)."""
+    if may_preempt is None:
+        may_preempt = bool(getattr(policy, "preempt_tiers", ()))
+    pool_of = pool_of or {g.index: g.type for g in gpus}
+    return _Engine(work, tuple(gpus), policy, name, checkpoint_interval, pool_of, reclaim_per_hour or {},
+                   seed, eta, max(1, eta_every), may_preempt).run()
 
 
 class _Engine:
-    def __init__(self, work, gpus, policy, name, checkpoint_interval, reclaim_per_hour, seed, eta):
+    def __init__(self, work, gpus, policy, name, checkpoint_interval, pool_of, reclaim_per_hour, seed, eta,
+                 eta_every, may_preempt):
         self.jobs: list[SimJob] = sorted(work.jobs, key=lambda j: (j.submit, j.seq))
         self.by_id = {j.id: j for j in self.jobs}
-        self.gpus, self.policy, self.teams = tuple(gpus), policy, work.teams
-        self.type_of = {g.index: g.type for g in self.gpus}
-        self.free = set(self.type_of)
+        self.gpus, self.policy, self.teams, self.pool_of = gpus, policy, work.teams, pool_of
+        self.free = {g.index for g in gpus}
         self.checkpoint = checkpoint_interval
-        self.reclaim = {t: r / 3600.0 for t, r in reclaim_per_hour.items() if r > 0}
+        self.reclaim = {p: r / 3600.0 for p, r in reclaim_per_hour.items() if r > 0}
         self.rng = random.Random(seed)
-        self.eta = eta
-        # the replay reads only the starts: spare plan() the explanations where it can
+        self.eta, self.eta_every, self.may_preempt = eta, eta_every, may_preempt
+        # the replay reads only the decisions: spare plan() the explanations where it can
         self.plan_options = {"explain": False} if "explain" in inspect.signature(plan).parameters else {}
         self.out = {j.id: Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time) for j in self.jobs}
-        self.result = SimResult(policy=name, gpus=len(self.gpus), outcomes=[self.out[j.id] for j in self.jobs])
+        self.result = SimResult(policy=name, gpus=len(gpus), outcomes=[self.out[j.id] for j in self.jobs])
+        if self.jobs:
+            self.result.arrival_window = (self.jobs[0].submit, self.jobs[-1].submit)
         self.pending: dict[str, PendingJob] = {}      # insertion order: deterministic snapshots
         self.sizes: Counter[int] = Counter()           # GPU counts of pending jobs, for the fast path
         self.running: dict[str, RunningJob] = {}
@@ -110,39 +123,46 @@ class _Engine:
             arrived = []
             while i < n and arrivals[i].submit == now:
                 self._arrive(arrivals[i])
-                arrived.append(arrivals[i].id)
+                if arrivals[i].seq % self.eta_every == 0:
+                    arrived.append(arrivals[i].id)
                 i += 1
-            snap = None
-            if self.pending and len(self.free) >= min(self.sizes):
+            if self.eta and arrived:  # asked before the pass, as a submitter asks on arrival
+                self._predict(self._snapshot(now, count=False), arrived)
+            for _ in range(MAX_PASSES_AT_ONCE):
                 # plan() can start a job only on free GPUs, all of a gang at once;
                 # when not even the smallest pending job fits, a pass would be a
-                # no-op, so it is skipped. (Once plan() may preempt, a waiting job
-                # that can preempt must bypass this shortcut.)
-                snap = self._snapshot(now)
-                self._apply(plan(snap, **self.plan_options), now)
-            if self.eta and arrived:
-                self._predict(snap or self._snapshot(now), arrived, now)
+                # no-op, so it is skipped, unless plan() may make room by preempting
+                if not self.pending or not (self.may_preempt or len(self.free) >= min(self.sizes)):
+                    break
+                if not self._apply(plan(self._snapshot(now), **self.plan_options), now):
+                    break  # nothing was preempted: nothing more to do at this moment
         return self.result
 
-    def _snapshot(self, now: float) -> Snapshot:
-        self.result.passes += 1
-        return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()),
-                        running=tuple(self.running.values()), teams=self.teams, usage=self._usage(now),
-                        policy=self.policy)
+    def _snapshot(self, now: float, count: bool = True) -> Snapshot:
+        self.result.passes += count
+        running = tuple(self.running.values())
+        if self.may_preempt:  # victims are chosen by the work they would lose: tell plan() their checkpoints
+            running = tuple(replace(r, checkpointed_at=self._checkpointed_at(r, now)) for r in running)
+        return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()), running=running,
+                        teams=self.teams, usage=self._usage(now), policy=self.policy)
 
-    def _apply(self, decision, now: float) -> None:
-        for job_id in getattr(decision, "preempt", ()):  # plan() may learn to preempt
+    def _apply(self, decision, now: float) -> bool:
+        """Applies a pass's decisions; True if it preempted (the freed GPUs await another pass)."""
+        preempt = getattr(decision, "preempt", ())
+        for job_id in preempt:
             if job_id not in self.running:
                 raise SimulationError(f"plan() preempted {job_id}, which is not running")
             self._requeue(job_id, now, "preempt")
         for start in decision.starts:
             self._start(start.job_id, start.gpus, now)
+        return bool(preempt)
 
     # -- transitions ---------------------------------------------------------------
     def _arrive(self, job: SimJob) -> None:
         self.pending[job.id] = PendingJob(
             id=job.id, team=job.team, user=job.user, tier=job.tier, gpus=job.gpus, submitted_at=job.submit,
-            wall_time=job.wall_time, seq=job.seq, expected_runtime=job.wall_time)
+            wall_time=job.wall_time, seq=job.seq, expected_runtime=job.wall_time, spot=job.spot,
+            reclaims=self.out[job.id].reclaims)
         self.sizes[job.gpus] += 1
 
     def _start(self, job_id: str, gpus: tuple[int, ...], now: float) -> None:
@@ -157,7 +177,8 @@ class _Engine:
             del self.sizes[job.gpus]
         self.free.difference_update(gpus)
         self.running[job_id] = RunningJob(id=job_id, team=job.team, user=job.user, gpus=tuple(gpus),
-                                          started_at=now, wall_time=job.wall_time)
+                                          started_at=now, wall_time=job.wall_time,
+                                          expected_runtime=job.expected_runtime, tier=job.tier)
         self.held[job.team] += job.gpus
         self.held_since[job.team] += job.gpus * now
         out = self.out[job_id]
@@ -166,7 +187,7 @@ class _Engine:
             out.start = now
         self.attempt[job_id] += 1
         end, kind = now + min(self.remaining[job_id], job.wall_time), END
-        rate = self.reclaim.get(self.type_of[gpus[0]])
+        rate = max((self.reclaim.get(self.pool_of[g], 0.0) for g in gpus), default=0.0)
         if rate:  # exponential time to the next reclaim of this job's capacity
             lost_at = now + self.rng.expovariate(rate)
             if lost_at < end:
@@ -176,18 +197,21 @@ class _Engine:
     def _stop(self, job_id: str, now: float) -> float:
         """Ends the attempt's hold on its GPUs and books it; returns its run time."""
         run = self.running.pop(job_id)
-        elapsed = now - run.started_at
+        elapsed, n = now - run.started_at, len(run.gpus)
         self.free.update(run.gpus)
-        gpu_seconds = len(run.gpus) * elapsed
-        self.held[run.team] -= len(run.gpus)
-        self.held_since[run.team] -= len(run.gpus) * run.started_at
+        self.held[run.team] -= n
+        self.held_since[run.team] -= n * run.started_at
         if not self.held[run.team]:
             self.held_since[run.team] = 0.0  # no float residue carried into later sums
         value, as_of = self.charged.get(run.team, (0.0, now))
-        self.charged[run.team] = (decay(value, now - as_of, self.policy.half_life) + gpu_seconds, now)
-        self.out[job_id].gpu_seconds += gpu_seconds
-        pool = self.type_of[run.gpus[0]]
-        self.result.gpu_seconds_by_type[pool] = self.result.gpu_seconds_by_type.get(pool, 0.0) + gpu_seconds
+        self.charged[run.team] = (decay(value, now - as_of, self.policy.half_life) + n * elapsed, now)
+        self.out[job_id].gpu_seconds += n * elapsed
+        first, last = self.result.arrival_window
+        self.result.gpu_seconds_in_window += n * max(0.0, min(now, last) - max(run.started_at, first))
+        books = self.result.gpu_seconds_by_pool
+        for index in run.gpus:
+            pool = self.pool_of[index]
+            books[pool] = books.get(pool, 0.0) + elapsed
         return elapsed
 
     def _finish(self, job_id: str, now: float) -> None:
@@ -199,9 +223,11 @@ class _Engine:
 
     def _requeue(self, job_id: str, now: float, cause: str) -> None:
         """Back to pending in its old place; only work up to the last periodic
-        checkpoint survives."""
-        elapsed = self._stop(job_id, now)
-        kept = math.floor(elapsed / self.checkpoint) * self.checkpoint if self.checkpoint > 0 else 0.0
+        checkpoint survives (a conservative model: a job that also saves on
+        SIGTERM loses less)."""
+        started = self.running[job_id].started_at
+        self._stop(job_id, now)
+        kept = self._checkpointed_at_time(started, now) - started
         self.remaining[job_id] = max(0.0, self.remaining[job_id] - kept)
         self.attempt[job_id] += 1  # the attempt's pending end event is now stale
         out = self.out[job_id]
@@ -210,6 +236,15 @@ class _Engine:
         else:
             out.reclaims += 1
         self._arrive(self.by_id[job_id])
+
+    def _checkpointed_at_time(self, started: float, now: float) -> float:
+        if self.checkpoint <= 0:
+            return started
+        return started + math.floor((now - started) / self.checkpoint) * self.checkpoint
+
+    def _checkpointed_at(self, run: RunningJob, now: float) -> float | None:
+        at = self._checkpointed_at_time(run.started_at, now)
+        return at if at > run.started_at else None
 
     # -- books ---------------------------------------------------------------------
     def _usage(self, now: float) -> dict[str, float]:
@@ -220,19 +255,24 @@ class _Engine:
                 usage[team] = usage.get(team, 0.0) + held * now - self.held_since[team]
         return usage
 
-    def _predict(self, snap: Snapshot, arrived: list[str], now: float) -> None:
-        predicted = self.eta(snap) or {}
+    def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
+        predicted = self.eta(snap, arrived) or {}
         for job_id in arrived:
-            out = self.out[job_id]
-            out.eta = out.start if out.start is not None and out.start == now else predicted.get(job_id)
+            self.out[job_id].eta = predicted.get(job_id)
 
 
 def production_eta():
-    """The production ETA, where one exists: `gqa.scheduling.eta.estimate_starts(snapshot)
-    -> {job id: predicted start}`. None until then (the ETA metrics stay null)."""
+    """The production ETA (`gqa.scheduling.eta.predict_starts`) as the engine's
+    hook, or None where this version of the core has none."""
     import importlib
     import importlib.util
 
     if importlib.util.find_spec("gqa.scheduling.eta") is None:
         return None
-    return getattr(importlib.import_module("gqa.scheduling.eta"), "estimate_starts", None)
+    predict = getattr(importlib.import_module("gqa.scheduling.eta"), "predict_starts", None)
+    if predict is None:
+        return None
+
+    def eta(snap: Snapshot, job_ids: list[str]) -> dict[str, float | None]:
+        return predict(snap, targets=set(job_ids))
+    return eta

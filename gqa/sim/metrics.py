@@ -11,7 +11,7 @@ SLOWDOWN_FLOOR = 10.0   # bounded slowdown: jobs shorter than this count as this
 
 # metrics where lower is better and a ratio to FIFO's reads as "x of FIFO's"
 RATIO_KEYS = ("mean_wait", "p50_wait", "p95_wait", "p99_wait", "mean_jct", "p99_jct", "mean_slowdown",
-              "utilisation", "makespan", "max_team_slowdown", "jain_fairness", "cost")
+              "utilisation", "utilisation_during_arrivals", "makespan", "max_team_slowdown", "jain_fairness", "cost")
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -49,6 +49,7 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
     makespan = (max(o.end for o in done) - min(o.submit for o in result.outcomes)) if done else None
     used = math.fsum(o.gpu_seconds for o in result.outcomes)
     errors = [abs(o.eta - o.start) for o in done if o.eta is not None]
+    window = result.arrival_window[1] - result.arrival_window[0]
     summary = {
         "jobs": len(result.outcomes), "finished": len(done), "unfinished": result.unfinished,
         "mean_wait": mean(waits), "p50_wait": percentile(waits, 50), "p95_wait": percentile(waits, 95),
@@ -57,6 +58,10 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
         "p99_jct": percentile(jcts, 99),
         "mean_slowdown": mean(slowdowns), "p99_slowdown": percentile(slowdowns, 99),
         "utilisation": used / (result.gpus * makespan) if makespan and result.gpus else None,
+        # the same over the arrival window only: a trace prefix's makespan is mostly the
+        # drain of its longest jobs, which says little about how busy the cluster was
+        "utilisation_during_arrivals": (result.gpu_seconds_in_window / (result.gpus * window)
+                                        if window > 0 and result.gpus else None),
         "makespan": makespan, "gpu_hours": used / 3600,
         "team_slowdown": team_slowdown,
         "max_team_slowdown": max(team_slowdown.values()) if team_slowdown else None,

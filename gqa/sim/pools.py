@@ -5,8 +5,10 @@ spot, how often capacity is taken back. A pools file (YAML) is a list:
     - {name: spot-a100, gpu_type: a100, spot: true, gpus: 192, price_per_gpu_hour: 1.20,
        reclaim_rate_per_hour: 0.05}
 
-In the replay each pool is its own GPU type (named after the pool), so a gang
-never spans pools, as a job never spans two compute environments."""
+The replay hands plan() GPUs with their type, price and purchase option; a
+pool there is (type, spot), so two pools here may not share both. plan()
+keeps a gang in one pool, tries spot first for jobs that tolerate it, and
+falls back to on demand after repeated reclaims."""
 
 from dataclasses import dataclass
 
@@ -38,7 +40,7 @@ def load_pools(text: str, source: str = "pools") -> list[Pool]:
         raw = raw["pools"]
     if not isinstance(raw, list) or not raw:
         raise PoolError(f"{source}: expected a list of pools")
-    pools, names = [], set()
+    pools, names, kinds = [], set(), set()
     for n, item in enumerate(raw, 1):
         where = f"{source}: pool {n}"
         if not isinstance(item, dict):
@@ -60,16 +62,24 @@ def load_pools(text: str, source: str = "pools") -> list[Pool]:
             raise PoolError(f"{where}: gpus must be >= 1, price and reclaim rate >= 0")
         if pool.name in names:
             raise PoolError(f"{where}: duplicate name {pool.name!r}")
+        if (pool.gpu_type, pool.spot) in kinds:
+            raise PoolError(f"{where}: a second {'spot' if pool.spot else 'on-demand'} pool of {pool.gpu_type}; "
+                            "merge them (the scheduler sees one pool per GPU type and purchase option)")
         names.add(pool.name)
+        kinds.add((pool.gpu_type, pool.spot))
         pools.append(pool)
     return pools
 
 
-def pool_gpus(pools: list[Pool]) -> tuple[Gpu, ...]:
-    out: list[Gpu] = []
+def pool_gpus(pools: list[Pool]) -> tuple[tuple[Gpu, ...], dict[int, str]]:
+    """The GPUs, numbered pool after pool, and which pool each index is in."""
+    gpus: list[Gpu] = []
+    pool_of: dict[int, str] = {}
     for pool in pools:
-        out.extend(Gpu(len(out), pool.name) for _ in range(pool.gpus))
-    return tuple(out)
+        for _ in range(pool.gpus):
+            pool_of[len(gpus)] = pool.name
+            gpus.append(Gpu(len(gpus), pool.gpu_type, price=pool.price_per_gpu_hour, spot=pool.spot))
+    return tuple(gpus), pool_of
 
 
 def reclaim_rates(pools: list[Pool]) -> dict[str, float]:

@@ -19,29 +19,32 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
                 summaries: dict[str, dict]) -> None:
     from rich.table import Table
 
+    if not console.is_terminal:  # a file or a pipe has no width to keep to
+        console.width = max(console.width, 120)
     console.print(f"[bold]{trace}[/]: {jobs} jobs on {gpus} GPUs")
     for line in assumptions:
-        console.print(f"  [dim]- {line}[/]")
-    with_cost = any(s.get("cost") is not None for s in summaries.values())
+        console.print(f"  [dim]- {line}[/]", soft_wrap=True)
+    with_requeues = any(s["preemptions"] or s["reclaims"] for s in summaries.values())
+    with_unfinished = any(s["unfinished"] for s in summaries.values())
     table = Table(box=None, pad_edge=False, header_style="bold")
-    cols = ["policy", "mean wait", "p50 wait", "p99 wait", "mean JCT", "p99 JCT", "slowdown", "util",
-            "makespan", "max team sd", "Jain", "preempt", "unfinished"]
-    if with_cost:
-        cols += ["cost $", "spot saving $"]
+    cols = ["policy", "mean\nwait", "p99\nwait", "mean\nJCT", "slow-\ndown", "util", "make-\nspan",
+            "worst\nteam", "Jain"]
+    cols += ["re-\nqueued"] * with_requeues + ["unfin-\nished"] * with_unfinished
     for col in cols:
-        table.add_column(col, justify="left" if col == "policy" else "right")
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for name, s in summaries.items():
-        row = [name, _t(s["mean_wait"]), _t(s["p50_wait"]), _t(s["p99_wait"]), _t(s["mean_jct"]),
-               _t(s["p99_jct"]), _f(s["mean_slowdown"], 2), _pct(s["utilisation"]), _t(s["makespan"]),
-               _f(s["max_team_slowdown"], 2), _f(s["jain_fairness"], 3), str(s["preemptions"]),
-               str(s["unfinished"])]
-        if with_cost:
-            row += [_f(s.get("cost"), 0), _f(s.get("spot_saving"), 0)]
+        row = [name, _t(s["mean_wait"]), _t(s["p99_wait"]), _t(s["mean_jct"]), _x(s["mean_slowdown"]),
+               _pct(s["utilisation"]), _t(s["makespan"]), _x(s["max_team_slowdown"]), _f(s["jain_fairness"], 2)]
+        row += [str(s["preemptions"] + s["reclaims"])] * with_requeues + [str(s["unfinished"])] * with_unfinished
         table.add_row(*row)
     console.print(table)
+    for name, s in summaries.items():
+        if s.get("cost") is not None:
+            saving = f", spot saved ${s['spot_saving']:,.0f}" if s.get("spot_saving") is not None else ""
+            console.print(f"{name} cost: ${s['cost']:,.0f}{saving}", soft_wrap=True)
     for name, r in ratios(summaries).items():
         parts = [f"{label} {r[key]:.2f}x" for key, label in RATIO_LINE if r.get(key) is not None]
-        console.print(f"{name} / fifo: " + ", ".join(parts))
+        console.print(f"{name} / fifo: " + ", ".join(parts), soft_wrap=True)
     if any(s.get("eta_median_abs_error") is not None for s in summaries.values()):
         for name, s in summaries.items():
             console.print(f"{name} ETA error at submit: median {_t(s['eta_median_abs_error'])}, "
@@ -81,6 +84,13 @@ def _t(seconds: float | None) -> str:
 
 def _f(value: float | None, digits: int) -> str:
     return f"{value:,.{digits}f}" if value is not None else "-"
+
+
+def _x(value: float | None) -> str:
+    """Slowdowns run from 1 to thousands: three significant figures at most."""
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
 def _pct(value: float | None) -> str:

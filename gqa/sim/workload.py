@@ -37,6 +37,7 @@ class SimJob:
     user: str
     tier: int               # 0 high, 1 normal, 2 low
     wall_time: float        # what the user asked for: all the scheduler knows of run time
+    spot: bool = False      # may run on spot capacity (tried first)
 
 
 @dataclass
@@ -47,11 +48,12 @@ class Workload:
 
 
 def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load: float = 1.0,
-           shares: dict[str, float] | None = None, limit: int | None = None,
+           shares: dict[str, float] | None = None, limit: int | None = None, spot: bool = False,
            notes: list[str] | None = None) -> Workload:
     """`cluster_gpus`: the largest gang that can ever start (jobs over it are
     dropped and counted); `load` multiplies the arrival rate; `limit` keeps the
-    first N arrivals; `shares` overrides the equal team shares."""
+    first N arrivals; `shares` overrides the equal team shares; `spot`: every
+    job may run on spot capacity."""
     if load <= 0:
         raise ValueError("load must be positive")
     said = list(notes or [])
@@ -74,7 +76,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
             factors.append(wall / tj.duration)
         jobs.append(SimJob(id=job_id, seq=seq, submit=(tj.submit_time - t0) / load, duration=tj.duration,
                            gpus=tj.gpus, team=team, user=user, tier=TIERS[tj.priority or "normal"],
-                           wall_time=wall))
+                           wall_time=wall, spot=spot))
     said += _assumptions(fits, factors, seed, load, shares)
     names = sorted({j.team for j in jobs} | set(shares or {}))
     teams = {t: TeamPolicy(share=(shares or {}).get(t, 1.0)) for t in names}

@@ -72,3 +72,12 @@ def test_cost_and_spot_saving():
              Pool("spot-h100", "h100", True, 4, 3.0)]
     assert cost({"od": 7200.0, "spot": 3600.0}, pools) == {"cost": 9.0, "spot_saving": 3.0}
     assert cost({"spot-h100": 3600.0}, pools) == {"cost": 3.0, "spot_saving": None}  # no on-demand price
+
+
+def test_utilisation_during_arrivals_leaves_out_the_drain():
+    # 1 GPU; arrivals at 0 and 100; the second job runs until 1000
+    jobs = [outcome("a", "t", 1, 0, 0, 50), outcome("b", "t", 1, 100, 100, 900)]
+    result = SimResult(policy="x", gpus=1, outcomes=jobs, arrival_window=(0.0, 100.0), gpu_seconds_in_window=50.0)
+    s = summarize(result)
+    assert s["utilisation"] == pytest.approx(950 / 1000)
+    assert s["utilisation_during_arrivals"] == pytest.approx(0.5)
