@@ -41,7 +41,7 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
     running: dict[str, RunningJob] = {}
     for run in snap.running:
         running[run.id] = run
-        heapq.heappush(ends, (_expected_end(run, ratios), run.id))
+        heapq.heappush(ends, (_not_before(_expected_end(run, ratios), run, snap.now), run.id))
     pending = {j.id: j for j in snap.pending}
     now = snap.now
     for _ in range(max_passes):
@@ -71,6 +71,16 @@ def _expected_end(run: RunningJob, ratios: dict[str, float], job: PendingJob | N
         return run.started_at + run.expected_runtime
     if run.wall_time:
         return run.started_at + run.wall_time * ratios.get(run.team, DEFAULT_RATIO)
+    return INF
+
+
+def _not_before(end: float, run: RunningJob, now: float) -> float:
+    """A job already past its expected end is still running: expect it halfway
+    to its wall-time limit (nothing better is known), never in the past."""
+    if end >= now:
+        return end
+    if run.wall_time:
+        return now + max(0.0, run.ends_by - now) / 2
     return INF
 
 

@@ -10,15 +10,18 @@ import heapq
 import inspect
 import math
 import random
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field, replace
 
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
+from ..scheduling.eta import expected_runtime, runtime_ratio
 from ..scheduling.fairshare import decay
 from .workload import SimJob, Workload
 
 END, RECLAIM = 0, 1          # event kinds; at one moment ends are handled before reclaims
 MAX_PASSES_AT_ONCE = 8       # after preemptions free GPUs, plan() is asked again at the same moment
+RATIO_SAMPLES = 500          # per team, as the local store keeps its recent run times
+RATIO_REFRESH = 200          # finished jobs between refreshes of the teams' run-time ratios
 
 
 class SimulationError(RuntimeError):
@@ -108,6 +111,10 @@ class _Engine:
         self.charged: dict[str, tuple[float, float]] = {}     # team -> (GPU-seconds, as of)
         self.held: Counter[str] = Counter()                   # team -> GPUs held now
         self.held_since: Counter[str] = Counter()              # team -> sum of GPUs x started_at
+        # what each team's jobs used of their wall time: the production estimate of run times
+        self.samples: dict[str, deque] = defaultdict(lambda: deque(maxlen=RATIO_SAMPLES))
+        self.ratios: dict[str, float] = {}
+        self.finished_since_refresh = 0
 
     # -- the loop ----------------------------------------------------------------
     def run(self) -> SimResult:
@@ -161,7 +168,8 @@ class _Engine:
     def _arrive(self, job: SimJob) -> None:
         self.pending[job.id] = PendingJob(
             id=job.id, team=job.team, user=job.user, tier=job.tier, gpus=job.gpus, submitted_at=job.submit,
-            wall_time=job.wall_time, seq=job.seq, expected_runtime=job.wall_time, spot=job.spot,
+            wall_time=job.wall_time, seq=job.seq, spot=job.spot,
+            expected_runtime=expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0)),
             reclaims=self.out[job.id].reclaims)
         self.sizes[job.gpus] += 1
 
@@ -220,6 +228,19 @@ class _Engine:
         out.end = now
         out.timed_out = self.remaining[job_id] > elapsed  # the wall time came first
         self.remaining[job_id] = 0.0
+        if not out.timed_out and out.attempts == 1:  # as production samples its successful jobs
+            self.samples[out.team].append((elapsed, out.wall_time))
+            self.finished_since_refresh += 1
+            if self.finished_since_refresh >= RATIO_REFRESH:
+                self._refresh_ratios()
+
+    def _refresh_ratios(self) -> None:
+        """New run-time ratios, applied to what waits (as a fresh snapshot would)."""
+        self.finished_since_refresh = 0
+        self.ratios = {team: runtime_ratio(list(s)) for team, s in self.samples.items()}
+        for job_id, job in self.pending.items():
+            self.pending[job_id] = replace(job, expected_runtime=expected_runtime(
+                job.wall_time, self.ratios.get(job.team, 1.0)))
 
     def _requeue(self, job_id: str, now: float, cause: str) -> None:
         """Back to pending in its old place; only work up to the last periodic
@@ -256,7 +277,7 @@ class _Engine:
         return usage
 
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
-        predicted = self.eta(snap, arrived) or {}
+        predicted = self.eta(snap, arrived, self.ratios) or {}
         for job_id in arrived:
             self.out[job_id].eta = predicted.get(job_id)
 
@@ -273,6 +294,6 @@ def production_eta():
     if predict is None:
         return None
 
-    def eta(snap: Snapshot, job_ids: list[str]) -> dict[str, float | None]:
-        return predict(snap, targets=set(job_ids))
+    def eta(snap: Snapshot, job_ids: list[str], ratios: dict[str, float] | None = None) -> dict[str, float | None]:
+        return predict(snap, targets=set(job_ids), ratios=ratios)
     return eta

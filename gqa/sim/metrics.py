@@ -49,6 +49,8 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
     makespan = (max(o.end for o in done) - min(o.submit for o in result.outcomes)) if done else None
     used = math.fsum(o.gpu_seconds for o in result.outcomes)
     errors = [abs(o.eta - o.start) for o in done if o.eta is not None]
+    # most jobs start on arrival, where any ETA is trivially right: also judge the ones that waited
+    waited = [abs(o.eta - o.start) for o in done if o.eta is not None and o.start > o.submit]
     window = result.arrival_window[1] - result.arrival_window[0]
     summary = {
         "jobs": len(result.outcomes), "finished": len(done), "unfinished": result.unfinished,
@@ -67,6 +69,9 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
         "max_team_slowdown": max(team_slowdown.values()) if team_slowdown else None,
         "jain_fairness": jain(list(team_slowdown.values())),
         "eta_median_abs_error": percentile(errors, 50), "eta_p90_abs_error": percentile(errors, 90),
+        "eta_checked": len(errors), "eta_waited_checked": len(waited),
+        "eta_waited_median_abs_error": percentile(waited, 50), "eta_waited_p90_abs_error": percentile(waited, 90),
+        "eta_waited_mean_wait": mean([o.start - o.submit for o in done if o.eta is not None and o.start > o.submit]),
         "preemptions": sum(o.preemptions for o in result.outcomes),
         "reclaims": sum(o.reclaims for o in result.outcomes),
         "timed_out": sum(1 for o in done if o.timed_out),

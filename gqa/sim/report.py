@@ -48,7 +48,10 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
     if any(s.get("eta_median_abs_error") is not None for s in summaries.values()):
         for name, s in summaries.items():
             console.print(f"{name} ETA error at submit: median {_t(s['eta_median_abs_error'])}, "
-                          f"p90 {_t(s['eta_p90_abs_error'])}")
+                          f"p90 {_t(s['eta_p90_abs_error'])} over {s.get('eta_checked')} jobs; over the "
+                          f"{s.get('eta_waited_checked')} that waited: median "
+                          f"{_t(s.get('eta_waited_median_abs_error'))}, p90 {_t(s.get('eta_waited_p90_abs_error'))} "
+                          f"(their mean wait {_t(s.get('eta_waited_mean_wait'))})")
 
 
 def plot_waits(results: dict[str, SimResult], path: str, title: str) -> None:

@@ -103,7 +103,8 @@ def _assumptions(jobs: list[TraceJob], factors: list[float], seed: int, load: fl
                    f"(median {OVERESTIMATE_MEDIAN}x, sigma {OVERESTIMATE_SIGMA}, at least 1x), rounded up to "
                    f"{STEP_NAMES} (whole days beyond); seed {seed}; median asked/actual after rounding "
                    f"{median:.1f}x")
-    out.append("schedulers see the wall time only (expected run time = wall time), never the true duration")
+    out.append("schedulers never see the true duration: they see the wall time, and (as in production) "
+               "expect a run time of wall time x the median share of it the team's past jobs used")
     if any(j.team is None for j in jobs):
         split = ", ".join(f"{t} {w:.0%}" for t, w in DEFAULT_TEAMS)
         out.append(f"teams (none in the trace): by a hash of the job id: {split}")

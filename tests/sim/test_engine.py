@@ -104,7 +104,7 @@ def test_spot_reclaims_requeue_jobs_deterministically():
 def test_eta_hook_is_asked_for_each_arrival():
     asked = []
 
-    def eta(snap, ids):
+    def eta(snap, ids, ratios=None):
         asked.append((snap.now, ids))
         return {j: snap.now + 7 for j in ids}
 

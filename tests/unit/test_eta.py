@@ -51,3 +51,10 @@ def test_targets_limit_the_answer():
     snap = snapshot(1, policy=MF, running=[running("r", gpus=[0], started_at=NOW, wall_time=60)],
                     pending=[pending("a", wall_time=60, seq=0), pending("b", wall_time=60, seq=1, submitted_at=1)])
     assert predict_starts(snap, targets={"a"}) == {"a": NOW + 60}
+
+
+def test_a_job_past_its_expected_end_is_expected_halfway_to_its_limit_never_in_the_past():
+    # started 900 s ago with a 1000 s limit, expected 100 s (ratio 0.1): overdue
+    snap = snapshot(1, policy=MF, running=[running("r", gpus=[0], started_at=NOW - 900, wall_time=1000)],
+                    pending=[pending("a", wall_time=10)])
+    assert predict_starts(snap, ratios={"default": 0.1}) == {"a": NOW + 50}
