@@ -8,6 +8,7 @@ max_gpu_hours if smaller) at the price of the GPUs it could run on."""
 from collections import defaultdict
 from datetime import datetime, timezone
 
+from .inventory import tables
 from .snapshot import Gpu, PendingJob, Policy, Snapshot
 
 INF = float("inf")
@@ -55,8 +56,10 @@ class BudgetLedger:
         # with budgets in force every job must be looked at, even when no GPU is free: it may have to be HELD
         self.active = any(t.budget is not None for t in snap.teams.values()) or snap.policy.default_team.budget \
             is not None
-        price = {g.index: g.price for g in snap.gpus}
         self.committed: dict[str, float] = defaultdict(float)
+        if not self.active:
+            return
+        price = tables(snap.gpus).price
         for run in snap.running:
             left = max(0.0, run.ends_by - snap.now)
             rate = sum(price.get(i, 0.0) for i in run.gpus)
@@ -80,4 +83,5 @@ class BudgetLedger:
                 f"cost + {money(cap)} for this job = {money(total)}, over {money(budget)} this period")
 
     def started(self, job: PendingJob) -> None:
-        self.committed[job.team] += self.cap(job)
+        if self.active:
+            self.committed[job.team] += self.cap(job)

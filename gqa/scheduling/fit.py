@@ -14,6 +14,7 @@ first blocked job of every tier get reservations."""
 
 from collections import defaultdict
 
+from .inventory import tables
 from .ledger import Ledger
 from .snapshot import PendingJob, Snapshot
 
@@ -32,18 +33,13 @@ def pools_for(job: PendingJob, pools, policy) -> list[list[Pool]]:
 
 
 class Capacity:
-    def __init__(self, snap: Snapshot, ledger: Ledger):
+    def __init__(self, snap: Snapshot, ledger: Ledger, *, explain: bool = True):
         self.snap, self.ledger, self.now = snap, ledger, snap.now
-        self.backfill = snap.policy.backfill
-        self.pool_of = {g.index: g.pool for g in snap.gpus}
-        self.pools: dict[Pool, list[int]] = defaultdict(list)        # pool -> all its GPU indices
-        for gpu in snap.gpus:
-            self.pools[gpu.pool].append(gpu.index)
-        self.types = {p[0] for p in self.pools}
-        self.busy_until = {g.index: snap.now for g in snap.gpus}   # when each GPU is next free
-        for run in snap.running:
-            for index in run.gpus:
-                self.busy_until[index] = run.ends_by
+        self.backfill, self.explain = snap.policy.backfill, explain
+        inventory = tables(snap.gpus)
+        self.pool_of, self.pools, self.types = inventory.pool_of, inventory.pools, inventory.types
+        self._busy: dict[int, float] | None = None                 # built by the first reservation
+        self._started: list[tuple[tuple[int, ...], float]] = []    # starts of this pass, until then
         self.booked: dict[int, tuple[float, str]] = {}            # GPU -> (held from, job) of its first reservation
         self.reserved_start: dict[str, float] = {}                # job -> its reserved start (inf: unknown)
         self.held_types: dict[str | None, str] = {}               # without backfill: type -> blocking job
@@ -62,8 +58,25 @@ class Capacity:
         kind = f"{'/'.join(types)} GPUs" if types else "GPUs"
         return f"waiting behind job {holder}, which is first in line for {kind}"
 
+    @property
+    def busy_until(self) -> dict[int, float]:
+        """When each GPU is next free: now, or its running job's wall-time end."""
+        if self._busy is None:
+            busy = dict.fromkeys(self.pool_of, self.now)
+            for run in self.snap.running:
+                end = run.ends_by
+                for index in run.gpus:
+                    busy[index] = end
+            for gpus, end in self._started:
+                for index in gpus:
+                    busy[index] = end
+            self._busy = busy
+        return self._busy
+
     def fit(self, job: PendingJob) -> tuple[tuple[int, ...] | None, str]:
         """The GPUs the job starts on now, or None and why not (with numbers)."""
+        if not self.explain and job.gpus > len(self.ledger.free):
+            return None, ""  # cannot fit, and nobody will read why
         types = job.types()
         of = f" of {'/'.join(types)}" if types else ""
         if types and not any(t in self.types for t in types):
@@ -97,7 +110,7 @@ class Capacity:
                 chosen = usable[candidates[0][1]][: job.gpus]
                 break
         if chosen is None:
-            return None, self._shortfall(job, free, blocker, of)
+            return None, (self._shortfall(job, free, blocker, of) if self.explain else "")
         led = self.ledger
         if led.cpus_free is not None and job.cpus and job.cpus > led.cpus_free:
             return None, f"needs {job.cpus} CPUs, {led.cpus_free} free"
@@ -131,8 +144,11 @@ class Capacity:
     def started(self, job: PendingJob, gpus: tuple[int, ...]) -> bool:
         """Record a start; True if it started ahead of a reserved job (backfill)."""
         end = self.now + job.wall_time if job.wall_time else INF
-        for index in gpus:
-            self.busy_until[index] = end
+        if self._busy is None:
+            self._started.append((gpus, end))
+        else:
+            for index in gpus:
+                self._busy[index] = end
         return bool(self.booked)
 
     def blocked(self, job: PendingJob, tier: int) -> float | None:

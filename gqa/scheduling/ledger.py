@@ -3,6 +3,7 @@
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from .inventory import tables
 from .snapshot import PendingJob, Snapshot
 
 
@@ -30,11 +31,12 @@ class Ledger:
 
 
 def account(snap: Snapshot) -> Ledger:
-    ledger = Ledger(free={g.index: g.type for g in snap.gpus}, cpus_free=snap.cpus,
+    ledger = Ledger(free=dict(tables(snap.gpus).type_of), cpus_free=snap.cpus,
                     memory_free=snap.memory, total_gpus=len(snap.gpus))
+    free = ledger.free
     for run in snap.running:
         for index in run.gpus:
-            ledger.free.pop(index, None)
+            free.pop(index, None)
         if ledger.cpus_free is not None and run.cpus:
             ledger.cpus_free -= run.cpus
         if ledger.memory_free is not None and run.memory:

@@ -23,7 +23,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     not for explaining the rest."""
     ledger = account(snap)
     ranking = Ranking(snap, ledger)
-    capacity = Capacity(snap, ledger)
+    capacity = Capacity(snap, ledger, explain=explain)
     preemptor = Preemptor(snap, ledger.free)
     budget = BudgetLedger(snap)
     out = Plan()

@@ -8,6 +8,7 @@ preempts twice."""
 from collections import defaultdict
 
 from .fit import pools_for
+from .inventory import tables
 from .snapshot import PendingJob, RunningJob, Snapshot
 
 
@@ -16,10 +17,13 @@ class Preemptor:
         self.enabled = bool(snap.policy.preempt_tiers)
         self.now = snap.now
         self.policy = snap.policy
-        self.gpu_type = {g.index: g.pool for g in snap.gpus}   # index -> pool (type, spot)
         self.free = free
-        self.stopping: dict[str, list[int]] = defaultdict(list)   # type -> GPUs already on their way back
+        self.stopping: dict[str, list[int]] = defaultdict(list)   # pool -> GPUs already on their way back
         self.candidates: list[RunningJob] = []
+        self.chosen: list[str] = []
+        if not self.enabled:
+            return
+        self.gpu_type = tables(snap.gpus).pool_of   # index -> pool (type, spot)
         for run in snap.running:
             if run.stopping:
                 for index in run.gpus:
@@ -27,7 +31,6 @@ class Preemptor:
             elif run.tier in snap.policy.preempt_tiers:
                 self.candidates.append(run)
         self.candidates.sort(key=lambda r: (self.now - (r.checkpointed_at or r.started_at), -r.started_at, r.id))
-        self.chosen: list[str] = []
 
     def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str] | None:
         """Jobs to stop so `job` can start, and a reason; None if preemption cannot help."""
