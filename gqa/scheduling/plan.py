@@ -44,6 +44,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 continue
             reason = over_quota(job, snap, ledger)
             if reason is None and not capacity.backfill:
+                if not explain and None in capacity.held_types and not preemptor.enabled and not budget.active:
+                    return out  # a job waits first for every GPU: nothing after it can start
                 reason = capacity.behind(job)
             if reason is not None:
                 out.waiting[job.id] = reason
