@@ -2,7 +2,7 @@
 
 from .context import caller_user
 from .options import JobRefs, Output, check_output
-from .output import print_json, user_errors
+from .output import print_results, user_errors
 
 
 def approve(refs: JobRefs, output: Output = "table"):
@@ -12,16 +12,7 @@ def approve(refs: JobRefs, output: Output = "table"):
         from .backend import backend
 
         results = backend().control().approve(refs, caller=caller_user() or _me())
-    show(results, fmt)
-
-
-def show(results, fmt: str) -> None:
-    if fmt == "json":
-        print_json([{"id": r.job.id, "action": r.action, "state": r.job.state.value, "detail": r.detail}
-                    for r in results])
-        return
-    for r in results:
-        print(f"{r.action} {r.job.id}" + (f" ({r.detail})" if r.detail else ""))
+    print_results(results, fmt)
 
 
 def _me() -> str:

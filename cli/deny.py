@@ -4,10 +4,10 @@ from typing import Annotated
 
 import typer
 
-from .approve import _me, show
+from .approve import _me
 from .context import caller_user
 from .options import JobRefs, Output, check_output
-from .output import user_errors
+from .output import print_results, user_errors
 
 
 def deny(refs: JobRefs, reason: Annotated[str, typer.Option("--reason", "-r", help="Why, for the owner.")] = "",
@@ -18,4 +18,4 @@ def deny(refs: JobRefs, reason: Annotated[str, typer.Option("--reason", "-r", he
         from .backend import backend
 
         results = backend().control().deny(refs, caller=caller_user() or _me(), reason=reason)
-    show(results, fmt)
+    print_results(results, fmt)

@@ -75,3 +75,13 @@ STATUS_STYLE = {
     "running": "cyan", "retrying": "yellow", "completed": "green", "failed": "red", "timed out": "red",
     "cancelled": "dim", "rejected": "red",
 }
+
+
+def print_results(results, fmt: str) -> None:
+    """What cancel, requeue, approve and deny did, job by job."""
+    if fmt == "json":
+        print_json([{"id": r.job.id, "action": r.action, "state": r.job.state.value, "detail": r.detail}
+                    for r in results])
+        return
+    for r in results:
+        sys.stdout.write(f"{r.action} {r.job.id}" + (f" ({r.detail})" if r.detail else "") + "\n")

@@ -2,7 +2,7 @@
 the queue in its old place (like Slurm's `scontrol requeue`)."""
 
 from .options import JobRefs, Output, check_output
-from .output import print_json, user_errors
+from .output import print_results, user_errors
 
 
 def requeue(refs: JobRefs, output: Output = "table"):
@@ -12,9 +12,4 @@ def requeue(refs: JobRefs, output: Output = "table"):
         from .backend import backend
 
         results = backend().control().requeue(refs)
-    if fmt == "json":
-        print_json([{"id": r.job.id, "action": r.action, "state": r.job.state.value, "detail": r.detail}
-                    for r in results])
-        return
-    for r in results:
-        print(f"{r.action} {r.job.id}" + (f" ({r.detail})" if r.detail else ""))
+    print_results(results, fmt)

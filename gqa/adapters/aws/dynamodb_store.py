@@ -29,6 +29,7 @@ from ...models.errors import BackendUnavailable, Conflict, NotFound
 from ...models.job import JobRecord, JobState, transition
 from ...ports import Change, Inventory
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
+from .. import settings_codec
 from . import items as it
 from . import ledger
 from . import tables as t
@@ -64,17 +65,17 @@ class DynamoDBStore:
 
     def inventory(self) -> Inventory | None:
         item = self._setting("setting", "inventory")
-        return it.inventory_from(item["json"]) if item else None
+        return settings_codec.inventory_from(item["json"]) if item else None
 
     def set_inventory(self, inventory: Inventory) -> None:
-        self._put_setting("setting", "inventory", {"json": it.inventory_json(inventory)})
+        self._put_setting("setting", "inventory", {"json": settings_codec.inventory_json(inventory)})
 
     def policy(self) -> Policy:
         item = self._setting("setting", "policy")
-        return it.policy_from(item["json"]) if item else Policy()
+        return settings_codec.policy_from(item["json"]) if item else Policy()
 
     def set_policy(self, policy: Policy) -> None:
-        self._put_setting("setting", "policy", {"json": it.policy_json(policy)})
+        self._put_setting("setting", "policy", {"json": settings_codec.policy_json(policy)})
 
     def teams(self) -> dict[str, TeamPolicy]:
         return {item[t.SK]: it.team_policy(item)

@@ -5,7 +5,6 @@ and converted to the wire format at the edge with boto3's serializer."""
 
 from __future__ import annotations
 
-import json
 import typing
 from dataclasses import MISSING, asdict, fields
 from decimal import Decimal
@@ -15,8 +14,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from ...models.job import JobRecord, JobState, Request, Transition
-from ...ports import Inventory
-from ...scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy, Weights
+from ...scheduling.snapshot import PendingJob, RunningJob, TeamPolicy
 from . import tables as t
 
 S = JobState
@@ -150,28 +148,6 @@ def running_job(item: dict[str, Any]) -> RunningJob:
 
 
 # -- settings (JSON, as the SQLite adapter stores them) ----------------------------------------
-
-def inventory_json(inventory: Inventory) -> str:
-    return json.dumps(asdict(inventory))
-
-
-def inventory_from(raw: str) -> Inventory:
-    data = json.loads(raw)
-    return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
-
-
-def policy_json(policy: Policy) -> str:
-    return json.dumps(asdict(policy))
-
-
-def policy_from(raw: str) -> Policy:
-    data = json.loads(raw)
-    data["weights"] = Weights(**data["weights"])
-    data["default_team"] = TeamPolicy(**data["default_team"])
-    if "preempt_tiers" in data:
-        data["preempt_tiers"] = tuple(data["preempt_tiers"])
-    return Policy(**data)
-
 
 _TEAM_FIELDS = {f.name: f for f in fields(TeamPolicy)}
 

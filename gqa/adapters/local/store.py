@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -14,8 +14,9 @@ from ...models.errors import BackendUnavailable, Conflict, NotFound
 from ...models.job import JobRecord, JobState, Request, Transition, transition
 from ...ports import Change, Inventory
 from ...scheduling.budget import period_of
+from ..settings_codec import inventory_from, inventory_json, policy_from, policy_json
 from ...scheduling.fairshare import decay
-from ...scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy, Weights
+from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 
 SCHEMA_VERSION = 1
 
@@ -106,25 +107,19 @@ class SqliteStore:
         raw = self._meta("inventory")
         if raw is None:
             return None
-        data = json.loads(raw)
-        return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
+        return inventory_from(raw)
 
     def set_inventory(self, inventory: Inventory) -> None:
-        self._set_meta("inventory", json.dumps(asdict(inventory)))
+        self._set_meta("inventory", inventory_json(inventory))
 
     def policy(self) -> Policy:
         raw = self._meta("policy")
         if raw is None:
             return Policy()
-        data = json.loads(raw)
-        data["weights"] = Weights(**data["weights"])
-        data["default_team"] = TeamPolicy(**data["default_team"])
-        if "preempt_tiers" in data:
-            data["preempt_tiers"] = tuple(data["preempt_tiers"])
-        return Policy(**data)
+        return policy_from(raw)
 
     def set_policy(self, policy: Policy) -> None:
-        self._set_meta("policy", json.dumps(asdict(policy)))
+        self._set_meta("policy", policy_json(policy))
 
     def teams(self) -> dict[str, TeamPolicy]:
         rows = self.db.execute("SELECT team, share, max_gpus, max_gpus_per_user, budget FROM teams").fetchall()
