@@ -140,3 +140,17 @@ class Pool:
     @property
     def queue_name(self) -> str:
         return self.job_queue or f"gqa-{self.name}"
+
+
+def pools_from_json(text: str) -> tuple[Pool, ...]:
+    """Pools from a JSON list of Pool's fields (how a deployment hands them to
+    the dispatch function, e.g. `[{"gpu_type": "a10g", "spot": true,
+    "max_gpus": 8, "price": 0.5}]`). ValueError names what is wrong, so a bad
+    setting fails the cold start loudly instead of scheduling over no GPUs."""
+    raw = json.loads(text)
+    if not isinstance(raw, list) or not raw or not all(isinstance(p, dict) for p in raw):
+        raise ValueError("the pools must be a non-empty JSON list of objects")
+    try:
+        return tuple(Pool(**{**p, "instance_types": tuple(p.get("instance_types", ()))}) for p in raw)
+    except TypeError as exc:   # an unknown or missing field
+        raise ValueError(f"invalid pool: {exc}") from None

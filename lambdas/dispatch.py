@@ -1,0 +1,92 @@
+"""The dispatch function: one control-loop pass (gqa.services.supervisor holds
+every rule): promote retries that are due, stop attempts past their wall time,
+carry out cancel and requeue requests, then schedule and submit to Batch.
+
+Input: a message batch from the wake-up queue, or a scheduled EventBridge
+event. Either only says "run a pass now"; the body is not read, and one pass
+serves every wake-up in the batch.
+
+Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
+DynamoDB tables), GQA_POOLS (a JSON list of resources.Pool's fields),
+GQA_JOB_DEFINITION (the Batch job definition), GQA_CHECKPOINT_BUCKET and
+optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3), and optionally
+GQA_IMAGES (a JSON object: spec image -> job definition). A missing or
+invalid one fails the cold start loudly.
+
+Concurrency: the stack gives the function a reserved concurrency of 1, but a
+pass is safe without it: every claim of a job (QUEUED -> STARTING) is a write
+guarded on the job's state, so a second pass over the same jobs gets Conflict
+and submits nothing; the services treat that as "the next pass will see it".
+
+Errors are raised (BackendUnavailable from DynamoDB or Batch): a wake-up
+message is then delivered again, and a scheduled invocation is retried by
+Lambda; the next tick runs a fresh pass anyway."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+
+from gqa.adapters.aws.batch_compute import BatchCompute
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.resources import pools_from_json
+from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
+from gqa.adapters.aws.tables import TableNames
+from gqa.adapters.clock import SystemClock, SystemRandom
+from gqa.services.supervisor import Supervisor
+
+logger = Logger(service="gqa-dispatch")
+
+
+@dataclass(frozen=True)
+class Dispatcher:
+    store: DynamoDBStore
+    compute: BatchCompute
+    supervisor: Supervisor
+
+    def run_pass(self) -> list[str]:
+        """One pass, in the local daemon's order: retries first, so a promoted
+        job competes in this pass's scheduling. Returns the started job ids."""
+        self.supervisor.promote_retries()
+        self.supervisor.enforce_wall_time()
+        self.supervisor.carry_out_requests()
+        return [job.id for job in self.supervisor.dispatch()]
+
+
+def build() -> Dispatcher:
+    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
+                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    clock = SystemClock()
+    store = DynamoDBStore(boto3.client("dynamodb"), names)
+    checkpoints = S3Checkpoints(boto3.client("s3"), os.environ["GQA_CHECKPOINT_BUCKET"],
+                                os.environ.get("GQA_CHECKPOINT_PREFIX", "checkpoints"))
+    compute = BatchCompute(boto3.client("batch"), pools_from_json(os.environ["GQA_POOLS"]),
+                           os.environ["GQA_JOB_DEFINITION"], checkpoints, clock,
+                           images=json.loads(os.environ.get("GQA_IMAGES", "{}")))
+    # the pools are this deployment's GPUs: the store must know them (and their
+    # prices) before admission can check limits or the scheduler place anything;
+    # once per cold start keeps them in step with the function's configuration
+    store.set_inventory(compute.inventory())
+    return Dispatcher(store, compute, Supervisor(store, compute, clock, SystemRandom()))
+
+
+@cache
+def dispatcher() -> Dispatcher:
+    """Built once per container: the clients' connections and credentials are
+    reused by every invocation the container serves."""
+    return build()
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # an SQS batch carries Records; a schedule is one EventBridge event: both mean "a pass now"
+    trigger = "wakeup" if "Records" in event else str(event.get("detail-type", "schedule"))
+    started = dispatcher().run_pass()
+    logger.info("dispatch pass", extra={"trigger": trigger, "started": started})
+    return {"started": started}

@@ -1,0 +1,123 @@
+"""The dispatch Lambda handler, called directly with a wake-up (SQS) and a
+scheduled (EventBridge) event, on moto DynamoDB, Batch (no Docker: an API
+stub) and S3. SubmitJob calls are counted with a botocore hook."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from unittest import mock
+
+import pytest
+from moto import mock_aws
+
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.resources import Pool
+from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.clock import SystemClock
+from gqa.models.job import JobState
+from gqa.services.submit import SubmitService
+from tests.aws.moto_support import capture, session
+from tests.builders import spec
+from tests.contract.conftest import FAKE_AWS
+
+pytestmark = pytest.mark.aws
+NAMES = TableNames.prefixed("gqa-dispatch-")
+BUCKET = "gqa-dispatch-checkpoints"
+POOLS = (Pool("a10g", spot=True, max_gpus=4, price=0.5), Pool("a10g", spot=False, max_gpus=2, price=1.2))
+WAKEUP = {"Records": [{"messageId": "w-1", "body": '{"wake": true}', "eventSource": "aws:sqs",
+                       "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:gqa-wakeup"}]}
+SCHEDULE = {"version": "0", "id": "tick-1", "detail-type": "Scheduled Event", "source": "aws.events",
+            "account": "123456789012", "time": "2024-01-01T00:00:00Z", "region": "us-east-1",
+            "resources": ["arn:aws:events:us-east-1:123456789012:rule/gqa-dispatch-tick"], "detail": {}}
+
+
+@dataclass
+class Context:
+    function_name: str = "gqa-dispatch"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:gqa-dispatch"
+    aws_request_id: str = "6f6d3c2e-0000-4000-8000-000000000002"
+
+
+@pytest.fixture
+def module():
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws(config={"batch": {"use_docker": False}}):
+        create_tables(session().client("dynamodb"), NAMES)
+        batch = session().client("batch")
+        role = session().client("iam").create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        for pool in POOLS:
+            env = batch.create_compute_environment(computeEnvironmentName=pool.name, type="UNMANAGED",
+                                                   state="ENABLED", serviceRole=role)
+            batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1,
+                                   computeEnvironmentOrder=[{"order": 1,
+                                                             "computeEnvironment": env["computeEnvironmentArn"]}])
+        batch.register_job_definition(jobDefinitionName="gqa-train", type="container", containerProperties={
+            "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
+            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
+        session().client("s3").create_bucket(Bucket=BUCKET)
+        pools = [{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus, "price": p.price} for p in POOLS]
+        env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings,
+               "GQA_LEDGER_TABLE": NAMES.ledger, "GQA_POOLS": json.dumps(pools),
+               "GQA_JOB_DEFINITION": "gqa-train", "GQA_CHECKPOINT_BUCKET": BUCKET}
+        with mock.patch.dict(os.environ, env):
+            from lambdas import dispatch
+            dispatch.dispatcher.cache_clear()     # a fresh "container" per test: its clients are moto's
+            yield dispatch
+            dispatch.dispatcher.cache_clear()
+
+
+@pytest.fixture
+def store(module) -> DynamoDBStore:
+    return DynamoDBStore(session().client("dynamodb"), NAMES)
+
+
+def submit(store: DynamoDBStore, count: int) -> list[str]:
+    service = SubmitService(store, SystemClock())
+    return [job.id for _ in range(count) for job in service.submit(spec(resources={"gpus": 1}))]
+
+
+def test_a_cold_start_registers_the_pools_as_the_inventory(module, store):
+    module.dispatcher()
+    inventory = store.inventory()
+    assert [(g.type, g.spot, g.price) for g in inventory.gpus] == [("a10g", True, 0.5)] * 4 + [("a10g", False, 1.2)] * 2
+
+
+@pytest.mark.parametrize("event", [WAKEUP, SCHEDULE], ids=["wakeup", "schedule"])
+def test_a_pass_starts_queued_jobs_with_one_submit_each_and_the_next_submits_nothing(module, store, event):
+    submits = capture(module.dispatcher().compute.client, "SubmitJob")
+    ids = submit(store, 2)      # the on-demand pool's two GPUs (the spec does not allow spot)
+    answer = module.handler(event, Context())
+    assert sorted(answer["started"]) == sorted(ids)
+    assert len(submits) == 2
+    assert all(store.get(i).state == JobState.RUNNING for i in ids)
+    assert module.handler(event, Context()) == {"started": []}
+    assert len(submits) == 2
+
+
+def test_two_dispatchers_at_once_submit_each_job_to_batch_once(module, store):
+    first, second = module.build(), module.build()     # two containers, each with its own clients
+    submits = capture(first.compute.client, "SubmitJob")
+    second_submits = capture(second.compute.client, "SubmitJob")
+    ids = submit(store, 2)
+    raced: list[list[str]] = []
+
+    def race(**_):
+        # the second pass runs after the first planned (it saw the same queued jobs) and before it claims
+        if not raced:
+            raced.append(second.run_pass())
+    first.store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", race)
+    started_by_first = first.run_pass()
+    assert sorted(raced[0]) == sorted(ids)
+    assert started_by_first == []            # its claim met jobs no longer QUEUED: Conflict, nothing launched
+    assert len(submits) + len(second_submits) == 2
+    assert len(submits) == 0
+
+
+@pytest.mark.parametrize("text", ["[]", '{"gpu_type": "a10g"}', '[{"gpu_type": "a10g", "spot": true}]',
+                                  '[{"gpu_type": "a10g", "spot": true, "max_gpus": 1, "price": 1, "colour": 1}]'])
+def test_invalid_pools_fail_loudly(text):
+    from gqa.adapters.aws.resources import pools_from_json
+    with pytest.raises(ValueError):
+        pools_from_json(text)
