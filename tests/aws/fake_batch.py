@@ -1,0 +1,258 @@
+"""A whole deployment on moto, in-process, and a stand-in for AWS Batch's side
+of it: the three Lambda handlers (admit, dispatch, reconcile) wired to moto's
+DynamoDB, SQS, S3 and Batch, and FakeBatch, which reads the SubmitJob calls the
+dispatcher really made and answers with the "Batch Job State Change" events
+EventBridge would deliver (moto's Batch runs no container and emits no events).
+
+Used by tests/aws/test_lifecycle.py and benchmarks/aws_calls_per_job.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+from unittest import mock
+
+import boto3
+from moto import mock_aws
+
+from gqa.adapters.aws.resources import Pool, QueueUrls, create_queues
+from gqa.adapters.aws.sqs_intake import SqsIntake
+from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.clock import SystemClock
+from gqa.ports import Submission
+from gqa.runtime.s3 import MANIFEST
+from gqa.runtime.storage import POINTER
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+FAKE_AWS = {"AWS_DEFAULT_REGION": REGION, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing"}
+NAMES = TableNames.prefixed("gqa-life-")
+BUCKET = "gqa-life-checkpoints"
+CHECKPOINT_PREFIX = "checkpoints"
+JOB_DEFINITION = "gqa-train"
+POOLS = (Pool("a10g", spot=True, max_gpus=8, price=0.4), Pool("a10g", spot=False, max_gpus=4, price=1.0))
+RECLAIM = "Host EC2 (instance i-0abc) terminated."
+WAKEUP_EVENT = {"Records": [{"messageId": "wake-1", "body": '{"wake": true}', "eventSource": "aws:sqs",
+                             "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:gqa-life-wakeup"}]}
+
+
+@dataclass
+class Context:
+    """What Lambda passes as the context (the fields Powertools reads)."""
+
+    function_name: str = "gqa"
+    memory_limit_in_mb: int = 128
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:gqa"
+    aws_request_id: str = "6f6d3c2e-0000-4000-8000-00000000000a"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+class VirtualClock:
+    """The control plane's time (SystemClock is patched to read it), so a test
+    can jump past a retry's backoff instead of sleeping through it."""
+
+    def __init__(self, now: float):
+        self.t = now
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class Deployment:
+    """The handler modules, with their containers' wiring cleared, and what
+    they were deployed against."""
+
+    admit: ModuleType
+    dispatch: ModuleType
+    reconcile: ModuleType
+    urls: QueueUrls
+    clock: VirtualClock
+    session: boto3.session.Session
+
+    def client(self, service: str) -> Any:
+        return self.session.client(service)
+
+    def send(self, spec_json: str, *, owner: str = "alice", key: str, tier: int = 1) -> None:
+        """What the API does with a submission: one message on the tier's intake queue."""
+        SqsIntake(self.client("sqs"), self.urls.intake, self.urls.wakeup).send(
+            Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment={}))
+
+    def receive(self, tier: int = 1) -> list[dict[str, Any]]:
+        """What Lambda's poller hands the admit function: received messages as SQS event records."""
+        url = self.urls.intake[tier]
+        sqs = self.client("sqs")
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        records: list[dict[str, Any]] = []
+        while True:
+            out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                      AttributeNames=["All"], MessageAttributeNames=["All"])
+            messages = out.get("Messages", [])
+            if not messages:
+                return records
+            for m in messages:
+                records.append({"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
+                                "body": m["Body"], "attributes": m.get("Attributes", {}),
+                                "messageAttributes": m.get("MessageAttributes", {}), "md5OfBody": m["MD5OfBody"],
+                                "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": REGION})
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])   # the poller's delete
+
+    def write_checkpoint(self, job_id: str, step: int) -> str:
+        """A complete checkpoint as gqa.runtime.s3 leaves it: files, then the
+        manifest, then the `latest` pointer; returns the URI S3Checkpoints reports."""
+        s3 = self.client("s3")
+        base = f"{CHECKPOINT_PREFIX}/{job_id}/"
+        name = f"ckpt-{step}"
+        s3.put_object(Bucket=BUCKET, Key=f"{base}{name}/model.pt", Body=b"weights")
+        s3.put_object(Bucket=BUCKET, Key=f"{base}{name}/{MANIFEST}", Body=json.dumps({"files": ["model.pt"]}))
+        s3.put_object(Bucket=BUCKET, Key=f"{base}{POINTER}", Body=name.encode())
+        return f"s3://{BUCKET}/{base}{name}"
+
+
+@contextmanager
+def deployment(now: float, session: boto3.session.Session | None = None) -> Iterator[Deployment]:
+    """Every resource the stack would create, on moto, and the handlers'
+    environment pointing at them. The handlers build their clients with
+    boto3.client(), i.e. from boto3's default session: it is `session` here,
+    so hooks registered on its events before a cold start see every call."""
+    session = session or boto3.session.Session(region_name=REGION)
+    clock = VirtualClock(now)
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ, FAKE_AWS))
+        stack.enter_context(mock_aws(config={"batch": {"use_docker": False}}))
+        stack.enter_context(mock.patch.object(boto3, "DEFAULT_SESSION", session))
+        # the control plane's clock (submit times, retry backoff, not_before) is the virtual one
+        stack.enter_context(mock.patch.object(SystemClock, "now", lambda self: clock.now()))
+        create_tables(session.client("dynamodb"), NAMES)
+        urls = create_queues(session.client("sqs"), prefix="gqa-life-")
+        batch = session.client("batch")
+        role = session.client("iam").create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        for pool in POOLS:
+            env = batch.create_compute_environment(computeEnvironmentName=pool.name, type="UNMANAGED",
+                                                   state="ENABLED", serviceRole=role)
+            batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1,
+                                   computeEnvironmentOrder=[{"order": 1,
+                                                             "computeEnvironment": env["computeEnvironmentArn"]}])
+        batch.register_job_definition(jobDefinitionName=JOB_DEFINITION, type="container", containerProperties={
+            "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
+            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
+        session.client("s3").create_bucket(Bucket=BUCKET)
+        pools = [{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus, "price": p.price} for p in POOLS]
+        stack.enter_context(mock.patch.dict(os.environ, {
+            "GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
+            "GQA_POOLS": json.dumps(pools), "GQA_JOB_DEFINITION": JOB_DEFINITION,
+            "GQA_CHECKPOINT_BUCKET": BUCKET, "GQA_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
+            "GQA_WAKEUP_QUEUE_URL": urls.wakeup}))
+        from lambdas import admit, dispatch, reconcile
+        caches = (admit.admission, dispatch.dispatcher, reconcile.service)
+        for cache in caches:
+            cache.cache_clear()      # fresh "containers": their clients are built inside the mock
+        try:
+            yield Deployment(admit, dispatch, reconcile, urls, clock, session)
+        finally:
+            for cache in caches:
+                cache.cache_clear()
+
+
+# -- Batch's side ------------------------------------------------------------------------------------
+
+@dataclass
+class Submitted:
+    """One SubmitJob call as the dispatcher made it, and the job id Batch gave back."""
+
+    batch_job_id: str
+    request: dict[str, Any]
+    environment: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def job_id(self) -> str:
+        return self.environment["GQA_JOB_ID"]
+
+    @property
+    def attempt(self) -> int:
+        return int(self.environment["GQA_ATTEMPT"])
+
+    @property
+    def spot(self) -> bool:
+        return self.request["jobQueue"] in {p.queue_name for p in POOLS if p.spot}
+
+
+class FakeBatch:
+    """Watches a Batch client's SubmitJob calls (the parameters as the caller
+    built them, paired with the answer through botocore's per-request context)
+    and makes the state-change events Batch would emit for them."""
+
+    def __init__(self, client: Any):
+        self.submitted: list[Submitted] = []
+        self._taken = 0
+        events = client.meta.events
+        events.register("before-parameter-build.batch.SubmitJob", self._asked)
+        events.register("after-call.batch.SubmitJob", self._answered)
+
+    @staticmethod
+    def _asked(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["gqa_request"] = copy.deepcopy(params)
+
+    def _answered(self, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        request = context.get("gqa_request")
+        if request is None or "jobId" not in parsed:
+            return   # a refused call created no Batch job
+        env = {e["name"]: e["value"] for e in request.get("containerOverrides", {}).get("environment", [])}
+        self.submitted.append(Submitted(parsed["jobId"], request, env))
+
+    def take_new(self) -> list[Submitted]:
+        """The submissions made since the last call."""
+        new = self.submitted[self._taken:]
+        self._taken = len(self.submitted)
+        return new
+
+    @staticmethod
+    def event(job: Submitted, status: str, *, at: float, started: float | None = None,
+              reason: str | None = None, exit_code: int | None = None) -> dict[str, Any]:
+        """A "Batch Job State Change" as EventBridge delivers it: the detail has
+        DescribeJobs' shape; times are epoch milliseconds, as Batch writes them."""
+        request = job.request
+        arn = f"arn:aws:batch:{REGION}:{ACCOUNT}:job/{job.batch_job_id}"
+        overrides = request.get("containerOverrides", {})
+        container: dict[str, Any] = {
+            "image": "public.ecr.aws/gqa/train:1", "command": overrides.get("command", []),
+            "environment": overrides.get("environment", []),
+            "resourceRequirements": overrides.get("resourceRequirements", []),
+            "volumes": [], "mountPoints": [], "ulimits": [], "networkInterfaces": [], "secrets": []}
+        detail: dict[str, Any] = {
+            "jobArn": arn, "jobName": request["jobName"], "jobId": job.batch_job_id,
+            "jobQueue": f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/{request['jobQueue']}",
+            "status": status, "attempts": [], "createdAt": int(at * 1000) - 5000,
+            "retryStrategy": request.get("retryStrategy", {"attempts": 1}), "dependsOn": [],
+            "jobDefinition": f"arn:aws:batch:{REGION}:{ACCOUNT}:job-definition/{JOB_DEFINITION}:1",
+            "parameters": {}, "container": container, "tags": dict(request.get("tags", {})),
+            "propagateTags": True, "platformCapabilities": ["EC2"], "eksAttempts": []}
+        if started is not None:
+            detail["startedAt"] = int(started * 1000)
+            container["logStreamName"] = f"{JOB_DEFINITION}/default/{job.batch_job_id}"
+            container["taskArn"] = f"arn:aws:ecs:{REGION}:{ACCOUNT}:task/gqa/{job.batch_job_id}"
+        if status in ("SUCCEEDED", "FAILED"):
+            detail["stoppedAt"] = int(at * 1000)
+            detail["statusReason"] = reason or "Essential container in task exited"
+            ended = {"exitCode": exit_code} if exit_code is not None else {}   # a reclaim leaves none
+            container.update(ended)
+            entry: dict[str, Any] = {"container": {"taskArn": container.get("taskArn"), **ended},
+                                     "stoppedAt": int(at * 1000), "statusReason": detail["statusReason"]}
+            if started is not None:
+                entry["startedAt"] = int(started * 1000)
+            detail["attempts"] = [entry]
+        return {"version": "0", "id": f"{job.batch_job_id}-{status}", "detail-type": "Batch Job State Change",
+                "source": "aws.batch", "account": ACCOUNT, "time": "2024-01-01T00:00:00Z", "region": REGION,
+                "resources": [arn], "detail": detail}
