@@ -28,6 +28,7 @@ from gqa.adapters.clock import SystemClock
 from gqa.ports import Submission
 from gqa.runtime.s3 import MANIFEST
 from gqa.runtime.storage import POINTER
+from tests.aws.moto_support import create_batch
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -137,17 +138,7 @@ def deployment(now: float, session: boto3.session.Session | None = None) -> Iter
         stack.enter_context(mock.patch.object(SystemClock, "now", lambda self: clock.now()))
         create_tables(session.client("dynamodb"), NAMES)
         urls = create_queues(session.client("sqs"), prefix="gqa-life-")
-        batch = session.client("batch")
-        role = session.client("iam").create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        for pool in POOLS:
-            env = batch.create_compute_environment(computeEnvironmentName=pool.name, type="UNMANAGED",
-                                                   state="ENABLED", serviceRole=role)
-            batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1,
-                                   computeEnvironmentOrder=[{"order": 1,
-                                                             "computeEnvironment": env["computeEnvironmentArn"]}])
-        batch.register_job_definition(jobDefinitionName=JOB_DEFINITION, type="container", containerProperties={
-            "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
-            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
+        create_batch(session, POOLS, (JOB_DEFINITION,))
         session.client("s3").create_bucket(Bucket=BUCKET)
         pools = [{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus, "price": p.price} for p in POOLS]
         stack.enter_context(mock.patch.dict(os.environ, {

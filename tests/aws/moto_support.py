@@ -103,3 +103,19 @@ class FakeClock:
 
     def now(self) -> float:
         return self.t
+
+
+def create_batch(aws_session: Any, pools: Any, job_definitions: tuple[str, ...] = ("gqa-train",)) -> None:
+    """Batch as a deployment has it: one job queue per pool on its own compute
+    environment, and the job definitions (moto runs nothing: the tests play Batch)."""
+    batch = aws_session.client("batch")
+    role = aws_session.client("iam").create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    for pool in pools:
+        env = batch.create_compute_environment(computeEnvironmentName=pool.name, type="UNMANAGED",
+                                               state="ENABLED", serviceRole=role)
+        batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1,
+                               computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}])
+    for name in job_definitions:
+        batch.register_job_definition(jobDefinitionName=name, type="container", containerProperties={
+            "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
+            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})

@@ -18,7 +18,7 @@ from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.models.errors import BackendUnavailable, LaunchFailed, NotFound
 from gqa.models.outcome import ExitKind
 from gqa.ports import Exit
-from tests.aws.moto_support import FakeClock, answer, capture, refuse, session
+from tests.aws.moto_support import FakeClock, answer, capture, create_batch, refuse, session
 from tests.builders import job_record
 from tests.contract.conftest import FAKE_AWS
 
@@ -34,18 +34,8 @@ POOLS = (
 @pytest.fixture
 def aws():
     with mock.patch.dict(os.environ, FAKE_AWS), mock_aws(config={"batch": {"use_docker": False}}):
+        create_batch(session(), POOLS, ("gqa-train", "gqa-custom"))
         batch = session().client("batch")
-        role = session().client("iam").create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        for pool in POOLS:
-            env = batch.create_compute_environment(computeEnvironmentName=pool.name, type="UNMANAGED",
-                                                   state="ENABLED", serviceRole=role)
-            batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1,
-                                   computeEnvironmentOrder=[{"order": 1,
-                                                             "computeEnvironment": env["computeEnvironmentArn"]}])
-        for name in ("gqa-train", "gqa-custom"):
-            batch.register_job_definition(jobDefinitionName=name, type="container", containerProperties={
-                "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
-                "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
         s3 = session().client("s3")
         s3.create_bucket(Bucket=BUCKET)
         yield batch, s3

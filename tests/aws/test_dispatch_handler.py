@@ -18,7 +18,7 @@ from gqa.adapters.aws.tables import TableNames, create_tables
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.services.submit import SubmitService
-from tests.aws.moto_support import capture, session
+from tests.aws.moto_support import capture, create_batch, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -45,17 +45,7 @@ class Context:
 def module():
     with mock.patch.dict(os.environ, FAKE_AWS), mock_aws(config={"batch": {"use_docker": False}}):
         create_tables(session().client("dynamodb"), NAMES)
-        batch = session().client("batch")
-        role = session().client("iam").create_role(RoleName="batch", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-        for pool in POOLS:
-            env = batch.create_compute_environment(computeEnvironmentName=pool.name, type="UNMANAGED",
-                                                   state="ENABLED", serviceRole=role)
-            batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1,
-                                   computeEnvironmentOrder=[{"order": 1,
-                                                             "computeEnvironment": env["computeEnvironmentArn"]}])
-        batch.register_job_definition(jobDefinitionName="gqa-train", type="container", containerProperties={
-            "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
-            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
+        create_batch(session(), POOLS)
         session().client("s3").create_bucket(Bucket=BUCKET)
         pools = [{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus, "price": p.price} for p in POOLS]
         env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings,
