@@ -29,7 +29,7 @@ import boto3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script, too
 
-from tests.aws.fake_batch import REGION, WAKEUP_EVENT, Context, FakeBatch, deployment  # noqa: E402
+from tests.aws.fake_batch import REGION, CONTEXT, WAKEUP_EVENT, FakeBatch, deployment  # noqa: E402
 from tests.builders import spec  # noqa: E402
 
 # list prices (us-east-1), from the spot data README
@@ -83,23 +83,23 @@ def one_job(seconds: float) -> tuple[Calls, list[tuple[str, str]]]:
         calls.phase = None
         records = world.receive()         # in place of Lambda's poller
         calls.phase = "per job: admit"
-        world.admit.handler({"Records": records}, Context())
+        world.admit.handler({"Records": records}, CONTEXT)
         invocations.append(("admit", "intake message"))
         calls.phase = "per job: dispatch"
-        world.dispatch.handler(WAKEUP_EVENT, Context())
+        world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
         invocations.append(("dispatch", "wake-up from admit"))
         [job] = batch.take_new()
         started = world.clock.now() + 20
         for event in (FakeBatch.event(job, "RUNNING", at=started, started=started),
                       FakeBatch.event(job, "SUCCEEDED", at=started + seconds, started=started, exit_code=0)):
             calls.phase = f"per job: reconcile {event['detail']['status']}"
-            world.reconcile.handler(event, Context())
+            world.reconcile.handler(event, CONTEXT)
             invocations.append(("reconcile", event["detail"]["status"]))
 
         # the wake-up the settlement sent: a pass that schedules others onto the freed GPUs;
         # shared by every job it serves, so shown on its own
         calls.phase = "follow-up pass"
-        world.dispatch.handler(WAKEUP_EVENT, Context())
+        world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
         calls.phase = None
     return calls, invocations
 

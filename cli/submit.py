@@ -53,8 +53,6 @@ def submit(
     }
     from .context import caller_environment, caller_user
 
-    if caller_user() is not None:  # verified by the daemon from the socket's peer credentials
-        overrides["owner"] = caller_user()
     with user_errors():
         from gqa.models.loader import load_spec
 
@@ -62,7 +60,8 @@ def submit(
         from .backend import backend
 
         be = backend()
-        jobs = be.submitter().submit(spec, environment=caller_environment())
+        # the owner the daemon verified from the socket's peer credentials, when it ran this
+        jobs = be.submitter().submit(spec, environment=caller_environment(), owner=caller_user())
         running = be.daemon_pid() is not None
     first = jobs[0]
     ref = first.group if (len(jobs) > 1 or first.array_index is not None) else first.id

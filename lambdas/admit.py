@@ -48,14 +48,12 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, Sqs
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import (DynamoDBPersistenceLayer, IdempotencyConfig,
                                                          idempotent_function)
-from pydantic import ValidationError
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.sqs_intake import SqsIntake, submission_from_record
 from gqa.adapters.aws.tables import PK, SK, TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import Rejected, SpecError
-from gqa.models.spec import JobSpec
 from gqa.ports import Submission
 from gqa.services.submit import SubmitService
 
@@ -90,7 +88,7 @@ def build() -> Admission:
                                            static_pk_value=IDEMPOTENCY_PARTITION, boto3_client=dynamodb)
 
     def admit(submission: dict[str, Any]) -> list[str]:
-        return [job.id for job in admit_submission(service, Submission(**submission))]
+        return [job.id for job in service.admit(Submission(**submission))]
 
     admit_once = idempotent_function(admit, data_keyword_argument="submission", persistence_store=persistence,
                                      config=config)
@@ -104,23 +102,6 @@ def admission() -> Admission:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
     return build()
-
-
-def admit_submission(service: SubmitService, submission: Submission) -> list:
-    """The spec as the submitter sent it, with the verified owner: the API
-    authenticated the caller, so the owner in the spec's text is not trusted."""
-    try:
-        spec = JobSpec.model_validate_json(submission.spec_json)
-    except ValidationError as exc:
-        raise SpecError(_first_error(exc), source="submission") from None
-    spec = spec.model_copy(update={"owner": submission.owner})
-    return service.submit(spec, environment=submission.environment)
-
-
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"])
-    return f"{where}: {error['msg']}" if where else error["msg"]
 
 
 def record_handler(record: SQSRecord) -> list[str]:

@@ -48,6 +48,14 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
     return validate(raw, lines=lines, source=source)
 
 
+def validate_json(text: str, *, source: str | None = None) -> JobSpec:
+    """A spec that travelled as JSON (an API request, a queue message)."""
+    try:
+        return JobSpec.model_validate_json(text)
+    except ValidationError as exc:
+        raise _friendly(exc, {}, source) from None
+
+
 def validate(raw: dict[str, Any], *, lines: dict[tuple, int] | None = None, source: str | None = None) -> JobSpec:
     try:
         return JobSpec.model_validate(raw)

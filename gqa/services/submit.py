@@ -5,7 +5,8 @@ from ..models.errors import BackendUnavailable, Rejected
 from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
-from ..ports import Clock, JobStore, Waker
+from ..models.loader import validate_json
+from ..ports import Clock, JobStore, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
 
@@ -14,9 +15,13 @@ class SubmitService:
     def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None):
         self.store, self.clock, self.waker = store, clock, waker
 
-    def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None) -> list[JobRecord]:
+    def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
+               owner: str | None = None) -> list[JobRecord]:
         """Queue the jobs of one submission. `environment`, when given, is the
-        submitter's environment: each attempt starts from it."""
+        submitter's environment: each attempt starts from it. `owner`, when
+        given, is the caller's verified identity and wins over the spec's text."""
+        if owner is not None:
+            spec = spec.model_copy(update={"owner": owner})
         inventory = self.store.inventory()
         if inventory is None:
             raise BackendUnavailable("this queue has no GPUs registered yet: start it once with `gqa local start`")
@@ -53,3 +58,9 @@ class SubmitService:
         if self.waker is not None:
             self.waker.wake()
         return created
+
+    def admit(self, submission: Submission) -> list[JobRecord]:
+        """A submission that arrived through the intake queue (AWS): the spec as
+        the submitter sent it, owned by the identity the API verified."""
+        spec = validate_json(submission.spec_json, source="submission")
+        return self.submit(spec, environment=submission.environment, owner=submission.owner)

@@ -28,7 +28,7 @@ from gqa.adapters.clock import SystemClock
 from gqa.ports import Submission
 from gqa.runtime.s3 import MANIFEST
 from gqa.runtime.storage import POINTER
-from tests.aws.moto_support import create_batch
+from tests.aws.moto_support import LambdaContext, create_batch
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -44,17 +44,7 @@ WAKEUP_EVENT = {"Records": [{"messageId": "wake-1", "body": '{"wake": true}', "e
                              "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:gqa-life-wakeup"}]}
 
 
-@dataclass
-class Context:
-    """What Lambda passes as the context (the fields Powertools reads)."""
-
-    function_name: str = "gqa"
-    memory_limit_in_mb: int = 128
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:gqa"
-    aws_request_id: str = "6f6d3c2e-0000-4000-8000-00000000000a"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+CONTEXT = LambdaContext(function_name="gqa")
 
 
 class VirtualClock:

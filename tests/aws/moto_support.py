@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -119,3 +120,19 @@ def create_batch(aws_session: Any, pools: Any, job_definitions: tuple[str, ...] 
         batch.register_job_definition(jobDefinitionName=name, type="container", containerProperties={
             "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
             "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
+
+
+@dataclass
+class LambdaContext:
+    """What Lambda passes as the context: the fields Powertools reads."""
+
+    function_name: str = "gqa"
+    memory_limit_in_mb: int = 256
+    aws_request_id: str = "6f6d3c2e-0000-4000-8000-000000000000"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000

@@ -5,7 +5,6 @@ from gqa.adapters.aws.tables and resources."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from unittest import mock
 
 import pytest
@@ -18,7 +17,7 @@ from gqa.adapters.aws.tables import TableNames, create_tables
 from gqa.models.job import JobState
 from gqa.ports import Inventory, Submission
 from gqa.scheduling import Gpu
-from tests.aws.moto_support import refuse, session
+from tests.aws.moto_support import LambdaContext, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -28,15 +27,7 @@ INVENTORY = Inventory(gpus=(Gpu(0, "a10g", 0.5, spot=True), Gpu(1, "a10g", 1.5))
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:gqa-intake-normal"
 
 
-@dataclass
-class Context:
-    function_name: str = "gqa-admit"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:gqa-admit"
-    aws_request_id: str = "6f6d3c2e-0000-4000-8000-000000000001"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+CONTEXT = LambdaContext(function_name="gqa-admit")
 
 
 @pytest.fixture
@@ -71,7 +62,7 @@ def record(spec_json: str, *, key: str = "key-1", owner: str = "bob", message_id
 
 
 def call(module, *records: dict) -> dict:
-    return module.handler({"Records": list(records)}, Context())
+    return module.handler({"Records": list(records)}, CONTEXT)
 
 
 def wakeups(urls) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from unittest import mock
 
 import pytest
@@ -18,7 +17,7 @@ from gqa.adapters.aws.tables import TableNames, create_tables
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.services.submit import SubmitService
-from tests.aws.moto_support import capture, create_batch, session
+from tests.aws.moto_support import LambdaContext, capture, create_batch, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -33,12 +32,7 @@ SCHEDULE = {"version": "0", "id": "tick-1", "detail-type": "Scheduled Event", "s
             "resources": ["arn:aws:events:us-east-1:123456789012:rule/gqa-dispatch-tick"], "detail": {}}
 
 
-@dataclass
-class Context:
-    function_name: str = "gqa-dispatch"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:gqa-dispatch"
-    aws_request_id: str = "6f6d3c2e-0000-4000-8000-000000000002"
+CONTEXT = LambdaContext(function_name="gqa-dispatch")
 
 
 @pytest.fixture
@@ -78,11 +72,11 @@ def test_a_cold_start_registers_the_pools_as_the_inventory(module, store):
 def test_a_pass_starts_queued_jobs_with_one_submit_each_and_the_next_submits_nothing(module, store, event):
     submits = capture(module.dispatcher().compute.client, "SubmitJob")
     ids = submit(store, 2)      # the on-demand pool's two GPUs (the spec does not allow spot)
-    answer = module.handler(event, Context())
+    answer = module.handler(event, CONTEXT)
     assert sorted(answer["started"]) == sorted(ids)
     assert len(submits) == 2
     assert all(store.get(i).state == JobState.RUNNING for i in ids)
-    assert module.handler(event, Context()) == {"started": []}
+    assert module.handler(event, CONTEXT) == {"started": []}
     assert len(submits) == 2
 
 

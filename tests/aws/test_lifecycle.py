@@ -14,7 +14,7 @@ import pytest
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.models.job import JobRecord, JobState
-from tests.aws.fake_batch import (NAMES, RECLAIM, WAKEUP_EVENT, Context, Deployment, FakeBatch, Submitted,
+from tests.aws.fake_batch import (NAMES, RECLAIM, CONTEXT, WAKEUP_EVENT, Deployment, FakeBatch, Submitted,
                                   deployment)
 from tests.builders import spec
 
@@ -41,7 +41,7 @@ def admit_all(world: Deployment) -> list[str]:
     for i in range(JOBS):
         world.send(spec(name=f"train-{i}", spot=True, resources={"gpus": 1}).model_dump_json(), key=f"sub-{i}")
     records = world.receive()
-    assert world.admit.handler({"Records": records}, Context()) == {"batchItemFailures": []}
+    assert world.admit.handler({"Records": records}, CONTEXT) == {"batchItemFailures": []}
     store = DynamoDBStore(world.client("dynamodb"), NAMES)
     ids = [job.id for job in store.list()]
     assert len(ids) == JOBS
@@ -68,7 +68,7 @@ def attempt_events(rng: random.Random, job: Submitted, now: float, run: Run, wor
 
 
 def deliver(world: Deployment, event: dict, run: Run) -> dict[str, Any]:
-    out = world.reconcile.handler(event, Context())
+    out = world.reconcile.handler(event, CONTEXT)
     if out.get("action") == "settled" and out.get("state") == "SUCCEEDED":
         run.succeeded[out["job_id"]] += 1
     return out
@@ -88,7 +88,7 @@ def play(seed: int, *, messy: bool) -> tuple[Run, dict[str, JobRecord]]:
         for _ in range(MAX_ROUNDS):
             if all(store.get(i).state == JobState.SUCCEEDED for i in ids):
                 break
-            world.dispatch.handler(WAKEUP_EVENT, Context())     # promotes due retries, then submits
+            world.dispatch.handler(WAKEUP_EVENT, CONTEXT)     # promotes due retries, then submits
             new = batch.take_new()
             rng.shuffle(new)
             events = [e for job in new for e in attempt_events(rng, job, world.clock.now(), run, world)]

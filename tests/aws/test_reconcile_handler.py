@@ -8,7 +8,6 @@ import copy
 import io
 import json
 import os
-from dataclasses import dataclass
 from unittest import mock
 
 import pytest
@@ -24,7 +23,7 @@ from gqa.ports import Change, Inventory
 from gqa.scheduling import Gpu
 from gqa.scheduling.budget import period_of
 from gqa.services.submit import SubmitService
-from tests.aws.moto_support import FakeClock, session
+from tests.aws.moto_support import FakeClock, LambdaContext, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -40,14 +39,7 @@ INVENTORY = Inventory(gpus=(Gpu(0, "a10g", 0.5, spot=True), Gpu(1, "a10g", 0.5, 
                             Gpu(2, "a10g", 1.5), Gpu(3, "a10g", 1.5)))
 
 
-@dataclass
-class Context:
-    """What Lambda passes as the context (the fields Powertools' Logger reads)."""
-
-    function_name: str = "gqa-reconcile"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:gqa-reconcile"
-    aws_request_id: str = "6f6d3c2e-0000-4000-8000-000000000000"
+CONTEXT = LambdaContext(function_name="gqa-reconcile")
 
 
 @pytest.fixture
@@ -68,7 +60,7 @@ def store(lambda_module) -> DynamoDBStore:
 
 
 def call(module, event):
-    return module.handler(copy.deepcopy(event), Context())
+    return module.handler(copy.deepcopy(event), CONTEXT)
 
 
 def launched(store, gpu: int = 0, **overrides) -> JobRecord:

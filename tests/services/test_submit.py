@@ -119,3 +119,25 @@ def test_a_queue_without_gpus_registered_is_unavailable(tmp_path):
         assert [j.id for j in SubmitService(store, FakeClock(T0)).submit(spec())] == ["1"]
     finally:
         store.close()
+
+
+def test_an_admitted_submission_is_owned_by_the_verified_caller_not_the_specs_text(make_queue):
+    from gqa.ports import Submission
+    from tests.builders import spec
+
+    queue = make_queue(2)
+    forged = spec(owner="alice").model_dump_json()
+    [job] = queue.submitter.admit(Submission(spec_json=forged, owner="bob", tier=1, idempotency_key="k",
+                                             environment={"HOME": "/home/bob"}))
+    assert job.owner == "bob" and job.submit_env == {"HOME": "/home/bob"}
+
+
+def test_a_submission_with_a_bad_spec_names_the_field(make_queue):
+    from gqa.models.errors import SpecError
+    from gqa.ports import Submission
+
+    queue = make_queue(2)
+    bad = Submission(spec_json='{"command": ["a"], "resources": {"gpus": 0}}', owner="bob", tier=1,
+                     idempotency_key="k")
+    with pytest.raises(SpecError, match="submission: resources.gpus"):
+        queue.submitter.admit(bad)
