@@ -186,3 +186,41 @@ class Checkpoints(Protocol):
 
     def latest(self, job_id: str) -> str | None:
         """The latest complete checkpoint, for GQA_RESUME_FROM; None if there is none."""
+
+
+@dataclass(frozen=True)
+class AttemptLog:
+    """Where one attempt's output is, as the compute backend knows it. `stream`
+    is None while the attempt has no output to read (not yet running, or a
+    container that never started); `detail` then says why, in the backend's
+    words."""
+
+    attempt: int
+    source: str                 # what ran it, for people: e.g. "Batch job 5f0c..."
+    status: str                 # the backend's own state of it, e.g. RUNNABLE, RUNNING, FAILED
+    started_at: float | None    # epoch seconds, when known
+    group: str | None = None    # e.g. the CloudWatch log group
+    stream: str | None = None   # e.g. the CloudWatch log stream
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Lines read from a stream. `token` continues after them (the same token
+    when nothing new came); `caught_up` says the stream had no more lines now."""
+
+    lines: tuple[str, ...]
+    token: str | None
+    caught_up: bool
+
+
+class JobLogs(Protocol):
+    """The output of a job's attempts (CloudWatch Logs on AWS)."""
+
+    def attempt(self, job: JobRecord, attempt: int) -> AttemptLog | None:
+        """Where attempt `attempt` (1-based, at most job.attempts) wrote its
+        output; None if the backend no longer knows the attempt."""
+
+    def read(self, log: AttemptLog, token: str | None, limit: int) -> LogChunk:
+        """Up to `limit` lines of the attempt's stream after `token` (None:
+        from the start). NotFound if the stream does not exist."""
