@@ -197,7 +197,7 @@ class AttemptLog:
 
     attempt: int
     source: str                 # what ran it, for people: e.g. "Batch job 5f0c..."
-    status: str                 # the backend's own state of it, e.g. RUNNABLE, RUNNING, FAILED
+    status: str                 # the backend's own state of it when last read, e.g. RUNNABLE, RUNNING, FAILED
     started_at: float | None    # epoch seconds, when known
     group: str | None = None    # e.g. the CloudWatch log group
     stream: str | None = None   # e.g. the CloudWatch log stream
@@ -219,7 +219,8 @@ class JobLogs(Protocol):
 
     def attempt(self, job: JobRecord, attempt: int) -> AttemptLog | None:
         """Where attempt `attempt` (1-based, at most job.attempts) wrote its
-        output; None if the backend no longer knows the attempt."""
+        output; None if the backend no longer knows the attempt. Once it has
+        a stream the answer may come from memory (a stream does not move)."""
 
     def read(self, log: AttemptLog, token: str | None, limit: int) -> LogChunk:
         """Up to `limit` lines of the attempt's stream after `token` (None:

@@ -133,17 +133,25 @@ def test_a_relaunched_attempt_is_read_from_the_batch_job_the_record_names(aws, b
     assert batch_logs.attempt(again, 1).source == f"Batch job {again.proc_token}"
 
 
-def test_a_running_attempt_is_described_again_each_time(aws, batch_logs):
+def described(job, status: str, **fields) -> dict:
+    """A DescribeJobs answer for the job's attempt, in the shape AWS documents."""
+    return {"jobs": [{"jobId": job.proc_token, "jobName": "gqa-12-1-train", "status": status, "jobQueue": "q",
+                      "jobDefinition": "d", "createdAt": 1, **fields}]}
+
+
+def test_an_attempt_without_a_stream_is_described_again_until_it_has_one(aws, batch_logs):
     compute, _ = aws
     job = launch(compute, job_record(id="12", group="12", state=JobState.RUNNING), SPOT, 1)
-    asked = answer(compute.client, "DescribeJobs", {"jobs": [
-        {"jobId": job.proc_token, "jobName": "gqa-12-1-train", "status": "RUNNABLE", "jobQueue": "q",
-         "jobDefinition": "d", "createdAt": 1, "statusReason": "waiting for capacity"}]})
+    batch_says = described(job, "RUNNABLE", statusReason="waiting for capacity")
+    asked = answer(compute.client, "DescribeJobs", batch_says)
     where = batch_logs.attempt(job, 1)
     assert (where.status, where.stream, where.started_at, where.detail) == ("RUNNABLE", None, None,
                                                                              "waiting for capacity")
     batch_logs.attempt(job, 1)
     assert len(asked) == 2
+    batch_says["jobs"][0].update(status="RUNNING", startedAt=2_000, container={"logStreamName": "train/default/abc"})
+    assert [batch_logs.attempt(job, 1).stream for _ in range(3)] == ["train/default/abc"] * 3
+    assert len(asked) == 3      # a stream, once named, is not asked for again
 
 
 @pytest.mark.parametrize("container, group, stream, detail", [
@@ -301,3 +309,26 @@ def test_every_page_of_list_jobs_is_read():
     reader = BatchLogs(batch, None, POOLS[:1])
     assert reader.find("12", 1) == "id-2"
     assert [r.get("nextToken") for r in batch.asked] == [None, "1", "2"]
+
+
+def test_following_a_job_costs_one_get_log_events_a_quiet_poll_and_no_batch_call(aws, batch_logs):
+    compute, logs = aws
+    first, second = two_attempts(compute)
+    write(logs, stream_of(compute, first.proc_token), "epoch 1")
+    write(logs, stream_of(compute, second.proc_token), "epoch 2")
+    records = FakeRecords()
+    records.put(second)                                  # still RUNNING as far as the record says
+    service = LogService(records, batch_logs)
+    batch_calls, log_calls = capture(compute.client), capture(logs)
+    page = service.page("12")
+    assert page.lines[-1] == "epoch 2" and not page.done
+    first_read = ([c["_operation"] for c in batch_calls], len(log_calls))
+    assert first_read == (["ListJobs", "ListJobs", "DescribeJobs", "DescribeJobs"], 4)
+    batch_calls.clear(), log_calls.clear()
+    for _ in range(3):
+        page = service.page("12", token=page.token)
+    assert (page.lines, batch_calls, len(log_calls)) == ((), [], 3)
+    write(logs, stream_of(compute, second.proc_token), "epoch 3")
+    log_calls.clear()
+    assert service.page("12", token=page.token).lines == ("epoch 3",)
+    assert len(log_calls) == 2       # the new lines, then the token coming back unchanged

@@ -11,8 +11,11 @@ Finding an attempt's stream:
   starts) and the log group: the job definition's `awslogs-group` option, or
   Batch's default /aws/batch/job.
 
-An attempt that has ended never changes, so its answer is kept: following
-a job's latest attempt costs one DescribeJobs and one GetLogEvents a poll.
+An attempt's stream never changes once Batch names it, so that answer is
+kept (its status is then as first read: only an attempt without a stream
+needs a fresh one): following a job costs GetLogEvents calls and no Batch
+call once its stream is known, which keeps the account's Batch request rate
+for the control plane.
 Batch forgets ended jobs after some days; the logs outlive that, but the
 stream of an attempt Batch forgot can no longer be found (attempt() answers
 None).
@@ -40,7 +43,7 @@ from .resources import Pool
 DEFAULT_GROUP = "/aws/batch/job"   # where Batch's awslogs driver writes unless the job definition says
 ENDED = frozenset({"SUCCEEDED", "FAILED"})
 MAX_EVENTS = 10_000                # GetLogEvents' own ceiling per call
-KEEP = 1024                        # ended attempts remembered
+KEEP = 1024                        # attempts remembered
 
 
 def _logs_transient(error: ClientError) -> bool:
@@ -58,13 +61,13 @@ class BatchLogs:
         # the one parameter of ours CloudWatch can find invalid is the token we pass back
         self._logs = Retrying.for_service(logs, "CloudWatch Logs", {"InvalidParameterException": SpecError},
                                           transient=_logs_transient, attempts=attempts, **retry)
-        # (job id, attempt) -> its Batch job id and log, once it has ended (then it never changes)
-        self._ended: dict[tuple[str, int], tuple[str, AttemptLog]] = {}
+        # (job id, attempt) -> its Batch job id and log, once it has a stream or has ended
+        self._known: dict[tuple[str, int], tuple[str, AttemptLog]] = {}
 
     # -- JobLogs port -----------------------------------------------------------------------------------
     def attempt(self, job: JobRecord, attempt: int) -> AttemptLog | None:
         current = job.proc_token if attempt == job.attempts else None
-        known = self._ended.get((job.id, attempt))
+        known = self._known.get((job.id, attempt))
         if known is not None and current in (None, known[0]):
             return known[1]
         batch_id = current or self.find(job.id, attempt)
@@ -74,10 +77,10 @@ class BatchLogs:
         if not found:
             return None
         log = self.attempt_log(attempt, found[0])
-        if log.status in ENDED:
-            self._ended[(job.id, attempt)] = (batch_id, log)
-            while len(self._ended) > KEEP:
-                del self._ended[next(iter(self._ended))]
+        if log.stream is not None or log.status in ENDED:
+            self._known[(job.id, attempt)] = (batch_id, log)
+            while len(self._known) > KEEP:
+                del self._known[next(iter(self._known))]
         return log
 
     def read(self, log: AttemptLog, token: str | None, limit: int) -> LogChunk:
