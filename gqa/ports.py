@@ -225,3 +225,64 @@ class JobLogs(Protocol):
     def read(self, log: AttemptLog, token: str | None, limit: int) -> LogChunk:
         """Up to `limit` lines of the attempt's stream after `token` (None:
         from the start). NotFound if the stream does not exist."""
+
+
+# -- the budget watch's seams ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class LiveSpend:
+    """A team's spend this period as of `as_of`: settled attempts plus what the
+    running ones had cost by then (a figure for dashboards, rewritten each tick)."""
+
+    team: str
+    settled: float
+    running: float
+    as_of: float
+
+    @property
+    def amount(self) -> float:
+        return self.settled + self.running
+
+
+class BudgetRecords(Protocol):
+    """What the budget watch keeps besides the jobs: which alerts went out, and
+    each team's live spend. A claim is a conditional write, so two overlapping
+    watch ticks never send the same alert twice."""
+
+    def sent(self, keys: Iterable[str], now: float) -> set[str]:
+        """Which of these alert keys are sent, or claimed by a tick still within its lease at `now`."""
+
+    def claim(self, key: str, at: float, lease: float) -> str | None:
+        """Claim an alert for sending: a token if this caller won it, None if it is
+        sent or claimed by another. A claim not confirmed within `lease` seconds
+        (its tick died) may be taken over."""
+
+    def confirm(self, key: str, token: str, at: float) -> None:
+        """The alert went out: it is never claimed again."""
+
+    def release(self, key: str, token: str) -> None:
+        """Sending failed: let a later tick claim the alert again."""
+
+    def record_spend(self, period: str, spend: list[LiveSpend]) -> None:
+        """Replace the live spend figures of the period (a figure older than the
+        one stored is ignored, so overlapping ticks never step back in time)."""
+
+    def live_spend(self, period: str) -> dict[str, LiveSpend]: ...
+
+
+class GpuUtilization(Protocol):
+    """How busy running jobs keep their GPUs (the jobs publish it, gqa.runtime.gpu_metrics)."""
+
+    def recent(self, job_ids: list[str], window: float, now: float) -> dict[str, float]:
+        """Mean GPU utilisation in percent over [now - window, now], per job that
+        reported any; a job without data is absent, never 0."""
+
+
+class Metrics(Protocol):
+    """Metrics out (CloudWatch EMF on AWS). Dimensions added apply until the next flush."""
+
+    def add_metric(self, name: str, unit: str, value: float) -> None: ...
+
+    def add_dimension(self, name: str, value: str) -> None: ...
+
+    def flush_metrics(self) -> None: ...

@@ -124,3 +124,49 @@ class FakeJobLogs:
         got = lines[start:start + min(limit, self.page_size)]
         end = start + len(got)
         return LogChunk(tuple(got), str(end), caught_up=end >= len(lines))
+
+
+@dataclass
+class RecordingNotifier:
+    """Keeps what it was asked to send; `fail` makes the next that many sends raise."""
+
+    sent: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    fail: int = 0
+
+    def notify(self, subject: str, message: str, *, kind: str, team: str | None = None) -> None:
+        if self.fail:
+            from gqa.models.errors import BackendUnavailable
+            self.fail -= 1
+            raise BackendUnavailable("the notifier is down")
+        self.sent.append((subject, message, kind, team))
+
+
+@dataclass
+class FixedUtilisation:
+    """GPU utilisation per job id, and the questions asked."""
+
+    percent: dict[str, float] = field(default_factory=dict)
+    asked: list[list[str]] = field(default_factory=list)
+
+    def recent(self, job_ids: list[str], window: float, now: float) -> dict[str, float]:
+        self.asked.append(list(job_ids))
+        return {j: self.percent[j] for j in job_ids if j in self.percent}
+
+
+@dataclass
+class RecordingMetrics:
+    """Each flush as (dimensions, {metric: value})."""
+
+    flushed: list[tuple[dict[str, str], dict[str, float]]] = field(default_factory=list)
+    dimensions: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        self.metrics[name] = value
+
+    def add_dimension(self, name: str, value: str) -> None:
+        self.dimensions[name] = value
+
+    def flush_metrics(self) -> None:
+        self.flushed.append((self.dimensions, self.metrics))
+        self.dimensions, self.metrics = {}, {}
