@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from .models.job import JobRecord, JobState, Request
+from .models.burst import Burst, ClosedBurst, StepKind
 from .models.outcome import ExitKind
+from .models.trigger import Trigger
 from .scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy
 
 
@@ -186,3 +188,47 @@ class Checkpoints(Protocol):
 
     def latest(self, job_id: str) -> str | None:
         """The latest complete checkpoint, for GQA_RESUME_FROM; None if there is none."""
+
+
+class TriggerStore(Protocol):
+    """Triggers and their bursts (the settings table on AWS). Every burst write
+    is guarded on the burst the caller read, and counts an event at most once."""
+
+    def add(self, trigger: Trigger) -> None:
+        """Conflict if a trigger has this id."""
+
+    def get(self, trigger_id: str) -> Trigger:
+        """NotFound if there is none."""
+
+    def list(self) -> list[Trigger]: ...
+
+    def remove(self, trigger_id: str) -> None:
+        """Remove the trigger and its open burst (its timer then finds nothing); NotFound if there is none."""
+
+    def open_burst(self, trigger_id: str) -> Burst | None:
+        """The trigger's open burst, read consistently."""
+
+    def count(self, kind: StepKind, burst: Burst, key: str, token: str, expires: float) -> bool:
+        """Record one object as `kind` decided on `burst` (for OPEN, the burst to open; otherwise the
+        one read). False if the event `token` was counted before (a redelivery). Conflict if the
+        burst is no longer what the caller read: read it again and plan again."""
+
+    def close(self, trigger_id: str, burst_id: str, now: float, expires: float) -> ClosedBurst | None:
+        """Close the open burst `burst_id`, exactly once however often it is asked; the closed burst
+        (submitted or not), or None if no burst of that id was ever opened or it was removed."""
+
+    def mark_submitted(self, trigger_id: str, burst_id: str, jobs: list[str], dropped: str | None = None) -> None:
+        """Record that the closed burst's job was submitted (or, with `dropped`, never will be)."""
+
+
+class BurstTimer(Protocol):
+    """Closes a burst when its window ends (a delayed SQS message on AWS)."""
+
+    def schedule(self, trigger_id: str, burst_id: str, delay: int) -> None: ...
+
+
+class Manifests(Protocol):
+    """Where the key list of a large burst is written for its job."""
+
+    def write(self, name: str, text: str) -> str:
+        """Store `text` under `name` (overwriting the same text is harmless); returns its URI."""
