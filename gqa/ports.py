@@ -217,6 +217,12 @@ class TriggerStore(Protocol):
         """Close the open burst `burst_id`, exactly once however often it is asked; the closed burst
         (submitted or not), or None if no burst of that id was ever opened or it was removed."""
 
+    def hold_submission(self, trigger_id: str, burst_id: str, submission: Submission) -> Submission:
+        """Keep the closed burst's submission (with its reserved job ids) before it is sent; if one is
+        kept already, that one is returned and `submission` is not kept."""
+
+    def held_submission(self, trigger_id: str, burst_id: str) -> Submission | None: ...
+
     def mark_submitted(self, trigger_id: str, burst_id: str, jobs: list[str], dropped: str | None = None) -> None:
         """Record that the closed burst's job was submitted (or, with `dropped`, never will be)."""
 

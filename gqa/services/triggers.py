@@ -11,10 +11,10 @@ Exactly once, step by step:
 - a burst's first object schedules the timer before opening the burst, so a
   burst never waits without one (a timer for a burst that lost the race to
   open finds nothing to close);
-- a burst is closed once (the store's guarded close); its job is submitted
-  under a key made of the trigger and burst ids, so a timer redelivered
-  between the submission and its record submits again under the same key,
-  and admission creates the job once per key."""
+- a burst is closed once (the store's guarded close); its job goes through
+  SubmitService.accept, which reserves job ids, and the submission is kept on
+  the closed burst before it is sent: a timer redelivered after a crash sends
+  that same submission again, and admission writes a reserved id only once."""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ import builtins
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..models.burst import (REMEMBER_BURSTS, REMEMBER_EVENTS, StepKind, idempotency_key, job_environment,
                             manifest_name, manifest_text, needs_manifest, open_burst, plan)
-from ..models.errors import BackendUnavailable, Conflict, NotFound, NotPermitted, SpecError
+from ..models.errors import BackendUnavailable, Conflict, NotFound, NotPermitted, Rejected, SpecError
+from ..models.job import JobRecord
 from ..models.loader import validate_json
 from ..models.spec import JobSpec
 from ..models.trigger import S3Object, Trigger, check_debounce, check_pattern
@@ -57,16 +59,37 @@ class Closed:
     environment: dict[str, str] = field(default_factory=dict)
 
 
+class Accepts(Protocol):
+    """The API's half of a submission (SubmitService.accept): check, reserve ids, send to `intake`."""
+
+    def accept(self, spec: JobSpec, *, owner: str, environment: dict[str, str] | None = None,
+               intake: Intake | None = None) -> List[JobRecord]: ...
+
+
+class _Holding:
+    """The intake as accept() sees it: the submission, with its reserved ids, is kept on the closed
+    burst before it is sent, so a retry after a crash sends the same ids instead of reserving new ones."""
+
+    def __init__(self, store: TriggerStore, intake: Intake, trigger_id: str, burst_id: str):
+        self.store, self.intake, self.trigger_id, self.burst_id = store, intake, trigger_id, burst_id
+
+    def send(self, submission: Submission) -> None:
+        self.intake.send(self.store.hold_submission(self.trigger_id, self.burst_id, submission))
+
+    def wake_dispatcher(self) -> None:
+        self.intake.wake_dispatcher()
+
+
 def _new_id() -> str:
     return secrets.token_hex(6)
 
 
 class TriggerService:
     def __init__(self, store: TriggerStore, clock: Clock, *, timer: BurstTimer | None = None,
-                 intake: Intake | None = None, manifests: Manifests | None = None,
+                 submitter: Accepts | None = None, intake: Intake | None = None, manifests: Manifests | None = None,
                  ids: Callable[[], str] = _new_id, conflict_retries: int = 5):
         self.store, self.clock = store, clock
-        self.timer, self.intake, self.manifests = timer, intake, manifests
+        self.timer, self.submitter, self.intake, self.manifests = timer, submitter, intake, manifests
         self.ids = ids
         self.conflict_retries = conflict_retries
 
@@ -136,32 +159,49 @@ class TriggerService:
         if closed.submitted:
             return Closed("already submitted", trigger_id, burst_id, burst.count, closed.jobs,
                           reason=closed.dropped or "")
+        held = self.store.held_submission(trigger_id, burst_id)
+        if held is not None:
+            # an earlier try reserved the ids and may have sent them: send the same submission again,
+            # which admission writes at most once (the ids are taken)
+            self._intake().send(held)
+            self.store.mark_submitted(trigger_id, burst_id, list(held.job_ids))
+            return Closed("submitted", trigger_id, burst_id, burst.count, held.job_ids, reason="sent again")
         try:
             trigger = self.store.get(trigger_id)
             spec = validate_json(trigger.spec_json, source=f"the job of trigger {trigger_id}")
         except (NotFound, SpecError) as exc:
-            reason = "the trigger was removed" if isinstance(exc, NotFound) else str(exc)
-            self.store.mark_submitted(trigger_id, burst_id, [], dropped=reason)
-            return Closed("dropped", trigger_id, burst_id, burst.count, reason=reason)
+            return self._drop(trigger_id, burst_id, burst.count,
+                              "the trigger was removed" if isinstance(exc, NotFound) else str(exc))
         manifest = None
         if needs_manifest(burst):
             if self.manifests is None:
                 raise BackendUnavailable("this burst's keys need a manifest, and no manifest bucket is configured")
             manifest = self.manifests.write(manifest_name(trigger_id, burst_id), manifest_text(burst))
         environment = job_environment(trigger, burst, manifest)
-        jobs = self._submit(spec, trigger.owner, environment, idempotency_key(trigger_id, burst_id))
-        self.store.mark_submitted(trigger_id, burst_id, jobs)
-        return Closed("submitted", trigger_id, burst_id, burst.count, tuple(jobs), manifest,
-                      environment=environment)
-
-    def _submit(self, spec: JobSpec, owner: str, environment: dict[str, str], key: str) -> List[str]:
         # the variables go into the spec's env: that is what reaches the container on every backend
         spec = spec.model_copy(update={"env": {**spec.env, **environment}})
+        try:
+            jobs = self._submitter().accept(spec, owner=trigger.owner,
+                                            intake=_Holding(self.store, self._intake(), trigger_id, burst_id))
+        except Rejected as exc:   # over a hard limit now (the limits changed since the trigger was added)
+            return self._drop(trigger_id, burst_id, burst.count, f"rejected: {exc}")
+        ids = tuple(job.id for job in jobs)
+        self.store.mark_submitted(trigger_id, burst_id, list(ids))
+        return Closed("submitted", trigger_id, burst_id, burst.count, ids, manifest, environment=environment)
+
+    def _drop(self, trigger_id: str, burst_id: str, count: int, reason: str) -> Closed:
+        self.store.mark_submitted(trigger_id, burst_id, [], dropped=reason)
+        return Closed("dropped", trigger_id, burst_id, count, reason=reason)
+
+    def _submitter(self) -> Accepts:
+        if self.submitter is None:
+            raise BackendUnavailable("no submit service is configured to submit the trigger's job")
+        return self.submitter
+
+    def _intake(self) -> Intake:
         if self.intake is None:
             raise BackendUnavailable("no intake queue is configured to submit the trigger's job")
-        self.intake.send(Submission(spec_json=spec.model_dump_json(), owner=owner, tier=spec.priority.rank,
-                                    idempotency_key=key))
-        return []
+        return self.intake
 
     def _timer(self) -> BurstTimer:
         if self.timer is None:

@@ -3,7 +3,8 @@ table (tables.py), each kind in a partition of its own:
 
     pk "trigger"         sk <trigger id>                the trigger, as its wire form (JSON)
     pk "trigger-burst"   sk <trigger id>                the trigger's open burst, if any
-    pk "trigger-closed"  sk <trigger id>#<burst id>     a closed burst: its keys, and whether its job was submitted
+    pk "trigger-closed"  sk <trigger id>#<burst id>     a closed burst: its keys, its submission (kept
+                                                        before it is sent), whether it was submitted
     pk "trigger-event"   sk <trigger id>#<event digest> an object event already counted
 
 An object is counted by one transaction of two writes: the event's marker
@@ -32,9 +33,11 @@ from botocore.exceptions import ClientError
 from ...models.burst import Burst, ClosedBurst, StepKind, RECORD_KEY_BYTES, RECORD_KEYS, key_size
 from ...models.errors import BackendUnavailable, Conflict, GqaError, NotFound, SpecError
 from ...models.trigger import Trigger
+from ...ports import Submission
 from . import items as it
 from . import tables as t
 from .errors import CONDITION_FAILED, Retrying, cancellation_reasons, code_of, translate
+from .sqs_intake import dump_submission, parse_submission
 
 TRIGGERS, OPEN, CLOSED, EVENTS = "trigger", "trigger-burst", "trigger-closed", "trigger-event"
 EXPIRES = "expiration"
@@ -166,6 +169,24 @@ class DynamoDBTriggerStore:
             raise Conflict(f"the open burst {burst_id} of trigger {trigger_id} kept changing while closing it")
         item = self._get(CLOSED, f"{trigger_id}#{burst_id}")
         return _closed(trigger_id, item) if item else None
+
+    def hold_submission(self, trigger_id: str, burst_id: str, submission: Submission) -> Submission:
+        expr = it.Expr()
+        guard = f"attribute_exists({expr.n(t.PK)}) AND attribute_not_exists({expr.n('submission')})"
+        try:
+            self.call("UpdateItem", TableName=self.table, Key=_key(CLOSED, f"{trigger_id}#{burst_id}"),
+                      UpdateExpression=f"SET {expr.n('submission')} = {expr.v(dump_submission(submission))}",
+                      ConditionExpression=guard, **expr.kwargs())
+            return submission
+        except Conflict:
+            held = self.held_submission(trigger_id, burst_id)
+            if held is None:
+                raise NotFound(f"no closed burst {burst_id} of trigger {trigger_id}") from None
+            return held
+
+    def held_submission(self, trigger_id: str, burst_id: str) -> Submission | None:
+        item = self._get(CLOSED, f"{trigger_id}#{burst_id}")
+        return parse_submission(item["submission"]) if item and "submission" in item else None
 
     def mark_submitted(self, trigger_id: str, burst_id: str, jobs: List[str], dropped: str | None = None) -> None:
         expr = it.Expr()
