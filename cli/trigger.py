@@ -12,7 +12,7 @@ import typer
 from .approve import _me
 from .context import caller_user
 from .options import Output, check_output
-from .output import console, note, print_json, user_errors, when
+from .output import console, note, print_json, user_errors
 
 app = typer.Typer(help="Submit a job when objects land in S3 (AWS backend).", no_args_is_help=True)
 Opt = typer.Option
@@ -61,7 +61,7 @@ def list_(
     mine: Annotated[bool, Opt("--mine", help="Only your triggers.")] = False,
     output: Output = "table",
 ):
-    """Every trigger: what it watches, its window, its job and owner."""
+    """Every trigger: what it watches, its window, its job and owner (-o json adds when it was added)."""
     fmt = check_output(output)
     with user_errors():
         from .backend import backend
@@ -77,10 +77,11 @@ def list_(
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "watches", "window", "job", "owner", "added"):
-        table.add_column(col)
+    for col in ("id", "watches", "window", "job", "owner"):
+        # a pattern is copied from here: never cut short, folded if the terminal is narrow
+        table.add_column(col, overflow="fold" if col == "watches" else "ellipsis")
     for t, r in zip(triggers, rows):
-        table.add_row(r["id"], t.describe(), _window(r["debounce"]), r["job"], r["owner"], when(r["created_at"]))
+        table.add_row(r["id"], t.describe(), _window(r["debounce"]), r["job"], r["owner"])
     console().print(table)
 
 

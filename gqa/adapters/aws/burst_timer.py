@@ -21,7 +21,7 @@ MAX_DELAY = 900   # SQS's DelaySeconds ceiling
 
 class SqsBurstTimer:
     def __init__(self, client: Any, queue_url: str, **retry: Any):
-        self.queue_url = queue_url
+        self.client, self.queue_url = client, queue_url
         self.call = Retrying.for_service(client, "SQS", **retry)
 
     def schedule(self, trigger_id: str, burst_id: str, delay: int) -> None:
