@@ -51,11 +51,12 @@ def object_created(key: str, *, bucket: str = "data", sequencer: str | None = No
                        "requester": "123456789012", "source-ip-address": "10.0.0.1", "reason": "PutObject"}}
 
 
-def timer_record(body: str, message_id: str = "m-1") -> dict:
+def sqs_record(body: str, message_id: str = "m-1", queue_arn: str = TIMER_ARN) -> dict:
+    """One record of an SQS event as Lambda delivers it (by default, from the timer queue)."""
     return {"messageId": message_id, "receiptHandle": f"rh-{message_id}", "body": body,
             "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000",
                            "SenderId": "AIDAEXAMPLE", "ApproximateFirstReceiveTimestamp": "1700000000000"},
-            "messageAttributes": {}, "md5OfBody": "0", "eventSource": "aws:sqs", "eventSourceARN": TIMER_ARN,
+            "messageAttributes": {}, "md5OfBody": "0", "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
             "awsRegion": "us-east-1"}
 
 
@@ -66,7 +67,11 @@ class World:
     module: object
     urls: QueueUrls
     clock: FakeClock
-    timers: list[dict] = field(default_factory=list)     # SendMessage calls to the timer queue
+    sent: list[dict] = field(default_factory=list)       # SendMessage calls of the function's SQS client
+
+    @property
+    def timers(self) -> list[dict]:
+        return [m for m in self.sent if m["QueueUrl"] == self.urls.trigger_timer]
 
     @property
     def service(self):
@@ -83,7 +88,7 @@ class World:
         """Deliver the n-th timer message sent (its window has passed)."""
         timer = self.timers[n]
         self.clock.t += timer["DelaySeconds"]
-        return self.module.handler({"Records": [timer_record(timer["MessageBody"], message_id)]}, CONTEXT)
+        return self.module.handler({"Records": [sqs_record(timer["MessageBody"], message_id)]}, CONTEXT)
 
     def submissions(self) -> list[Submission]:
         sqs = session().client("sqs")
@@ -113,7 +118,7 @@ def world():
             module.service.cache_clear()     # a fresh "container" per test: its clients are moto's
             with mock.patch.object(module, "SystemClock", lambda: clock):
                 made = World(module, urls, clock)
-                made.timers = capture(made.service.timer.client, "SendMessage")
+                made.sent = capture(made.service.timer.client, "SendMessage")
                 yield made
             module.service.cache_clear()
 
@@ -145,6 +150,26 @@ def test_a_burst_of_objects_becomes_one_submission_with_every_key(world):
     assert env["GQA_TRIGGER_COUNT"] == "3" and "GQA_TRIGGER_MANIFEST" not in env
 
 
+def test_admission_queues_the_job_with_the_keys_in_its_environment(world):
+    world.add()
+    world.put("incoming/a.csv")
+    world.put("incoming/b.csv")
+    world.fire()
+    [message] = session().client("sqs").receive_message(QueueUrl=world.urls.intake[1], WaitTimeSeconds=0)["Messages"]
+
+    from lambdas import admit
+    admit.admission.cache_clear()
+    intake_arn = "arn:aws:sqs:us-east-1:123456789012:gqa-trig-intake-normal"
+    answer = admit.handler({"Records": [sqs_record(message["Body"], queue_arn=intake_arn)]}, CONTEXT)
+    admit.admission.cache_clear()
+    assert answer == {"batchItemFailures": []}
+    [job] = DynamoDBStore(session().client("dynamodb"), NAMES).list()
+    assert (job.state.value, job.owner, job.name) == ("QUEUED", "carol", "retrain")
+    # the spec's env is what a Batch container gets (BatchCompute.environment)
+    assert job.spec.env["GQA_TRIGGER_KEYS"] == "incoming/a.csv\nincoming/b.csv"
+    assert job.spec.env["GQA_TRIGGER_COUNT"] == "2"
+
+
 def test_a_redelivered_event_and_an_overwrite_are_counted_once(world):
     world.add()
     event = object_created("incoming/a.csv", sequencer="0A")
@@ -160,10 +185,12 @@ def test_a_redelivered_event_and_an_overwrite_are_counted_once(world):
     world.fire()
     world.clock.t += 60
     late_retry = world.module.handler(event, CONTEXT)                  # redelivered after the burst closed
+    assert late_retry["triggers"][0]["step"] == "duplicate"
+    # it scheduled a timer before finding it was a duplicate: that timer names a burst never opened
+    assert world.fire(message_id="m-2") == {"batchItemFailures": []}
     [submission] = world.submissions()
     assert env_of(submission)["GQA_TRIGGER_KEYS"] == "incoming/a.csv\nincoming/b.csv"
     assert env_of(submission)["GQA_TRIGGER_COUNT"] == "2"
-    assert late_retry["triggers"][0]["step"] == "duplicate" and len(world.timers) == 1   # opened nothing
 
 
 def test_an_object_after_the_close_opens_the_next_burst(world):
@@ -228,7 +255,7 @@ def test_objects_racing_to_open_share_one_burst(world):
     # the loser's timer names a burst that never opened: it closes nothing
     stray = [t for t in world.timers if json.loads(t["MessageBody"])["burst_id"] != burst.id]
     assert len(stray) == 1
-    world.module.handler({"Records": [timer_record(stray[0]["MessageBody"], "stray")]}, CONTEXT)
+    world.module.handler({"Records": [sqs_record(stray[0]["MessageBody"], "stray")]}, CONTEXT)
     assert store.open_burst(trigger.id) == burst and world.submissions() == []
 
 
@@ -302,5 +329,5 @@ def test_a_malformed_or_foreign_event_is_dropped(world, event):
 
 
 def test_a_malformed_timer_message_is_consumed(world):
-    answer = world.module.handler({"Records": [timer_record("not json")]}, CONTEXT)
+    answer = world.module.handler({"Records": [sqs_record("not json")]}, CONTEXT)
     assert answer == {"batchItemFailures": []}
