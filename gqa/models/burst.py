@@ -135,8 +135,3 @@ def job_environment(trigger: Trigger, burst: Burst, manifest_uri: str | None = N
         env[ENV_MANIFEST] = manifest_uri
     return env
 
-
-def idempotency_key(trigger_id: str, burst_id: str) -> str:
-    """One submission per burst: a redelivered timer resubmits under the same key, and admission
-    creates the job once per key."""
-    return f"trigger/{trigger_id}/{burst_id}"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..models.burst import (REMEMBER_BURSTS, REMEMBER_EVENTS, StepKind, idempotency_key, job_environment,
+from ..models.burst import (REMEMBER_BURSTS, REMEMBER_EVENTS, StepKind, job_environment,
                             manifest_name, manifest_text, needs_manifest, open_burst, plan)
 from ..models.errors import BackendUnavailable, Conflict, NotFound, NotPermitted, Rejected, SpecError
 from ..models.job import JobRecord
