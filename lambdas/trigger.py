@@ -120,7 +120,8 @@ def _close_one(record: SQSRecord) -> dict[str, Any]:
     closed = service().close(trigger_id, burst_id)
     if closed.jobs:
         logger.set_correlation_id(closed.jobs[0])
-    logger.info("closed a burst", extra={"action": closed.action, "objects": closed.count,
-                                         "job_ids": list(closed.jobs), "manifest": closed.manifest,
-                                         "reason": closed.reason})
+    # a dropped burst (its trigger removed, its job no longer valid) is worth a look: a warning
+    log = logger.warning if closed.action == "dropped" else logger.info
+    log("closed a burst", extra={"action": closed.action, "objects": closed.count, "job_ids": list(closed.jobs),
+                                 "manifest": closed.manifest, "reason": closed.reason})
     return {"action": closed.action, "jobs": list(closed.jobs)}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..models.burst import (REMEMBER_BURSTS, REMEMBER_EVENTS, StepKind, job_environment,
@@ -56,7 +56,6 @@ class Closed:
     jobs: tuple[str, ...] = ()
     manifest: str | None = None
     reason: str = ""
-    environment: dict[str, str] = field(default_factory=dict)
 
 
 class Accepts(Protocol):
@@ -157,8 +156,8 @@ class TriggerService:
             return Closed("nothing to close", trigger_id, burst_id, reason="no such burst open or closed")
         burst = closed.burst
         if closed.submitted:
-            return Closed("already submitted", trigger_id, burst_id, burst.count, closed.jobs,
-                          reason=closed.dropped or "")
+            return Closed("dropped" if closed.dropped else "already submitted", trigger_id, burst_id, burst.count,
+                          closed.jobs, reason=closed.dropped or "")
         held = self.store.held_submission(trigger_id, burst_id)
         if held is not None:
             # an earlier try reserved the ids and may have sent them: send the same submission again,
@@ -187,7 +186,7 @@ class TriggerService:
             return self._drop(trigger_id, burst_id, burst.count, f"rejected: {exc}")
         ids = tuple(job.id for job in jobs)
         self.store.mark_submitted(trigger_id, burst_id, list(ids))
-        return Closed("submitted", trigger_id, burst_id, burst.count, ids, manifest, environment=environment)
+        return Closed("submitted", trigger_id, burst_id, burst.count, ids, manifest)
 
     def _drop(self, trigger_id: str, burst_id: str, count: int, reason: str) -> Closed:
         self.store.mark_submitted(trigger_id, burst_id, [], dropped=reason)

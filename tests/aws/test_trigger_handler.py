@@ -77,9 +77,10 @@ class World:
     def service(self):
         return self.module.service()
 
-    def add(self, prefix: str = "incoming/", **kwargs):
+    def add(self, prefix: str = "incoming/", job=None, **kwargs):
         kwargs.setdefault("debounce", 120)
-        return self.service.add("data", prefix, spec(name="retrain").model_dump_json(), "carol", **kwargs)
+        job = job or spec(name="retrain")
+        return self.service.add("data", prefix, job.model_dump_json(), "carol", **kwargs)
 
     def put(self, key: str, **kwargs) -> dict:
         return self.module.handler(object_created(key, **kwargs), CONTEXT)
@@ -269,6 +270,17 @@ def test_a_burst_whose_timer_was_lost_is_closed_by_the_next_object(world):
     assert env_of(submission)["GQA_TRIGGER_KEYS"] == "incoming/a.csv"
 
 
+def test_a_job_over_the_queue_limits_by_now_is_dropped_with_the_reason_and_not_retried(world, caplog):
+    world.add(job=spec(name="huge", resources={"gpus": 8}))         # valid, but the queue has 4 GPUs
+    world.put("incoming/a.csv")
+    assert world.fire() == {"batchItemFailures": []}                 # consumed: a retry would fail the same way
+    assert world.fire(message_id="m-again") == {"batchItemFailures": []}
+    assert world.submissions() == []
+    dropped = [r for r in caplog.records if r.getMessage() == "closed a burst"]
+    assert [(r.levelname, r.action) for r in dropped] == [("WARNING", "dropped")] * 2
+    assert dropped[0].reason == "rejected: asks for 8 GPUs; this machine has 4"
+
+
 # -- triggers come and go ------------------------------------------------------------------------
 
 def test_a_removed_trigger_stops_matching_and_its_open_burst_is_dropped(world):
@@ -331,3 +343,31 @@ def test_a_malformed_or_foreign_event_is_dropped(world, event):
 def test_a_malformed_timer_message_is_consumed(world):
     answer = world.module.handler({"Records": [sqs_record("not json")]}, CONTEXT)
     assert answer == {"batchItemFailures": []}
+
+
+# -- what it costs -----------------------------------------------------------------------------
+
+def test_aws_calls_per_object_and_per_burst(world):
+    world.add()
+    dynamodb, sqs = capture(world.service.store.client), capture(world.service.timer.client)
+
+    def taken() -> list[str]:
+        names = [c["_operation"] for c in dynamodb + sqs]
+        del dynamodb[:], sqs[:]
+        return sorted(names)
+
+    world.put("incoming/a.csv")
+    opening = taken()
+    world.put("incoming/b.csv")
+    joining = taken()
+    world.fire()
+    closing = taken()
+
+    # list the triggers, read the open burst, count (marker + burst in one transaction); the first sends the timer
+    assert joining == ["GetItem", "Query", "TransactWriteItems"]
+    assert opening == sorted(joining + ["SendMessage"])
+    # close: read the burst, close it (one transaction), look for a kept submission, read the trigger;
+    # accept: inventory, policy, teams, reserve the ids; keep the submission, send it, mark the burst
+    assert closing == sorted(["GetItem", "TransactWriteItems", "GetItem", "GetItem",
+                              "GetItem", "GetItem", "Query", "UpdateItem",
+                              "UpdateItem", "SendMessage", "UpdateItem"])
