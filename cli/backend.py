@@ -54,6 +54,14 @@ class LocalBackend:
 
         return QueryService(self.store, self.clock)
 
+    def triggers(self):
+        from gqa.models.errors import BackendUnavailable
+
+        raise BackendUnavailable(
+            "triggers watch S3 for new objects and run on the AWS backend only; this CLI uses the local queue. "
+            "Point it at gqa on AWS: `gqa config set backend aws`, `gqa config set region REGION` and "
+            "`gqa config set endpoint https://...` (the API's invoke URL), with AWS credentials as usual")
+
     def daemon_pid(self) -> int | None:
         from gqa.adapters.local.lock import daemon_running
 

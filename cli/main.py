@@ -13,6 +13,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer  # noqa: E402
 
 from . import approve, cancel, demo, deny, local, logs, queue, quota, requeue, simulate, status, submit  # noqa: E402
+from . import trigger  # noqa: E402
 
 # `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--`
 # is the job's command, verbatim, so it is split off before option parsing.
@@ -36,6 +37,7 @@ app.command("approve")(approve.approve)
 app.command("deny")(deny.deny)
 app.add_typer(quota.app, name="quota")
 app.add_typer(local.app, name="local")
+app.add_typer(trigger.app, name="trigger")
 app.command("demo")(demo.demo)
 app.command("simulate")(simulate.simulate)
 

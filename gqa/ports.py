@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from .models.job import JobRecord, JobState, Request
+from .models.burst import Burst, ClosedBurst, StepKind
 from .models.outcome import ExitKind
+from .models.trigger import Trigger
 from .scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy
 
 
@@ -30,7 +32,10 @@ class JobStore(Protocol):
 
     def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
         """Insert the jobs of one submission atomically, assigning ids and seq;
-        job.group == "" asks for a fresh group id (array tasks share it)."""
+        job.group == "" asks for a fresh group id (array tasks share it).
+        Jobs that arrive with an id (reserved by reserve_ids) are written under
+        it only if no job has it yet: a job that exists is left as it is, so a
+        redelivered submission is harmless. Returns the stored records."""
 
     def get(self, job_id: str) -> JobRecord: ...
 
@@ -74,6 +79,10 @@ class JobStore(Protocol):
     def policy(self) -> Policy: ...
 
     def set_policy(self, policy: Policy) -> None: ...
+
+    def reserve_ids(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """The jobs with id, group and seq assigned as create() would assign them,
+        reserved for good (never handed out again); nothing else is written."""
 
 
 @dataclass(frozen=True)
@@ -153,13 +162,17 @@ class Waker(Protocol):
 @dataclass(frozen=True)
 class Submission:
     """A validated request on its way from the API to admission: the spec as
-    JSON, who asked, and a key that makes redelivery harmless."""
+    JSON, who asked, and a key that makes redelivery harmless. `job_ids` are
+    the ids the API reserved, in the order expand(spec) yields the jobs, and
+    `seq` the first job's seq (the others follow in order)."""
 
     spec_json: str
     owner: str
     tier: int
     idempotency_key: str
     environment: dict[str, str] | None = None
+    job_ids: tuple[str, ...] = ()
+    seq: int | None = None
 
 
 class Intake(Protocol):
@@ -286,3 +299,55 @@ class Metrics(Protocol):
     def add_dimension(self, name: str, value: str) -> None: ...
 
     def flush_metrics(self) -> None: ...
+
+
+# -- triggers' seams -------------------------------------------------------------------
+
+class TriggerStore(Protocol):
+    """Triggers and their bursts (the settings table on AWS). Every burst write
+    is guarded on the burst the caller read, and counts an event at most once."""
+
+    def add(self, trigger: Trigger) -> None:
+        """Conflict if a trigger has this id."""
+
+    def get(self, trigger_id: str) -> Trigger:
+        """NotFound if there is none."""
+
+    def list(self) -> list[Trigger]: ...
+
+    def remove(self, trigger_id: str) -> None:
+        """Remove the trigger and its open burst (its timer then finds nothing); NotFound if there is none."""
+
+    def open_burst(self, trigger_id: str) -> Burst | None:
+        """The trigger's open burst, read consistently."""
+
+    def count(self, kind: StepKind, burst: Burst, key: str, token: str, expires: float) -> bool:
+        """Record one object as `kind` decided on `burst` (for OPEN, the burst to open; otherwise the
+        one read). False if the event `token` was counted before (a redelivery). Conflict if the
+        burst is no longer what the caller read: read it again and plan again."""
+
+    def close(self, trigger_id: str, burst_id: str, now: float, expires: float) -> ClosedBurst | None:
+        """Close the open burst `burst_id`, exactly once however often it is asked; the closed burst
+        (submitted or not), or None if no burst of that id was ever opened or it was removed."""
+
+    def hold_submission(self, trigger_id: str, burst_id: str, submission: Submission) -> Submission:
+        """Keep the closed burst's submission (with its reserved job ids) before it is sent; if one is
+        kept already, that one is returned and `submission` is not kept."""
+
+    def held_submission(self, trigger_id: str, burst_id: str) -> Submission | None: ...
+
+    def mark_submitted(self, trigger_id: str, burst_id: str, jobs: list[str], dropped: str | None = None) -> None:
+        """Record that the closed burst's job was submitted (or, with `dropped`, never will be)."""
+
+
+class BurstTimer(Protocol):
+    """Closes a burst when its window ends (a delayed SQS message on AWS)."""
+
+    def schedule(self, trigger_id: str, burst_id: str, delay: int) -> None: ...
+
+
+class Manifests(Protocol):
+    """Where the key list of a large burst is written for its job."""
+
+    def write(self, name: str, text: str) -> str:
+        """Store `text` under `name` (overwriting the same text is harmless); returns its URI."""

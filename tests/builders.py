@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gqa.models.burst import Burst, key_size
 from gqa.models.job import JobRecord, JobState
 from gqa.models.loader import merge, validate
 from gqa.models.spec import JobSpec
+from gqa.models.trigger import Trigger
 from gqa.ports import AttemptLog
 from gqa.scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, TeamPolicy
 
@@ -105,3 +107,23 @@ def attempt_log(attempt: int = 1, *, stream: str | None = "auto", status: str = 
     return AttemptLog(attempt=attempt, source=fields.pop("source", f"Batch job b-{attempt}"), status=status,
                       started_at=started_at, group=fields.pop("group", "/aws/batch/job"),
                       stream=f"stream-{attempt}" if stream == "auto" else stream, **fields)
+
+# -- triggers ----------------------------------------------------------------------
+
+def trigger(**overrides: Any) -> Trigger:
+    """A valid trigger on s3://data/incoming/ with a two-minute window."""
+    fields: dict[str, Any] = dict(id="tr-0001", bucket="data", prefix="incoming/", spec_json=spec().model_dump_json(),
+                                  owner="alice", debounce=120, created_at=NOW)
+    fields.update(overrides)
+    return Trigger(**fields)
+
+
+def burst(keys: Iterable[str] = ("incoming/a.csv",), *, more: int = 0, opened_at: float = NOW,
+          closes_at: float | None = None, **overrides: Any) -> Burst:
+    """An open burst of trigger tr-0001 holding `keys`."""
+    keys = tuple(keys)
+    fields: dict[str, Any] = dict(trigger_id="tr-0001", id="b1", opened_at=opened_at,
+                                  closes_at=opened_at + 120 if closes_at is None else closes_at, keys=keys,
+                                  key_bytes=sum(key_size(k) for k in keys), more=more)
+    fields.update(overrides)
+    return Burst(**fields)

@@ -13,6 +13,9 @@ Queues:
 - wakeup   "run a scheduling pass soon", consumed by the dispatch function.
       Always a standard queue: a wake-up is a hint, and a duplicate costs one
       extra pass, never a wrong decision.
+- trigger-timer   "close this burst", consumed by the trigger function, each
+      message delayed by its trigger's debounce window. Always a standard
+      queue: FIFO queues cannot delay one message.
 
 Every queue has its own dead-letter queue: a message that failed
 `max_receive_count` deliveries moves there, where an alarm sees it.
@@ -89,7 +92,9 @@ INTAKE: dict[int, Queue] = {
     2: Queue("intake-low", ADMIT_TIMEOUT, max_receive_count=5),
 }
 WAKEUP = Queue("wakeup", DISPATCH_TIMEOUT, max_receive_count=3, retention=DAY, fifo_capable=False)
-QUEUES: tuple[Queue, ...] = (*INTAKE.values(), WAKEUP)
+TRIGGER_TIMEOUT = 30      # seconds: close a burst, write its manifest, send its submission
+TRIGGER_TIMER = Queue("trigger-timer", TRIGGER_TIMEOUT, max_receive_count=5, fifo_capable=False)
+QUEUES: tuple[Queue, ...] = (*INTAKE.values(), WAKEUP, TRIGGER_TIMER)
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class QueueUrls:
     intake: dict[int, str]
     wakeup: str
     dead_letters: dict[str, str] = field(default_factory=dict)   # logical name -> its DLQ's URL
+    trigger_timer: str = ""
 
 
 def create_queues(client: Any, prefix: str = "gqa-", fifo: bool = False) -> QueueUrls:
@@ -115,7 +121,7 @@ def create_queues(client: Any, prefix: str = "gqa-", fifo: bool = False) -> Queu
         urls[queue.logical] = client.create_queue(QueueName=queue.name(prefix, fifo),
                                                   Attributes=queue.attributes(dlq_arn, fifo))["QueueUrl"]
     return QueueUrls(intake={tier: urls[q.logical] for tier, q in INTAKE.items()}, wakeup=urls[WAKEUP.logical],
-                     dead_letters=dead_letters)
+                     dead_letters=dead_letters, trigger_timer=urls[TRIGGER_TIMER.logical])
 
 
 # -- Batch pools ------------------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""`gqa trigger add|list|remove`: submit a job when objects land in S3.
+
+A trigger watches s3://BUCKET/PREFIX (optionally only keys ending in a
+suffix); a burst of objects within the debounce window submits one job, with
+the keys in GQA_TRIGGER_KEYS. Triggers run on the AWS backend only."""
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .approve import _me
+from .context import caller_user
+from .options import Output, check_output
+from .output import console, note, print_json, user_errors
+
+app = typer.Typer(help="Submit a job when objects land in S3 (AWS backend).", no_args_is_help=True)
+Opt = typer.Option
+
+
+@app.command("add")
+def add(
+    bucket: Annotated[str, Opt("--bucket", "-b", help="The S3 bucket to watch.", show_default=False)],
+    prefix: Annotated[str, Opt("--prefix", "-p", help="Only keys under this prefix (\"\" for the whole bucket).",
+                               show_default=False)],
+    job: Annotated[str, Opt("--job", "-j", help="The job to submit: a job file (.yaml) or a script with #GQA "
+                                                "lines.", show_default=False)],
+    suffix: Annotated[Optional[str], Opt("--suffix", "-s", help="Only keys ending in this, e.g. .parquet.")] = None,
+    debounce: Annotated[str, Opt("--debounce", "-d", help="Objects within this window of the first make one "
+                                                          "job: 90s, 2m, up to 15m.")] = "2m",
+    output: Output = "table",
+):
+    """Watch a bucket prefix; each burst of new objects submits the job once, owned by you.
+
+    Example: gqa trigger add --bucket data --prefix incoming/ --suffix .parquet --job retrain.yaml
+    """
+    fmt = check_output(output)
+    with user_errors():
+        from gqa.models.loader import load_spec
+        from gqa.models.trigger import parse_debounce
+
+        from .backend import backend
+
+        triggers = backend().triggers()   # the local backend refuses here, before anything else
+        seconds = parse_debounce(debounce)
+        spec = load_spec(job, warn=note)   # a bad file fails here, with its file:line
+        trigger = triggers.add(bucket, prefix, spec.model_dump_json(), caller_user() or spec.owner, seconds,
+                               suffix=suffix)
+    if fmt == "json":
+        print_json(_row(trigger))
+        return
+    sys.stdout.write(trigger.id + "\n")
+    note(f"watching {trigger.describe()}: a burst of objects within {_window(trigger.debounce)} submits "
+         f"{spec.name!r} once")
+    note(f"  gqa trigger list    gqa trigger remove {trigger.id}")
+
+
+@app.command("list")
+def list_(
+    owner: Annotated[Optional[str], Opt("--owner", "-u", help="Only this owner's triggers.")] = None,
+    mine: Annotated[bool, Opt("--mine", help="Only your triggers.")] = False,
+    output: Output = "table",
+):
+    """Every trigger: what it watches, its window, its job and owner (-o json adds when it was added)."""
+    fmt = check_output(output)
+    with user_errors():
+        from .backend import backend
+
+        triggers = backend().triggers().list(owner=caller_user() or _me() if mine else owner)
+    rows = [_row(t) for t in triggers]
+    if fmt == "json":
+        print_json({"triggers": rows})
+        return
+    if not rows:
+        note("no triggers; add one with `gqa trigger add --bucket B --prefix P --job FILE`")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("id", "watches", "window", "job", "owner"):
+        # a pattern is copied from here: never cut short, folded if the terminal is narrow
+        table.add_column(col, overflow="fold" if col == "watches" else "ellipsis")
+    for t, r in zip(triggers, rows):
+        table.add_row(r["id"], t.describe(), _window(r["debounce"]), r["job"], r["owner"])
+    console().print(table)
+
+
+@app.command("remove")
+def remove(
+    trigger_id: Annotated[str, typer.Argument(metavar="ID", help="The trigger's id (tr-...).", show_default=False)],
+    output: Output = "table",
+):
+    """Stop a trigger (yours, unless you are an admin). An open burst is dropped with it."""
+    fmt = check_output(output)
+    with user_errors():
+        from .backend import backend
+
+        trigger = backend().triggers().remove(trigger_id, caller_user() or _me(), False)
+    if fmt == "json":
+        print_json(dict(_row(trigger), action="removed"))
+    else:
+        sys.stdout.write(f"removed {trigger.id} ({trigger.describe()})\n")
+
+
+def _row(trigger) -> dict:
+    import json
+
+    data = trigger.to_dict()
+    data["job"] = json.loads(trigger.spec_json).get("name", "")
+    return data
+
+
+def _window(seconds: int) -> str:
+    from gqa.models.units import format_duration
+
+    return format_duration(seconds)

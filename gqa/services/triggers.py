@@ -1,0 +1,208 @@
+"""Triggers: add, list and remove them, count the objects that land under
+them into bursts, and submit one job per burst when its window closes.
+
+The rules are in gqa.models.trigger (matching, validation) and
+gqa.models.burst (what an object does to a burst, the job's environment);
+this wires them to the store, the timer, the manifests and the intake.
+
+Exactly once, step by step:
+- an object event is counted once per trigger: the store writes the event's
+  marker and the burst in one transaction (a redelivered event finds its marker);
+- a burst's first object schedules the timer before opening the burst, so a
+  burst never waits without one (a timer for a burst that lost the race to
+  open finds nothing to close);
+- a burst is closed once (the store's guarded close); its job goes through
+  SubmitService.accept, which reserves job ids, and the submission is kept on
+  the closed burst before it is sent: a timer redelivered after a crash sends
+  that same submission again, and admission writes a reserved id only once."""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..models.burst import (REMEMBER_BURSTS, REMEMBER_EVENTS, StepKind, job_environment,
+                            manifest_name, manifest_text, needs_manifest, open_burst, plan)
+from ..models.errors import BackendUnavailable, Conflict, NotFound, NotPermitted, Rejected, SpecError
+from ..models.job import JobRecord
+from ..models.loader import validate_json
+from ..models.spec import JobSpec
+from ..models.trigger import S3Object, Trigger, check_debounce, check_pattern
+from ..ports import BurstTimer, Clock, Intake, Manifests, Submission, TriggerStore
+
+List = builtins.list
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What one object did to one trigger's burst; `kind` None: the event was counted before."""
+
+    trigger_id: str
+    burst_id: str
+    kind: StepKind | None
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What closing a burst did: submitted | already submitted | dropped | nothing to close."""
+
+    action: str
+    trigger_id: str
+    burst_id: str
+    count: int = 0
+    jobs: tuple[str, ...] = ()
+    manifest: str | None = None
+    reason: str = ""
+
+
+class Accepts(Protocol):
+    """The API's half of a submission (SubmitService.accept): check, reserve ids, send to `intake`."""
+
+    def accept(self, spec: JobSpec, *, owner: str, environment: dict[str, str] | None = None,
+               intake: Intake | None = None) -> List[JobRecord]: ...
+
+
+class _Holding:
+    """The intake as accept() sees it: the submission, with its reserved ids, is kept on the closed
+    burst before it is sent, so a retry after a crash sends the same ids instead of reserving new ones."""
+
+    def __init__(self, store: TriggerStore, intake: Intake, trigger_id: str, burst_id: str):
+        self.store, self.intake, self.trigger_id, self.burst_id = store, intake, trigger_id, burst_id
+
+    def send(self, submission: Submission) -> None:
+        self.intake.send(self.store.hold_submission(self.trigger_id, self.burst_id, submission))
+
+    def wake_dispatcher(self) -> None:
+        self.intake.wake_dispatcher()
+
+
+def _new_id() -> str:
+    return secrets.token_hex(6)
+
+
+class TriggerService:
+    def __init__(self, store: TriggerStore, clock: Clock, *, timer: BurstTimer | None = None,
+                 submitter: Accepts | None = None, intake: Intake | None = None, manifests: Manifests | None = None,
+                 ids: Callable[[], str] = _new_id, conflict_retries: int = 5):
+        self.store, self.clock = store, clock
+        self.timer, self.submitter, self.intake, self.manifests = timer, submitter, intake, manifests
+        self.ids = ids
+        self.conflict_retries = conflict_retries
+
+    # -- what people do --------------------------------------------------------------------------
+    def add(self, bucket: str, prefix: str, spec_json: str, owner: str, debounce: int,
+            suffix: str | None = None) -> Trigger:
+        """A new trigger owned by `owner` (its jobs are theirs). SpecError says what is wrong."""
+        check_pattern(bucket, prefix, suffix)
+        check_debounce(debounce)
+        if not owner:
+            raise SpecError("a trigger needs an owner")
+        spec = validate_json(spec_json, source="the trigger's job")
+        for _ in range(3):   # ids are random: a collision is retried with a fresh one
+            trigger = Trigger(id=f"tr-{self.ids()}", bucket=bucket, prefix=prefix, suffix=suffix,
+                              spec_json=spec.model_dump_json(), owner=owner, debounce=debounce,
+                              created_at=self.clock.now())
+            try:
+                self.store.add(trigger)
+                return trigger
+            except Conflict:
+                continue
+        raise Conflict("could not find a free trigger id; try again")
+
+    def list(self, owner: str | None = None) -> List[Trigger]:
+        triggers = self.store.list()
+        return sorted((tr for tr in triggers if owner is None or tr.owner == owner),
+                      key=lambda tr: (tr.created_at, tr.id))
+
+    def remove(self, trigger_id: str, caller: str, admin: bool) -> Trigger:
+        trigger = self.store.get(trigger_id)
+        if not admin and trigger.owner != caller:
+            raise NotPermitted(f"trigger {trigger_id} belongs to {trigger.owner}; only its owner or an admin "
+                               f"may remove it (you are {caller})")
+        self.store.remove(trigger_id)
+        return trigger
+
+    # -- what S3 and the timer do ------------------------------------------------------------------
+    def on_object(self, obj: S3Object) -> List[Counted]:
+        """Count a created object into the burst of every trigger it matches."""
+        return [self._count(trigger, obj) for trigger in self.store.list() if trigger.matches(obj.bucket, obj.key)]
+
+    def _count(self, trigger: Trigger, obj: S3Object) -> Counted:
+        for _ in range(self.conflict_retries):
+            now = self.clock.now()
+            burst = self.store.open_burst(trigger.id)
+            kind = plan(burst, obj.key, now)
+            if kind is StepKind.CLOSE_OVERDUE:
+                self.close(trigger.id, burst.id)
+                continue
+            if kind is StepKind.OPEN:
+                burst = open_burst(trigger, self.ids(), obj.key, now)
+                self._timer().schedule(trigger.id, burst.id, trigger.debounce)
+            try:
+                fresh = self.store.count(kind, burst, obj.key, obj.token, now + REMEMBER_EVENTS)
+            except Conflict:   # another object or the close got there first: look again
+                continue
+            return Counted(trigger.id, burst.id, kind if fresh else None)
+        raise Conflict(f"the burst of trigger {trigger.id} kept changing; the event will be retried")
+
+    def close(self, trigger_id: str, burst_id: str) -> Closed:
+        """The burst's window ended: close it and submit its job, once."""
+        now = self.clock.now()
+        closed = self.store.close(trigger_id, burst_id, now, now + REMEMBER_BURSTS)
+        if closed is None:
+            return Closed("nothing to close", trigger_id, burst_id, reason="no such burst open or closed")
+        burst = closed.burst
+        if closed.submitted:
+            return Closed("dropped" if closed.dropped else "already submitted", trigger_id, burst_id, burst.count,
+                          closed.jobs, reason=closed.dropped or "")
+        held = self.store.held_submission(trigger_id, burst_id)
+        if held is not None:
+            # an earlier try reserved the ids and may have sent them: send the same submission again,
+            # which admission writes at most once (the ids are taken)
+            self._intake().send(held)
+            self.store.mark_submitted(trigger_id, burst_id, list(held.job_ids))
+            return Closed("submitted", trigger_id, burst_id, burst.count, held.job_ids, reason="sent again")
+        try:
+            trigger = self.store.get(trigger_id)
+            spec = validate_json(trigger.spec_json, source=f"the job of trigger {trigger_id}")
+        except (NotFound, SpecError) as exc:
+            return self._drop(trigger_id, burst_id, burst.count,
+                              "the trigger was removed" if isinstance(exc, NotFound) else str(exc))
+        manifest = None
+        if needs_manifest(burst):
+            if self.manifests is None:
+                raise BackendUnavailable("this burst's keys need a manifest, and no manifest bucket is configured")
+            manifest = self.manifests.write(manifest_name(trigger_id, burst_id), manifest_text(burst))
+        environment = job_environment(trigger, burst, manifest)
+        # the variables go into the spec's env: that is what reaches the container on every backend
+        spec = spec.model_copy(update={"env": {**spec.env, **environment}})
+        try:
+            jobs = self._submitter().accept(spec, owner=trigger.owner,
+                                            intake=_Holding(self.store, self._intake(), trigger_id, burst_id))
+        except Rejected as exc:   # over a hard limit now (the limits changed since the trigger was added)
+            return self._drop(trigger_id, burst_id, burst.count, f"rejected: {exc}")
+        ids = tuple(job.id for job in jobs)
+        self.store.mark_submitted(trigger_id, burst_id, list(ids))
+        return Closed("submitted", trigger_id, burst_id, burst.count, ids, manifest)
+
+    def _drop(self, trigger_id: str, burst_id: str, count: int, reason: str) -> Closed:
+        self.store.mark_submitted(trigger_id, burst_id, [], dropped=reason)
+        return Closed("dropped", trigger_id, burst_id, count, reason=reason)
+
+    def _submitter(self) -> Accepts:
+        if self.submitter is None:
+            raise BackendUnavailable("no submit service is configured to submit the trigger's job")
+        return self.submitter
+
+    def _intake(self) -> Intake:
+        if self.intake is None:
+            raise BackendUnavailable("no intake queue is configured to submit the trigger's job")
+        return self.intake
+
+    def _timer(self) -> BurstTimer:
+        if self.timer is None:
+            raise BackendUnavailable("no burst timer is configured (the trigger-timer queue)")
+        return self.timer

@@ -1,0 +1,127 @@
+"""The trigger function: objects landing in S3 become one job per burst
+(gqa.services.triggers holds the rules; gqa.models.burst the debounce).
+
+Two inputs, one function:
+- an EventBridge "Object Created" event from S3 (the bucket must send events
+  to EventBridge): read with Powertools' S3EventBridgeNotificationEvent data
+  class, which URL-decodes the key; counted into the open burst of every
+  trigger whose bucket and prefix it matches. The invocation is asynchronous:
+  an error makes Lambda retry it, and a retried event is counted once.
+- an SQS event from the trigger-timer queue: each record closes one burst
+  and submits its job. Records are handled one by one with BatchProcessor
+  and answered with a partial batch response (the event source mapping must
+  enable ReportBatchItemFailures), so only failed closes come back.
+
+Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the job
+store the submission checks and reserves ids in; triggers live in the settings
+table), GQA_TRIGGER_TIMER_QUEUE_URL, GQA_INTAKE_HIGH_QUEUE_URL,
+GQA_INTAKE_NORMAL_QUEUE_URL, GQA_INTAKE_LOW_QUEUE_URL (a missing one fails the
+cold start loudly), and GQA_MANIFEST_BUCKET (default GQA_CHECKPOINT_BUCKET):
+where the key list of a burst too large for the job's environment is written.
+
+Errors: a malformed event or timer message is logged and dropped (no retry
+can mend it). BackendUnavailable and Conflict (a burst that kept changing)
+are raised for an object event (Lambda retries it) and fail the timer record
+(SQS delivers it again; after max_receive_count it moves to the dead-letter
+queue, and the next object for that trigger closes the overdue burst)."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from gqa.adapters.aws.burst_timer import SqsBurstTimer, timer_from_record
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.s3_manifests import S3Manifests
+from gqa.adapters.aws.sqs_intake import SqsIntake
+from gqa.adapters.aws.tables import TableNames
+from gqa.adapters.aws.triggers import DynamoDBTriggerStore
+from gqa.adapters.clock import SystemClock
+from gqa.models.errors import BackendUnavailable, Conflict, SpecError
+from gqa.models.spec import Priority
+from gqa.models.trigger import S3Object
+from gqa.services.submit import SubmitService
+from gqa.services.triggers import TriggerService
+
+OBJECT_CREATED = "Object Created"
+logger = Logger(service="gqa-trigger")
+
+
+@cache
+def service() -> TriggerService:
+    """Built once per container: the clients' connections and credentials are
+    reused by every invocation the container serves."""
+    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
+                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
+    clock = SystemClock()
+    intake = SqsIntake(sqs, {p.rank: os.environ[f"GQA_INTAKE_{p.value.upper()}_QUEUE_URL"] for p in Priority},
+                       os.environ.get("GQA_WAKEUP_QUEUE_URL", ""))
+    bucket = os.environ.get("GQA_MANIFEST_BUCKET") or os.environ.get("GQA_CHECKPOINT_BUCKET")
+    return TriggerService(DynamoDBTriggerStore(dynamodb, names), clock,
+                          timer=SqsBurstTimer(sqs, os.environ["GQA_TRIGGER_TIMER_QUEUE_URL"]),
+                          submitter=SubmitService(DynamoDBStore(dynamodb, names), clock), intake=intake,
+                          manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None)
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if "Records" in event:
+        return _timers(event, context)
+    return _object(event)
+
+
+def _object(event: dict[str, Any]) -> dict[str, Any]:
+    try:
+        created = S3EventBridgeNotificationEvent(event)
+        if created.detail_type != OBJECT_CREATED:
+            raise SpecError(f"expected an {OBJECT_CREATED!r} event, got {created.detail_type!r}")
+        detail = created.detail
+        obj = S3Object(bucket=detail.bucket.name, key=detail.object.key, sequencer=detail.object.sequencer,
+                       version=detail.object.get("version-id"), size=detail.object.size, etag=detail.object.etag)
+    except (KeyError, TypeError, AttributeError, SpecError) as exc:
+        logger.error("dropped a malformed event", extra={"error": str(exc), "event_id": event.get("id")})
+        return {"action": "dropped", "reason": "malformed event"}
+    logger.append_keys(bucket=obj.bucket, key=obj.key)
+    try:
+        counted = service().on_object(obj)
+    except (BackendUnavailable, Conflict):
+        logger.exception("could not count the object; the event will be retried")
+        raise
+    results = [{"trigger_id": c.trigger_id, "burst_id": c.burst_id,
+                "step": c.kind.value if c.kind else "duplicate"} for c in counted]
+    logger.info("counted", extra={"triggers": results})
+    return {"action": "counted" if results else "no trigger matches", "triggers": results}
+
+
+def _timers(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    with processor(records=event["Records"], handler=_close_one, lambda_context=context):
+        processor.process()
+    return processor.response()
+
+
+def _close_one(record: SQSRecord) -> dict[str, Any]:
+    logger.remove_keys(["trigger_id", "burst_id"])   # the previous record's
+    try:
+        trigger_id, burst_id = timer_from_record(record.raw_event)
+    except SpecError as exc:
+        logger.error("consumed a malformed timer message", extra={"message_id": record.message_id,
+                                                                  "reason": str(exc)})
+        return {"action": "dropped"}
+    logger.append_keys(trigger_id=trigger_id, burst_id=burst_id)
+    closed = service().close(trigger_id, burst_id)
+    if closed.jobs:
+        logger.set_correlation_id(closed.jobs[0])
+    # a dropped burst (its trigger removed, its job no longer valid) is worth a look: a warning
+    log = logger.warning if closed.action == "dropped" else logger.info
+    log("closed a burst", extra={"action": closed.action, "objects": closed.count, "job_ids": list(closed.jobs),
+                                 "manifest": closed.manifest, "reason": closed.reason})
+    return {"action": closed.action, "jobs": list(closed.jobs)}
