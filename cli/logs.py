@@ -20,6 +20,9 @@ def logs(
         from .backend import backend
 
         be = backend()
+        if not be.local:
+            fail("`gqa logs` is not available on the AWS backend yet; the job's output is in CloudWatch Logs "
+                 "(log group /aws/batch/job)")
         jobs = be.queries().jobs(ref)
     if len(jobs) != 1:
         fail(f"{ref} is an array of {len(jobs)} jobs; name one, e.g. gqa logs {jobs[0].id}")

@@ -48,3 +48,7 @@ class BackendUnavailable(GqaError):
 
 class LaunchFailed(GqaError):
     """An attempt could not be started (bad workdir, missing executable)."""
+
+
+class NotAuthenticated(NotPermitted):
+    """The request carries no identity to check (unsigned, or no credentials found)."""

@@ -34,9 +34,17 @@ def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None =
 def spend_now(store: JobStore, running, gpus, now: float) -> dict[str, float]:
     """This period's spend per team: settled attempts plus what running ones have cost so far."""
     spend = dict(store.spend(period_of(now)))
+    for team, cost in running_cost(running, gpus, now).items():
+        spend[team] = spend.get(team, 0.0) + cost
+    return spend
+
+
+def running_cost(running, gpus, now: float) -> dict[str, float]:
+    """What the attempts running now have cost so far, per team (not yet in the ledger)."""
     price = {g.index: g.price for g in gpus}
+    cost: dict[str, float] = {}
     for run in running:
         rate = sum(price.get(i, 0.0) for i in run.gpus)
         if rate:
-            spend[run.team] = spend.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
-    return spend
+            cost[run.team] = cost.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
+    return cost
