@@ -11,6 +11,15 @@ app = typer.Typer(help="Choose the backend: the local queue, or gqa on AWS (endp
                   no_args_is_help=True)
 Profile = Annotated[Optional[str], typer.Option("--profile", help="The profile (section) to use; default: "
                                                 "GQA_PROFILE, else 'default'.")]
+
+
+def _chosen(profile: str | None) -> str | None:
+    """This command's --profile, else `gqa --profile P config ...`'s."""
+    from .context import PROFILE
+
+    return profile or PROFILE.get()
+
+
 Key = Annotated[str, typer.Argument(help="backend, region, endpoint or aws_profile.", show_default=False)]
 
 
@@ -21,7 +30,7 @@ def set_(key: Key, value: Annotated[str, typer.Argument(help="The value.", show_
     from .config_file import ConfigError, config_path, profile_name, set_value
 
     try:
-        name = profile_name(profile)
+        name = profile_name(_chosen(profile))
         stored = set_value(config_path(), name, key, value)
     except ConfigError as exc:
         fail(str(exc))
@@ -34,7 +43,7 @@ def unset(key: Key, profile: Profile = None):
     from .config_file import ConfigError, config_path, profile_name, unset_value
 
     try:
-        name = profile_name(profile)
+        name = profile_name(_chosen(profile))
         removed = unset_value(config_path(), name, key)
     except ConfigError as exc:
         fail(str(exc))
@@ -48,7 +57,7 @@ def show(profile: Profile = None, output: Output = "table"):
     from .config_file import KEYS, ConfigError, resolve
 
     try:
-        settings = resolve(profile)
+        settings = resolve(_chosen(profile))
     except ConfigError as exc:
         fail(str(exc))
     values = {key: getattr(settings, key) for key in KEYS}
