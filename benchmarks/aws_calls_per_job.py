@@ -79,7 +79,7 @@ def one_job(seconds: float) -> tuple[Calls, list[tuple[str, str]]]:
         batch = FakeBatch(dispatcher.compute.client)
 
         calls.phase = "per job: submit (the API)"
-        world.send(spec(name="bench", spot=True, resources={"gpus": 1}).model_dump_json(), key="bench-1")
+        world.send(spec(name="bench", spot=True, resources={"gpus": 1}))
         calls.phase = None
         records = world.receive()         # in place of Lambda's poller
         calls.phase = "per job: admit"

@@ -30,7 +30,10 @@ class JobStore(Protocol):
 
     def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
         """Insert the jobs of one submission atomically, assigning ids and seq;
-        job.group == "" asks for a fresh group id (array tasks share it)."""
+        job.group == "" asks for a fresh group id (array tasks share it).
+        Jobs that arrive with an id (reserved by reserve_ids) are written under
+        it only if no job has it yet: a job that exists is left as it is, so a
+        redelivered submission is harmless. Returns the stored records."""
 
     def get(self, job_id: str) -> JobRecord: ...
 
@@ -74,6 +77,10 @@ class JobStore(Protocol):
     def policy(self) -> Policy: ...
 
     def set_policy(self, policy: Policy) -> None: ...
+
+    def reserve_ids(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """The jobs with id, group and seq assigned as create() would assign them,
+        reserved for good (never handed out again); nothing else is written."""
 
 
 @dataclass(frozen=True)
@@ -153,13 +160,17 @@ class Waker(Protocol):
 @dataclass(frozen=True)
 class Submission:
     """A validated request on its way from the API to admission: the spec as
-    JSON, who asked, and a key that makes redelivery harmless."""
+    JSON, who asked, and a key that makes redelivery harmless. `job_ids` are
+    the ids the API reserved, in the order expand(spec) yields the jobs, and
+    `seq` the first job's seq (the others follow in order)."""
 
     spec_json: str
     owner: str
     tier: int
     idempotency_key: str
     environment: dict[str, str] | None = None
+    job_ids: tuple[str, ...] = ()
+    seq: int | None = None
 
 
 class Intake(Protocol):

@@ -1,25 +1,87 @@
 """Submit: validate against the queue's hard limits, expand arrays and
-sweeps, and record every job of the submission in one transaction."""
+sweeps, and record every job of the submission in one transaction.
 
-from ..models.errors import BackendUnavailable, Rejected
+Locally submit() does it all at once. On AWS it is two steps: the API
+accept()s (checks, reserves the ids, puts the submission on the intake
+queue) and the admit function admit()s (checks again, writes the jobs under
+the reserved ids; a redelivery finds them written and changes nothing)."""
+
+from dataclasses import replace
+
+from ..models.errors import BackendUnavailable, Rejected, SpecError
 from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
-from ..ports import Clock, JobStore, Submission, Waker
+from ..ports import Clock, Intake, Inventory, JobStore, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
+from ..scheduling.snapshot import Policy
+
+ACCEPTED = "accepted; waiting for admission"
 
 
 class SubmitService:
-    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None):
-        self.store, self.clock, self.waker = store, clock, waker
+    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None, intake: Intake | None = None):
+        self.store, self.clock, self.waker, self.intake = store, clock, waker, intake
 
     def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
                owner: str | None = None) -> list[JobRecord]:
         """Queue the jobs of one submission. `environment`, when given, is the
         submitter's environment: each attempt starts from it. `owner`, when
         given, is the caller's verified identity and wins over the spec's text."""
+        spec, inventory, policy = self._checked(spec, owner)
+        created = self.store.create(self._admitted(spec, environment, inventory, policy))
+        if self.waker is not None:
+            self.waker.wake()
+        return created
+
+    def accept(self, spec: JobSpec, *, owner: str, environment: dict[str, str] | None = None,
+               intake: Intake | None = None) -> list[JobRecord]:
+        """The API's half of a submission: the same checks as submit(), then ids
+        reserved and the submission sent to the intake queue (`intake`, or the
+        one given to the constructor). Writes no job: returns the jobs as they
+        will be, SUBMITTED until the admit function records them."""
+        intake = intake or self.intake
+        if intake is None:
+            raise BackendUnavailable("no intake queue to accept submissions on")
+        spec, _, _ = self._checked(spec, owner)
+        now = self.clock.now()
+        submitted = (Transition(JobState.SUBMITTED, now, "submitted"),)
+        reserved = self.store.reserve_ids(self._records(spec, environment, now, JobState.SUBMITTED, ACCEPTED,
+                                                        submitted))
+        intake.send(Submission(spec_json=spec.model_dump_json(), owner=owner, tier=spec.priority.rank,
+                               idempotency_key=f"jobs-{reserved[0].group}", environment=environment,
+                               job_ids=tuple(j.id for j in reserved), seq=reserved[0].seq))
+        return reserved
+
+    def admit(self, submission: Submission) -> list[JobRecord]:
+        """A submission that arrived through the intake queue (AWS): the spec as
+        the submitter sent it, owned by the identity the API verified, written
+        under the ids the API reserved. A spec over a hard limit by now (the
+        limits changed since it was accepted) is recorded REJECTED with the
+        reason, so its ids say what became of it."""
+        spec = validate_json(submission.spec_json, source="submission").model_copy(
+            update={"owner": submission.owner})
+        if not submission.job_ids or submission.seq is None:
+            raise SpecError("malformed submission: no reserved job ids", source="submission")
+        try:
+            spec, inventory, policy = self._checked(spec, None)
+            records = self._admitted(spec, submission.environment, inventory, policy)
+        except Rejected as exc:
+            now = self.clock.now()
+            reason = f"rejected: {exc}"
+            records = self._records(spec, submission.environment, now, JobState.REJECTED, reason,
+                                    (Transition(JobState.SUBMITTED, now, "submitted"),
+                                     Transition(JobState.REJECTED, now, reason)))
+        created = self.store.create(placed(records, submission.job_ids, submission.seq))
+        if self.waker is not None:
+            self.waker.wake()
+        return created
+
+    # -- the parts -------------------------------------------------------------------------------
+    def _checked(self, spec: JobSpec, owner: str | None) -> tuple[JobSpec, Inventory, Policy]:
+        """The spec (owned by `owner` when given) if it is within the queue's hard limits."""
         if owner is not None:
             spec = spec.model_copy(update={"owner": owner})
         inventory = self.store.inventory()
@@ -34,8 +96,13 @@ class SubmitService:
             team_max_gpus=team.max_gpus, user_max_gpus=team.max_gpus_per_user, team=spec.team)
         if problems:
             raise Rejected("; ".join(problems))
+        return spec, inventory, policy
+
+    def _admitted(self, spec: JobSpec, environment: dict[str, str] | None, inventory: Inventory,
+                  policy: Policy) -> list[JobRecord]:
+        """The submission's jobs, QUEUED or waiting for approval."""
         now = self.clock.now()
-        limit = array_limit(spec)
+        r = spec.resources
         hours = gpu_hours_cap(r.gpus, spec.limits.wall_time, spec.limits.max_gpu_hours)
         price = price_for(r.gpu_type, inventory.gpus)
         approval = approval_reasons(gpus=r.gpus, gpu_hours=hours, cost=price * hours if price else 0.0,
@@ -45,7 +112,14 @@ class SubmitService:
         else:
             state, reason = JobState.QUEUED, "admitted"
         history = (Transition(JobState.SUBMITTED, now, "submitted"), Transition(state, now, reason))
-        records = [
+        return self._records(spec, environment, now, state, reason, history)
+
+    @staticmethod
+    def _records(spec: JobSpec, environment: dict[str, str] | None, now: float, state: JobState, reason: str,
+                 history: tuple[Transition, ...]) -> list[JobRecord]:
+        r = spec.resources
+        limit = array_limit(spec)
+        return [
             JobRecord(
                 id="", group="", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
                 tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
@@ -54,13 +128,20 @@ class SubmitService:
                 reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot)
             for job_spec, index, env in expand(spec)
         ]
-        created = self.store.create(records)
-        if self.waker is not None:
-            self.waker.wake()
-        return created
 
-    def admit(self, submission: Submission) -> list[JobRecord]:
-        """A submission that arrived through the intake queue (AWS): the spec as
-        the submitter sent it, owned by the identity the API verified."""
-        spec = validate_json(submission.spec_json, source="submission")
-        return self.submit(spec, environment=submission.environment, owner=submission.owner)
+
+def placed(records: list[JobRecord], job_ids: tuple[str, ...], seq: int) -> list[JobRecord]:
+    """The records under the ids reserved for them (in expand order, seqs from
+    `seq` on). The ids must be the ones reserve_ids gives such a submission:
+    one group, "G_i" for array task i, "G" for a single job."""
+    if len(job_ids) != len(records):
+        raise SpecError(f"malformed submission: {len(job_ids)} job ids for {len(records)} jobs", source="submission")
+    group = job_ids[0].split("_")[0]
+    out = []
+    for n, (record, job_id) in enumerate(zip(records, job_ids)):
+        expected = group if record.array_index is None else f"{group}_{record.array_index}"
+        if job_id != expected or (record.array_index is None and len(records) != 1):
+            raise SpecError(f"malformed submission: job id {job_id} does not fit job {n} (expected {expected})",
+                            source="submission")
+        out.append(replace(record, id=job_id, group=group, seq=seq + n))
+    return out

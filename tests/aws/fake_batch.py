@@ -21,11 +21,14 @@ from unittest import mock
 import boto3
 from moto import mock_aws
 
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.resources import Pool, QueueUrls, create_queues
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.tables import TableNames, create_tables
 from gqa.adapters.clock import SystemClock
-from gqa.ports import Submission
+from gqa.models.job import JobRecord
+from gqa.models.spec import JobSpec
+from gqa.services.submit import SubmitService
 from gqa.runtime.s3 import MANIFEST
 from gqa.runtime.storage import POINTER
 from tests.aws.moto_support import LambdaContext, create_batch
@@ -76,10 +79,12 @@ class Deployment:
     def client(self, service: str) -> Any:
         return self.session.client(service)
 
-    def send(self, spec_json: str, *, owner: str = "alice", key: str, tier: int = 1) -> None:
-        """What the API does with a submission: one message on the tier's intake queue."""
-        SqsIntake(self.client("sqs"), self.urls.intake, self.urls.wakeup).send(
-            Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment={}))
+    def send(self, job_spec: JobSpec, *, owner: str = "alice") -> list[JobRecord]:
+        """What the API does with a submission: checks, ids reserved, one message
+        on the tier's intake queue. Returns the jobs as accepted (not yet written)."""
+        store = DynamoDBStore(self.client("dynamodb"), NAMES)
+        intake = SqsIntake(self.client("sqs"), self.urls.intake, self.urls.wakeup)
+        return SubmitService(store, self.clock).accept(job_spec, owner=owner, environment={}, intake=intake)
 
     def receive(self, tier: int = 1) -> list[dict[str, Any]]:
         """What Lambda's poller hands the admit function: received messages as SQS event records."""

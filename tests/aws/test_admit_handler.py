@@ -5,6 +5,7 @@ from gqa.adapters.aws.tables and resources."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -14,12 +15,15 @@ from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.resources import create_queues
 from gqa.adapters.aws.sqs_intake import dump_submission
 from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
-from gqa.ports import Inventory, Submission
-from gqa.scheduling import Gpu
+from gqa.ports import Change, Inventory, Submission
+from gqa.scheduling import Gpu, Policy
+from gqa.services.submit import SubmitService
 from tests.aws.moto_support import LambdaContext, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
+from tests.services.fakes import RecordingIntake
 
 pytestmark = pytest.mark.aws
 NAMES = TableNames.prefixed("gqa-admit-")
@@ -51,10 +55,16 @@ def store(aws) -> DynamoDBStore:
     return store
 
 
-def record(spec_json: str, *, key: str = "key-1", owner: str = "bob", message_id: str = "m-1") -> dict:
-    body = dump_submission(Submission(spec_json=spec_json, owner=owner, tier=1, idempotency_key=key,
-                                      environment={"HOME": "/home/bob"}))
-    return {"messageId": message_id, "receiptHandle": f"rh-{message_id}", "body": body,
+def accepted(store: DynamoDBStore, job_spec, *, owner: str = "bob") -> Submission:
+    """What the API sends for a spec: ids reserved in the store, the submission on its way."""
+    intake = RecordingIntake()
+    SubmitService(store, SystemClock()).accept(job_spec, owner=owner, environment={"HOME": "/home/bob"},
+                                               intake=intake)
+    return intake.sent[0]
+
+
+def record(submission: Submission, *, message_id: str = "m-1") -> dict:
+    return {"messageId": message_id, "receiptHandle": f"rh-{message_id}", "body": dump_submission(submission),
             "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000",
                            "SenderId": "AIDAEXAMPLE", "ApproximateFirstReceiveTimestamp": "1700000000000"},
             "messageAttributes": {}, "md5OfBody": "0", "eventSource": "aws:sqs",
@@ -73,10 +83,11 @@ def wakeups(urls) -> int:
 
 def test_a_valid_submission_becomes_a_queued_job_of_the_verified_owner(aws, store):
     module, urls = aws
-    answer = call(module, record(spec(owner="mallory").model_dump_json()))
+    submission = accepted(store, spec(owner="mallory"))
+    answer = call(module, record(submission))
     assert answer == {"batchItemFailures": []}
     [job] = store.list()
-    assert job.state == JobState.QUEUED
+    assert (job.id, job.state) == (submission.job_ids[0], JobState.QUEUED)
     assert job.owner == "bob"                       # the Submission's owner, not the spec's
     assert job.submit_env == {"HOME": "/home/bob"}
     assert wakeups(urls) == 1
@@ -84,36 +95,60 @@ def test_a_valid_submission_becomes_a_queued_job_of_the_verified_owner(aws, stor
 
 def test_a_redelivered_message_creates_no_second_job(aws, store):
     module, _ = aws
-    body = spec().model_dump_json()
-    call(module, record(body, message_id="m-1"))
-    assert call(module, record(body, message_id="m-2")) == {"batchItemFailures": []}
-    assert len(store.list()) == 1
-    call(module, record(body, key="key-2", message_id="m-3"))    # another key is another submission
+    submission = accepted(store, spec())
+    call(module, record(submission, message_id="m-1"))
+    [job] = store.list()
+    store.apply([Change(job.id, JobState.QUEUED, JobState.CANCELLED, "cancelled by bob", job.submitted_at + 1)])
+    assert call(module, record(submission, message_id="m-2")) == {"batchItemFailures": []}
+    assert [(j.id, j.state) for j in store.list()] == [(job.id, JobState.CANCELLED)]   # left as it was
+    call(module, record(accepted(store, spec()), message_id="m-3"))    # another submission, other ids
     assert len(store.list()) == 2
 
 
 def test_an_array_is_admitted_once_with_all_its_tasks(aws, store):
     module, _ = aws
-    body = spec(array="0-2").model_dump_json()
-    call(module, record(body))
-    call(module, record(body))
-    assert len(store.list()) == 3
+    submission = accepted(store, spec(array="0-2"))
+    call(module, record(submission))
+    call(module, record(submission))
+    assert [j.id for j in store.list()] == list(submission.job_ids)
 
 
-@pytest.mark.parametrize("body", [
-    '{"name": "x"}',                                                  # not a valid spec
-    spec(resources={"gpus": 64}).model_dump_json(),                   # over the queue's GPUs: Rejected
-])
-def test_a_submission_that_cannot_be_admitted_is_consumed(aws, store, body):
+def test_a_redelivery_in_the_same_batch_is_harmless(aws, store):
     module, urls = aws
-    assert call(module, record(body)) == {"batchItemFailures": []}
+    submission = accepted(store, spec(array="0-1"))
+    assert call(module, record(submission, message_id="m-1"), record(submission, message_id="m-2")) == \
+        {"batchItemFailures": []}
+    assert len(store.list()) == 2
+    assert wakeups(urls) == 1                      # one wake-up per batch
+
+
+def test_a_submission_over_a_limit_set_since_it_was_accepted_is_recorded_rejected(aws, store):
+    module, urls = aws
+    submission = accepted(store, spec(resources={"gpus": 2}))
+    store.set_policy(Policy(max_gpus_per_job=1))
+    assert call(module, record(submission)) == {"batchItemFailures": []}
+    [job] = store.list()
+    assert (job.id, job.state) == (submission.job_ids[0], JobState.REJECTED)
+    assert "asks for 2 GPUs; the limit per job is 1" in job.reason
+    assert wakeups(urls) == 0
+
+
+@pytest.mark.parametrize("change", [
+    {"spec_json": '{"name": "x"}'},                 # not a valid spec
+    {"job_ids": ()},                                # sent without reserved ids
+    {"job_ids": ("1_0",)},                          # ids that do not fit the spec
+])
+def test_a_submission_that_cannot_be_admitted_is_consumed(aws, store, change):
+    module, urls = aws
+    submission = replace(accepted(store, spec()), **change)
+    assert call(module, record(submission)) == {"batchItemFailures": []}
     assert store.list() == []
     assert wakeups(urls) == 0
 
 
 def test_a_malformed_message_is_consumed(aws, store):
     module, _ = aws
-    bad = {**record(spec().model_dump_json()), "body": "not json"}
+    bad = {**record(accepted(store, spec())), "body": "not json"}
     assert call(module, bad) == {"batchItemFailures": []}
     assert store.list() == []
 
@@ -121,18 +156,22 @@ def test_a_malformed_message_is_consumed(aws, store):
 def test_throttling_fails_only_that_record_and_the_retry_admits_it(aws, store):
     module, _ = aws
     dynamodb = module.admission().store.client
+    throttled, good = accepted(store, spec()), accepted(store, spec())
     refused = refuse(dynamodb, "TransactWriteItems", "ThrottlingException", times=5)   # the store's tries
-    good, throttled = record(spec().model_dump_json(), key="k-ok", message_id="m-ok"), \
-        record(spec().model_dump_json(), key="k-busy", message_id="m-busy")
-    answer = call(module, throttled, good)
+    answer = call(module, record(throttled, message_id="m-busy"), record(good, message_id="m-ok"))
     assert len(refused) == 5
     assert answer == {"batchItemFailures": [{"itemIdentifier": "m-busy"}]}
-    assert len(store.list()) == 1
-    # the failed admission left no claim behind: the redelivery admits it
-    assert call(module, throttled) == {"batchItemFailures": []}
-    assert len(store.list()) == 2
+    assert [j.id for j in store.list()] == list(good.job_ids)
+    # nothing was half-written: the redelivery admits it under its ids
+    assert call(module, record(throttled, message_id="m-busy")) == {"batchItemFailures": []}
+    assert [j.id for j in store.list()] == list(throttled.job_ids + good.job_ids)
 
 
 def test_without_an_inventory_the_record_fails_to_be_retried(aws):
     module, _ = aws
-    assert call(module, record(spec().model_dump_json())) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    store = DynamoDBStore(session().client("dynamodb"), NAMES)
+    store.set_inventory(INVENTORY)
+    submission = accepted(store, spec())
+    session().client("dynamodb").delete_item(TableName=NAMES.settings, Key={"pk": {"S": "setting"},
+                                                                            "sk": {"S": "inventory"}})
+    assert call(module, record(submission)) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}

@@ -109,6 +109,29 @@ def test_one_counter_call_and_one_transaction_per_submission(store):
     assert ops(calls) == ["UpdateItem", "TransactWriteItems"]
 
 
+def test_jobs_with_reserved_ids_cost_one_transaction_and_a_redelivery_no_read(store):
+    reserved = store.reserve_ids([new_job(array_index=i) for i in range(3)])
+    store.create(reserved[:1])
+    calls = record_calls(store)
+
+    created = store.create(reserved)
+
+    # the first try loses on 1_0 and learns it as stored from the cancellation reasons;
+    # the retry writes the other two
+    assert ops(calls) == ["TransactWriteItems", "TransactWriteItems"]
+    assert [len(p["TransactItems"]) for _, p in calls] == [3, 2]
+    assert created == store.list(history=True)
+
+
+def test_a_fresh_id_that_exists_means_the_counter_went_back(store):
+    store.create([new_job()])
+    session().client("dynamodb").delete_item(TableName=NAMES.settings, Key={"pk": {"S": "counter"},
+                                                                            "sk": {"S": "jobs"}})
+    with pytest.raises(Conflict, match="id counter"):
+        store.create([new_job()])
+    assert len(store.list()) == 1
+
+
 def test_a_change_with_usage_and_cost_is_one_transaction(store):
     store.set_policy(Policy(half_life=HOUR))
     job = put(store, S.RUNNING, team="vision")
@@ -308,7 +331,15 @@ def client_error(code: str, reasons: list[str] | None = None, message: str = "wh
 ])
 def test_errors_are_judged_by_code_and_reasons_never_by_message(error, transient, domain):
     assert errors.is_transient(error) is transient
-    assert type(errors.translate(error, "TransactWriteItems")) is domain
+    assert isinstance(errors.translate(error, "TransactWriteItems"), domain)
+
+
+def test_a_cancelled_transaction_says_which_items_lost_their_condition():
+    lost = errors.translate(client_error("TransactionCanceledException",
+                                         ["None", "ConditionalCheckFailed", "TransactionConflict",
+                                          "ConditionalCheckFailed"]), "TransactWriteItems")
+    assert isinstance(lost, errors.TransactionConflict)
+    assert lost.failed == [1, 3]
 
 
 def test_the_moto_tables_are_the_defined_ones(aws):

@@ -38,13 +38,13 @@ class Run:
 
 
 def admit_all(world: Deployment) -> list[str]:
-    for i in range(JOBS):
-        world.send(spec(name=f"train-{i}", spot=True, resources={"gpus": 1}).model_dump_json(), key=f"sub-{i}")
+    accepted = [job.id for i in range(JOBS)
+                for job in world.send(spec(name=f"train-{i}", spot=True, resources={"gpus": 1}))]
     records = world.receive()
     assert world.admit.handler({"Records": records}, CONTEXT) == {"batchItemFailures": []}
     store = DynamoDBStore(world.client("dynamodb"), NAMES)
     ids = [job.id for job in store.list()]
-    assert len(ids) == JOBS
+    assert ids == accepted
     return ids
 
 

@@ -156,12 +156,13 @@ def test_throttling_is_retried_then_reported_as_unavailable(sqs):
 # -- the body ------------------------------------------------------------------------------------
 
 def test_bodies_are_ascii_json_and_read_back_exactly():
-    sub = Submission('{"name": "entraînement"}', "zoë", 0, "clé", {"MSG": "héllo\n\u2603"})
+    sub = Submission('{"name": "entraînement"}', "zoë", 0, "clé", {"MSG": "héllo\n\u2603"}, ("12_0", "12_1"), 40)
     body = dump_submission(sub)
     assert body.isascii()
     assert parse_submission(body) == sub
     assert submission_from_record({"messageId": "1", "body": body, "messageAttributes": {}}) == sub
     assert parse_submission(dump_submission(Submission("{}", "a", 2, "k"))).environment is None
+    assert parse_submission(dump_submission(Submission("{}", "a", 2, "k"))).job_ids == ()
 
 
 @pytest.mark.parametrize("body", [
@@ -173,6 +174,12 @@ def test_bodies_are_ascii_json_and_read_back_exactly():
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": True, "idempotency_key": "k"}),
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": "1", "idempotency_key": "k"}),
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "environment": {"A": 1}}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "job_ids": "12"}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "job_ids": [12]}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "job_ids": ["x"]}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "seq": 0}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "seq": "3"}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "seq": True}),
 ])
 def test_malformed_bodies_are_spec_errors(body):
     with pytest.raises(SpecError, match="malformed submission"):

@@ -69,6 +69,75 @@ def test_create_returns_the_records_as_stored_with_their_history(store):
         (S.SUBMITTED, T0, "submitted"), (S.QUEUED, T0, "admitted")]
 
 
+# -- reserved ids: create-if-absent ------------------------------------------------------------
+
+def test_reserve_ids_assigns_as_create_would_and_writes_no_job(store):
+    [single] = store.reserve_ids([new_job()])
+    tasks = store.reserve_ids([new_job(array_index=i) for i in (0, 2)])
+
+    assert (single.id, single.group) == ("1", "1")
+    assert [(t.id, t.group) for t in tasks] == [("2_0", "2"), ("2_2", "2")]
+    assert single.seq < tasks[0].seq < tasks[1].seq
+    assert store.list() == []
+    with pytest.raises(NotFound):
+        store.get("1")
+
+
+def test_reserved_ids_are_never_handed_out_again(open_store):
+    one, other = open_store(), open_store()
+    reserved = one.reserve_ids([new_job(array_index=0)]) + one.reserve_ids([new_job()])
+
+    [after] = other.create([new_job()])
+
+    assert after.id == "3"
+    assert after.seq > max(j.seq for j in reserved)
+
+
+def test_jobs_with_reserved_ids_are_written_under_them(store):
+    reserved = store.reserve_ids([new_job(array_index=i, group_limit=2) for i in range(3)])
+
+    created = store.create(reserved)
+
+    assert created == reserved
+    assert store.list(history=True) == reserved
+    assert [j.id for j in store.resolve("1")] == ["1_0", "1_1", "1_2"]
+
+
+def test_creating_reserved_ids_again_leaves_the_stored_jobs_as_they_are(store):
+    reserved = store.reserve_ids([new_job(array_index=i) for i in range(2)])
+    store.create(reserved)
+    [moved] = store.apply([Change("1_0", S.QUEUED, S.STARTING, "assigned", T0 + 1, {"assigned": (0,)})])
+
+    again = store.create(reserved)
+
+    assert again == [moved, store.get("1_1")]
+    assert again[0].state == S.STARTING and again[0].history == moved.history
+    assert len(store.list()) == 2
+
+
+def test_a_partly_written_submission_is_completed_without_touching_what_exists(store):
+    reserved = store.reserve_ids([new_job(array_index=i) for i in range(4)])
+    store.create(reserved[1:3])
+    [cancelled] = store.apply([Change("1_1", S.QUEUED, S.CANCELLED, "cancelled", T0 + 1)])
+
+    created = store.create(reserved)
+
+    assert [j.id for j in created] == ["1_0", "1_1", "1_2", "1_3"]
+    assert created[1] == cancelled
+    assert [j.state for j in store.list()] == [S.QUEUED, S.CANCELLED, S.QUEUED, S.QUEUED]
+
+
+@pytest.mark.slow
+def test_a_large_array_is_completed_across_transactions(store):
+    reserved = store.reserve_ids([new_job(array_index=i) for i in range(230)])
+    store.create(reserved[95:105] + reserved[200:])     # what a crashed first delivery might have left
+
+    created = store.create(reserved)
+
+    assert [j.id for j in created] == [f"1_{i}" for i in range(230)]
+    assert [j.id for j in store.list()] == [j.id for j in reserved]
+
+
 # -- get, resolve, list --------------------------------------------------------------
 
 @pytest.fixture

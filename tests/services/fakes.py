@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from gqa.models.errors import LaunchFailed
 from gqa.models.job import JobRecord
-from gqa.ports import Exit, Inventory, Launched
+from gqa.ports import Exit, Inventory, Launched, Submission
 
 
 class FakeClock:
@@ -36,6 +36,20 @@ class CountingWaker:
     wakes: int = 0
 
     def wake(self) -> None:
+        self.wakes += 1
+
+
+@dataclass
+class RecordingIntake:
+    """The Intake port: keeps what was sent, in order."""
+
+    sent: list[Submission] = field(default_factory=list)
+    wakes: int = 0
+
+    def send(self, submission: Submission) -> None:
+        self.sent.append(submission)
+
+    def wake_dispatcher(self) -> None:
         self.wakes += 1
 
 

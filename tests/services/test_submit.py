@@ -1,16 +1,19 @@
-"""SubmitService: hard limits, arrays and sweeps, one write per submission."""
+"""SubmitService: hard limits, arrays and sweeps, one write per submission; on AWS\naccept (ids reserved, nothing written) then admit (written under those ids, once)."""
+
+import re
+from dataclasses import replace
 
 import pytest
 
 from gqa.adapters.local.store import SqliteStore
-from gqa.models.errors import BackendUnavailable, Rejected
+from gqa.models.errors import BackendUnavailable, Rejected, SpecError
 from gqa.models.job import JobState, Transition
-from gqa.ports import Inventory
+from gqa.ports import Inventory, Submission
 from gqa.scheduling import Policy, TeamPolicy
 from gqa.services.submit import SubmitService
 from tests.builders import gpus, spec
 from tests.services.conftest import T0
-from tests.services.fakes import FakeClock
+from tests.services.fakes import FakeClock, RecordingIntake
 
 S = JobState
 
@@ -121,23 +124,113 @@ def test_a_queue_without_gpus_registered_is_unavailable(tmp_path):
         store.close()
 
 
-def test_an_admitted_submission_is_owned_by_the_verified_caller_not_the_specs_text(make_queue):
-    from gqa.ports import Submission
-    from tests.builders import spec
+# -- the API's half and the admit function's half (AWS) ------------------------------------------
 
-    queue = make_queue(2)
-    forged = spec(owner="alice").model_dump_json()
-    [job] = queue.submitter.admit(Submission(spec_json=forged, owner="bob", tier=1, idempotency_key="k",
-                                             environment={"HOME": "/home/bob"}))
+def accepted(queue, *, owner: str = "bob", **overrides) -> tuple[list, Submission]:
+    intake = RecordingIntake()
+    jobs = queue.submitter.accept(spec(**overrides), owner=owner, environment={"HOME": "/home/bob"}, intake=intake)
+    [submission] = intake.sent
+    return jobs, submission
+
+
+def test_accept_reserves_ids_and_sends_the_submission_without_writing_a_job(queue):
+    jobs, submission = accepted(queue, owner="bob", array="0-2", priority="high")
+
+    assert [(j.id, j.group, j.state, j.reason) for j in jobs] == [
+        (f"1_{i}", "1", S.SUBMITTED, "accepted; waiting for admission") for i in range(3)]
+    assert [j.seq for j in jobs] == [jobs[0].seq, jobs[0].seq + 1, jobs[0].seq + 2]
+    assert {j.owner for j in jobs} == {"bob"}
+    assert (submission.job_ids, submission.seq) == (("1_0", "1_1", "1_2"), jobs[0].seq)
+    assert (submission.owner, submission.tier, submission.environment) == ("bob", 0, {"HOME": "/home/bob"})
+    assert submission.idempotency_key == "jobs-1"
+    assert queue.store.list() == []
+    assert queue.waker.wakes == 0
+    # reserved for good: the next submission gets the next ids, before any admission
+    assert [j.id for j in queue.submit()] == ["2"]
+
+
+def test_accept_checks_the_hard_limits_and_sends_nothing_over_them(queue):
+    intake = RecordingIntake()
+    with pytest.raises(Rejected, match="asks for 5 GPUs; this machine has 4"):
+        queue.submitter.accept(spec(resources={"gpus": 5}), owner="bob", intake=intake)
+    assert intake.sent == []
+    assert [j.id for j in queue.submit()] == ["1"]     # no id was used up
+
+
+def test_accept_uses_the_constructors_intake_when_given_none(queue):
+    intake = RecordingIntake()
+    [job] = SubmitService(queue.store, queue.clock, intake=intake).accept(spec(), owner="bob")
+    assert [s.job_ids for s in intake.sent] == [(job.id,)]
+    with pytest.raises(BackendUnavailable):
+        queue.submitter.accept(spec(), owner="bob")
+
+
+def test_admit_writes_the_jobs_under_the_reserved_ids(queue):
+    jobs, submission = accepted(queue, array="0-3:2")
+    queue.clock.advance(5)
+
+    admitted = queue.submitter.admit(submission)
+
+    assert [(j.id, j.group, j.seq) for j in admitted] == [(j.id, j.group, j.seq) for j in jobs]
+    assert [j.state for j in admitted] == [S.QUEUED, S.QUEUED]
+    assert [j.extra_env["GQA_ARRAY_INDEX"] for j in admitted] == ["0", "2"]
+    assert queue.store.resolve("1") == admitted
+    assert queue.waker.wakes == 1
+
+
+def test_a_redelivered_submission_changes_nothing(queue):
+    _, submission = accepted(queue)
+    [job] = queue.submitter.admit(submission)
+    queue.supervisor.dispatch()
+    running = queue.get(job.id)
+    assert running.state == S.RUNNING
+
+    assert queue.submitter.admit(submission) == [running]     # the job as it is, not as first written
+    assert queue.store.list(history=True) == [running]
+
+
+def test_an_admitted_submission_is_owned_by_the_verified_caller_not_the_specs_text(queue):
+    _, submission = accepted(queue, owner="bob")
+    forged = replace(submission, spec_json=spec(owner="alice").model_dump_json())
+    [job] = queue.submitter.admit(forged)
     assert job.owner == "bob" and job.submit_env == {"HOME": "/home/bob"}
 
 
-def test_a_submission_with_a_bad_spec_names_the_field(make_queue):
-    from gqa.models.errors import SpecError
-    from gqa.ports import Submission
+def test_a_submission_over_a_limit_set_after_it_was_accepted_is_recorded_rejected(queue):
+    _, submission = accepted(queue, resources={"gpus": 3})
+    queue.store.set_policy(Policy(max_gpus_per_job=2))
 
-    queue = make_queue(2)
-    bad = Submission(spec_json='{"command": ["a"], "resources": {"gpus": 0}}', owner="bob", tier=1,
-                     idempotency_key="k")
+    [job] = queue.submitter.admit(submission)
+
+    assert (job.id, job.state) == (submission.job_ids[0], S.REJECTED)
+    assert job.reason == "rejected: asks for 3 GPUs; the limit per job is 2"
+    assert [t.state for t in job.history] == [S.SUBMITTED, S.REJECTED]
+    assert queue.get(job.id) == job
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"job_ids": ()}, "no reserved job ids"),
+    ({"seq": None}, "no reserved job ids"),
+    ({"job_ids": ("1_0", "1_1")}, "2 job ids for 3 jobs"),
+    ({"job_ids": ("1_0", "1_1", "1_3")}, "job id 1_3 does not fit job 2 (expected 1_2)"),
+    ({"job_ids": ("1_0", "2_1", "1_2")}, "job id 2_1 does not fit job 1 (expected 1_1)"),
+    ({"job_ids": ("1", "1_1", "1_2")}, "job id 1 does not fit job 0 (expected 1_0)"),
+])
+def test_a_submission_whose_ids_do_not_fit_is_malformed_and_writes_nothing(queue, change, message):
+    _, submission = accepted(queue, array="0-2")
+    with pytest.raises(SpecError, match=re.escape(message)):
+        queue.submitter.admit(replace(submission, **change))
+    assert queue.store.list() == []
+
+
+def test_a_single_jobs_id_has_no_index(queue):
+    _, submission = accepted(queue)
+    with pytest.raises(SpecError, match="does not fit"):
+        queue.submitter.admit(replace(submission, job_ids=("1_0",)))
+
+
+def test_a_submission_with_a_bad_spec_names_the_field(queue):
+    _, submission = accepted(queue)
+    bad = replace(submission, spec_json='{"command": ["a"], "resources": {"gpus": 0}}')
     with pytest.raises(SpecError, match="submission: resources.gpus"):
         queue.submitter.admit(bad)

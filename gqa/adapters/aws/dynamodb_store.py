@@ -33,7 +33,7 @@ from .. import settings_codec
 from . import items as it
 from . import ledger
 from . import tables as t
-from .errors import Retrying
+from .errors import Retrying, TransactionConflict
 from .writes import JobWrite, chunks, pack, transaction
 
 S = JobState
@@ -104,7 +104,7 @@ class DynamoDBStore:
                 for item in self._query(self.tables.ledger, {t.PK: ledger.spend_partition_of(period)})}
 
     # -- jobs: create and read -------------------------------------------------------------
-    def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
+    def reserve_ids(self, jobs: List[JobRecord]) -> List[JobRecord]:
         if not jobs:
             return []
         arrays = any(j.array_index is not None for j in jobs)
@@ -119,26 +119,55 @@ class DynamoDBStore:
         seq = int(counters["seq"]) - len(jobs) + 1
         # array tasks share the first number, single jobs take the next ones (the SQLite scheme)
         shared, single = str(group_no), group_no + (1 if arrays else 0)
-        created = []
+        reserved = []
         for job in jobs:
             if job.array_index is not None:
                 job_id, group = f"{shared}_{job.array_index}", shared
             else:
                 job_id = group = str(single)
                 single += 1
-            created.append(replace(job, id=job_id, group=group, seq=seq))
+            reserved.append(replace(job, id=job_id, group=group, seq=seq))
             seq += 1
+        return reserved
+
+    def create(self, jobs: List[JobRecord]) -> List[JobRecord]:
+        records = list(jobs)
+        fresh = [i for i, j in enumerate(records) if not j.id]
+        for i, job in zip(fresh, self.reserve_ids([records[i] for i in fresh])):
+            records[i] = job
+        existing = self._put_absent(records, must_be_new={records[i].id for i in fresh})
+        return [it.job_record(existing[j.id]) if j.id in existing else j for j in records]
+
+    def _put_absent(self, records: List[JobRecord], must_be_new: set[str]) -> dict[str, dict[str, Any]]:
+        """Put each job unless its id exists; returns the items found existing.
+        A freshly reserved id that exists means the id counter went back: Conflict."""
+        existing: dict[str, dict[str, Any]] = {}
         puts = [{"Put": {"TableName": self.tables.jobs, "Item": it.dump(it.job_item(j, 0)),
-                         "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID}}}
-                for j in created]
+                         "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID},
+                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
+                for j in records]
         # an array over 100 tasks is written in several transactions: atomic per chunk
         for chunk in chunks(puts):
-            try:
-                self._transact(chunk)
-            except Conflict:
-                raise Conflict(f"job ids from {created[0].id} already exist: was the id counter "
-                               "in the settings table reset?") from None
-        return created
+            while chunk:
+                try:
+                    self._transact(chunk)
+                    break
+                except TransactionConflict as lost:
+                    # the jobs that exist are left as they are; the others are written in a retry
+                    failed = set(lost.failed)
+                    for i in failed:
+                        job_id = it.load(chunk[i]["Put"]["Item"])[t.ID]
+                        if job_id in must_be_new:
+                            raise Conflict(f"job id {job_id} already exists: was the id counter "
+                                           "in the settings table reset?") from None
+                        item = lost.reasons[i].get("Item")
+                        existing[job_id] = it.load(item) if item else {}
+                    chunk = [p for i, p in enumerate(chunk) if i not in failed]
+        unread = [job_id for job_id, item in existing.items() if not item]
+        existing.update(self._read_jobs(unread) if unread else {})
+        if any(not item for item in existing.values()):
+            raise Conflict("a job found existing while creating could not be read back")
+        return existing
 
     def get(self, job_id: str) -> JobRecord:
         item = self._get_job(job_id)

@@ -43,12 +43,30 @@ def is_transient(error: ClientError) -> bool:
     return code in TRANSIENT
 
 
+class TransactionConflict(Conflict):
+    """A transaction cancelled because some items' conditions failed. `reasons`
+    are DynamoDB's CancellationReasons, one per item in request order (with the
+    item as stored where the request asked for ALL_OLD), so a caller can tell
+    which items lost. Services see a plain Conflict."""
+
+    def __init__(self, message: str, reasons: list[dict[str, Any]]):
+        super().__init__(message)
+        self.reasons = reasons
+
+    @property
+    def failed(self) -> list[int]:
+        """The positions of the items whose condition failed."""
+        return [i for i, r in enumerate(self.reasons) if r.get("Code") == CONDITION_FAILED]
+
+
 def translate(error: ClientError, operation: str) -> GqaError:
     """The domain error for a non-transient (or no longer retried) SDK error."""
     code = code_of(error)
-    if code == "ConditionalCheckFailedException" or (
-            code == "TransactionCanceledException" and CONDITION_FAILED in cancellation_reasons(error)):
+    if code == "ConditionalCheckFailedException":
         return Conflict(f"{operation}: a record changed under us")
+    if code == "TransactionCanceledException" and CONDITION_FAILED in cancellation_reasons(error):
+        return TransactionConflict(f"{operation}: a record changed under us",
+                                   list(error.response.get("CancellationReasons", [])))
     if is_transient(error):
         return BackendUnavailable(f"DynamoDB is throttling or unavailable ({code} on {operation}); try again later")
     if code == "ResourceNotFoundException":

@@ -1,13 +1,15 @@
 """Intake on SQS: one queue per priority tier, and a wake-up queue for the
 dispatcher (queue definitions in resources.py).
 
-A submission travels as a small JSON document. The idempotency key rides both
+A submission travels as a small JSON document, with the job ids and the first
+seq the API reserved for it (admission writes the jobs under exactly those,
+so a redelivery finds them and writes nothing). The idempotency key rides both
 in the body (the admit function needs nothing else) and as a message attribute
 (visible to a consumer or an operator without parsing the body). On a FIFO
 queue the key's digest is also the MessageDeduplicationId, so a client that
-resends within SQS's five-minute window is dropped by SQS itself; the admit
-function must still deduplicate on the key, since standard queues deliver at
-least once and FIFO deduplicates only within that window.
+resends within SQS's five-minute window is dropped by SQS itself; admission must still be
+harmless to repeat (it is: the ids are reserved), since standard queues deliver
+at least once and FIFO deduplicates only within that window.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ KEY_ATTRIBUTE = "idempotency_key"
 TIER_ATTRIBUTE = "tier"
 TIERS = frozenset(p.rank for p in Priority)
 # SQS's rule for group and deduplication ids: up to 128 of these characters
+_JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
 _SQS_ID = re.compile(r"^[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$")
 
 
@@ -91,7 +94,8 @@ def dump_submission(submission: Submission) -> str:
     # ASCII-only JSON: SQS refuses some Unicode code points in a body; escaped, any text travels
     return json.dumps({"v": BODY_VERSION, "spec_json": submission.spec_json, "owner": submission.owner,
                        "tier": submission.tier, "idempotency_key": submission.idempotency_key,
-                       "environment": submission.environment}, separators=(",", ":"))
+                       "environment": submission.environment, "job_ids": list(submission.job_ids),
+                       "seq": submission.seq}, separators=(",", ":"))
 
 
 def parse_submission(body: str) -> Submission:
@@ -115,7 +119,14 @@ def parse_submission(body: str) -> Submission:
             isinstance(environment, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
         raise _malformed("environment must be an object of strings")
-    return Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment=environment)
+    job_ids = raw.get("job_ids", [])
+    if not (isinstance(job_ids, list) and all(isinstance(i, str) and _JOB_ID.match(i) for i in job_ids)):
+        raise _malformed("job_ids must be a list of job ids")
+    seq = raw.get("seq")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+        raise _malformed(f"seq must be a positive integer, got {seq!r}")
+    return Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment=environment,
+                      job_ids=tuple(job_ids), seq=seq)
 
 
 def submission_from_record(record: Mapping[str, Any]) -> Submission:

@@ -149,26 +149,67 @@ class SqliteStore:
                             "gpu_seconds = excluded.gpu_seconds, as_of = excluded.as_of", (team, value + gpu_seconds, now))
 
     # -- jobs -----------------------------------------------------------------------
+    def reserve_ids(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        with self._tx():
+            return self._reserve(jobs)
+
+    def _reserve(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """Assign ids and seqs from the counters in meta and advance them (inside a transaction)."""
+        if not jobs:
+            return []
+        group_no = int(self._meta("next_group"))
+        seq = self._next_seq()
+        reserved, groups = [], 0
+        shared = str(group_no)
+        for job in jobs:
+            if job.array_index is not None:
+                job_id, group = f"{shared}_{job.array_index}", shared
+                groups = 1
+            else:
+                job_id = group = str(group_no + groups)
+                groups += 1
+            reserved.append(replace(job, id=job_id, group=group, seq=seq))
+            seq += 1
+        self.db.execute("UPDATE meta SET value = ? WHERE key = 'next_group'", (str(group_no + max(groups, 1)),))
+        self.db.execute("INSERT INTO meta VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (str(seq),))
+        return reserved
+
+    def _next_seq(self) -> int:
+        # a database from before reservations has no counter: the next seq follows the jobs
+        raw = self._meta("next_seq")
+        if raw is not None:
+            return int(raw)
+        return (self.db.execute("SELECT MAX(seq) FROM jobs").fetchone()[0] or 0) + 1
+
     def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
         with self._tx():
-            group_no = int(self._meta("next_group"))
-            seq = (self.db.execute("SELECT MAX(seq) FROM jobs").fetchone()[0] or 0) + 1
-            created, groups = [], 0
-            shared = str(group_no)
-            for job in jobs:
-                if job.array_index is not None:
-                    job_id, group = f"{shared}_{job.array_index}", shared
-                    groups = 1
-                else:
-                    job_id = group = str(group_no + groups)
-                    groups += 1
-                created.append(replace(job, id=job_id, group=group, seq=seq))
-                seq += 1
-            self.db.executemany(_INSERT, [_row(j) for j in created])
+            records = list(jobs)
+            fresh = [i for i, j in enumerate(records) if not j.id]
+            for i, job in zip(fresh, self._reserve([records[i] for i in fresh])):
+                records[i] = job
+            found = {r[0] for r in self._rows_of([j.id for j in records], "id")}
+            if found & {records[i].id for i in fresh}:
+                raise Conflict("a freshly reserved job id already exists: was the queue database's counter reset?")
+            new = [j for j in records if j.id not in found]
+            try:
+                self.db.executemany(_INSERT, [_row(j) for j in new])
+            except sqlite3.IntegrityError as exc:   # a reserved seq taken by another job
+                raise Conflict(f"cannot record jobs {', '.join(j.id for j in new)}: {exc}") from None
             self.db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
-                                [(j.id, n, t.state.value, t.at, t.reason) for j in created for n, t in enumerate(j.history)])
-            self.db.execute("UPDATE meta SET value = ? WHERE key = 'next_group'", (str(group_no + max(groups, 1)),))
-        return created
+                                [(j.id, n, t.state.value, t.at, t.reason) for j in new for n, t in enumerate(j.history)])
+            # a job that already existed is returned as it is stored, not as given
+            stored = {j.id: j for j in self._with_history([_record(r) for r in self._rows_of(list(found))])}
+        return [stored.get(j.id, j) for j in records]
+
+    def _rows_of(self, ids: list[str], columns: str | None = None) -> list[tuple]:
+        """The rows of these job ids (a query per 500: SQLite caps a statement's parameters)."""
+        select = f"SELECT {columns} FROM jobs" if columns else _SELECT
+        rows: list[tuple] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            rows += self.db.execute(select + f" WHERE id IN ({', '.join('?' for _ in part)})", part).fetchall()
+        return rows
 
     def get(self, job_id: str) -> JobRecord:
         row = self.db.execute(_SELECT + " WHERE id = ?", (job_id,)).fetchone()
