@@ -94,7 +94,7 @@ class Wiring:
     clock: SystemClock
 
     def submitter(self) -> SubmitService:
-        return SubmitService(self.store, self.clock)
+        return SubmitService(self.store, self.clock, intake=self.intake)
 
     def control(self) -> ControlService:
         return ControlService(self.store, self.clock, WakeDispatcher(self.intake))
@@ -193,7 +193,7 @@ def submit() -> Response:
         raise SpecError("environment must be an object of strings, or null")
     spec = validate(request["spec"], source="request")
     authorize(who, Action.SUBMIT)
-    jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment, intake=wiring().intake)
+    jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment)
     if jobs:
         logger.set_correlation_id(jobs[0].group)
     logger.info("accepted", extra={"job_ids": [j.id for j in jobs]})
