@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..models.errors import SpecError
 from ..ports import Clock, JobStore
 from ..scheduling.budget import period_of
-from .snapshot import running_cost
+from ..scheduling.budget import running_cost
 
 PERIOD_RE = re.compile(r"^(\d{4})-(\d{2})$")
 

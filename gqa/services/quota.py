@@ -44,7 +44,8 @@ class QuotaService:
         return self.store.policy()
 
     def set(self, team: str, *, share: float | None = None, max_gpus: int | None = None,
-            max_gpus_per_user: int | None = None, budget: float | None = None) -> TeamPolicy:
+            max_gpus_per_user: int | None = None, budget: float | None = None,
+            stop_at_budget: bool | None = None) -> TeamPolicy:
         """Change what is given; NO_CAP (-1) removes a cap."""
         _check_team(team, share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user, budget=budget)
         current = self.store.teams().get(team, self.store.policy().default_team)
@@ -57,6 +58,8 @@ class QuotaService:
             changes["max_gpus_per_user"] = None if max_gpus_per_user == NO_CAP else max_gpus_per_user
         if budget is not None:
             changes["budget"] = None if budget == NO_CAP else budget
+        if stop_at_budget is not None:
+            changes["stop_at_budget"] = stop_at_budget
         policy = replace(current, **changes)
         self.store.set_team(team, policy)
         return policy
@@ -65,11 +68,16 @@ class QuotaService:
                    half_life: float | None = None, fair_share_weight: float | None = None,
                    age_weight: float | None = None, preempt_tiers: tuple[int, ...] | None = None,
                    approval_gpus: int | None = None, approval_gpu_hours: float | None = None,
-                   approval_cost: float | None = None):
-        """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit."""
+                   approval_cost: float | None = None, alert_pending_after: float | None = None,
+                   budget_alerts: tuple[float, ...] | None = None, idle_gpu_percent: float | None = None,
+                   idle_gpu_window: float | None = None):
+        """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit
+        (for alert_pending_after: no pending alerts; for idle_gpu_window: no idle alerts)."""
         _check_policy(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
                       fair_share_weight=fair_share_weight, age_weight=age_weight, preempt_tiers=preempt_tiers,
-                      approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours, approval_cost=approval_cost)
+                      approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours, approval_cost=approval_cost,
+                      alert_pending_after=alert_pending_after, budget_alerts=budget_alerts,
+                      idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window)
         policy = self.store.policy()
         changes: dict = {}
         if max_gpus_per_job is not None:
@@ -82,6 +90,14 @@ class QuotaService:
                             ("approval_cost", approval_cost)):
             if value is not None:
                 changes[name] = None if value == NO_CAP else value
+        if alert_pending_after is not None:
+            changes["alert_pending_after"] = None if alert_pending_after == NO_CAP else alert_pending_after
+        if budget_alerts is not None:
+            changes["budget_alerts"] = tuple(sorted(set(budget_alerts)))
+        if idle_gpu_percent is not None:
+            changes["idle_gpu_percent"] = idle_gpu_percent
+        if idle_gpu_window is not None:
+            changes["idle_gpu_window"] = 0.0 if idle_gpu_window == NO_CAP else idle_gpu_window
         if preempt_tiers is not None:
             changes["preempt_tiers"] = tuple(sorted(set(preempt_tiers)))
         weights = {}
@@ -128,3 +144,10 @@ def _check_policy(**values) -> None:
     for name in ("approval_gpus", "approval_gpu_hours", "approval_cost"):
         if values[name] is not None and values[name] < 0 and values[name] != NO_CAP:
             raise SpecError(f"{name} must be >= 0, or -1 for no threshold; got {values[name]:g}")
+    for name in ("alert_pending_after", "idle_gpu_window"):
+        if values[name] is not None and values[name] <= 0 and values[name] != NO_CAP:
+            raise SpecError(f"{name} must be positive, or -1 for never; got {values[name]:g}")
+    if values["idle_gpu_percent"] is not None and not 0 <= values["idle_gpu_percent"] <= 100:
+        raise SpecError(f"idle_gpu_percent must be from 0 to 100, got {values['idle_gpu_percent']:g}")
+    if values["budget_alerts"] is not None and not all(t > 0 for t in values["budget_alerts"]):
+        raise SpecError(f"budget_alerts are percentages of the budget above 0, got {list(values['budget_alerts'])}")

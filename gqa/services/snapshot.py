@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..ports import JobStore
 from ..scheduling import Snapshot
-from ..scheduling.budget import period_of
+from ..scheduling.budget import period_of, running_cost
 from ..scheduling.eta import expected_runtime, runtime_ratio
 
 
@@ -37,14 +37,3 @@ def spend_now(store: JobStore, running, gpus, now: float) -> dict[str, float]:
     for team, cost in running_cost(running, gpus, now).items():
         spend[team] = spend.get(team, 0.0) + cost
     return spend
-
-
-def running_cost(running, gpus, now: float) -> dict[str, float]:
-    """What the attempts running now have cost so far, per team (not yet in the ledger)."""
-    price = {g.index: g.price for g in gpus}
-    cost: dict[str, float] = {}
-    for run in running:
-        rate = sum(price.get(i, 0.0) for i in run.gpus)
-        if rate:
-            cost[run.team] = cost.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
-    return cost

@@ -108,7 +108,6 @@ def team_policy_from_dict(data: dict[str, Any]) -> TeamPolicy:
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
     data = asdict(policy)
-    data["preempt_tiers"] = list(policy.preempt_tiers)
     return data
 
 
@@ -117,7 +116,9 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
     values = {k: v for k, v in data.items() if k in known}
     values["weights"] = Weights(**data["weights"])
     values["default_team"] = team_policy_from_dict(data["default_team"])
-    values["preempt_tiers"] = tuple(data.get("preempt_tiers") or ())
+    for name, value in values.items():      # JSON has no tuples (preempt_tiers, budget_alerts)
+        if isinstance(value, list):
+            values[name] = tuple(value)
     return Policy(**values)
 
 
@@ -135,17 +136,19 @@ def quota_from_dict(data: dict[str, Any]) -> QuotaView:
 
 # what `PUT /quota/teams/{team}` and `PUT /quota/policy` take: QuotaService's keyword
 # arguments (None or absent: unchanged; -1: no cap), with the JSON types each must have
-TEAM_CHANGES = {"share": float, "max_gpus": int, "max_gpus_per_user": int, "budget": float}
+INTS, NUMBERS = "list of integers", "list of numbers"
+TEAM_CHANGES = {"share": float, "max_gpus": int, "max_gpus_per_user": int, "budget": float, "stop_at_budget": bool}
 POLICY_CHANGES = {"max_gpus_per_job": int, "max_wall_time": float, "half_life": float, "fair_share_weight": float,
-                  "age_weight": float, "preempt_tiers": list, "approval_gpus": int, "approval_gpu_hours": float,
-                  "approval_cost": float}
+                  "age_weight": float, "preempt_tiers": INTS, "approval_gpus": int, "approval_gpu_hours": float,
+                  "approval_cost": float, "alert_pending_after": float, "budget_alerts": NUMBERS,
+                  "idle_gpu_percent": float, "idle_gpu_window": float}
 
 
 def changes_to_dict(changes: dict[str, Any]) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in changes.items() if v is not None}
 
 
-def changes_from_dict(data: Any, allowed: dict[str, type]) -> dict[str, Any]:
+def changes_from_dict(data: Any, allowed: dict[str, Any]) -> dict[str, Any]:
     """A request's changes, type-checked; SpecError names the first wrong one."""
     if not isinstance(data, dict):
         raise SpecError("the request body must be a JSON object")
@@ -157,15 +160,25 @@ def changes_from_dict(data: Any, allowed: dict[str, type]) -> dict[str, Any]:
         if value is None:
             continue
         kind = allowed[name]
-        if kind is list:
-            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-                raise SpecError(f"{name} must be a list of integers")
-            out[name] = tuple(value)
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+        if kind in (INTS, NUMBERS):
+            if not isinstance(value, list) or not all(_number(v, int if kind == INTS else float) for v in value):
+                raise SpecError(f"{name} must be a {kind}")
+            out[name] = tuple(int(v) if kind == INTS else float(v) for v in value)
+        elif kind is bool:
+            if not isinstance(value, bool):
+                raise SpecError(f"{name} must be true or false, got {value!r}")
+            out[name] = value
+        elif not _number(value, kind):
             raise SpecError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
         else:
             out[name] = kind(value)
     return out
+
+
+def _number(value: Any, kind: type) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return kind is not int or value == int(value)
 
 
 # -- cost --------------------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ def test_bad_team_changes_are_refused_and_nothing_is_written(queue, team, change
     ({"age_weight": -0.5}, "age_weight must be >= 0"),
     ({"preempt_tiers": (0,)}, "preempt_tiers takes 1"),
     ({"approval_cost": -2}, "approval_cost must be >= 0"),
+    ({"alert_pending_after": 0}, "alert_pending_after must be positive"),
+    ({"idle_gpu_percent": 120}, "idle_gpu_percent must be from 0 to 100"),
+    ({"budget_alerts": (50.0, 0.0)}, "budget_alerts are percentages"),
 ])
 def test_bad_policy_changes_are_refused_and_nothing_is_written(queue, changes, words):
     before = queue.store.policy()

@@ -82,8 +82,9 @@ def test_control_results_round_trip():
 
 def test_quotas_and_a_changed_policy_round_trip():
     policy = Policy(weights=Weights(3.0, 0.1, 0.2, 0.0), half_life=3600.0, max_gpus_per_job=8,
-                    default_team=TeamPolicy(share=2.0, budget=100.0), preempt_tiers=(1, 2), approval_cost=50.0)
-    view = QuotaView([TeamQuota("vision", TeamPolicy(3.0, 16, 4, 1000.0), 6, True),
+                    default_team=TeamPolicy(share=2.0, budget=100.0), preempt_tiers=(1, 2), approval_cost=50.0,
+                    budget_alerts=(75.0, 100.0), alert_pending_after=None, idle_gpu_window=0.0)
+    view = QuotaView([TeamQuota("vision", TeamPolicy(3.0, 16, 4, 1000.0, stop_at_budget=True), 6, True),
                       TeamQuota("nlp", TeamPolicy(), 2, False)], policy)
     assert wire.quota_from_dict(over_the_wire(wire.quota_to_dict(view))) == view
     assert wire.policy_from_dict(over_the_wire(wire.policy_to_dict(policy))) == policy
@@ -101,6 +102,9 @@ def test_quota_changes_travel_without_the_unchanged_ones():
     assert wire.changes_from_dict(data, wire.TEAM_CHANGES) == {"share": 2.0, "max_gpus": -1}
     tiers = wire.changes_from_dict(over_the_wire(wire.changes_to_dict({"preempt_tiers": (2,)})), wire.POLICY_CHANGES)
     assert tiers == {"preempt_tiers": (2,)}
+    alerts = {"budget_alerts": (50.0, 90.5), "idle_gpu_window": -1.0}
+    assert wire.changes_from_dict(over_the_wire(wire.changes_to_dict(alerts)), wire.POLICY_CHANGES) == alerts
+    assert wire.changes_from_dict({"stop_at_budget": False}, wire.TEAM_CHANGES) == {"stop_at_budget": False}
 
 
 @pytest.mark.parametrize("body, words", [
@@ -109,12 +113,18 @@ def test_quota_changes_travel_without_the_unchanged_ones():
     ({"share": "2"}, "share must be a number"),
     ({"max_gpus": 2.5}, "max_gpus must be an integer"),
     ({"max_gpus": True}, "max_gpus must be an integer"),
+    ({"stop_at_budget": 1}, "stop_at_budget must be true or false"),
 ])
 def test_bad_quota_changes_are_spec_errors(body, words):
     with pytest.raises(SpecError, match=words.replace("(", r"\(").replace(")", r"\)")):
         wire.changes_from_dict(body, wire.TEAM_CHANGES)
 
 
-def test_bad_policy_tiers_are_spec_errors():
-    with pytest.raises(SpecError, match="preempt_tiers must be a list of integers"):
-        wire.changes_from_dict({"preempt_tiers": ["low"]}, wire.POLICY_CHANGES)
+@pytest.mark.parametrize("body, words", [
+    ({"preempt_tiers": ["low"]}, "preempt_tiers must be a list of integers"),
+    ({"preempt_tiers": [1.5]}, "preempt_tiers must be a list of integers"),
+    ({"budget_alerts": "50,80"}, "budget_alerts must be a list of numbers"),
+])
+def test_bad_policy_lists_are_spec_errors(body, words):
+    with pytest.raises(SpecError, match=words):
+        wire.changes_from_dict(body, wire.POLICY_CHANGES)
