@@ -139,3 +139,18 @@ def test_the_daemon_fast_path_is_not_taken_on_aws(config, monkeypatch):
     assert served(["submit", "--", "true"])
     monkeypatch.setenv("GQA_BACKEND", "aws")
     assert not served(["submit", "--", "true"])
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_one(config, monkeypatch):
+    from cli import config_file
+
+    config_file.set_value(config, "default", "backend", "aws")
+    before = config.read_text()
+
+    def fail(*_):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(config_file.os, "replace", fail)
+    with pytest.raises(OSError):
+        config_file.set_value(config, "default", "backend", "local")
+    assert config.read_text() == before and [p.name for p in config.parent.iterdir()] == ["config"]
