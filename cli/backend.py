@@ -1,5 +1,6 @@
-"""Wiring: the local backend's adapters handed to the services. The one
-place the CLI chooses adapters."""
+"""Wiring: the local backend's adapters handed to the services, or the AWS
+backend's API proxies (aws_backend.py), as `gqa config` says. The one place
+the CLI chooses adapters."""
 
 from dataclasses import dataclass
 from functools import cached_property
@@ -12,6 +13,9 @@ class LocalBackend:
     `home` overrides GQA_HOME."""
 
     home: Path | None = None
+
+    local = True
+    poll_interval = 0.2            # seconds between reads while waiting
 
     @cached_property
     def paths(self):
@@ -62,11 +66,50 @@ class LocalBackend:
             "Point it at gqa on AWS: `gqa config set backend aws`, `gqa config set region REGION` and "
             "`gqa config set endpoint https://...` (the API's invoke URL), with AWS credentials as usual")
 
+    def quota(self):
+        from gqa.services.quota import QuotaService
+
+        return QuotaService(self.store)
+
+    def cost(self):
+        from gqa.services.cost import CostService
+
+        return CostService(self.store, self.clock)
+
+    def whoami(self) -> dict:
+        import getpass
+
+        from .context import caller_user
+
+        # the queue's files are the user's own: whoever can run gqa on them may do everything
+        return {"owner": caller_user() or getpass.getuser(), "arn": None, "account": None,
+                "roles": ["owner", "approver", "admin"]}
+
     def daemon_pid(self) -> int | None:
         from gqa.adapters.local.lock import daemon_running
 
         return daemon_running(self.paths)
 
 
-def backend() -> LocalBackend:
-    return LocalBackend()
+def backend():
+    """The backend the configuration chooses (`gqa config`; `--profile`)."""
+    from gqa.models.errors import SpecError
+
+    from .config_file import ConfigError, resolve
+    from .context import CALLER, PROFILE
+
+    if CALLER.get() is not None:   # run by the local daemon for a client: its own queue
+        return LocalBackend()
+    try:
+        settings = resolve(PROFILE.get())
+    except ConfigError as exc:
+        raise SpecError(str(exc)) from None
+    if not settings.remote:
+        return LocalBackend()
+    if not settings.endpoint:
+        raise SpecError(f"the AWS backend needs the API's URL: `gqa config set endpoint URL"
+                        f"{'' if settings.profile == 'default' else ' --profile ' + settings.profile}` "
+                        "(the invoke URL of the gqa API)")
+    from .aws_backend import AwsBackend
+
+    return AwsBackend(settings.endpoint, settings.region, settings.aws_profile)

@@ -1,6 +1,7 @@
 """The `gqa` executable. It imports only a few standard modules: when a
 daemon is listening it runs `gqa submit` there (see server.py) and prints the
-answer; otherwise, and for every other command, it runs the command here."""
+answer; otherwise, and for every other command, it runs the command here.
+When `gqa config` chooses the AWS backend, the local daemon is never asked."""
 
 import os
 import socket
@@ -28,7 +29,11 @@ def run() -> None:
 
 def served(argv: list[str]) -> bool:
     head = argv[: argv.index("--")] if "--" in argv else argv
-    return bool(argv) and argv[0] in SERVED and not (LOCAL_FLAGS & set(head))
+    if not (argv and argv[0] in SERVED and not (LOCAL_FLAGS & set(head))):
+        return False
+    from .config_file import backend_of
+
+    return backend_of() == "local"
 
 
 def address(home: str) -> str | bytes:

@@ -13,6 +13,8 @@ class Caller:
 
 
 CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("gqa_caller", default=None)
+# `gqa --profile P ...`: the config profile this command uses (None: GQA_PROFILE, else default)
+PROFILE: contextvars.ContextVar[str | None] = contextvars.ContextVar("gqa_profile", default=None)
 _STARTING_ENVIRONMENT: dict[str, str] = {}
 
 

@@ -92,9 +92,9 @@ def status(output: Output = "table"):
     """Is the daemon running, with which GPUs, and how many jobs in each state."""
     fmt = check_output(output)
     with user_errors():
-        from .backend import backend
+        from .backend import LocalBackend
 
-        be = backend()
+        be = LocalBackend()   # whatever `gqa config` says: this is the machine's own queue
         pid = be.daemon_pid()
         inventory = be.store.inventory()
         counts = dict(be.store.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())

@@ -12,8 +12,11 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import typer  # noqa: E402
 
-from . import approve, cancel, demo, deny, local, logs, queue, quota, requeue, simulate, status, submit  # noqa: E402
-from . import trigger  # noqa: E402
+from typing import Annotated, Optional  # noqa: E402
+
+from . import (approve, cancel, config, cost, demo, deny, local, logs, queue, quota, requeue, simulate,  # noqa: E402
+               status, submit, trigger, whoami)
+from .context import PROFILE  # noqa: E402
 
 # `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--`
 # is the job's command, verbatim, so it is split off before option parsing.
@@ -40,6 +43,19 @@ app.add_typer(local.app, name="local")
 app.add_typer(trigger.app, name="trigger")
 app.command("demo")(demo.demo)
 app.command("simulate")(simulate.simulate)
+app.command("cost")(cost.cost)
+app.command("whoami")(whoami.whoami)
+app.add_typer(config.app, name="config")
+
+
+@app.callback()
+def choose_profile(
+    profile: Annotated[Optional[str], typer.Option(
+        "--profile", help="The `gqa config` profile to use (default: GQA_PROFILE, else 'default').")] = None,
+):
+    """A virtual queue for GPU training jobs: submit, wait your turn fairly, resume after interruptions."""
+    if profile is not None:
+        PROFILE.set(profile)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,12 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         cut = args.index("--")
         args, command = args[:cut], args[cut + 1:]
     token = TRAILING_COMMAND.set(command)
+    profile = PROFILE.set(None)
     try:
         app(args=args, prog_name="gqa", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     finally:
+        PROFILE.reset(profile)
         TRAILING_COMMAND.reset(token)
     return 0
 

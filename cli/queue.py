@@ -20,7 +20,7 @@ def queue(
 
         be = backend()
         view = be.queries().queue(group=group)
-        daemon = be.daemon_pid()
+        daemon = not be.local or be.daemon_pid()
     if fmt == "json":
         print_json({
             "gpus": {"total": view.total_gpus, "free": view.free_gpus},

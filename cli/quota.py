@@ -17,20 +17,11 @@ def show(output: Output = "table"):
     with user_errors():
         from .backend import backend
 
-        be = backend()
-        teams = be.store.teams()
-        _, running = be.store.scheduling_view()
-        policy = be.store.policy()
-    held: dict[str, int] = {}
-    for r in running:
-        held[r.team] = held.get(r.team, 0) + len(r.gpus)
-    names = sorted(set(teams) | set(held))
-    rows = [{"team": t, "share": teams.get(t, policy.default_team).share,
-             "max_gpus": teams.get(t, policy.default_team).max_gpus,
-             "max_gpus_per_user": teams.get(t, policy.default_team).max_gpus_per_user,
-             "budget": teams.get(t, policy.default_team).budget,
-             "stop_at_budget": teams.get(t, policy.default_team).stop_at_budget,
-             "gpus_in_use": held.get(t, 0), "configured": t in teams} for t in names]
+        view = backend().quota().show()
+    rows = [{"team": t.team, "share": t.policy.share, "max_gpus": t.policy.max_gpus,
+             "max_gpus_per_user": t.policy.max_gpus_per_user, "budget": t.policy.budget,
+             "stop_at_budget": t.policy.stop_at_budget,
+             "gpus_in_use": t.gpus_in_use, "configured": t.configured} for t in view.teams]
     if fmt == "json":
         print_json({"teams": rows})
         return
@@ -73,13 +64,11 @@ def set_(
         if value is not None and value < -1:
             fail(f"{flag} must be a GPU count, or -1 for no cap; got {value}")
     with user_errors():
-        from gqa.services.quota import QuotaService
-
         from .backend import backend
 
-        policy = QuotaService(backend().store).set(team, share=share, max_gpus=max_gpus,
-                                                   max_gpus_per_user=max_gpus_per_user, budget=budget,
-                                                   stop_at_budget=stop_at_budget)
+        policy = backend().quota().set(team, share=share, max_gpus=max_gpus,
+                                       max_gpus_per_user=max_gpus_per_user, budget=budget,
+                                       stop_at_budget=stop_at_budget)
     if fmt == "json":
         print_json({"team": team, "share": policy.share, "max_gpus": policy.max_gpus,
                     "max_gpus_per_user": policy.max_gpus_per_user, "budget": policy.budget,
@@ -150,7 +139,7 @@ def policy(
     with user_errors():
         from gqa.models.errors import SpecError
         from gqa.models.units import parse_duration
-        from gqa.services.quota import NO_CAP, QuotaService
+        from gqa.services.quota import NO_CAP
 
         from .backend import backend
 
@@ -164,7 +153,7 @@ def policy(
             except SpecError as exc:
                 raise SpecError(f"{flag}: {exc}") from None
 
-        current = QuotaService(backend().store).set_policy(
+        changes = dict(
             max_gpus_per_job=max_gpus_per_job, max_wall_time=seconds("--max-wall-time", max_wall_time, True),
             half_life=seconds("--half-life", half_life, False), fair_share_weight=fair_share_weight,
             age_weight=age_weight, preempt_tiers=tiers, approval_gpus=approve_over_gpus,
@@ -172,6 +161,12 @@ def policy(
             alert_pending_after=seconds("--alert-pending-after", alert_pending_after, True),
             budget_alerts=thresholds, idle_gpu_percent=idle_gpu_below,
             idle_gpu_window=seconds("--idle-gpu-window", idle_gpu_window, True))
+        quota = backend().quota()
+        # with nothing to change it only reads: anyone may look, only admins may set (on AWS)
+        if any(v is not None for v in changes.values()):
+            current = quota.set_policy(**changes)
+        else:
+            current = quota.policy()
     from gqa.models.units import format_duration
 
     data = {"max_gpus_per_job": current.max_gpus_per_job, "max_wall_time": current.max_wall_time,

@@ -62,7 +62,7 @@ def submit(
         be = backend()
         # the owner the daemon verified from the socket's peer credentials, when it ran this
         jobs = be.submitter().submit(spec, environment=caller_environment(), owner=caller_user())
-        running = be.daemon_pid() is not None
+        running = not be.local or be.daemon_pid() is not None
     first = jobs[0]
     ref = first.group if (len(jobs) > 1 or first.array_index is not None) else first.id
     if fmt == "json":
@@ -80,7 +80,8 @@ def submit(
     if wait:
         from .waiting import wait_for
 
-        code, final = wait_for([j.id for j in jobs], quiet=fmt == "json")
+        with user_errors():
+            code, final = wait_for([j.id for j in jobs], quiet=fmt == "json")
         if fmt == "json":
             print_json(dict(data, state=final[0]["state"], status=final[0]["status"], results=final))
         raise typer.Exit(code)

@@ -4,16 +4,30 @@ import time
 
 from .output import note
 
+# On AWS a job exists once the admit function has created it, usually within a
+# second of the submission; a job still unknown after this long was refused there.
+ADMISSION_WAIT = 300.0
 
-def wait_for(job_ids: list[str], *, quiet: bool = False, poll: float = 0.2) -> tuple[int, list[dict]]:
+
+def wait_for(job_ids: list[str], *, quiet: bool = False, poll: float | None = None) -> tuple[int, list[dict]]:
     """Exit code 0 if every job succeeded, 1 otherwise; and each job's final state."""
+    from gqa.models.errors import NotFound
     from gqa.models.job import JobState
 
     from .backend import backend
 
-    store = backend().store
+    be = backend()
+    queries = be.queries()
+    poll = be.poll_interval if poll is None else poll
+    since = time.monotonic()
     while True:
-        jobs = [store.get(i) for i in job_ids]
+        try:
+            jobs = [queries.jobs(i)[0] for i in job_ids]
+        except NotFound:
+            if be.local or time.monotonic() - since > ADMISSION_WAIT:
+                raise
+            time.sleep(poll)       # accepted, not yet admitted
+            continue
         if all(j.state.terminal for j in jobs):
             break
         time.sleep(poll)

@@ -53,3 +53,7 @@ class LaunchFailed(GqaError):
 class NotStarted(NotFound):
     """The job exists but has not started yet, so it has no output; it may
     still start (a follower waits, where an unknown job is an error)."""
+
+
+class NotAuthenticated(NotPermitted):
+    """The request carries no identity to check (unsigned, or no credentials found)."""

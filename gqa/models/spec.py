@@ -17,6 +17,9 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV = ("GQA_JOB_ID", "GQA_ATTEMPT", "GQA_CHECKPOINT_DIR", "GQA_CHECKPOINT_URI",
                 "GQA_RESUME_FROM", "GQA_ARRAY_INDEX", "CUDA_VISIBLE_DEVICES")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+# An owner may also be a cloud identity: an IAM user (names may hold + = @), an
+# assumed role's "Role/session", an Identity Center user's e-mail address.
+OWNER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,128}$")
 TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 
 
@@ -145,11 +148,18 @@ class JobSpec(_Strict):
     array: str | None = Field(None, description="Slurm-style index list: 0-499, 1,3,5, 0-9:2, 0-99%10")
     sweep: Sweep | None = None
 
-    @field_validator("name", "team", "owner")
+    @field_validator("name", "team")
     @classmethod
     def _identifier(cls, value: str) -> str:
         if not NAME_RE.match(value):
             raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' or '-' (max 63)")
+        return value
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, value: str) -> str:
+        if not OWNER_RE.match(value):
+            raise ValueError(f"{value!r} is not a valid owner: use letters, digits and . _ @ + = / - (max 129)")
         return value
 
     @field_validator("env", mode="before")

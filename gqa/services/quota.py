@@ -1,21 +1,53 @@
 """Team quotas: fair-share weight and GPU caps."""
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from ..models.errors import SpecError
+from ..models.spec import NAME_RE
 from ..ports import JobStore
-from ..scheduling.snapshot import TeamPolicy
+from ..scheduling.snapshot import Policy, TeamPolicy
 
 NO_CAP = -1
+
+
+@dataclass(frozen=True)
+class TeamQuota:
+    team: str
+    policy: TeamPolicy
+    gpus_in_use: int
+    configured: bool               # False: the team runs on the queue's default policy
+
+
+@dataclass(frozen=True)
+class QuotaView:
+    teams: list[TeamQuota]
+    policy: Policy
 
 
 class QuotaService:
     def __init__(self, store: JobStore):
         self.store = store
 
+    def show(self) -> QuotaView:
+        """Every configured team, and every team holding GPUs now, with its caps."""
+        teams = self.store.teams()
+        _, running = self.store.scheduling_view()
+        policy = self.store.policy()
+        held: dict[str, int] = {}
+        for r in running:
+            held[r.team] = held.get(r.team, 0) + len(r.gpus)
+        rows = [TeamQuota(t, teams.get(t, policy.default_team), held.get(t, 0), t in teams)
+                for t in sorted(set(teams) | set(held))]
+        return QuotaView(rows, policy)
+
+    def policy(self) -> Policy:
+        return self.store.policy()
+
     def set(self, team: str, *, share: float | None = None, max_gpus: int | None = None,
             max_gpus_per_user: int | None = None, budget: float | None = None,
             stop_at_budget: bool | None = None) -> TeamPolicy:
         """Change what is given; NO_CAP (-1) removes a cap."""
+        _check_team(team, share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user, budget=budget)
         current = self.store.teams().get(team, self.store.policy().default_team)
         changes = {}
         if share is not None:
@@ -41,6 +73,11 @@ class QuotaService:
                    idle_gpu_window: float | None = None):
         """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit
         (for alert_pending_after: no pending alerts; for idle_gpu_window: no idle alerts)."""
+        _check_policy(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
+                      fair_share_weight=fair_share_weight, age_weight=age_weight, preempt_tiers=preempt_tiers,
+                      approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours, approval_cost=approval_cost,
+                      alert_pending_after=alert_pending_after, budget_alerts=budget_alerts,
+                      idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window)
         policy = self.store.policy()
         changes: dict = {}
         if max_gpus_per_job is not None:
@@ -73,3 +110,44 @@ class QuotaService:
         policy = replace(policy, **changes)
         self.store.set_policy(policy)
         return policy
+
+
+# The same rules whoever asks (the CLI checks its flags first, with their names;
+# an API request reaches only these).
+def _check_team(team: str, *, share, max_gpus, max_gpus_per_user, budget) -> None:
+    if not NAME_RE.match(team):
+        raise SpecError(f"{team!r} is not a valid team name")
+    if share is not None and share <= 0:
+        raise SpecError(f"share must be positive, got {share:g}")
+    for name, value in (("max_gpus", max_gpus), ("max_gpus_per_user", max_gpus_per_user)):
+        if value is not None and value < NO_CAP:
+            raise SpecError(f"{name} must be a GPU count, or -1 for no cap; got {value}")
+    if budget is not None and budget < 0 and budget != NO_CAP:
+        raise SpecError(f"budget must be an amount >= 0, or -1 for no budget; got {budget:g}")
+
+
+def _check_policy(**values) -> None:
+    gpus = values["max_gpus_per_job"]
+    if gpus is not None and (gpus == 0 or gpus < NO_CAP):
+        raise SpecError(f"max_gpus_per_job must be a GPU count, or -1 for no limit; got {gpus}")
+    wall = values["max_wall_time"]
+    if wall is not None and wall <= 0 and wall != NO_CAP:
+        raise SpecError(f"max_wall_time must be positive, or -1 for no limit; got {wall:g}")
+    if values["half_life"] is not None and values["half_life"] <= 0:
+        raise SpecError(f"half_life must be positive, got {values['half_life']:g}")
+    for name in ("fair_share_weight", "age_weight"):
+        if values[name] is not None and values[name] < 0:
+            raise SpecError(f"{name} must be >= 0, got {values[name]:g}")
+    tiers = values["preempt_tiers"]
+    if tiers is not None and not set(tiers) <= {1, 2}:
+        raise SpecError(f"preempt_tiers takes 1 (normal) and/or 2 (low), got {list(tiers)}")
+    for name in ("approval_gpus", "approval_gpu_hours", "approval_cost"):
+        if values[name] is not None and values[name] < 0 and values[name] != NO_CAP:
+            raise SpecError(f"{name} must be >= 0, or -1 for no threshold; got {values[name]:g}")
+    for name in ("alert_pending_after", "idle_gpu_window"):
+        if values[name] is not None and values[name] <= 0 and values[name] != NO_CAP:
+            raise SpecError(f"{name} must be positive, or -1 for never; got {values[name]:g}")
+    if values["idle_gpu_percent"] is not None and not 0 <= values["idle_gpu_percent"] <= 100:
+        raise SpecError(f"idle_gpu_percent must be from 0 to 100, got {values['idle_gpu_percent']:g}")
+    if values["budget_alerts"] is not None and not all(t > 0 for t in values["budget_alerts"]):
+        raise SpecError(f"budget_alerts are percentages of the budget above 0, got {list(values['budget_alerts'])}")

@@ -1,0 +1,134 @@
+"""The CLI's AWS backend: the same services as LocalBackend hands out, as
+proxies that call the gqa API and rebuild the domain objects with the wire
+codec, so each command prints the same whichever backend answered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable
+
+from gqa.models.errors import BackendUnavailable
+from gqa.services import wire
+
+# On AWS a job's environment is its image's plus its spec's env: the shell's
+# environment of a laptop (credentials among it) is not sent.
+SEND_ENVIRONMENT = False
+
+
+def _decode(decode: Callable[[dict], Any], data: dict) -> Any:
+    try:
+        return decode(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BackendUnavailable(f"the gqa API answered in an unexpected form ({type(exc).__name__}: {exc}); "
+                                 "is the CLI as new as the deployment?") from None
+
+
+@dataclass
+class Submitter:
+    api: Any
+
+    def submit(self, spec, *, environment: dict[str, str] | None = None, owner: str | None = None):
+        """`owner` is ignored: the API takes it from the caller's signature."""
+        body = {"spec": spec.model_dump(mode="json"), "environment": environment if SEND_ENVIRONMENT else None}
+        return _decode(wire.submitted_from_dict, self.api.call("POST", "/jobs", body=body))
+
+
+@dataclass
+class Control:
+    api: Any
+
+    def _act(self, refs: list[str], action: str, body: dict | None = None):
+        from gqa.adapters.aws.api_client import job_path
+
+        return _decode(wire.results_from_dict, self.api.call("POST", job_path(refs, action), body=body))
+
+    def cancel(self, refs: list[str], *, caller: str | None = None, admin: bool = True):
+        return self._act(refs, "cancel")
+
+    def requeue(self, refs: list[str], *, caller: str | None = None, admin: bool = True):
+        return self._act(refs, "requeue")
+
+    def approve(self, refs: list[str], *, caller: str | None = None):
+        return self._act(refs, "approve")
+
+    def deny(self, refs: list[str], *, caller: str | None = None, reason: str = ""):
+        return self._act(refs, "deny", {"reason": reason})
+
+
+@dataclass
+class Queries:
+    api: Any
+
+    def queue(self, *, group: str | None = None):
+        return _decode(wire.queue_from_dict, self.api.call("GET", "/queue", query={"group": group}))
+
+    def jobs(self, ref: str):
+        from gqa.adapters.aws.api_client import job_path
+
+        return _decode(wire.jobs_from_dict, self.api.call("GET", job_path(ref)))
+
+
+@dataclass
+class Quota:
+    api: Any
+
+    def show(self):
+        return _decode(wire.quota_from_dict, self.api.call("GET", "/quota"))
+
+    def policy(self):
+        return self.show().policy
+
+    def set(self, team: str, **changes):
+        from urllib.parse import quote
+
+        data = self.api.call("PUT", f"/quota/teams/{quote(team, safe='')}", body=wire.changes_to_dict(changes))
+        return _decode(lambda d: wire.team_policy_from_dict(d["policy"]), data)
+
+    def set_policy(self, **changes):
+        data = self.api.call("PUT", "/quota/policy", body=wire.changes_to_dict(changes))
+        return _decode(wire.policy_from_dict, data)
+
+
+@dataclass
+class Cost:
+    api: Any
+
+    def report(self, *, period: str | None = None, team: str | None = None):
+        return _decode(wire.cost_from_dict, self.api.call("GET", "/cost", query={"period": period, "team": team}))
+
+
+@dataclass
+class AwsBackend:
+    endpoint: str
+    region: str | None = None
+    aws_profile: str | None = None
+    transport: Any = None          # tests inject one; None: HTTPS
+    session: Any = None
+
+    local = False
+    poll_interval = 5.0            # seconds between reads while waiting (each is an API call)
+
+    @cached_property
+    def api(self):
+        from gqa.adapters.aws.api_client import ApiClient
+
+        return ApiClient(self.endpoint, self.region, self.session, self.transport, profile=self.aws_profile)
+
+    def submitter(self) -> Submitter:
+        return Submitter(self.api)
+
+    def control(self) -> Control:
+        return Control(self.api)
+
+    def queries(self) -> Queries:
+        return Queries(self.api)
+
+    def quota(self) -> Quota:
+        return Quota(self.api)
+
+    def cost(self) -> Cost:
+        return Cost(self.api)
+
+    def whoami(self) -> dict[str, Any]:
+        return self.api.call("GET", "/whoami")

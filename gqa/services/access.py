@@ -1,0 +1,204 @@
+"""Who may do what: the access rule of the API, pure (an identity and an
+action in, allowed or NotPermitted out).
+
+Identity -> owner. API Gateway checks the SigV4 signature (AWS_IAM
+authorisation) and hands over the caller's ARN; the owner of what the caller
+submits, and the name their quotas count under, follows from it:
+
+- IAM user `arn:aws:iam::A:user/path/alice` -> `alice` (user names are unique
+  in an account whatever their path).
+- Assumed role `arn:aws:sts::A:assumed-role/Role/session` -> `Role/session`.
+  Whoever may assume a role chooses the session name, so it alone proves
+  nothing: namespaced under the role, "alice" in role Researcher can never pass
+  for the IAM user alice (no user name holds a '/'). Every session of one role
+  is one principal to IAM, so per-user GPU caps for such roles count per
+  session name; give people their own identities (users, or Identity Center).
+- Assumed role whose name matches one of `identity_roles` (role-name patterns,
+  e.g. `AWSReservedSSO_*` for IAM Identity Center permission sets, whose
+  session name AWS sets to the signed-in user's name) -> the session name.
+- Federated user `arn:aws:sts::A:federated-user/name` -> `federated-user/name`
+  (the name is chosen by whoever called GetFederationToken).
+- The account's root user is refused: it is not meant for daily work.
+
+A name with characters a job spec's owner may not hold (',' in a role
+session, say) keeps the valid ones, with the rest as '_' and a short digest of
+the original appended, so two names never fold into one.
+
+Roles: every authenticated caller is an owner (submits, reads, cancels and
+requeues their own jobs); approvers also approve and deny; admins may do
+everything. Who is an approver or an admin comes from the deployment's access
+settings (`AccessPolicy.from_json`): patterns matched (shell-style, `*`) on
+the caller's ARN when they start with `arn:`, else on the owner name."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from ..models.errors import NotAuthenticated, NotPermitted
+from ..models.job import JobRecord
+from ..models.spec import OWNER_RE
+
+_INVALID = re.compile(r"[^A-Za-z0-9._@+=/-]")
+MAX_OWNER = 129
+
+
+class Action(StrEnum):
+    SUBMIT = "submit jobs"
+    READ = "read the queue"
+    CANCEL = "cancel"
+    REQUEUE = "requeue"
+    APPROVE = "approve"
+    DENY = "deny"
+    SET_QUOTA = "set team quotas"
+    SET_POLICY = "set the queue policy"
+
+
+class Role(StrEnum):
+    APPROVER = "approver"
+    ADMIN = "admin"
+
+
+ANYONE = frozenset({Action.SUBMIT, Action.READ})
+OWN_JOBS = frozenset({Action.CANCEL, Action.REQUEUE})       # the owner's, or an admin's
+APPROVALS = frozenset({Action.APPROVE, Action.DENY})        # approvers and admins
+ADMIN_ONLY = frozenset({Action.SET_QUOTA, Action.SET_POLICY})
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A caller whose identity API Gateway verified."""
+
+    owner: str
+    arn: str
+    account: str = ""
+    roles: frozenset[Role] = frozenset()
+
+    @property
+    def admin(self) -> bool:
+        return Role.ADMIN in self.roles
+
+    @property
+    def approver(self) -> bool:
+        return Role.APPROVER in self.roles or self.admin
+
+
+@dataclass(frozen=True)
+class AccessPolicy:
+    admins: tuple[str, ...] = ()
+    approvers: tuple[str, ...] = ()
+    identity_roles: tuple[str, ...] = ()    # role-name patterns whose session names AWS sets (not the caller)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "AccessPolicy":
+        """`{"admins": [...], "approvers": [...], "identity_roles": [...]}`, each
+        a list of patterns; empty or missing: no approvers, no admins.
+        ValueError names what is wrong, so a bad setting fails the cold start."""
+        if not text or not text.strip():
+            return cls()
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            raise ValueError("the access settings are not JSON") from None
+        if not isinstance(raw, dict):
+            raise ValueError("the access settings must be a JSON object")
+        unknown = set(raw) - {"admins", "approvers", "identity_roles"}
+        if unknown:
+            raise ValueError(f"unknown access setting(s) {', '.join(sorted(unknown))}; "
+                             "use admins, approvers, identity_roles")
+        lists = {}
+        for key in ("admins", "approvers", "identity_roles"):
+            value = raw.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+                raise ValueError(f"access setting {key} must be a list of non-empty strings")
+            lists[key] = tuple(v.strip() for v in value)
+        return cls(**lists)
+
+    def principal(self, arn: str | None, account: str | None = None) -> Principal:
+        """The caller behind a verified ARN, with their roles."""
+        if not arn:
+            raise NotAuthenticated("the request carries no IAM identity: sign it with SigV4 "
+                                   "(the gqa API uses AWS_IAM authorisation)")
+        owner = owner_from_arn(arn, self.identity_roles)
+        return Principal(owner=owner, arn=arn, account=account or _account_of(arn), roles=self.roles_of(arn, owner))
+
+    def roles_of(self, arn: str, owner: str) -> frozenset[Role]:
+        roles = set()
+        if _matches(self.admins, arn, owner):
+            roles.add(Role.ADMIN)
+        if _matches(self.approvers, arn, owner):
+            roles.add(Role.APPROVER)
+        return frozenset(roles)
+
+
+def _matches(patterns: Iterable[str], arn: str, owner: str) -> bool:
+    return any(fnmatchcase(arn if p.startswith("arn:") else owner, p) for p in patterns)
+
+
+def owner_from_arn(arn: str, identity_roles: Iterable[str] = ()) -> str:
+    parts = arn.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn" or not parts[5]:
+        raise NotPermitted(f"cannot tell who {arn!r} is: not an IAM ARN")
+    service, resource = parts[2], parts[5]
+    kind, _, rest = resource.partition("/")
+    if service == "iam" and resource == "root":
+        raise NotPermitted("the account's root user may not use gqa; call it as an IAM user or role")
+    if service == "iam" and kind == "user" and rest:
+        return _owner_name(rest.rsplit("/", 1)[-1])
+    if service == "sts" and kind == "assumed-role":
+        role, _, session = rest.partition("/")
+        if role and session:
+            if any(fnmatchcase(role, p) for p in identity_roles):
+                return _owner_name(session)
+            return _owner_name(f"{role}/{session}")
+    if service == "sts" and kind == "federated-user" and rest:
+        return _owner_name(f"federated-user/{rest}")
+    raise NotPermitted(f"cannot tell who {arn!r} is: expected an IAM user, an assumed role or a federated user")
+
+
+def _owner_name(name: str) -> str:
+    if OWNER_RE.match(name):
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    cleaned = _INVALID.sub("_", name).lstrip("._@+=/-")[: MAX_OWNER - 9] or "user"
+    return f"{cleaned}-{digest}"
+
+
+def _account_of(arn: str) -> str:
+    parts = arn.split(":", 5)
+    return parts[4] if len(parts) == 6 else ""
+
+
+def authorize(principal: Principal, action: Action, jobs: Iterable[JobRecord] = ()) -> None:
+    """Allowed, or NotPermitted saying who may. `jobs`: the jobs the action
+    touches (for cancel and requeue), every one checked before any changes."""
+    if action in ANYONE:
+        return
+    if action in OWN_JOBS:
+        if principal.admin:
+            return
+        for job in jobs:
+            if job.owner != principal.owner:
+                raise NotPermitted(f"job {job.id} belongs to {job.owner}; {principal.owner} may not {action} it "
+                                   f"(owners {action} their own jobs; admins may {action} any)")
+        return
+    if action in APPROVALS:
+        if not principal.approver:
+            raise NotPermitted(f"{principal.owner} may not {action} jobs: approvers and admins do "
+                               "(ask an admin of this queue to add you to the approvers)")
+        return
+    if action in ADMIN_ONLY:
+        if not principal.admin:
+            raise NotPermitted(f"{principal.owner} may not {action}: only admins may")
+        return
+    raise NotPermitted(f"unknown action {action!r}")
+
+
+def roles_text(principal: Principal) -> list[str]:
+    """The caller's roles, owner first, for `whoami`."""
+    return ["owner"] + [r.value for r in (Role.APPROVER, Role.ADMIN) if r in principal.roles]

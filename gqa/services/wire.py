@@ -1,0 +1,200 @@
+"""The API's JSON forms of what the services return, and of the requests
+that change quotas: one codec for the Lambda that writes them and the CLI
+that reads them back into the same objects, so a command prints the same
+whichever backend answered. Pure: dicts in, objects out.
+
+A job travels without its spec and its submitter's environment: every caller
+may read the queue, and a spec's env or a shell's environment may hold
+secrets. A record read back has `spec_json` "" and `submit_env` None.
+
+Decoders of answers raise KeyError/TypeError/ValueError on a malformed one
+(the client turns them into BackendUnavailable); decoders of requests raise
+SpecError, which the API answers with 400."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from typing import Any
+
+from ..models.errors import SpecError
+from ..models.job import JobRecord, JobState, Request, Transition
+from ..scheduling.snapshot import Factors, Policy, TeamPolicy, Weights
+from .access import Principal, roles_text
+from .control import ControlResult
+from .cost import CostReport, TeamCost
+from .queries import QueueEntry, QueueView
+from .quota import QuotaView, TeamQuota
+
+WITHHELD = ("spec_json", "submit_env")
+_JOB_FIELDS = {f.name for f in fields(JobRecord)}
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+def job_to_dict(job: JobRecord) -> dict[str, Any]:
+    data = {name: getattr(job, name) for name in _JOB_FIELDS if name not in WITHHELD}
+    data.update(state=job.state.value, request=job.request.value if job.request else None,
+                assigned=list(job.assigned),
+                history=[{"state": t.state.value, "at": t.at, "reason": t.reason} for t in job.history])
+    return data
+
+
+def job_from_dict(data: dict[str, Any]) -> JobRecord:
+    values = {k: v for k, v in data.items() if k in _JOB_FIELDS and k not in WITHHELD}   # newer fields: ignored
+    values.update(
+        state=JobState(data["state"]), request=Request(data["request"]) if data.get("request") else None,
+        assigned=tuple(data.get("assigned") or ()), spec_json="", submit_env=None,
+        history=tuple(Transition(JobState(t["state"]), float(t["at"]), str(t["reason"]))
+                      for t in data.get("history") or ()))
+    return JobRecord(**values)
+
+
+def jobs_to_dict(jobs: list[JobRecord]) -> dict[str, Any]:
+    return {"jobs": [job_to_dict(j) for j in jobs]}
+
+
+def jobs_from_dict(data: dict[str, Any]) -> list[JobRecord]:
+    return [job_from_dict(j) for j in data["jobs"]]
+
+
+def submitted_to_dict(jobs: list[JobRecord]) -> dict[str, Any]:
+    """The answer to a submission: its group, its job ids, and the records."""
+    return {"group": jobs[0].group if jobs else "", "jobs": [j.id for j in jobs],
+            "records": [job_to_dict(j) for j in jobs]}
+
+
+def submitted_from_dict(data: dict[str, Any]) -> list[JobRecord]:
+    return [job_from_dict(j) for j in data["records"]]
+
+
+# -- the queue ----------------------------------------------------------------------------------
+def queue_to_dict(view: QueueView, *, explain: bool = True) -> dict[str, Any]:
+    return {
+        "pending": [{"job": job_to_dict(e.job), "position": e.position, "reason": e.reason, "eta": e.eta,
+                     "factors": asdict(e.factors) if explain and e.factors is not None else None}
+                    for e in view.pending],
+        "running": [job_to_dict(j) for j in view.running],
+        "total_gpus": view.total_gpus, "free_gpus": view.free_gpus,
+        "weights": asdict(view.weights) if view.weights is not None else None,
+    }
+
+
+def queue_from_dict(data: dict[str, Any]) -> QueueView:
+    pending = [QueueEntry(job_from_dict(e["job"]), e.get("position"), e.get("reason", ""),
+                          Factors(**e["factors"]) if e.get("factors") else None, e.get("eta"))
+               for e in data["pending"]]
+    weights = Weights(**data["weights"]) if data.get("weights") else None
+    return QueueView(pending, [job_from_dict(j) for j in data["running"]], int(data["total_gpus"]),
+                     int(data["free_gpus"]), weights)
+
+
+# -- cancel, requeue, approve, deny -----------------------------------------------------------------
+def results_to_dict(results: list[ControlResult]) -> dict[str, Any]:
+    return {"results": [{"job": job_to_dict(r.job), "action": r.action, "detail": r.detail} for r in results]}
+
+
+def results_from_dict(data: dict[str, Any]) -> list[ControlResult]:
+    return [ControlResult(job_from_dict(r["job"]), r["action"], r.get("detail", "")) for r in data["results"]]
+
+
+# -- quotas and policy ------------------------------------------------------------------------------
+def team_policy_to_dict(policy: TeamPolicy) -> dict[str, Any]:
+    return asdict(policy)
+
+
+def team_policy_from_dict(data: dict[str, Any]) -> TeamPolicy:
+    known = {f.name for f in fields(TeamPolicy)}
+    return TeamPolicy(**{k: v for k, v in data.items() if k in known})
+
+
+def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    data = asdict(policy)
+    return data
+
+
+def policy_from_dict(data: dict[str, Any]) -> Policy:
+    known = {f.name for f in fields(Policy)}
+    values = {k: v for k, v in data.items() if k in known}
+    values["weights"] = Weights(**data["weights"])
+    values["default_team"] = team_policy_from_dict(data["default_team"])
+    for name, value in values.items():      # JSON has no tuples (preempt_tiers, budget_alerts)
+        if isinstance(value, list):
+            values[name] = tuple(value)
+    return Policy(**values)
+
+
+def quota_to_dict(view: QuotaView) -> dict[str, Any]:
+    return {"teams": [{"team": t.team, "policy": team_policy_to_dict(t.policy), "gpus_in_use": t.gpus_in_use,
+                       "configured": t.configured} for t in view.teams],
+            "policy": policy_to_dict(view.policy)}
+
+
+def quota_from_dict(data: dict[str, Any]) -> QuotaView:
+    return QuotaView([TeamQuota(t["team"], team_policy_from_dict(t["policy"]), int(t["gpus_in_use"]),
+                                bool(t["configured"])) for t in data["teams"]],
+                     policy_from_dict(data["policy"]))
+
+
+# what `PUT /quota/teams/{team}` and `PUT /quota/policy` take: QuotaService's keyword
+# arguments (None or absent: unchanged; -1: no cap), with the JSON types each must have
+INTS, NUMBERS = "list of integers", "list of numbers"
+TEAM_CHANGES = {"share": float, "max_gpus": int, "max_gpus_per_user": int, "budget": float, "stop_at_budget": bool}
+POLICY_CHANGES = {"max_gpus_per_job": int, "max_wall_time": float, "half_life": float, "fair_share_weight": float,
+                  "age_weight": float, "preempt_tiers": INTS, "approval_gpus": int, "approval_gpu_hours": float,
+                  "approval_cost": float, "alert_pending_after": float, "budget_alerts": NUMBERS,
+                  "idle_gpu_percent": float, "idle_gpu_window": float}
+
+
+def changes_to_dict(changes: dict[str, Any]) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in changes.items() if v is not None}
+
+
+def changes_from_dict(data: Any, allowed: dict[str, Any]) -> dict[str, Any]:
+    """A request's changes, type-checked; SpecError names the first wrong one."""
+    if not isinstance(data, dict):
+        raise SpecError("the request body must be a JSON object")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise SpecError(f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(allowed)}")
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        if value is None:
+            continue
+        kind = allowed[name]
+        if kind in (INTS, NUMBERS):
+            if not isinstance(value, list) or not all(_number(v, int if kind == INTS else float) for v in value):
+                raise SpecError(f"{name} must be a {kind}")
+            out[name] = tuple(int(v) if kind == INTS else float(v) for v in value)
+        elif kind is bool:
+            if not isinstance(value, bool):
+                raise SpecError(f"{name} must be true or false, got {value!r}")
+            out[name] = value
+        elif not _number(value, kind):
+            raise SpecError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+        else:
+            out[name] = kind(value)
+    return out
+
+
+def _number(value: Any, kind: type) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return kind is not int or value == int(value)
+
+
+# -- cost --------------------------------------------------------------------------------------------
+def cost_to_dict(report: CostReport) -> dict[str, Any]:
+    return {"period": report.period, "current": report.current,
+            "teams": [{"team": t.team, "settled": t.settled, "running": t.running, "budget": t.budget}
+                      for t in report.teams]}
+
+
+def cost_from_dict(data: dict[str, Any]) -> CostReport:
+    return CostReport(str(data["period"]), bool(data["current"]),
+                      [TeamCost(str(t["team"]), float(t["settled"]), float(t["running"]),
+                                None if t.get("budget") is None else float(t["budget"])) for t in data["teams"]])
+
+
+# -- the caller --------------------------------------------------------------------------------------
+def principal_to_dict(principal: Principal) -> dict[str, Any]:
+    return {"owner": principal.owner, "arn": principal.arn, "account": principal.account,
+            "roles": roles_text(principal)}

@@ -1,0 +1,302 @@
+"""The api Lambda handler, called directly (moto never runs handler code) with
+real-shaped API Gateway REST proxy events, on moto DynamoDB tables and SQS
+queues built from gqa.adapters.aws.tables and resources: every route, and
+every command refused to a caller who may not run it, with the tables
+unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+
+import pytest
+from moto import mock_aws
+
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.resources import QueueUrls, create_queues
+from gqa.adapters.aws.sqs_intake import parse_submission
+from gqa.adapters.aws.tables import TABLES, TableNames, create_tables
+from gqa.adapters.clock import SystemClock
+from gqa.models.job import JobState
+from gqa.ports import Change, Inventory
+from gqa.scheduling import Gpu, Policy, TeamPolicy
+from gqa.services.submit import SubmitService
+from tests.aws.api_gateway import ACCOUNT, rest_event, user_arn
+from tests.aws.moto_support import LambdaContext, refuse, session
+from tests.builders import spec
+from tests.contract.conftest import FAKE_AWS
+
+pytestmark = pytest.mark.aws
+NAMES = TableNames.prefixed("gqa-api-")
+INVENTORY = Inventory(gpus=tuple(Gpu(i, "a10g", 1.0) for i in range(4)))
+ACCESS = {"admins": [user_arn("root-ops")], "approvers": ["carol"], "identity_roles": ["AWSReservedSSO_*"]}
+CONTEXT = LambdaContext(function_name="gqa-api")
+
+
+@dataclass
+class Api:
+    module: Any
+    store: DynamoDBStore
+    urls: QueueUrls
+
+    def __call__(self, method: str, path: str, who: str | None = "alice", *, body: Any = None,
+                 query: dict | None = None, arn: str | None = None) -> tuple[int, dict]:
+        event = rest_event(method, path, arn=arn or (user_arn(who) if who else None), body=body, query=query)
+        answer = self.module.handler(event, CONTEXT)
+        return answer["statusCode"], json.loads(answer["body"])
+
+    def job(self, owner: str = "alice", **overrides) -> str:
+        """A job written as admission would (no API call)."""
+        [job] = SubmitService(self.store, SystemClock()).submit(spec(**overrides), owner=owner)
+        return job.id
+
+    def running(self, owner: str = "alice") -> str:
+        job_id = self.job(owner)
+        self.store.apply([Change(job_id, JobState.QUEUED, JobState.STARTING, "test", 1.0, {"assigned": (0,)})])
+        self.store.apply([Change(job_id, JobState.STARTING, JobState.RUNNING, "test", 2.0,
+                                 {"attempts": 1, "started_at": 2.0})])
+        return job_id
+
+    def messages(self, tier: int = 1) -> list[dict]:
+        out = session().client("sqs").receive_message(QueueUrl=self.urls.intake[tier], MaxNumberOfMessages=10,
+                                                      WaitTimeSeconds=0)
+        return out.get("Messages", [])
+
+    def tables(self) -> dict[str, list]:
+        """Every item of every table: what a refused command must leave as it was."""
+        client = session().client("dynamodb")
+        return {t.logical: sorted((json.dumps(i, sort_keys=True) for i in
+                                   client.scan(TableName=NAMES.of(t))["Items"]))
+                for t in TABLES}
+
+
+@pytest.fixture
+def api():
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
+        create_tables(session().client("dynamodb"), NAMES)
+        urls = create_queues(session().client("sqs"), prefix="gqa-api-")
+        env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
+               "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
+                                              "low": urls.intake[2]}),
+               "GQA_WAKEUP_QUEUE_URL": urls.wakeup, "GQA_ACCESS": json.dumps(ACCESS)}
+        with mock.patch.dict(os.environ, env):
+            from lambdas import api as module
+            module.wiring.cache_clear()      # a fresh "container" per test: its clients are moto's
+            store = DynamoDBStore(session().client("dynamodb"), NAMES)
+            store.set_inventory(INVENTORY)
+            yield Api(module, store, urls)
+            module.wiring.cache_clear()
+
+
+# -- who is calling ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arn, owner, roles", [
+    (user_arn("alice"), "alice", ["owner"]),
+    (user_arn("carol"), "carol", ["owner", "approver"]),
+    (user_arn("root-ops"), "root-ops", ["owner", "admin"]),
+    (f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/carol", "Researcher/carol", ["owner"]),
+    (f"arn:aws:sts::{ACCOUNT}:assumed-role/AWSReservedSSO_ML_1a2b/carol", "carol", ["owner", "approver"]),
+])
+def test_whoami(api, arn, owner, roles):
+    status, me = api("GET", "/whoami", arn=arn)
+    assert status == 200 and me == {"owner": owner, "arn": arn, "account": ACCOUNT, "roles": roles}
+
+
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/whoami"), ("POST", "/jobs"), ("GET", "/jobs/1"), ("GET", "/queue"), ("POST", "/jobs/1/cancel"),
+    ("POST", "/jobs/1/requeue"), ("POST", "/jobs/1/approve"), ("POST", "/jobs/1/deny"), ("GET", "/quota"),
+    ("PUT", "/quota/teams/vision"), ("PUT", "/quota/policy"), ("GET", "/cost"),
+])
+def test_a_caller_without_an_iam_identity_gets_401(api, method, path):
+    api.job()
+    before = api.tables()
+    status, answer = api(method, path, who=None, body={"spec": {"command": ["true"]}})
+    assert status == 401 and answer["error"] == "NotAuthenticated" and "SigV4" in answer["message"]
+    assert api.tables() == before and api.messages() == []
+
+
+def test_an_unknown_route_is_404(api):
+    status, answer = api("GET", "/jobz")
+    assert status == 404 and answer == {"error": "NotFound", "message": "no such API route: GET /jobz"}
+
+
+# -- submit ----------------------------------------------------------------------------------------
+
+def test_submit_answers_with_the_ids_and_queues_the_submission_for_admission(api):
+    body = {"spec": spec(owner="mallory", array="0-2").model_dump(mode="json"), "environment": None}
+    status, answer = api("POST", "/jobs", "alice", body=body)
+    assert status == 202
+    assert answer["group"] == "1" and answer["jobs"] == ["1_0", "1_1", "1_2"]
+    assert {r["state"] for r in answer["records"]} == {"SUBMITTED"}
+    assert {r["owner"] for r in answer["records"]} == {"alice"}           # the signature's, not the spec's
+    [message] = api.messages()
+    submission = parse_submission(message["Body"])
+    assert (submission.owner, submission.job_ids, submission.tier) == ("alice", ("1_0", "1_1", "1_2"), 1)
+    assert api.store.list() == []                                          # the admit function writes the jobs
+
+
+def test_a_high_priority_submission_goes_to_the_high_intake_queue(api):
+    status, _ = api("POST", "/jobs", body={"spec": spec(priority="high").model_dump(mode="json")})
+    assert status == 202 and len(api.messages(tier=0)) == 1 and api.messages(tier=1) == []
+
+
+@pytest.mark.parametrize("body, status, error, words", [
+    ("not json", 400, "SpecError", "not JSON"),
+    ({"command": ["true"]}, 400, "SpecError", '{"spec": {...}'),
+    ({"spec": {"command": ["true"], "gpus": 2}}, 400, "SpecError", "unknown field 'gpus'"),
+    ({"spec": {"command": ["true"]}, "environment": {"A": 1}}, 400, "SpecError", "environment must be"),
+    ({"spec": spec(resources={"gpus": 64}).model_dump(mode="json")}, 422, "Rejected", "64 GPUs"),
+])
+def test_a_bad_submission_is_refused_and_nothing_is_queued(api, body, status, error, words):
+    got, answer = api("POST", "/jobs", body=body)
+    assert (got, answer["error"]) == (status, error) and words in answer["message"]
+    assert api.messages() == []
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+def test_status_of_a_job_and_of_a_group(api):
+    job_id = api.job(name="bert")
+    status, answer = api("GET", f"/jobs/{job_id}", "bob")                 # anyone may read
+    [job] = answer["jobs"]
+    assert status == 200 and (job["id"], job["name"], job["state"]) == (job_id, "bert", "QUEUED")
+    assert [t["state"] for t in job["history"]] == ["SUBMITTED", "QUEUED"]
+    assert "spec_json" not in job
+
+
+def test_status_of_an_unknown_job_is_404(api):
+    status, answer = api("GET", "/jobs/99")
+    assert status == 404 and answer["error"] == "NotFound"
+
+
+def test_queue_shows_positions_reasons_and_factors(api):
+    first, second = api.job(priority="high"), api.job(priority="low")
+    status, view = api("GET", "/queue", "bob")
+    assert status == 200 and (view["total_gpus"], view["free_gpus"]) == (4, 4)
+    assert [(e["job"]["id"], e["position"]) for e in view["pending"]] == [(first, 1), (second, 2)]
+    assert view["pending"][0]["reason"] == "starting now" and view["pending"][0]["factors"]["score"] >= 0
+    _, lean = api("GET", "/queue", query={"explain": "false"})
+    assert lean["pending"][0]["factors"] is None
+    status, answer = api("GET", "/queue", query={"explain": "maybe"})
+    assert status == 400 and "explain must be true or false" in answer["message"]
+
+
+def test_cost_and_quota_are_for_everyone_to_read(api):
+    api.store.set_team("vision", TeamPolicy(budget=500.0))
+    status, cost = api("GET", "/cost", "bob", query={"team": "vision"})
+    assert status == 200 and cost["teams"] == [{"team": "vision", "settled": 0.0, "running": 0.0, "budget": 500.0}]
+    status, answer = api("GET", "/cost", query={"period": "2026-13"})
+    assert status == 400 and "calendar month" in answer["message"]
+    status, quota = api("GET", "/quota", "bob")
+    assert status == 200 and quota["teams"][0]["team"] == "vision" and "weights" in quota["policy"]
+
+
+# -- changing jobs ---------------------------------------------------------------------------------
+
+def test_owners_cancel_their_own_jobs(api):
+    first, second = api.job(), api.job()
+    status, answer = api("POST", f"/jobs/{first},{second}/cancel", "alice")
+    assert status == 200 and [r["action"] for r in answer["results"]] == ["cancelled", "cancelled"]
+    assert api.store.get(first).state == JobState.CANCELLED
+
+
+def test_admins_cancel_and_requeue_anyones_jobs(api):
+    queued, running = api.job("alice"), api.running("alice")
+    assert api("POST", f"/jobs/{queued}/cancel", "root-ops")[0] == 200
+    status, answer = api("POST", f"/jobs/{running}/requeue", "root-ops")
+    assert status == 200 and answer["results"][0]["action"] == "requeueing"
+
+
+def test_requeueing_a_job_that_ended_is_a_conflict(api):
+    job_id = api.job()
+    api("POST", f"/jobs/{job_id}/cancel", "alice")
+    status, answer = api("POST", f"/jobs/{job_id}/requeue", "alice")
+    assert status == 409 and answer["error"] == "InvalidTransition"
+
+
+def test_approvers_approve_and_deny(api):
+    api.store.set_policy(Policy(approval_gpus=2))
+    big, other = api.job("bob", resources={"gpus": 4}), api.job("bob", resources={"gpus": 4})
+    assert api.store.get(big).state == JobState.PENDING_APPROVAL
+    status, answer = api("POST", f"/jobs/{big}/approve", "carol")
+    assert status == 200 and answer["results"][0]["action"] == "approved"
+    assert api.store.get(big).state == JobState.QUEUED and "approved by carol" in api.store.get(big).reason
+    status, answer = api("POST", f"/jobs/{other}/deny", "root-ops", body={"reason": "too big for now"})
+    assert status == 200 and api.store.get(other).reason == "denied by root-ops: too big for now"
+
+
+def test_admins_set_quotas_and_the_policy(api):
+    status, answer = api("PUT", "/quota/teams/vision", "root-ops", body={"share": 2, "max_gpus": 8})
+    assert status == 200 and answer["policy"]["share"] == 2.0 and api.store.teams()["vision"].max_gpus == 8
+    status, answer = api("PUT", "/quota/policy", "root-ops", body={"max_gpus_per_job": 2, "preempt_tiers": [2]})
+    assert status == 200 and answer["max_gpus_per_job"] == 2 and api.store.policy().preempt_tiers == (2,)
+
+
+@pytest.mark.parametrize("path, body, words", [
+    ("/quota/teams/vision", {"share": -1}, "share must be positive"),
+    ("/quota/teams/vision", {"share": "lots"}, "share must be a number"),
+    ("/quota/teams/vi%20sion", {"share": 1}, "not a valid team name"),
+    ("/quota/policy", {"weights": 1}, "unknown field(s) weights"),
+])
+def test_bad_quota_changes_are_400_and_change_nothing(api, path, body, words):
+    before = api.tables()
+    status, answer = api("PUT", path, "root-ops", body=body)
+    assert status == 400 and words in answer["message"] and api.tables() == before
+
+
+# -- every command refused to whoever may not run it -------------------------------------------------
+
+REFUSED = [
+    # (caller, method, path template, body): {q} a queued job of alice's, {r} a running one, {p} one awaiting approval
+    ("bob", "POST", "/jobs/{q}/cancel", None),
+    ("carol", "POST", "/jobs/{q}/cancel", None),                  # approvers cancel only their own
+    ("bob", "POST", "/jobs/{r}/cancel", None),
+    ("bob", "POST", "/jobs/{q},{r}/cancel", None),
+    ("bob", "POST", "/jobs/{r}/requeue", None),
+    ("carol", "POST", "/jobs/{r}/requeue", None),
+    ("alice", "POST", "/jobs/{p}/approve", None),                 # not even one's own
+    ("bob", "POST", "/jobs/{p}/approve", None),
+    ("alice", "POST", "/jobs/{p}/deny", {"reason": "no"}),
+    ("bob", "PUT", "/quota/teams/vision", {"max_gpus": 100}),
+    ("carol", "PUT", "/quota/teams/vision", {"max_gpus": 100}),
+    ("alice", "PUT", "/quota/policy", {"approval_gpus": -1}),
+    ("carol", "PUT", "/quota/policy", {"approval_gpus": -1}),
+]
+
+
+@pytest.mark.parametrize("who, method, template, body", REFUSED,
+                         ids=[f"{w}-{m}-{t}" for w, m, t, _ in REFUSED])
+def test_every_command_by_a_caller_who_may_not_is_refused_and_changes_nothing(api, who, method, template, body):
+    api.store.set_policy(Policy(approval_gpus=2))
+    jobs = {"q": api.job("alice"), "r": api.running("alice"), "p": api.job("alice", resources={"gpus": 4})}
+    before = api.tables()
+    status, answer = api(method, template.format(**jobs), who, body=body)
+    assert status == 403 and answer["error"] == "NotPermitted" and who in answer["message"]
+    assert api.tables() == before
+    assert api.messages() == []
+
+
+def test_a_refusal_says_whose_job_it_is_and_who_may(api):
+    job_id = api.job("alice")
+    _, answer = api("POST", f"/jobs/{job_id}/cancel", "bob")
+    assert answer["message"] == (f"job {job_id} belongs to alice; bob may not cancel it "
+                                 "(owners cancel their own jobs; admins may cancel any)")
+
+
+def test_a_session_of_an_ordinary_role_cannot_act_as_the_user_of_that_name(api):
+    job_id = api.job("alice")
+    status, _ = api("POST", f"/jobs/{job_id}/cancel", arn=f"arn:aws:sts::{ACCOUNT}:assumed-role/Researcher/alice")
+    assert status == 403 and api.store.get(job_id).state == JobState.QUEUED
+
+
+# -- the backend failing -------------------------------------------------------------------------------
+
+def test_dynamodb_throttling_past_the_retries_is_503(api):
+    job_id = api.job()
+    api.module.wiring().store.call.sleep = lambda _: None
+    refuse(api.module.wiring().store.client, "*", "ProvisionedThroughputExceededException", times=10)
+    status, answer = api("GET", f"/jobs/{job_id}")
+    assert status == 503 and answer["error"] == "BackendUnavailable"

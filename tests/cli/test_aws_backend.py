@@ -1,0 +1,169 @@
+"""The real `gqa` commands against the AWS backend: the CLI's ApiClient signs
+each request with the caller's credentials, and API Gateway's part (check the
+SigV4 signature, take the identity from the access key that signed it, build
+the REST proxy event) hands it to the api Lambda handler, on moto DynamoDB and
+SQS; the admit, dispatch and reconcile handlers do the rest of a job's life."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from unittest import mock
+
+import pytest
+
+from cli.main import main
+from gqa.adapters.aws import api_client
+from tests.aws.api_gateway import ENDPOINT, FakeApiGateway
+from tests.aws.fake_batch import CONTEXT, WAKEUP_EVENT, FakeBatch, deployment
+
+pytestmark = [pytest.mark.aws, pytest.mark.slow]
+ACCESS = {"admins": ["root-ops"], "approvers": ["carol"]}
+
+
+class AwsCli:
+    def __init__(self, world, gateway: FakeApiGateway, capsys, monkeypatch):
+        self.world, self.gateway, self.capsys, self.monkeypatch = world, gateway, capsys, monkeypatch
+        self.batch = FakeBatch(world.dispatch.dispatcher().compute.client)
+
+    def __call__(self, who: str, *args: str, secret: str | None = None) -> tuple[int, str, str]:
+        """`gqa ARGS` run by `who`: their keys in the environment, as the AWS CLI would have them."""
+        caller = self.gateway.callers.get(f"AKIA{who.upper():X<16}"[:20]) or self.gateway.add(who)
+        self.monkeypatch.setenv("AWS_ACCESS_KEY_ID", caller.access_key)
+        self.monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret or caller.secret)
+        self.monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+        self.capsys.readouterr()
+        code = main(list(args))
+        out = self.capsys.readouterr()
+        return code, out.out, out.err
+
+    def json(self, who: str, *args: str):
+        args = list(args)
+        cut = args.index("--") if "--" in args else len(args)
+        code, out, err = self(who, *args[:cut], "-o", "json", *args[cut:])
+        assert code == 0, err
+        return json.loads(out)
+
+    def admit(self) -> None:
+        records = [r for tier in (0, 1, 2) for r in self.world.receive(tier)]
+        assert self.world.admit.handler({"Records": records}, CONTEXT) == {"batchItemFailures": []}
+
+    def dispatch(self) -> list:
+        self.world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
+        return self.batch.take_new()
+
+    def reconcile(self, submitted, status: str, **kw) -> None:
+        event = FakeBatch.event(submitted, status, at=self.world.clock.now(), started=self.world.clock.now(), **kw)
+        self.world.reconcile.handler(event, CONTEXT)
+
+
+@pytest.fixture
+def aws(monkeypatch, capsys):
+    with deployment(now=time.time()) as world:
+        urls = world.urls
+        env = {"GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
+                                              "low": urls.intake[2]}),
+               "GQA_ACCESS": json.dumps(ACCESS)}
+        with mock.patch.dict(os.environ, env):
+            from lambdas import api
+            api.wiring.cache_clear()
+            world.dispatch.dispatcher()      # its cold start registers the pools' GPUs
+            gateway = FakeApiGateway(api.handler)
+            monkeypatch.setattr(api_client, "urllib_transport", gateway)   # HTTPS -> API Gateway's part
+            monkeypatch.setenv("GQA_BACKEND", "aws")
+            monkeypatch.setenv("GQA_API_ENDPOINT", ENDPOINT)
+            yield AwsCli(world, gateway, capsys, monkeypatch)
+            api.wiring.cache_clear()
+
+
+def test_a_job_submitted_runs_and_is_seen_through_status_and_queue(aws):
+    me = aws.json("alice", "whoami")
+    assert (me["owner"], me["roles"]) == ("alice", ["owner"])
+    code, out, err = aws("alice", "submit", "--gpus", "1", "--name", "bert", "--", "python", "train.py")
+    assert code == 0 and out == "1\n" and "gqa status 1" in err and "daemon is not running" not in err
+    sent = aws.gateway.seen[-1]
+    assert sent["method"] == "POST" and sent["url"] == f"{ENDPOINT}/jobs"
+    assert sent["headers"]["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAALICE")
+    assert "/us-east-1/execute-api/aws4_request" in sent["headers"]["Authorization"]
+    assert json.loads(sent["body"])["environment"] is None          # the laptop's environment stays home
+
+    aws.admit()
+    status = aws.json("bob", "status", "1")
+    assert (status["state"], status["owner"], status["name"]) == ("QUEUED", "alice", "bert")
+    assert [h["state"] for h in status["history"]] == ["SUBMITTED", "QUEUED"]
+    queue = aws.json("bob", "queue")
+    assert [(p["position"], p["id"], p["reason"]) for p in queue["pending"]] == [(1, "1", "starting now")]
+    assert "factors" in queue["pending"][0] and queue["gpus"]["total"] == 12
+    code, out, _ = aws("bob", "queue", "--explain")
+    assert code == 0 and "score =" in out and "daemon not running" not in out
+
+    [submitted] = aws.dispatch()
+    aws.reconcile(submitted, "RUNNING")
+    assert aws.json("alice", "status", "1")["state"] == "RUNNING"
+    assert [r["id"] for r in aws.json("alice", "queue")["running"]] == ["1"]
+    aws.world.clock.advance(1800)
+    aws.reconcile(submitted, "SUCCEEDED", exit_code=0)
+    assert aws.json("alice", "status", "1")["status"] == "completed"
+    cost = aws.json("alice", "cost")
+    assert cost["teams"][0]["team"] == "default" and cost["teams"][0]["settled"] > 0
+
+
+def test_owners_cancel_their_own_jobs_and_nobody_elses(aws):
+    assert aws.json("alice", "submit", "--array", "0-2", "--", "true")["jobs"] == ["1_0", "1_1", "1_2"]
+    aws.admit()
+    code, _, err = aws("bob", "cancel", "1")
+    assert code == 2 and "job 1_0 belongs to alice; bob may not cancel it" in err
+    assert aws.json("bob", "status", "1")["counts"] == {"QUEUED": 3}
+    cancelled = aws.json("alice", "cancel", "1_0", "1_2")
+    assert [(c["id"], c["action"]) for c in cancelled] == [("1_0", "cancelled"), ("1_2", "cancelled")]
+    assert aws.json("root-ops", "cancel", "1_1")[0]["action"] == "cancelled"     # admins cancel any
+
+
+def test_a_running_job_is_requeued_by_its_owner(aws):
+    aws.json("alice", "submit", "--", "true")
+    aws.admit()
+    [submitted] = aws.dispatch()
+    aws.reconcile(submitted, "RUNNING")
+    code, _, err = aws("bob", "requeue", "1")
+    assert code == 2 and "bob may not requeue it" in err
+    assert aws.json("alice", "requeue", "1")[0]["action"] == "requeueing"
+
+
+def test_approvals_quotas_and_policy_by_role(aws):
+    code, _, err = aws("alice", "quota", "policy", "--approve-over-gpus", "1")
+    assert code == 2 and "alice may not set the queue policy: only admins may" in err
+    assert aws.json("root-ops", "quota", "policy", "--approve-over-gpus", "1")["approval"]["gpus"] == 1
+    assert aws.json("alice", "quota", "policy")["approval"]["gpus"] == 1          # anyone may read it
+
+    aws.json("alice", "submit", "--gpus", "2", "--", "true")
+    aws.json("alice", "submit", "--gpus", "2", "--", "true")
+    aws.admit()
+    assert aws.json("alice", "status", "1")["status"] == "awaiting approval"
+    code, _, err = aws("alice", "approve", "1")
+    assert code == 2 and "alice may not approve jobs" in err
+    assert aws.json("carol", "approve", "1")[0]["action"] == "approved"
+    assert aws.json("carol", "deny", "2", "--reason", "too big")[0]["action"] == "denied"
+    assert "denied by carol: too big" in aws.json("alice", "status", "2")["reason"]
+
+    code, _, err = aws("carol", "quota", "set", "vision", "--max-gpus", "4")
+    assert code == 2 and "carol may not set team quotas" in err
+    assert aws.json("root-ops", "quota", "set", "vision", "--max-gpus", "4", "--budget", "500")["max_gpus"] == 4
+    shown = aws.json("alice", "quota", "show")["teams"]
+    assert [(t["team"], t["max_gpus"], t["budget"]) for t in shown] == [("vision", 4, 500.0)]
+    assert aws.json("alice", "cost", "--team", "vision")["teams"][0]["budget"] == 500.0
+
+
+def test_bad_input_is_a_clear_error_and_sends_nothing(aws):
+    code, _, err = aws("alice", "submit", "--gpus", "64", "--", "true")
+    assert code == 2 and "64 GPUs" in err
+    code, _, err = aws("alice", "status", "77")
+    assert code == 2 and "77" in err
+    code, _, err = aws("alice", "cost", "--period", "2026-13")
+    assert code == 2 and "calendar month" in err
+    assert aws.world.receive(1) == []
+
+
+def test_a_request_signed_with_the_wrong_secret_is_refused_by_the_gateway(aws):
+    code, _, err = aws("alice", "queue", secret="not-alices")
+    assert code == 2 and "signature we calculated does not match" in err and "execute-api:Invoke" in err

@@ -1,0 +1,144 @@
+"""The access rule: who is who (owner from the verified ARN), and every role
+against every action, on the caller's own job and on someone else's."""
+
+import pytest
+
+from gqa.models.errors import NotAuthenticated, NotPermitted
+from gqa.services.access import AccessPolicy, Action, Principal, Role, authorize, owner_from_arn
+from tests.builders import job_record
+
+A = "123456789012"
+SSO = ("AWSReservedSSO_*",)
+
+
+@pytest.mark.parametrize("arn, owner", [
+    (f"arn:aws:iam::{A}:user/alice", "alice"),
+    (f"arn:aws:iam::{A}:user/division/team/alice", "alice"),              # the path is not part of the name
+    (f"arn:aws:iam::{A}:user/alice+ops@example.com", "alice+ops@example.com"),
+    (f"arn:aws:sts::{A}:assumed-role/Researcher/alice", "Researcher/alice"),   # the session name alone proves nothing
+    (f"arn:aws:sts::{A}:assumed-role/AWSReservedSSO_ML_0123abcd/alice@example.com", "alice@example.com"),
+    (f"arn:aws:sts::{A}:federated-user/bob", "federated-user/bob"),
+    (f"arn:aws-cn:iam::{A}:user/li", "li"),
+])
+def test_owner_from_a_verified_arn(arn, owner):
+    assert owner_from_arn(arn, SSO) == owner
+
+
+def test_a_session_name_cannot_pass_for_an_iam_user():
+    assert owner_from_arn(f"arn:aws:sts::{A}:assumed-role/Researcher/alice", SSO) != \
+        owner_from_arn(f"arn:aws:iam::{A}:user/alice", SSO)
+
+
+def test_a_name_with_characters_an_owner_cannot_hold_keeps_a_digest_of_the_original():
+    one = owner_from_arn(f"arn:aws:sts::{A}:assumed-role/Researcher/a,b", SSO)
+    other = owner_from_arn(f"arn:aws:sts::{A}:assumed-role/Researcher/a_b", SSO)
+    assert one.startswith("Researcher/a_b-") and one != other
+
+
+@pytest.mark.parametrize("arn, words", [
+    (f"arn:aws:iam::{A}:root", "root user"),
+    ("alice", "not an IAM ARN"),
+    (f"arn:aws:iam::{A}:role/Researcher", "expected an IAM user"),
+    (f"arn:aws:sts::{A}:assumed-role/Researcher", "expected an IAM user"),
+])
+def test_identities_that_name_no_person_are_refused(arn, words):
+    with pytest.raises(NotPermitted, match=words):
+        owner_from_arn(arn, SSO)
+
+
+def test_no_identity_is_not_authenticated():
+    with pytest.raises(NotAuthenticated, match="sign it with SigV4"):
+        AccessPolicy().principal(None)
+
+
+POLICY = AccessPolicy(admins=(f"arn:aws:sts::{A}:assumed-role/GqaAdmin/*", "root-ops"),
+                      approvers=("carol",), identity_roles=SSO)
+
+
+@pytest.mark.parametrize("arn, roles", [
+    (f"arn:aws:iam::{A}:user/alice", set()),
+    (f"arn:aws:iam::{A}:user/carol", {Role.APPROVER}),
+    (f"arn:aws:sts::{A}:assumed-role/GqaAdmin/dave", {Role.ADMIN}),
+    (f"arn:aws:iam::{A}:user/root-ops", {Role.ADMIN}),
+    # "carol" matches owner names: a session of an ordinary role is "Researcher/carol", not carol
+    (f"arn:aws:sts::{A}:assumed-role/Researcher/carol", set()),
+    (f"arn:aws:sts::{A}:assumed-role/AWSReservedSSO_ML_1/carol", {Role.APPROVER}),
+])
+def test_roles_come_from_patterns_on_the_arn_or_the_owner_name(arn, roles):
+    principal = POLICY.principal(arn, A)
+    assert principal.roles == roles and principal.account == A
+
+
+def who(*roles: Role, owner: str = "alice") -> Principal:
+    return Principal(owner=owner, arn=f"arn:aws:iam::{A}:user/{owner}", roles=frozenset(roles))
+
+
+OWN, OTHER = job_record(id="12", owner="alice"), job_record(id="13", owner="bob")
+ROLES = {"owner": (), "approver": (Role.APPROVER,), "admin": (Role.ADMIN,)}
+# which jobs each role may act on: "own", "other" (a job of someone else's), both or none
+#                    owner          approver       admin
+TABLE = {
+    Action.SUBMIT:     ("own other", "own other", "own other"),
+    Action.READ:       ("own other", "own other", "own other"),
+    Action.CANCEL:     ("own",       "own",       "own other"),
+    Action.REQUEUE:    ("own",       "own",       "own other"),
+    Action.APPROVE:    ("",          "own other", "own other"),
+    Action.DENY:       ("",          "own other", "own other"),
+    Action.SET_QUOTA:  ("",          "",          "own other"),
+    Action.SET_POLICY: ("",          "",          "own other"),
+}
+RULES = [(role, action, whose, whose in TABLE[action][i].split())
+         for action in Action for i, role in enumerate(ROLES) for whose in ("own", "other")]
+
+
+def test_the_table_covers_every_action():
+    assert set(TABLE) == set(Action)
+
+
+@pytest.mark.parametrize("role, action, whose, allowed", RULES,
+                         ids=[f"{r}-{a.name}-{w}" for r, a, w, _ in RULES])
+def test_the_rule_for_every_role_action_and_job(role, action, whose, allowed):
+    principal, job = who(*ROLES[role]), OWN if whose == "own" else OTHER
+    if allowed:
+        authorize(principal, action, [job])
+    else:
+        with pytest.raises(NotPermitted):
+            authorize(principal, action, [job])
+
+
+def test_the_refusal_names_the_owner_the_caller_and_who_may():
+    with pytest.raises(NotPermitted) as refused:
+        authorize(who(owner="bob"), Action.CANCEL, [job_record(id="12", owner="alice")])
+    assert str(refused.value) == ("job 12 belongs to alice; bob may not cancel it "
+                                  "(owners cancel their own jobs; admins may cancel any)")
+    with pytest.raises(NotPermitted, match="bob may not approve jobs: approvers and admins do"):
+        authorize(who(owner="bob"), Action.APPROVE)
+    with pytest.raises(NotPermitted, match="bob may not set team quotas: only admins may"):
+        authorize(who(Role.APPROVER, owner="bob"), Action.SET_QUOTA)
+
+
+def test_every_job_is_checked_not_only_the_first():
+    with pytest.raises(NotPermitted, match="job 13 belongs to bob"):
+        authorize(who(), Action.REQUEUE, [OWN, OTHER])
+
+
+@pytest.mark.parametrize("text, policy", [
+    (None, AccessPolicy()),
+    ("", AccessPolicy()),
+    ('{"admins": ["arn:aws:iam::1:user/x"], "approvers": ["carol"], "identity_roles": ["AWSReservedSSO_*"]}',
+     AccessPolicy(admins=("arn:aws:iam::1:user/x",), approvers=("carol",), identity_roles=("AWSReservedSSO_*",))),
+])
+def test_access_settings_parse(text, policy):
+    assert AccessPolicy.from_json(text) == policy
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[1]", "JSON object"),
+    ("{admins: x}", "not JSON"),
+    ('{"admin": ["x"]}', "unknown access setting"),
+    ('{"admins": "x"}', "list of non-empty strings"),
+    ('{"approvers": [""]}', "list of non-empty strings"),
+])
+def test_bad_access_settings_say_what_is_wrong(text, words):
+    with pytest.raises(ValueError, match=words):
+        AccessPolicy.from_json(text)
