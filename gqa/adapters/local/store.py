@@ -18,7 +18,9 @@ from ..settings_codec import inventory_from, inventory_json, policy_from, policy
 from ...scheduling.fairshare import decay
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# columns added since a version: (version, ALTER TABLE statement), run on older files in order
+MIGRATIONS = ((2, "ALTER TABLE jobs ADD COLUMN capacity_failures INTEGER NOT NULL DEFAULT 0"),)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -32,7 +34,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     reclaims INTEGER NOT NULL DEFAULT 0, spot INTEGER NOT NULL DEFAULT 0,
     not_before REAL, started_at REAL, ended_at REAL, assigned TEXT NOT NULL DEFAULT '',
     pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
-    request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL
+    request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL,
+    capacity_failures INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
@@ -89,6 +92,11 @@ class SqliteStore:
                 self.db.execute("INSERT INTO meta VALUES ('next_group', '1')")
             elif int(row[0]) > SCHEMA_VERSION:
                 raise BackendUnavailable(f"{self.path} was written by a newer gqa (schema {row[0]}); upgrade gqa")
+            else:   # an older file: CREATE ... IF NOT EXISTS left its tables as they were
+                for version, statement in MIGRATIONS:
+                    if int(row[0]) < version:
+                        self.db.execute(statement)
+                self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def _tx(self):
         return _Transaction(self.db)
