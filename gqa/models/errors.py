@@ -48,3 +48,9 @@ class BackendUnavailable(GqaError):
 
 class LaunchFailed(GqaError):
     """An attempt could not be started (bad workdir, missing executable)."""
+
+
+class LaunchUncertain(GqaError):
+    """The backend failed while taking an attempt (a server error, a lost
+    answer): it may or may not hold it. Never launch that attempt again until
+    the backend has been asked (see services/repair.py)."""
