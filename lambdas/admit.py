@@ -50,6 +50,7 @@ from aws_lambda_powertools.utilities.idempotency import (DynamoDBPersistenceLaye
                                                          idempotent_function)
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.retrying_client import RetryingClient
 from gqa.adapters.aws.sqs_intake import SqsIntake, submission_from_record
 from gqa.adapters.aws.tables import PK, SK, TableNames
 from gqa.adapters.clock import SystemClock
@@ -85,7 +86,7 @@ def build() -> Admission:
     service = SubmitService(store, SystemClock())
     config = IdempotencyConfig(event_key_jmespath="idempotency_key", expires_after_seconds=REMEMBER_KEYS_FOR)
     persistence = DynamoDBPersistenceLayer(table_name=names.settings, key_attr=PK, sort_key_attr=SK,
-                                           static_pk_value=IDEMPOTENCY_PARTITION, boto3_client=dynamodb)
+                                           static_pk_value=IDEMPOTENCY_PARTITION, boto3_client=RetryingClient(dynamodb))
 
     def admit(submission: dict[str, Any]) -> list[str]:
         return [job.id for job in service.admit(Submission(**submission))]

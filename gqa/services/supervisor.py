@@ -44,8 +44,10 @@ class Supervisor:
         if not decision.starts:
             return []
         now = self.clock.now()
+        # the claim forgets the previous attempt's process: until this launch is recorded, the job
+        # has none (what the repair and Batch's events go by)
         claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, f"assigned GPUs {_gpus(s.gpus)}", now,
-                         {"assigned": s.gpus}) for s in decision.starts]
+                         {"assigned": s.gpus, "pid": None, "proc_token": None}) for s in decision.starts]
         try:
             starting = self.store.apply(claims)
         except Conflict:  # a job was cancelled since the snapshot: next pass

@@ -202,3 +202,23 @@ def test_the_dispatchers_late_record_after_an_event_recorded_the_launch_is_skipp
     stored = queue.get(job.id)
     assert (stored.state, stored.attempts, stored.proc_token) == (S.SUCCEEDED, 1, "token-1001")
     assert [t.state for t in stored.history].count(S.SUCCEEDED) == 1
+
+
+def test_a_new_claim_forgets_the_previous_attempts_launch(queue):
+    """A reclaimed job's next claim must not look launched: else neither its
+    events nor the repair would ever record attempt 2."""
+    lookup = with_lookup(queue)
+    job = queue.start()
+    queue.store.apply([Change(job.id, S.RUNNING, S.RETRY_WAIT, "reclaimed", queue.clock.now(),
+                              {"assigned": (), "not_before": queue.clock.now(), "pid": None})])
+    queue.supervisor.promote_retries()
+    queue.compute.fail[job.id] = LaunchUncertain("Batch answered 500")
+
+    queue.supervisor.dispatch()
+
+    claimed = queue.get(job.id)
+    assert (claimed.state, claimed.attempts, claimed.proc_token, claimed.pid) == (S.STARTING, 1, None, None)
+    queue.clock.advance(LAUNCH_GRACE)
+    lookup.holds[(job.id, 2)] = found()
+    assert queue.supervisor.repair_launches() == {"recorded": 1, "requeued": 0}
+    assert (queue.get(job.id).attempts, queue.get(job.id).proc_token) == (2, "b-77")
