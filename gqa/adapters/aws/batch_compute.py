@@ -23,6 +23,12 @@ What a launch hands Batch, and why:
 - tags gqa:team, gqa:job-id (and owner, attempt, pool, and the spec's valid
   tags), propagated to the ECS task, for cost allocation.
 
+A SubmitJob that failed on Batch's side, or whose answer never came, may
+still have created the job: launch() then raises LaunchUncertain (never a
+plain BackendUnavailable, which says Batch surely holds nothing), and the
+job waits for find() (the LaunchLookup port): ListJobs' JOB_NAME filter on
+the pool's queue, by the gqa-<id>-<attempt>- prefix of job_name().
+
 The port's Launched carries pid 0 (there is no process of ours) and the Batch
 job id as its token; the services store it as the job's proc_token, and
 terminate, alive and reap read it from there.
