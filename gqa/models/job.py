@@ -129,7 +129,7 @@ class JobRecord:
     error_retries: int = 0       # application errors retried so far
     interruptions: int = 0       # requeues, restarts, timeouts-with-requeue, reclaims: never errors
     reclaims: int = 0            # attempts whose instance was reclaimed: the scheduler falls back to on demand
-    spot: bool = False           # may use spot capacity: the spec's, cleared when capacity failures move it to on demand
+    spot: bool = False           # may use spot: the spec says, cleared when capacity failures move it to on demand
     not_before: float | None = None
     started_at: float | None = None
     ended_at: float | None = None
