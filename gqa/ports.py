@@ -351,3 +351,28 @@ class Manifests(Protocol):
 
     def write(self, name: str, text: str) -> str:
         """Store `text` under `name` (overwriting the same text is harmless); returns its URI."""
+
+
+# -- launches the dispatcher lost track of ------------------------------------------------
+
+@dataclass(frozen=True)
+class FoundLaunch:
+    """An attempt the compute backend holds, found by the job and attempt it
+    was launched for: what launch() would have returned, when the backend
+    received it and started it, and how it ended, if it has (times in epoch
+    seconds, None where the backend does not say)."""
+
+    launched: Launched
+    submitted_at: float | None = None
+    started_at: float | None = None
+    ended: Exit | None = None
+    ended_at: float | None = None
+
+
+class LaunchLookup(Protocol):
+    """Finds a launch whose answer was never recorded (the dispatcher died, or
+    the backend's answer was lost, between the launch and the write)."""
+
+    def find(self, job: JobRecord, attempt: int) -> FoundLaunch | None:
+        """Attempt `attempt` of the job if the backend holds it; None if it
+        never received it. Raises BackendUnavailable when it cannot tell."""

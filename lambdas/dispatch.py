@@ -50,9 +50,13 @@ class Dispatcher:
     compute: BatchCompute
     supervisor: Supervisor
 
-    def run_pass(self) -> list[str]:
+    def run_pass(self, *, repair: bool = False) -> list[str]:
         """One pass, in the local daemon's order: retries first, so a promoted
-        job competes in this pass's scheduling. Returns the started job ids."""
+        job competes in this pass's scheduling. Returns the started job ids.
+        `repair` (the scheduled passes) first asks Batch about launches a dead
+        pass never recorded: one more query, so not on every wake-up."""
+        if repair:
+            self.supervisor.repair_launches()
         self.supervisor.promote_retries()
         self.supervisor.enforce_wall_time()
         self.supervisor.carry_out_requests()
@@ -73,7 +77,7 @@ def build() -> Dispatcher:
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration
     store.set_inventory(compute.inventory())
-    return Dispatcher(store, compute, Supervisor(store, compute, clock, SystemRandom()))
+    return Dispatcher(store, compute, Supervisor(store, compute, clock, SystemRandom(), launches=compute))
 
 
 @cache
@@ -87,6 +91,6 @@ def dispatcher() -> Dispatcher:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # an SQS batch carries Records; a schedule is one EventBridge event: both mean "a pass now"
     trigger = "wakeup" if "Records" in event else str(event.get("detail-type", "schedule"))
-    started = dispatcher().run_pass()
+    started = dispatcher().run_pass(repair=trigger != "wakeup")
     logger.info("dispatch pass", extra={"trigger": trigger, "started": started})
     return {"started": started}

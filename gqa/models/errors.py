@@ -57,3 +57,9 @@ class NotStarted(NotFound):
 
 class NotAuthenticated(NotPermitted):
     """The request carries no identity to check (unsigned, or no credentials found)."""
+
+
+class LaunchUncertain(GqaError):
+    """The backend failed while taking an attempt (a server error, a lost
+    answer): it may or may not hold it. Never launch that attempt again until
+    the backend has been asked (see services/repair.py)."""

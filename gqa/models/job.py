@@ -129,7 +129,7 @@ class JobRecord:
     error_retries: int = 0       # application errors retried so far
     interruptions: int = 0       # requeues, restarts, timeouts-with-requeue, reclaims: never errors
     reclaims: int = 0            # attempts whose instance was reclaimed: the scheduler falls back to on demand
-    spot: bool = False           # the spec allows spot capacity (a scheduling column, like gpus)
+    spot: bool = False           # may use spot: the spec says, cleared when capacity failures move it to on demand
     not_before: float | None = None
     started_at: float | None = None
     ended_at: float | None = None
@@ -144,6 +144,7 @@ class JobRecord:
     gpu_seconds: float = 0.0
     max_gpu_hours: float | None = None
     history: tuple[Transition, ...] = ()
+    capacity_failures: int = 0   # attempts in a row the infrastructure could not run (reset by any other end)
 
     @cached_property
     def spec(self):

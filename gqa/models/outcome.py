@@ -59,18 +59,25 @@ def signal_name(number: int) -> str:
 
 
 def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, draw: float,
-           kind: ExitKind = ExitKind.APP, detail: str = "", memory: int | None = None) -> Outcome:
+           kind: ExitKind = ExitKind.APP, detail: str = "", memory: int | None = None,
+           spot: bool = False) -> Outcome:
     """`code`/`sig`: how the process ended (both None: it vanished unrecorded);
     `kind`: what the backend says ended it, and `detail` in its words;
     `memory`: the bytes the container was given, when the backend says;
+    `spot`: the attempt was placed on spot capacity;
     `draw` in [0, 1) is the jitter."""
+    # every end but a capacity failure breaks a run of them
     base = {"exit_code": code, "signal": sig, "pid": None, "ended_at": now, "request": None, "kill_reason": None,
-            "assigned": ()}
+            "assigned": (), "capacity_failures": 0}
     interrupted = dict(base, interruptions=job.interruptions + 1, not_before=now, ended_at=None)
     # what gqa itself asked for wins over how the backend carried it out
     asked = _stopped_by_us(job, base, interrupted)
     if asked is not None:
         return asked
+    if kind == ExitKind.CAPACITY:
+        given_up = _capacity_exhausted(job, detail, base, now, draw, spot)
+        if given_up is not None:
+            return given_up
     if kind in (ExitKind.RECLAIMED, ExitKind.CAPACITY):
         return _infrastructure(job, kind, detail, base, now, draw)
     if kind == ExitKind.OOM:
@@ -131,10 +138,38 @@ def _infrastructure(job: JobRecord, kind: ExitKind, detail: str, base: dict, now
         fields["reclaims"] = job.reclaims + 1   # the scheduler moves it to on-demand after a few
         what = "its instance was reclaimed"
     else:
+        fields["capacity_failures"] = job.capacity_failures + 1
         what = "the infrastructure failed before it ran"
     why = f" ({detail})" if detail else ""
     return Outcome(JobState.RETRY_WAIT, f"{what}{why}; not counted as an error, resumes from its last "
                    f"checkpoint in {format_duration(delay)}", fields)
+
+
+def _capacity_exhausted(job: JobRecord, detail: str, base: dict, now: float, draw: float,
+                        spot: bool) -> Outcome | None:
+    """The cap on capacity failures in a row (retries.on_capacity): past it, a
+    job that was on spot falls back to on demand (a fresh run of failures
+    starts there); any other job ends FAILED. None while under the cap."""
+    failures = job.capacity_failures + 1
+    if failures <= job.spec.retries.on_capacity:
+        return None
+    where = f"{job.gpus} x {(job.gpu_type or 'any GPU').replace(',', ' or ')}{' spot' if spot else ''}"
+    since = _streak_start(job, failures)
+    over = f" over {format_duration(now - since)}" if since is not None and now > since else ""
+    why = f" (last: {detail})" if detail else ""
+    what = f"no capacity for {where} after {failures} attempts{over}{why}"
+    if spot and job.spot:
+        outcome = _infrastructure(job, ExitKind.CAPACITY, "", base, now, draw)
+        fields = dict(outcome.fields, spot=False, capacity_failures=0)
+        return Outcome(JobState.RETRY_WAIT, f"{what}; falls back to on demand in "
+                       f"{format_duration(fields['not_before'] - now)}", fields)
+    return Outcome(JobState.FAILED, what, dict(base, capacity_failures=failures))
+
+
+def _streak_start(job: JobRecord, attempts: int) -> float | None:
+    """When the first of the last `attempts` launches was decided (None without that much history)."""
+    starts = [t.at for t in job.history if t.state == JobState.STARTING]
+    return starts[-attempts] if len(starts) >= attempts else None
 
 
 def _error(job: JobRecord, what: str, base: dict, now: float, draw: float, *, advice: str = "") -> Outcome:

@@ -91,6 +91,12 @@ class Limits(_Strict):
 
 class Retries(_Strict):
     on_error: int = Field(0, ge=0, le=100, description="application errors retried this many times")
+    # Batch could not run it (no capacity, the platform failed before the container ran): such
+    # failures cost nothing and say nothing about the job, but a job that can never be placed
+    # must not wait forever. Six attempts with the default backoff span about half an hour.
+    on_capacity: int = Field(5, ge=0, le=1000,
+                             description="capacity failures in a row retried this many times, then FAILED "
+                                         "(a spot job first falls back to on demand)")
     backoff: Duration = 10
     max_backoff: Duration = 600
 

@@ -9,14 +9,15 @@ EventBridge delivers at least once and in no guaranteed order, so an event
 changes nothing unless it is about the job's current attempt while that
 attempt is still open: a duplicate finds the attempt already settled, a
 late RUNNING finds it already ended, and an event of an earlier attempt (or
-another Batch job than the one recorded) is ignored. A SUCCEEDED or FAILED
+another Batch job than the one recorded) is ignored. An event of the attempt
+the dispatcher is launching, before it recorded the launch, records it. A SUCCEEDED or FAILED
 that arrives before its RUNNING still settles: the RUNNING step is written
 first, in the same transaction, so the history stays true."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from ..models.batch_events import RUNNING, BatchJobEvent, classify
@@ -56,6 +57,9 @@ class ReconcileService:
         when the store cannot be reached, Conflict if the job kept moving."""
         for _ in range(RACES):
             job = self.store.get(event.job_id)
+            adopt = _adoption(job, event)
+            if adopt is not None:
+                job = replace(job, **(adopt.fields or {}))
             stale = _stale(job, event)
             if stale:
                 return Reconciled(Action.IGNORED, job, stale)
@@ -67,6 +71,8 @@ class ReconcileService:
                 changes, action = self._settlement(job, event), Action.SETTLED
             else:   # SUBMITTED, PENDING, RUNNABLE, STARTING: Batch's queueing, nothing of ours changes
                 return Reconciled(Action.IGNORED, job, f"Batch status {event.status} needs nothing")
+            if adopt is not None:
+                changes = [adopt, *changes]
             try:
                 updated = self.store.apply(changes)
             except Conflict:
@@ -100,6 +106,16 @@ class ReconcileService:
             # the settlement is written: raising would only get the event redelivered and
             # ignored as a duplicate; the dispatcher's schedule picks the free GPUs up anyway
             log.warning("could not wake the dispatcher: %s", exc)
+
+
+def _adoption(job: JobRecord, event: BatchJobEvent) -> Change | None:
+    """An event of the attempt being launched, before the dispatcher recorded the
+    launch (it is slow, or died after Batch took the job): record the launch
+    from the event, as the dispatcher would have, so the event is not lost."""
+    if job.state != S.STARTING or job.proc_token or event.attempt != job.attempts + 1:
+        return None
+    return Change(job.id, S.STARTING, None, "", event.time,
+                  {"attempts": event.attempt, "pid": 0, "proc_token": event.batch_job_id})
 
 
 def _stale(job: JobRecord, event: BatchJobEvent) -> str:

@@ -16,7 +16,7 @@ def settle(job: JobRecord, ended: Exit, *, at: float, draw: float, inventory: In
     rules' verdict, plus the GPU-seconds and money the attempt used, charged to
     its team in the same write. `draw` in [0, 1) is the backoff jitter."""
     outcome = decide(job, code=ended.code, sig=ended.signal, now=at, draw=draw, kind=ended.kind,
-                     detail=ended.detail, memory=ended.memory)
+                     detail=ended.detail, memory=ended.memory, spot=on_spot(job, inventory))
     ran = max(0.0, at - (job.started_at if job.started_at is not None else at))
     used = job.gpus * ran
     fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used)
@@ -28,6 +28,12 @@ def hourly_rate(job: JobRecord, inventory: Inventory | None) -> float:
     """Price per hour of the GPUs the attempt held."""
     price = {g.index: g.price for g in inventory.gpus} if inventory else {}
     return sum(price.get(i, 0.0) for i in job.assigned)
+
+
+def on_spot(job: JobRecord, inventory: Inventory | None) -> bool:
+    """Did the attempt hold spot GPUs?"""
+    spot = {g.index for g in inventory.gpus if g.spot} if inventory else set()
+    return any(i in spot for i in job.assigned)
 
 
 def apply_settled(store: JobStore, changes: list[Change]) -> list[JobRecord]:

@@ -5,11 +5,12 @@ decides when to call them; every rule lives here or below."""
 
 import logging
 
-from ..models.errors import Conflict, LaunchFailed, NotFound
+from ..models.errors import BackendUnavailable, Conflict, LaunchFailed, NotFound
 from ..models.job import JobRecord, JobState, Request
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
-from ..ports import Change, Clock, Compute, Exit, JobStore, Random
+from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
 from ..scheduling import plan
+from .repair import LAUNCH_GRACE, repair, unrecorded_launch
 from .settle import apply_settled, settle
 from .snapshot import read_snapshot
 
@@ -19,9 +20,16 @@ RELAUNCH_BACKOFF = 5.0  # seconds (jittered) before retrying a launch the backen
 
 
 class Supervisor:
-    def __init__(self, store: JobStore, compute: Compute, clock: Clock, rng: Random, *, grace: float = DEFAULT_GRACE):
+    """`launches`, when the backend can find an attempt by its job (AWS Batch),
+    lets a launch that failed uncertainly stay STARTING until
+    repair_launches() has asked the backend; without it such a job goes back
+    to the queue at once (a local launch is never uncertain)."""
+
+    def __init__(self, store: JobStore, compute: Compute, clock: Clock, rng: Random, *, grace: float = DEFAULT_GRACE,
+                 launches: LaunchLookup | None = None, launch_grace: float = LAUNCH_GRACE):
         self.store, self.compute, self.clock, self.rng = store, compute, clock, rng
         self.grace = grace
+        self.launches, self.launch_grace = launches, launch_grace
 
     # -- dispatch ------------------------------------------------------------
     def dispatch(self) -> list[JobRecord]:
@@ -36,8 +44,10 @@ class Supervisor:
         if not decision.starts:
             return []
         now = self.clock.now()
+        # the claim forgets the previous attempt's process: until this launch is recorded, the job
+        # has none (what the repair and Batch's events go by)
         claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, f"assigned GPUs {_gpus(s.gpus)}", now,
-                         {"assigned": s.gpus}) for s in decision.starts]
+                         {"assigned": s.gpus, "pid": None, "proc_token": None}) for s in decision.starts]
         try:
             starting = self.store.apply(claims)
         except Conflict:  # a job was cancelled since the snapshot: next pass
@@ -52,7 +62,13 @@ class Supervisor:
                                       self.clock.now(), {"attempts": attempt, "assigned": (),
                                                          "ended_at": self.clock.now()}))
                 continue
-            except Exception as exc:  # the backend failed, not the job: back to the queue, never left STARTING
+            except Exception as exc:  # the backend failed, not the job
+                # BackendUnavailable: it refused the launch, so surely holds nothing; anything else
+                # (LaunchUncertain, an error of our own after the call) may follow a launch
+                if not isinstance(exc, BackendUnavailable) and self.launches is not None:
+                    # it may hold the attempt: launching again could run it twice; repair_launches() asks later
+                    log.warning("launch of job %s attempt %d may or may not have happened: %s", job.id, attempt, exc)
+                    continue
                 log.warning("launch of job %s failed: %s", job.id, exc)
                 delay = RELAUNCH_BACKOFF * (1 + self.rng.random())
                 changes.append(Change(job.id, JobState.STARTING, JobState.RETRY_WAIT,
@@ -63,8 +79,8 @@ class Supervisor:
             changes.append(Change(job.id, JobState.STARTING, JobState.RUNNING, f"attempt {attempt} started", at,
                                   {"attempts": attempt, "pid": launched.pid, "proc_token": launched.token,
                                    "started_at": at, "exit_code": None, "signal": None}))
-        if changes:
-            started = [j for j in self.store.apply(changes) if j.state == JobState.RUNNING]
+        # one by one where a job moved meanwhile: a cancel, or its Batch event recorded the launch first
+        started = [j for j in apply_settled(self.store, changes) if j.state == JobState.RUNNING]
         return started
 
     def _hold_and_release(self, decision) -> None:
@@ -151,6 +167,31 @@ class Supervisor:
             if deadline is not None:
                 times.append(deadline[0])
         return min(times) if times else None
+
+    # -- launches never recorded ---------------------------------------------------------
+    def repair_launches(self) -> dict[str, int]:
+        """Ask the backend about jobs left STARTING without a recorded launch
+        for longer than launch_grace (services/repair.py): record the ones it
+        holds, requeue the ones it never received. Raises BackendUnavailable
+        when the backend cannot be asked (the next pass asks again)."""
+        counts = {"recorded": 0, "requeued": 0}
+        if self.launches is None:
+            return counts
+        now = self.clock.now()
+        for job in self.store.list([JobState.STARTING], history=True):
+            if not unrecorded_launch(job, now, self.launch_grace):
+                continue
+            found = self.launches.find(job, job.attempts + 1)
+            changes = repair(job, found, now=now, draw=self.rng.random(), inventory=self.store.inventory())
+            try:
+                self.store.apply(changes)
+            except Conflict:   # it moved meanwhile (its event recorded the launch, a cancel): nothing to mend
+                continue
+            log.warning("job %s: %s", job.id, changes[0].reason)
+            counts["recorded" if found else "requeued"] += 1
+        if counts["requeued"]:
+            self.promote_retries()
+        return counts
 
     # -- restart and shutdown --------------------------------------------------------
     def recover(self) -> dict[str, int]:

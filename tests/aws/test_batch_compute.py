@@ -15,7 +15,7 @@ from moto import mock_aws
 from gqa.adapters.aws.batch_compute import BatchCompute, batch_job_from, job_name
 from gqa.adapters.aws.resources import Pool
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
-from gqa.models.errors import BackendUnavailable, LaunchFailed, NotFound
+from gqa.models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain, NotFound
 from gqa.models.outcome import ExitKind
 from gqa.ports import Exit
 from tests.aws.moto_support import FakeClock, answer, capture, create_batch, refuse, session
@@ -203,9 +203,9 @@ def test_submit_is_retried_only_when_batch_refused_it_for_rate(compute):
     assert compute.launch(job(), (0,), 1).token
     assert refused == ["SubmitJob"] * 2 and len(compute.sleeps) == 2
 
-    # a server error may follow a job Batch did create: never submit twice
+    # a server error may follow a job Batch did create: never submit twice, and say it is uncertain
     refused = refuse(compute.client, "SubmitJob", "ServerException", times=1)
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(LaunchUncertain):
         compute.launch(job(), (0,), 1)
     assert refused == ["SubmitJob"]
 

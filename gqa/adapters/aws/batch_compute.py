@@ -23,6 +23,12 @@ What a launch hands Batch, and why:
 - tags gqa:team, gqa:job-id (and owner, attempt, pool, and the spec's valid
   tags), propagated to the ECS task, for cost allocation.
 
+A SubmitJob that failed on Batch's side, or whose answer never came, may
+still have created the job: launch() then raises LaunchUncertain (never a
+plain BackendUnavailable, which says Batch surely holds nothing), and the
+job waits for find() (the LaunchLookup port): ListJobs' JOB_NAME filter on
+the pool's queue, by the gqa-<id>-<attempt>- prefix of job_name().
+
 The port's Launched carries pid 0 (there is no process of ours) and the Batch
 job id as its token; the services store it as the job's proc_token, and
 terminate, alive and reap read it from there.
@@ -48,11 +54,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...models.batch_events import classify
-from ...models.errors import LaunchFailed, NotFound
+from botocore.exceptions import ClientError
+
+from ...models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain, NotFound
 from ...models.job import JobRecord
-from ...ports import Checkpoints, Clock, Exit, Inventory, Launched
+from ...ports import Checkpoints, Clock, Exit, FoundLaunch, Inventory, Launched
 from ...scheduling.snapshot import Gpu
-from .errors import Retrying, is_service_throttling
+from .errors import SERVICE_TRANSIENT, Retrying, code_of, is_service_throttling
 from .resources import Pool
 
 ACTIVE = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"})
@@ -133,7 +141,12 @@ class BatchCompute:
         timeout = self.timeout(job, len(gpus))
         if timeout is not None:
             request["timeout"] = {"attemptDurationSeconds": timeout}
-        out = self._submit("SubmitJob", **request)
+        try:
+            out = self._submit("SubmitJob", **request)
+        except BackendUnavailable as exc:
+            if not _maybe_created(exc):
+                raise
+            raise LaunchUncertain(f"Batch may or may not hold attempt {attempt} of job {job.id}: {exc}") from exc
         return Launched(pid=0, token=out["jobId"])
 
     def terminate(self, job: JobRecord, grace: float) -> None:
@@ -161,6 +174,28 @@ class BatchCompute:
 
     def cleanup(self, job: JobRecord) -> None:
         """Nothing: Batch removes what an ended job leaves."""
+
+    # -- LaunchLookup port -------------------------------------------------------------------------------
+    def find(self, job: JobRecord, attempt: int) -> FoundLaunch | None:
+        """The Batch job of this attempt, by its name (ListJobs' JOB_NAME filter,
+        which lists jobs in every status) on the queue of the pool its GPUs are
+        in (every pool's queue when they name none). Batch keeps ended jobs for
+        days, far beyond the grace after which the services look."""
+        queues = list(dict.fromkeys(self._pool_of[i].queue_name for i in job.assigned if i in self._pool_of))
+        prefix = f"gqa-{job.id}-{attempt}-*"
+        found: list[dict[str, Any]] = []
+        for queue in queues or list(dict.fromkeys(p.queue_name for p in self.pools)):
+            request: dict[str, Any] = {"jobQueue": queue, "filters": [{"name": "JOB_NAME", "values": [prefix]}]}
+            while True:
+                out = self._call("ListJobs", **request)
+                # the filter is a case-insensitive prefix: keep only names that parse back to this attempt
+                found += [j for j in out.get("jobSummaryList", []) if parse_job_name(j["jobName"]) == (job.id, attempt)]
+                if not out.get("nextToken"):
+                    break
+                request["nextToken"] = out["nextToken"]
+        if not found:
+            return None
+        return found_launch(job, attempt, max(found, key=lambda j: j.get("createdAt", 0)))
 
     # -- beyond the port: what the reconcile function needs ------------------------------------------------
     def describe(self, job: JobRecord) -> BatchJob:
@@ -265,6 +300,31 @@ def batch_job_from(raw: Mapping[str, Any]) -> BatchJob:
     code = container.get("exitCode")
     return BatchJob(raw["jobId"], raw["status"], raw.get("statusReason"),
                     int(code) if code is not None else None, container.get("reason"))
+
+
+def found_launch(job: JobRecord, attempt: int, summary: Mapping[str, Any]) -> FoundLaunch:
+    """A ListJobs job summary as the LaunchLookup port reports it (times are epoch milliseconds there)."""
+    def seconds(name: str) -> float | None:
+        return summary[name] / 1000 if summary.get(name) is not None else None
+    ended = None
+    if summary["status"] in ("SUCCEEDED", "FAILED"):
+        described = batch_job_from(summary)
+        kind, detail = classify(described.status, described.status_reason, described.exit_code,
+                                described.container_reason)
+        code = 0 if described.status == "SUCCEEDED" else described.exit_code
+        ended = Exit(job.id, attempt, code, None, kind, detail)
+    return FoundLaunch(Launched(pid=0, token=summary["jobId"]), seconds("createdAt"), seconds("startedAt"), ended,
+                       seconds("stoppedAt"))
+
+
+def _maybe_created(error: BackendUnavailable) -> bool:
+    """After SubmitJob failed: may Batch have created the job? Not when it refused
+    the request (for rate, or for the credentials); maybe when it failed on its
+    side or its answer never arrived."""
+    cause = error.__cause__
+    if isinstance(cause, ClientError):
+        return code_of(cause) in SERVICE_TRANSIENT and not is_service_throttling(cause)
+    return cause is not None
 
 
 def job_name(job: JobRecord, attempt: int) -> str:

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     reclaims INTEGER NOT NULL DEFAULT 0, spot INTEGER NOT NULL DEFAULT 0,
     not_before REAL, started_at REAL, ended_at REAL, assigned TEXT NOT NULL DEFAULT '',
     pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
-    request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL
+    request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL,
+    capacity_failures INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
@@ -50,7 +51,8 @@ CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amou
 """
 
 # columns added after a table was first released: (table, column, declaration), added on open
-ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),)
+ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
+                 ("jobs", "capacity_failures", "INTEGER NOT NULL DEFAULT 0"))
 
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
 _DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
