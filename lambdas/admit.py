@@ -41,7 +41,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, SqsFifoPartialProcessor
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.sqs_intake import SqsIntake, submission_from_record
 from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
@@ -64,7 +64,8 @@ class Admission:
 def build() -> Admission:
     names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
                        ledger=os.environ["GQA_LEDGER_TABLE"])
-    store = DynamoDBStore(boto3.client("dynamodb"), names)
+    # the limits and thresholds admission checks change rarely: a change applies within SETTINGS_TTL
+    store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL)
     # no waker here: one wake-up per batch (below), not one per submission
     service = SubmitService(store, SystemClock())
     wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
