@@ -9,13 +9,14 @@ hook on the shared boto3 Session's events (the handlers build their clients
 from it).
 
 The headline figure is the average over a batch submitted together (20 jobs
-by default, on pools with a GPU for each): admit takes the intake messages 10
-at a time (Lambda's default batch size) and wakes one pass per batch, the
+by default, on a pool with a GPU for each): admit takes the intake messages
+10 at a time (Lambda's default batch size) and wakes one pass per batch, the
 jobs end at spread-out times over the next hour, and every settlement wakes
 a pass of its own. Virtual time moves between them, so the containers'
-caches (settings for SETTINGS_TTL seconds) expire as they would. The same
-life for one job alone, and a scheduled pass with nothing to do (a fixed cost
-per tick, not per job), are printed too.
+caches (settings for SETTINGS_TTL seconds) expire as they would. Printed too:
+one job alone, the same batch on a quarter as many GPUs (jobs wait, and each
+settlement's pass starts the next one), and a scheduled pass with nothing to
+do (a fixed cost per tick, not per job).
 
 Not counted per job: calls made once per container at a cold start (e.g. the
 dispatcher's set_inventory; printed separately), and the harness's own calls
@@ -29,6 +30,7 @@ Run from the repository root: python -m benchmarks.aws_calls_per_job
 from __future__ import annotations
 
 import argparse
+import heapq
 import logging
 import random
 import sys
@@ -101,13 +103,16 @@ class Life:
         return sum(self.per_job().values()) / self.jobs
 
 
-def lives(jobs: int, job_seconds: float, seed: int = 1) -> Life:
-    """`jobs` submitted together, each running about `job_seconds`, on pools with a GPU for each."""
+def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int = 1) -> Life:
+    """`jobs` submitted together, each running about `job_seconds`, on a spot
+    pool of `gpus` GPUs (default: one per job; fewer, and jobs wait their turn)."""
     rng = random.Random(seed)
     session = boto3.session.Session(region_name=REGION)
     calls = Calls(session)
     life = Life(jobs, calls)
-    pools = (Pool("a10g", spot=True, max_gpus=max(8, jobs), price=0.4), Pool("a10g", spot=False, max_gpus=4, price=1.0))
+    pools = (Pool("a10g", spot=True, max_gpus=gpus or jobs, price=0.4),)
+    events: list[tuple[float, int, str, Any]] = []    # (time, tie-break, Batch status, job): what Batch will say
+
     with deployment(now=time.time(), session=session, pools=pools) as world:
         # cold starts: each function's container builds its wiring once
         calls.phase = "cold start"
@@ -117,36 +122,37 @@ def lives(jobs: int, job_seconds: float, seed: int = 1) -> Life:
         world.api                         # noqa: B018 (the API function's container)
         batch = FakeBatch(dispatcher.compute.client)
 
+        def dispatch(phase: str) -> None:
+            calls.phase = phase
+            world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
+            life.invocations["dispatch"] += 1
+            for job in batch.take_new():  # Batch runs what was submitted
+                begin = world.clock.now() + 20
+                heapq.heappush(events, (begin, len(events), "RUNNING", (job, begin)))
+                heapq.heappush(events, (begin + job_seconds * rng.uniform(0.5, 1.5), len(events), "SUCCEEDED",
+                                        (job, begin)))
+
         calls.phase = "submit (the API)"
         for i in range(jobs):
             world.send(spec(name=f"bench-{i}", spot=True, resources={"gpus": 1}))
+            life.invocations["api"] += 1
         calls.phase = None
         records = world.receive()         # in place of Lambda's poller
         for start in range(0, len(records), ADMIT_BATCH):
             calls.phase = "admit"
             world.admit.handler({"Records": records[start:start + ADMIT_BATCH]}, CONTEXT)
             life.invocations["admit"] += 1
-            calls.phase = "dispatch"      # the wake-up that admit sent
-            world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
-            life.invocations["dispatch"] += 1
-        started = batch.take_new()
-        assert len(started) == jobs, f"{len(started)} of {jobs} jobs started"
-
-        begin = world.clock.now() + 20
-        calls.phase = "reconcile RUNNING"
-        for job in started:
-            world.reconcile.handler(FakeBatch.event(job, "RUNNING", at=begin, started=begin), CONTEXT)
+            dispatch("dispatch")          # the wake-up that admit sent
+        while events:
+            at, _, status, (job, begin) = heapq.heappop(events)
+            world.clock.advance(at - world.clock.now())
+            calls.phase = f"reconcile {status}"
+            world.reconcile.handler(FakeBatch.event(job, status, at=at, started=begin,
+                                                    exit_code=0 if status == "SUCCEEDED" else None), CONTEXT)
             life.invocations["reconcile"] += 1
-        ends = sorted((begin + job_seconds * rng.uniform(0.5, 1.5), n) for n in range(jobs))
-        for end, n in ends:
-            world.clock.advance(end - world.clock.now())
-            calls.phase = "reconcile SUCCEEDED"
-            world.reconcile.handler(FakeBatch.event(started[n], "SUCCEEDED", at=end, started=begin, exit_code=0),
-                                    CONTEXT)
-            life.invocations["reconcile"] += 1
-            calls.phase = "pass after it"  # the wake-up the settlement sent
-            world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
-            life.invocations["dispatch"] += 1
+            if status == "SUCCEEDED":
+                dispatch("pass after it")  # the wake-up the settlement sent: it starts what waits
+        assert len(batch.submitted) == jobs, f"{len(batch.submitted)} of {jobs} jobs started"
 
         # a scheduled tick later on, with nothing left to do: a fixed cost per tick, not per job
         world.clock.advance(600)
@@ -195,17 +201,20 @@ def main() -> None:
     logging.disable(logging.INFO)      # the handlers' JSON log lines would bury the table
     alone = lives(1, args.job_seconds)
     batch = lives(args.jobs, args.job_seconds)
+    queued = lives(args.jobs, args.job_seconds, gpus=max(1, args.jobs // 4))
 
     table("calls once per container (cold start, not per job)", batch.calls.count("cold start"))
     table(f"calls per job, {args.jobs} jobs submitted together (average)", batch.per_job(), per=args.jobs)
     print(f"per job, by step ({args.jobs} together): {by_step(batch)}")
     print(f"one job alone, by step: {by_step(alone)}; total {alone.per_job_total():.0f}")
+    print(f"{args.jobs} jobs on {max(1, args.jobs // 4)} GPUs (most wait for a free one; the pass a settlement "
+          f"wakes starts the next), by step: {by_step(queued)}; total {queued.per_job_total():.1f}")
     idle = sum(batch.idle_pass.values())
     print(f"an idle scheduled pass: {idle} call(s) "
           f"({', '.join(f'{s} {op}' for s, op in batch.idle_pass)}); at one tick every {args.tick_seconds:g} s, "
           f"{idle * 3600 / args.tick_seconds:.0f} calls per hour with no job at all")
     invocations = sum(batch.invocations.values()) / args.jobs
-    print(f"Lambda invocations per job: {invocations:.2f} "
+    print(f"Lambda invocations per job: {invocations:.2f} (API Gateway's request for the api function not priced) "
           f"({', '.join(f'{f} {n / args.jobs:.2f}' for f, n in batch.invocations.items())})")
     by_service: Counter[str] = Counter()
     for (service, _), n in batch.per_job().items():

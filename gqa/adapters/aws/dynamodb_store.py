@@ -54,7 +54,7 @@ TEAM_PREFIX = "team#"   # a team's policy in the settings partition
 # What the Lambda functions keep per container (views.py). Settings: a change
 # (a quota, a price) takes effect within this; samples only shape estimates.
 SETTINGS_TTL = 30.0
-SAMPLES_TTL = 300.0
+SAMPLES_TTL = 1800.0
 KNOWN_FOR = 10.0        # seconds a job item read or written is the base of the next apply's first try
 
 
@@ -259,6 +259,7 @@ class DynamoDBStore:
         wanted = list(dict.fromkeys(states)) if states is not None else list(JobState)
         if not wanted or (limit is not None and limit <= 0):
             return []
+        found: Iterator[dict]
         if self._pass is not None and team is None and set(wanted) <= it.LIVE_STATES:
             # in a pass, live jobs come from the pass's one read of the live index
             values = {s.value for s in wanted}
@@ -268,8 +269,8 @@ class DynamoDBStore:
             where = None
             if states is not None:
                 where = (f"{expr.n(t.STATE)} IN ({', '.join(expr.v(s.value) for s in wanted)})", expr)
-            found: Iterator[dict] = self._query(self.tables.jobs, {t.TEAM: team}, index=t.BY_TEAM, where=where,
-                                                page=None if where else limit)
+            found = self._query(self.tables.jobs, {t.TEAM: team}, index=t.BY_TEAM, where=where,
+                                page=None if where else limit)
         else:
             # one index partition per state, each in seq order: merge them lazily
             found = heapq.merge(*(self._query(self.tables.jobs, {t.STATE: s.value}, index=t.BY_STATE, page=limit)
