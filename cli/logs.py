@@ -1,25 +1,43 @@
-"""`gqa logs ID [-f]`: a job's output, every attempt."""
+"""`gqa logs ID [-f]`: a job's output, every attempt.
 
+Locally the daemon writes one file per job, read here directly. A remote
+backend (AWS) hands out pages instead: a backend with `log_pages()` returns
+an object whose `.page(ref, attempt=, token=)` answers a LogPage (the
+LogService itself, or a client of the API's GET /jobs/{id}/logs), and
+follow_pages() prints them."""
+
+import collections
 import sys
 import time
-from typing import Annotated
+from typing import Annotated, Any, Callable, TextIO
 
 import typer
 
 from .options import JobRef
-from .output import fail, user_errors
+from .output import fail, note, user_errors
+
+POLL_INTERVAL = 2.0   # seconds between polls once caught up: a line shows within this, and a poll costs API calls
 
 
 def logs(
     ref: JobRef,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,
     tail: Annotated[int, typer.Option("--tail", "-n", help="Only the last N lines (0: all).")] = 0,
+    attempt: Annotated[int | None, typer.Option("--attempt", help="Only this attempt (1 = the first).",
+                                                show_default=False)] = None,
 ):
     """Print a job's log (stdout and stderr of all its attempts)."""
+    if tail < 0:
+        fail(f"--tail takes a number of lines, 0 or more, not {tail}")
     with user_errors():
         from .backend import backend
 
         be = backend()
+        pages = getattr(be, "log_pages", None)
+        if pages is not None:
+            raise typer.Exit(follow_pages(pages(), ref, attempt=attempt, follow=follow, tail=tail))
+        if attempt is not None:
+            fail("--attempt needs a remote backend; the local log holds every attempt, each headed by its number")
         jobs = be.queries().jobs(ref)
     if len(jobs) != 1:
         fail(f"{ref} is an array of {len(jobs)} jobs; name one, e.g. gqa logs {jobs[0].id}")
@@ -48,3 +66,59 @@ def logs(
                 sys.stdout.buffer.write(fh.read())
                 break
             time.sleep(0.2)
+
+
+def follow_pages(pager: Any, ref: str, *, attempt: int | None = None, follow: bool = False, tail: int = 0,
+                 interval: float = POLL_INTERVAL, sleep: Callable[[float], None] | None = None,
+                 out: TextIO | None = None) -> int:
+    """Print a job's output page by page: what is there now, then with
+    `follow` poll every `interval` seconds until the backend says done. A
+    job that has not started yet is waited for with `follow`, reported
+    without. Returns the exit status: 0, or 130 after Ctrl-C."""
+    from gqa.models.errors import NotStarted
+
+    out = out or sys.stdout
+    sleep = time.sleep if sleep is None else sleep
+    held = collections.deque(maxlen=tail) if tail > 0 else None   # --tail: the last lines of what is there now
+    token: str | None = None
+    told_waiting = False
+    try:
+        while True:
+            try:
+                page = pager.page(ref, attempt=attempt, token=token)
+            except NotStarted as exc:
+                if not follow:
+                    note(str(exc))
+                    return 0
+                if not told_waiting:
+                    note(f"{exc}; waiting for it to start")
+                    told_waiting = True
+                sleep(interval)
+                continue
+            token = page.token
+            if held is not None:
+                held.extend(page.lines)
+            else:
+                _print(out, page.lines)
+            if page.done:
+                break
+            if page.lines:
+                continue   # more may be there already
+            if held is not None:   # caught up: the tail is known
+                _print(out, held)
+                held = None
+            if not follow:
+                break
+            sleep(interval)
+        if held is not None:
+            _print(out, held)
+    except KeyboardInterrupt:
+        out.flush()
+        return 130
+    return 0
+
+
+def _print(out: TextIO, lines) -> None:
+    if lines:
+        out.write("".join(f"{line}\n" for line in lines))
+        out.flush()

@@ -29,6 +29,7 @@ def show(output: Output = "table"):
              "max_gpus": teams.get(t, policy.default_team).max_gpus,
              "max_gpus_per_user": teams.get(t, policy.default_team).max_gpus_per_user,
              "budget": teams.get(t, policy.default_team).budget,
+             "stop_at_budget": teams.get(t, policy.default_team).stop_at_budget,
              "gpus_in_use": held.get(t, 0), "configured": t in teams} for t in names]
     if fmt == "json":
         print_json({"teams": rows})
@@ -36,11 +37,12 @@ def show(output: Output = "table"):
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("team", "share", "max gpus", "max gpus/user", "in use"):
+    for col in ("team", "share", "max gpus", "max gpus/user", "in use", "budget/month", "at budget"):
         table.add_column(col)
     for r in rows:
         table.add_row(r["team"] + ("" if r["configured"] else " (defaults)"), f"{r['share']:g}",
-                      _cap(r["max_gpus"]), _cap(r["max_gpus_per_user"]), str(r["gpus_in_use"]))
+                      _cap(r["max_gpus"]), _cap(r["max_gpus_per_user"]), str(r["gpus_in_use"]),
+                      _money(r["budget"]), "-" if r["budget"] is None else _at_budget(r["stop_at_budget"]))
     console().print(table)
 
 
@@ -51,6 +53,10 @@ def set_(
     max_gpus: Annotated[Optional[int], typer.Option(help="Concurrent GPUs for the team (-1: no cap).")] = None,
     max_gpus_per_user: Annotated[Optional[int], typer.Option(help="Concurrent GPUs per user (-1: no cap).")] = None,
     budget: Annotated[Optional[float], typer.Option(help="Spend allowed per calendar month (-1: no budget).")] = None,
+    stop_at_budget: Annotated[Optional[bool], typer.Option(
+        "--stop-at-budget/--no-stop-at-budget",
+        help="At 100% of the budget also requeue the team's running jobs (they checkpoint and wait, held); "
+             "without it only the queue is held.", show_default=False)] = None,
     output: Output = "table",
 ):
     """Set a team's share and caps; unset options keep their value."""
@@ -72,18 +78,29 @@ def set_(
         from .backend import backend
 
         policy = QuotaService(backend().store).set(team, share=share, max_gpus=max_gpus,
-                                                   max_gpus_per_user=max_gpus_per_user, budget=budget)
+                                                   max_gpus_per_user=max_gpus_per_user, budget=budget,
+                                                   stop_at_budget=stop_at_budget)
     if fmt == "json":
         print_json({"team": team, "share": policy.share, "max_gpus": policy.max_gpus,
-                    "max_gpus_per_user": policy.max_gpus_per_user, "budget": policy.budget})
+                    "max_gpus_per_user": policy.max_gpus_per_user, "budget": policy.budget,
+                    "stop_at_budget": policy.stop_at_budget})
     else:
+        at_budget = "" if policy.budget is None else f" ({_at_budget(policy.stop_at_budget)} at 100%)"
         print(f"team {team}: share {policy.share:g}, max GPUs {_cap(policy.max_gpus)}, "
               f"max GPUs per user {_cap(policy.max_gpus_per_user)}, "
-              f"budget {'-' if policy.budget is None else f'${policy.budget:,.2f}'} per month")
+              f"budget {_money(policy.budget)} per month{at_budget}")
 
 
 def _cap(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def _at_budget(stop: bool) -> str:
+    return "hold queue, stop running jobs" if stop else "hold queue"
 
 
 @app.command("policy")
@@ -100,6 +117,14 @@ def policy(
                                                              "(-1: no threshold).")] = None,
     approve_over_gpu_hours: Annotated[Optional[float], typer.Option(help="...more GPU-hours (-1: none).")] = None,
     approve_over_cost: Annotated[Optional[float], typer.Option(help="...a higher cost cap (-1: none).")] = None,
+    alert_pending_after: Annotated[Optional[str], typer.Option(help="Alert on a job waiting longer than this, "
+                                                               "e.g. 4h (-1: never).")] = None,
+    budget_alerts: Annotated[Optional[str], typer.Option(help="Budget alert thresholds in percent, e.g. "
+                                                         "50,80,100 (none: no alerts).")] = None,
+    idle_gpu_below: Annotated[Optional[float], typer.Option(help="A running job is idle when its GPUs average "
+                                                            "under this percent...")] = None,
+    idle_gpu_window: Annotated[Optional[str], typer.Option(help="...over this long, e.g. 30m (-1: no idle "
+                                                           "alerts).")] = None,
     output: Output = "table",
 ):
     """Show or set the queue-wide limits per job and the priority weights."""
@@ -117,6 +142,11 @@ def policy(
         if unknown or ("high" in wanted):
             fail(f"--preempt takes low and/or normal (or none), got {preempt!r}")
         tiers = tuple(names[t] for t in wanted)
+    thresholds = None
+    if budget_alerts is not None:
+        thresholds = _thresholds(budget_alerts)
+    if idle_gpu_below is not None and not 0 <= idle_gpu_below <= 100:
+        fail(f"--idle-gpu-below must be a percentage from 0 to 100, got {idle_gpu_below:g}")
     with user_errors():
         from gqa.models.errors import SpecError
         from gqa.models.units import parse_duration
@@ -138,7 +168,10 @@ def policy(
             max_gpus_per_job=max_gpus_per_job, max_wall_time=seconds("--max-wall-time", max_wall_time, True),
             half_life=seconds("--half-life", half_life, False), fair_share_weight=fair_share_weight,
             age_weight=age_weight, preempt_tiers=tiers, approval_gpus=approve_over_gpus,
-            approval_gpu_hours=approve_over_gpu_hours, approval_cost=approve_over_cost)
+            approval_gpu_hours=approve_over_gpu_hours, approval_cost=approve_over_cost,
+            alert_pending_after=seconds("--alert-pending-after", alert_pending_after, True),
+            budget_alerts=thresholds, idle_gpu_percent=idle_gpu_below,
+            idle_gpu_window=seconds("--idle-gpu-window", idle_gpu_window, True))
     from gqa.models.units import format_duration
 
     data = {"max_gpus_per_job": current.max_gpus_per_job, "max_wall_time": current.max_wall_time,
@@ -146,6 +179,9 @@ def policy(
                                                          "gpu_hours": current.approval_gpu_hours,
                                                          "cost": current.approval_cost},
             "preempt": [("high", "normal", "low")[t] for t in current.preempt_tiers],
+            "alerts": {"budget_percent": list(current.budget_alerts),
+                       "pending_after": current.alert_pending_after,
+                       "idle_gpu_below": current.idle_gpu_percent, "idle_gpu_window": current.idle_gpu_window},
             "weights": {"fair_share": current.weights.fair_share,
                                                         "age": current.weights.age, "size": current.weights.size}}
     if fmt == "json":
@@ -161,3 +197,22 @@ def policy(
     thresholds = [f"{name} > {value:g}" for name, value in (("GPUs", current.approval_gpus), (
         "GPU-hours", current.approval_gpu_hours), ("cost", current.approval_cost)) if value is not None]
     print(f"approval needed    {', '.join(thresholds) or 'never'}")
+    print(f"budget alerts      {', '.join(f'{t:g}%' for t in current.budget_alerts) or 'none'}")
+    pending = f"after {format_duration(current.alert_pending_after)}" if current.alert_pending_after else "never"
+    print(f"pending alert      {pending}")
+    idle = (f"under {current.idle_gpu_percent:g}% for {format_duration(current.idle_gpu_window)}"
+            if current.idle_gpu_window else "never")
+    print(f"idle GPU alert     {idle}")
+
+
+def _thresholds(text: str) -> tuple[float, ...]:
+    """'50,80,100' -> (50.0, 80.0, 100.0); 'none' -> ()."""
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        fail(f"--budget-alerts takes percentages separated by commas, e.g. 50,80,100; got {text!r}")
+    if not values or any(v <= 0 for v in values):
+        fail(f"--budget-alerts takes percentages above 0, e.g. 50,80,100; got {text!r}")
+    return values

@@ -13,6 +13,7 @@ from typing import Any
 from gqa.models.job import JobRecord, JobState
 from gqa.models.loader import merge, validate
 from gqa.models.spec import JobSpec
+from gqa.ports import AttemptLog
 from gqa.scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, TeamPolicy
 
 NOW = 1_000_000.0
@@ -93,3 +94,14 @@ def job_record(*, spec: JobSpec | Mapping[str, Any] | None = None, **overrides: 
 
 
 _spec = spec  # `job_record` takes a parameter of the same name
+
+
+# -- logs ------------------------------------------------------------------------
+
+def attempt_log(attempt: int = 1, *, stream: str | None = "auto", status: str = "RUNNING",
+                started_at: float | None = NOW, **fields: Any) -> AttemptLog:
+    """Where attempt `attempt` wrote; `stream` defaults to "stream-<attempt>",
+    None for an attempt that has no stream (its container never ran)."""
+    return AttemptLog(attempt=attempt, source=fields.pop("source", f"Batch job b-{attempt}"), status=status,
+                      started_at=started_at, group=fields.pop("group", "/aws/batch/job"),
+                      stream=f"stream-{attempt}" if stream == "auto" else stream, **fields)

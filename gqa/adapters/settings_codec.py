@@ -27,4 +27,6 @@ def policy_from(raw: str) -> Policy:
     data["default_team"] = TeamPolicy(**data["default_team"])
     if "preempt_tiers" in data:  # JSON has no tuples
         data["preempt_tiers"] = tuple(data["preempt_tiers"])
+    if "budget_alerts" in data:
+        data["budget_alerts"] = tuple(data["budget_alerts"])
     return Policy(**data)

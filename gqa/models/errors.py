@@ -48,3 +48,8 @@ class BackendUnavailable(GqaError):
 
 class LaunchFailed(GqaError):
     """An attempt could not be started (bad workdir, missing executable)."""
+
+
+class NotStarted(NotFound):
+    """The job exists but has not started yet, so it has no output; it may
+    still start (a follower waits, where an unknown job is an error)."""

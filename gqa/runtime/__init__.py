@@ -19,6 +19,7 @@ any job container. PyTorch helpers live in `gqa.runtime.torch`.
 
 from .checkpoint import Checkpointer
 from .context import JobContext, job
+from .gpu_metrics import GpuSampler, start_gpu_sampler
 from .signals import EXIT_CODE, Preemption, install_sigterm_handler
 from .storage import CheckpointStorage, LocalStorage
 
@@ -26,9 +27,11 @@ __all__ = [
     "EXIT_CODE",
     "CheckpointStorage",
     "Checkpointer",
+    "GpuSampler",
     "JobContext",
     "LocalStorage",
     "Preemption",
     "install_sigterm_handler",
     "job",
+    "start_gpu_sampler",
 ]

@@ -3,13 +3,18 @@
 A job starts only if its team's spend this period, plus what its running jobs
 may still cost (to their wall-time limits), plus this job's cap fits the
 team's budget. A job's cap is its GPU-hours (GPUs x wall time, or its
-max_gpu_hours if smaller) at the price of the GPUs it could run on."""
+max_gpu_hours if smaller) at the price of the GPUs it could run on.
+A team whose spend has reached its budget has its whole queue held, whatever
+the jobs would cost (alerts.py: the budget watch holds it between passes)."""
 
+import math
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from .inventory import tables
-from .snapshot import Gpu, PendingJob, Policy, Snapshot
+from .snapshot import Gpu, PendingJob, Policy, RunningJob, Snapshot
 
 INF = float("inf")
 
@@ -30,8 +35,58 @@ def price_for(gpu_type: str | None, inventory: tuple[Gpu, ...], types: tuple[str
     return max((g.price for g in inventory if types is None or g.type in types), default=0.0)
 
 
+def running_cost(running: Iterable[RunningJob], gpus: Iterable[Gpu], now: float) -> dict[str, float]:
+    """What each team's running attempts have cost from their start until now."""
+    price = {g.index: g.price for g in gpus}
+    out: dict[str, float] = {}
+    for run in running:
+        rate = sum(price.get(i, 0.0) for i in run.gpus)
+        if rate:
+            out[run.team] = out.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
+    return out
+
+
 def money(amount: float) -> str:
     return "unbounded" if amount == INF else f"${amount:,.2f}"
+
+
+@dataclass(frozen=True)
+class TeamSpend:
+    """A team's spend this period: settled attempts plus what running ones have cost so far."""
+
+    team: str
+    settled: float
+    running: float
+    budget: float | None = None
+
+    @property
+    def spent(self) -> float:
+        return self.settled + self.running
+
+    @property
+    def percent(self) -> float:
+        """Spend as a percentage of the budget (0 without one; a zero budget is
+        100% used by any spend at all)."""
+        if self.budget is None:
+            return 0.0
+        if self.budget <= 0:
+            return math.inf if self.spent > 0 else 0.0
+        return 100.0 * self.spent / self.budget
+
+    @property
+    def exhausted(self) -> bool:
+        return self.budget is not None and self.spent > 0 and self.percent >= 100.0
+
+
+def percent_text(percent: float) -> str:
+    """Whole percent, rounded down, so "100%" is only said once it is reached."""
+    return "over 100%" if math.isinf(percent) else f"{math.floor(percent + 1e-9)}%"
+
+
+def spent_text(spend: TeamSpend) -> str:
+    """'team vision spent $1,012.00 of $1,000.00 this month (101%)'."""
+    return (f"team {spend.team} spent {money(spend.spent)} of {money(spend.budget or 0.0)} this month "
+            f"({percent_text(spend.percent)})")
 
 
 def approval_reasons(*, gpus: int, gpu_hours: float, cost: float, policy: Policy) -> list[str]:
@@ -75,6 +130,9 @@ class BudgetLedger:
         if budget is None:
             return None
         spent = self.snap.spend.get(job.team, 0.0)
+        used = TeamSpend(job.team, spent, 0.0, budget)
+        if used.exhausted:   # the whole queue of a team at its budget waits, even jobs that cost nothing
+            return spent_text(used)
         committed, cap = self.committed[job.team], self.cap(job)
         total = spent + committed + cap
         if total <= budget:

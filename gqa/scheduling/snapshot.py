@@ -72,6 +72,7 @@ class TeamPolicy:
     max_gpus: int | None = None      # concurrent GPUs for the whole team
     max_gpus_per_user: int | None = None
     budget: float | None = None      # spend allowed per period (calendar month)
+    stop_at_budget: bool = False     # at 100% of the budget, running jobs are requeued (checkpoint, wait held)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,10 @@ class Policy:
     approval_gpus: int | None = None     # jobs over these wait for approval (None: no threshold)
     approval_gpu_hours: float | None = None
     approval_cost: float | None = None
+    budget_alerts: tuple[float, ...] = (50.0, 80.0, 100.0)  # % of a team's budget: one alert each per period
+    alert_pending_after: float | None = 4 * 3600.0          # alert on a job waiting longer (None: never)
+    idle_gpu_percent: float = 5.0        # a running job whose GPUs average under this...
+    idle_gpu_window: float = 1800.0      # ...over this long (seconds) is reported idle (0: never)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..ports import JobStore
 from ..scheduling import Snapshot
-from ..scheduling.budget import period_of
+from ..scheduling.budget import period_of, running_cost
 from ..scheduling.eta import expected_runtime, runtime_ratio
 
 
@@ -34,9 +34,6 @@ def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None =
 def spend_now(store: JobStore, running, gpus, now: float) -> dict[str, float]:
     """This period's spend per team: settled attempts plus what running ones have cost so far."""
     spend = dict(store.spend(period_of(now)))
-    price = {g.index: g.price for g in gpus}
-    for run in running:
-        rate = sum(price.get(i, 0.0) for i in run.gpus)
-        if rate:
-            spend[run.team] = spend.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
+    for team, cost in running_cost(running, gpus, now).items():
+        spend[team] = spend.get(team, 0.0) + cost
     return spend

@@ -141,3 +141,33 @@ def test_a_job_may_accept_several_gpu_types(cli):
     assert cli.json("submit", "--gpu-type", "h100,a10g", "--", "true")["state"] == "QUEUED"
     [entry] = cli.json("queue")["pending"]
     assert entry["gpu_type"] == "h100,a10g" and entry["reason"] == "starting now"
+
+
+def test_stop_at_budget_is_set_and_shown(cli):
+    data = cli.json("quota", "set", "vision", "--budget", "1000", "--stop-at-budget")
+    assert (data["budget"], data["stop_at_budget"]) == (1000, True)
+    code, out, _ = cli("quota", "set", "vision", "--share", "2")      # unset options keep their value
+    assert code == 0 and "budget $1,000.00 per month (hold queue, stop running jobs at 100%)" in out
+    teams = {t["team"]: t for t in cli.json("quota", "show")["teams"]}
+    assert teams["vision"]["stop_at_budget"] is True
+    cli("quota", "set", "vision", "--no-stop-at-budget")
+    assert cli.store.teams()["vision"].stop_at_budget is False
+    code, out, _ = cli("quota", "show")
+    assert code == 0 and "$1,000.00" in out and "hold queue" in out
+
+
+def test_alert_settings_in_the_queue_policy(cli):
+    data = cli.json("quota", "policy", "--alert-pending-after", "2h", "--budget-alerts", "75,100",
+                    "--idle-gpu-below", "10", "--idle-gpu-window", "15m")
+    assert data["alerts"] == {"budget_percent": [75.0, 100.0], "pending_after": 7200, "idle_gpu_below": 10.0,
+                              "idle_gpu_window": 900}
+    data = cli.json("quota", "policy", "--alert-pending-after", "-1", "--budget-alerts", "none",
+                    "--idle-gpu-window", "-1")
+    assert data["alerts"]["pending_after"] is None and data["alerts"]["budget_percent"] == []
+    assert data["alerts"]["idle_gpu_window"] == 0
+    code, out, _ = cli("quota", "policy")
+    assert code == 0 and "pending alert      never" in out and "idle GPU alert     never" in out
+    for bad in (["--budget-alerts", "50,lots"], ["--budget-alerts", "0"], ["--idle-gpu-below", "120"],
+                ["--alert-pending-after", "soon"]):
+        code, _, err = cli("quota", "policy", *bad)
+        assert code == 2 and "gqa: error:" in err

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gqa.models.errors import LaunchFailed
+from gqa.models.errors import LaunchFailed, NotFound
 from gqa.models.job import JobRecord
-from gqa.ports import Exit, Inventory, Launched, Submission
+from gqa.ports import AttemptLog, Exit, Inventory, Launched, LogChunk, Submission
 
 
 class FakeClock:
@@ -96,3 +96,91 @@ class FakeCompute:
 
     def cleanup(self, job: JobRecord) -> None:
         self.cleaned.append(job.id)
+
+
+@dataclass
+class FakeRecords:
+    """The store as the log service reads it: records by id or group, replaced as a test moves the job on."""
+
+    jobs: dict[str, JobRecord] = field(default_factory=dict)
+
+    def put(self, *jobs: JobRecord) -> None:
+        self.jobs.update({j.id: j for j in jobs})
+
+    def resolve(self, ref: str) -> list[JobRecord]:
+        found = [j for j in self.jobs.values() if ref in (j.id, j.group)]
+        if not found:
+            raise NotFound(f"no job or array {ref}")
+        return found
+
+
+@dataclass
+class FakeJobLogs:
+    """Each attempt's whereabouts (`where`; a missing key: the backend forgot
+    it) and each stream's lines (`streams`; a missing key: the stream does not
+    exist), which a test extends as the job writes. Tokens are line offsets;
+    `page_size` caps what one read returns, as a backend's own pages do."""
+
+    where: dict[int, AttemptLog] = field(default_factory=dict)
+    streams: dict[str, list[str]] = field(default_factory=dict)
+    page_size: int = 1000
+    reads: list[tuple[int, str | None, int]] = field(default_factory=list)
+
+    def attempt(self, job: JobRecord, attempt: int) -> AttemptLog | None:
+        return self.where.get(attempt)
+
+    def read(self, log: AttemptLog, token: str | None, limit: int) -> LogChunk:
+        self.reads.append((log.attempt, token, limit))
+        if log.stream not in self.streams:
+            raise NotFound(f"no stream {log.stream}")
+        lines = self.streams[log.stream]
+        start = int(token) if token is not None else 0
+        got = lines[start:start + min(limit, self.page_size)]
+        end = start + len(got)
+        return LogChunk(tuple(got), str(end), caught_up=end >= len(lines))
+
+
+@dataclass
+class RecordingNotifier:
+    """Keeps what it was asked to send; `fail` makes the next that many sends raise."""
+
+    sent: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    fail: int = 0
+
+    def notify(self, subject: str, message: str, *, kind: str, team: str | None = None) -> None:
+        if self.fail:
+            from gqa.models.errors import BackendUnavailable
+            self.fail -= 1
+            raise BackendUnavailable("the notifier is down")
+        self.sent.append((subject, message, kind, team))
+
+
+@dataclass
+class FixedUtilisation:
+    """GPU utilisation per job id, and the questions asked."""
+
+    percent: dict[str, float] = field(default_factory=dict)
+    asked: list[list[str]] = field(default_factory=list)
+
+    def recent(self, job_ids: list[str], window: float, now: float) -> dict[str, float]:
+        self.asked.append(list(job_ids))
+        return {j: self.percent[j] for j in job_ids if j in self.percent}
+
+
+@dataclass
+class RecordingMetrics:
+    """Each flush as (dimensions, {metric: value})."""
+
+    flushed: list[tuple[dict[str, str], dict[str, float]]] = field(default_factory=list)
+    dimensions: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        self.metrics[name] = value
+
+    def add_dimension(self, name: str, value: str) -> None:
+        self.dimensions[name] = value
+
+    def flush_metrics(self) -> None:
+        self.flushed.append((self.dimensions, self.metrics))
+        self.dimensions, self.metrics = {}, {}

@@ -149,7 +149,8 @@ def team_policy(item: dict[str, Any]) -> TeamPolicy:
     for name in _TEAM_FIELDS:
         raw = item.get(name)
         if raw is not None:
-            out[name] = float(raw) if name in ("share", "budget") else int(raw)
+            out[name] = float(raw) if name in ("share", "budget") else bool(raw) if name == "stop_at_budget" \
+                else int(raw)
     return TeamPolicy(**out)
 
 

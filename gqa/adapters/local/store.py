@@ -18,7 +18,7 @@ from ..settings_codec import inventory_from, inventory_json, policy_from, policy
 from ...scheduling.fairshare import decay
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,12 +41,16 @@ CREATE TABLE IF NOT EXISTS history (
     PRIMARY KEY (job_id, n)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS teams (
-    team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER, budget REAL
+    team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER, budget REAL,
+    stop_at_budget INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS usage (team TEXT PRIMARY KEY, gpu_seconds REAL NOT NULL, as_of REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amount REAL NOT NULL,
     PRIMARY KEY (team, period)) WITHOUT ROWID;
 """
+
+# columns added after a table was first released: (table, column, declaration), added on open
+ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),)
 
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
 _DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
@@ -89,6 +93,16 @@ class SqliteStore:
                 self.db.execute("INSERT INTO meta VALUES ('next_group', '1')")
             elif int(row[0]) > SCHEMA_VERSION:
                 raise BackendUnavailable(f"{self.path} was written by a newer gqa (schema {row[0]}); upgrade gqa")
+            else:
+                self._add_columns()
+                self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+    def _add_columns(self) -> None:
+        """Bring a database written by an older gqa up to date: its rows keep their values."""
+        for table, column, declaration in ADDED_COLUMNS:
+            present = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            if column not in present:
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
     def _tx(self):
         return _Transaction(self.db)
@@ -122,15 +136,19 @@ class SqliteStore:
         self._set_meta("policy", policy_json(policy))
 
     def teams(self) -> dict[str, TeamPolicy]:
-        rows = self.db.execute("SELECT team, share, max_gpus, max_gpus_per_user, budget FROM teams").fetchall()
-        return {r[0]: TeamPolicy(share=r[1], max_gpus=r[2], max_gpus_per_user=r[3], budget=r[4]) for r in rows}
+        rows = self.db.execute("SELECT team, share, max_gpus, max_gpus_per_user, budget, stop_at_budget "
+                               "FROM teams").fetchall()
+        return {r[0]: TeamPolicy(share=r[1], max_gpus=r[2], max_gpus_per_user=r[3], budget=r[4],
+                                 stop_at_budget=bool(r[5])) for r in rows}
 
     def set_team(self, team: str, policy: TeamPolicy) -> None:
         with self._tx():
-            self.db.execute("INSERT INTO teams VALUES (?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
+            self.db.execute("INSERT INTO teams VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
                             "share = excluded.share, max_gpus = excluded.max_gpus, "
-                            "max_gpus_per_user = excluded.max_gpus_per_user, budget = excluded.budget",
-                            (team, policy.share, policy.max_gpus, policy.max_gpus_per_user, policy.budget))
+                            "max_gpus_per_user = excluded.max_gpus_per_user, budget = excluded.budget, "
+                            "stop_at_budget = excluded.stop_at_budget",
+                            (team, policy.share, policy.max_gpus, policy.max_gpus_per_user, policy.budget,
+                             int(policy.stop_at_budget)))
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         rows = self.db.execute("SELECT team, gpu_seconds, as_of FROM usage").fetchall()
