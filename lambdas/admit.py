@@ -32,6 +32,7 @@ queue's max_receive_count, moves it to the dead-letter queue)."""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -88,8 +89,9 @@ def record_handler(record: SQSRecord) -> list[str]:
     except SpecError as exc:
         logger.error("consumed a malformed message", extra={"message_id": record.message_id, "reason": str(exc)})
         return []
+    ids = submission.job_ids
     logger.append_keys(idempotency_key=submission.idempotency_key, owner=submission.owner,
-                       job_ids=list(submission.job_ids))
+                       job_ids=f"{ids[0]}..{ids[-1]} ({len(ids)})" if len(ids) > 1 else list(ids))
     logger.set_correlation_id(submission.job_ids[0] if submission.job_ids else None)
     try:
         jobs = admission().service.admit(submission)
@@ -98,7 +100,7 @@ def record_handler(record: SQSRecord) -> list[str]:
         logger.warning("consumed a submission that cannot be admitted",
                        extra={"message_id": record.message_id, "reason": str(exc), "error": type(exc).__name__})
         return []
-    states = {job.id: job.state.value for job in jobs}
+    states = dict(Counter(job.state.value for job in jobs))   # an array can have 100,000 jobs: counts
     if any(job.state == JobState.REJECTED for job in jobs):
         logger.warning("recorded a submission over a hard limit as rejected",
                        extra={"message_id": record.message_id, "states": states, "reason": jobs[0].reason})
