@@ -32,6 +32,7 @@ queue's max_receive_count, moves it to the dead-letter queue)."""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -41,7 +42,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, SqsFifoPartialProcessor
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.sqs_intake import SqsIntake, submission_from_record
 from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
@@ -64,7 +65,8 @@ class Admission:
 def build() -> Admission:
     names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
                        ledger=os.environ["GQA_LEDGER_TABLE"])
-    store = DynamoDBStore(boto3.client("dynamodb"), names)
+    # the limits and thresholds admission checks change rarely: a change applies within SETTINGS_TTL
+    store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL)
     # no waker here: one wake-up per batch (below), not one per submission
     service = SubmitService(store, SystemClock())
     wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
@@ -87,8 +89,9 @@ def record_handler(record: SQSRecord) -> list[str]:
     except SpecError as exc:
         logger.error("consumed a malformed message", extra={"message_id": record.message_id, "reason": str(exc)})
         return []
+    ids = submission.job_ids
     logger.append_keys(idempotency_key=submission.idempotency_key, owner=submission.owner,
-                       job_ids=list(submission.job_ids))
+                       job_ids=f"{ids[0]}..{ids[-1]} ({len(ids)})" if len(ids) > 1 else list(ids))
     logger.set_correlation_id(submission.job_ids[0] if submission.job_ids else None)
     try:
         jobs = admission().service.admit(submission)
@@ -97,7 +100,7 @@ def record_handler(record: SQSRecord) -> list[str]:
         logger.warning("consumed a submission that cannot be admitted",
                        extra={"message_id": record.message_id, "reason": str(exc), "error": type(exc).__name__})
         return []
-    states = {job.id: job.state.value for job in jobs}
+    states = dict(Counter(job.state.value for job in jobs))   # an array can have 100,000 jobs: counts
     if any(job.state == JobState.REJECTED for job in jobs):
         logger.warning("recorded a submission over a hard limit as rejected",
                        extra={"message_id": record.message_id, "states": states, "reason": jobs[0].reason})

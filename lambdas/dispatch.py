@@ -13,6 +13,12 @@ optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3), and optionally
 GQA_IMAGES (a JSON object: spec image -> job definition). A missing or
 invalid one fails the cold start loudly.
 
+Reads: a pass reads the live jobs, the ledger and the settings once each
+(DynamoDBStore.pass_reads); an idle pass, with nothing queued, is one Query.
+The container keeps the settings for SETTINGS_TTL seconds (a quota or policy
+change applies within that) and the run-time samples behind the estimates
+for SAMPLES_TTL.
+
 Concurrency: the stack gives the function a reserved concurrency of 1, but a
 pass is safe without it: every claim of a job (QUEUED -> STARTING) is a write
 guarded on the job's state, so a second pass over the same jobs gets Conflict
@@ -34,7 +40,7 @@ import boto3
 from aws_lambda_powertools import Logger
 
 from gqa.adapters.aws.batch_compute import BatchCompute
-from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.dynamodb_store import SAMPLES_TTL, SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.resources import pools_from_json
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.adapters.aws.tables import TableNames
@@ -55,19 +61,20 @@ class Dispatcher:
         job competes in this pass's scheduling. Returns the started job ids.
         `repair` (the scheduled passes) first asks Batch about launches a dead
         pass never recorded: one more query, so not on every wake-up."""
-        if repair:
-            self.supervisor.repair_launches()
-        self.supervisor.promote_retries()
-        self.supervisor.enforce_wall_time()
-        self.supervisor.carry_out_requests()
-        return [job.id for job in self.supervisor.dispatch()]
+        with self.store.pass_reads():   # each table read once for the whole pass
+            if repair:
+                self.supervisor.repair_launches()
+            self.supervisor.promote_retries()
+            self.supervisor.enforce_wall_time()
+            self.supervisor.carry_out_requests()
+            return [job.id for job in self.supervisor.dispatch()]
 
 
 def build() -> Dispatcher:
     names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
                        ledger=os.environ["GQA_LEDGER_TABLE"])
     clock = SystemClock()
-    store = DynamoDBStore(boto3.client("dynamodb"), names)
+    store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL)
     checkpoints = S3Checkpoints(boto3.client("s3"), os.environ["GQA_CHECKPOINT_BUCKET"],
                                 os.environ.get("GQA_CHECKPOINT_PREFIX", "checkpoints"))
     compute = BatchCompute(boto3.client("batch"), pools_from_json(os.environ["GQA_POOLS"]),

@@ -11,6 +11,10 @@ DynamoDB table names; a missing one fails the cold start loudly), and
 optionally GQA_WAKEUP_QUEUE_URL: the dispatcher's wake-up queue, told when an
 attempt ends so its GPUs are scheduled at once rather than at the next tick.
 
+Calls: an event is one read of the job and one write (the job with its
+team's usage and spend, in one transaction), plus the wake-up when an
+attempt ends; the settings it needs are kept SETTINGS_KEPT seconds.
+
 Errors: a malformed event, a Batch job gqa did not launch, and a job the
 store does not know are logged and dropped, because no retry can mend them.
 BackendUnavailable (DynamoDB unreachable or throttling past the adapter's
@@ -39,6 +43,11 @@ from gqa.models.errors import BackendUnavailable, Conflict, NotFound
 from gqa.services.reconcile import ReconcileService
 
 DETAIL_TYPE = "Batch Job State Change"
+# Settlement reads two settings: the GPUs' prices, which follow the deployment's
+# pools (a change is a redeploy, which starts new containers anyway), and the
+# fair-share half-life, which each usage charge records with itself (ledger.py),
+# so an old one is never misread. Neither can go wrong by being minutes old.
+SETTINGS_KEPT = 15 * 60.0
 logger = Logger(service="gqa-reconcile")
 
 
@@ -60,7 +69,8 @@ def service() -> ReconcileService:
                        ledger=os.environ["GQA_LEDGER_TABLE"])
     wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
     waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup)) if wakeup else None
-    return ReconcileService(DynamoDBStore(boto3.client("dynamodb"), names), random.Random(), waker)
+    store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
+    return ReconcileService(store, random.Random(), waker)
 
 
 @logger.inject_lambda_context(clear_state=True)

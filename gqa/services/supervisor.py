@@ -34,6 +34,8 @@ class Supervisor:
     # -- dispatch ------------------------------------------------------------
     def dispatch(self) -> list[JobRecord]:
         """One scheduling pass; start what it decides. Returns the started jobs."""
+        if not self.store.scheduling_view()[0]:
+            return []   # nothing waits: no decision to make, so no snapshot to read
         decision = plan(read_snapshot(self.store, self.clock.now()), explain=False)
         for victim in decision.preempt:
             try:

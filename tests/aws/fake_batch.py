@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import ModuleType
 from typing import Any
 from unittest import mock
@@ -21,7 +22,8 @@ from unittest import mock
 import boto3
 from moto import mock_aws
 
-from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws import views
+from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.resources import Pool, QueueUrls, create_queues
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.tables import TableNames, create_tables
@@ -82,9 +84,15 @@ class Deployment:
     def send(self, job_spec: JobSpec, *, owner: str = "alice") -> list[JobRecord]:
         """What the API does with a submission: checks, ids reserved, one message
         on the tier's intake queue. Returns the jobs as accepted (not yet written)."""
-        store = DynamoDBStore(self.client("dynamodb"), NAMES)
+        return self.api.accept(job_spec, owner=owner, environment={})
+
+    @cached_property
+    def api(self) -> SubmitService:
+        """The API function's wiring, built once per deployment as a container would
+        (keeping the settings for SETTINGS_TTL, as the other functions do)."""
+        store = DynamoDBStore(self.client("dynamodb"), NAMES, settings_ttl=SETTINGS_TTL)
         intake = SqsIntake(self.client("sqs"), self.urls.intake, self.urls.wakeup)
-        return SubmitService(store, self.clock).accept(job_spec, owner=owner, environment={}, intake=intake)
+        return SubmitService(store, self.clock, intake=intake)
 
     def receive(self, tier: int = 1) -> list[dict[str, Any]]:
         """What Lambda's poller hands the admit function: received messages as SQS event records."""
@@ -118,11 +126,13 @@ class Deployment:
 
 
 @contextmanager
-def deployment(now: float, session: boto3.session.Session | None = None) -> Iterator[Deployment]:
+def deployment(now: float, session: boto3.session.Session | None = None,
+               pools: tuple[Pool, ...] = POOLS) -> Iterator[Deployment]:
     """Every resource the stack would create, on moto, and the handlers'
     environment pointing at them. The handlers build their clients with
     boto3.client(), i.e. from boto3's default session: it is `session` here,
-    so hooks registered on its events before a cold start see every call."""
+    so hooks registered on its events before a cold start see every call.
+    The handlers' clock and their stores' caches follow the virtual clock."""
     session = session or boto3.session.Session(region_name=REGION)
     clock = VirtualClock(now)
     with ExitStack() as stack:
@@ -131,14 +141,16 @@ def deployment(now: float, session: boto3.session.Session | None = None) -> Iter
         stack.enter_context(mock.patch.object(boto3, "DEFAULT_SESSION", session))
         # the control plane's clock (submit times, retry backoff, not_before) is the virtual one
         stack.enter_context(mock.patch.object(SystemClock, "now", lambda self: clock.now()))
+        stack.enter_context(mock.patch.object(views, "monotonic", clock.now))
         create_tables(session.client("dynamodb"), NAMES)
         urls = create_queues(session.client("sqs"), prefix="gqa-life-")
-        create_batch(session, POOLS, (JOB_DEFINITION,))
+        create_batch(session, pools, (JOB_DEFINITION,))
         session.client("s3").create_bucket(Bucket=BUCKET)
-        pools = [{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus, "price": p.price} for p in POOLS]
         stack.enter_context(mock.patch.dict(os.environ, {
             "GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
-            "GQA_POOLS": json.dumps(pools), "GQA_JOB_DEFINITION": JOB_DEFINITION,
+            "GQA_POOLS": json.dumps([{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus,
+                                      "price": p.price} for p in pools]),
+            "GQA_JOB_DEFINITION": JOB_DEFINITION,
             "GQA_CHECKPOINT_BUCKET": BUCKET, "GQA_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
             "GQA_WAKEUP_QUEUE_URL": urls.wakeup}))
         from lambdas import admit, dispatch, reconcile

@@ -5,6 +5,7 @@ stub) and S3. SubmitJob calls are counted with a botocore hook."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 import os
 from unittest import mock
 
@@ -105,3 +106,37 @@ def test_invalid_pools_fail_loudly(text):
     from gqa.adapters.aws.resources import pools_from_json
     with pytest.raises(ValueError):
         pools_from_json(text)
+
+
+# -- what a pass costs in calls --------------------------------------------------------------------
+
+def calls_of(dispatcher) -> Counter:
+    """'service.Operation' -> calls, for every client the dispatcher's container uses."""
+    seen: Counter = Counter()
+    for client in (dispatcher.store.client, dispatcher.compute.client, dispatcher.compute.checkpoints.client):
+        client.meta.events.register(
+            "before-call", lambda model, **_: seen.update([f"{model.service_model.service_id.hyphenize()}."
+                                                           f"{model.name}"]))
+    return seen
+
+
+@pytest.mark.parametrize("event", [WAKEUP, SCHEDULE], ids=["wakeup", "schedule"])
+def test_a_pass_with_nothing_queued_is_one_query(module, store, event):
+    calls = calls_of(module.dispatcher())
+    assert module.handler(event, CONTEXT) == {"started": []}
+    assert calls == Counter({"dynamodb.Query": 1})
+
+
+def test_a_pass_reads_each_table_once_and_writes_its_starts_in_two_transactions(module, store):
+    calls = calls_of(module.dispatcher())       # its cold start registers the GPUs
+    ids = submit(store, 2)                      # through the test's own client: not counted
+
+    assert sorted(module.handler(WAKEUP, CONTEXT)["started"]) == sorted(ids)
+
+    # live jobs, settings, the ledger, run-time samples; the claims, then the launches;
+    # no checkpoint lookup for a first attempt
+    assert calls == Counter({"dynamodb.Query": 4, "dynamodb.TransactWriteItems": 2, "batch.SubmitJob": 2})
+    submit(store, 1)
+    calls.clear()
+    module.handler(WAKEUP, CONTEXT)       # settings and samples are kept: the next pass reads less
+    assert calls["dynamodb.Query"] == 2

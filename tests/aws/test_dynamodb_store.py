@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from gqa.adapters.aws import errors, writes
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.tables import JOBS, PENDING_INDEX, TableNames, create_tables
+from gqa.adapters.aws.tables import JOBS, LIVE_INDEX, TableNames, create_tables
 from gqa.models.errors import BackendUnavailable, Conflict
 from gqa.models.job import JobState, Request
 from gqa.ports import Change
@@ -69,7 +69,7 @@ def ops(calls) -> list[str]:
 
 # -- what it asks DynamoDB ----------------------------------------------------------------
 
-def test_scheduling_view_queries_the_pending_index_in_scheduling_order(store):
+def test_scheduling_view_is_one_query_of_the_live_index_in_scheduling_order(store):
     normal = put(store, S.QUEUED)
     held = put(store, S.HELD)
     high = put(store, S.QUEUED, spec={"priority": "high"})
@@ -82,8 +82,8 @@ def test_scheduling_view_queries_the_pending_index_in_scheduling_order(store):
 
     assert [p.id for p in pending] == [high.id, normal.id, held.id, low.id]   # tier, then submission
     assert len(running) == 1
-    assert ops(calls) == ["Query", "Query"]
-    assert calls[0][1]["IndexName"] == PENDING_INDEX
+    assert ops(calls) == ["Query"]
+    assert calls[0][1]["IndexName"] == LIVE_INDEX
 
 
 def test_no_read_scans_the_table(store):
@@ -139,8 +139,10 @@ def test_a_change_with_usage_and_cost_is_one_transaction(store):
 
     store.apply([Change(job.id, S.RUNNING, S.SUCCEEDED, "done", T0, usage=10.0, cost=1.5)])
 
-    writes = [params for name, params in calls if name != "GetItem" and name != "BatchGetItem"]
+    writes = [params for name, params in calls if name == "TransactWriteItems"]
     assert [len(p["TransactItems"]) for p in writes] == [3]   # the job, its usage bucket, its spend
+    # the settings (for the half-life) and the write: the job was written by this store a moment ago
+    assert ops(calls) == ["Query", "TransactWriteItems"]
 
 
 # -- batches ----------------------------------------------------------------------------------
@@ -232,13 +234,15 @@ def throttle(store: DynamoDBStore, code: str, times: int) -> Counter:
 
 @pytest.mark.parametrize("code", sorted(errors.THROTTLING))
 def test_throttled_calls_are_retried_with_capped_backoff(make_store, code):
-    store = make_store(attempts=4, base_delay=0.1, max_delay=0.25)
+    job = put(make_store(), S.RUNNING, team="vision")
+    store = make_store(attempts=4, base_delay=0.1, max_delay=0.25)     # one that has not seen the job
     refused = throttle(store, code, times=3)
 
-    job = put(store, S.RUNNING, team="vision")
+    [queued] = store.create([new_job()])
     store.apply([Change(job.id, S.RUNNING, S.SUCCEEDED, "done", T0, usage=5.0)])
     assert store.get(job.id).state == S.SUCCEEDED
-    assert store.scheduling_view() == ([], [])
+    pending, running = store.scheduling_view()
+    assert ([p.id for p in pending], running) == ([queued.id], [])
 
     assert set(refused) >= {"UpdateItem", "TransactWriteItems", "BatchGetItem", "GetItem", "Query"}
     assert all(n % 3 == 0 for n in refused.values())

@@ -130,6 +130,23 @@ def test_running_then_succeeded_settles_the_job(lambda_module, store):
     assert store.spend(period_of(T0)) == {"vision": pytest.approx(0.5 * 120 / 3600)}
 
 
+def test_an_event_is_one_read_and_one_write(lambda_module, store):
+    first, second = launched(store, gpu=0, team="vision"), launched(store, gpu=1, team="vision")
+    calls: list[str] = []
+    lambda_module.service().store.client.meta.events.register(
+        "before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
+
+    call(lambda_module, batch_event(first, "RUNNING"))
+    call(lambda_module, batch_event(first, "SUCCEEDED", exit_code=0))
+    # each: the job, then its write (the settlement with its team's usage and spend, in one
+    # transaction); the settings (prices, half-life) once per container
+    assert calls == ["GetItem", "TransactWriteItems", "GetItem", "Query", "TransactWriteItems"]
+    calls.clear()
+    call(lambda_module, batch_event(second, "SUCCEEDED", exit_code=0))
+    assert calls == ["GetItem", "TransactWriteItems"]
+    assert store.spend(period_of(T0)) == {"vision": pytest.approx(0.5 * 120 / 3600 * 2)}
+
+
 def test_a_duplicated_event_is_applied_once(lambda_module, store):
     job = launched(store, team="vision")
     call(lambda_module, batch_event(job, "RUNNING"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -165,6 +166,26 @@ def test_bodies_are_ascii_json_and_read_back_exactly():
     assert parse_submission(dump_submission(Submission("{}", "a", 2, "k"))).job_ids == ()
 
 
+@pytest.mark.parametrize("job_ids", [
+    (), ("12",), ("12_0",), ("12_0", "12_1", "12_2"), ("12_0", "12_2", "12_4", "12_5", "12_9"), ("3_7", "3_1"),
+    ("4", "5"), tuple(f"7_{i}" for i in range(0, 100_000, 3)),
+])
+def test_job_ids_read_back_exactly(job_ids):
+    sub = replace(SUB, job_ids=job_ids, seq=8)
+    assert parse_submission(dump_submission(sub)) == sub
+
+
+def test_the_largest_array_fits_a_message(sqs):
+    made, urls = intake(sqs)
+    sub = replace(SUB, job_ids=tuple(f"123456_{i}" for i in range(100_000)), seq=10**9)
+
+    made.send(sub)
+
+    [message] = receive(sqs, urls.intake[1])
+    assert len(message["Body"]) < 1024
+    assert parse_submission(message["Body"]) == sub
+
+
 @pytest.mark.parametrize("body", [
     "not json", "[1, 2]", "{}", '{"v": 2}',
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1}),                       # no key
@@ -177,6 +198,16 @@ def test_bodies_are_ascii_json_and_read_back_exactly():
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "job_ids": "12"}),
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "job_ids": [12]}),
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "job_ids": ["x"]}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k",
+                "job_ids": {"group": "x", "runs": [[0, 1, 1]]}}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k",
+                "job_ids": {"group": "1", "runs": [[2, 1, 1]]}}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k",
+                "job_ids": {"group": "1", "runs": [[0, 1, 0]]}}),
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k",
+                "job_ids": {"group": "1", "runs": [[0, 10**9, 1]]}}),                          # too many
+    json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k",
+                "job_ids": {"group": "1"}}),
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "seq": 0}),
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "seq": "3"}),
     json.dumps({"v": 1, "spec_json": "{}", "owner": "a", "tier": 1, "idempotency_key": "k", "seq": True}),

@@ -230,7 +230,8 @@ class BatchCompute:
             "GQA_JOB_ID": job.id,
             "GQA_ATTEMPT": str(attempt),
             "GQA_CHECKPOINT_URI": self.checkpoints.location(job.id),
-            "GQA_RESUME_FROM": self.checkpoints.latest(job.id) or "",
+            # a first attempt has nothing to resume (ids are never reused), so no lookup for it
+            "GQA_RESUME_FROM": (self.checkpoints.latest(job.id) or "") if attempt > 1 else "",
         })
         if job.array_index is not None:
             env["GQA_ARRAY_INDEX"] = str(job.array_index)

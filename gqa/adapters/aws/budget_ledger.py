@@ -10,7 +10,7 @@ Confirm and release are guarded on the claim's token, so a tick that lost its
 lease cannot confirm or delete the claim of the tick that took it over.
 
 Live spend is overwritten, never added to: it is recomputed each tick from the
-settled spend (the `spend#<period>` items, only ever ADDed to when an attempt
+settled spend (the period's spend items, only ever ADDed to when an attempt
 settles) plus what running attempts have cost so far. A write older than the
 stored figure is refused by its condition, so overlapping ticks never make the
 figure step back.

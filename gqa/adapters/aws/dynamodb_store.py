@@ -5,6 +5,12 @@ on the item's revision, and every apply() is one TransactWriteItems holding
 the jobs' updates and the ledger ADDs they bring. The revision guard makes a
 read-modify-write exact: a write computed from a stale read fails instead of
 overwriting, and is recomputed if the state still is what the caller expects.
+That guard also lets apply() plan its first try from an item this store read
+or wrote a moment ago instead of reading it again (views.py).
+
+Reads are shaped for the calls a job's life costs: the settings are one
+partition (one Query), the ledger another, and one sparse index holds every
+job a scheduling pass looks at; within pass_reads() each is read once.
 
 The client is injected (like Powertools' persistence layers) so the caller
 chooses region, credentials and botocore config, and tests pass a moto one.
@@ -21,6 +27,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from itertools import islice
 from typing import Any
@@ -33,75 +40,126 @@ from .. import settings_codec
 from . import items as it
 from . import ledger
 from . import tables as t
+from . import views
 from .errors import Retrying, TransactionConflict
 from .writes import JobWrite, chunks, pack, transaction
 
 S = JobState
+PENDING = frozenset({S.QUEUED.value, S.HELD.value})
+ACTIVE = frozenset({S.STARTING.value, S.RUNNING.value})
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = builtins.list
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+TEAM_PREFIX = "team#"   # a team's policy in the settings partition
+# What the Lambda functions keep per container (views.py). Settings: a change
+# (a quota, a price) takes effect within this; samples only shape estimates.
+SETTINGS_TTL = 30.0
+SAMPLES_TTL = 1800.0
+KNOWN_FOR = 10.0        # seconds a job item read or written is the base of the next apply's first try
 
 
 class DynamoDBStore:
+    """`settings_ttl` and `samples_ttl`: seconds the settings (inventory,
+    policy, teams) and the runtime samples are kept once read (views.py says
+    why that is harmless; the Lambda functions use SETTINGS_TTL and
+    SAMPLES_TTL). 0, the default, reads them on every call."""
+
     def __init__(self, client: Any, tables: t.TableNames = t.TableNames(), *, attempts: int = 5,
                  base_delay: float = 0.05, max_delay: float = 2.0, conflict_retries: int = 5,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, settings_ttl: float = 0.0, samples_ttl: float = 0.0):
         self.client = client
         self.tables = tables
         self.call = Retrying(client, attempts=attempts, base_delay=base_delay, max_delay=max_delay, sleep=sleep)
         self.conflict_retries = conflict_retries
+        self._settings: views.Expiring[dict[str, dict[str, Any]]] = views.Expiring(settings_ttl)
+        self._samples: views.Expiring[tuple[int, List[tuple[str, float, float]]]] = views.Expiring(samples_ttl)
+        self._known = views.KnownItems(KNOWN_FOR)
+        self._pass: views.PassView | None = None
 
     def close(self) -> None:
         """The client belongs to the caller; nothing to release."""
 
-    # -- settings -------------------------------------------------------------------
-    def _setting(self, kind: str, name: str) -> dict[str, Any] | None:
-        out = self.call("GetItem", TableName=self.tables.settings, ConsistentRead=True,
-                        Key=it.dump({t.PK: kind, t.SK: name}))
-        return it.load(out["Item"]) if "Item" in out else None
+    @contextmanager
+    def pass_reads(self) -> Iterator[None]:
+        """One scheduling pass: while it lasts, the live jobs, the ledger and the
+        settings are read at most once each, and kept up to date with this
+        store's own writes (views.PassView). Re-entrant."""
+        if self._pass is not None:
+            yield
+            return
+        self._pass = views.PassView()
+        try:
+            yield
+        finally:
+            self._pass = None
 
-    def _put_setting(self, kind: str, name: str, attributes: dict[str, Any]) -> None:
-        self.call("PutItem", TableName=self.tables.settings, Item=it.dump({t.PK: kind, t.SK: name, **attributes}))
+    # -- settings -------------------------------------------------------------------
+    def _settings_items(self) -> dict[str, dict[str, Any]]:
+        """The settings partition, sk -> item: one Query for inventory, policy and teams."""
+        if self._pass is not None and self._pass.settings is not None:
+            return self._pass.settings
+        found = self._settings.get(lambda: {i[t.SK]: i for i in self._query(
+            self.tables.settings, {t.PK: t.SETTING}, consistent=True)})
+        if self._pass is not None:
+            self._pass.settings = found
+        return found
+
+    def _put_setting(self, name: str, attributes: dict[str, Any]) -> None:
+        self.call("PutItem", TableName=self.tables.settings,
+                  Item=it.dump({t.PK: t.SETTING, t.SK: name, **attributes}))
+        self._settings.clear()
+        if self._pass is not None:
+            self._pass.settings = None
 
     def inventory(self) -> Inventory | None:
-        item = self._setting("setting", "inventory")
+        item = self._settings_items().get("inventory")
         return settings_codec.inventory_from(item["json"]) if item else None
 
     def set_inventory(self, inventory: Inventory) -> None:
-        self._put_setting("setting", "inventory", {"json": settings_codec.inventory_json(inventory)})
+        self._put_setting("inventory", {"json": settings_codec.inventory_json(inventory)})
 
     def policy(self) -> Policy:
-        item = self._setting("setting", "policy")
+        item = self._settings_items().get("policy")
         return settings_codec.policy_from(item["json"]) if item else Policy()
 
     def set_policy(self, policy: Policy) -> None:
-        self._put_setting("setting", "policy", {"json": settings_codec.policy_json(policy)})
+        self._put_setting("policy", {"json": settings_codec.policy_json(policy)})
 
     def teams(self) -> dict[str, TeamPolicy]:
-        return {item[t.SK]: it.team_policy(item)
-                for item in self._query(self.tables.settings, {t.PK: "team"}, consistent=True)}
+        return {sk.removeprefix(TEAM_PREFIX): it.team_policy(item)
+                for sk, item in self._settings_items().items() if sk.startswith(TEAM_PREFIX)}
 
     def set_team(self, team: str, policy: TeamPolicy) -> None:
-        self._put_setting("team", team, it.team_attributes(policy))   # a put replaces the whole policy
+        self._put_setting(TEAM_PREFIX + team, it.team_attributes(policy))   # a put replaces the whole policy
+
+    # -- the ledger ----------------------------------------------------------------------
+    def _ledger(self, prefix: str) -> List[dict[str, Any]]:
+        """The ledger items whose sort key starts with `prefix` (in a pass: one read of the partition)."""
+        if self._pass is not None:
+            if self._pass.ledger is None:
+                self._pass.ledger = builtins.list(self._query(self.tables.ledger, {t.PK: ledger.PARTITION}))
+            return [i for i in self._pass.ledger if i[t.SK].startswith(prefix)]
+        expr = it.Expr()
+        return builtins.list(self._query(self.tables.ledger, {t.PK: ledger.PARTITION},
+                                         sort=(f"begins_with({expr.n(t.SK)}, {expr.v(prefix)})", expr)))
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         """Decayed GPU-seconds per team. Charges decay with the half-life they were
         recorded under (ledger.py); the services pass that same policy half-life."""
         out: dict[str, float] = {}
-        for item in self._query(self.tables.ledger, {t.PK: ledger.USAGE}):
+        for item in self._ledger(ledger.USAGE):
             team = item["team"]
             out[team] = out.get(team, 0.0) + ledger.decayed(
                 float(item["total"]), float(item["epoch"]), float(item["half_life"]), now)
         # running jobs count as they run, so a team holding GPUs now is charged for it
-        for item in self._query(self.tables.jobs, {t.ACTIVE: t.ACTIVE}, index=t.ACTIVE_INDEX):
+        for item in self._live():
             if item[t.STATE] == S.RUNNING.value and item.get("started_at") is not None:
                 team = item[t.TEAM]
                 out[team] = out.get(team, 0.0) + int(item["gpus"]) * max(0.0, now - float(item["started_at"]))
         return out
 
     def spend(self, period: str) -> dict[str, float]:
-        return {item[t.SK]: float(item["amount"])
-                for item in self._query(self.tables.ledger, {t.PK: ledger.spend_partition_of(period)})}
+        return {item["team"]: float(item["amount"]) for item in self._ledger(ledger.spend_prefix(period))}
 
     # -- jobs: create and read -------------------------------------------------------------
     def reserve_ids(self, jobs: List[JobRecord]) -> List[JobRecord]:
@@ -111,7 +169,7 @@ class DynamoDBStore:
         groups = sum(j.array_index is None for j in jobs) + (1 if arrays else 0)
         # one atomic counter call per submission reserves its group numbers and seqs
         expr = it.Expr()
-        out = self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: "counter", t.SK: "jobs"}),
+        out = self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: t.COUNTER, t.SK: "jobs"}),
                         UpdateExpression=f"ADD {expr.n('groups')} {expr.v(groups)}, {expr.n('seq')} {expr.v(len(jobs))}",
                         ReturnValues="UPDATED_NEW", **expr.kwargs())
         counters = it.load(out["Attributes"])
@@ -151,6 +209,8 @@ class DynamoDBStore:
             while chunk:
                 try:
                     self._transact(chunk)
+                    for put in chunk:
+                        self._seen_written(it.load(put["Put"]["Item"]))
                     break
                 except TransactionConflict as lost:
                     # the jobs that exist are left as they are; the others are written in a retry
@@ -179,7 +239,11 @@ class DynamoDBStore:
         if not _JOB_ID.match(job_id):
             return None
         out = self.call("GetItem", TableName=self.tables.jobs, Key=it.dump(it.job_key(job_id)), ConsistentRead=True)
-        return it.load(out["Item"]) if "Item" in out else None
+        if "Item" not in out:
+            return None
+        item = it.load(out["Item"])
+        self._known.remember(job_id, item)
+        return item
 
     def resolve(self, ref: str) -> list[JobRecord]:
         if not _JOB_ID.match(ref):
@@ -195,13 +259,18 @@ class DynamoDBStore:
         wanted = list(dict.fromkeys(states)) if states is not None else list(JobState)
         if not wanted or (limit is not None and limit <= 0):
             return []
-        if team is not None:
+        found: Iterator[dict]
+        if self._pass is not None and team is None and set(wanted) <= it.LIVE_STATES:
+            # in a pass, live jobs come from the pass's one read of the live index
+            values = {s.value for s in wanted}
+            found = (i for i in self._live() if i[t.STATE] in values)
+        elif team is not None:
             expr = it.Expr()
             where = None
             if states is not None:
                 where = (f"{expr.n(t.STATE)} IN ({', '.join(expr.v(s.value) for s in wanted)})", expr)
-            found: Iterator[dict] = self._query(self.tables.jobs, {t.TEAM: team}, index=t.BY_TEAM, where=where,
-                                                page=None if where else limit)
+            found = self._query(self.tables.jobs, {t.TEAM: team}, index=t.BY_TEAM, where=where,
+                                page=None if where else limit)
         else:
             # one index partition per state, each in seq order: merge them lazily
             found = heapq.merge(*(self._query(self.tables.jobs, {t.STATE: s.value}, index=t.BY_STATE, page=limit)
@@ -216,20 +285,33 @@ class DynamoDBStore:
         results: List[JobRecord | None] = [None] * len(changes)
         half_life = self.policy().half_life if any(c.usage for c in changes) else 0.0
         todo = list(range(len(changes)))
-        for _ in range(self.conflict_retries):
+        known = True    # the first try plans from the items this store knows (views.KnownItems)
+        for _ in range(self.conflict_retries + 1):
             if not todo:
                 break
-            writes = self._plan([(i, changes[i]) for i in todo], half_life, results)
+            try:
+                writes = self._plan([(i, changes[i]) for i in todo], half_life, results, known)
+            except Conflict:
+                if not known:
+                    raise
+                known = False   # judged on remembered items: judge again on fresh ones
+                continue
+            known = False
             done = self._commit(writes)
             todo = [i for i in todo if changes[i].job_id not in done]
         if todo:
             raise Conflict(f"job {changes[todo[0]].job_id} kept changing while being updated")
         return results  # type: ignore[return-value]
 
-    def _plan(self, changes: List[tuple[int, Change]], half_life: float,
-              results: List[JobRecord | None]) -> dict[str, JobWrite]:
-        """Walk the changes in order over fresh reads, as the SQLite adapter does in its transaction."""
-        items = self._read_jobs(list(dict.fromkeys(c.job_id for _, c in changes)))
+    def _plan(self, changes: List[tuple[int, Change]], half_life: float, results: List[JobRecord | None],
+              known: bool = False) -> dict[str, JobWrite]:
+        """Walk the changes in order over the items (fresh reads, or with `known` the
+        ones this store has seen lately), as the SQLite adapter does in its transaction."""
+        ids = builtins.list(dict.fromkeys(c.job_id for _, c in changes))
+        items = {i: item for i in ids if (item := self._recall(i)) is not None} if known else {}
+        unread = [i for i in ids if i not in items]
+        if unread:
+            items.update(self._read_jobs(unread))
         writes: dict[str, JobWrite] = {}
         for index, change in changes:
             if change.job_id not in items:
@@ -249,7 +331,7 @@ class DynamoDBStore:
                 add = write.usage.get(sk, (job.team, half_life, epoch, 0.0))[3] + change.usage * weight
                 write.usage[sk] = (job.team, half_life, epoch, add)
             if change.cost:
-                key = (ledger.spend_partition(change.at), job.team)
+                key = (ledger.spend_key(change.at, job.team), job.team)
                 write.spend[key] = write.spend.get(key, 0.0) + change.cost
         return writes
 
@@ -266,6 +348,7 @@ class DynamoDBStore:
                 for raw in out["Responses"].get(self.tables.jobs, []):
                     item = it.load(raw)
                     found[item[t.ID]] = item
+                    self._known.remember(item[t.ID], item)
                 request = out.get("UnprocessedKeys") or {}
                 if request:   # returned under throttling: back off as for a refused call
                     retry += 1
@@ -282,9 +365,32 @@ class DynamoDBStore:
             try:
                 self._transact(transaction(self.tables, chunk))
             except Conflict:
+                for job_id in chunk:   # what we knew of them is out of date
+                    self._known.forget(job_id)
                 return done
             done.update(chunk)
+            for write in chunk.values():
+                # the item as now stored: writes.job_update sets exactly this
+                self._seen_written(it.job_item(write.record, int(write.old.get(t.REVISION, 0)) + 1))
+            if self._pass is not None and any(w.usage or w.spend for w in chunk.values()):
+                self._pass.ledger = None
         return done
+
+    def _seen_written(self, item: dict[str, Any]) -> None:
+        """A job item this store has just written: known as stored, and in or out of the pass's live jobs."""
+        job_id = item[t.ID]
+        self._known.remember(job_id, item)
+        if self._pass is not None and self._pass.live is not None:
+            if t.LIVE in item:
+                self._pass.live[job_id] = item
+            else:
+                self._pass.live.pop(job_id, None)
+
+    def _recall(self, job_id: str) -> dict[str, Any] | None:
+        known = self._known.recall(job_id)
+        if known is None and self._pass is not None and self._pass.live is not None:
+            known = self._pass.live.get(job_id)
+        return known
 
     def _transact(self, transact_items: List[dict[str, Any]]) -> None:
         # the token makes our own retries of this request idempotent: a retry after a
@@ -292,40 +398,48 @@ class DynamoDBStore:
         self.call("TransactWriteItems", TransactItems=transact_items, ClientRequestToken=uuid.uuid4().hex)
 
     # -- jobs: what the supervisor and the scheduler ask -----------------------------------------
+    def _live(self) -> List[dict[str, Any]]:
+        """The jobs on the live index, in seq order: one Query (once per pass, in a pass)."""
+        if self._pass is None:
+            return builtins.list(self._query(self.tables.jobs, {t.LIVE: t.LIVE}, index=t.LIVE_INDEX))
+        if self._pass.live is None:
+            self._pass.live = {i[t.ID]: i for i in self._query(self.tables.jobs, {t.LIVE: t.LIVE},
+                                                                index=t.LIVE_INDEX)}
+        return sorted(self._pass.live.values(), key=lambda i: i[t.SEQ])   # our own writes may have added some
+
     def with_requests(self) -> List[JobRecord]:
-        return [it.job_record(i, history=False)
-                for i in self._query(self.tables.jobs, {t.REQUESTED: t.REQUESTED}, index=t.REQUESTS_INDEX)]
+        return [it.job_record(i, history=False) for i in self._live()
+                if i[t.STATE] in ACTIVE and i.get("request") is not None and i.get("kill_reason") is None]
 
     def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
-        # the pending index returns QUEUED and HELD jobs already in tier, then submission, order
-        pending = [it.pending_job(i) for i in self._query(self.tables.jobs, {t.PENDING: t.PENDING},
-                                                          index=t.PENDING_INDEX)]
-        running = [it.running_job(i) for i in self._query(self.tables.jobs, {t.ACTIVE: t.ACTIVE},
-                                                          index=t.ACTIVE_INDEX)]
-        return pending, running
+        live = self._live()
+        # tier first, then submission order
+        pending = sorted((i for i in live if i[t.STATE] in PENDING), key=lambda i: (int(i["tier"]), i[t.SEQ]))
+        return [it.pending_job(i) for i in pending], [it.running_job(i) for i in live if i[t.STATE] in ACTIVE]
 
     def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
-        expr = it.Expr()
-        where = (" AND ".join(f"attribute_exists({expr.n(a)})" for a in ("wall_time", "started_at", "ended_at")),
-                 expr)
-        found = self._query(self.tables.jobs, {t.STATE: S.SUCCEEDED.value}, index=t.BY_STATE, where=where,
-                            forward=False)
-        return [(i[t.TEAM], float(i["ended_at"]) - float(i["started_at"]), float(i["wall_time"]))
-                for i in islice(found, max(0, limit))]
+        def read() -> tuple[int, List[tuple[str, float, float]]]:
+            expr = it.Expr()
+            where = (" AND ".join(f"attribute_exists({expr.n(a)})" for a in ("wall_time", "started_at", "ended_at")),
+                     expr)
+            found = self._query(self.tables.jobs, {t.STATE: S.SUCCEEDED.value}, index=t.BY_STATE, where=where,
+                                forward=False)
+            return limit, [(i[t.TEAM], float(i["ended_at"]) - float(i["started_at"]), float(i["wall_time"]))
+                           for i in islice(found, max(0, limit))]
+        kept = self._samples.get(read)
+        if kept[0] != limit:
+            self._samples.clear()
+            kept = self._samples.get(read)
+        return kept[1]
 
     def next_wakeup(self) -> float | None:
-        expr = it.Expr()
-        condition = f"{expr.n(t.RETRY_AT)} > {expr.v(it.DUE_AT_ONCE)}"   # jobs without not_before set none
-        for item in self._query(self.tables.jobs, {t.RETRY: t.RETRY}, index=t.RETRIES_INDEX,
-                                sort=(condition, expr), page=1):
-            return float(item["not_before"])
-        return None
+        times = [float(i["not_before"]) for i in self._live()
+                 if i[t.STATE] == S.RETRY_WAIT.value and i.get("not_before") is not None]
+        return min(times) if times else None
 
     def due_retries(self, now: float) -> List[JobRecord]:
-        expr = it.Expr()
-        found = self._query(self.tables.jobs, {t.RETRY: t.RETRY}, index=t.RETRIES_INDEX,
-                            sort=(f"{expr.n(t.RETRY_AT)} <= {expr.v(float(now))}", expr))
-        return [it.job_record(i, history=False) for i in sorted(found, key=lambda i: i[t.SEQ])]
+        return [it.job_record(i, history=False) for i in self._live()
+                if i[t.STATE] == S.RETRY_WAIT.value and (i.get("not_before") is None or float(i["not_before"]) <= now)]
 
     # -- queries ------------------------------------------------------------------------------------
     def _query(self, table: str, key: dict[str, Any], *, index: str | None = None,

@@ -23,9 +23,8 @@ _HINTS = typing.get_type_hints(JobRecord)
 _FLOATS = {n for n, h in _HINTS.items() if h is float or float in typing.get_args(h)}
 _INTS = {n for n, h in _HINTS.items() if h is int or int in typing.get_args(h)}
 
-# due_retries() must see a RETRY_WAIT job without not_before (due at once), and
-# an index only holds items that have its sort key: such a job sorts first
-DUE_AT_ONCE = Decimal("-1E+100")
+# the states a scheduling pass reads and changes: the jobs on the live index
+LIVE_STATES = frozenset({S.QUEUED, S.HELD, S.STARTING, S.RUNNING, S.RETRY_WAIT})
 
 _serializer, _deserializer = TypeSerializer(), TypeDeserializer()
 
@@ -74,19 +73,8 @@ def job_item(job: JobRecord, revision: int) -> dict[str, Any]:
 
 
 def index_keys(job: JobRecord) -> dict[str, Any]:
-    """The sparse-index attributes: present only in the states each index is for."""
-    keys: dict[str, Any] = {}
-    if job.state in (S.QUEUED, S.HELD):
-        keys[t.PENDING] = t.PENDING
-        keys[t.PENDING_ORDER] = f"{job.tier:03d}#{job.seq:015d}"   # tier first, then submission
-    if job.state.active:
-        keys[t.ACTIVE] = t.ACTIVE
-        if job.request is not None and job.kill_reason is None:
-            keys[t.REQUESTED] = t.REQUESTED
-    if job.state == S.RETRY_WAIT:
-        keys[t.RETRY] = t.RETRY
-        keys[t.RETRY_AT] = DUE_AT_ONCE if job.not_before is None else plain(float(job.not_before))
-    return keys
+    """The sparse-index attribute: present only in the states the live index is for."""
+    return {t.LIVE: t.LIVE} if job.state in LIVE_STATES else {}
 
 
 def field_value(name: str, raw: Any) -> Any:

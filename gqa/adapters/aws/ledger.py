@@ -26,16 +26,19 @@ import math
 from ...scheduling.budget import period_of
 
 WINDOW = 16          # half-lives per bucket: a charge is multiplied by at most 2^16
-USAGE = "usage"      # partition of the usage buckets: one Query reads every team's
+PARTITION = "ledger"  # usage buckets and spend share a partition: one Query reads both
+USAGE = "usage#"     # sort key prefix of the usage buckets
+SPEND = "spend#"     # sort key prefix of spend: "spend#<period>#<team>"
 
 
 def usage_bucket(team: str, at: float, half_life: float) -> tuple[str, float, float]:
     """(sort key, bucket start e, weight 2^((at - e)/h)) of a charge made at `at`."""
     if half_life <= 0:   # no decay: one bucket, plain sums
-        return json.dumps([team, 0.0, 0.0]), 0.0, 1.0
+        return USAGE + json.dumps([team, 0.0, 0.0]), 0.0, 1.0
     width = WINDOW * half_life
     epoch = math.floor(at / width) * width
-    return json.dumps([team, float(half_life), float(epoch)]), float(epoch), math.pow(2.0, (at - epoch) / half_life)
+    return (USAGE + json.dumps([team, float(half_life), float(epoch)]), float(epoch),
+            math.pow(2.0, (at - epoch) / half_life))
 
 
 def decayed(total: float, epoch: float, half_life: float, now: float) -> float:
@@ -45,10 +48,11 @@ def decayed(total: float, epoch: float, half_life: float, now: float) -> float:
     return total * math.pow(2.0, (epoch - now) / half_life)
 
 
-def spend_partition(at: float) -> str:
-    """Spend is kept per budget period (calendar month): one Query reads a month's teams."""
-    return f"spend#{period_of(at)}"
+def spend_key(at: float, team: str) -> str:
+    """Spend is kept per team and budget period (calendar month)."""
+    return f"{spend_prefix(period_of(at))}{team}"
 
 
-def spend_partition_of(period: str) -> str:
-    return f"spend#{period}"
+def spend_prefix(period: str) -> str:
+    """The sort keys of one period's spend start with this: a period's teams are one key range."""
+    return f"{SPEND}{period}#"

@@ -3,7 +3,8 @@ dispatcher (queue definitions in resources.py).
 
 A submission travels as a small JSON document, with the job ids and the first
 seq the API reserved for it (admission writes the jobs under exactly those,
-so a redelivery finds them and writes nothing). The idempotency key rides both
+so a redelivery finds them and writes nothing); an array's ids travel as its
+group and runs of indices, so even the largest array fits a message. The idempotency key rides both
 in the body (the admit function needs nothing else) and as a message attribute
 (visible to a consumer or an operator without parsing the body). On a FIFO
 queue the key's digest is also the MessageDeduplicationId, so a client that
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...models.errors import NotFound, Rejected, SpecError
+from ...models.expand import MAX_TASKS
 from ...models.spec import Priority
 from ...ports import Submission
 from .errors import Retrying
@@ -94,7 +96,7 @@ def dump_submission(submission: Submission) -> str:
     # ASCII-only JSON: SQS refuses some Unicode code points in a body; escaped, any text travels
     return json.dumps({"v": BODY_VERSION, "spec_json": submission.spec_json, "owner": submission.owner,
                        "tier": submission.tier, "idempotency_key": submission.idempotency_key,
-                       "environment": submission.environment, "job_ids": list(submission.job_ids),
+                       "environment": submission.environment, "job_ids": pack_ids(submission.job_ids),
                        "seq": submission.seq}, separators=(",", ":"))
 
 
@@ -119,14 +121,50 @@ def parse_submission(body: str) -> Submission:
             isinstance(environment, dict)
             and all(isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
         raise _malformed("environment must be an object of strings")
-    job_ids = raw.get("job_ids", [])
-    if not (isinstance(job_ids, list) and all(isinstance(i, str) and _JOB_ID.match(i) for i in job_ids)):
-        raise _malformed("job_ids must be a list of job ids")
+    job_ids = unpack_ids(raw.get("job_ids", []))
     seq = raw.get("seq")
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
         raise _malformed(f"seq must be a positive integer, got {seq!r}")
     return Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment=environment,
                       job_ids=tuple(job_ids), seq=seq)
+
+
+def pack_ids(job_ids: tuple[str, ...]) -> list[str] | dict[str, Any]:
+    """The ids as the body carries them. An array's tasks ("12_0", "12_1", ...)
+    travel as their group and runs of indices, [first, last, step], so even
+    the largest array fits a message; anything else as the list itself."""
+    groups = {i.split("_")[0] for i in job_ids}
+    if len(job_ids) < 2 or len(groups) != 1 or not all("_" in i for i in job_ids):
+        return list(job_ids)
+    indices = [int(i.split("_")[1]) for i in job_ids]
+    runs: list[list[int]] = []
+    for index in indices:
+        last = runs[-1] if runs else None
+        if last is not None and last[0] == last[1] and index > last[1]:
+            last[1], last[2] = index, index - last[0]          # a run's second index sets its step
+        elif last is not None and index == last[1] + last[2] and last[0] != last[1]:
+            last[1] = index
+        else:
+            runs.append([index, index, 1])
+    return {"group": groups.pop(), "runs": runs}
+
+
+def unpack_ids(raw: Any) -> tuple[str, ...]:
+    """pack_ids's answer back into the ids; SpecError if it is not one."""
+    if isinstance(raw, list):
+        if not all(isinstance(i, str) and _JOB_ID.match(i) for i in raw):
+            raise _malformed("job_ids must be a list of job ids")
+        return tuple(raw)
+    if not isinstance(raw, dict) or set(raw) != {"group", "runs"}:
+        raise _malformed("job_ids must be a list of job ids or a group and its runs")
+    group, runs = raw["group"], raw["runs"]
+    if not (isinstance(group, str) and group.isdigit() and isinstance(runs, list) and all(
+            isinstance(r, list) and len(r) == 3 and all(isinstance(n, int) and not isinstance(n, bool) for n in r)
+            and 0 <= r[0] <= r[1] and r[2] >= 1 for r in runs)):
+        raise _malformed("job_ids runs must be [first, last, step] with 0 <= first <= last and step >= 1")
+    if sum((last - first) // step + 1 for first, last, step in runs) > MAX_TASKS:
+        raise _malformed(f"job_ids name more than {MAX_TASKS} tasks")
+    return tuple(f"{group}_{i}" for first, last, step in runs for i in range(first, last + 1, step))
 
 
 def submission_from_record(record: Mapping[str, Any]) -> Submission:

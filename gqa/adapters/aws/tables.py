@@ -8,17 +8,21 @@ Three tables:
 - jobs      one item per job (partition `grp`, sort `id`): a group's jobs
             share a partition, so resolve(group) is one Query and a job's key
             follows from its id ("7_3" lives in group "7").
-- settings  team policies, inventory, scheduling policy, the id counter
-            (partition `pk` says which kind, sort `sk` which one).
-- ledger    fair-share usage buckets and spend per team and period, written
-            with atomic ADDs in the same transaction as the job's change.
+- settings  inventory, scheduling policy and team policies in one partition
+            (`pk` "setting", so one Query reads them all), and the id counter
+            (`pk` "counter").
+- ledger    fair-share usage buckets and spend per team and period, in one
+            partition (one Query reads both), written with atomic ADDs in the
+            same transaction as the job's change.
 
-Sparse indexes hold an item only while the attribute they are keyed on is
-present; the job codec sets those attributes in exactly the states the index
-is for, so "pending jobs in scheduling order" is a Query, never a Scan.
-Their partition key has a single value: every entry of one index shares a
-partition, which orders them all and stays far below a partition's write
-limit for a job queue (pending and running jobs, not history).
+The `live` index is sparse: it holds a job only while the job is in a state a
+scheduling pass looks at (queued, held, starting, running, waiting to retry);
+the job codec sets its key in exactly those states. It projects whole items,
+so one Query gives a pass every job it may change, as the base of its guarded
+writes. Its partition key has a single value, which orders every entry and
+stays below a partition's write limit for a job queue (live jobs, not
+history); a burst of thousands of admissions at once is absorbed by
+DynamoDB's retries in the adapter.
 """
 
 from __future__ import annotations
@@ -91,35 +95,23 @@ GROUP, ID, SEQ, STATE, TEAM = "grp", "id", "seq", "state", "team"
 REVISION = "rev"          # bumped by every write: the optimistic-concurrency guard
 HISTORY = "history"       # the transitions, appended with list_append
 
-# sparse index keys (present only in the states named)
-PENDING, PENDING_ORDER = "pending", "pending_order"   # QUEUED, HELD; "tier#seq", zero-padded
-ACTIVE = "active"                                     # STARTING, RUNNING
-REQUESTED = "requested"                               # active, request set, kill not yet sent
-RETRY, RETRY_AT = "retry", "retry_at"                 # RETRY_WAIT; not_before
+LIVE = "live"             # sparse index key: present only in the states a pass looks at (items.LIVE_STATES)
 
-BY_STATE, BY_TEAM, PENDING_INDEX, ACTIVE_INDEX, REQUESTS_INDEX, RETRIES_INDEX = (
-    "by_state", "by_team", "pending", "active", "requests", "retries")
-
-# what scheduling_view() reads from the two lean indexes (not the spec, not the history)
-PENDING_FIELDS = ("team", "owner", "tier", "gpus", "submitted_at", "gpu_type", "cpus", "memory", "wall_time",
-                  "group_limit", SEQ, "max_gpu_hours", STATE, "spot", "reclaims")
-ACTIVE_FIELDS = ("team", "owner", "tier", "gpus", "assigned", "started_at", "cpus", "memory", "wall_time",
-                 "kill_reason", STATE)
+BY_STATE, BY_TEAM, LIVE_INDEX = "by_state", "by_team", "live"
 
 JOBS = Table(
     "jobs", Key(GROUP, S), Key(ID, S),
     indexes=(
         Index(BY_STATE, Key(STATE, S), Key(SEQ, N)),              # list(states), runtime samples
         Index(BY_TEAM, Key(TEAM, S), Key(SEQ, N)),                # list(team=...)
-        Index(PENDING_INDEX, Key(PENDING, S), Key(PENDING_ORDER, S), "INCLUDE", PENDING_FIELDS),
-        Index(ACTIVE_INDEX, Key(ACTIVE, S), Key(SEQ, N), "INCLUDE", ACTIVE_FIELDS),
-        Index(REQUESTS_INDEX, Key(REQUESTED, S), Key(SEQ, N)),    # with_requests()
-        Index(RETRIES_INDEX, Key(RETRY, S), Key(RETRY_AT, N)),    # due_retries(), next_wakeup()
+        Index(LIVE_INDEX, Key(LIVE, S), Key(SEQ, N)),             # everything a scheduling pass reads
     ),
 )
 
 # -- settings and ledger ----------------------------------------------------------------
 PK, SK = "pk", "sk"
+SETTING = "setting"       # the settings partition: sk "inventory", "policy", "team#<name>"
+COUNTER = "counter"       # the id counter's partition (never part of a settings read)
 SETTINGS = Table("settings", Key(PK, S), Key(SK, S))
 LEDGER = Table("ledger", Key(PK, S), Key(SK, S))
 

@@ -23,7 +23,7 @@ class JobWrite:
     old: dict[str, Any]
     record: JobRecord
     usage: dict[str, tuple[str, float, float, float]] = field(default_factory=dict)  # sk -> (team, h, e, add)
-    spend: dict[tuple[str, str], float] = field(default_factory=dict)               # (partition, team) -> add
+    spend: dict[tuple[str, str], float] = field(default_factory=dict)               # (sk, team) -> add
 
 
 def pack(writes: dict[str, JobWrite]) -> list[dict[str, JobWrite]]:
@@ -76,13 +76,14 @@ def transaction(tables: t.TableNames, writes: dict[str, JobWrite]) -> list[dict[
     for sk, (team, half_life, epoch, add) in usage.items():
         e = it.Expr()
         out.append({"Update": {
-            "TableName": tables.ledger, "Key": it.dump({t.PK: ledger.USAGE, t.SK: sk}),
+            "TableName": tables.ledger, "Key": it.dump({t.PK: ledger.PARTITION, t.SK: sk}),
             "UpdateExpression": f"SET {e.n('team')} = {e.v(team)}, {e.n('half_life')} = {e.v(half_life)}, "
                                 f"{e.n('epoch')} = {e.v(epoch)} ADD {e.n('total')} {e.v(add)}", **e.kwargs()}})
-    for (partition, team), add in spend.items():
+    for (sk, team), add in spend.items():
         e = it.Expr()
-        out.append({"Update": {"TableName": tables.ledger, "Key": it.dump({t.PK: partition, t.SK: team}),
-                               "UpdateExpression": f"ADD {e.n('amount')} {e.v(add)}", **e.kwargs()}})
+        out.append({"Update": {"TableName": tables.ledger, "Key": it.dump({t.PK: ledger.PARTITION, t.SK: sk}),
+                               "UpdateExpression": f"SET {e.n('team')} = {e.v(team)} ADD {e.n('amount')} {e.v(add)}",
+                               **e.kwargs()}})
     return out
 
 
