@@ -127,7 +127,7 @@ def _scenarios(demo: Demo, live, console) -> None:
         demo.check("too big: rejected at submit", False, "was accepted")
     except Rejected as exc:
         say(f"   too-big rejected: {exc}")
-        demo.check("too big: rejected at submit", "this machine has 4" in str(exc), str(exc))
+        demo.check("too big: rejected at submit", "the queue has 4" in str(exc), str(exc))
     [train] = demo.submit("train", command=[py, str(TRAIN), "--steps", "40", "--step-seconds", "0.2",
                                             "--checkpoint-every", "4"], team="research")
     demo.wait([hello, crash], {"SUCCEEDED", "FAILED"}, live)

@@ -19,10 +19,10 @@ def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | N
     have = max(counts.get(t, 0) for t in types) if types else len(inventory)
     if types and not any(t in counts for t in types):
         kinds = ", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no GPUs"
-        problems.append(f"asks for {' or '.join(types)} GPUs; this machine has {kinds}")
+        problems.append(f"asks for {' or '.join(types)} GPUs; the queue has {kinds}")
     elif gpus > have:
         of = f" {' or '.join(types)}" if types else ""
-        problems.append(f"asks for {gpus}{of} GPUs; this machine has {have}")
+        problems.append(f"asks for {gpus}{of} GPUs; the queue has {have}")
     if policy.max_gpus_per_job is not None and gpus > policy.max_gpus_per_job:
         problems.append(f"asks for {gpus} GPUs; the limit per job is {policy.max_gpus_per_job}")
     if team_max_gpus is not None and gpus > team_max_gpus:
@@ -33,8 +33,8 @@ def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | N
         problems.append(f"asks for {format_duration(wall_time)} wall time; "
                         f"the limit is {format_duration(policy.max_wall_time)}")
     if total_cpus is not None and cpus is not None and cpus > total_cpus:
-        problems.append(f"asks for {cpus} CPUs; this machine has {total_cpus}")
+        problems.append(f"asks for {cpus} CPUs; the queue has {total_cpus}")
     if total_memory is not None and memory is not None and memory > total_memory:
         from ..models.units import format_size
-        problems.append(f"asks for {format_size(memory)} memory; this machine has {format_size(total_memory)}")
+        problems.append(f"asks for {format_size(memory)} memory; the queue has {format_size(total_memory)}")
     return problems

@@ -86,7 +86,9 @@ class SubmitService:
             spec = spec.model_copy(update={"owner": owner})
         inventory = self.store.inventory()
         if inventory is None:
-            raise BackendUnavailable("this queue has no GPUs registered yet: start it once with `gqa local start`")
+            raise BackendUnavailable("this queue has no GPUs registered yet: on a workstation, start it once with "
+                                     "`gqa local start`; on AWS the dispatch function registers its pools "
+                                     "when it first runs")
         policy = self.store.policy()
         team = self.store.teams().get(spec.team, policy.default_team)
         r = spec.resources

@@ -278,7 +278,7 @@ def test_a_job_over_the_queue_limits_by_now_is_dropped_with_the_reason_and_not_r
     assert world.submissions() == []
     dropped = [r for r in caplog.records if r.getMessage() == "closed a burst"]
     assert [(r.levelname, r.action) for r in dropped] == [("WARNING", "dropped")] * 2
-    assert dropped[0].reason == "rejected: asks for 8 GPUs; this machine has 4"
+    assert dropped[0].reason == "rejected: asks for 8 GPUs; the queue has 4"
 
 
 # -- triggers come and go ------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def test_budgets_and_approval_thresholds(cli):
 
 def test_a_job_may_accept_several_gpu_types(cli):
     code, _, err = cli("submit", "--gpu-type", "h100,v100", "--", "true")
-    assert code == 2 and "asks for h100 or v100 GPUs; this machine has 4 a10g" in err
+    assert code == 2 and "asks for h100 or v100 GPUs; the queue has 4 a10g" in err
     assert cli.json("submit", "--gpu-type", "h100,a10g", "--", "true")["state"] == "QUEUED"
     [entry] = cli.json("queue")["pending"]
     assert entry["gpu_type"] == "h100,a10g" and entry["reason"] == "starting now"

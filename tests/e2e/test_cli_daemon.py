@@ -36,7 +36,7 @@ def test_submit_through_the_daemon_keeps_the_callers_identity_environment_and_di
 def test_bad_input_through_the_daemon_is_still_exit_2_and_one_line(queue):
     proc = gqa(queue, "submit", "--gpus", "9", "--", "true")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == "gqa: error: asks for 9 GPUs; this machine has 4\n"
+    assert proc.stderr == "gqa: error: asks for 9 GPUs; the queue has 4\n"
     assert queue.backend.store.list() == []
 
 

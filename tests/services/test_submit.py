@@ -78,8 +78,8 @@ def test_a_sweep_gives_each_job_its_values(queue):
 
 
 @pytest.mark.parametrize("overrides, teams, policy, message", [
-    ({"resources": {"gpus": 5}}, {}, Policy(), "asks for 5 GPUs; this machine has 4"),
-    ({"resources": {"gpu_type": "h100"}}, {}, Policy(), "asks for h100 GPUs; this machine has 4 gpu"),
+    ({"resources": {"gpus": 5}}, {}, Policy(), "asks for 5 GPUs; the queue has 4"),
+    ({"resources": {"gpu_type": "h100"}}, {}, Policy(), "asks for h100 GPUs; the queue has 4 gpu"),
     ({"team": "vision", "resources": {"gpus": 3}}, {"vision": TeamPolicy(max_gpus=2)}, Policy(),
      "asks for 3 GPUs; team vision may hold at most 2"),
     ({"team": "nlp", "resources": {"gpus": 2}}, {}, Policy(default_team=TeamPolicy(max_gpus=1)),
@@ -87,7 +87,7 @@ def test_a_sweep_gives_each_job_its_values(queue):
     ({"resources": {"gpus": 3}}, {}, Policy(max_gpus_per_job=2), "asks for 3 GPUs; the limit per job is 2"),
     ({"limits": {"wall_time": "3h"}}, {}, Policy(max_wall_time=7200),
      "asks for 3h00m wall time; the limit is 2h00m"),
-    ({"array": "0-9", "resources": {"gpus": 8}}, {}, Policy(), "asks for 8 GPUs; this machine has 4"),
+    ({"array": "0-9", "resources": {"gpus": 8}}, {}, Policy(), "asks for 8 GPUs; the queue has 4"),
 ])
 def test_a_job_over_a_hard_limit_is_rejected_with_numbers_and_nothing_is_written(
         queue, overrides, teams, policy, message):
@@ -109,7 +109,7 @@ def test_every_problem_is_reported_at_once(queue):
     with pytest.raises(Rejected) as raised:
         queue.submit(resources={"gpus": 6})
 
-    assert str(raised.value) == "asks for 6 GPUs; this machine has 4; asks for 6 GPUs; the limit per job is 2"
+    assert str(raised.value) == "asks for 6 GPUs; the queue has 4; asks for 6 GPUs; the limit per job is 2"
 
 
 def test_a_queue_without_gpus_registered_is_unavailable(tmp_path):
@@ -151,7 +151,7 @@ def test_accept_reserves_ids_and_sends_the_submission_without_writing_a_job(queu
 
 def test_accept_checks_the_hard_limits_and_sends_nothing_over_them(queue):
     intake = RecordingIntake()
-    with pytest.raises(Rejected, match="asks for 5 GPUs; this machine has 4"):
+    with pytest.raises(Rejected, match="asks for 5 GPUs; the queue has 4"):
         queue.submitter.accept(spec(resources={"gpus": 5}), owner="bob", intake=intake)
     assert intake.sent == []
     assert [j.id for j in queue.submit()] == ["1"]     # no id was used up
