@@ -50,10 +50,11 @@ Environment:
 A missing or invalid setting fails the cold start loudly.
 
 Reads: the container keeps the settings (inventory, policy, teams) for
-SETTINGS_TTL seconds, as the other functions do, for submissions, the queue
-and costs. The quota routes read and write them afresh: a change is made to
-the settings as they are, not as this container last saw them, and
-`gqa quota show` right after `gqa quota set` shows it."""
+SETTINGS_TTL seconds, as the other functions do, where they are read most:
+submissions (a sweep is many) and the queue (watched). The quota and cost
+routes read them afresh: a change is made to the settings as they are, not
+as this container last saw them, and `gqa quota show` or `gqa cost` right
+after `gqa quota set` shows it."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ class WakeDispatcher:
 @dataclass(frozen=True)
 class Wiring:
     store: DynamoDBStore            # keeps the settings for SETTINGS_TTL
-    settings: DynamoDBStore         # the same tables, the settings read afresh: the quota routes'
+    settings: DynamoDBStore         # the same tables, the settings read afresh: the quota and cost routes'
     intake: SqsIntake
     access: AccessPolicy
     clock: SystemClock
@@ -322,7 +323,7 @@ def set_policy() -> dict[str, Any]:
 @app.get("/cost")
 def cost() -> dict[str, Any]:
     authorize(caller(), Action.READ)
-    report = CostService(wiring().store, wiring().clock).report(period=query("period"), team=query("team"))
+    report = CostService(wiring().settings, wiring().clock).report(period=query("period"), team=query("team"))
     return wire.cost_to_dict(report)
 
 

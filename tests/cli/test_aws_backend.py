@@ -7,9 +7,7 @@ SQS; the admit, dispatch and reconcile handlers do the rest of a job's life."""
 from __future__ import annotations
 
 import json
-import os
 import time
-from unittest import mock
 
 import pytest
 
@@ -19,7 +17,6 @@ from tests.aws.api_gateway import ENDPOINT, FakeApiGateway
 from tests.aws.fake_batch import CONTEXT, WAKEUP_EVENT, FakeBatch, deployment
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
-ACCESS = {"admins": ["root-ops"], "approvers": ["carol"]}
 
 
 class AwsCli:
@@ -60,21 +57,13 @@ class AwsCli:
 
 @pytest.fixture
 def aws(monkeypatch, capsys):
-    with deployment(now=time.time()) as world:
-        urls = world.urls
-        env = {"GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
-                                              "low": urls.intake[2]}),
-               "GQA_ACCESS": json.dumps(ACCESS)}
-        with mock.patch.dict(os.environ, env):
-            from lambdas import api
-            api.wiring.cache_clear()
-            world.dispatch.dispatcher()      # its cold start registers the pools' GPUs
-            gateway = FakeApiGateway(api.handler)
-            monkeypatch.setattr(api_client, "urllib_transport", gateway)   # HTTPS -> API Gateway's part
-            monkeypatch.setenv("GQA_BACKEND", "aws")
-            monkeypatch.setenv("GQA_API_ENDPOINT", ENDPOINT)
-            yield AwsCli(world, gateway, capsys, monkeypatch)
-            api.wiring.cache_clear()
+    with deployment(now=time.time()) as world:     # its api function's roles: fake_batch.ACCESS
+        world.dispatch.dispatcher()      # its cold start registers the pools' GPUs
+        gateway = FakeApiGateway(world.api.handler)
+        monkeypatch.setattr(api_client, "urllib_transport", gateway)   # HTTPS -> API Gateway's part
+        monkeypatch.setenv("GQA_BACKEND", "aws")
+        monkeypatch.setenv("GQA_API_ENDPOINT", ENDPOINT)
+        yield AwsCli(world, gateway, capsys, monkeypatch)
 
 
 def test_a_job_submitted_runs_and_is_seen_through_status_and_queue(aws):
