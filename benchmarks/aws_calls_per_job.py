@@ -1,7 +1,8 @@
 """AWS API calls per job on the serverless control plane, and what they cost.
 
-Jobs' whole lives run in-process on moto through the real code: the API's
-work (SubmitService.accept: ids reserved, the submission sent) -> admit ->
+Jobs' whole lives run in-process on moto through the real code: the api
+function, handed POST /jobs as API Gateway sends it (ids reserved, the
+submission sent to its intake queue) -> admit ->
 dispatch (woken by admit) -> Batch's RUNNING and SUCCEEDED events ->
 reconcile -> the dispatch pass each settlement wakes. Every call the control
 plane makes is counted by service and operation with a botocore `before-call`
@@ -119,7 +120,7 @@ def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int =
         dispatcher = world.dispatch.dispatcher()
         world.admit.admission()
         world.reconcile.service()
-        world.api                         # noqa: B018 (the API function's container)
+        world.api.wiring()
         batch = FakeBatch(dispatcher.compute.client)
 
         def dispatch(phase: str) -> None:

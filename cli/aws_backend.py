@@ -17,9 +17,11 @@ SEND_ENVIRONMENT = False
 
 
 def _decode(decode: Callable[[dict], Any], data: dict) -> Any:
+    from gqa.models.errors import SpecError
+
     try:
         return decode(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, SpecError) as exc:
         raise BackendUnavailable(f"the gqa API answered in an unexpected form ({type(exc).__name__}: {exc}); "
                                  "is the CLI as new as the deployment?") from None
 
@@ -99,6 +101,49 @@ class Cost:
 
 
 @dataclass
+class Triggers:
+    """TriggerService's add/list/remove as cli/trigger.py calls them. The owner
+    is the caller's IAM identity (the API's rule), so `owner`, `caller` and
+    `admin` are not sent: the API decides them from the signature."""
+
+    api: Any
+
+    def add(self, bucket: str, prefix: str, spec_json: str, owner: str | None, debounce: int,
+            suffix: str | None = None):
+        import json
+
+        from gqa.models.trigger import Trigger
+
+        body = {"bucket": bucket, "prefix": prefix, "suffix": suffix, "spec": json.loads(spec_json),
+                "debounce": debounce}
+        return _decode(Trigger.from_dict, self.api.call("POST", "/triggers", body=body))
+
+    def list(self, owner: str | None = None):
+        return _decode(wire.triggers_from_dict, self.api.call("GET", "/triggers", query={"owner": owner}))
+
+    def remove(self, trigger_id: str, caller: str | None = None, admin: bool = False):
+        from urllib.parse import quote
+
+        from gqa.models.trigger import Trigger
+
+        return _decode(Trigger.from_dict, self.api.call("DELETE", f"/triggers/{quote(trigger_id, safe='')}"))
+
+
+@dataclass
+class LogPages:
+    """LogService.page over GET /jobs/{id}/logs; NotStarted comes back as NotStarted (by its name)."""
+
+    api: Any
+
+    def page(self, ref: str, attempt: int | None = None, token: str | None = None):
+        from gqa.adapters.aws.api_client import job_path
+        from gqa.services.logs import LogPage
+
+        data = self.api.call("GET", job_path(ref, "logs"), query={"attempt": attempt, "token": token})
+        return LogPage.from_dict(data)
+
+
+@dataclass
 class AwsBackend:
     endpoint: str
     region: str | None = None
@@ -129,6 +174,12 @@ class AwsBackend:
 
     def cost(self) -> Cost:
         return Cost(self.api)
+
+    def triggers(self) -> Triggers:
+        return Triggers(self.api)
+
+    def log_pages(self) -> LogPages:
+        return LogPages(self.api)
 
     def whoami(self) -> dict[str, Any]:
         return self.api.call("GET", "/whoami")

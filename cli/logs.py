@@ -37,8 +37,7 @@ def logs(
         if pages is not None:
             raise typer.Exit(follow_pages(pages(), ref, attempt=attempt, follow=follow, tail=tail))
         if not be.local:
-            fail("`gqa logs` is not available on the AWS backend yet; the job's output is in CloudWatch Logs "
-                 "(log group /aws/batch/job)")
+            fail("this backend cannot show a job's output")
         if attempt is not None:
             fail("--attempt needs a remote backend; the local log holds every attempt, each headed by its number")
         jobs = be.queries().jobs(ref)

@@ -66,7 +66,11 @@ def list_(
     with user_errors():
         from .backend import backend
 
-        triggers = backend().triggers().list(owner=caller_user() or _me() if mine else owner)
+        be = backend()
+        service = be.triggers()   # the local backend refuses here
+        if mine:   # on AWS, who you are is your IAM identity, as the API sees it
+            owner = caller_user() or be.whoami()["owner"]
+        triggers = service.list(owner=owner)
     rows = [_row(t) for t in triggers]
     if fmt == "json":
         print_json({"triggers": rows})

@@ -14,6 +14,13 @@ and cancel/requeue/approve/deny take several, comma-separated):
     PUT  /quota/teams/{team}              {"share", "max_gpus", "max_gpus_per_user", "budget"} (admins)
     PUT  /quota/policy                    QuotaService.set_policy's fields (admins)
     GET  /cost?team=T&period=2026-11      spend per team against its budget
+    GET  /jobs/{id}/logs?attempt=N&token=T&limit=L   one page of a job's output: LogPage.to_dict()
+                                          (its owner and admins; NotStarted while it has not started)
+    POST /triggers                        {"bucket", "prefix", "suffix"?, "spec": {...}, "debounce"?} -> 201
+                                          the trigger, owned by the caller (debounce: seconds or "2m")
+    GET  /triggers?owner=O                {"triggers": [...]}: everyone's, or O's (a job's env only to
+                                          the trigger's owner and admins)
+    DELETE /triggers/{id}                 the trigger removed (its owner or an admin)
 
 A submission is validated and given its job ids here (SubmitService.accept),
 then sent to its tier's intake queue; the admit function creates the jobs.
@@ -24,15 +31,30 @@ SpecError, 401 NotAuthenticated (no identity), 403 NotPermitted, 404
 NotFound, 409 Conflict / InvalidTransition, 422 Rejected, 503
 BackendUnavailable; anything else 500 "InternalError", logged.
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (tables),
-GQA_INTAKE_URLS (JSON: {"high": url, "normal": url, "low": url}),
-GQA_WAKEUP_QUEUE_URL (the dispatcher's, told after cancel/requeue/approve so
-they are carried out at once), and GQA_ACCESS (JSON, see
-gqa.services.access.AccessPolicy.from_json: {"admins": [...], "approvers":
-[...], "identity_roles": [...]}). Roles live in the function's configuration,
-not in a table: who administers the queue changes through the same reviewed
-deployment as the IAM policies that let people call it, and no request pays
-a read for it. A missing or invalid setting fails the cold start loudly."""
+Environment:
+- GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE: the tables (triggers
+  live in the settings table);
+- GQA_INTAKE_URLS: JSON {"high": url, "normal": url, "low": url}, the intake queues;
+- GQA_WAKEUP_QUEUE_URL: the dispatcher's, told after cancel/requeue/approve so
+  they are carried out at once;
+- GQA_POOLS: the pools as the dispatch function has them (a JSON list of
+  resources.Pool's fields): their job queues are where a job's earlier
+  attempts are looked up by name for its logs;
+- GQA_LOG_GROUP (optional, default /aws/batch/job): the log group of job
+  definitions that name none (awslogs-group);
+- GQA_ACCESS: JSON, see gqa.services.access.AccessPolicy.from_json:
+  {"admins": [...], "approvers": [...], "identity_roles": [...]}. Roles live
+  in the function's configuration, not in a table: who administers the queue
+  changes through the same reviewed deployment as the IAM policies that let
+  people call it, and no request pays a read for it.
+A missing or invalid setting fails the cold start loudly.
+
+Reads: the container keeps the settings (inventory, policy, teams) for
+SETTINGS_TTL seconds, as the other functions do, where they are read most:
+submissions (a sweep is many) and the queue (watched). The quota and cost
+routes read them afresh: a change is made to the settings as they are, not
+as this container last saw them, and `gqa quota show` or `gqa cost` right
+after `gqa quota set` shows it."""
 
 from __future__ import annotations
 
@@ -46,21 +68,27 @@ import boto3
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
-from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
+from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
+from gqa.adapters.aws.resources import pools_from_json
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.tables import TableNames
+from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import (BackendUnavailable, Conflict, GqaError, InvalidTransition, NotAuthenticated,
                                NotFound, NotPermitted, Rejected, SpecError)
 from gqa.models.loader import validate
 from gqa.models.spec import Priority
+from gqa.models.trigger import Trigger, parse_debounce
 from gqa.services import wire
 from gqa.services.access import AccessPolicy, Action, Principal, authorize
 from gqa.services.control import ControlService
 from gqa.services.cost import CostService
+from gqa.services.logs import DEFAULT_LIMIT, LogService
 from gqa.services.queries import QueryService
 from gqa.services.quota import QuotaService
 from gqa.services.submit import SubmitService
+from gqa.services.triggers import TriggerService
 
 logger = Logger(service="gqa-api")
 app = APIGatewayRestResolver()
@@ -88,10 +116,13 @@ class WakeDispatcher:
 
 @dataclass(frozen=True)
 class Wiring:
-    store: DynamoDBStore
+    store: DynamoDBStore            # keeps the settings for SETTINGS_TTL
+    settings: DynamoDBStore         # the same tables, the settings read afresh: the quota and cost routes'
     intake: SqsIntake
     access: AccessPolicy
     clock: SystemClock
+    trigger_store: DynamoDBTriggerStore
+    logs: BatchLogs
 
     def submitter(self) -> SubmitService:
         return SubmitService(self.store, self.clock, intake=self.intake)
@@ -101,6 +132,16 @@ class Wiring:
 
     def queries(self) -> QueryService:
         return QueryService(self.store, self.clock)
+
+    def quota(self) -> QuotaService:
+        return QuotaService(self.settings)
+
+    def triggers(self) -> TriggerService:
+        # adding, listing and removing need only the store; the trigger function submits the jobs
+        return TriggerService(self.trigger_store, self.clock)
+
+    def log_pages(self) -> LogService:
+        return LogService(self.store, self.logs)
 
 
 def intake_urls(text: str) -> dict[int, str]:
@@ -117,8 +158,12 @@ def build() -> Wiring:
                        ledger=os.environ["GQA_LEDGER_TABLE"])
     intake = SqsIntake(boto3.client("sqs"), intake_urls(os.environ["GQA_INTAKE_URLS"]),
                        os.environ["GQA_WAKEUP_QUEUE_URL"])
-    return Wiring(DynamoDBStore(boto3.client("dynamodb"), names), intake,
-                  AccessPolicy.from_json(os.environ.get("GQA_ACCESS")), SystemClock())
+    dynamodb = boto3.client("dynamodb")
+    logs = BatchLogs(boto3.client("batch"), boto3.client("logs"), pools_from_json(os.environ["GQA_POOLS"]),
+                     log_group=os.environ.get("GQA_LOG_GROUP") or DEFAULT_GROUP)
+    return Wiring(DynamoDBStore(dynamodb, names, settings_ttl=SETTINGS_TTL), DynamoDBStore(dynamodb, names), intake,
+                  AccessPolicy.from_json(os.environ.get("GQA_ACCESS")), SystemClock(),
+                  DynamoDBTriggerStore(dynamodb, names), logs)
 
 
 @cache
@@ -254,14 +299,14 @@ def _done(verb: str, results) -> dict[str, Any]:
 @app.get("/quota")
 def quota() -> dict[str, Any]:
     authorize(caller(), Action.READ)
-    return wire.quota_to_dict(QuotaService(wiring().store).show())
+    return wire.quota_to_dict(wiring().quota().show())
 
 
 @app.put("/quota/teams/<team>")
 def set_team(team: str) -> dict[str, Any]:
     authorize(caller(), Action.SET_QUOTA)
     changes = wire.changes_from_dict(body(), wire.TEAM_CHANGES)
-    policy = QuotaService(wiring().store).set(team, **changes)
+    policy = wiring().quota().set(team, **changes)
     logger.info("team quota set", extra={"team": team, "changes": changes})
     return {"team": team, "policy": wire.team_policy_to_dict(policy)}
 
@@ -270,7 +315,7 @@ def set_team(team: str) -> dict[str, Any]:
 def set_policy() -> dict[str, Any]:
     authorize(caller(), Action.SET_POLICY)
     changes = wire.changes_from_dict(body(), wire.POLICY_CHANGES)
-    policy = QuotaService(wiring().store).set_policy(**changes)
+    policy = wiring().quota().set_policy(**changes)
     logger.info("queue policy set", extra={"changes": {k: str(v) for k, v in changes.items()}})
     return wire.policy_to_dict(policy)
 
@@ -278,8 +323,78 @@ def set_policy() -> dict[str, Any]:
 @app.get("/cost")
 def cost() -> dict[str, Any]:
     authorize(caller(), Action.READ)
-    report = CostService(wiring().store, wiring().clock).report(period=query("period"), team=query("team"))
+    report = CostService(wiring().settings, wiring().clock).report(period=query("period"), team=query("team"))
     return wire.cost_to_dict(report)
+
+
+@app.get("/jobs/<ref>/logs")
+def logs(ref: str) -> dict[str, Any]:
+    who = caller()
+    logger.set_correlation_id(ref)
+    limit = number("limit")
+    page = wiring().log_pages().page(ref, attempt=number("attempt"), token=query("token"),
+                                     limit=DEFAULT_LIMIT if limit is None else limit,
+                                     allow=lambda job: authorize(who, Action.READ_LOGS, [job]))
+    return page.to_dict()
+
+
+def number(name: str) -> int | None:
+    value = query(name)
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise SpecError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
+# -- triggers --------------------------------------------------------------------------------------
+TRIGGER_FIELDS = ("bucket", "prefix", "suffix", "spec", "debounce")
+
+
+@app.post("/triggers")
+def add_trigger() -> Response:
+    who = caller()
+    request = body()
+    if not isinstance(request, dict) or not isinstance(request.get("spec"), dict):
+        raise SpecError('the request body must be {"bucket": ..., "prefix": ..., "spec": {...}}')
+    unknown = sorted(set(request) - set(TRIGGER_FIELDS))
+    if unknown:
+        raise SpecError(f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(TRIGGER_FIELDS)}")
+    bucket, prefix, suffix = request.get("bucket"), request.get("prefix"), request.get("suffix")
+    if not isinstance(bucket, str) or not isinstance(prefix, str):
+        raise SpecError('bucket and prefix must be strings (prefix "" for the whole bucket)')
+    if suffix is not None and not isinstance(suffix, str):
+        raise SpecError("suffix must be a string, or left out")
+    debounce = request.get("debounce")
+    if debounce is not None and (isinstance(debounce, bool) or not isinstance(debounce, (int, str))):
+        raise SpecError('debounce must be seconds or a duration such as "2m"')
+    spec = validate(request["spec"], source="the trigger's job")
+    authorize(who, Action.ADD_TRIGGER)
+    trigger = wiring().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
+                                      suffix=suffix)
+    logger.info("trigger added", extra={"trigger_id": trigger.id, "watches": trigger.describe()})
+    return Response(201, content_types.APPLICATION_JSON, json.dumps(_trigger(who, trigger)))
+
+
+@app.get("/triggers")
+def list_triggers() -> dict[str, Any]:
+    who = caller()
+    authorize(who, Action.READ_TRIGGERS)
+    return {"triggers": [_trigger(who, t) for t in wiring().triggers().list(owner=query("owner"))]}
+
+
+@app.delete("/triggers/<trigger_id>")
+def remove_trigger(trigger_id: str) -> dict[str, Any]:
+    who = caller()
+    service = wiring().triggers()
+    authorize(who, Action.REMOVE_TRIGGER, [service.get(trigger_id)])
+    removed = service.remove(trigger_id, who.owner, who.admin)
+    logger.info("trigger removed", extra={"trigger_id": trigger_id, "watched": removed.describe()})
+    return _trigger(who, removed)
+
+
+def _trigger(who: Principal, trigger: Trigger) -> dict[str, Any]:
+    return wire.trigger_to_dict(trigger, with_env=who.admin or trigger.owner == who.owner)
 
 
 # -- errors ----------------------------------------------------------------------------------------

@@ -24,9 +24,12 @@ A name with characters a job spec's owner may not hold (',' in a role
 session, say) keeps the valid ones, with the rest as '_' and a short digest of
 the original appended, so two names never fold into one.
 
-Roles: every authenticated caller is an owner (submits, reads, cancels and
-requeues their own jobs); approvers also approve and deny; admins may do
-everything. Who is an approver or an admin comes from the deployment's access
+Roles: every authenticated caller is an owner (submits, reads the queue,
+cancels and requeues their own jobs, reads their own jobs' output, adds
+triggers, lists everyone's, removes their own); approvers also approve and
+deny; admins may do everything. A job's output is its owner's and the
+admins' alone: it may hold what the job printed of its data or credentials,
+and approving a job's size needs none of it. Who is an approver or an admin comes from the deployment's access
 settings (`AccessPolicy.from_json`): patterns matched (shell-style, `*`) on
 the caller's ARN when they start with `arn:`, else on the owner name."""
 
@@ -39,9 +42,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
+from typing import Protocol
 
 from ..models.errors import NotAuthenticated, NotPermitted
-from ..models.job import JobRecord
 from ..models.spec import OWNER_RE
 
 _INVALID = re.compile(r"[^A-Za-z0-9._@+=/-]")
@@ -57,6 +60,10 @@ class Action(StrEnum):
     DENY = "deny"
     SET_QUOTA = "set team quotas"
     SET_POLICY = "set the queue policy"
+    READ_LOGS = "read a job's output"
+    ADD_TRIGGER = "add triggers"
+    READ_TRIGGERS = "list triggers"
+    REMOVE_TRIGGER = "remove"
 
 
 class Role(StrEnum):
@@ -64,10 +71,21 @@ class Role(StrEnum):
     ADMIN = "admin"
 
 
-ANYONE = frozenset({Action.SUBMIT, Action.READ})
-OWN_JOBS = frozenset({Action.CANCEL, Action.REQUEUE})       # the owner's, or an admin's
+ANYONE = frozenset({Action.SUBMIT, Action.READ, Action.ADD_TRIGGER, Action.READ_TRIGGERS})
+# the owner's, or an admin's: what the action touches, as named in a refusal
+OWNED = {Action.CANCEL: "job", Action.REQUEUE: "job", Action.READ_LOGS: "job", Action.REMOVE_TRIGGER: "trigger"}
 APPROVALS = frozenset({Action.APPROVE, Action.DENY})        # approvers and admins
 ADMIN_ONLY = frozenset({Action.SET_QUOTA, Action.SET_POLICY})
+
+
+class Owned(Protocol):
+    """What an owner-or-admin action touches: a job record, a trigger."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def owner(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -174,18 +192,18 @@ def _account_of(arn: str) -> str:
     return parts[4] if len(parts) == 6 else ""
 
 
-def authorize(principal: Principal, action: Action, jobs: Iterable[JobRecord] = ()) -> None:
-    """Allowed, or NotPermitted saying who may. `jobs`: the jobs the action
-    touches (for cancel and requeue), every one checked before any changes."""
+def authorize(principal: Principal, action: Action, owned: Iterable[Owned] = ()) -> None:
+    """Allowed, or NotPermitted saying who may. `owned`: what the action
+    touches (the jobs to cancel, the trigger to remove), every one checked
+    before anything changes."""
     if action in ANYONE:
         return
-    if action in OWN_JOBS:
+    if action in OWNED:
         if principal.admin:
             return
-        for job in jobs:
-            if job.owner != principal.owner:
-                raise NotPermitted(f"job {job.id} belongs to {job.owner}; {principal.owner} may not {action} it "
-                                   f"(owners {action} their own jobs; admins may {action} any)")
+        for thing in owned:
+            if thing.owner != principal.owner:
+                raise NotPermitted(_not_theirs(principal, action, thing))
         return
     if action in APPROVALS:
         if not principal.approver:
@@ -197,6 +215,15 @@ def authorize(principal: Principal, action: Action, jobs: Iterable[JobRecord] = 
             raise NotPermitted(f"{principal.owner} may not {action}: only admins may")
         return
     raise NotPermitted(f"unknown action {action!r}")
+
+
+def _not_theirs(principal: Principal, action: Action, thing: Owned) -> str:
+    noun = OWNED[action]
+    if action is Action.READ_LOGS:
+        return (f"job {thing.id} belongs to {thing.owner}; {principal.owner} may not read its output "
+                "(a job's output may hold secrets: its owner and admins read it)")
+    return (f"{noun} {thing.id} belongs to {thing.owner}; {principal.owner} may not {action} it "
+            f"(owners {action} their own {noun}s; admins may {action} any)")
 
 
 def roles_text(principal: Principal) -> list[str]:

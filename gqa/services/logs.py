@@ -22,6 +22,7 @@ import binascii
 import json
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -96,15 +97,19 @@ class LogService:
         self.store, self.logs = store, logs
 
     def page(self, job_ref: str, attempt: int | None = None, token: str | None = None,
-             limit: int = DEFAULT_LIMIT) -> LogPage:
+             limit: int = DEFAULT_LIMIT, *, allow: Callable[[JobRecord], None] | None = None) -> LogPage:
         """Up to about `limit` lines (attempt headers and notes may add one or
         two) from where `token` points, or from the start of attempt `attempt`
-        (default: the first). With `attempt`, only that attempt's lines."""
+        (default: the first). With `attempt`, only that attempt's lines.
+        `allow`: the caller's access rule, given the job as read (it raises
+        to refuse) before anything of its output is."""
         if not 1 <= limit <= MAX_LIMIT:
             raise SpecError(f"a log page holds 1 to {MAX_LIMIT} lines, not {limit}")
         if attempt is not None and attempt < 1:
             raise SpecError(f"attempts are numbered from 1, not {attempt}")
         job = self._job(job_ref)
+        if allow is not None:
+            allow(job)
         if job.attempts == 0:
             raise _never_started(job)
         if attempt is not None and attempt > job.attempts:

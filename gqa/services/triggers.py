@@ -112,6 +112,10 @@ class TriggerService:
                 continue
         raise Conflict("could not find a free trigger id; try again")
 
+    def get(self, trigger_id: str) -> Trigger:
+        """NotFound if there is none."""
+        return self.store.get(trigger_id)
+
     def list(self, owner: str | None = None) -> List[Trigger]:
         triggers = self.store.list()
         return sorted((tr for tr in triggers if owner is None or tr.owner == owner),

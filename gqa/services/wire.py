@@ -5,7 +5,9 @@ whichever backend answered. Pure: dicts in, objects out.
 
 A job travels without its spec and its submitter's environment: every caller
 may read the queue, and a spec's env or a shell's environment may hold
-secrets. A record read back has `spec_json` "" and `submit_env` None.
+secrets. A record read back has `spec_json` "" and `submit_env` None. For the
+same reason a trigger's job travels without its env to anyone but the
+trigger's owner and admins (everyone may list triggers).
 
 Decoders of answers raise KeyError/TypeError/ValueError on a malformed one
 (the client turns them into BackendUnavailable); decoders of requests raise
@@ -13,11 +15,13 @@ SpecError, which the API answers with 400."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, fields
 from typing import Any
 
 from ..models.errors import SpecError
 from ..models.job import JobRecord, JobState, Request, Transition
+from ..models.trigger import Trigger
 from ..scheduling.snapshot import Factors, Policy, TeamPolicy, Weights
 from .access import Principal, roles_text
 from .control import ControlResult
@@ -192,6 +196,22 @@ def cost_from_dict(data: dict[str, Any]) -> CostReport:
     return CostReport(str(data["period"]), bool(data["current"]),
                       [TeamCost(str(t["team"]), float(t["settled"]), float(t["running"]),
                                 None if t.get("budget") is None else float(t["budget"])) for t in data["teams"]])
+
+
+# -- triggers ----------------------------------------------------------------------------------------
+def trigger_to_dict(trigger: Trigger, *, with_env: bool) -> dict[str, Any]:
+    """Trigger.to_dict, the job's env left out unless `with_env`."""
+    data = trigger.to_dict()
+    if not with_env:
+        spec = json.loads(trigger.spec_json)
+        if isinstance(spec, dict) and spec.pop("env", None):
+            data["spec_json"] = json.dumps(spec, separators=(",", ":"))
+    return data
+
+
+def triggers_from_dict(data: dict[str, Any]) -> list[Trigger]:
+    """SpecError (a malformed trigger) is the caller's to turn into BackendUnavailable."""
+    return [Trigger.from_dict(t) for t in data["triggers"]]
 
 
 # -- the caller --------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """A whole deployment on moto, in-process, and a stand-in for AWS Batch's side
-of it: the three Lambda handlers (admit, dispatch, reconcile) wired to moto's
-DynamoDB, SQS, S3 and Batch, and FakeBatch, which reads the SubmitJob calls the
-dispatcher really made and answers with the "Batch Job State Change" events
-EventBridge would deliver (moto's Batch runs no container and emits no events).
+of it: the Lambda handlers (api, admit, dispatch, reconcile) wired to moto's
+DynamoDB, SQS, S3, Batch and CloudWatch Logs, and FakeBatch, which reads the
+SubmitJob calls the dispatcher really made and answers with the "Batch Job
+State Change" events EventBridge would deliver (moto's Batch runs no container
+and emits no events). A submission goes in as API Gateway hands it to the api
+function: a REST proxy event with the caller's verified IAM identity.
 
 Used by tests/aws/test_lifecycle.py and benchmarks/aws_calls_per_job.py."""
 
@@ -14,7 +16,6 @@ import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 from types import ModuleType
 from typing import Any
 from unittest import mock
@@ -23,16 +24,17 @@ import boto3
 from moto import mock_aws
 
 from gqa.adapters.aws import views
-from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
+from gqa.adapters.aws.batch_logs import DEFAULT_GROUP
 from gqa.adapters.aws.resources import Pool, QueueUrls, create_queues
-from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.tables import TableNames, create_tables
 from gqa.adapters.clock import SystemClock
+from gqa.models import errors
 from gqa.models.job import JobRecord
 from gqa.models.spec import JobSpec
-from gqa.services.submit import SubmitService
 from gqa.runtime.s3 import MANIFEST
 from gqa.runtime.storage import POINTER
+from gqa.services import wire
+from tests.aws.api_gateway import rest_event, user_arn
 from tests.aws.moto_support import LambdaContext, create_batch
 
 ACCOUNT = "123456789012"
@@ -50,6 +52,8 @@ WAKEUP_EVENT = {"Records": [{"messageId": "wake-1", "body": '{"wake": true}', "e
 
 
 CONTEXT = LambdaContext(function_name="gqa")
+API_CONTEXT = LambdaContext(function_name="gqa-api")
+ACCESS = {"admins": ["root-ops"], "approvers": ["carol"]}     # the api function's roles (GQA_ACCESS)
 
 
 class VirtualClock:
@@ -71,6 +75,7 @@ class Deployment:
     """The handler modules, with their containers' wiring cleared, and what
     they were deployed against."""
 
+    api: ModuleType
     admit: ModuleType
     dispatch: ModuleType
     reconcile: ModuleType
@@ -82,17 +87,20 @@ class Deployment:
         return self.session.client(service)
 
     def send(self, job_spec: JobSpec, *, owner: str = "alice") -> list[JobRecord]:
-        """What the API does with a submission: checks, ids reserved, one message
-        on the tier's intake queue. Returns the jobs as accepted (not yet written)."""
-        return self.api.accept(job_spec, owner=owner, environment={})
-
-    @cached_property
-    def api(self) -> SubmitService:
-        """The API function's wiring, built once per deployment as a container would
-        (keeping the settings for SETTINGS_TTL, as the other functions do)."""
-        store = DynamoDBStore(self.client("dynamodb"), NAMES, settings_ttl=SETTINGS_TTL)
-        intake = SqsIntake(self.client("sqs"), self.urls.intake, self.urls.wakeup)
-        return SubmitService(store, self.clock, intake=intake)
+        """POST /jobs by IAM user `owner`, as API Gateway hands it to the api
+        function: checks, ids reserved, one message on the tier's intake queue.
+        Returns the jobs as accepted (not yet written); a refusal or failure is
+        raised as the domain error the API named (as the CLI raises it)."""
+        event = rest_event("POST", "/jobs", arn=user_arn(owner),
+                           body={"spec": job_spec.model_dump(mode="json"), "environment": {}})
+        answer = self.api.handler(event, API_CONTEXT)
+        data = json.loads(answer["body"])
+        if answer["statusCode"] != 202:
+            kind = getattr(errors, data.get("error", ""), None)
+            if isinstance(kind, type) and issubclass(kind, errors.GqaError):
+                raise kind(data["message"])
+            raise RuntimeError(f"the api function answered {answer['statusCode']}: {data}")
+        return wire.submitted_from_dict(data)
 
     def receive(self, tier: int = 1) -> list[dict[str, Any]]:
         """What Lambda's poller hands the admit function: received messages as SQS event records."""
@@ -146,19 +154,22 @@ def deployment(now: float, session: boto3.session.Session | None = None,
         urls = create_queues(session.client("sqs"), prefix="gqa-life-")
         create_batch(session, pools, (JOB_DEFINITION,))
         session.client("s3").create_bucket(Bucket=BUCKET)
+        session.client("logs").create_log_group(logGroupName=DEFAULT_GROUP)
         stack.enter_context(mock.patch.dict(os.environ, {
             "GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
             "GQA_POOLS": json.dumps([{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus,
                                       "price": p.price} for p in pools]),
             "GQA_JOB_DEFINITION": JOB_DEFINITION,
             "GQA_CHECKPOINT_BUCKET": BUCKET, "GQA_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
-            "GQA_WAKEUP_QUEUE_URL": urls.wakeup}))
-        from lambdas import admit, dispatch, reconcile
-        caches = (admit.admission, dispatch.dispatcher, reconcile.service)
+            "GQA_WAKEUP_QUEUE_URL": urls.wakeup,
+            "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1], "low": urls.intake[2]}),
+            "GQA_ACCESS": json.dumps(ACCESS)}))
+        from lambdas import admit, api, dispatch, reconcile
+        caches = (api.wiring, admit.admission, dispatch.dispatcher, reconcile.service)
         for cache in caches:
             cache.cache_clear()      # fresh "containers": their clients are built inside the mock
         try:
-            yield Deployment(admit, dispatch, reconcile, urls, clock, session)
+            yield Deployment(api, admit, dispatch, reconcile, urls, clock, session)
         finally:
             for cache in caches:
                 cache.cache_clear()

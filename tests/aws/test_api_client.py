@@ -12,7 +12,7 @@ import pytest
 
 from gqa.adapters.aws.api_client import ApiClient, job_path, region_of
 from gqa.models.errors import (BackendUnavailable, Conflict, InvalidTransition, NotAuthenticated, NotFound,
-                               NotPermitted, Rejected, SpecError)
+                               NotPermitted, NotStarted, Rejected, SpecError)
 from tests.aws.api_gateway import ENDPOINT, REGION, Caller, _signature
 
 KEY, SECRET = "AKIAALICEXXXXXXXXXXX", "alice-secret"
@@ -71,6 +71,7 @@ def test_query_values_are_encoded_and_none_left_out():
     (400, "SpecError", SpecError), (401, "NotAuthenticated", NotAuthenticated), (403, "NotPermitted", NotPermitted),
     (404, "NotFound", NotFound), (409, "Conflict", Conflict), (409, "InvalidTransition", InvalidTransition),
     (422, "Rejected", Rejected), (503, "BackendUnavailable", BackendUnavailable),
+    (404, "NotStarted", NotStarted),     # a NotFound the CLI tells apart: `gqa logs -f` waits on it
 ])
 def test_an_error_answer_raises_the_domain_error_of_that_name_with_its_message(status, name, error):
     api, _ = client((status, {"error": name, "message": "job 12 belongs to alice"}))

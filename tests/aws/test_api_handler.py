@@ -19,11 +19,13 @@ from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.resources import QueueUrls, create_queues
 from gqa.adapters.aws.sqs_intake import parse_submission
 from gqa.adapters.aws.tables import TABLES, TableNames, create_tables
+from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.ports import Change, Inventory
 from gqa.scheduling import Gpu, Policy, TeamPolicy
 from gqa.services.submit import SubmitService
+from gqa.services.triggers import TriggerService
 from tests.aws.api_gateway import ACCOUNT, rest_event, user_arn
 from tests.aws.moto_support import LambdaContext, refuse, session
 from tests.builders import spec
@@ -60,6 +62,14 @@ class Api:
                                  {"attempts": 1, "started_at": 2.0})])
         return job_id
 
+    def trigger(self, owner: str = "alice", **env: str) -> str:
+        """A trigger added as the API would, its job's env `env`."""
+        return self.triggers.add("data", "in/", spec(env=env).model_dump_json(), owner, 120).id
+
+    @property
+    def triggers(self) -> TriggerService:
+        return TriggerService(DynamoDBTriggerStore(session().client("dynamodb"), NAMES), SystemClock())
+
     def messages(self, tier: int = 1) -> list[dict]:
         out = session().client("sqs").receive_message(QueueUrl=self.urls.intake[tier], MaxNumberOfMessages=10,
                                                       WaitTimeSeconds=0)
@@ -81,7 +91,8 @@ def api():
         env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
                "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
                                               "low": urls.intake[2]}),
-               "GQA_WAKEUP_QUEUE_URL": urls.wakeup, "GQA_ACCESS": json.dumps(ACCESS)}
+               "GQA_WAKEUP_QUEUE_URL": urls.wakeup, "GQA_ACCESS": json.dumps(ACCESS),
+               "GQA_POOLS": json.dumps([{"gpu_type": "a10g", "spot": True, "max_gpus": 4, "price": 0.5}])}
         with mock.patch.dict(os.environ, env):
             from lambdas import api as module
             module.wiring.cache_clear()      # a fresh "container" per test: its clients are moto's
@@ -108,7 +119,8 @@ def test_whoami(api, arn, owner, roles):
 @pytest.mark.parametrize("method, path", [
     ("GET", "/whoami"), ("POST", "/jobs"), ("GET", "/jobs/1"), ("GET", "/queue"), ("POST", "/jobs/1/cancel"),
     ("POST", "/jobs/1/requeue"), ("POST", "/jobs/1/approve"), ("POST", "/jobs/1/deny"), ("GET", "/quota"),
-    ("PUT", "/quota/teams/vision"), ("PUT", "/quota/policy"), ("GET", "/cost"),
+    ("PUT", "/quota/teams/vision"), ("PUT", "/quota/policy"), ("GET", "/cost"), ("GET", "/jobs/1/logs"),
+    ("POST", "/triggers"), ("GET", "/triggers"), ("DELETE", "/triggers/tr-0001"),
 ])
 def test_a_caller_without_an_iam_identity_gets_401(api, method, path):
     api.job()
@@ -247,6 +259,82 @@ def test_bad_quota_changes_are_400_and_change_nothing(api, path, body, words):
     assert status == 400 and words in answer["message"] and api.tables() == before
 
 
+# -- triggers ------------------------------------------------------------------------------------
+
+TRIGGER = {"bucket": "data", "prefix": "incoming/", "suffix": ".parquet", "debounce": "5m"}
+
+
+def test_a_trigger_added_is_the_callers_and_listed_for_everyone(api):
+    job = spec(owner="mallory", env={"TOKEN": "s3cret"}).model_dump(mode="json")
+    status, added = api("POST", "/triggers", "alice", body={**TRIGGER, "spec": job})
+    assert status == 201 and added["id"].startswith("tr-")
+    assert (added["owner"], added["debounce"], added["suffix"]) == ("alice", 300, ".parquet")   # the signature's
+    assert json.loads(added["spec_json"])["env"] == {"TOKEN": "s3cret"}
+    assert [t.id for t in api.triggers.list()] == [added["id"]]
+    status, listed = api("GET", "/triggers", "bob")
+    assert status == 200 and [t["id"] for t in listed["triggers"]] == [added["id"]]
+    assert "env" not in json.loads(listed["triggers"][0]["spec_json"])        # not bob's: no env
+    for who in ("alice", "root-ops"):                                          # the owner's and admins': all of it
+        _, listed = api("GET", "/triggers", who)
+        assert json.loads(listed["triggers"][0]["spec_json"])["env"] == {"TOKEN": "s3cret"}
+
+
+def test_triggers_are_listed_by_owner(api):
+    mine, theirs = api.trigger("alice"), api.trigger("bob")
+    _, listed = api("GET", "/triggers", query={"owner": "bob"})
+    assert [t["id"] for t in listed["triggers"]] == [theirs]
+    _, listed = api("GET", "/triggers")
+    assert {t["id"] for t in listed["triggers"]} == {mine, theirs}
+
+
+def test_owners_remove_their_triggers_and_admins_anyones(api):
+    mine, theirs = api.trigger("alice"), api.trigger("bob")
+    status, removed = api("DELETE", f"/triggers/{mine}", "alice")
+    assert status == 200 and removed["id"] == mine
+    status, removed = api("DELETE", f"/triggers/{theirs}", "root-ops")
+    assert status == 200 and removed["owner"] == "bob" and api.triggers.list() == []
+    status, answer = api("DELETE", f"/triggers/{mine}", "alice")
+    assert status == 404 and answer == {"error": "NotFound", "message": f"no trigger {mine}"}
+
+
+@pytest.mark.parametrize("body, words", [
+    ({**TRIGGER}, '"spec": {...}'),
+    ({**TRIGGER, "spec": {"command": ["true"]}, "bukket": "x"}, "unknown field(s) bukket"),
+    ({**TRIGGER, "spec": {"command": ["true"]}, "bucket": 7}, "bucket and prefix must be strings"),
+    ({**TRIGGER, "spec": {"command": ["true"]}, "bucket": "Data"}, "'Data' is not an S3 bucket name"),
+    ({**TRIGGER, "spec": {"command": ["true"]}, "suffix": 1}, "suffix must be a string"),
+    ({**TRIGGER, "spec": {"command": ["true"]}, "debounce": "1h"}, "the debounce window must be 1s to 15m00s"),
+    ({**TRIGGER, "spec": {"command": ["true"]}, "debounce": True}, "debounce must be seconds"),
+    ({**TRIGGER, "spec": {"command": ["true"], "gpu": 2}}, "unknown field 'gpu'"),
+])
+def test_a_bad_trigger_is_400_and_adds_nothing(api, body, words):
+    status, answer = api("POST", "/triggers", body=body)
+    assert (status, answer["error"]) == (400, "SpecError") and words in answer["message"], answer
+    assert api.triggers.list() == []
+
+
+# -- logs ------------------------------------------------------------------------------------------
+
+def test_the_logs_of_a_job_not_started_are_not_started_and_of_an_unknown_one_not_found(api):
+    job_id = api.job("alice")
+    status, answer = api("GET", f"/jobs/{job_id}/logs", "alice")
+    assert (status, answer["error"]) == (404, "NotStarted") and "has not started yet" in answer["message"]
+    status, answer = api("GET", "/jobs/77/logs", "root-ops")
+    assert (status, answer["error"]) == (404, "NotFound")
+
+
+@pytest.mark.parametrize("query, words", [
+    ({"attempt": "first"}, "attempt must be a whole number"),
+    ({"attempt": "0"}, "attempts are numbered from 1"),
+    ({"limit": "0"}, "a log page holds 1 to 10000 lines"),
+    ({"token": "garbage!"}, "not a log token gqa gave out"),
+])
+def test_bad_log_requests_are_400(api, query, words):
+    job_id = api.running("alice")
+    status, answer = api("GET", f"/jobs/{job_id}/logs", "alice", query=query)
+    assert (status, answer["error"]) == (400, "SpecError") and words in answer["message"], answer
+
+
 # -- every command refused to whoever may not run it -------------------------------------------------
 
 REFUSED = [
@@ -264,6 +352,11 @@ REFUSED = [
     ("carol", "PUT", "/quota/teams/vision", {"max_gpus": 100}),
     ("alice", "PUT", "/quota/policy", {"approval_gpus": -1}),
     ("carol", "PUT", "/quota/policy", {"approval_gpus": -1}),
+    ("bob", "GET", "/jobs/{r}/logs", None),                       # output may hold secrets
+    ("carol", "GET", "/jobs/{r}/logs", None),                     # approvers judge size, not output
+    ("bob", "GET", "/jobs/{q}/logs", None),                       # refused before "not started yet"
+    ("bob", "DELETE", "/triggers/{t}", None),
+    ("carol", "DELETE", "/triggers/{t}", None),
 ]
 
 
@@ -271,7 +364,8 @@ REFUSED = [
                          ids=[f"{w}-{m}-{t}" for w, m, t, _ in REFUSED])
 def test_every_command_by_a_caller_who_may_not_is_refused_and_changes_nothing(api, who, method, template, body):
     api.store.set_policy(Policy(approval_gpus=2))
-    jobs = {"q": api.job("alice"), "r": api.running("alice"), "p": api.job("alice", resources={"gpus": 4})}
+    jobs = {"q": api.job("alice"), "r": api.running("alice"), "p": api.job("alice", resources={"gpus": 4}),
+            "t": api.trigger("alice")}
     before = api.tables()
     status, answer = api(method, template.format(**jobs), who, body=body)
     assert status == 403 and answer["error"] == "NotPermitted" and who in answer["message"]

@@ -39,3 +39,11 @@ def cli(tmp_path, monkeypatch, capsys) -> Cli:
     monkeypatch.setenv("GQA_HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     return Cli(tmp_path, capsys)
+
+
+@pytest.fixture
+def aws(tmp_path, monkeypatch, capsys):
+    """The CLI against a whole deployment on moto, called as `aws(who, *args)` (aws_cli.py)."""
+    from tests.cli.aws_cli import aws_cli
+
+    yield from aws_cli(monkeypatch, capsys, tmp_path)

@@ -7,74 +7,12 @@ SQS; the admit, dispatch and reconcile handlers do the rest of a job's life."""
 from __future__ import annotations
 
 import json
-import os
-import time
-from unittest import mock
 
 import pytest
 
-from cli.main import main
-from gqa.adapters.aws import api_client
-from tests.aws.api_gateway import ENDPOINT, FakeApiGateway
-from tests.aws.fake_batch import CONTEXT, WAKEUP_EVENT, FakeBatch, deployment
+from tests.aws.api_gateway import ENDPOINT
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
-ACCESS = {"admins": ["root-ops"], "approvers": ["carol"]}
-
-
-class AwsCli:
-    def __init__(self, world, gateway: FakeApiGateway, capsys, monkeypatch):
-        self.world, self.gateway, self.capsys, self.monkeypatch = world, gateway, capsys, monkeypatch
-        self.batch = FakeBatch(world.dispatch.dispatcher().compute.client)
-
-    def __call__(self, who: str, *args: str, secret: str | None = None) -> tuple[int, str, str]:
-        """`gqa ARGS` run by `who`: their keys in the environment, as the AWS CLI would have them."""
-        caller = self.gateway.callers.get(f"AKIA{who.upper():X<16}"[:20]) or self.gateway.add(who)
-        self.monkeypatch.setenv("AWS_ACCESS_KEY_ID", caller.access_key)
-        self.monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret or caller.secret)
-        self.monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-        self.capsys.readouterr()
-        code = main(list(args))
-        out = self.capsys.readouterr()
-        return code, out.out, out.err
-
-    def json(self, who: str, *args: str):
-        args = list(args)
-        cut = args.index("--") if "--" in args else len(args)
-        code, out, err = self(who, *args[:cut], "-o", "json", *args[cut:])
-        assert code == 0, err
-        return json.loads(out)
-
-    def admit(self) -> None:
-        records = [r for tier in (0, 1, 2) for r in self.world.receive(tier)]
-        assert self.world.admit.handler({"Records": records}, CONTEXT) == {"batchItemFailures": []}
-
-    def dispatch(self) -> list:
-        self.world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
-        return self.batch.take_new()
-
-    def reconcile(self, submitted, status: str, **kw) -> None:
-        event = FakeBatch.event(submitted, status, at=self.world.clock.now(), started=self.world.clock.now(), **kw)
-        self.world.reconcile.handler(event, CONTEXT)
-
-
-@pytest.fixture
-def aws(monkeypatch, capsys):
-    with deployment(now=time.time()) as world:
-        urls = world.urls
-        env = {"GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
-                                              "low": urls.intake[2]}),
-               "GQA_ACCESS": json.dumps(ACCESS)}
-        with mock.patch.dict(os.environ, env):
-            from lambdas import api
-            api.wiring.cache_clear()
-            world.dispatch.dispatcher()      # its cold start registers the pools' GPUs
-            gateway = FakeApiGateway(api.handler)
-            monkeypatch.setattr(api_client, "urllib_transport", gateway)   # HTTPS -> API Gateway's part
-            monkeypatch.setenv("GQA_BACKEND", "aws")
-            monkeypatch.setenv("GQA_API_ENDPOINT", ENDPOINT)
-            yield AwsCli(world, gateway, capsys, monkeypatch)
-            api.wiring.cache_clear()
 
 
 def test_a_job_submitted_runs_and_is_seen_through_status_and_queue(aws):

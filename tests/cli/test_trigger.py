@@ -1,22 +1,15 @@
 """`gqa trigger add|list|remove`: refused on the local backend; against AWS,
-the CLI drives the real TriggerService on a moto settings table (the backend
-object injected where the AWS backend's would be)."""
+through the API (signed requests, the fake API Gateway, the api function on
+moto), with the caller's IAM identity as the owner and refusals by role
+(fake_batch.ACCESS: root-ops is an admin, carol an approver)."""
 
 from __future__ import annotations
 
-import os
-from unittest import mock
+from pathlib import Path
 
 import pytest
-from moto import mock_aws
 
-from gqa.adapters.aws.tables import TableNames, create_tables
-from gqa.adapters.aws.triggers import DynamoDBTriggerStore
-from gqa.services.triggers import TriggerService
-from tests.aws.moto_support import FakeClock, session
-from tests.contract.conftest import FAKE_AWS
-
-NAMES = TableNames.prefixed("gqa-cli-trig-")
+from tests.aws.api_gateway import ENDPOINT
 JOB = "name: retrain\nteam: vision\ncommand: [python, retrain.py]\nresources:\n  gpus: 2\n"
 
 
@@ -29,86 +22,84 @@ def test_the_local_backend_refuses_triggers_and_says_how_to_reach_aws(cli):
         assert "run on the AWS backend only" in err and "gqa config set backend aws" in err
 
 
-class AwsBackend:
-    """The one method of the AWS backend these commands use."""
-
-    def __init__(self, service: TriggerService):
-        self.service = service
-
-    def triggers(self) -> TriggerService:
-        return self.service
-
-
 @pytest.fixture
-def aws(cli, monkeypatch):
-    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
-        create_tables(session().client("dynamodb"), NAMES)
-        service = TriggerService(DynamoDBTriggerStore(session().client("dynamodb"), NAMES), FakeClock())
-        monkeypatch.setattr("cli.backend.backend", lambda: AwsBackend(service))
-        monkeypatch.setenv("USER", "carol")
-        monkeypatch.setattr("getpass.getuser", lambda: "carol")
-        (cli.home / "retrain.yaml").write_text(JOB)
-        yield cli
+def triggers(aws):
+    """The AWS backend over the fake API Gateway (conftest's `aws`), with a job file."""
+    Path("retrain.yaml").write_text(JOB)     # the working directory is the test's own
+    return aws
 
 
-def test_add_list_and_remove(aws):
-    code, out, err = aws("trigger", "add", "--bucket", "data", "--prefix", "incoming/", "--suffix", ".parquet",
-                         "--job", "retrain.yaml", "--debounce", "5m")
+def test_add_list_and_remove(triggers):
+    code, out, err = triggers("alice", "trigger", "add", "--bucket", "data", "--prefix", "incoming/",
+                              "--suffix", ".parquet", "--job", "retrain.yaml", "--debounce", "5m")
     assert code == 0, err
     trigger_id = out.strip()
     assert trigger_id.startswith("tr-")
     assert "watching s3://data/incoming/*.parquet" in err and "within 5m00s" in err
+    sent = triggers.gateway.seen[-1]
+    assert (sent["method"], sent["url"]) == ("POST", f"{ENDPOINT}/triggers")
 
-    [listed] = aws.json("trigger", "list")["triggers"]
-    assert listed["id"] == trigger_id and listed["owner"] == "carol" and listed["debounce"] == 300
+    [listed] = triggers.json("dave", "trigger", "list")["triggers"]
+    assert listed["id"] == trigger_id and listed["owner"] == "alice" and listed["debounce"] == 300
     assert (listed["bucket"], listed["prefix"], listed["suffix"], listed["job"]) == (
         "data", "incoming/", ".parquet", "retrain")
-    code, out, _ = aws("trigger", "list")
+    code, out, _ = triggers("dave", "trigger", "list")
     assert trigger_id in out and "s3://data/incoming/*.parquet" in out and "retrain" in out
 
-    removed = aws.json("trigger", "remove", trigger_id)
+    removed = triggers.json("alice", "trigger", "remove", trigger_id)
     assert removed["action"] == "removed" and removed["id"] == trigger_id
-    assert aws.json("trigger", "list") == {"triggers": []}
+    assert triggers.json("alice", "trigger", "list") == {"triggers": []}
 
 
-def test_add_json_is_the_wire_form_with_the_validated_job(aws):
-    data = aws.json("trigger", "add", "--bucket", "data", "--prefix", "", "--job", "retrain.yaml")
-    assert data["debounce"] == 120 and data["prefix"] == "" and data["suffix"] is None
+def test_the_owner_is_the_callers_iam_identity_not_the_job_files(triggers):
+    Path("mallory.yaml").write_text(JOB.replace("team: vision\n", "team: vision\nowner: mallory\n"))
+    data = triggers.json("alice", "trigger", "add", "--bucket", "data", "--prefix", "", "--job", "mallory.yaml")
+    assert data["owner"] == "alice" and data["debounce"] == 120 and data["prefix"] == "" and data["suffix"] is None
     assert '"gpus":2' in data["spec_json"].replace(" ", "")
 
 
-def test_only_the_owner_may_remove(aws, monkeypatch):
-    trigger_id = aws.json("trigger", "add", "--bucket", "data", "--prefix", "in/", "--job", "retrain.yaml")["id"]
-    monkeypatch.setattr("getpass.getuser", lambda: "mallory")
-    code, _, err = aws("trigger", "remove", trigger_id)
-    assert code == 2 and f"trigger {trigger_id} belongs to carol" in err and "you are mallory" in err
-    assert len(aws.json("trigger", "list")["triggers"]) == 1
+def test_a_triggers_job_env_is_shown_to_its_owner_and_admins_only(triggers):
+    Path("secret.yaml").write_text(JOB + "env:\n  TOKEN: s3cret\n")
+    triggers.json("alice", "trigger", "add", "--bucket", "data", "--prefix", "in/", "--job", "secret.yaml")
+    for who, shown in (("alice", True), ("root-ops", True), ("dave", False)):
+        [listed] = triggers.json(who, "trigger", "list")["triggers"]
+        assert ("s3cret" in listed["spec_json"]) is shown, who
 
 
-def test_list_mine_and_by_owner(aws, monkeypatch):
-    aws("trigger", "add", "--bucket", "data", "--prefix", "a/", "--job", "retrain.yaml")
-    monkeypatch.setattr("getpass.getuser", lambda: "dave")
-    (aws.home / "dave.yaml").write_text(JOB.replace("team: vision\n", "team: vision\nowner: dave\n"))
-    aws("trigger", "add", "--bucket", "data", "--prefix", "b/", "--job", "dave.yaml")
-    assert [t["prefix"] for t in aws.json("trigger", "list", "--mine")["triggers"]] == ["b/"]
-    assert [t["owner"] for t in aws.json("trigger", "list", "--owner", "carol")["triggers"]] == ["carol"]
-    assert len(aws.json("trigger", "list")["triggers"]) == 2
+def test_only_the_owner_or_an_admin_may_remove(triggers):
+    first = triggers.json("alice", "trigger", "add", "--bucket", "data", "--prefix", "a/", "--job", "retrain.yaml")
+    second = triggers.json("alice", "trigger", "add", "--bucket", "data", "--prefix", "b/", "--job", "retrain.yaml")
+    for who in ("mallory", "carol"):                     # carol approves jobs: no say over others' triggers
+        code, _, err = triggers(who, "trigger", "remove", first["id"])
+        assert code == 2 and (f"trigger {first['id']} belongs to alice; {who} may not remove it "
+                              "(owners remove their own triggers; admins may remove any)") in err
+    assert len(triggers.json("alice", "trigger", "list")["triggers"]) == 2
+    assert triggers.json("root-ops", "trigger", "remove", second["id"])["owner"] == "alice"
+    assert [t["id"] for t in triggers.json("alice", "trigger", "list")["triggers"]] == [first["id"]]
+
+
+def test_list_mine_and_by_owner(triggers):
+    triggers("alice", "trigger", "add", "--bucket", "data", "--prefix", "a/", "--job", "retrain.yaml")
+    triggers("dave", "trigger", "add", "--bucket", "data", "--prefix", "b/", "--job", "retrain.yaml")
+    assert [t["prefix"] for t in triggers.json("dave", "trigger", "list", "--mine")["triggers"]] == ["b/"]
+    assert [t["owner"] for t in triggers.json("dave", "trigger", "list", "--owner", "alice")["triggers"]] == ["alice"]
+    assert len(triggers.json("dave", "trigger", "list")["triggers"]) == 2
 
 
 @pytest.mark.parametrize("args, problem", [
-    (("--bucket", "Data", "--prefix", "in/", "--job", "retrain.yaml"), "'Data' is not an S3 bucket name"),
+    (("--bucket", "Data", "--prefix", "in/", "--job", "retrain.yaml"), "'Data' is not an S3 bucket name"),  # the API's
     (("--bucket", "data", "--prefix", "in/", "--job", "retrain.yaml", "--debounce", "1h"),
      "the debounce window must be 1s to 15m00s"),
     (("--bucket", "data", "--prefix", "in/", "--job", "missing.yaml"), "no such file: missing.yaml"),
     (("--bucket", "data", "--prefix", "in/", "--job", "bad.yaml"), "bad.yaml:3: unknown field 'gpu'"),
 ])
-def test_bad_input_is_refused_with_a_clear_message_and_nothing_is_added(aws, args, problem):
-    (aws.home / "bad.yaml").write_text("name: x\ncommand: [true]\ngpu: 2\n")
-    code, out, err = aws("trigger", "add", *args)
+def test_bad_input_is_refused_with_a_clear_message_and_nothing_is_added(triggers, args, problem):
+    Path("bad.yaml").write_text("name: x\ncommand: [true]\ngpu: 2\n")
+    code, out, err = triggers("alice", "trigger", "add", *args)
     assert code == 2 and out == "" and problem in err
-    assert aws.json("trigger", "list") == {"triggers": []}
+    assert triggers.json("alice", "trigger", "list") == {"triggers": []}
 
 
-def test_removing_an_unknown_trigger_is_an_error(aws):
-    code, _, err = aws("trigger", "remove", "tr-ffff")
+def test_removing_an_unknown_trigger_is_an_error(triggers):
+    code, _, err = triggers("alice", "trigger", "remove", "tr-ffff")
     assert code == 2 and "no trigger tr-ffff" in err

@@ -5,7 +5,7 @@ import pytest
 
 from gqa.models.errors import NotAuthenticated, NotPermitted
 from gqa.services.access import AccessPolicy, Action, Principal, Role, authorize, owner_from_arn
-from tests.builders import job_record
+from tests.builders import job_record, trigger
 
 A = "123456789012"
 SSO = ("AWSReservedSSO_*",)
@@ -74,6 +74,7 @@ def who(*roles: Role, owner: str = "alice") -> Principal:
 
 
 OWN, OTHER = job_record(id="12", owner="alice"), job_record(id="13", owner="bob")
+OWN_TRIGGER, OTHER_TRIGGER = trigger(id="tr-0012", owner="alice"), trigger(id="tr-0013", owner="bob")
 ROLES = {"owner": (), "approver": (Role.APPROVER,), "admin": (Role.ADMIN,)}
 # which jobs each role may act on: "own", "other" (a job of someone else's), both or none
 #                    owner          approver       admin
@@ -86,7 +87,12 @@ TABLE = {
     Action.DENY:       ("",          "own other", "own other"),
     Action.SET_QUOTA:  ("",          "",          "own other"),
     Action.SET_POLICY: ("",          "",          "own other"),
+    Action.READ_LOGS:  ("own",       "own",       "own other"),      # output may hold secrets: not approvers'
+    Action.ADD_TRIGGER:    ("own other", "own other", "own other"),
+    Action.READ_TRIGGERS:  ("own other", "own other", "own other"),
+    Action.REMOVE_TRIGGER: ("own",       "own",       "own other"),
 }
+TRIGGER_ACTIONS = {Action.ADD_TRIGGER, Action.READ_TRIGGERS, Action.REMOVE_TRIGGER}
 RULES = [(role, action, whose, whose in TABLE[action][i].split())
          for action in Action for i, role in enumerate(ROLES) for whose in ("own", "other")]
 
@@ -98,12 +104,13 @@ def test_the_table_covers_every_action():
 @pytest.mark.parametrize("role, action, whose, allowed", RULES,
                          ids=[f"{r}-{a.name}-{w}" for r, a, w, _ in RULES])
 def test_the_rule_for_every_role_action_and_job(role, action, whose, allowed):
-    principal, job = who(*ROLES[role]), OWN if whose == "own" else OTHER
+    own, other = (OWN_TRIGGER, OTHER_TRIGGER) if action in TRIGGER_ACTIONS else (OWN, OTHER)
+    principal, thing = who(*ROLES[role]), own if whose == "own" else other
     if allowed:
-        authorize(principal, action, [job])
+        authorize(principal, action, [thing])
     else:
         with pytest.raises(NotPermitted):
-            authorize(principal, action, [job])
+            authorize(principal, action, [thing])
 
 
 def test_the_refusal_names_the_owner_the_caller_and_who_may():
@@ -115,6 +122,17 @@ def test_the_refusal_names_the_owner_the_caller_and_who_may():
         authorize(who(owner="bob"), Action.APPROVE)
     with pytest.raises(NotPermitted, match="bob may not set team quotas: only admins may"):
         authorize(who(Role.APPROVER, owner="bob"), Action.SET_QUOTA)
+
+
+def test_refusals_for_output_and_triggers_say_whose_it_is_and_who_may():
+    with pytest.raises(NotPermitted) as refused:
+        authorize(who(Role.APPROVER, owner="carol"), Action.READ_LOGS, [OWN])
+    assert str(refused.value) == ("job 12 belongs to alice; carol may not read its output "
+                                  "(a job's output may hold secrets: its owner and admins read it)")
+    with pytest.raises(NotPermitted) as refused:
+        authorize(who(owner="bob"), Action.REMOVE_TRIGGER, [OWN_TRIGGER])
+    assert str(refused.value) == ("trigger tr-0012 belongs to alice; bob may not remove it "
+                                  "(owners remove their own triggers; admins may remove any)")
 
 
 def test_every_job_is_checked_not_only_the_first():

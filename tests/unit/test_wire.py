@@ -14,7 +14,7 @@ from gqa.services.control import ControlResult
 from gqa.services.cost import CostReport, TeamCost
 from gqa.services.queries import QueueEntry, QueueView
 from gqa.services.quota import QuotaView, TeamQuota
-from tests.builders import job_record
+from tests.builders import job_record, spec, trigger
 
 
 def over_the_wire(data):
@@ -128,3 +128,22 @@ def test_bad_quota_changes_are_spec_errors(body, words):
 def test_bad_policy_lists_are_spec_errors(body, words):
     with pytest.raises(SpecError, match=words):
         wire.changes_from_dict(body, wire.POLICY_CHANGES)
+
+
+@pytest.mark.parametrize("env, with_env, sent_env", [
+    ({"TOKEN": "s3cret"}, True, {"TOKEN": "s3cret"}),      # its owner and admins: all of it
+    ({"TOKEN": "s3cret"}, False, None),                    # anyone else: the job without its env
+    ({}, False, {}),                                       # nothing to withhold: sent as it is
+])
+def test_a_trigger_travels_with_its_jobs_env_only_to_whom_it_may(env, with_env, sent_env):
+    made = trigger(spec_json=spec(env=env).model_dump_json())
+    data = over_the_wire(wire.trigger_to_dict(made, with_env=with_env))
+    [back] = wire.triggers_from_dict({"triggers": [data]})
+    sent = json.loads(back.spec_json)
+    assert sent.get("env") == sent_env and sent["command"] == json.loads(made.spec_json)["command"]
+    assert replace(back, spec_json=made.spec_json) == made
+
+
+def test_a_malformed_trigger_answer_is_a_spec_error():
+    with pytest.raises(SpecError, match="debounce"):
+        wire.triggers_from_dict({"triggers": [dict(trigger().to_dict(), debounce="soon")]})
