@@ -27,6 +27,7 @@ from enum import StrEnum
 from ..models.batch_events import RUNNING, BatchJobEvent, classify
 from ..models.errors import BackendUnavailable, Conflict
 from ..models.job import ALLOWED, JobRecord, JobState, transition
+from ..models.outcome import ExitKind
 from ..ports import Change, Exit, JobStore, Random, Waker
 from .settle import settle
 
@@ -73,7 +74,7 @@ class ReconcileService:
                 return Reconciled(Action.IGNORED, job, stale)
             if event.status == RUNNING:
                 if job.state == S.RUNNING:
-                    moved = _late_start(job, event)
+                    moved = late_start(job, event)
                     if moved is None:
                         return Reconciled(Action.IGNORED, job, "already recorded as running")
                     changes, action = [moved], Action.RUNNING
@@ -93,6 +94,28 @@ class ReconcileService:
                 self._wake()
             return Reconciled(action, updated[-1], changes[-1].reason)
         raise Conflict(f"job {event.job_id} kept changing while its Batch event was applied")
+
+    def forgotten(self, job_id: str, batch_job_id: str, attempt: int, at: float) -> Reconciled:
+        """The backend no longer knows attempt `attempt` of the job (Batch job
+        `batch_job_id`): lost infrastructure, like a reclaim. The job goes back
+        to the queue to resume from its checkpoint, not counted as an error.
+        When it ran is unknown, so nothing is charged. Changes nothing if the
+        job has moved on from that attempt. Raises as handle() does."""
+        for _ in range(RACES):
+            job = self.store.get(job_id)
+            if job.state not in OPEN or job.attempts != attempt or job.proc_token != batch_job_id:
+                return Reconciled(Action.IGNORED, job, f"attempt {attempt} ({batch_job_id}) is no longer open")
+            ended = Exit(job.id, attempt, None, None, ExitKind.LOST,
+                         f"Batch no longer knows Batch job {batch_job_id}; its run time is unknown and not charged")
+            change = settle(job, ended, at=at, started=None, draw=self.rng.random(),
+                            inventory=self.store.inventory())
+            try:
+                [updated] = self.store.apply([change])
+            except Conflict:
+                continue
+            self._wake()
+            return Reconciled(Action.SETTLED, updated, change.reason)
+        raise Conflict(f"job {job_id} kept changing while its lost attempt was settled")
 
     def _settlement(self, job: JobRecord, event: BatchJobEvent) -> list[Change]:
         kind, detail = classify(event.status, event.status_reason, event.exit_code, event.container_reason)
@@ -155,7 +178,7 @@ def container_start(job: JobRecord, event: BatchJobEvent) -> float | None:
     return job.started_at if event.ran else None
 
 
-def _late_start(job: JobRecord, event: BatchJobEvent) -> Change | None:
+def late_start(job: JobRecord, event: BatchJobEvent) -> Change | None:
     """The dispatcher records an attempt as started when Batch accepts it; the
     container starts when Batch finds it an instance, seconds or hours later.
     Past START_SLACK the record takes Batch's start, so wall time, live spend and
