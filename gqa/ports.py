@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from .models.job import JobRecord, JobState, Request
+from .models.batch_events import BatchJobEvent
 from .models.burst import Burst, ClosedBurst, StepKind
 from .models.outcome import ExitKind
 from .models.trigger import Trigger
@@ -376,3 +377,16 @@ class LaunchLookup(Protocol):
     def find(self, job: JobRecord, attempt: int) -> FoundLaunch | None:
         """Attempt `attempt` of the job if the backend holds it; None if it
         never received it. Raises BackendUnavailable when it cannot tell."""
+
+
+# -- attempts whose events were lost ------------------------------------------------------
+
+class AttemptStatus(Protocol):
+    """What the compute backend says now of attempts gqa recorded, many per
+    call: for when the events that would have told it were lost."""
+
+    def attempts_now(self, jobs: Iterable[JobRecord]) -> dict[str, BatchJobEvent | None]:
+        """By job id: each job's recorded attempt (job.proc_token) as the event
+        the backend would send about it now, or None when the backend no longer
+        knows it; a job it could not be asked about is left out. Raises
+        BackendUnavailable when the backend cannot be asked."""

@@ -15,6 +15,9 @@ invalid one fails the cold start loudly.
 
 Reads: a pass reads the live jobs, the ledger and the settings once each
 (DynamoDBStore.pass_reads); an idle pass, with nothing queued, is one Query.
+A scheduled pass adds one DescribeJobs when attempts have been quiet for
+overdue.QUIET (a hundred of them a call, at most one call a pass), plus a
+read and a write per attempt whose end it finds unrecorded.
 The container keeps the settings for SETTINGS_TTL seconds (a quota or policy
 change applies within that) and the run-time samples behind the estimates
 for SAMPLES_TTL.
@@ -45,6 +48,8 @@ from gqa.adapters.aws.resources import pools_from_json
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock, SystemRandom
+from gqa.services.overdue import OverdueCheck
+from gqa.services.reconcile import ReconcileService
 from gqa.services.supervisor import Supervisor
 
 logger = Logger(service="gqa-dispatch")
@@ -55,15 +60,18 @@ class Dispatcher:
     store: DynamoDBStore
     compute: BatchCompute
     supervisor: Supervisor
+    overdue: OverdueCheck
 
     def run_pass(self, *, repair: bool = False) -> list[str]:
         """One pass, in the local daemon's order: retries first, so a promoted
         job competes in this pass's scheduling. Returns the started job ids.
         `repair` (the scheduled passes) first asks Batch about launches a dead
-        pass never recorded: one more query, so not on every wake-up."""
+        pass never recorded, and about attempts whose end was never heard of
+        (services/overdue.py): calls that wake-ups need not make."""
         with self.store.pass_reads():   # each table read once for the whole pass
             if repair:
                 self.supervisor.repair_launches()
+                self.overdue.run()
             self.supervisor.promote_retries()
             self.supervisor.enforce_wall_time()
             self.supervisor.carry_out_requests()
@@ -84,7 +92,11 @@ def build() -> Dispatcher:
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration
     store.set_inventory(compute.inventory())
-    return Dispatcher(store, compute, Supervisor(store, compute, clock, SystemRandom(), launches=compute))
+    rng = SystemRandom()
+    # answers about attempts whose events were lost settle through the reconcile service, without a
+    # wake-up: this very pass schedules the GPUs they free
+    overdue = OverdueCheck(store, compute, ReconcileService(store, rng), clock)
+    return Dispatcher(store, compute, Supervisor(store, compute, clock, rng, launches=compute), overdue)
 
 
 @cache

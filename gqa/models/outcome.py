@@ -1,9 +1,10 @@
 """What an ended attempt means for the job: the lifecycle's exit rules, pure.
 
 Interruptions (a requeue, a lost process, a timeout with on_timeout:
-requeue, a reclaimed instance, an infrastructure failure) never count as
-errors; application errors (an out-of-memory kill among them) are retried
-only as the spec allows, with capped exponential backoff and full jitter."""
+requeue, a reclaimed instance, an infrastructure failure, an attempt the
+backend lost track of) never count as errors; application errors (an
+out-of-memory kill among them) are retried only as the spec allows, with
+capped exponential backoff and full jitter."""
 
 import signal as _signal
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ class ExitKind(StrEnum):
     CAPACITY = "capacity"    # the infrastructure failed before the container ran
     OOM = "oom"              # killed for using more memory than it was given
     TIMEOUT = "timeout"      # the backend's own attempt time limit was hit (Batch's attemptDurationSeconds)
+    LOST = "lost"            # the backend no longer knows the attempt: how and when it ended is unknown
 
 
 def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
@@ -78,7 +80,7 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
         given_up = _capacity_exhausted(job, detail, base, now, draw, spot)
         if given_up is not None:
             return given_up
-    if kind in (ExitKind.RECLAIMED, ExitKind.CAPACITY):
+    if kind in (ExitKind.RECLAIMED, ExitKind.CAPACITY, ExitKind.LOST):
         return _infrastructure(job, kind, detail, base, now, draw)
     if kind == ExitKind.OOM:
         return _error(job, _out_of_memory(job, memory), base, now, draw,
@@ -137,6 +139,8 @@ def _infrastructure(job: JobRecord, kind: ExitKind, detail: str, base: dict, now
     if kind == ExitKind.RECLAIMED:
         fields["reclaims"] = job.reclaims + 1   # the scheduler moves it to on-demand after a few
         what = "its instance was reclaimed"
+    elif kind == ExitKind.LOST:
+        what = "the compute backend lost track of it"
     else:
         fields["capacity_failures"] = job.capacity_failures + 1
         what = "the infrastructure failed before it ran"

@@ -36,10 +36,13 @@ def price_for(gpu_type: str | None, inventory: tuple[Gpu, ...], types: tuple[str
 
 
 def running_cost(running: Iterable[RunningJob], gpus: Iterable[Gpu], now: float) -> dict[str, float]:
-    """What each team's running attempts have cost from their start until now."""
+    """What each team's running attempts have cost from their start until now.
+    An attempt not started yet (STARTING) has cost nothing."""
     price = {g.index: g.price for g in gpus}
     out: dict[str, float] = {}
     for run in running:
+        if not run.started:
+            continue
         rate = sum(price.get(i, 0.0) for i in run.gpus)
         if rate:
             out[run.team] = out.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
@@ -116,7 +119,8 @@ class BudgetLedger:
             return
         price = tables(snap.gpus).price
         for run in snap.running:
-            left = max(0.0, run.ends_by - snap.now)
+            # an attempt not started yet may still cost its whole wall time
+            left = max(0.0, run.ends_by - snap.now) if run.started else (run.wall_time or INF)
             rate = sum(price.get(i, 0.0) for i in run.gpus)
             self.committed[run.team] += rate * left / 3600 if rate else 0.0
 

@@ -60,6 +60,8 @@ class RunningJob:
     tier: int = 1
     checkpointed_at: float | None = None   # its latest checkpoint: what a preemption would lose
     stopping: bool = False                 # being stopped (cancel, requeue, preemption)
+    started: bool = True                   # its current attempt runs; False while STARTING, when `started_at`
+                                           # is still the previous attempt's (or 0) and nothing costs yet
 
     @property
     def ends_by(self) -> float:

@@ -4,6 +4,10 @@ A RUNNING event records that the attempt runs (STARTING -> RUNNING, from
 when its container started); a SUCCEEDED or FAILED one settles the attempt
 through the same exit rules, usage and cost as the local supervisor
 (settle.py), after classifying Batch's reasons (models/batch_events.py).
+Batch bills from the container's start, so an attempt is charged from
+Batch's startedAt to its stoppedAt, and nothing if it never started (an
+image that could not be pulled, a reclaim while it waited for an instance),
+however long it sat in Batch's queue.
 
 EventBridge delivers at least once and in no guaranteed order, so an event
 changes nothing unless it is about the job's current attempt while that
@@ -23,6 +27,7 @@ from enum import StrEnum
 from ..models.batch_events import RUNNING, BatchJobEvent, classify
 from ..models.errors import BackendUnavailable, Conflict
 from ..models.job import ALLOWED, JobRecord, JobState, transition
+from ..models.outcome import ExitKind
 from ..ports import Change, Exit, JobStore, Random, Waker
 from .settle import settle
 
@@ -30,6 +35,10 @@ log = logging.getLogger("gqa.reconcile")
 S = JobState
 OPEN = (S.STARTING, S.RUNNING)
 RACES = 3   # re-reads when the job moved between our read and our write (a cancel, the dispatcher)
+# How far Batch's start of a container may be from the start the dispatcher recorded
+# (when Batch took the job) before a RUNNING event rewrites it: most attempts start
+# within this, and their RUNNING event then costs a read and no write.
+START_SLACK = 60.0
 
 
 class Action(StrEnum):
@@ -65,8 +74,12 @@ class ReconcileService:
                 return Reconciled(Action.IGNORED, job, stale)
             if event.status == RUNNING:
                 if job.state == S.RUNNING:
-                    return Reconciled(Action.IGNORED, job, "already recorded as running")
-                changes, action = [_mark_running(job, event)], Action.RUNNING
+                    moved = late_start(job, event)
+                    if moved is None:
+                        return Reconciled(Action.IGNORED, job, "already recorded as running")
+                    changes, action = [moved], Action.RUNNING
+                else:
+                    changes, action = [_mark_running(job, event)], Action.RUNNING
             elif event.ended:
                 changes, action = self._settlement(job, event), Action.SETTLED
             else:   # SUBMITTED, PENDING, RUNNABLE, STARTING: Batch's queueing, nothing of ours changes
@@ -82,11 +95,34 @@ class ReconcileService:
             return Reconciled(action, updated[-1], changes[-1].reason)
         raise Conflict(f"job {event.job_id} kept changing while its Batch event was applied")
 
+    def forgotten(self, job_id: str, batch_job_id: str, attempt: int, at: float) -> Reconciled:
+        """The backend no longer knows attempt `attempt` of the job (Batch job
+        `batch_job_id`): lost infrastructure, like a reclaim. The job goes back
+        to the queue to resume from its checkpoint, not counted as an error.
+        When it ran is unknown, so nothing is charged. Changes nothing if the
+        job has moved on from that attempt. Raises as handle() does."""
+        for _ in range(RACES):
+            job = self.store.get(job_id)
+            if job.state not in OPEN or job.attempts != attempt or job.proc_token != batch_job_id:
+                return Reconciled(Action.IGNORED, job, f"attempt {attempt} ({batch_job_id}) is no longer open")
+            ended = Exit(job.id, attempt, None, None, ExitKind.LOST,
+                         f"Batch no longer knows Batch job {batch_job_id}; its run time is unknown and not charged")
+            change = settle(job, ended, at=at, started=None, draw=self.rng.random(),
+                            inventory=self.store.inventory())
+            try:
+                [updated] = self.store.apply([change])
+            except Conflict:
+                continue
+            self._wake()
+            return Reconciled(Action.SETTLED, updated, change.reason)
+        raise Conflict(f"job {job_id} kept changing while its lost attempt was settled")
+
     def _settlement(self, job: JobRecord, event: BatchJobEvent) -> list[Change]:
         kind, detail = classify(event.status, event.status_reason, event.exit_code, event.container_reason)
         ended = Exit(job.id, event.attempt, event.code, None, kind, detail, event.memory)
         draw, inventory = self.rng.random(), self.store.inventory()
-        change = settle(job, ended, at=event.time, draw=draw, inventory=inventory)
+        change = settle(job, ended, at=event.time, started=container_start(job, event), draw=draw,
+                        inventory=inventory)
         if job.state != S.STARTING or (not event.ran and change.to in ALLOWED[S.STARTING]):
             return [change]
         # it ran, but its RUNNING event is late or lost (or it ended as only a started
@@ -94,7 +130,8 @@ class ReconcileService:
         # history says what happened
         running = _mark_running(job, event)
         started = transition(job, S.RUNNING, running.at, running.reason, **(running.fields or {}))
-        return [running, settle(started, ended, at=max(event.time, running.at), draw=draw, inventory=inventory)]
+        return [running, settle(started, ended, at=max(event.time, running.at), started=running.at, draw=draw,
+                                inventory=inventory)]
 
 
     def _wake(self) -> None:
@@ -129,6 +166,27 @@ def _stale(job: JobRecord, event: BatchJobEvent) -> str:
     if job.state not in OPEN:
         return f"attempt {event.attempt} already settled (job is {job.state})"
     return ""
+
+
+def container_start(job: JobRecord, event: BatchJobEvent) -> float | None:
+    """When the attempt's container started, which is when Batch starts billing
+    its instance: the event's startedAt. None if it never ran (it failed to
+    start, or ended while waiting for an instance): then nothing is charged.
+    An attempt Batch says ran without saying when counts from its recorded start."""
+    if event.started_at is not None:
+        return event.started_at
+    return job.started_at if event.ran else None
+
+
+def late_start(job: JobRecord, event: BatchJobEvent) -> Change | None:
+    """The dispatcher records an attempt as started when Batch accepts it; the
+    container starts when Batch finds it an instance, seconds or hours later.
+    Past START_SLACK the record takes Batch's start, so wall time, live spend and
+    fair share count from it (within the slack the event costs no write)."""
+    if event.started_at is None or job.started_at is None or abs(event.started_at - job.started_at) <= START_SLACK:
+        return None
+    return Change(job.id, S.RUNNING, None, f"attempt {event.attempt} started", event.started_at,
+                  {"started_at": event.started_at})
 
 
 def _mark_running(job: JobRecord, event: BatchJobEvent) -> Change:

@@ -64,4 +64,6 @@ def repair(job: JobRecord, found: FoundLaunch | None, *, now: float, draw: float
         return [record]
     running = transition(job, S.RUNNING, started, record.reason, **(record.fields or {}))
     ended_at = max(found.ended_at or now, started)
-    return [record, settle(running, found.ended, at=ended_at, draw=draw, inventory=inventory)]
+    # charged from the container's start, as its events would have been; nothing if it never ran
+    return [record, settle(running, found.ended, at=ended_at, started=found.started_at, draw=draw,
+                           inventory=inventory)]

@@ -11,15 +11,25 @@ from ..models.outcome import decide
 from ..ports import Change, Exit, Inventory, JobStore
 
 
-def settle(job: JobRecord, ended: Exit, *, at: float, draw: float, inventory: Inventory | None) -> Change:
+def settle(job: JobRecord, ended: Exit, *, at: float, started: float | None, draw: float,
+           inventory: Inventory | None) -> Change:
     """The guarded change that ends the job's current attempt at `at`: the exit
     rules' verdict, plus the GPU-seconds and money the attempt used, charged to
-    its team in the same write. `draw` in [0, 1) is the backoff jitter."""
+    its team in the same write. `draw` in [0, 1) is the backoff jitter.
+
+    `started` is when the attempt began to hold its GPUs, and None if it never
+    did (it failed to start, or was stopped while waiting for an instance):
+    GPU time and money are charged from then until `at`, and nothing without
+    it. Where a launch is a start (a local process) that is the job's
+    started_at; on AWS Batch, which bills from the container's start, it is
+    Batch's startedAt, which the record then keeps."""
     outcome = decide(job, code=ended.code, sig=ended.signal, now=at, draw=draw, kind=ended.kind,
                      detail=ended.detail, memory=ended.memory, spot=on_spot(job, inventory))
-    ran = max(0.0, at - (job.started_at if job.started_at is not None else at))
+    ran = max(0.0, at - started) if started is not None else 0.0
     used = job.gpus * ran
     fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used)
+    if started is not None:
+        fields["started_at"] = started
     return Change(job.id, job.state, outcome.to, outcome.reason, at, fields, usage=used,
                   cost=hourly_rate(job, inventory) * ran / 3600)
 

@@ -112,7 +112,9 @@ class Supervisor:
         return self._apply_settled(changes)
 
     def _settle(self, job: JobRecord, ended: Exit) -> Change:
-        return settle(job, ended, at=self.clock.now(), draw=self.rng.random(), inventory=self.store.inventory())
+        # a process of ours starts when it is launched: the attempt ran from the recorded start
+        return settle(job, ended, at=self.clock.now(), started=job.started_at, draw=self.rng.random(),
+                      inventory=self.store.inventory())
 
     def _apply_settled(self, changes: list[Change]) -> list[JobRecord]:
         updated = apply_settled(self.store, changes)

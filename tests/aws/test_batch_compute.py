@@ -324,3 +324,44 @@ def test_a_state_change_event_reads_like_a_describe_answer():
     read = batch_job_from(event["detail"])
     assert (read.job_id, read.status, read.exit_code) == ("b-9", "FAILED", None)
     assert read.status_reason == "Host EC2 (instance i-0abc) terminated."
+
+
+# -- attempts whose events were lost (the AttemptStatus port) ------------------------------------------
+
+def test_attempts_now_reads_each_recorded_attempt_as_batch_would_report_it(compute):
+    launched = job(proc_token=compute.launch(job(), (0,), 1).token, attempts=1)
+    forgotten = job(id="13", proc_token="no-such-job", attempts=2)
+    unlaunched = job(id="14", proc_token=None)
+
+    found = compute.attempts_now([launched, forgotten, unlaunched])
+
+    assert set(found) == {"12", "13"}                   # no Batch job recorded: nothing to ask
+    assert found["13"] is None                          # Batch does not know it
+    event = found["12"]
+    assert (event.job_id, event.attempt, event.batch_job_id) == ("12", 1, launched.proc_token)
+    assert event.status in ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED")   # moto's
+
+
+def test_attempts_now_asks_a_hundred_a_call_and_its_answers_serve_alive_and_reap(compute):
+    calls = capture(compute.client, "DescribeJobs")
+    records = [job(id=str(i), proc_token=f"b-{i}", attempts=1) for i in range(150)]
+
+    found = compute.attempts_now(records)
+
+    assert [len(c["jobs"]) for c in calls] == [100, 50]
+    assert found == {str(i): None for i in range(150)}
+    assert compute.alive(records[0]) is False and len(calls) == 2
+
+
+def test_attempts_now_reads_times_and_reasons_from_the_answer(compute):
+    reclaimed = dict(described("FAILED", reason="Host EC2 (instance i-0abc) terminated."),
+                     jobName="gqa-12-3-train", startedAt=1_700_000_000_000, stoppedAt=1_700_000_600_000)
+    answer(compute.client, "DescribeJobs", {"jobs": [reclaimed, dict(described("RUNNING", job_id="b-2"),
+                                                                     jobName="gqa-99-1-other")]})
+
+    found = compute.attempts_now([job(proc_token="b-1", attempts=3), job(id="13", proc_token="b-2", attempts=1)])
+
+    event = found["12"]
+    assert (event.attempt, event.status, event.status_reason) == (3, "FAILED", "Host EC2 (instance i-0abc) terminated.")
+    assert (event.started_at, event.time) == (1_700_000_000.0, 1_700_000_600.0)
+    assert "13" not in found            # an answer about another job than the one recorded is not taken

@@ -21,6 +21,7 @@ class AwsCli:
     def __init__(self, world, gateway: FakeApiGateway, capsys, monkeypatch):
         self.world, self.gateway, self.capsys, self.monkeypatch = world, gateway, capsys, monkeypatch
         self.batch = FakeBatch(world.dispatch.dispatcher().compute.client)
+        self.started: dict[str, float] = {}     # Batch job id -> when its container started
 
     def __call__(self, who: str, *args: str, secret: str | None = None) -> tuple[int, str, str]:
         """`gqa ARGS` run by `who`: their keys in the environment, as the AWS CLI would have them."""
@@ -49,7 +50,9 @@ class AwsCli:
         return self.batch.take_new()
 
     def reconcile(self, submitted: Submitted, status: str, **kw: Any) -> None:
-        event = FakeBatch.event(submitted, status, at=self.world.clock.now(), started=self.world.clock.now(), **kw)
+        # Batch's startedAt is when the container started (its first event here), in every later event too
+        started = self.started.setdefault(submitted.batch_job_id, self.world.clock.now())
+        event = FakeBatch.event(submitted, status, at=self.world.clock.now(), started=started, **kw)
         self.world.reconcile.handler(event, CONTEXT)
 
     def write_log(self, submitted: Submitted, *lines: str) -> str:

@@ -366,6 +366,8 @@ def test_scheduling_view(store):
     assert by_id[running.id] == RunningJob(id=running.id, team="vision", user="alice", gpus=(2, 3),
                                            started_at=T0 + 7, cpus=2, memory=1024**3, group=running.group)
     assert by_id[starting.id].gpus == (5,)
+    # a STARTING job's attempt has not begun: what it costs counts from its start, not from a stale started_at
+    assert (by_id[running.id].started, by_id[starting.id].started) == (True, False)
 
 
 def test_retry_wakeups_and_due_retries(store):

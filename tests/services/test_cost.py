@@ -4,11 +4,13 @@ running ones so far in the current month) against the team's budget."""
 import pytest
 
 from gqa.models.errors import SpecError
-from gqa.ports import Inventory
+from gqa.models.job import JobState as S
+from gqa.ports import Change, Inventory
 from gqa.scheduling import Gpu
 from gqa.scheduling.budget import period_of
 from gqa.services.cost import CostService, TeamCost, check_period
 from gqa.services.quota import QuotaService
+from gqa.services.snapshot import read_snapshot
 
 PRICE = 2.0   # per GPU-hour
 
@@ -65,3 +67,25 @@ def test_used_is_the_fraction_of_the_budget(budget, total, used):
 def test_a_period_is_a_calendar_month(period):
     with pytest.raises(SpecError, match="use a calendar month, e.g. 2026-11"):
         check_period(period)
+
+
+def test_a_job_claimed_again_costs_nothing_until_its_new_attempt_starts(priced):
+    """A requeued job that the scheduler claims again (STARTING) still has its
+    previous attempt's started_at on the record: spend must not count the time
+    since then (nor since 0 for a first attempt) as if it ran."""
+    job = priced.start(team="vision", resources={"gpus": 2}, limits={"wall_time": "2h"})
+    priced.clock.advance(1800)                                 # ran 30 min on 2 GPUs: $2
+    priced.control.requeue([job.id])
+    priced.supervisor.carry_out_requests()
+    priced.exit(job.id, None, 15)                              # requeued: back in the queue, its $2 settled
+    priced.clock.advance(3 * 3600)
+    priced.supervisor.promote_retries()
+    now = priced.clock.now()
+    priced.store.apply([Change(job.id, S.QUEUED, S.STARTING, "assigned GPUs 0,1", now, {"assigned": (0, 1)})])
+    fresh = priced.submit_one(team="vision")
+    priced.store.apply([Change(fresh.id, S.QUEUED, S.STARTING, "assigned GPUs 2", now, {"assigned": (2,)})])
+
+    assert priced.get(job.id).started_at is not None           # the stale start the record keeps
+    assert read_snapshot(priced.store, now).spend == {"vision": pytest.approx(2.0)}
+    assert CostService(priced.store, priced.clock).report(team="vision").teams == [
+        TeamCost("vision", pytest.approx(2.0), 0.0, 100.0)]

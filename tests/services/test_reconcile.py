@@ -315,3 +315,74 @@ def test_the_scheduler_sees_spot_and_reclaims(queue, reconcile):
     pending, _ = queue.store.scheduling_view()
 
     assert {p.id: (p.spot, p.reclaims) for p in pending} == {tolerant.id: (True, 1), strict.id: (False, 0)}
+
+
+# -- what an attempt is charged: Batch bills from the container's start ----------------------------------
+
+HOUR = 3600.0
+PRICE = 2.0        # per GPU-hour
+
+
+def dispatched(queue, **spec) -> JobRecord:
+    """A job as the dispatcher on AWS records a launch Batch accepted: RUNNING
+    from that moment (T0), though Batch has yet to find the container an instance."""
+    queue.store.set_inventory(Inventory(gpus=tuple(Gpu(i, "a10g", PRICE) for i in range(4))))
+    job = launched(queue, **spec)
+    [job] = queue.store.apply([Change(job.id, S.STARTING, S.RUNNING, "attempt 1 started", T0,
+                                      {"started_at": T0, "pid": 0})])
+    return job
+
+
+@pytest.mark.parametrize("events, state, ran, started_at", [
+    # an hour in Batch's queue, then 10 minutes of running: the 10 minutes are charged
+    ([("RUNNING", dict(at=T0 + HOUR, started=T0 + HOUR)), ("SUCCEEDED", dict(at=T0 + HOUR + 600, started=T0 + HOUR))],
+     S.SUCCEEDED, 600.0, T0 + HOUR),
+    # its RUNNING event lost: the ended event's startedAt says the same
+    ([("SUCCEEDED", dict(at=T0 + HOUR + 600, started=T0 + HOUR))], S.SUCCEEDED, 600.0, T0 + HOUR),
+    # reclaimed 20 minutes into its run
+    ([("RECLAIMED", dict(at=T0 + HOUR + 1200, started=T0 + HOUR))], S.RETRY_WAIT, 1200.0, T0 + HOUR),
+    # its image could not be pulled, after an hour of waiting: it never ran, nothing is charged
+    ([("PULL_FAILED", dict(at=T0 + HOUR))], S.RETRY_WAIT, 0.0, T0),
+    # its instance was reclaimed before the container started: likewise
+    ([("RECLAIMED", dict(at=T0 + HOUR, started=None))], S.RETRY_WAIT, 0.0, T0),
+], ids=["queued-then-ran", "running-event-lost", "reclaimed-while-running", "never-pulled", "reclaimed-before-start"])
+def test_an_attempt_is_charged_from_its_containers_start_to_its_stop(queue, reconcile, events, state, ran,
+                                                                     started_at):
+    job = dispatched(queue)
+    for name, overrides in events:
+        spec = dict(EVENTS[name], **overrides)
+        reconcile.handle(event(job, spec.pop("status"), **spec))
+
+    done = queue.get(job.id)
+    assert done.state == state
+    assert done.gpu_seconds == pytest.approx(ran)
+    assert queue.store.spend(period_of(T0)).get(job.team, 0.0) == pytest.approx(PRICE * ran / HOUR)
+    assert done.started_at == started_at
+
+
+@pytest.mark.parametrize("started, action, started_at", [
+    (T0 + HOUR, Action.RUNNING, T0 + HOUR),    # an hour in Batch's queue: the record takes Batch's start
+    (T0 + 30, Action.IGNORED, T0),             # within the slack: no write for half a minute
+])
+def test_a_running_event_moves_a_late_start_onto_the_record(queue, reconcile, started, action, started_at):
+    job = dispatched(queue, limits={"wall_time": "1h"})
+
+    result = reconcile.handle(event(job, "RUNNING", at=started, started=started))
+
+    assert result.action == action
+    running = queue.get(job.id)
+    assert (running.state, running.started_at) == (S.RUNNING, started_at)
+    assert states(running) == STARTED      # the history is unchanged: no second RUNNING step
+
+
+def test_wall_time_counts_from_batchs_start_once_its_event_came(queue, reconcile):
+    job = dispatched(queue, limits={"wall_time": "1h"})
+    reconcile.handle(event(job, "RUNNING", at=T0 + HOUR, started=T0 + HOUR))
+    queue.clock.advance(HOUR + 600)            # an hour past the launch, 10 minutes past the start
+
+    queue.supervisor.enforce_wall_time()
+
+    assert queue.compute.terminated == []
+    queue.clock.advance(HOUR)
+    queue.supervisor.enforce_wall_time()
+    assert [t[0] for t in queue.compute.terminated] == [job.id]

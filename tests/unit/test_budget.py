@@ -3,7 +3,7 @@
 import pytest
 
 from gqa.scheduling import Gpu, Policy, plan
-from gqa.scheduling.budget import approval_reasons, gpu_hours_cap, period_of, price_for
+from gqa.scheduling.budget import approval_reasons, gpu_hours_cap, period_of, price_for, running_cost
 from tests.builders import pending, running, snapshot
 
 NOW = snapshot().now
@@ -13,6 +13,40 @@ PRICED = tuple(Gpu(i, "a10g", price=2.0) for i in range(4))  # $2 per GPU-hour
 def priced(*pend, run=(), budget=100.0, spend=0.0):
     return snapshot(PRICED, pending=list(pend), running=list(run), teams={"vision": {"budget": budget}},
                     spend={"vision": spend})
+
+
+HOUR = 3600.0
+
+
+@pytest.mark.parametrize("runs, cost", [
+    # a running attempt costs its GPUs' price from its start until now
+    ([running("r", team="vision", gpus=[0, 1], started_at=NOW - HOUR)], 4.0),
+    ([running("r", team="vision", gpus=[0], started_at=NOW - HOUR / 2)], 1.0),
+    # a STARTING attempt has cost nothing yet, whatever started_at its record still holds
+    # (the previous attempt's, or 0 for a first attempt)
+    ([running("s", team="vision", gpus=[0, 1], started_at=NOW - 5 * HOUR, started=False)], 0.0),
+    ([running("s", team="vision", gpus=[2], started_at=0.0, started=False)], 0.0),
+    ([running("r", team="vision", gpus=[0], started_at=NOW - HOUR),
+      running("s", team="vision", gpus=[1], started_at=0.0, started=False)], 2.0),
+    # a clock behind a start costs nothing, never a negative amount
+    ([running("r", team="vision", gpus=[0], started_at=NOW + 60)], 0.0),
+])
+def test_running_cost_counts_only_attempts_that_started(runs, cost):
+    assert running_cost(runs, PRICED, NOW).get("vision", 0.0) == pytest.approx(cost)
+
+
+@pytest.mark.parametrize("run, committed", [
+    # a running attempt may still cost what is left of its wall time
+    (running("r", team="vision", gpus=[0], started_at=NOW - 2 * HOUR, wall_time=5 * HOUR), 6.0),
+    # a STARTING one all of it: a stale started_at must not make it look nearly done
+    (running("s", team="vision", gpus=[0], started_at=NOW - 4 * HOUR, wall_time=5 * HOUR, started=False), 10.0),
+    (running("s", team="vision", gpus=[0], started_at=0.0, wall_time=5 * HOUR, started=False), 10.0),
+])
+def test_budget_counts_what_running_and_starting_jobs_may_still_cost(run, committed):
+    job = pending("a", team="vision", gpus=1, wall_time=HOUR * 10)   # a $20 cap
+    result = plan(priced(job, run=[run], budget=25.0, spend=0.0))
+    assert result.hold["a"].startswith(f"team vision budget: spent $0.00 + ${committed:.2f} its running jobs may "
+                                       f"still cost + $20.00 for this job")
 
 
 def test_a_job_that_fits_the_budget_starts():

@@ -157,6 +157,7 @@ def ended_job(*, limits=None, on_error=0, error_retries=0, interruptions=0, recl
                       **fields)
 
 
+LOST = "Batch no longer knows Batch job 5f0c; its run time is unknown and not charged"
 OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for more with resources.memory"
 
 
@@ -168,6 +169,10 @@ OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for mo
      "its instance was reclaimed"),
     (ended_job(), ExitKind.CAPACITY, None, PULL, None, S.RETRY_WAIT,
      f"the infrastructure failed before it ran ({PULL}); not counted as an error"),
+    # an attempt the backend lost track of: lost infrastructure, not an error, even with no retries left
+    (ended_job(), ExitKind.LOST, None, LOST, None, S.RETRY_WAIT,
+     f"the compute backend lost track of it ({LOST}); not counted as an error, resumes from its last checkpoint"),
+    (ended_job(on_error=1, error_retries=1), ExitKind.LOST, None, LOST, None, S.RETRY_WAIT, "lost track of it"),
     # out of memory: an error of the job, said in plain words
     (ended_job(), ExitKind.OOM, 137, OOM_REASON, 14 * GIB, S.FAILED, OOM_14),
     (ended_job(memory=8 * GIB), ExitKind.OOM, 137, OOM_REASON, None, S.FAILED,
@@ -195,12 +200,13 @@ OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for mo
     # what gqa asked for wins over how the backend carried it out
     (ended_job(request=Request.CANCEL), ExitKind.RECLAIMED, None, RECLAIM, None, S.CANCELLED, "cancelled by user"),
     (ended_job(kill_reason=REQUEUE), ExitKind.CAPACITY, None, PULL, None, S.RETRY_WAIT, "requeued by user"),
+    (ended_job(request=Request.CANCEL), ExitKind.LOST, None, LOST, None, S.CANCELLED, "cancelled by user"),
     (ended_job(kill_reason=TIMEOUT, limits={"wall_time": "1h"}), ExitKind.OOM, 137, OOM_REASON, None, S.TIMED_OUT,
      "exceeded its wall time of 1h00m"),
-], ids=["reclaimed", "reclaimed-no-retries-left", "capacity", "oom", "oom-spec-memory", "oom-fraction",
+], ids=["reclaimed", "reclaimed-no-retries-left", "capacity", "lost", "lost-no-retries-left", "oom", "oom-spec-memory", "oom-fraction",
         "oom-unknown-memory", "oom-retried", "oom-after-retries", "timeout-stop", "timeout-requeue",
         "timeout-gpu-hours", "timeout-backend-limit", "app-error", "app-success", "app-no-code",
-        "cancel-wins", "requeue-wins", "our-timeout-wins"])
+        "cancel-wins", "requeue-wins", "cancel-wins-over-lost", "our-timeout-wins"])
 def test_decide_by_exit_kind(job, kind, code, detail, memory, to, reason):
     outcome = decide(job, code=code, sig=None, now=NOW, draw=0.5, kind=kind, detail=detail, memory=memory)
     assert outcome.to == to
@@ -209,7 +215,7 @@ def test_decide_by_exit_kind(job, kind, code, detail, memory, to, reason):
     assert outcome.fields["ended_at"] == (None if to == S.RETRY_WAIT else NOW)
 
 
-@pytest.mark.parametrize("kind, reclaimed", [(ExitKind.RECLAIMED, 1), (ExitKind.CAPACITY, 0)])
+@pytest.mark.parametrize("kind, reclaimed", [(ExitKind.RECLAIMED, 1), (ExitKind.CAPACITY, 0), (ExitKind.LOST, 0)])
 @pytest.mark.parametrize("interruptions, reclaims, error_retries, draw", [
     (0, 0, 0, 0.5),
     (1, 1, 0, 0.999),

@@ -50,17 +50,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from ...models.batch_events import classify
 from botocore.exceptions import ClientError
+
+from ...models.batch_events import BatchJobEvent, classify
 
 from ...models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain, NotFound
 from ...models.job import JobRecord
 from ...ports import Checkpoints, Clock, Exit, FoundLaunch, Inventory, Launched
 from ...scheduling.snapshot import Gpu
 from .errors import SERVICE_TRANSIENT, Retrying, code_of, is_service_throttling
+# what DescribeJobs and the state-change events say are read in one place; re-exported for the callers here
+from .job_events import BatchJob, MalformedEvent, batch_job_from, event_from, parse_job_name  # noqa: F401
 from .resources import Pool
 
 ACTIVE = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"})
@@ -68,20 +70,8 @@ MIN_TIMEOUT = 60                 # Batch refuses a shorter attemptDurationSecond
 MAX_TAGS = 50
 MiB = 1024 * 1024
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]")
-_NAME_IDS = re.compile(r"^gqa-([0-9]+(?:_[0-9]+)?)-([0-9]+)(?:-|$)")   # what job_name() starts with
 # AWS's tag rules: these characters, keys up to 128, values up to 256, no aws: prefix
 _TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
-
-
-@dataclass(frozen=True)
-class BatchJob:
-    """What DescribeJobs says about one attempt."""
-
-    job_id: str
-    status: str
-    status_reason: str | None      # e.g. "Host EC2 (instance i-0abc) terminated." for a spot reclaim
-    exit_code: int | None          # None when the container never ran (or has not ended)
-    container_reason: str | None   # e.g. "OutOfMemoryError: Container killed due to memory usage"
 
 
 class BatchCompute:
@@ -209,15 +199,31 @@ class BatchCompute:
     def prime(self, jobs: Iterable[JobRecord]) -> None:
         """Read many attempts at once (DescribeJobs takes 100 ids), so alive(),
         reap() and describe() on them cost no call until status_ttl passes."""
-        ids = [j.proc_token for j in jobs if j.proc_token]
+        self._describe([j.proc_token for j in jobs if j.proc_token])
+
+    # -- AttemptStatus port --------------------------------------------------------------------------------
+    def attempts_now(self, jobs: Iterable[JobRecord]) -> dict[str, BatchJobEvent | None]:
+        """Each job's recorded attempt as DescribeJobs describes it now (a
+        hundred a call), read as the state-change event Batch would send (the
+        detail of one has DescribeJobs' shape); None for a Batch job Batch no
+        longer knows. A job without a recorded Batch job, or whose description
+        cannot be read as one of gqa's attempts, is left out."""
+        recorded = [j for j in jobs if j.proc_token]
+        details = self._describe([j.proc_token for j in recorded])
         now = self.clock.now()
-        self._seen = {k: v for k, v in self._seen.items() if now - v[0] <= self.status_ttl}   # stay small
-        for start in range(0, len(ids), 100):
-            chunk = ids[start:start + 100]
-            found = {d["jobId"]: d for d in self._call("DescribeJobs", jobs=chunk).get("jobs", [])}
-            now = self.clock.now()
-            for batch_id in chunk:
-                self._seen[batch_id] = (now, batch_job_from(found[batch_id]) if batch_id in found else None)
+        out: dict[str, BatchJobEvent | None] = {}
+        for job in recorded:
+            detail = details.get(job.proc_token)
+            if detail is None:
+                out[job.id] = None
+                continue
+            try:
+                event = event_from(detail, received=now)
+            except MalformedEvent:   # an answer without a status cannot be judged: ask again later
+                continue
+            if event is not None and event.job_id == job.id:
+                out[job.id] = event
+        return out
 
     # -- the request ---------------------------------------------------------------------------------------
     def environment(self, job: JobRecord, attempt: int) -> dict[str, str]:
@@ -267,6 +273,21 @@ class BatchCompute:
             raise LaunchFailed(f"GPU slots {list(gpus)} span pools {sorted(pools)}; a job runs in one")
         return self._pool_of[gpus[0]]
 
+    def _describe(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """DescribeJobs on these Batch job ids, a hundred a call: the jobs Batch
+        knows, by id. What was read is kept for alive(), reap() and describe()."""
+        now = self.clock.now()
+        self._seen = {k: v for k, v in self._seen.items() if now - v[0] <= self.status_ttl}   # stay small
+        known: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), 100):
+            chunk = ids[start:start + 100]
+            found = {d["jobId"]: d for d in self._call("DescribeJobs", jobs=chunk).get("jobs", [])}
+            now = self.clock.now()
+            for batch_id in chunk:
+                self._seen[batch_id] = (now, batch_job_from(found[batch_id]) if batch_id in found else None)
+            known.update(found)
+        return known
+
     def _cached(self, job: JobRecord) -> BatchJob | None:
         if not job.proc_token:
             return None
@@ -291,16 +312,6 @@ def _slots(pools: tuple[Pool, ...]) -> tuple[Inventory, dict[int, Pool]]:
             pool_of[len(gpus)] = pool
             gpus.append(Gpu(len(gpus), pool.gpu_type, pool.price, pool.spot))
     return Inventory(tuple(gpus)), pool_of
-
-
-def batch_job_from(raw: Mapping[str, Any]) -> BatchJob:
-    """A job of a DescribeJobs answer, or the `detail` of a "Batch Job State
-    Change" event (the same fields), as a BatchJob."""
-    attempts = raw.get("attempts") or []
-    container = (attempts[-1].get("container") if attempts else None) or raw.get("container") or {}
-    code = container.get("exitCode")
-    return BatchJob(raw["jobId"], raw["status"], raw.get("statusReason"),
-                    int(code) if code is not None else None, container.get("reason"))
 
 
 def found_launch(job: JobRecord, attempt: int, summary: Mapping[str, Any]) -> FoundLaunch:
@@ -334,12 +345,6 @@ def job_name(job: JobRecord, attempt: int) -> str:
     with a hyphen, the id survives the cut, and ListJobs' JOB_NAME filter
     `gqa-12-3-*` finds attempt 3 of job 12 (a launch whose record was lost)."""
     return _NAME_JUNK.sub("-", f"gqa-{job.id}-{attempt}-{job.name}")[:128]
-
-
-def parse_job_name(name: str) -> tuple[str, int] | None:
-    """(job id, attempt) from a name job_name() made; None for any other name."""
-    match = _NAME_IDS.match(name)
-    return (match[1], int(match[2])) if match else None
 
 
 def tags(job: JobRecord, attempt: int, pool: Pool) -> dict[str, str]:

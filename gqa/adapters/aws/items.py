@@ -132,7 +132,8 @@ def running_job(item: dict[str, Any]) -> RunningJob:
     g = lambda name: _get(item, name)  # noqa: E731
     return RunningJob(id=item[t.ID], team=g("team"), user=g("owner"), gpus=g("assigned") or (),
                       started_at=g("started_at") or 0.0, cpus=g("cpus"), memory=g("memory"), group=item[t.GROUP],
-                      wall_time=g("wall_time"), tier=g("tier"), stopping=item.get("kill_reason") is not None)
+                      wall_time=g("wall_time"), tier=g("tier"), stopping=item.get("kill_reason") is not None,
+                      started=item[t.STATE] == S.RUNNING.value)
 
 
 # -- settings (JSON, as the SQLite adapter stores them) ----------------------------------------

@@ -1,6 +1,6 @@
-"""A "Batch Job State Change" event's `detail` (the shape of a DescribeJobs
-job) read as gqa's BatchJobEvent: which gqa job and attempt it is about, what
-Batch says happened, when, and with how much memory.
+"""A "Batch Job State Change" event's `detail`, or a job of a DescribeJobs
+answer (the same shape), read as gqa's BatchJobEvent: which gqa job and
+attempt it is about, what Batch says happened, when, and with how much memory.
 
 The gqa ids are read, most trusted first, from the container environment
 BatchCompute sets (GQA_JOB_ID, GQA_ATTEMPT), then its tags (gqa:job-id,
@@ -9,13 +9,26 @@ gqa:attempt; events may leave tags out), then the job name
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ...models.batch_events import RUNNING, BatchJobEvent
-from .batch_compute import batch_job_from, parse_job_name
 
 MiB = 1024 * 1024
+_NAME_IDS = re.compile(r"^gqa-([0-9]+(?:_[0-9]+)?)-([0-9]+)(?:-|$)")   # what job_name() starts with
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """What DescribeJobs says about one attempt."""
+
+    job_id: str
+    status: str
+    status_reason: str | None      # e.g. "Host EC2 (instance i-0abc) terminated." for a spot reclaim
+    exit_code: int | None          # None when the container never ran (or has not ended)
+    container_reason: str | None   # e.g. "OutOfMemoryError: Container killed due to memory usage"
 
 
 class MalformedEvent(ValueError):
@@ -88,3 +101,19 @@ def _memory(detail: Mapping[str, Any]) -> int | None:
                 return None
     memory = container.get("memory")
     return int(memory) * MiB if isinstance(memory, int) and not isinstance(memory, bool) else None
+
+
+def batch_job_from(raw: Mapping[str, Any]) -> BatchJob:
+    """A job of a DescribeJobs answer, or the `detail` of a "Batch Job State
+    Change" event (the same fields), as a BatchJob."""
+    attempts = raw.get("attempts") or []
+    container = (attempts[-1].get("container") if attempts else None) or raw.get("container") or {}
+    code = container.get("exitCode")
+    return BatchJob(raw["jobId"], raw["status"], raw.get("statusReason"),
+                    int(code) if code is not None else None, container.get("reason"))
+
+
+def parse_job_name(name: str) -> tuple[str, int] | None:
+    """(job id, attempt) from a name job_name() made; None for any other name."""
+    match = _NAME_IDS.match(name)
+    return (match[1], int(match[2])) if match else None

@@ -316,9 +316,11 @@ class SqliteStore:
         ]
         running = [
             RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
-                       memory=r[6], group=r[7], wall_time=r[8], tier=r[9], stopping=r[10] is not None)
+                       memory=r[6], group=r[7], wall_time=r[8], tier=r[9], stopping=r[10] is not None,
+                       started=r[11] == "RUNNING")
             for r in self.db.execute(
-                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, wall_time, tier, kill_reason "
+                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, wall_time, tier, kill_reason, "
+                "state "
                 "FROM jobs "
                 "WHERE state IN ('STARTING', 'RUNNING')")
         ]
