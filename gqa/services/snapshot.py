@@ -23,7 +23,10 @@ def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None =
     ratios = team_ratios(store) if ratios is None else ratios
     pending, running = store.scheduling_view()
     pending = [replace(j, expected_runtime=expected_runtime(j.wall_time, ratios.get(j.team, 1.0))) for j in pending]
-    running = [replace(r, expected_runtime=expected_runtime(r.wall_time, ratios.get(r.team, 1.0))) for r in running]
+    # an attempt not started yet (STARTING) still carries its previous attempt's start: seen from now it
+    # begins now, so backfill, ETAs and preemption give it its whole wall time ahead and nothing to lose
+    running = [replace(r, expected_runtime=expected_runtime(r.wall_time, ratios.get(r.team, 1.0)),
+                       started_at=r.started_at if r.started else now) for r in running]
     gpus = inventory.gpus if inventory else ()
     return Snapshot(now=now, gpus=gpus, pending=tuple(pending),
                     running=tuple(running), teams=store.teams(), usage=store.usage(now, policy.half_life),

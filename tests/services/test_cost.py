@@ -89,3 +89,21 @@ def test_a_job_claimed_again_costs_nothing_until_its_new_attempt_starts(priced):
     assert read_snapshot(priced.store, now).spend == {"vision": pytest.approx(2.0)}
     assert CostService(priced.store, priced.clock).report(team="vision").teams == [
         TeamCost("vision", pytest.approx(2.0), 0.0, 100.0)]
+
+
+def test_an_attempt_not_started_yet_begins_now_in_the_snapshot(priced):
+    """Backfill reserves GPUs until a running job's wall-time end, ETAs count from
+    its start and preemption weighs the work it would lose: for a STARTING job
+    the record's start is the previous attempt's, so the snapshot moves it to now."""
+    job = priced.start(team="vision", resources={"gpus": 2}, limits={"wall_time": "2h"})
+    priced.clock.advance(1800)
+    priced.control.requeue([job.id])
+    priced.supervisor.carry_out_requests()
+    priced.exit(job.id, None, 15)
+    priced.clock.advance(3 * 3600)
+    priced.supervisor.promote_retries()
+    now = priced.clock.now()
+    priced.store.apply([Change(job.id, S.QUEUED, S.STARTING, "assigned GPUs 0,1", now, {"assigned": (0, 1)})])
+
+    [run] = read_snapshot(priced.store, now).running
+    assert (run.started, run.started_at, run.ends_by) == (False, now, now + 2 * 3600)
