@@ -9,7 +9,8 @@ the FIFO processor is used: it stops at the first failure, keeping a user's
 submissions in the order sent (skip_group_on_error: only the failed record's
 group, one owner, stops; other owners' records go on).
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (a missing
+Environment (read by lambdas/environment.py):
+GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (a missing
 one fails the cold start loudly), and optionally GQA_WAKEUP_QUEUE_URL: the
 dispatcher's wake-up queue, told once per batch that admitted jobs, so they
 are scheduled at once rather than at the next tick.
@@ -31,7 +32,6 @@ queue's max_receive_count, moves it to the dead-letter queue)."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
@@ -44,11 +44,11 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.sqs_intake import SqsIntake, submission_from_record
-from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import SpecError
 from gqa.models.job import JobState
 from gqa.services.submit import SubmitService
+from lambdas import environment
 
 logger = Logger(service="gqa-admit")
 
@@ -63,13 +63,12 @@ class Admission:
 
 
 def build() -> Admission:
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    names = environment.table_names()
     # the limits and thresholds admission checks change rarely: a change applies within SETTINGS_TTL
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL)
     # no waker here: one wake-up per batch (below), not one per submission
     service = SubmitService(store, SystemClock())
-    wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
+    wakeup = environment.wakeup_url()
     intake = SqsIntake(boto3.client("sqs"), {}, wakeup) if wakeup else None
     return Admission(store, service, intake)
 

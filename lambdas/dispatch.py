@@ -6,7 +6,8 @@ Input: a message batch from the wake-up queue, or a scheduled EventBridge
 event. Either only says "run a pass now"; the body is not read, and one pass
 serves every wake-up in the batch.
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
+Environment (read by lambdas/environment.py):
+GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
 DynamoDB tables), GQA_POOLS (a JSON list of resources.Pool's fields),
 GQA_JOB_DEFINITION (the Batch job definition), GQA_CHECKPOINT_BUCKET and
 optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3), and optionally
@@ -33,8 +34,6 @@ Lambda; the next tick runs a fresh pass anyway."""
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -44,13 +43,12 @@ from aws_lambda_powertools import Logger
 
 from gqa.adapters.aws.batch_compute import BatchCompute
 from gqa.adapters.aws.dynamodb_store import SAMPLES_TTL, SETTINGS_TTL, DynamoDBStore
-from gqa.adapters.aws.resources import pools_from_json
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
-from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock, SystemRandom
 from gqa.services.overdue import OverdueCheck
 from gqa.services.reconcile import ReconcileService
 from gqa.services.supervisor import Supervisor
+from lambdas import environment
 
 logger = Logger(service="gqa-dispatch")
 
@@ -79,15 +77,12 @@ class Dispatcher:
 
 
 def build() -> Dispatcher:
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    names = environment.table_names()
     clock = SystemClock()
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL)
-    checkpoints = S3Checkpoints(boto3.client("s3"), os.environ["GQA_CHECKPOINT_BUCKET"],
-                                os.environ.get("GQA_CHECKPOINT_PREFIX", "checkpoints"))
-    compute = BatchCompute(boto3.client("batch"), pools_from_json(os.environ["GQA_POOLS"]),
-                           os.environ["GQA_JOB_DEFINITION"], checkpoints, clock,
-                           images=json.loads(os.environ.get("GQA_IMAGES", "{}")))
+    checkpoints = S3Checkpoints(boto3.client("s3"), environment.checkpoint_bucket(), environment.checkpoint_prefix())
+    compute = BatchCompute(boto3.client("batch"), environment.pools(), environment.job_definition(), checkpoints,
+                           clock, images=environment.images())
     # the pools are this deployment's GPUs: the store must know them (and their
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration

@@ -6,7 +6,8 @@ validated with Powertools' EventBridgeModel; its detail is read by
 gqa.adapters.aws.job_events, which finds the gqa job and attempt in the
 container environment, the tags or the job name.
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
+Environment (read by lambdas/environment.py):
+GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
 DynamoDB table names; a missing one fails the cold start loudly), and
 optionally GQA_WAKEUP_QUEUE_URL: the dispatcher's wake-up queue, told when an
 attempt ends so its GPUs are scheduled at once rather than at the next tick.
@@ -25,7 +26,6 @@ attempt already settled."""
 
 from __future__ import annotations
 
-import os
 import random
 from functools import cache
 from typing import Any
@@ -38,9 +38,9 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.job_events import MalformedEvent, event_from
 from gqa.adapters.aws.sqs_intake import SqsIntake
-from gqa.adapters.aws.tables import TableNames
 from gqa.models.errors import BackendUnavailable, Conflict, NotFound
 from gqa.services.reconcile import ReconcileService
+from lambdas import environment
 
 DETAIL_TYPE = "Batch Job State Change"
 # Settlement reads two settings: the GPUs' prices, which follow the deployment's
@@ -65,9 +65,8 @@ class WakeDispatcher:
 def service() -> ReconcileService:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
-    wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
+    names = environment.table_names()
+    wakeup = environment.wakeup_url()
     waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup)) if wakeup else None
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
     return ReconcileService(store, random.Random(), waker)

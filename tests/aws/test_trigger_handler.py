@@ -112,8 +112,8 @@ def world():
             Inventory(gpus=tuple(Gpu(i, "a10g", 0.5, spot=True) for i in range(4))))
         env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
                "GQA_TRIGGER_TIMER_QUEUE_URL": urls.trigger_timer, "GQA_CHECKPOINT_BUCKET": CHECKPOINTS,
-               **{f"GQA_INTAKE_{name}_QUEUE_URL": urls.intake[tier]
-                  for tier, name in enumerate(("HIGH", "NORMAL", "LOW"))}}
+               "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
+                                              "low": urls.intake[2]})}
         with mock.patch.dict(os.environ, env):
             from lambdas import trigger as module
             module.service.cache_clear()     # a fresh "container" per test: its clients are moto's
