@@ -28,12 +28,19 @@ pass is safe without it: every claim of a job (QUEUED -> STARTING) is a write
 guarded on the job's state, so a second pass over the same jobs gets Conflict
 and submits nothing; the services treat that as "the next pass will see it".
 
+Metrics (namespace gqa, service gqa-dispatch; services/telemetry.py): each
+pass emits JobsStarted, QueueWait (one value per started job), PassDuration,
+PendingJobs, FreeGpus, HeldGpus, RepairedLaunches and LostEventsRecovered,
+and for every attempt a lost event's answer settled, what the reconcile
+function would have emitted for it.
+
 Errors are raised (BackendUnavailable from DynamoDB or Batch): a wake-up
 message is then delivered again, and a scheduled invocation is retried by
 Lambda; the next tick runs a fresh pass anyway."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -43,8 +50,11 @@ from aws_lambda_powertools import Logger
 
 from gqa.adapters.aws.batch_compute import BatchCompute
 from gqa.adapters.aws.dynamodb_store import SAMPLES_TTL, SETTINGS_TTL, DynamoDBStore
+from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.adapters.clock import SystemClock, SystemRandom
+from gqa.ports import Metrics
+from gqa.services import telemetry
 from gqa.services.overdue import OverdueCheck
 from gqa.services.reconcile import ReconcileService
 from gqa.services.supervisor import Supervisor
@@ -59,21 +69,32 @@ class Dispatcher:
     compute: BatchCompute
     supervisor: Supervisor
     overdue: OverdueCheck
+    metrics: Metrics
 
     def run_pass(self, *, repair: bool = False) -> list[str]:
+        """One pass (see pass_report); the started job ids."""
+        return [job.id for job in self.pass_report(repair=repair).started]
+
+    def pass_report(self, *, repair: bool = False) -> telemetry.PassReport:
         """One pass, in the local daemon's order: retries first, so a promoted
-        job competes in this pass's scheduling. Returns the started job ids.
-        `repair` (the scheduled passes) first asks Batch about launches a dead
-        pass never recorded, and about attempts whose end was never heard of
-        (services/overdue.py): calls that wake-ups need not make."""
+        job competes in this pass's scheduling. `repair` (the scheduled passes)
+        first asks Batch about launches a dead pass never recorded, and about
+        attempts whose end was never heard of (services/overdue.py): calls
+        that wake-ups need not make. The report's queue and GPUs come from the
+        pass's own read and the function's pools: no call of their own."""
+        repaired, checked = 0, None
         with self.store.pass_reads():   # each table read once for the whole pass
             if repair:
-                self.supervisor.repair_launches()
-                self.overdue.run()
+                repaired = sum(self.supervisor.repair_launches().values())
+                checked = self.overdue.run()
             self.supervisor.promote_retries()
             self.supervisor.enforce_wall_time()
             self.supervisor.carry_out_requests()
-            return [job.id for job in self.supervisor.dispatch()]
+            started = self.supervisor.dispatch()
+            pending, running = self.store.scheduling_view()
+        return telemetry.PassReport(started, pending, running, self.compute.inventory(), repaired,
+                                    checked.recovered if checked else 0,
+                                    checked.settlements if checked else [])
 
 
 def build() -> Dispatcher:
@@ -91,7 +112,8 @@ def build() -> Dispatcher:
     # answers about attempts whose events were lost settle through the reconcile service, without a
     # wake-up: this very pass schedules the GPUs they free
     overdue = OverdueCheck(store, compute, ReconcileService(store, rng), clock)
-    return Dispatcher(store, compute, Supervisor(store, compute, clock, rng, launches=compute), overdue)
+    return Dispatcher(store, compute, Supervisor(store, compute, clock, rng, launches=compute), overdue,
+                      make_metrics(namespace="gqa", service="gqa-dispatch"))
 
 
 @cache
@@ -105,6 +127,10 @@ def dispatcher() -> Dispatcher:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # an SQS batch carries Records; a schedule is one EventBridge event: both mean "a pass now"
     trigger = "wakeup" if "Records" in event else str(event.get("detail-type", "schedule"))
-    started = dispatcher().run_pass(repair=trigger != "wakeup")
-    logger.info("dispatch pass", extra={"trigger": trigger, "started": started})
+    wiring = dispatcher()
+    began = time.monotonic()
+    report = wiring.pass_report(repair=trigger != "wakeup")
+    telemetry.dispatch_pass(wiring.metrics, report, time.monotonic() - began)
+    started = [job.id for job in report.started]
+    logger.info("dispatch pass", extra={"trigger": trigger, "started": started, "pending": len(report.pending)})
     return {"started": started}

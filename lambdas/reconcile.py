@@ -16,6 +16,12 @@ Calls: an event is one read of the job and one write (the job with its
 team's usage and spend, in one transaction), plus the wake-up when an
 attempt ends; the settings it needs are kept SETTINGS_KEPT seconds.
 
+Metrics (namespace gqa, service gqa-reconcile; services/telemetry.py), for
+an event that settles an attempt: JobsSucceeded, JobsFailed, JobsTimedOut or
+JobsCancelled as the job ended; SpotReclaims, CapacityFailures or
+OutOfMemory as the attempt did; Retries by kind (what ended the attempt)
+when the job goes back to wait; GpuHours and Cost by team.
+
 Errors: a malformed event, a Batch job gqa did not launch, and a job the
 store does not know are logged and dropped, because no retry can mend them.
 BackendUnavailable (DynamoDB unreachable or throttling past the adapter's
@@ -37,8 +43,11 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.job_events import MalformedEvent, event_from
+from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.models.errors import BackendUnavailable, Conflict, NotFound
+from gqa.ports import Metrics
+from gqa.services import telemetry
 from gqa.services.reconcile import ReconcileService
 from lambdas import environment
 
@@ -72,6 +81,11 @@ def service() -> ReconcileService:
     return ReconcileService(store, random.Random(), waker)
 
 
+@cache
+def metrics() -> Metrics:
+    return make_metrics(namespace="gqa", service="gqa-reconcile")
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
@@ -97,6 +111,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except (BackendUnavailable, Conflict):
         logger.exception("could not apply the event; it will be retried")
         raise
+    telemetry.settlement(metrics(), result)
     logger.info("reconciled", extra={"action": result.action.value, "state": result.job.state.value,
                                      "reason": result.reason})
     return {"action": result.action.value, "job_id": result.job.id, "state": result.job.state.value,

@@ -21,6 +21,11 @@ fails the cold start loudly), and GQA_MANIFEST_BUCKET (default
 GQA_CHECKPOINT_BUCKET): where the key list of a burst too large for the job's
 environment is written.
 
+Metrics (namespace gqa, service gqa-trigger; services/telemetry.py):
+TriggerObjects (objects counted into bursts; a retried event's none), and
+per timer batch TriggerBursts (bursts that submitted their job) and
+TriggerBurstsDropped.
+
 Errors: a malformed event or timer message is logged and dropped (no retry
 can mend it). BackendUnavailable and Conflict (a burst that kept changing)
 are raised for an object event (Lambda retries it) and fail the timer record
@@ -40,18 +45,26 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.burst_timer import SqsBurstTimer, timer_from_record
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.s3_manifests import S3Manifests
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import BackendUnavailable, Conflict, SpecError
 from gqa.models.trigger import S3Object
+from gqa.ports import Metrics
+from gqa.services import telemetry
 from gqa.services.submit import SubmitService
 from gqa.services.triggers import TriggerService
 from lambdas import environment
 
 OBJECT_CREATED = "Object Created"
 logger = Logger(service="gqa-trigger")
+
+
+@cache
+def metrics() -> Metrics:
+    return make_metrics(namespace="gqa", service="gqa-trigger")
 
 
 @cache
@@ -95,6 +108,7 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
         raise
     results = [{"trigger_id": c.trigger_id, "burst_id": c.burst_id,
                 "step": c.kind.value if c.kind else "duplicate"} for c in counted]
+    telemetry.objects_counted(metrics(), sum(c.kind is not None for c in counted))
     logger.info("counted", extra={"triggers": results})
     return {"action": "counted" if results else "no trigger matches", "triggers": results}
 
@@ -102,7 +116,8 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
 def _timers(event: dict[str, Any], context: Any) -> dict[str, Any]:
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     with processor(records=event["Records"], handler=_close_one, lambda_context=context):
-        processor.process()
+        outcomes = processor.process()
+    telemetry.bursts_closed(metrics(), (result["action"] for status, result, _ in outcomes if status == "success"))
     return processor.response()
 
 
