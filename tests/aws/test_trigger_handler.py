@@ -24,7 +24,7 @@ from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.models.burst import OVERDUE_AFTER, RECORD_KEY_BYTES
 from gqa.ports import Inventory, Submission
 from gqa.scheduling import Gpu
-from tests.aws.moto_support import FakeClock, LambdaContext, capture, refuse, session
+from tests.aws.moto_support import FakeClock, LambdaContext, capture, emf, metric, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -371,3 +371,19 @@ def test_aws_calls_per_object_and_per_burst(world):
     assert closing == sorted(["GetItem", "TransactWriteItems", "GetItem", "GetItem",
                               "Query", "Query", "Query", "UpdateItem",
                               "UpdateItem", "SendMessage", "UpdateItem"])
+
+
+def test_objects_and_bursts_are_emitted_as_metrics(world, capsys):
+    world.add()
+    event = object_created("incoming/a.csv")
+    capsys.readouterr()
+    world.module.handler(event, CONTEXT)
+    world.module.handler(event, CONTEXT)                  # retried: counted before
+    world.put("incoming/b.csv")
+    world.put("elsewhere/c.csv")                          # no trigger matches
+    world.fire()
+    world.fire(message_id="m-1-again")                    # redelivered: submits nothing more
+    docs = emf(capsys.readouterr().out)
+    assert {d["service"] for d in docs} == {"gqa-trigger"}
+    assert metric(docs, "TriggerObjects") == [1, 0, 1, 0]
+    assert metric(docs, "TriggerBursts") == [1] and metric(docs, "TriggerBurstsDropped") == [0]
