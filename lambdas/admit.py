@@ -9,10 +9,16 @@ the FIFO processor is used: it stops at the first failure, keeping a user's
 submissions in the order sent (skip_group_on_error: only the failed record's
 group, one owner, stops; other owners' records go on).
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (a missing
+Environment (read by lambdas/environment.py):
+GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (a missing
 one fails the cold start loudly), and optionally GQA_WAKEUP_QUEUE_URL: the
 dispatcher's wake-up queue, told once per batch that admitted jobs, so they
 are scheduled at once rather than at the next tick.
+
+Metrics (namespace gqa, service gqa-admit, by tier; services/telemetry.py):
+JobsAdmitted, JobsAwaitingApproval, JobsRejected, once per batch. A
+redelivered submission is counted again (the store returns its jobs as
+they are): rare, and never more than once per delivery.
 
 Redelivery: SQS delivers at least once, so admitting must be harmless to
 repeat. It is, without any record of its own: every submission carries the
@@ -31,7 +37,6 @@ queue's max_receive_count, moves it to the dead-letter queue)."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
@@ -43,35 +48,38 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, Sqs
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
+from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sqs_intake import SqsIntake, submission_from_record
-from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import SpecError
 from gqa.models.job import JobState
+from gqa.ports import Metrics
+from gqa.services import telemetry
 from gqa.services.submit import SubmitService
+from lambdas import environment
 
 logger = Logger(service="gqa-admit")
 
 
 @dataclass(frozen=True)
 class Admission:
-    """What one container wires once: the store and the service."""
+    """What one container wires once: the store, the service and the metrics."""
 
     store: DynamoDBStore
     service: SubmitService
     intake: SqsIntake | None
+    metrics: Metrics
 
 
 def build() -> Admission:
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    names = environment.table_names()
     # the limits and thresholds admission checks change rarely: a change applies within SETTINGS_TTL
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL)
     # no waker here: one wake-up per batch (below), not one per submission
     service = SubmitService(store, SystemClock())
-    wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
+    wakeup = environment.wakeup_url()
     intake = SqsIntake(boto3.client("sqs"), {}, wakeup) if wakeup else None
-    return Admission(store, service, intake)
+    return Admission(store, service, intake, make_metrics(namespace="gqa", service="gqa-admit"))
 
 
 @cache
@@ -81,14 +89,14 @@ def admission() -> Admission:
     return build()
 
 
-def record_handler(record: SQSRecord) -> list[str]:
-    """One record -> the ids of the jobs it queued ([] when none wait to be scheduled)."""
+def record_handler(record: SQSRecord) -> Counter[tuple[int, JobState]]:
+    """One record -> the jobs it stored, counted by (tier rank, state) (none for a message consumed)."""
     logger.remove_keys(["idempotency_key", "owner", "job_ids"])   # the previous record's
     try:
         submission = submission_from_record(record.raw_event)
     except SpecError as exc:
         logger.error("consumed a malformed message", extra={"message_id": record.message_id, "reason": str(exc)})
-        return []
+        return Counter()
     ids = submission.job_ids
     logger.append_keys(idempotency_key=submission.idempotency_key, owner=submission.owner,
                        job_ids=f"{ids[0]}..{ids[-1]} ({len(ids)})" if len(ids) > 1 else list(ids))
@@ -99,14 +107,14 @@ def record_handler(record: SQSRecord) -> list[str]:
         # consumed: the same message would be refused again on every delivery
         logger.warning("consumed a submission that cannot be admitted",
                        extra={"message_id": record.message_id, "reason": str(exc), "error": type(exc).__name__})
-        return []
+        return Counter()
     states = dict(Counter(job.state.value for job in jobs))   # an array can have 100,000 jobs: counts
     if any(job.state == JobState.REJECTED for job in jobs):
         logger.warning("recorded a submission over a hard limit as rejected",
                        extra={"message_id": record.message_id, "states": states, "reason": jobs[0].reason})
     else:
         logger.info("admitted", extra={"message_id": record.message_id, "states": states})
-    return [job.id for job in jobs if job.state == JobState.QUEUED]
+    return telemetry.admitted(jobs)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -119,8 +127,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                  else BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False))
     with processor(records=records, handler=record_handler, lambda_context=context):
         outcomes = processor.process()
-    admitted = [job_id for status, result, _ in outcomes if status == "success" and result for job_id in result]
-    if admitted and wiring.intake is not None:
+    counts = sum((result for status, result, _ in outcomes if status == "success" and result), Counter())
+    telemetry.admission(wiring.metrics, counts)
+    queued = any(state == JobState.QUEUED for _, state in counts)
+    if queued and wiring.intake is not None:
         try:
             wiring.intake.wake_dispatcher()
         except Exception:

@@ -31,7 +31,7 @@ SpecError, 401 NotAuthenticated (no identity), 403 NotPermitted, 404
 NotFound, 409 Conflict / InvalidTransition, 422 Rejected, 503
 BackendUnavailable; anything else 500 "InternalError", logged.
 
-Environment:
+Environment (read by lambdas/environment.py):
 - GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE: the tables (triggers
   live in the settings table);
 - GQA_INTAKE_URLS: JSON {"high": url, "normal": url, "low": url}, the intake queues;
@@ -59,7 +59,6 @@ after `gqa quota set` shows it."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -70,15 +69,12 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
-from gqa.adapters.aws.resources import pools_from_json
 from gqa.adapters.aws.sqs_intake import SqsIntake
-from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import (BackendUnavailable, Conflict, GqaError, InvalidTransition, NotAuthenticated,
                                NotFound, NotPermitted, Rejected, SpecError)
 from gqa.models.loader import validate
-from gqa.models.spec import Priority
 from gqa.models.trigger import Trigger, parse_debounce
 from gqa.services import wire
 from gqa.services.access import AccessPolicy, Action, Principal, authorize
@@ -89,6 +85,7 @@ from gqa.services.queries import QueryService
 from gqa.services.quota import QuotaService
 from gqa.services.submit import SubmitService
 from gqa.services.triggers import TriggerService
+from lambdas import environment
 
 logger = Logger(service="gqa-api")
 app = APIGatewayRestResolver()
@@ -144,25 +141,14 @@ class Wiring:
         return LogService(self.store, self.logs)
 
 
-def intake_urls(text: str) -> dict[int, str]:
-    """GQA_INTAKE_URLS -> {tier rank: url}; ValueError names what is wrong."""
-    raw = json.loads(text)
-    names = {p.value: p.rank for p in Priority}
-    if not isinstance(raw, dict) or set(raw) != set(names) or not all(isinstance(u, str) and u for u in raw.values()):
-        raise ValueError(f"GQA_INTAKE_URLS must map each of {', '.join(names)} to a queue URL")
-    return {names[tier]: url for tier, url in raw.items()}
-
-
 def build() -> Wiring:
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
-    intake = SqsIntake(boto3.client("sqs"), intake_urls(os.environ["GQA_INTAKE_URLS"]),
-                       os.environ["GQA_WAKEUP_QUEUE_URL"])
+    names = environment.table_names()
+    intake = SqsIntake(boto3.client("sqs"), environment.intake_urls(), environment.wakeup_url(needed=True))
     dynamodb = boto3.client("dynamodb")
-    logs = BatchLogs(boto3.client("batch"), boto3.client("logs"), pools_from_json(os.environ["GQA_POOLS"]),
-                     log_group=os.environ.get("GQA_LOG_GROUP") or DEFAULT_GROUP)
+    logs = BatchLogs(boto3.client("batch"), boto3.client("logs"), environment.pools(),
+                     log_group=environment.log_group(DEFAULT_GROUP))
     return Wiring(DynamoDBStore(dynamodb, names, settings_ttl=SETTINGS_TTL), DynamoDBStore(dynamodb, names), intake,
-                  AccessPolicy.from_json(os.environ.get("GQA_ACCESS")), SystemClock(),
+                  environment.access(), SystemClock(),
                   DynamoDBTriggerStore(dynamodb, names), logs)
 
 

@@ -6,7 +6,8 @@ waiting too long and on idle GPUs, the queue of a team at its budget held
 Input: a scheduled EventBridge event (e.g. every 5 minutes). It only says
 "tick now"; its id becomes the correlation id of the tick's log lines.
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
+Environment (read by lambdas/environment.py):
+GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
 DynamoDB tables), GQA_ALERTS_TOPIC_ARN (the SNS topic alerts go to), and
 optionally GQA_WAKEUP_QUEUE_URL (the dispatcher is woken when jobs are
 released or asked to stop) and GQA_GPU_METRICS_NAMESPACE (where the jobs'
@@ -21,7 +22,6 @@ sent are claimed, holds and stops are guarded writes, spend is overwritten."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -36,10 +36,10 @@ from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sns_notifier import SnsNotifier
 from gqa.adapters.aws.sqs_intake import SqsIntake
-from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import BackendUnavailable, Conflict
 from gqa.services.budget_watch import BudgetWatch
+from lambdas import environment
 from lambdas.reconcile import WakeDispatcher
 
 logger = Logger(service="gqa-budget")
@@ -52,16 +52,15 @@ class Watch:
 
 
 def build() -> Watch:
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    names = environment.table_names()
     dynamodb = boto3.client("dynamodb")
-    wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
+    wakeup = environment.wakeup_url()
     waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup)) if wakeup else None
     metrics = make_metrics(namespace="gqa", service="gqa-budget")
     utilisation = CloudWatchGpuUtilization(boto3.client("cloudwatch"),
-                                           os.environ.get("GQA_GPU_METRICS_NAMESPACE", NAMESPACE))
+                                           environment.gpu_metrics_namespace(NAMESPACE))
     service = BudgetWatch(DynamoDBStore(dynamodb, names), DynamoDBBudgetRecords(dynamodb, names),
-                          SnsNotifier(boto3.client("sns"), os.environ["GQA_ALERTS_TOPIC_ARN"]), SystemClock(),
+                          SnsNotifier(boto3.client("sns"), environment.alerts_topic()), SystemClock(),
                           utilisation=utilisation, metrics=metrics, waker=waker)
     return Watch(service, metrics)
 

@@ -6,7 +6,8 @@ Input: a message batch from the wake-up queue, or a scheduled EventBridge
 event. Either only says "run a pass now"; the body is not read, and one pass
 serves every wake-up in the batch.
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
+Environment (read by lambdas/environment.py):
+GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
 DynamoDB tables), GQA_POOLS (a JSON list of resources.Pool's fields),
 GQA_JOB_DEFINITION (the Batch job definition), GQA_CHECKPOINT_BUCKET and
 optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3), and optionally
@@ -27,14 +28,19 @@ pass is safe without it: every claim of a job (QUEUED -> STARTING) is a write
 guarded on the job's state, so a second pass over the same jobs gets Conflict
 and submits nothing; the services treat that as "the next pass will see it".
 
+Metrics (namespace gqa, service gqa-dispatch; services/telemetry.py): each
+pass emits JobsStarted, QueueWait (one value per started job), PassDuration,
+PendingJobs, FreeGpus, HeldGpus, RepairedLaunches and LostEventsRecovered,
+and for every attempt a lost event's answer settled, what the reconcile
+function would have emitted for it.
+
 Errors are raised (BackendUnavailable from DynamoDB or Batch): a wake-up
 message is then delivered again, and a scheduled invocation is retried by
 Lambda; the next tick runs a fresh pass anyway."""
 
 from __future__ import annotations
 
-import json
-import os
+import time
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -44,13 +50,15 @@ from aws_lambda_powertools import Logger
 
 from gqa.adapters.aws.batch_compute import BatchCompute
 from gqa.adapters.aws.dynamodb_store import SAMPLES_TTL, SETTINGS_TTL, DynamoDBStore
-from gqa.adapters.aws.resources import pools_from_json
+from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
-from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock, SystemRandom
+from gqa.ports import Metrics
+from gqa.services import telemetry
 from gqa.services.overdue import OverdueCheck
 from gqa.services.reconcile import ReconcileService
 from gqa.services.supervisor import Supervisor
+from lambdas import environment
 
 logger = Logger(service="gqa-dispatch")
 
@@ -61,33 +69,41 @@ class Dispatcher:
     compute: BatchCompute
     supervisor: Supervisor
     overdue: OverdueCheck
+    metrics: Metrics
 
     def run_pass(self, *, repair: bool = False) -> list[str]:
+        """One pass (see pass_report); the started job ids."""
+        return [job.id for job in self.pass_report(repair=repair).started]
+
+    def pass_report(self, *, repair: bool = False) -> telemetry.PassReport:
         """One pass, in the local daemon's order: retries first, so a promoted
-        job competes in this pass's scheduling. Returns the started job ids.
-        `repair` (the scheduled passes) first asks Batch about launches a dead
-        pass never recorded, and about attempts whose end was never heard of
-        (services/overdue.py): calls that wake-ups need not make."""
+        job competes in this pass's scheduling. `repair` (the scheduled passes)
+        first asks Batch about launches a dead pass never recorded, and about
+        attempts whose end was never heard of (services/overdue.py): calls
+        that wake-ups need not make. The report's queue and GPUs come from the
+        pass's own read and the function's pools: no call of their own."""
+        repaired, checked = 0, None
         with self.store.pass_reads():   # each table read once for the whole pass
             if repair:
-                self.supervisor.repair_launches()
-                self.overdue.run()
+                repaired = sum(self.supervisor.repair_launches().values())
+                checked = self.overdue.run()
             self.supervisor.promote_retries()
             self.supervisor.enforce_wall_time()
             self.supervisor.carry_out_requests()
-            return [job.id for job in self.supervisor.dispatch()]
+            started = self.supervisor.dispatch()
+            pending, running = self.store.scheduling_view()
+        return telemetry.PassReport(started, pending, running, self.compute.inventory(), repaired,
+                                    checked.recovered if checked else 0,
+                                    checked.settlements if checked else [])
 
 
 def build() -> Dispatcher:
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    names = environment.table_names()
     clock = SystemClock()
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL)
-    checkpoints = S3Checkpoints(boto3.client("s3"), os.environ["GQA_CHECKPOINT_BUCKET"],
-                                os.environ.get("GQA_CHECKPOINT_PREFIX", "checkpoints"))
-    compute = BatchCompute(boto3.client("batch"), pools_from_json(os.environ["GQA_POOLS"]),
-                           os.environ["GQA_JOB_DEFINITION"], checkpoints, clock,
-                           images=json.loads(os.environ.get("GQA_IMAGES", "{}")))
+    checkpoints = S3Checkpoints(boto3.client("s3"), environment.checkpoint_bucket(), environment.checkpoint_prefix())
+    compute = BatchCompute(boto3.client("batch"), environment.pools(), environment.job_definition(), checkpoints,
+                           clock, images=environment.images())
     # the pools are this deployment's GPUs: the store must know them (and their
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration
@@ -96,7 +112,8 @@ def build() -> Dispatcher:
     # answers about attempts whose events were lost settle through the reconcile service, without a
     # wake-up: this very pass schedules the GPUs they free
     overdue = OverdueCheck(store, compute, ReconcileService(store, rng), clock)
-    return Dispatcher(store, compute, Supervisor(store, compute, clock, rng, launches=compute), overdue)
+    return Dispatcher(store, compute, Supervisor(store, compute, clock, rng, launches=compute), overdue,
+                      make_metrics(namespace="gqa", service="gqa-dispatch"))
 
 
 @cache
@@ -110,6 +127,10 @@ def dispatcher() -> Dispatcher:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # an SQS batch carries Records; a schedule is one EventBridge event: both mean "a pass now"
     trigger = "wakeup" if "Records" in event else str(event.get("detail-type", "schedule"))
-    started = dispatcher().run_pass(repair=trigger != "wakeup")
-    logger.info("dispatch pass", extra={"trigger": trigger, "started": started})
+    wiring = dispatcher()
+    began = time.monotonic()
+    report = wiring.pass_report(repair=trigger != "wakeup")
+    telemetry.dispatch_pass(wiring.metrics, report, time.monotonic() - began)
+    started = [job.id for job in report.started]
+    logger.info("dispatch pass", extra={"trigger": trigger, "started": started, "pending": len(report.pending)})
     return {"started": started}

@@ -6,7 +6,8 @@ validated with Powertools' EventBridgeModel; its detail is read by
 gqa.adapters.aws.job_events, which finds the gqa job and attempt in the
 container environment, the tags or the job name.
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
+Environment (read by lambdas/environment.py):
+GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
 DynamoDB table names; a missing one fails the cold start loudly), and
 optionally GQA_WAKEUP_QUEUE_URL: the dispatcher's wake-up queue, told when an
 attempt ends so its GPUs are scheduled at once rather than at the next tick.
@@ -14,6 +15,12 @@ attempt ends so its GPUs are scheduled at once rather than at the next tick.
 Calls: an event is one read of the job and one write (the job with its
 team's usage and spend, in one transaction), plus the wake-up when an
 attempt ends; the settings it needs are kept SETTINGS_KEPT seconds.
+
+Metrics (namespace gqa, service gqa-reconcile; services/telemetry.py), for
+an event that settles an attempt: JobsSucceeded, JobsFailed, JobsTimedOut or
+JobsCancelled as the job ended; SpotReclaims, CapacityFailures or
+OutOfMemory as the attempt did; Retries by kind (what ended the attempt)
+when the job goes back to wait; GpuHours and Cost by team.
 
 Errors: a malformed event, a Batch job gqa did not launch, and a job the
 store does not know are logged and dropped, because no retry can mend them.
@@ -25,7 +32,6 @@ attempt already settled."""
 
 from __future__ import annotations
 
-import os
 import random
 from functools import cache
 from typing import Any
@@ -37,10 +43,13 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.job_events import MalformedEvent, event_from
+from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sqs_intake import SqsIntake
-from gqa.adapters.aws.tables import TableNames
 from gqa.models.errors import BackendUnavailable, Conflict, NotFound
+from gqa.ports import Metrics
+from gqa.services import telemetry
 from gqa.services.reconcile import ReconcileService
+from lambdas import environment
 
 DETAIL_TYPE = "Batch Job State Change"
 # Settlement reads two settings: the GPUs' prices, which follow the deployment's
@@ -65,12 +74,16 @@ class WakeDispatcher:
 def service() -> ReconcileService:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
-    wakeup = os.environ.get("GQA_WAKEUP_QUEUE_URL")
+    names = environment.table_names()
+    wakeup = environment.wakeup_url()
     waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup)) if wakeup else None
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
     return ReconcileService(store, random.Random(), waker)
+
+
+@cache
+def metrics() -> Metrics:
+    return make_metrics(namespace="gqa", service="gqa-reconcile")
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -98,6 +111,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except (BackendUnavailable, Conflict):
         logger.exception("could not apply the event; it will be retried")
         raise
+    telemetry.settlement(metrics(), result)
     logger.info("reconciled", extra={"action": result.action.value, "state": result.job.state.value,
                                      "reason": result.reason})
     return {"action": result.action.value, "job_id": result.job.id, "state": result.job.state.value,

@@ -12,12 +12,19 @@ Two inputs, one function:
   and answered with a partial batch response (the event source mapping must
   enable ReportBatchItemFailures), so only failed closes come back.
 
-Environment: GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the job
-store the submission checks and reserves ids in; triggers live in the settings
-table), GQA_TRIGGER_TIMER_QUEUE_URL, GQA_INTAKE_HIGH_QUEUE_URL,
-GQA_INTAKE_NORMAL_QUEUE_URL, GQA_INTAKE_LOW_QUEUE_URL (a missing one fails the
-cold start loudly), and GQA_MANIFEST_BUCKET (default GQA_CHECKPOINT_BUCKET):
-where the key list of a burst too large for the job's environment is written.
+Environment (read by lambdas/environment.py): GQA_JOBS_TABLE,
+GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the job store the submission checks and
+reserves ids in; triggers live in the settings table),
+GQA_TRIGGER_TIMER_QUEUE_URL, GQA_INTAKE_URLS (JSON {"high": url, "normal":
+url, "low": url}, as the api function has it; a missing or malformed one
+fails the cold start loudly), and GQA_MANIFEST_BUCKET (default
+GQA_CHECKPOINT_BUCKET): where the key list of a burst too large for the job's
+environment is written.
+
+Metrics (namespace gqa, service gqa-trigger; services/telemetry.py):
+TriggerObjects (objects counted into bursts; a retried event's none), and
+per timer batch TriggerBursts (bursts that submitted their job) and
+TriggerBurstsDropped.
 
 Errors: a malformed event or timer message is logged and dropped (no retry
 can mend it). BackendUnavailable and Conflict (a burst that kept changing)
@@ -27,7 +34,6 @@ queue, and the next object for that trigger closes the overdue burst)."""
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
@@ -39,34 +45,39 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.burst_timer import SqsBurstTimer, timer_from_record
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.s3_manifests import S3Manifests
 from gqa.adapters.aws.sqs_intake import SqsIntake
-from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import BackendUnavailable, Conflict, SpecError
-from gqa.models.spec import Priority
 from gqa.models.trigger import S3Object
+from gqa.ports import Metrics
+from gqa.services import telemetry
 from gqa.services.submit import SubmitService
 from gqa.services.triggers import TriggerService
+from lambdas import environment
 
 OBJECT_CREATED = "Object Created"
 logger = Logger(service="gqa-trigger")
 
 
 @cache
+def metrics() -> Metrics:
+    return make_metrics(namespace="gqa", service="gqa-trigger")
+
+
+@cache
 def service() -> TriggerService:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
-    names = TableNames(jobs=os.environ["GQA_JOBS_TABLE"], settings=os.environ["GQA_SETTINGS_TABLE"],
-                       ledger=os.environ["GQA_LEDGER_TABLE"])
+    names = environment.table_names()
     dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
     clock = SystemClock()
-    intake = SqsIntake(sqs, {p.rank: os.environ[f"GQA_INTAKE_{p.value.upper()}_QUEUE_URL"] for p in Priority},
-                       os.environ.get("GQA_WAKEUP_QUEUE_URL", ""))
-    bucket = os.environ.get("GQA_MANIFEST_BUCKET") or os.environ.get("GQA_CHECKPOINT_BUCKET")
+    intake = SqsIntake(sqs, environment.intake_urls(), environment.wakeup_url() or "")
+    bucket = environment.manifest_bucket()
     return TriggerService(DynamoDBTriggerStore(dynamodb, names), clock,
-                          timer=SqsBurstTimer(sqs, os.environ["GQA_TRIGGER_TIMER_QUEUE_URL"]),
+                          timer=SqsBurstTimer(sqs, environment.trigger_timer_url()),
                           submitter=SubmitService(DynamoDBStore(dynamodb, names), clock), intake=intake,
                           manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None)
 
@@ -97,6 +108,7 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
         raise
     results = [{"trigger_id": c.trigger_id, "burst_id": c.burst_id,
                 "step": c.kind.value if c.kind else "duplicate"} for c in counted]
+    telemetry.objects_counted(metrics(), sum(c.kind is not None for c in counted))
     logger.info("counted", extra={"triggers": results})
     return {"action": "counted" if results else "no trigger matches", "triggers": results}
 
@@ -104,7 +116,8 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
 def _timers(event: dict[str, Any], context: Any) -> dict[str, Any]:
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     with processor(records=event["Records"], handler=_close_one, lambda_context=context):
-        processor.process()
+        outcomes = processor.process()
+    telemetry.bursts_closed(metrics(), (result["action"] for status, result, _ in outcomes if status == "success"))
     return processor.response()
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gqa.models.burst import Burst, key_size
-from gqa.models.job import JobRecord, JobState
+from gqa.models.job import JobRecord, JobState, Transition
 from gqa.models.loader import merge, validate
 from gqa.models.spec import JobSpec
 from gqa.models.trigger import Trigger
@@ -96,6 +96,15 @@ def job_record(*, spec: JobSpec | Mapping[str, Any] | None = None, **overrides: 
 
 
 _spec = spec  # `job_record` takes a parameter of the same name
+
+
+def history(*steps: str) -> tuple[Transition, ...]:
+    """A job's history from "STATE@seconds" steps: history("QUEUED@0", "STARTING@30")."""
+    out = []
+    for step in steps:
+        state, at = step.split("@")
+        out.append(Transition(JobState(state), float(at), state.lower()))
+    return tuple(out)
 
 
 # -- logs ------------------------------------------------------------------------

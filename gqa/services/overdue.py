@@ -36,7 +36,7 @@ from ..models.batch_events import RUNNING, BatchJobEvent
 from ..models.errors import BackendUnavailable, Conflict, NotFound
 from ..models.job import JobRecord, JobState, id_order
 from ..ports import AttemptStatus, Clock, JobStore
-from .reconcile import Action, ReconcileService, late_start
+from .reconcile import Action, ReconcileService, Reconciled, late_start
 
 log = logging.getLogger("gqa.overdue")
 S = JobState
@@ -87,6 +87,12 @@ class Checked:
     settled: list[str] = field(default_factory=list)     # ended attempts whose end had not been recorded
     started: list[str] = field(default_factory=list)     # starts recorded (or corrected) from the answer
     lost: list[str] = field(default_factory=list)        # attempts the backend no longer knew: requeued
+    settlements: list[Reconciled] = field(default_factory=list)   # what settling the settled and lost did
+
+    @property
+    def recovered(self) -> int:
+        """Attempts whose lost news the answers made up for."""
+        return len(self.settled) + len(self.started) + len(self.lost)
 
 
 class OverdueCheck:
@@ -141,4 +147,6 @@ class OverdueCheck:
             return
         if result.action != Action.IGNORED:
             kept.append(job.id)
+            if result.action == Action.SETTLED:
+                checked.settlements.append(result)
             log.warning("job %s: its attempt's news never came; the compute backend says: %s", job.id, result.reason)

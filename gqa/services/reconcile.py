@@ -49,9 +49,16 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Reconciled:
+    """What an event did. A settlement also says what ended the attempt
+    (`cause`: what gqa asked for, such as "preempt" or "cancel", else the
+    backend's ExitKind value) and what it used: GPU-seconds and money."""
+
     action: Action
     job: JobRecord
     reason: str
+    cause: str | None = None
+    gpu_seconds: float = 0.0
+    cost: float = 0.0
 
 
 class ReconcileService:
@@ -72,6 +79,7 @@ class ReconcileService:
             stale = _stale(job, event)
             if stale:
                 return Reconciled(Action.IGNORED, job, stale)
+            cause = None
             if event.status == RUNNING:
                 if job.state == S.RUNNING:
                     moved = late_start(job, event)
@@ -81,7 +89,8 @@ class ReconcileService:
                 else:
                     changes, action = [_mark_running(job, event)], Action.RUNNING
             elif event.ended:
-                changes, action = self._settlement(job, event), Action.SETTLED
+                kind, changes = self._settlement(job, event)
+                action, cause = Action.SETTLED, stop_cause(job, kind)
             else:   # SUBMITTED, PENDING, RUNNABLE, STARTING: Batch's queueing, nothing of ours changes
                 return Reconciled(Action.IGNORED, job, f"Batch status {event.status} needs nothing")
             if adopt is not None:
@@ -92,7 +101,8 @@ class ReconcileService:
                 continue
             if action == Action.SETTLED:
                 self._wake()
-            return Reconciled(action, updated[-1], changes[-1].reason)
+            return Reconciled(action, updated[-1], changes[-1].reason, cause, sum(c.usage for c in changes),
+                              sum(c.cost for c in changes))
         raise Conflict(f"job {event.job_id} kept changing while its Batch event was applied")
 
     def forgotten(self, job_id: str, batch_job_id: str, attempt: int, at: float) -> Reconciled:
@@ -114,24 +124,24 @@ class ReconcileService:
             except Conflict:
                 continue
             self._wake()
-            return Reconciled(Action.SETTLED, updated, change.reason)
+            return Reconciled(Action.SETTLED, updated, change.reason, stop_cause(job, ExitKind.LOST))
         raise Conflict(f"job {job_id} kept changing while its lost attempt was settled")
 
-    def _settlement(self, job: JobRecord, event: BatchJobEvent) -> list[Change]:
+    def _settlement(self, job: JobRecord, event: BatchJobEvent) -> tuple[ExitKind, list[Change]]:
         kind, detail = classify(event.status, event.status_reason, event.exit_code, event.container_reason)
         ended = Exit(job.id, event.attempt, event.code, None, kind, detail, event.memory)
         draw, inventory = self.rng.random(), self.store.inventory()
         change = settle(job, ended, at=event.time, started=container_start(job, event), draw=draw,
                         inventory=inventory)
         if job.state != S.STARTING or (not event.ran and change.to in ALLOWED[S.STARTING]):
-            return [change]
+            return kind, [change]
         # it ran, but its RUNNING event is late or lost (or it ended as only a started
         # attempt can): record the start first, so its GPU time is charged and the
         # history says what happened
         running = _mark_running(job, event)
         started = transition(job, S.RUNNING, running.at, running.reason, **(running.fields or {}))
-        return [running, settle(started, ended, at=max(event.time, running.at), started=running.at, draw=draw,
-                                inventory=inventory)]
+        return kind, [running, settle(started, ended, at=max(event.time, running.at), started=running.at,
+                                      draw=draw, inventory=inventory)]
 
 
     def _wake(self) -> None:
@@ -143,6 +153,16 @@ class ReconcileService:
             # the settlement is written: raising would only get the event redelivered and
             # ignored as a duplicate; the dispatcher's schedule picks the free GPUs up anyway
             log.warning("could not wake the dispatcher: %s", exc)
+
+
+def stop_cause(job: JobRecord, kind: ExitKind) -> str:
+    """What ended the job's open attempt: gqa's own stop (a user's cancel or
+    requeue, a preemption, a limit) wins over how the backend carried it out."""
+    if job.kill_reason:
+        return job.kill_reason
+    if job.request is not None:
+        return job.request.value
+    return kind.value
 
 
 def _adoption(job: JobRecord, event: BatchJobEvent) -> Change | None:

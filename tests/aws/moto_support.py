@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -136,3 +137,29 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 30_000
+
+
+def emf(printed: str, namespace: str = "gqa") -> list[dict[str, Any]]:
+    """The EMF documents (CloudWatch metrics) among the lines a function printed."""
+    docs = []
+    for line in printed.splitlines():
+        if line.startswith("{") and '"_aws"' in line:
+            doc = json.loads(line)
+            if doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == namespace:
+                docs.append(doc)
+    return docs
+
+
+def metric(docs: list[dict[str, Any]], name: str, **dimensions: str) -> list[float]:
+    """Every value of metric `name` in the documents whose dimensions, besides the
+    service, are exactly `dimensions`, in order ([] if none)."""
+    values: list[float] = []
+    for doc in docs:
+        [definition] = doc["_aws"]["CloudWatchMetrics"]
+        [keys] = definition["Dimensions"]
+        if set(keys) - {"service"} != set(dimensions) or any(doc[k] != v for k, v in dimensions.items()):
+            continue
+        if any(m["Name"] == name for m in definition["Metrics"]):
+            value = doc[name]
+            values += value if isinstance(value, list) else [value]
+    return values

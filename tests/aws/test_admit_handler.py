@@ -20,7 +20,7 @@ from gqa.models.job import JobState
 from gqa.ports import Change, Inventory, Submission
 from gqa.scheduling import Gpu, Policy
 from gqa.services.submit import SubmitService
-from tests.aws.moto_support import LambdaContext, refuse, session
+from tests.aws.moto_support import LambdaContext, emf, metric, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 from tests.services.fakes import RecordingIntake
@@ -175,3 +175,17 @@ def test_without_an_inventory_the_record_fails_to_be_retried(aws):
     session().client("dynamodb").delete_item(TableName=NAMES.settings, Key={"pk": {"S": "setting"},
                                                                             "sk": {"S": "inventory"}})
     assert call(module, record(submission)) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+
+
+def test_admissions_are_counted_by_tier_as_metrics(aws, store, capsys):
+    module, _ = aws
+    high = accepted(store, spec(priority="high", array="0-2"))
+    low = accepted(store, spec(priority="low", resources={"gpus": 2}))
+    store.set_policy(Policy(max_gpus_per_job=1))                  # the low one is over the limit by now
+    capsys.readouterr()
+    call(module, record(high, message_id="m-1"), record(low, message_id="m-2"))
+    docs = emf(capsys.readouterr().out)
+    assert {d["service"] for d in docs} == {"gqa-admit"}
+    assert metric(docs, "JobsAdmitted", tier="high") == [3] and metric(docs, "JobsRejected", tier="high") == [0]
+    assert metric(docs, "JobsAdmitted", tier="low") == [0] and metric(docs, "JobsRejected", tier="low") == [1]
+    assert metric(docs, "JobsAwaitingApproval", tier="low") == [0]

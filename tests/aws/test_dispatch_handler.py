@@ -18,7 +18,7 @@ from gqa.adapters.aws.tables import TableNames, create_tables
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.services.submit import SubmitService
-from tests.aws.moto_support import LambdaContext, capture, create_batch, session
+from tests.aws.moto_support import LambdaContext, capture, create_batch, emf, metric, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -140,3 +140,19 @@ def test_a_pass_reads_each_table_once_and_writes_its_starts_in_two_transactions(
     calls.clear()
     module.handler(WAKEUP, CONTEXT)       # settings and samples are kept: the next pass reads less
     assert calls["dynamodb.Query"] == 2
+
+
+def test_a_pass_emits_its_starts_queue_waits_and_gpus(module, store, capsys):
+    module.dispatcher()
+    ids = submit(store, 3)                     # two fit the on-demand pool's GPUs, one waits
+    capsys.readouterr()
+    module.handler(WAKEUP, CONTEXT)
+    docs = emf(capsys.readouterr().out)
+    assert {d["service"] for d in docs} == {"gqa-dispatch"}
+    assert metric(docs, "JobsStarted") == [2] and metric(docs, "PendingJobs") == [1]
+    assert metric(docs, "HeldGpus") == [2] and metric(docs, "FreeGpus") == [4]    # of six: four spot ones idle
+    waits = metric(docs, "QueueWait")
+    assert len(waits) == 2 and all(0 <= w < 60 for w in waits)                  # one per started job
+    assert len(metric(docs, "PassDuration")) == 1
+    assert metric(docs, "RepairedLaunches") == [0] and metric(docs, "LostEventsRecovered") == [0]
+    assert store.get(ids[2]).state == JobState.QUEUED

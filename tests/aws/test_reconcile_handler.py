@@ -23,7 +23,7 @@ from gqa.ports import Change, Inventory
 from gqa.scheduling import Gpu
 from gqa.scheduling.budget import period_of
 from gqa.services.submit import SubmitService
-from tests.aws.moto_support import FakeClock, LambdaContext, session
+from tests.aws.moto_support import FakeClock, LambdaContext, emf, metric, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -314,3 +314,21 @@ def test_event_from_reads_times_memory_and_reasons(store):
 
     queued = event_from(batch_event(job, "RUNNABLE", started=False)["detail"], received=T0 + 5)
     assert (queued.time, queued.started_at) == (T0 + 5, None)   # no Batch time of its own: when it arrived
+
+
+def test_settlements_emit_outcomes_causes_and_the_team_s_charge(lambda_module, store, capsys):
+    ok = launched(store, gpu=2, team="vision")                                  # on demand, $1.5 an hour
+    reclaimed = launched(store, gpu=0, team="nlp", spot=True)                   # spot, $0.5 an hour
+    call(lambda_module, batch_event(ok, "RUNNING"))
+    capsys.readouterr()
+    call(lambda_module, batch_event(ok, "SUCCEEDED", exit_code=0))
+    call(lambda_module, batch_event(ok, "SUCCEEDED", exit_code=0))               # redelivered: settles nothing
+    call(lambda_module, batch_event(reclaimed, "FAILED", reason=RECLAIM))
+    docs = emf(capsys.readouterr().out)
+    assert {d["service"] for d in docs} == {"gqa-reconcile"}
+    assert metric(docs, "JobsSucceeded") == [1] and metric(docs, "SpotReclaims") == [1]
+    assert metric(docs, "JobsFailed") == [] and metric(docs, "Retries", kind="reclaimed") == [1]
+    hours = (STOPPED_MS - STARTED_MS) / 1000 / 3600                              # 120 s
+    assert metric(docs, "GpuHours", team="vision") == [pytest.approx(hours, abs=1e-6)]
+    assert metric(docs, "Cost", team="vision") == [pytest.approx(1.5 * hours, abs=1e-6)]
+    assert metric(docs, "Cost", team="nlp") == [pytest.approx(0.5 * hours, abs=1e-6)]

@@ -24,7 +24,7 @@ from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.models.burst import OVERDUE_AFTER, RECORD_KEY_BYTES
 from gqa.ports import Inventory, Submission
 from gqa.scheduling import Gpu
-from tests.aws.moto_support import FakeClock, LambdaContext, capture, refuse, session
+from tests.aws.moto_support import FakeClock, LambdaContext, capture, emf, metric, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -112,8 +112,8 @@ def world():
             Inventory(gpus=tuple(Gpu(i, "a10g", 0.5, spot=True) for i in range(4))))
         env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
                "GQA_TRIGGER_TIMER_QUEUE_URL": urls.trigger_timer, "GQA_CHECKPOINT_BUCKET": CHECKPOINTS,
-               **{f"GQA_INTAKE_{name}_QUEUE_URL": urls.intake[tier]
-                  for tier, name in enumerate(("HIGH", "NORMAL", "LOW"))}}
+               "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
+                                              "low": urls.intake[2]})}
         with mock.patch.dict(os.environ, env):
             from lambdas import trigger as module
             module.service.cache_clear()     # a fresh "container" per test: its clients are moto's
@@ -371,3 +371,19 @@ def test_aws_calls_per_object_and_per_burst(world):
     assert closing == sorted(["GetItem", "TransactWriteItems", "GetItem", "GetItem",
                               "Query", "Query", "Query", "UpdateItem",
                               "UpdateItem", "SendMessage", "UpdateItem"])
+
+
+def test_objects_and_bursts_are_emitted_as_metrics(world, capsys):
+    world.add()
+    event = object_created("incoming/a.csv")
+    capsys.readouterr()
+    world.module.handler(event, CONTEXT)
+    world.module.handler(event, CONTEXT)                  # retried: counted before
+    world.put("incoming/b.csv")
+    world.put("elsewhere/c.csv")                          # no trigger matches
+    world.fire()
+    world.fire(message_id="m-1-again")                    # redelivered: submits nothing more
+    docs = emf(capsys.readouterr().out)
+    assert {d["service"] for d in docs} == {"gqa-trigger"}
+    assert metric(docs, "TriggerObjects") == [1, 0, 1, 0]
+    assert metric(docs, "TriggerBursts") == [1] and metric(docs, "TriggerBurstsDropped") == [0]

@@ -169,18 +169,25 @@ class FixedUtilisation:
 
 @dataclass
 class RecordingMetrics:
-    """Each flush as (dimensions, {metric: value})."""
+    """Each flush as (dimensions, {metric: value}) (the last value of a metric
+    added several times), and as (dimensions, {metric: [every value]}) in `series`."""
 
     flushed: list[tuple[dict[str, str], dict[str, float]]] = field(default_factory=list)
+    series: list[tuple[dict[str, str], dict[str, list[float]]]] = field(default_factory=list)
     dimensions: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    values: dict[str, list[float]] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
 
     def add_metric(self, name: str, unit: str, value: float) -> None:
         self.metrics[name] = value
+        self.values.setdefault(name, []).append(value)
+        self.units[name] = unit
 
     def add_dimension(self, name: str, value: str) -> None:
         self.dimensions[name] = value
 
     def flush_metrics(self) -> None:
         self.flushed.append((self.dimensions, self.metrics))
-        self.dimensions, self.metrics = {}, {}
+        self.series.append((self.dimensions, self.values))
+        self.dimensions, self.metrics, self.values = {}, {}, {}

@@ -386,3 +386,29 @@ def test_wall_time_counts_from_batchs_start_once_its_event_came(queue, reconcile
     queue.clock.advance(HOUR)
     queue.supervisor.enforce_wall_time()
     assert [t[0] for t in queue.compute.terminated] == [job.id]
+
+
+@pytest.mark.parametrize("names, cause", [
+    (["RUNNING", "SUCCEEDED"], "app"), (["RUNNING", "RECLAIMED"], "reclaimed"), (["RUNNING", "OOM"], "oom"),
+    (["RUNNING", "TIMEOUT"], "timeout"), (["PULL_FAILED"], "capacity"), (["SUCCEEDED"], "app"),
+])
+def test_a_settlement_says_what_ended_the_attempt_and_what_it_used(queue, reconcile, names, cause):
+    queue.store.set_inventory(Inventory(gpus=tuple(Gpu(i, "a10g", 2.0) for i in range(4))))
+    job = launched(queue)
+    *_, last = names
+    spec = dict(EVENTS[last])
+    for name in names[:-1]:
+        send(reconcile, job, [name])
+    result = reconcile.handle(event(job, spec.pop("status"), **spec))
+    assert (result.action, result.cause) == (Action.SETTLED, cause)
+    ran = 0.0 if last == "PULL_FAILED" else STOP - START        # nothing charged for a container that never ran
+    assert (result.gpu_seconds, result.cost) == (pytest.approx(ran), pytest.approx(2.0 * ran / 3600))
+
+
+def test_gqa_s_own_stop_is_the_cause_whatever_batch_says(queue, reconcile):
+    job = launched(queue)
+    send(reconcile, job, ["RUNNING"])
+    queue.store.apply([Change(job.id, S.RUNNING, None, "", T0 + 20, {"kill_reason": "preempt"})])
+    result = reconcile.handle(event(job, "FAILED", reason="gqa: preempt", code=143))
+    assert (result.job.state, result.cause) == (S.RETRY_WAIT, "preempt")
+    assert reconcile.handle(event(job, "FAILED", code=143)).cause is None      # the duplicate settles nothing
