@@ -24,7 +24,10 @@ and cancel/requeue/approve/deny take several, comma-separated):
 
 A submission is validated and given its job ids here (SubmitService.accept),
 then sent to its tier's intake queue; the admit function creates the jobs.
-So the answer carries the ids at once, with the jobs SUBMITTED.
+So the answer carries the ids at once, with the jobs SUBMITTED; until the
+admit function has written them (usually within a second), GET /jobs/{ref}
+and its logs answer 404 NotAdmitted (a NotStarted): accepted, waiting for
+admission (gqa.services.lookup).
 
 Errors answer {"error": "<domain error class>", "message": "..."}: 400
 SpecError, 401 NotAuthenticated (no identity), 403 NotPermitted, 404
