@@ -85,6 +85,11 @@ class JobStore(Protocol):
         """The jobs with id, group and seq assigned as create() would assign them,
         reserved for good (never handed out again); nothing else is written."""
 
+    def reserved(self, group: str) -> bool:
+        """Whether reserve_ids (or create) has handed out this group id ("12";
+        an array's tasks are "12_0", "12_1", ...), its jobs recorded or not.
+        Reads the id counter only; False for an id the store never makes."""
+
 
 @dataclass(frozen=True)
 class Change:

@@ -63,3 +63,9 @@ class LaunchUncertain(GqaError):
     """The backend failed while taking an attempt (a server error, a lost
     answer): it may or may not hold it. Never launch that attempt again until
     the backend has been asked (see services/repair.py)."""
+
+
+class NotAdmitted(NotStarted):
+    """The job was accepted (its id is reserved) but is not recorded yet: on
+    AWS the admit function writes a submission's jobs a moment after the API
+    answers. Like NotStarted, a follower waits for it."""

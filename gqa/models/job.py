@@ -173,3 +173,8 @@ def transition(job: JobRecord, to: JobState, at: float, reason: str, **changes) 
 def id_order(job_id: str) -> tuple[int, ...]:
     """Sort key that puts 9 before 10 and 10_2 before 10_10."""
     return tuple(int(p) if p.isdigit() else 0 for p in job_id.split("_"))
+
+
+def group_of(ref: str) -> str:
+    """The group a job id belongs to: "12_3" -> "12" (an array's task), "12" -> "12"."""
+    return ref.split("_")[0]

@@ -29,6 +29,7 @@ from typing import Any
 from ..models.errors import BackendUnavailable, NotFound, NotStarted, SpecError
 from ..models.job import JobRecord, JobState
 from ..ports import AttemptLog, JobLogs, JobStore
+from . import lookup
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000        # what one CloudWatch GetLogEvents call may return
@@ -165,7 +166,7 @@ class LogService:
         return replace(cursor, position=chunk.token, finished=over and chunk.caught_up)
 
     def _job(self, ref: str) -> JobRecord:
-        jobs = self.store.resolve(ref)
+        jobs = lookup.resolve(self.store, ref)     # NotAdmitted (a NotStarted) just after submitting
         if len(jobs) != 1:
             raise SpecError(f"{ref} is an array of {len(jobs)} jobs; name one, e.g. gqa logs {jobs[0].id}")
         return jobs[0]

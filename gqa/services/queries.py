@@ -8,6 +8,7 @@ from ..ports import Clock, JobStore
 from ..scheduling import plan
 from ..scheduling.snapshot import Factors, Weights
 from ..scheduling.eta import predict_starts
+from . import lookup
 from .snapshot import read_snapshot, team_ratios
 
 
@@ -58,7 +59,8 @@ class QueryService:
         return QueueView(pending, running, len(snap.gpus), len(snap.gpus) - held, snap.policy.weights)
 
     def jobs(self, ref: str) -> list[JobRecord]:
-        return self.store.resolve(ref)
+        """A job or a group's jobs; NotAdmitted for ids accepted but not recorded yet (lookup.py)."""
+        return lookup.resolve(self.store, ref)
 
 
 def _not_queued_reason(job: JobRecord, now: float) -> str:

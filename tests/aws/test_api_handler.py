@@ -27,7 +27,7 @@ from gqa.scheduling import Gpu, Policy, TeamPolicy
 from gqa.services.submit import SubmitService
 from gqa.services.triggers import TriggerService
 from tests.aws.api_gateway import ACCOUNT, rest_event, user_arn
-from tests.aws.moto_support import LambdaContext, refuse, session
+from tests.aws.moto_support import LambdaContext, capture, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 
@@ -182,6 +182,26 @@ def test_status_of_a_job_and_of_a_group(api):
 def test_status_of_an_unknown_job_is_404(api):
     status, answer = api("GET", "/jobs/99")
     assert status == 404 and answer["error"] == "NotFound"
+
+
+def test_status_between_accepting_and_admitting_says_the_job_waits_for_admission(api):
+    _, submitted = api("POST", "/jobs", body={"spec": spec(array="0-1").model_dump(mode="json")})
+    for ref in ("1", "1_1"):
+        status, answer = api("GET", f"/jobs/{ref}", "bob")
+        assert (status, answer["error"]) == (404, "NotAdmitted")
+        assert answer["message"].startswith(f"job {ref} was accepted and is waiting for admission")
+    status, answer = api("GET", "/jobs/1/logs", "alice")       # a follower waits for it (a NotStarted)
+    assert (status, answer["error"]) == (404, "NotAdmitted")
+    status, answer = api("GET", "/jobs/2")                     # never handed out
+    assert (status, answer["error"]) == (404, "NotFound")
+
+    [message] = api.messages()
+    SubmitService(api.store, SystemClock()).admit(parse_submission(message["Body"]))
+    calls = capture(api.module.wiring().store.client)
+    status, answer = api("GET", "/jobs/1_1", "bob")
+    assert status == 200 and [j["id"] for j in answer["jobs"]] == ["1_1"]
+    # a recorded job costs the one read it did: the id counter is asked only when nothing is found
+    assert [(c["_operation"], c["TableName"]) for c in calls] == [("Query", NAMES.jobs)]
 
 
 def test_queue_shows_positions_reasons_and_factors(api):

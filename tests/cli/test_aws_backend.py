@@ -47,6 +47,18 @@ def test_a_job_submitted_runs_and_is_seen_through_status_and_queue(aws):
     assert cost["teams"][0]["team"] == "default" and cost["teams"][0]["settled"] > 0
 
 
+def test_status_right_after_submitting_says_the_job_waits_for_admission(aws):
+    assert aws("alice", "submit", "--", "python", "train.py")[:2] == (0, "1\n")
+    code, out, err = aws("alice", "status", "1")
+    assert (code, out) == (2, "")
+    assert "job 1 was accepted and is waiting for admission" in err and "try again in a moment" in err
+    code, _, err = aws("alice", "status", "2")
+    assert code == 2 and "no job or array 2" in err and "accepted" not in err
+
+    aws.admit()
+    assert aws.json("alice", "status", "1")["state"] == "QUEUED"
+
+
 def test_owners_cancel_their_own_jobs_and_nobody_elses(aws):
     assert aws.json("alice", "submit", "--array", "0-2", "--", "true")["jobs"] == ["1_0", "1_1", "1_2"]
     aws.admit()

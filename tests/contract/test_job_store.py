@@ -93,6 +93,21 @@ def test_reserved_ids_are_never_handed_out_again(open_store):
     assert after.seq > max(j.seq for j in reserved)
 
 
+def test_reserved_tells_the_groups_handed_out_written_or_not(open_store):
+    one, other = open_store(), open_store()
+    assert not one.reserved("1")                   # nothing handed out yet
+    one.reserve_ids([new_job()])                   # group 1, never written
+    one.create([new_job(array_index=i) for i in range(2)])   # group 2, written
+
+    assert [other.reserved(g) for g in ("1", "2", "3")] == [True, True, False]
+
+
+@pytest.mark.parametrize("ref", ["0", "01", "", "x", "1_0", "-1", "1x", "1\n", "\u0661"])
+def test_reserved_is_false_for_what_is_no_group_id(store, ref):
+    store.reserve_ids([new_job(array_index=0)])
+    assert not store.reserved(ref)
+
+
 def test_jobs_with_reserved_ids_are_written_under_them(store):
     reserved = store.reserve_ids([new_job(array_index=i, group_limit=2) for i in range(3)])
 

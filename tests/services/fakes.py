@@ -103,9 +103,14 @@ class FakeRecords:
     """The store as the log service reads it: records by id or group, replaced as a test moves the job on."""
 
     jobs: dict[str, JobRecord] = field(default_factory=dict)
+    handed_out: set[str] = field(default_factory=set)    # groups reserved, recorded or not
 
     def put(self, *jobs: JobRecord) -> None:
         self.jobs.update({j.id: j for j in jobs})
+        self.handed_out.update(j.group for j in jobs)
+
+    def reserved(self, group: str) -> bool:
+        return group in self.handed_out
 
     def resolve(self, ref: str) -> list[JobRecord]:
         found = [j for j in self.jobs.values() if ref in (j.id, j.group)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gqa.models.errors import BackendUnavailable, NotFound, NotStarted, SpecError
+from gqa.models.errors import BackendUnavailable, NotAdmitted, NotFound, NotStarted, SpecError
 from gqa.models.job import JobState
 from gqa.services.logs import Cursor, LogPage, LogService, header
 from tests.builders import NOW, attempt_log, job_record
@@ -203,8 +203,17 @@ def test_an_attempt_beyond_the_last_has_not_started(state, error, message):
 
 def test_an_unknown_job_is_not_found():
     svc, _, _ = service([job()])
-    with pytest.raises(NotFound, match="no job or array 99"):
+    with pytest.raises(NotFound, match="no job or array 99") as caught:
         svc.page("99")
+    assert type(caught.value) is NotFound
+
+
+def test_a_job_accepted_but_not_recorded_yet_is_not_started_so_a_follower_waits():
+    svc, records, _ = service([])
+    records.handed_out.add("12")
+    with pytest.raises(NotAdmitted, match="job 12 was accepted and is waiting for admission") as caught:
+        svc.page("12")
+    assert isinstance(caught.value, NotStarted)
 
 
 def test_an_array_asks_for_one_of_its_jobs():

@@ -1,8 +1,15 @@
-"""QueryService.queue(): the pending jobs in the order they would start."""
+"""QueryService.queue(): the pending jobs in the order they would start; jobs(): a job
+or a group, and the truth about ids accepted but not recorded yet."""
 
+import pytest
+
+from gqa.models.errors import NotAdmitted, NotFound
 from gqa.models.job import JobState
 from gqa.scheduling import plan
+from gqa.services.queries import QueryService
 from gqa.services.snapshot import read_snapshot
+from tests.builders import spec
+from tests.services.fakes import RecordingIntake
 
 S = JobState
 
@@ -94,3 +101,66 @@ def test_each_pending_job_has_an_eta_from_the_running_jobs_expected_ends(make_qu
     [entry] = queue.queries.queue().pending
     assert entry.job.id == waiting.id
     assert entry.eta == running.started_at + 150
+
+
+# -- QueryService.jobs(): a job accepted but not admitted yet ---------------------------------------
+
+def accepted(queue, **overrides):
+    """accept() as the API calls it: ids reserved, the submission sent, no job written."""
+    intake = RecordingIntake()
+    jobs = queue.submitter.accept(spec(**overrides), owner="bob", intake=intake)
+    [submission] = intake.sent
+    return jobs, submission
+
+
+@pytest.mark.parametrize("overrides, ref, recorded", [
+    ({}, "1", ["1"]),
+    ({"array": "0-2"}, "1", ["1_0", "1_1", "1_2"]),
+    ({"array": "0-2"}, "1_2", ["1_2"]),
+])
+def test_an_accepted_job_is_waiting_for_admission_until_it_is_recorded(queue, overrides, ref, recorded):
+    _, submission = accepted(queue, **overrides)
+
+    with pytest.raises(NotAdmitted) as caught:
+        queue.queries.jobs(ref)
+    message = str(caught.value)
+    assert message.startswith(f"job {ref} was accepted and is waiting for admission")
+    assert "try again in a moment" in message and "dead-letter queue" in message
+
+    queue.submitter.admit(submission)
+    assert [j.id for j in queue.queries.jobs(ref)] == recorded
+
+
+@pytest.mark.parametrize("ref", ["3", "1_0", "2_5", "x", ""])
+def test_ids_never_handed_out_or_not_in_a_recorded_group_are_not_found(queue, ref):
+    queue.submit_one()                               # job 1
+    queue.submitter.submit(spec(array="0-1"))        # array 2: 2_0, 2_1
+    with pytest.raises(NotFound) as caught:
+        queue.queries.jobs(ref)
+    assert type(caught.value) is NotFound and str(caught.value) == f"no job or array {ref}"
+
+
+class CountingReserved:
+    """The store, counting the calls to reserved()."""
+
+    def __init__(self, store):
+        self.store, self.calls = store, 0
+
+    def reserved(self, group):
+        self.calls += 1
+        return self.store.reserved(group)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_a_recorded_job_is_read_without_asking_about_reservations(queue):
+    job = queue.submit_one()
+    store = CountingReserved(queue.store)
+    queries = QueryService(store, queue.clock)
+
+    assert [j.id for j in queries.jobs(job.id)] == [job.id]
+    assert store.calls == 0
+    with pytest.raises(NotFound):
+        queries.jobs("9")
+    assert store.calls == 1

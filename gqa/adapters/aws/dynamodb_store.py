@@ -50,6 +50,8 @@ ACTIVE = frozenset({S.STARTING.value, S.RUNNING.value})
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = builtins.list
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
+_GROUP = re.compile(r"[1-9][0-9]*")   # a group id as reserve_ids makes one
+_ID_COUNTER = {t.PK: t.COUNTER, t.SK: "jobs"}   # "groups" and "seq": how many reserve_ids has handed out
 TEAM_PREFIX = "team#"   # a team's policy in the settings partition
 # What the Lambda functions keep per container (views.py). Settings: a change
 # (a quota, a price) takes effect within this; samples only shape estimates.
@@ -169,7 +171,7 @@ class DynamoDBStore:
         groups = sum(j.array_index is None for j in jobs) + (1 if arrays else 0)
         # one atomic counter call per submission reserves its group numbers and seqs
         expr = it.Expr()
-        out = self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: t.COUNTER, t.SK: "jobs"}),
+        out = self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump(_ID_COUNTER),
                         UpdateExpression=f"ADD {expr.n('groups')} {expr.v(groups)}, {expr.n('seq')} {expr.v(len(jobs))}",
                         ReturnValues="UPDATED_NEW", **expr.kwargs())
         counters = it.load(out["Attributes"])
@@ -187,6 +189,13 @@ class DynamoDBStore:
             reserved.append(replace(job, id=job_id, group=group, seq=seq))
             seq += 1
         return reserved
+
+    def reserved(self, group: str) -> bool:
+        if not _GROUP.fullmatch(group):
+            return False
+        out = self.call("GetItem", TableName=self.tables.settings, Key=it.dump(_ID_COUNTER), ConsistentRead=True)
+        handed_out = it.load(out.get("Item", {})).get("groups", 0)
+        return int(group) <= int(handed_out)
 
     def create(self, jobs: List[JobRecord]) -> List[JobRecord]:
         records = list(jobs)

@@ -5,6 +5,7 @@ daemon can write concurrently without lost updates."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import fields, replace
 from pathlib import Path
@@ -54,6 +55,7 @@ CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amou
 ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
                  ("jobs", "capacity_failures", "INTEGER NOT NULL DEFAULT 0"))
 
+_GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
 _DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
 _INSERT = f"INSERT INTO jobs ({', '.join(_DB_COLUMNS)}) VALUES ({', '.join('?' for _ in _DB_COLUMNS)})"
@@ -172,6 +174,10 @@ class SqliteStore:
     def reserve_ids(self, jobs: list[JobRecord]) -> list[JobRecord]:
         with self._tx():
             return self._reserve(jobs)
+
+    def reserved(self, group: str) -> bool:
+        # next_group is the number the next reservation starts at
+        return _GROUP.fullmatch(group) is not None and int(group) < int(self._meta("next_group"))
 
     def _reserve(self, jobs: list[JobRecord]) -> list[JobRecord]:
         """Assign ids and seqs from the counters in meta and advance them (inside a transaction)."""

@@ -1,0 +1,43 @@
+"""The jobs a user names (`gqa status 12`, `gqa logs 12`), and the truth
+about an id that was handed out but is not recorded yet.
+
+On AWS the API reserves a submission's ids and answers at once; the admit
+function records the jobs a moment later (usually within a second). An id in
+that gap is neither unknown nor a job yet, and NotAdmitted says so. Only a
+lookup that found nothing asks the store about its id counter: the usual
+lookup costs what it did."""
+
+from __future__ import annotations
+
+from ..models.errors import NotAdmitted, NotFound
+from ..models.job import JobRecord, group_of
+from ..ports import JobStore
+
+
+def resolve(store: JobStore, ref: str) -> list[JobRecord]:
+    """store.resolve(ref); NotAdmitted where it finds nothing but ref's id was reserved."""
+    try:
+        return store.resolve(ref)
+    except NotFound:
+        if not awaiting_admission(store, ref):
+            raise
+    raise NotAdmitted(f"job {ref} was accepted and is waiting for admission (a submission's jobs are recorded "
+                      "a moment after it is accepted, usually within a second); try again in a moment. If this "
+                      "persists, the submission was not admitted: check the admit function's logs and its "
+                      "intake dead-letter queue")
+
+
+def awaiting_admission(store: JobStore, ref: str) -> bool:
+    """Whether ref, found nowhere in the store, names an id reserve_ids handed out."""
+    group = group_of(ref)
+    if not store.reserved(group):
+        return False
+    if group == ref:
+        return True
+    # an array's task: a submission is recorded whole, so if its group has
+    # jobs this task never existed ("12_7" of a 5-task array, "12_0" of a single job)
+    try:
+        store.resolve(group)
+    except NotFound:
+        return True
+    return False

@@ -1,0 +1,90 @@
+"""The api function: the CLI's backend, behind API Gateway (REST API, AWS_IAM
+authorisation, Lambda proxy integration). API Gateway checks the SigV4
+signature; the caller is requestContext.identity.userArn, and who that is, and
+what they may do, is gqa.services.access's rule (owners, approvers, admins).
+
+Routes (JSON in and out; every job route takes a job id or an array/sweep id,
+and cancel/requeue/approve/deny take several, comma-separated):
+    GET  /whoami                          the caller: owner name, ARN, roles
+    POST /jobs                            {"spec": {...}, "environment": {...}|null} -> 202 {group, jobs, records}
+    GET  /jobs/{ref}                      {"jobs": [...]} with their history
+    GET  /queue?group=G&explain=false     pending jobs in start order (position, reason, ETA, factors), running jobs
+    POST /jobs/{refs}/cancel|requeue|approve|deny   ({"reason": "..."} for deny) -> {"results": [...]}
+    GET  /quota                           teams' shares and caps, GPUs in use, the queue policy
+    PUT  /quota/teams/{team}              {"share", "max_gpus", "max_gpus_per_user", "budget"} (admins)
+    PUT  /quota/policy                    QuotaService.set_policy's fields (admins)
+    GET  /cost?team=T&period=2026-11      spend per team against its budget
+    GET  /jobs/{id}/logs?attempt=N&token=T&limit=L   one page of a job's output: LogPage.to_dict()
+                                          (its owner and admins; NotStarted while it has not started)
+    POST /triggers                        {"bucket", "prefix", "suffix"?, "spec": {...}, "debounce"?} -> 201
+                                          the trigger, owned by the caller (debounce: seconds or "2m")
+    GET  /triggers?owner=O                {"triggers": [...]}: everyone's, or O's (a job's env only to
+                                          the trigger's owner and admins)
+    DELETE /triggers/{id}                 the trigger removed (its owner or an admin)
+
+A submission is validated and given its job ids here (SubmitService.accept),
+then sent to its tier's intake queue; the admit function creates the jobs.
+So the answer carries the ids at once, with the jobs SUBMITTED; until the
+admit function has written them (usually within a second), GET /jobs/{ref}
+and its logs answer 404 NotAdmitted (a NotStarted): accepted, waiting for
+admission (gqa.services.lookup).
+
+Errors answer {"error": "<domain error class>", "message": "..."}: 400
+SpecError, 401 NotAuthenticated (no identity), 403 NotPermitted, 404
+NotFound, 409 Conflict / InvalidTransition, 422 Rejected, 503
+BackendUnavailable; anything else 500 "InternalError", logged.
+
+The function's parts: container.py builds the clients and services once per
+container (and says which environment variables it reads and which settings
+it keeps); request.py holds the resolver and what routes read from a request;
+jobs.py, quota.py (quota and cost), logs.py and triggers.py register the
+routes on it. This module maps errors to answers and is the Lambda handler
+(lambdas.api.handler); it imports the route modules so that they register."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from gqa.models.errors import (BackendUnavailable, Conflict, GqaError, InvalidTransition, NotAuthenticated,
+                               NotFound, NotPermitted, Rejected, SpecError)
+from lambdas.api import jobs, logs, quota, triggers  # noqa: F401  (importing them registers their routes)
+from lambdas.api.container import logger, wiring  # noqa: F401  (wiring: tests and benchmarks reset and read it)
+from lambdas.api.request import app
+
+# most specific first: NotAuthenticated is a NotPermitted
+STATUS: tuple[tuple[type[GqaError], int], ...] = (
+    (SpecError, 400), (NotAuthenticated, 401), (NotPermitted, 403), (NotFound, 404), (Conflict, 409),
+    (InvalidTransition, 409), (Rejected, 422), (BackendUnavailable, 503))
+
+
+def error(status: int, name: str, message: str) -> Response:
+    return Response(status, content_types.APPLICATION_JSON, json.dumps({"error": name, "message": message}))
+
+
+@app.not_found
+def no_route(_: Exception) -> Response:
+    event = app.current_event
+    return error(404, NotFound.__name__, f"no such API route: {event.http_method} {event.path}")
+
+
+@app.exception_handler(Exception)
+def failed(exc: Exception) -> Response:
+    if isinstance(exc, GqaError):
+        status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
+        name = type(exc).__name__      # the client raises the class of this name
+        if status >= 500:
+            logger.warning("request failed", extra={"error": name, "reason": str(exc)})
+        else:
+            logger.info("request refused", extra={"error": name, "reason": str(exc)})
+        return error(status, name, str(exc))
+    logger.exception("request failed")
+    return error(500, "InternalError", "the gqa API failed on this request; its logs have the details "
+                                       f"(request {app.lambda_context.aws_request_id})")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,118 @@
+"""What a container of the api function builds once and every invocation it
+serves reuses: the AWS clients, the adapters over them, and the services.
+
+Environment (read by lambdas/environment.py):
+- GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE: the tables (triggers
+  live in the settings table);
+- GQA_INTAKE_URLS: JSON {"high": url, "normal": url, "low": url}, the intake queues;
+- GQA_WAKEUP_QUEUE_URL: the dispatcher's, told after cancel/requeue/approve so
+  they are carried out at once;
+- GQA_POOLS: the pools as the dispatch function has them (a JSON list of
+  resources.Pool's fields): their job queues are where a job's earlier
+  attempts are looked up by name for its logs;
+- GQA_LOG_GROUP (optional, default /aws/batch/job): the log group of job
+  definitions that name none (awslogs-group);
+- GQA_ACCESS: JSON, see gqa.services.access.AccessPolicy.from_json:
+  {"admins": [...], "approvers": [...], "identity_roles": [...]}. Roles live
+  in the function's configuration, not in a table: who administers the queue
+  changes through the same reviewed deployment as the IAM policies that let
+  people call it, and no request pays a read for it.
+A missing or invalid setting fails the cold start loudly.
+
+Reads: the container keeps the settings (inventory, policy, teams) for
+SETTINGS_TTL seconds, as the other functions do, where they are read most:
+submissions (a sweep is many) and the queue (watched). The quota and cost
+routes read them afresh: a change is made to the settings as they are, not
+as this container last saw them, and `gqa quota show` or `gqa cost` right
+after `gqa quota set` shows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import boto3
+from aws_lambda_powertools import Logger
+
+from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
+from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
+from gqa.adapters.aws.sqs_intake import SqsIntake
+from gqa.adapters.aws.triggers import DynamoDBTriggerStore
+from gqa.adapters.clock import SystemClock
+from gqa.services.access import AccessPolicy
+from gqa.services.control import ControlService
+from gqa.services.cost import CostService
+from gqa.services.logs import LogService
+from gqa.services.queries import QueryService
+from gqa.services.quota import QuotaService
+from gqa.services.submit import SubmitService
+from gqa.services.triggers import TriggerService
+from lambdas import environment
+
+logger = Logger(service="gqa-api")
+
+
+class WakeDispatcher:
+    """The Waker port over the wake-up queue. The change it follows is already
+    stored: a failed wake-up is logged, not reported (the dispatcher's schedule
+    carries the change out at its next tick)."""
+
+    def __init__(self, intake: SqsIntake):
+        self.intake = intake
+
+    def wake(self) -> None:
+        try:
+            self.intake.wake_dispatcher()
+        except Exception:
+            logger.exception("could not wake the dispatcher")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    store: DynamoDBStore            # keeps the settings for SETTINGS_TTL
+    settings: DynamoDBStore         # the same tables, the settings read afresh: the quota and cost routes'
+    intake: SqsIntake
+    access: AccessPolicy
+    clock: SystemClock
+    trigger_store: DynamoDBTriggerStore
+    logs: BatchLogs
+
+    def submitter(self) -> SubmitService:
+        return SubmitService(self.store, self.clock, intake=self.intake)
+
+    def control(self) -> ControlService:
+        return ControlService(self.store, self.clock, WakeDispatcher(self.intake))
+
+    def queries(self) -> QueryService:
+        return QueryService(self.store, self.clock)
+
+    def quota(self) -> QuotaService:
+        return QuotaService(self.settings)
+
+    def cost(self) -> CostService:
+        return CostService(self.settings, self.clock)
+
+    def triggers(self) -> TriggerService:
+        # adding, listing and removing need only the store; the trigger function submits the jobs
+        return TriggerService(self.trigger_store, self.clock)
+
+    def log_pages(self) -> LogService:
+        return LogService(self.store, self.logs)
+
+
+def build() -> Wiring:
+    names = environment.table_names()
+    intake = SqsIntake(boto3.client("sqs"), environment.intake_urls(), environment.wakeup_url(needed=True))
+    dynamodb = boto3.client("dynamodb")
+    logs = BatchLogs(boto3.client("batch"), boto3.client("logs"), environment.pools(),
+                     log_group=environment.log_group(DEFAULT_GROUP))
+    return Wiring(DynamoDBStore(dynamodb, names, settings_ttl=SETTINGS_TTL), DynamoDBStore(dynamodb, names), intake,
+                  environment.access(), SystemClock(),
+                  DynamoDBTriggerStore(dynamodb, names), logs)
+
+
+@cache
+def wiring() -> Wiring:
+    """Built once per container: the clients' connections and credentials are
+    reused by every invocation the container serves."""
+    return build()

@@ -1,0 +1,91 @@
+"""The job routes: who is calling, submit, status, the queue, and the
+changes a caller asks for (cancel, requeue, approve, deny)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from gqa.models.errors import SpecError
+from gqa.models.loader import validate
+from gqa.services import wire
+from gqa.services.access import Action, authorize
+from lambdas.api.container import logger, wiring
+from lambdas.api.request import app, body, caller, flag, jobs_named, query, refs_of
+
+
+@app.get("/whoami")
+def whoami() -> dict[str, Any]:
+    return wire.principal_to_dict(caller())
+
+
+@app.post("/jobs")
+def submit() -> Response:
+    who = caller()
+    request = body()
+    if not isinstance(request, dict) or not isinstance(request.get("spec"), dict):
+        raise SpecError('the request body must be {"spec": {...}, "environment": {...} or null}')
+    environment = request.get("environment")
+    if environment is not None and not (isinstance(environment, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
+        raise SpecError("environment must be an object of strings, or null")
+    spec = validate(request["spec"], source="request")
+    authorize(who, Action.SUBMIT)
+    jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment)
+    if jobs:
+        logger.set_correlation_id(jobs[0].group)
+    logger.info("accepted", extra={"job_ids": [j.id for j in jobs]})
+    return Response(202, content_types.APPLICATION_JSON, json.dumps(wire.submitted_to_dict(jobs)))
+
+
+@app.get("/jobs/<ref>")
+def status(ref: str) -> dict[str, Any]:
+    authorize(caller(), Action.READ)
+    logger.set_correlation_id(ref)
+    return wire.jobs_to_dict(wiring().queries().jobs(ref))
+
+
+@app.get("/queue")
+def queue() -> dict[str, Any]:
+    authorize(caller(), Action.READ)
+    view = wiring().queries().queue(group=query("group"))
+    return wire.queue_to_dict(view, explain=flag("explain", True))
+
+
+@app.post("/jobs/<refs>/cancel")
+def cancel(refs: str) -> dict[str, Any]:
+    who, named = caller(), refs_of(refs)
+    authorize(who, Action.CANCEL, jobs_named(named))
+    return _done("cancel", wiring().control().cancel(named, caller=who.owner))
+
+
+@app.post("/jobs/<refs>/requeue")
+def requeue(refs: str) -> dict[str, Any]:
+    who, named = caller(), refs_of(refs)
+    authorize(who, Action.REQUEUE, jobs_named(named))
+    return _done("requeue", wiring().control().requeue(named, caller=who.owner))
+
+
+@app.post("/jobs/<refs>/approve")
+def approve(refs: str) -> dict[str, Any]:
+    who, named = caller(), refs_of(refs)
+    authorize(who, Action.APPROVE)
+    return _done("approve", wiring().control().approve(named, caller=who.owner))
+
+
+@app.post("/jobs/<refs>/deny")
+def deny(refs: str) -> dict[str, Any]:
+    who, named = caller(), refs_of(refs)
+    authorize(who, Action.DENY)
+    request = body()
+    reason = request.get("reason", "") if isinstance(request, dict) else None
+    if not isinstance(reason, str):
+        raise SpecError('the request body must be {"reason": "..."} or empty')
+    return _done("deny", wiring().control().deny(named, caller=who.owner, reason=reason))
+
+
+def _done(verb: str, results) -> dict[str, Any]:
+    logger.info(verb, extra={"results": {r.job.id: r.action for r in results}})
+    return wire.results_to_dict(results)

@@ -1,0 +1,41 @@
+"""The quota and cost routes. They read the settings afresh (Wiring.settings):
+a change shows at once in the next `gqa quota show` or `gqa cost`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gqa.services import wire
+from gqa.services.access import Action, authorize
+from lambdas.api.container import logger, wiring
+from lambdas.api.request import app, body, caller, query
+
+
+@app.get("/quota")
+def quota() -> dict[str, Any]:
+    authorize(caller(), Action.READ)
+    return wire.quota_to_dict(wiring().quota().show())
+
+
+@app.put("/quota/teams/<team>")
+def set_team(team: str) -> dict[str, Any]:
+    authorize(caller(), Action.SET_QUOTA)
+    changes = wire.changes_from_dict(body(), wire.TEAM_CHANGES)
+    policy = wiring().quota().set(team, **changes)
+    logger.info("team quota set", extra={"team": team, "changes": changes})
+    return {"team": team, "policy": wire.team_policy_to_dict(policy)}
+
+
+@app.put("/quota/policy")
+def set_policy() -> dict[str, Any]:
+    authorize(caller(), Action.SET_POLICY)
+    changes = wire.changes_from_dict(body(), wire.POLICY_CHANGES)
+    policy = wiring().quota().set_policy(**changes)
+    logger.info("queue policy set", extra={"changes": {k: str(v) for k, v in changes.items()}})
+    return wire.policy_to_dict(policy)
+
+
+@app.get("/cost")
+def cost() -> dict[str, Any]:
+    authorize(caller(), Action.READ)
+    return wire.cost_to_dict(wiring().cost().report(period=query("period"), team=query("team")))

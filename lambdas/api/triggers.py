@@ -1,0 +1,66 @@
+"""The trigger routes: add, list and remove the S3 prefixes that submit a job
+when objects land under them (the trigger function submits the jobs)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from gqa.models.errors import SpecError
+from gqa.models.loader import validate
+from gqa.models.trigger import Trigger, parse_debounce
+from gqa.services import wire
+from gqa.services.access import Action, Principal, authorize
+from lambdas.api.container import logger, wiring
+from lambdas.api.request import app, body, caller, query
+
+TRIGGER_FIELDS = ("bucket", "prefix", "suffix", "spec", "debounce")
+
+
+@app.post("/triggers")
+def add_trigger() -> Response:
+    who = caller()
+    request = body()
+    if not isinstance(request, dict) or not isinstance(request.get("spec"), dict):
+        raise SpecError('the request body must be {"bucket": ..., "prefix": ..., "spec": {...}}')
+    unknown = sorted(set(request) - set(TRIGGER_FIELDS))
+    if unknown:
+        raise SpecError(f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(TRIGGER_FIELDS)}")
+    bucket, prefix, suffix = request.get("bucket"), request.get("prefix"), request.get("suffix")
+    if not isinstance(bucket, str) or not isinstance(prefix, str):
+        raise SpecError('bucket and prefix must be strings (prefix "" for the whole bucket)')
+    if suffix is not None and not isinstance(suffix, str):
+        raise SpecError("suffix must be a string, or left out")
+    debounce = request.get("debounce")
+    if debounce is not None and (isinstance(debounce, bool) or not isinstance(debounce, (int, str))):
+        raise SpecError('debounce must be seconds or a duration such as "2m"')
+    spec = validate(request["spec"], source="the trigger's job")
+    authorize(who, Action.ADD_TRIGGER)
+    trigger = wiring().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
+                                      suffix=suffix)
+    logger.info("trigger added", extra={"trigger_id": trigger.id, "watches": trigger.describe()})
+    return Response(201, content_types.APPLICATION_JSON, json.dumps(_trigger(who, trigger)))
+
+
+@app.get("/triggers")
+def list_triggers() -> dict[str, Any]:
+    who = caller()
+    authorize(who, Action.READ_TRIGGERS)
+    return {"triggers": [_trigger(who, t) for t in wiring().triggers().list(owner=query("owner"))]}
+
+
+@app.delete("/triggers/<trigger_id>")
+def remove_trigger(trigger_id: str) -> dict[str, Any]:
+    who = caller()
+    service = wiring().triggers()
+    authorize(who, Action.REMOVE_TRIGGER, [service.get(trigger_id)])
+    removed = service.remove(trigger_id, who.owner, who.admin)
+    logger.info("trigger removed", extra={"trigger_id": trigger_id, "watched": removed.describe()})
+    return _trigger(who, removed)
+
+
+def _trigger(who: Principal, trigger: Trigger) -> dict[str, Any]:
+    # a trigger's job environment may hold secrets: only its owner and admins see it
+    return wire.trigger_to_dict(trigger, with_env=who.admin or trigger.owner == who.owner)
