@@ -58,17 +58,33 @@ class Control:
         return self._act(refs, "deny", {"reason": reason})
 
 
+def _pages(api: Any, path: str, query: dict[str, Any] | None = None) -> list[dict]:
+    """Every page of a paged listing (gqa.services.paging): each answer's
+    `next` asks for the one after, until it is null."""
+    pages, token, seen = [], None, set()
+    while True:
+        page = api.call("GET", path, query={**(query or {}), "next": token})
+        pages.append(page)
+        token = page.get("next")
+        if token is None:
+            return pages
+        if not isinstance(token, str) or token in seen:
+            raise BackendUnavailable(f"the gqa API answered {path} with a page token it gave before "
+                                     f"({token!r}); is the CLI as new as the deployment?")
+        seen.add(token)
+
+
 @dataclass
 class Queries:
     api: Any
 
     def queue(self, *, group: str | None = None):
-        return _decode(wire.queue_from_dict, self.api.call("GET", "/queue", query={"group": group}))
+        return _decode(wire.queue_from_pages, _pages(self.api, "/queue", {"group": group}))
 
     def jobs(self, ref: str):
         from gqa.adapters.aws.api_client import job_path
 
-        return _decode(wire.jobs_from_dict, self.api.call("GET", job_path(ref)))
+        return _decode(wire.jobs_from_pages, _pages(self.api, job_path(ref)))
 
 
 @dataclass

@@ -26,6 +26,7 @@ from ..scheduling.snapshot import Factors, Policy, TeamPolicy, Weights
 from .access import Principal, roles_text
 from .control import ControlResult
 from .cost import CostReport, TeamCost
+from .paging import Page
 from .queries import QueueEntry, QueueView
 from .quota import QuotaView, TeamQuota
 
@@ -60,6 +61,16 @@ def jobs_from_dict(data: dict[str, Any]) -> list[JobRecord]:
     return [job_from_dict(j) for j in data["jobs"]]
 
 
+def jobs_page_to_dict(page: Page[JobRecord], next_token: str | None) -> dict[str, Any]:
+    """A page of a job's or a group's records (paging.py): {"jobs": [...], "next": token or null}."""
+    return {"jobs": [job_to_dict(j) for _, j in page.items], "next": next_token}
+
+
+def jobs_from_pages(pages: list[dict[str, Any]]) -> list[JobRecord]:
+    """The records of every page, in order; each job once (a job is on one page only)."""
+    return [job for data in pages for job in jobs_from_dict(data)]
+
+
 def submitted_to_dict(jobs: list[JobRecord]) -> dict[str, Any]:
     """The answer to a submission: its group, its job ids, and the records."""
     return {"group": jobs[0].group if jobs else "", "jobs": [j.id for j in jobs],
@@ -89,6 +100,34 @@ def queue_from_dict(data: dict[str, Any]) -> QueueView:
     weights = Weights(**data["weights"]) if data.get("weights") else None
     return QueueView(pending, [job_from_dict(j) for j in data["running"]], int(data["total_gpus"]),
                      int(data["free_gpus"]), weights)
+
+
+def queue_page_to_dict(view: QueueView, page: Page[QueueEntry], next_token: str | None, *, first: bool,
+                       explain: bool = True) -> dict[str, Any]:
+    """A page of the queue (paging.py): its pending entries, each with its `rank`
+    in the whole queue's order; the GPU figures and weights on every page; the
+    running jobs on the first page only (null on the others); `next`."""
+    data = queue_to_dict(QueueView([e for _, e in page.items], view.running if first else [], view.total_gpus,
+                                   view.free_gpus, view.weights), explain=explain)
+    for (rank, _), entry in zip(page.items, data["pending"]):
+        entry["rank"] = rank
+    data.update(running=data["running"] if first else None, next=next_token)
+    return data
+
+
+def queue_from_pages(pages: list[dict[str, Any]]) -> QueueView:
+    """The queue the pages add up to: the first page's figures and running jobs,
+    every page's pending entries put back in the queue's order by rank (then by
+    seq: if the queue moved between pages, two entries may share a rank)."""
+    ranked: list[tuple[int, int, QueueEntry]] = []
+    for data in pages:
+        entries = queue_from_dict({**data, "running": []}).pending
+        for raw, entry in zip(data["pending"], entries):
+            ranked.append((int(raw.get("rank", len(ranked))), entry.job.seq, entry))
+    ranked.sort(key=lambda r: r[:2])
+    first = queue_from_dict({**pages[0], "pending": [], "running": pages[0]["running"] or []})
+    return QueueView([entry for *_, entry in ranked], first.running, first.total_gpus, first.free_gpus,
+                     first.weights)
 
 
 # -- cancel, requeue, approve, deny -----------------------------------------------------------------

@@ -7,8 +7,10 @@ Routes (JSON in and out; every job route takes a job id or an array/sweep id,
 and cancel/requeue/approve/deny take several, comma-separated):
     GET  /whoami                          the caller: owner name, ARN, roles
     POST /jobs                            {"spec": {...}, "environment": {...}|null} -> 202 {group, jobs, records}
-    GET  /jobs/{ref}                      {"jobs": [...]} with their history
-    GET  /queue?group=G&explain=false     pending jobs in start order (position, reason, ETA, factors), running jobs
+    GET  /jobs/{ref}?limit=L&next=T       {"jobs": [...], "next": T|null}: a page of the jobs, with their history
+    GET  /queue?group=G&explain=false&limit=L&next=T
+                                          a page of the pending jobs in start order (position, reason, ETA,
+                                          factors, rank), the GPU figures, the running jobs (first page), next
     POST /jobs/{refs}/cancel|requeue|approve|deny   ({"reason": "..."} for deny) -> {"results": [...]}
     GET  /quota                           teams' shares and caps, GPUs in use, the queue policy
     PUT  /quota/teams/{team}              {"share", "max_gpus", "max_gpus_per_user", "budget"} (admins)
@@ -33,6 +35,11 @@ Errors answer {"error": "<domain error class>", "message": "..."}: 400
 SpecError, 401 NotAuthenticated (no identity), 403 NotPermitted, 404
 NotFound, 409 Conflict / InvalidTransition, 422 Rejected, 503
 BackendUnavailable; anything else 500 "InternalError", logged.
+
+The two long listings answer in pages (gqa.services.paging: up to 1,000 jobs
+a page, the default; Lambda answers in at most 6 MB): pass the previous
+page's `next` to read on; it is null on the last page. A queue page is cut
+from a whole scheduling pass, so positions and reasons are the whole queue's.
 
 The function's parts: container.py builds the clients and services once per
 container (and says which environment variables it reads and which settings

@@ -10,10 +10,10 @@ from aws_lambda_powertools.event_handler import Response, content_types
 
 from gqa.models.errors import SpecError
 from gqa.models.loader import validate
-from gqa.services import wire
+from gqa.services import paging, wire
 from gqa.services.access import Action, authorize
 from lambdas.api.container import logger, wiring
-from lambdas.api.request import app, body, caller, flag, jobs_named, query, refs_of
+from lambdas.api.request import app, body, caller, flag, jobs_named, number, query, refs_of
 
 
 @app.get("/whoami")
@@ -44,14 +44,20 @@ def submit() -> Response:
 def status(ref: str) -> dict[str, Any]:
     authorize(caller(), Action.READ)
     logger.set_correlation_id(ref)
-    return wire.jobs_to_dict(wiring().queries().jobs(ref))
+    limit, after = paging.check_limit(number("limit")), paging.after_of("jobs", query("next"))
+    page = paging.page_of(wiring().queries().jobs(ref), lambda j: j.seq, limit=limit, after=after)
+    return wire.jobs_page_to_dict(page, paging.token("jobs", page.next))
 
 
 @app.get("/queue")
 def queue() -> dict[str, Any]:
     authorize(caller(), Action.READ)
-    view = wiring().queries().queue(group=query("group"))
-    return wire.queue_to_dict(view, explain=flag("explain", True))
+    explain = flag("explain", True)
+    limit, after = paging.check_limit(number("limit")), paging.after_of("queue", query("next"))
+    view = wiring().queries().queue(group=query("group"))      # the whole pass, every page
+    page = paging.page_of(view.pending, lambda e: e.job.seq, limit=limit, after=after)
+    return wire.queue_page_to_dict(view, page, paging.token("queue", page.next), first=after is None,
+                                   explain=explain)
 
 
 @app.post("/jobs/<refs>/cancel")
