@@ -414,3 +414,57 @@ def test_dynamodb_throttling_past_the_retries_is_503(api):
     refuse(api.module.wiring().store.client, "*", "ProvisionedThroughputExceededException", times=10)
     status, answer = api("GET", f"/jobs/{job_id}")
     assert status == 503 and answer["error"] == "BackendUnavailable"
+
+
+# -- long listings, in pages ----------------------------------------------------------------------
+
+def read_all(api, path: str, **query: str) -> list[dict]:
+    pages, token = [], None
+    while True:
+        status, page = api("GET", path, "bob", query={**query, **({"next": token} if token else {})})
+        assert status == 200, page
+        pages.append(page)
+        token = page["next"]
+        if token is None:
+            return pages
+
+
+def test_the_queue_past_one_page_is_read_in_pages_that_add_up_to_the_whole(api):
+    ids = [api.job(priority=p, resources={"gpus": g}) for p, g in
+           [("low", 1), ("high", 2), ("normal", 4), ("low", 2), ("high", 1), ("normal", 1), ("low", 4)]]
+    _, whole = api("GET", "/queue")
+    assert whole["next"] is None and len(whole["pending"]) == len(ids)
+    pages = read_all(api, "/queue", limit="3")
+    assert [len(p["pending"]) for p in pages] == [3, 3, 1]
+    assert all((p["total_gpus"], p["free_gpus"], p["weights"]) == (4, 4, whole["weights"]) for p in pages)
+    assert [p["running"] is None for p in pages] == [False, True, True]
+    entries = sorted((e for p in pages for e in p["pending"]), key=lambda e: e["rank"])
+    told = lambda e: (e["job"]["id"], e["position"], e["reason"], e["factors"] is not None)   # noqa: E731
+    assert [told(e) for e in entries] == [told(e) for e in whole["pending"]]   # positions of the whole queue
+    assert [e["position"] for e in entries] == list(range(1, len(ids) + 1))
+
+
+def test_a_group_past_one_page_is_read_in_pages(api):
+    SubmitService(api.store, SystemClock()).submit(spec(array="0-4"), owner="alice")
+    pages = read_all(api, "/jobs/1", limit="2")
+    assert [[j["id"] for j in p["jobs"]] for p in pages] == [["1_0", "1_1"], ["1_2", "1_3"], ["1_4"]]
+
+
+@pytest.mark.parametrize("path, query, words", [
+    ("/queue", {"next": "bogus"}, "not a page token"),
+    ("/jobs/1", {"next": "bogus"}, "not a page token"),
+    ("/queue", {"limit": "0"}, "limit must be between 1 and 1000"),
+    ("/jobs/1", {"limit": "5000"}, "limit must be between 1 and 1000"),
+    ("/queue", {"limit": "ten"}, "limit must be a whole number"),
+])
+def test_a_bad_page_token_or_limit_is_400(api, path, query, words):
+    api.job()
+    status, answer = api("GET", path, query=query)
+    assert (status, answer["error"]) == (400, "SpecError") and words in answer["message"]
+
+
+def test_a_token_of_the_queue_is_refused_by_a_group_listing(api):
+    SubmitService(api.store, SystemClock()).submit(spec(array="0-2"), owner="alice")
+    _, page = api("GET", "/queue", query={"limit": "1"})
+    status, answer = api("GET", "/jobs/1", query={"next": page["next"]})
+    assert status == 400 and "not a page token of this jobs listing" in answer["message"]
