@@ -117,3 +117,34 @@ def test_bad_input_is_a_clear_error_and_sends_nothing(aws):
 def test_a_request_signed_with_the_wrong_secret_is_refused_by_the_gateway(aws):
     code, _, err = aws("alice", "queue", secret="not-alices")
     assert code == 2 and "signature we calculated does not match" in err and "execute-api:Invoke" in err
+
+
+def test_a_queue_and_an_array_past_one_page_print_as_they_do_on_one(aws, monkeypatch):
+    import time
+    from types import SimpleNamespace
+
+    from cli import output
+    from gqa.services import paging
+
+    now = SimpleNamespace(time=lambda: aws.world.clock.now() + 60, strftime=time.strftime, localtime=time.localtime)
+    monkeypatch.setattr(output, "time", now)        # "waiting 1m" the same however long the test takes
+
+    aws.json("alice", "submit", "--array", "0-6", "--priority", "low", "--", "python", "sweep.py")
+    aws.json("bob", "submit", "--gpus", "4", "--priority", "high", "--", "true")
+    aws.json("carol", "submit", "--gpus", "2", "--", "true")
+    aws.admit()
+    [first, *_] = aws.dispatch()
+    aws.reconcile(first, "RUNNING")
+    commands = [("queue",), ("queue", "--explain"), ("status", "1"), ("queue", "-o", "json"),
+                ("queue", "--explain", "-o", "json"), ("status", "1", "-o", "json")]
+    one_page = [aws("bob", *c) for c in commands]
+    assert all(code == 0 for code, _, _ in one_page) and all(out for _, out, _ in one_page)
+    assert len(json.loads(one_page[3][1])["pending"]) >= 8          # more than a few pages of 2
+
+    monkeypatch.setattr(paging, "DEFAULT_LIMIT", 2)
+    before = len(aws.gateway.seen)
+    assert [aws("bob", *c) for c in commands] == one_page
+    asked = [s["url"] for s in aws.gateway.seen[before:]]
+    # 8 pending in pages of 2: 4 requests a queue; 7 tasks: 4 requests a status
+    assert (sum("/queue" in u for u in asked), sum("/jobs/1" in u for u in asked)) == (4 * 4, 2 * 4)
+    assert sum("next=" in u for u in asked) == 4 * 3 + 2 * 3
