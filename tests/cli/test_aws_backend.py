@@ -148,3 +148,15 @@ def test_a_queue_and_an_array_past_one_page_print_as_they_do_on_one(aws, monkeyp
     # 8 pending in pages of 2: 4 requests a queue; 7 tasks: 4 requests a status
     assert (sum("/queue" in u for u in asked), sum("/jobs/1" in u for u in asked)) == (4 * 4, 2 * 4)
     assert sum("next=" in u for u in asked) == 4 * 3 + 2 * 3
+
+
+def test_a_deployment_that_hands_back_a_token_twice_is_an_error_not_a_loop():
+    from cli.aws_backend import Queries
+    from gqa.models.errors import BackendUnavailable
+
+    class Looping:
+        def call(self, method, path, *, query=None, body=None):
+            return {"jobs": [], "next": "same"}
+
+    with pytest.raises(BackendUnavailable, match="page token it gave before"):
+        Queries(Looping()).jobs("1")
