@@ -45,10 +45,10 @@ class Control:
 
         return _decode(wire.results_from_dict, self.api.call("POST", job_path(refs, action), body=body))
 
-    def cancel(self, refs: list[str], *, caller: str | None = None, admin: bool = True):
+    def cancel(self, refs: list[str]):
         return self._act(refs, "cancel")
 
-    def requeue(self, refs: list[str], *, caller: str | None = None, admin: bool = True):
+    def requeue(self, refs: list[str]):
         return self._act(refs, "requeue")
 
     def approve(self, refs: list[str], *, caller: str | None = None):
@@ -137,7 +137,7 @@ class Triggers:
     def list(self, owner: str | None = None):
         return _decode(wire.triggers_from_dict, self.api.call("GET", "/triggers", query={"owner": owner}))
 
-    def remove(self, trigger_id: str, caller: str | None = None, admin: bool = False):
+    def remove(self, trigger_id: str):
         from urllib.parse import quote
 
         from gqa.models.trigger import Trigger

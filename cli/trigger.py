@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from .approve import _me
 from .context import caller_user
 from .options import Output, check_output
 from .output import console, note, print_json, user_errors
@@ -99,7 +98,7 @@ def remove(
     with user_errors():
         from .backend import backend
 
-        trigger = backend().triggers().remove(trigger_id, caller_user() or _me(), False)
+        trigger = backend().triggers().remove(trigger_id)
     if fmt == "json":
         print_json(dict(_row(trigger), action="removed"))
     else:

@@ -192,6 +192,12 @@ def _account_of(arn: str) -> str:
     return parts[4] if len(parts) == 6 else ""
 
 
+def sees_private(principal: Principal, thing: Owned) -> bool:
+    """May the caller see what `thing` keeps private (a trigger's job
+    environment, which may hold secrets)? Its owner and admins may."""
+    return principal.admin or thing.owner == principal.owner
+
+
 def authorize(principal: Principal, action: Action, owned: Iterable[Owned] = ()) -> None:
     """Allowed, or NotPermitted saying who may. `owned`: what the action
     touches (the jobs to cancel, the trigger to remove), every one checked

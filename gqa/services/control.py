@@ -4,7 +4,7 @@ supervisor carries out (SIGTERM, grace, SIGKILL) and settles on exit."""
 
 from dataclasses import dataclass
 
-from ..models.errors import Conflict, GqaError, InvalidTransition, NotPermitted
+from ..models.errors import Conflict, GqaError, InvalidTransition
 from ..models.job import JobRecord, JobState, Request
 from ..ports import Change, Clock, JobStore, Waker
 
@@ -20,8 +20,8 @@ class ControlService:
     def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None):
         self.store, self.clock, self.waker = store, clock, waker
 
-    def cancel(self, refs: list[str], *, caller: str | None = None, admin: bool = True) -> list[ControlResult]:
-        jobs = self._resolve(refs, caller, admin, "cancel")
+    def cancel(self, refs: list[str]) -> list[ControlResult]:
+        jobs = self._resolve(refs)
         results = [self._cancel_one(job) for job in jobs]
         self._wake()
         return results
@@ -44,10 +44,10 @@ class ControlService:
                 job = self.store.get(job.id)
         raise Conflict(f"job {job.id} kept changing state; try again")
 
-    def requeue(self, refs: list[str], *, caller: str | None = None, admin: bool = True) -> list[ControlResult]:
+    def requeue(self, refs: list[str]) -> list[ControlResult]:
         """Requeue running jobs. A job named on its own must be running (checked
         before anything changes); in an array, tasks not running are left as they are."""
-        jobs = self._resolve(refs, caller, admin, "requeue")
+        jobs = self._resolve(refs)
         singles = {ref for ref in refs if len(self.store.resolve(ref)) == 1}
         for job in jobs:
             if job.id in singles and job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
@@ -75,7 +75,7 @@ class ControlService:
         return self._decide(refs, JobState.REJECTED, why, "denied")
 
     def _decide(self, refs: list[str], to: JobState, why: str, action: str) -> list[ControlResult]:
-        jobs = self._resolve(refs, None, True, action)
+        jobs = self._resolve(refs)
         waiting = [j for j in jobs if j.state == JobState.PENDING_APPROVAL]
         if len(refs) == 1 and len(jobs) == 1 and not waiting:
             raise InvalidTransition(f"job {jobs[0].id} is {jobs[0].status}, not awaiting approval")
@@ -95,8 +95,9 @@ class ControlService:
         self._wake()
         return results
 
-    def _resolve(self, refs: list[str], caller: str | None, admin: bool, verb: str) -> list[JobRecord]:
-        """The jobs named, each checked for permission before any is changed."""
+    def _resolve(self, refs: list[str]) -> list[JobRecord]:
+        """The jobs named, each once. Who may act on them is gqa.services.access's
+        rule, checked by the entry point on these same jobs before any is changed."""
         jobs: list[JobRecord] = []
         seen = set()
         for ref in refs:
@@ -104,18 +105,11 @@ class ControlService:
                 if job.id not in seen:
                     seen.add(job.id)
                     jobs.append(job)
-        for job in jobs:
-            _check_owner(job, caller, admin, verb)
         return jobs
 
     def _wake(self) -> None:
         if self.waker is not None:
             self.waker.wake()
-
-
-def _check_owner(job: JobRecord, caller: str | None, admin: bool, verb: str) -> None:
-    if not admin and caller is not None and caller != job.owner:
-        raise NotPermitted(f"job {job.id} belongs to {job.owner}; {caller} may not {verb} it")
 
 
 __all__ = ["ControlService", "ControlResult", "GqaError"]

@@ -64,14 +64,14 @@ def queue() -> dict[str, Any]:
 def cancel(refs: str) -> dict[str, Any]:
     who, named = caller(), refs_of(refs)
     authorize(who, Action.CANCEL, jobs_named(named))
-    return _done("cancel", wiring().control().cancel(named, caller=who.owner))
+    return _done("cancel", wiring().control().cancel(named))
 
 
 @app.post("/jobs/<refs>/requeue")
 def requeue(refs: str) -> dict[str, Any]:
     who, named = caller(), refs_of(refs)
     authorize(who, Action.REQUEUE, jobs_named(named))
-    return _done("requeue", wiring().control().requeue(named, caller=who.owner))
+    return _done("requeue", wiring().control().requeue(named))
 
 
 @app.post("/jobs/<refs>/approve")

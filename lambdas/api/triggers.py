@@ -12,7 +12,7 @@ from gqa.models.errors import SpecError
 from gqa.models.loader import validate
 from gqa.models.trigger import Trigger, parse_debounce
 from gqa.services import wire
-from gqa.services.access import Action, Principal, authorize
+from gqa.services.access import Action, Principal, authorize, sees_private
 from lambdas.api.container import logger, wiring
 from lambdas.api.request import app, body, caller, query
 
@@ -56,11 +56,10 @@ def remove_trigger(trigger_id: str) -> dict[str, Any]:
     who = caller()
     service = wiring().triggers()
     authorize(who, Action.REMOVE_TRIGGER, [service.get(trigger_id)])
-    removed = service.remove(trigger_id, who.owner, who.admin)
+    removed = service.remove(trigger_id)
     logger.info("trigger removed", extra={"trigger_id": trigger_id, "watched": removed.describe()})
     return _trigger(who, removed)
 
 
 def _trigger(who: Principal, trigger: Trigger) -> dict[str, Any]:
-    # a trigger's job environment may hold secrets: only its owner and admins see it
-    return wire.trigger_to_dict(trigger, with_env=who.admin or trigger.owner == who.owner)
+    return wire.trigger_to_dict(trigger, with_env=sees_private(who, trigger))

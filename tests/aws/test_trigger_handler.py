@@ -286,7 +286,7 @@ def test_a_job_over_the_queue_limits_by_now_is_dropped_with_the_reason_and_not_r
 def test_a_removed_trigger_stops_matching_and_its_open_burst_is_dropped(world):
     trigger = world.add()
     world.put("incoming/a.csv")
-    world.service.remove(trigger.id, "carol", admin=False)
+    world.service.remove(trigger.id)
     assert world.put("incoming/b.csv") == {"action": "no trigger matches", "triggers": []}
     assert world.fire() == {"batchItemFailures": []}
     assert world.submissions() == []

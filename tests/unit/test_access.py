@@ -4,7 +4,7 @@ against every action, on the caller's own job and on someone else's."""
 import pytest
 
 from gqa.models.errors import NotAuthenticated, NotPermitted
-from gqa.services.access import AccessPolicy, Action, Principal, Role, authorize, owner_from_arn
+from gqa.services.access import AccessPolicy, Action, Principal, Role, authorize, owner_from_arn, sees_private
 from tests.builders import job_record, trigger
 
 A = "123456789012"
@@ -111,6 +111,16 @@ def test_the_rule_for_every_role_action_and_job(role, action, whose, allowed):
     else:
         with pytest.raises(NotPermitted):
             authorize(principal, action, [thing])
+
+
+@pytest.mark.parametrize("role, whose, sees", [
+    ("owner", "own", True), ("owner", "other", False),
+    ("approver", "own", True), ("approver", "other", False),     # approving sizes needs no secrets
+    ("admin", "own", True), ("admin", "other", True),
+])
+def test_what_a_trigger_keeps_private_is_seen_by_its_owner_and_admins(role, whose, sees):
+    thing = OWN_TRIGGER if whose == "own" else OTHER_TRIGGER
+    assert sees_private(who(*ROLES[role]), thing) is sees
 
 
 def test_the_refusal_names_the_owner_the_caller_and_who_may():
