@@ -49,18 +49,8 @@ class QuotaService:
         """Change what is given; NO_CAP (-1) removes a cap."""
         _check_team(team, share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user, budget=budget)
         current = self.store.teams().get(team, self.store.policy().default_team)
-        changes = {}
-        if share is not None:
-            changes["share"] = share
-        if max_gpus is not None:
-            changes["max_gpus"] = None if max_gpus == NO_CAP else max_gpus
-        if max_gpus_per_user is not None:
-            changes["max_gpus_per_user"] = None if max_gpus_per_user == NO_CAP else max_gpus_per_user
-        if budget is not None:
-            changes["budget"] = None if budget == NO_CAP else budget
-        if stop_at_budget is not None:
-            changes["stop_at_budget"] = stop_at_budget
-        policy = replace(current, **changes)
+        policy = replace(current, **_given(share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user,
+                                           budget=budget, stop_at_budget=stop_at_budget))
         self.store.set_team(team, policy)
         return policy
 
@@ -79,37 +69,32 @@ class QuotaService:
                       alert_pending_after=alert_pending_after, budget_alerts=budget_alerts,
                       idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window)
         policy = self.store.policy()
-        changes: dict = {}
-        if max_gpus_per_job is not None:
-            changes["max_gpus_per_job"] = None if max_gpus_per_job == NO_CAP else max_gpus_per_job
-        if max_wall_time is not None:
-            changes["max_wall_time"] = None if max_wall_time == NO_CAP else max_wall_time
-        if half_life is not None:
-            changes["half_life"] = half_life
-        for name, value in (("approval_gpus", approval_gpus), ("approval_gpu_hours", approval_gpu_hours),
-                            ("approval_cost", approval_cost)):
-            if value is not None:
-                changes[name] = None if value == NO_CAP else value
-        if alert_pending_after is not None:
-            changes["alert_pending_after"] = None if alert_pending_after == NO_CAP else alert_pending_after
-        if budget_alerts is not None:
-            changes["budget_alerts"] = tuple(sorted(set(budget_alerts)))
-        if idle_gpu_percent is not None:
-            changes["idle_gpu_percent"] = idle_gpu_percent
-        if idle_gpu_window is not None:
+        changes = _given(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
+                         approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours,
+                         approval_cost=approval_cost, alert_pending_after=alert_pending_after,
+                         idle_gpu_percent=idle_gpu_percent)
+        if idle_gpu_window is not None:   # the policy keeps "never" as a zero window, not None
             changes["idle_gpu_window"] = 0.0 if idle_gpu_window == NO_CAP else idle_gpu_window
-        if preempt_tiers is not None:
-            changes["preempt_tiers"] = tuple(sorted(set(preempt_tiers)))
-        weights = {}
-        if fair_share_weight is not None:
-            weights["fair_share"] = fair_share_weight
-        if age_weight is not None:
-            weights["age"] = age_weight
+        for name, values in (("budget_alerts", budget_alerts), ("preempt_tiers", preempt_tiers)):
+            if values is not None:
+                changes[name] = tuple(sorted(set(values)))
+        weights = _given(fair_share=fair_share_weight, age=age_weight)
         if weights:
             changes["weights"] = replace(policy.weights, **weights)
         policy = replace(policy, **changes)
         self.store.set_policy(policy)
         return policy
+
+
+# Settings where -1 (NO_CAP) means "none": stored as None.
+_CAPPED = frozenset({"max_gpus", "max_gpus_per_user", "budget", "max_gpus_per_job", "max_wall_time",
+                     "approval_gpus", "approval_gpu_hours", "approval_cost", "alert_pending_after"})
+
+
+def _given(**values) -> dict:
+    """The values a caller gave (not None), with NO_CAP turned into None where it removes a cap."""
+    return {name: None if name in _CAPPED and value == NO_CAP else value
+            for name, value in values.items() if value is not None}
 
 
 # The same rules whoever asks (the CLI checks its flags first, with their names;
