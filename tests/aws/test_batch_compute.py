@@ -15,7 +15,7 @@ from moto import mock_aws
 from gqa.adapters.aws.batch_compute import BatchCompute, batch_job_from, job_name
 from gqa.adapters.aws.resources import Pool
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
-from gqa.models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain, NotFound
+from gqa.models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain
 from gqa.models.outcome import ExitKind
 from gqa.ports import Exit
 from tests.aws.moto_support import FakeClock, answer, capture, create_batch, refuse, session
@@ -273,21 +273,18 @@ def test_describe_jobs_answers_mean(compute, answer_job, alive, exit_code, reape
         assert (ended.job_id, ended.attempt, ended.code, ended.signal, ended.kind) == ("12", 2, exit_code, None, kind)
     else:
         assert ended is None
-    assert compute.describe(record).status == answer_job["status"]
 
 
 def test_the_reason_batch_gives_is_kept_for_the_services(compute):
     answer(compute.client, "DescribeJobs", {"jobs": [described(
         "FAILED", reason="Host EC2 (instance i-0abc) terminated.")]})
-    assert compute.describe(job(proc_token="b-1")).status_reason == "Host EC2 (instance i-0abc) terminated."
+    assert "Host EC2 (instance i-0abc) terminated." in compute.reap(job(proc_token="b-1", attempts=1)).detail
 
 
 def test_a_job_batch_does_not_know(compute):
     record = job(proc_token="no-such-job", attempts=1)
     assert compute.alive(record) is False
     assert compute.reap(record) is None
-    with pytest.raises(NotFound):
-        compute.describe(record)
 
 
 def test_describe_is_read_once_per_ttl_and_many_at_once(compute, clock):

@@ -33,7 +33,7 @@ The port's Launched carries pid 0 (there is no process of ours) and the Batch
 job id as its token; the services store it as the job's proc_token, and
 terminate, alive and reap read it from there.
 
-alive(), reap() and describe() share one DescribeJobs answer for
+alive() and reap() share one DescribeJobs answer for
 `status_ttl` seconds of the injected clock, and prime() reads a hundred jobs
 per call, so a reconcile pass costs one call per hundred running jobs.
 
@@ -187,18 +187,9 @@ class BatchCompute:
             return None
         return found_launch(job, attempt, max(found, key=lambda j: j.get("createdAt", 0)))
 
-    # -- beyond the port: what the reconcile function needs ------------------------------------------------
-    def describe(self, job: JobRecord) -> BatchJob:
-        """The attempt as Batch sees it; NotFound if Batch does not know it (never
-        launched, or ended so long ago that Batch forgot it)."""
-        described = self._cached(job)
-        if described is None:
-            raise NotFound(f"Batch has no job {job.proc_token!r} for job {job.id}")
-        return described
-
     def prime(self, jobs: Iterable[JobRecord]) -> None:
-        """Read many attempts at once (DescribeJobs takes 100 ids), so alive(),
-        reap() and describe() on them cost no call until status_ttl passes."""
+        """Read many attempts at once (DescribeJobs takes 100 ids), so alive()
+        and reap() on them cost no call until status_ttl passes."""
         self._describe([j.proc_token for j in jobs if j.proc_token])
 
     # -- AttemptStatus port --------------------------------------------------------------------------------
@@ -275,7 +266,7 @@ class BatchCompute:
 
     def _describe(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         """DescribeJobs on these Batch job ids, a hundred a call: the jobs Batch
-        knows, by id. What was read is kept for alive(), reap() and describe()."""
+        knows, by id. What was read is kept for alive() and reap()."""
         now = self.clock.now()
         self._seen = {k: v for k, v in self._seen.items() if now - v[0] <= self.status_ttl}   # stay small
         known: dict[str, dict[str, Any]] = {}
