@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from .models.job import JobRecord, JobState, Request
+from .models.job import JobRecord, JobState
 from .models.batch_events import BatchJobEvent
 from .models.burst import Burst, ClosedBurst, StepKind
 from .models.outcome import ExitKind

@@ -10,7 +10,6 @@ import logging
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
 from unittest import mock
 
 import boto3
@@ -22,7 +21,6 @@ from gqa.adapters.aws.errors import Retrying
 from gqa.models.job import JobState
 from tests.aws.fake_batch import CONTEXT, NAMES, REGION, WAKEUP_EVENT, FakeBatch, deployment
 from tests.aws.lambda_driver import SCHEDULE_EVENT, Lambda, Throttle
-from tests.aws.moto_support import LambdaContext
 from tests.aws.test_lifecycle import Run, attempt_events
 from tests.builders import spec
 
