@@ -1,6 +1,7 @@
 """`gqa logs ID [-f]`: a job's output, every attempt.
 
-Locally the daemon writes one file per job, read here directly. A remote
+Locally the daemon writes one file per job (capped and rotated, see
+gqa.adapters.local.logfiles), read here from its end or its last offset. A remote
 backend (AWS) hands out pages instead: a backend with `log_pages()` returns
 an object whose `.page(ref, attempt=, token=)` answers a LogPage (the
 LogService itself, or a client of the API's GET /jobs/{id}/logs), and
@@ -9,7 +10,7 @@ follow_pages() prints them."""
 import collections
 import sys
 import time
-from typing import Annotated, Any, Callable, TextIO
+from typing import Annotated, Any, BinaryIO, Callable, TextIO
 
 import typer
 
@@ -43,31 +44,53 @@ def logs(
         jobs = be.queries().jobs(ref)
     if len(jobs) != 1:
         fail(f"{ref} is an array of {len(jobs)} jobs; name one, e.g. gqa logs {jobs[0].id}")
-    job = jobs[0]
-    path = be.paths.log_for(job.id)
-    while follow and not path.exists():
-        if be.store.get(job.id).state.terminal:
-            break
-        time.sleep(0.2)
-    if not path.exists():
-        sys.stderr.write(f"job {job.id} has no output yet ({job.status.value})\n")
-        return
-    with open(path, "rb") as fh:
-        data = fh.read()
-        if tail > 0:
-            data = b"\n".join(data.splitlines()[-tail:]) + b"\n"
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+    raise typer.Exit(follow_file(be, jobs[0], follow=follow, tail=tail))
+
+
+def follow_file(be, job, *, follow: bool, tail: int, out: BinaryIO | None = None) -> int:
+    """Print a local job's log file (its rotated parts first): all of it or its
+    last `tail` lines, then with `follow` what comes, until the job ends.
+    Reads from the end and from the last offset: a log of any size costs a
+    block of memory. Returns the exit status: 0, or 130 after Ctrl-C."""
+    from gqa.adapters.local.logfiles import JobLog
+
+    out = out or sys.stdout.buffer
+    log = JobLog(be.paths.log_for(job.id))
+    try:
+        while follow and not log.exists():
+            if be.store.get(job.id).state.terminal:
+                break
+            time.sleep(be.poll_interval)
+        if not log.exists():
+            note(f"job {job.id} has no output yet ({job.status.value})")
+            return 0
+        last = _write(out, log.start(tail))
         while follow:
-            chunk = fh.read()
-            if chunk:
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.flush()
+            if wrote := _write(out, log.new()):
+                last = wrote
                 continue
             if be.store.get(job.id).state.terminal:
-                sys.stdout.buffer.write(fh.read())
+                last = _write(out, log.new()) or last
                 break
-            time.sleep(0.2)
+            time.sleep(be.poll_interval)
+        if last and not last.endswith(b"\n"):
+            out.write(b"\n")     # a last line still being written when we stopped reading
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        out.flush()
+    return 0
+
+
+def _write(out: BinaryIO, chunks) -> bytes:
+    """Write the chunks as they come; the last one written (b"" if none)."""
+    last = b""
+    for data in chunks:
+        out.write(data)
+        last = data
+    if last:
+        out.flush()
+    return last
 
 
 def follow_pages(pager: Any, ref: str, *, attempt: int | None = None, follow: bool = False, tail: int = 0,

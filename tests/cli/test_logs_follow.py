@@ -1,17 +1,22 @@
 """`gqa logs` on a remote backend: the follow loop over a scripted pager
 (pages, then done), the waits between polls, Ctrl-C, --tail, and the
-command's wiring to a backend that hands out log pages."""
+command's wiring to a backend that hands out log pages. Locally: the log
+file's rotated parts read as one, from the end and while following."""
 
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 
 import cli.backend
 from cli.logs import POLL_INTERVAL, follow_pages
 from cli.main import main
+from gqa.adapters.local.logfiles import LogLimits, rotate_if_needed
 from gqa.models.errors import NotFound, NotStarted
+from gqa.models.job import JobState
+from gqa.ports import Change
 from gqa.services.logs import LogPage
 
 
@@ -163,3 +168,59 @@ def test_the_command_exits_130_on_ctrl_c(remote, monkeypatch):
 def test_local_refusals(cli, args, message):
     code, _, err = cli(*args)
     assert code == 2 and message in err
+
+
+# -- the local log file ----------------------------------------------------------------------------------
+
+def _local_job(cli, state=JobState.RUNNING):
+    cli.json("submit", "--", "true")
+    now = time.time()
+    for to in (JobState.STARTING, JobState.RUNNING, JobState.SUCCEEDED):
+        if cli.store.get("1").state == state:
+            break
+        cli.store.apply([Change("1", cli.store.get("1").state, to, "test", now)])
+    return cli.home / "logs" / "1.log"
+
+
+def _numbered(first, last):
+    return "".join(f"line {i}\n" for i in range(first, last + 1))
+
+
+def _rotated_log(path, limits=LogLimits(10, keep=1)):
+    for first in (1, 4, 7):              # lines 1-3 dropped, 4-6 in 1.log.1, 7-9 live
+        path.write_text(_numbered(first, first + 2))
+        if first < 7:
+            rotate_if_needed(path, limits)
+
+
+@pytest.mark.parametrize("args, printed", [
+    (["-n", "2"], _numbered(8, 9)),
+    (["-n", "4"], _numbered(6, 9)),
+    ([], "--- gqa: 21 bytes of earlier output rotated away (log cap 10 bytes x 1)\n" + _numbered(4, 9)),
+])
+def test_the_local_log_reads_its_rotated_parts_as_one(cli, args, printed):
+    _rotated_log(_local_job(cli, JobState.SUCCEEDED))
+    code, out, _ = cli("logs", "1", *args)
+    assert (code, out) == (0, printed)
+
+
+def test_following_the_local_log_prints_each_line_once_across_a_rotation(cli, monkeypatch):
+    path = _local_job(cli)
+    path.write_text(_numbered(1, 3))
+    steps = []
+
+    def sleep(seconds):
+        steps.append(seconds)
+        if len(steps) == 1:               # the job writes, the daemon rotates, the job writes on
+            with open(path, "a") as job:
+                job.write(_numbered(4, 5))
+                job.flush()
+                rotate_if_needed(path, LogLimits(10, keep=2))
+                job.write("partial")
+        else:                             # it ends
+            cli.store.apply([Change("1", JobState.RUNNING, JobState.SUCCEEDED, "test", time.time())])
+
+    monkeypatch.setattr("cli.logs.time.sleep", sleep)
+    code, out, _ = cli("logs", "1", "-f", "-n", "2")
+    assert (code, out) == (0, _numbered(2, 5) + "partial\n")
+    assert len(steps) == 2

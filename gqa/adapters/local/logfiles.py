@@ -1,0 +1,380 @@
+"""A job's log file on this machine: capped and rotated while the job runs,
+and read as one stream from its end or as it grows, whatever its size.
+
+Layout, for job 12 (`paths.log_for`): `12.log` is the live file the job
+appends to; `12.log.1` (newest) ... `12.log.K` (oldest) are earlier parts
+moved aside by rotation; `12.log.rotations` records how many rotations
+there were, how many bytes the oldest parts took with them, and the cap.
+Readers treat `.K ... .1, live` as one log in order, headed by a one-line
+marker once earlier parts were dropped.
+
+Rotation copies the live file to `.1` and truncates it in place. The job
+writes through a descriptor opened with O_APPEND (the executor opens the
+log with "ab"), so its next write lands at the new end of the file, never
+past a hole. What is guaranteed: bytes written before the copy finished are
+in `.1`, bytes written after the truncation are in the live file; bytes
+written in between (a few renames and one small copy long) may be lost.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...models.errors import SpecError
+from ...models.units import parse_size
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+BLOCK = 1 << 20          # bytes per read or copy: memory stays at this whatever the log's size
+TAIL_BLOCK = 64 << 10    # bytes per backwards step when looking for the last lines
+_BINARY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt])i?b?\s*", re.I)
+
+
+@dataclass(frozen=True)
+class LogLimits:
+    """Cap a job's live log at `max_bytes`; keep `keep` earlier parts of about
+    that size (0: none, the live file is only truncated); drop what is older."""
+
+    max_bytes: int = 100 * MiB
+    keep: int = 2
+
+    def __post_init__(self):
+        if self.max_bytes < 1:
+            raise SpecError(f"a log cap must be a positive size, not {self.max_bytes} bytes")
+        if self.keep < 0:
+            raise SpecError(f"the number of older log files to keep must be 0 or more, not {self.keep}")
+
+    @classmethod
+    def parse(cls, max_size: str | int, keep: int = 2) -> "LogLimits":
+        """From `--log-max-size 100M --log-files 2`. K, M, G, T are binary here,
+        as in Docker's max-size and Slurm's --mem; a bare number is MiB."""
+        match = _BINARY.fullmatch(max_size) if isinstance(max_size, str) else None
+        size = parse_size(f"{match[1]}{match[2]}i" if match else max_size, bare_unit="mi")
+        return cls(size, keep)
+
+    @property
+    def cap(self) -> str:
+        """`100 MiB x 2`: the cap and the parts kept, as the log's marker names them."""
+        return f"{human_size(self.max_bytes)} x {self.keep}"
+
+    def describe(self) -> str:
+        older = f"the {self.keep} latest earlier part{'s' if self.keep != 1 else ''} kept" if self.keep \
+            else "earlier output dropped"
+        return f"job logs capped at {human_size(self.max_bytes)}, {older} (log cap {self.cap})"
+
+
+def human_size(size: int) -> str:
+    for unit, factor in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
+# -- the record of rotations -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rotations:
+    """What `<log>.rotations` says: rotations so far, bytes dropped with the
+    oldest parts, and the cap they were made under."""
+
+    count: int = 0
+    dropped: int = 0
+    cap: str = ""
+    keep: int = 0
+
+
+def rotations_of(path: Path) -> Rotations:
+    try:
+        with open(_sibling(path, "rotations"), encoding="utf-8") as fh:
+            raw = json.load(fh)
+        return Rotations(int(raw["count"]), int(raw["dropped"]), str(raw["cap"]), int(raw["keep"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return Rotations()
+
+
+def _record(path: Path, rotations: Rotations) -> None:
+    """Written aside then renamed: a reader sees the old record or the new one."""
+    final = _sibling(path, "rotations")
+    tmp = _sibling(path, "rotations.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"count": rotations.count, "dropped": rotations.dropped, "cap": rotations.cap,
+                   "keep": rotations.keep}, fh)
+    os.replace(tmp, final)
+
+
+def marker(dropped: int, cap: str) -> bytes:
+    return f"--- gqa: {dropped:,} bytes of earlier output rotated away (log cap {cap})\n".encode()
+
+
+def _sibling(path: Path, suffix: str | int) -> Path:
+    return path.with_name(f"{path.name}.{suffix}")
+
+
+# -- rotation -----------------------------------------------------------------------------------------
+
+def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
+    """Rotate the live log at `path` if it is over the cap; whether it did.
+    A log that does not exist (yet, or any more) is no error: False. Any
+    other OSError (a full disk, permissions) is raised with the live log
+    whole: the copy is removed and the live file is not truncated."""
+    path = Path(path)
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return False
+    if size <= limits.max_bytes:
+        return False
+    before = rotations_of(path)
+    try:
+        src = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        if limits.keep == 0:
+            return _truncate(path, src, before, limits, dropped=os.fstat(src).st_size)
+        return _copy_and_truncate(path, src, before, limits)
+    finally:
+        os.close(src)
+
+
+def _copy_and_truncate(path: Path, src: int, before: Rotations, limits: LogLimits) -> bool:
+    tmp, first = _sibling(path, "1.tmp"), _sibling(path, 1)
+    dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    copy = tmp
+    try:
+        _copy(src, dst)                      # the long part, while the job keeps writing
+        dropped = _shift(path, limits.keep)  # .1 -> .2 ... ; the oldest kept is dropped
+        os.replace(tmp, first)
+        copy = first
+        _copy(src, dst)                      # what came during the copy and the renames: the window stays small
+        truncated = _truncate(path, src, before, limits, dropped=dropped)
+    except BaseException:
+        # the live file was not truncated, so nothing of it is lost; remove the copy so it is not read twice
+        try:
+            os.unlink(copy)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(dst)
+    return truncated
+
+
+def _truncate(path: Path, src: int, before: Rotations, limits: LogLimits, *, dropped: int) -> bool:
+    try:
+        os.truncate(path, 0)
+    except FileNotFoundError:    # the job's log was removed meanwhile: nothing to rotate
+        return False
+    # recorded after the truncation: a follower that sees the count change knows the live file restarted.
+    # The rotation itself is done: a record that cannot be written (a full disk) only leaves followers
+    # taking it for a truncation, so it is not an error of the rotation
+    try:
+        _record(path, Rotations(before.count + 1, before.dropped + dropped, limits.cap, limits.keep))
+    except OSError:
+        pass
+    return True
+
+
+def _shift(path: Path, keep: int) -> int:
+    """Move `.1` to `.2` ... `.keep-1` to `.keep`, dropping `.keep`; the bytes dropped."""
+    dropped = 0
+    oldest = _sibling(path, keep)
+    try:
+        dropped = os.stat(oldest).st_size
+        os.unlink(oldest)
+    except FileNotFoundError:
+        pass
+    for n in range(keep - 1, 0, -1):
+        try:
+            os.replace(_sibling(path, n), _sibling(path, n + 1))
+        except FileNotFoundError:
+            pass
+    return dropped
+
+
+def _copy(src: int, dst: int) -> int:
+    """Copy from src's position to its end onto dst's position; bytes copied.
+    copy_file_range stays in the kernel (and may share blocks); where the
+    file system refuses it, plain reads and writes of BLOCK bytes."""
+    total = 0
+    while True:
+        try:
+            n = os.copy_file_range(src, dst, BLOCK)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+                raise
+            return total + _copy_plain(src, dst)
+        if n == 0:
+            return total
+        total += n
+
+
+def _copy_plain(src: int, dst: int) -> int:
+    total = 0
+    while data := os.read(src, BLOCK):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(dst, view):]
+        total += len(data)
+    return total
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+
+def parts(path: Path, rotations: Rotations | None = None) -> list[Path]:
+    """The log's files that exist, oldest first: `.K ... .1`, then the live file.
+    Probed from `.1` up (the record may be missing), at least as far as the record's K."""
+    rotations = rotations_of(path) if rotations is None else rotations
+    older, n = [], 1
+    while (p := _sibling(path, n)).exists() or n <= rotations.keep:
+        if p.exists():
+            older.append(p)
+        n += 1
+    return older[::-1] + ([path] if path.exists() else [])
+
+
+class JobLog:
+    """One job's log, read as one stream: what is there now (all of it, or
+    its last lines), then, with `new()`, whatever came since, across
+    rotations. Memory stays at a block whatever the files' sizes."""
+
+    def __init__(self, path: Path | str, block: int = BLOCK):
+        self.path = Path(path)
+        self.block = block
+        self._offset = 0          # bytes of the live file given so far
+        self._seen = Rotations()  # the rotations as of the last read
+        self._shrunk = False      # the live file was found shorter than the offset once
+
+    def exists(self) -> bool:
+        return bool(parts(self.path))
+
+    def start(self, tail: int = 0) -> Iterator[bytes]:
+        """What the log holds now: all of it (tail 0), or its last `tail` lines;
+        a marker first when output was rotated away before what is shown."""
+        self._seen = rotations_of(self.path)
+        files = _open_all(parts(self.path, self._seen))
+        try:
+            live = files[-1] if files and files[-1][0] == self.path else None
+            end = os.fstat(live[1]).st_size if live else 0
+            if tail > 0:
+                chunks, whole = _tail(files, self.path, tail, end, min(self.block, TAIL_BLOCK))
+            else:
+                chunks, whole = None, True
+            if whole and self._seen.dropped:
+                yield marker(self._seen.dropped, self._seen.cap)
+            if chunks is not None:
+                yield from chunks
+                self._offset = end
+                return
+            for name, fd in files:
+                limit = end if name == self.path else None
+                for data in _read_from(fd, 0, limit, self.block):
+                    if name == self.path:
+                        self._offset += len(data)
+                    yield data
+        finally:
+            for _, fd in files:
+                os.close(fd)
+
+    def new(self) -> Iterator[bytes]:
+        """What was written since the last read, the parts rotated away meanwhile included."""
+        now = rotations_of(self.path)
+        if now.count != self._seen.count:
+            yield from self._rotated(now)
+            self._offset, self._seen, self._shrunk = 0, now, False
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            if os.fstat(fd).st_size < self._offset:
+                # shorter without a rotation recorded: one may be half done (the record is written just
+                # after the truncation); wait a read, then take it as truncated by someone else
+                if not self._shrunk:
+                    self._shrunk = True
+                    return
+                self._offset, self._shrunk = 0, False
+            for data in _read_from(fd, self._offset, None, self.block):
+                self._offset += len(data)
+                yield data
+        finally:
+            os.close(fd)
+
+    def _rotated(self, now: Rotations) -> Iterator[bytes]:
+        """The rest of the file we were reading, now part `.r` after r rotations, then the parts after it."""
+        r = now.count - self._seen.count
+        if r > now.keep:      # the file we were reading is gone, and maybe more
+            missed = max(0, now.dropped - self._seen.dropped - self._offset)
+            if missed:
+                yield marker(missed, now.cap)
+            first, offset = now.keep, 0
+        else:
+            first, offset = r, self._offset
+        for n in range(first, 0, -1):
+            try:
+                fd = os.open(_sibling(self.path, n), os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                yield from _read_from(fd, offset, None, self.block)
+            finally:
+                os.close(fd)
+            offset = 0
+
+
+def _open_all(paths: list[Path]) -> list[tuple[Path, int]]:
+    """Open every part at once: a rotation renaming them meanwhile moves names, not what is read."""
+    opened = []
+    for p in paths:
+        try:
+            opened.append((p, os.open(p, os.O_RDONLY)))
+        except FileNotFoundError:
+            pass
+    return opened
+
+
+def _read_from(fd: int, offset: int, limit: int | None, block: int) -> Iterator[bytes]:
+    """fd's bytes from `offset` to `limit` (default: its end as it grows), a block at a time."""
+    while limit is None or offset < limit:
+        data = os.pread(fd, block if limit is None else min(block, limit - offset), offset)
+        if not data:
+            return
+        offset += len(data)
+        yield data
+
+
+def _tail(files: list[tuple[Path, int]], live: Path, lines: int, end: int,
+          block: int) -> tuple[list[bytes], bool]:
+    """The bytes of the last `lines` lines of the files read as one (the live
+    file up to `end`), read backwards a block at a time; and whether they
+    start at the start of the first file."""
+    found: list[bytes] = []   # blocks, last first
+    newlines = 0
+    for name, fd in reversed(files):
+        pos = end if name == live else os.fstat(fd).st_size
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            data = os.pread(fd, step, pos)
+            found.append(data)
+            newlines += data.count(b"\n")
+            if newlines > lines:   # one more than asked: the last may only end the last line
+                return [_last_lines(b"".join(reversed(found)), lines)], False
+    data = b"".join(reversed(found))
+    shown = _last_lines(data, lines)
+    return [shown], len(shown) == len(data)
+
+
+def _last_lines(data: bytes, lines: int) -> bytes:
+    body = data[:-1] if data.endswith(b"\n") else data
+    cut = len(body)
+    for _ in range(lines):
+        cut = body.rfind(b"\n", 0, cut)
+        if cut < 0:
+            return data
+    return data[cut + 1:]
