@@ -124,6 +124,29 @@ def test_a_failed_copy_leaves_the_live_log_whole_and_no_copy(log, monkeypatch, f
     assert read_all(log) == numbered(1, 50)
 
 
+@pytest.mark.parametrize("trap", ["symlink", "link"])
+def test_a_log_that_is_a_link_to_another_file_is_never_rotated(log, tmp_path, trap):
+    """A root daemon rotates users' logs: it must not truncate a file a log was pointed at."""
+    precious = tmp_path / "precious"
+    precious.write_bytes(numbered(1, 100))
+    getattr(os, trap)(precious, log)
+    assert rotate_if_needed(log, LogLimits(10, 2)) is False
+    assert precious.read_bytes() == numbered(1, 100)
+
+
+def test_a_link_planted_where_the_copy_goes_is_replaced_not_followed(log, tmp_path):
+    precious = tmp_path / "precious"
+    precious.write_bytes(b"keep me\n")
+    os.symlink(precious, log.with_name("12.log.1.tmp"))
+    log.write_bytes(numbered(1, 20))
+    os.chmod(log, 0o640)
+    assert rotate_if_needed(log, LogLimits(10, 2)) is True
+    assert precious.read_bytes() == b"keep me\n"
+    first = log.with_name("12.log.1")
+    assert first.read_bytes() == numbered(1, 20) and not first.is_symlink()
+    assert (first.stat().st_mode & 0o777, first.stat().st_uid) == (0o640, log.stat().st_uid)
+
+
 def test_copying_falls_back_to_reads_and_writes_where_the_kernel_refuses(log, monkeypatch):
     def refuse(*args):
         raise OSError(errno.EXDEV, "Invalid cross-device link")

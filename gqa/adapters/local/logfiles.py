@@ -22,6 +22,7 @@ import errno
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,14 +98,14 @@ def rotations_of(path: Path) -> Rotations:
         return Rotations()
 
 
-def _record(path: Path, rotations: Rotations) -> None:
+def _record(path: Path, rotations: Rotations, like: os.stat_result) -> None:
     """Written aside then renamed: a reader sees the old record or the new one."""
-    final = _sibling(path, "rotations")
     tmp = _sibling(path, "rotations.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    fd = _create(tmp, like)
+    with open(fd, "w", encoding="utf-8") as fh:
         json.dump({"count": rotations.count, "dropped": rotations.dropped, "cap": rotations.cap,
                    "keep": rotations.keep}, fh)
-    os.replace(tmp, final)
+    os.replace(tmp, _sibling(path, "rotations"))
 
 
 def marker(dropped: int, cap: str) -> bytes:
@@ -121,40 +122,58 @@ def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
     """Rotate the live log at `path` if it is over the cap; whether it did.
     A log that does not exist (yet, or any more) is no error: False. Any
     other OSError (a full disk, permissions) is raised with the live log
-    whole: the copy is removed and the live file is not truncated."""
+    whole: the copy is removed and the live file is not truncated.
+
+    The daemon may run as root over logs owned by their jobs' users: the
+    log is opened without following a link, must be a plain file with one
+    name, and is copied and truncated through that one descriptor; the
+    parts it makes get the live file's owner and mode."""
     path = Path(path)
     try:
-        size = os.stat(path).st_size
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return False
-    if size <= limits.max_bytes:
-        return False
-    before = rotations_of(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:     # a link where the log should be: not a file gqa writes
+            return False
+        raise
     try:
-        src = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
+        live = os.fstat(fd)
+        if not stat.S_ISREG(live.st_mode) or live.st_nlink != 1 or live.st_size <= limits.max_bytes:
+            return False
+        before = rotations_of(path)
         if limits.keep == 0:
-            return _truncate(path, src, before, limits, dropped=os.fstat(src).st_size)
-        return _copy_and_truncate(path, src, before, limits)
+            dropped = live.st_size
+        else:
+            dropped = _copy_aside(path, fd, live, limits.keep)
+        os.ftruncate(fd, 0)
     finally:
-        os.close(src)
+        os.close(fd)
+    # recorded after the truncation: a follower that sees the count change knows the live file restarted.
+    # The rotation itself is done: a record that cannot be written (a full disk) only leaves followers
+    # taking it for a truncation, so it is no error of the rotation
+    try:
+        _record(path, Rotations(before.count + 1, before.dropped + dropped, limits.cap, limits.keep), live)
+    except OSError:
+        pass
+    return True
 
 
-def _copy_and_truncate(path: Path, src: int, before: Rotations, limits: LogLimits) -> bool:
+def _copy_aside(path: Path, src: int, live: os.stat_result, keep: int) -> int:
+    """Copy the live log to `.1`, shifting the older parts; the bytes dropped
+    with the oldest. On any error the copy is removed (the caller then does
+    not truncate, so nothing is lost)."""
     tmp, first = _sibling(path, "1.tmp"), _sibling(path, 1)
-    dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    dst = _create(tmp, live)
     copy = tmp
     try:
-        _copy(src, dst)                      # the long part, while the job keeps writing
-        dropped = _shift(path, limits.keep)  # .1 -> .2 ... ; the oldest kept is dropped
+        _copy(src, dst)                 # the long part, while the job keeps writing
+        dropped = _shift(path, keep)    # .1 -> .2 ... ; the oldest kept is dropped
         os.replace(tmp, first)
         copy = first
-        _copy(src, dst)                      # what came during the copy and the renames: the window stays small
-        truncated = _truncate(path, src, before, limits, dropped=dropped)
+        _copy(src, dst)                 # what came during the copy and the renames: the window stays small
+        return dropped
     except BaseException:
-        # the live file was not truncated, so nothing of it is lost; remove the copy so it is not read twice
         try:
             os.unlink(copy)
         except OSError:
@@ -162,22 +181,22 @@ def _copy_and_truncate(path: Path, src: int, before: Rotations, limits: LogLimit
         raise
     finally:
         os.close(dst)
-    return truncated
 
 
-def _truncate(path: Path, src: int, before: Rotations, limits: LogLimits, *, dropped: int) -> bool:
+def _create(path: Path, like: os.stat_result) -> int:
+    """A new file at `path` (whatever was there, a link included, is replaced),
+    with the owner and mode of `like` where the daemon may give them."""
     try:
-        os.truncate(path, 0)
-    except FileNotFoundError:    # the job's log was removed meanwhile: nothing to rotate
-        return False
-    # recorded after the truncation: a follower that sees the count change knows the live file restarted.
-    # The rotation itself is done: a record that cannot be written (a full disk) only leaves followers
-    # taking it for a truncation, so it is not an error of the rotation
-    try:
-        _record(path, Rotations(before.count + 1, before.dropped + dropped, limits.cap, limits.keep))
-    except OSError:
+        os.unlink(path)
+    except FileNotFoundError:
         pass
-    return True
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchown(fd, like.st_uid, like.st_gid)
+    except PermissionError:   # not root: the file is ours, as the log is
+        pass
+    os.fchmod(fd, stat.S_IMODE(like.st_mode))
+    return fd
 
 
 def _shift(path: Path, keep: int) -> int:
