@@ -1,7 +1,13 @@
 """The `gqa` executable. It imports only a few standard modules: when a
-daemon is listening it runs `gqa submit` there (see server.py) and prints the
-answer; otherwise, and for every other command, it runs the command here.
-When `gqa config` chooses the AWS backend, the local daemon is never asked."""
+daemon is listening it has `gqa submit` served there (daemon/submit_command.py)
+and prints the answer; otherwise, and for every other command, it runs the
+command here. When `gqa config` chooses the AWS backend, the local daemon is
+never asked.
+
+The request is one JSON line on the daemon's socket (daemon/server.py). A
+daemon that is saturated answers "busy" at once; the client then waits a
+jittered moment and asks again, so a burst of submits queues here instead
+of failing."""
 
 import os
 import socket
@@ -11,6 +17,9 @@ import sys
 SERVED = {"submit"}
 LOCAL_FLAGS = {"--wait", "-W", "--help", "-h"}
 _MAX_PATH = 100  # sun_path holds 108 bytes
+CONNECT_TIMEOUT = 5.0     # a daemon that cannot even accept is treated as busy
+REPLY_TIMEOUT = 120.0
+BUSY_FOR = 120.0          # seconds of "busy" answers before giving up
 
 
 def run() -> None:
@@ -37,7 +46,7 @@ def served(argv: list[str]) -> bool:
 
 
 def address(home: str) -> str | bytes:
-    """The daemon's command socket: GQA_HOME/cli.sock, or an abstract socket
+    """The daemon's request socket: GQA_HOME/cli.sock, or an abstract socket
     named after the home when that path is too long for a Unix socket."""
     path = os.path.join(home, "cli.sock")
     if len(path.encode()) < _MAX_PATH:
@@ -48,33 +57,81 @@ def address(home: str) -> str | bytes:
 
 
 def home_from_env() -> str:
-    home = os.environ.get("GQA_HOME") or os.path.join(os.path.expanduser("~"), ".gqa")
-    return os.path.abspath(home)
+    """GQA_HOME; else ~/.gqa if it exists; else a shared box's /var/lib/gqa
+    if one runs there; else ~/.gqa (as gqa.adapters.local.system.state_home)."""
+    home = os.environ.get("GQA_HOME")
+    if home:
+        return os.path.abspath(home)
+    own = os.path.join(os.path.expanduser("~"), ".gqa")
+    if not os.path.exists(own) and os.path.exists(os.path.join(SYSTEM_HOME, "system")):
+        return SYSTEM_HOME
+    return os.path.abspath(own)
+
+
+SYSTEM_HOME = "/var/lib/gqa"
 
 
 def _ask_daemon(argv: list[str]) -> dict | None:
+    """The daemon's answer, or None when no daemon listens (run the command here)."""
+    import json
+    import random
+    import time
+
+    body = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+    request = json.dumps({"v": 1, "method": "POST", "path": "/cli/submit", "body": body}).encode() + b"\n"
+    give_up, told = time.monotonic() + BUSY_FOR, False
+    while True:
+        answer = exchange(address(home_from_env()), request)
+        if answer is None:
+            return None
+        if answer.get("status") == 503 and time.monotonic() < give_up:
+            if not told:
+                sys.stderr.write("gqa: the queue daemon is busy; retrying\n")
+                told = True
+            delay = (answer.get("body") or {}).get("retry_after") or 0.05
+            time.sleep(float(delay) * (0.5 + random.random()))
+            continue
+        body = answer.get("body")
+        if answer.get("status") == 200 and isinstance(body, dict) and "code" in body:
+            return body
+        message = body.get("error") if isinstance(body, dict) else None
+        return {"code": 2 if answer.get("status") in (400, 403, 413) else 1, "stdout": "",
+                "stderr": f"gqa: error: {message or 'the queue daemon gave an unexpected answer'}\n"}
+
+
+def exchange(where, request: bytes) -> dict | None:
+    """One request, one reply. None when nothing listens there (nothing was
+    sent); {"status": 503} when the daemon could not even accept in time
+    (nothing was sent either, so asking again is safe); a lost reply once
+    the request is sent is an error, never a retry: the daemon may have acted."""
     import json
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(address(home_from_env()))
+        sock.settimeout(CONNECT_TIMEOUT)
+        sock.connect(where)
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    except (socket.timeout, BlockingIOError, InterruptedError):
+        sock.close()
+        return {"status": 503, "body": {"retry_after": 0.1}}
     except OSError:
         sock.close()
-        return None  # no daemon listening: run the command here
-    # from here on the daemon may have acted: never fall back and risk doing it twice
-    lost = {"code": 1, "stdout": "", "stderr": "gqa: error: lost contact with the queue daemon; "
-            "check `gqa queue` before submitting again\n"}
+        return None
+    lost = {"status": 500, "body": {"error": "lost contact with the queue daemon; check `gqa queue` "
+                                             "before submitting again"}}
     with sock:
         try:
-            sock.settimeout(60.0)
-            request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
-            sock.sendall(json.dumps(request).encode() + b"\n")
+            sock.settimeout(REPLY_TIMEOUT)
+            sock.sendall(request)
             data = b""
-            while True:
+            while not data.endswith(b"\n"):
                 chunk = sock.recv(65536)
                 if not chunk:
                     break
                 data += chunk
-            return json.loads(data) if data else lost
+            answer = json.loads(data) if data else None
+            return answer if isinstance(answer, dict) else lost
         except (OSError, ValueError):
             return lost

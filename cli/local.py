@@ -25,6 +25,10 @@ def start(
     grace: Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL.")] = 10.0,
     price: Annotated[float, typer.Option("--price", help="Cost of one GPU-hour here, for team budgets "
                                          "and approval thresholds.")] = 0.0,
+    log_max_size: Annotated[str, typer.Option("--log-max-size", help="Cap on each job's log: past it the "
+                                              "log is rotated (100M, 1G).")] = "100M",
+    log_files: Annotated[int, typer.Option("--log-files", help="Rotated parts of a job's log kept beyond "
+                                           "the live one.")] = 2,
 ):
     """Start the daemon that launches queued jobs as GPUs free up."""
     from gqa.adapters.local.lock import daemon_running
@@ -35,21 +39,24 @@ def start(
     if price < 0:
         fail(f"--price must be >= 0, got {price}")
     paths = StatePaths.from_env()
-    pid = daemon_running(paths)
-    if pid is not None:
-        fail(f"a gqa daemon is already running for {paths.home} (pid {pid}); `gqa local stop` first")
-    inventory = _inventory(gpus, gpu_type, price)
-    paths.ensure()
+    with user_errors():   # an unusable home or queue database is one line here, not a daemon that dies
+        pid = daemon_running(paths)
+        if pid is not None:
+            fail(f"a gqa daemon is already running for {paths.home} (pid {pid}); `gqa local stop` first")
+        inventory = _inventory(gpus, gpu_type, price)
+        paths.ensure()
+        _record_inventory(paths, inventory)
+    options = _daemon_options(log_max_size, log_files)
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     if detach:
-        start_background(paths, inventory, grace)
+        start_background(paths, inventory, grace, options)
         note(f"gqa daemon started in the background with {described}; state in {paths.home}")
+        _print_containment(paths)
         return
     note(f"gqa daemon running in the foreground with {described}; state in {paths.home}; Ctrl-C stops it")
-    from . import daemon
+    from daemon.main import main as run_daemon
 
-    with user_errors():
-        daemon.main([str(paths.home), json.dumps(inventory), str(grace)])
+    run_daemon(daemon_args(paths, inventory, grace, options))
 
 
 @app.command("stop")
@@ -58,27 +65,48 @@ def stop(
                                             "re-adopts them. By default they are requeued from their checkpoints.")]
     = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the daemon to exit.")] = 60.0,
+    force: Annotated[bool, typer.Option("--force", help="Kill the daemon at once (SIGKILL). Running jobs keep "
+                                        "running; the next daemon re-adopts them.")] = False,
 ):
     """Stop the daemon. Running jobs get SIGTERM and go back to the queue (unless --keep-jobs)."""
     from gqa.adapters.local.lock import daemon_running
     from gqa.adapters.local.paths import StatePaths
 
-    paths = StatePaths.from_env()
-    pid = daemon_running(paths)
-    if pid is None:
-        note("gqa daemon is not running")
-        return
-    if not stop_daemon(paths, keep_jobs=keep_jobs, timeout=timeout):
-        fail(f"daemon (pid {pid}) did not stop within {timeout:g}s; see {paths.daemon_log}", code=1)
+    if timeout < 0:
+        fail(f"--timeout must be >= 0, got {timeout:g}")
+    with user_errors():
+        paths = StatePaths.from_env()
+        pid = daemon_running(paths)
+        if pid is None:
+            note("gqa daemon is not running")
+            return
+        stopped = stop_daemon(paths, keep_jobs=keep_jobs, timeout=timeout, force=force)
+    if not stopped:
+        fail(f"daemon (pid {pid}) did not stop within {timeout:g}s (running jobs get their grace period first); "
+             f"see {paths.daemon_log}, or `gqa local stop --force`", code=1)
     note(f"gqa daemon (pid {pid}) stopped")
 
 
-def stop_daemon(paths, *, keep_jobs: bool = False, timeout: float = 60.0) -> bool:
-    """Ask the daemon to stop and wait for it; False if it is still up after `timeout`."""
-    from gqa.adapters.local.lock import daemon_running
-    from gqa.adapters.local.wake import STOP, STOP_KEEP_JOBS, SocketWaker
+def stop_daemon(paths, *, keep_jobs: bool = False, timeout: float = 60.0, force: bool = False) -> bool:
+    """Ask the daemon to stop and wait for it; False if it is still up after `timeout`.
+    A signal, not a message: it reaches a daemon however busy its sockets are
+    (SIGTERM: requeue running jobs; SIGUSR2: leave them running; SIGKILL with
+    `force`: stop now, jobs keep running and the next daemon adopts them)."""
+    import signal
 
-    SocketWaker(paths).send(STOP_KEEP_JOBS if keep_jobs else STOP)
+    from gqa.adapters.local.lock import daemon_running
+    from gqa.models.errors import NotPermitted
+
+    pid = daemon_running(paths)
+    if pid is None:
+        return True
+    sig = signal.SIGKILL if force else signal.SIGUSR2 if keep_jobs else signal.SIGTERM
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        raise NotPermitted(f"the gqa daemon (pid {pid}) runs as another user; only it or root may stop it") from None
     deadline = time.monotonic() + timeout
     while daemon_running(paths) is not None:
         if time.monotonic() > deadline:
@@ -124,6 +152,21 @@ def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0) -> dict:
             "memory": _memory()}
 
 
+def _record_inventory(paths, inventory: dict) -> None:
+    """Open the queue and write its GPUs as the daemon will: a queue database
+    that is missing, foreign, read-only, full or locked stops `start` here."""
+    from gqa.adapters.local.store import SqliteStore
+    from gqa.ports import Inventory
+    from gqa.scheduling.snapshot import Gpu
+
+    store = SqliteStore(paths.db)
+    try:
+        store.set_inventory(Inventory(gpus=tuple(Gpu(**g) for g in inventory["gpus"]), cpus=inventory["cpus"],
+                                      memory=inventory["memory"]))
+    finally:
+        store.close()
+
+
 def _memory() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -137,7 +180,21 @@ def _describe(gpus: list[dict]) -> str:
     return ", ".join(f"{n} {t}" for t, n in Counter(g["type"] for g in gpus).items())
 
 
-def start_background(paths, inventory: dict, grace: float) -> int:
+def _daemon_options(log_max_size: str, log_files: int) -> list[str]:
+    if log_files < 0:
+        fail(f"--log-files must be >= 0, got {log_files}")
+    with user_errors():
+        from gqa.adapters.local.logfiles import LogLimits
+
+        LogLimits.parse(log_max_size, log_files)   # refused here, in one line, not in the daemon's log
+    return ["--log-max-size", log_max_size, "--log-files", str(log_files)]
+
+
+def daemon_args(paths, inventory: dict, grace: float, options: list[str] = ()) -> list[str]:
+    return ["--home", str(paths.home), "--inventory", json.dumps(inventory), "--grace", str(grace), *options]
+
+
+def start_background(paths, inventory: dict, grace: float, options: list[str] = ()) -> int:
     """Start the daemon as a background process; return its pid once it answers."""
     from gqa.adapters.local.lock import daemon_running
 
@@ -145,21 +202,38 @@ def start_background(paths, inventory: dict, grace: float) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with open(paths.daemon_log, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "cli.daemon", str(paths.home), json.dumps(inventory),
-                                 str(grace)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        proc = subprocess.Popen([sys.executable, "-m", "daemon", *daemon_args(paths, inventory, grace, options)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = paths.daemon_log.read_text(errors="replace").splitlines()[-5:]
-            fail("the daemon exited at start:\n  " + "\n  ".join(tail), code=1)
-        if daemon_running(paths) == proc.pid and _ready(paths):
+            said = [line for line in tail if line.startswith("gqa: error: ")]
+            if said:
+                fail(said[-1][len("gqa: error: "):], code=2)
+            fail(f"the daemon exited at start; see {paths.daemon_log}: {tail[-1] if tail else ''}", code=1)
+        if daemon_running(paths) == proc.pid and daemon_status(paths) is not None:
             return proc.pid
         time.sleep(0.02)
     fail(f"the daemon did not become ready in 20s; see {paths.daemon_log}", code=1)
 
 
-def _ready(paths) -> bool:
-    from gqa.adapters.local.wake import SocketWaker
+def daemon_status(paths) -> dict | None:
+    """What the daemon says of itself (GET /daemon), or None if it does not answer."""
+    import json as _json
 
-    return SocketWaker(paths).send(b"ping")
+    from .client import address, exchange
+
+    request = _json.dumps({"v": 1, "method": "GET", "path": "/daemon"}).encode() + b"\n"
+    answer = exchange(address(str(paths.home)), request)
+    if not answer or answer.get("status") != 200 or not isinstance(answer.get("body"), dict):
+        return None
+    return answer["body"]
+
+
+def _print_containment(paths) -> None:
+    said = daemon_status(paths) or {}
+    for line in (said.get("containment"), said.get("logs")):
+        if line:
+            note(line)

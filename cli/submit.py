@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .options import Output, check_output
-from .output import fail, note, print_json, user_errors
+from .output import note, print_json, user_errors
 
 Opt = typer.Option
 
@@ -38,53 +38,82 @@ def submit(
     from .main import TRAILING_COMMAND
 
     fmt = check_output(output)
-    command = TRAILING_COMMAND.get()
-    if command is not None and not command:
-        fail("empty command after --")
-    if shell and command:
-        command = [" ".join(command)]
-    overrides = {
-        "name": name, "team": team, "priority": priority, "array": array, "workdir": workdir,
-        "shell": True if shell else None,
-        "env": _env_pairs(env) if env else None,
-        "resources": {"gpus": gpus, "gpu_type": gpu_type, "cpus": cpus, "memory": mem},
-        "limits": {"wall_time": time},
-        "retries": {"on_error": retries} if retries is not None else None,
-    }
+    params = dict(file=file, gpus=gpus, gpu_type=gpu_type, time=time, mem=mem, cpus=cpus, priority=priority,
+                  team=team, name=name, retries=retries, array=array, env=env, workdir=workdir, shell=shell)
     from .context import caller_environment, caller_user
 
     with user_errors():
-        from gqa.models.loader import load_spec
-
-        spec = load_spec(file, overrides=overrides, command=command, warn=note)
+        spec = spec_from_options(params, TRAILING_COMMAND.get(), warn=note)
         from .backend import backend
 
         be = backend()
         # the owner the daemon verified from the socket's peer credentials, when it ran this
         jobs = be.submitter().submit(spec, environment=caller_environment(), owner=caller_user())
         running = not be.local or be.daemon_pid() is not None
-    first = jobs[0]
-    ref = first.group if (len(jobs) > 1 or first.array_index is not None) else first.id
-    if fmt == "json":
-        data = {"id": ref, "state": first.state.value, "status": first.status.value, "jobs": [j.id for j in jobs]}
-        if not wait:
-            print_json(data)
-    else:
-        sys.stdout.write(ref + "\n")
-        sys.stdout.flush()
-        if len(jobs) > 1:
-            note(f"{len(jobs)} jobs: {jobs[0].id} .. {jobs[-1].id}")
-        if not running:
-            note("note: the queue daemon is not running; jobs wait until `gqa local start`")
-        note(f"  gqa status {ref}    gqa logs {jobs[0].id} -f    gqa cancel {ref}")
+    out, err = submitted_text(jobs, fmt, running=running, wait=wait)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    sys.stderr.write(err)
     if wait:
         from .waiting import wait_for
 
         with user_errors():
             code, final = wait_for([j.id for j in jobs], quiet=fmt == "json")
         if fmt == "json":
-            print_json(dict(data, state=final[0]["state"], status=final[0]["status"], results=final))
+            print_json(dict(submitted_data(jobs), state=final[0]["state"], status=final[0]["status"],
+                            results=final))
         raise typer.Exit(code)
+
+
+def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str | None = None):
+    """The spec `gqa submit` asks for: the file, the flags over it, the command
+    after `--`. Shared with the queue daemon, which serves `gqa submit` for
+    the light client (daemon/submit_command.py). Raises SpecError."""
+    from gqa.models.errors import SpecError
+    from gqa.models.loader import load_spec
+
+    if command is not None and not command:
+        raise SpecError("empty command after --")
+    if params.get("shell") and command:
+        command = [" ".join(command)]
+    overrides = {
+        "name": params.get("name"), "team": params.get("team"), "priority": params.get("priority"),
+        "array": params.get("array"), "workdir": params.get("workdir"),
+        "shell": True if params.get("shell") else None,
+        "env": _env_pairs(params["env"]) if params.get("env") else None,
+        "resources": {"gpus": params.get("gpus"), "gpu_type": params.get("gpu_type"), "cpus": params.get("cpus"),
+                      "memory": params.get("mem")},
+        "limits": {"wall_time": params.get("time")},
+        "retries": {"on_error": params["retries"]} if params.get("retries") is not None else None,
+    }
+    kwargs = {"cwd": cwd} if cwd is not None else {}
+    return load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, **kwargs)
+
+
+def submitted_data(jobs) -> dict:
+    first = jobs[0]
+    return {"id": _ref(jobs), "state": first.state.value, "status": first.status.value, "jobs": [j.id for j in jobs]}
+
+
+def submitted_text(jobs, fmt: str, *, running: bool, wait: bool = False) -> tuple[str, str]:
+    """What `gqa submit` prints on stdout and stderr once the jobs are recorded."""
+    import json
+
+    if fmt == "json":
+        return ("" if wait else json.dumps(submitted_data(jobs), indent=2, default=str) + "\n"), ""
+    ref = _ref(jobs)
+    err = []
+    if len(jobs) > 1:
+        err.append(f"{len(jobs)} jobs: {jobs[0].id} .. {jobs[-1].id}")
+    if not running:
+        err.append("note: the queue daemon is not running; jobs wait until `gqa local start`")
+    err.append(f"  gqa status {ref}    gqa logs {jobs[0].id} -f    gqa cancel {ref}")
+    return ref + "\n", "".join(line + "\n" for line in err)
+
+
+def _ref(jobs) -> str:
+    first = jobs[0]
+    return first.group if (len(jobs) > 1 or first.array_index is not None) else first.id
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -92,6 +121,8 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            fail(f"--env needs NAME=VALUE, got {pair!r}")
+            from gqa.models.errors import SpecError
+
+            raise SpecError(f"--env needs NAME=VALUE, got {pair!r}")
         out[key] = value
     return out

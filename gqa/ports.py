@@ -40,8 +40,10 @@ class JobStore(Protocol):
 
     def get(self, job_id: str) -> JobRecord: ...
 
-    def resolve(self, ref: str) -> list[JobRecord]:
-        """A job id or a group id (array, sweep) -> its jobs; NotFound if none."""
+    def resolve(self, ref: str, *, history: bool = True) -> list[JobRecord]:
+        """A job id or a group id (array, sweep) -> its jobs; NotFound if none.
+        With history=False the records carry no transitions: far cheaper for
+        a big array (one read for the group, not one per job)."""
 
     def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
              limit: int | None = None, history: bool = False) -> list[JobRecord]:
@@ -51,6 +53,13 @@ class JobStore(Protocol):
         """Apply state changes in one transaction; each is guarded on the
         state it expects. Raises Conflict (and applies nothing) on a mismatch.
         A change's `usage` is added to its team's decayed usage atomically."""
+
+    def apply_each(self, changes: list["Change"]) -> list[bool]:
+        """Apply each change that still holds and skip the others: each is
+        guarded on the state it expects, as in apply(), but a job that moved on
+        (or is gone) leaves the rest to apply. Whether each applied. For many
+        jobs at once (a big array's cancel): as few transactions as the backend
+        allows, and nothing is read back."""
 
     def with_requests(self) -> list[JobRecord]:
         """Active jobs whose owner asked for a cancel or requeue not yet carried out."""
@@ -134,6 +143,7 @@ class Exit:
     kind: ExitKind = ExitKind.APP
     detail: str = ""
     memory: int | None = None
+    ended_at: float | None = None   # when the process ended, if the backend knows (else: when it was noticed)
 
 
 class Compute(Protocol):
@@ -142,7 +152,16 @@ class Compute(Protocol):
     def inventory(self) -> Inventory: ...
 
     def launch(self, job: JobRecord, gpus: tuple[int, ...], attempt: int) -> Launched:
-        """Start attempt `attempt` of the job on these GPUs. Raises LaunchFailed."""
+        """Start attempt `attempt` of the job on these GPUs. Raises LaunchFailed.
+        A backend that can hold an attempt back (a local process) keeps it from
+        running the job until release(): the launch is recorded first, so a
+        crash in between never leaves an unrecorded copy running."""
+
+    def release(self, job_ids: list[str]) -> None:
+        """Let these launched attempts run: their launch is recorded."""
+
+    def abandon(self, job_ids: list[str]) -> None:
+        """These launched attempts were not recorded: they must never run."""
 
     def terminate(self, job: JobRecord, grace: float) -> None:
         """Ask the attempt to stop (SIGTERM to its whole group), then force it after `grace`."""
@@ -154,7 +173,11 @@ class Compute(Protocol):
         """How a finished attempt ended, if the compute side recorded it."""
 
     def cleanup(self, job: JobRecord) -> None:
-        """Remove anything left of a finished attempt (stray processes)."""
+        """Stop anything left of a finished attempt (stray processes)."""
+
+    def forget(self, job: JobRecord) -> None:
+        """Drop the record of how the attempt ended: called only once its
+        result is committed, so a crash before that can still read it."""
 
 
 class Waker(Protocol):

@@ -1,6 +1,7 @@
 """The dispatch function: one control-loop pass (gqa.services.supervisor holds
-every rule): promote retries that are due, stop attempts past their wall time,
-carry out cancel and requeue requests, then schedule and submit to Batch.
+every rule; Supervisor.tick is the turn the local daemon runs too): promote
+retries that are due, carry out cancel and requeue requests, stop attempts
+past their wall time, then schedule and submit to Batch.
 
 Input: a message batch from the wake-up queue, or a scheduled EventBridge
 event. Either only says "run a pass now"; the body is not read, and one pass
@@ -76,8 +77,8 @@ class Dispatcher:
         return [job.id for job in self.pass_report(repair=repair).started]
 
     def pass_report(self, *, repair: bool = False) -> telemetry.PassReport:
-        """One pass, in the local daemon's order: retries first, so a promoted
-        job competes in this pass's scheduling. `repair` (the scheduled passes)
+        """One pass: the control loop's tick, the same the local daemon runs
+        (retries first, so a promoted job competes in this pass's scheduling). `repair` (the scheduled passes)
         first asks Batch about launches a dead pass never recorded, and about
         attempts whose end was never heard of (services/overdue.py): calls
         that wake-ups need not make. The report's queue and GPUs come from the
@@ -87,10 +88,7 @@ class Dispatcher:
             if repair:
                 repaired = sum(self.supervisor.repair_launches().values())
                 checked = self.overdue.run()
-            self.supervisor.promote_retries()
-            self.supervisor.enforce_wall_time()
-            self.supervisor.carry_out_requests()
-            started = self.supervisor.dispatch()
+            started = self.supervisor.tick()
             pending, running = self.store.scheduling_view()
         return telemetry.PassReport(started, pending, running, self.compute.inventory(), repaired,
                                     checked.recovered if checked else 0,

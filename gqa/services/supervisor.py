@@ -4,6 +4,7 @@ retries, and recover after a restart. The loop itself (an entry point)
 decides when to call them; every rule lives here or below."""
 
 import logging
+from collections.abc import Callable
 
 from ..models.errors import BackendUnavailable, Conflict, LaunchFailed, NotFound
 from ..models.job import JobRecord, JobState, Request
@@ -26,10 +27,28 @@ class Supervisor:
     to the queue at once (a local launch is never uncertain)."""
 
     def __init__(self, store: JobStore, compute: Compute, clock: Clock, rng: Random, *, grace: float = DEFAULT_GRACE,
-                 launches: LaunchLookup | None = None, launch_grace: float = LAUNCH_GRACE):
+                 launches: LaunchLookup | None = None, launch_grace: float = LAUNCH_GRACE,
+                 probe: Callable[[str], None] | None = None):
         self.store, self.compute, self.clock, self.rng = store, compute, clock, rng
         self.grace = grace
         self.launches, self.launch_grace = launches, launch_grace
+        # called with the name of each step of a launch and a settlement as it is passed: a test's
+        # fault injection kills the process there (tests/chaos); nothing else uses it
+        self.probe = probe or (lambda step: None)
+
+    # -- the control loop ------------------------------------------------------
+    def tick(self) -> list[JobRecord]:
+        """One turn of the control loop, in the one order both backends use:
+        attempts whose launch was never recorded go back to the queue (where a
+        launch is never uncertain), due retries join the queue, users'
+        requests are carried out before limits (a cancel says "cancelled", not
+        "timed out"), then one scheduling pass. Returns the started jobs."""
+        if self.launches is None:
+            self.requeue_unlaunched()
+        self.promote_retries()
+        self.carry_out_requests()
+        self.enforce_wall_time()
+        return self.dispatch()
 
     # -- dispatch ------------------------------------------------------------
     def dispatch(self) -> list[JobRecord]:
@@ -54,7 +73,9 @@ class Supervisor:
             starting = self.store.apply(claims)
         except Conflict:  # a job was cancelled since the snapshot: next pass
             return []
-        started, changes = [], []
+        changes = []
+        launched_ids: list[str] = []
+        self.probe("claimed")
         for job in starting:
             attempt = job.attempts + 1
             try:
@@ -62,7 +83,8 @@ class Supervisor:
             except LaunchFailed as exc:  # the job itself cannot start (bad workdir, no executable)
                 changes.append(Change(job.id, JobState.STARTING, JobState.FAILED, f"could not start: {exc}",
                                       self.clock.now(), {"attempts": attempt, "assigned": (),
-                                                         "ended_at": self.clock.now()}))
+                                                         "ended_at": self.clock.now(), "request": None,
+                                                         "kill_reason": None}))
                 continue
             except Exception as exc:  # the backend failed, not the job
                 # BackendUnavailable: it refused the launch, so surely holds nothing; anything else
@@ -77,12 +99,26 @@ class Supervisor:
                                       f"the compute backend did not start it ({type(exc).__name__}); retrying",
                                       self.clock.now(), {"assigned": (), "not_before": self.clock.now() + delay}))
                 continue
+            launched_ids.append(job.id)
             at = self.clock.now()
             changes.append(Change(job.id, JobState.STARTING, JobState.RUNNING, f"attempt {attempt} started", at,
                                   {"attempts": attempt, "pid": launched.pid, "proc_token": launched.token,
                                    "started_at": at, "exit_code": None, "signal": None}))
-        # one by one where a job moved meanwhile: a cancel, or its Batch event recorded the launch first
-        started = [j for j in apply_settled(self.store, changes) if j.state == JobState.RUNNING]
+        self.probe("spawned")
+        # the launch is recorded before the attempt may run: a crash before the
+        # record leaves held-back processes that never run the job (services/supervisor.py)
+        try:
+            # one by one where a job moved meanwhile: a cancel, or its Batch event recorded the launch first
+            recorded = apply_settled(self.store, changes)
+        except Exception:
+            self.compute.abandon(launched_ids)   # not recorded (disk full...): they must never run
+            raise
+        self.probe("recorded")
+        started = [j for j in recorded if j.state == JobState.RUNNING]
+        running_ids = {j.id for j in started}
+        self.compute.release([i for i in launched_ids if i in running_ids])
+        self.compute.abandon([i for i in launched_ids if i not in running_ids])
+        self.probe("released")
         return started
 
     def _hold_and_release(self, decision) -> None:
@@ -109,15 +145,25 @@ class Supervisor:
                 continue  # a late report of an attempt already accounted for
             self.compute.cleanup(job)
             changes.append(self._settle(job, ended))
-        return self._apply_settled(changes)
+        self.probe("exits-read")
+        updated = self._apply_settled(changes)
+        self.probe("exits-recorded")
+        return updated
 
     def _settle(self, job: JobRecord, ended: Exit) -> Change:
-        # a process of ours starts when it is launched: the attempt ran from the recorded start
-        return settle(job, ended, at=self.clock.now(), started=job.started_at, draw=self.rng.random(),
+        # a process of ours starts when it is launched: the attempt ran from the recorded start until it
+        # ended (not until we noticed: a paused daemon must not charge the wait)
+        at = self.clock.now() if ended.ended_at is None else max(job.started_at or 0.0, min(ended.ended_at,
+                                                                                               self.clock.now()))
+        return settle(job, ended, at=at, started=job.started_at, draw=self.rng.random(),
                       inventory=self.store.inventory())
 
     def _apply_settled(self, changes: list[Change]) -> list[JobRecord]:
         updated = apply_settled(self.store, changes)
+        settled = {c.job_id for c in changes}
+        for job in updated:   # only now that the result is committed may its record of the exit go
+            if job.id in settled and job.state != JobState.RUNNING:
+                self.compute.forget(job)
         if any(j.state == JobState.RETRY_WAIT for j in updated):
             self.promote_retries()
         return updated
@@ -198,20 +244,35 @@ class Supervisor:
         return counts
 
     # -- restart and shutdown --------------------------------------------------------
+    def requeue_unlaunched(self, reason: str = "its launch was never recorded") -> int:
+        """STARTING jobs with no recorded launch hold GPUs for nothing: a launch
+        is recorded before it may run, so none of them runs anything. Back to
+        the queue (not an error); one whose cancel was asked meanwhile ends
+        CANCELLED instead of starting again."""
+        now = self.clock.now()
+        changes = []
+        for job in self.store.list([JobState.STARTING]):
+            if job.pid is not None or job.proc_token is not None:
+                continue
+            clear = {"assigned": (), "request": None, "kill_reason": None}
+            if job.request == Request.CANCEL:
+                changes.append(Change(job.id, JobState.STARTING, JobState.CANCELLED, "cancelled by user", now,
+                                      dict(clear, ended_at=now, not_before=None)))
+            else:
+                changes.append(Change(job.id, JobState.STARTING, JobState.RETRY_WAIT, reason, now,
+                                      dict(clear, not_before=now)))
+        return len(apply_settled(self.store, changes))
+
     def recover(self) -> dict[str, int]:
         """After a restart: re-adopt live attempts, settle the ones that ended
-        while we were down, requeue the ones that vanished (not an error)."""
+        while we were down, requeue the ones that vanished (not an error).
+        Cancels asked while we were down are carried out before anything
+        starts: the caller's first tick() carries them out before it dispatches."""
         counts = {"adopted": 0, "finished": 0, "requeued": 0}
-        now = self.clock.now()
+        counts["requeued"] += self.requeue_unlaunched("queue daemon restarted before the job started")
         for job in self.store.list([JobState.STARTING, JobState.RUNNING]):
-            if job.state == JobState.STARTING:
-                # decided but never recorded as launched: the launch may or may not have happened
-                if job.pid is None:
-                    self.store.apply([Change(job.id, JobState.STARTING, JobState.RETRY_WAIT,
-                                             "queue daemon restarted before the job started", now,
-                                             {"assigned": (), "not_before": now})])
-                    counts["requeued"] += 1
-                    continue
+            if job.pid is None:
+                continue   # STARTING and claimed after the requeue above: not ours to judge
             if self.compute.alive(job):
                 counts["adopted"] += 1
                 if job.kill_reason:  # we were stopping it when we went down: finish the job

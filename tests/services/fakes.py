@@ -69,6 +69,9 @@ class FakeCompute:
     launches: list[Launch] = field(default_factory=list)
     terminated: list[tuple[str, float]] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    abandoned: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
     fail: dict[str, str] = field(default_factory=dict)
     alive_ids: set[str] = field(default_factory=set)
     exits: dict[str, Exit] = field(default_factory=dict)
@@ -96,6 +99,15 @@ class FakeCompute:
 
     def cleanup(self, job: JobRecord) -> None:
         self.cleaned.append(job.id)
+
+    def release(self, job_ids: list[str]) -> None:
+        self.released += list(job_ids)
+
+    def abandon(self, job_ids: list[str]) -> None:
+        self.abandoned += list(job_ids)
+
+    def forget(self, job: JobRecord) -> None:
+        self.forgotten.append(job.id)
 
 
 @dataclass

@@ -165,6 +165,15 @@ class BatchCompute:
     def cleanup(self, job: JobRecord) -> None:
         """Nothing: Batch removes what an ended job leaves."""
 
+    def release(self, job_ids: list[str]) -> None:
+        """Nothing: a Batch job runs once submitted (the repair finds launches never recorded)."""
+
+    def abandon(self, job_ids: list[str]) -> None:
+        """Nothing: see release()."""
+
+    def forget(self, job: JobRecord) -> None:
+        """Nothing: Batch keeps ended jobs for days."""
+
     # -- LaunchLookup port -------------------------------------------------------------------------------
     def find(self, job: JobRecord, attempt: int) -> FoundLaunch | None:
         """The Batch job of this attempt, by its name (ListJobs' JOB_NAME filter,

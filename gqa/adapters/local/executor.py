@@ -1,11 +1,26 @@
 """Compute on this machine: each attempt a child process in its own process
 group, pinned to its GPUs with CUDA_VISIBLE_DEVICES, output to a log file.
 
-A small sh wrapper records the exit status in a file, so an attempt that
-outlives a daemon crash can be re-adopted and its result still read. Exits
-are watched with pidfds (no polling); kills are group-wide so no process of
-the job survives a cancel, a timeout or the end of its main process."""
+Exactly once, by construction: a launch starts a small sh wrapper that waits
+on a gate (its stdin, a pipe only the daemon holds) before it runs anything.
+The supervisor records the launch (pid and start time), then release()
+opens the gate. If the daemon dies before that, the pipe closes, the read
+ends without "go" and the wrapper exits without running the job: a restart
+finds either a recorded attempt to re-adopt or nothing at all, never an
+unrecorded copy.
 
+The wrapper records the exit status on a descriptor the daemon opened (the
+exit file), so an attempt that outlives a daemon crash can still be
+settled, and the file's modification time says when the job ended. The
+file is removed only after the result is committed (forget()).
+
+Every process an attempt starts lives in its cell (containment.py: a cgroup,
+or a subreaper and a marker) and is killed when the attempt ends. Exits are
+watched with pidfds (no polling)."""
+
+from __future__ import annotations
+
+import errno
 import os
 import shlex
 import signal
@@ -15,14 +30,24 @@ from dataclasses import dataclass
 
 from ...models.errors import LaunchFailed
 from ...models.job import JobRecord
-from ...ports import Exit, Inventory, Launched
+from ...ports import Exit, ExitKind, Inventory, Launched
 from .paths import StatePaths
 
 # Traps make sh wait for the job instead of dying first; traps are reset in
 # the child, so the job still gets SIGTERM with its default disposition.
-# The status is a write of at most 3 bytes (one write(2)); a reader that finds the
-# file empty treats it as "no status yet".
-WRAPPER = 'trap : TERM INT HUP; "$@"; rc=$?; printf "%s" "$rc" > "$GQA_EXIT_FILE"; exit "$rc"'
+# $1 is the exit file (an argument, not an environment variable the job
+# would inherit). The status is one write of at most 3 bytes; a reader that
+# finds the file empty treats it as "no status yet".
+WRAPPER = (
+    'trap : TERM INT HUP; '
+    '[ -z "$GQA_CGROUP_PROCS" ] || echo $$ > "$GQA_CGROUP_PROCS" || exit 125; '
+    'read -r gate || gate=; exec </dev/null; [ "$gate" = go ] || exit 125; '
+    'f=$1; shift; "$@"; rc=$?; printf "%s" "$rc" > "$f"; exit "$rc"'
+)
+NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
+# a launch that failed for these reasons failed for the machine, not the job: retried, not failed
+MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.EAGAIN,
+                            errno.ENOMEM, errno.EIO})
 
 
 @dataclass
@@ -33,15 +58,29 @@ class _Attempt:
     pidfd: int
     child: bool                      # ours to waitpid; False when re-adopted after a restart
     kill_at: float | None = None     # SIGKILL the group then, if still alive
+    gate: int | None = None          # write end of the gate while the attempt is held back
+    abandoned: bool = False          # never released: its end is no attempt's end
+    log: str | None = None
 
 
 class LocalExecutor:
-    def __init__(self, paths: StatePaths, inventory: Inventory, *, base_env: dict[str, str] | None = None):
+    """`containment` (containment.py) keeps every process of an attempt in
+    one cell; without one only the process group is killed. `as_owner`
+    runs each job as the Unix user who owns it (a daemon run by root for
+    every user of the machine)."""
+
+    def __init__(self, paths: StatePaths, inventory: Inventory, *, base_env: dict[str, str] | None = None,
+                 containment=None, as_owner: bool = False):
         self.paths = paths
         self._inventory = inventory
         self.base_env = dict(os.environ if base_env is None else base_env)
+        self.containment = containment
+        self.as_owner = as_owner
         self._by_job: dict[str, _Attempt] = {}
         self._by_fd: dict[int, _Attempt] = {}
+        if as_owner:   # each job's user writes its own exit file there, and may list nothing
+            paths.exits.mkdir(parents=True, exist_ok=True)
+            os.chmod(paths.exits, 0o711)
 
     # -- Compute port -------------------------------------------------------------
     def inventory(self) -> Inventory:
@@ -50,9 +89,8 @@ class LocalExecutor:
     def launch(self, job: JobRecord, gpus: tuple[int, ...], attempt: int) -> Launched:
         spec = job.spec
         workdir = spec.workdir or os.getcwd()
-        checkpoint_dir = self.paths.checkpoint_for(job.id)
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        exit_file = self.paths.exit_for(job.id, attempt)
+        account = self._account(job)
+        checkpoint_dir = self._private_dir(self.paths.checkpoint_for(job.id), account)
         env = dict(job.submit_env if job.submit_env is not None else self.base_env)
         env.update(spec.env)
         env.update(job.extra_env)
@@ -62,34 +100,69 @@ class LocalExecutor:
             "GQA_ATTEMPT": str(attempt),
             "GQA_CHECKPOINT_DIR": str(checkpoint_dir),
             "GQA_RESUME_FROM": latest_checkpoint(checkpoint_dir),
-            "GQA_EXIT_FILE": str(exit_file),
         })
+        cell = None
+        if self.containment is not None:
+            cell = self.containment.prepare(job.id, attempt, cpus=spec.resources.cpus,
+                                            memory=spec.resources.memory)
+            env.update(cell.env)
         argv = spec.argv()
         log_path = self.paths.log_for(job.id)
+        exit_file = self.paths.exit_for(job.id, attempt)
+        os.close(self._open_private(exit_file, account, append=False))
+        gate_r, gate_w = os.pipe()
         try:
-            with open(log_path, "ab") as log:
-                log.write(f"--- gqa: attempt {attempt} of job {job.id} on GPUs "
-                          f"{env['CUDA_VISIBLE_DEVICES']} at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
-                          f"{shlex.join(argv)}\n".encode())
-                log.flush()
-                proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "gqa-job", *argv], cwd=workdir, env=env,
-                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True, close_fds=True)
+            log = self._open_private(log_path, account)
+            try:
+                os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on GPUs "
+                              f"{env['CUDA_VISIBLE_DEVICES']} at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+                              f"{shlex.join(argv)}\n".encode())
+                identity = {} if account is None else account.popen_identity()
+                proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "gqa-job", str(exit_file), *argv], cwd=workdir,
+                                        env=env, stdin=gate_r, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True, close_fds=True, **identity)
+            finally:
+                os.close(log)
         except FileNotFoundError:
-            raise LaunchFailed(f"working directory {workdir} does not exist") from None
+            raise self._failed(job, attempt, gate_w, cell, f"working directory {workdir} does not exist") from None
         except NotADirectoryError:
-            raise LaunchFailed(f"working directory {workdir} is not a directory") from None
+            raise self._failed(job, attempt, gate_w, cell, f"working directory {workdir} is not a directory") from None
         except PermissionError as exc:
-            raise LaunchFailed(f"permission denied: {exc.filename or workdir}") from None
-        except OSError as exc:
-            raise LaunchFailed(str(exc)) from None
+            raise self._failed(job, attempt, gate_w, cell, f"permission denied: {exc.filename or workdir}") from None
+        except (ValueError, OSError) as exc:   # ValueError: an embedded NUL; OSError: E2BIG and the like
+            failed = self._failed(job, attempt, gate_w, cell, str(exc))
+            if isinstance(exc, OSError) and exc.errno in MACHINE_ERRORS:
+                raise   # the machine's fault, not the job's: the supervisor retries later
+            raise failed from None
+        finally:
+            os.close(gate_r)
         # Popen keeps a handle that would reap the child behind our back; we reap via the pidfd
         proc.returncode = 0
-        self._watch(job.id, attempt, proc.pid, child=True)
+        running = self._watch(job.id, attempt, proc.pid, child=True)
+        running.gate, running.log = gate_w, str(log_path)
         return Launched(pid=proc.pid, token=process_token(proc.pid) or "")
+
+    def release(self, job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            running = self._by_job.get(job_id)
+            if running is not None and running.gate is not None:
+                try:
+                    os.write(running.gate, b"go\n")
+                except OSError:   # it died while held back: its end reports it
+                    pass
+                self._close_gate(running)
+
+    def abandon(self, job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            running = self._by_job.get(job_id)
+            if running is not None and running.gate is not None:
+                running.abandoned = True
+                self._close_gate(running)   # EOF: the wrapper exits without running the job
 
     def terminate(self, job: JobRecord, grace: float) -> None:
         running = self._by_job.get(job.id)
+        if running is None and self.alive(job):   # started by an earlier daemon and not watched yet
+            running = self.adopt(job)
         if running is None or running.kill_at is not None:
             return
         _signal_group(running.pid, signal.SIGTERM)
@@ -102,35 +175,51 @@ class LocalExecutor:
         return token is not None and token == job.proc_token
 
     def reap(self, job: JobRecord) -> Exit | None:
-        code = _read_exit(self.paths.exit_for(job.id, job.attempts))
-        return Exit(job.id, job.attempts, code, None) if code is not None else None
+        code, ended_at = read_exit(self.paths.exit_for(job.id, job.attempts))
+        if code is None:
+            return None
+        return self._exit(job.id, job.attempts, code, None, ended_at)
 
     def cleanup(self, job: JobRecord) -> None:
         if job.pid is not None:
             _signal_group(job.pid, signal.SIGKILL)  # whatever the job left behind in its group
-        for attempt_file in (self.paths.exit_for(job.id, job.attempts),):
-            try:
-                attempt_file.unlink()
-            except FileNotFoundError:
-                pass
+        if self.containment is not None and job.attempts:
+            self.containment.kill(self.containment.cell(job.id, job.attempts))
+
+    def forget(self, job: JobRecord) -> None:
+        try:
+            self.paths.exit_for(job.id, job.attempts).unlink()
+        except FileNotFoundError:
+            pass
+        if self.containment is not None and job.attempts:
+            self.containment.release(self.containment.cell(job.id, job.attempts))
 
     # -- event-loop side --------------------------------------------------------------
-    def adopt(self, job: JobRecord) -> None:
+    def adopt(self, job: JobRecord) -> _Attempt | None:
         """Watch an attempt started by an earlier daemon."""
-        if job.pid is not None and job.id not in self._by_job:
-            self._watch(job.id, job.attempts, job.pid, child=False)
+        if job.pid is None:
+            return None
+        if job.id not in self._by_job:
+            self._watch(job.id, job.attempts, job.pid, child=False).log = str(self.paths.log_for(job.id))
+        return self._by_job[job.id]
 
     def fds(self) -> list[int]:
         return list(self._by_fd)
 
+    def running_logs(self) -> list[str]:
+        """The log files of the attempts running now (to cap them)."""
+        return [r.log for r in self._by_job.values() if r.log and not r.abandoned]
+
     def collect(self, fd: int) -> Exit | None:
-        """The exit of the attempt whose pidfd became readable."""
+        """The exit of the attempt whose pidfd became readable (None for one that never ran)."""
         running = self._by_fd.pop(fd, None)
         if running is None:
             return None
-        # reported once: forget the attempt (cleanup() still kills stray processes of its group)
-        self._by_job.pop(running.job_id, None)
+        # reported once: forget the attempt (cleanup() still kills stray processes of its cell)
+        if self._by_job.get(running.job_id) is running:
+            del self._by_job[running.job_id]
         os.close(fd)
+        self._close_gate(running)
         code = sig = None
         if running.child:
             try:
@@ -142,17 +231,24 @@ class LocalExecutor:
                     sig = os.WTERMSIG(status)
                 else:
                     code = os.WEXITSTATUS(status)
-        else:
-            code = _read_exit(self.paths.exit_for(running.job_id, running.attempt))
+        if running.abandoned:
+            if self.containment is not None:
+                self.containment.release(self.containment.cell(running.job_id, running.attempt))
+            return None
+        recorded, ended_at = read_exit(self.paths.exit_for(running.job_id, running.attempt))
+        if not running.child:
+            code = recorded
             if code is None and running.kill_at is not None:
                 sig = signal.SIGKILL  # we killed it and the wrapper died with it
-        return Exit(running.job_id, running.attempt, code, sig)
+        return self._exit(running.job_id, running.attempt, code, sig, ended_at)
 
     def kill_overdue(self) -> None:
         now = time.monotonic()
         for running in self._by_job.values():
             if running.kill_at is not None and now >= running.kill_at:
                 _signal_group(running.pid, signal.SIGKILL)
+                if self.containment is not None:
+                    self.containment.kill(self.containment.cell(running.job_id, running.attempt))
                 running.kill_at = float("inf")
 
     def next_kill(self) -> float | None:
@@ -161,9 +257,64 @@ class LocalExecutor:
         return max(0.0, min(pending) - time.monotonic()) if pending else None
 
     def watched(self) -> int:
-        return len(self._by_job)
+        return sum(1 for r in self._by_job.values() if not r.abandoned)
 
-    def _watch(self, job_id: str, attempt: int, pid: int, *, child: bool) -> None:
+    # -- the parts ------------------------------------------------------------------------
+    def _exit(self, job_id: str, attempt: int, code: int | None, sig: int | None, ended_at: float | None) -> Exit:
+        if self.containment is not None and (sig == signal.SIGKILL or code == 128 + signal.SIGKILL):
+            if self.containment.oom_killed(self.containment.cell(job_id, attempt)):
+                return Exit(job_id, attempt, code, sig, ExitKind.OOM, "the kernel's out-of-memory killer",
+                            ended_at=ended_at)
+        return Exit(job_id, attempt, code, sig, ended_at=ended_at)
+
+    def _failed(self, job: JobRecord, attempt: int, gate_w: int, cell, message: str) -> LaunchFailed:
+        os.close(gate_w)
+        try:
+            self.paths.exit_for(job.id, attempt).unlink()
+        except OSError:
+            pass
+        if cell is not None:
+            self.containment.release(cell)
+        return LaunchFailed(message)
+
+    def _account(self, job: JobRecord):
+        if not self.as_owner:
+            return None
+        from .accounts import Account
+
+        return Account.for_user(job.owner)
+
+    @staticmethod
+    def _open_private(path, account, *, append: bool = True) -> int:
+        """A descriptor on `path`, created private to the job's user (O_APPEND
+        for a log: rotation truncates it in place under the writer)."""
+        if account is None:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+            return os.open(path, flags, 0o600)
+        from .accounts import own_file
+
+        with own_file(path, account, mode=0o600) as fh:
+            if not append:
+                os.ftruncate(fh.fileno(), 0)
+            return os.dup(fh.fileno())
+
+    @staticmethod
+    def _private_dir(path, account):
+        if account is None:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return path
+        from .accounts import own_dir
+
+        own_dir(path, account, mode=0o700)
+        return path
+
+    @staticmethod
+    def _close_gate(running: _Attempt) -> None:
+        if running.gate is not None:
+            os.close(running.gate)
+            running.gate = None
+
+    def _watch(self, job_id: str, attempt: int, pid: int, *, child: bool) -> _Attempt:
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:  # already gone: a pipe at EOF is readable at once and reports it
@@ -172,6 +323,7 @@ class LocalExecutor:
         running = _Attempt(job_id, attempt, pid, pidfd, child)
         self._by_job[job_id] = running
         self._by_fd[pidfd] = running
+        return running
 
 
 def latest_checkpoint(directory) -> str:
@@ -207,12 +359,17 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _read_exit(path) -> int | None:
+def read_exit(path) -> tuple[int | None, float | None]:
+    """The status the wrapper wrote and when (the file's modification time),
+    or (None, None) when it wrote none."""
     try:
         with open(path, encoding="ascii") as fh:
-            return int(fh.read().strip())
+            text = fh.read().strip()
+            if not text:
+                return None, None
+            return int(text), os.fstat(fh.fileno()).st_mtime
     except (OSError, ValueError):
-        return None
+        return None, None
 
 
 def discover_gpus() -> list[tuple[int, str]]:

@@ -27,14 +27,16 @@ class SocketWaker:
         self.send(WAKE)
 
     def send(self, message: bytes) -> bool:
-        """True if a daemon is listening."""
+        """True if a daemon is listening. Never blocks: a full queue means the
+        daemon has wake-ups waiting already, and one serves them all."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.setblocking(False)
             try:
                 sock.sendto(message, self.address)
                 return True
-            except (FileNotFoundError, ConnectionRefusedError):
+            except (FileNotFoundError, ConnectionRefusedError, PermissionError):
                 return False
-            except BlockingIOError:  # the daemon's queue is full: it is awake anyway
+            except (BlockingIOError, InterruptedError):
                 return True
 
 

@@ -1,0 +1,204 @@
+"""The daemon's event loop. It sleeps in epoll until a client asks something
+(the request socket), another process rings the doorbell (a cancel written
+straight to the database), a job's pidfd reports an exit, a signal asks it
+to stop, or the next deadline comes (wall time, retry backoff, a forced
+kill, a client's timeout, the log cap check). Every turn ends in one tick
+of the control loop (Supervisor.tick), so nothing the daemon does for a
+client waits on a wake-up of its own.
+
+Nothing here blocks: a step that fails (the disk is full, the database is
+locked) is logged once per kind and retried after a backoff, while clients
+keep being answered, exits keep being collected (settled later) and stop
+still stops."""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import signal
+import time
+from dataclasses import dataclass, field
+
+from gqa.models.errors import GqaError
+from gqa.models.job import JobState
+
+log = logging.getLogger("gqa.daemon")
+IDLE_CHECK = 30.0          # seconds; a safety net, nothing relies on it
+ROTATE_EVERY = 5.0         # seconds between checks of running jobs' log sizes
+MAX_BACKOFF = 5.0
+
+
+@dataclass
+class Stopping:
+    requested: bool = False
+    keep_jobs: bool = False
+    asked: bool = False     # the supervisor was told (once)
+
+
+@dataclass
+class Retry:
+    """Backoff for a step that keeps failing, and one log line per new error."""
+
+    name: str
+    delay: float = 0.0
+    at: float = 0.0
+    last: str = ""
+
+    def due(self, now: float) -> bool:
+        return now >= self.at
+
+    def failed(self, exc: BaseException, now: float) -> None:
+        self.delay = min(MAX_BACKOFF, max(0.1, self.delay * 2))
+        self.at = now + self.delay
+        message = f"{type(exc).__name__}: {exc}"
+        if message != self.last:   # a full disk must not fill the log with the same line
+            if isinstance(exc, GqaError):
+                log.warning("%s failed, retrying: %s", self.name, exc)
+            else:
+                log.exception("%s failed, retrying", self.name)
+            self.last = message
+
+    def succeeded(self) -> None:
+        if self.last:
+            log.info("%s works again", self.name)
+        self.delay, self.last = 0.0, ""
+
+
+@dataclass
+class DaemonLoop:
+    wiring: object             # DaemonWiring
+    server: object             # RequestServer
+    doorbell: object           # Doorbell
+    rotate_log: object = None  # (path) -> None: caps a running job's log
+    stopping: Stopping = field(default_factory=Stopping)
+
+    def run(self, ready=None) -> None:
+        supervisor, executor = self.wiring.supervisor, self.wiring.executor
+        self.selector = selectors.DefaultSelector()
+        stop_r, stop_w = os.pipe()
+        os.set_blocking(stop_w, False)
+        os.set_blocking(stop_r, False)
+        signal.set_wakeup_fd(stop_w)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self._stop(keep_jobs=False))
+        signal.signal(signal.SIGUSR2, lambda *_: self._stop(keep_jobs=True))
+        self.selector.register(stop_r, selectors.EVENT_READ, lambda mask: _drain(stop_r))
+        self.selector.register(self.doorbell.fileno(), selectors.EVENT_READ, lambda mask: self.doorbell.drain())
+        self.server.attach(self.selector)
+        self.watched: set[int] = set()
+        self.exits: list = []
+        tick, settle = Retry("scheduling"), Retry("recording exits")
+        next_rotation = time.monotonic() + ROTATE_EVERY
+
+        counts = supervisor.recover()
+        for job in self.wiring.store.list([JobState.RUNNING]):  # re-adopted attempts
+            executor.adopt(job)
+        log.info("daemon %d up: %d GPUs, recovered %s", os.getpid(), len(self.wiring.inventory.gpus), counts)
+        if ready is not None:
+            ready()
+        try:
+            while True:
+                now = time.monotonic()
+                if self.stopping.requested:
+                    if self._shutting_down():
+                        break
+                elif tick.due(now):
+                    try:
+                        supervisor.tick()
+                        tick.succeeded()
+                    except Exception as exc:   # the disk is full, the database locked too long: retry
+                        tick.failed(exc, now)
+                executor.kill_overdue()
+                self._sync_watches()
+                for key, mask in self.selector.select(self._timeout(tick, next_rotation)):
+                    key.data(mask)
+                self.server.expire()
+                if self.exits and settle.due(time.monotonic()):
+                    try:
+                        supervisor.on_exits(self.exits)
+                        self.exits = []
+                        settle.succeeded()
+                    except Exception as exc:   # keep them (their exit files stay) and try again
+                        settle.failed(exc, time.monotonic())
+                if time.monotonic() >= next_rotation:
+                    self._rotate_logs()
+                    next_rotation = time.monotonic() + ROTATE_EVERY
+        finally:
+            signal.set_wakeup_fd(-1)
+            self.server.close()
+            self.doorbell.close()
+            self.wiring.store.close()
+            log.info("daemon %d stopped", os.getpid())
+
+    # -- parts ----------------------------------------------------------------------
+    def _stop(self, *, keep_jobs: bool) -> None:
+        if not self.stopping.requested:
+            self.stopping.requested, self.stopping.keep_jobs = True, keep_jobs
+
+    def _shutting_down(self) -> bool:
+        """Tell the supervisor once; True once nothing is left to wait for."""
+        if not self.stopping.asked:
+            try:
+                self.wiring.supervisor.shutdown(keep_jobs=self.stopping.keep_jobs)
+            except Exception:   # the database is unreadable: the jobs keep running, the next daemon adopts them
+                log.exception("could not ask running jobs to stop; leaving them running")
+                return True
+            self.stopping.asked = True
+        return self.stopping.keep_jobs or self.wiring.executor.watched() == 0
+
+    def _sync_watches(self) -> None:
+        executor = self.wiring.executor
+        current = set(executor.fds())
+        for fd in self.watched - current:
+            try:
+                self.selector.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+        for fd in current - self.watched:
+            self.selector.register(fd, selectors.EVENT_READ, lambda mask, fd=fd: self._collect(fd))
+        self.watched = current
+
+    def _collect(self, fd: int) -> None:
+        # unregister before the fd is closed, so a reused fd number is never stale
+        self.selector.unregister(fd)
+        self.watched.discard(fd)
+        ended = self.wiring.executor.collect(fd)
+        if ended is not None:
+            self.exits.append(ended)
+
+    def _rotate_logs(self) -> None:
+        if self.rotate_log is None:
+            return
+        for path in self.wiring.executor.running_logs():
+            self.rotate_log(path)
+
+    def _timeout(self, tick: Retry, next_rotation: float) -> float:
+        now = time.monotonic()
+        waits = [IDLE_CHECK, max(0.0, next_rotation - now)]
+        if self.stopping.requested:
+            waits.append(0.2)
+        else:
+            if not tick.due(now):
+                waits.append(tick.at - now)
+            else:
+                try:
+                    deadline = self.wiring.supervisor.next_deadline()
+                except Exception:
+                    deadline = time.time() + 1.0
+                if deadline is not None:
+                    waits.append(max(0.0, deadline - time.time()))
+        if self.exits:
+            waits.append(0.5)
+        for extra in (self.wiring.executor.next_kill(), self.server.next_deadline()):
+            if extra is not None:
+                waits.append(extra)
+        return max(0.0, min(waits))
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass

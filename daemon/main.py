@@ -1,0 +1,107 @@
+"""`python -m daemon --home DIR --inventory JSON [--grace S] [--system]
+[--log-max-size SIZE] [--log-files N]`: what `gqa local start` runs.
+
+Wires the local backend (wiring.py), takes the home's lock, and runs the
+loop. Every file it creates is private to its owner (umask 077); on a
+shared box (--system) the request socket is open to every user of the
+machine, and each request is authorised as on AWS."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger("gqa.daemon")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m daemon", description=__doc__.splitlines()[0])
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--inventory", required=True, help="JSON: {gpus: [{index, type, price}], cpus, memory}")
+    parser.add_argument("--grace", type=float, default=10.0)
+    parser.add_argument("--system", action="store_true")
+    parser.add_argument("--log-max-size", default=None)
+    parser.add_argument("--log-files", type=int, default=None)
+    return parser.parse_args(argv)
+
+
+def inventory_of(text: str):
+    from gqa.ports import Inventory
+    from gqa.scheduling.snapshot import Gpu
+
+    data = json.loads(text)
+    return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    os.umask(0o077)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from gqa.models.errors import GqaError
+
+    try:
+        run(args)
+    except GqaError as exc:
+        log.error("%s", exc)
+        sys.stderr.write(f"gqa: error: {exc}\n")
+        sys.exit(2)
+
+
+def run(args: argparse.Namespace, ready=None) -> None:
+    from cli.client import address
+    from gqa.adapters.local.containment import choose_containment
+    from gqa.adapters.local.lock import acquire_lock
+    from gqa.adapters.local.paths import StatePaths
+    from gqa.adapters.local.wake import Doorbell
+
+    from .faults import probe_from_env
+    from .loop import DaemonLoop
+    from .requests import RequestHandler
+    from .server import RequestServer
+    from .submit_command import SubmitCommand
+    from .wiring import DaemonWiring
+
+    paths = StatePaths(Path(args.home))
+    lock = acquire_lock(paths)   # noqa: F841  (held for the daemon's life)
+    containment = choose_containment()
+    log.info("%s", containment.describe())
+    wiring = DaemonWiring(paths, inventory_of(args.inventory), args.grace, containment=containment,
+                          system=args.system, probe=probe_from_env())
+    wiring.store   # open (and check) the database before answering anyone
+    rotate, limits = _log_cap(args)
+    if limits is not None:
+        log.info("%s", limits.describe())
+
+    def status() -> dict:
+        return {"pid": os.getpid(), "home": str(paths.home), "containment": containment.describe(),
+                "logs": limits.describe() if limits is not None else "", "system": args.system}
+
+    router = principal = None
+    mode = 0o600
+    if args.system:
+        from gqa.adapters.local.system import socket_mode
+
+        from .callers import local_access, principal_for
+        from .routes import Router
+
+        router, policy = Router(wiring), local_access(paths.home)
+        principal = lambda peer: principal_for(peer.uid, peer.gid, policy)   # noqa: E731
+        mode = socket_mode(paths.home)
+    handler = RequestHandler(SubmitCommand(wiring.submitter()), status, router, principal)
+    server = RequestServer(address(str(paths.home)), handler, mode=mode)
+    DaemonLoop(wiring, server, Doorbell(paths), rotate_log=rotate).run(ready)
+
+
+def _log_cap(args):
+    from gqa.adapters.local import logfiles as log_files
+
+    limits = log_files.LogLimits.parse(args.log_max_size or "100M", 2 if args.log_files is None else args.log_files)
+    return (lambda path: log_files.rotate_if_needed(path, limits)), limits
+
+
+if __name__ == "__main__":
+    main()

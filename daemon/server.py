@@ -1,0 +1,187 @@
+"""The daemon's request socket (GQA_HOME/cli.sock), served from the event
+loop without ever blocking it.
+
+One request per connection: the client sends one JSON line
+`{"v": 1, "method", "path", "query", "body"}` and reads one JSON line
+`{"status", "body"}`. Who is calling comes from the socket's peer
+credentials, never from the request. Sockets are non-blocking; a request
+line is read as it arrives and a reply written as the client takes it, so
+a slow or silent client costs a buffer, not the loop.
+
+Back-pressure: at most MAX_CLIENTS connections are open at once; one more
+is accepted and answered at once with 503 "busy" and a retry_after, which
+the client honours (it retries with jitter), so a burst of clients queues
+in their own processes instead of in "lost contact" errors."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("gqa.daemon")
+
+MAX_CLIENTS = 64
+MAX_REQUEST = 4 << 20          # bytes of one request line
+REQUEST_TIMEOUT = 10.0         # seconds a client has to send its request and take its reply
+BUSY_RETRY = 0.05              # seconds the client waits before trying again when busy
+
+
+@dataclass(frozen=True)
+class Peer:
+    pid: int
+    uid: int
+    gid: int
+
+
+# (peer, request) -> (status, body); may raise nothing: map errors to statuses itself
+Handler = Callable[[Peer, dict], tuple[int, object]]
+
+
+@dataclass
+class _Connection:
+    sock: socket.socket
+    peer: Peer
+    deadline: float
+    inbox: bytearray = field(default_factory=bytearray)
+    outbox: bytes = b""
+    answered: bool = False
+
+
+class RequestServer:
+    def __init__(self, address: str | bytes, handler: Handler, *, mode: int = 0o600,
+                 max_clients: int = MAX_CLIENTS):
+        self.address, self.handler, self.max_clients = address, handler, max_clients
+        if isinstance(address, str):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(address)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(address)
+        if isinstance(address, str):
+            os.chmod(address, mode)
+        self.sock.listen(256)
+        self.sock.setblocking(False)
+        self._open: dict[int, _Connection] = {}
+        self.selector: selectors.BaseSelector | None = None
+
+    def attach(self, selector: selectors.BaseSelector) -> None:
+        self.selector = selector
+        selector.register(self.sock, selectors.EVENT_READ, self._accept)
+
+    # -- event callbacks (the loop calls key.data()) ---------------------------------------
+    def _accept(self, _mask: int = 0) -> None:
+        for _ in range(256):   # a bounded batch: exits and the next pass must not wait on a flood
+            try:
+                sock, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:   # EMFILE and the like: leave it in the backlog, try next turn
+                log.warning("cannot accept a client: %s", exc)
+                return
+            sock.setblocking(False)
+            try:
+                pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            except OSError:
+                sock.close()
+                continue
+            conn = _Connection(sock, Peer(pid, uid, gid), time.monotonic() + REQUEST_TIMEOUT)
+            if len(self._open) >= self.max_clients:
+                self._reply(conn, 503, {"error": "busy", "retry_after": BUSY_RETRY}, register=False)
+                continue
+            self._open[sock.fileno()] = conn
+            self.selector.register(sock, selectors.EVENT_READ, lambda mask, c=conn: self._ready(c, mask))
+
+    def _ready(self, conn: _Connection, mask: int) -> None:
+        if conn.answered:
+            self._flush(conn)
+            return
+        try:
+            chunk = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        if not chunk:
+            self._close(conn)   # the client went away before asking
+            return
+        conn.inbox += chunk
+        if len(conn.inbox) > MAX_REQUEST:
+            self._reply(conn, 413, {"error": f"request over {MAX_REQUEST >> 20} MiB"})
+            return
+        if b"\n" not in conn.inbox:
+            return
+        line = bytes(conn.inbox[:conn.inbox.index(b"\n")])
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            self._reply(conn, 400, {"error": "malformed request: not one JSON object"})
+            return
+        try:
+            status, body = self.handler(conn.peer, request)
+        except Exception:   # a bug must not take the daemon down, nor show the client a traceback
+            log.exception("answering %s %s failed", request.get("method"), request.get("path"))
+            status, body = 500, {"error": "the queue daemon failed to answer (see its log)"}
+        self._reply(conn, status, body)
+
+    # -- replies -----------------------------------------------------------------------
+    def _reply(self, conn: _Connection, status: int, body: object, *, register: bool = True) -> None:
+        conn.answered = True
+        conn.outbox = json.dumps({"status": status, "body": body}, default=str).encode() + b"\n"
+        if not register:   # never registered: one try, then drop it (a busy answer is small)
+            with contextlib.suppress(OSError):
+                conn.sock.send(conn.outbox)
+            conn.sock.close()
+            return
+        self.selector.modify(conn.sock, selectors.EVENT_WRITE, lambda mask, c=conn: self._ready(c, mask))
+        self._flush(conn)
+
+    def _flush(self, conn: _Connection) -> None:
+        try:
+            sent = conn.sock.send(conn.outbox)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        conn.outbox = conn.outbox[sent:]
+        if not conn.outbox:
+            self._close(conn)
+
+    def expire(self) -> None:
+        """Drop clients past their deadline (call once per loop turn)."""
+        now = time.monotonic()
+        for conn in [c for c in self._open.values() if c.deadline < now]:
+            self._close(conn)
+
+    def next_deadline(self) -> float | None:
+        """Seconds until the next client deadline, if any client is open."""
+        if not self._open:
+            return None
+        return max(0.0, min(c.deadline for c in self._open.values()) - time.monotonic())
+
+    def _close(self, conn: _Connection) -> None:
+        if self._open.pop(conn.sock.fileno(), None) is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(conn.sock)
+        conn.sock.close()
+
+    def close(self) -> None:
+        for conn in list(self._open.values()):
+            self._close(conn)
+        if self.selector is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(self.sock)
+        self.sock.close()
+        if isinstance(self.address, str):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.address)

@@ -1,0 +1,72 @@
+"""The local backend's adapters handed to the services: one store, one
+executor, one supervisor for the daemon's life. The routes and the submit
+command get their services here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from gqa.adapters.clock import SystemClock, SystemRandom
+from gqa.adapters.local.executor import LocalExecutor
+from gqa.adapters.local.paths import StatePaths
+from gqa.adapters.local.store import SqliteStore
+from gqa.ports import Inventory
+from gqa.services.supervisor import Supervisor
+
+
+@dataclass
+class DaemonWiring:
+    paths: StatePaths
+    inventory: Inventory
+    grace: float
+    containment: object = None
+    system: bool = False
+    probe: object = None
+    clock: SystemClock = field(default_factory=SystemClock)
+
+    @cached_property
+    def store(self) -> SqliteStore:
+        store = SqliteStore(self.paths.db)
+        store.set_inventory(self.inventory)
+        return store
+
+    @cached_property
+    def executor(self) -> LocalExecutor:
+        return LocalExecutor(self.paths, self.inventory, containment=self.containment, as_owner=self.system)
+
+    @cached_property
+    def supervisor(self) -> Supervisor:
+        return Supervisor(self.store, self.executor, self.clock, SystemRandom(), grace=self.grace, probe=self.probe)
+
+    # what the routes and the submit command use; no waker: every turn of the loop ends in a tick
+    def submitter(self):
+        from gqa.services.submit import SubmitService
+
+        return SubmitService(self.store, self.clock)
+
+    def control(self):
+        from gqa.services.control import ControlService
+
+        return ControlService(self.store, self.clock)
+
+    def queries(self):
+        from gqa.services.queries import QueryService
+
+        return QueryService(self.store, self.clock)
+
+    def quota(self):
+        from gqa.services.quota import QuotaService
+
+        return QuotaService(self.store)
+
+    def cost(self):
+        from gqa.services.cost import CostService
+
+        return CostService(self.store, self.clock)
+
+    def logs(self):
+        from gqa.adapters.local.log_files import LocalLogFiles
+        from gqa.services.logs import LogService
+
+        return LogService(self.store, LocalLogFiles(self.paths))
