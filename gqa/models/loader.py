@@ -11,40 +11,49 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from . import safe_yaml
 from .errors import SpecError
-from .spec import SPEC_FIELDS, JobSpec
+from .limits import MAX_SPEC_BYTES, size_text
+from .spec import NAMED_PROBLEM, SPEC_FIELDS, JobSpec
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = None,
-              command: list[str] | None = None, warn=None) -> JobSpec:
+              command: list[str] | None = None, warn=None, cwd: str | None = None) -> JobSpec:
     """The spec for `gqa submit [FILE] [flags] [-- CMD...]`.
 
     `overrides` is a raw (unvalidated) nested dict from flags; `command`, if
-    given, replaces the file's command (for a script: extra arguments)."""
+    given, replaces the file's command (for a script: extra arguments). `cwd`
+    is the submitter's working directory (absolute) when it is not this
+    process's: a relative path or workdir is read against it, and it is the
+    default workdir."""
+    here = os.getcwd() if cwd is None else cwd
     raw: dict[str, Any] = {}
     lines: dict[tuple, int] = {}
     source = None
     if path is not None:
         source = path
-        text = _read(path)
+        full = os.path.join(here, path)
         if path.endswith(YAML_SUFFIXES):
-            raw, lines = parse_yaml(text, source=path)
+            raw, lines = parse_yaml(_read_job_file(full, path), source=path)
             if command:
                 raw["command"] = command
         else:
-            raw = parse_directives(text, source=path, warn=warn)
-            raw["command"] = script_command(path, text) + list(command or [])
+            header = _read_header(full, path)
+            raw = parse_directives(header, source=path, warn=warn)
+            raw["command"] = script_command(path, header, cwd=here) + list(command or [])
             raw.setdefault("name", Path(path).stem or "job")
-            raw.setdefault("workdir", os.getcwd())
+            raw.setdefault("workdir", here)
     elif command:
         raw["command"] = list(command)
         raw.setdefault("name", Path(command[0]).name or "job")
     else:
         raise SpecError("nothing to run: give a job file, a script, or a command after --")
     merge(raw, overrides or {})
-    raw.setdefault("workdir", os.getcwd())
+    raw.setdefault("workdir", here)
+    if isinstance(raw["workdir"], str):
+        raw["workdir"] = os.path.join(here, raw["workdir"].strip())   # relative to the submitter, never to us
     return validate(raw, lines=lines, source=source)
 
 
@@ -65,16 +74,7 @@ def validate(raw: dict[str, Any], *, lines: dict[tuple, int] | None = None, sour
 
 def parse_yaml(text: str, *, source: str | None = None) -> tuple[dict[str, Any], dict[tuple, int]]:
     """The mapping in a YAML job file and the line of every key path."""
-    import yaml
-
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"malformed YAML: {problem}", line=mark.line + 1 if mark else None,
-                        source=source) from None
+    data, node = safe_yaml.load(text, source=source)
     if not isinstance(data, dict):
         raise SpecError("a job file must be a YAML mapping (key: value lines)", line=1, source=source)
     lines: dict[tuple, int] = {}
@@ -113,6 +113,8 @@ def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None)
         hint = f"; did you mean {near[0]!r}?" if near else (f"; valid fields: {', '.join(valid)}" if valid else "")
         return SpecError(f"unknown field {field!r}{hint}", line=line, source=source)
     message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == NAMED_PROBLEM:  # the message names the field itself, e.g. "command[2] contains a NUL byte"
+        return SpecError(message, line=line, source=source)
     if err["type"] == "missing":
         message = "is required"
     if field == "spec":
@@ -165,9 +167,9 @@ def parse_directives(text: str, *, source: str | None = None, warn=None) -> dict
     return raw
 
 
-def script_command(path: str, text: str) -> list[str]:
+def script_command(path: str, text: str, *, cwd: str | None = None) -> list[str]:
     """How to run a script: itself when executable, else its #! interpreter, else sh."""
-    full = os.path.abspath(path)
+    full = os.path.normpath(os.path.join(os.getcwd() if cwd is None else cwd, path))
     if os.access(full, os.X_OK):
         return [full]
     first = text.splitlines()[0] if text else ""
@@ -274,15 +276,49 @@ def _apply_flags(args: list[str], raw: dict[str, Any], *, strict: bool, line: in
             raise SpecError(str(exc), line=line, source=source) from None
 
 
-def _read(path: str) -> str:
+# -- reading: never more than a spec can need -------------------------------------
+
+def _read_job_file(full: str, path: str) -> str:
+    """A YAML job file, refused unread past MAX_SPEC_BYTES."""
+    with _opened(full, path) as fh:
+        data = fh.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"larger than {size_text(MAX_SPEC_BYTES)}, the limit for a job file", source=path)
+    return _decoded(data, path)
+
+
+def _read_header(full: str, path: str) -> str:
+    """A script's first lines, up to the first that is neither blank nor a
+    comment (what parse_directives reads): the body may be any size, or binary."""
+    lines: list[str] = []
+    left = MAX_SPEC_BYTES
+    with _opened(full, path) as fh:
+        while chunk := fh.readline(left + 1):
+            line = chunk.decode("utf-8", errors="replace")
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                break  # the first command, unread past here: the header is over
+            if len(chunk) > left:
+                raise SpecError(f"the #GQA/#SBATCH header is larger than {size_text(MAX_SPEC_BYTES)}",
+                                source=path)
+            left -= len(chunk)
+            lines.append(_decoded(chunk, path))
+    return "".join(lines)
+
+
+def _opened(full: str, path: str):
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
+        return open(full, "rb")
+    except (FileNotFoundError, ValueError):  # ValueError: a NUL in the path
         raise SpecError(f"no such file: {path}") from None
     except IsADirectoryError:
         raise SpecError(f"{path} is a directory, not a job file or script") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{path} is not a text file") from None
     except OSError as exc:
         raise SpecError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _decoded(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path} is not a text file") from None

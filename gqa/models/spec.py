@@ -2,14 +2,18 @@
 directives (see loader.py); validated here, once, for every backend."""
 
 import getpass
+import math
 import os
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator,
+                      model_validator)
+from pydantic_core import PydanticCustomError
 
 from .errors import SpecError
+from .limits import MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
 from .units import parse_duration, parse_size
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -21,6 +25,20 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # assumed role's "Role/session", an Identity Center user's e-mail address.
 OWNER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,128}$")
 TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+
+# The pydantic error type of a problem whose message names its own field
+# ("command[2] contains a NUL byte"): the loader shows it without a prefix.
+NAMED_PROBLEM = "gqa_named_problem"
+
+
+def _problem(message: str) -> PydanticCustomError:
+    return PydanticCustomError(NAMED_PROBLEM, "{message}", {"message": message})
+
+
+def _no_nul(text: str, what: str) -> None:
+    # exec and chdir take C strings: a NUL makes a job that can never start
+    if "\x00" in text:
+        raise _problem(f"{what} contains a NUL byte")
 
 
 def _duration(value: Any) -> Any:
@@ -124,6 +142,13 @@ class Sweep(_Strict):
         for key, values in grid.items():
             if not values:
                 raise ValueError(f"sweep parameter {key!r} has no values")
+            _no_nul(key, f"sweep parameter {key!r}")
+            for i, value in enumerate(values):
+                if isinstance(value, str):
+                    _no_nul(value, f"sweep.grid[{key!r}][{i}]")
+        tasks = sweep_size(grid)
+        if tasks > MAX_TASKS:
+            raise _problem(f"sweep has {count_text(tasks)} combinations; at most {MAX_TASKS}")
         return grid
 
     @model_validator(mode="after")
@@ -156,7 +181,8 @@ class JobSpec(_Strict):
 
     @field_validator("name", "team")
     @classmethod
-    def _identifier(cls, value: str) -> str:
+    def _identifier(cls, value: str, info: ValidationInfo) -> str:
+        _no_nul(value, info.field_name)
         if not NAME_RE.match(value):
             raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' or '-' (max 63)")
         return value
@@ -175,10 +201,50 @@ class JobSpec(_Strict):
             return {k: _scalar_text(v) for k, v in env.items()}
         return env
 
+    @field_validator("command")
+    @classmethod
+    def _command_text(cls, command: list[str] | str) -> list[str] | str:
+        if isinstance(command, str):
+            _no_nul(command, "command")
+        else:
+            for i, arg in enumerate(command):
+                _no_nul(arg, f"command[{i}]")
+        return command
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, workdir: str | None) -> str | None:
+        if workdir is not None:
+            _no_nul(workdir, "workdir")
+            if not os.path.isabs(workdir):  # the daemon's own directory means nothing to the submitter
+                raise ValueError(f"must be an absolute path, got {workdir!r}")
+        return workdir
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, image: str | None) -> str | None:
+        if image is not None:
+            _no_nul(image, "image")
+        return image
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        for key, value in tags.items():
+            _no_nul(key, f"tag name {key!r}")
+            _no_nul(value, f"tags[{key!r}]")
+        return tags
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
-        for key in env:
+        for key, value in env.items():
+            _no_nul(key, f"environment variable name {key!r}")
+            _no_nul(value, f"env[{key!r}]")
+            if not key:
+                raise ValueError("an environment variable name is empty")
+            if "=" in key:
+                raise ValueError(f"environment variable name {key!r} contains '='")
             if not ENV_NAME.match(key):
                 raise ValueError(f"invalid environment variable name {key!r}: use letters, digits and _, not starting with a digit")
             if key in RESERVED_ENV:
@@ -208,6 +274,24 @@ class JobSpec(_Strict):
                 raise ValueError(f"array: {exc}") from None
         return self
 
+    @model_validator(mode="after")
+    def _fits_exec(self) -> "JobSpec":
+        """What exec would refuse (E2BIG), refused here instead of at every start."""
+        strings = ([("command", self.command)] if isinstance(self.command, str)
+                   else [(f"command[{i}]", arg) for i, arg in enumerate(self.command)])
+        strings += [(f"env[{key!r}]", f"{key}={value}") for key, value in self.env.items()]
+        total = len("/bin/sh -c ") + 1 if self.shell or isinstance(self.command, str) else 0
+        for what, text in strings:
+            size = len(text.encode("utf-8", "surrogatepass")) + 1
+            if size > MAX_EXEC_STRING_BYTES:
+                raise _problem(f"{what} is {size} bytes; exec takes at most {size_text(MAX_EXEC_STRING_BYTES)} in one string")
+            total += size
+        total += _longest_sweep_values(self.sweep)
+        if total > MAX_EXEC_BYTES:
+            raise _problem(f"command and env take {total} bytes; at most {size_text(MAX_EXEC_BYTES)} "
+                           "(exec takes 2 MiB, shared with the inherited environment)")
+        return self
+
     def argv(self) -> list[str]:
         """What to exec: the argv list, or `/bin/sh -c STRING` for shell: true."""
         if isinstance(self.command, str):
@@ -215,6 +299,19 @@ class JobSpec(_Strict):
         if self.shell:
             return ["/bin/sh", "-c", self.command[0]]
         return list(self.command)
+
+
+def sweep_size(grid: dict[str, list]) -> int:
+    """How many jobs a grid becomes: counted, never listed."""
+    return math.prod(len(values) for values in grid.values())
+
+
+def _longest_sweep_values(sweep: "Sweep | None") -> int:
+    """Bytes the longest value of each sweep parameter adds to a task's exec."""
+    if sweep is None:
+        return 0
+    return sum(max(len(f"--{key}={_scalar_text(v)}".encode("utf-8", "surrogatepass")) + 1 for v in values)
+               for key, values in sweep.grid.items())
 
 
 def _scalar_text(value: Any) -> Any:

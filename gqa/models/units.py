@@ -1,8 +1,10 @@
 """Human units for durations and sizes: `90m`, `4h`, `1d`, `1-12:00:00`, `16Gi`, `512M`."""
 
+import math
 import re
 
 from .errors import SpecError
+from .limits import MAX_NUMBER_CHARS
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs|d|day|days|w)?\s*$", re.I)
@@ -21,14 +23,16 @@ def parse_duration(value: object, *, bare_unit: str = "m") -> int:
     """Seconds from `90m`, `4h`, `1d`, `2h30m`, Slurm's `1-12:00:00`, or a bare
     number (minutes, as in Slurm's --time, unless bare_unit says otherwise)."""
     if isinstance(value, bool):
-        raise SpecError(f"invalid duration {value!r}")
+        raise SpecError(f"invalid duration {_shown(value)}")
     if isinstance(value, (int, float)):
-        seconds = float(value) * _DURATION_UNITS[bare_unit]
+        seconds = _finite(value, "duration") * _DURATION_UNITS[bare_unit]
         return _positive_duration(seconds, value)
     text = str(value).strip()
     if not text:
         raise SpecError("empty duration; use e.g. 90m, 4h or 1d")
-    if text.isdigit():
+    if len(text) > MAX_NUMBER_CHARS:
+        raise SpecError(f"invalid duration: longer than {MAX_NUMBER_CHARS} characters")
+    if text.isascii() and text.isdigit():
         return _positive_duration(int(text) * _DURATION_UNITS[bare_unit], value)
     if ":" in text or "-" in text:
         match = _SLURM_TIME_RE.match(text)
@@ -41,10 +45,10 @@ def parse_duration(value: object, *, bare_unit: str = "m") -> int:
         for number, unit in parts:
             m = _DURATION_RE.match(number + unit)
             if not m:
-                raise SpecError(f"invalid duration {value!r}: unknown unit {unit!r}; use s, m, h, d or w")
+                raise SpecError(f"invalid duration {_shown(value)}: unknown unit {unit!r}; use s, m, h, d or w")
             total += float(number) * _DURATION_UNITS[unit[0].lower()]
         return _positive_duration(total, value)
-    raise SpecError(f"invalid duration {value!r}; use e.g. 90m, 4h, 1d or 1-12:00:00")
+    raise SpecError(f"invalid duration {_shown(value)}; use e.g. 90m, 4h, 1d or 1-12:00:00")
 
 
 def _slurm_seconds(text: str, match: re.Match) -> int:
@@ -59,32 +63,53 @@ def _slurm_seconds(text: str, match: re.Match) -> int:
     return int(a) * 60
 
 
+def _finite(value: int | float, what: str) -> float:
+    """A number as a float, refused when it has none (inf, nan, 10**400)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise SpecError(f"{what} {_shown(value)} is not a finite number")
+    return number
+
+
+def _shown(value: object) -> str:
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "(a huge number)"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _positive_duration(seconds: float, original: object) -> int:
+    if not math.isfinite(seconds):  # finite minutes times 60 can still overflow
+        raise SpecError(f"duration {_shown(original)} is too large")
     if seconds <= 0:
-        raise SpecError(f"duration must be positive, got {original!r}")
+        raise SpecError(f"duration must be positive, got {_shown(original)}")
     if round(seconds) < 1:
-        raise SpecError(f"duration must be at least 1s, got {original!r}")
+        raise SpecError(f"duration must be at least 1s, got {_shown(original)}")
     return int(round(seconds))
 
 
 def parse_size(value: object, *, bare_unit: str = "mi") -> int:
     """Bytes from `16Gi`, `16G`, `512M`, `1.5Ti`, or a bare number (MiB, as in Slurm's --mem)."""
     if isinstance(value, bool):
-        raise SpecError(f"invalid size {value!r}")
+        raise SpecError(f"invalid size {_shown(value)}")
     if isinstance(value, (int, float)):
-        number, unit = float(value), bare_unit
+        number, unit = _finite(value, "size"), bare_unit
     else:
         text = str(value).strip()
-        match = _SIZE_RE.match(text)
+        match = _SIZE_RE.match(text) if len(text) <= MAX_NUMBER_CHARS else None
         if not match:
-            raise SpecError(f"invalid size {value!r}; use e.g. 16Gi, 512Mi or 64G")
+            raise SpecError(f"invalid size {_shown(value)}; use e.g. 16Gi, 512Mi or 64G")
         number = float(match.group(1))
         unit = (match.group(2) or bare_unit).lower()
         if match.group(2) is None and text.lower().endswith("b"):
             unit = "b"
-    size = int(number * _SIZE_UNITS[unit])
+    scaled = number * _SIZE_UNITS[unit]
+    if not math.isfinite(scaled):
+        raise SpecError(f"size {_shown(value)} is too large")
+    size = int(scaled)
     if size <= 0:
-        raise SpecError(f"size must be positive, got {value!r}")
+        raise SpecError(f"size must be positive, got {_shown(value)}")
     return size
 
 

@@ -7,6 +7,7 @@ import pytest
 from tests.builders import spec
 from gqa.models.errors import SpecError
 from gqa.models.expand import array_limit, expand, parse_array
+from gqa.models.spec import Sweep
 
 
 @pytest.mark.parametrize("text, count, first, last, limit", [
@@ -44,7 +45,13 @@ def test_parse_array_steps_and_lists_exactly():
     ("0-9%0", "invalid array limit '%0': use %N with N >= 1"),
     ("0-9%x", "invalid array limit '%x'"),
     ("0-9%", "invalid array limit '%'"),
-    ("0-200000", "has more than 100000 tasks"),
+    ("0-200000", "array '0-200000' has 200001 tasks; at most 100000"),
+    ("0-1000000000", "array '0-1000000000' has 1000000001 tasks; at most 100000"),
+    ("0-99999,100000", "array '0-99999,100000' has 100001 tasks; at most 100000"),
+    ("0-" + "9" * 40, "has more than 10^18 tasks; at most 100000"),
+    ("0-9%" + "9" * 40, "invalid array limit"),
+    ("0-9%²", "invalid array limit '%²'"),
+    ("1," * 60_000, "invalid array '" + "1," * 28 + "...: use e.g."),   # shown cut short
 ])
 def test_parse_array_rejects(text, message):
     with pytest.raises(SpecError, match=re.escape(message)):
@@ -105,7 +112,23 @@ def test_sweep_keeps_existing_tags():
     assert [job.tags for job, _, _ in jobs] == [{"project": "x", "sweep.lr": "1"}, {"project": "x", "sweep.lr": "2"}]
 
 
-def test_sweep_too_large():
-    grid = {"a": list(range(317)), "b": list(range(317))}   # 100489 combinations
-    with pytest.raises(SpecError, match="sweep has 100489 combinations; at most 100000"):
-        expand(spec(sweep={"grid": grid}))
+@pytest.mark.parametrize("grid, count", [
+    ({"a": list(range(317)), "b": list(range(317))}, "100489"),
+    ({f"p{i}": list(range(20)) for i in range(7)}, "1280000000"),
+    ({f"p{i}": [0, 1] for i in range(100)}, "more than 10^18"),
+])
+def test_sweep_too_large_is_refused_at_validation(grid, count):
+    with pytest.raises(SpecError, match=re.escape(f"sweep has {count} combinations; at most 100000")):
+        spec(sweep={"grid": grid})
+
+
+def test_expand_counts_a_sweep_before_listing_it():
+    # a spec built without validation must still not be expanded past the limit
+    grid = {f"p{i}": list(range(20)) for i in range(7)}
+    unchecked = spec().model_copy(update={"sweep": Sweep.model_construct(grid=grid, pass_as="args")})
+    with pytest.raises(SpecError, match=re.escape("sweep has 1280000000 combinations; at most 100000")):
+        expand(unchecked)
+
+
+def test_array_of_exactly_the_limit_expands():
+    assert len(expand(spec(array="0-99999"))) == 100_000
