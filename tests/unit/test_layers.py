@@ -41,13 +41,13 @@ def test_pure_core_does_no_io(path):
 @pytest.mark.parametrize("path", _files("gqa/services") + _files("gqa/scheduling") + _files("gqa/models"),
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_services_and_core_never_import_adapters_or_entry_points(path):
-    bad = {m for m in _imports(path) if m.startswith(("gqa.adapters", "cli", "lambdas", "infra", "boto3"))}
+    bad = {m for m in _imports(path) if m.startswith(("gqa.adapters", "cli", "lambdas", "infra", "boto3", "daemon"))}
     assert not bad, f"{path.name} imports {bad}"
 
 
 @pytest.mark.parametrize("path", _files("gqa/adapters"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_adapters_never_import_services(path):
-    bad = {m for m in _imports(path) if m.startswith(("gqa.services", "cli", "lambdas"))}
+    bad = {m for m in _imports(path) if m.startswith(("gqa.services", "cli", "lambdas", "daemon"))}
     assert not bad, f"{path.name} imports {bad}"
 
 
