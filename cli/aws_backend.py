@@ -28,11 +28,12 @@ def _decode(decode: Callable[[dict], Any], data: dict) -> Any:
 
 @dataclass
 class Submitter:
-    api: Any
+    api: Any                      # anything with .call(method, path, query=, body=): the API, the shared daemon
+    send_environment: bool = SEND_ENVIRONMENT     # the shared local daemon starts jobs from it (daemon_backend.py)
 
     def submit(self, spec, *, environment: dict[str, str] | None = None, owner: str | None = None):
         """`owner` is ignored: the API takes it from the caller's signature."""
-        body = {"spec": spec.model_dump(mode="json"), "environment": environment if SEND_ENVIRONMENT else None}
+        body = {"spec": spec.model_dump(mode="json"), "environment": environment if self.send_environment else None}
         return _decode(wire.submitted_from_dict, self.api.call("POST", "/jobs", body=body))
 
 

@@ -21,7 +21,11 @@ class LocalBackend:
     def paths(self):
         from gqa.adapters.local.paths import StatePaths
 
+        from gqa.adapters.local.system import private_home
+
         paths = StatePaths(self.home) if self.home else StatePaths.from_env()
+        if not paths.home.exists():
+            private_home(paths.home)     # a user's own queue: nobody else reads its jobs' environments
         paths.ensure()
         return paths
 
@@ -59,12 +63,15 @@ class LocalBackend:
         return QueryService(self.store, self.clock)
 
     def triggers(self):
-        from gqa.models.errors import BackendUnavailable
+        raise triggers_unavailable()
 
-        raise BackendUnavailable(
-            "triggers watch S3 for new objects and run on the AWS backend only; this CLI uses the local queue. "
-            "Point it at gqa on AWS: `gqa config set backend aws`, `gqa config set region REGION` and "
-            "`gqa config set endpoint https://...` (the API's invoke URL), with AWS credentials as usual")
+    def logs(self):
+        """Pages of a job's output (the shared daemon's GET /jobs/{id}/logs; a user's
+        own CLI reads the file itself, see cli/logs.py)."""
+        from gqa.adapters.local.log_files import LocalLogFiles
+        from gqa.services.logs import LogService
+
+        return LogService(self.store, LocalLogFiles(self.paths))
 
     def quota(self):
         from gqa.services.quota import QuotaService
@@ -91,6 +98,29 @@ class LocalBackend:
         return daemon_running(self.paths)
 
 
+def triggers_unavailable():
+    from gqa.models.errors import BackendUnavailable
+
+    return BackendUnavailable(
+        "triggers watch S3 for new objects and run on the AWS backend only; this CLI uses the local queue. "
+        "Point it at gqa on AWS: `gqa config set backend aws`, `gqa config set region REGION` and "
+        "`gqa config set endpoint https://...` (the API's invoke URL), with AWS credentials as usual")
+
+
+def local_backend():
+    """This machine's queue: a user's own (SQLite, read here), or a shared box's
+    system queue, where every command goes through the daemon (users cannot read
+    its database). Which home: gqa.adapters.local.system.state_home."""
+    from gqa.adapters.local.system import is_system, state_home
+
+    home = state_home()
+    if is_system(home):
+        from .daemon_backend import DaemonBackend
+
+        return DaemonBackend(home)
+    return LocalBackend(home)
+
+
 def backend():
     """The backend the configuration chooses (`gqa config`; `--profile`)."""
     from gqa.models.errors import SpecError
@@ -105,7 +135,7 @@ def backend():
     except ConfigError as exc:
         raise SpecError(str(exc)) from None
     if not settings.remote:
-        return LocalBackend()
+        return local_backend()
     if not settings.endpoint:
         raise SpecError(f"the AWS backend needs the API's URL: `gqa config set endpoint URL"
                         f"{'' if settings.profile == 'default' else ' --profile ' + settings.profile}` "

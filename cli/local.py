@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -29,6 +30,16 @@ def start(
                                               "log is rotated (100M, 1G).")] = "100M",
     log_files: Annotated[int, typer.Option("--log-files", help="Rotated parts of a job's log kept beyond "
                                            "the live one.")] = 2,
+    system: Annotated[bool, typer.Option("--system", help="One queue for every user of this machine (root "
+                                         "only): jobs run as the users who submit them.")] = False,
+    home: Annotated[Optional[str], typer.Option("--home", help="With --system: where the queue keeps its "
+                                                "state.", show_default="/var/lib/gqa")] = None,
+    admin_groups: Annotated[Optional[list[str]], typer.Option("--admin-group", help="With --system: members of "
+                                                              "this Unix group administer the queue "
+                                                              "(repeatable).")] = None,
+    approver_groups: Annotated[Optional[list[str]], typer.Option("--approver-group", help="With --system: members "
+                                                                 "of this Unix group approve and deny jobs "
+                                                                 "(repeatable).")] = None,
 ):
     """Start the daemon that launches queued jobs as GPUs free up."""
     from gqa.adapters.local.lock import daemon_running
@@ -38,7 +49,18 @@ def start(
         fail(f"--grace must be >= 0, got {grace}")
     if price < 0:
         fail(f"--price must be >= 0, got {price}")
-    paths = StatePaths.from_env()
+    os.umask(0o077)     # the daemon's files are its own; a system queue sets the modes others need
+    if system:
+        paths = _system_home(home, admin_groups or [], approver_groups or [])
+    elif home or admin_groups or approver_groups:
+        fail("--home, --admin-group and --approver-group go with --system "
+             "(a user's own queue lives in GQA_HOME, default ~/.gqa)")
+    else:
+        from gqa.adapters.local.system import private_home
+
+        paths = StatePaths.from_env()
+        with user_errors():
+            private_home(paths.home, tighten=True)
     with user_errors():   # an unusable home or queue database is one line here, not a daemon that dies
         pid = daemon_running(paths)
         if pid is not None:
@@ -57,6 +79,24 @@ def start(
     from daemon.main import main as run_daemon
 
     run_daemon(daemon_args(paths, inventory, grace, options))
+
+
+def _system_home(home: str | None, admin_groups: list[str], approver_groups: list[str]):
+    """`gqa local start --system`: the shared queue's home laid out (root only)."""
+    from gqa.adapters.local.accounts import unknown_groups
+    from gqa.adapters.local.paths import StatePaths
+    from gqa.adapters.local.system import SYSTEM_HOME, SystemSettings, lay_out_system
+
+    if os.geteuid() != 0:
+        fail("--system starts the queue for every user of this machine and needs root (sudo gqa local start "
+             "--system ...); for a queue of your own, leave out --system")
+    unknown = unknown_groups(admin_groups + approver_groups)
+    if unknown:
+        fail(f"no Unix group named {', '.join(unknown)} on this machine (groupadd, or check the name)")
+    paths = StatePaths(Path(home or SYSTEM_HOME).absolute())
+    with user_errors():
+        lay_out_system(paths.home, SystemSettings(tuple(admin_groups), tuple(approver_groups)))
+    return paths
 
 
 @app.command("stop")

@@ -154,6 +154,28 @@ class AccessPolicy:
         return frozenset(roles)
 
 
+@dataclass(frozen=True)
+class LocalAccess:
+    """Who is who on one machine's shared queue: the caller is the Unix user
+    the socket's peer credentials name (the kernel vouches, as API Gateway
+    does for an ARN); admins are the users in `admins` (root, the daemon's
+    user) and members of `admin_groups`, approvers members of `approver_groups`.
+    The rules of what each may do are authorize()'s, the same as on AWS."""
+
+    admins: frozenset[str] = frozenset()
+    admin_groups: frozenset[str] = frozenset()
+    approver_groups: frozenset[str] = frozenset()
+
+    def principal(self, user: str, groups: Iterable[str] = ()) -> Principal:
+        groups = set(groups)
+        roles = set()
+        if user in self.admins or groups & self.admin_groups:
+            roles.add(Role.ADMIN)
+        if groups & self.approver_groups:
+            roles.add(Role.APPROVER)
+        return Principal(owner=user, arn=f"unix:{user}", roles=frozenset(roles))
+
+
 def _matches(patterns: Iterable[str], arn: str, owner: str) -> bool:
     return any(fnmatchcase(arn if p.startswith("arn:") else owner, p) for p in patterns)
 

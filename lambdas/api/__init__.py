@@ -55,16 +55,11 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
-from gqa.models.errors import (BackendUnavailable, Conflict, GqaError, InvalidTransition, NotAuthenticated,
-                               NotFound, NotPermitted, Rejected, SpecError)
+from gqa.models.errors import GqaError, NotFound
+from gqa.services.api_errors import status_of
 from lambdas.api import jobs, logs, quota, triggers  # noqa: F401  (importing them registers their routes)
 from lambdas.api.container import logger, wiring  # noqa: F401  (wiring: tests and benchmarks reset and read it)
 from lambdas.api.request import app
-
-# most specific first: NotAuthenticated is a NotPermitted
-STATUS: tuple[tuple[type[GqaError], int], ...] = (
-    (SpecError, 400), (NotAuthenticated, 401), (NotPermitted, 403), (NotFound, 404), (Conflict, 409),
-    (InvalidTransition, 409), (Rejected, 422), (BackendUnavailable, 503))
 
 
 def error(status: int, name: str, message: str) -> Response:
@@ -80,7 +75,7 @@ def no_route(_: Exception) -> Response:
 @app.exception_handler(Exception)
 def failed(exc: Exception) -> Response:
     if isinstance(exc, GqaError):
-        status = next((code for kind, code in STATUS if isinstance(exc, kind)), 500)
+        status = status_of(exc)
         name = type(exc).__name__      # the client raises the class of this name
         if status >= 500:
             logger.warning("request failed", extra={"error": name, "reason": str(exc)})

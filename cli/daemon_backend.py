@@ -1,0 +1,195 @@
+"""The CLI's backend for a shared box's queue (`gqa local start --system`):
+every command goes through the daemon's socket, since users cannot (and must
+not) read its database. The daemon speaks the AWS API's routes and JSON
+(daemon/routes.py), so the same proxies as AwsBackend's serve here over
+SocketApi.
+
+Protocol: one request per connection on GQA_HOME/cli.sock. The client sends
+one JSON line {"v": 1, "method", "path", "query", "body"} and reads one JSON
+line {"status", "body"}. A daemon at capacity answers 503 {"error": "busy",
+"retry_after": seconds} before reading anything, so every request is retried
+then, with jittered backoff, for at most BUSY_WAIT seconds."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, TextIO
+
+from gqa.models.errors import BackendUnavailable
+from gqa.services.api_errors import error_from_answer
+
+from .aws_backend import Control, Cost, LogPages, Queries, Quota, Submitter
+from .client import address
+
+CONNECT_TIMEOUT = 5.0     # seconds: a live daemon accepts at once (its backlog is deep)
+ANSWER_TIMEOUT = 120.0    # seconds: a big array's submission is one transaction
+BUSY_WAIT = 60.0          # seconds of "busy" answers before giving up
+MAX_ANSWER = 256 << 20    # bytes: a queue page is about 1 MB
+
+
+class SocketApi:
+    """.call(method, path, query=, body=) -> the answer's JSON object, or the
+    domain error it stands for; as ApiClient does over HTTPS."""
+
+    def __init__(self, home: Path | str, *, timeout: float = ANSWER_TIMEOUT, busy_wait: float = BUSY_WAIT,
+                 base_delay: float = 0.05, max_delay: float = 2.0, sleep: Callable[[float], None] = time.sleep,
+                 rng: Callable[[], float] = random.random, stderr: TextIO | None = None):
+        self.home = str(home)
+        self.address = address(self.home)
+        self.timeout, self.busy_wait = timeout, busy_wait
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.sleep, self.rng = sleep, rng
+        self.stderr = stderr
+        self._told_busy = False
+
+    def call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+             body: Any = None) -> dict[str, Any]:
+        request = {"v": 1, "method": method.upper(), "path": path, "query": _query(query), "body": body}
+        line = json.dumps(request).encode() + b"\n"
+        waited, retry = 0.0, 0
+        while True:
+            status, answer = self._exchange(line, method.upper())
+            if not _busy(status, answer):
+                break
+            if waited >= self.busy_wait:
+                raise BackendUnavailable(f"the queue daemon at {self.home} stayed busy for {waited:.0f}s; "
+                                         "try again in a moment")
+            if not self._told_busy:
+                (self.stderr or sys.stderr).write("gqa: the queue daemon is busy; retrying\n")
+                self._told_busy = True
+            delay = _seconds(answer.get("retry_after")) + self.rng() * min(self.max_delay,
+                                                                           self.base_delay * 2 ** retry)
+            self.sleep(delay)
+            waited += delay
+            retry += 1
+        if 200 <= status < 300:
+            if not isinstance(answer, dict):
+                raise self._malformed(f"status {status} with a body that is not a JSON object")
+            return answer
+        raise error_from_answer(status, answer, fallback=f"the queue daemon answered {status}")
+
+    def _exchange(self, line: bytes, method: str) -> tuple[int, Any]:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with sock:
+            sock.settimeout(CONNECT_TIMEOUT)
+            try:
+                sock.connect(self.address)
+            except (FileNotFoundError, ConnectionRefusedError):
+                raise BackendUnavailable(f"the shared queue daemon at {self.home} is not running; "
+                                         "ask an admin of this machine to start it") from None
+            except PermissionError:
+                raise BackendUnavailable(f"cannot connect to the queue daemon at {self.home}: its socket refuses "
+                                         "this user (permission denied)") from None
+            except OSError as exc:
+                raise BackendUnavailable(f"cannot reach the queue daemon at {self.home}: "
+                                         f"{exc.strerror or exc}") from None
+            # from here on the daemon may act on the request: a broken exchange is never retried
+            sock.settimeout(self.timeout)
+            try:
+                try:
+                    sock.sendall(line)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass        # it may have answered (busy) without reading: read what it said
+                data = _read_line(sock)
+            except (OSError, ValueError) as exc:
+                raise self._lost(method, exc) from None
+        if not data:
+            raise self._lost(method, None)
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            raise self._malformed("something that is not JSON") from None
+        if not isinstance(reply, dict) or type(reply.get("status")) is not int:
+            raise self._malformed("JSON without a status")
+        return reply["status"], reply.get("body")
+
+    def _lost(self, method: str, exc: Exception | None) -> BackendUnavailable:
+        why = f" ({exc})" if exc else ""
+        check = "; check `gqa queue` before trying again" if method in ("POST", "PUT", "DELETE") else ""
+        return BackendUnavailable(f"lost contact with the queue daemon at {self.home}{why}{check}")
+
+    def _malformed(self, what: str) -> BackendUnavailable:
+        return BackendUnavailable(f"the queue daemon at {self.home} answered with {what}; "
+                                  "is the CLI as new as the daemon?")
+
+
+def _read_line(sock: socket.socket) -> bytes:
+    data = bytearray()
+    while b"\n" not in data:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > MAX_ANSWER:
+            raise ValueError("the answer is too large")
+    return bytes(data.split(b"\n", 1)[0])
+
+
+def _busy(status: int, answer: Any) -> bool:
+    return status == 503 and isinstance(answer, dict) and answer.get("error") == "busy"
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    return min(max(0.0, float(value)), 5.0)
+
+
+def _query(query: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """As a URL's query would carry them (ApiClient.url): strings, without the unset."""
+    if not query:
+        return None
+    wanted = {k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+              for k, v in query.items() if v is not None}
+    return wanted or None
+
+
+@dataclass
+class DaemonBackend:
+    """What LocalBackend hands out, through a shared daemon at `home`."""
+
+    home: Path
+    local = False                  # the daemon answers; nothing here reads the queue's files
+    poll_interval = 0.5            # seconds between reads while waiting (each a round trip)
+
+    @cached_property
+    def api(self) -> SocketApi:
+        return SocketApi(self.home)
+
+    def submitter(self) -> Submitter:
+        # jobs start from the submitting shell's environment, as single-user ones do
+        return Submitter(self.api, send_environment=True)
+
+    def control(self) -> Control:
+        return Control(self.api)
+
+    def queries(self) -> Queries:
+        return Queries(self.api)
+
+    def quota(self) -> Quota:
+        return Quota(self.api)
+
+    def cost(self) -> Cost:
+        return Cost(self.api)
+
+    def triggers(self):
+        from .backend import triggers_unavailable
+
+        raise triggers_unavailable()
+
+    def log_pages(self) -> LogPages:
+        return LogPages(self.api)
+
+    def whoami(self) -> dict[str, Any]:
+        return self.api.call("GET", "/whoami")
+
+    def daemon_pid(self) -> int | None:
+        return None
