@@ -20,13 +20,23 @@ def note(message: str) -> None:
 
 @contextlib.contextmanager
 def user_errors():
-    """Domain errors become one clear line on stderr and exit code 2."""
+    """Domain errors become one clear line on stderr and exit code 2 (or the
+    error's own `exit_code`: 1 for a transient one, such as a database locked
+    past its timeout). A storage fault on a named file that no adapter
+    translated (disk full, read-only, permission denied) is reported the same way."""
     from gqa.models.errors import GqaError
 
     try:
         yield
     except GqaError as exc:
-        fail(str(exc))
+        fail(str(exc), getattr(exc, "exit_code", 2))
+    except OSError as exc:
+        from gqa.adapters.local.storage_errors import translate
+
+        error = translate(exc, exc.filename) if exc.filename else None
+        if error is None:
+            raise
+        fail(str(error), getattr(error, "exit_code", 2))
 
 
 def print_json(data: Any) -> None:

@@ -69,3 +69,29 @@ class NotAdmitted(NotStarted):
     """The job was accepted (its id is reserved) but is not recorded yet: on
     AWS the admit function writes a submission's jobs a moment after the API
     answers. Like NotStarted, a follower waits for it."""
+
+
+class StorageUnavailable(BackendUnavailable):
+    """The queue's files cannot be used: read-only, permission denied, cannot
+    be opened or created, an I/O error. The user must fix it; nothing was changed."""
+
+
+class StorageFull(StorageUnavailable):
+    """The disk (or the user's quota) holding the queue's files is full; nothing was changed."""
+
+
+class StorageBusy(StorageUnavailable):
+    """Another process held the queue database locked past the busy timeout.
+    Transient: the same command may succeed when retried."""
+
+    exit_code = 1
+
+
+class StorageCorrupt(StorageUnavailable):
+    """The queue database is damaged, or is not a gqa database at all."""
+
+
+class QueueMismatch(StorageUnavailable):
+    """The queue database is not the one this home's queue wrote (missing,
+    empty, another queue's, or gone while its logs and checkpoints remain):
+    using it would hand out job ids again next to the old jobs' files."""

@@ -52,6 +52,36 @@ class StatePaths:
     def exit_for(self, job_id: str, attempt: int) -> Path:
         return self.exits / f"{job_id}.{attempt}"
 
+    @property
+    def queue_id(self) -> Path:
+        """The identity marker: the queue id its database also holds (see SqliteStore)."""
+        return marker_for(self.db)
+
     def ensure(self) -> None:
-        for d in (self.home, self.logs, self.checkpoints, self.exits):
-            d.mkdir(parents=True, exist_ok=True)
+        """Create the state directories; a home that cannot be created is a
+        StorageUnavailable (StorageFull) naming the path and the reason."""
+        from .storage_errors import storage_errors
+
+        with storage_errors(self.home):
+            for d in (self.home, self.logs, self.checkpoints, self.exits):
+                d.mkdir(parents=True, exist_ok=True)
+
+    def leftovers(self) -> list[Path]:
+        """The state directories that hold files of jobs (logs, checkpoints, exit records)."""
+        found = []
+        for d in (self.logs, self.checkpoints, self.exits):
+            try:
+                with os.scandir(d) as entries:
+                    if next(entries, None) is not None:
+                        found.append(d)
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+        return found
+
+
+def marker_for(db: Path) -> Path:
+    """Where the identity marker of a queue database lives: GQA_HOME/queue-id
+    beside the home's gqa.db, `<file>.queue-id` beside any other database file
+    (so several databases can share a directory)."""
+    db = Path(db)
+    return db.with_name("queue-id" if db.name == "gqa.db" else db.name + ".queue-id")
