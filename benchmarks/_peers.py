@@ -113,6 +113,47 @@ class Gqa:
             store.close()
 
 
+class GqaAt(Gqa):
+    """gqa as it was at another revision of this repository (`--against REV`),
+    so a change is measured side by side with its baseline in one run. The
+    revision's sources get an interpreter of their own: a bare virtual
+    environment whose path holds those sources, then this environment's
+    packages (without this checkout's editable install, which would win)."""
+
+    def __init__(self, home: Path, gpus: int, rev: str, workdir: Path):
+        import sysconfig
+
+        tag = rev.replace("/", "_")
+        source, venv = workdir / f"src-{tag}", workdir / f"venv-{tag}"
+        source.mkdir(parents=True)
+        repo = Path(__file__).resolve().parents[1]
+        try:
+            archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", rev],
+                                     capture_output=True, check=True, timeout=120).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise Unavailable(f"cannot read revision {rev} of this repository: {exc}") from None
+        subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True, timeout=120)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        python = venv / "bin" / "python"
+        packages = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+        ours = sysconfig.get_paths()["purelib"]
+        Path(packages, "gqa-baseline.pth").write_text(f"{source}\n{ours}\n")
+        self.cli = str(venv / "bin" / "gqa")
+        Path(self.cli).write_text(f"#!{python}\nfrom cli.client import run\nrun()\n")
+        os.chmod(self.cli, 0o755)
+        self.home, self.gpus = home, gpus
+        self.env = dict(os.environ, GQA_HOME=str(home))
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+        self.env.pop("PYTHONPATH", None)
+        self.env["PYTHONSAFEPATH"] = "1"   # `python -m` run from this checkout must not import it from the cwd
+        self.env["PYTHONPYCACHEPREFIX"] = str(workdir / f"pycache-{tag}")
+        self.name = f"gqa@{rev}"
+        self.label = f"gqa at {rev} ({gpus} virtual GPUs)"
+        self.note = ""
+        run([str(python), "-m", "compileall", "-q", str(source)], env=self.env, check=False, timeout=300)
+
+
 # -- task-spooler --------------------------------------------------------------------
 
 class TaskSpooler:
@@ -250,6 +291,8 @@ def peers(which: str, workdir: Path, gpus: int, say) -> tuple[list, dict]:
                 out.append(Slurm(workdir / "slurm", gpus))
             elif name == "tsp":
                 out.append(TaskSpooler(workdir / "tsp", gpus))
+            elif name.startswith("gqa@"):
+                out.append(GqaAt(workdir / name.replace("/", "_"), gpus, name[len("gqa@"):], workdir))
             else:
                 raise SystemExit(f"unknown peer {name!r}: auto, none, slurm, tsp or a comma list")
         except Unavailable as exc:

@@ -174,7 +174,7 @@ def measure_queue(q, args, scratch: Path) -> dict:
             say(f"   run {i + 1}/{args.repeat}: CLI submit, {args.submits} commands; drain, {args.jobs} jobs")
             runs.append(measure_cli_submit(q, args.submits) | measure_drain(q, args.jobs))
         out.update(median_of(runs))
-        if q.name == "gqa":
+        if q.name.startswith("gqa"):
             out.update(gqa_history(q, out))
         return out
     finally:
@@ -290,8 +290,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "the median is reported (3; 1 with --quick)")
     p.add_argument("--quick", action="store_true", help="small counts, for a smoke test")
     p.add_argument("--peers", default="auto", help="auto, none, slurm, tsp, or a comma list (auto)")
+    p.add_argument("--against", default=None, metavar="REV",
+                   help="also measure gqa as it was at git revision REV, in the same run (e.g. HEAD~1)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     args = p.parse_args(argv)
+    if args.against:
+        args.peers = ",".join(filter(None, [("" if args.peers == "none" else "slurm,tsp" if args.peers == "auto"
+                                             else args.peers), "gqa@" + args.against]))
     args.jobs = args.jobs or (50 if args.quick else 500)
     args.submits = args.submits or (10 if args.quick else 50)
     args.samples = args.samples or (10 if args.quick else 30)

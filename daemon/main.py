@@ -65,12 +65,15 @@ def run(args: argparse.Namespace, ready=None) -> None:
     from .submit_command import SubmitCommand
     from .wiring import DaemonWiring
 
+    from gqa.adapters.local.system import is_system
+
     paths = StatePaths(Path(args.home))
     lock = acquire_lock(paths)   # noqa: F841  (held for the daemon's life)
-    containment = choose_containment()
+    system = args.system or is_system(paths.home)   # a shared box's home says so itself
+    containment = choose_containment(instance=str(paths.home))
     log.info("%s", containment.describe())
     wiring = DaemonWiring(paths, inventory_of(args.inventory), args.grace, containment=containment,
-                          system=args.system, probe=probe_from_env())
+                          system=system, probe=probe_from_env())
     wiring.store   # open (and check) the database before answering anyone
     rotate, limits = _log_cap(args)
     if limits is not None:
@@ -78,17 +81,18 @@ def run(args: argparse.Namespace, ready=None) -> None:
 
     def status() -> dict:
         return {"pid": os.getpid(), "home": str(paths.home), "containment": containment.describe(),
-                "logs": limits.describe() if limits is not None else "", "system": args.system}
+                "logs": limits.describe() if limits is not None else "", "system": system}
 
     router = principal = None
     mode = 0o600
-    if args.system:
+    if system:
         from gqa.adapters.local.system import socket_mode
 
         from .callers import local_access, principal_for
         from .routes import Router
 
-        router, policy = Router(wiring), local_access(paths.home)
+        policy = local_access(paths.home)
+        router = Router(wiring, policy)
         principal = lambda peer: principal_for(peer.uid, peer.gid, policy)   # noqa: E731
         mode = socket_mode(paths.home)
     handler = RequestHandler(SubmitCommand(wiring.submitter()), status, router, principal)

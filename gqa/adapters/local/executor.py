@@ -40,7 +40,6 @@ from .paths import StatePaths
 # finds the file empty treats it as "no status yet".
 WRAPPER = (
     'trap : TERM INT HUP; '
-    '[ -z "$GQA_CGROUP_PROCS" ] || echo $$ > "$GQA_CGROUP_PROCS" || exit 125; '
     'read -r gate || gate=; exec </dev/null; [ "$gate" = go ] || exit 125; '
     'f=$1; shift; "$@"; rc=$?; printf "%s" "$rc" > "$f"; exit "$rc"'
 )
@@ -105,7 +104,9 @@ class LocalExecutor:
         if self.containment is not None:
             cell = self.containment.prepare(job.id, attempt, cpus=spec.resources.cpus,
                                             memory=spec.resources.memory)
-            env.update(cell.env)
+            # the daemon places the held-back wrapper in its cell itself (below): a wrapper run as
+            # the job's user may not write to the cgroup, and nothing runs before the gate opens
+            env.update({k: v for k, v in cell.env.items() if k != "GQA_CGROUP_PROCS"})
         argv = spec.argv()
         log_path = self.paths.log_for(job.id)
         exit_file = self.paths.exit_for(job.id, attempt)
@@ -139,6 +140,13 @@ class LocalExecutor:
         # Popen keeps a handle that would reap the child behind our back; we reap via the pidfd
         proc.returncode = 0
         running = self._watch(job.id, attempt, proc.pid, child=True)
+        if cell is not None:
+            try:
+                self.containment.place(cell, proc.pid)
+            except OSError:
+                running.abandoned = True
+                self._close_gate(running)   # it must not run uncontained: it exits at the gate
+                raise
         running.gate, running.log = gate_w, str(log_path)
         return Launched(pid=proc.pid, token=process_token(proc.pid) or "")
 
