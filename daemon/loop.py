@@ -20,13 +20,15 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from gqa.models.errors import GqaError
+from gqa.models.errors import GqaError, QueueMismatch, StorageCorrupt
 from gqa.models.job import JobState
 
 log = logging.getLogger("gqa.daemon")
 IDLE_CHECK = 30.0          # seconds; a safety net, nothing relies on it
 ROTATE_EVERY = 5.0         # seconds between checks of running jobs' log sizes
 MAX_BACKOFF = 5.0
+# faults no retry mends: the daemon stops (running jobs keep running; the next daemon adopts them)
+FATAL = (StorageCorrupt, QueueMismatch)
 
 
 @dataclass
@@ -107,6 +109,9 @@ class DaemonLoop:
                     try:
                         supervisor.tick()
                         tick.succeeded()
+                    except FATAL as exc:   # the database is damaged or not ours any more: stop, jobs run on
+                        log.error("stopping: %s", exc)
+                        self._stop(keep_jobs=True)
                     except Exception as exc:   # the disk is full, the database locked too long: retry
                         tick.failed(exc, now)
                 executor.kill_overdue()

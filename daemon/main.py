@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     except GqaError as exc:
         log.error("%s", exc)
         sys.stderr.write(f"gqa: error: {exc}\n")
-        sys.exit(2)
+        sys.exit(getattr(exc, "exit_code", 2))
 
 
 def run(args: argparse.Namespace, ready=None) -> None:

@@ -28,10 +28,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ...models.errors import LaunchFailed
+from ...models.errors import BackendUnavailable, LaunchFailed, NotFound
 from ...models.job import JobRecord
 from ...ports import Exit, ExitKind, Inventory, Launched
 from .paths import StatePaths
+from .storage_errors import translate
 
 # Traps make sh wait for the job instead of dying first; traps are reset in
 # the child, so the job still gets SIGTERM with its default disposition.
@@ -89,57 +90,43 @@ class LocalExecutor:
         spec = job.spec
         workdir = spec.workdir or os.getcwd()
         account = self._account(job)
-        checkpoint_dir = self._private_dir(self.paths.checkpoint_for(job.id), account)
-        env = dict(job.submit_env if job.submit_env is not None else self.base_env)
-        env.update(spec.env)
-        env.update(job.extra_env)
-        env.update({
-            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpus),
-            "GQA_JOB_ID": job.id,
-            "GQA_ATTEMPT": str(attempt),
-            "GQA_CHECKPOINT_DIR": str(checkpoint_dir),
-            "GQA_RESUME_FROM": latest_checkpoint(checkpoint_dir),
-        })
-        cell = None
-        if self.containment is not None:
-            cell = self.containment.prepare(job.id, attempt, cpus=spec.resources.cpus,
-                                            memory=spec.resources.memory)
-            # the daemon places the held-back wrapper in its cell itself (below): a wrapper run as
-            # the job's user may not write to the cgroup, and nothing runs before the gate opens
-            env.update({k: v for k, v in cell.env.items() if k != "GQA_CGROUP_PROCS"})
         argv = spec.argv()
-        log_path = self.paths.log_for(job.id)
-        exit_file = self.paths.exit_for(job.id, attempt)
-        os.close(self._open_private(exit_file, account, append=False))
+        cell = None
+        log = None
+        try:   # the queue's own files: a failure here is the machine's (full disk...), retried later
+            checkpoint_dir = self._private_dir(self.paths.checkpoint_for(job.id), account)
+            exit_file = self.paths.exit_for(job.id, attempt)
+            os.close(self._open_private(exit_file, account, append=False))
+            log = self._open_private(self.paths.log_for(job.id), account)
+            os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on GPUs {_gpus(gpus)} at "
+                          f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
+            if self.containment is not None:
+                cell = self.containment.prepare(job.id, attempt, cpus=spec.resources.cpus,
+                                                memory=spec.resources.memory)
+        except OSError as exc:
+            if log is not None:
+                os.close(log)
+            self._discard(job, attempt, None, cell)
+            raise translate(exc, exc.filename or self.paths.home) or BackendUnavailable(str(exc)) from None
+        env = self._environment(job, gpus, attempt, checkpoint_dir, cell)
         gate_r, gate_w = os.pipe()
         try:
-            log = self._open_private(log_path, account)
-            try:
-                os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on GPUs "
-                              f"{env['CUDA_VISIBLE_DEVICES']} at {time.strftime('%Y-%m-%d %H:%M:%S')}: "
-                              f"{shlex.join(argv)}\n".encode())
-                identity = {} if account is None else account.popen_identity()
-                proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "gqa-job", str(exit_file), *argv], cwd=workdir,
-                                        env=env, stdin=gate_r, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True, close_fds=True, **identity)
-            finally:
-                os.close(log)
-        except FileNotFoundError:
-            raise self._failed(job, attempt, gate_w, cell, f"working directory {workdir} does not exist") from None
-        except NotADirectoryError:
-            raise self._failed(job, attempt, gate_w, cell, f"working directory {workdir} is not a directory") from None
-        except PermissionError as exc:
-            raise self._failed(job, attempt, gate_w, cell, f"permission denied: {exc.filename or workdir}") from None
-        except (ValueError, OSError) as exc:   # ValueError: an embedded NUL; OSError: E2BIG and the like
-            failed = self._failed(job, attempt, gate_w, cell, str(exc))
+            identity = {} if account is None else account.popen_identity()
+            proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "gqa-job", str(exit_file), *argv], cwd=workdir,
+                                    env=env, stdin=gate_r, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True, **identity)
+        except (ValueError, OSError) as exc:   # ValueError: an embedded NUL
+            self._discard(job, attempt, gate_w, cell)
             if isinstance(exc, OSError) and exc.errno in MACHINE_ERRORS:
                 raise   # the machine's fault, not the job's: the supervisor retries later
-            raise failed from None
+            raise LaunchFailed(_why_not_started(exc, workdir)) from None
         finally:
             os.close(gate_r)
+            os.close(log)
         # Popen keeps a handle that would reap the child behind our back; we reap via the pidfd
         proc.returncode = 0
         running = self._watch(job.id, attempt, proc.pid, child=True)
+        running.gate, running.log = gate_w, str(self.paths.log_for(job.id))
         if cell is not None:
             try:
                 self.containment.place(cell, proc.pid)
@@ -147,8 +134,24 @@ class LocalExecutor:
                 running.abandoned = True
                 self._close_gate(running)   # it must not run uncontained: it exits at the gate
                 raise
-        running.gate, running.log = gate_w, str(log_path)
         return Launched(pid=proc.pid, token=process_token(proc.pid) or "")
+
+    def _environment(self, job: JobRecord, gpus: tuple[int, ...], attempt: int, checkpoint_dir, cell) -> dict:
+        env = dict(job.submit_env if job.submit_env is not None else self.base_env)
+        env.update(job.spec.env)
+        env.update(job.extra_env)
+        env.update({
+            "CUDA_VISIBLE_DEVICES": _gpus(gpus),
+            "GQA_JOB_ID": job.id,
+            "GQA_ATTEMPT": str(attempt),
+            "GQA_CHECKPOINT_DIR": str(checkpoint_dir),
+            "GQA_RESUME_FROM": latest_checkpoint(checkpoint_dir),
+        })
+        if cell is not None:
+            # the daemon places the held-back wrapper in its cell itself (launch()): a wrapper run as
+            # the job's user may not write to the cgroup, and nothing runs before the gate opens
+            env.update({k: v for k, v in cell.env.items() if k != "GQA_CGROUP_PROCS"})
+        return env
 
     def release(self, job_ids: list[str]) -> None:
         for job_id in job_ids:
@@ -275,22 +278,26 @@ class LocalExecutor:
                             ended_at=ended_at)
         return Exit(job_id, attempt, code, sig, ended_at=ended_at)
 
-    def _failed(self, job: JobRecord, attempt: int, gate_w: int, cell, message: str) -> LaunchFailed:
-        os.close(gate_w)
+    def _discard(self, job: JobRecord, attempt: int, gate_w: int | None, cell) -> None:
+        """Undo what a launch that did not start made."""
+        if gate_w is not None:
+            os.close(gate_w)
         try:
             self.paths.exit_for(job.id, attempt).unlink()
         except OSError:
             pass
         if cell is not None:
             self.containment.release(cell)
-        return LaunchFailed(message)
 
     def _account(self, job: JobRecord):
         if not self.as_owner:
             return None
         from .accounts import Account
 
-        return Account.for_user(job.owner)
+        try:
+            return Account.for_user(job.owner)
+        except NotFound as exc:   # the job's owner has no account here: it can never run as them
+            raise LaunchFailed(f"{exc}; a job runs as the user who submitted it") from None
 
     @staticmethod
     def _open_private(path, account, *, append: bool = True) -> int:
@@ -358,6 +365,23 @@ def process_token(pid: int) -> str | None:
     if fields[0] in ("Z", "X"):
         return None
     return fields[19]
+
+
+def _gpus(gpus: tuple[int, ...]) -> str:
+    return ",".join(str(i) for i in gpus)
+
+
+def _why_not_started(exc: Exception, workdir: str) -> str:
+    """Why the job's own launch cannot work, in the user's words."""
+    if isinstance(exc, ValueError):
+        return f"its command, environment or directory holds a NUL byte ({exc})"
+    if isinstance(exc, FileNotFoundError):
+        return f"working directory {workdir} does not exist"
+    if isinstance(exc, NotADirectoryError):
+        return f"working directory {workdir} is not a directory"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename or workdir}"
+    return str(exc)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
