@@ -2,11 +2,15 @@
 process changes state here at once; a running one gets a request that the
 supervisor carries out (SIGTERM, grace, SIGKILL) and settles on exit."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..models.errors import Conflict, GqaError, InvalidTransition
+from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
 from ..models.job import JobRecord, JobState, Request
 from ..ports import Change, Clock, JobStore, Waker
+
+
+CHUNK = 5000    # jobs cancelled per transaction: a 100,000-task array never holds the store for long
+CANCELLED_BY_USER = "cancelled by user"
 
 
 @dataclass(frozen=True)
@@ -21,34 +25,43 @@ class ControlService:
         self.store, self.clock, self.waker = store, clock, waker
 
     def cancel(self, refs: list[str]) -> list[ControlResult]:
+        """Cancel the jobs named, whole arrays at once: jobs that hold no process
+        end here, running ones get the request the supervisor carries out.
+        Written CHUNK jobs per transaction, each guarded on the state read; a
+        job that moved meanwhile is read again and decided again."""
+        results: dict[str, ControlResult] = {}
         jobs = self._resolve(refs)
-        results = [self._cancel_one(job) for job in jobs]
-        self._wake()
-        return results
-
-    def _cancel_one(self, job: JobRecord) -> ControlResult:
+        todo = jobs
         for _ in range(3):  # the state may move under us (e.g. QUEUED -> STARTING); re-read and retry
             now = self.clock.now()
-            if job.state.terminal:
-                return ControlResult(job, "unchanged", f"already {job.status}")
-            try:
-                if job.state.active:
-                    if job.request == Request.CANCEL:
-                        return ControlResult(job, "cancelling", "already being cancelled")
-                    [job] = self.store.apply([Change(job.id, job.state, None, "", now, {"request": Request.CANCEL})])
-                    return ControlResult(job, "cancelling", "stopping its processes")
-                [job] = self.store.apply([Change(job.id, job.state, JobState.CANCELLED, "cancelled by user", now,
-                                                 {"ended_at": now, "not_before": None})])
-                return ControlResult(job, "cancelled")
-            except Conflict:
-                job = self.store.get(job.id)
-        raise Conflict(f"job {job.id} kept changing state; try again")
+            planned: list[tuple[Change, ControlResult]] = []
+            for job in todo:
+                change, result = _cancel(job, now)
+                if change is None:
+                    results[job.id] = result
+                else:
+                    planned.append((change, result))
+            moved = []
+            for start in range(0, len(planned), CHUNK):
+                chunk = planned[start:start + CHUNK]
+                for ok, (change, result) in zip(self.store.apply_each([c for c, _ in chunk]), chunk):
+                    if ok:
+                        results[change.job_id] = result
+                    else:
+                        moved.append(change.job_id)
+            todo = self._reread(moved)
+            if not todo:
+                break
+        else:
+            raise Conflict(f"job {todo[0].id} kept changing state; try again")
+        self._wake()
+        return [results[job.id] for job in jobs if job.id in results]
 
     def requeue(self, refs: list[str]) -> list[ControlResult]:
         """Requeue running jobs. A job named on its own must be running (checked
         before anything changes); in an array, tasks not running are left as they are."""
         jobs = self._resolve(refs)
-        singles = {ref for ref in refs if len(self.store.resolve(ref)) == 1}
+        singles = {ref for ref in refs if len(self.store.resolve(ref, history=False)) == 1}
         for job in jobs:
             if job.id in singles and job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
                 raise InvalidTransition(f"job {job.id} is {job.status}; only a running job can be requeued")
@@ -96,20 +109,47 @@ class ControlService:
         return results
 
     def _resolve(self, refs: list[str]) -> list[JobRecord]:
-        """The jobs named, each once. Who may act on them is gqa.services.access's
-        rule, checked by the entry point on these same jobs before any is changed."""
+        """The jobs named, each once, without their history (an array may have
+        100,000 tasks). Who may act on them is gqa.services.access's rule,
+        checked by the entry point on these same jobs before any is changed."""
         jobs: list[JobRecord] = []
         seen = set()
         for ref in refs:
-            for job in self.store.resolve(ref):
+            for job in self.store.resolve(ref, history=False):
                 if job.id not in seen:
                     seen.add(job.id)
                     jobs.append(job)
         return jobs
 
+    def _reread(self, job_ids: list[str]) -> list[JobRecord]:
+        """These jobs as they are now; one that is gone is left out."""
+        jobs = []
+        for job_id in job_ids:
+            try:
+                jobs.append(replace(self.store.get(job_id), history=()))
+            except NotFound:
+                pass
+        return jobs
+
     def _wake(self) -> None:
         if self.waker is not None:
             self.waker.wake()
+
+
+def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
+    """The change that cancels the job as read, and the result once it applied
+    (the job as changed, without its history); no change where none is needed."""
+    if job.state.terminal:
+        return None, ControlResult(job, "unchanged", f"already {job.status}")
+    if job.state.active:
+        if job.request == Request.CANCEL:
+            return None, ControlResult(job, "cancelling", "already being cancelled")
+        fields = {"request": Request.CANCEL}
+        return (Change(job.id, job.state, None, "", now, fields),
+                ControlResult(replace(job, **fields), "cancelling", "stopping its processes"))
+    fields = {"ended_at": now, "not_before": None}
+    return (Change(job.id, job.state, JobState.CANCELLED, CANCELLED_BY_USER, now, fields),
+            ControlResult(replace(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
 
 
 __all__ = ["ControlService", "ControlResult", "GqaError"]

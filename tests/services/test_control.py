@@ -1,12 +1,17 @@
 """ControlService: cancel and requeue, at once or through a request."""
 
+import time
+from dataclasses import replace
+
 import pytest
 
-from gqa.models.errors import InvalidTransition, NotPermitted
-from gqa.models.job import JobState, Request
+from gqa.models.errors import Conflict, InvalidTransition, NotPermitted
+from gqa.models.job import JobState, Request, Transition
 from gqa.ports import Change
+from gqa.services import control
 from gqa.services.access import Action, Principal, Role, authorize
 from gqa.services.control import ControlService
+from tests.builders import spec
 from tests.services.conftest import T0
 
 S = JobState
@@ -71,7 +76,8 @@ def test_cancelling_a_waiting_job_cancels_it_at_once(queue, state):
     assert (result.action, result.job.state) == ("cancelled", S.CANCELLED)
     assert (stored.state, stored.reason, stored.ended_at, stored.not_before) == \
         (S.CANCELLED, "cancelled by user", T0 + 20, None)
-    assert result.job == stored
+    assert result.job == replace(stored, history=())       # the job as changed; its history is in the store
+    assert stored.history[-1] == Transition(S.CANCELLED, T0 + 20, "cancelled by user")
     assert queue.compute.terminated == []
 
 
@@ -123,7 +129,7 @@ class StaleReads:
     def __init__(self, store, seen):
         self.store, self.seen = store, seen
 
-    def resolve(self, ref):
+    def resolve(self, ref, *, history=True):
         return self.seen
 
     def __getattr__(self, name):
@@ -139,6 +145,132 @@ def test_a_cancel_that_races_a_dispatch_rereads_and_asks_the_supervisor(queue):
 
     assert result.action == "cancelling"
     assert (queue.state(job.id), queue.get(job.id).request) == (S.RUNNING, Request.CANCEL)
+
+
+# -- big arrays --------------------------------------------------------------------------------
+
+def _array_in_every_state(make_queue, monkeypatch):
+    """Array 1: tasks 0-1 running, 2 starting, 3 running with a cancel asked already,
+    4 succeeded, 5-9 queued; cancelled two jobs per transaction."""
+    monkeypatch.setattr(control, "CHUNK", 2)
+    queue = make_queue(4)
+    queue.submit(array="0-9")
+    queue.supervisor.dispatch()                                       # 1_0 .. 1_3 start
+    queue.store.apply([Change("1_3", S.RUNNING, None, "", T0, {"request": Request.CANCEL})])
+    queue.exit("1_2", 0)
+    queue.supervisor.dispatch()                                       # 1_4 takes the GPU 1_2 left
+    queue.exit("1_4", 0)
+    queue.store.apply([Change("1_5", S.QUEUED, S.STARTING, "assigned GPUs 2", T0, {"assigned": (2,)})])
+    return queue
+
+
+def test_cancelling_an_array_in_bulk_decides_each_task_by_its_state(make_queue, monkeypatch):
+    queue = _array_in_every_state(make_queue, monkeypatch)
+    queue.clock.advance(5)
+    ended = [queue.get("1_2"), queue.get("1_4")]
+
+    results = queue.control.cancel(["1"])
+
+    assert [(r.job.id, r.action, r.detail) for r in results] == [
+        ("1_0", "cancelling", "stopping its processes"),
+        ("1_1", "cancelling", "stopping its processes"),
+        ("1_2", "unchanged", "already completed"),
+        ("1_3", "cancelling", "already being cancelled"),
+        ("1_4", "unchanged", "already completed"),
+        ("1_5", "cancelling", "stopping its processes"),
+        *((f"1_{i}", "cancelled", "") for i in range(6, 10)),
+    ]
+    for r in results:                       # each result is the job as stored, less its history
+        assert r.job == replace(queue.get(r.job.id), history=())
+    for i in range(6, 10):
+        assert queue.get(f"1_{i}").history[-1] == Transition(S.CANCELLED, T0 + 5, "cancelled by user")
+    assert {j.id for j in queue.store.with_requests()} == {"1_0", "1_1", "1_3", "1_5"}
+    assert [queue.get("1_2"), queue.get("1_4")] == ended
+
+
+class MovesUnderTheCancel:
+    """A store on which, just before the first bulk write, the dispatcher starts
+    task 1_1 and the supervisor settles task 1_2 (both read as QUEUED)."""
+
+    def __init__(self, queue):
+        self.queue, self.store, self.moved = queue, queue.store, False
+
+    def apply_each(self, changes):
+        if not self.moved:
+            self.moved = True
+            self.store.apply([Change("1_1", S.QUEUED, S.STARTING, "assigned GPUs 0", T0, {"assigned": (0,)}),
+                              Change("1_2", S.QUEUED, S.CANCELLED, "cancelled by its owner elsewhere", T0,
+                                     {"ended_at": T0})])
+        return self.store.apply_each(changes)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_tasks_that_moved_meanwhile_are_read_again_and_decided_again(make_queue):
+    queue = make_queue(1)
+    queue.submit(array="0-3", resources={"gpus": 1})
+    queue.store.apply([Change("1_0", S.QUEUED, S.HELD, "held", T0)])
+
+    results = ControlService(MovesUnderTheCancel(queue), queue.clock).cancel(["1"])
+
+    assert [(r.job.id, r.action, r.detail) for r in results] == [
+        ("1_0", "cancelled", ""),
+        ("1_1", "cancelling", "stopping its processes"),          # started meanwhile: asked to stop
+        ("1_2", "unchanged", "already cancelled"),                 # ended meanwhile: left as it is
+        ("1_3", "cancelled", ""),
+    ]
+    assert (queue.state("1_1"), queue.get("1_1").request) == (S.STARTING, Request.CANCEL)
+    assert queue.get("1_2").reason == "cancelled by its owner elsewhere"
+
+
+class AlwaysMoves:
+    def __init__(self, store):
+        self.store = store
+
+    def apply_each(self, changes):
+        return [False] * len(changes)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_a_task_that_keeps_moving_is_a_conflict(queue):
+    job = queue.submit_one()
+    with pytest.raises(Conflict, match=f"job {job.id} kept changing state"):
+        ControlService(AlwaysMoves(queue.store), queue.clock).cancel([job.id])
+
+
+@pytest.mark.slow
+def test_a_100000_task_array_is_cancelled_in_seconds(tmp_path):
+    """Recorded through the store (as a submission would), with a submitter's
+    environment of about 2 KB, then cancelled: under 10 s of CPU, where one
+    transaction per job took minutes."""
+    from gqa.adapters.local.store import SqliteStore
+    from gqa.services.submit import SubmitService
+    from tests.services.fakes import FakeClock
+
+    store = SqliteStore(tmp_path / "gqa.db")
+    clock = FakeClock(T0)
+    environment = {f"VARIABLE_{i}": "x" * 40 for i in range(40)}
+    jobs = SubmitService._records(spec(array="0-99999"), environment, T0, S.QUEUED, "admitted",
+                                  (Transition(S.QUEUED, T0, "admitted"),))
+    store.create(jobs)
+    running = [Change(f"1_{i}", S.QUEUED, S.STARTING, "assigned", T0, {"assigned": (i,)}) for i in range(8)]
+    store.apply(running)
+
+    started, cpu = time.perf_counter(), time.process_time()
+    results = ControlService(store, clock).cancel(["1"])
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu
+
+    assert len(results) == 100_000
+    assert sum(r.action == "cancelled" for r in results) == 99_992
+    assert store.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall() == \
+        [("CANCELLED", 99_992), ("STARTING", 8)]
+    assert store.get("1_99999").history[-1].reason == "cancelled by user"
+    # CPU time: the shared test machines run other suites at once, which stretches wall time alone
+    assert cpu < 10, f"cancelling 100,000 tasks took {cpu:.1f} s of CPU ({took:.1f} s)"
+    store.close()
 
 
 # -- requeue --------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ PENDING = frozenset({S.QUEUED.value, S.HELD.value})
 ACTIVE = frozenset({S.STARTING.value, S.RUNNING.value})
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = builtins.list
+# apply_each's transactions: a job's update plus at most a usage and a spend item, well within one of 100
+EACH_CHUNK = 25
 _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as reserve_ids makes one
 _ID_COUNTER = {t.PK: t.COUNTER, t.SK: "jobs"}   # "groups" and "seq": how many reserve_ids has handed out
@@ -254,14 +256,14 @@ class DynamoDBStore:
         self._known.remember(job_id, item)
         return item
 
-    def resolve(self, ref: str) -> list[JobRecord]:
+    def resolve(self, ref: str, *, history: bool = True) -> list[JobRecord]:
         if not _JOB_ID.match(ref):
             raise NotFound(f"no job or array {ref}")
         key = it.job_key(ref) if "_" in ref else {t.GROUP: ref}   # a group is one partition
         found = sorted(self._query(self.tables.jobs, key, consistent=True), key=lambda i: i[t.SEQ])
         if not found:
             raise NotFound(f"no job or array {ref}")
-        return [it.job_record(i) for i in found]
+        return [it.job_record(i, history=history) for i in found]
 
     def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
              limit: int | None = None, history: bool = False) -> list[JobRecord]:
@@ -311,6 +313,27 @@ class DynamoDBStore:
         if todo:
             raise Conflict(f"job {changes[todo[0]].job_id} kept changing while being updated")
         return results  # type: ignore[return-value]
+
+    def apply_each(self, changes: List[Change]) -> List[bool]:
+        """apply() per chunk small enough to be one transaction with its ledger
+        items (so all or nothing); a chunk refused because a job moved on is
+        applied change by change, skipping those that no longer hold."""
+        applied: List[bool] = []
+        for start in range(0, len(changes), EACH_CHUNK):
+            chunk = changes[start:start + EACH_CHUNK]
+            try:
+                self.apply(chunk)
+                applied += [True] * len(chunk)
+                continue
+            except (Conflict, NotFound):
+                pass
+            for change in chunk:
+                try:
+                    self.apply([change])
+                    applied.append(True)
+                except (Conflict, NotFound):
+                    applied.append(False)
+        return applied
 
     def _plan(self, changes: List[tuple[int, Change]], half_life: float, results: List[JobRecord | None],
               known: bool = False) -> dict[str, JobWrite]:
