@@ -119,6 +119,7 @@ class DaemonLoop:
                 for key, mask in self.selector.select(self._timeout(tick, next_rotation)):
                     key.data(mask)
                 self.server.expire()
+                executor.reap_strays()
                 if self.exits and settle.due(time.monotonic()):
                     try:
                         supervisor.on_exits(self.exits)
@@ -134,6 +135,7 @@ class DaemonLoop:
             self.server.close()
             self.doorbell.close()
             self.wiring.store.close()
+            executor.close()
             log.info("daemon %d stopped", os.getpid())
 
     # -- parts ----------------------------------------------------------------------

@@ -253,6 +253,19 @@ class LocalExecutor:
                 sig = signal.SIGKILL  # we killed it and the wrapper died with it
         return self._exit(running.job_id, running.attempt, code, sig, ended_at)
 
+    def reap_strays(self) -> int:
+        """Reap zombies of processes that escaped their job and ended (they
+        re-parent to a subreaper daemon), never a wrapper's: its status is ours."""
+        if self.containment is None:
+            return 0
+        return self.containment.reap_strays({r.pid for r in self._by_job.values() if r.child} |
+                                            {r.pid for r in self._by_fd.values() if r.child})
+
+    def close(self) -> None:
+        """At the daemon's stop: the containment's empty root goes."""
+        if self.containment is not None:
+            self.containment.close()
+
     def kill_overdue(self) -> None:
         now = time.monotonic()
         for running in self._by_job.values():
