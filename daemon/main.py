@@ -104,7 +104,18 @@ def _log_cap(args):
     from gqa.adapters.local import logfiles as log_files
 
     limits = log_files.LogLimits.parse(args.log_max_size or "100M", 2 if args.log_files is None else args.log_files)
-    return (lambda path: log_files.rotate_if_needed(path, limits)), limits
+    failing: set[str] = set()
+
+    def rotate(path: str) -> None:
+        try:
+            log_files.rotate_if_needed(path, limits)
+            failing.discard(path)
+        except OSError as exc:   # left whole and unrotated (a full disk): said once, tried again later
+            if path not in failing:
+                log.warning("cannot rotate %s: %s", path, exc)
+                failing.add(path)
+
+    return rotate, limits
 
 
 if __name__ == "__main__":
