@@ -62,14 +62,24 @@ def validate_json(text: str, *, source: str | None = None) -> JobSpec:
     try:
         return JobSpec.model_validate_json(text)
     except ValidationError as exc:
-        raise _friendly(exc, {}, source) from None
+        raise _friendly(exc, {}, source, raw=_json_or_none(text)) from None
+
+
+def _json_or_none(text: str) -> Any:
+    """The JSON pydantic refused, to tell its keys from union branch names; None if it is not JSON."""
+    import json
+
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def validate(raw: dict[str, Any], *, lines: dict[tuple, int] | None = None, source: str | None = None) -> JobSpec:
     try:
         return JobSpec.model_validate(raw)
     except ValidationError as exc:
-        raise _friendly(exc, lines or {}, source) from None
+        raise _friendly(exc, lines or {}, source, raw=raw) from None
 
 
 def parse_yaml(text: str, *, source: str | None = None) -> tuple[dict[str, Any], dict[tuple, int]]:
@@ -96,16 +106,14 @@ def _record_lines(node, path: tuple, lines: dict[tuple, int]) -> None:
             _record_lines(item, path + (i,), lines)
 
 
-def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None) -> SpecError:
+def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None, *, raw: Any = None) -> SpecError:
     errors = exc.errors()
     # a misspelt field also shows up as the real one "missing": name the misspelling
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in ("list[str]", "str") ) and p != "function-after[_command_shape()]")
-    # pydantic adds union branch names to loc; keep only real keys
-    loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or "(" in p)))
+    loc = _real_loc(err["loc"], raw)
     field = ".".join(str(p) for p in loc) or "spec"
     line = _line_for(loc, lines)
-    if err["type"] == "extra_forbidden":
+    if err["type"] == "extra_forbidden" and loc:
         parent = ".".join(str(p) for p in loc[:-1])
         model = SPEC_FIELDS.get(parent)
         valid = sorted(model.model_fields) if model else []
@@ -122,6 +130,25 @@ def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None)
     if err["type"] == "enum":
         message = f"must be one of {err['ctx'].get('expected', '')}, got {err['input']!r}"
     return SpecError(f"{field}: {message}", line=line, source=source)
+
+
+def _real_loc(loc: tuple, raw: Any) -> tuple:
+    """The keys and indices of `loc`, without the union branch names pydantic
+    adds ("list[str]", "function-after[...]"). A key the user wrote is kept
+    even when it looks like one: the input is walked alongside."""
+    out: list = []
+    node = raw
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+            node = node[part]
+        elif isinstance(part, str) and (part == "str" or "[" in part or "(" in part):
+            continue
+        else:
+            node = None
+        out.append(part)
+    return tuple(out)
 
 
 def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
@@ -174,7 +201,10 @@ def script_command(path: str, text: str, *, cwd: str | None = None) -> list[str]
         return [full]
     first = text.splitlines()[0] if text else ""
     if first.startswith("#!"):
-        return shlex.split(first[2:].strip()) + [full]
+        try:
+            return shlex.split(first[2:].strip()) + [full]
+        except ValueError as exc:  # an unclosed quote
+            raise SpecError(f"cannot parse the #! line: {exc}", line=1, source=path) from None
     return ["/bin/sh", full]
 
 

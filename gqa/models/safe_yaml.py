@@ -47,6 +47,15 @@ class BoundedLoader(yaml.SafeLoader):
         self._text = 0
         self._anchored: dict[str, _Counted] = {}   # anchor -> size, once its node is complete
 
+    # -- scanning --------------------------------------------------------------------
+    def fetch_flow_collection_start(self, TokenClass):
+        # Looking ahead for a possible key, the scanner visits every open flow level at every
+        # token for up to 1024 characters: deep `[[[[` costs it quadratic time before the
+        # composer sees a node. A flow level is a node level, so this refuses nothing more.
+        if self.flow_level >= MAX_YAML_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_YAML_DEPTH} levels", self.get_mark())
+        super().fetch_flow_collection_start(TokenClass)
+
     # -- composing: counted before the composer recurses ---------------------------
     def compose_node(self, parent, index):
         event = self.peek_event()
@@ -88,8 +97,8 @@ class BoundedLoader(yaml.SafeLoader):
                            "quote it to make it text", node.start_mark)
         try:
             return super().construct_object(node, deep)
-        except (ValueError, TypeError, KeyError, OverflowError) as exc:
-            # PyYAML lets these through for e.g. `2024-13-45`, `!!bool maybe`, `!!int x`
+        except (ValueError, TypeError, LookupError, ArithmeticError) as exc:
+            # PyYAML lets these through for e.g. `2024-13-45`, `!!bool maybe`, `!!int x`, `!!int ""`
             kind = node.tag.rpartition(":")[2] or node.tag
             what = f" {_short(node.value)}" if isinstance(node, ScalarNode) else ""
             why = f": {_one_line(str(exc))}" if isinstance(exc, ValueError) else ""

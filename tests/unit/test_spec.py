@@ -9,7 +9,7 @@ import pytest
 
 from tests.builders import spec
 from gqa.models.errors import SpecError
-from gqa.models.loader import load_spec, parse_directives, parse_yaml, script_command, validate
+from gqa.models.loader import load_spec, parse_directives, parse_yaml, script_command, validate, validate_json
 from gqa.models.spec import JobSpec, Priority
 
 GiB, MiB = 1024**3, 1024**2
@@ -88,6 +88,8 @@ BAD_YAML = [
      "sweep parameter 'lr' has no values", 3),
     ("sweep into a reserved env name", "command: [a]\nsweep:\n  grid:\n    GQA_ATTEMPT: [1]\n  pass_as: env\n",
      "sweep parameter 'GQA_ATTEMPT' cannot be an environment variable name", 2),
+    ("a key that reads like a type", "command: [a]\n'list[str]': 1\n", "unknown field 'list[str]'", 2),
+    ("a nested key that reads like a type", "command: [a]\nresources:\n  str: 1\n", "unknown field 'resources.str'", 3),
     ("a list, not a mapping", "- a\n- b\n", "a job file must be a YAML mapping", 1),
     ("a scalar, not a mapping", "hello\n", "a job file must be a YAML mapping", 1),
     ("an empty file", "", "a job file must be a YAML mapping", 1),
@@ -120,6 +122,22 @@ def test_unreadable_file(setup, message):
     setup()
     with pytest.raises(SpecError, match=re.escape(message)):
         load_spec("missing.yaml")
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"command": ["a"], "x[": 1}', "unknown field 'x['"),
+    ('{"command": ["a"], "resources": {"(": 1}}', "unknown field 'resources.('"),
+    ("[" * 10_000 + "]" * 10_000, "Invalid JSON: recursion limit exceeded"),
+    ("not json", "Invalid JSON"),
+])
+def test_validate_json_names_the_key(text, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        validate_json(text)
+
+
+def test_a_shebang_that_cannot_be_split():
+    with pytest.raises(SpecError, match=re.escape("run.sh:1: cannot parse the #! line: No closing quotation")):
+        load_spec(write("run.sh", "#!/bin/sh '\necho\n"))
 
 
 def test_nothing_to_run():
