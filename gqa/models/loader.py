@@ -4,6 +4,7 @@ Every problem becomes one SpecError that names the field, the line and,
 for a misspelt field, the nearest valid name."""
 
 import difflib
+import json
 import os
 import shlex
 from pathlib import Path
@@ -11,7 +12,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import safe_yaml
 from .errors import SpecError
 from .limits import MAX_SPEC_BYTES, size_text
 from .spec import NAMED_PROBLEM, SPEC_FIELDS, JobSpec
@@ -67,8 +67,6 @@ def validate_json(text: str, *, source: str | None = None) -> JobSpec:
 
 def _json_or_none(text: str) -> Any:
     """The JSON pydantic refused, to tell its keys from union branch names; None if it is not JSON."""
-    import json
-
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
@@ -84,6 +82,8 @@ def validate(raw: dict[str, Any], *, lines: dict[tuple, int] | None = None, sour
 
 def parse_yaml(text: str, *, source: str | None = None) -> tuple[dict[str, Any], dict[tuple, int]]:
     """The mapping in a YAML job file and the line of every key path."""
+    from . import safe_yaml  # PyYAML only when a file is read: most callers validate JSON
+
     data, node = safe_yaml.load(text, source=source)
     if not isinstance(data, dict):
         raise SpecError("a job file must be a YAML mapping (key: value lines)", line=1, source=source)
