@@ -163,7 +163,10 @@ class Supervisor:
         settled = {c.job_id for c in changes}
         for job in updated:   # only now that the result is committed may its record of the exit go
             if job.id in settled and job.state != JobState.RUNNING:
-                self.compute.forget(job)
+                try:
+                    self.compute.forget(job)
+                except Exception as exc:   # a read-only or failing disk: the result stands, the record stays
+                    log.warning("job %s: could not remove the record of its exit: %s", job.id, exc)
         if any(j.state == JobState.RETRY_WAIT for j in updated):
             self.promote_retries()
         return updated
