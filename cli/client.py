@@ -99,6 +99,16 @@ def _ask_daemon(argv: list[str]) -> dict | None:
                 "stderr": f"gqa: error: {message or 'the queue daemon gave an unexpected answer'}\n"}
 
 
+def _owner_of(where) -> str:
+    import pwd
+
+    try:
+        uid = os.stat(where).st_uid
+        return pwd.getpwuid(uid).pw_name
+    except (OSError, KeyError, TypeError, ValueError):
+        return "another user"
+
+
 def exchange(where, request: bytes) -> dict | None:
     """One request, one reply. None when nothing listens there (nothing was
     sent); {"status": 503} when the daemon could not even accept in time
@@ -113,6 +123,11 @@ def exchange(where, request: bytes) -> dict | None:
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         return None
+    except PermissionError:   # a daemon listens, for someone else: say whose, never write its queue ourselves
+        sock.close()
+        return {"status": 403, "body": {"error": f"this queue belongs to {_owner_of(where)}: its daemon does not "
+                                                 "serve you; use your own (`GQA_HOME=~/.gqa gqa local start`) "
+                                                 "or ask for a shared one (`gqa local start --system`)"}}
     except (socket.timeout, BlockingIOError, InterruptedError):
         sock.close()
         return {"status": 503, "body": {"retry_after": 0.1}}
@@ -122,16 +137,22 @@ def exchange(where, request: bytes) -> dict | None:
     lost = {"status": 500, "body": {"error": "lost contact with the queue daemon; check `gqa queue` "
                                              "before submitting again"}}
     with sock:
+        sock.settimeout(REPLY_TIMEOUT)
         try:
-            sock.settimeout(REPLY_TIMEOUT)
             sock.sendall(request)
-            data = b""
+        except OSError:
+            pass   # a busy daemon answers and closes before reading: its answer may be waiting
+        data = b""
+        try:
             while not data.endswith(b"\n"):
                 chunk = sock.recv(65536)
                 if not chunk:
                     break
                 data += chunk
-            answer = json.loads(data) if data else None
-            return answer if isinstance(answer, dict) else lost
-        except (OSError, ValueError):
-            return lost
+        except OSError:
+            pass
+        try:
+            answer = json.loads(data) if data.endswith(b"\n") else None
+        except ValueError:
+            answer = None
+        return answer if isinstance(answer, dict) else lost

@@ -73,7 +73,7 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
             "assigned": (), "capacity_failures": 0}
     interrupted = dict(base, interruptions=job.interruptions + 1, not_before=now, ended_at=None)
     # what gqa itself asked for wins over how the backend carried it out
-    asked = _stopped_by_us(job, base, interrupted)
+    asked = _stopped_by_us(job, base, interrupted, finished=code == 0 and sig is None)
     if asked is not None:
         return asked
     if kind == ExitKind.CAPACITY:
@@ -98,10 +98,16 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
     return _error(job, describe_exit(code, sig), base, now, draw)
 
 
-def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict) -> Outcome | None:
-    """The attempt ended because gqa stopped it (a user's request, preemption, a limit)."""
+def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict, *, finished: bool = False) -> Outcome | None:
+    """The attempt ended because gqa stopped it (a user's request, preemption, a limit).
+    A job that exits 0 while being asked to make way (requeue, preemption, the
+    daemon's stop) finished: sending it back would run it twice. A job that
+    wants to resume later exits 143 (gqa.runtime's preempt.exit())."""
     if job.request == Request.CANCEL or job.kill_reason == CANCEL:
         return Outcome(JobState.CANCELLED, "cancelled by user", base)
+    making_way = job.request == Request.REQUEUE or job.kill_reason in (REQUEUE, PREEMPT, SHUTDOWN)
+    if finished and making_way:
+        return Outcome(JobState.SUCCEEDED, "exit code 0 (it finished while being asked to stop)", base)
     if job.request == Request.REQUEUE or job.kill_reason == REQUEUE:
         return Outcome(JobState.RETRY_WAIT, "requeued by user; resumes from its last checkpoint", interrupted)
     if job.kill_reason == PREEMPT:

@@ -90,9 +90,6 @@ def test_bob_is_refused_in_one_line_by_a_single_user_queue(bob, shared_dir):
         chaos.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the light client takes a socket it may not connect to (EACCES) for no "
-                   "daemon and writes the database itself, so bob is told to fix the mode of root's files instead "
-                   "of the daemon's answer that the queue is root's (cli/client.py exchange)")
 def test_bob_is_told_whose_queue_it_is(bob, shared_dir):
     chaos = Chaos(shared_dir / "q")
     os.chmod(chaos.base, 0o755)

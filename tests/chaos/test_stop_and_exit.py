@@ -13,8 +13,6 @@ from .harness import Runs
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.slow]
 
 
-@pytest.mark.xfail(strict=True, reason="a stop's reason wins over exit 0: a job that finished within the grace "
-                   "period is requeued and runs twice (gqa/models/outcome.py _stopped_by_us)")
 def test_a_job_that_finishes_within_the_grace_period_of_a_stop_runs_once(make_chaos):
     chaos = make_chaos(gpus=1, grace=5.0)
     chaos.start()

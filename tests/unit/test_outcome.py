@@ -7,7 +7,7 @@ import pytest
 
 from tests.builders import job_record
 from gqa.models.job import JobState, Request
-from gqa.models.outcome import CANCEL, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind, decide, describe_exit
+from gqa.models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind, decide, describe_exit
 from gqa.scheduling.retry import backoff_delay
 
 NOW = 5000.0
@@ -35,6 +35,12 @@ def running_job(*, on_error=0, error_retries=0, interruptions=0, wall_time=None,
     (running_job(request=Request.REQUEUE), None, signal.SIGTERM, S.RETRY_WAIT, "requeued by user"),
     (running_job(kill_reason=REQUEUE), 1, None, S.RETRY_WAIT, "requeued by user; resumes from its last checkpoint"),
     (running_job(kill_reason=SHUTDOWN), None, signal.SIGTERM, S.RETRY_WAIT, "queue daemon stopped"),
+    (running_job(kill_reason=SHUTDOWN), 143, None, S.RETRY_WAIT, "queue daemon stopped"),
+    # exit 0 while asked to make way: it finished (sending it back would run it twice)
+    (running_job(kill_reason=SHUTDOWN), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
+    (running_job(kill_reason=PREEMPT), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
+    (running_job(request=Request.REQUEUE), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
+    (running_job(kill_reason=PREEMPT), 143, None, S.RETRY_WAIT, "preempted"),
     (running_job(kill_reason=TIMEOUT, wall_time="1h"), None, signal.SIGTERM, S.TIMED_OUT,
      "exceeded its wall time of 1h00m"),
     (running_job(kill_reason=TIMEOUT, wall_time="1h", on_timeout="requeue"), None, signal.SIGTERM, S.RETRY_WAIT,
