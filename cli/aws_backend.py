@@ -160,22 +160,11 @@ class LogPages:
         return LogPage.from_dict(data)
 
 
-@dataclass
-class AwsBackend:
-    endpoint: str
-    region: str | None = None
-    aws_profile: str | None = None
-    transport: Any = None          # tests inject one; None: HTTPS
-    session: Any = None
+class ApiServices:
+    """The services as proxies over any `api` with .call(method, path, query=, body=):
+    the AWS API over HTTPS, or a shared box's daemon over its socket."""
 
-    local = False
-    poll_interval = 5.0            # seconds between reads while waiting (each is an API call)
-
-    @cached_property
-    def api(self):
-        from gqa.adapters.aws.api_client import ApiClient
-
-        return ApiClient(self.endpoint, self.region, self.session, self.transport, profile=self.aws_profile)
+    api: Any
 
     def submitter(self) -> Submitter:
         return Submitter(self.api)
@@ -192,11 +181,29 @@ class AwsBackend:
     def cost(self) -> Cost:
         return Cost(self.api)
 
-    def triggers(self) -> Triggers:
-        return Triggers(self.api)
-
     def log_pages(self) -> LogPages:
         return LogPages(self.api)
+
+
+@dataclass
+class AwsBackend(ApiServices):
+    endpoint: str
+    region: str | None = None
+    aws_profile: str | None = None
+    transport: Any = None          # tests inject one; None: HTTPS
+    session: Any = None
+
+    local = False
+    poll_interval = 5.0            # seconds between reads while waiting (each is an API call)
+
+    @cached_property
+    def api(self):
+        from gqa.adapters.aws.api_client import ApiClient
+
+        return ApiClient(self.endpoint, self.region, self.session, self.transport, profile=self.aws_profile)
+
+    def triggers(self) -> Triggers:
+        return Triggers(self.api)
 
     def whoami(self) -> dict[str, Any]:
         return self.api.call("GET", "/whoami")

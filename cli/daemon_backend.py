@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from gqa.models.errors import BackendUnavailable
 from gqa.services.api_errors import error_from_answer
 
-from .aws_backend import Control, Cost, LogPages, Queries, Quota, Submitter
+from .aws_backend import ApiServices, Submitter
 from .client import address
 
 CONNECT_TIMEOUT = 5.0     # seconds: a live daemon accepts at once (its backlog is deep)
@@ -153,7 +153,7 @@ def _query(query: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 
 @dataclass
-class DaemonBackend:
+class DaemonBackend(ApiServices):
     """What LocalBackend hands out, through a shared daemon at `home`."""
 
     home: Path
@@ -168,25 +168,10 @@ class DaemonBackend:
         # jobs start from the submitting shell's environment, as single-user ones do
         return Submitter(self.api, send_environment=True)
 
-    def control(self) -> Control:
-        return Control(self.api)
-
-    def queries(self) -> Queries:
-        return Queries(self.api)
-
-    def quota(self) -> Quota:
-        return Quota(self.api)
-
-    def cost(self) -> Cost:
-        return Cost(self.api)
-
     def triggers(self):
         from .backend import triggers_unavailable
 
         raise triggers_unavailable()
-
-    def log_pages(self) -> LogPages:
-        return LogPages(self.api)
 
     def whoami(self) -> dict[str, Any]:
         return self.api.call("GET", "/whoami")
