@@ -184,7 +184,7 @@ def test_rotating_while_a_process_writes_keeps_order_and_loses_at_most_the_windo
     assert all(line == b"line %d" % n for line, n in zip(lines, numbers)), "a line was torn"
     assert numbers[-1] == total - 1
     lost = total - len(numbers)
-    assert lost <= 20 * rotations, f"{lost} lines lost in {rotations} rotations"
+    assert lost <= 100 * rotations, f"{lost} lines lost in {rotations} rotations"   # a window of a few ms
 
 
 # -- reading from the end ---------------------------------------------------------------------------

@@ -172,6 +172,13 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, keep: int) -> int:
         os.replace(tmp, first)
         copy = first
         _copy(src, dst)                 # what came during the copy and the renames: the window stays small
+        copied = os.fstat(dst).st_size
+        if os.fstat(src).st_size > copied or copied % PAGE == 0:
+            # the job wrote on as the copy ended, or the copy ends at a page boundary (where a write
+            # becomes visible a page at a time): its last line may be a write seen half done, whose
+            # rest the truncation discards. Lost whole rather than torn; a line the job left
+            # unfinished with no write after it is kept
+            _end_at_line(dst)
         return dropped
     except BaseException:
         try:
@@ -190,13 +197,31 @@ def _create(path: Path, like: os.stat_result) -> int:
         os.unlink(path)
     except FileNotFoundError:
         pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         os.fchown(fd, like.st_uid, like.st_gid)
     except PermissionError:   # not root: the file is ours, as the log is
         pass
     os.fchmod(fd, stat.S_IMODE(like.st_mode))
     return fd
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _end_at_line(fd: int, window: int = 64 << 10) -> None:
+    """Cut a copy back to its last line end: a reader may see a write that is
+    half done, and the truncation that follows the copy discards its rest.
+    A last line longer than `window` is kept as it is."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return
+    tail = os.pread(fd, min(window, size), size - min(window, size))
+    if tail.endswith(b"\n"):
+        return
+    cut = tail.rfind(b"\n")
+    if cut >= 0:
+        os.ftruncate(fd, size - len(tail) + cut + 1)
 
 
 def _shift(path: Path, keep: int) -> int:

@@ -121,13 +121,25 @@ class SqliteStore:
 
     def _identity(self) -> tuple[int | None, str | None] | None:
         """(schema version, queue id) from meta; None for a database with no tables at all.
-        StorageCorrupt for an SQLite file that is not a gqa database."""
+        StorageCorrupt for an SQLite file that is not a gqa database. Both reads
+        see one snapshot: another process creating the queue between them must
+        not make it look like some other application's tables."""
+        if self.db.in_transaction:
+            return self._identity_read()
+        self.db.execute("BEGIN")
         try:
-            rows = dict(self.db.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', 'queue_id')"))
-        except sqlite3.OperationalError:   # no meta table (SQLITE_ERROR: not a storage fault)
-            if self.db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
-                return None
-            raise self._foreign() from None
+            return self._identity_read()
+        finally:
+            self.db.execute("ROLLBACK")
+
+    def _identity_read(self) -> tuple[int | None, str | None] | None:
+        # the catalogue first: its read starts the snapshot the meta read then shares
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            return None
+        if "meta" not in tables:
+            raise self._foreign()
+        rows = dict(self.db.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', 'queue_id')"))
         if "schema_version" not in rows:
             raise self._foreign()
         return int(rows["schema_version"]), rows.get("queue_id")
