@@ -27,6 +27,7 @@ log = logging.getLogger("gqa.daemon")
 IDLE_CHECK = 30.0          # seconds; a safety net, nothing relies on it
 ROTATE_EVERY = 5.0         # seconds between checks of running jobs' log sizes
 MAX_BACKOFF = 5.0
+COALESCE, COALESCE_ROUNDS = 0.001, 3   # seconds to wait for more exits after one, and how many times
 # faults no retry mends: the daemon stops (running jobs keep running; the next daemon adopts them)
 FATAL = (StorageCorrupt, QueueMismatch)
 
@@ -118,6 +119,7 @@ class DaemonLoop:
                 self._sync_watches()
                 for key, mask in self.selector.select(self._timeout(tick, next_rotation)):
                     key.data(mask)
+                self._coalesce_exits()
                 self.server.expire()
                 executor.reap_strays()
                 if self.exits and settle.due(time.monotonic()):
@@ -173,6 +175,19 @@ class DaemonLoop:
         ended = self.wiring.executor.collect(fd)
         if ended is not None:
             self.exits.append(ended)
+
+    def _coalesce_exits(self) -> None:
+        """Attempts released together end together: give the others a moment
+        (COALESCE each, while more keep coming) so one pass serves them all,
+        instead of a pass over the whole queue per exit."""
+        if not self.exits:
+            return
+        for _ in range(COALESCE_ROUNDS):
+            ready = self.selector.select(COALESCE)
+            if not ready:
+                return
+            for key, mask in ready:
+                key.data(mask)
 
     def _rotate_logs(self) -> None:
         if self.rotate_log is None:

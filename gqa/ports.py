@@ -147,7 +147,11 @@ class Exit:
 
 
 class Compute(Protocol):
-    """Where job attempts run."""
+    """Where job attempts run. `holds_launches`: nothing launch() starts runs
+    before release() (a local process waits at its gate), so the supervisor may
+    launch first and record the claim and the launch in one write."""
+
+    holds_launches: bool
 
     def inventory(self) -> Inventory: ...
 

@@ -17,11 +17,13 @@ def team_ratios(store: JobStore) -> dict[str, float]:
     return {team: runtime_ratio(s) for team, s in samples.items()}
 
 
-def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None = None) -> Snapshot:
+def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None = None,
+                  view: tuple[list, list] | None = None) -> Snapshot:
+    """`view`: the store's scheduling_view() when the caller has just read it."""
     inventory = store.inventory()
     policy = store.policy()
     ratios = team_ratios(store) if ratios is None else ratios
-    pending, running = store.scheduling_view()
+    pending, running = store.scheduling_view() if view is None else view
     pending = [replace(j, expected_runtime=expected_runtime(j.wall_time, ratios.get(j.team, 1.0))) for j in pending]
     # an attempt not started yet (STARTING) still carries its previous attempt's start: seen from now it
     # begins now, so backfill, ETAs and preemption give it its whole wall time ahead and nothing to lose

@@ -5,6 +5,7 @@ decides when to call them; every rule lives here or below."""
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..models.errors import BackendUnavailable, Conflict, LaunchFailed, NotFound
 from ..models.job import JobRecord, JobState, Request
@@ -53,9 +54,10 @@ class Supervisor:
     # -- dispatch ------------------------------------------------------------
     def dispatch(self) -> list[JobRecord]:
         """One scheduling pass; start what it decides. Returns the started jobs."""
-        if not self.store.scheduling_view()[0]:
+        view = self.store.scheduling_view()
+        if not view[0]:
             return []   # nothing waits: no decision to make, so no snapshot to read
-        decision = plan(read_snapshot(self.store, self.clock.now()), explain=False)
+        decision = plan(read_snapshot(self.store, self.clock.now(), view=view), explain=False)
         for victim in decision.preempt:
             try:
                 self._stop(self.store.get(victim), PREEMPT)
@@ -69,11 +71,16 @@ class Supervisor:
         # has none (what the repair and Batch's events go by)
         claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, f"assigned GPUs {_gpus(s.gpus)}", now,
                          {"assigned": s.gpus, "pid": None, "proc_token": None}) for s in decision.starts]
-        try:
-            starting = self.store.apply(claims)
-        except Conflict:  # a job was cancelled since the snapshot: next pass
-            return []
-        changes = []
+        if self.compute.holds_launches:
+            # nothing it launches runs before release(): the claim is written with the launch's record, in
+            # one transaction, and a crash before it leaves the jobs QUEUED and their processes held back
+            starting, written = self._claimed(claims), claims
+        else:
+            try:
+                starting, written = self.store.apply(claims), []
+            except Conflict:  # a job was cancelled since the snapshot: next pass
+                return []
+        changes: list[Change] = []
         launched_ids: list[str] = []
         self.probe("claimed")
         for job in starting:
@@ -109,7 +116,7 @@ class Supervisor:
         # record leaves held-back processes that never run the job (services/supervisor.py)
         try:
             # one by one where a job moved meanwhile: a cancel, or its Batch event recorded the launch first
-            recorded = apply_settled(self.store, changes)
+            recorded = apply_settled(self.store, _with_claims(written, changes))
         except Exception:
             self.compute.abandon(launched_ids)   # not recorded (disk full...): they must never run
             raise
@@ -120,6 +127,18 @@ class Supervisor:
         self.compute.abandon([i for i in launched_ids if i not in running_ids])
         self.probe("released")
         return started
+
+    def _claimed(self, claims: list[Change]) -> list[JobRecord]:
+        """The jobs as the claims would leave them, not written yet (a job gone meanwhile is left out)."""
+        out = []
+        for claim in claims:
+            try:
+                job = self.store.get(claim.job_id)
+            except NotFound:
+                continue
+            if job.state == JobState.QUEUED:
+                out.append(replace(job, state=JobState.STARTING, **claim.fields))
+        return out
 
     def _hold_and_release(self, decision) -> None:
         now = self.clock.now()
@@ -297,6 +316,18 @@ class Supervisor:
             for job in running:
                 self._stop(job, SHUTDOWN)
         return running
+
+
+def _with_claims(claims: list[Change], changes: list[Change]) -> list[Change]:
+    """Each job's claim just before the change that records its launch, so that
+    applied one by one a job that moved meanwhile skips both."""
+    claim_of = {c.job_id: c for c in claims}
+    out = []
+    for change in changes:
+        if change.job_id in claim_of:
+            out.append(claim_of.pop(change.job_id))
+        out.append(change)
+    return out
 
 
 def _gpus(indices: tuple[int, ...]) -> str:

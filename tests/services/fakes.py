@@ -76,6 +76,7 @@ class FakeCompute:
     alive_ids: set[str] = field(default_factory=set)
     exits: dict[str, Exit] = field(default_factory=dict)
     next_pid: int = 1000
+    holds_launches: bool = False   # True: as a local executor, launches wait for release()
 
     def inventory(self) -> Inventory:
         return self.gpu_inventory

@@ -149,3 +149,59 @@ def test_tick_runs_requests_before_wall_time_and_the_pass(queue):
     sup.tick()
 
     assert calls == ["requeue_unlaunched", "promote_retries", "carry_out_requests", "enforce_wall_time", "dispatch"]
+
+
+# -- a backend that holds launches back (a local executor): launch first, then claim and record at once ----
+
+@pytest.fixture
+def held(queue):
+    queue.compute.holds_launches = True
+    return queue
+
+
+def test_held_launches_are_claimed_and_recorded_in_one_write_after_they_start(held):
+    states_at_launch = []
+    launch = held.compute.launch
+    held.compute.launch = lambda job, gpus, attempt: (states_at_launch.append(held.get(job.id).state),
+                                                      launch(job, gpus, attempt))[1]
+    first, second = held.submit_one(), held.submit_one()
+
+    started = held.supervisor.dispatch()
+
+    assert states_at_launch == [S.QUEUED, S.QUEUED]          # nothing written before the processes exist
+    assert [j.id for j in started] == [first.id, second.id]
+    for job in (first, second):
+        stored = held.get(job.id)
+        assert [t.state for t in stored.history][-2:] == [S.STARTING, S.RUNNING]
+        assert (stored.state, stored.assigned != (), stored.pid is not None) == (S.RUNNING, True, True)
+    assert held.compute.released == [first.id, second.id]
+
+
+def test_a_held_launch_whose_record_fails_leaves_the_job_queued_and_its_process_abandoned(held):
+    job = held.submit_one()
+    held.supervisor.store = FailingApply(held.store, S.STARTING)
+
+    with pytest.raises(BackendUnavailable):
+        held.supervisor.dispatch()
+
+    assert held.get(job.id).state == S.QUEUED and held.get(job.id).assigned == ()
+    assert held.compute.abandoned == [job.id] and held.compute.released == []
+
+
+def test_a_job_cancelled_while_its_held_launch_starts_is_abandoned_not_run(held):
+    job, other = held.submit_one(), held.submit_one()
+    launch = held.compute.launch
+
+    def cancel_first(j, gpus, attempt):
+        launched = launch(j, gpus, attempt)
+        if j.id == job.id:
+            held.control.cancel([job.id])     # another process cancels it straight in the database
+        return launched
+
+    held.compute.launch = cancel_first
+
+    started = held.supervisor.dispatch()
+
+    assert [j.id for j in started] == [other.id]
+    assert held.get(job.id).state == S.CANCELLED
+    assert held.compute.abandoned == [job.id] and held.compute.released == [other.id]

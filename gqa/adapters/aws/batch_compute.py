@@ -75,6 +75,8 @@ _TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
 
 
 class BatchCompute:
+    holds_launches = False   # SubmitJob is the start: the claim is written before it
+
     def __init__(self, client: Any, pools: Iterable[Pool], job_definition: str, checkpoints: Checkpoints,
                  clock: Clock, *, images: Mapping[str, str] | None = None, cpus_per_gpu: int = 4,
                  memory_per_gpu: int = 14 * 1024, default_grace: int = 10, status_ttl: float = 2.0,

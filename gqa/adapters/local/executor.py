@@ -39,8 +39,12 @@ from .storage_errors import translate
 # $1 is the exit file (an argument, not an environment variable the job
 # would inherit). The status is one write of at most 3 bytes; a reader that
 # finds the file empty treats it as "no status yet".
+# A wrapper given GQA_CGROUP_PROCS moves itself into its cell first (in parallel
+# with the daemon recording the launch: a cgroup migration costs a fraction
+# of a millisecond); one run as another user is placed by the daemon.
 WRAPPER = (
     'trap : TERM INT HUP; '
+    '[ -z "$GQA_CGROUP_PROCS" ] || echo $$ > "$GQA_CGROUP_PROCS" || exit 125; unset GQA_CGROUP_PROCS; '
     'read -r gate || gate=; exec </dev/null; [ "$gate" = go ] || exit 125; '
     'f=$1; shift; "$@"; rc=$?; printf "%s" "$rc" > "$f"; exit "$rc"'
 )
@@ -69,6 +73,8 @@ class LocalExecutor:
     runs each job as the Unix user who owns it (a daemon run by root for
     every user of the machine)."""
 
+    holds_launches = True   # an attempt waits at its gate until release()
+
     def __init__(self, paths: StatePaths, inventory: Inventory, *, base_env: dict[str, str] | None = None,
                  containment=None, as_owner: bool = False):
         self.paths = paths
@@ -96,7 +102,8 @@ class LocalExecutor:
         try:   # the queue's own files: a failure here is the machine's (full disk...), retried later
             checkpoint_dir = self._private_dir(self.paths.checkpoint_for(job.id), account)
             exit_file = self.paths.exit_for(job.id, attempt)
-            os.close(self._open_private(exit_file, account, append=False))
+            if account is not None:   # made for the job's user, who writes it in a directory only root may list
+                os.close(self._open_private(exit_file, account, append=False))
             log = self._open_private(self.paths.log_for(job.id), account)
             os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on GPUs {_gpus(gpus)} at "
                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
@@ -127,7 +134,7 @@ class LocalExecutor:
         proc.returncode = 0
         running = self._watch(job.id, attempt, proc.pid, child=True)
         running.gate, running.log = gate_w, str(self.paths.log_for(job.id))
-        if cell is not None:
+        if cell is not None and self.as_owner:
             try:
                 self.containment.place(cell, proc.pid)
             except OSError:
@@ -148,9 +155,8 @@ class LocalExecutor:
             "GQA_RESUME_FROM": latest_checkpoint(checkpoint_dir),
         })
         if cell is not None:
-            # the daemon places the held-back wrapper in its cell itself (launch()): a wrapper run as
-            # the job's user may not write to the cgroup, and nothing runs before the gate opens
-            env.update({k: v for k, v in cell.env.items() if k != "GQA_CGROUP_PROCS"})
+            # a wrapper run as the job's user may not write to the cgroup: the daemon places it (launch())
+            env.update({k: v for k, v in cell.env.items() if k != "GQA_CGROUP_PROCS" or not self.as_owner})
         return env
 
     def release(self, job_ids: list[str]) -> None:
@@ -247,6 +253,10 @@ class LocalExecutor:
                 self.containment.release(self.containment.cell(running.job_id, running.attempt))
             return None
         recorded, ended_at = read_exit(self.paths.exit_for(running.job_id, running.attempt))
+        if running.child and code == NEVER_RAN and recorded is None:
+            # released, yet it never ran the job: it could not enter its cell (the machine's fault)
+            return Exit(running.job_id, running.attempt, None, None, ExitKind.CAPACITY,
+                        "its process could not enter its cgroup", ended_at=ended_at)
         if not running.child:
             code = recorded
             if code is None and running.kill_at is not None:

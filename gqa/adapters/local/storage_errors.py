@@ -181,14 +181,7 @@ class Cursor(sqlite3.Cursor):
             _reraise(self.connection, exc)
 
     def __iter__(self):
-        step = sqlite3.Cursor.__next__
-        try:
-            while True:
-                yield step(self)
-        except StopIteration:
-            return
-        except sqlite3.Error as exc:
-            _reraise(self.connection, exc)
+        return iter(self.fetchall())   # in C and translated at once: a row at a time costs a pass dearly
 
 
 def _why_not_open(path: str | os.PathLike) -> tuple:
