@@ -128,3 +128,23 @@ def test_close_removes_an_empty_root_only(tmp_path):
     containment.close()
     assert not root.exists()
     containment.close()                  # already gone: no exception
+
+
+@pytest.mark.parametrize("mountinfo, favoured", [
+    ("41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw,favordynmods", True),
+    ("41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw", False),
+    ("41 31 0:38 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot", False),
+    ("22 1 0:21 / /proc rw - proc proc rw", False),
+])
+def test_a_mount_that_favours_dynamic_changes_is_told_apart(mountinfo, favoured):
+    from gqa.adapters.local.containment import favours_dynamic_changes
+
+    assert favours_dynamic_changes(mountinfo) is favoured
+
+
+def test_describe_names_the_cost_of_moves_when_the_mount_does_not_favour_them(tmp_path):
+    from gqa.adapters.local.containment import CgroupContainment
+
+    slow = CgroupContainment(tmp_path, has_kill=True, slow_moves="; a job started ... favordynmods")
+    assert slow.describe().endswith("favordynmods") and "\n" not in slow.describe()
+    assert "favordynmods" not in CgroupContainment(tmp_path, has_kill=True).describe()
