@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
     from gqa.adapters.local.system import is_system
 
     paths = StatePaths(Path(args.home))
-    lock = acquire_lock(paths)   # noqa: F841  (held for the daemon's life)
+    acquire_lock(paths)   # held for the daemon's life: its descriptor is never closed
     system = args.system or is_system(paths.home)   # a shared box's home says so itself
     containment = choose_containment(instance=str(paths.home))
     log.info("%s", containment.describe())
