@@ -113,7 +113,7 @@ class Supervisor:
                                    "started_at": at, "exit_code": None, "signal": None}))
         self.probe("spawned")
         # the launch is recorded before the attempt may run: a crash before the
-        # record leaves held-back processes that never run the job (services/supervisor.py)
+        # record leaves held-back processes that never run the job
         try:
             # one by one where a job moved meanwhile: a cancel, or its Batch event recorded the launch first
             recorded = apply_settled(self.store, _with_claims(written, changes))
