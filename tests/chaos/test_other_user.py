@@ -124,8 +124,9 @@ def test_on_a_shared_box_bob_runs_as_bob_and_may_not_cancel_roots_job(bob, share
         assert submitted.returncode == 0, submitted.stderr
         bobs = json.loads(submitted.stdout)["id"]
         deadline = time.monotonic() + 20
-        while not (chaos.runs.parent / "whoami").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        whoami = chaos.runs.parent / "whoami"
+        while not (whoami.exists() and whoami.read_text().endswith("\n")) and time.monotonic() < deadline:
+            time.sleep(0.1)   # the shell opens the file before `id` writes to it
         assert (chaos.runs.parent / "whoami").read_text().split() == [BOB]
         assert chaos.cli("cancel", root_job).returncode == 0
         jobs = chaos.drain(20)

@@ -5,15 +5,18 @@ daemon can write concurrently without lost updates."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
 import sqlite3
+import time
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Iterable
 
-from ...models.errors import BackendUnavailable, Conflict, NotFound, QueueMismatch, SpecError, StorageCorrupt
+from ...models.errors import (BackendUnavailable, Conflict, NotFound, QueueMismatch, SpecError, StorageBusy,
+                              StorageCorrupt)
 from ...models.job import JobRecord, JobState, Request, Transition, check_transition, transition
 from ...ports import Change, Inventory
 from ...scheduling.budget import period_of
@@ -156,16 +159,19 @@ class SqliteStore:
             if expected is not None:
                 raise self._lost(expected, "is empty")
             self._refuse_leftovers()
-            self.db.execute("PRAGMA journal_mode=WAL")
-            with self._tx():
+            # one creator at a time: several first commands at once on a new home would otherwise switch
+            # the journal mode and create the schema against each other's locks
+            with _creating(Path(self.path).parent, self.lock_timeout):
                 found = self._identity()   # another process may have created it meanwhile
                 if found is None:
-                    queue_id = _new_queue_id()
-                    for statement in SCHEMA.split(";"):
-                        if statement.strip():
-                            self.db.execute(statement)
-                    self.db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                        ("schema_version", str(SCHEMA_VERSION)), ("next_group", "1"), ("queue_id", queue_id)])
+                    self.db.execute("PRAGMA journal_mode=WAL")
+                    with self._tx():
+                        queue_id = _new_queue_id()
+                        for statement in SCHEMA.split(";"):
+                            if statement.strip():
+                                self.db.execute(statement)
+                        self.db.executemany("INSERT INTO meta VALUES (?, ?)", [
+                            ("schema_version", str(SCHEMA_VERSION)), ("next_group", "1"), ("queue_id", queue_id)])
                     return SCHEMA_VERSION, queue_id
         version, queue_id = found
         if queue_id is None:
@@ -502,6 +508,28 @@ class SqliteStore:
                         half_life = self.policy().half_life
                     self._add_usage(team, change.usage, change.at, half_life)
         return applied
+
+
+@contextlib.contextmanager
+def _creating(directory: Path, timeout: float):
+    """An exclusive flock on the database's directory while a queue is created
+    (a lock on the directory, not the file: closing a descriptor of the
+    database would drop SQLite's own locks on it). StorageBusy past `timeout`."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StorageBusy(f"another process has been creating the queue in {directory} for more than "
+                                      f"{timeout:g} s; retry") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)
 
 
 class _Transaction:
