@@ -19,3 +19,31 @@ def no_user_config(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GQA_CONFIG", str(tmp_path_factory.mktemp("gqa-config") / "config"))
     for name in ("GQA_BACKEND", "GQA_PROFILE", "GQA_API_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_cgroups_left_behind():
+    """Daemons the tests kill with SIGKILL leave their jobs' cgroups behind (a
+    daemon stopped normally removes its own): the session removes the empty
+    ones it made, so runs on one machine do not pile them up."""
+    from gqa.adapters.local import containment
+
+    def roots() -> set[Path]:
+        # where daemons started by the tests put them: gqa-* below this process's cgroup (only read here)
+        try:
+            mount = containment.cgroup2_mount(Path("/proc/self/mountinfo").read_text())
+            own = containment.own_cgroup(Path("/proc/self/cgroup").read_text())
+        except OSError:
+            return set()
+        if mount is None or own is None or mount[1] != "/":
+            return set()
+        return set(Path(mount[0] + own.rstrip("/")).glob("gqa-*"))
+
+    before = roots()
+    yield
+    for root in roots() - before:
+        for cell in [p for p in root.iterdir() if p.is_dir()] + [root]:
+            try:
+                cell.rmdir()
+            except OSError:   # still holds processes, or not a cgroup of ours
+                pass
