@@ -167,7 +167,9 @@ def status(output: Output = "table"):
         inventory = be.store.inventory()
         counts = dict(be.store.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
     gpus = [{"index": g.index, "type": g.type} for g in inventory.gpus] if inventory else []
-    data = {"running": pid is not None, "pid": pid, "home": str(be.paths.home), "gpus": gpus, "jobs": counts}
+    said = (daemon_status(be.paths) or {}) if pid is not None else {}
+    data = {"running": pid is not None, "pid": pid, "home": str(be.paths.home), "gpus": gpus, "jobs": counts,
+            "containment": said.get("containment"), "logs": said.get("logs")}
     if fmt == "json":
         print_json(data)
         return
@@ -175,6 +177,9 @@ def status(output: Output = "table"):
     print(f"state:  {be.paths.home}")
     print(f"gpus:   {len(gpus)}" + (f" ({_describe(gpus)})" if gpus else ""))
     print("jobs:   " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"))
+    for line in (said.get("containment"), said.get("logs")):
+        if line:
+            print(line)
 
 
 def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0) -> dict:

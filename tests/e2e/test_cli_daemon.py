@@ -73,3 +73,12 @@ def test_gpu_hour_budget_stops_the_job(make_queue):
     job = queue.wait(job_id, timeout=15)  # 3.6 GPU-seconds on 2 GPUs: about 1.8 s
     assert job.state.value == "TIMED_OUT" and job.reason == "used its budget of 0.001 GPU-hours"
     assert 1.5 < job.ended_at - job.started_at < 4.5
+
+
+def test_local_status_says_which_containment_and_log_cap_are_in_force(queue):
+    data = queue.cli_json("local", "status")
+    assert data["running"] and data["pid"] == queue.pid
+    assert data["containment"].startswith("containment: ") and "\n" not in data["containment"]
+    assert data["logs"].startswith("job logs capped at 100 MiB")
+    text = queue.cli("local", "status", check=True).stdout
+    assert data["containment"] in text and data["logs"] in text
