@@ -14,7 +14,7 @@ exit file), so an attempt that outlives a daemon crash can still be
 settled, and the file's modification time says when the job ended. The
 file is removed only after the result is committed (forget()).
 
-Every process an attempt starts lives in its cell (containment.py: a cgroup,
+Every process an attempt starts lives in its cell (containment/: a cgroup,
 or a subreaper and a marker) and is killed when the attempt ends. Exits are
 watched with pidfds (no polling)."""
 
@@ -68,7 +68,7 @@ class _Attempt:
 
 
 class LocalExecutor:
-    """`containment` (containment.py) keeps every process of an attempt in
+    """`containment` (containment/) keeps every process of an attempt in
     one cell; without one only the process group is killed. `as_owner`
     runs each job as the Unix user who owns it (a daemon run by root for
     every user of the machine)."""
