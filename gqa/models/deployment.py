@@ -1,0 +1,555 @@
+"""One gqa deployment on AWS, described by one file: its name, whether it
+keeps its data when deleted, the GPU pools, the teams, who administers and
+approves, the queue's limits, where alerts go, the buckets that trigger jobs,
+the container images and the network. Platform engineers write it as YAML
+(examples/deployment.yaml), or inline in cdk.json's context; the stacks and
+the functions' settings are derived from it, so the two cannot disagree.
+
+Every problem becomes one SpecError naming the field path and, from a file,
+its line: `deployment.yaml:12: pools[1].max_gpus: must be greater than 0`.
+
+Pure: the models validate; load_deployment() reads the one file it is given
+through the bounded YAML loader. Nothing here deploys anything."""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from ..scheduling.snapshot import Policy, TeamPolicy
+from .errors import SpecError
+from .limits import MAX_SPEC_BYTES, size_text
+from .spec import NAME_RE, Duration
+
+# The default container image: public, CUDA and PyTorch. Mirror it to ECR for
+# production (Docker Hub limits anonymous pulls).
+DEFAULT_IMAGE = "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime"
+
+# -- shapes ------------------------------------------------------------------------------------
+# The deployment's name goes into every resource name, S3 buckets included: lowercase, short.
+DEPLOYMENT_NAME_RE = re.compile(r"^[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?$")
+# Pools and GPU types go into Batch queue and compute environment names: letters, digits, - and _.
+POOL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
+GPU_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+# family.size: g5.xlarge, p4d.24xlarge, g6e.12xlarge, p5.48xlarge
+INSTANCE_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*[0-9][a-z0-9-]*\.[a-z0-9][a-z0-9-]*$")
+# arn:partition:iam|sts::account:resource, shell-style * and ? allowed where AccessPolicy matches them
+ARN_PATTERN_RE = re.compile(r"^arn:(?:aws|aws-cn|aws-us-gov|\*):(?:iam|sts|\*)::(?:[0-9]{12}|[0-9]*[*?][0-9*?]*):\S+$")
+NAME_PATTERN_RE = re.compile(r"^[A-Za-z0-9*?][A-Za-z0-9._@+=/*?-]{0,128}$")
+ROLE_PATTERN_RE = re.compile(r"^[A-Za-z0-9+=,.@_*?-]{1,64}$")   # IAM role names, with * and ?
+EMAIL_RE = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+                      r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$")
+BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+# what a job spec's `image:` names; '.' becomes '_' in the job definition's name
+IMAGE_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# [registry[:port]/]path[:tag][@sha256:digest], the path's components lowercase
+IMAGE_URI_RE = re.compile(r"^(?:(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(?::[0-9]+)?/|[A-Za-z0-9-]+:[0-9]+/)?"
+                          r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+                          r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+                          r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+VPC_ID_RE = re.compile(r"^vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+SUBNET_ID_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+
+# The pydantic error type of a cross-field problem: its context names the path below the model.
+_AT = "gqa_deployment_at"
+
+
+def _at(path: tuple, message: str) -> PydanticCustomError:
+    return PydanticCustomError(_AT, "{message}", {"message": message, "path": list(path)})
+
+
+def _shaped(value: str, pattern: re.Pattern, what: str) -> str:
+    if not pattern.match(value):
+        raise ValueError(f"must be {what}, got {value!r}")
+    return value
+
+
+def _unique(values: list, what: str = "value") -> None:
+    seen: set = set()
+    for i, value in enumerate(values):
+        if value in seen:
+            raise _at((i,), f"{what} {value!r} is given twice")
+        seen.add(value)
+
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, str_strip_whitespace=True)
+
+
+# -- the parts ---------------------------------------------------------------------------------
+class PoolConfig(_Strict):
+    """A GPU type bought one way (spot or on demand), up to max_gpus: one
+    Batch compute environment and its job queue (resources.Pool)."""
+
+    name: str | None = None               # default: <gpu_type>-spot or <gpu_type>-ondemand
+    gpu_type: str                         # what job specs ask for in resources.gpu_type
+    instance_types: Annotated[list[str], Field(min_length=1)]
+    spot: bool
+    max_gpus: PositiveInt
+    price: NonNegative                    # USD per GPU-hour, for budgets and approvals
+    instance_gpus: PositiveInt | None = None   # GPUs on its largest instance type
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else _shaped(value, POOL_NAME_RE, "a pool name (letters, digits, '-', '_')")
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _gpu_type(cls, value: str) -> str:
+        return _shaped(value, GPU_TYPE_RE, "a GPU type such as a10g (letters, digits, '-', '_')")
+
+    @field_validator("instance_types")
+    @classmethod
+    def _instance_types(cls, values: list[str]) -> list[str]:
+        for i, value in enumerate(values):
+            if not INSTANCE_TYPE_RE.match(value):
+                raise _at((i,), f"must be an EC2 instance type such as g5.xlarge, got {value!r}")
+        _unique(values, "instance type")
+        return values
+
+    @property
+    def pool_name(self) -> str:
+        return self.name or f"{self.gpu_type}-{'spot' if self.spot else 'ondemand'}"
+
+
+class TeamConfig(_Strict):
+    """A team's fair share and quotas (scheduling.TeamPolicy) and who is in it."""
+
+    name: str
+    share: Annotated[float, Field(gt=0)] = 1.0
+    max_gpus: PositiveInt | None = None
+    max_gpus_per_user: PositiveInt | None = None
+    budget: NonNegative | None = None     # USD per calendar month
+    stop_at_budget: bool = False
+    members: list[str] = []               # IAM ARN patterns or user names
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _shaped(value, NAME_RE, "a team name (letters, digits, '.', '-', '_')")
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, values: list[str]) -> list[str]:
+        for i, value in enumerate(values):
+            if not _is_identity(value):
+                raise _at((i,), f"must be an IAM ARN pattern such as arn:aws:iam::123456789012:user/alice "
+                                f"or a user name, got {value!r}")
+        _unique(values, "member")
+        return values
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TeamConfig":
+        if self.max_gpus is not None and self.max_gpus_per_user is not None and self.max_gpus_per_user > self.max_gpus:
+            raise _at(("max_gpus_per_user",), f"is {self.max_gpus_per_user}, more than the team's "
+                                              f"max_gpus ({self.max_gpus})")
+        if self.stop_at_budget and self.budget is None:
+            raise _at(("stop_at_budget",), "needs a budget to stop at")
+        return self
+
+    def policy(self) -> TeamPolicy:
+        return TeamPolicy(share=self.share, max_gpus=self.max_gpus, max_gpus_per_user=self.max_gpus_per_user,
+                          budget=self.budget, stop_at_budget=self.stop_at_budget)
+
+
+class AccessConfig(_Strict):
+    """Who administers and who approves (services.access.AccessPolicy)."""
+
+    admins: list[str] = []
+    approvers: list[str] = []
+    identity_roles: list[str] = []        # role-name patterns whose session names AWS sets, e.g. AWSReservedSSO_*
+
+    @field_validator("admins", "approvers")
+    @classmethod
+    def _people(cls, values: list[str]) -> list[str]:
+        for i, value in enumerate(values):
+            if not _is_identity(value):
+                raise _at((i,), f"must be an IAM ARN pattern such as arn:aws:iam::123456789012:user/alice "
+                                f"or a user name, got {value!r}")
+        _unique(values, "pattern")
+        return values
+
+    @field_validator("identity_roles")
+    @classmethod
+    def _roles(cls, values: list[str]) -> list[str]:
+        for i, value in enumerate(values):
+            if not ROLE_PATTERN_RE.match(value):
+                raise _at((i,), f"must be an IAM role name pattern such as AWSReservedSSO_*, got {value!r}")
+        _unique(values, "pattern")
+        return values
+
+
+class QueueLimits(_Strict):
+    """The queue policy's limits (scheduling.Policy)."""
+
+    max_gpus_per_job: PositiveInt | None = None
+    max_wall_time: Duration | None = None   # 90m, 4h, 3d; a bare number is minutes
+    half_life: Duration = 7 * 86400          # fair-share usage decay
+
+
+class Approval(_Strict):
+    """Jobs over any of these wait for an approver (none: no threshold)."""
+
+    gpus: PositiveInt | None = None
+    gpu_hours: Annotated[float, Field(gt=0)] | None = None
+    cost: Annotated[float, Field(gt=0)] | None = None   # USD, the job's worst case
+
+
+class Alerts(_Strict):
+    emails: list[str] = []
+
+    @field_validator("emails")
+    @classmethod
+    def _emails(cls, values: list[str]) -> list[str]:
+        for i, value in enumerate(values):
+            if len(value) > 254 or not EMAIL_RE.match(value):
+                raise _at((i,), f"must be an e-mail address such as ops@example.com, got {value!r}")
+        _unique(values, "address")
+        return values
+
+
+class Triggers(_Strict):
+    buckets: list[str] = []               # S3 buckets whose new objects may trigger jobs
+
+    @field_validator("buckets")
+    @classmethod
+    def _buckets(cls, values: list[str]) -> list[str]:
+        for i, value in enumerate(values):
+            problem = bucket_name_problem(value)
+            if problem:
+                raise _at((i,), f"{value!r} is not a valid S3 bucket name: {problem}")
+        _unique(values, "bucket")
+        return values
+
+
+class Images(_Strict):
+    default: str = DEFAULT_IMAGE          # what a job that names no image runs
+    named: dict[str, str] = {}            # a job spec's `image:` -> container image URI
+
+    @field_validator("default")
+    @classmethod
+    def _default(cls, value: str) -> str:
+        return _shaped(value, IMAGE_URI_RE, "a container image such as pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime")
+
+    @field_validator("named")
+    @classmethod
+    def _named(cls, values: dict[str, str]) -> dict[str, str]:
+        seen: dict[str, str] = {}
+        for key, uri in values.items():
+            if not IMAGE_KEY_RE.match(key):
+                raise _at((key,), f"image name {key!r} must be letters, digits, '.', '-', '_'")
+            if not IMAGE_URI_RE.match(uri):
+                raise _at((key,), f"must be a container image URI such as "
+                                  f"123456789012.dkr.ecr.us-east-1.amazonaws.com/train:1, got {uri!r}")
+            slug = _slug(key)
+            if slug in seen:
+                raise _at((key,), f"images {seen[slug]!r} and {key!r} would share a job definition name")
+            seen[slug] = key
+        return values
+
+
+class CreateVpc(_Strict):
+    """A new VPC with public subnets and no NAT gateway (nothing to pay while idle)."""
+
+
+class ExistingVpc(_Strict):
+    vpc_id: str
+    subnet_ids: Annotated[list[str], Field(min_length=1)]
+
+    @field_validator("vpc_id")
+    @classmethod
+    def _vpc(cls, value: str) -> str:
+        return _shaped(value, VPC_ID_RE, "a VPC id such as vpc-0123456789abcdef0")
+
+    @field_validator("subnet_ids")
+    @classmethod
+    def _subnets(cls, values: list[str]) -> list[str]:
+        for i, value in enumerate(values):
+            if not SUBNET_ID_RE.match(value):
+                raise _at((i,), f"must be a subnet id such as subnet-0123456789abcdef0, got {value!r}")
+        _unique(values, "subnet")
+        return values
+
+
+class Network(_Strict):
+    create: CreateVpc | None = None
+    existing: ExistingVpc | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Network":
+        if (self.create is None) == (self.existing is None):
+            raise ValueError("give one of create: {} (a new VPC) or existing: {vpc_id, subnet_ids}")
+        return self
+
+
+# -- the deployment ----------------------------------------------------------------------------
+class Deployment(_Strict):
+    name: str                             # dev, prod: in every resource's name
+    retain_data: bool                     # true: tables, buckets and logs outlive the stack
+    pools: Annotated[list[PoolConfig], Field(min_length=1)]
+    teams: list[TeamConfig] = []
+    access: AccessConfig = AccessConfig()
+    queue: QueueLimits = QueueLimits()
+    approval: Approval = Approval()
+    alerts: Alerts = Alerts()
+    triggers: Triggers = Triggers()
+    images: Images = Images()
+    network: Network = Network(create=CreateVpc())
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _shaped(value, DEPLOYMENT_NAME_RE,
+                       "a short lowercase name such as dev or prod (a-z, 0-9, '-'; at most 16 characters)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Deployment":
+        names: dict[str, int] = {}
+        kinds: dict[tuple[str, bool], int] = {}
+        for i, pool in enumerate(self.pools):
+            kind = (pool.gpu_type, pool.spot)
+            if kind in kinds:   # the scheduler tells pools apart by (type, spot) alone
+                raise _at(("pools", i), f"pools[{kinds[kind]}] is already {pool.gpu_type} "
+                                        f"{'spot' if pool.spot else 'on demand'}; raise its max_gpus instead")
+            kinds[kind] = i
+            if pool.pool_name in names:
+                raise _at(("pools", i, "name"),
+                          f"pool name {pool.pool_name!r} is taken by pools[{names[pool.pool_name]}]")
+            names[pool.pool_name] = i
+        teams: dict[str, int] = {}
+        member_of: dict[str, str] = {}
+        for i, team in enumerate(self.teams):
+            if team.name in teams:
+                raise _at(("teams", i, "name"), f"team {team.name!r} is already teams[{teams[team.name]}]")
+            teams[team.name] = i
+            for j, member in enumerate(team.members):
+                if member in member_of:
+                    raise _at(("teams", i, "members", j), f"{member!r} is already a member of team {member_of[member]}")
+                member_of[member] = team.name
+        return self
+
+    # -- what the stacks and the functions are built from --------------------------------------
+    @property
+    def prefix(self) -> str:
+        """The start of every resource name: gqa-dev-, gqa-prod-."""
+        return f"gqa-{self.name}-"
+
+    def pools_json(self) -> str:
+        """GQA_POOLS: the JSON list resources.pools_from_json reads, each job
+        queue named for this deployment."""
+        return json.dumps([{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus, "price": p.price,
+                            "job_queue": f"{self.prefix}{p.pool_name}", "instance_types": list(p.instance_types),
+                            "instance_gpus": p.instance_gpus} for p in self.pools])
+
+    def access_json(self) -> str:
+        """GQA_ACCESS: the JSON services.access.AccessPolicy.from_json reads."""
+        return json.dumps({"admins": self.access.admins, "approvers": self.access.approvers,
+                           "identity_roles": self.access.identity_roles})
+
+    @property
+    def default_job_definition(self) -> str:
+        return f"{self.prefix}default"
+
+    def job_definitions(self) -> dict[str, str]:
+        """Batch job definition name -> the container image it runs: the
+        default image's, then one per named image."""
+        out = {self.default_job_definition: self.images.default}
+        out.update({f"{self.prefix}image-{_slug(key)}": uri for key, uri in self.images.named.items()})
+        return out
+
+    def images_json(self) -> str:
+        """GQA_IMAGES: a job spec's image -> the job definition that runs it."""
+        return json.dumps({key: f"{self.prefix}image-{_slug(key)}" for key in self.images.named})
+
+    def function_settings(self) -> dict[str, str]:
+        """The functions' settings that come from this file (lambdas/environment.py);
+        table names, queue URLs and bucket names come from the stacks."""
+        return {"GQA_POOLS": self.pools_json(), "GQA_ACCESS": self.access_json(), "GQA_IMAGES": self.images_json(),
+                "GQA_JOB_DEFINITION": self.default_job_definition}
+
+    def policy(self) -> Policy:
+        """The queue policy the deployment starts with."""
+        return Policy(max_gpus_per_job=self.queue.max_gpus_per_job,
+                      max_wall_time=None if self.queue.max_wall_time is None else float(self.queue.max_wall_time),
+                      half_life=float(self.queue.half_life), approval_gpus=self.approval.gpus,
+                      approval_gpu_hours=self.approval.gpu_hours, approval_cost=self.approval.cost)
+
+    def team_policies(self) -> dict[str, TeamPolicy]:
+        return {team.name: team.policy() for team in self.teams}
+
+
+def _slug(key: str) -> str:
+    return key.replace(".", "_")
+
+
+def _is_identity(value: str) -> bool:
+    """An IAM ARN pattern, or a user-name pattern (AccessPolicy matches both)."""
+    return bool((ARN_PATTERN_RE if value.startswith("arn:") else NAME_PATTERN_RE).match(value))
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why `name` is not a general purpose S3 bucket name; None if it is one."""
+    if not 3 <= len(name) <= 63:
+        return "it must be 3 to 63 characters long"
+    if not BUCKET_RE.match(name):
+        return "use lowercase letters, digits, '.' and '-', starting and ending with a letter or digit"
+    if ".." in name:
+        return "it may not hold two adjacent periods"
+    try:
+        ipaddress.IPv4Address(name)
+        return "it may not be an IP address"
+    except ValueError:
+        pass
+    if name.startswith(BUCKET_PREFIXES) or name.endswith(BUCKET_SUFFIXES):
+        return "that prefix or suffix is reserved by S3"
+    return None
+
+
+# -- loading -----------------------------------------------------------------------------------
+FIELDS: dict[str, type[BaseModel]] = {
+    "": Deployment, "pools": PoolConfig, "teams": TeamConfig, "access": AccessConfig, "queue": QueueLimits,
+    "approval": Approval, "alerts": Alerts, "triggers": Triggers, "images": Images, "network": Network,
+    "network.create": CreateVpc, "network.existing": ExistingVpc,
+}
+
+
+def load_deployment(path: str | Path) -> Deployment:
+    """The deployment described by a YAML file."""
+    source = str(path)
+    raw, lines = _parse_yaml(_read(Path(path), source), source)
+    return validate_deployment(raw, lines=lines, source=source)
+
+
+def deployment_from_context(context: dict[str, Any], *, base_dir: str | Path) -> Deployment:
+    """The deployment cdk.json's context describes: `gqa:config` holds the
+    values themselves, or `gqa:config-file` names a YAML file (relative to
+    base_dir, the app's directory)."""
+    inline, file = context.get("gqa:config"), context.get("gqa:config-file")
+    if inline is not None and file is not None:
+        raise SpecError("give gqa:config or gqa:config-file, not both", source="cdk.json context")
+    if file is not None:
+        if not isinstance(file, str) or not file.strip():
+            raise SpecError("gqa:config-file must name a YAML file", source="cdk.json context")
+        full = Path(base_dir) / file.strip()
+        raw, lines = _parse_yaml(_read(full, file.strip()), file.strip())
+        return validate_deployment(raw, lines=lines, source=file.strip())
+    if inline is None:
+        raise SpecError("set gqa:config-file (a deployment YAML file, e.g. examples/deployment.yaml) "
+                        "or gqa:config (its values)", source="cdk.json context")
+    if isinstance(inline, str):   # `cdk deploy -c gqa:config='{...}'` passes a string
+        try:
+            inline = json.loads(inline)
+        except ValueError:
+            raise SpecError("is not JSON", source="gqa:config") from None
+    return validate_deployment(inline, source="gqa:config")
+
+
+def validate_deployment(raw: Any, *, lines: dict[tuple, int] | None = None, source: str | None = None) -> Deployment:
+    if not isinstance(raw, dict):
+        raise SpecError("a deployment must be a mapping (key: value lines)", line=1 if lines is not None else None,
+                        source=source)
+    try:
+        return Deployment.model_validate(raw)
+    except ValidationError as exc:
+        raise _friendly(exc, lines or {}, source, raw) from None
+
+
+def _read(full: Path, source: str) -> str:
+    try:
+        with full.open("rb") as fh:
+            data = fh.read(MAX_SPEC_BYTES + 1)
+    except (FileNotFoundError, ValueError):
+        raise SpecError(f"no such file: {source}") from None
+    except IsADirectoryError:
+        raise SpecError(f"{source} is a directory, not a deployment file") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read {source}: {exc.strerror}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"larger than {size_text(MAX_SPEC_BYTES)}, the limit for a deployment file", source=source)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError("not a text file", source=source) from None
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, dict[tuple, int]]:
+    from . import safe_yaml
+    from .loader import _record_lines
+
+    data, node = safe_yaml.load(text, source=source)
+    lines: dict[tuple, int] = {}
+    _record_lines(node, (), lines)
+    return data, lines
+
+
+def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None, raw: Any) -> SpecError:
+    from .loader import _real_loc
+
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = _real_loc(err["loc"], raw)
+    if err["type"] == _AT:
+        loc += tuple(err["ctx"]["path"])
+    line = _line_for(loc, lines)
+    field = _path_text(loc)
+    if err["type"] == "extra_forbidden":
+        model = FIELDS.get(".".join(p for p in loc[:-1] if isinstance(p, str)))
+        valid = sorted(model.model_fields) if model else []
+        near = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.5)
+        hint = f"; did you mean {near[0]!r}?" if near else (f"; valid fields: {', '.join(valid)}" if valid else "")
+        return SpecError(f"unknown field {field!r}{hint}", line=line, source=source)
+    message = _message(err)
+    return SpecError(f"{field}: {message}" if field else message, line=line, source=source)
+
+
+def _message(err: dict) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "missing":
+        return "is required"
+    if kind == "too_short" and err.get("ctx", {}).get("min_length") == 1:
+        return "must not be empty"
+    if kind in ("bool_type", "int_type", "float_type", "string_type", "list_type", "dict_type", "model_type",
+                "model_attributes_type"):
+        want = {"bool_type": "true or false", "int_type": "a whole number", "float_type": "a number",
+                "string_type": "text", "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+                "model_attributes_type": "a mapping"}[kind]
+        return f"must be {want}, got {_shown(err.get('input'))}"
+    msg = msg.removeprefix("Value error, ")
+    if msg.startswith("Input should be "):
+        msg = "must be " + msg.removeprefix("Input should be ")
+    return msg
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _path_text(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
