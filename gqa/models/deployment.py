@@ -23,7 +23,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ..scheduling.snapshot import Policy, TeamPolicy
 from .errors import SpecError
 from .limits import MAX_SPEC_BYTES, size_text
 from .spec import NAME_RE, Duration
@@ -160,10 +159,6 @@ class TeamConfig(_Strict):
         if self.stop_at_budget and self.budget is None:
             raise _at(("stop_at_budget",), "needs a budget to stop at")
         return self
-
-    def policy(self) -> TeamPolicy:
-        return TeamPolicy(share=self.share, max_gpus=self.max_gpus, max_gpus_per_user=self.max_gpus_per_user,
-                          budget=self.budget, stop_at_budget=self.stop_at_budget)
 
 
 class AccessConfig(_Strict):
@@ -380,16 +375,6 @@ class Deployment(_Strict):
         table names, queue URLs and bucket names come from the stacks."""
         return {"GQA_POOLS": self.pools_json(), "GQA_ACCESS": self.access_json(), "GQA_IMAGES": self.images_json(),
                 "GQA_JOB_DEFINITION": self.default_job_definition}
-
-    def policy(self) -> Policy:
-        """The queue policy the deployment starts with."""
-        return Policy(max_gpus_per_job=self.queue.max_gpus_per_job,
-                      max_wall_time=None if self.queue.max_wall_time is None else float(self.queue.max_wall_time),
-                      half_life=float(self.queue.half_life), approval_gpus=self.approval.gpus,
-                      approval_gpu_hours=self.approval.gpu_hours, approval_cost=self.approval.cost)
-
-    def team_policies(self) -> dict[str, TeamPolicy]:
-        return {team.name: team.policy() for team in self.teams}
 
 
 def _slug(key: str) -> str:

@@ -16,6 +16,7 @@ from gqa.models.deployment import (DEFAULT_IMAGE, Deployment, deployment_from_co
                                    validate_deployment)
 from gqa.models.errors import SpecError
 from gqa.scheduling.snapshot import TeamPolicy
+from gqa.services.deployment import queue_policy, team_policies
 from gqa.services.access import AccessPolicy, Role
 from lambdas import environment
 
@@ -247,7 +248,7 @@ def test_dev_and_prod_differ_only_by_their_configuration(raw):
     renamed = {k: v.replace("gqa-dev-", "gqa-prod-") for k, v in dev.function_settings().items()}
     assert renamed == prod.function_settings() != dev.function_settings()
     assert {k.replace("gqa-dev-", "gqa-prod-"): v for k, v in dev.job_definitions().items()} == prod.job_definitions()
-    assert dev.policy() == prod.policy() and dev.team_policies() == prod.team_policies()
+    assert queue_policy(dev) == queue_policy(prod) and team_policies(dev) == team_policies(prod)
 
 
 # -- what the rest of gqa reads -------------------------------------------------------------------------
@@ -281,10 +282,10 @@ def test_the_access_settings_round_trip_through_access_policy():
 
 def test_the_queue_policy_and_team_quotas_come_from_the_file():
     config = load_deployment(EXAMPLE)
-    policy = config.policy()
+    policy = queue_policy(config)
     assert (policy.max_gpus_per_job, policy.max_wall_time, policy.half_life) == (16, 3 * 86400.0, 7 * 86400.0)
     assert (policy.approval_gpus, policy.approval_gpu_hours, policy.approval_cost) == (8, 200.0, 250.0)
-    assert config.team_policies() == {
+    assert team_policies(config) == {
         "nlp": TeamPolicy(share=2.0, max_gpus=16, max_gpus_per_user=8, budget=5000.0, stop_at_budget=False),
         "vision": TeamPolicy(share=1.0, max_gpus=8, max_gpus_per_user=None, budget=2000.0, stop_at_budget=True),
     }

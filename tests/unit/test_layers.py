@@ -61,3 +61,11 @@ def test_entry_points_import_without_the_cdk_extra():
     import app  # noqa: F401
     import infra  # noqa: F401
     import lambdas  # noqa: F401
+
+
+@pytest.mark.parametrize("name", ["deployment.py", "limits.py", "safe_yaml.py"])
+def test_new_models_do_not_import_the_scheduler(name):
+    """The models are the bottom of the core (gqa/models/outcome.py's import of
+    scheduling/retry.py is the one old exception, left to the layering issue)."""
+    bad = {m for m in _imports(ROOT / "gqa" / "models" / name) if m.startswith(("gqa.scheduling", "gqa.services"))}
+    assert not bad, f"{name} imports {bad}"
