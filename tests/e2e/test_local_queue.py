@@ -203,3 +203,21 @@ def test_stop_requeues_running_jobs_and_start_resumes_them(queue):
     queue.start()
     job = queue.wait(job_id, timeout=30)
     assert job.state.value == "SUCCEEDED" and "resumed from step" in queue.log(job_id)
+
+
+def test_a_cancel_asked_while_the_daemon_is_down_is_carried_out_before_anything_starts(make_queue):
+    queue = make_queue(gpus=1)
+    [running] = queue.submit(["sleep", "60"])
+    queue.wait(running, ("RUNNING",))
+    pid = queue.job(running).pid
+    queue.crash()
+    [waiting] = queue.submit(["true"])            # straight into the database: no daemon to ring
+    queue.backend.control().cancel([running])     # only the request is recorded while the daemon is down
+    assert queue.job(running).request is not None
+    queue.start()
+    assert queue.wait(running).state.value == "CANCELLED"
+    assert not pid_alive(pid), "the cancelled job's process outlived the restart"
+    done = queue.wait(waiting)
+    assert done.state.value == "SUCCEEDED"
+    # the queued job started only once the cancelled one had released the GPU
+    assert done.first_start >= queue.job(running).ended_at
