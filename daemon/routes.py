@@ -153,14 +153,8 @@ class Router:
         return 200, wire.principal_to_dict(who)
 
     def submit(self, who: Principal, request: Request) -> Answer:
-        data = request.json()
-        if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
-            raise SpecError('the request body must be {"spec": {...}, "environment": {...} or null}')
-        environment = data.get("environment")
-        if environment is not None and not (isinstance(environment, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
-            raise SpecError("environment must be an object of strings, or null")
-        spec = validate(data["spec"], source="request")
+        raw, environment = wire.submission_from_dict(request.json())
+        spec = validate(raw, source="request")
         authorize(who, Action.SUBMIT)
         jobs = self.wiring.submitter().submit(spec, environment=environment, owner=who.owner)
         log.info("%s submitted %s", who.owner, ",".join(j.id for j in jobs[:3]) + ("..." if len(jobs) > 3 else ""))

@@ -71,6 +71,18 @@ def jobs_from_pages(pages: list[dict[str, Any]]) -> list[JobRecord]:
     return [job for data in pages for job in jobs_from_dict(data)]
 
 
+def submission_from_dict(data: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """POST /jobs's body: the raw spec (validated by the caller, which names
+    its source) and the submitter's environment, or None. SpecError if malformed."""
+    if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
+        raise SpecError('the request body must be {"spec": {...}, "environment": {...} or null}')
+    environment = data.get("environment")
+    if environment is not None and not (isinstance(environment, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
+        raise SpecError("environment must be an object of strings, or null")
+    return data["spec"], environment
+
+
 def submitted_to_dict(jobs: list[JobRecord]) -> dict[str, Any]:
     """The answer to a submission: its group, its job ids, and the records."""
     return {"group": jobs[0].group if jobs else "", "jobs": [j.id for j in jobs],

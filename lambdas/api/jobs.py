@@ -24,14 +24,8 @@ def whoami() -> dict[str, Any]:
 @app.post("/jobs")
 def submit() -> Response:
     who = caller()
-    request = body()
-    if not isinstance(request, dict) or not isinstance(request.get("spec"), dict):
-        raise SpecError('the request body must be {"spec": {...}, "environment": {...} or null}')
-    environment = request.get("environment")
-    if environment is not None and not (isinstance(environment, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in environment.items())):
-        raise SpecError("environment must be an object of strings, or null")
-    spec = validate(request["spec"], source="request")
+    raw, environment = wire.submission_from_dict(body())
+    spec = validate(raw, source="request")
     authorize(who, Action.SUBMIT)
     jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment)
     if jobs:

@@ -2,6 +2,7 @@
 rebuilds it from the Lambda's answer; a job's spec and environment stay home."""
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -147,3 +148,24 @@ def test_a_trigger_travels_with_its_jobs_env_only_to_whom_it_may(env, with_env, 
 def test_a_malformed_trigger_answer_is_a_spec_error():
     with pytest.raises(SpecError, match="debounce"):
         wire.triggers_from_dict({"triggers": [dict(trigger().to_dict(), debounce="soon")]})
+
+
+@pytest.mark.parametrize("body, message", [
+    (None, 'the request body must be {"spec"'),
+    ([], 'the request body must be {"spec"'),
+    ({"spec": "job.yaml"}, 'the request body must be {"spec"'),
+    ({"spec": {}, "environment": ["A=1"]}, "environment must be an object of strings"),
+    ({"spec": {}, "environment": {"A": 1}}, "environment must be an object of strings"),
+])
+def test_a_malformed_submission_is_a_spec_error(body, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        wire.submission_from_dict(body)
+
+
+@pytest.mark.parametrize("body, expected", [
+    ({"spec": {"command": ["true"]}}, ({"command": ["true"]}, None)),
+    ({"spec": {}, "environment": None}, ({}, None)),
+    ({"spec": {}, "environment": {"HF_HOME": "/data"}}, ({}, {"HF_HOME": "/data"})),
+])
+def test_a_submission_gives_its_spec_and_environment(body, expected):
+    assert wire.submission_from_dict(body) == expected
