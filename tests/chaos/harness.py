@@ -22,6 +22,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tests.chaos import job as chaos_job
+
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("job.py")
@@ -328,19 +330,7 @@ def alive(pid: int) -> bool:
 
 def tagged(name: str, value: str, **also: str) -> list[int]:
     """Live processes (not this one) whose environment carries name=value (and each of `also`)."""
-    needles = [f"\0{k}={v}\0".encode() for k, v in {name: value, **also}.items()]
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                environ = b"\0" + fh.read() + b"\0"
-        except OSError:
-            continue
-        if all(n in environ for n in needles) and alive(int(entry)):
-            found.append(int(entry))
-    return found
+    return chaos_job.tagged(**{name: value, **also})
 
 
 def kill_tagged(name: str, value: str, timeout: float = 5.0) -> None:

@@ -79,8 +79,9 @@ def escape() -> None:
     time.sleep(0.3)   # let them detach before the job goes on
 
 
-def census(runs: str, job: str, tag: str) -> None:
-    needle = f"\0CHAOS_ESCAPER={tag}\0".encode()
+def tagged(**variables: str) -> list[int]:
+    """Live processes (not this one) whose environment carries each NAME=value."""
+    needles = [f"\0{k}={v}\0".encode() for k, v in variables.items()]
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -90,8 +91,13 @@ def census(runs: str, job: str, tag: str) -> None:
                 environ = b"\0" + fh.read() + b"\0"
         except OSError:
             continue
-        if needle in environ and token(int(entry)) is not None:
-            found.append(entry)
+        if all(n in environ for n in needles) and token(int(entry)) is not None:
+            found.append(int(entry))
+    return found
+
+
+def census(runs: str, job: str, tag: str) -> None:
+    found = [str(pid) for pid in tagged(CHAOS_ESCAPER=tag)]
     locked(runs, lambda _: [f"census {job} {len(found)} {','.join(found) or '-'}"])
 
 
