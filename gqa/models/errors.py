@@ -6,8 +6,17 @@ class GqaError(Exception):
     """Base of every error gqa reports to a user."""
 
 
+def one_line(text: str) -> str:
+    """`text` with control characters written as escapes: a message quotes what
+    the user typed (a key, a file name), and must stay one line whatever it is."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class SpecError(GqaError):
-    """A job spec or a command-line value is invalid. `line` is the YAML line when known."""
+    """A job spec or a command-line value is invalid. `line` is the YAML line when known.
+    The message is always one line (see one_line)."""
 
     def __init__(self, message: str, *, line: int | None = None, source: str | None = None):
         self.line = line
@@ -19,7 +28,7 @@ class SpecError(GqaError):
             where = f"{source}: "
         elif line:
             where = f"line {line}: "
-        super().__init__(f"{where}{message}")
+        super().__init__(one_line(f"{where}{message}"))
 
 
 class Rejected(GqaError):

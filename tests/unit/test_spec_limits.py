@@ -193,7 +193,7 @@ def test_script_header_that_is_not_text():
 
 
 def test_a_path_with_a_nul_is_no_file():
-    assert refused("a\x00b.yaml") == "no such file: a\x00b.yaml"
+    assert refused("a\x00b.yaml") == "no such file: a\\x00b.yaml"   # shown escaped: one printable line
 
 
 # -- the submitter's directory -------------------------------------------------------
@@ -240,3 +240,15 @@ def test_without_cwd_the_process_directory_applies(tmp_path):
     Path("job.yaml").write_text("command: [x]\nworkdir: data\n")
     assert load_spec("job.yaml", overrides={"owner": "alice"}).workdir == str(tmp_path / "data")
     assert load_spec(command=["x"], overrides={"owner": "alice"}).workdir == str(tmp_path)
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("env.\r: Input should be a valid string", "job.yaml:3: env.\\r: Input should be a valid string"),
+    ("name\nx: too long", "job.yaml:3: name\\nx: too long"),
+    ("tags.a\x00b: bad", "job.yaml:3: tags.a\\x00b: bad"),
+    ("workdir: must be absolute, got 'données'", "job.yaml:3: workdir: must be absolute, got 'données'"),
+])
+def test_a_spec_error_is_one_line_whatever_the_user_typed(message, shown):
+    from gqa.models.errors import SpecError
+
+    assert str(SpecError(message, source="job.yaml", line=3)) == shown
