@@ -1,10 +1,33 @@
-"""CDK constructs and stacks for the AWS backend. aws-cdk-lib is an optional
-extra (`pip install gqa[cdk]`), so it is imported only when an app is built."""
+"""CDK constructs and stacks for the AWS backend: one construct per concern,
+two stacks that compose them (stacks.py). aws-cdk-lib is an optional extra
+(`pip install gqa[cdk]`), so it is imported only when an app is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent   # the project: lambdas/, gqa/, examples/
 
 
-def build_app():
-    """The CDK app. Its stacks (Batch, SQS, DynamoDB, S3, Lambda) are defined
-    in this package as the AWS backend is built."""
+def build_app(context: dict[str, Any] | None = None, *, outdir: str | None = None):
+    """The CDK app for the deployment its context names ("gqa:config-file" or
+    "gqa:config"), checked by cdk-nag. A bad configuration raises SpecError
+    naming the field, before any construct is made."""
     import aws_cdk as cdk
 
-    return cdk.App()
+    from gqa.models.deployment import deployment_from_context
+
+    from .nag import check
+    from .stacks import build_stacks
+
+    app = cdk.App(context=context, outdir=outdir)
+    config = deployment_from_context(_context(app), base_dir=ROOT)
+    build_stacks(app, config)
+    check(app)
+    return app
+
+
+def _context(app) -> dict[str, Any]:
+    keys = ("gqa:config-file", "gqa:config")
+    return {key: app.node.try_get_context(key) for key in keys if app.node.try_get_context(key) is not None}

@@ -196,6 +196,24 @@ class QueueLimits(_Strict):
     half_life: Duration = 7 * 86400          # fair-share usage decay
 
 
+# A spot instance gets two minutes' notice: SIGTERM to SIGKILL must fit in it,
+# with time left for the ECS agent to drain the instance.
+MAX_SPOT_GRACE = 110
+# AWS Batch's bounds for a job queue's job state time limit (maxTimeSeconds)
+CAPACITY_WAIT_BOUNDS = (600, 86400)
+
+
+class ComputeSettings(_Strict):
+    """How the pools' instances treat the jobs on them."""
+
+    # SIGTERM to SIGKILL when a job is stopped or its spot instance reclaimed:
+    # the ECS agent's ECS_CONTAINER_STOP_TIMEOUT, and the grace Batch timeouts add
+    checkpoint_grace: Annotated[Duration, Field(ge=10, le=MAX_SPOT_GRACE)] = 90
+    # a job RUNNABLE this long with no instance for it is cancelled as "no capacity":
+    # gqa then retries it, or moves a spot job to on demand
+    capacity_wait: Annotated[Duration, Field(ge=CAPACITY_WAIT_BOUNDS[0], le=CAPACITY_WAIT_BOUNDS[1])] = 4 * 3600
+
+
 class Approval(_Strict):
     """Jobs over any of these wait for an approver (none: no threshold)."""
 
@@ -205,9 +223,10 @@ class Approval(_Strict):
 
 
 class Alerts(_Strict):
-    emails: list[str] = []
+    emails: list[str] = []                # every alert: budgets, stuck jobs, idle GPUs, alarms, approvals
+    approval_emails: list[str] = []       # only "job N waits for approval" (the approvers' inbox)
 
-    @field_validator("emails")
+    @field_validator("emails", "approval_emails")
     @classmethod
     def _emails(cls, values: list[str]) -> list[str]:
         for i, value in enumerate(values):
@@ -300,6 +319,7 @@ class Deployment(_Strict):
     access: AccessConfig = AccessConfig()
     queue: QueueLimits = QueueLimits()
     approval: Approval = Approval()
+    compute: ComputeSettings = ComputeSettings()
     alerts: Alerts = Alerts()
     triggers: Triggers = Triggers()
     images: Images = Images()
@@ -374,7 +394,8 @@ class Deployment(_Strict):
         """The functions' settings that come from this file (lambdas/environment.py);
         table names, queue URLs and bucket names come from the stacks."""
         return {"GQA_POOLS": self.pools_json(), "GQA_ACCESS": self.access_json(), "GQA_IMAGES": self.images_json(),
-                "GQA_JOB_DEFINITION": self.default_job_definition}
+                "GQA_JOB_DEFINITION": self.default_job_definition,
+                "GQA_CHECKPOINT_GRACE": str(self.compute.checkpoint_grace)}
 
 
 def _slug(key: str) -> str:

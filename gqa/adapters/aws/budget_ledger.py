@@ -66,7 +66,7 @@ class DynamoDBBudgetRecords:
         condition = (f"attribute_not_exists({e.n(t.PK)}) OR "
                      f"({e.n('sent')} = {e.v(False)} AND {e.n('lease_until')} < {e.v(float(at))})")
         item = {**alert_key(key), "token": token, "sent": False, "claimed_at": it.plain(float(at)),
-                "lease_until": it.plain(float(at + lease)), "expires_at": int(at + KEEP)}
+                "lease_until": it.plain(float(at + lease)), t.EXPIRES_AT: int(at + KEEP)}
         try:
             self.call("PutItem", TableName=self.table, Item=it.dump(item), ConditionExpression=condition,
                       **e.kwargs())

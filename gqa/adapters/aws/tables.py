@@ -57,6 +57,7 @@ class Table:
     partition: Key
     sort: Key | None = None
     indexes: tuple[Index, ...] = ()
+    ttl: str | None = None         # the epoch-seconds attribute DynamoDB's TTL deletes items by
 
     def index(self, name: str) -> Index:
         return next(i for i in self.indexes if i.name == name)
@@ -112,8 +113,10 @@ JOBS = Table(
 PK, SK = "pk", "sk"
 SETTING = "setting"       # the settings partition: sk "inventory", "policy", "team#<name>"
 COUNTER = "counter"       # the id counter's partition (never part of a settings read)
-SETTINGS = Table("settings", Key(PK, S), Key(SK, S))
-LEDGER = Table("ledger", Key(PK, S), Key(SK, S))
+EXPIRATION = "expiration"  # trigger events and closed bursts (triggers.py)
+EXPIRES_AT = "expires_at"  # budget alert claims (budget_ledger.py)
+SETTINGS = Table("settings", Key(PK, S), Key(SK, S), ttl=EXPIRATION)
+LEDGER = Table("ledger", Key(PK, S), Key(SK, S), ttl=EXPIRES_AT)
 
 TABLES = (JOBS, SETTINGS, LEDGER)
 

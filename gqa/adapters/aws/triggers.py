@@ -40,7 +40,7 @@ from .errors import CONDITION_FAILED, Retrying, cancellation_reasons, code_of, t
 from .sqs_intake import dump_submission, parse_submission
 
 TRIGGERS, OPEN, CLOSED, EVENTS = "trigger", "trigger-burst", "trigger-closed", "trigger-event"
-EXPIRES = "expiration"
+EXPIRES = t.EXPIRATION
 List = builtins.list
 
 

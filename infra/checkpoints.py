@@ -1,0 +1,65 @@
+"""The checkpoint bucket: public access blocked, TLS only, encrypted,
+versioned, old checkpoint versions expired; its server access logs go to a
+bucket of their own. Jobs save under `checkpoints/<job id>/`; the trigger
+function writes large bursts' key lists under gqa-trigger-manifests/."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from gqa.models.trigger import MANIFEST_ROOT
+from gqa.models.deployment import Deployment
+
+PREFIX = "checkpoints"              # lambdas/environment.py's default GQA_CHECKPOINT_PREFIX
+OLD_VERSIONS_KEPT_DAYS = 30         # an overwritten or deleted checkpoint can be restored this long
+MANIFESTS_KEPT_DAYS = 90            # a burst's key list outlives its job by far
+ACCESS_LOGS_KEPT_DAYS = 365
+
+
+class Checkpoints(Construct):
+    def __init__(self, scope: Construct, id: str, *, config: Deployment) -> None:
+        super().__init__(scope, id)
+        removal = cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY
+        common = dict(block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True,
+                      encryption=s3.BucketEncryption.S3_MANAGED, removal_policy=removal,
+                      auto_delete_objects=not config.retain_data,
+                      object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED)
+        self.access_logs = s3.Bucket(
+            self, "AccessLogs", **{**common, "object_ownership": s3.ObjectOwnership.BUCKET_OWNER_PREFERRED},
+            lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(ACCESS_LOGS_KEPT_DAYS))])
+        self.bucket = s3.Bucket(
+            self, "Bucket", **common, versioned=True,
+            server_access_logs_bucket=self.access_logs, server_access_logs_prefix="checkpoints/",
+            lifecycle_rules=[
+                s3.LifecycleRule(id="old-versions",
+                                 noncurrent_version_expiration=cdk.Duration.days(OLD_VERSIONS_KEPT_DAYS),
+                                 abort_incomplete_multipart_upload_after=cdk.Duration.days(7),
+                                 expired_object_delete_marker=True),
+                s3.LifecycleRule(id="manifests", prefix=MANIFEST_ROOT,
+                                 expiration=cdk.Duration.days(MANIFESTS_KEPT_DAYS))])
+        self.prefix = PREFIX
+
+    def grant_jobs(self, role: iam.IGrantable) -> None:
+        """What a job's checkpoint helpers do under the prefix: write, read,
+        list and sweep old checkpoints. Listing is what makes a missing
+        `latest` pointer read as "no such key" (no checkpoint yet) rather than
+        "access denied"."""
+        self.grant_read_prefix(role, PREFIX)
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:PutObject", "s3:DeleteObject"],
+            resources=[self.bucket.arn_for_objects(f"{PREFIX}/*")]))
+
+    def grant_read_prefix(self, role: iam.IGrantable, prefix: str) -> None:
+        """GetObject under `prefix`, and ListBucket restricted to it."""
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{prefix}/*")]))
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}/*", f"{prefix}/"]}}))
+
+    def grant_manifests(self, role: iam.IGrantable) -> None:
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{MANIFEST_ROOT}*")]))

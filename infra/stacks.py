@@ -1,0 +1,53 @@
+"""The deployment's two stacks, composed of the constructs in this package
+and nothing else:
+
+- data     what must outlive an upgrade: the tables, the checkpoint bucket,
+           the queues. Nothing in it refers to the service stack.
+- service  what can be replaced at will: network, GPU pools, functions,
+           event wiring, API, alerts, dashboard and alarms. It reads the
+           data stack's resources (one-way references, so no cycles).
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from gqa.models.deployment import Deployment
+
+from .checkpoints import Checkpoints
+from .queues import Queues
+from .tables import Tables
+
+DESCRIPTION = "gqa, a virtual queue for GPU training jobs"
+
+
+class DataStack(cdk.Stack):
+    def __init__(self, scope: Construct, id: str, *, config: Deployment, **kwargs) -> None:
+        super().__init__(scope, id, description=f"{DESCRIPTION}: tables, checkpoints and queues ({config.name})",
+                         termination_protection=config.retain_data, **kwargs)
+        self.config = config
+        self.tables = Tables(self, "Tables", config=config)
+        self.checkpoints = Checkpoints(self, "Checkpoints", config=config)
+        self.queues = Queues(self, "Queues", config=config)
+
+
+class ServiceStack(cdk.Stack):
+    def __init__(self, scope: Construct, id: str, *, config: Deployment, data: DataStack, **kwargs) -> None:
+        super().__init__(scope, id, description=f"{DESCRIPTION}: GPU pools, functions and API ({config.name})",
+                         **kwargs)
+        self.config = config
+        self.data = data
+
+
+def stack_names(config: Deployment) -> tuple[str, str]:
+    return f"gqa-{config.name}-data", f"gqa-{config.name}-service"
+
+
+def build_stacks(app: cdk.App, config: Deployment) -> tuple[DataStack, ServiceStack]:
+    data_name, service_name = stack_names(config)
+    data = DataStack(app, data_name, config=config)
+    service = ServiceStack(app, service_name, config=config, data=data)
+    for stack in (data, service):
+        cdk.Tags.of(stack).add("gqa:deployment", config.name)
+    return data, service
