@@ -300,6 +300,11 @@ class BatchCompute:
         return seen[1]
 
 
+def inventory_of(pools: Iterable[Pool]) -> Inventory:
+    """The GPUs the pools hold, as BatchCompute.inventory() reports them."""
+    return _slots(tuple(pools))[0]
+
+
 def _slots(pools: tuple[Pool, ...]) -> tuple[Inventory, dict[int, Pool]]:
     by_kind: dict[tuple[str, bool], str] = {}
     gpus: list[Gpu] = []

@@ -109,8 +109,7 @@ class DynamoDBStore:
         return found
 
     def _put_setting(self, name: str, attributes: dict[str, Any]) -> None:
-        self.call("PutItem", TableName=self.tables.settings,
-                  Item=it.dump({t.PK: t.SETTING, t.SK: name, **attributes}))
+        self.call("PutItem", TableName=self.tables.settings, Item=setting_item(name, attributes))
         self._settings.clear()
         if self._pass is not None:
             self._pass.settings = None
@@ -120,21 +119,21 @@ class DynamoDBStore:
         return settings_codec.inventory_from(item["json"]) if item else None
 
     def set_inventory(self, inventory: Inventory) -> None:
-        self._put_setting("inventory", {"json": settings_codec.inventory_json(inventory)})
+        self._put_setting(*inventory_setting(inventory))
 
     def policy(self) -> Policy:
         item = self._settings_items().get("policy")
         return settings_codec.policy_from(item["json"]) if item else Policy()
 
     def set_policy(self, policy: Policy) -> None:
-        self._put_setting("policy", {"json": settings_codec.policy_json(policy)})
+        self._put_setting(*policy_setting(policy))
 
     def teams(self) -> dict[str, TeamPolicy]:
         return {sk.removeprefix(TEAM_PREFIX): it.team_policy(item)
                 for sk, item in self._settings_items().items() if sk.startswith(TEAM_PREFIX)}
 
     def set_team(self, team: str, policy: TeamPolicy) -> None:
-        self._put_setting(TEAM_PREFIX + team, it.team_attributes(policy))   # a put replaces the whole policy
+        self._put_setting(*team_setting(team, policy))   # a put replaces the whole policy
 
     # -- the ledger ----------------------------------------------------------------------
     def _ledger(self, prefix: str) -> List[dict[str, Any]]:
@@ -500,3 +499,22 @@ class DynamoDBStore:
             if "LastEvaluatedKey" not in out:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
+
+# -- the settings items, as stored: the store writes them, and a deployment writes
+# its pools, policy and teams with the same functions (infra/registration.py)
+def setting_item(name: str, attributes: dict[str, Any]) -> dict[str, Any]:
+    """The settings item `name` in DynamoDB's JSON form (PutItem's Item)."""
+    return it.dump({t.PK: t.SETTING, t.SK: name, **attributes})
+
+
+def inventory_setting(inventory: Inventory) -> tuple[str, dict[str, Any]]:
+    return "inventory", {"json": settings_codec.inventory_json(inventory)}
+
+
+def policy_setting(policy: Policy) -> tuple[str, dict[str, Any]]:
+    return "policy", {"json": settings_codec.policy_json(policy)}
+
+
+def team_setting(team: str, policy: TeamPolicy) -> tuple[str, dict[str, Any]]:
+    return TEAM_PREFIX + team, it.team_attributes(policy)

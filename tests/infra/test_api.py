@@ -1,0 +1,76 @@
+"""The REST API: IAM authorisation on every method, a throttled stage with
+access logs, and managed policies that match lambdas/api's routes."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match
+
+from infra.api import ADMIN_ROUTES, APPROVER_ROUTES, RESEARCHER_ROUTES, STAGE, Api
+from infra.outputs import outputs
+from tests.infra.support import deployment, nagged_app, stand_in_function, template
+
+
+
+@pytest.fixture(scope="module")
+def built():
+    app = nagged_app()
+    stack = cdk.Stack(app, "ApiTest")
+    api = Api(stack, "Api", config=deployment(), function=stand_in_function(stack, "Fn"))
+    outputs(stack, api)
+    return template(stack)
+
+
+def test_every_method_needs_iam(built):
+    methods = built.find_resources("AWS::ApiGateway::Method")
+    assert len(methods) >= 2   # ANY on / and on {proxy+}
+    for method in methods.values():
+        assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
+
+
+def test_the_stage_is_throttled_and_logged(built):
+    built.has_resource_properties("AWS::ApiGateway::Stage", {
+        "StageName": STAGE,
+        "AccessLogSetting": Match.object_like({"DestinationArn": Match.any_value()}),
+        "MethodSettings": Match.array_with([Match.object_like({"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100,
+                                                               "LoggingLevel": "ERROR"})]),
+    })
+
+
+def _routes(built, name):
+    policies = built.find_resources("AWS::IAM::ManagedPolicy", {"Properties": {"ManagedPolicyName": name}})
+    (policy,) = policies.values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "execute-api:Invoke" and statement["Effect"] == "Allow"
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    out = set()
+    for arn in resources:
+        tail = arn["Fn::Join"][1][-1]   # ".../<stage>/<method>/<path>"
+        _, stage, method, path = tail.split("/", 3)
+        assert stage == STAGE
+        out.add((method, path))
+    return out
+
+
+@pytest.mark.parametrize("name, routes", [
+    ("gqa-dev-researchers", set(RESEARCHER_ROUTES)),
+    ("gqa-dev-approvers", set(RESEARCHER_ROUTES) | set(APPROVER_ROUTES)),
+    ("gqa-dev-admins", set(ADMIN_ROUTES)),
+])
+def test_each_policy_allows_its_routes_only(built, name, routes):
+    assert _routes(built, name) == routes
+
+
+def test_researchers_cannot_approve_or_change_quotas():
+    for method, path in RESEARCHER_ROUTES:
+        assert "approve" not in path and "deny" not in path
+        assert method != "PUT"   # PUT /quota/teams/{team}, PUT /quota/policy are admins'
+
+
+def test_outputs_give_what_gqa_config_set_needs(built):
+    outs = built.find_outputs("*")
+    assert {"Endpoint", "Region", "ConfigureCli", "ResearcherPolicy", "ApproverPolicy", "AdminPolicy"} <= set(outs)
+    command = "".join(p if isinstance(p, str) else "<>" for p in outs["ConfigureCli"]["Value"]["Fn::Join"][1])
+    assert command.startswith("gqa config set backend aws && gqa config set region <>")
+    assert "gqa config set endpoint https://<>.execute-api.<>.<>/" + STAGE in command
