@@ -13,7 +13,10 @@ Environment (read by lambdas/environment.py):
 GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (a missing
 one fails the cold start loudly), and optionally GQA_WAKEUP_QUEUE_URL: the
 dispatcher's wake-up queue, told once per batch that admitted jobs, so they
-are scheduled at once rather than at the next tick.
+are scheduled at once rather than at the next tick, and GQA_ALERTS_TOPIC_ARN:
+the SNS topic a submission admitted to wait for approval is announced on
+(one message per submission, kind "approval"; services/approvals.py). Without
+it nothing is announced.
 
 Metrics (namespace gqa, service gqa-admit, by tier; services/telemetry.py):
 JobsAdmitted, JobsAwaitingApproval, JobsRejected, once per batch. A
@@ -25,7 +28,8 @@ repeat. It is, without any record of its own: every submission carries the
 job ids the API reserved for it, and the store writes each job only if its id
 is not taken (create-if-absent). A second delivery, even one after a crash
 half-way through a large array, writes only what is missing and changes no
-job that exists, however far it has got.
+job that exists, however far it has got. Only the delivery that wrote a
+submission's jobs announces them to the approvers.
 
 Errors: a malformed message (no reserved ids, ids that do not fit the spec)
 and an invalid spec (SpecError) are consumed and logged with the reason: no
@@ -33,7 +37,9 @@ retry can mend them. A spec over a hard limit by now is recorded REJECTED
 under its ids, with the numbers, so `gqa status` says why. BackendUnavailable
 (DynamoDB throttling past the adapter's retries, no inventory registered yet)
 and Conflict fail the record, so SQS delivers it again (and, after the
-queue's max_receive_count, moves it to the dead-letter queue)."""
+queue's max_receive_count, moves it to the dead-letter queue). An approval
+request SNS refuses is logged and not retried: the jobs are recorded, and
+the budget function alerts on jobs waiting too long."""
 
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
+from gqa.adapters.aws.sns_notifier import SnsNotifier
 from gqa.adapters.aws.sqs_intake import SqsIntake, submission_from_record
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import SpecError
@@ -75,8 +82,10 @@ def build() -> Admission:
     names = environment.table_names()
     # the limits and thresholds admission checks change rarely: a change applies within SETTINGS_TTL
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL)
+    topic = environment.alerts_topic(needed=False)
+    notifier = SnsNotifier(boto3.client("sns"), topic) if topic else None
     # no waker here: one wake-up per batch (below), not one per submission
-    service = SubmitService(store, SystemClock())
+    service = SubmitService(store, SystemClock(), notifier=notifier)
     wakeup = environment.wakeup_url()
     intake = SqsIntake(boto3.client("sqs"), {}, wakeup) if wakeup else None
     return Admission(store, service, intake, make_metrics(namespace="gqa", service="gqa-admit"))

@@ -16,7 +16,7 @@ The settings:
     GQA_CHECKPOINT_BUCKET    checkpoints on S3 (dispatch); GQA_CHECKPOINT_PREFIX (optional, "checkpoints")
     GQA_MANIFEST_BUCKET      large bursts' key lists (trigger; optional, default GQA_CHECKPOINT_BUCKET)
     GQA_TRIGGER_TIMER_QUEUE_URL   the bursts' timer queue (trigger)
-    GQA_ALERTS_TOPIC_ARN     the SNS topic alerts go to (budget)
+    GQA_ALERTS_TOPIC_ARN     the SNS topic alerts go to (budget; optional for admit: approval requests)
     GQA_GPU_METRICS_NAMESPACE     where the jobs' GPUUtilization lives (budget; optional, "gqa")
     GQA_LOG_GROUP            the jobs' log group where a job definition names none (api; optional)
     GQA_ACCESS               JSON, services.access.AccessPolicy.from_json (api; optional)
@@ -120,8 +120,11 @@ def trigger_timer_url() -> str:
     return required("GQA_TRIGGER_TIMER_QUEUE_URL", "the trigger timer queue URL")
 
 
-def alerts_topic() -> str:
-    return required("GQA_ALERTS_TOPIC_ARN", "the SNS topic ARN alerts go to")
+def alerts_topic(*, needed: bool = True) -> str | None:
+    """The SNS topic alerts go to; None where it is optional and not set."""
+    if needed:
+        return required("GQA_ALERTS_TOPIC_ARN", "the SNS topic ARN alerts go to")
+    return optional("GQA_ALERTS_TOPIC_ARN")
 
 
 def gpu_metrics_namespace(default: str) -> str:

@@ -4,26 +4,33 @@ sweeps, and record every job of the submission in one transaction.
 Locally submit() does it all at once. On AWS it is two steps: the API
 accept()s (checks, reserves the ids, puts the submission on the intake
 queue) and the admit function admit()s (checks again, writes the jobs under
-the reserved ids; a redelivery finds them written and changes nothing)."""
+the reserved ids; a redelivery finds them written and changes nothing).
+Jobs admitted to wait for approval are announced to the approvers through
+the notifier, when there is one (services/approvals.py)."""
 
+import logging
 from dataclasses import replace
 
-from ..models.errors import BackendUnavailable, Rejected, SpecError
+from ..models.errors import BackendUnavailable, GqaError, Rejected, SpecError
 from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
-from ..ports import Clock, Intake, Inventory, JobStore, Submission, Waker
+from ..ports import Clock, Intake, Inventory, JobStore, Notifier, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
-from ..scheduling.snapshot import Policy
+from ..scheduling.snapshot import Gpu, Policy
+from .approvals import APPROVAL, approval_request, newly_awaiting
 
 ACCEPTED = "accepted; waiting for admission"
+log = logging.getLogger("gqa.submit")
 
 
 class SubmitService:
-    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None, intake: Intake | None = None):
+    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None, intake: Intake | None = None,
+                 notifier: Notifier | None = None):
         self.store, self.clock, self.waker, self.intake = store, clock, waker, intake
+        self.notifier = notifier
 
     def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
                owner: str | None = None) -> list[JobRecord]:
@@ -32,6 +39,8 @@ class SubmitService:
         given, is the caller's verified identity and wins over the spec's text."""
         spec, inventory, policy = self._checked(spec, owner)
         created = self.store.create(self._admitted(spec, environment, inventory, policy))
+        # fresh ids: every job is this submission's own
+        self._ask_approval([j for j in created if j.state == JobState.PENDING_APPROVAL], inventory.gpus)
         if self.waker is not None:
             self.waker.wake()
         return created
@@ -65,21 +74,37 @@ class SubmitService:
             update={"owner": submission.owner})
         if not submission.job_ids or submission.seq is None:
             raise SpecError("malformed submission: no reserved job ids", source="submission")
+        gpus: tuple[Gpu, ...] = ()
         try:
             spec, inventory, policy = self._checked(spec, None)
             records = self._admitted(spec, submission.environment, inventory, policy)
+            gpus = inventory.gpus
         except Rejected as exc:
             now = self.clock.now()
             reason = f"rejected: {exc}"
             records = self._records(spec, submission.environment, now, JobState.REJECTED, reason,
                                     (Transition(JobState.SUBMITTED, now, "submitted"),
                                      Transition(JobState.REJECTED, now, reason)))
-        created = self.store.create(placed(records, submission.job_ids, submission.seq))
+        given = placed(records, submission.job_ids, submission.seq)
+        created = self.store.create(given)
+        self._ask_approval(newly_awaiting(given, created), gpus)
         if self.waker is not None:
             self.waker.wake()
         return created
 
     # -- the parts -------------------------------------------------------------------------------
+    def _ask_approval(self, waiting: list[JobRecord], gpus: tuple[Gpu, ...]) -> None:
+        """One message to the approvers about the jobs this admission wrote to wait for them."""
+        request = approval_request(waiting, gpus) if self.notifier is not None else None
+        if request is None:
+            return
+        try:
+            self.notifier.notify(request.subject, request.message, kind=APPROVAL, team=request.team)
+        except GqaError as exc:
+            # the jobs are recorded: failing now would only redeliver a submission that then announces
+            # nothing; the budget watch alerts on jobs waiting too long
+            log.warning("approval request for %s not sent: %s", waiting[0].group, exc)
+
     def _checked(self, spec: JobSpec, owner: str | None) -> tuple[JobSpec, Inventory, Policy]:
         """The spec (owned by `owner` when given) if it is within the queue's hard limits."""
         if owner is not None:

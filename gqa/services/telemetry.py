@@ -11,7 +11,8 @@ included where a rate is read from them (failures against successes).
 The metric names, by function (the dashboard and alarms are built on them):
     admit      JobsAdmitted, JobsAwaitingApproval, JobsRejected            (tier)
     dispatch   JobsStarted, QueueWait (one value per started job: p50/p95), PassDuration,
-               PendingJobs, FreeGpus, HeldGpus, RepairedLaunches, LostEventsRecovered
+               PendingJobs, FreeGpus, HeldGpus, RepairedLaunches, LostEventsRecovered;
+               HeldGpus, FreeGpus (pool: a10g-spot, a100-ondemand)
     reconcile  JobsSucceeded, JobsFailed, JobsTimedOut, JobsCancelled, SpotReclaims,
                CapacityFailures, OutOfMemory; Retries (kind); GpuHours, Cost (team)
                (the dispatch function emits the same for attempts whose events were lost)
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..models.job import JobRecord, JobState
+from ..models.outcome import GPU_HOURS, PREEMPT, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind
 from ..models.spec import Priority
 from ..ports import Inventory, Metrics
 from ..scheduling.snapshot import PendingJob, RunningJob
@@ -39,6 +41,9 @@ ENDED = {S.SUCCEEDED: "JobsSucceeded", S.FAILED: "JobsFailed", S.TIMED_OUT: "Job
          S.CANCELLED: "JobsCancelled"}
 TIERS = {p.rank: p.value for p in Priority}
 CAUSES = {"reclaimed": "SpotReclaims", "capacity": "CapacityFailures", "oom": "OutOfMemory"}
+# the `kind` of Retries: what ended the attempt, as the backend tells it or as gqa asked it to stop
+RETRY_KINDS = tuple(dict.fromkeys((*(k.value for k in ExitKind), TIMEOUT, GPU_HOURS, PREEMPT, REQUEUE, SHUTDOWN,
+                                   "unknown")))
 
 Value = tuple[str, str, float]
 
@@ -108,8 +113,26 @@ def dispatch_pass(metrics: Metrics, report: PassReport, duration: float) -> None
                    ("FreeGpus", COUNT, max(0, total - held)), ("RepairedLaunches", COUNT, report.repaired),
                    ("LostEventsRecovered", COUNT, report.recovered),
                    *(("QueueWait", SECONDS, round(w, 3)) for w in waits)])
+    for pool, (held_here, free_here) in pool_gpus(report).items():
+        emit(metrics, [("HeldGpus", COUNT, held_here), ("FreeGpus", COUNT, free_here)], pool=pool)
     for settled in report.settlements:    # what their lost events would have told the reconcile function
         settlement(metrics, settled)
+
+
+def pool_name(gpu_type: str, spot: bool) -> str:
+    """A pool's name, as the AWS backend names its Batch resources: a10g-spot, a100-ondemand."""
+    return f"{gpu_type}-{'spot' if spot else 'ondemand'}"
+
+
+def pool_gpus(report: PassReport) -> dict[str, tuple[int, int]]:
+    """(held, free) GPUs per pool of the inventory, zeros included, so a
+    dashboard draws an idle pool at 0 rather than as a gap."""
+    if report.inventory is None:
+        return {}
+    pool_of = {g.index: pool_name(g.type, g.spot) for g in report.inventory.gpus}
+    size = Counter(pool_of.values())
+    held = Counter(pool_of[i] for r in report.running for i in r.gpus if i in pool_of)
+    return {pool: (held[pool], max(0, size[pool] - held[pool])) for pool in sorted(size)}
 
 
 # -- reconcile --------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from gqa.adapters.aws.tables and resources."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from unittest import mock
@@ -189,3 +190,91 @@ def test_admissions_are_counted_by_tier_as_metrics(aws, store, capsys):
     assert metric(docs, "JobsAdmitted", tier="high") == [3] and metric(docs, "JobsRejected", tier="high") == [0]
     assert metric(docs, "JobsAdmitted", tier="low") == [0] and metric(docs, "JobsRejected", tier="low") == [1]
     assert metric(docs, "JobsAwaitingApproval", tier="low") == [0]
+
+
+# -- approval requests on the alerts topic ----------------------------------------------------------
+@pytest.fixture
+def approvers(aws):
+    """The alerts topic, with a queue standing in for the approvers' inbox (every message, as SNS
+    delivers it: subject and attributes in the envelope), and the admit function told of the topic."""
+    module, _ = aws
+    sns, sqs = session().client("sns"), session().client("sqs")
+    topic = sns.create_topic(Name="gqa-admit-alerts")["TopicArn"]
+    inbox = sqs.create_queue(QueueName="gqa-admit-inbox")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    with mock.patch.dict(os.environ, {"GQA_ALERTS_TOPIC_ARN": topic}):
+        module.admission.cache_clear()
+        yield module, inbox
+        module.admission.cache_clear()
+
+
+def announced(inbox: str) -> list[dict]:
+    """The SNS envelopes delivered to the inbox so far."""
+    sqs = session().client("sqs")
+    out = []
+    while True:
+        got = sqs.receive_message(QueueUrl=inbox, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
+        if not got:
+            return out
+        for message in got:
+            out.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=inbox, ReceiptHandle=message["ReceiptHandle"])
+
+
+APPROVAL_POLICY = Policy(approval_gpus=1)
+
+
+def test_a_submission_waiting_for_approval_is_announced_with_its_numbers_and_commands(approvers, store):
+    module, inbox = approvers
+    store.set_policy(APPROVAL_POLICY)
+    submission = accepted(store, spec(team="vision", resources={"gpus": 2, "gpu_type": "a10g"},
+                                      limits={"wall_time": "10h"}))
+    assert call(module, record(submission)) == {"batchItemFailures": []}
+    [job] = store.list()
+    assert job.state == JobState.PENDING_APPROVAL
+    [envelope] = announced(inbox)
+    assert envelope["Subject"] == f"gqa: job {job.id} (train) from bob waits for approval"
+    assert {k: v["Value"] for k, v in envelope["MessageAttributes"].items()} == {"kind": "approval", "team": "vision"}
+    body = envelope["Message"]
+    assert "2 x a10g GPUs (on demand) for up to 10h00m: up to 20.0 GPU-hours, up to $30.00" in body
+    assert "asks for 2 GPUs (approval needed over 1)" in body
+    assert f"gqa approve {job.id}\n" in body and f'gqa deny {job.id} --reason "..."' in body
+
+
+def test_an_array_is_announced_once_however_often_it_is_delivered(approvers, store):
+    module, inbox = approvers
+    store.set_policy(APPROVAL_POLICY)
+    submission = accepted(store, spec(resources={"gpus": 2}, array="0-2"))
+    call(module, record(submission, message_id="m-1"), record(submission, message_id="m-2"))   # same batch
+    call(module, record(submission, message_id="m-3"))                                        # a later one
+    assert [j.state for j in store.list()] == [JobState.PENDING_APPROVAL] * 3
+    [envelope] = announced(inbox)
+    assert envelope["Subject"] == f"gqa: array {submission.job_ids[0].split('_')[0]} (train, 3 jobs) from bob " \
+                                  "waits for approval"
+
+
+def test_a_queued_submission_is_not_announced(approvers, store):
+    module, inbox = approvers
+    store.set_policy(APPROVAL_POLICY)
+    call(module, record(accepted(store, spec(resources={"gpus": 1}))))
+    assert [j.state for j in store.list()] == [JobState.QUEUED]
+    assert announced(inbox) == []
+
+
+def test_an_announcement_sns_refuses_leaves_the_jobs_admitted(approvers, store):
+    module, inbox = approvers
+    store.set_policy(APPROVAL_POLICY)
+    refused = refuse(module.admission().service.notifier.client, "Publish", "AuthorizationError", times=1)
+    assert call(module, record(accepted(store, spec(resources={"gpus": 2})))) == {"batchItemFailures": []}
+    assert refused == ["Publish"]
+    assert [j.state for j in store.list()] == [JobState.PENDING_APPROVAL]
+    assert announced(inbox) == []
+
+
+def test_without_the_topic_a_submission_waiting_for_approval_is_admitted_unannounced(aws, store):
+    module, _ = aws
+    store.set_policy(APPROVAL_POLICY)
+    assert module.admission().service.notifier is None
+    assert call(module, record(accepted(store, spec(resources={"gpus": 2})))) == {"batchItemFailures": []}
+    assert [j.state for j in store.list()] == [JobState.PENDING_APPROVAL]

@@ -55,7 +55,7 @@ def test_a_pass_reports_its_starts_waits_queue_and_gpus():
                                   inventory=Inventory(gpus=tuple(Gpu(i, "a10g") for i in range(8))),
                                   repaired=1, recovered=2)
     telemetry.dispatch_pass(metrics, report, duration=0.4567)
-    [(dims, values)] = metrics.series
+    (dims, values), *_ = metrics.series
     assert dims == {}
     assert values == {"JobsStarted": [2], "PassDuration": [0.457], "PendingJobs": [2], "HeldGpus": [3],
                       "FreeGpus": [5], "RepairedLaunches": [1], "LostEventsRecovered": [2], "QueueWait": [40.0, 10.0]}
@@ -65,9 +65,50 @@ def test_a_pass_reports_its_starts_waits_queue_and_gpus():
 def test_an_idle_pass_still_reports_the_free_gpus():
     metrics = RecordingMetrics()
     telemetry.dispatch_pass(metrics, telemetry.PassReport([], [], [], Inventory(gpus=(Gpu(0, "a10g"),))), 0.01)
-    [(_, values)] = metrics.flushed
+    (_, values), *_ = metrics.flushed
     assert (values["JobsStarted"], values["FreeGpus"], values["HeldGpus"]) == (0, 1, 0)
     assert "QueueWait" not in values
+
+
+POOLS = Inventory(gpus=(*(Gpu(i, "a10g", spot=True) for i in range(4)), Gpu(4, "a10g"), Gpu(5, "a10g"),
+                        *(Gpu(i, "h100", spot=True) for i in (6, 7))))
+
+
+@pytest.mark.parametrize("running_gpus, by_pool", [
+    ((), {"a10g-spot": (0, 4), "a10g-ondemand": (0, 2), "h100-spot": (0, 2)}),                 # idle: zeros
+    (((0, 1), (4,)), {"a10g-spot": (2, 2), "a10g-ondemand": (1, 1), "h100-spot": (0, 2)}),
+    (((6, 7), (5,), (2,)), {"a10g-spot": (1, 3), "a10g-ondemand": (1, 1), "h100-spot": (2, 0)}),
+])
+def test_a_pass_reports_the_held_and_free_gpus_of_each_pool(running_gpus, by_pool):
+    metrics = RecordingMetrics()
+    report = telemetry.PassReport([], [pending("9")], [running(str(n), gpus=g) for n, g in enumerate(running_gpus)],
+                                  POOLS)
+    telemetry.dispatch_pass(metrics, report, 0.1)
+    per_pool = {dims["pool"]: (values["HeldGpus"], values["FreeGpus"]) for dims, values in metrics.flushed
+                if "pool" in dims}
+    assert per_pool == by_pool
+    assert all(set(dims) <= {"pool"} for dims, _ in metrics.flushed)    # a pool's figures carry no other dimension
+    totals = metrics.flushed[0][1]
+    assert (totals["HeldGpus"], totals["FreeGpus"]) == tuple(map(sum, zip(*by_pool.values())))
+
+
+def test_a_gpu_no_longer_in_the_inventory_counts_in_no_pool():
+    metrics = RecordingMetrics()
+    telemetry.dispatch_pass(metrics, telemetry.PassReport([], [], [running("1", gpus=(9,))], POOLS), 0.1)
+    assert {dims["pool"]: values["HeldGpus"] for dims, values in metrics.flushed if "pool" in dims} == \
+        {"a10g-spot": 0, "a10g-ondemand": 0, "h100-spot": 0}
+
+
+def test_a_pass_without_an_inventory_reports_no_pools():
+    metrics = RecordingMetrics()
+    telemetry.dispatch_pass(metrics, telemetry.PassReport([], [], [running("1")], None), 0.1)
+    assert [dims for dims, _ in metrics.flushed] == [{}]
+
+
+@pytest.mark.parametrize("gpu_type, spot", [("a10g", True), ("a100", False), ("h100_80g", True)])
+def test_a_pool_is_named_as_the_aws_backend_names_it(gpu_type, spot):
+    from gqa.adapters.aws.resources import Pool
+    assert telemetry.pool_name(gpu_type, spot) == Pool(gpu_type, spot, max_gpus=1, price=0.0).name
 
 
 def settled(state: JobState, cause: str, *, team: str = "vision", seconds: float = 7200.0, cost: float = 3.0):
