@@ -14,6 +14,7 @@ The settings:
     GQA_JOB_DEFINITION       the Batch job definition (dispatch)
     GQA_IMAGES               JSON object, spec image -> job definition (dispatch; optional)
     GQA_CHECKPOINT_BUCKET    checkpoints on S3 (dispatch); GQA_CHECKPOINT_PREFIX (optional, "checkpoints")
+    GQA_CHECKPOINT_GRACE     seconds from SIGTERM to SIGKILL, added to Batch timeouts (dispatch; optional)
     GQA_MANIFEST_BUCKET      large bursts' key lists (trigger; optional, default GQA_CHECKPOINT_BUCKET)
     GQA_TRIGGER_TIMER_QUEUE_URL   the bursts' timer queue (trigger)
     GQA_ALERTS_TOPIC_ARN     the SNS topic alerts go to (budget; optional for admit: approval requests)
@@ -110,6 +111,21 @@ def checkpoint_bucket() -> str:
 
 def checkpoint_prefix() -> str:
     return optional("GQA_CHECKPOINT_PREFIX", CHECKPOINT_PREFIX) or CHECKPOINT_PREFIX
+
+
+def checkpoint_grace(default: int) -> int:
+    """GQA_CHECKPOINT_GRACE: whole seconds, more than 0 (the deployment's compute.checkpoint_grace)."""
+    text = optional("GQA_CHECKPOINT_GRACE")
+    if text is None:
+        return default
+    try:
+        seconds = int(text)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise MisconfiguredFunction(f"GQA_CHECKPOINT_GRACE must be a whole number of seconds above 0, "
+                                    f"got {text[:80]!r}")
+    return seconds
 
 
 def manifest_bucket() -> str | None:

@@ -31,6 +31,19 @@ CAPACITY_REASONS = ("CannotPullContainerError", "ResourceInitializationError", "
                     "CannotCreateVolumeError", "DockerTimeoutError", "ContainerRuntimeTimeoutError",
                     "ContainerRuntimeError", "InternalError", "Task failed to start")
 
+# A job queue's job state time limit actions (infra/compute.py) cancel a job that
+# stayed RUNNABLE at the head of the queue, for a reason Batch inferred, longer than
+# the action's time. The reason is Batch's own code, not free text: an action fires
+# only on jobs RUNNABLE for that reason, and the cancelled job ends FAILED with
+# statusReason "Canceled by JobStateTimeLimit action due to reason: <code>".
+TIME_LIMIT_CANCELLED = "Canceled by JobStateTimeLimit action due to reason: "
+# no instance could be had (spot or on-demand capacity): the wait is the deployment's
+# compute.capacity_wait, and gqa retries the job, or moves a spot job to on demand
+CAPACITY_WAIT_REASON = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+# the job fits no instance type of the pool, or exceeds the pool's vCPUs: no wait mends
+# that, so the queue cancels such a job soon and the job's own error says why
+MISFIT_REASONS = ("MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT", "MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE")
+
 
 @dataclass(frozen=True)
 class BatchJobEvent:
@@ -78,6 +91,8 @@ def classify(status: str, status_reason: str | None, exit_code: int | None,
         return ExitKind.RECLAIMED, status_reason
     if status_reason.startswith(TIMEOUT_REASONS):
         return ExitKind.TIMEOUT, status_reason
+    if exit_code is None and status_reason.startswith(TIME_LIMIT_CANCELLED + CAPACITY_WAIT_REASON):
+        return ExitKind.CAPACITY, status_reason
     # the container's own reason is the more precise: "Task failed to start" over a
     # CannotStartContainerError is the job's command, not the platform
     reason = container_reason or status_reason

@@ -18,7 +18,7 @@ POOL = {"gpu_type": "a10g", "spot": True, "max_gpus": 4, "price": 0.5}
 def clean(monkeypatch):
     for name in ("GQA_JOBS_TABLE", "GQA_SETTINGS_TABLE", "GQA_LEDGER_TABLE", "GQA_INTAKE_URLS", "GQA_POOLS",
                  "GQA_IMAGES", "GQA_WAKEUP_QUEUE_URL", "GQA_ACCESS", "GQA_MANIFEST_BUCKET", "GQA_CHECKPOINT_BUCKET",
-                 "GQA_CHECKPOINT_PREFIX"):
+                 "GQA_CHECKPOINT_PREFIX", "GQA_CHECKPOINT_GRACE"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -87,3 +87,17 @@ def test_a_needed_wakeup_queue_and_bad_json_settings_are_refused(monkeypatch):
     monkeypatch.setenv("GQA_ACCESS", json.dumps({"owners": ["x"]}))
     with pytest.raises(MisconfiguredFunction, match="^GQA_ACCESS: unknown access setting"):
         environment.access()
+
+
+@pytest.mark.parametrize("value, grace", [(None, 10), ("", 10), ("90", 90), (" 45 ", 45)])
+def test_the_checkpoint_grace_is_whole_seconds_with_a_default(monkeypatch, value, grace):
+    if value is not None:
+        monkeypatch.setenv("GQA_CHECKPOINT_GRACE", value)
+    assert environment.checkpoint_grace(10) == grace
+
+
+@pytest.mark.parametrize("value", ["90s", "1.5", "0", "-5", "ninety"])
+def test_a_malformed_checkpoint_grace_is_refused_by_name(monkeypatch, value):
+    monkeypatch.setenv("GQA_CHECKPOINT_GRACE", value)
+    with pytest.raises(MisconfiguredFunction, match=f"^GQA_CHECKPOINT_GRACE must be a whole number .*{value!r}"):
+        environment.checkpoint_grace(10)

@@ -16,6 +16,8 @@ INIT = ("ResourceInitializationError: unable to pull secrets or registry auth: e
         "failed: unable to retrieve ecr registry auth")
 START = ("CannotStartContainerError: Error response from daemon: failed to create shim task: OCI runtime create "
          "failed: exec: \"python\": executable file not found in $PATH")
+NO_CAPACITY = "Canceled by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+MISFIT = "Canceled by JobStateTimeLimit action due to reason: MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT"
 
 
 @pytest.mark.parametrize("status, status_reason, exit_code, container_reason, kind, detail", [
@@ -44,6 +46,12 @@ START = ("CannotStartContainerError: Error response from daemon: failed to creat
     ("FAILED", "Task failed to start", None, None, K.CAPACITY, "Task failed to start"),
     ("FAILED", "Task failed to start", None, "DockerTimeoutError: Could not transition to started", K.CAPACITY,
      "DockerTimeoutError: Could not transition to started"),
+    # the queue cancelled it after waiting RUNNABLE for an instance (its job state time limit action)
+    ("FAILED", NO_CAPACITY, None, None, K.CAPACITY, NO_CAPACITY),
+    # ... but a job that fits no instance of the pool is the job's error: no retry mends it
+    ("FAILED", MISFIT, None, None, K.APP, MISFIT),
+    # ... and the words alone, with an exit code, are not the action's
+    ("FAILED", NO_CAPACITY, 1, None, K.APP, NO_CAPACITY),
     # ... but not when the container's own reason is the job's (its command is not in the image)
     ("FAILED", "Task failed to start", None, START, K.APP, START),
     # a container that exited has run: its exit code decides, whatever the reason
@@ -53,7 +61,8 @@ START = ("CannotStartContainerError: Error response from daemon: failed to creat
     ("FAILED", None, None, None, K.APP, ""),
 ], ids=["succeeded", "succeeded-no-code", "exit-1", "exit-137", "terminated-by-user", "oom-137", "oom-no-code",
         "host-terminated", "host-terminated-with-code", "fargate-spot", "timeout", "timeout-with-code",
-        "cannot-pull", "resource-init", "failed-to-start", "docker-timeout", "cannot-start", "ran-then-failed",
+        "cannot-pull", "resource-init", "failed-to-start", "docker-timeout", "no-capacity-wait",
+        "misfit-cancelled", "no-capacity-words-with-code", "cannot-start", "ran-then-failed",
         "unknown-reason", "no-reason"])
 def test_classify(status, status_reason, exit_code, container_reason, kind, detail):
     assert classify(status, status_reason, exit_code, container_reason) == (kind, detail)
