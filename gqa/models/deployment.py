@@ -535,9 +535,33 @@ def _message(err: dict) -> str:
                 "model_attributes_type": "a mapping"}[kind]
         return f"must be {want}, got {_shown(err.get('input'))}"
     msg = msg.removeprefix("Value error, ")
+    if err["loc"] and err["loc"][-1] in SECONDS_FIELDS and kind in ("greater_than_equal", "less_than_equal"):
+        bound = err["ctx"]["ge" if kind == "greater_than_equal" else "le"]
+        return f"must be {'at least' if kind == 'greater_than_equal' else 'at most'} {_duration_text(bound)}, " \
+               f"got {_duration_text(_given_seconds(err['input']))}"
     if msg.startswith("Input should be "):
         msg = "must be " + msg.removeprefix("Input should be ")
     return msg
+
+
+# fields given as durations ("90s", "4h"), whose bounds are told in the same words
+SECONDS_FIELDS = ("checkpoint_grace", "capacity_wait")
+
+
+def _given_seconds(value: Any) -> Any:
+    """What the file gave, in seconds where it was a bare number (minutes, as in job specs)."""
+    return value * 60 if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _duration_text(seconds: Any) -> str:
+    if isinstance(seconds, str):
+        return seconds[:40]   # as the file says it
+    if not isinstance(seconds, int) or isinstance(seconds, bool):
+        return _shown(seconds)
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _shown(value: Any) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -294,7 +295,7 @@ def test_the_queue_policy_and_team_quotas_come_from_the_file():
 def test_the_functions_read_back_what_the_file_says(monkeypatch):
     config = load_deployment(EXAMPLE)
     settings = config.function_settings()
-    assert set(settings) == {"GQA_POOLS", "GQA_ACCESS", "GQA_IMAGES", "GQA_JOB_DEFINITION"}
+    assert set(settings) == {"GQA_POOLS", "GQA_ACCESS", "GQA_IMAGES", "GQA_JOB_DEFINITION", "GQA_CHECKPOINT_GRACE"}
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
     assert environment.pools() == pools_from_json(config.pools_json())
@@ -303,6 +304,22 @@ def test_the_functions_read_back_what_the_file_says(monkeypatch):
     assert environment.access().approvers == ("arn:aws:iam::123456789012:user/carol",)
     assert environment.images() == {"pytorch-2.4-devel": "gqa-dev-image-pytorch-2_4-devel"}
     assert environment.job_definition() == "gqa-dev-default"
+    assert environment.checkpoint_grace(10) == 90
     # every job definition the functions may name is one the stack is told to create
     assert {environment.job_definition(), *environment.images().values()} == set(config.job_definitions())
     assert config.job_definitions()["gqa-dev-image-pytorch-2_4-devel"] == "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-devel"
+
+
+@pytest.mark.parametrize("compute, message", [
+    ({"checkpoint_grace": "5m"}, "compute.checkpoint_grace: must be at most 110s, got 5m"),
+    ({"checkpoint_grace": "5s"}, "compute.checkpoint_grace: must be at least 10s, got 5s"),
+    ({"capacity_wait": "5m"}, "compute.capacity_wait: must be at least 10m, got 5m"),
+    ({"capacity_wait": "2d"}, "compute.capacity_wait: must be at most 24h, got 2d"),
+    ({"capacity_wait": 5}, "compute.capacity_wait: must be at least 10m, got 5m"),   # a bare number is minutes
+    ({"grace": "90s"}, "compute.grace"),
+])
+def test_compute_settings_within_what_aws_allows(compute, message):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["compute"] = compute
+    with pytest.raises(SpecError, match=re.escape(message)):
+        validate_deployment(raw)
