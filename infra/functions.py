@@ -1,0 +1,263 @@
+"""The six Lambda functions of lambdas/, each with its own role granted only
+what its code calls (README.md, "What each function calls, for its IAM
+policy", is the specification), its own log group, JSON logs, and exactly
+the settings lambdas/environment.py says it reads, from one source.
+
+The event sources and schedules that invoke them are events.py's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from gqa.adapters.aws import resources as r
+from gqa.adapters.aws import tables as t
+from gqa.models.deployment import Deployment
+from gqa.models.trigger import MANIFEST_ROOT
+
+from .checkpoints import Checkpoints
+from .lambda_asset import ARCHITECTURE, RUNTIME, function_code
+from .queues import Queues
+from .tables import Tables
+
+METRICS_NAMESPACE = "gqa"                  # the namespace every handler's make_metrics names
+API_TIMEOUT = 29                           # API Gateway's integration timeout: a later answer reaches no one
+
+
+class BatchResources(Protocol):
+    """The GPU pools' Batch resources the functions use."""
+
+    @property
+    def job_queue_arns(self) -> list[str]: ...
+
+    @property
+    def job_definition_arns(self) -> list[str]: ...
+
+    @property
+    def log_group_name(self) -> str: ...     # where the jobs' output goes (awslogs-group)
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    name: str               # the function is <prefix><name>, its Powertools service gqa-<name>
+    handler: str
+    timeout: int            # seconds; the queues' visibility timeouts are derived from the consumers'
+    memory: int             # MB; CPU comes with it, and a cold start imports pydantic and boto3
+    reads: tuple[str, ...]  # the settings it reads besides the table names (lambdas/environment.py)
+    description: str
+
+
+TABLE_SETTINGS = ("GQA_JOBS_TABLE", "GQA_SETTINGS_TABLE", "GQA_LEDGER_TABLE")   # every function reads them
+# GQA_GPU_METRICS_NAMESPACE (budget) is left unset: its default is the namespace the jobs report in.
+SPECS: tuple[FunctionSpec, ...] = (
+    FunctionSpec("api", "lambdas.api.handler", API_TIMEOUT, 1024,
+                 ("GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS"),
+                 "gqa's REST API, the CLI's backend"),
+    FunctionSpec("admit", "lambdas.admit.handler", r.ADMIT_TIMEOUT, 512,
+                 ("GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"),
+                 "admits the submissions on the intake queues as queued jobs"),
+    FunctionSpec("dispatch", "lambdas.dispatch.handler", r.DISPATCH_TIMEOUT, 1024,
+                 ("GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
+                  "GQA_CHECKPOINT_GRACE"),
+                 "one scheduling pass: starts queued jobs on Batch, stops and requeues"),
+    FunctionSpec("reconcile", "lambdas.reconcile.handler", 30, 512, ("GQA_WAKEUP_QUEUE_URL",),
+                 "applies Batch job state changes to gqa's jobs"),
+    FunctionSpec("budget", "lambdas.budget.handler", 120, 512, ("GQA_ALERTS_TOPIC_ARN", "GQA_WAKEUP_QUEUE_URL"),
+                 "watches spend against budgets, waiting jobs and idle GPUs"),
+    FunctionSpec("trigger", "lambdas.trigger.handler", r.TRIGGER_TIMEOUT, 512,
+                 ("GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET"),
+                 "turns objects landing in S3 into one job per burst"),
+)
+
+
+class Functions(Construct):
+    """`by_name` and the attributes api, admit, dispatch, reconcile, budget, trigger."""
+
+    def __init__(self, scope: Construct, id: str, *, config: Deployment, tables: Tables, queues: Queues,
+                 checkpoints: Checkpoints, batch: BatchResources, alerts_topic: sns.ITopic) -> None:
+        super().__init__(scope, id)
+        # every setting a function may read, from one place: each function takes the ones it reads
+        settings = {
+            **config.function_settings(),
+            "GQA_JOBS_TABLE": tables.names.jobs, "GQA_SETTINGS_TABLE": tables.names.settings,
+            "GQA_LEDGER_TABLE": tables.names.ledger,
+            "GQA_INTAKE_URLS": queues.intake_urls_json(),
+            "GQA_WAKEUP_QUEUE_URL": queues.wakeup.queue_url,
+            "GQA_CHECKPOINT_BUCKET": checkpoints.bucket.bucket_name,
+            "GQA_CHECKPOINT_PREFIX": checkpoints.prefix,
+            "GQA_MANIFEST_BUCKET": checkpoints.bucket.bucket_name,
+            "GQA_TRIGGER_TIMER_QUEUE_URL": queues.trigger_timer.queue_url,
+            "GQA_ALERTS_TOPIC_ARN": alerts_topic.topic_arn,
+            "GQA_LOG_GROUP": batch.log_group_name,
+        }
+        code = function_code()   # one asset shared by the six
+        self.by_name: dict[str, aws_lambda.Function] = {
+            spec.name: self._function(spec, config, code, {k: settings[k] for k in (*TABLE_SETTINGS, *spec.reads)})
+            for spec in SPECS}
+        self.api, self.admit, self.dispatch = self.by_name["api"], self.by_name["admit"], self.by_name["dispatch"]
+        self.reconcile, self.budget, self.trigger = (self.by_name["reconcile"], self.by_name["budget"],
+                                                     self.by_name["trigger"])
+        for function in self.by_name.values():
+            tables.grant_read_write(function)
+            _acknowledge_indexes(function, tables)
+        self._grant_calls(queues, checkpoints, batch, alerts_topic)
+
+    def _function(self, spec: FunctionSpec, config: Deployment, code: aws_lambda.Code,
+                  settings: dict[str, str]) -> aws_lambda.Function:
+        """The function, its log group, and its role with nothing but writing to that log group."""
+        title, function_name = spec.name.capitalize(), f"{config.prefix}{spec.name}"
+        log_group = logs.LogGroup(
+            self, f"{title}Logs", log_group_name=f"/aws/lambda/{function_name}",
+            retention=logs.RetentionDays.ONE_YEAR if config.retain_data else logs.RetentionDays.ONE_MONTH,
+            removal_policy=cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY)
+        role = iam.Role(self, f"{title}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"The {function_name} function: what its code calls, nothing more")
+        log_group.grant_write(role)   # its own log group, not the basic execution policy's every one
+        function = aws_lambda.Function(
+            self, title, function_name=function_name, description=f"gqa ({config.name}): {spec.description}",
+            code=code, handler=spec.handler, runtime=RUNTIME, architecture=ARCHITECTURE,
+            timeout=cdk.Duration.seconds(spec.timeout), memory_size=spec.memory, role=role,
+            log_group=log_group, logging_format=aws_lambda.LoggingFormat.JSON,
+            application_log_level_v2=aws_lambda.ApplicationLogLevel.INFO,
+            system_log_level_v2=aws_lambda.SystemLogLevel.WARN,
+            environment={**settings, "POWERTOOLS_SERVICE_NAME": f"gqa-{spec.name}",
+                         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE})
+        cdk.Validations.of(function).acknowledge(cdk.Acknowledgment(
+            id="AwsSolutions-L1", reason=f"{function_name} runs Python 3.12, the version its dependencies are "
+                                         f"bundled for and its code is tested on"))
+        return function
+
+    def _grant_calls(self, queues: Queues, checkpoints: Checkpoints, batch: BatchResources,
+                     topic: sns.ITopic) -> None:
+        """What each function's code calls besides the tables: README.md's table, row by row."""
+        stack = cdk.Stack.of(self)
+        bucket = _nag_arn(self, checkpoints.bucket, checkpoints.bucket.bucket_arn)
+
+        # api: submissions to the intake queues, wake-ups, and a job's logs (its Batch attempts, their streams)
+        _send(self.api, [*queues.intake.values(), queues.wakeup])
+        _batch_queries(self.api, "finds a job's Batch attempts for its logs")
+        job_streams = stack.format_arn(service="logs", resource="log-group",
+                                       resource_name=f"{batch.log_group_name}:log-stream:*",
+                                       arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
+        self.api.add_to_role_policy(iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[job_streams]))
+        _acknowledge_wildcards(self.api, [job_streams], "the jobs' log streams are named by Batch at run time; "
+                                                       "reading is limited to the jobs' log group")
+
+        # admit: wake-ups, and approval requests on the alerts topic
+        _send(self.admit, [queues.wakeup])
+        _publish(self.admit, topic)
+
+        # dispatch: submit to the pools' queues with the deployment's job definitions, tag (SubmitJob's
+        # tags and propagateTags) and stop jobs, find quiet ones; read checkpoints to resume from
+        submit_to = [*batch.job_queue_arns, *batch.job_definition_arns]
+        self.dispatch.add_to_role_policy(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=submit_to))
+        _acknowledge_wildcards(self.dispatch, submit_to, "SubmitJob names a job definition without its revision, "
+                                                         "which changes with the image or settings: any revision "
+                                                         "of the deployment's own definitions")
+        batch_jobs = stack.format_arn(service="batch", resource="job", resource_name="*")
+        self.dispatch.add_to_role_policy(iam.PolicyStatement(
+            actions=["batch:TagResource", "batch:TerminateJob"], resources=[batch_jobs]))
+        _acknowledge_wildcards(self.dispatch, [batch_jobs], "Batch assigns job ids at SubmitJob: tagging at "
+                                                           "submission and terminating can name no job in advance")
+        _batch_queries(self.dispatch, "asks Batch about attempts whose events were lost")
+        checkpoints.grant_read_prefix(self.dispatch, checkpoints.prefix)
+        _acknowledge(self.dispatch, f"AwsSolutions-IAM5[Resource::{bucket}/{checkpoints.prefix}/*]",
+                     "reads any job's latest checkpoint, whose key starts with the job's id, only under the "
+                     "checkpoint prefix")
+
+        # reconcile: wake-ups when an attempt ends
+        _send(self.reconcile, [queues.wakeup])
+
+        # budget: alerts, the jobs' GPU utilisation, wake-ups
+        _publish(self.budget, topic)
+        self.budget.add_to_role_policy(iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"]))
+        _acknowledge(self.budget, "AwsSolutions-IAM5[Resource::*]",
+                     "cloudwatch:GetMetricData supports no resource-level permissions; the budget function "
+                     "reads the jobs' GPUUtilization")
+        _send(self.budget, [queues.wakeup])
+
+        # trigger: the burst's submission and its timer, the manifest of a large burst
+        _send(self.trigger, [*queues.intake.values(), queues.trigger_timer])
+        checkpoints.grant_manifests(self.trigger)
+        _acknowledge(self.trigger, f"AwsSolutions-IAM5[Resource::{bucket}/{MANIFEST_ROOT}*]",
+                     "writes each burst's key list under its own new name, only under the manifest prefix")
+
+
+def _send(function: aws_lambda.Function, queues: Iterable[sqs.IQueue]) -> None:
+    """sqs:SendMessage alone (grant_send_messages adds GetQueueAttributes and GetQueueUrl, unused)."""
+    function.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"],
+                                                    resources=[q.queue_arn for q in queues]))
+
+
+def _batch_queries(function: aws_lambda.Function, why: str) -> None:
+    function.add_to_role_policy(iam.PolicyStatement(actions=["batch:DescribeJobs", "batch:ListJobs"],
+                                                    resources=["*"]))
+    _acknowledge(function, "AwsSolutions-IAM5[Resource::*]",
+                 f"batch:DescribeJobs and batch:ListJobs support no resource-level permissions; "
+                 f"the {function.node.id.lower()} function {why}")
+
+
+def _publish(function: aws_lambda.Function, topic: sns.ITopic) -> None:
+    """sns:Publish on the topic and, when it is encrypted, the two key actions publishing takes, named
+    exactly (Topic.grant_publish would grant kms:GenerateDataKey*)."""
+    function.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[topic.topic_arn]))
+    if topic.master_key is not None:
+        topic.master_key.grant(function, "kms:GenerateDataKey", "kms:Decrypt")
+
+
+def _acknowledge_wildcards(function: aws_lambda.Function, arns: Iterable[str], reason: str) -> None:
+    """The findings on those of the ARNs that hold a wildcard, as cdk-nag names them."""
+    stack = cdk.Stack.of(function)
+    for arn in arns:
+        flat = _flatten(stack.resolve(arn))
+        if "*" in flat:
+            _acknowledge(function, f"AwsSolutions-IAM5[Resource::{flat}]", reason)
+
+
+def _flatten(value: Any) -> str:
+    """A resolved CloudFormation value as cdk-nag writes it in a finding: <Logical.Attr>, <Ref>, joins joined."""
+    if isinstance(value, str):
+        return value.replace("${", "<").replace("}", ">")
+    if isinstance(value, dict) and "Fn::Join" in value:
+        delimiter, parts = value["Fn::Join"]
+        return delimiter.join(_flatten(part) for part in parts)
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        resource, attribute = value["Fn::GetAtt"]
+        return f"<{resource}.{attribute}>"
+    if isinstance(value, dict) and "Fn::ImportValue" in value:
+        return _flatten(value["Fn::ImportValue"])
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _acknowledge(function: aws_lambda.Function, finding: str, reason: str) -> None:
+    """A finding on the function's role policy, acknowledged on the role."""
+    cdk.Validations.of(function.role).acknowledge(cdk.Acknowledgment(id=finding, reason=reason))
+
+
+def _acknowledge_indexes(function: aws_lambda.Function, tables: Tables) -> None:
+    """Table.grant_read_write_data's <table>/index/* on each table that has indexes."""
+    for definition in t.TABLES:
+        if definition.indexes:
+            table = getattr(tables, definition.logical)
+            indexes = f"{_nag_arn(function, table, table.table_arn)}/index/*"
+            _acknowledge(function, f"AwsSolutions-IAM5[Resource::{indexes}]",
+                         "the functions query the table's secondary indexes, all of which serve them")
+
+
+def _nag_arn(scope: Construct, owner: Construct, arn: str) -> str:
+    """`owner`'s ARN as cdk-nag writes it in a finding on a policy in scope's stack: <LogicalId.Arn>
+    within one stack, the name of the export the reference goes through across stacks."""
+    here, home = cdk.Stack.of(scope), cdk.Stack.of(owner)
+    return _flatten(here.resolve(arn if here is home else home.export_value(arn)))
