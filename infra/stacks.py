@@ -15,8 +15,17 @@ from constructs import Construct
 
 from gqa.models.deployment import Deployment
 
+from .alerts import Alerts
+from .api import Api
 from .checkpoints import Checkpoints
+from .compute import GpuPools
+from .events import EventWiring
+from .functions import Functions
+from .network import Network
+from .observability import Observability
+from .outputs import outputs
 from .queues import Queues
+from .registration import SettingsRegistration
 from .tables import Tables
 
 DESCRIPTION = "gqa, a virtual queue for GPU training jobs"
@@ -37,7 +46,20 @@ class ServiceStack(cdk.Stack):
         super().__init__(scope, id, description=f"{DESCRIPTION}: GPU pools, functions and API ({config.name})",
                          **kwargs)
         self.config = config
-        self.data = data
+        self.network = Network(self, "Network", config=config)
+        self.pools = GpuPools(self, "GpuPools", config=config, network=self.network, checkpoints=data.checkpoints)
+        self.alerts = Alerts(self, "Alerts", config=config)
+        self.functions = Functions(self, "Functions", config=config, tables=data.tables, queues=data.queues,
+                                   checkpoints=data.checkpoints, batch=self.pools, alerts_topic=self.alerts.topic)
+        self.events = EventWiring(self, "Events", config=config, queues=data.queues, functions=self.functions,
+                                  batch=self.pools)
+        self.settings = SettingsRegistration(self, "Settings", config=config, tables=data.tables)
+        self.api = Api(self, "Api", config=config, function=self.functions.api)
+        self.observability = Observability(
+            self, "Observability", config=config, queues=data.queues, functions=self.functions.by_name,
+            dead_letters=[*data.queues.dead_letters.values(), *self.events.dead_letters.values()],
+            topic=self.alerts.topic)
+        outputs(self, self.api)
 
 
 def stack_names(config: Deployment) -> tuple[str, str]:

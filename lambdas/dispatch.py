@@ -25,14 +25,17 @@ The container keeps the settings for SETTINGS_TTL seconds (a quota or policy
 change applies within that) and the run-time samples behind the estimates
 for SAMPLES_TTL.
 
-Concurrency: the stack gives the function a reserved concurrency of 1, but a
-pass is safe without it: every claim of a job (QUEUED -> STARTING) is a write
+Concurrency: the wake-up queue's event source runs at most 2 passes at once
+(its maximum concurrency, not a reserved concurrency, which would throttle
+the function and send wake-ups to the dead-letter queue), and a pass is safe
+alongside another: every claim of a job (QUEUED -> STARTING) is a write
 guarded on the job's state, so a second pass over the same jobs gets Conflict
 and submits nothing; the services treat that as "the next pass will see it".
 
 Metrics (namespace gqa, service gqa-dispatch; services/telemetry.py): each
 pass emits JobsStarted, QueueWait (one value per started job), PassDuration,
-PendingJobs, FreeGpus, HeldGpus, RepairedLaunches and LostEventsRecovered,
+PendingJobs, FreeGpus, HeldGpus (also per pool, dimension `pool`, e.g.
+a10g-spot), RepairedLaunches and LostEventsRecovered,
 and for every attempt a lost event's answer settled, what the reconcile
 function would have emitted for it.
 
