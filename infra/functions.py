@@ -21,7 +21,6 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from gqa.adapters.aws import resources as r
-from gqa.adapters.aws import tables as t
 from gqa.models.deployment import Deployment
 from gqa.models.trigger import MANIFEST_ROOT
 
@@ -109,7 +108,6 @@ class Functions(Construct):
                                                      self.by_name["trigger"])
         for function in self.by_name.values():
             tables.grant_read_write(function)
-            _acknowledge_indexes(function, tables)
         self._grant_calls(queues, checkpoints, batch, alerts_topic)
 
     def _function(self, spec: FunctionSpec, config: Deployment, code: aws_lambda.Code,
@@ -244,16 +242,6 @@ def _flatten(value: Any) -> str:
 def _acknowledge(function: aws_lambda.Function, finding: str, reason: str) -> None:
     """A finding on the function's role policy, acknowledged on the role."""
     cdk.Validations.of(function.role).acknowledge(cdk.Acknowledgment(id=finding, reason=reason))
-
-
-def _acknowledge_indexes(function: aws_lambda.Function, tables: Tables) -> None:
-    """Table.grant_read_write_data's <table>/index/* on each table that has indexes."""
-    for definition in t.TABLES:
-        if definition.indexes:
-            table = getattr(tables, definition.logical)
-            indexes = f"{_nag_arn(function, table, table.table_arn)}/index/*"
-            _acknowledge(function, f"AwsSolutions-IAM5[Resource::{indexes}]",
-                         "the functions query the table's secondary indexes, all of which serve them")
 
 
 def _nag_arn(scope: Construct, owner: Construct, arn: str) -> str:

@@ -14,6 +14,9 @@ from gqa.adapters.aws import tables as t
 from gqa.models.deployment import Deployment
 
 _TYPES = {t.S: dynamodb.AttributeType.STRING, t.N: dynamodb.AttributeType.NUMBER}
+READ_WRITE = ("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem",
+              "dynamodb:DeleteItem", "dynamodb:DescribeTable", "dynamodb:GetItem", "dynamodb:PutItem",
+              "dynamodb:Query", "dynamodb:Scan", "dynamodb:UpdateItem")
 _PROJECTIONS = {"ALL": dynamodb.ProjectionType.ALL, "KEYS_ONLY": dynamodb.ProjectionType.KEYS_ONLY,
                 "INCLUDE": dynamodb.ProjectionType.INCLUDE}
 
@@ -55,6 +58,10 @@ class Tables(Construct):
         return (self.jobs, self.settings, self.ledger)
 
     def grant_read_write(self, grantee: iam.IGrantable) -> None:
-        """Items of the three tables and their indexes (every function reads and writes them)."""
-        for table in self.all:
-            table.grant_read_write_data(grantee)
+        """Items of the three tables and of their named indexes (every function reads and writes
+        them): the item actions of Table.grant_read_write_data, without its streams and its
+        index/* wildcard."""
+        for definition, table in zip(t.TABLES, self.all):
+            grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+                actions=list(READ_WRITE),
+                resources=[table.table_arn, *(f"{table.table_arn}/index/{i.name}" for i in definition.indexes)]))
