@@ -25,8 +25,8 @@ from moto import mock_aws
 
 from gqa.adapters.aws import views
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP
-from gqa.adapters.aws.resources import Pool, QueueUrls, create_queues
-from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.aws.resources import Pool, QueueUrls
+from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models import errors
 from gqa.models.job import JobRecord
@@ -35,6 +35,7 @@ from gqa.runtime.s3 import MANIFEST
 from gqa.runtime.storage import POINTER
 from gqa.services import wire
 from tests.aws.api_gateway import rest_event, user_arn
+from tests.aws.deployed import create_queues, create_tables
 from tests.aws.moto_support import LambdaContext, create_batch
 
 ACCOUNT = "123456789012"

@@ -1,6 +1,6 @@
 """The admit Lambda handler, called directly (moto never runs handler code)
 with real-shaped SQS events, on moto DynamoDB tables and SQS queues built
-from gqa.adapters.aws.tables and resources."""
+from the synthesized data stack (tests/aws/deployed.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import pytest
 from moto import mock_aws
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.resources import create_queues
 from gqa.adapters.aws.sqs_intake import dump_submission
-from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.ports import Change, Inventory, Submission
 from gqa.scheduling import Gpu, Policy
 from gqa.services.submit import SubmitService
+from tests.aws.deployed import create_queues, create_tables
 from tests.aws.moto_support import LambdaContext, emf, metric, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS

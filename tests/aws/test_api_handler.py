@@ -1,6 +1,6 @@
 """The api Lambda handler, called directly (moto never runs handler code) with
 real-shaped API Gateway REST proxy events, on moto DynamoDB tables and SQS
-queues built from gqa.adapters.aws.tables and resources: every route, and
+queues built from the synthesized data stack: every route, and
 every command refused to a caller who may not run it, with the tables
 unchanged."""
 
@@ -16,9 +16,9 @@ import pytest
 from moto import mock_aws
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.resources import QueueUrls, create_queues
+from gqa.adapters.aws.resources import QueueUrls
 from gqa.adapters.aws.sqs_intake import parse_submission
-from gqa.adapters.aws.tables import TABLES, TableNames, create_tables
+from gqa.adapters.aws.tables import TABLES, TableNames
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
@@ -27,6 +27,7 @@ from gqa.scheduling import Gpu, Policy, TeamPolicy
 from gqa.services.submit import SubmitService
 from gqa.services.triggers import TriggerService
 from tests.aws.api_gateway import ACCOUNT, rest_event, user_arn
+from tests.aws.deployed import create_queues, create_tables
 from tests.aws.moto_support import LambdaContext, capture, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS

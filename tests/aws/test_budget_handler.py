@@ -1,5 +1,5 @@
 """The budget Lambda handler, called directly with a scheduled EventBridge
-event, on moto DynamoDB (tables from gqa.adapters.aws.tables), SNS (the
+event, on moto DynamoDB (tables from the synthesized data stack), SNS (the
 alerts topic, read through an SQS queue subscribed to it) and CloudWatch
 (the jobs' GPUUtilization datapoints put as the EMF lines would make them)."""
 
@@ -17,13 +17,14 @@ from moto import mock_aws
 from gqa.adapters.aws.budget_ledger import DynamoDBBudgetRecords
 from gqa.adapters.aws.cloudwatch_utilization import CloudWatchGpuUtilization
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.aws.tables import TableNames
 from gqa.models.errors import BackendUnavailable
 from gqa.models.job import JobRecord, JobState, Request
 from gqa.ports import Change, Inventory
 from gqa.scheduling import Gpu, TeamPolicy
 from gqa.scheduling.budget import period_of
 from gqa.services.submit import SubmitService
+from tests.aws.deployed import create_tables
 from tests.aws.moto_support import FakeClock, LambdaContext, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS

@@ -14,10 +14,11 @@ from moto import mock_aws
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.resources import Pool
-from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.services.submit import SubmitService
+from tests.aws.deployed import create_tables
 from tests.aws.moto_support import LambdaContext, capture, create_batch, emf, metric, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS

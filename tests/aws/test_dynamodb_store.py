@@ -16,11 +16,12 @@ from moto import mock_aws
 
 from gqa.adapters.aws import errors, writes
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.tables import JOBS, LIVE_INDEX, TableNames, create_tables
+from gqa.adapters.aws.tables import JOBS, LIVE_INDEX, TableNames
 from gqa.models.errors import BackendUnavailable, Conflict
 from gqa.models.job import JobState, Request
 from gqa.ports import Change
 from gqa.scheduling import Policy
+from tests.aws.deployed import create_tables
 from tests.aws.moto_support import session
 from tests.contract.conftest import FAKE_AWS
 from tests.contract.jobs import T0, new_job, put
@@ -349,4 +350,5 @@ def test_a_cancelled_transaction_says_which_items_lost_their_condition():
 def test_the_moto_tables_are_the_defined_ones(aws):
     described = session().client("dynamodb").describe_table(TableName=NAMES.jobs)["Table"]
     assert {i["IndexName"] for i in described["GlobalSecondaryIndexes"]} == {i.name for i in JOBS.indexes}
-    assert described["KeySchema"] == JOBS.create_kwargs(NAMES.jobs)["KeySchema"]
+    assert described["KeySchema"] == [{"AttributeName": JOBS.partition.name, "KeyType": "HASH"},
+                                      {"AttributeName": JOBS.sort.name, "KeyType": "RANGE"}]

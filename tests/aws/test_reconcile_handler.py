@@ -1,6 +1,6 @@
 """The reconcile Lambda handler, called directly (moto never runs handler
 code) with real-shaped EventBridge "Batch Job State Change" events, on moto
-DynamoDB tables built from gqa.adapters.aws.tables."""
+DynamoDB tables built from the synthesized data stack."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from moto import mock_aws
 from gqa.adapters.aws.batch_compute import job_name
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.job_events import event_from
-from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.aws.tables import TableNames
 from gqa.models.errors import BackendUnavailable
 from gqa.models.job import JobRecord, JobState
 from gqa.ports import Change, Inventory
 from gqa.scheduling import Gpu
 from gqa.scheduling.budget import period_of
 from gqa.services.submit import SubmitService
+from tests.aws.deployed import create_tables
 from tests.aws.moto_support import FakeClock, LambdaContext, emf, metric, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS

@@ -1,6 +1,6 @@
-"""Intake on SQS (moto): queues built from their one definition, messages on
-the tier's queue, FIFO ids only on FIFO queues, bodies that parse back, and
-errors by code."""
+"""Intake on SQS (moto): queues built from the synthesized template as their
+definition says, messages on the tier's queue, FIFO ids only on FIFO queues,
+bodies that parse back, and errors by code."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import pytest
 from moto import mock_aws
 
 from gqa.adapters.aws import resources
-from gqa.adapters.aws.resources import INTAKE, QUEUES, WAKEUP, create_queues
+from gqa.adapters.aws.resources import INTAKE, QUEUES, WAKEUP
 from gqa.adapters.aws.sqs_intake import (KEY_ATTRIBUTE, SqsIntake, digest, dump_submission, parse_submission,
                                          submission_from_record)
 from gqa.models.errors import BackendUnavailable, NotFound, Rejected, SpecError
 from gqa.ports import Submission
+from tests.aws.deployed import create_queues
 from tests.aws.moto_support import capture, refuse, session
 from tests.contract.conftest import FAKE_AWS
 

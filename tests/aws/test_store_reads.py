@@ -13,12 +13,13 @@ from moto import mock_aws
 
 from gqa.adapters.aws import views
 from gqa.adapters.aws.dynamodb_store import KNOWN_FOR, DynamoDBStore
-from gqa.adapters.aws.tables import LIVE_INDEX, TableNames, create_tables
+from gqa.adapters.aws.tables import LIVE_INDEX, TableNames
 from gqa.models.errors import Conflict
 from gqa.models.job import JobState, Request
 from gqa.ports import Change, Inventory
 from gqa.scheduling import Policy, TeamPolicy
 from gqa.scheduling.budget import period_of
+from tests.aws.deployed import create_tables
 from tests.aws.moto_support import session
 from tests.aws.test_dynamodb_store import ops, record_calls
 from tests.builders import gpus

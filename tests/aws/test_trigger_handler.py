@@ -1,7 +1,7 @@
 """The trigger Lambda handler, called directly with S3 "Object Created"
 events in the shape EventBridge delivers them and with the SQS records of
-its timer queue, on moto DynamoDB, SQS and S3 built from tables.py and
-resources.py. Time is a fake clock; the timer's delay is read from the
+its timer queue, on moto DynamoDB and SQS built from the synthesized data
+stack, and S3. Time is a fake clock; the timer's delay is read from the
 SendMessage call and its message handed to the handler, as SQS would."""
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ import pytest
 from moto import mock_aws
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.resources import QueueUrls, create_queues
+from gqa.adapters.aws.resources import QueueUrls
 from gqa.adapters.aws.sqs_intake import parse_submission
-from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.models.burst import OVERDUE_AFTER, RECORD_KEY_BYTES
 from gqa.ports import Inventory, Submission
 from gqa.scheduling import Gpu
+from tests.aws.deployed import create_queues, create_tables
 from tests.aws.moto_support import FakeClock, LambdaContext, capture, emf, metric, refuse, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS

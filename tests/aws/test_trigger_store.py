@@ -10,11 +10,12 @@ from unittest import mock
 import pytest
 from moto import mock_aws
 
-from gqa.adapters.aws.tables import TableNames, create_tables
+from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.models.burst import RECORD_KEY_BYTES, StepKind
 from gqa.models.errors import Conflict, NotFound
 from gqa.ports import Submission
+from tests.aws.deployed import create_tables
 from tests.aws.moto_support import session
 from tests.builders import NOW, burst, trigger
 from tests.contract.conftest import FAKE_AWS

@@ -1,8 +1,8 @@
 """The SQS queues and the Batch pools: names, dead-letter redrive, visibility
 timeouts, GPU ceilings. The adapters read them from here, the CDK stack builds
-its resources from here, and the tests create their moto resources from here,
-so the three cannot drift apart (as tables.py does for DynamoDB). Plain data:
-importing it needs no boto3.
+its resources from here, and the tests create their moto resources from the
+synthesized template, so the three cannot drift apart (as tables.py does for
+DynamoDB). Plain data: importing it needs no boto3.
 
 Queues:
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 DAY = 86400
 # A message body's ceiling. SQS takes more today, but ten bodies this size stay
@@ -59,28 +58,6 @@ class Queue:
     def dead_letter_name(self, prefix: str = "gqa-", fifo: bool = False) -> str:
         return f"{prefix}{self.logical}-dlq" + (".fifo" if self.is_fifo(fifo) else "")
 
-    def attributes(self, dead_letter_arn: str, fifo: bool = False) -> dict[str, str]:
-        """CreateQueue attributes (SQS wants every value as a string)."""
-        out = {
-            "VisibilityTimeout": str(self.visibility_timeout),
-            "MessageRetentionPeriod": str(self.retention),
-            "MaximumMessageSize": str(MAX_MESSAGE_BYTES),
-            "ReceiveMessageWaitTimeSeconds": "20",    # long polling: fewer empty receives
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_letter_arn,
-                                         "maxReceiveCount": self.max_receive_count}),
-        }
-        if self.is_fifo(fifo):
-            # the sender passes a deduplication id (the idempotency key), not the body's hash
-            out.update(FifoQueue="true", ContentBasedDeduplication="false")
-        return out
-
-    def dead_letter_attributes(self, fifo: bool = False) -> dict[str, str]:
-        out = {"MessageRetentionPeriod": str(self.dead_letter_retention),
-               "MaximumMessageSize": str(MAX_MESSAGE_BYTES)}
-        if self.is_fifo(fifo):
-            out["FifoQueue"] = "true"
-        return out
-
 
 ADMIT_TIMEOUT = 30        # seconds: validate, check quotas, write the job
 DISPATCH_TIMEOUT = 60     # seconds: one scheduling pass and the SubmitJob calls it decides
@@ -105,23 +82,6 @@ class QueueUrls:
     wakeup: str
     dead_letters: dict[str, str] = field(default_factory=dict)   # logical name -> its DLQ's URL
     trigger_timer: str = ""
-
-
-def create_queues(client: Any, prefix: str = "gqa-", fifo: bool = False) -> QueueUrls:
-    """Create every queue and its dead-letter queue (tests and local tooling;
-    the stack does this on AWS). Dead-letter queues first: a redrive policy
-    names its target's ARN."""
-    urls: dict[str, str] = {}
-    dead_letters: dict[str, str] = {}
-    for queue in QUEUES:
-        dlq_url = client.create_queue(QueueName=queue.dead_letter_name(prefix, fifo),
-                                      Attributes=queue.dead_letter_attributes(fifo))["QueueUrl"]
-        dlq_arn = client.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        dead_letters[queue.logical] = dlq_url
-        urls[queue.logical] = client.create_queue(QueueName=queue.name(prefix, fifo),
-                                                  Attributes=queue.attributes(dlq_arn, fifo))["QueueUrl"]
-    return QueueUrls(intake={tier: urls[q.logical] for tier, q in INTAKE.items()}, wakeup=urls[WAKEUP.logical],
-                     dead_letters=dead_letters, trigger_timer=urls[TRIGGER_TIMER.logical])
 
 
 # -- Batch pools ------------------------------------------------------------------------------
