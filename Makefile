@@ -1,5 +1,7 @@
 # The two quick-start commands: `make demo` and `make test`. Each sets up a
-# virtual environment in .venv on first use.
+# virtual environment in .venv on first use; `make test` also installs the
+# pinned CDK command line (package.json) for its `cdk synth` test (skipped
+# where node is not installed).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -12,14 +14,19 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
 	touch $@
 
+# npm ci writes node_modules/.package-lock.json: the stamp of an install made from package-lock.json
+node_modules/.package-lock.json: package-lock.json
+	@if command -v npm >/dev/null; then npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: the CDK command line is not installed"; fi
+
 demo: $(BIN)/.installed
 	$(BIN)/gqa demo
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed node_modules/.package-lock.json
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/local_queue.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) node_modules .pytest_cache .hypothesis
