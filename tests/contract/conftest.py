@@ -31,7 +31,8 @@ def _dynamodb(tmp_path: Path) -> Iterator[OpenStore]:
     from moto import mock_aws
 
     from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-    from gqa.adapters.aws.tables import TableNames, create_tables
+    from gqa.adapters.aws.tables import TableNames
+    from tests.aws.deployed import create_tables
     from tests.aws.moto_support import SerializedClient, session
 
     with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():

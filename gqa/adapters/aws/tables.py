@@ -1,7 +1,7 @@
 """The DynamoDB tables: keys, secondary indexes and the attribute names they
 are built on. The adapter reads its keys from here, the CDK stack builds its
-tables from here, and the tests create their moto tables from here, so the
-three cannot drift apart. Plain data: importing it needs no boto3.
+tables from here, and the tests create their moto tables from the synthesized
+template, so the three cannot drift apart. Plain data: importing it needs no boto3.
 
 Three tables:
 
@@ -28,7 +28,6 @@ DynamoDB's retries in the adapter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 S, N = "S", "N"
 
@@ -61,26 +60,6 @@ class Table:
 
     def index(self, name: str) -> Index:
         return next(i for i in self.indexes if i.name == name)
-
-    def create_kwargs(self, table_name: str) -> dict[str, Any]:
-        """Arguments for the CreateTable API (on-demand billing)."""
-        keys: dict[str, str] = {}
-        for key in (self.partition, self.sort, *(k for i in self.indexes for k in (i.partition, i.sort))):
-            if key is not None:
-                keys[key.name] = key.type
-        kwargs: dict[str, Any] = {
-            "TableName": table_name,
-            "BillingMode": "PAY_PER_REQUEST",
-            "AttributeDefinitions": [{"AttributeName": n, "AttributeType": t} for n, t in keys.items()],
-            "KeySchema": _schema(self.partition, self.sort),
-        }
-        if self.indexes:
-            kwargs["GlobalSecondaryIndexes"] = [
-                {"IndexName": i.name, "KeySchema": i.schema(),
-                 "Projection": {"ProjectionType": i.projection,
-                                **({"NonKeyAttributes": list(i.include)} if i.include else {})}}
-                for i in self.indexes]
-        return kwargs
 
 
 def _schema(partition: Key, sort: Key | None) -> list[dict[str, str]]:
@@ -135,11 +114,3 @@ class TableNames:
 
     def of(self, table: Table) -> str:
         return getattr(self, table.logical)
-
-
-def create_tables(client: Any, names: TableNames) -> None:
-    """Create the three tables (tests and local tooling; the stack does this on AWS)."""
-    for table in TABLES:
-        client.create_table(**table.create_kwargs(names.of(table)))
-    for table in TABLES:   # on AWS a table takes seconds to become ACTIVE; moto answers at once
-        client.get_waiter("table_exists").wait(TableName=names.of(table), WaiterConfig={"Delay": 1})
