@@ -1,8 +1,12 @@
 """Shared test setup: the repository root is importable, so every suite says
 `from tests.builders import ...`."""
 
+import os
 import sys
 from pathlib import Path
+
+# jsii (the CDK's bridge to Node.js) prints a banner on every start under Node 20
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
