@@ -10,6 +10,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent   # the project: lambdas/, gqa/, examples/
 
 
+class DeploymentError(RuntimeError):
+    """The app cannot be built for a reason other than the file (e.g. the
+    functions' dependencies could not be fetched); the message is one line."""
+
+
 def build_app(context: dict[str, Any] | None = None, *, outdir: str | None = None):
     """The CDK app for the deployment its context names ("gqa:config-file" or
     "gqa:config"), checked by cdk-nag. A bad configuration raises SpecError

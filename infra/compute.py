@@ -39,32 +39,12 @@ from constructs import Construct, IValidation
 
 from gqa.models.batch_events import CAPACITY_WAIT_REASON, MISFIT_REASONS
 from gqa.models.deployment import Deployment, PoolConfig
+from gqa.models.gpu_instances import AL2_ONLY_FAMILIES, instance_shape
 
 from .checkpoints import Checkpoints
 from .nag import acknowledge
 from .network import Network
 
-# (vCPUs, GPUs) of the GPU instance types Batch may launch for a pool. A pool's
-# max vCPUs is its max_gpus times the most vCPUs per GPU among its instance types:
-# enough for max_gpus GPUs whichever of them Batch picks. The ceiling may let Batch
-# hold more GPUs than max_gpus on the leaner types, but Batch only launches for jobs
-# waiting, and gqa never submits more than max_gpus GPUs' worth to a pool.
-_G_SIZES = {"xlarge": (4, 1), "2xlarge": (8, 1), "4xlarge": (16, 1), "8xlarge": (32, 1), "16xlarge": (64, 1),
-            "12xlarge": (48, 4), "24xlarge": (96, 4), "48xlarge": (192, 8)}
-INSTANCE_SHAPES: dict[str, dict[str, tuple[int, int]]] = {
-    "g4dn": {**{k: v for k, v in _G_SIZES.items() if k not in ("24xlarge", "48xlarge")}, "metal": (96, 8)},
-    "g5": _G_SIZES,
-    "g6": _G_SIZES,
-    "g6e": _G_SIZES,
-    "p3": {"2xlarge": (8, 1), "8xlarge": (32, 4), "16xlarge": (64, 8)},
-    "p3dn": {"24xlarge": (96, 8)},
-    "p4d": {"24xlarge": (96, 8)},
-    "p4de": {"24xlarge": (96, 8)},
-    "p5": {"4xlarge": (16, 1), "48xlarge": (192, 8)},
-    "p5e": {"48xlarge": (192, 8)},
-    "p5en": {"48xlarge": (192, 8)},
-}
-AL2_ONLY_FAMILIES = frozenset({"p3", "p3dn"})   # the AL2023 GPU AMI does not run V100 instances
 
 SPOT_STRATEGY = "SPOT_PRICE_CAPACITY_OPTIMIZED"
 ON_DEMAND_STRATEGY = "BEST_FIT_PROGRESSIVE"
@@ -79,20 +59,12 @@ _ECR_IMAGE = re.compile(r"^(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z0-9-
                         r"/(?P<repository>[^:@]+)")
 
 
-def instance_shape(pool: PoolConfig, instance_type: str) -> tuple[int, int]:
-    """(vCPUs, GPUs) of one of a pool's instance types; ValueError for one not in the table."""
-    family, _, size = instance_type.partition(".")
-    shape = INSTANCE_SHAPES.get(family, {}).get(size)
-    if shape is None:
-        raise ValueError(f"pool {pool.pool_name}: instance type {instance_type} is not a GPU instance type gqa "
-                         f"knows (families {', '.join(sorted(INSTANCE_SHAPES))}); add it to infra/compute.py's "
-                         f"INSTANCE_SHAPES with its vCPUs and GPUs")
-    return shape
-
-
 def max_vcpus(pool: PoolConfig) -> int:
     """The compute environment's ceiling: max_gpus GPUs on the pool's hungriest instance type."""
-    per_gpu = max(math.ceil(vcpus / gpus) for vcpus, gpus in (instance_shape(pool, t) for t in pool.instance_types))
+    # max_gpus GPUs whichever of the types Batch picks: the ceiling may let Batch hold more on the
+    # leaner types, but Batch launches only for jobs waiting, and gqa never submits more than
+    # max_gpus GPUs' worth to a pool
+    per_gpu = max(math.ceil(vcpus / gpus) for vcpus, gpus in (instance_shape(t) for t in pool.instance_types))
     return pool.max_gpus * per_gpu
 
 
@@ -125,7 +97,7 @@ class GpuPools(Construct):
                  checkpoints: Checkpoints) -> None:
         super().__init__(scope, id)
         removal = cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY
-        ceilings = {pool.pool_name: max_vcpus(pool) for pool in config.pools}   # refuses unknown types first
+        ceilings = {pool.pool_name: max_vcpus(pool) for pool in config.pools}
         launch_template = self._launch_template(config)
         profile = self._instance_profile()
         self.job_queues: dict[str, batch.CfnJobQueue] = {}

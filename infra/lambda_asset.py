@@ -30,7 +30,7 @@ from pathlib import Path
 from aws_cdk import AssetHashType
 from aws_cdk import aws_lambda
 
-from . import ROOT
+from . import ROOT, DeploymentError
 
 RUNTIME = aws_lambda.Runtime.PYTHON_3_12
 ARCHITECTURE = aws_lambda.Architecture.ARM_64     # Graviton: about 20% cheaper per GB-second than x86
@@ -56,7 +56,7 @@ STALE_TEMPORARY = 3600.0     # seconds: a temporary folder this old was left by 
 Installer = Callable[[Path, Sequence[str], Path], None]
 
 
-class AssetBuildError(RuntimeError):
+class AssetBuildError(DeploymentError):
     """The functions' folder could not be built; the message is one line."""
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from .errors import SpecError
+from .gpu_instances import instance_shape, known_families
 from .limits import MAX_SPEC_BYTES, size_text
 from .spec import NAME_RE, Duration
 
@@ -99,7 +100,7 @@ class PoolConfig(_Strict):
     spot: bool
     max_gpus: PositiveInt
     price: NonNegative                    # USD per GPU-hour, for budgets and approvals
-    instance_gpus: PositiveInt | None = None   # GPUs on its largest instance type
+    instance_gpus: PositiveInt | None = None   # the most GPUs a job may take (default: the largest type's)
 
     @field_validator("name")
     @classmethod
@@ -117,8 +118,23 @@ class PoolConfig(_Strict):
         for i, value in enumerate(values):
             if not INSTANCE_TYPE_RE.match(value):
                 raise _at((i,), f"must be an EC2 instance type such as g5.xlarge, got {value!r}")
+            if instance_shape(value) is None:
+                raise _at((i,), f"{value!r} is not a GPU instance type gqa knows (families {known_families()}; "
+                                f"a new one is a line in gqa/models/gpu_instances.py)")
         _unique(values, "instance type")
         return values
+
+    @model_validator(mode="after")
+    def _fits_instances(self) -> "PoolConfig":
+        if self.instance_gpus is not None and self.instance_gpus > self.largest_instance_gpus:
+            raise _at(("instance_gpus",), f"is {self.instance_gpus}, but the pool's largest instance type has "
+                                          f"{self.largest_instance_gpus} GPUs")
+        return self
+
+    @property
+    def largest_instance_gpus(self) -> int:
+        """GPUs on the pool's largest instance type: no job container can hold more."""
+        return max(instance_shape(t)[1] for t in self.instance_types)
 
     @property
     def pool_name(self) -> str:
@@ -368,7 +384,7 @@ class Deployment(_Strict):
         queue named for this deployment."""
         return json.dumps([{"gpu_type": p.gpu_type, "spot": p.spot, "max_gpus": p.max_gpus, "price": p.price,
                             "job_queue": f"{self.prefix}{p.pool_name}", "instance_types": list(p.instance_types),
-                            "instance_gpus": p.instance_gpus} for p in self.pools])
+                            "instance_gpus": p.instance_gpus or p.largest_instance_gpus} for p in self.pools])
 
     def access_json(self) -> str:
         """GQA_ACCESS: the JSON services.access.AccessPolicy.from_json reads."""

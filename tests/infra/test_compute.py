@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from gqa.models.errors import SpecError
+
 from tests.infra import support
 
 cdk = pytest.importorskip("aws_cdk")
@@ -108,15 +110,11 @@ def test_max_vcpus_is_max_gpus_on_the_hungriest_instance_type(instance_types, ma
 
 
 @pytest.mark.parametrize("instance_type", ["g7.xlarge", "g5.3xlarge", "m5.large", "p4d.12xlarge"])
-def test_an_instance_type_not_in_the_table_is_refused_naming_the_pool(instance_type):
-    from infra.compute import GpuPools
-
+def test_an_instance_type_not_in_the_table_is_refused_with_its_place(instance_type):
     values = support.example_values()
     values["pools"][1]["instance_types"] = ["g5.xlarge", instance_type]
-    config = support.deployment(pools=values["pools"])
-    stack = cdk.Stack(cdk.App(), "Pools")
-    with pytest.raises(ValueError, match=f"^pool a10g-ondemand: instance type {instance_type} is not a GPU"):
-        GpuPools(stack, "GpuPools", config=config, network=None, checkpoints=None)
+    with pytest.raises(SpecError, match=rf"^pools\[1\]\.instance_types\[1\]: '{instance_type}' is not a GPU "):
+        support.deployment(pools=values["pools"])
 
 
 # -- the instances ------------------------------------------------------------------------------

@@ -323,3 +323,25 @@ def test_compute_settings_within_what_aws_allows(compute, message):
     raw["compute"] = compute
     with pytest.raises(SpecError, match=re.escape(message)):
         validate_deployment(raw)
+
+
+def test_instance_gpus_defaults_to_the_largest_type_and_may_not_exceed_it():
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    del raw["pools"][0]["instance_gpus"]
+    raw["pools"][0]["instance_types"] = ["g5.xlarge", "g5.48xlarge"]
+    config = validate_deployment(raw)
+    assert json.loads(config.pools_json())[0]["instance_gpus"] == 8
+    raw["pools"][0]["instance_gpus"] = 16
+    with pytest.raises(SpecError, match=r"pools\[0\]\.instance_gpus: is 16, but the pool's largest instance type "
+                                        r"has 8 GPUs"):
+        validate_deployment(raw)
+
+
+def test_an_unknown_instance_type_is_refused_with_its_line(tmp_path):
+    text = EXAMPLE.read_text().replace("instance_types: [g5.xlarge, g5.12xlarge]", "instance_types: [g5.xlarge, x9.huge]", 1)
+    path = tmp_path / "deployment.yaml"
+    path.write_text(text)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "x9.huge" in row)
+    with pytest.raises(SpecError, match=rf"deployment.yaml:{line}: pools\[0\]\.instance_types\[1\]: 'x9.huge' "
+                                        r"is not a GPU instance type gqa knows \(families g4dn, g5"):
+        load_deployment(path)
