@@ -137,6 +137,7 @@ class GpuPools(Construct):
         acknowledge_wildcards(self.job_role, f"/{checkpoints.prefix}/*",
                               "objects under the checkpoint bucket's checkpoints/ prefix: each job writes its own "
                               "checkpoints/<job id>/ keys, which no policy can name in advance")
+        self._grant_trigger_data(config)
         self.execution_role = self._execution_role(config)
         self.job_definitions: dict[str, batch.EcsJobDefinition] = {}
         for name, image in config.job_definitions().items():
@@ -154,6 +155,18 @@ class GpuPools(Construct):
                 propagate_tags=True, retry_attempts=1)
 
     # -- the parts --------------------------------------------------------------------------------
+    def _grant_trigger_data(self, config: Deployment) -> None:
+        """A job a new upload started reads what was uploaded: the trigger buckets, read-only."""
+        if not config.triggers.buckets:
+            return
+        arns = [f"arn:{cdk.Aws.PARTITION}:s3:::{name}" for name in config.triggers.buckets]
+        self.job_role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=arns))
+        self.job_role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{a}/*" for a in arns]))
+        acknowledge(self.job_role, "IAM5", "a triggered job reads the objects whose upload started it, any key "
+                                           "of the configured trigger buckets (read-only)",
+                    applies_to=tuple(f"Resource::arn:<AWS::Partition>:s3:::{name}/*"
+                                     for name in config.triggers.buckets))
+
     def _launch_template(self, config: Deployment) -> ec2.CfnLaunchTemplate:
         return ec2.CfnLaunchTemplate(
             self, "LaunchTemplate", launch_template_name=f"{config.prefix}gpu-instances",

@@ -221,14 +221,16 @@ def test_the_jobs_log_group_follows_retain_data(request, which, deletion):
         "DeletionPolicy": deletion})
 
 
-def test_the_job_role_reaches_only_the_checkpoints_prefix(example):
-    _, stack, pools, _ = example
+def test_the_job_role_reaches_only_the_checkpoints_prefix_and_reads_the_trigger_buckets(example):
+    config, stack, pools, _ = example
     document = stack.resolve(pools.job_role.node.find_child("DefaultPolicy").document)
-    granted = {}
+    granted, triggers = {}, {}
     for statement in document["Statement"]:
         assert statement["Effect"] == "Allow"
+        resource = json.dumps(statement["Resource"])
+        into = triggers if "example-training-data" in resource else granted
         for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]):
-            granted[action] = (json.dumps(statement["Resource"]), statement.get("Condition"))
+            into[action] = (resource, statement.get("Condition"))
     assert set(granted) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
     for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
         resource, condition = granted[action]
@@ -236,6 +238,11 @@ def test_the_job_role_reaches_only_the_checkpoints_prefix(example):
     resource, condition = granted["s3:ListBucket"]
     assert "checkpoints" not in resource
     assert condition == {"StringLike": {"s3:prefix": ["checkpoints/*", "checkpoints/"]}}
+    # a triggered job reads the data that started it, and writes nothing there
+    assert config.triggers.buckets == ["example-training-data"]
+    assert set(triggers) == {"s3:GetObject", "s3:ListBucket"}
+    assert triggers["s3:GetObject"][0].endswith(':s3:::example-training-data/*"]]}')
+    assert triggers["s3:ListBucket"][0].endswith(':s3:::example-training-data"]]}')
 
 
 @pytest.mark.parametrize("which, ecr", [("example", False), ("variant", True)])
