@@ -23,26 +23,23 @@ no instance of the pool; batch_events.classify reads the first as no capacity
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from typing import Any
 
 import aws_cdk as cdk
-import jsii
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from constructs import Construct, IValidation
+from constructs import Construct
 
 from gqa.models.batch_events import CAPACITY_WAIT_REASON, MISFIT_REASONS
 from gqa.models.deployment import Deployment, PoolConfig
 from gqa.models.gpu_instances import AL2_ONLY_FAMILIES, instance_shape
 
 from .checkpoints import Checkpoints
-from .nag import acknowledge
+from .nag import acknowledge, acknowledge_wildcards
 from .network import Network
 
 
@@ -232,55 +229,3 @@ def _cancel_after(reason: str, seconds: int) -> batch.CfnJobQueue.JobStateTimeLi
 def _ecr_repository_arn(match: re.Match) -> str:
     partition = "aws-cn" if match["china"] else "aws"
     return f"arn:{partition}:ecr:{match['region']}:{match['account']}:repository/{match['repository']}"
-
-
-def acknowledge_wildcards(role: iam.Role, suffix: str, reason: str) -> None:
-    """Acknowledge IAM5 for the role's policy resources that end with `suffix`
-    (e.g. "/checkpoints/*"), as cdk-nag names them. They are named once the
-    app's references are settled: a bucket of another stack is an import there,
-    of this stack a GetAtt, and no name written here could be both."""
-    role.node.add_validation(_WildcardAcknowledgement(role, suffix, reason))
-
-
-@jsii.implements(IValidation)
-class _WildcardAcknowledgement:
-    # validations run after references are settled and before cdk-nag reads acknowledgements
-    def __init__(self, role: iam.Role, suffix: str, reason: str) -> None:
-        self.role, self.suffix, self.reason = role, suffix, reason
-        self.done = False    # each synthesis validates again; once is enough
-
-    def validate(self) -> list[str]:
-        policy = self.role.node.try_find_child("DefaultPolicy")
-        if policy is None or self.done:
-            return []
-        self.done = True
-        document = cdk.Stack.of(self.role).resolve(policy.document)
-        named = {_flattened(resource) for statement in document.get("Statement", [])
-                 if statement.get("Effect") == "Allow" for resource in _listed(statement.get("Resource"))}
-        found = tuple(sorted(f"Resource::{r}" for r in named if "*" in r and r.endswith(self.suffix)))
-        if found:
-            acknowledge(self.role, "IAM5", self.reason, applies_to=found)
-        return []
-
-
-def _listed(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [] if value is None else [value]
-
-
-def _flattened(value: Any) -> str:
-    """A resolved CloudFormation value as cdk-nag writes it in a finding's name."""
-    if isinstance(value, str):
-        return value.replace("${", "<").replace("}", ">")
-    if isinstance(value, dict) and len(value) == 1:
-        (key, inner), = value.items()
-        if key == "Fn::Join":
-            return inner[0].join(_flattened(item) for item in inner[1])
-        if key == "Fn::Sub":
-            return _flattened(inner)
-        if key == "Fn::GetAtt":
-            return f"<{_flattened(inner[0])}.{_flattened(inner[1])}>"
-        if key == "Fn::ImportValue":
-            return _flattened(inner)
-        if key == "Ref":
-            return f"<{_flattened(inner)}>"
-    return json.dumps(value, separators=(",", ":"))

@@ -23,6 +23,7 @@ from constructs import Construct
 from gqa.models.deployment import Deployment
 
 from .functions import BatchResources, Functions
+from .nag import acknowledge
 from .queues import Queues
 
 BATCH_JOB_STATE_CHANGE = "Batch Job State Change"   # lambdas/reconcile.py's DETAIL_TYPE
@@ -97,9 +98,8 @@ class EventWiring(Construct):
         queue = sqs.Queue(self, f"{name.capitalize()}Failures", queue_name=f"{self.config.prefix}{name}-failures",
                           retention_period=DEAD_LETTERS_KEPT, encryption=sqs.QueueEncryption.SQS_MANAGED,
                           enforce_ssl=True)
-        cdk.Validations.of(queue).acknowledge(cdk.Acknowledgment(
-            id="AwsSolutions-SQS3", reason=f"{self.config.prefix}{name}-failures is itself a dead-letter queue: "
-                                           f"of the {name} function's EventBridge target and async invocations"))
+        acknowledge(queue, "SQS3", f"{self.config.prefix}{name}-failures is itself a dead-letter queue: of the "
+                                   f"{name} function's EventBridge target and async invocations")
         function.configure_async_invoke(on_failure=destinations.SqsDestination(queue),
                                         retry_attempts=ASYNC_RETRIES, max_event_age=ASYNC_MAX_AGE)
         self.dead_letters[name] = queue
@@ -116,8 +116,7 @@ class EventWiring(Construct):
         handler = cdk.Stack.of(self).node.try_find_child("BucketNotificationsHandler050a0587b7544547bf325f094a3db834")
         if handler is None:
             return
-        cdk.Validations.of(handler).acknowledge(cdk.Acknowledgment(
-            id="AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-               "AWSLambdaBasicExecutionRole]",
-            reason="CDK's bucket notifications handler, a deploy-time custom resource, writes its own logs with "
-                   "the basic execution policy; its S3 permissions are scoped to the trigger buckets"))
+        acknowledge(handler, "IAM4", "CDK's bucket notifications handler, a deploy-time custom resource, writes its "
+                                     "own logs with the basic execution policy; its S3 permissions are scoped to "
+                                     "the trigger buckets",
+                    applies_to=("Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",))

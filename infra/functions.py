@@ -7,10 +7,9 @@ The event sources and schedules that invoke them are events.py's."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -26,6 +25,7 @@ from gqa.models.trigger import MANIFEST_ROOT
 
 from .checkpoints import Checkpoints
 from .lambda_asset import ARCHITECTURE, RUNTIME, function_code
+from .nag import acknowledge, acknowledge_arns, acknowledge_wildcards
 from .queues import Queues
 from .tables import Tables
 
@@ -130,16 +130,14 @@ class Functions(Construct):
             system_log_level_v2=aws_lambda.SystemLogLevel.WARN,
             environment={**settings, "POWERTOOLS_SERVICE_NAME": f"gqa-{spec.name}",
                          "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE})
-        cdk.Validations.of(function).acknowledge(cdk.Acknowledgment(
-            id="AwsSolutions-L1", reason=f"{function_name} runs Python 3.12, the version its dependencies are "
-                                         f"bundled for and its code is tested on"))
+        acknowledge(function, "L1", f"{function_name} runs Python 3.12, the version its dependencies are bundled "
+                                    f"for and its code is tested on")
         return function
 
     def _grant_calls(self, queues: Queues, checkpoints: Checkpoints, batch: BatchResources,
                      topic: sns.ITopic) -> None:
         """What each function's code calls besides the tables: README.md's table, row by row."""
         stack = cdk.Stack.of(self)
-        bucket = _nag_arn(self, checkpoints.bucket, checkpoints.bucket.bucket_arn)
 
         # api: submissions to the intake queues, wake-ups, and a job's logs (its Batch attempts, their streams)
         _send(self.api, [*queues.intake.values(), queues.wakeup])
@@ -148,7 +146,7 @@ class Functions(Construct):
                                        resource_name=f"{batch.log_group_name}:log-stream:*",
                                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         self.api.add_to_role_policy(iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[job_streams]))
-        _acknowledge_wildcards(self.api, [job_streams], "the jobs' log streams are named by Batch at run time; "
+        acknowledge_arns(self.api.role, [job_streams], "the jobs' log streams are named by Batch at run time; "
                                                        "reading is limited to the jobs' log group")
 
         # admit: wake-ups, and approval requests on the alerts topic
@@ -159,19 +157,19 @@ class Functions(Construct):
         # tags and propagateTags) and stop jobs, find quiet ones; read checkpoints to resume from
         submit_to = [*batch.job_queue_arns, *batch.job_definition_arns]
         self.dispatch.add_to_role_policy(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=submit_to))
-        _acknowledge_wildcards(self.dispatch, submit_to, "SubmitJob names a job definition without its revision, "
+        acknowledge_arns(self.dispatch.role, submit_to, "SubmitJob names a job definition without its revision, "
                                                          "which changes with the image or settings: any revision "
                                                          "of the deployment's own definitions")
         batch_jobs = stack.format_arn(service="batch", resource="job", resource_name="*")
         self.dispatch.add_to_role_policy(iam.PolicyStatement(
             actions=["batch:TagResource", "batch:TerminateJob"], resources=[batch_jobs]))
-        _acknowledge_wildcards(self.dispatch, [batch_jobs], "Batch assigns job ids at SubmitJob: tagging at "
+        acknowledge_arns(self.dispatch.role, [batch_jobs], "Batch assigns job ids at SubmitJob: tagging at "
                                                            "submission and terminating can name no job in advance")
         _batch_queries(self.dispatch, "asks Batch about attempts whose events were lost")
         checkpoints.grant_read_prefix(self.dispatch, checkpoints.prefix)
-        _acknowledge(self.dispatch, f"AwsSolutions-IAM5[Resource::{bucket}/{checkpoints.prefix}/*]",
-                     "reads any job's latest checkpoint, whose key starts with the job's id, only under the "
-                     "checkpoint prefix")
+        acknowledge_wildcards(self.dispatch.role, f"/{checkpoints.prefix}/*",
+                              "reads any job's latest checkpoint, whose key starts with the job's id, only under "
+                              "the checkpoint prefix")
 
         # reconcile: wake-ups when an attempt ends
         _send(self.reconcile, [queues.wakeup])
@@ -179,16 +177,16 @@ class Functions(Construct):
         # budget: alerts, the jobs' GPU utilisation, wake-ups
         _publish(self.budget, topic)
         self.budget.add_to_role_policy(iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"]))
-        _acknowledge(self.budget, "AwsSolutions-IAM5[Resource::*]",
-                     "cloudwatch:GetMetricData supports no resource-level permissions; the budget function "
-                     "reads the jobs' GPUUtilization")
+        acknowledge(self.budget.role, "IAM5", "cloudwatch:GetMetricData supports no resource-level permissions; "
+                                              "the budget function reads the jobs' GPUUtilization",
+                    applies_to=("Resource::*",))
         _send(self.budget, [queues.wakeup])
 
         # trigger: the burst's submission and its timer, the manifest of a large burst
         _send(self.trigger, [*queues.intake.values(), queues.trigger_timer])
         checkpoints.grant_manifests(self.trigger)
-        _acknowledge(self.trigger, f"AwsSolutions-IAM5[Resource::{bucket}/{MANIFEST_ROOT}*]",
-                     "writes each burst's key list under its own new name, only under the manifest prefix")
+        acknowledge_wildcards(self.trigger.role, f"/{MANIFEST_ROOT}*",
+                              "writes each burst's key list under its own new name, only under the manifest prefix")
 
 
 def _send(function: aws_lambda.Function, queues: Iterable[sqs.IQueue]) -> None:
@@ -200,9 +198,9 @@ def _send(function: aws_lambda.Function, queues: Iterable[sqs.IQueue]) -> None:
 def _batch_queries(function: aws_lambda.Function, why: str) -> None:
     function.add_to_role_policy(iam.PolicyStatement(actions=["batch:DescribeJobs", "batch:ListJobs"],
                                                     resources=["*"]))
-    _acknowledge(function, "AwsSolutions-IAM5[Resource::*]",
-                 f"batch:DescribeJobs and batch:ListJobs support no resource-level permissions; "
-                 f"the {function.node.id.lower()} function {why}")
+    acknowledge(function.role, "IAM5", f"batch:DescribeJobs and batch:ListJobs support no resource-level "
+                                       f"permissions; the {function.node.id.lower()} function {why}",
+                applies_to=("Resource::*",))
 
 
 def _publish(function: aws_lambda.Function, topic: sns.ITopic) -> None:
@@ -211,41 +209,3 @@ def _publish(function: aws_lambda.Function, topic: sns.ITopic) -> None:
     function.add_to_role_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=[topic.topic_arn]))
     if topic.master_key is not None:
         topic.master_key.grant(function, "kms:GenerateDataKey", "kms:Decrypt")
-
-
-def _acknowledge_wildcards(function: aws_lambda.Function, arns: Iterable[str], reason: str) -> None:
-    """The findings on those of the ARNs that hold a wildcard, as cdk-nag names them."""
-    stack = cdk.Stack.of(function)
-    for arn in arns:
-        flat = _flatten(stack.resolve(arn))
-        if "*" in flat:
-            _acknowledge(function, f"AwsSolutions-IAM5[Resource::{flat}]", reason)
-
-
-def _flatten(value: Any) -> str:
-    """A resolved CloudFormation value as cdk-nag writes it in a finding: <Logical.Attr>, <Ref>, joins joined."""
-    if isinstance(value, str):
-        return value.replace("${", "<").replace("}", ">")
-    if isinstance(value, dict) and "Fn::Join" in value:
-        delimiter, parts = value["Fn::Join"]
-        return delimiter.join(_flatten(part) for part in parts)
-    if isinstance(value, dict) and "Fn::GetAtt" in value:
-        resource, attribute = value["Fn::GetAtt"]
-        return f"<{resource}.{attribute}>"
-    if isinstance(value, dict) and "Fn::ImportValue" in value:
-        return _flatten(value["Fn::ImportValue"])
-    if isinstance(value, dict) and "Ref" in value:
-        return f"<{value['Ref']}>"
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _acknowledge(function: aws_lambda.Function, finding: str, reason: str) -> None:
-    """A finding on the function's role policy, acknowledged on the role."""
-    cdk.Validations.of(function.role).acknowledge(cdk.Acknowledgment(id=finding, reason=reason))
-
-
-def _nag_arn(scope: Construct, owner: Construct, arn: str) -> str:
-    """`owner`'s ARN as cdk-nag writes it in a finding on a policy in scope's stack: <LogicalId.Arn>
-    within one stack, the name of the export the reference goes through across stacks."""
-    here, home = cdk.Stack.of(scope), cdk.Stack.of(owner)
-    return _flatten(here.resolve(arn if here is home else home.export_value(arn)))
