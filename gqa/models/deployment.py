@@ -26,7 +26,7 @@ from pydantic_core import PydanticCustomError
 from .errors import SpecError
 from .gpu_instances import instance_shape, known_families
 from .limits import MAX_SPEC_BYTES, size_text
-from .spec import NAME_RE, Duration
+from .spec import NAME_RE, Duration, Priority
 
 # The default container image: public, CUDA and PyTorch. Mirror it to ECR for
 # production (Docker Hub limits anonymous pulls).
@@ -230,6 +230,29 @@ class ComputeSettings(_Strict):
     capacity_wait: Annotated[Duration, Field(ge=CAPACITY_WAIT_BOUNDS[0], le=CAPACITY_WAIT_BOUNDS[1])] = 4 * 3600
 
 
+class Tiers(_Strict):
+    """The priority tiers are a job spec's `priority` (high, normal, low): each
+    has its own intake queue, and higher tiers start first. Running jobs of a
+    preemptible tier are stopped (they checkpoint and go back to the queue,
+    keeping their place) for waiting jobs of a higher tier."""
+
+    preemptible: list[str] = []
+
+    @field_validator("preemptible")
+    @classmethod
+    def _preemptible(cls, values: list[str]) -> list[str]:
+        lower = [p.value for p in Priority][1:]   # nothing is above high
+        for i, value in enumerate(values):
+            if value not in lower:
+                raise _at((i,), f"must be one of {', '.join(lower)} (a higher tier preempts it), got {value!r}")
+        _unique(values, "tier")
+        return values
+
+    @property
+    def preempt_ranks(self) -> tuple[int, ...]:
+        return tuple(sorted(Priority(t).rank for t in self.preemptible))
+
+
 class Approval(_Strict):
     """Jobs over any of these wait for an approver (none: no threshold)."""
 
@@ -334,6 +357,7 @@ class Deployment(_Strict):
     teams: list[TeamConfig] = []
     access: AccessConfig = AccessConfig()
     queue: QueueLimits = QueueLimits()
+    tiers: Tiers = Tiers()
     approval: Approval = Approval()
     compute: ComputeSettings = ComputeSettings()
     alerts: Alerts = Alerts()

@@ -14,7 +14,8 @@ def queue_policy(config: Deployment) -> Policy:
     return Policy(max_gpus_per_job=queue.max_gpus_per_job,
                   max_wall_time=None if queue.max_wall_time is None else float(queue.max_wall_time),
                   half_life=float(queue.half_life), approval_gpus=approval.gpus,
-                  approval_gpu_hours=approval.gpu_hours, approval_cost=approval.cost)
+                  approval_gpu_hours=approval.gpu_hours, approval_cost=approval.cost,
+                  preempt_tiers=config.tiers.preempt_ranks)
 
 
 def team_policies(config: Deployment) -> dict[str, TeamPolicy]:

@@ -286,6 +286,7 @@ def test_the_queue_policy_and_team_quotas_come_from_the_file():
     policy = queue_policy(config)
     assert (policy.max_gpus_per_job, policy.max_wall_time, policy.half_life) == (16, 3 * 86400.0, 7 * 86400.0)
     assert (policy.approval_gpus, policy.approval_gpu_hours, policy.approval_cost) == (8, 200.0, 250.0)
+    assert policy.preempt_tiers == (2,)   # low
     assert team_policies(config) == {
         "nlp": TeamPolicy(share=2.0, max_gpus=16, max_gpus_per_user=8, budget=5000.0, stop_at_budget=False),
         "vision": TeamPolicy(share=1.0, max_gpus=8, max_gpus_per_user=None, budget=2000.0, stop_at_budget=True),
@@ -345,3 +346,23 @@ def test_an_unknown_instance_type_is_refused_with_its_line(tmp_path):
     with pytest.raises(SpecError, match=rf"deployment.yaml:{line}: pools\[0\]\.instance_types\[1\]: 'x9.huge' "
                                         r"is not a GPU instance type gqa knows \(families g4dn, g5"):
         load_deployment(path)
+
+
+@pytest.mark.parametrize("preemptible, message", [
+    (["high"], "tiers.preemptible[0]: must be one of normal, low (a higher tier preempts it), got 'high'"),
+    (["low", "urgent"], "tiers.preemptible[1]: must be one of normal, low"),
+    (["low", "low"], "tiers.preemptible"),
+])
+def test_only_a_lower_tier_may_be_preemptible(preemptible, message):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["tiers"] = {"preemptible": preemptible}
+    with pytest.raises(SpecError, match=re.escape(message)):
+        validate_deployment(raw)
+
+
+def test_preemptible_tiers_reach_the_queue_policy():
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["tiers"] = {"preemptible": ["low", "normal"]}
+    assert queue_policy(validate_deployment(raw)).preempt_tiers == (1, 2)
+    raw["tiers"] = {}
+    assert queue_policy(validate_deployment(raw)).preempt_tiers == ()
