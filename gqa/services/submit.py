@@ -112,8 +112,8 @@ class SubmitService:
         inventory = self.store.inventory()
         if inventory is None:
             raise BackendUnavailable("this queue has no GPUs registered yet: on a workstation, start it once with "
-                                     "`gqa local start`; on AWS the dispatch function registers its pools "
-                                     "when it first runs")
+                                     "`gqa local start`; on AWS `cdk deploy` registers the pools (deploy the "
+                                     "service stack again if it did not finish)")
         policy = self.store.policy()
         team = self.store.teams().get(spec.team, policy.default_team)
         r = spec.resources
