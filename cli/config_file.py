@@ -3,7 +3,7 @@ $GQA_CONFIG, else $XDG_CONFIG_HOME/gqa/config, else ~/.config/gqa/config.
 
     [default]
     backend = aws
-    endpoint = https://abc123.execute-api.us-east-1.amazonaws.com/prod
+    endpoint = https://abc123.execute-api.us-east-1.amazonaws.com/v1
     region = us-east-1
 
     [work]
@@ -96,7 +96,7 @@ def check(key: str, value: str) -> str:
         local = parts.hostname in LOCAL_HOSTS
         if not parts.hostname or parts.scheme not in ("https", "http") or (parts.scheme == "http" and not local):
             raise ConfigError(f"endpoint must be an https:// URL (the API's invoke URL, e.g. "
-                              f"https://abc123.execute-api.us-east-1.amazonaws.com/prod), got {value!r}")
+                              f"https://abc123.execute-api.us-east-1.amazonaws.com/v1), got {value!r}")
         value = value.rstrip("/")
     if key == "aws_profile" and not re.match(AWS_PROFILE_RE, value):
         raise ConfigError(f"{value!r} is not an AWS profile name")

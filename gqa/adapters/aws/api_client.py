@@ -61,7 +61,7 @@ class ApiClient:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("https", "http") or not parts.netloc:
             raise SpecError(f"the API endpoint {endpoint!r} is not a URL; e.g. "
-                            "https://abc123.execute-api.us-east-1.amazonaws.com/prod")
+                            "https://abc123.execute-api.us-east-1.amazonaws.com/v1")
         self.endpoint = endpoint.rstrip("/")
         self.profile = profile
         self._session = session
