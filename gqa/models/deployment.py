@@ -349,6 +349,11 @@ class Network(_Strict):
         return self
 
 
+# Lambda's limit on a function's environment variables, names and values together
+LAMBDA_ENVIRONMENT_BYTES = 4096
+STACK_SETTINGS_BYTES = 1024     # table names, queue URLs, bucket, topic and log group: about 500 today
+
+
 # -- the deployment ----------------------------------------------------------------------------
 class Deployment(_Strict):
     name: str                             # dev, prod: in every resource's name
@@ -395,6 +400,19 @@ class Deployment(_Strict):
                 if member in member_of:
                     raise _at(("teams", i, "members", j), f"{member!r} is already a member of team {member_of[member]}")
                 member_of[member] = team.name
+        return self
+
+    @model_validator(mode="after")
+    def _fits_a_function(self) -> "Deployment":
+        # Lambda refuses a function whose environment (names and values) passes 4 KB; the stack adds
+        # table names, queue URLs, bucket and log group names, and Powertools' settings to these
+        sizes = {k: len(k) + len(v.encode()) for k, v in self.function_settings().items()}
+        if sum(sizes.values()) > LAMBDA_ENVIRONMENT_BYTES - STACK_SETTINGS_BYTES:
+            biggest = ", ".join(f"{k} {n:,}" for k, n in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])
+            raise ValueError(f"the functions' settings from this file take {sum(sizes.values()):,} bytes ({biggest}); "
+                             f"Lambda allows {LAMBDA_ENVIRONMENT_BYTES:,} for a function's whole environment, "
+                             f"{STACK_SETTINGS_BYTES:,} of which the stack's names and URLs need: list fewer "
+                             f"access patterns (one with * covers many), images or pools")
         return self
 
     # -- what the stacks and the functions are built from --------------------------------------

@@ -97,3 +97,24 @@ def test_a_bad_file_is_refused_with_the_field():
     values["pools"][1]["max_gpus"] = 0
     with pytest.raises(SpecError, match=r"pools\[1\]\.max_gpus: must be greater than 0"):
         build_app({**_CONTEXT, "gqa:config": values})
+
+
+def test_the_stacks_own_settings_fit_the_room_the_file_leaves_them(dev):
+    """Deployment refuses a file whose settings would leave the stack less than
+    STACK_SETTINGS_BYTES of Lambda's 4 KB: each function's other variables fit in it,
+    a resolved URL or ARN counted at its longest (a 16-character deployment name in
+    the longest region name)."""
+    from gqa.models.deployment import STACK_SETTINGS_BYTES
+
+    _, assembly = dev
+    config = deployment()
+    longest = len("https://sqs.ap-southeast-4.amazonaws.com/123456789012/gqa-abcdefghijklmnop-trigger-timer")
+    for resource in _template(assembly, stack_names(config)[1])["Resources"].values():
+        variables = resource["Properties"].get("Environment", {}).get("Variables", {}) \
+            if resource["Type"] == "AWS::Lambda::Function" else {}
+        if "GQA_JOBS_TABLE" not in variables:
+            continue
+        own = {k: v for k, v in variables.items() if k not in config.function_settings()}
+        size = sum(len(k) + (len(v) if isinstance(v, str) else (3 * longest + 40 if k == "GQA_INTAKE_URLS"
+                                                                    else longest)) for k, v in own.items())
+        assert size <= STACK_SETTINGS_BYTES, (resource["Properties"]["FunctionName"], size)

@@ -366,3 +366,15 @@ def test_preemptible_tiers_reach_the_queue_policy():
     assert queue_policy(validate_deployment(raw)).preempt_tiers == (1, 2)
     raw["tiers"] = {}
     assert queue_policy(validate_deployment(raw)).preempt_tiers == ()
+
+
+def test_settings_that_would_not_fit_a_functions_environment_are_refused():
+    """Lambda refuses an environment over 4 KB at deploy time, after the stack is half made: the
+    file is refused first, naming what takes the room."""
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["access"]["admins"] = [f"arn:aws:iam::123456789012:user/platform-admin-{i:03d}" for i in range(60)]
+    with pytest.raises(SpecError, match=r"the functions' settings from this file take [\d,]+ bytes \(GQA_ACCESS "
+                                        r"[\d,]+, .*Lambda allows 4,096"):
+        validate_deployment(raw)
+    raw["access"]["admins"] = ["arn:aws:iam::123456789012:user/platform-admin-*"]
+    assert validate_deployment(raw).access.admins == raw["access"]["admins"]
