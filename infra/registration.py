@@ -24,7 +24,6 @@ from gqa.adapters.aws.resources import pools_from_json
 from gqa.models.deployment import Deployment
 from gqa.services.deployment import queue_policy, team_policies
 
-from .nag import acknowledge
 from .tables import Tables
 
 
@@ -42,8 +41,12 @@ class SettingsRegistration(Construct):
         table = tables.settings
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.THREE_MONTHS,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
-        policy = cr.AwsCustomResourcePolicy.from_statements(
-            [iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn])])
+        # one role for every write (an AwsCustomResource given a policy adds an IAM policy of its own,
+        # which a hundred teams would multiply): PutItem on the settings table, its own logs
+        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"gqa {config.name}: writes the deployment's settings at deploy time")
+        role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn]))
+        log_group.grant_write(role)
         self.writes: dict[str, cr.AwsCustomResource] = {}
         for name, item in settings_items(config).items():
             call = cr.AwsSdkCall(service="DynamoDB", action="putItem",
@@ -52,13 +55,5 @@ class SettingsRegistration(Construct):
             # ids from the setting's name: adding a team adds a resource, it never renumbers others
             self.writes[name] = cr.AwsCustomResource(
                 self, "Put-" + name.replace("#", "-"), on_create=call, on_update=call,
-                policy=policy, install_latest_aws_sdk=False, log_group=log_group,
+                role=role, install_latest_aws_sdk=False, log_group=log_group,
                 resource_type="Custom::GqaSetting")
-        provider = cdk.Stack.of(self).node.try_find_child(
-            "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", ""))
-        if provider is not None:   # the stack's one SDK-call function, shared by every AwsCustomResource
-            acknowledge(provider, "IAM4", "the custom resource function CDK provides takes the AWS managed "
-                                          "AWSLambdaBasicExecutionRole for its own logs; its calls are limited "
-                                          "to PutItem on the settings table by the policy above",
-                        applies_to=("Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                                    "AWSLambdaBasicExecutionRole",))

@@ -34,6 +34,12 @@ DEFAULT_IMAGE = "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime"
 
 # -- shapes ------------------------------------------------------------------------------------
 # The deployment's name goes into every resource name, S3 buckets included: lowercase, short.
+# CloudFormation allows 500 resources in a stack. Each team adds a settings write and
+# two budget alarms, each pool a compute environment and a job queue, each image a job
+# definition, each trigger bucket a rule, a notification and a permission: at these
+# ceilings together the service stack stays under it (tests/infra/test_limits.py).
+MAX_TEAMS, MAX_POOLS, MAX_IMAGES, MAX_BUCKETS = 100, 8, 10, 10
+
 DEPLOYMENT_NAME_RE = re.compile(r"^[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?$")
 # Pools and GPU types go into Batch queue and compute environment names: letters, digits, - and _.
 POOL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$")
@@ -276,7 +282,7 @@ class Alerts(_Strict):
 
 
 class Triggers(_Strict):
-    buckets: list[str] = []               # S3 buckets whose new objects may trigger jobs
+    buckets: Annotated[list[str], Field(max_length=MAX_BUCKETS)] = []   # S3 buckets whose new objects may trigger jobs
 
     @field_validator("buckets")
     @classmethod
@@ -291,7 +297,7 @@ class Triggers(_Strict):
 
 class Images(_Strict):
     default: str = DEFAULT_IMAGE          # what a job that names no image runs
-    named: dict[str, str] = {}            # a job spec's `image:` -> container image URI
+    named: Annotated[dict[str, str], Field(max_length=MAX_IMAGES)] = {}   # a spec's `image:` -> container image URI
 
     @field_validator("default")
     @classmethod
@@ -349,6 +355,7 @@ class Network(_Strict):
         return self
 
 
+
 # Lambda's limit on a function's environment variables, names and values together
 LAMBDA_ENVIRONMENT_BYTES = 4096
 STACK_SETTINGS_BYTES = 1024     # table names, queue URLs, bucket, topic and log group: about 500 today
@@ -358,8 +365,8 @@ STACK_SETTINGS_BYTES = 1024     # table names, queue URLs, bucket, topic and log
 class Deployment(_Strict):
     name: str                             # dev, prod: in every resource's name
     retain_data: bool                     # true: tables, buckets and logs outlive the stack
-    pools: Annotated[list[PoolConfig], Field(min_length=1)]
-    teams: list[TeamConfig] = []
+    pools: Annotated[list[PoolConfig], Field(min_length=1, max_length=MAX_POOLS)]
+    teams: Annotated[list[TeamConfig], Field(max_length=MAX_TEAMS)] = []
     access: AccessConfig = AccessConfig()
     queue: QueueLimits = QueueLimits()
     tiers: Tiers = Tiers()
@@ -586,6 +593,12 @@ def _message(err: dict) -> str:
         return "is required"
     if kind == "too_short" and err.get("ctx", {}).get("min_length") == 1:
         return "must not be empty"
+    if kind == "too_long":
+        ctx = err.get("ctx", {})
+        given = err.get("input")
+        count = len(given) if isinstance(given, (list, dict)) else ctx.get("actual_length")
+        return (f"has {count} entries, at most {ctx.get('max_length')} in one deployment "
+                f"(CloudFormation allows 500 resources in a stack; split teams or pools across deployments)")
     if kind in ("bool_type", "int_type", "float_type", "string_type", "list_type", "dict_type", "model_type",
                 "model_attributes_type"):
         want = {"bool_type": "true or false", "int_type": "a whole number", "float_type": "a number",

@@ -378,3 +378,18 @@ def test_settings_that_would_not_fit_a_functions_environment_are_refused():
         validate_deployment(raw)
     raw["access"]["admins"] = ["arn:aws:iam::123456789012:user/platform-admin-*"]
     assert validate_deployment(raw).access.admins == raw["access"]["admins"]
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("teams",), [{"name": f"t{i}", "share": 1} for i in range(101)], "teams: has 101 entries, at most 100"),
+    (("images", "named"), {f"i{i}": "pytorch/pytorch:1" for i in range(11)}, "images.named: has 11 entries, at most 10"),
+    (("triggers", "buckets"), [f"data-{i:02d}" for i in range(11)], "triggers.buckets: has 11 entries, at most 10"),
+])
+def test_sizes_beyond_what_one_stack_holds_are_refused(path, value, message):
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    target = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(SpecError, match=re.escape(message) + r" in one deployment \(CloudFormation allows 500"):
+        validate_deployment(raw)
