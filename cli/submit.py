@@ -48,9 +48,9 @@ def submit(
 
         be = backend()
         # the owner the daemon verified from the socket's peer credentials, when it ran this
-        jobs = be.submitter().submit(spec, environment=caller_environment(), owner=caller_user())
+        submitted = as_submitted(be.submitter().submit(spec, environment=caller_environment(), owner=caller_user()))
         running = not be.local or be.daemon_pid() is not None
-    out, err = submitted_text(jobs, fmt, running=running, wait=wait)
+    out, err = submitted_text(submitted, fmt, running=running, wait=wait)
     sys.stdout.write(out)
     sys.stdout.flush()
     sys.stderr.write(err)
@@ -58,9 +58,9 @@ def submit(
         from .waiting import wait_for
 
         with user_errors():
-            code, final = wait_for([j.id for j in jobs], quiet=fmt == "json")
+            code, final = wait_for(list(submitted.ids), quiet=fmt == "json")
         if fmt == "json":
-            print_json(dict(submitted_data(jobs), state=final[0]["state"], status=final[0]["status"],
+            print_json(dict(submitted_data(submitted), state=final[0]["state"], status=final[0]["status"],
                             results=final))
         raise typer.Exit(code)
 
@@ -90,30 +90,34 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
     return load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, **kwargs)
 
 
-def submitted_data(jobs) -> dict:
-    first = jobs[0]
-    return {"id": _ref(jobs), "state": first.state.value, "status": first.status.value, "jobs": [j.id for j in jobs]}
+def as_submitted(answer):
+    """A backend's answer to a submission as wire.Submitted: the API answers
+    one; the local store's submitter gives the records themselves."""
+    from gqa.services.wire import Submitted
+
+    return answer if isinstance(answer, Submitted) else Submitted.of(answer)
 
 
-def submitted_text(jobs, fmt: str, *, running: bool, wait: bool = False) -> tuple[str, str]:
+def submitted_data(submitted) -> dict:
+    first = submitted.first
+    return {"id": submitted.ref, "state": first.state.value, "status": first.status.value,
+            "jobs": list(submitted.ids)}
+
+
+def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) -> tuple[str, str]:
     """What `gqa submit` prints on stdout and stderr once the jobs are recorded."""
     import json
 
     if fmt == "json":
-        return ("" if wait else json.dumps(submitted_data(jobs), indent=2, default=str) + "\n"), ""
-    ref = _ref(jobs)
+        return ("" if wait else json.dumps(submitted_data(submitted), indent=2, default=str) + "\n"), ""
+    ref, ids = submitted.ref, submitted.ids
     err = []
-    if len(jobs) > 1:
-        err.append(f"{len(jobs)} jobs: {jobs[0].id} .. {jobs[-1].id}")
+    if len(ids) > 1:
+        err.append(f"{len(ids)} jobs: {ids[0]} .. {ids[-1]}")
     if not running:
         err.append("note: the queue daemon is not running; jobs wait until `gqa local start`")
-    err.append(f"  gqa status {ref}    gqa logs {jobs[0].id} -f    gqa cancel {ref}")
+    err.append(f"  gqa status {ref}    gqa logs {ids[0]} -f    gqa cancel {ref}")
     return ref + "\n", "".join(line + "\n" for line in err)
-
-
-def _ref(jobs) -> str:
-    first = jobs[0]
-    return first.group if (len(jobs) > 1 or first.array_index is not None) else first.id
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:

@@ -29,10 +29,11 @@ class SubmitCommand:
 
         return typer.main.get_command(app).commands["submit"]
 
-    def run(self, argv: list[str], cwd: str, env: dict[str, str], user: str | None) -> dict:
+    def run(self, argv: list[str], cwd: str, env: dict[str, str], user: str | None, caller=None) -> dict:
+        """`caller`: the Principal whose right to the spec's team is checked (services/teams.py)."""
         from typer.exceptions import Exit, TyperException
 
-        from cli.submit import spec_from_options, submitted_text
+        from cli.submit import as_submitted, spec_from_options, submitted_text
 
         args, command = list(argv[1:]), None
         if "--" in args:
@@ -52,14 +53,14 @@ class SubmitCommand:
             return _answer(2, err=f"gqa: error: unknown output format {fmt!r}; use table or json\n")
         try:
             spec = spec_from_options(params, command, warn=warnings.append, cwd=cwd)
-            jobs = self.submitter.submit(spec, environment=dict(env), owner=user)
+            jobs = self.submitter.submit(spec, environment=dict(env), owner=user, caller=caller)
         except GqaError as exc:
             return _answer(2, err=_lines(warnings) + f"gqa: error: {exc}\n")
         except Exception:   # a bug must not take the daemon down, nor show the client a traceback
             log.exception("serving `gqa submit` failed")
             return _answer(1, err="gqa: error: the queue daemon failed to record the job (see its log); "
                                   "check `gqa queue` before submitting again\n")
-        out, err = submitted_text(jobs, fmt, running=True)
+        out, err = submitted_text(as_submitted(jobs), fmt, running=True)
         return _answer(0, out, _lines(warnings) + err)
 
 

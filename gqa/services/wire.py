@@ -16,7 +16,7 @@ SpecError, which the API answers with 400."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ..models.errors import SpecError
@@ -83,14 +83,38 @@ def submission_from_dict(data: Any) -> tuple[dict[str, Any], dict[str, str] | No
     return data["spec"], environment
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """What a submission answers: its group, its job ids in order, and the
+    first job's record (an array's tasks differ from it only by index). Not
+    every record: an array of 8,000 tasks' records would pass the 6 MB a
+    Lambda function may answer, where their ids take about 80 KB."""
+
+    group: str
+    ids: tuple[str, ...]
+    first: JobRecord
+
+    @classmethod
+    def of(cls, jobs: list[JobRecord]) -> "Submitted":
+        return cls(jobs[0].group, tuple(j.id for j in jobs), jobs[0])
+
+    @property
+    def ref(self) -> str:
+        """How commands name the submission: its group for an array or sweep, else the job's id."""
+        return self.group if (len(self.ids) > 1 or self.first.array_index is not None) else self.first.id
+
+
 def submitted_to_dict(jobs: list[JobRecord]) -> dict[str, Any]:
-    """The answer to a submission: its group, its job ids, and the records."""
+    """The answer to a submission: its group, its job ids and the first job's record."""
     return {"group": jobs[0].group if jobs else "", "jobs": [j.id for j in jobs],
-            "records": [job_to_dict(j) for j in jobs]}
+            "first": job_to_dict(jobs[0])}
 
 
-def submitted_from_dict(data: dict[str, Any]) -> list[JobRecord]:
-    return [job_from_dict(j) for j in data["records"]]
+def submitted_from_dict(data: dict[str, Any]) -> Submitted:
+    ids = tuple(str(i) for i in data["jobs"])
+    if not ids:
+        raise ValueError("a submission answer with no job ids")
+    return Submitted(str(data["group"]), ids, job_from_dict(data["first"]))
 
 
 # -- the queue ----------------------------------------------------------------------------------

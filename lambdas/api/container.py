@@ -35,6 +35,7 @@ import boto3
 from aws_lambda_powertools import Logger
 
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
+from gqa.adapters.aws.batch_payload import payload_problem
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
@@ -78,7 +79,8 @@ class Wiring:
     logs: BatchLogs
 
     def submitter(self) -> SubmitService:
-        return SubmitService(self.store, self.clock, intake=self.intake)
+        # Batch's 30 KiB job payload, checked before ids are reserved: not a failure at dispatch
+        return SubmitService(self.store, self.clock, intake=self.intake, spec_check=payload_problem)
 
     def control(self) -> ControlService:
         return ControlService(self.store, self.clock, WakeDispatcher(self.intake))

@@ -35,6 +35,7 @@ from gqa.runtime.s3 import MANIFEST
 from gqa.runtime.storage import POINTER
 from gqa.services import wire
 from tests.aws.api_gateway import rest_event, user_arn
+from tests.aws.aws_limits import LIMITS
 from tests.aws.deployed import create_queues, create_tables
 from tests.aws.moto_support import LambdaContext, create_batch
 
@@ -143,6 +144,7 @@ def deployment(now: float, session: boto3.session.Session | None = None,
     so hooks registered on its events before a cold start see every call.
     The handlers' clock and their stores' caches follow the virtual clock."""
     session = session or boto3.session.Session(region_name=REGION)
+    LIMITS.install(session)   # what AWS refuses and moto does not
     clock = VirtualClock(now)
     with ExitStack() as stack:
         stack.enter_context(mock.patch.dict(os.environ, FAKE_AWS))

@@ -18,8 +18,12 @@ def session() -> boto3.session.Session:
     """One session for every test client: it loads the service models once
     (a fresh default session per test costs most of a test's time). Clients
     made from it inside `mock_aws()` are served by moto."""
-    return boto3.session.Session(region_name=REGION, aws_access_key_id="testing",
+    from tests.aws.aws_limits import LIMITS
+
+    made = boto3.session.Session(region_name=REGION, aws_access_key_id="testing",
                                  aws_secret_access_key="testing")
+    LIMITS.install(made)   # what AWS refuses and moto does not (aws_limits.py)
+    return made
 
 
 class SerializedClient:

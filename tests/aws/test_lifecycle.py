@@ -38,8 +38,8 @@ class Run:
 
 
 def admit_all(world: Deployment) -> list[str]:
-    accepted = [job.id for i in range(JOBS)
-                for job in world.send(spec(name=f"train-{i}", spot=True, resources={"gpus": 1}))]
+    accepted = [job_id for i in range(JOBS)
+                for job_id in world.send(spec(name=f"train-{i}", spot=True, resources={"gpus": 1})).ids]
     records = world.receive()
     assert world.admit.handler({"Records": records}, CONTEXT) == {"batchItemFailures": []}
     store = DynamoDBStore(world.client("dynamodb"), NAMES)

@@ -111,7 +111,7 @@ def test_a_submission_whose_write_landed_but_whose_answer_was_lost_is_admitted_o
                 raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}},
                                   "TransactWriteItems")
         wiring.store.client.meta.events.register("after-call.dynamodb.TransactWriteItems", lose_answer)
-        [accepted] = world.send(spec(name="once"))
+        accepted = world.send(spec(name="once")).first
         records = world.receive()
         failed = world.admit.handler({"Records": records}, CONTEXT)
         assert len(failed["batchItemFailures"]) == 1 and lost

@@ -209,8 +209,8 @@ def test_the_cli_proxies_work_unchanged_over_the_socket(tmp_path):
     daemon = RouterDaemon(tmp_path)
     be = DaemonBackend(tmp_path)
     try:
-        [job] = be.submitter().submit(validate({"command": ["true"], "workdir": "/"}),
-                                      environment={"WANDB_API_KEY": "k"})
+        job = be.submitter().submit(validate({"command": ["true"], "workdir": "/"}),
+                                    environment={"WANDB_API_KEY": "k"}).first
         assert daemon.wiring.store.get(job.id).submit_env == {"WANDB_API_KEY": "k"}
         assert [e.job.id for e in be.queries().queue().pending] == [job.id]
         assert be.queries().jobs(job.id)[0].submit_env is None            # never sent back

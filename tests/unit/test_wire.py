@@ -55,7 +55,16 @@ def test_a_submission_answer_names_its_group_and_ids():
     jobs = [a_job(id=f"7_{i}", array_index=i, state=JobState.SUBMITTED, request=None) for i in range(3)]
     data = over_the_wire(wire.submitted_to_dict(jobs))
     assert data["group"] == "7" and data["jobs"] == ["7_0", "7_1", "7_2"]
-    assert wire.submitted_from_dict(data) == [withheld(j) for j in jobs]
+    assert wire.submitted_from_dict(data) == wire.Submitted("7", ("7_0", "7_1", "7_2"), withheld(jobs[0]))
+    assert wire.submitted_from_dict(data).ref == "7"
+
+
+def test_a_large_array_is_answered_in_ids_not_records():
+    """Lambda answers at most 6 MB: 8,000 tasks' records took more, their ids take 80 KB."""
+    jobs = [a_job(id=f"7_{i}", array_index=i, state=JobState.SUBMITTED, request=None) for i in range(8000)]
+    data = over_the_wire(wire.submitted_to_dict(jobs))
+    assert len(json.dumps(data)) < 200_000
+    assert wire.submitted_from_dict(data).ids[-1] == "7_7999"
 
 
 def test_the_queue_view_round_trips_with_positions_reasons_factors_and_etas():

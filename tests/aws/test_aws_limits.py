@@ -1,0 +1,90 @@
+"""What AWS refuses and moto does not, met where gqa would meet it: the
+limits layer itself (aws_limits.py), and the API's answers to a spec Batch
+could never take and to an array too large to answer record by record."""
+
+from __future__ import annotations
+
+import json
+import os
+from unittest import mock
+
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from gqa.adapters.aws.batch_payload import GQA_ALLOWANCE, JOB_PAYLOAD_LIMIT, payload_problem
+from tests.aws.aws_limits import LAMBDA_ANSWER_BYTES, LIMITS, lambda_answer
+from tests.aws.moto_support import session
+from tests.aws.test_api_handler import CONTEXT, api  # noqa: F401  (the api fixture)
+from tests.aws.api_gateway import rest_event, user_arn
+from tests.builders import spec
+from tests.contract.conftest import FAKE_AWS
+
+pytestmark = pytest.mark.aws
+
+
+def test_batch_refuses_a_job_payload_over_30_kib():
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
+        with pytest.raises(ClientError) as refused:
+            session().client("batch").submit_job(
+                jobName="big", jobQueue="q", jobDefinition="d",
+                containerOverrides={"environment": [{"name": "BIG", "value": "x" * JOB_PAYLOAD_LIMIT}]})
+    assert refused.value.response["Error"]["Code"] == "ClientException"
+    assert "payload size" in refused.value.response["Error"]["Message"]
+
+
+@pytest.mark.parametrize("value_bytes, refused", [
+    (1_000, False),
+    (JOB_PAYLOAD_LIMIT - GQA_ALLOWANCE - 200, False),
+    (JOB_PAYLOAD_LIMIT - GQA_ALLOWANCE + 10, True),
+    (100_000, True),
+])
+def test_a_specs_own_parts_must_leave_gqa_its_room(value_bytes, refused):
+    problem = payload_problem(spec(env={"DATA": "x" * value_bytes}))
+    assert (problem is not None) is refused
+    if refused:
+        assert "KiB; AWS Batch accepts 30 KiB per job" in problem
+
+
+def test_the_api_refuses_a_spec_batch_could_not_take_before_reserving_anything(api):  # noqa: F811
+    before = api.tables()
+    status, answer = api("POST", "/jobs", body={"spec": {"command": ["python", "train.py"],
+                                                         "env": {"CONFIG": "x" * 26_000}}})
+    assert status == 400 and answer["error"] == "SpecError"
+    assert "AWS Batch accepts 30 KiB per job" in answer["message"] and "25." in answer["message"]
+    assert api.tables() == before and api.messages() == []        # no ids reserved, nothing queued
+
+
+def test_an_array_of_8000_tasks_is_answered_within_lambdas_6_mb(api):  # noqa: F811
+    event = rest_event("POST", "/jobs", arn=user_arn("alice"),
+                       body={"spec": {"command": ["python", "sweep.py"], "array": "0-7999",
+                                      "limits": {"wall_time": "1h"}}})
+    raw = api.module.handler(event, CONTEXT)
+    answer = lambda_answer(raw)
+    assert answer["statusCode"] == 202, answer
+    assert len(json.dumps(raw).encode()) < LAMBDA_ANSWER_BYTES / 20
+    data = json.loads(answer["body"])
+    assert len(data["jobs"]) == 8000 and data["jobs"][-1] == f"{data['group']}_7999"
+
+
+def test_an_answer_over_6_mb_is_the_502_api_gateway_gives():
+    answer = lambda_answer({"statusCode": 200, "body": "x" * (LAMBDA_ANSWER_BYTES + 1)})
+    assert answer["statusCode"] == 502
+
+
+def test_writes_are_counted_per_partition_as_dynamodb_meters_them():
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
+        client = session().client("dynamodb")
+        client.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                       {"AttributeName": "sk", "KeyType": "RANGE"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                                  {"AttributeName": "sk", "AttributeType": "S"}])
+        LIMITS.reset()
+        for i in range(3):
+            client.put_item(TableName="t", Item={"pk": {"S": "hot"}, "sk": {"S": str(i)}, "v": {"S": "x" * 1500}})
+        client.put_item(TableName="t", Item={"pk": {"S": "cold"}, "sk": {"S": "0"}})
+        client.transact_write_items(TransactItems=[
+            {"Put": {"TableName": "t", "Item": {"pk": {"S": "hot"}, "sk": {"S": "t"}}}}])
+        assert LIMITS.write_units[("t", json.dumps({"S": "hot"}))] == 3 * 2 + 2   # 1.5 KB: 2 units; a transaction: 2
+        assert LIMITS.hottest("t") == 8 and LIMITS.write_units[("t", json.dumps({"S": "cold"}))] == 1
