@@ -58,7 +58,7 @@ def submit(
         from .waiting import wait_for
 
         with user_errors():
-            code, final = wait_for(list(submitted.ids), quiet=fmt == "json")
+            code, final = wait_for(submitted.ref, list(submitted.ids), quiet=fmt == "json")
         if fmt == "json":
             print_json(dict(submitted_data(submitted), state=final[0]["state"], status=final[0]["status"],
                             results=final))
