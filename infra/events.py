@@ -74,7 +74,7 @@ class EventWiring(Construct):
         # New objects in the trigger buckets (none configured: no rule, no notification)
         if config.triggers.buckets:
             trigger_failures = self._dead_letter("trigger", functions.trigger)
-            for name in config.triggers.buckets:
+            for name in config.triggers.bucket_names:
                 # an existing bucket: a custom resource adds EventBridge to its notifications, keeping the
                 # ones it has (and leaves EventBridge on when the stack goes: others may rely on it)
                 s3.Bucket.from_bucket_name(self, f"Bucket-{name}", name).enable_event_bridge_notification()

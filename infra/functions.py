@@ -60,7 +60,8 @@ TABLE_SETTINGS = ("GQA_JOBS_TABLE", "GQA_SETTINGS_TABLE", "GQA_LEDGER_TABLE")   
 # GQA_GPU_METRICS_NAMESPACE (budget) is left unset: its default is the namespace the jobs report in.
 SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec("api", "lambdas.api.handler", API_TIMEOUT, 1024,
-                 ("GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS"),
+                 ("GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS",
+                  "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET"),
                  "gqa's REST API, the CLI's backend"),
     FunctionSpec("admit", "lambdas.admit.handler", r.ADMIT_TIMEOUT, 512,
                  ("GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"),
@@ -74,7 +75,8 @@ SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec("budget", "lambdas.budget.handler", 120, 512, ("GQA_ALERTS_TOPIC_ARN", "GQA_WAKEUP_QUEUE_URL"),
                  "watches spend against budgets, waiting jobs and idle GPUs"),
     FunctionSpec("trigger", "lambdas.trigger.handler", r.TRIGGER_TIMEOUT, 512,
-                 ("GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET"),
+                 ("GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET", "GQA_TRIGGER_BUCKETS",
+                  "GQA_CHECKPOINT_BUCKET"),
                  "turns objects landing in S3 into one job per burst"),
 )
 

@@ -13,9 +13,13 @@ The settings:
     GQA_POOLS                JSON list of resources.Pool's fields (dispatch, api)
     GQA_JOB_DEFINITION       the Batch job definition (dispatch)
     GQA_IMAGES               JSON object, spec image -> job definition (dispatch; optional)
-    GQA_CHECKPOINT_BUCKET    checkpoints on S3 (dispatch); GQA_CHECKPOINT_PREFIX (optional, "checkpoints")
+    GQA_CHECKPOINT_BUCKET    checkpoints on S3 (dispatch; api and trigger: no trigger may watch it);
+                             GQA_CHECKPOINT_PREFIX (optional, "checkpoints")
     GQA_CHECKPOINT_GRACE     seconds from SIGTERM to SIGKILL, added to Batch timeouts (dispatch; optional)
-    GQA_MANIFEST_BUCKET      large bursts' key lists (trigger; optional, default GQA_CHECKPOINT_BUCKET)
+    GQA_MANIFEST_BUCKET      large bursts' key lists (trigger; optional, default GQA_CHECKPOINT_BUCKET;
+                             api: no trigger may watch it)
+    GQA_TRIGGER_BUCKETS      JSON list of the deployment's trigger buckets, each a name or {"name": ...,
+                             "prefixes": [...]}: where triggers may watch (api, trigger; unset: nowhere)
     GQA_TRIGGER_TIMER_QUEUE_URL   the bursts' timer queue (trigger)
     GQA_ALERTS_TOPIC_ARN     the SNS topic alerts go to (budget; optional for admit: approval requests)
     GQA_GPU_METRICS_NAMESPACE     where the jobs' GPUUtilization lives (budget; optional, "gqa")
@@ -32,6 +36,7 @@ from typing import Any
 from gqa.adapters.aws.resources import Pool, pools_from_json
 from gqa.adapters.aws.tables import TableNames
 from gqa.models.spec import Priority
+from gqa.models.trigger import TriggerPlaces, trigger_buckets_from_json
 from gqa.services.access import AccessPolicy
 
 CHECKPOINT_PREFIX = "checkpoints"
@@ -130,6 +135,18 @@ def checkpoint_grace(default: int) -> int:
 
 def manifest_bucket() -> str | None:
     return optional("GQA_MANIFEST_BUCKET") or optional("GQA_CHECKPOINT_BUCKET")
+
+
+def trigger_places() -> TriggerPlaces:
+    """Where triggers may watch: GQA_TRIGGER_BUCKETS (unset: nowhere, and a refused trigger
+    says the deployment lists no trigger buckets), never the checkpoint or manifest bucket."""
+    text = optional("GQA_TRIGGER_BUCKETS")
+    try:
+        buckets = trigger_buckets_from_json(_json("GQA_TRIGGER_BUCKETS", text)) if text else ()
+    except ValueError as exc:
+        raise MisconfiguredFunction(f"GQA_TRIGGER_BUCKETS: {exc}") from None
+    return TriggerPlaces.of(buckets, checkpoint_bucket=optional("GQA_CHECKPOINT_BUCKET"),
+                            manifest_bucket=manifest_bucket())
 
 
 def trigger_timer_url() -> str:

@@ -5,7 +5,11 @@ Two inputs, one function:
 - an EventBridge "Object Created" event from S3 (the bucket must send events
   to EventBridge): read with Powertools' S3EventBridgeNotificationEvent data
   class, which URL-decodes the key; counted into the open burst of every
-  trigger whose bucket and prefix it matches. The invocation is asynchronous:
+  trigger whose bucket and prefix it matches and that may still watch there
+  (GQA_TRIGGER_BUCKETS, never the checkpoint or manifest bucket): a trigger
+  added before the deployment file changed is ignored, logged and counted
+  (and a burst it opened before is dropped at its close, with the reason),
+  so it cannot start jobs from gqa's own writes. The invocation is asynchronous:
   an error makes Lambda retry it, and a retried event is counted once.
 - an SQS event from the trigger-timer queue: each record closes one burst
   and submits its job. Records are handled one by one with BatchProcessor
@@ -17,12 +21,15 @@ GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the job store the submission checks and
 reserves ids in; triggers live in the settings table),
 GQA_TRIGGER_TIMER_QUEUE_URL, GQA_INTAKE_URLS (JSON {"high": url, "normal":
 url, "low": url}, as the api function has it; a missing or malformed one
-fails the cold start loudly), and GQA_MANIFEST_BUCKET (default
+fails the cold start loudly), GQA_MANIFEST_BUCKET (default
 GQA_CHECKPOINT_BUCKET): where the key list of a burst too large for the job's
-environment is written.
+environment is written, and GQA_TRIGGER_BUCKETS and GQA_CHECKPOINT_BUCKET:
+where triggers may watch (lambdas/environment.py's trigger_places).
 
 Metrics (namespace gqa, service gqa-trigger; services/telemetry.py):
-TriggerObjects (objects counted into bursts; a retried event's none), and
+TriggerObjects (objects counted into bursts; a retried event's none),
+TriggerObjectsIgnored (matches of triggers that may no longer watch where they
+do; emitted only when there are some), and
 per timer batch TriggerBursts (bursts that submitted their job) and
 TriggerBurstsDropped.
 
@@ -51,7 +58,7 @@ from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import BackendUnavailable, Conflict, SpecError
-from gqa.models.trigger import S3Object
+from gqa.models.trigger import S3Object, TriggerPlaces
 from gqa.ports import Metrics
 from gqa.services import telemetry
 from gqa.services.submit import SubmitService
@@ -82,6 +89,12 @@ def service() -> TriggerService:
                           manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None)
 
 
+@cache
+def places() -> TriggerPlaces:
+    """Where triggers may watch, as the deployment says now (read once per container)."""
+    return environment.trigger_places()
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if "Records" in event:
@@ -102,15 +115,21 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
         return {"action": "dropped", "reason": "malformed event"}
     logger.append_keys(bucket=obj.bucket, key=obj.key)
     try:
-        counted = service().on_object(obj)
+        counted = service().on_object(obj, places())
     except (BackendUnavailable, Conflict):
         logger.exception("could not count the object; the event will be retried")
         raise
     results = [{"trigger_id": c.trigger_id, "burst_id": c.burst_id,
-                "step": c.kind.value if c.kind else "duplicate"} for c in counted]
+                "step": c.kind.value if c.kind else "ignored" if c.ignored else "duplicate"} for c in counted]
+    ignored = [c for c in counted if c.ignored]
+    for c in ignored:   # worth a look: its owner should remove it, or the deployment file allow it again
+        logger.warning("ignored a trigger that may no longer watch here",
+                       extra={"trigger_id": c.trigger_id, "reason": c.ignored})
     telemetry.objects_counted(metrics(), sum(c.kind is not None for c in counted))
+    telemetry.emit(metrics(), [("TriggerObjectsIgnored", telemetry.COUNT, len(ignored))] if ignored else [])
     logger.info("counted", extra={"triggers": results})
-    return {"action": "counted" if results else "no trigger matches", "triggers": results}
+    action = "counted" if len(ignored) < len(counted) else "ignored" if ignored else "no trigger matches"
+    return {"action": action, "triggers": results}
 
 
 def _timers(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -130,7 +149,7 @@ def _close_one(record: SQSRecord) -> dict[str, Any]:
                                                                   "reason": str(exc)})
         return {"action": "dropped"}
     logger.append_keys(trigger_id=trigger_id, burst_id=burst_id)
-    closed = service().close(trigger_id, burst_id)
+    closed = service().close(trigger_id, burst_id, places())
     if closed.jobs:
         logger.set_correlation_id(closed.jobs[0])
     # a dropped burst (its trigger removed, its job no longer valid) is worth a look: a warning

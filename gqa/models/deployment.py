@@ -18,15 +18,17 @@ import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 from .errors import SpecError
 from .gpu_instances import instance_shape, known_families
 from .limits import MAX_SPEC_BYTES, size_text
 from .spec import NAME_RE, Duration, Priority
+from .trigger import MANIFEST_ROOT, MAX_KEY_BYTES, TriggerBucket
 
 # The default container image: public, CUDA and PyTorch. Mirror it to ECR for
 # production (Docker Hub limits anonymous pulls).
@@ -281,18 +283,83 @@ class Alerts(_Strict):
         return values
 
 
+MAX_BUCKET_PREFIXES = 10    # per trigger bucket: each goes into every function's environment (4 KB)
+
+
+class TriggerBucketConfig(_Strict):
+    """A trigger bucket whose triggers may watch only under `prefixes`."""
+
+    name: str
+    prefixes: Annotated[list[str], Field(min_length=1, max_length=MAX_BUCKET_PREFIXES)] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        problem = bucket_name_problem(value)
+        if problem:
+            raise ValueError(f"{value!r} is not a valid S3 bucket name: {problem}")
+        return value
+
+    @field_validator("prefixes")
+    @classmethod
+    def _prefixes(cls, values: list[str] | None) -> list[str] | None:
+        for i, value in enumerate(values or []):
+            if len(value.encode()) > MAX_KEY_BYTES:
+                raise _at((i,), f"is {len(value.encode())} bytes; an S3 key has at most {MAX_KEY_BYTES}")
+            if value.startswith(MANIFEST_ROOT):
+                raise _at((i,), f"keys under {MANIFEST_ROOT} are gqa's own trigger manifests, which no trigger "
+                                f"may watch")
+        _unique(values or [], "prefix")
+        return values
+
+
+def _bucket_entry(value: Any) -> str | None:
+    return "str" if isinstance(value, str) else "mapping(name, prefixes)" if isinstance(value, dict) else None
+
+
+# An entry is a bucket name (triggers may watch anywhere in it) or {name, prefixes}. The tags are
+# the names of the two shapes, which error paths leave out (loader._real_loc).
+TriggerBucketEntry = Annotated[
+    Union[Annotated[str, Tag("str")], Annotated[TriggerBucketConfig, Tag("mapping(name, prefixes)")]],
+    Discriminator(_bucket_entry, custom_error_type=_AT,
+                  custom_error_message="must be a bucket name or a mapping {name, prefixes}",
+                  custom_error_context={"message": "must be a bucket name or a mapping {name, prefixes}",
+                                        "path": []})]
+
+
 class Triggers(_Strict):
-    buckets: Annotated[list[str], Field(max_length=MAX_BUCKETS)] = []   # S3 buckets whose new objects may trigger jobs
+    """The S3 buckets whose new objects may trigger jobs: the stack sends their events to
+    the trigger function (infra/events.py), and triggers may watch nowhere else."""
+
+    buckets: Annotated[list[TriggerBucketEntry], Field(max_length=MAX_BUCKETS)] = []
 
     @field_validator("buckets")
     @classmethod
-    def _buckets(cls, values: list[str]) -> list[str]:
+    def _buckets(cls, values: list) -> list:
         for i, value in enumerate(values):
-            problem = bucket_name_problem(value)
+            problem = bucket_name_problem(value) if isinstance(value, str) else None
             if problem:
                 raise _at((i,), f"{value!r} is not a valid S3 bucket name: {problem}")
-        _unique(values, "bucket")
+        _unique([_bucket_name(v) for v in values], "bucket")
         return values
+
+    @property
+    def bucket_names(self) -> list[str]:
+        return [_bucket_name(v) for v in self.buckets]
+
+    def allowed(self) -> tuple[TriggerBucket, ...]:
+        """Each bucket and the prefixes triggers may watch in it (none: anywhere)."""
+        return tuple(TriggerBucket(v, ()) if isinstance(v, str) else TriggerBucket(v.name, tuple(v.prefixes or ()))
+                     for v in self.buckets)
+
+    def buckets_json(self) -> str:
+        """GQA_TRIGGER_BUCKETS: the JSON gqa.models.trigger.trigger_buckets_from_json reads."""
+        return json.dumps([{"name": b.name, "prefixes": list(b.prefixes)} if b.prefixes else b.name
+                           for b in self.allowed()], separators=(",", ":"))
+
+
+def _bucket_name(entry: "str | TriggerBucketConfig") -> str:
+    return entry if isinstance(entry, str) else entry.name
 
 
 class Images(_Strict):
@@ -460,7 +527,8 @@ class Deployment(_Strict):
         table names, queue URLs and bucket names come from the stacks."""
         return {"GQA_POOLS": self.pools_json(), "GQA_ACCESS": self.access_json(), "GQA_IMAGES": self.images_json(),
                 "GQA_JOB_DEFINITION": self.default_job_definition,
-                "GQA_CHECKPOINT_GRACE": str(self.compute.checkpoint_grace)}
+                "GQA_CHECKPOINT_GRACE": str(self.compute.checkpoint_grace),
+                "GQA_TRIGGER_BUCKETS": self.triggers.buckets_json()}
 
 
 def _slug(key: str) -> str:
@@ -493,7 +561,8 @@ def bucket_name_problem(name: str) -> str | None:
 # -- loading -----------------------------------------------------------------------------------
 FIELDS: dict[str, type[BaseModel]] = {
     "": Deployment, "pools": PoolConfig, "teams": TeamConfig, "access": AccessConfig, "queue": QueueLimits,
-    "approval": Approval, "alerts": Alerts, "triggers": Triggers, "images": Images, "network": Network,
+    "approval": Approval, "alerts": Alerts, "triggers": Triggers, "triggers.buckets": TriggerBucketConfig,
+    "images": Images, "network": Network,
     "network.create": CreateVpc, "network.existing": ExistingVpc,
 }
 

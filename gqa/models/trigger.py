@@ -1,12 +1,14 @@
 """A trigger: "when objects land under s3://BUCKET/PREFIX, submit this job".
 
 Pure data and rules: which object keys a trigger matches, what a valid
-trigger is, and its wire form (the API and the store both use it). The
-debounce of a burst of objects into one job is in burst.py."""
+trigger is, where a deployment lets triggers watch (TriggerPlaces), and its
+wire form (the API and the store both use it). The debounce of a burst of
+objects into one job is in burst.py."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,3 +128,92 @@ def parse_debounce(text: str | int | None) -> int:
     seconds = parse_duration(text, bare_unit="s")
     check_debounce(seconds)
     return seconds
+
+
+# -- where a deployment lets triggers watch -----------------------------------------------------------
+@dataclass(frozen=True)
+class TriggerBucket:
+    """A bucket the deployment sends the new objects of to gqa, and the
+    prefixes triggers may watch in it (none: anywhere in it)."""
+
+    name: str
+    prefixes: tuple[str, ...] = ()
+
+    def allows(self, prefix: str) -> bool:
+        return not self.prefixes or any(prefix.startswith(p) for p in self.prefixes)
+
+
+@dataclass(frozen=True)
+class TriggerPlaces:
+    """Where triggers may watch in one deployment: under the prefixes of the
+    buckets its deployment file lists (triggers.buckets, the only buckets
+    whose events reach gqa), and never in a bucket gqa writes to itself: a
+    trigger on the checkpoint bucket would start a job at every checkpoint,
+    each writing more checkpoints, without end.
+
+    The api function checks a new trigger against it; the trigger function
+    checks every matching trigger again at each object, so a trigger added
+    before the deployment file changed stops firing when it is no longer allowed."""
+
+    buckets: tuple[TriggerBucket, ...] = ()
+    own: tuple[tuple[str, str], ...] = ()       # (bucket, what gqa writes there)
+
+    @classmethod
+    def of(cls, buckets: Iterable[TriggerBucket], *, checkpoint_bucket: str | None = None,
+           manifest_bucket: str | None = None) -> "TriggerPlaces":
+        own: dict[str, list[str]] = {}
+        for bucket, what in ((checkpoint_bucket, "the jobs' checkpoints"),
+                             (manifest_bucket, "the trigger manifests")):
+            if bucket:
+                own.setdefault(bucket, []).append(what)
+        return cls(tuple(buckets), tuple((name, " and ".join(whats)) for name, whats in own.items()))
+
+    def refusal(self, bucket: str, prefix: str) -> str | None:
+        """Why a trigger may not watch s3://bucket/prefix here; None if it may."""
+        for name, what in self.own:
+            if bucket == name:
+                return (f"s3://{bucket} holds {what}, which gqa's jobs write: a trigger there would start a job "
+                        f"for each of them, without end; watch the bucket your data lands in")
+        if prefix.startswith(MANIFEST_ROOT):
+            return f"keys under {MANIFEST_ROOT} are gqa's own trigger manifests; choose another prefix"
+        if not self.buckets:
+            return ("this deployment lists no trigger buckets (triggers.buckets in its deployment file), so no "
+                    "object event reaches gqa: no trigger can be added until one is listed and deployed")
+        allowed = next((b for b in self.buckets if b.name == bucket), None)
+        if allowed is None:
+            names = ", ".join(b.name for b in self.buckets)
+            return (f"{bucket!r} is not one of this deployment's {len(self.buckets)} trigger bucket(s) ({names}): "
+                    f"its new objects send no events to gqa (triggers.buckets in the deployment file lists them)")
+        if not allowed.allows(prefix):
+            listed = ", ".join(repr(p) for p in allowed.prefixes)
+            return (f"in {bucket}, triggers may watch only under {len(allowed.prefixes)} prefix(es): {listed}; "
+                    f"{prefix!r} is not under one")
+        return None
+
+    def check(self, bucket: str, prefix: str) -> None:
+        """SpecError saying why, where a trigger may not watch s3://bucket/prefix."""
+        problem = self.refusal(bucket, prefix)
+        if problem:
+            raise SpecError(problem, source="trigger")
+
+
+def trigger_buckets_from_json(raw: Any) -> tuple[TriggerBucket, ...]:
+    """GQA_TRIGGER_BUCKETS, parsed: a list of bucket names or {"name": ..., "prefixes": [...]}.
+    ValueError names the first bad entry."""
+    if not isinstance(raw, list):
+        raise ValueError(f"must be a JSON list of buckets, got {type(raw).__name__}")
+    out = []
+    for i, entry in enumerate(raw):
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        if not isinstance(entry, dict) or set(entry) - {"name", "prefixes"}:
+            raise ValueError(f"entry {i} must be a bucket name or {{\"name\": ..., \"prefixes\": [...]}}")
+        name, prefixes = entry.get("name"), entry.get("prefixes", [])
+        if not isinstance(name, str) or not _BUCKET.match(name):
+            raise ValueError(f"entry {i}: {name!r} is not an S3 bucket name")
+        # left out: anywhere in the bucket; an empty list would allow nowhere, which no file can say
+        if not isinstance(prefixes, list) or not all(isinstance(p, str) for p in prefixes) or \
+                ("prefixes" in entry and not prefixes):
+            raise ValueError(f"entry {i}: prefixes must be a non-empty list of strings, or left out")
+        out.append(TriggerBucket(name, tuple(prefixes)))
+    return tuple(out)

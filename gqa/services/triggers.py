@@ -30,7 +30,7 @@ from ..models.errors import BackendUnavailable, Conflict, NotFound, Rejected, Sp
 from ..models.job import JobRecord
 from ..models.loader import validate_json
 from ..models.spec import JobSpec
-from ..models.trigger import S3Object, Trigger, check_debounce, check_pattern
+from ..models.trigger import S3Object, Trigger, TriggerPlaces, check_debounce, check_pattern
 from ..ports import BurstTimer, Clock, Intake, Manifests, Submission, TriggerStore
 
 List = builtins.list
@@ -38,11 +38,13 @@ List = builtins.list
 
 @dataclass(frozen=True)
 class Counted:
-    """What one object did to one trigger's burst; `kind` None: the event was counted before."""
+    """What one object did to one trigger's burst; `kind` None: the event was counted before,
+    or, with `ignored` saying why, the trigger may no longer watch where it does."""
 
     trigger_id: str
     burst_id: str
     kind: StepKind | None
+    ignored: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,12 @@ class TriggerService:
 
     # -- what people do --------------------------------------------------------------------------
     def add(self, bucket: str, prefix: str, spec_json: str, owner: str, debounce: int,
-            suffix: str | None = None) -> Trigger:
-        """A new trigger owned by `owner` (its jobs are theirs). SpecError says what is wrong."""
+            suffix: str | None = None, *, places: TriggerPlaces | None = None) -> Trigger:
+        """A new trigger owned by `owner` (its jobs are theirs). SpecError says what is wrong,
+        including a place the deployment lets no trigger watch (`places`: the entry points give it)."""
         check_pattern(bucket, prefix, suffix)
+        if places is not None:
+            places.check(bucket, prefix)
         check_debounce(debounce)
         if not owner:
             raise SpecError("a trigger needs an owner")
@@ -129,9 +134,17 @@ class TriggerService:
         return trigger
 
     # -- what S3 and the timer do ------------------------------------------------------------------
-    def on_object(self, obj: S3Object) -> List[Counted]:
-        """Count a created object into the burst of every trigger it matches."""
-        return [self._count(trigger, obj) for trigger in self.store.list() if trigger.matches(obj.bucket, obj.key)]
+    def on_object(self, obj: S3Object, places: TriggerPlaces | None = None) -> List[Counted]:
+        """Count a created object into the burst of every trigger it matches that may still
+        watch where it does (`places`, the deployment's configuration now)."""
+        matching = [trigger for trigger in self.store.list() if trigger.matches(obj.bucket, obj.key)]
+        return [self._ignored(trigger, places) or self._count(trigger, obj) for trigger in matching]
+
+    @staticmethod
+    def _ignored(trigger: Trigger, places: TriggerPlaces | None) -> Counted | None:
+        """A trigger added before the configuration changed: it counts nothing, so it starts no job."""
+        problem = places.refusal(trigger.bucket, trigger.prefix) if places is not None else None
+        return Counted(trigger.id, "", None, ignored=problem) if problem else None
 
     def _count(self, trigger: Trigger, obj: S3Object) -> Counted:
         for _ in range(self.conflict_retries):
@@ -151,8 +164,9 @@ class TriggerService:
             return Counted(trigger.id, burst.id, kind if fresh else None)
         raise Conflict(f"the burst of trigger {trigger.id} kept changing; the event will be retried")
 
-    def close(self, trigger_id: str, burst_id: str) -> Closed:
-        """The burst's window ended: close it and submit its job, once."""
+    def close(self, trigger_id: str, burst_id: str, places: TriggerPlaces | None = None) -> Closed:
+        """The burst's window ended: close it and submit its job, once; dropped, with the
+        reason, if the trigger may no longer watch where it does (`places`)."""
         now = self.clock.now()
         closed = self.store.close(trigger_id, burst_id, now, now + REMEMBER_BURSTS)
         if closed is None:
@@ -174,6 +188,9 @@ class TriggerService:
         except (NotFound, SpecError) as exc:
             return self._drop(trigger_id, burst_id, burst.count,
                               "the trigger was removed" if isinstance(exc, NotFound) else str(exc))
+        refused = self._ignored(trigger, places)
+        if refused is not None:
+            return self._drop(trigger_id, burst_id, burst.count, refused.ignored)
         manifest = None
         if needs_manifest(burst):
             if self.manifests is None:

@@ -1,5 +1,9 @@
 """The trigger routes: add, list and remove the S3 prefixes that submit a job
-when objects land under them (the trigger function submits the jobs)."""
+when objects land under them (the trigger function submits the jobs).
+
+A trigger may watch only where the deployment lets it (GQA_TRIGGER_BUCKETS,
+never GQA_CHECKPOINT_BUCKET or GQA_MANIFEST_BUCKET: gqa.models.trigger.TriggerPlaces);
+elsewhere it is refused with 400 SpecError and nothing is written."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from gqa.models.loader import validate
 from gqa.models.trigger import Trigger, parse_debounce
 from gqa.services import wire
 from gqa.services.access import Action, Principal, authorize, sees_private
+from lambdas import environment
 from lambdas.api.container import logger, wiring
 from lambdas.api.request import app, body, caller, query
 
@@ -39,7 +44,7 @@ def add_trigger() -> Response:
     spec = validate(request["spec"], source="the trigger's job")
     authorize(who, Action.ADD_TRIGGER)
     trigger = wiring().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
-                                      suffix=suffix)
+                                      suffix=suffix, places=environment.trigger_places())
     logger.info("trigger added", extra={"trigger_id": trigger.id, "watches": trigger.describe()})
     return Response(201, content_types.APPLICATION_JSON, json.dumps(_trigger(who, trigger)))
 

@@ -37,6 +37,9 @@ NAMES = TableNames.prefixed("gqa-api-")
 INVENTORY = Inventory(gpus=tuple(Gpu(i, "a10g", 1.0) for i in range(4)))
 ACCESS = {"admins": [user_arn("root-ops")], "approvers": ["carol"], "identity_roles": ["AWSReservedSSO_*"]}
 CONTEXT = LambdaContext(function_name="gqa-api")
+CHECKPOINTS, MANIFESTS = "gqa-api-checkpoints", "gqa-api-manifests"
+# the deployment's trigger buckets; the checkpoint bucket listed by mistake is refused all the same
+TRIGGER_BUCKETS = ["data", {"name": "curated", "prefixes": ["ready/", "late/"]}, CHECKPOINTS]
 
 
 @dataclass
@@ -93,6 +96,8 @@ def api():
                "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
                                               "low": urls.intake[2]}),
                "GQA_WAKEUP_QUEUE_URL": urls.wakeup, "GQA_ACCESS": json.dumps(ACCESS),
+               "GQA_CHECKPOINT_BUCKET": CHECKPOINTS, "GQA_MANIFEST_BUCKET": MANIFESTS,
+               "GQA_TRIGGER_BUCKETS": json.dumps(TRIGGER_BUCKETS),
                "GQA_POOLS": json.dumps([{"gpu_type": "a10g", "spot": True, "max_gpus": 4, "price": 0.5}])}
         with mock.patch.dict(os.environ, env):
             from lambdas import api as module
@@ -331,6 +336,47 @@ def test_owners_remove_their_triggers_and_admins_anyones(api):
 def test_a_bad_trigger_is_400_and_adds_nothing(api, body, words):
     status, answer = api("POST", "/triggers", body=body)
     assert (status, answer["error"]) == (400, "SpecError") and words in answer["message"], answer
+    assert api.triggers.list() == []
+
+
+@pytest.mark.parametrize("bucket, prefix, words", [
+    (CHECKPOINTS, "", f"s3://{CHECKPOINTS} holds the jobs' checkpoints, which gqa's jobs write"),
+    (CHECKPOINTS, "checkpoints/", f"s3://{CHECKPOINTS} holds the jobs' checkpoints"),
+    (CHECKPOINTS, "incoming/", f"s3://{CHECKPOINTS} holds the jobs' checkpoints"),
+    (MANIFESTS, "", f"s3://{MANIFESTS} holds the trigger manifests"),
+    ("data", "gqa-trigger-manifests/tr-1/", "keys under gqa-trigger-manifests/ are gqa's own trigger manifests"),
+    ("other-bucket", "incoming/", "'other-bucket' is not one of this deployment's 3 trigger bucket(s) (data, "
+                                  "curated, gqa-api-checkpoints): its new objects send no events to gqa"),
+    ("curated", "", "in curated, triggers may watch only under 2 prefix(es): 'ready/', 'late/'; '' is not under one"),
+    ("curated", "read", "in curated, triggers may watch only under 2 prefix(es)"),
+])
+def test_a_trigger_where_the_deployment_allows_none_is_400_and_writes_nothing(api, bucket, prefix, words):
+    before = api.tables()
+    status, answer = api("POST", "/triggers", "root-ops", body={**TRIGGER, "bucket": bucket, "prefix": prefix,
+                                                                "spec": {"command": ["true"]}})
+    assert (status, answer["error"]) == (400, "SpecError") and words in answer["message"], answer
+    assert api.tables() == before
+
+
+@pytest.mark.parametrize("bucket, prefix", [("data", ""), ("curated", "ready/"), ("curated", "late/2026/")])
+def test_a_trigger_under_an_allowed_prefix_is_added(api, bucket, prefix):
+    status, added = api("POST", "/triggers", body={**TRIGGER, "bucket": bucket, "prefix": prefix,
+                                                   "spec": {"command": ["true"]}})
+    assert status == 201 and (added["bucket"], added["prefix"]) == (bucket, prefix)
+
+
+@pytest.mark.parametrize("value, status, words", [
+    (None, 400, "this deployment lists no trigger buckets (triggers.buckets in its deployment file)"),
+    ("[\"data\"", 500, "the gqa API failed on this request"),                  # malformed: the function's fault
+    (json.dumps([{"name": "data", "prefix": "x/"}]), 500, "the gqa API failed on this request"),
+])
+def test_without_trigger_buckets_no_trigger_is_added(api, value, status, words):
+    with mock.patch.dict(os.environ):
+        os.environ.pop("GQA_TRIGGER_BUCKETS")
+        if value is not None:
+            os.environ["GQA_TRIGGER_BUCKETS"] = value
+        answer_status, answer = api("POST", "/triggers", body={**TRIGGER, "spec": {"command": ["true"]}})
+    assert answer_status == status and words in answer["message"], answer
     assert api.triggers.list() == []
 
 

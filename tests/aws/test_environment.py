@@ -8,6 +8,7 @@ import json
 import pytest
 
 from lambdas import environment
+from gqa.models.trigger import TriggerBucket, TriggerPlaces
 from lambdas.environment import MisconfiguredFunction
 
 URLS = {"high": "https://sqs/h", "normal": "https://sqs/n", "low": "https://sqs/l"}
@@ -18,7 +19,7 @@ POOL = {"gpu_type": "a10g", "spot": True, "max_gpus": 4, "price": 0.5}
 def clean(monkeypatch):
     for name in ("GQA_JOBS_TABLE", "GQA_SETTINGS_TABLE", "GQA_LEDGER_TABLE", "GQA_INTAKE_URLS", "GQA_POOLS",
                  "GQA_IMAGES", "GQA_WAKEUP_QUEUE_URL", "GQA_ACCESS", "GQA_MANIFEST_BUCKET", "GQA_CHECKPOINT_BUCKET",
-                 "GQA_CHECKPOINT_PREFIX", "GQA_CHECKPOINT_GRACE"):
+                 "GQA_CHECKPOINT_PREFIX", "GQA_CHECKPOINT_GRACE", "GQA_TRIGGER_BUCKETS"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -101,3 +102,35 @@ def test_a_malformed_checkpoint_grace_is_refused_by_name(monkeypatch, value):
     monkeypatch.setenv("GQA_CHECKPOINT_GRACE", value)
     with pytest.raises(MisconfiguredFunction, match=f"^GQA_CHECKPOINT_GRACE must be a whole number .*{value!r}"):
         environment.checkpoint_grace(10)
+
+
+def test_trigger_places_are_the_listed_buckets_less_gqas_own(monkeypatch):
+    monkeypatch.setenv("GQA_TRIGGER_BUCKETS", json.dumps(["data", {"name": "raw", "prefixes": ["in/"]}]))
+    monkeypatch.setenv("GQA_CHECKPOINT_BUCKET", "ckpt")
+    assert environment.trigger_places() == TriggerPlaces(
+        (TriggerBucket("data"), TriggerBucket("raw", ("in/",))),
+        (("ckpt", "the jobs' checkpoints and the trigger manifests"),))   # manifests default to the checkpoints'
+    monkeypatch.setenv("GQA_MANIFEST_BUCKET", "manifests")
+    assert environment.trigger_places().own == (("ckpt", "the jobs' checkpoints"), ("manifests", "the trigger manifests"))
+
+
+def test_no_trigger_buckets_allow_no_trigger():
+    places = environment.trigger_places()
+    assert places.buckets == ()
+    assert "this deployment lists no trigger buckets" in places.refusal("data", "in/")
+
+
+@pytest.mark.parametrize("value, says", [
+    ("data", "GQA_TRIGGER_BUCKETS is not JSON: 'data'"),
+    ('{"data": []}', "GQA_TRIGGER_BUCKETS: must be a JSON list of buckets, got dict"),
+    ('["Data"]', "GQA_TRIGGER_BUCKETS: entry 0: 'Data' is not an S3 bucket name"),
+    ('[7]', "GQA_TRIGGER_BUCKETS: entry 0 must be a bucket name or"),
+    ('[{"name": "data", "prefix": ["in/"]}]', "GQA_TRIGGER_BUCKETS: entry 0 must be a bucket name or"),
+    ('[{"name": "data", "prefixes": []}]', "GQA_TRIGGER_BUCKETS: entry 0: prefixes must be a non-empty list"),
+    ('[{"name": "data", "prefixes": "in/"}]', "GQA_TRIGGER_BUCKETS: entry 0: prefixes must be a non-empty list"),
+])
+def test_malformed_trigger_buckets_are_refused_by_name(monkeypatch, value, says):
+    monkeypatch.setenv("GQA_TRIGGER_BUCKETS", value)
+    with pytest.raises(MisconfiguredFunction) as info:
+        environment.trigger_places()
+    assert str(info.value).startswith(says)

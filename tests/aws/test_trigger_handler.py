@@ -83,6 +83,11 @@ class World:
         job = job or spec(name="retrain")
         return self.service.add("data", prefix, job.model_dump_json(), "carol", **kwargs)
 
+    def allow(self, *buckets) -> None:
+        """The deployment file changed: GQA_TRIGGER_BUCKETS as the next deploy sets it."""
+        os.environ["GQA_TRIGGER_BUCKETS"] = json.dumps(list(buckets))
+        self.module.places.cache_clear()   # a new deploy starts new containers
+
     def put(self, key: str, **kwargs) -> dict:
         return self.module.handler(object_created(key, **kwargs), CONTEXT)
 
@@ -113,11 +118,13 @@ def world():
             Inventory(gpus=tuple(Gpu(i, "a10g", 0.5, spot=True) for i in range(4))))
         env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
                "GQA_TRIGGER_TIMER_QUEUE_URL": urls.trigger_timer, "GQA_CHECKPOINT_BUCKET": CHECKPOINTS,
+               "GQA_TRIGGER_BUCKETS": json.dumps(["data"]),
                "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
                                               "low": urls.intake[2]})}
         with mock.patch.dict(os.environ, env):
             from lambdas import trigger as module
             module.service.cache_clear()     # a fresh "container" per test: its clients are moto's
+            module.places.cache_clear()
             with mock.patch.object(module, "SystemClock", lambda: clock):
                 made = World(module, urls, clock)
                 made.sent = capture(made.service.timer.client, "SendMessage")
@@ -306,6 +313,54 @@ def test_every_matching_trigger_counts_the_object(world):
     answer = world.put("incoming/images/cat.png")
     assert {t["trigger_id"] for t in answer["triggers"]} == {one.id, two.id}
     assert world.put("incoming/notes.txt")["triggers"][0]["trigger_id"] == one.id
+
+
+# -- triggers the deployment no longer allows -------------------------------------------------------
+
+@pytest.mark.parametrize("bucket, prefix, key, allowed, reason", [
+    # gqa's own bucket, even where the deployment lists it: each checkpoint would start a job
+    (CHECKPOINTS, "", "checkpoints/7/latest", ["data", CHECKPOINTS], "holds the jobs' checkpoints and the trigger "
+                                                                       "manifests"),
+    ("data", "incoming/", "incoming/a.csv", [{"name": "data", "prefixes": ["curated/"]}],
+     "in data, triggers may watch only under 1 prefix(es): 'curated/'"),
+    ("data", "incoming/", "incoming/a.csv", ["raw-data"], "'data' is not one of this deployment's 1 trigger bucket(s)"),
+    ("data", "incoming/", "incoming/a.csv", [], "this deployment lists no trigger buckets"),
+])
+def test_a_trigger_no_longer_allowed_is_ignored_logged_and_counted(world, capsys, caplog, bucket, prefix, key,
+                                                                    allowed, reason):
+    # added before the deployment file changed (the service alone checks nothing it is not given)
+    trigger = world.service.add(bucket, prefix, spec().model_dump_json(), "carol", 60)
+    world.allow(*allowed)
+    capsys.readouterr()
+    answer = world.put(key, bucket=bucket)
+    assert answer == {"action": "ignored", "triggers": [{"trigger_id": trigger.id, "burst_id": "", "step": "ignored"}]}
+    assert world.timers == [] and world.submissions() == []
+    [warning] = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.trigger_id == trigger.id and reason in warning.reason
+    docs = emf(capsys.readouterr().out)
+    assert metric(docs, "TriggerObjectsIgnored") == [1] and metric(docs, "TriggerObjects") == [0]
+
+
+def test_an_allowed_trigger_beside_an_ignored_one_still_counts(world, capsys):
+    kept, stale = world.add(prefix="incoming/"), world.add(prefix="")
+    world.allow({"name": "data", "prefixes": ["incoming/"]})
+    capsys.readouterr()
+    answer = world.put("incoming/a.csv")
+    assert answer["action"] == "counted"
+    assert {t["trigger_id"]: t["step"] for t in answer["triggers"]} == {kept.id: "open", stale.id: "ignored"}
+    docs = emf(capsys.readouterr().out)
+    assert metric(docs, "TriggerObjects") == [1] and metric(docs, "TriggerObjectsIgnored") == [1]
+
+
+def test_a_burst_opened_before_the_configuration_changed_is_dropped_at_its_close(world, caplog):
+    world.add()
+    world.put("incoming/a.csv")
+    world.allow("raw-data")
+    assert world.fire() == {"batchItemFailures": []}
+    assert world.submissions() == []
+    [closed] = [r for r in caplog.records if r.getMessage() == "closed a burst"]
+    assert (closed.levelname, closed.action) == ("WARNING", "dropped")
+    assert "'data' is not one of this deployment's 1 trigger bucket(s) (raw-data)" in closed.reason
 
 
 # -- large bursts ----------------------------------------------------------------------------------

@@ -151,13 +151,15 @@ def test_retained_data_keeps_the_logs_a_year():
 TABLES = {"GQA_JOBS_TABLE", "GQA_SETTINGS_TABLE", "GQA_LEDGER_TABLE"}
 POWERTOOLS = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
 READS = {
-    "api": {"GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS"},
+    "api": {"GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS",
+            "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET"},
     "admit": {"GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"},
     "dispatch": {"GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
                  "GQA_CHECKPOINT_GRACE"},
     "reconcile": {"GQA_WAKEUP_QUEUE_URL"},
     "budget": {"GQA_ALERTS_TOPIC_ARN", "GQA_WAKEUP_QUEUE_URL"},
-    "trigger": {"GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET"},
+    "trigger": {"GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET", "GQA_TRIGGER_BUCKETS",
+                "GQA_CHECKPOINT_BUCKET"},
 }
 LEFT_AT_DEFAULT = {"GQA_GPU_METRICS_NAMESPACE"}   # budget's: the namespace the jobs report in
 
@@ -206,10 +208,19 @@ def test_settings_come_from_the_deployment_and_the_stacks(built):
         ("trigger", "GQA_TRIGGER_TIMER_QUEUE_URL"): {built.logical(q.trigger_timer)},
         ("dispatch", "GQA_CHECKPOINT_BUCKET"): {built.logical(built.checkpoints.bucket)},
         ("trigger", "GQA_MANIFEST_BUCKET"): {built.logical(built.checkpoints.bucket)},
+        # where no trigger may watch: gqa's own bucket
+        ("api", "GQA_CHECKPOINT_BUCKET"): {built.logical(built.checkpoints.bucket)},
+        ("api", "GQA_MANIFEST_BUCKET"): {built.logical(built.checkpoints.bucket)},
+        ("trigger", "GQA_CHECKPOINT_BUCKET"): {built.logical(built.checkpoints.bucket)},
     }
     for (name, key), logical_ids in refers.items():
         value = json.dumps(built.function(name)["Environment"]["Variables"][key])
         assert {i for i in _data_logical_ids(built) if i in value} == logical_ids, key
+    # where triggers may watch: the buckets the stack sends the events of, to both ends
+    for name in ("api", "trigger"):
+        variables = built.function(name)["Environment"]["Variables"]
+        assert variables["GQA_TRIGGER_BUCKETS"] == settings["GQA_TRIGGER_BUCKETS"]
+        assert json.loads(variables["GQA_TRIGGER_BUCKETS"]) == list(BUCKETS)
     for name in ("admit", "budget"):
         topic = built.function(name)["Environment"]["Variables"]["GQA_ALERTS_TOPIC_ARN"]
         assert topic == {"Ref": built.logical(built.topic)}

@@ -16,6 +16,7 @@ from gqa.adapters.aws.resources import Pool, pools_from_json
 from gqa.models.deployment import (DEFAULT_IMAGE, Deployment, deployment_from_context, load_deployment,
                                    validate_deployment)
 from gqa.models.errors import SpecError
+from gqa.models.trigger import TriggerBucket
 from gqa.scheduling.snapshot import TeamPolicy
 from gqa.services.deployment import queue_policy, team_policies
 from gqa.services.access import AccessPolicy, Role
@@ -296,7 +297,8 @@ def test_the_queue_policy_and_team_quotas_come_from_the_file():
 def test_the_functions_read_back_what_the_file_says(monkeypatch):
     config = load_deployment(EXAMPLE)
     settings = config.function_settings()
-    assert set(settings) == {"GQA_POOLS", "GQA_ACCESS", "GQA_IMAGES", "GQA_JOB_DEFINITION", "GQA_CHECKPOINT_GRACE"}
+    assert set(settings) == {"GQA_POOLS", "GQA_ACCESS", "GQA_IMAGES", "GQA_JOB_DEFINITION", "GQA_CHECKPOINT_GRACE",
+                             "GQA_TRIGGER_BUCKETS"}
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
     assert environment.pools() == pools_from_json(config.pools_json())
@@ -306,6 +308,8 @@ def test_the_functions_read_back_what_the_file_says(monkeypatch):
     assert environment.images() == {"pytorch-2.4-devel": "gqa-dev-image-pytorch-2_4-devel"}
     assert environment.job_definition() == "gqa-dev-default"
     assert environment.checkpoint_grace(10) == 90
+    assert environment.trigger_places().buckets == config.triggers.allowed() == \
+        (TriggerBucket("example-training-data"),)
     # every job definition the functions may name is one the stack is told to create
     assert {environment.job_definition(), *environment.images().values()} == set(config.job_definitions())
     assert config.job_definitions()["gqa-dev-image-pytorch-2_4-devel"] == "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-devel"
