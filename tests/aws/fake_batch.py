@@ -166,7 +166,7 @@ def deployment(now: float, session: boto3.session.Session | None = None,
             "GQA_CHECKPOINT_BUCKET": BUCKET, "GQA_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
             "GQA_WAKEUP_QUEUE_URL": urls.wakeup,
             "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1], "low": urls.intake[2]}),
-            "GQA_ACCESS": json.dumps(ACCESS)}))
+            "GQA_ACCESS": json.dumps(ACCESS), "GQA_TRIGGER_BUCKETS": json.dumps(["data"])}))
         from lambdas import admit, api, dispatch, reconcile
         caches = (api.wiring, admit.admission, dispatch.dispatcher, reconcile.service)
         for cache in caches:
