@@ -104,6 +104,12 @@ class Quota:
         data = self.api.call("PUT", f"/quota/teams/{quote(team, safe='')}", body=wire.changes_to_dict(changes))
         return _decode(lambda d: wire.team_policy_from_dict(d["policy"]), data)
 
+    def set_members(self, team: str, members: list[str]):
+        from urllib.parse import quote
+
+        data = self.api.call("PUT", f"/quota/teams/{quote(team, safe='')}/members", body={"members": members})
+        return _decode(lambda d: tuple(d["members"]), data)
+
     def set_policy(self, **changes):
         data = self.api.call("PUT", "/quota/policy", body=wire.changes_to_dict(changes))
         return _decode(wire.policy_from_dict, data)

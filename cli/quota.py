@@ -48,9 +48,13 @@ def set_(
         "--stop-at-budget/--no-stop-at-budget",
         help="At 100% of the budget also requeue the team's running jobs (they checkpoint and wait, held); "
              "without it only the queue is held.", show_default=False)] = None,
+    members: Annotated[Optional[str], typer.Option(
+        help="Who may submit for the team, replacing the list: users, IAM ARN patterns (* allowed) and, on "
+             "this machine, Unix groups as @group; comma-separated, e.g. alice,bob,@ml. none: only admins.",
+        show_default=False)] = None,
     output: Output = "table",
 ):
-    """Set a team's share and caps; unset options keep their value."""
+    """Set a team's share, caps and members; unset options keep their value."""
     fmt = check_output(output)
     from gqa.models.spec import NAME_RE
 
@@ -63,17 +67,36 @@ def set_(
     for flag, value in (("--max-gpus", max_gpus), ("--max-gpus-per-user", max_gpus_per_user)):
         if value is not None and value < -1:
             fail(f"{flag} must be a GPU count, or -1 for no cap; got {value}")
+    listed = None if members is None else [] if members.strip() == "none" else [
+        m.strip() for m in members.split(",") if m.strip()]
+    if listed == [] and members.strip() != "none":
+        fail("--members needs names (alice,bob,@ml), or none to leave the team to admins")
+    if listed:
+        from gqa.services.quota import members_problem
+
+        problem = members_problem(listed)   # before anything is written
+        if problem:
+            fail(f"--members: {problem}")
+    changes = dict(share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user, budget=budget,
+                   stop_at_budget=stop_at_budget)
     with user_errors():
         from .backend import backend
 
-        policy = backend().quota().set(team, share=share, max_gpus=max_gpus,
-                                       max_gpus_per_user=max_gpus_per_user, budget=budget,
-                                       stop_at_budget=stop_at_budget)
+        quota = backend().quota()
+        # members alone change no quota: nothing else is written
+        policy = quota.set(team, **changes) if listed is None or any(v is not None for v in changes.values()) \
+            else None
+        if listed is not None:
+            listed = list(quota.set_members(team, listed))
     if fmt == "json":
-        print_json({"team": team, "share": policy.share, "max_gpus": policy.max_gpus,
-                    "max_gpus_per_user": policy.max_gpus_per_user, "budget": policy.budget,
-                    "stop_at_budget": policy.stop_at_budget})
-    else:
+        data = {} if policy is None else {"share": policy.share, "max_gpus": policy.max_gpus,
+                                          "max_gpus_per_user": policy.max_gpus_per_user, "budget": policy.budget,
+                                          "stop_at_budget": policy.stop_at_budget}
+        print_json({"team": team, **data, **({} if listed is None else {"members": listed})})
+        return
+    if listed is not None:
+        print(f"team {team}: members {', '.join(listed) if listed else 'none (only admins may submit for it)'}")
+    if policy is not None:
         at_budget = "" if policy.budget is None else f" ({_at_budget(policy.stop_at_budget)} at 100%)"
         print(f"team {team}: share {policy.share:g}, max GPUs {_cap(policy.max_gpus)}, "
               f"max GPUs per user {_cap(policy.max_gpus_per_user)}, "

@@ -9,12 +9,13 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+from dataclasses import replace
 from pathlib import Path
 
 from gqa.adapters.local.accounts import Account
 from gqa.adapters.local.system import read_system
 from gqa.models.errors import NotFound, NotPermitted
-from gqa.services.access import LocalAccess, Principal
+from gqa.services.access import LocalAccess, Principal, Role
 
 
 def local_access(home: Path | str) -> LocalAccess:
@@ -40,6 +41,12 @@ def principal_for(uid: int, gid: int, policy: LocalAccess) -> Principal:
     except KeyError:
         pass
     return policy.principal(account.name, groups)
+
+
+def owner_principal(uid: int, gid: int) -> Principal:
+    """The caller of a single-user queue, whom requests.py admits only as its
+    owner or root: its administrator."""
+    return replace(principal_for(uid, gid, LocalAccess()), roles=frozenset({Role.ADMIN}))
 
 
 def _name(uid: int) -> str | None:

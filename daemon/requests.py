@@ -4,7 +4,8 @@ status (GET /daemon), and every route of the gqa API (routes.Router, the
 same routes and JSON as the API function on AWS) for a shared box, whose
 users cannot read the database themselves.
 
-On a single-user queue only its owner (and root) may ask anything."""
+On a single-user queue only its owner (and root) may ask anything, and they
+administer it: they may submit for any team (daemon/callers.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pwd
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .callers import owner_principal
 from .server import Peer
 
 log = logging.getLogger("gqa.daemon")
@@ -36,23 +38,26 @@ class RequestHandler:
                                   "`gqa local start`, or ask for a shared one (`gqa local start --system`)"}
         if (method, path) == ("GET", "/daemon"):
             return 200, self.status()
-        if (method, path) == ("POST", "/cli/submit"):
-            return 200, self._submit(peer, request.get("body"))
-        if self.router is None:
+        if self.router is None and (method, path) != ("POST", "/cli/submit"):
             return 404, {"error": f"no such request {method} {path} on a single-user queue"}
         try:
-            caller = self.principal(peer)
+            # who may submit for which team is the caller's, as every other path checks it
+            caller = owner_principal(peer.uid, peer.gid) if self.principal is None else self.principal(peer)
         except Exception as exc:   # NotPermitted for a uid with no user name
+            if path == "/cli/submit":
+                return 200, {"code": 2, "stdout": "", "stderr": f"gqa: error: {exc}\n"}
             return 403, {"error": str(exc)}
+        if (method, path) == ("POST", "/cli/submit"):
+            return 200, self._submit(caller, request.get("body"))
         return self.router.handle(caller, method, path, request.get("query"), request.get("body"))
 
-    def _submit(self, peer: Peer, body: Any) -> dict:
+    def _submit(self, caller: Any, body: Any) -> dict:
         if not (isinstance(body, dict) and isinstance(body.get("argv"), list) and isinstance(body.get("cwd"), str)
                 and isinstance(body.get("env"), dict)):
             return {"code": 2, "stdout": "", "stderr": "gqa: error: malformed submit request\n"}
         argv = [str(a) for a in body["argv"]]
         env = {str(k): str(v) for k, v in body["env"].items()}
-        return self.submit.run(argv, body["cwd"], env, _name(peer.uid))
+        return self.submit.run(argv, body["cwd"], env, caller.owner, caller=caller)
 
 
 def _name(uid: int) -> str | None:

@@ -10,7 +10,8 @@ user of the socket's peer credentials (daemon/callers.py).
     GET  /queue?group&explain&limit&next
     POST /jobs/{refs}/cancel|requeue|approve|deny   ({"reason"} for deny)
     GET  /jobs/{id}/logs?attempt&token&limit        its owner and admins
-    GET  /quota, PUT /quota/teams/{team}, PUT /quota/policy (admins), GET /cost?team&period
+    GET  /quota, PUT /quota/teams/{team}, PUT /quota/teams/{team}/members, PUT /quota/policy (admins),
+    GET  /cost?team&period
 
 Local differences: a submission's environment IS stored (a local job starts
 from the submitting shell's environment, as Slurm's --export=ALL), and is
@@ -32,6 +33,7 @@ from gqa.services import paging, wire
 from gqa.services.access import Action, LocalAccess, Principal, authorize
 from gqa.services.api_errors import error_body, status_of
 from gqa.services.logs import DEFAULT_LIMIT as LOG_LIMIT
+from gqa.services.quota import wire_members
 
 log = logging.getLogger("gqa.daemon")
 
@@ -141,6 +143,7 @@ class Router:
             ("GET", re.compile("queue"), self.queue),
             ("GET", re.compile("quota"), self.quota),
             ("PUT", re.compile(f"quota/teams/{seg}"), self.set_team),
+            ("PUT", re.compile(f"quota/teams/{seg}/members"), self.set_members),
             ("PUT", re.compile("quota/policy"), self.set_policy),
             ("GET", re.compile("cost"), self.cost),
             ("GET", re.compile("triggers"), self.triggers),
@@ -156,7 +159,7 @@ class Router:
         raw, environment = wire.submission_from_dict(request.json())
         spec = validate(raw, source="request")
         authorize(who, Action.SUBMIT)
-        jobs = self.wiring.submitter().submit(spec, environment=environment, owner=who.owner)
+        jobs = self.wiring.submitter().submit(spec, environment=environment, owner=who.owner, caller=who)
         log.info("%s submitted %s", who.owner, ",".join(j.id for j in jobs[:3]) + ("..." if len(jobs) > 3 else ""))
         return 201, wire.submitted_to_dict(jobs)
 
@@ -214,6 +217,13 @@ class Router:
         policy = self.wiring.quota().set(team, **changes)
         log.info("%s set team %s: %s", who.owner, team, changes)
         return 200, {"team": team, "policy": wire.team_policy_to_dict(policy)}
+
+    def set_members(self, who: Principal, request: Request, team: str) -> Answer:
+        authorize(who, Action.SET_QUOTA)
+        team = _one(team)
+        listed = self.wiring.quota().set_members(team, wire_members(request.json()))
+        log.info("%s set the members of team %s: %s", who.owner, team, ", ".join(listed) or "none")
+        return 200, {"team": team, "members": list(listed)}
 
     def set_policy(self, who: Principal, request: Request) -> Answer:
         authorize(who, Action.SET_POLICY)

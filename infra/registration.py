@@ -6,9 +6,9 @@ Each item is built by the store's own functions (dynamodb_store's
 *_setting/setting_item), from the same configuration the functions' settings
 come from, and written by one PutItem custom resource per item. A custom
 resource runs when its properties change: a deploy that changes a team's
-quota in the file writes it; one that changes nothing leaves what admins set
-with `gqa quota` in between. A team removed from the file keeps its stored
-policy until an admin changes it."""
+quota or members in the file writes them; one that changes nothing leaves
+what admins set with `gqa quota` in between. A team removed from the file
+keeps its stored policy and members until an admin changes them."""
 
 from __future__ import annotations
 
@@ -28,10 +28,12 @@ from .tables import Tables
 
 
 def settings_items(config: Deployment) -> dict[str, dict]:
-    """sort key -> the settings item (DynamoDB JSON) a deploy writes."""
+    """sort key -> the settings item (DynamoDB JSON) a deploy writes. A team's
+    item carries its members: who may submit for it (services.access.team_for)."""
+    members = {team.name: team.members for team in config.teams}
     named = [inventory_setting(inventory_of(pools_from_json(config.pools_json()))),
              policy_setting(queue_policy(config)),
-             *(team_setting(team, policy) for team, policy in team_policies(config).items())]
+             *(team_setting(team, policy, members[team]) for team, policy in team_policies(config).items())]
     return {name: setting_item(name, attributes) for name, attributes in named}
 
 

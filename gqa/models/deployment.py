@@ -191,6 +191,13 @@ class AccessConfig(_Strict):
     admins: list[str] = []
     approvers: list[str] = []
     identity_roles: list[str] = []        # role-name patterns whose session names AWS sets, e.g. AWSReservedSSO_*
+    # the team callers listed in no team's members submit for; null: only members (and admins) may submit
+    unlisted_team: str | None = "default"
+
+    @field_validator("unlisted_team")
+    @classmethod
+    def _unlisted(cls, value: str | None) -> str | None:
+        return None if value is None else _shaped(value, NAME_RE, "a team name (letters, digits, '.', '-', '_')")
 
     @field_validator("admins", "approvers")
     @classmethod
@@ -504,8 +511,11 @@ class Deployment(_Strict):
 
     def access_json(self) -> str:
         """GQA_ACCESS: the JSON services.access.AccessPolicy.from_json reads."""
-        return json.dumps({"admins": self.access.admins, "approvers": self.access.approvers,
-                           "identity_roles": self.access.identity_roles})
+        access: dict[str, Any] = {"admins": self.access.admins, "approvers": self.access.approvers,
+                                  "identity_roles": self.access.identity_roles}
+        if self.access.unlisted_team != "default":     # AccessPolicy's default: no bytes spent on it
+            access["unlisted_team"] = self.access.unlisted_team
+        return json.dumps(access)
 
     @property
     def default_job_definition(self) -> str:

@@ -1,13 +1,18 @@
-"""Team quotas: fair-share weight and GPU caps."""
+"""Team quotas: fair-share weight and GPU caps, and who is in each team."""
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from ..models.deployment import ARN_PATTERN_RE, NAME_PATTERN_RE
 from ..models.errors import SpecError
 from ..models.spec import NAME_RE
 from ..ports import JobStore
 from ..scheduling.snapshot import Policy, TeamPolicy
 
 NO_CAP = -1
+GROUP_RE = re.compile(r"^@[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$")   # a Unix group (local backend)
+MAX_MEMBERS = 1000     # patterns per team: one with * covers many
 
 
 @dataclass(frozen=True)
@@ -16,6 +21,7 @@ class TeamQuota:
     policy: TeamPolicy
     gpus_in_use: int
     configured: bool               # False: the team runs on the queue's default policy
+    members: tuple[str, ...] = ()  # who may submit for it (services.access.team_for)
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,8 @@ class QuotaService:
         held: dict[str, int] = {}
         for r in running:
             held[r.team] = held.get(r.team, 0) + len(r.gpus)
-        rows = [TeamQuota(t, teams.get(t, policy.default_team), held.get(t, 0), t in teams)
+        members = self.store.team_members()
+        rows = [TeamQuota(t, teams.get(t, policy.default_team), held.get(t, 0), t in teams, members.get(t, ()))
                 for t in sorted(set(teams) | set(held))]
         return QuotaView(rows, policy)
 
@@ -53,6 +60,19 @@ class QuotaService:
                                            budget=budget, stop_at_budget=stop_at_budget))
         self.store.set_team(team, policy)
         return policy
+
+    def set_members(self, team: str, members: Iterable[str]) -> tuple[str, ...]:
+        """Replace who may submit for `team` (the entry point checks the caller
+        is an admin): user names and IAM ARN patterns (shell-style *), and
+        `@group` for a Unix group; none: only admins may."""
+        if not NAME_RE.match(team):
+            raise SpecError(f"{team!r} is not a valid team name")
+        listed = tuple(dict.fromkeys(m.strip() for m in members if m.strip()))   # once each, in order
+        problem = members_problem(listed)
+        if problem:
+            raise SpecError(problem)
+        self.store.set_team_members(team, listed)
+        return listed
 
     def set_policy(self, *, max_gpus_per_job: int | None = None, max_wall_time: float | None = None,
                    half_life: float | None = None, fair_share_weight: float | None = None,
@@ -84,6 +104,26 @@ class QuotaService:
         policy = replace(policy, **changes)
         self.store.set_policy(policy)
         return policy
+
+
+def members_problem(members: tuple[str, ...] | list[str]) -> str | None:
+    """Why a team's member list cannot be stored; None if it can."""
+    for member in members:
+        if not (GROUP_RE if member.startswith("@") else ARN_PATTERN_RE if member.startswith("arn:")
+                else NAME_PATTERN_RE).match(member):
+            return (f"{member!r} is not a member: name a user (alice), an IAM ARN pattern "
+                    "(arn:aws:iam::123456789012:user/alice, * allowed) or a Unix group (@ml)")
+    if len(members) > MAX_MEMBERS:
+        return f"{len(members)} members; a team lists at most {MAX_MEMBERS} (a pattern with * or a group covers many)"
+    return None
+
+
+def wire_members(body) -> list[str]:
+    """`PUT /quota/teams/{team}/members`'s body, {"members": [...]}; SpecError if malformed."""
+    members = body.get("members") if isinstance(body, dict) and set(body) == {"members"} else None
+    if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+        raise SpecError('the request body must be {"members": ["alice", "@ml", ...]}')
+    return members
 
 
 # Settings where -1 (NO_CAP) means "none": stored as None.

@@ -20,7 +20,9 @@ from ..ports import Clock, Intake, Inventory, JobStore, Notifier, Submission, Wa
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
 from ..scheduling.snapshot import Gpu, Policy
+from .access import Principal
 from .approvals import APPROVAL, approval_request, newly_awaiting
+from .teams import for_team
 
 ACCEPTED = "accepted; waiting for admission"
 log = logging.getLogger("gqa.submit")
@@ -33,10 +35,12 @@ class SubmitService:
         self.notifier = notifier
 
     def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
-               owner: str | None = None) -> list[JobRecord]:
+               owner: str | None = None, caller: Principal | None = None) -> list[JobRecord]:
         """Queue the jobs of one submission. `environment`, when given, is the
         submitter's environment: each attempt starts from it. `owner`, when
-        given, is the caller's verified identity and wins over the spec's text."""
+        given, is the caller's verified identity and wins over the spec's text;
+        `caller`, when given, must have the right to the spec's team (teams.py)."""
+        spec = spec if caller is None else for_team(self.store, spec, caller)
         spec, inventory, policy = self._checked(spec, owner)
         created = self.store.create(self._admitted(spec, environment, inventory, policy))
         # fresh ids: every job is this submission's own
@@ -46,7 +50,7 @@ class SubmitService:
         return created
 
     def accept(self, spec: JobSpec, *, owner: str, environment: dict[str, str] | None = None,
-               intake: Intake | None = None) -> list[JobRecord]:
+               intake: Intake | None = None, caller: Principal | None = None) -> list[JobRecord]:
         """The API's half of a submission: the same checks as submit(), then ids
         reserved and the submission sent to the intake queue (`intake`, or the
         one given to the constructor). Writes no job: returns the jobs as they
@@ -54,6 +58,7 @@ class SubmitService:
         intake = intake or self.intake
         if intake is None:
             raise BackendUnavailable("no intake queue to accept submissions on")
+        spec = spec if caller is None else for_team(self.store, spec, caller)
         spec, _, _ = self._checked(spec, owner)
         now = self.clock.now()
         submitted = (Transition(JobState.SUBMITTED, now, "submitted"),)

@@ -14,6 +14,8 @@ and cancel/requeue/approve/deny take several, comma-separated):
     POST /jobs/{refs}/cancel|requeue|approve|deny   ({"reason": "..."} for deny) -> {"results": [...]}
     GET  /quota                           teams' shares and caps, GPUs in use, the queue policy
     PUT  /quota/teams/{team}              {"share", "max_gpus", "max_gpus_per_user", "budget"} (admins)
+    PUT  /quota/teams/{team}/members      {"members": ["alice", "arn:aws:iam::...:user/*"]}: who may submit
+                                          for the team, replacing the list (admins); [] leaves only admins
     PUT  /quota/policy                    QuotaService.set_policy's fields (admins)
     GET  /cost?team=T&period=2026-11      spend per team against its budget
     GET  /jobs/{id}/logs?attempt=N&token=T&limit=L   one page of a job's output: LogPage.to_dict()

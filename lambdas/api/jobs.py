@@ -27,7 +27,7 @@ def submit() -> Response:
     raw, environment = wire.submission_from_dict(body())
     spec = validate(raw, source="request")
     authorize(who, Action.SUBMIT)
-    jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment)
+    jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment, caller=who)
     if jobs:
         logger.set_correlation_id(jobs[0].group)
     logger.info("accepted", extra={"job_ids": [j.id for j in jobs]})

@@ -7,6 +7,7 @@ from typing import Any
 
 from gqa.services import wire
 from gqa.services.access import Action, authorize
+from gqa.services.quota import wire_members
 from lambdas.api.container import logger, wiring
 from lambdas.api.request import app, body, caller, query
 
@@ -24,6 +25,15 @@ def set_team(team: str) -> dict[str, Any]:
     policy = wiring().quota().set(team, **changes)
     logger.info("team quota set", extra={"team": team, "changes": changes})
     return {"team": team, "policy": wire.team_policy_to_dict(policy)}
+
+
+@app.put("/quota/teams/<team>/members")
+def set_members(team: str) -> dict[str, Any]:
+    authorize(caller(), Action.SET_QUOTA)
+    members = wire_members(body())
+    listed = wiring().quota().set_members(team, members)
+    logger.info("team members set", extra={"team": team, "members": list(listed)})
+    return {"team": team, "members": list(listed)}
 
 
 @app.put("/quota/policy")

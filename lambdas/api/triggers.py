@@ -17,6 +17,7 @@ from gqa.models.loader import validate
 from gqa.models.trigger import Trigger, parse_debounce
 from gqa.services import wire
 from gqa.services.access import Action, Principal, authorize, sees_private
+from gqa.services.teams import for_team
 from lambdas import environment
 from lambdas.api.container import logger, wiring
 from lambdas.api.request import app, body, caller, query
@@ -43,6 +44,7 @@ def add_trigger() -> Response:
         raise SpecError('debounce must be seconds or a duration such as "2m"')
     spec = validate(request["spec"], source="the trigger's job")
     authorize(who, Action.ADD_TRIGGER)
+    spec = for_team(wiring().store, spec, who)     # its jobs are the owner's: the owner's team, checked now
     trigger = wiring().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
                                       suffix=suffix, places=environment.trigger_places())
     logger.info("trigger added", extra={"trigger_id": trigger.id, "watches": trigger.describe()})

@@ -515,3 +515,60 @@ def test_a_token_of_the_queue_is_refused_by_a_group_listing(api):
     _, page = api("GET", "/queue", query={"limit": "1"})
     status, answer = api("GET", "/jobs/1", query={"next": page["next"]})
     assert status == 400 and "not a page token of this jobs listing" in answer["message"]
+
+
+# -- teams are rights ----------------------------------------------------------------------------
+
+VISION_ROLE = f"arn:aws:sts::{ACCOUNT}:assumed-role/VisionResearcher/*"
+
+
+def _members(api: Api) -> None:
+    """As a deploy writes them: with the teams' items (tests/infra/test_settings_registration.py)."""
+    api.store.set_team_members("vision", ("alice", VISION_ROLE))
+    api.store.set_team_members("nlp", ("bob",))
+
+
+def test_a_submission_for_a_team_the_caller_is_not_in_is_403_and_nothing_is_written(api):
+    _members(api)
+    before = api.tables()
+    status, answer = api("POST", "/jobs", "bob", body={"spec": spec(team="vision").model_dump(mode="json")})
+    assert (status, answer["error"]) == (403, "NotPermitted")
+    assert answer["message"] == (f"bob is not a member of team vision (members: alice, {VISION_ROLE}); "
+                                 "your teams: nlp; ask an admin to add you")
+    assert api.messages() == [] and api.tables() == before                  # no ids reserved, nothing queued
+
+
+@pytest.mark.parametrize("who, arn, named, team", [
+    ("alice", None, "vision", "vision"),
+    (None, f"arn:aws:sts::{ACCOUNT}:assumed-role/VisionResearcher/dana", "default", "vision"),   # its only team
+    ("bob", None, "default", "nlp"),
+    ("root-ops", None, "nlp", "nlp"),                                                            # admins: any team
+    ("erin", None, "default", "default"),                                                        # in no team
+])
+def test_a_submission_runs_for_the_callers_team(api, who, arn, named, team):
+    _members(api)
+    status, answer = api("POST", "/jobs", who, arn=arn, body={"spec": spec(team=named).model_dump(mode="json")})
+    assert status == 202, answer
+    [message] = api.messages()
+    assert json.loads(parse_submission(message["Body"]).spec_json)["team"] == team
+
+
+def test_a_trigger_for_a_team_its_owner_is_not_in_is_403_and_adds_nothing(api):
+    _members(api)
+    body = {"bucket": "data", "prefix": "in/", "spec": spec(team="vision").model_dump(mode="json")}
+    status, answer = api("POST", "/triggers", "bob", body=body)
+    assert (status, answer["error"]) == (403, "NotPermitted") and "not a member of team vision" in answer["message"]
+    assert api.triggers.list() == []
+    status, added = api("POST", "/triggers", "bob", body={**body, "spec": spec().model_dump(mode="json")})
+    assert status == 201 and json.loads(api.triggers.get(added["id"]).spec_json)["team"] == "nlp"   # kept resolved
+
+
+def test_admins_set_a_teams_members_and_others_may_not(api):
+    status, answer = api("PUT", "/quota/teams/vision/members", "root-ops", body={"members": ["alice", "@ml"]})
+    assert (status, answer) == (200, {"team": "vision", "members": ["alice", "@ml"]})
+    assert api.store.team_members() == {"vision": ("alice", "@ml")}
+    before = api.tables()
+    status, answer = api("PUT", "/quota/teams/vision/members", "bob", body={"members": ["bob"]})
+    assert (status, answer["error"]) == (403, "NotPermitted") and api.tables() == before
+    status, answer = api("PUT", "/quota/teams/vision/members", "root-ops", body={"members": ["a b"]})
+    assert (status, answer["error"]) == (400, "SpecError") and "'a b' is not a member" in answer["message"]

@@ -160,3 +160,14 @@ def test_a_deployment_that_hands_back_a_token_twice_is_an_error_not_a_loop():
 
     with pytest.raises(BackendUnavailable, match="page token it gave before"):
         Queries(Looping()).jobs("1")
+
+
+def test_team_members_set_by_an_admin_decide_who_submits_for_the_team(aws):
+    code, _, err = aws("alice", "quota", "set", "vision", "--members", "alice")
+    assert code == 2 and "alice may not set team quotas: only admins may" in err
+    assert aws.json("root-ops", "quota", "set", "vision", "--members", "alice,carol")["members"] == ["alice", "carol"]
+    code, _, err = aws("bob", "submit", "--team", "vision", "--", "true")
+    assert code == 2 and "bob is not a member of team vision (members: alice, carol)" in err
+    assert aws.json("alice", "submit", "--", "true")["id"] == "1"       # naming no team: her only one
+    aws.admit()
+    assert aws.json("alice", "status", "1")["team"] == "vision"

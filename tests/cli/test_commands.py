@@ -171,3 +171,17 @@ def test_alert_settings_in_the_queue_policy(cli):
                 ["--alert-pending-after", "soon"]):
         code, _, err = cli("quota", "policy", *bad)
         assert code == 2 and "gqa: error:" in err
+
+
+def test_quota_set_members_alone_writes_no_quota(cli):
+    code, out, err = cli("quota", "set", "vision", "--members", "alice, @ml")
+    assert code == 0 and out == "team vision: members alice, @ml\n", err
+    assert cli.store.team_members() == {"vision": ("alice", "@ml")}
+    assert cli.json("quota", "set", "vision", "--members", "none", "--share", "2") == {
+        "team": "vision", "share": 2.0, "max_gpus": None, "max_gpus_per_user": None, "budget": None,
+        "stop_at_budget": False, "members": []}
+    assert cli.store.team_members() == {}
+    for bad, words in (("a b", "'a b' is not a member"), (",", "--members needs names")):
+        code, _, err = cli("quota", "set", "vision", "--members", bad, "--share", "3")
+        assert code == 2 and words in err
+    assert cli.store.teams()["vision"].share == 2.0                    # refused before anything was written

@@ -24,9 +24,19 @@ def test_the_local_backend_refuses_triggers_and_says_how_to_reach_aws(cli):
 
 @pytest.fixture
 def triggers(aws):
-    """The AWS backend over the fake API Gateway (conftest's `aws`), with a job file."""
+    """The AWS backend over the fake API Gateway (conftest's `aws`), with a job file
+    for team vision, whose members are the users who add triggers here."""
     Path("retrain.yaml").write_text(JOB)     # the working directory is the test's own
+    code, _, err = aws("root-ops", "quota", "set", "vision", "--members", "alice,bob,dave")
+    assert code == 0, err
     return aws
+
+
+def test_a_trigger_for_a_team_its_owner_is_not_in_is_refused(triggers):
+    code, out, err = triggers("carol", "trigger", "add", "--bucket", "data", "--prefix", "in/", "--job", "retrain.yaml")
+    assert code == 2 and out == ""
+    assert "carol is not a member of team vision (members: alice, bob, dave)" in err
+    assert triggers.json("root-ops", "trigger", "list")["triggers"] == []
 
 
 def test_add_list_and_remove(triggers):

@@ -413,6 +413,26 @@ def test_teams_round_trip(store):
     assert store.teams() == {"vision": TeamPolicy(share=3.0), "nlp": TeamPolicy(max_gpus_per_user=2)}
 
 
+def test_team_members_round_trip_and_a_quota_change_keeps_them(store):
+    assert store.team_members() == {}
+    store.set_team("vision", TeamPolicy(share=2.0, max_gpus=8))
+    store.set_team_members("vision", ("alice", "arn:aws:sts::1:assumed-role/Vision/*", "@ml"))
+    store.set_team("vision", TeamPolicy(share=3.0))   # `gqa quota set vision --share 3`
+    assert store.team_members() == {"vision": ("alice", "arn:aws:sts::1:assumed-role/Vision/*", "@ml")}
+    assert store.teams() == {"vision": TeamPolicy(share=3.0)}
+
+    store.set_team_members("vision", ("bob",))        # replaces the list
+    store.set_team_members("vision", ())              # none: only admins may submit for it
+    assert store.team_members() == {} and store.teams() == {"vision": TeamPolicy(share=3.0)}
+
+
+def test_members_of_a_team_not_configured_yet_come_with_the_default_policy(store):
+    store.set_policy(Policy(default_team=TeamPolicy(share=0.5, max_gpus=2)))
+    store.set_team_members("nlp", ("carol",))
+    assert store.teams() == {"nlp": TeamPolicy(share=0.5, max_gpus=2)}
+    assert store.team_members() == {"nlp": ("carol",)}
+
+
 def test_usage_decays_by_half_each_half_life(store):
     store.set_policy(Policy(half_life=HOUR))
     job = put(store, S.RUNNING, spec={"team": "vision"})

@@ -28,3 +28,25 @@ def test_a_version_1_file_gains_the_capacity_column(tmp_path):
         assert store.get(job.id).capacity_failures == 2
     finally:
         store.close()
+
+
+def test_a_version_2_file_gains_team_members_and_keeps_its_teams(tmp_path):
+    from gqa.scheduling.snapshot import TeamPolicy
+
+    path = tmp_path / "queue.db"
+    store = SqliteStore(path)
+    store.set_team("vision", TeamPolicy(share=2.0))
+    store.close()
+    old = sqlite3.connect(path)      # as version 2 left it: teams without members
+    old.execute("ALTER TABLE teams DROP COLUMN members")
+    old.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    old.commit()
+    old.close()
+
+    store = SqliteStore(path)
+    try:
+        assert store.team_members() == {} and store.teams() == {"vision": TeamPolicy(share=2.0)}
+        store.set_team_members("vision", ("alice",))
+        assert store.team_members() == {"vision": ("alice",)}
+    finally:
+        store.close()

@@ -223,3 +223,27 @@ def pwd_uid(name: str) -> int:
     import pwd
 
     return pwd.getpwnam(name).pw_uid
+
+
+@pytest.mark.slow
+def test_teams_are_rights_on_the_box(box):
+    """Members by user and by Unix group, set by an admin through the daemon; `gqa submit`
+    (the light client, served by the daemon) refuses a team the caller is not in."""
+    home, work = box
+    refused = gqa(BOB, home, work, "quota", "set", "vision", "--members", BOB)
+    assert refused.returncode == 2 and "only admins may" in refused.stderr
+    members = gqa(CAROL, home, work, "quota", "set", "vision", "--members", f"{ALICE},@{ADMINS}")
+    assert members.returncode == 0, members.stderr
+    assert members.stdout == f"team vision: members {ALICE}, @{ADMINS}\n"
+
+    refused = gqa(BOB, home, work, "submit", "--team", "vision", "--", "true")
+    assert refused.returncode == 2
+    assert f"{BOB} is not a member of team vision (members: {ALICE}, @{ADMINS})" in refused.stderr
+    for user in (ALICE, CAROL):                  # by name; by group; naming no team: their only one
+        submitted = gqa(user, home, work, "submit", "-o", "json", "--", "true")
+        assert submitted.returncode == 0, submitted.stderr
+        status = json.loads(gqa(user, home, work, "status", json.loads(submitted.stdout)["id"], "-o", "json").stdout)
+        assert (status[0] if isinstance(status, list) else status)["team"] == "vision"
+    queued = json.loads(gqa(BOB, home, work, "submit", "-o", "json", "--", "true").stdout)   # in no team: default
+    status = json.loads(gqa(BOB, home, work, "status", queued["id"], "-o", "json").stdout)
+    assert (status[0] if isinstance(status, list) else status)["team"] == "default"

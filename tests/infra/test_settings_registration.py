@@ -16,6 +16,7 @@ from gqa.adapters.aws.batch_compute import inventory_of
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.resources import pools_from_json
 from gqa.adapters.aws.tables import TableNames
+from gqa.scheduling.snapshot import TeamPolicy
 from gqa.services.deployment import queue_policy, team_policies
 from infra.registration import SettingsRegistration
 from infra.tables import Tables
@@ -74,6 +75,31 @@ def test_the_store_reads_back_what_the_file_says(items, config):
         assert store.policy() == queue_policy(config)
         assert store.teams() == team_policies(config)
         assert len(store.inventory().gpus) == sum(p.max_gpus for p in config.pools)
+
+
+def test_the_teams_members_are_written_with_their_items_and_read_back(items, config):
+    """Membership reaches the api function through the store, not its 4 KB environment."""
+    assert any(t.members for t in config.teams)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_tables(client, NAMES)
+        for item in items:
+            client.put_item(TableName=NAMES.settings, Item=item)
+        store = DynamoDBStore(client, NAMES)
+        assert store.team_members() == {t.name: tuple(t.members) for t in config.teams if t.members}
+        store.set_team(config.teams[0].name, TeamPolicy(share=5.0))      # `gqa quota set` between deploys
+        assert store.team_members()[config.teams[0].name] == tuple(config.teams[0].members)
+    assert "members" not in config.access_json()
+
+
+def test_a_change_of_members_rewrites_that_team_alone(config):
+    values = config.model_dump(mode="json", exclude_none=True)
+    values["teams"][1]["members"] = [*values["teams"][1]["members"], "dana"]
+    before = {i["sk"]["S"]: i for i in _synthesized_items(config)}
+    after = {i["sk"]["S"]: i for i in _synthesized_items(deployment(teams=values["teams"]))}
+    changed = f"team#{values['teams'][1]['name']}"
+    assert {k for k in after if after[k] != before[k]} == {changed}
+    assert after[changed]["members"]["L"][-1] == {"S": "dana"}
 
 
 def test_a_team_added_to_the_file_adds_one_write_and_changes_no_other(config):

@@ -157,6 +157,24 @@ def test_accept_checks_the_hard_limits_and_sends_nothing_over_them(queue):
     assert [j.id for j in queue.submit()] == ["1"]     # no id was used up
 
 
+def test_a_team_the_caller_is_not_in_is_refused_before_any_id_is_reserved(queue):
+    from gqa.models.errors import NotPermitted
+    from gqa.services.access import Principal
+
+    queue.store.set_team_members("vision", ("alice",))
+    bob = Principal(owner="bob", arn="arn:aws:iam::1:user/bob")
+    intake = RecordingIntake()
+    with pytest.raises(NotPermitted, match=r"bob is not a member of team vision \(members: alice\)"):
+        queue.submitter.accept(spec(team="vision"), owner="bob", intake=intake, caller=bob)
+    with pytest.raises(NotPermitted, match="bob is not a member of team vision"):
+        queue.submitter.submit(spec(team="vision"), owner="bob", caller=bob)
+    assert intake.sent == [] and queue.store.list() == []
+    assert [j.id for j in queue.submit()] == ["1"]     # no id was used up
+    alice = Principal(owner="alice", arn="arn:aws:iam::1:user/alice")
+    [job] = queue.submitter.submit(spec(), owner="alice", caller=alice)
+    assert job.team == "vision"                        # naming no team: her only one
+
+
 def test_accept_uses_the_constructors_intake_when_given_none(queue):
     intake = RecordingIntake()
     [job] = SubmitService(queue.store, queue.clock, intake=intake).accept(spec(), owner="bob")

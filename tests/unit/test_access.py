@@ -4,7 +4,8 @@ against every action, on the caller's own job and on someone else's."""
 import pytest
 
 from gqa.models.errors import NotAuthenticated, NotPermitted
-from gqa.services.access import AccessPolicy, Action, Principal, Role, authorize, owner_from_arn, sees_private
+from gqa.services.access import (AccessPolicy, Action, LocalAccess, Principal, Role, authorize, is_member,
+                                 owner_from_arn, sees_private, team_for)
 from tests.builders import job_record, trigger
 
 A = "123456789012"
@@ -170,3 +171,89 @@ def test_access_settings_parse(text, policy):
 def test_bad_access_settings_say_what_is_wrong(text, words):
     with pytest.raises(ValueError, match=words):
         AccessPolicy.from_json(text)
+
+
+def test_the_unlisted_team_setting_parses_and_is_checked():
+    assert AccessPolicy.from_json('{"unlisted_team": null}').unlisted_team is None
+    assert AccessPolicy.from_json('{"unlisted_team": "sandbox"}').principal("arn:aws:iam::1:user/bob").unlisted_team \
+        == "sandbox"
+    assert AccessPolicy.from_json("").unlisted_team == "default"
+    with pytest.raises(ValueError, match="unlisted_team must be a team name or null"):
+        AccessPolicy.from_json('{"unlisted_team": "a b"}')
+
+
+# -- teams are rights ------------------------------------------------------------------------------
+
+VISION_ROLE = "arn:aws:sts::123456789012:assumed-role/VisionResearcher/*"
+MEMBERS = {"nlp": ("alice", "@ml"), "vision": ("alice", VISION_ROLE), "infra": ("arn:aws:iam::123456789012:user/op*",)}
+
+
+def member(owner: str, *, arn: str = "", groups: tuple[str, ...] = (), admin: bool = False,
+           unlisted: str | None = "default") -> Principal:
+    return Principal(owner=owner, arn=arn or f"arn:aws:iam::123456789012:user/{owner}",
+                     roles=frozenset({Role.ADMIN}) if admin else frozenset(), groups=frozenset(groups),
+                     unlisted_team=unlisted)
+
+
+@pytest.mark.parametrize("caller, named, team", [
+    (member("alice"), "nlp", "nlp"),                                              # a member by name
+    (member("alice"), "vision", "vision"),
+    (member("carl", groups=("ml",)), "nlp", "nlp"),                               # by group
+    (member("carl", groups=("ml",)), "default", "nlp"),                           # no team named: the only one
+    (member("VisionResearcher/dana", arn="arn:aws:sts::123456789012:assumed-role/VisionResearcher/dana"),
+     "default", "vision"),                                                        # by ARN pattern
+    (member("ops1"), "infra", "infra"),
+    (member("bob"), "default", "default"),                                        # in no team: the unlisted team
+    (member("bob", unlisted="sandbox"), "default", "sandbox"),
+    (member("bob", unlisted="sandbox"), "sandbox", "sandbox"),
+    (member("root-ops", admin=True), "vision", "vision"),                         # admins act for any team
+    (member("root-ops", admin=True), "anything", "anything"),
+    (member("root-ops", admin=True, unlisted=None), "default", "default"),
+])
+def test_a_submission_runs_for_a_team_the_caller_is_in(caller, named, team):
+    assert team_for(caller, named, MEMBERS) == team
+
+
+@pytest.mark.parametrize("caller, named, words", [
+    (member("bob"), "vision", [f"bob is not a member of team vision (members: alice, {VISION_ROLE})",
+                               "ask an admin to add you", "submit for team default"]),
+    (member("carl", groups=("ml",)), "vision", ["carl is not a member of team vision", "your teams: nlp"]),
+    (member("alice"), "default", ["alice is a member of teams nlp, vision", "name the team"]),
+    (member("alice"), "infra", ["alice is not a member of team infra", "your teams: nlp, vision"]),
+    (member("bob"), "research", ["team research lists no members", "only admins may submit for it"]),
+    (member("bob", unlisted=None), "default", ["bob is a member of no team (teams: infra, nlp, vision)",
+                                               "ask an admin to add you to a team"]),
+    (member("bob", groups=("nlp",)), "nlp", ["bob is not a member of team nlp"]),   # a group is @group, not a name
+    (member("ops1", arn="arn:aws:sts::123456789012:assumed-role/Ops/ops1"), "infra", ["not a member of team infra"]),
+])
+def test_a_team_the_caller_is_not_in_is_refused_with_who_is(caller, named, words):
+    with pytest.raises(NotPermitted) as refused:
+        team_for(caller, named, MEMBERS)
+    for word in words:
+        assert word in str(refused.value)
+
+
+def test_a_caller_in_a_team_may_not_use_the_unlisted_team_to_escape_its_caps():
+    with pytest.raises(NotPermitted, match="team sandbox is for users in no team; alice is a member of nlp, vision"):
+        team_for(member("alice", unlisted="sandbox"), "sandbox", MEMBERS)
+
+
+def test_a_long_member_list_is_cut_with_a_count():
+    members = {"big": tuple(f"user{i}" for i in range(20))}
+    with pytest.raises(NotPermitted, match=r"user7 and 12 more\)"):
+        team_for(member("bob"), "big", members)
+
+
+def test_local_callers_carry_their_groups_and_the_unlisted_team():
+    caller = LocalAccess(admin_groups=frozenset({"gqa-admins"})).principal("carl", ["ml", "users"])
+    assert caller.groups == {"ml", "users"} and not caller.admin and caller.unlisted_team == "default"
+    assert is_member(caller, ["@ml"]) and not is_member(caller, ["@gqa-admins", "ml"])
+
+
+@pytest.mark.parametrize("unlisted", ["default", "sandbox", None])
+def test_the_deployments_unlisted_team_reaches_the_api_function(unlisted):
+    from tests.infra.support import deployment, example_values
+
+    config = deployment(access={**example_values()["access"], "unlisted_team": unlisted})
+    assert AccessPolicy.from_json(config.access_json()).unlisted_team == unlisted
+    assert ("unlisted_team" in config.access_json()) == (unlisted != "default")   # the default costs no bytes

@@ -8,6 +8,12 @@ overwriting, and is recomputed if the state still is what the caller expects.
 That guard also lets apply() plan its first try from an item this store read
 or wrote a moment ago instead of reading it again (views.py).
 
+A job item has a bounded size whatever happens to the job (history.py): its
+older transitions move to history items in the transaction that would make
+it too long. get() and resolve() return the whole history; list(), apply()
+and a scheduling pass read job items only, whose history is the recent part
+(at least history.KEEP transitions, all a service looks back on).
+
 Reads are shaped for the calls a job's life costs: the settings are one
 partition (one Query), the ledger another, and one sparse index holds every
 job a scheduling pass looks at; within pass_reads() each is read once.
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import builtins
 import heapq
+import logging
 import re
 import time
 import uuid
@@ -32,18 +39,22 @@ from dataclasses import replace
 from itertools import islice
 from typing import Any
 
-from ...models.errors import BackendUnavailable, Conflict, NotFound
+from botocore.exceptions import ClientError
+
+from ...models.errors import BackendUnavailable, Conflict, NotFound, Rejected
 from ...models.job import JobRecord, JobState, transition
 from ...ports import Change, Inventory
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 from .. import settings_codec
+from . import history
 from . import items as it
 from . import ledger
 from . import tables as t
 from . import views
-from .errors import Retrying, TransactionConflict
+from .errors import CONDITION_FAILED, TRANSIENT_REASONS, Retrying, TransactionConflict, cancellation_reasons, code_of
 from .writes import JobWrite, chunks, pack, transaction
 
+log = logging.getLogger(__name__)
 S = JobState
 PENDING = frozenset({S.QUEUED.value, S.HELD.value})
 ACTIVE = frozenset({S.STARTING.value, S.RUNNING.value})
@@ -60,6 +71,21 @@ TEAM_PREFIX = "team#"   # a team's policy in the settings partition
 SETTINGS_TTL = 30.0
 SAMPLES_TTL = 1800.0
 KNOWN_FOR = 10.0        # seconds a job item read or written is the base of the next apply's first try
+# what a submission may bring into a job item: the fixed part's ceiling less room for what its
+# life adds (times, pid, GPUs, the attempt's token)
+MAX_SUBMITTED_BYTES = history.MAX_FIXED_BYTES - 4096
+
+
+class JobRefused(Conflict):
+    """DynamoDB refused a job's write for its content (ValidationError: an item
+    over 400 KB, a malformed value), not for a lost race: writing it again
+    would fail the same way. A Conflict, so a pass that applies jobs one by
+    one where one fails skips this one and carries on with the others."""
+
+    def __init__(self, message: str, job_ids: List[str]):
+        super().__init__(message)
+        self.job_ids = job_ids
+
 
 
 class DynamoDBStore:
@@ -168,6 +194,7 @@ class DynamoDBStore:
     def reserve_ids(self, jobs: List[JobRecord]) -> List[JobRecord]:
         if not jobs:
             return []
+        _check_sizes(jobs)
         arrays = any(j.array_index is not None for j in jobs)
         groups = sum(j.array_index is None for j in jobs) + (1 if arrays else 0)
         # one atomic counter call per submission reserves its group numbers and seqs
@@ -210,6 +237,7 @@ class DynamoDBStore:
         """Put each job unless its id exists; returns the items found existing.
         A freshly reserved id that exists means the id counter went back: Conflict."""
         existing: dict[str, dict[str, Any]] = {}
+        _check_sizes(records)
         puts = [{"Put": {"TableName": self.tables.jobs, "Item": it.dump(it.job_item(j, 0)),
                          "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID},
                          "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
@@ -243,7 +271,21 @@ class DynamoDBStore:
         item = self._get_job(job_id)
         if item is None:
             raise NotFound(f"no job {job_id}")
-        return it.job_record(item)
+        return self._whole(item)
+
+    def _whole(self, item: dict[str, Any]) -> JobRecord:
+        """The job with its whole history: the moved transitions (one Query of its
+        history partition, in order) before the ones its item holds."""
+        job = it.job_record(item)
+        moved = int(item.get(history.MOVED, 0))
+        if not moved:
+            return job
+        older: List[dict[str, Any]] = []
+        for chunk in self._query(self.tables.jobs, {t.GROUP: history.partition(job.id)}, consistent=True):
+            older += chunk[history.TRANSITIONS]
+        if len(older) != moved:   # written in one transaction with the item: a gap is a damaged table
+            raise BackendUnavailable(f"job {job.id}: {len(older)} of its {moved} older transitions were found")
+        return replace(job, history=history.decode(older) + job.history)
 
     def _get_job(self, job_id: str) -> dict[str, Any] | None:
         if not _JOB_ID.match(job_id):
@@ -262,7 +304,7 @@ class DynamoDBStore:
         found = sorted(self._query(self.tables.jobs, key, consistent=True), key=lambda i: i[t.SEQ])
         if not found:
             raise NotFound(f"no job or array {ref}")
-        return [it.job_record(i, history=history) for i in found]
+        return [self._whole(i) if history else it.job_record(i, history=False) for i in found]
 
     def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
              limit: int | None = None, history: bool = False) -> list[JobRecord]:
@@ -395,6 +437,8 @@ class DynamoDBStore:
         for chunk in pack(writes):
             try:
                 self._transact(transaction(self.tables, chunk))
+            except JobRefused:
+                raise
             except Conflict:
                 for job_id in chunk:   # what we knew of them is out of date
                     self._known.forget(job_id)
@@ -402,7 +446,7 @@ class DynamoDBStore:
             done.update(chunk)
             for write in chunk.values():
                 # the item as now stored: writes.job_update sets exactly this
-                self._seen_written(it.job_item(write.record, int(write.old.get(t.REVISION, 0)) + 1))
+                self._seen_written(write.stored()[0])
             if self._pass is not None and any(w.usage or w.spend for w in chunk.values()):
                 self._pass.ledger = None
         return done
@@ -426,7 +470,16 @@ class DynamoDBStore:
     def _transact(self, transact_items: List[dict[str, Any]]) -> None:
         # the token makes our own retries of this request idempotent: a retry after a
         # lost response cannot apply the ledger ADDs twice
-        self.call("TransactWriteItems", TransactItems=transact_items, ClientRequestToken=uuid.uuid4().hex)
+        try:
+            self.call("TransactWriteItems", TransactItems=transact_items, ClientRequestToken=uuid.uuid4().hex)
+        except BackendUnavailable as exc:
+            refused = _refused(exc, transact_items)
+            if refused is None:
+                raise
+            log.warning("DynamoDB refused the write of job %s for its content (%s); the others go on",
+                        ", ".join(refused[0]), refused[1])
+            raise JobRefused(f"job {', '.join(refused[0])}: DynamoDB refused the write ({refused[1]}); "
+                             "it is left as it was", refused[0]) from exc
 
     # -- jobs: what the supervisor and the scheduler ask -----------------------------------------
     def _live(self) -> List[dict[str, Any]]:
@@ -499,6 +552,46 @@ class DynamoDBStore:
             if "LastEvaluatedKey" not in out:
                 return
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
+
+def _check_sizes(records: Iterable[JobRecord]) -> None:
+    """Refuse, before anything is written, a job whose item would start near
+    DynamoDB's 400 KB: its spec and environments are what it keeps for life."""
+    for record in records:
+        if len(record.history) > history.MOST:
+            raise ValueError(f"a new job carries at most {history.MOST} transitions, not {len(record.history)}")
+        size = history.fixed_bytes(it.job_item(record, 0))
+        if size > MAX_SUBMITTED_BYTES:
+            raise Rejected(f"job {record.name!r} takes {size // 1024} KiB with its spec and environment; a job "
+                           f"on AWS takes at most {MAX_SUBMITTED_BYTES // 1024} KiB (a large environment, a "
+                           "large inline script, or long sweep values?)")
+
+
+def _refused(error: BackendUnavailable, transact_items: List[dict[str, Any]]) -> tuple[List[str], str] | None:
+    """The jobs a transaction was refused for, for their content, and the code;
+    None when it failed otherwise. DynamoDB cancels it naming the items (an
+    item over 400 KB: ValidationError); a ValidationException names none, so
+    it is laid on every job of the transaction (the caller then writes them
+    one by one and finds which)."""
+    cause = error.__cause__
+    if not isinstance(cause, ClientError):
+        return None
+    code = code_of(cause)
+    if code == "ValidationException":
+        bad = dict.fromkeys(range(len(transact_items)), code)
+    elif code == "TransactionCanceledException":
+        bad = {i: c for i, c in enumerate(cancellation_reasons(cause))
+               if c not in ("None", CONDITION_FAILED) and c not in TRANSIENT_REASONS}
+    else:
+        return None
+    ids: List[str] = []
+    for i in bad:
+        request = next(iter(transact_items[i].values())) if i < len(transact_items) else {}
+        key = it.load(request.get("Key") or request.get("Item") or {})
+        job_id = history.job_of(key) if t.GROUP in key else None   # a ledger item has none
+        if job_id is not None and job_id not in ids:
+            ids.append(job_id)
+    return (ids, ", ".join(sorted(set(bad.values())))) if ids else None
 
 
 # -- the settings items, as stored: the store writes them, and a deployment writes

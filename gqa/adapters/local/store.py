@@ -26,7 +26,7 @@ from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 from .paths import StatePaths, marker_for
 from .storage_errors import connect, storage_errors
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_LOCK_TIMEOUT = 30.0   # seconds; GQA_LOCK_TIMEOUT overrides
 _QUEUE_ID = re.compile(r"[0-9a-f]{16}")
 
@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS history (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS teams (
     team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER, budget REAL,
-    stop_at_budget INTEGER NOT NULL DEFAULT 0
+    stop_at_budget INTEGER NOT NULL DEFAULT 0, members TEXT
 );
 CREATE TABLE IF NOT EXISTS usage (team TEXT PRIMARY KEY, gpu_seconds REAL NOT NULL, as_of REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amount REAL NOT NULL,
@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amou
 
 # columns added after a table was first released: (table, column, declaration), added on open
 ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
-                 ("jobs", "capacity_failures", "INTEGER NOT NULL DEFAULT 0"))
+                 ("jobs", "capacity_failures", "INTEGER NOT NULL DEFAULT 0"),
+                 ("teams", "members", "TEXT"))   # a JSON list of member patterns; NULL: none
 
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
@@ -262,12 +263,28 @@ class SqliteStore:
 
     def set_team(self, team: str, policy: TeamPolicy) -> None:
         with self._tx():
-            self.db.execute("INSERT INTO teams VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
+            # the members are set on their own (set_team_members): a quota change keeps them
+            self.db.execute("INSERT INTO teams (team, share, max_gpus, max_gpus_per_user, budget, stop_at_budget) "
+                            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
                             "share = excluded.share, max_gpus = excluded.max_gpus, "
                             "max_gpus_per_user = excluded.max_gpus_per_user, budget = excluded.budget, "
                             "stop_at_budget = excluded.stop_at_budget",
                             (team, policy.share, policy.max_gpus, policy.max_gpus_per_user, policy.budget,
                              int(policy.stop_at_budget)))
+
+    def team_members(self) -> dict[str, tuple[str, ...]]:
+        rows = self.db.execute("SELECT team, members FROM teams WHERE members IS NOT NULL").fetchall()
+        return {team: tuple(json.loads(members)) for team, members in rows if json.loads(members)}
+
+    def set_team_members(self, team: str, members: tuple[str, ...]) -> None:
+        """Replace the team's members; a team not configured yet gets the default policy with them."""
+        default = self.policy().default_team
+        with self._tx():
+            self.db.execute("INSERT INTO teams (team, share, max_gpus, max_gpus_per_user, budget, stop_at_budget, "
+                            "members) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
+                            "members = excluded.members",
+                            (team, default.share, default.max_gpus, default.max_gpus_per_user, default.budget,
+                             int(default.stop_at_budget), json.dumps(list(members)) if members else None))
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         rows = self.db.execute("SELECT team, gpu_seconds, as_of FROM usage").fetchall()
