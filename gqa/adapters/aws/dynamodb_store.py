@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import fields, replace
 from itertools import islice
 from typing import Any
 
@@ -66,6 +66,7 @@ _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as reserve_ids makes one
 _ID_COUNTER = {t.PK: t.COUNTER, t.SK: "jobs"}   # "groups" and "seq": how many reserve_ids has handed out
 TEAM_PREFIX = "team#"   # a team's policy in the settings partition
+MEMBERS = "members"     # a team item's member patterns (a list; absent: none)
 # What the Lambda functions keep per container (views.py). Settings: a change
 # (a quota, a price) takes effect within this; samples only shape estimates.
 SETTINGS_TTL = 30.0
@@ -159,7 +160,36 @@ class DynamoDBStore:
                 for sk, item in self._settings_items().items() if sk.startswith(TEAM_PREFIX)}
 
     def set_team(self, team: str, policy: TeamPolicy) -> None:
-        self._put_setting(*team_setting(team, policy))   # a put replaces the whole policy
+        # the whole policy, in place: the item's members (set_team_members, the deploy) stay
+        given = it.team_attributes(policy)
+        expr = it.Expr()
+        sets = ", ".join(f"{expr.n(k)} = {expr.v(v)}" for k, v in given.items())
+        removed = [f.name for f in fields(TeamPolicy) if f.name not in given]
+        update = f"SET {sets}" + (f" REMOVE {', '.join(expr.n(k) for k in removed)}" if removed else "")
+        self._update_setting(TEAM_PREFIX + team, update, expr)
+
+    def team_members(self) -> dict[str, tuple[str, ...]]:
+        return {sk.removeprefix(TEAM_PREFIX): tuple(item[MEMBERS]) for sk, item in self._settings_items().items()
+                if sk.startswith(TEAM_PREFIX) and item.get(MEMBERS)}
+
+    def set_team_members(self, team: str, members: tuple[str, ...]) -> None:
+        """Replace the team's members; a team not configured yet gets the default policy with them."""
+        expr = it.Expr()
+        # if_not_exists: a new team item carries the default policy, an existing one keeps its own
+        defaults = [f"{expr.n(k)} = if_not_exists({expr.n(k)}, {expr.v(v)})"
+                    for k, v in it.team_attributes(self.policy().default_team).items()]
+        if members:
+            update = "SET " + ", ".join([f"{expr.n(MEMBERS)} = {expr.v(list(members))}", *defaults])
+        else:
+            update = "SET " + ", ".join(defaults) + f" REMOVE {expr.n(MEMBERS)}"
+        self._update_setting(TEAM_PREFIX + team, update, expr)
+
+    def _update_setting(self, name: str, update: str, expr: it.Expr) -> None:
+        self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: t.SETTING, t.SK: name}),
+                  UpdateExpression=update, **expr.kwargs())
+        self._settings.clear()
+        if self._pass is not None:
+            self._pass.settings = None
 
     # -- the ledger ----------------------------------------------------------------------
     def _ledger(self, prefix: str) -> List[dict[str, Any]]:
@@ -609,5 +639,9 @@ def policy_setting(policy: Policy) -> tuple[str, dict[str, Any]]:
     return "policy", {"json": settings_codec.policy_json(policy)}
 
 
-def team_setting(team: str, policy: TeamPolicy) -> tuple[str, dict[str, Any]]:
-    return TEAM_PREFIX + team, it.team_attributes(policy)
+def team_setting(team: str, policy: TeamPolicy, members: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
+    """A team's item: its policy and, when it lists any, its members (what
+    the api function checks a submission's team against; they are kept here,
+    not in the functions' environment, which Lambda limits to 4 KB)."""
+    members = builtins.list(members)
+    return TEAM_PREFIX + team, {**it.team_attributes(policy), **({MEMBERS: members} if members else {})}
