@@ -88,7 +88,6 @@ class JobRefused(Conflict):
         self.job_ids = job_ids
 
 
-
 class DynamoDBStore:
     """`settings_ttl` and `samples_ttl`: seconds the settings (inventory,
     policy, teams) and the runtime samples are kept once read (views.py says

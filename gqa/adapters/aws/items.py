@@ -13,8 +13,9 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from ...models.job import JobRecord, JobState, Request, Transition
+from ...models.job import JobRecord, JobState, Request
 from ...scheduling.snapshot import PendingJob, RunningJob, TeamPolicy
+from . import history
 from . import tables as t
 
 S = JobState
@@ -60,13 +61,20 @@ def job_key(job_id: str) -> dict[str, str]:
     return {t.GROUP: job_id.split("_")[0], t.ID: job_id}
 
 
-def job_item(job: JobRecord, revision: int) -> dict[str, Any]:
+def job_item(job: JobRecord, revision: int, moved: int = 0) -> dict[str, Any]:
+    """The job's item; `job.history` is what the item holds, after the `moved`
+    transitions kept in history items (history.py), reasons cut to size."""
     item: dict[str, Any] = {}
     for name in _FIELDS:
         value = getattr(job, name)
         if name != "history" and value is not None:
             item[t.GROUP if name == "group" else name] = plain(value)
-    item[t.HISTORY] = [{"state": h.state.value, "at": plain(float(h.at)), "reason": h.reason} for h in job.history]
+    for name in ("reason", "kill_reason"):
+        if name in item:
+            item[name] = history.cut(item[name])
+    item[t.HISTORY] = history.encode(job.history)
+    if moved:
+        item[history.MOVED] = moved
     item[t.REVISION] = revision
     item.update(index_keys(job))
     return item
@@ -88,7 +96,7 @@ def field_value(name: str, raw: Any) -> Any:
     if name == "assigned":
         return tuple(int(i) for i in raw)
     if name == "history":
-        return tuple(Transition(JobState(h["state"]), float(h["at"]), h["reason"]) for h in raw)
+        return history.decode(raw)
     if name in ("extra_env", "submit_env"):
         return dict(raw)
     if name in _FLOATS:

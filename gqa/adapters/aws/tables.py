@@ -7,7 +7,10 @@ Three tables:
 
 - jobs      one item per job (partition `grp`, sort `id`): a group's jobs
             share a partition, so resolve(group) is one Query and a job's key
-            follows from its id ("7_3" lives in group "7").
+            follows from its id ("7_3" lives in group "7"). A job's older
+            transitions live in history items, partition "<job id>#history",
+            sort the first transition's index (history.py): never a group's
+            partition, and without the indexes' attributes.
 - settings  inventory, scheduling policy and team policies in one partition
             (`pk` "setting", so one Query reads them all), and the id counter
             (`pk` "counter").
@@ -73,7 +76,7 @@ def _schema(partition: Key, sort: Key | None) -> list[dict[str, str]]:
 # Job attributes are JobRecord's field names, except `group`, stored as GROUP.
 GROUP, ID, SEQ, STATE, TEAM = "grp", "id", "seq", "state", "team"
 REVISION = "rev"          # bumped by every write: the optimistic-concurrency guard
-HISTORY = "history"       # the transitions, appended with list_append
+HISTORY = "history"       # the recent transitions, appended with list_append (older ones: history.py)
 
 LIVE = "live"             # sparse index key: present only in the states a pass looks at (items.LIVE_STATES)
 

@@ -1,13 +1,15 @@
-"""The TransactWriteItems requests: a job's guarded update, the ledger ADDs
-that go with it, and how a long batch is split into transactions."""
+"""The TransactWriteItems requests: a job's guarded update (with the history
+items its older transitions move to, history.py), the ledger ADDs that go
+with it, and how a long batch is split into transactions."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...models.job import JobRecord
+from . import history
 from . import items as it
 from . import ledger
 from . import tables as t
@@ -25,6 +27,21 @@ class JobWrite:
     usage: dict[str, tuple[str, float, float, float]] = field(default_factory=dict)  # sk -> (team, h, e, add)
     spend: dict[tuple[str, str], float] = field(default_factory=dict)               # (sk, team) -> add
 
+    def stored(self) -> tuple[dict[str, Any], list[tuple[int, list]]]:
+        """The job item as this write leaves it, and the history items it adds
+        ((first index, transitions)): `record.history` is the item's history
+        as read plus the new transitions; past history.MOST the oldest move out."""
+        moved, kept, chunks = history.split(int(self.old.get(history.MOVED, 0)),
+                                            history.encode(self.record.history))
+        revision = int(self.old.get(t.REVISION, 0)) + 1
+        item = it.job_item(replace(self.record, history=()), revision, moved)
+        item[t.HISTORY] = kept
+        return item, chunks
+
+    def items(self) -> int:
+        """TransactItems this write takes without the ledger's: the job and its new history items."""
+        return 1 + len(self.stored()[1])
+
 
 def pack(writes: dict[str, JobWrite]) -> list[dict[str, JobWrite]]:
     """Group jobs into transactions of at most MAX_TRANSACTION items: a job's
@@ -34,13 +51,16 @@ def pack(writes: dict[str, JobWrite]) -> list[dict[str, JobWrite]]:
     out: list[dict[str, JobWrite]] = []
     current: dict[str, JobWrite] = {}
     ledger_keys: set[Any] = set()
+    jobs_items = 0
     for job_id, write in writes.items():
         keys = set(write.usage) | set(write.spend)
-        if current and 1 + len(current) + len(ledger_keys | keys) > MAX_TRANSACTION:
+        size = write.items()
+        if current and jobs_items + size + len(ledger_keys | keys) > MAX_TRANSACTION:
             out.append(current)
-            current, ledger_keys = {}, set()
+            current, ledger_keys, jobs_items = {}, set(), 0
         current[job_id] = write
         ledger_keys |= keys
+        jobs_items += size
     if current:
         out.append(current)
     return out
@@ -65,7 +85,7 @@ def chunks(transact_items: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]
 def transaction(tables: t.TableNames, writes: dict[str, JobWrite]) -> list[dict[str, Any]]:
     """The TransactItems of one chunk: each job's guarded update, then the
     ledger ADDs, merged per item (a transaction may touch an item only once)."""
-    out = [{"Update": job_update(tables.jobs, w)} for w in writes.values()]
+    out = [request for w in writes.values() for request in job_update(tables.jobs, w)]
     usage: dict[str, tuple[str, float, float, float]] = {}
     spend: dict[tuple[str, str], float] = {}
     for w in writes.values():
@@ -87,20 +107,32 @@ def transaction(tables: t.TableNames, writes: dict[str, JobWrite]) -> list[dict[
     return out
 
 
-def job_update(table: str, write: JobWrite) -> dict[str, Any]:
-    """SET what changed, REMOVE what became None, append the new transitions
-    (list_append: the history is never rewritten), guarded on the state and
-    the revision that were read."""
+def job_update(table: str, write: JobWrite) -> list[dict[str, Any]]:
+    """The job's TransactItems: SET what changed, REMOVE what became None,
+    append the new transitions (list_append: the history is never rewritten)
+    or, when older ones move to history items, SET the item's remaining ones
+    and Put those items; guarded on the state and the revision that were read."""
     old, record = write.old, write.record
     revision = int(old.get(t.REVISION, 0))
-    new = it.job_item(record, revision + 1)
+    new, chunks = write.stored()
     e = it.Expr()
     sets = [f"{e.n(k)} = {e.v(v)}" for k, v in new.items() if k != t.HISTORY and old.get(k) != v]
     removes = [e.n(k) for k in old if k not in new]
-    appended = new[t.HISTORY][len(old.get(t.HISTORY, [])):]
-    if appended:
-        sets.append(f"{e.n(t.HISTORY)} = list_append({e.n(t.HISTORY)}, {e.v(appended)})")
+    if chunks:
+        sets.append(f"{e.n(t.HISTORY)} = {e.v(new[t.HISTORY])}")
+    else:
+        appended = new[t.HISTORY][len(old.get(t.HISTORY, [])):]
+        if appended:
+            sets.append(f"{e.n(t.HISTORY)} = list_append({e.n(t.HISTORY)}, {e.v(appended)})")
     expression = f"SET {', '.join(sets)}" + (f" REMOVE {', '.join(removes)}" if removes else "")
     condition = f"{e.n(t.STATE)} = {e.v(old[t.STATE])} AND {e.n(t.REVISION)} = {e.v(revision)}"
-    return {"TableName": table, "Key": it.dump(it.job_key(record.id)), "UpdateExpression": expression,
-            "ConditionExpression": condition, **e.kwargs()}
+    update = {"Update": {"TableName": table, "Key": it.dump(it.job_key(record.id)), "UpdateExpression": expression,
+                         "ConditionExpression": condition, **e.kwargs()}}
+    return [update] + [history_put(table, record.id, first, moved) for first, moved in chunks]
+
+
+def history_put(table: str, job_id: str, first: int, transitions: list[dict[str, Any]]) -> dict[str, Any]:
+    """A history item's Put, written only if its key is new: each index moves once."""
+    return {"Put": {"TableName": table, "Item": it.dump({**history.history_key(job_id, first),
+                                                         history.TRANSITIONS: transitions}),
+                    "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID}}}
