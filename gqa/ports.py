@@ -149,9 +149,18 @@ class Exit:
 class Compute(Protocol):
     """Where job attempts run. `holds_launches`: nothing launch() starts runs
     before release() (a local process waits at its gate), so the supervisor may
-    launch first and record the claim and the launch in one write."""
+    launch first and record the claim and the launch in one write.
+
+    `launch_is_start`: a launched attempt runs at once (a local process), so
+    its launch is recorded as its start (RUNNING). False where the backend
+    queues what it is given (AWS Batch waits RUNNABLE for an instance, minutes
+    or hours): the launch is recorded on the STARTING job (its attempt and
+    proc_token) and the attempt becomes RUNNING only when the backend says it
+    started; until then it consumes no wall time and is charged nothing. A
+    backend that leaves the attribute out is taken to start what it launches."""
 
     holds_launches: bool
+    launch_is_start: bool
 
     def inventory(self) -> Inventory: ...
 

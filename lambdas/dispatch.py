@@ -1,7 +1,11 @@
 """The dispatch function: one control-loop pass (gqa.services.supervisor holds
 every rule; Supervisor.tick is the turn the local daemon runs too): promote
-retries that are due, carry out cancel and requeue requests, stop attempts
-past their wall time, then schedule and submit to Batch.
+retries that are due, carry out cancel and requeue requests (TerminateJob,
+whether Batch has started the job or not), stop attempts past their wall
+time, then schedule and submit to Batch. A submitted job is recorded
+STARTING with its Batch job id, not RUNNING: Batch may keep it RUNNABLE for
+hours, and its wall time, cost and fair share count from Batch's RUNNING
+event (the reconcile function); it holds its GPUs meanwhile.
 
 Input: a message batch from the wake-up queue, or a scheduled EventBridge
 event. Either only says "run a pass now"; the body is not read, and one pass
@@ -19,8 +23,9 @@ invalid one fails the cold start loudly.
 Reads: a pass reads the live jobs, the ledger and the settings once each
 (DynamoDBStore.pass_reads); an idle pass, with nothing queued, is one Query.
 A scheduled pass adds one DescribeJobs when attempts have been quiet for
-overdue.QUIET (a hundred of them a call, at most one call a pass), plus a
-read and a write per attempt whose end it finds unrecorded.
+overdue.QUIET (running, or launched and still waiting for Batch to start
+them; a hundred of them a call, at most one call a pass), plus a read and a
+write per attempt whose start or end it finds unrecorded.
 The container keeps the settings for SETTINGS_TTL seconds (a quota or policy
 change applies within that) and the run-time samples behind the estimates
 for SAMPLES_TTL.
@@ -33,7 +38,7 @@ guarded on the job's state, so a second pass over the same jobs gets Conflict
 and submits nothing; the services treat that as "the next pass will see it".
 
 Metrics (namespace gqa, service gqa-dispatch; services/telemetry.py): each
-pass emits JobsStarted, QueueWait (one value per started job), PassDuration,
+pass emits JobsStarted, QueueWait (one value per job submitted to Batch), PassDuration,
 PendingJobs, FreeGpus, HeldGpus (also per pool, dimension `pool`, e.g.
 a10g-spot), RepairedLaunches and LostEventsRecovered,
 and for every attempt a lost event's answer settled, what the reconcile

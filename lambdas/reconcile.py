@@ -1,5 +1,8 @@
 """The reconcile function: an AWS Batch job state change becomes the gqa
-job's next state (gqa.services.reconcile holds every rule).
+job's next state (gqa.services.reconcile holds every rule). A launched job
+waits STARTING until its RUNNING event, which records Batch's start: from
+then it uses wall time, costs money and counts in fair share; an end that
+comes first settles it directly (nothing charged if it never started).
 
 Input: an EventBridge "Batch Job State Change" event. The envelope is
 validated with Powertools' EventBridgeModel; its detail is read by
@@ -12,9 +15,10 @@ DynamoDB table names; a missing one fails the cold start loudly), and
 optionally GQA_WAKEUP_QUEUE_URL: the dispatcher's wake-up queue, told when an
 attempt ends so its GPUs are scheduled at once rather than at the next tick.
 
-Calls: an event is one read of the job and one write (the job with its
-team's usage and spend, in one transaction), plus the wake-up when an
-attempt ends; the settings it needs are kept SETTINGS_KEPT seconds.
+Calls: an event is one read of the job and one write (a RUNNING event: the
+start; an end: the job with its team's usage and spend, in one transaction),
+plus the wake-up when an attempt ends; a duplicate or stale event is the read
+alone; the settings it needs are kept SETTINGS_KEPT seconds.
 
 Metrics (namespace gqa, service gqa-reconcile; services/telemetry.py), for
 an event that settles an attempt: JobsSucceeded, JobsFailed, JobsTimedOut or

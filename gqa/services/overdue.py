@@ -7,19 +7,23 @@ destination may lose it; the job would then stay RUNNING (or STARTING with a
 Batch job) and hold its GPUs for good. So the dispatcher's scheduled passes
 ask Batch about attempts that have been quiet for a while:
 
-- which: jobs RUNNING, or STARTING with a recorded Batch job, whose record
-  has not changed for `quiet` seconds and that were not asked about in the
-  last `quiet` seconds; the longest unasked first, at most `limit` a pass.
-  At the default hundred that is one DescribeJobs call at most per pass, and
-  each attempt is asked about at most once per `quiet`; an attempt that ends
-  normally is settled by its event first and never asked about;
+- which: jobs RUNNING, or STARTING with a recorded Batch job (launched and
+  waiting for Batch to start it: one whose RUNNING event was lost would
+  otherwise wait forever), whose record has not changed for `quiet` seconds
+  and that were not asked about in the last `quiet` seconds; the longest
+  unasked first, at most `limit` a pass. At the default hundred that is one
+  DescribeJobs call at most per pass, and each attempt is asked about at
+  most once per `quiet` (a job waiting hours for capacity, once per `quiet`
+  while Batch keeps it queued); an attempt that ends normally is settled by
+  its event first and never asked about;
 - what then: Batch's answer is the event Batch would have sent, and goes
   through the reconcile service as that event would have (one rule, not
   two): an ended attempt is settled, charged from Batch's startedAt to its
-  stoppedAt; a start whose RUNNING event was lost is recorded. An attempt
-  Batch no longer knows is lost infrastructure: back to the queue, resumed
-  from its checkpoint, not counted as an error. A real event that arrives
-  afterwards finds the attempt settled and changes nothing.
+  stoppedAt (nothing if it never started); a start whose RUNNING event was
+  lost is recorded from Batch's startedAt. An attempt Batch no longer knows
+  is lost infrastructure: back to the queue, resumed from its checkpoint,
+  not counted as an error. A real event that arrives afterwards finds the
+  attempt settled and changes nothing.
 
 Asking early costs a call but can do no harm: Batch's answer is the truth the
 event would have carried. The quiet time also keeps a job submitted a moment

@@ -1,7 +1,8 @@
 """Read-only views for `gqa queue` and `gqa status`: the pending jobs in the
-order the scheduler would serve them, with positions and reasons."""
+order the scheduler would serve them, with positions and reasons, and a
+launched job's wait for its backend to start it, with the numbers."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..models.job import PENDING, JobRecord, JobState
 from ..ports import Clock, JobStore
@@ -9,6 +10,7 @@ from ..scheduling import plan
 from ..scheduling.snapshot import Factors, Weights
 from ..scheduling.eta import predict_starts
 from . import lookup
+from .launched import awaiting_start, waiting_reason
 from .snapshot import read_snapshot, team_ratios
 
 
@@ -51,7 +53,10 @@ class QueryService:
         for job in by_id.values():   # not yet schedulable: retry backoff, held, awaiting approval
             if job.state != JobState.QUEUED:
                 pending.append(QueueEntry(job, None, _not_queued_reason(job, snap.now)))
-        running = self.store.list([JobState.STARTING, JobState.RUNNING])
+        # launched jobs' waits are told from their claim, in their history (left out of the answer)
+        claimed = [replace(j, history=()) for j in self._as_seen(
+            self.store.list([JobState.STARTING], history=True), snap.now)]
+        running = sorted(claimed + self.store.list([JobState.RUNNING]), key=lambda j: j.seq)
         if group is not None:
             pending = [e for e in pending if e.job.group == group]
             running = [j for j in running if j.group == group]
@@ -60,7 +65,14 @@ class QueryService:
 
     def jobs(self, ref: str) -> list[JobRecord]:
         """A job or a group's jobs; NotAdmitted for ids accepted but not recorded yet (lookup.py)."""
-        return lookup.resolve(self.store, ref)
+        return self._as_seen(lookup.resolve(self.store, ref), self.clock.now())
+
+    def _as_seen(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
+        """The jobs with their reasons as of now: a launched job's wait for its backend, in minutes."""
+        if not any(awaiting_start(j) for j in jobs):
+            return jobs
+        inventory = self.store.inventory()
+        return [replace(j, reason=waiting_reason(j, inventory, now)) if awaiting_start(j) else j for j in jobs]
 
 
 def _not_queued_reason(job: JobRecord, now: float) -> str:

@@ -1,13 +1,18 @@
 """Reconcile: what Batch says happened to an attempt becomes the job's state.
 
-A RUNNING event records that the attempt runs (STARTING -> RUNNING, from
-when its container started); a SUCCEEDED or FAILED one settles the attempt
-through the same exit rules, usage and cost as the local supervisor
-(settle.py), after classifying Batch's reasons (models/batch_events.py).
-Batch bills from the container's start, so an attempt is charged from
-Batch's startedAt to its stoppedAt, and nothing if it never started (an
-image that could not be pulled, a reclaim while it waited for an instance),
-however long it sat in Batch's queue.
+The dispatcher records a launch on the job and leaves it STARTING (a
+submitted Batch job may wait RUNNABLE for an instance for hours;
+services/launched.py). A RUNNING event records that the attempt runs
+(STARTING -> RUNNING, from Batch's startedAt, when its container started):
+only from then does it use wall time, cost money and count in fair share. A
+SUCCEEDED or FAILED one settles the attempt through the same exit rules,
+usage and cost as the local supervisor (settle.py), after classifying
+Batch's reasons (models/batch_events.py). Batch bills from the container's
+start, so an attempt is charged from Batch's startedAt to its stoppedAt, and
+nothing if it never started (an image that could not be pulled, a reclaim
+while it waited for an instance, the queue's capacity wait running out),
+however long it sat in Batch's queue; such an attempt is settled straight
+from STARTING.
 
 EventBridge delivers at least once and in no guaranteed order, so an event
 changes nothing unless it is about the job's current attempt while that
@@ -35,9 +40,10 @@ log = logging.getLogger("gqa.reconcile")
 S = JobState
 OPEN = (S.STARTING, S.RUNNING)
 RACES = 3   # re-reads when the job moved between our read and our write (a cancel, the dispatcher)
-# How far Batch's start of a container may be from the start the dispatcher recorded
-# (when Batch took the job) before a RUNNING event rewrites it: most attempts start
-# within this, and their RUNNING event then costs a read and no write.
+# How far Batch's start of a container may be from the start a RUNNING record holds
+# before a RUNNING event rewrites it. Only records written RUNNING at the launch (by a
+# dispatcher from before launches stayed STARTING) can differ: within this the event
+# costs a read and no write.
 START_SLACK = 60.0
 
 
@@ -199,8 +205,9 @@ def container_start(job: JobRecord, event: BatchJobEvent) -> float | None:
 
 
 def late_start(job: JobRecord, event: BatchJobEvent) -> Change | None:
-    """The dispatcher records an attempt as started when Batch accepts it; the
-    container starts when Batch finds it an instance, seconds or hours later.
+    """A RUNNING record whose start is not Batch's: one a dispatcher from before
+    launches stayed STARTING wrote when Batch accepted the job, though the
+    container started when Batch found it an instance, seconds or hours later.
     Past START_SLACK the record takes Batch's start, so wall time, live spend and
     fair share count from it (within the slack the event costs no write)."""
     if event.started_at is None or job.started_at is None or abs(event.started_at - job.started_at) <= START_SLACK:

@@ -12,6 +12,7 @@ from ..models.job import JobRecord, JobState, Request
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
 from ..scheduling import plan
+from .launched import record_launch
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
 from .settle import apply_settled, settle
 from .snapshot import read_snapshot
@@ -25,7 +26,12 @@ class Supervisor:
     """`launches`, when the backend can find an attempt by its job (AWS Batch),
     lets a launch that failed uncertainly stay STARTING until
     repair_launches() has asked the backend; without it such a job goes back
-    to the queue at once (a local launch is never uncertain)."""
+    to the queue at once (a local launch is never uncertain).
+
+    Where the backend's launch is its start (`compute.launch_is_start`, a
+    local process) a launched attempt is recorded RUNNING at once; elsewhere
+    (AWS Batch) it stays STARTING with its launch recorded, and its backend's
+    events make it RUNNING (services/launched.py)."""
 
     def __init__(self, store: JobStore, compute: Compute, clock: Clock, rng: Random, *, grace: float = DEFAULT_GRACE,
                  launches: LaunchLookup | None = None, launch_grace: float = LAUNCH_GRACE,
@@ -53,7 +59,8 @@ class Supervisor:
 
     # -- dispatch ------------------------------------------------------------
     def dispatch(self) -> list[JobRecord]:
-        """One scheduling pass; start what it decides. Returns the started jobs."""
+        """One scheduling pass; start what it decides. Returns the started jobs
+        (where a launch is not a start: the launched ones, still STARTING)."""
         view = self.store.scheduling_view()
         if not view[0]:
             return []   # nothing waits: no decision to make, so no snapshot to read
@@ -82,6 +89,7 @@ class Supervisor:
                 return []
         changes: list[Change] = []
         launched_ids: list[str] = []
+        launch_is_start = bool(getattr(self.compute, "launch_is_start", True))
         self.probe("claimed")
         for job in starting:
             attempt = job.attempts + 1
@@ -108,6 +116,9 @@ class Supervisor:
                 continue
             launched_ids.append(job.id)
             at = self.clock.now()
+            if not launch_is_start:   # it starts when the backend says so (reconcile.py)
+                changes.append(record_launch(job.id, attempt, launched, at))
+                continue
             changes.append(Change(job.id, JobState.STARTING, JobState.RUNNING, f"attempt {attempt} started", at,
                                   {"attempts": attempt, "pid": launched.pid, "proc_token": launched.token,
                                    "started_at": at, "exit_code": None, "signal": None}))
@@ -121,7 +132,11 @@ class Supervisor:
             self.compute.abandon(launched_ids)   # not recorded (disk full...): they must never run
             raise
         self.probe("recorded")
-        started = [j for j in recorded if j.state == JobState.RUNNING]
+        tokens = {c.job_id: (c.fields or {}).get("proc_token") for c in changes}
+        # recorded here: RUNNING, or (a launch that is not a start) STARTING with this launch
+        started = [j for j in recorded if j.id in launched_ids and (
+            j.state == JobState.RUNNING if launch_is_start else
+            j.state == JobState.STARTING and j.proc_token == tokens.get(j.id))]
         running_ids = {j.id for j in started}
         self.compute.release([i for i in launched_ids if i in running_ids])
         self.compute.abandon([i for i in launched_ids if i not in running_ids])
@@ -256,11 +271,14 @@ class Supervisor:
             found = self.launches.find(job, job.attempts + 1)
             changes = repair(job, found, now=now, draw=self.rng.random(), inventory=self.store.inventory())
             try:
-                self.store.apply(changes)
+                repaired = self.store.apply(changes)[-1]
             except Conflict:   # it moved meanwhile (its event recorded the launch, a cancel): nothing to mend
                 continue
-            log.warning("job %s: %s", job.id, changes[0].reason)
+            log.warning("job %s: %s", job.id, repaired.reason)
             counts["recorded" if found else "requeued"] += 1
+            if repaired.state.active and repaired.kill_reason:
+                # a stop decided while its launch was unknown reached nothing: it reaches the attempt now
+                self.compute.terminate(repaired, self._grace(repaired))
         if counts["requeued"]:
             self.promote_retries()
         return counts

@@ -77,7 +77,8 @@ def test_a_pass_starts_queued_jobs_with_one_submit_each_and_the_next_submits_not
     answer = module.handler(event, CONTEXT)
     assert sorted(answer["started"]) == sorted(ids)
     assert len(submits) == 2
-    assert all(store.get(i).state == JobState.RUNNING for i in ids)
+    # launched, not started: each waits for Batch's RUNNING event, its Batch job recorded
+    assert all(store.get(i).state == JobState.STARTING and store.get(i).proc_token for i in ids)
     assert module.handler(event, CONTEXT) == {"started": []}
     assert len(submits) == 2
 

@@ -27,6 +27,7 @@ from tests.aws.test_lifecycle import ROUND, Run, admit_all, attempt_events
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
 MAX_ROUNDS = 40
 S = JobState
+HOUR = 3600.0
 SPOT, ON_DEMAND = (p.price for p in POOLS)    # per GPU-hour; every job asks for one GPU
 assert ROUND > QUIET   # an attempt whose events were lost is asked about in the next round
 
@@ -89,16 +90,24 @@ class Lost(Run):
     spend: dict[str, float] = field(default_factory=dict)
 
 
+def happens(event: dict[str, Any]) -> float:
+    detail = event["detail"]
+    return (detail.get("stoppedAt") or detail["startedAt"]) / 1000
+
+
 def ran_for(events: list[dict[str, Any]]) -> float:
     """Seconds from the container's start to its stop, as the attempt's end event says."""
     detail = events[-1]["detail"]
     return (detail["stoppedAt"] - detail["startedAt"]) / 1000
 
 
-def play(seed: int, *, drop: float, forget: float) -> tuple[Lost, dict[str, JobRecord]]:
+def play(seed: int, *, drop: float, forget: float,
+         wait: tuple[float, float] = (0.0, 0.0)) -> tuple[Lost, dict[str, JobRecord]]:
     """Each attempt's events are all dropped with chance `drop`, or only its end
     with chance `drop`; an attempt whose events were all dropped is forgotten by
-    Batch with chance `forget` (it leaves a checkpoint first)."""
+    Batch with chance `forget` (it leaves a checkpoint first). Each attempt
+    waits RUNNABLE for an instance between `wait` seconds first; its events are
+    delivered in the round in which they happen."""
     rng = random.Random(seed)
     run = Lost()
     with deployment(now=time.time()) as world:
@@ -107,6 +116,7 @@ def play(seed: int, *, drop: float, forget: float) -> tuple[Lost, dict[str, JobR
         truth = BatchTruth(compute.client, world.clock)
         ids = admit_all(world)
         store = DynamoDBStore(world.client("dynamodb"), NAMES)
+        coming: list[tuple[float, dict[str, Any]]] = []      # (when it happens, event) not delivered yet
         for _ in range(MAX_ROUNDS):
             if all(store.get(i).state == S.SUCCEEDED for i in ids):
                 break
@@ -116,7 +126,7 @@ def play(seed: int, *, drop: float, forget: float) -> tuple[Lost, dict[str, JobR
             rng.shuffle(new)
             for job in new:
                 run.resume[(job.job_id, job.attempt)] = run.latest.get(job.job_id, "")
-                events = attempt_events(rng, job, world.clock.now(), run, world)
+                events = attempt_events(rng, job, world.clock.now() + rng.uniform(*wait), run, world)
                 truth.learn(job, events)
                 luck = rng.random()
                 delivered = events if luck >= 2 * drop else [] if luck < drop else events[:-1]
@@ -133,8 +143,12 @@ def play(seed: int, *, drop: float, forget: float) -> tuple[Lost, dict[str, JobR
                     run.cost += ran_for(events) * (SPOT if job.spot else ON_DEMAND) / 3600
                 if (job.job_id, job.attempt + 1) in run.checkpoint_at:
                     run.latest[job.job_id] = run.checkpoint_at[(job.job_id, job.attempt + 1)]
-                for event in delivered:
-                    world.reconcile.handler(event, CONTEXT)
+                coming += [(happens(event), event) for event in delivered]
+            # what happens before the next round is delivered now (at once without a wait, as before)
+            now, due = world.clock.now() + ROUND, []
+            due, coming = [e for at, e in coming if at < now], [(at, e) for at, e in coming if at >= now]
+            for event in due:
+                world.reconcile.handler(event, CONTEXT)
             world.clock.advance(ROUND)
         run.submitted = list(batch.submitted)
         run.describe_calls = truth.calls
@@ -181,3 +195,19 @@ def test_with_every_end_event_lost_jobs_end_by_asking_batch_alone():
     run, jobs = play(seed=9, drop=0.5, forget=0.0)    # half lose every event, the others their end
     check(run, jobs)
     assert len(run.dropped) >= sum(j.attempts for j in jobs.values())
+
+
+def test_attempts_waiting_hours_for_an_instance_with_their_events_lost_still_end_exactly_once():
+    """Launched attempts stay STARTING while Batch keeps them RUNNABLE: the
+    scheduled passes ask about them while they wait, record their start (or
+    their end) from Batch's answer, and charge only what Batch ran."""
+    run, jobs = play(seed=13, drop=0.25, forget=0.2, wait=(HOUR / 2, 2 * HOUR))
+    check(run, jobs)
+    assert sum(run.forgotten.values()) > 0
+    for job in jobs.values():   # each RUNNING step is Batch's start, half an hour or more after the launch
+        claimed = None
+        for step in job.history:
+            if step.state == S.STARTING:
+                claimed = step.at
+            elif step.state == S.RUNNING:
+                assert claimed is not None and step.at - claimed >= HOUR / 2, job.id

@@ -77,6 +77,7 @@ class FakeCompute:
     exits: dict[str, Exit] = field(default_factory=dict)
     next_pid: int = 1000
     holds_launches: bool = False   # True: as a local executor, launches wait for release()
+    launch_is_start: bool = True   # False: as AWS Batch, a launch waits for the backend to start it
 
     def inventory(self) -> Inventory:
         return self.gpu_inventory

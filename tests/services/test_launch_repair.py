@@ -51,14 +51,21 @@ def test_an_attempt_the_backend_never_received_goes_back_to_the_queue_keeping_it
                              "stopped first); back in the queue")
 
 
-@pytest.mark.parametrize("launch, started_at", [(found(), T0 - 800), (found(started=None), T0 - 890)],
-                         ids=["running", "waiting-on-batch"])
-def test_an_attempt_the_backend_holds_is_recorded_as_the_pass_would_have(launch, started_at):
-    [change] = repair(claimed(1000, attempts=1), launch, now=T0, draw=0.5, inventory=None)
-    assert (change.expect, change.to, change.at) == (S.STARTING, S.RUNNING, started_at)
-    assert change.fields == {"attempts": 2, "pid": 0, "proc_token": "b-77", "started_at": started_at,
+def test_an_attempt_the_backend_started_is_recorded_running_from_its_start():
+    [change] = repair(claimed(1000, attempts=1), found(), now=T0, draw=0.5, inventory=None)
+    assert (change.expect, change.to, change.at) == (S.STARTING, S.RUNNING, T0 - 800)
+    assert change.fields == {"attempts": 2, "pid": 0, "proc_token": "b-77", "started_at": T0 - 800,
                              "exit_code": None, "signal": None}
     assert change.reason.startswith("attempt 2 started (found on the compute backend as b-77")
+
+
+def test_an_attempt_still_queued_on_the_backend_is_recorded_as_launched_and_stays_starting():
+    [change] = repair(claimed(1000, attempts=1), found(started=None), now=T0, draw=0.5, inventory=None)
+    assert (change.expect, change.to) == (S.STARTING, None)
+    assert {k: change.fields[k] for k in ("attempts", "pid", "proc_token")} == {"attempts": 2, "pid": 0,
+                                                                               "proc_token": "b-77"}
+    assert "started_at" not in change.fields          # no wall time, no charge until it starts
+    assert change.fields["reason"].startswith("attempt 2 launched as b-77 (found on the compute backend")
 
 
 @pytest.mark.parametrize("ended, to", [
@@ -71,6 +78,19 @@ def test_an_attempt_that_already_ended_is_settled_by_the_exit_rules(ended, to):
     assert record.to == S.RUNNING
     assert (settled.expect, settled.to, settled.at) == (S.RUNNING, to, T0 - 200)
     assert settled.usage == pytest.approx(600.0)         # 1 GPU from its start to its stop
+
+
+CAPACITY = "Canceled by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+
+
+def test_an_attempt_that_ended_without_starting_is_settled_from_starting_uncharged():
+    ended = Exit("1", 1, None, None, ExitKind.CAPACITY, CAPACITY)
+    launch, settled = repair(claimed(1000), found(started=None, ended=ended, ended_at=T0 - 100), now=T0, draw=0.5,
+                             inventory=None)
+    assert (launch.to, launch.fields["proc_token"]) == (None, "b-77")
+    assert (settled.expect, settled.to, settled.at, settled.usage, settled.cost) == \
+        (S.STARTING, S.RETRY_WAIT, T0 - 100, 0.0, 0.0)
+    assert settled.reason.startswith("the infrastructure failed before it ran")
 
 
 # -- the supervisor ------------------------------------------------------------------------------------
@@ -118,6 +138,7 @@ def test_repair_requeues_what_batch_never_received_and_records_what_it_holds(que
     assert (queue.get(lost.id).attempts, queue.get(lost.id).assigned) == (0, ())
     recorded = queue.get(held.id)
     assert (recorded.state, recorded.proc_token, recorded.attempts) == (S.RUNNING, "b-77", 1)
+    assert recorded.started_at == T0 - 800                               # Batch's start, not the repair's
     assert queue.state(young.id) == S.STARTING
     assert queue.compute.launches == []
     # the requeued job is launched again under the attempt number that never existed
@@ -222,3 +243,23 @@ def test_a_new_claim_forgets_the_previous_attempts_launch(queue):
     lookup.holds[(job.id, 2)] = found()
     assert queue.supervisor.repair_launches() == {"recorded": 1, "requeued": 0}
     assert (queue.get(job.id).attempts, queue.get(job.id).proc_token) == (2, "b-77")
+
+
+def test_a_stop_decided_while_the_launch_was_unknown_reaches_the_attempt_once_it_is_found(queue):
+    """A cancel carried out while the job was claimed but its launch unrecorded
+    had no Batch job to stop; the repair that finds the attempt stops it."""
+    lookup = with_lookup(queue)
+    job = claim(queue)
+    tokens: list[str | None] = []
+    queue.compute.terminate = lambda j, grace: tokens.append(j.proc_token)
+    queue.control.cancel([job.id])
+    queue.supervisor.carry_out_requests()
+    assert tokens == [None]                                  # nothing recorded to stop yet
+    queue.clock.advance(LAUNCH_GRACE)
+    lookup.holds[(job.id, 1)] = found(started=None)
+
+    assert queue.supervisor.repair_launches() == {"recorded": 1, "requeued": 0}
+
+    assert tokens == [None, "b-77"]
+    stopped = queue.get(job.id)
+    assert (stopped.state, stopped.proc_token, stopped.kill_reason) == (S.STARTING, "b-77", "cancel")

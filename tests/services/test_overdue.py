@@ -213,3 +213,25 @@ def test_a_job_that_moved_since_it_was_read_is_left_as_it_is(queue, batch, check
     checked = check.run()
     assert checked.asked == [job.id] and checked.lost == []
     assert queue.get(job.id).state == S.CANCELLED
+
+
+def test_a_launched_attempt_whose_every_event_was_lost_is_asked_about_while_it_waits(queue, batch, check):
+    """Launched and STARTING (a launch is not a start on Batch): asked about every
+    QUIET while Batch keeps it queued, then recorded and settled from Batch's answer."""
+    queue.compute.launch_is_start = False
+    queue.submit_one()
+    [job] = queue.supervisor.dispatch()
+    assert (job.state, job.proc_token) == (S.STARTING, "token-1001")
+    batch.said[job.id] = answer(job, "RUNNABLE")
+    for _ in range(3):                               # hours waiting for capacity: asked, nothing written
+        queue.clock.advance(QUIET)
+        assert check.run().asked == [job.id]
+    assert queue.get(job.id) == job
+    started, stopped = T0 + 3 * QUIET + 10, T0 + 3 * QUIET + 610
+    batch.said[job.id] = answer(job, "SUCCEEDED", started=started, stopped=stopped, reason=ESSENTIAL, code=0)
+    queue.clock.advance(QUIET)
+
+    assert check.run().settled == [job.id]
+    done = queue.get(job.id)
+    assert [t.state for t in done.history][-2:] == [S.RUNNING, S.SUCCEEDED]
+    assert (done.started_at, done.gpu_seconds) == (started, pytest.approx(600.0))   # charged what Batch ran

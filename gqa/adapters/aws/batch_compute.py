@@ -31,7 +31,10 @@ the pool's queue, by the gqa-<id>-<attempt>- prefix of job_name().
 
 The port's Launched carries pid 0 (there is no process of ours) and the Batch
 job id as its token; the services store it as the job's proc_token, and
-terminate, alive and reap read it from there.
+terminate, alive and reap read it from there. A submitted job may wait
+RUNNABLE for an instance for hours, so a launch is not a start
+(`launch_is_start`): the job stays STARTING until Batch's RUNNING event, and
+terminate() stops it in either state.
 
 alive() and reap() share one DescribeJobs answer for
 `status_ttl` seconds of the injected clock, and prime() reads a hundred jobs
@@ -75,7 +78,8 @@ _TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
 
 
 class BatchCompute:
-    holds_launches = False   # SubmitJob is the start: the claim is written before it
+    holds_launches = False   # a submitted job runs when Batch finds it an instance: the claim is written before
+    launch_is_start = False  # SubmitJob queues it (RUNNABLE); the attempt starts at Batch's RUNNING event
 
     def __init__(self, client: Any, pools: Iterable[Pool], job_definition: str, checkpoints: Checkpoints,
                  clock: Clock, *, images: Mapping[str, str] | None = None, cpus_per_gpu: int = 4,
