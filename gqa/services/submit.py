@@ -9,6 +9,7 @@ Jobs admitted to wait for approval are announced to the approvers through
 the notifier, when there is one (services/approvals.py)."""
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..models.errors import BackendUnavailable, GqaError, Rejected, SpecError
@@ -30,9 +31,12 @@ log = logging.getLogger("gqa.submit")
 
 class SubmitService:
     def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None, intake: Intake | None = None,
-                 notifier: Notifier | None = None):
+                 notifier: Notifier | None = None, spec_check: Callable[[JobSpec], str | None] | None = None):
+        """`spec_check`: the backend's own limit on a spec (AWS Batch's job payload), checked
+        before anything is reserved; it answers why the spec cannot run there, or None."""
         self.store, self.clock, self.waker, self.intake = store, clock, waker, intake
         self.notifier = notifier
+        self.spec_check = spec_check
 
     def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
                owner: str | None = None, caller: Principal | None = None) -> list[JobRecord]:
@@ -60,6 +64,9 @@ class SubmitService:
             raise BackendUnavailable("no intake queue to accept submissions on")
         spec = spec if caller is None else for_team(self.store, spec, caller)
         spec, _, _ = self._checked(spec, owner)
+        problem = self.spec_check(spec) if self.spec_check is not None else None
+        if problem:
+            raise SpecError(problem)
         now = self.clock.now()
         submitted = (Transition(JobState.SUBMITTED, now, "submitted"),)
         reserved = self.store.reserve_ids(self._records(spec, environment, now, JobState.SUBMITTED, ACCEPTED,

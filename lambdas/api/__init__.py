@@ -6,7 +6,9 @@ what they may do, is gqa.services.access's rule (owners, approvers, admins).
 Routes (JSON in and out; every job route takes a job id or an array/sweep id,
 and cancel/requeue/approve/deny take several, comma-separated):
     GET  /whoami                          the caller: owner name, ARN, roles
-    POST /jobs                            {"spec": {...}, "environment": {...}|null} -> 202 {group, jobs, records}
+    POST /jobs                            {"spec": {...}, "environment": {...}|null} -> 202 {group, jobs, first}:
+                                          the ids and the first job's record (every record of a large
+                                          array would pass Lambda's 6 MB answer)
     GET  /jobs/{ref}?limit=L&next=T       {"jobs": [...], "next": T|null}: a page of the jobs, with their history
     GET  /queue?group=G&explain=false&limit=L&next=T
                                           a page of the pending jobs in start order (position, reason, ETA,
