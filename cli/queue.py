@@ -27,7 +27,8 @@ def queue(
             "weights": _weights(view.weights),
             "pending": [_pending_dict(e, view.weights) for e in view.pending],
             "running": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": list(j.assigned),
-                         "started_at": j.started_at, "attempt": j.attempts, "state": j.state.value}
+                         "started_at": j.started_at, "attempt": j.attempts, "state": j.state.value,
+                         "reason": j.reason}
                         for j in view.running],
         })
         return
@@ -40,8 +41,9 @@ def queue(
     for col in ("id", "name", "team", "owner", "gpus", "elapsed", "attempt"):
         running.add_column(col)
     for j in view.running:
-        running.add_row(j.id, j.name, j.team, j.owner, ",".join(map(str, j.assigned)), ago(j.started_at),
-                        str(j.attempts))
+        # a launched attempt Batch has not started yet: what it waits for, in minutes, not a run time
+        elapsed = j.reason if j.state.value == "STARTING" else ago(j.started_at)
+        running.add_row(j.id, j.name, j.team, j.owner, ",".join(map(str, j.assigned)), elapsed, str(j.attempts))
     out.print(running)
     pending = Table(title=f"pending ({len(view.pending)})", title_justify="left", box=None, pad_edge=False)
     cols = ["pos", "id", "name", "team", "owner", "prio", "gpus", "waiting", "eta", "reason"]

@@ -82,6 +82,12 @@ class JobStore(Protocol):
 
     def set_team(self, team: str, policy: TeamPolicy) -> None: ...
 
+    def team_members(self) -> dict[str, tuple[str, ...]]:
+        """Each team's member patterns (users, IAM ARN patterns, @groups); teams with none left out."""
+
+    def set_team_members(self, team: str, members: tuple[str, ...]) -> None:
+        """Replace a team's members; a team not configured yet gets the default policy."""
+
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         """Decayed GPU-seconds per team as of now."""
 

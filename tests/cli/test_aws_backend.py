@@ -37,6 +37,12 @@ def test_a_job_submitted_runs_and_is_seen_through_status_and_queue(aws):
     assert code == 0 and "score =" in out and "daemon not running" not in out
 
     [submitted] = aws.dispatch()
+    aws.world.clock.advance(720)                                   # Batch finds no instance for 12 minutes
+    launched = aws.json("alice", "queue")["running"]
+    assert [(r["id"], r["state"]) for r in launched] == [("1", "STARTING")]
+    assert "waiting for on-demand capacity in pool a10g-ondemand, 12 min" in launched[0]["reason"]
+    code, out, _ = aws("alice", "queue")
+    assert code == 0 and "waiting for" in out and "12 min" in " ".join(out.split())   # the table wraps it
     aws.reconcile(submitted, "RUNNING")
     assert aws.json("alice", "status", "1")["state"] == "RUNNING"
     assert [r["id"] for r in aws.json("alice", "queue")["running"]] == ["1"]

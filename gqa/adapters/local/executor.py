@@ -74,6 +74,7 @@ class LocalExecutor:
     every user of the machine)."""
 
     holds_launches = True   # an attempt waits at its gate until release()
+    launch_is_start = True  # a released process runs at once
 
     def __init__(self, paths: StatePaths, inventory: Inventory, *, base_env: dict[str, str] | None = None,
                  containment=None, as_owner: bool = False):
