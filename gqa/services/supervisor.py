@@ -83,10 +83,7 @@ class Supervisor:
             # one transaction, and a crash before it leaves the jobs QUEUED and their processes held back
             starting, written = self._claimed(claims), claims
         else:
-            try:
-                starting, written = self.store.apply(claims), []
-            except Conflict:  # a job was cancelled since the snapshot: next pass
-                return []
+            starting, written = self._claim(claims), []
         changes: list[Change] = []
         launched_ids: list[str] = []
         launch_is_start = bool(getattr(self.compute, "launch_is_start", True))
@@ -142,6 +139,22 @@ class Supervisor:
         self.compute.abandon([i for i in launched_ids if i not in running_ids])
         self.probe("released")
         return started
+
+    def _claim(self, claims: list[Change]) -> list[JobRecord]:
+        """The claims written in one transaction; if one of them conflicts (a job cancelled
+        since the snapshot, or one the store refuses), one by one, so the others still start:
+        each claim is its own GPUs, which the pass gave no other job."""
+        try:
+            return self.store.apply(claims)
+        except Conflict:
+            pass
+        out = []
+        for claim in claims:
+            try:
+                out += self.store.apply([claim])
+            except Conflict as exc:
+                log.warning("job %s not started this pass: %s", claim.job_id, exc)
+        return out
 
     def _claimed(self, claims: list[Change]) -> list[JobRecord]:
         """The jobs as the claims would leave them, not written yet (a job gone meanwhile is left out)."""
