@@ -17,6 +17,8 @@ import importlib.metadata
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,3 +214,18 @@ def create_queues(client: Any, prefix: str = "gqa-", fifo: bool = False) -> Queu
     return QueueUrls(intake={tier: urls[q.logical] for tier, q in INTAKE.items()}, wakeup=urls[WAKEUP.logical],
                      dead_letters={q.role: urls[by_id[q.dead_letter].role] for q in definitions if q.dead_letter},
                      trigger_timer=urls[TRIGGER_TIMER.logical])
+
+
+@contextmanager
+def moto_tables(names: TableNames) -> Iterator[None]:
+    """moto, with the deployed tables under `names`, for the length of a test."""
+    from unittest import mock
+
+    from moto import mock_aws
+
+    from tests.aws.moto_support import session
+    from tests.contract.conftest import FAKE_AWS
+
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
+        create_tables(session().client("dynamodb"), names)
+        yield

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
-from unittest import mock
 
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from gqa.adapters.aws import errors, writes
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
@@ -21,9 +18,8 @@ from gqa.models.errors import BackendUnavailable, Conflict
 from gqa.models.job import JobState, Request
 from gqa.ports import Change
 from gqa.scheduling import Policy
-from tests.aws.deployed import create_tables
+from tests.aws.deployed import moto_tables
 from tests.aws.moto_support import session
-from tests.contract.conftest import FAKE_AWS
 from tests.contract.jobs import T0, new_job, put
 
 pytestmark = pytest.mark.aws
@@ -34,8 +30,7 @@ NAMES = TableNames.prefixed("gqa-unit-")
 
 @pytest.fixture
 def aws():
-    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
-        create_tables(session().client("dynamodb"), NAMES)
+    with moto_tables(NAMES):
         yield
 
 

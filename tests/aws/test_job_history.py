@@ -6,12 +6,10 @@ DynamoDB refuses does not stop the others being written."""
 from __future__ import annotations
 
 import json
-import os
 from unittest import mock
 
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from gqa.adapters.aws import history, writes
 from gqa.adapters.aws import items as it
@@ -21,9 +19,8 @@ from gqa.models.errors import Conflict, Rejected
 from gqa.models.job import JobState, Transition
 from gqa.ports import Change
 from gqa.services.settle import apply_settled
-from tests.aws.deployed import create_tables
+from tests.aws.deployed import moto_tables
 from tests.aws.moto_support import session
-from tests.contract.conftest import FAKE_AWS
 from tests.contract.jobs import T0, new_job, put
 
 pytestmark = pytest.mark.aws
@@ -36,8 +33,7 @@ HOLDS = (S.HELD, S.QUEUED)   # held and released by its team's budget, over and 
 
 @pytest.fixture
 def aws():
-    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
-        create_tables(session().client("dynamodb"), NAMES)
+    with moto_tables(NAMES):
         yield
 
 

@@ -6,6 +6,7 @@ table as the deploy's PutItem would, and reads it back through the store."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import aws_cdk as cdk
 import boto3
@@ -49,6 +50,17 @@ def _text(value) -> str:
     return value
 
 
+@contextmanager
+def deployed(items):
+    """A moto settings table holding what the deploy's PutItem calls write, read through the store."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_tables(client, NAMES)
+        for item in items:
+            client.put_item(TableName=NAMES.settings, Item=item)
+        yield DynamoDBStore(client, NAMES)
+
+
 @pytest.fixture(scope="module")
 def config():
     return deployment()
@@ -65,12 +77,7 @@ def test_one_write_per_setting(items, config):
 
 
 def test_the_store_reads_back_what_the_file_says(items, config):
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_tables(client, NAMES)
-        for item in items:
-            client.put_item(TableName=NAMES.settings, Item=item)
-        store = DynamoDBStore(client, NAMES)
+    with deployed(items) as store:
         assert store.inventory() == inventory_of(pools_from_json(config.pools_json()))
         assert store.policy() == queue_policy(config)
         assert store.teams() == team_policies(config)
@@ -80,12 +87,7 @@ def test_the_store_reads_back_what_the_file_says(items, config):
 def test_the_teams_members_are_written_with_their_items_and_read_back(items, config):
     """Membership reaches the api function through the store, not its 4 KB environment."""
     assert any(t.members for t in config.teams)
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_tables(client, NAMES)
-        for item in items:
-            client.put_item(TableName=NAMES.settings, Item=item)
-        store = DynamoDBStore(client, NAMES)
+    with deployed(items) as store:
         assert store.team_members() == {t.name: tuple(t.members) for t in config.teams if t.members}
         store.set_team(config.teams[0].name, TeamPolicy(share=5.0))      # `gqa quota set` between deploys
         assert store.team_members()[config.teams[0].name] == tuple(config.teams[0].members)
