@@ -54,6 +54,17 @@ class JobStore(Protocol):
         state it expects. Raises Conflict (and applies nothing) on a mismatch.
         A change's `usage` is added to its team's decayed usage atomically."""
 
+    def record_start(self, job_id: str, attempt: int, token: str, started_at: float,
+                     reason: str) -> JobRecord | None:
+        """Record that attempt `attempt` (launched as `token`, the proc_token)
+        started at `started_at`: STARTING -> RUNNING with `reason`, started_at
+        set, exit_code and signal cleared, in one write that reads nothing
+        first. Applies only while the job is STARTING on that attempt and
+        token; else changes nothing and returns None (a duplicate, a late
+        event, a job that moved or is unknown, or one the backend must first
+        read to write: the caller then reads and decides). Returns the record
+        as apply() would (the recent history at least)."""
+
     def apply_each(self, changes: list["Change"]) -> list[bool]:
         """Apply each change that still holds and skip the others: each is
         guarded on the state it expects, as in apply(), but a job that moved on

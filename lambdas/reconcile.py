@@ -15,10 +15,13 @@ DynamoDB table names; a missing one fails the cold start loudly), and
 optionally GQA_WAKEUP_QUEUE_URL: the dispatcher's wake-up queue, told when an
 attempt ends so its GPUs are scheduled at once rather than at the next tick.
 
-Calls: an event is one read of the job and one write (a RUNNING event: the
-start; an end: the job with its team's usage and spend, in one transaction),
-plus the wake-up when an attempt ends; a duplicate or stale event is the read
-alone; the settings it needs are kept SETTINGS_KEPT seconds.
+Calls: a RUNNING event is one UpdateItem guarded on the job STARTING on that
+attempt and Batch job (nothing read first; a start wakes no pass, it frees no
+GPUs); an end is one read of the job and one transaction (the job with its
+team's usage and spend), plus the wake-up. A RUNNING event the guard refuses
+(a duplicate, a late or early one) is then read and judged as an end is: one
+read more, and a write only if one is due. A duplicate or stale end is the
+read alone. The settings an end needs are kept SETTINGS_KEPT seconds.
 
 Metrics (namespace gqa, service gqa-reconcile; services/telemetry.py), for
 an event that settles an attempt: JobsSucceeded, JobsFailed, JobsTimedOut or

@@ -21,7 +21,13 @@ late RUNNING finds it already ended, and an event of an earlier attempt (or
 another Batch job than the one recorded) is ignored. An event of the attempt
 the dispatcher is launching, before it recorded the launch, records it. A SUCCEEDED or FAILED
 that arrives before its RUNNING still settles: the RUNNING step is written
-first, in the same transaction, so the history stays true."""
+first, in the same transaction, so the history stays true.
+
+A RUNNING event is one per attempt, and nearly always the expected one: it
+is first tried as one write guarded on exactly that (JobStore.record_start:
+the job STARTING on the event's attempt and Batch job), which reads nothing.
+Only when that write does not apply is the job read and the event judged by
+the rules above. A start frees no GPUs, so it wakes no scheduling pass."""
 
 from __future__ import annotations
 
@@ -77,6 +83,10 @@ class ReconcileService:
     def handle(self, event: BatchJobEvent) -> Reconciled:
         """Apply one event. Raises NotFound for an unknown job, BackendUnavailable
         when the store cannot be reached, Conflict if the job kept moving."""
+        if event.status == RUNNING:
+            started = self._start(event)
+            if started is not None:
+                return started
         for _ in range(RACES):
             job = self.store.get(event.job_id)
             adopt = _adoption(job, event)
@@ -93,7 +103,7 @@ class ReconcileService:
                         return Reconciled(Action.IGNORED, job, "already recorded as running")
                     changes, action = [moved], Action.RUNNING
                 else:
-                    changes, action = [_mark_running(job, event)], Action.RUNNING
+                    changes, action = [_mark_running(event)], Action.RUNNING
             elif event.ended:
                 kind, changes = self._settlement(job, event)
                 action, cause = Action.SETTLED, stop_cause(job, kind)
@@ -110,6 +120,15 @@ class ReconcileService:
             return Reconciled(action, updated[-1], changes[-1].reason, cause, sum(c.usage for c in changes),
                               sum(c.cost for c in changes))
         raise Conflict(f"job {event.job_id} kept changing while its Batch event was applied")
+
+    def _start(self, event: BatchJobEvent) -> Reconciled | None:
+        """The common RUNNING event, that of the attempt the job is STARTING on:
+        one guarded write, no read. None when it does not apply as it stands (a
+        duplicate, a late or foreign event, a launch not recorded yet, a store
+        that must read first): handle() then reads the job and decides."""
+        change = _mark_running(event)
+        job = self.store.record_start(event.job_id, event.attempt, event.batch_job_id, change.at, change.reason)
+        return None if job is None else Reconciled(Action.RUNNING, job, change.reason)
 
     def forgotten(self, job_id: str, batch_job_id: str, attempt: int, at: float) -> Reconciled:
         """The backend no longer knows attempt `attempt` of the job (Batch job
@@ -144,7 +163,7 @@ class ReconcileService:
         # it ran, but its RUNNING event is late or lost (or it ended as only a started
         # attempt can): record the start first, so its GPU time is charged and the
         # history says what happened
-        running = _mark_running(job, event)
+        running = _mark_running(event)
         started = transition(job, S.RUNNING, running.at, running.reason, **(running.fields or {}))
         return kind, [running, settle(started, ended, at=max(event.time, running.at), started=running.at,
                                       draw=draw, inventory=inventory)]
@@ -216,7 +235,7 @@ def late_start(job: JobRecord, event: BatchJobEvent) -> Change | None:
                   {"started_at": event.started_at})
 
 
-def _mark_running(job: JobRecord, event: BatchJobEvent) -> Change:
+def _mark_running(event: BatchJobEvent) -> Change:
     started = event.started_at if event.started_at is not None else event.time
-    return Change(job.id, S.STARTING, S.RUNNING, f"attempt {event.attempt} started", started,
+    return Change(event.job_id, S.STARTING, S.RUNNING, f"attempt {event.attempt} started", started,
                   {"started_at": started, "exit_code": None, "signal": None})

@@ -131,17 +131,23 @@ def test_running_then_succeeded_settles_the_job(lambda_module, store):
     assert store.spend(period_of(T0)) == {"vision": pytest.approx(0.5 * 120 / 3600)}
 
 
-def test_an_event_is_one_read_and_one_write(lambda_module, store):
+def test_a_start_is_one_write_and_an_end_one_read_and_one_write(lambda_module, store):
     first, second = launched(store, gpu=0, team="vision"), launched(store, gpu=1, team="vision")
     calls: list[str] = []
     lambda_module.service().store.client.meta.events.register(
         "before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
 
     call(lambda_module, batch_event(first, "RUNNING"))
+    # the start: one write guarded on the attempt, nothing read
+    assert calls == ["UpdateItem"]
+    assert call(lambda_module, batch_event(first, "RUNNING"))["action"] == "ignored"
+    # a duplicate: the guarded write refused, then the job read and the event judged on it
+    assert calls == ["UpdateItem", "UpdateItem", "GetItem"]
+    calls.clear()
     call(lambda_module, batch_event(first, "SUCCEEDED", exit_code=0))
-    # each: the job, then its write (the settlement with its team's usage and spend, in one
-    # transaction); the settings (prices, half-life) once per container
-    assert calls == ["GetItem", "TransactWriteItems", "GetItem", "Query", "TransactWriteItems"]
+    # the job, then the settlement with its team's usage and spend in one transaction; the
+    # settings (prices, half-life) once per container
+    assert calls == ["GetItem", "Query", "TransactWriteItems"]
     calls.clear()
     call(lambda_module, batch_event(second, "SUCCEEDED", exit_code=0))
     assert calls == ["GetItem", "TransactWriteItems"]

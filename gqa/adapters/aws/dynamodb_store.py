@@ -52,7 +52,7 @@ from . import ledger
 from . import tables as t
 from . import views
 from .errors import CONDITION_FAILED, TRANSIENT_REASONS, Retrying, TransactionConflict, cancellation_reasons, code_of
-from .writes import JobWrite, chunks, pack, transaction
+from .writes import JobWrite, chunks, pack, start_update, transaction
 
 log = logging.getLogger(__name__)
 S = JobState
@@ -359,6 +359,21 @@ class DynamoDBStore:
         return [it.job_record(i, history=history) for i in islice(found, limit)]
 
     # -- jobs: guarded changes ---------------------------------------------------------------
+    def record_start(self, job_id: str, attempt: int, token: str, started_at: float,
+                     reason: str) -> JobRecord | None:
+        """One UpdateItem, no read (writes.start_update); None when its condition
+        fails: not that attempt STARTING, or a history that must move first."""
+        if not _JOB_ID.match(job_id):
+            return None
+        try:
+            out = self.call("UpdateItem", **start_update(self.tables.jobs, job_id, attempt, token, started_at,
+                                                         reason))
+        except Conflict:   # the condition failed (a missing item fails it too)
+            return None
+        item = it.load(out["Attributes"])
+        self._seen_written(item)
+        return it.job_record(item)
+
     def apply(self, changes: List[Change]) -> List[JobRecord]:
         """All changes in one transaction (per 100 items, see writes.pack). A write that
         lost only on the revision (the job changed, but is still in the state the

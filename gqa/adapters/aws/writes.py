@@ -1,6 +1,7 @@
 """The TransactWriteItems requests: a job's guarded update (with the history
 items its older transitions move to, history.py), the ledger ADDs that go
-with it, and how a long batch is split into transactions."""
+with it, and how a long batch is split into transactions; and the one
+write that needs no read, an attempt's start (start_update)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...models.job import JobRecord
+from ...models.job import JobRecord, JobState, Transition
 from . import history
 from . import items as it
 from . import ledger
@@ -136,3 +137,24 @@ def history_put(table: str, job_id: str, first: int, transitions: list[dict[str,
     return {"Put": {"TableName": table, "Item": it.dump({**history.history_key(job_id, first),
                                                          history.TRANSITIONS: transitions}),
                     "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID}}}
+
+
+def start_update(table: str, job_id: str, attempt: int, token: str, started_at: float,
+                 reason: str) -> dict[str, Any]:
+    """UpdateItem's arguments for recording an attempt's start without reading
+    the item first: STARTING -> RUNNING, the transition appended and the
+    revision bumped (so a write planned on an older read loses its guard).
+    It applies only to that attempt and token while STARTING, and only while
+    the item holds fewer than history.MOST transitions: one more then needs
+    no move to history items, which only a write that read the item can make."""
+    e = it.Expr()
+    entry = history.encode([Transition(JobState.RUNNING, started_at, reason)])
+    update = (f"SET {e.n(t.STATE)} = {e.v(JobState.RUNNING)}, {e.n('reason')} = {e.v(history.cut(reason))}, "
+              f"{e.n('started_at')} = {e.v(started_at)}, "
+              f"{e.n(t.HISTORY)} = list_append({e.n(t.HISTORY)}, {e.v(entry)}), "
+              f"{e.n(t.REVISION)} = {e.n(t.REVISION)} + {e.v(1)} "
+              f"REMOVE {e.n('exit_code')}, {e.n('signal')}")
+    condition = (f"{e.n(t.STATE)} = {e.v(JobState.STARTING)} AND {e.n('attempts')} = {e.v(attempt)} "
+                 f"AND {e.n('proc_token')} = {e.v(token)} AND size({e.n(t.HISTORY)}) < {e.v(history.MOST)}")
+    return {"TableName": table, "Key": it.dump(it.job_key(job_id)), "UpdateExpression": update,
+            "ConditionExpression": condition, "ReturnValues": "ALL_NEW", **e.kwargs()}

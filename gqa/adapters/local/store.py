@@ -440,6 +440,17 @@ class SqliteStore:
                 out.append(new)
         return out
 
+    def record_start(self, job_id: str, attempt: int, token: str, started_at: float,
+                     reason: str) -> JobRecord | None:
+        # a local read costs nothing: check the attempt, then the guarded apply, in one transaction
+        with self._tx():
+            row = self.db.execute("SELECT state, attempts, proc_token FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or tuple(row) != (JobState.STARTING.value, attempt, token):
+                return None
+            [job] = self.apply([Change(job_id, JobState.STARTING, JobState.RUNNING, reason, started_at,
+                                       {"started_at": started_at, "exit_code": None, "signal": None})])
+        return job
+
     def with_requests(self) -> list[JobRecord]:
         rows = self.db.execute(_SELECT + " WHERE request IS NOT NULL AND kill_reason IS NULL "
                                "AND state IN ('STARTING', 'RUNNING') ORDER BY seq").fetchall()
