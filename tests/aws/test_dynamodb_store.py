@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 from botocore.exceptions import ClientError
 
-from gqa.adapters.aws import errors, writes
+from gqa.adapters.aws import errors, ledger, writes
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.tables import JOBS, LIVE_INDEX, TableNames
 from gqa.models.errors import BackendUnavailable, Conflict
@@ -187,12 +187,17 @@ def test_batches_over_a_transaction_are_written_in_chunks(store, small_transacti
 
 def test_chunks_count_each_ledger_item_once(store, small_transactions):
     store.set_policy(Policy(half_life=HOUR))
-    jobs = [put(store, S.RUNNING, team=team) for team in ("vision", "vision", "nlp")]
+    vision = [put(store, S.RUNNING, team="vision") for _ in range(ledger.SHARDS + 1)]
+    by_shard: dict[str, list] = {}
+    for job in vision:
+        by_shard.setdefault(ledger.shard_of(job.id), []).append(job)
+    pair = next(jobs for jobs in by_shard.values() if len(jobs) > 1)   # 17 jobs, 16 shards: two share one
+    jobs = [*pair[:2], put(store, S.RUNNING, team="nlp")]
     calls = record_calls(store)
 
     store.apply([Change(j.id, S.RUNNING, S.SUCCEEDED, "done", T0, usage=10.0) for j in jobs])
 
-    # two vision jobs share one usage item (3 items); nlp's job and bucket would make 5
+    # two vision jobs of one shard share one usage item (3 items); nlp's job and bucket would make 5
     assert [len(p["TransactItems"]) for name, p in calls if name == "TransactWriteItems"] == [3, 2]
     assert store.usage(T0, HOUR) == {"vision": pytest.approx(20.0), "nlp": pytest.approx(10.0)}
 

@@ -1,10 +1,12 @@
 """The DynamoDB TriggerStore's guards on moto: a write computed from a stale
 read of the burst fails instead of overwriting; an event counts once; a burst
-closes once; a kept submission is never replaced."""
+closes once, with every key counted before its close and none after; a kept
+submission is never replaced."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -51,10 +53,11 @@ def test_a_trigger_round_trips_and_ids_are_unique(store):
 
 
 def test_only_one_open_wins(store):
-    opened(store)
+    current = opened(store)
     with pytest.raises(Conflict):
         store.count(StepKind.OPEN, burst(["incoming/b.csv"], id="b2"), "incoming/b.csv", "t-b", LATER)
-    assert store.open_burst("tr-0001").keys == ("incoming/a.csv",)
+    assert store.open_burst("tr-0001") == current
+    assert store.close("tr-0001", current.id, NOW + 120, LATER).burst.keys == ("incoming/a.csv",)
 
 
 def test_an_event_counts_once_whatever_the_step(store):
@@ -71,22 +74,31 @@ def test_a_step_planned_on_a_burst_that_closed_fails(store, kind):
         store.count(kind, current, "incoming/a.csv" if kind is StepKind.ABSORB else "incoming/z.csv", "t-z", LATER)
 
 
-def test_an_append_planned_with_room_that_is_gone_fails(store):
-    # the caller read a burst with room; meanwhile others filled it: the cap holds
-    current = opened(store, tuple(f"incoming/{n:02d}" + "x" * 989 for n in range(RECORD_KEY_BYTES // 1000)))
-    stale = burst(current.keys[:1], id=current.id)
-    with pytest.raises(Conflict):
-        store.count(StepKind.APPEND, stale, "incoming/" + "y" * 991, "t-y", LATER)
-    assert store.count(StepKind.OVERFLOW, current, "incoming/" + "y" * 991, "t-y", LATER)
-    assert store.open_burst("tr-0001").more == 1
+def test_the_cap_holds_however_many_objects_join(store):
+    # every object joins the burst it read, none sees the others: the close lists what fits, in
+    # arrival order, and counts the rest
+    fitting = tuple(f"incoming/{n:02d}" + "x" * 989 for n in range(RECORD_KEY_BYTES // 1000))
+    current = opened(store, fitting)
+    assert store.count(StepKind.APPEND, current, "incoming/" + "y" * 991, "t-y", LATER)
+    assert store.count(StepKind.APPEND, current, "incoming/short", "t-short", LATER)   # it still fits
+    closed = store.close("tr-0001", current.id, NOW + 120, LATER).burst
+    assert (closed.keys, closed.more) == (fitting + ("incoming/short",), 1)
+    assert closed.count == len(fitting) + 2 and closed.key_bytes <= RECORD_KEY_BYTES
+
+
+def test_an_overwritten_key_is_listed_once_at_its_first_place(store):
+    current = opened(store, ("incoming/a.csv", "incoming/b.csv"))
+    assert store.count(StepKind.APPEND, current, "incoming/a.csv", "t-a-again", LATER)
+    assert store.close("tr-0001", current.id, NOW + 120, LATER).burst.keys == ("incoming/a.csv", "incoming/b.csv")
 
 
 def test_a_burst_closes_once_and_later_asks_see_it_closed(store):
     current = opened(store, ("incoming/a.csv", "incoming/b.csv"))
     first = store.close("tr-0001", current.id, NOW + 120, LATER)
     again = store.close("tr-0001", current.id, NOW + 130, LATER)
-    assert first.burst == current and not first.submitted
-    assert again.burst == current and again.closed_at == NOW + 120    # the record of the first close
+    listed = replace(current, keys=("incoming/a.csv", "incoming/b.csv"), key_bytes=28)
+    assert first.burst == listed and not first.submitted
+    assert again.burst == listed and again.closed_at == NOW + 120    # the record of the first close
     assert store.open_burst("tr-0001") is None
     assert store.close("tr-0001", "never-opened", NOW, LATER) is None
 

@@ -217,7 +217,10 @@ class DynamoDBStore:
         return out
 
     def spend(self, period: str) -> dict[str, float]:
-        return {item["team"]: float(item["amount"]) for item in self._ledger(ledger.spend_prefix(period))}
+        out: dict[str, float] = {}
+        for item in self._ledger(ledger.spend_prefix(period)):   # a team's shards (ledger.py), summed
+            out[item["team"]] = out.get(item["team"], 0.0) + float(item["amount"])
+        return out
 
     # -- jobs: create and read -------------------------------------------------------------
     def reserve_ids(self, jobs: List[JobRecord]) -> List[JobRecord]:
@@ -444,11 +447,11 @@ class DynamoDBStore:
                 transition(job, change.to, change.at, change.reason, **extra)
             results[index] = write.record
             if change.usage:
-                sk, epoch, weight = ledger.usage_bucket(job.team, change.at, half_life)
+                sk, epoch, weight = ledger.usage_bucket(job.team, change.at, half_life, ledger.shard_of(job.id))
                 add = write.usage.get(sk, (job.team, half_life, epoch, 0.0))[3] + change.usage * weight
                 write.usage[sk] = (job.team, half_life, epoch, add)
             if change.cost:
-                key = (ledger.spend_key(change.at, job.team), job.team)
+                key = (ledger.spend_key(change.at, job.team, ledger.shard_of(job.id)), job.team)
                 write.spend[key] = write.spend.get(key, 0.0) + change.cost
         return writes
 

@@ -13,10 +13,19 @@ Three tables:
             partition, and without the indexes' attributes.
 - settings  inventory, scheduling policy and team policies in one partition
             (`pk` "setting", so one Query reads them all), and the id counter
-            (`pk` "counter").
+            (`pk` "counter"). Triggers and their bursts (triggers.py): an open
+            burst is `pk` "trigger-burst", sk the trigger id (its id and
+            window), and a partition of its own, `pk`
+            "trigger-burst#<trigger>#<burst>", holding its gates (sk
+            "gate#<n>", 32, while it is open) and one item per object key
+            (sk "key#<key digest>"); no item is written by every object.
 - ledger    fair-share usage buckets and spend per team and period, in one
             partition (one Query reads both), written with atomic ADDs in the
-            same transaction as the job's change.
+            same transaction as the job's change. Each is 16 shards per team,
+            the one a job's charges go to picked by its job id (sk
+            "usage#<bucket>#<shard>", "spend#<period>#<team>#<shard>";
+            ledger.py), summed when read, with unsharded items of earlier
+            versions, so concurrent settlements of one team rarely meet on an item.
 
 The `live` index is sparse: it holds a job only while the job is in a state a
 scheduling pass looks at (queued, held, starting, running, waiting to retry);

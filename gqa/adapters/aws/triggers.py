@@ -1,23 +1,39 @@
 """TriggerStore on DynamoDB: triggers and their bursts live in the settings
-table (tables.py), each kind in a partition of its own:
+table (tables.py):
 
-    pk "trigger"         sk <trigger id>                the trigger, as its wire form (JSON)
-    pk "trigger-burst"   sk <trigger id>                the trigger's open burst, if any
-    pk "trigger-closed"  sk <trigger id>#<burst id>     a closed burst: its keys, its submission (kept
-                                                        before it is sent), whether it was submitted
-    pk "trigger-event"   sk <trigger id>#<event digest> an object event already counted
+    pk "trigger"                     sk <trigger id>          the trigger, as its wire form (JSON)
+    pk "trigger-burst"               sk <trigger id>          the trigger's open burst, if any: its id and window
+    pk "trigger-burst#<trigger id>#<burst id>"                one partition per burst:
+                                     sk "gate#<n>"            its GATES gates, while it is open
+                                     sk "key#<key digest>"    one per object key counted into it
+    pk "trigger-closed"              sk <trigger id>#<burst id>  a closed burst: its keys, its submission (kept
+                                                              before it is sent), whether it was submitted
+    pk "trigger-event"               sk <trigger id>#<event digest>  an object event already counted
 
-An object is counted by one transaction of two writes: the event's marker
-(put only if absent: a redelivered event is refused there) and the burst
-(opened by a conditional put, appended to by one UpdateItem with list_append,
-or counted past the cap with an ADD), each guarded on the burst the service
-read. Closing is one transaction too: delete the open burst, guarded on its id
-and size (so the keys copied are all of them), and put the closed record, so
-exactly one close wins and later objects open the next burst in the freed
-slot while the closed one waits for its job to be submitted.
+No item is written by every object: concurrent transactions on one item
+cancel each other (TransactionConflict), and a burst of objects rewriting one
+item would mostly be retried, past any retry budget. An object is counted by
+one transaction of three writes, each on items of its own: the event's marker
+(put only if absent: a redelivered event is refused there), a check that the
+gate its key hashes to still exists (the burst is still open), and its key's
+item (SET if_not_exists: an overwritten key stays one item, with its first
+arrival). Opening a burst is that transaction with the open burst's put (only
+if absent: one open wins) and its gates' puts instead of the gate check.
 
-Markers and closed bursts carry `expiration` (epoch seconds), the attribute
-the table's TTL removes them by, the one Powertools' idempotency records use.
+Closing takes two steps. One transaction seals the burst: it deletes the open
+burst and every gate, guarded on the burst's id, and puts the closed record,
+so exactly one close wins, and an object whose check comes later finds no
+gate and goes to the next burst. The burst's keys are then final: the close
+reads its partition (one Query) and writes the record's key list, in arrival
+order, up to the cap (models/burst.py), counting the rest. A close that died
+between the steps is finished by the next one (the timer's redelivery), and
+reads the same keys. A burst opened by an earlier version keeps its keys in
+the open burst's item and has no gates: its objects check that item instead,
+and its close starts from the keys listed there.
+
+Markers, key items and closed bursts carry `expiration` (epoch seconds), the
+attribute the table's TTL removes them by, the one Powertools' idempotency
+records use.
 """
 
 from __future__ import annotations
@@ -25,12 +41,14 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...models.burst import Burst, ClosedBurst, StepKind, RECORD_KEY_BYTES, RECORD_KEYS, key_size
+from ...models.burst import REMEMBER_BURSTS, Burst, ClosedBurst, StepKind
 from ...models.errors import BackendUnavailable, Conflict, GqaError, NotFound, SpecError
 from ...models.trigger import Trigger
 from ...ports import Submission
@@ -40,6 +58,11 @@ from .errors import CONDITION_FAILED, Retrying, cancellation_reasons, code_of, t
 from .sqs_intake import dump_submission, parse_submission
 
 TRIGGERS, OPEN, CLOSED, EVENTS = "trigger", "trigger-burst", "trigger-closed", "trigger-event"
+GATE, KEY = "gate#", "key#"     # sort key prefixes in a burst's partition
+# Two objects in flight at once conflict only when their keys hash to the same gate: 1 time in 32.
+# Opening puts every gate and sealing deletes every gate, each in one transaction of 34 items (of 100).
+GATES = 32
+COLLECTED = "collected"         # a closed burst whose key list is final (absent: written so, before gates)
 EXPIRES = t.EXPIRATION
 List = builtins.list
 
@@ -62,9 +85,11 @@ def _translate(error: ClientError, operation: str) -> GqaError:
 
 
 class DynamoDBTriggerStore:
-    def __init__(self, client: Any, tables: t.TableNames = t.TableNames(), **retry: Any):
+    def __init__(self, client: Any, tables: t.TableNames = t.TableNames(), *,
+                 clock: Callable[[], float] = time.time, **retry: Any):
         self.client = client
         self.table = tables.settings
+        self.clock = clock   # an object's arrival: the order its burst lists keys in
         self.call = Retrying(client, translate=_translate, **retry)
 
     # -- triggers ------------------------------------------------------------------------------
@@ -99,7 +124,12 @@ class DynamoDBTriggerStore:
         if not out.get("Attributes"):
             raise NotFound(f"no trigger {trigger_id}")
         # its timer then finds no burst; a crash before this leaves a burst whose close finds no trigger
-        self.call("DeleteItem", TableName=self.table, Key=_key(OPEN, trigger_id))
+        out = self.call("DeleteItem", TableName=self.table, Key=_key(OPEN, trigger_id), ReturnValues="ALL_OLD")
+        if out.get("Attributes") and "keys" not in (head := it.load(out["Attributes"])):
+            # its gates: an object that read the burst before now would still be counted into it, for nothing
+            gates = [{"Delete": {"TableName": self.table, "Key": _key(_partition(_burst(trigger_id, head)),
+                                                                     f"{GATE}{n:02d}")}} for n in range(GATES)]
+            self._transact(gates)
 
     # -- bursts --------------------------------------------------------------------------------
     def open_burst(self, trigger_id: str) -> Burst | None:
@@ -108,67 +138,108 @@ class DynamoDBTriggerStore:
 
     def count(self, kind: StepKind, burst: Burst, key: str, token: str, expires: float) -> bool:
         marker = {"Put": {"TableName": self.table, "Item": it.dump({
-            t.PK: EVENTS, t.SK: f"{burst.trigger_id}#{hashlib.sha256(token.encode()).hexdigest()}",
-            EXPIRES: int(expires)}), "ConditionExpression": "attribute_not_exists(#pk)",
-            "ExpressionAttributeNames": {"#pk": t.PK}}}
+            t.PK: EVENTS, t.SK: f"{burst.trigger_id}#{_digest(token)}", EXPIRES: int(expires)}),
+            "ConditionExpression": "attribute_not_exists(#pk)", "ExpressionAttributeNames": {"#pk": t.PK}}}
+        now = self.clock()
+        if kind is StepKind.OPEN:
+            head = {t.PK: OPEN, t.SK: burst.trigger_id, **it.plain({
+                "burst": burst.id, "opened_at": burst.opened_at, "closes_at": burst.closes_at})}
+            entry = [{"Put": {"TableName": self.table, "Item": it.dump(head),
+                              "ConditionExpression": "attribute_not_exists(#pk)",
+                              "ExpressionAttributeNames": {"#pk": t.PK}}},
+                     *({"Put": {"TableName": self.table, "Item": _key(_partition(burst), f"{GATE}{n:02d}")}}
+                       for n in range(GATES))]
+        elif burst.keys:
+            # opened by an earlier version (its keys are in the open burst's item, and it has no gates)
+            entry = [{"ConditionCheck": {"TableName": self.table, "Key": _key(OPEN, burst.trigger_id),
+                                         "ConditionExpression": "#burst = :burst",
+                                         "ExpressionAttributeNames": {"#burst": "burst"},
+                                         "ExpressionAttributeValues": it.dump({":burst": burst.id})}}]
+        else:
+            entry = [{"ConditionCheck": {"TableName": self.table, "Key": _key(_partition(burst), _gate(key)),
+                                         "ConditionExpression": "attribute_exists(#pk)",
+                                         "ExpressionAttributeNames": {"#pk": t.PK}}}]
+        expr = it.Expr()
+        listed = {"Update": {
+            "TableName": self.table, "Key": _key(_partition(burst), f"{KEY}{_digest(key)}"),
+            "UpdateExpression": f"SET {expr.n('key')} = {expr.v(key)}, {expr.n('arrived_at')} = "
+                                f"if_not_exists({expr.n('arrived_at')}, {expr.v(float(now))}), "
+                                f"{expr.n(EXPIRES)} = if_not_exists({expr.n(EXPIRES)}, "
+                                f"{expr.v(int(now + REMEMBER_BURSTS))})", **expr.kwargs()}}
         try:
-            self._transact([marker, self._burst_write(kind, burst, key)])
+            self._transact([marker, *entry, listed])
         except _GuardFailed as exc:
             if 0 in exc.failed:   # the marker exists
                 return False
             raise Conflict(f"the open burst of trigger {burst.trigger_id} changed; read it again") from None
         return True
 
-    def _burst_write(self, kind: StepKind, burst: Burst, key: str) -> dict[str, Any]:
-        expr = it.Expr()
-        if kind is StepKind.OPEN:
-            item = {t.PK: OPEN, t.SK: burst.trigger_id, **_burst_attributes(burst)}
-            return {"Put": {"TableName": self.table, "Item": it.dump(item),
-                            "ConditionExpression": f"attribute_not_exists({expr.n(t.PK)})", **expr.kwargs()}}
-        same = f"{expr.n('burst')} = {expr.v(burst.id)}"
-        listed = f"contains({expr.n('keys')}, {expr.v(key)})"
-        base = {"TableName": self.table, "Key": _key(OPEN, burst.trigger_id)}
-        if kind is StepKind.APPEND:
-            # the same burst, with room for this key (the cap holds however many objects race), not listed yet
-            room = (f"{expr.n('key_bytes')} <= {expr.v(RECORD_KEY_BYTES - key_size(key))} "
-                    f"AND size({expr.n('keys')}) < {expr.v(RECORD_KEYS)}")
-            update = (f"SET {expr.n('keys')} = list_append({expr.n('keys')}, {expr.v([key])}) "
-                      f"ADD {expr.n('key_bytes')} {expr.v(key_size(key))}")
-            return {"Update": {**base, "UpdateExpression": update,
-                               "ConditionExpression": f"{same} AND {room} AND NOT {listed}", **expr.kwargs()}}
-        if kind is StepKind.OVERFLOW:
-            return {"Update": {**base, "UpdateExpression": f"ADD {expr.n('more')} {expr.v(1)}",
-                               "ConditionExpression": f"{same} AND NOT {listed}", **expr.kwargs()}}
-        if kind is StepKind.ABSORB:
-            return {"ConditionCheck": {**base, "ConditionExpression": f"{same} AND {listed}", **expr.kwargs()}}
-        raise ValueError(f"a burst is not written for a {kind} step")
-
     def close(self, trigger_id: str, burst_id: str, now: float, expires: float) -> ClosedBurst | None:
+        item: dict[str, Any] | None = None
         for _ in range(5):
-            item = self._get(OPEN, trigger_id)
-            if item is None or item.get("burst") != burst_id:
+            head = self._get(OPEN, trigger_id)
+            if head is None or head.get("burst") != burst_id:
+                item = self._get(CLOSED, f"{trigger_id}#{burst_id}")   # closed before, or never opened
                 break
-            burst = _burst(trigger_id, item)
-            expr = it.Expr()
-            # guarded on the size read: an object counted meanwhile fails this, and the keys are read again
-            unchanged = (f"{expr.n('burst')} = {expr.v(burst_id)} AND size({expr.n('keys')}) = "
-                         f"{expr.v(len(burst.keys))} AND {expr.n('more')} = {expr.v(burst.more)}")
-            closed = {t.PK: CLOSED, t.SK: f"{trigger_id}#{burst_id}", **_burst_attributes(burst),
-                      "closed_at": now, "submitted": False, EXPIRES: int(expires)}
+            writes, sealed = self._seal(trigger_id, head, now, expires)
             try:
-                self._transact([
-                    {"Delete": {"TableName": self.table, "Key": _key(OPEN, trigger_id),
-                                "ConditionExpression": unchanged, **expr.kwargs()}},
-                    {"Put": {"TableName": self.table, "Item": it.dump(it.plain(closed)),
-                             "ConditionExpression": "attribute_not_exists(#pk)",
-                             "ExpressionAttributeNames": {"#pk": t.PK}}}])
-            except Conflict:   # an object was counted, or another close won: look again
+                self._transact(writes)
+            except Conflict:   # another close won, or (a burst of an earlier version) an object was counted
                 continue
-            return ClosedBurst(burst=burst, closed_at=now)
+            item = sealed
+            break
         else:
             raise Conflict(f"the open burst {burst_id} of trigger {trigger_id} kept changing while closing it")
-        item = self._get(CLOSED, f"{trigger_id}#{burst_id}")
+        if item is not None and not item.get(COLLECTED, True):
+            item = self._collect(trigger_id, item)
         return _closed(trigger_id, item) if item else None
+
+    def _seal(self, trigger_id: str, head: dict[str, Any], now: float,
+              expires: float) -> tuple[List[dict[str, Any]], dict[str, Any]]:
+        """Delete the open burst and its gates, put its closed record: from then on no object joins it.
+        The transaction's items, and the closed record it puts."""
+        burst = _burst(trigger_id, head)
+        expr = it.Expr()
+        unchanged = f"{expr.n('burst')} = {expr.v(burst.id)}"
+        gates: List[dict[str, Any]] = []
+        if "keys" in head:   # an earlier version's burst: its item is appended to, guard on what was read
+            unchanged += (f" AND size({expr.n('keys')}) = {expr.v(len(burst.keys))} AND {expr.n('more')} = "
+                          f"{expr.v(burst.more)}")
+        else:
+            gates = [{"Delete": {"TableName": self.table, "Key": _key(_partition(burst), f"{GATE}{n:02d}"),
+                                 "ConditionExpression": "attribute_exists(#pk)",
+                                 "ExpressionAttributeNames": {"#pk": t.PK}}} for n in range(GATES)]
+        closed = it.plain({t.PK: CLOSED, t.SK: f"{trigger_id}#{burst.id}", **_burst_attributes(burst),
+                           "closed_at": now, "submitted": False, COLLECTED: False, EXPIRES: int(expires)})
+        return [{"Delete": {"TableName": self.table, "Key": _key(OPEN, trigger_id),
+                            "ConditionExpression": unchanged, **expr.kwargs()}},
+                *gates,
+                {"Put": {"TableName": self.table, "Item": it.dump(closed),
+                         "ConditionExpression": "attribute_not_exists(#pk)",
+                         "ExpressionAttributeNames": {"#pk": t.PK}}}], closed
+
+    def _collect(self, trigger_id: str, closed: dict[str, Any]) -> dict[str, Any]:
+        """Write a sealed burst's key list: its keys, in arrival order, past those it listed already."""
+        burst = _burst(trigger_id, closed)
+        expr = it.Expr()
+        found = self._query(_partition(burst), (f"begins_with({expr.n(t.SK)}, {expr.v(KEY)})", expr))
+        listed = set(burst.keys)
+        for item in sorted(found, key=lambda i: (float(i["arrived_at"]), i["key"])):
+            if item["key"] not in listed:
+                listed.add(item["key"])
+                burst = burst.with_object(StepKind.APPEND if burst.has_room(item["key"]) else StepKind.OVERFLOW,
+                                          item["key"])
+        expr = it.Expr()
+        attributes = _burst_attributes(burst)
+        update = ", ".join(f"{expr.n(k)} = {expr.v(attributes[k])}" for k in ("keys", "key_bytes", "more"))
+        try:
+            out = self.call("UpdateItem", TableName=self.table, Key=_key(CLOSED, f"{trigger_id}#{burst.id}"),
+                            UpdateExpression=f"SET {update}, {expr.n(COLLECTED)} = {expr.v(True)}",
+                            ConditionExpression=f"{expr.n(COLLECTED)} = {expr.v(False)}", ReturnValues="ALL_NEW",
+                            **expr.kwargs())
+        except Conflict:   # another close wrote the same list first
+            return self._get(CLOSED, f"{trigger_id}#{burst.id}") or closed
+        return it.load(out["Attributes"])
 
     def hold_submission(self, trigger_id: str, burst_id: str, submission: Submission) -> Submission:
         expr = it.Expr()
@@ -205,6 +276,19 @@ class DynamoDBTriggerStore:
         out = self.call("GetItem", TableName=self.table, Key=_key(partition, sort), ConsistentRead=True)
         return it.load(out["Item"]) if "Item" in out else None
 
+    def _query(self, partition: str, sort: tuple[str, it.Expr]) -> List[dict[str, Any]]:
+        expr = sort[1]
+        kwargs: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True,
+                                  "KeyConditionExpression": f"{expr.n(t.PK)} = {expr.v(partition)} AND {sort[0]}",
+                                  **expr.kwargs()}
+        out: List[dict[str, Any]] = []
+        while True:
+            page = self.call("Query", **kwargs)
+            out += [it.load(raw) for raw in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     def _transact(self, transact_items: List[dict[str, Any]]) -> None:
         # the token makes our own retry of a request whose answer was lost succeed instead of
         # finding its own marker and calling the event a duplicate
@@ -213,6 +297,20 @@ class DynamoDBTriggerStore:
 
 def _key(partition: str, sort: str) -> dict[str, Any]:
     return it.dump({t.PK: partition, t.SK: sort})
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _partition(burst: Burst) -> str:
+    """A burst's own partition: its gates and its keys."""
+    return f"{OPEN}#{burst.trigger_id}#{burst.id}"
+
+
+def _gate(key: str) -> str:
+    """The gate an object with `key` checks: the same one for the same key, spread over GATES."""
+    return f"{GATE}{int(_digest(key)[:8], 16) % GATES:02d}"
 
 
 def _burst_attributes(burst: Burst) -> dict[str, Any]:
