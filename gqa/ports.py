@@ -378,7 +378,8 @@ class TriggerStore(Protocol):
         """Remove the trigger and its open burst (its timer then finds nothing); NotFound if there is none."""
 
     def open_burst(self, trigger_id: str) -> Burst | None:
-        """The trigger's open burst, read consistently."""
+        """The trigger's open burst, read consistently. The AWS store returns the burst's id and
+        window with `keys` empty: its keys are listed when it closes."""
 
     def count(self, kind: StepKind, burst: Burst, key: str, token: str, expires: float) -> bool:
         """Record one object as `kind` decided on `burst` (for OPEN, the burst to open; otherwise the

@@ -331,6 +331,7 @@ def client_error(code: str, reasons: list[str] | None = None, message: str = "wh
     (client_error("TransactionCanceledException", ["ThrottlingError"], message="ConditionalCheckFailed"),
      True, BackendUnavailable),
     (client_error("ProvisionedThroughputExceededException"), True, BackendUnavailable),
+    (client_error("TransactionConflictException"), True, BackendUnavailable),   # a write met a transaction
     (client_error("ResourceNotFoundException"), False, BackendUnavailable),
     (client_error("ValidationException", message="The conditional request failed"), False, BackendUnavailable),
 ])

@@ -19,7 +19,9 @@ from ...models.errors import BackendUnavailable, Conflict, GqaError, NotFound
 
 # the request was refused for rate, not for content: the same request may succeed later
 THROTTLING = frozenset({"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"})
-TRANSIENT = THROTTLING | {"InternalServerError", "ServiceUnavailable", "TransactionInProgressException"}
+# TransactionConflictException: a plain Put/Update/Delete met an item inside another's transaction
+TRANSIENT = THROTTLING | {"InternalServerError", "ServiceUnavailable", "TransactionInProgressException",
+                          "TransactionConflictException"}
 # per-item reasons in a TransactionCanceledException that mean "try again", not "you lost"
 TRANSIENT_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded", "TransactionConflict"})
 CONDITION_FAILED = "ConditionalCheckFailed"
