@@ -81,6 +81,15 @@ def _shaped(value: str, pattern: re.Pattern, what: str) -> str:
     return value
 
 
+def _each(values: list[str], ok, wanted: str, what: str) -> list[str]:
+    """Every value passes `ok` (else "must be <wanted>, got ..." at its index) and none is given twice."""
+    for i, value in enumerate(values):
+        if not ok(value):
+            raise _at((i,), f"must be {wanted}, got {value!r}")
+    _unique(values, what)
+    return values
+
+
 def _unique(values: list, what: str = "value") -> None:
     seen: set = set()
     for i, value in enumerate(values):
@@ -168,11 +177,7 @@ class TeamConfig(_Strict):
     @field_validator("members")
     @classmethod
     def _members(cls, values: list[str]) -> list[str]:
-        for i, value in enumerate(values):
-            if not _is_identity(value):
-                raise _at((i,), f"must be an IAM ARN pattern such as arn:aws:iam::123456789012:user/alice "
-                                f"or a user name, got {value!r}")
-        _unique(values, "member")
+        _each(values, _is_identity, IDENTITY_WANTED, "member")
         return values
 
     @model_validator(mode="after")
@@ -202,21 +207,12 @@ class AccessConfig(_Strict):
     @field_validator("admins", "approvers")
     @classmethod
     def _people(cls, values: list[str]) -> list[str]:
-        for i, value in enumerate(values):
-            if not _is_identity(value):
-                raise _at((i,), f"must be an IAM ARN pattern such as arn:aws:iam::123456789012:user/alice "
-                                f"or a user name, got {value!r}")
-        _unique(values, "pattern")
-        return values
+        return _each(values, _is_identity, IDENTITY_WANTED, "pattern")
 
     @field_validator("identity_roles")
     @classmethod
     def _roles(cls, values: list[str]) -> list[str]:
-        for i, value in enumerate(values):
-            if not ROLE_PATTERN_RE.match(value):
-                raise _at((i,), f"must be an IAM role name pattern such as AWSReservedSSO_*, got {value!r}")
-        _unique(values, "pattern")
-        return values
+        return _each(values, ROLE_PATTERN_RE.match, "an IAM role name pattern such as AWSReservedSSO_*", "pattern")
 
 
 class QueueLimits(_Strict):
@@ -283,11 +279,8 @@ class Alerts(_Strict):
     @field_validator("emails", "approval_emails")
     @classmethod
     def _emails(cls, values: list[str]) -> list[str]:
-        for i, value in enumerate(values):
-            if len(value) > 254 or not EMAIL_RE.match(value):
-                raise _at((i,), f"must be an e-mail address such as ops@example.com, got {value!r}")
-        _unique(values, "address")
-        return values
+        return _each(values, lambda v: len(v) <= 254 and EMAIL_RE.match(v), "an e-mail address such as ops@example.com",
+                     "address")
 
 
 MAX_BUCKET_PREFIXES = 10    # per trigger bucket: each goes into every function's environment (4 KB)
@@ -411,11 +404,7 @@ class ExistingVpc(_Strict):
     @field_validator("subnet_ids")
     @classmethod
     def _subnets(cls, values: list[str]) -> list[str]:
-        for i, value in enumerate(values):
-            if not SUBNET_ID_RE.match(value):
-                raise _at((i,), f"must be a subnet id such as subnet-0123456789abcdef0, got {value!r}")
-        _unique(values, "subnet")
-        return values
+        return _each(values, SUBNET_ID_RE.match, "a subnet id such as subnet-0123456789abcdef0", "subnet")
 
 
 class Network(_Strict):
@@ -543,6 +532,9 @@ class Deployment(_Strict):
 
 def _slug(key: str) -> str:
     return key.replace(".", "_")
+
+
+IDENTITY_WANTED = "an IAM ARN pattern such as arn:aws:iam::123456789012:user/alice or a user name"
 
 
 def _is_identity(value: str) -> bool:
