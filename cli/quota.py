@@ -21,19 +21,21 @@ def show(output: Output = "table"):
     rows = [{"team": t.team, "share": t.policy.share, "max_gpus": t.policy.max_gpus,
              "max_gpus_per_user": t.policy.max_gpus_per_user, "budget": t.policy.budget,
              "stop_at_budget": t.policy.stop_at_budget,
-             "gpus_in_use": t.gpus_in_use, "configured": t.configured} for t in view.teams]
+             "gpus_in_use": t.gpus_in_use, "configured": t.configured, "members": list(t.members)}
+            for t in view.teams]
     if fmt == "json":
         print_json({"teams": rows})
         return
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("team", "share", "max gpus", "max gpus/user", "in use", "budget/month", "at budget"):
+    for col in ("team", "share", "max gpus", "max gpus/user", "in use", "budget/month", "at budget", "members"):
         table.add_column(col)
     for r in rows:
         table.add_row(r["team"] + ("" if r["configured"] else " (defaults)"), f"{r['share']:g}",
                       _cap(r["max_gpus"]), _cap(r["max_gpus_per_user"]), str(r["gpus_in_use"]),
-                      _money(r["budget"]), "-" if r["budget"] is None else _at_budget(r["stop_at_budget"]))
+                      _money(r["budget"]), "-" if r["budget"] is None else _at_budget(r["stop_at_budget"]),
+                      _members(r["members"]))
     console().print(table)
 
 
@@ -234,3 +236,10 @@ def _thresholds(text: str) -> tuple[float, ...]:
     if not values or any(v <= 0 for v in values):
         fail(f"--budget-alerts takes percentages above 0, e.g. 50,80,100; got {text!r}")
     return values
+
+
+def _members(members: list[str], shown: int = 4) -> str:
+    if not members:
+        return "-"
+    more = len(members) - shown
+    return ", ".join(members[:shown]) + (f" and {more} more" if more > 0 else "")

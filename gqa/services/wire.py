@@ -203,13 +203,15 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
 
 def quota_to_dict(view: QuotaView) -> dict[str, Any]:
     return {"teams": [{"team": t.team, "policy": team_policy_to_dict(t.policy), "gpus_in_use": t.gpus_in_use,
-                       "configured": t.configured} for t in view.teams],
+                       "configured": t.configured, "members": list(t.members)} for t in view.teams],
             "policy": policy_to_dict(view.policy)}
 
 
 def quota_from_dict(data: dict[str, Any]) -> QuotaView:
+    # an API older than team members answers none: the team is shown as admins-only, as it then was
     return QuotaView([TeamQuota(t["team"], team_policy_from_dict(t["policy"]), int(t["gpus_in_use"]),
-                                bool(t["configured"])) for t in data["teams"]],
+                                bool(t["configured"]), tuple(str(m) for m in t.get("members", ())))
+                      for t in data["teams"]],
                      policy_from_dict(data["policy"]))
 
 

@@ -174,6 +174,10 @@ def test_team_members_set_by_an_admin_decide_who_submits_for_the_team(aws):
     assert aws.json("root-ops", "quota", "set", "vision", "--members", "alice,carol")["members"] == ["alice", "carol"]
     code, _, err = aws("bob", "submit", "--team", "vision", "--", "true")
     assert code == 2 and "bob is not a member of team vision (members: alice, carol)" in err
+    shown = {t["team"]: t["members"] for t in aws.json("bob", "quota", "show")["teams"]}   # anyone may read
+    assert shown["vision"] == ["alice", "carol"]
+    code, out, _ = aws("bob", "quota", "show")
+    assert code == 0 and "alice, carol" in " ".join(out.split())   # the table may wrap it
     assert aws.json("alice", "submit", "--", "true")["id"] == "1"       # naming no team: her only one
     aws.admit()
     assert aws.json("alice", "status", "1")["team"] == "vision"

@@ -94,7 +94,8 @@ def test_quotas_and_a_changed_policy_round_trip():
     policy = Policy(weights=Weights(3.0, 0.1, 0.2, 0.0), half_life=3600.0, max_gpus_per_job=8,
                     default_team=TeamPolicy(share=2.0, budget=100.0), preempt_tiers=(1, 2), approval_cost=50.0,
                     budget_alerts=(75.0, 100.0), alert_pending_after=None, idle_gpu_window=0.0)
-    view = QuotaView([TeamQuota("vision", TeamPolicy(3.0, 16, 4, 1000.0, stop_at_budget=True), 6, True),
+    view = QuotaView([TeamQuota("vision", TeamPolicy(3.0, 16, 4, 1000.0, stop_at_budget=True), 6, True,
+                                ("alice", "arn:aws:sts::123456789012:assumed-role/Vision/*", "@ml")),
                       TeamQuota("nlp", TeamPolicy(), 2, False)], policy)
     assert wire.quota_from_dict(over_the_wire(wire.quota_to_dict(view))) == view
     assert wire.policy_from_dict(over_the_wire(wire.policy_to_dict(policy))) == policy
