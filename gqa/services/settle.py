@@ -46,9 +46,11 @@ def on_spot(job: JobRecord, inventory: Inventory | None) -> bool:
     return any(i in spot for i in job.assigned)
 
 
-def apply_settled(store: JobStore, changes: list[Change]) -> list[JobRecord]:
-    """Apply settlements in one transaction; if one job moved meanwhile (e.g. it
-    was cancelled), apply the others one by one and skip the ones that moved."""
+def apply_holding(store: JobStore, changes: list[Change]) -> list[JobRecord]:
+    """Apply changes of different jobs in one transaction; if one of them no
+    longer holds (its job moved meanwhile, e.g. it was cancelled, or the store
+    refuses that job), apply the others one by one and skip the ones that do
+    not hold. The jobs as written."""
     if not changes:
         return []
     try:

@@ -14,7 +14,7 @@ from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
 from ..scheduling import plan
 from .launched import record_launch
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
-from .settle import apply_settled, settle
+from .settle import apply_holding, settle
 from .snapshot import read_snapshot
 
 log = logging.getLogger("gqa.supervisor")
@@ -83,7 +83,9 @@ class Supervisor:
             # one transaction, and a crash before it leaves the jobs QUEUED and their processes held back
             starting, written = self._claimed(claims), claims
         else:
-            starting, written = self._claim(claims), []
+            # one conflicting claim (a job cancelled since the snapshot) must not stop the others:
+            # each claim is its own GPUs, which the pass gave no other job
+            starting, written = apply_holding(self.store, claims), []
         changes: list[Change] = []
         launched_ids: list[str] = []
         launch_is_start = bool(getattr(self.compute, "launch_is_start", True))
@@ -124,7 +126,7 @@ class Supervisor:
         # record leaves held-back processes that never run the job
         try:
             # one by one where a job moved meanwhile: a cancel, or its Batch event recorded the launch first
-            recorded = apply_settled(self.store, _with_claims(written, changes))
+            recorded = apply_holding(self.store, _with_claims(written, changes))
         except Exception:
             self.compute.abandon(launched_ids)   # not recorded (disk full...): they must never run
             raise
@@ -139,22 +141,6 @@ class Supervisor:
         self.compute.abandon([i for i in launched_ids if i not in running_ids])
         self.probe("released")
         return started
-
-    def _claim(self, claims: list[Change]) -> list[JobRecord]:
-        """The claims written in one transaction; if one of them conflicts (a job cancelled
-        since the snapshot, or one the store refuses), one by one, so the others still start:
-        each claim is its own GPUs, which the pass gave no other job."""
-        try:
-            return self.store.apply(claims)
-        except Conflict:
-            pass
-        out = []
-        for claim in claims:
-            try:
-                out += self.store.apply([claim])
-            except Conflict as exc:
-                log.warning("job %s not started this pass: %s", claim.job_id, exc)
-        return out
 
     def _claimed(self, claims: list[Change]) -> list[JobRecord]:
         """The jobs as the claims would leave them, not written yet (a job gone meanwhile is left out)."""
@@ -173,11 +159,7 @@ class Supervisor:
         changes = [Change(j, JobState.QUEUED, JobState.HELD, reason, now) for j, reason in decision.hold.items()]
         changes += [Change(j, JobState.HELD, JobState.QUEUED, "the team's budget allows it again", now)
                     for j in decision.release]
-        for change in changes:  # one by one: a job cancelled meanwhile must not stop the others
-            try:
-                self.store.apply([change])
-            except Conflict:
-                pass
+        apply_holding(self.store, changes)   # a job cancelled meanwhile must not stop the others
 
     # -- exits -----------------------------------------------------------------
     def on_exits(self, exits: list[Exit]) -> list[JobRecord]:
@@ -206,7 +188,7 @@ class Supervisor:
                       inventory=self.store.inventory())
 
     def _apply_settled(self, changes: list[Change]) -> list[JobRecord]:
-        updated = apply_settled(self.store, changes)
+        updated = apply_holding(self.store, changes)
         settled = {c.job_id for c in changes}
         for job in updated:   # only now that the result is committed may its record of the exit go
             if job.id in settled and job.state != JobState.RUNNING:
@@ -248,16 +230,7 @@ class Supervisor:
         now = self.clock.now()
         due = self.store.due_retries(now)
         changes = [Change(j.id, JobState.RETRY_WAIT, JobState.QUEUED, "back in the queue", now) for j in due]
-        if not changes:
-            return
-        try:
-            self.store.apply(changes)
-        except Conflict:  # one was cancelled since it was read: promote the others
-            for change in changes:
-                try:
-                    self.store.apply([change])
-                except Conflict:
-                    pass
+        apply_holding(self.store, changes)   # one cancelled since it was read: promote the others
 
     def next_deadline(self) -> float | None:
         """When something must happen even if nothing wakes us."""
@@ -314,7 +287,7 @@ class Supervisor:
             else:
                 changes.append(Change(job.id, JobState.STARTING, JobState.RETRY_WAIT, reason, now,
                                       dict(clear, not_before=now)))
-        return len(apply_settled(self.store, changes))
+        return len(apply_holding(self.store, changes))
 
     def recover(self) -> dict[str, int]:
         """After a restart: re-adopt live attempts, settle the ones that ended

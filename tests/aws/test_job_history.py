@@ -18,7 +18,7 @@ from gqa.adapters.aws.tables import TableNames
 from gqa.models.errors import Conflict, Rejected
 from gqa.models.job import JobState, Transition
 from gqa.ports import Change
-from gqa.services.settle import apply_settled
+from gqa.services.settle import apply_holding
 from tests.aws.deployed import moto_tables
 from tests.aws.moto_support import session
 from tests.contract.jobs import T0, new_job, put
@@ -236,7 +236,7 @@ def test_a_job_dynamodb_refuses_is_skipped_and_the_others_are_written(store):
     assert isinstance(caught.value, Conflict) and caught.value.job_ids == [refused.id, fine.id]
     assert len(calls) == 1   # refused for its content: not tried again as a lost race would be
     # the services' fallback writes the others one by one
-    assert [j.id for j in apply_settled(store, back)] == [fine.id]
+    assert [j.id for j in apply_holding(store, back)] == [fine.id]
     assert store.get(fine.id).state == S.QUEUED and store.get(refused.id).state == S.RETRY_WAIT
 
 
