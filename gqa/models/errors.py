@@ -55,6 +55,12 @@ class BackendUnavailable(GqaError):
     """The queue's backend (daemon, database, cloud API) cannot be reached."""
 
 
+class Misconfigured(BackendUnavailable):
+    """The backend refuses gqa's own credentials (access denied): a deployment
+    to mend, not an outage to wait out. Asking again the same way fails the
+    same way, so callers must not retry it at a steady pace."""
+
+
 class LaunchFailed(GqaError):
     """An attempt could not be started (bad workdir, missing executable)."""
 

@@ -7,8 +7,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..models.errors import BackendUnavailable, Conflict, LaunchFailed, NotFound
+from ..models.errors import BackendUnavailable, Conflict, LaunchFailed, Misconfigured, NotFound
 from ..models.job import JobRecord, JobState, Request
+from ..models.units import format_duration
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
 from ..scheduling import plan
@@ -19,7 +20,8 @@ from .snapshot import read_snapshot
 
 log = logging.getLogger("gqa.supervisor")
 DEFAULT_GRACE = 10.0
-RELAUNCH_BACKOFF = 5.0  # seconds (jittered) before retrying a launch the backend refused
+RELAUNCH_BACKOFF = 5.0  # seconds (jittered) before retrying a launch the backend refused, doubling with each
+RELAUNCH_MAX = 600.0    # refusal in a row up to this: an outage or a broken deployment is not asked every pass
 
 
 class Supervisor:
@@ -108,10 +110,7 @@ class Supervisor:
                     log.warning("launch of job %s attempt %d may or may not have happened: %s", job.id, attempt, exc)
                     continue
                 log.warning("launch of job %s failed: %s", job.id, exc)
-                delay = RELAUNCH_BACKOFF * (1 + self.rng.random())
-                changes.append(Change(job.id, JobState.STARTING, JobState.RETRY_WAIT,
-                                      f"the compute backend did not start it ({type(exc).__name__}); retrying",
-                                      self.clock.now(), {"assigned": (), "not_before": self.clock.now() + delay}))
+                changes.append(self._refused(job, exc))
                 continue
             launched_ids.append(job.id)
             at = self.clock.now()
@@ -141,6 +140,24 @@ class Supervisor:
         self.compute.abandon([i for i in launched_ids if i not in running_ids])
         self.probe("released")
         return started
+
+    def _refused(self, job: JobRecord, exc: Exception) -> Change:
+        """A launch the backend refused, so it holds nothing: back to the queue after a delay that
+        doubles with each refusal in a row (counted with the capacity failures: the infrastructure,
+        not the job, could not run it; no error retry is spent). A refusal of gqa's own rights
+        (Misconfigured: e.g. a checkpoint pointer S3 denies) fails the same way every time: after
+        retries.on_capacity of them in a row the job ends FAILED with the backend's words, rather
+        than going between claim and retry for ever."""
+        now = self.clock.now()
+        failures = job.capacity_failures + 1
+        what = f"the compute backend did not start it ({type(exc).__name__}: {exc})"
+        if isinstance(exc, Misconfigured) and failures > job.spec.retries.on_capacity:
+            return Change(job.id, JobState.STARTING, JobState.FAILED, f"{what}; {failures} times in a row", now,
+                          {"assigned": (), "ended_at": now, "request": None, "kill_reason": None,
+                           "capacity_failures": failures})
+        delay = min(RELAUNCH_MAX, RELAUNCH_BACKOFF * 2 ** (failures - 1)) * (1 + self.rng.random())
+        return Change(job.id, JobState.STARTING, JobState.RETRY_WAIT, f"{what}; retrying in {format_duration(delay)}", now,
+                      {"assigned": (), "not_before": now + delay, "capacity_failures": failures})
 
     def _claimed(self, claims: list[Change]) -> list[JobRecord]:
         """The jobs as the claims would leave them, not written yet (a job gone meanwhile is left out)."""

@@ -11,6 +11,11 @@ enforce them, so a test meets them as a deployment would:
   table and partition key value, so a test can assert a burst stays within
   what one partition takes in the time it has.
 
+- S3: to a reader without s3:ListBucket on the bucket, GetObject and
+  HeadObject of a key that does not exist answer 403 AccessDenied, not 404
+  (moto answers 404 whatever the rights): `deny_missing_keys` applies that
+  rule to one client.
+
 moto already refuses items over 400 KB and transactions over 100 actions.
 """
 
@@ -83,6 +88,17 @@ class Limits:
 
 
 LIMITS = Limits()
+
+
+def deny_missing_keys(client: Any) -> None:
+    """S3 as it answers a reader without s3:ListBucket: a missing key is 403
+    AccessDenied (S3 will not say what the reader may not list), not 404."""
+    def hook(model: Any, params: dict[str, Any], **_: Any) -> None:
+        found = client.list_objects_v2(Bucket=params["Bucket"], Prefix=params["Key"], MaxKeys=1)
+        if not any(o["Key"] == params["Key"] for o in found.get("Contents", [])):
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, model.name)
+    client.meta.events.register("before-parameter-build.s3.GetObject", hook)
+    client.meta.events.register("before-parameter-build.s3.HeadObject", hook)
 
 
 def lambda_answer(answer: dict[str, Any]) -> dict[str, Any]:

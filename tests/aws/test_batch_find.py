@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 
 from gqa.adapters.aws.batch_compute import found_launch
-from gqa.models.errors import BackendUnavailable, LaunchUncertain
+from gqa.models.errors import BackendUnavailable, LaunchUncertain, Misconfigured
 from gqa.models.outcome import ExitKind
 from gqa.ports import Exit
 from tests.aws.moto_support import capture, refuse
@@ -65,7 +65,7 @@ def test_a_job_summary_becomes_a_found_launch(summary, ended):
 @pytest.mark.parametrize("code, error", [
     ("InternalError", LaunchUncertain),            # Batch failed on its side: the job may exist
     ("ServiceUnavailable", LaunchUncertain),
-    ("AccessDeniedException", BackendUnavailable),  # refused: it surely does not
+    ("AccessDeniedException", Misconfigured),       # refused: it surely does not
 ])
 def test_a_submit_failure_says_whether_batch_may_hold_the_job(compute, code, error):
     refuse(compute.client, "SubmitJob", code, times=1)

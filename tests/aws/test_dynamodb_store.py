@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from gqa.adapters.aws import errors, ledger, writes
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.tables import JOBS, LIVE_INDEX, TableNames
-from gqa.models.errors import BackendUnavailable, Conflict
+from gqa.models.errors import BackendUnavailable, Conflict, Misconfigured
 from gqa.models.job import JobState, Request
 from gqa.ports import Change
 from gqa.scheduling import Policy
@@ -333,6 +333,7 @@ def client_error(code: str, reasons: list[str] | None = None, message: str = "wh
     (client_error("ProvisionedThroughputExceededException"), True, BackendUnavailable),
     (client_error("TransactionConflictException"), True, BackendUnavailable),   # a write met a transaction
     (client_error("ResourceNotFoundException"), False, BackendUnavailable),
+    (client_error("AccessDeniedException"), False, Misconfigured),   # a deployment to mend
     (client_error("ValidationException", message="The conditional request failed"), False, BackendUnavailable),
 ])
 def test_errors_are_judged_by_code_and_reasons_never_by_message(error, transient, domain):

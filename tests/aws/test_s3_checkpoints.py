@@ -12,9 +12,10 @@ import pytest
 from moto import mock_aws
 
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
-from gqa.models.errors import BackendUnavailable, NotFound
+from gqa.models.errors import BackendUnavailable, Misconfigured, NotFound
 from gqa.runtime import Checkpointer
 from gqa.runtime.s3 import MANIFEST, S3Storage
+from tests.aws.aws_limits import deny_missing_keys
 from tests.aws.moto_support import refuse, session
 from tests.contract.conftest import FAKE_AWS
 
@@ -208,3 +209,16 @@ def test_s3_throttling_is_retried_then_unavailable(s3):
     refuse(s3, "GetObject", "SlowDown", times=10)
     with pytest.raises(BackendUnavailable):
         checkpoints.latest("1")
+
+
+def test_a_pointer_s3_denies_is_a_deployment_problem_not_no_checkpoint(s3):
+    """Without s3:ListBucket, S3 answers a missing `latest` with 403: that is not "nothing to resume"
+    (resuming from scratch would throw the job's progress away), and says which right is missing."""
+    deny_missing_keys(s3)
+    checkpoints = S3Checkpoints(s3, BUCKET, "checkpoints")
+    with pytest.raises(Misconfigured) as denied:
+        checkpoints.latest("1")
+    assert "s3:ListBucket" in str(denied.value) and "checkpoints/1/latest" in str(denied.value)
+    s3.put_object(Bucket=BUCKET, Key="checkpoints/1/latest", Body=b"ckpt-4\n")
+    s3.put_object(Bucket=BUCKET, Key=f"checkpoints/1/ckpt-4/{MANIFEST}", Body=b"{}")
+    assert checkpoints.latest("1") == f"s3://{BUCKET}/checkpoints/1/ckpt-4"   # what exists is read as before

@@ -6,7 +6,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from gqa.adapters.aws import errors
-from gqa.models.errors import BackendUnavailable, Conflict, LaunchFailed, NotFound
+from gqa.models.errors import BackendUnavailable, Conflict, LaunchFailed, Misconfigured, NotFound
 
 pytestmark = pytest.mark.aws
 
@@ -27,7 +27,9 @@ def client_error(code: str, message: str = "whatever") -> ClientError:
     ("QueueDoesNotExist", "", False, NotFound),
     ("NotFound", "", False, NotFound),
     ("PreconditionFailed", "", False, Conflict),
-    ("AccessDenied", "NoSuchBucket", False, BackendUnavailable),
+    ("AccessDenied", "NoSuchBucket", False, Misconfigured),
+    ("AuthorizationError", "", False, Misconfigured),
+    ("ExpiredToken", "", False, Misconfigured),
     ("InvalidParameter", "Rate exceeded; topic does not exist", False, BackendUnavailable),
 ])
 def test_service_errors_are_judged_by_code_never_by_message(code, message, transient, domain):

@@ -475,9 +475,52 @@ def test_a_backend_failure_at_launch_sends_the_job_back_not_to_failed(make_queue
     assert queue.supervisor.dispatch() == []
     back = queue.get(job.id)
     assert back.state.value == "RETRY_WAIT" and back.error_retries == 0 and back.assigned == ()
-    assert "the compute backend did not start it (BackendUnavailable)" in back.reason
+    assert "the compute backend did not start it (BackendUnavailable: throttled)" in back.reason
     del queue.compute.fail[job.id]
     queue.clock.advance(60)
     queue.supervisor.promote_retries()
     [started] = queue.supervisor.dispatch()
     assert started.id == job.id and started.attempts == 1
+
+
+def _refuse_each_pass(queue, job_id: str, times: int) -> list[float]:
+    """Dispatch, and after each refusal wait out the job's delay: the delays, in order."""
+    delays = []
+    for _ in range(times):
+        queue.supervisor.promote_retries()
+        assert queue.supervisor.dispatch() == []
+        back = queue.get(job_id)
+        if back.state.value != "RETRY_WAIT":
+            break
+        delays.append(back.not_before - queue.clock.now())
+        queue.clock.advance(delays[-1])
+    return delays
+
+
+def test_refusals_in_a_row_wait_longer_each_time_and_an_outage_never_fails_the_job(make_queue):
+    from gqa.models.errors import BackendUnavailable
+    from gqa.services.supervisor import RELAUNCH_MAX
+
+    queue = make_queue(1)
+    job = queue.submit_one(retries={"on_capacity": 2})
+    queue.compute.fail[job.id] = BackendUnavailable("throttled")
+    delays = _refuse_each_pass(queue, job.id, 12)
+    assert len(delays) == 12                                            # a passing outage: never FAILED
+    assert all(later > earlier for earlier, later in zip(delays[:5], delays[1:6]))   # doubling (jitter < 2x)
+    assert max(delays) <= 2 * RELAUNCH_MAX
+    back = queue.get(job.id)
+    assert back.error_retries == 0 and back.capacity_failures == 12
+
+
+def test_a_refusal_of_gqas_own_rights_ends_the_job_with_the_reason_not_a_loop(make_queue):
+    """A checkpoint pointer S3 denies (no s3:ListBucket) is refused the same way on every try."""
+    from gqa.models.errors import Misconfigured
+
+    queue = make_queue(1)
+    job = queue.submit_one(retries={"on_capacity": 2})
+    queue.compute.fail[job.id] = Misconfigured("cannot read s3://ckpt/checkpoints/1/latest: access denied")
+    delays = _refuse_each_pass(queue, job.id, 10)
+    assert len(delays) == 2                                             # on_capacity refusals, then the end
+    failed = queue.get(job.id)
+    assert failed.state.value == "FAILED" and failed.assigned == ()
+    assert "access denied" in failed.reason and "3 times in a row" in failed.reason

@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from ...models.errors import BackendUnavailable, Conflict, GqaError, NotFound
+from ...models.errors import BackendUnavailable, Conflict, GqaError, Misconfigured, NotFound
 
 # the request was refused for rate, not for content: the same request may succeed later
 THROTTLING = frozenset({"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"})
@@ -73,8 +73,8 @@ def translate(error: ClientError, operation: str) -> GqaError:
         return BackendUnavailable(f"DynamoDB is throttling or unavailable ({code} on {operation}); try again later")
     if code == "ResourceNotFoundException":
         return BackendUnavailable(f"{operation}: a gqa table does not exist (is the stack deployed?)")
-    if code in ("AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"):
-        return BackendUnavailable(f"{operation}: the credentials cannot use the gqa tables ({code})")
+    if code in DENIED:
+        return Misconfigured(f"{operation}: the credentials cannot use the gqa tables ({code})")
     return BackendUnavailable(f"{operation} failed: {code}")
 
 
@@ -184,7 +184,7 @@ def service_translator(service: str, codes: Mapping[str, type[GqaError]]) -> Tra
             return BackendUnavailable(f"{service} is throttling or unavailable ({code} on {operation}); "
                                       "try again later")
         if code in DENIED:
-            return BackendUnavailable(f"{operation}: the credentials cannot use {service} ({code})")
+            return Misconfigured(f"{operation}: the credentials cannot use {service} ({code})")
         return BackendUnavailable(f"{operation} failed: {service} answered {code}")
     return translate_error
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...models.errors import NotFound
+from ...models.errors import Misconfigured, NotFound
 from ...runtime.s3 import MANIFEST, folder
 from ...runtime.storage import POINTER, parse_name
 from .errors import Retrying, code_of
@@ -56,6 +56,13 @@ class S3Checkpoints:
             if _missing_bucket(exc):
                 raise   # a missing bucket is a deployment problem, not "no checkpoint yet"
             return None
+        except Misconfigured as exc:
+            # S3 answers a missing key with 403, not 404, to a reader that may not list the bucket:
+            # "no checkpoint yet" and "no right to read it" look the same, so neither may be assumed
+            raise Misconfigured(f"cannot read s3://{self.bucket}/{key}: access denied (to a reader without "
+                                f"s3:ListBucket on the prefix, S3 denies a key that does not exist); "
+                                f"the dispatch function's role needs s3:GetObject and s3:ListBucket under "
+                                f"{self.prefix}") from exc
         return out["Body"].read()
 
 
