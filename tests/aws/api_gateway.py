@@ -17,7 +17,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.aws.aws_limits import lambda_answer
+from tests.aws.aws_limits import gateway_answer
 from tests.aws.moto_support import LambdaContext
 
 ACCOUNT = "123456789012"
@@ -100,7 +100,7 @@ class FakeApiGateway:
         event = rest_event(method, path, arn=caller.arn, body=(body or b"").decode() or None,
                            query=dict(parse_qsl(parts.query)), access_key=key,
                            headers={k: v for k, v in headers.items() if k.lower() != "authorization"})
-        answer = lambda_answer(self.handler(event, LambdaContext(function_name="gqa-api")))
+        answer = gateway_answer(lambda: self.handler(event, LambdaContext(function_name="gqa-api")))
         return answer["statusCode"], (answer.get("body") or "").encode()
 
 

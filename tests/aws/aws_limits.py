@@ -6,6 +6,8 @@ enforce them, so a test meets them as a deployment would:
 - Lambda: a synchronous answer of at most 6 MB; past it API Gateway answers
   502 and the CLI sees no answer, though the function's work is done
   (api_gateway.py applies it);
+- API Gateway: 29 s for the integration; a later answer reaches no one (504),
+  though the function's work goes on and is done (api_gateway.py applies it);
 - DynamoDB: about 1,000 write units a second per partition. Not refused here
   (DynamoDB throttles, and the adapters retry): every write is accounted per
   table and partition key value, so a test can assert a burst stays within
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from collections.abc import Callable
 from collections import Counter
 from typing import Any
 
@@ -30,6 +34,7 @@ from botocore.exceptions import ClientError
 
 SUBMIT_JOB_PAYLOAD = 30 * 1024
 LAMBDA_ANSWER_BYTES = 6 * 1024 * 1024
+API_GATEWAY_TIMEOUT = 29.0   # seconds: REST APIs' integration timeout
 PARTITION_WRITE_UNITS_PER_SECOND = 1000
 WRITE_UNIT = 1024            # bytes of item per write unit (transactions take two)
 
@@ -88,6 +93,18 @@ class Limits:
 
 
 LIMITS = Limits()
+
+
+def gateway_answer(invoke: Callable[[], dict[str, Any]], *,
+                   timer: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """What API Gateway makes of a Lambda proxy invocation: past its 29 s
+    timeout the caller gets 504 whatever the function answers later; past 6 MB
+    of answer, 502 (lambda_answer)."""
+    started = timer()
+    answer = invoke()
+    if timer() - started > API_GATEWAY_TIMEOUT:
+        return {"statusCode": 504, "body": json.dumps({"message": "Endpoint request timed out"})}
+    return lambda_answer(answer)
 
 
 def deny_missing_keys(client: Any) -> None:

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from gqa.adapters.aws.batch_payload import GQA_ALLOWANCE, JOB_PAYLOAD_LIMIT, payload_problem
-from tests.aws.aws_limits import LAMBDA_ANSWER_BYTES, LIMITS, lambda_answer
+from tests.aws.aws_limits import LAMBDA_ANSWER_BYTES, LIMITS, gateway_answer, lambda_answer
 from tests.aws.moto_support import session
 from tests.aws.test_api_handler import CONTEXT, api  # noqa: F401  (the api fixture)
 from tests.aws.api_gateway import rest_event, user_arn
@@ -70,6 +70,13 @@ def test_an_array_of_8000_tasks_is_answered_within_lambdas_6_mb(api):  # noqa: F
 def test_an_answer_over_6_mb_is_the_502_api_gateway_gives():
     answer = lambda_answer({"statusCode": 200, "body": "x" * (LAMBDA_ANSWER_BYTES + 1)})
     assert answer["statusCode"] == 502
+
+
+def test_an_answer_after_29_s_is_the_504_api_gateway_gives():
+    ticks = iter([0.0, 29.5, 100.0, 128.9])
+    late = gateway_answer(lambda: {"statusCode": 202, "body": "{}"}, timer=lambda: next(ticks))
+    in_time = gateway_answer(lambda: {"statusCode": 202, "body": "{}"}, timer=lambda: next(ticks))
+    assert (late["statusCode"], in_time["statusCode"]) == (504, 202)
 
 
 def test_writes_are_counted_per_partition_as_dynamodb_meters_them():
