@@ -76,7 +76,7 @@ SPECS: tuple[FunctionSpec, ...] = (
                  "watches spend against budgets, waiting jobs and idle GPUs"),
     FunctionSpec("trigger", "lambdas.trigger.handler", r.TRIGGER_TIMEOUT, 512,
                  ("GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET", "GQA_TRIGGER_BUCKETS",
-                  "GQA_CHECKPOINT_BUCKET"),
+                  "GQA_CHECKPOINT_BUCKET", "GQA_ACCESS"),
                  "turns objects landing in S3 into one job per burst"),
 )
 

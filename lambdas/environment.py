@@ -24,7 +24,8 @@ The settings:
     GQA_ALERTS_TOPIC_ARN     the SNS topic alerts go to (budget; optional for admit: approval requests)
     GQA_GPU_METRICS_NAMESPACE     where the jobs' GPUUtilization lives (budget; optional, "gqa")
     GQA_LOG_GROUP            the jobs' log group where a job definition names none (api; optional)
-    GQA_ACCESS               JSON, services.access.AccessPolicy.from_json (api; optional)
+    GQA_ACCESS               JSON, services.access.AccessPolicy.from_json (api, trigger: a burst's owner is
+                             judged as a caller is; optional)
 """
 
 from __future__ import annotations

@@ -14,7 +14,11 @@ Two inputs, one function:
 - an SQS event from the trigger-timer queue: each record closes one burst
   and submits its job. Records are handled one by one with BatchProcessor
   and answered with a partial batch response (the event source mapping must
-  enable ReportBatchItemFailures), so only failed closes come back.
+  enable ReportBatchItemFailures), so only failed closes come back. The
+  burst's owner is judged as the api function judges a caller: their ARN,
+  kept with the trigger, under GQA_ACCESS and the teams' members now; one
+  who may no longer submit for the job's team has the burst dropped with the
+  reason (logged as a warning and counted in TriggerBurstsNotPermitted).
 
 Environment (read by lambdas/environment.py): GQA_JOBS_TABLE,
 GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the job store the submission checks and
@@ -24,14 +28,18 @@ url, "low": url}, as the api function has it; a missing or malformed one
 fails the cold start loudly), GQA_MANIFEST_BUCKET (default
 GQA_CHECKPOINT_BUCKET): where the key list of a burst too large for the job's
 environment is written, and GQA_TRIGGER_BUCKETS and GQA_CHECKPOINT_BUCKET:
-where triggers may watch (lambdas/environment.py's trigger_places).
+where triggers may watch (lambdas/environment.py's trigger_places), and
+GQA_ACCESS (optional, as the api function has it): admins and the team of
+users in no team, for judging a burst's owner.
 
 Metrics (namespace gqa, service gqa-trigger; services/telemetry.py):
 TriggerObjects (objects counted into bursts; a retried event's none),
 TriggerObjectsIgnored (matches of triggers that may no longer watch where they
 do; emitted only when there are some), and
-per timer batch TriggerBursts (bursts that submitted their job) and
-TriggerBurstsDropped.
+per timer batch TriggerBursts (bursts that submitted their job),
+TriggerBurstsDropped, and TriggerBurstsNotPermitted (those of them dropped
+because their owner may no longer submit for the job's team; emitted only
+when there are some).
 
 Errors: a malformed event or timer message is logged and dropped (no retry
 can mend it). BackendUnavailable and Conflict (a burst that kept changing)
@@ -83,10 +91,12 @@ def service() -> TriggerService:
     clock = SystemClock()
     intake = SqsIntake(sqs, environment.intake_urls(), environment.wakeup_url() or "")
     bucket = environment.manifest_bucket()
+    jobs = DynamoDBStore(dynamodb, names)
     return TriggerService(DynamoDBTriggerStore(dynamodb, names), clock,
                           timer=SqsBurstTimer(sqs, environment.trigger_timer_url()),
-                          submitter=SubmitService(DynamoDBStore(dynamodb, names), clock), intake=intake,
-                          manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None)
+                          submitter=SubmitService(jobs, clock), intake=intake,
+                          manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None,
+                          access=environment.access(), members=jobs)
 
 
 @cache
@@ -136,7 +146,10 @@ def _timers(event: dict[str, Any], context: Any) -> dict[str, Any]:
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     with processor(records=event["Records"], handler=_close_one, lambda_context=context):
         outcomes = processor.process()
-    telemetry.bursts_closed(metrics(), (result["action"] for status, result, _ in outcomes if status == "success"))
+    done = [result for status, result, _ in outcomes if status == "success"]
+    telemetry.bursts_closed(metrics(), (result["action"] for result in done))
+    refused = sum(bool(result.get("not_permitted")) for result in done)
+    telemetry.emit(metrics(), [("TriggerBurstsNotPermitted", telemetry.COUNT, refused)] if refused else [])
     return processor.response()
 
 
@@ -155,5 +168,6 @@ def _close_one(record: SQSRecord) -> dict[str, Any]:
     # a dropped burst (its trigger removed, its job no longer valid) is worth a look: a warning
     log = logger.warning if closed.action == "dropped" else logger.info
     log("closed a burst", extra={"action": closed.action, "objects": closed.count, "job_ids": list(closed.jobs),
-                                 "manifest": closed.manifest, "reason": closed.reason})
-    return {"action": closed.action, "jobs": list(closed.jobs)}
+                                 "manifest": closed.manifest, "reason": closed.reason,
+                                 "not_permitted": closed.not_permitted})
+    return {"action": closed.action, "jobs": list(closed.jobs), "not_permitted": closed.not_permitted}

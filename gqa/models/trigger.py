@@ -38,6 +38,9 @@ class Trigger:
     debounce: int           # seconds from a burst's first object until it closes
     created_at: float
     suffix: str | None = None
+    # the owner's IAM ARN as the API verified it: their rights are judged again from it at each burst;
+    # "" on a trigger added before it was kept, whose owner is then judged by the name alone
+    owner_arn: str = ""
 
     def matches(self, bucket: str, key: str) -> bool:
         return (bucket == self.bucket and key.startswith(self.prefix)
@@ -51,7 +54,7 @@ class Trigger:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "bucket": self.bucket, "prefix": self.prefix, "suffix": self.suffix,
                 "spec_json": self.spec_json, "owner": self.owner, "debounce": self.debounce,
-                "created_at": self.created_at}
+                "created_at": self.created_at, "owner_arn": self.owner_arn}
 
     @classmethod
     def from_dict(cls, data: Any) -> "Trigger":
@@ -67,6 +70,9 @@ class Trigger:
         suffix = data.get("suffix")
         if suffix is not None and not isinstance(suffix, str):
             raise SpecError("suffix must be a string or null", source="trigger")
+        owner_arn = data.get("owner_arn", "")
+        if not isinstance(owner_arn, str) or (owner_arn and not owner_arn.startswith("arn:")):
+            raise SpecError("owner_arn must be an IAM ARN, or empty", source="trigger")
         debounce, created_at = data.get("debounce"), data.get("created_at")
         if isinstance(debounce, bool) or not isinstance(debounce, int):
             raise SpecError("debounce must be a whole number of seconds", source="trigger")
@@ -79,7 +85,8 @@ class Trigger:
         if not data["owner"]:
             raise SpecError("owner must not be empty", source="trigger")
         return cls(id=data["id"], bucket=data["bucket"], prefix=data["prefix"], spec_json=data["spec_json"],
-                   owner=data["owner"], debounce=debounce, created_at=float(created_at), suffix=suffix)
+                   owner=data["owner"], debounce=debounce, created_at=float(created_at), suffix=suffix,
+                   owner_arn=owner_arn)
 
 
 @dataclass(frozen=True)

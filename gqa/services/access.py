@@ -162,6 +162,12 @@ class AccessPolicy:
         return Principal(owner=owner, arn=arn, account=account or _account_of(arn), roles=self.roles_of(arn, owner),
                          unlisted_team=self.unlisted_team)
 
+    def named(self, owner: str) -> Principal:
+        """A caller known by owner name alone, without an ARN API Gateway verified
+        (the owner of a trigger stored before its ARN was kept): patterns that
+        name ARNs match nothing of theirs, so they are judged by name patterns only."""
+        return Principal(owner=owner, arn="", roles=self.roles_of("", owner), unlisted_team=self.unlisted_team)
+
     def roles_of(self, arn: str, owner: str) -> frozenset[Role]:
         roles = set()
         if _matches(self.admins, arn, owner):

@@ -2,9 +2,10 @@
 its members (access.team_for), read from the store where the deployment
 file or `gqa quota set TEAM --members` put them. Every path that makes a
 job for someone checks it before anything is written: the API's and the
-shared daemon's submissions, `gqa submit` served by the daemon, and a new
-trigger (its owner submits its jobs later; the team it resolves to is kept
-in the trigger's spec)."""
+shared daemon's submissions, `gqa submit` served by the daemon, a new
+trigger (the team it resolves to is kept in the trigger's spec), and each
+burst of a trigger when it closes (services/triggers.py: its owner may have
+left the team since)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,14 @@ Exactly once, step by step:
 - a burst is closed once (the store's guarded close); its job goes through
   SubmitService.accept, which reserves job ids, and the submission is kept on
   the closed burst before it is sent: a timer redelivered after a crash sends
-  that same submission again, and admission writes a reserved id only once."""
+  that same submission again, and admission writes a reserved id only once.
+
+The owner's rights are judged when a burst closes, not only when the trigger
+was added: the owner is rebuilt from the ARN the API verified, under the
+access settings and team members now (access.AccessPolicy, teams.for_team,
+as an API submission is), so an owner who has left the job's team, or lost
+the admin role it ran under, submits nothing more: the burst is dropped with
+the reason."""
 
 from __future__ import annotations
 
@@ -26,12 +33,14 @@ from typing import Protocol
 
 from ..models.burst import (REMEMBER_BURSTS, REMEMBER_EVENTS, StepKind, job_environment,
                             manifest_name, manifest_text, needs_manifest, open_burst, plan)
-from ..models.errors import BackendUnavailable, Conflict, NotFound, Rejected, SpecError
+from ..models.errors import BackendUnavailable, Conflict, NotFound, NotPermitted, Rejected, SpecError
 from ..models.job import JobRecord
 from ..models.loader import validate_json
 from ..models.spec import JobSpec
 from ..models.trigger import S3Object, Trigger, TriggerPlaces, check_debounce, check_pattern
 from ..ports import BurstTimer, Clock, Intake, Manifests, Submission, TriggerStore
+from .access import AccessPolicy, Principal
+from .teams import Members, for_team
 
 List = builtins.list
 
@@ -58,6 +67,7 @@ class Closed:
     jobs: tuple[str, ...] = ()
     manifest: str | None = None
     reason: str = ""
+    not_permitted: bool = False     # dropped: its owner may no longer submit its job for the job's team
 
 
 class Accepts(Protocol):
@@ -88,17 +98,22 @@ def _new_id() -> str:
 class TriggerService:
     def __init__(self, store: TriggerStore, clock: Clock, *, timer: BurstTimer | None = None,
                  submitter: Accepts | None = None, intake: Intake | None = None, manifests: Manifests | None = None,
+                 access: AccessPolicy = AccessPolicy(), members: Members | None = None,
                  ids: Callable[[], str] = _new_id, conflict_retries: int = 5):
+        """`access` and `members` (the job store's teams): who the owner of a trigger is when its
+        burst closes, and whether they may still submit its job; closing a burst needs both."""
         self.store, self.clock = store, clock
+        self.access, self.members = access, members
         self.timer, self.submitter, self.intake, self.manifests = timer, submitter, intake, manifests
         self.ids = ids
         self.conflict_retries = conflict_retries
 
     # -- what people do --------------------------------------------------------------------------
     def add(self, bucket: str, prefix: str, spec_json: str, owner: str, debounce: int,
-            suffix: str | None = None, *, places: TriggerPlaces | None = None) -> Trigger:
-        """A new trigger owned by `owner` (its jobs are theirs). SpecError says what is wrong,
-        including a place the deployment lets no trigger watch (`places`: the entry points give it)."""
+            suffix: str | None = None, *, places: TriggerPlaces | None = None, owner_arn: str = "") -> Trigger:
+        """A new trigger owned by `owner` (its jobs are theirs), whose verified ARN is `owner_arn`
+        (kept to judge their rights at each burst). SpecError says what is wrong, including a place
+        the deployment lets no trigger watch (`places`: the entry points give it)."""
         check_pattern(bucket, prefix, suffix)
         if places is not None:
             places.check(bucket, prefix)
@@ -109,7 +124,7 @@ class TriggerService:
         for _ in range(3):   # ids are random: a collision is retried with a fresh one
             trigger = Trigger(id=f"tr-{self.ids()}", bucket=bucket, prefix=prefix, suffix=suffix,
                               spec_json=spec.model_dump_json(), owner=owner, debounce=debounce,
-                              created_at=self.clock.now())
+                              created_at=self.clock.now(), owner_arn=owner_arn)
             try:
                 self.store.add(trigger)
                 return trigger
@@ -166,7 +181,8 @@ class TriggerService:
 
     def close(self, trigger_id: str, burst_id: str, places: TriggerPlaces | None = None) -> Closed:
         """The burst's window ended: close it and submit its job, once; dropped, with the
-        reason, if the trigger may no longer watch where it does (`places`)."""
+        reason, if the trigger may no longer watch where it does (`places`) or its owner
+        may no longer submit its job for the job's team."""
         now = self.clock.now()
         closed = self.store.close(trigger_id, burst_id, now, now + REMEMBER_BURSTS)
         if closed is None:
@@ -191,6 +207,11 @@ class TriggerService:
         refused = self._ignored(trigger, places)
         if refused is not None:
             return self._drop(trigger_id, burst_id, burst.count, refused.ignored)
+        try:   # before anything is written for it (a manifest, reserved ids)
+            spec = for_team(self._members(), spec, self._owner_of(trigger))
+        except NotPermitted as exc:
+            return self._drop(trigger_id, burst_id, burst.count, _not_permitted(trigger, spec.team, exc),
+                              not_permitted=True)
         manifest = None
         if needs_manifest(burst):
             if self.manifests is None:
@@ -208,9 +229,20 @@ class TriggerService:
         self.store.mark_submitted(trigger_id, burst_id, list(ids))
         return Closed("submitted", trigger_id, burst_id, burst.count, ids, manifest)
 
-    def _drop(self, trigger_id: str, burst_id: str, count: int, reason: str) -> Closed:
+    def _drop(self, trigger_id: str, burst_id: str, count: int, reason: str, *,
+              not_permitted: bool = False) -> Closed:
         self.store.mark_submitted(trigger_id, burst_id, [], dropped=reason)
-        return Closed("dropped", trigger_id, burst_id, count, reason=reason)
+        return Closed("dropped", trigger_id, burst_id, count, reason=reason, not_permitted=not_permitted)
+
+    def _owner_of(self, trigger: Trigger) -> Principal:
+        """The trigger's owner as the API would see them now: their verified ARN under today's access
+        settings (an old trigger without it: their name alone). NotPermitted for an ARN no longer allowed."""
+        return self.access.principal(trigger.owner_arn) if trigger.owner_arn else self.access.named(trigger.owner)
+
+    def _members(self) -> Members:
+        if self.members is None:
+            raise BackendUnavailable("no team members are configured to judge the trigger owner's rights")
+        return self.members
 
     def _submitter(self) -> Accepts:
         if self.submitter is None:
@@ -226,3 +258,11 @@ class TriggerService:
         if self.timer is None:
             raise BackendUnavailable("no burst timer is configured (the trigger-timer queue)")
         return self.timer
+
+
+def _not_permitted(trigger: Trigger, team: str, refusal: NotPermitted) -> str:
+    why = f"{trigger.owner} may no longer submit the jobs of trigger {trigger.id} for team {team}: {refusal}"
+    if not trigger.owner_arn:
+        why += (" (the trigger was added before gqa kept its owner's ARN, so member and admin patterns naming "
+                "ARNs do not match its owner; adding it again keeps the ARN)")
+    return why

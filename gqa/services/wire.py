@@ -7,7 +7,9 @@ A job travels without its spec and its submitter's environment: every caller
 may read the queue, and a spec's env or a shell's environment may hold
 secrets. A record read back has `spec_json` "" and `submit_env` None. For the
 same reason a trigger's job travels without its env to anyone but the
-trigger's owner and admins (everyone may list triggers).
+trigger's owner and admins (everyone may list triggers), and without its
+owner's ARN, which only the trigger function needs (to judge the owner's
+rights again at each burst).
 
 Decoders of answers raise KeyError/TypeError/ValueError on a malformed one
 (the client turns them into BackendUnavailable); decoders of requests raise
@@ -277,8 +279,9 @@ def cost_from_dict(data: dict[str, Any]) -> CostReport:
 
 # -- triggers ----------------------------------------------------------------------------------------
 def trigger_to_dict(trigger: Trigger, *, with_env: bool) -> dict[str, Any]:
-    """Trigger.to_dict, the job's env left out unless `with_env`."""
+    """Trigger.to_dict, the job's env left out unless `with_env`, the owner's ARN always."""
     data = trigger.to_dict()
+    del data["owner_arn"]
     if not with_env:
         spec = json.loads(trigger.spec_json)
         if isinstance(spec, dict) and spec.pop("env", None):

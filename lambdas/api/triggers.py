@@ -45,8 +45,9 @@ def add_trigger() -> Response:
     spec = validate(request["spec"], source="the trigger's job")
     authorize(who, Action.ADD_TRIGGER)
     spec = for_team(wiring().store, spec, who)     # its jobs are the owner's: the owner's team, checked now
+    # the ARN API Gateway verified goes with it: the trigger function judges the owner's rights again at each burst
     trigger = wiring().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
-                                      suffix=suffix, places=environment.trigger_places())
+                                      suffix=suffix, places=environment.trigger_places(), owner_arn=who.arn)
     logger.info("trigger added", extra={"trigger_id": trigger.id, "watches": trigger.describe()})
     return Response(201, content_types.APPLICATION_JSON, json.dumps(_trigger(who, trigger)))
 

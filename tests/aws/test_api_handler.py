@@ -296,9 +296,12 @@ def test_a_trigger_added_is_the_callers_and_listed_for_everyone(api):
     assert status == 201 and added["id"].startswith("tr-")
     assert (added["owner"], added["debounce"], added["suffix"]) == ("alice", 300, ".parquet")   # the signature's
     assert json.loads(added["spec_json"])["env"] == {"TOKEN": "s3cret"}
-    assert [t.id for t in api.triggers.list()] == [added["id"]]
+    [stored] = api.triggers.list()
+    # the verified ARN is kept, for the trigger function to judge the owner again; no answer shows it
+    assert (stored.id, stored.owner_arn) == (added["id"], user_arn("alice"))
     status, listed = api("GET", "/triggers", "bob")
     assert status == 200 and [t["id"] for t in listed["triggers"]] == [added["id"]]
+    assert "owner_arn" not in added and "owner_arn" not in listed["triggers"][0]
     assert "env" not in json.loads(listed["triggers"][0]["spec_json"])        # not bob's: no env
     for who in ("alice", "root-ops"):                                          # the owner's and admins': all of it
         _, listed = api("GET", "/triggers", who)

@@ -90,6 +90,13 @@ class Intake:
         pass
 
 
+class NoTeams:
+    """The job store's teams: none lists members, so the trigger's owner submits for the default team."""
+
+    def team_members(self) -> dict[str, tuple[str, ...]]:
+        return {}
+
+
 class Manifests:
     def __init__(self):
         self.written: dict[str, str] = {}
@@ -140,7 +147,7 @@ def test_a_thousand_objects_from_twenty_writers_are_one_burst_and_one_job(aws):
     assert failures == []                            # no event refused, no retry budget spent
     [(trigger_id, burst_id, _)] = {t for t in timer.scheduled if aws.open_burst("tr-0001").id == t[1]}
     submitter, intake, manifests = Submitter(), Intake(), Manifests()
-    closer = TriggerService(aws, clock, submitter=submitter, intake=intake, manifests=manifests)
+    closer = TriggerService(aws, clock, submitter=submitter, intake=intake, manifests=manifests, members=NoTeams())
     closed = closer.close(trigger_id, burst_id)
 
     assert (closed.action, closed.count) == ("submitted", 1000)

@@ -19,14 +19,14 @@ from moto import mock_aws
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.resources import QueueUrls
 from gqa.adapters.aws.sqs_intake import parse_submission
-from gqa.adapters.aws.tables import TableNames
+from gqa.adapters.aws.tables import PK, SK, TableNames
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.models.burst import OVERDUE_AFTER, RECORD_KEY_BYTES
 from gqa.ports import Inventory, Submission
 from gqa.scheduling import Gpu
 from tests.aws.deployed import create_queues, create_tables
 from tests.aws.moto_support import FakeClock, LambdaContext, capture, emf, metric, refuse, session
-from tests.builders import spec
+from tests.builders import spec, trigger
 from tests.contract.conftest import FAKE_AWS
 
 pytestmark = pytest.mark.aws
@@ -34,6 +34,9 @@ NAMES = TableNames.prefixed("gqa-trig-")
 CHECKPOINTS = "gqa-checkpoints"
 CONTEXT = LambdaContext(function_name="gqa-trigger")
 TIMER_ARN = "arn:aws:sqs:us-east-1:123456789012:gqa-trig-trigger-timer"
+CAROL = "arn:aws:iam::123456789012:user/carol"
+ADMIN = "arn:aws:sts::123456789012:assumed-role/GqaAdmin/dave"
+ACCESS = {"admins": ["arn:aws:sts::123456789012:assumed-role/GqaAdmin/*"]}   # GQA_ACCESS, as the api has it
 
 
 # -- events as AWS sends them ---------------------------------------------------------------------
@@ -78,10 +81,15 @@ class World:
     def service(self):
         return self.module.service()
 
-    def add(self, prefix: str = "incoming/", job=None, **kwargs):
+    def add(self, prefix: str = "incoming/", job=None, owner: str = "carol", **kwargs):
         kwargs.setdefault("debounce", 120)
+        kwargs.setdefault("owner_arn", CAROL)
         job = job or spec(name="retrain")
-        return self.service.add("data", prefix, job.model_dump_json(), "carol", **kwargs)
+        return self.service.add("data", prefix, job.model_dump_json(), owner, **kwargs)
+
+    def members(self, team: str, *members: str) -> None:
+        """The team's members as the deploy or `gqa quota set TEAM --members` writes them."""
+        DynamoDBStore(session().client("dynamodb"), NAMES).set_team_members(team, members)
 
     def allow(self, *buckets) -> None:
         """The deployment file changed: GQA_TRIGGER_BUCKETS as the next deploy sets it."""
@@ -118,7 +126,7 @@ def world():
             Inventory(gpus=tuple(Gpu(i, "a10g", 0.5, spot=True) for i in range(4))))
         env = {"GQA_JOBS_TABLE": NAMES.jobs, "GQA_SETTINGS_TABLE": NAMES.settings, "GQA_LEDGER_TABLE": NAMES.ledger,
                "GQA_TRIGGER_TIMER_QUEUE_URL": urls.trigger_timer, "GQA_CHECKPOINT_BUCKET": CHECKPOINTS,
-               "GQA_TRIGGER_BUCKETS": json.dumps(["data"]),
+               "GQA_TRIGGER_BUCKETS": json.dumps(["data"]), "GQA_ACCESS": json.dumps(ACCESS),
                "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1],
                                               "low": urls.intake[2]})}
         with mock.patch.dict(os.environ, env):
@@ -367,6 +375,76 @@ def test_a_burst_opened_before_the_configuration_changed_is_dropped_at_its_close
     assert "'data' is not one of this deployment's 1 trigger bucket(s) (raw-data)" in closed.reason
 
 
+# -- the owner's rights, judged again at each burst ----------------------------------------------------
+
+def test_an_owner_still_in_the_team_submits_the_burst_for_it(world):
+    world.members("vision", "carol")
+    world.add(job=spec(name="retrain", team="vision"))
+    world.put("incoming/a.csv")
+    world.fire()
+    [submission] = world.submissions()
+    assert (submission.owner, json.loads(submission.spec_json)["team"]) == ("carol", "vision")
+
+
+def test_an_owner_removed_from_the_team_has_the_burst_dropped_and_nothing_submitted(world, capsys, caplog):
+    world.members("vision", "carol", "bob")
+    trigger = world.add(job=spec(name="retrain", team="vision"))
+    world.put("incoming/a.csv")
+    world.members("vision", "bob")                                    # carol left the team
+    capsys.readouterr()
+    assert world.fire() == {"batchItemFailures": []}                  # consumed: a retry would fail the same way
+    assert world.fire(message_id="m-1-again") == {"batchItemFailures": []}
+    assert world.submissions() == []
+    timer = json.loads(world.timers[0]["MessageBody"])
+    store = DynamoDBTriggerStore(session().client("dynamodb"), NAMES)
+    assert store.held_submission(timer["trigger_id"], timer["burst_id"]) is None      # no ids reserved either
+    first, again = [r for r in caplog.records if r.getMessage() == "closed a burst"]
+    assert (first.levelname, first.action, first.not_permitted) == ("WARNING", "dropped", True)
+    assert first.reason.startswith(f"carol may no longer submit the jobs of trigger {trigger.id} for team vision: "
+                                   "carol is not a member of team vision (members: bob)")
+    assert (again.action, again.reason) == ("dropped", first.reason)  # the redelivered timer: the same, once
+    docs = emf(capsys.readouterr().out)
+    assert metric(docs, "TriggerBurstsNotPermitted") == [1] and metric(docs, "TriggerBurstsDropped") == [1, 1]
+
+
+def test_an_admin_owner_submits_for_the_stored_team(world):
+    world.members("vision", "bob")
+    world.add(job=spec(name="retrain", team="vision"), owner="GqaAdmin/dave", owner_arn=ADMIN)
+    world.put("incoming/a.csv")
+    world.fire()
+    [submission] = world.submissions()
+    assert (submission.owner, json.loads(submission.spec_json)["team"]) == ("GqaAdmin/dave", "vision")
+
+
+def stored_before_the_arn_was_kept(job) -> str:
+    """A trigger item as an earlier version wrote it: its wire form without owner_arn."""
+    old = trigger(id="tr-0a1d", owner="carol", spec_json=job.model_dump_json()).to_dict()
+    del old["owner_arn"]
+    session().client("dynamodb").put_item(TableName=NAMES.settings, Item={
+        PK: {"S": "trigger"}, SK: {"S": old["id"]}, "json": {"S": json.dumps(old)}})
+    return old["id"]
+
+
+def test_an_old_trigger_without_the_arn_is_judged_by_its_owners_name(world):
+    world.members("vision", "carol")
+    stored_before_the_arn_was_kept(spec(name="retrain", team="vision"))
+    world.put("incoming/a.csv")
+    world.fire()
+    [submission] = world.submissions()
+    assert (submission.owner, json.loads(submission.spec_json)["team"]) == ("carol", "vision")
+
+
+def test_an_old_trigger_whose_owner_only_an_arn_pattern_names_is_dropped_saying_how_to_mend_it(world, caplog):
+    world.members("vision", "arn:aws:iam::123456789012:user/car*")
+    stored_before_the_arn_was_kept(spec(name="retrain", team="vision"))
+    world.put("incoming/a.csv")
+    world.fire()
+    assert world.submissions() == []
+    [closed] = [r for r in caplog.records if r.getMessage() == "closed a burst"]
+    assert (closed.action, closed.not_permitted) == ("dropped", True)
+    assert "added before gqa kept its owner's ARN" in closed.reason and "adding it again" in closed.reason
+
+
 # -- large bursts ----------------------------------------------------------------------------------
 
 @pytest.mark.slow
@@ -427,9 +505,9 @@ def test_aws_calls_per_object_and_per_burst(world):
     assert joining == ["GetItem", "Query", "TransactWriteItems"]
     assert opening == sorted(joining + ["SendMessage"])
     # close: read the burst, seal it (one transaction), read its keys (one Query) and list them on the
-    # closed record, look for a kept submission, read the trigger;
+    # closed record, look for a kept submission, read the trigger; the teams' members now (one Query);
     # accept: the settings partition (Queries), reserve the ids; keep the submission, send it, mark the burst
-    assert closing == sorted(["GetItem", "TransactWriteItems", "Query", "UpdateItem", "GetItem", "GetItem",
+    assert closing == sorted(["GetItem", "TransactWriteItems", "Query", "UpdateItem", "GetItem", "GetItem", "Query",
                               "Query", "Query", "Query", "UpdateItem",
                               "UpdateItem", "SendMessage", "UpdateItem"])
 

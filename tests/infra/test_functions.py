@@ -159,7 +159,7 @@ READS = {
     "reconcile": {"GQA_WAKEUP_QUEUE_URL"},
     "budget": {"GQA_ALERTS_TOPIC_ARN", "GQA_WAKEUP_QUEUE_URL"},
     "trigger": {"GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET", "GQA_TRIGGER_BUCKETS",
-                "GQA_CHECKPOINT_BUCKET"},
+                "GQA_CHECKPOINT_BUCKET", "GQA_ACCESS"},
 }
 LEFT_AT_DEFAULT = {"GQA_GPU_METRICS_NAMESPACE"}   # budget's: the namespace the jobs report in
 
@@ -197,6 +197,8 @@ def test_settings_come_from_the_deployment_and_the_stacks(built):
     assert dispatch["GQA_CHECKPOINT_PREFIX"] == built.checkpoints.prefix == lambdas.environment.CHECKPOINT_PREFIX
     api = built.function("api")["Environment"]["Variables"]
     assert (api["GQA_POOLS"], api["GQA_ACCESS"]) == (settings["GQA_POOLS"], settings["GQA_ACCESS"])
+    # the trigger function judges a burst's owner under the same access settings as the api a caller
+    assert built.function("trigger")["Environment"]["Variables"]["GQA_ACCESS"] == settings["GQA_ACCESS"]
     assert api["GQA_LOG_GROUP"] == {"Ref": built.logical(built.stack.node.find_child("JobLogs"))}
     names = built.tables.names
     assert {k: dispatch[k] for k in TABLES} == {"GQA_JOBS_TABLE": names.jobs, "GQA_SETTINGS_TABLE": names.settings,

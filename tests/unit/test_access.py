@@ -70,6 +70,19 @@ def test_roles_come_from_patterns_on_the_arn_or_the_owner_name(arn, roles):
     assert principal.roles == roles and principal.account == A
 
 
+@pytest.mark.parametrize("owner, roles", [
+    ("root-ops", {Role.ADMIN}),          # a name pattern still names them
+    ("carol", {Role.APPROVER}),
+    ("GqaAdmin/dave", set()),            # an ARN pattern cannot match a caller known by name alone
+    ("alice", set()),
+])
+def test_a_caller_known_by_name_alone_has_the_roles_name_patterns_give(owner, roles):
+    principal = POLICY.named(owner)
+    assert (principal.owner, principal.arn, principal.roles) == (owner, "", roles)
+    assert not is_member(principal, [f"arn:aws:sts::{A}:assumed-role/GqaAdmin/*", "arn:*"])
+    assert is_member(principal, [owner])
+
+
 def who(*roles: Role, owner: str = "alice") -> Principal:
     return Principal(owner=owner, arn=f"arn:aws:iam::{A}:user/{owner}", roles=frozenset(roles))
 

@@ -60,8 +60,14 @@ def test_debounce_windows_past_sqs_delay_or_nonsense_are_refused(text, problem):
 
 
 def test_the_wire_form_round_trips():
-    original = trigger(suffix=".csv", debounce=300)
+    original = trigger(suffix=".csv", debounce=300, owner_arn="arn:aws:iam::123456789012:user/alice")
     assert Trigger.from_dict(original.to_dict()) == original
+
+
+def test_a_trigger_stored_before_its_owners_arn_was_kept_loads_without_one():
+    stored = trigger().to_dict()
+    del stored["owner_arn"]
+    assert Trigger.from_dict(stored) == trigger(owner_arn="")
 
 
 @pytest.mark.parametrize("change, problem", [
@@ -73,6 +79,8 @@ def test_the_wire_form_round_trips():
     ({"owner": ""}, "owner must not be empty"),
     ({"colour": "red"}, "unknown field 'colour'"),
     ({"created_at": "yesterday"}, "created_at must be a number"),
+    ({"owner_arn": "alice"}, "owner_arn must be an IAM ARN"),
+    ({"owner_arn": None}, "owner_arn must be an IAM ARN"),
 ])
 def test_a_bad_wire_form_names_its_first_bad_field(change, problem):
     data = {**trigger().to_dict(), **change}

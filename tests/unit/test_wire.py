@@ -155,6 +155,14 @@ def test_a_trigger_travels_with_its_jobs_env_only_to_whom_it_may(env, with_env, 
     assert replace(back, spec_json=made.spec_json) == made
 
 
+def test_a_trigger_travels_without_its_owners_arn():
+    made = trigger(owner_arn="arn:aws:sts::123456789012:assumed-role/Researcher/alice")
+    data = over_the_wire(wire.trigger_to_dict(made, with_env=True))
+    assert "owner_arn" not in data and made.owner_arn not in json.dumps(data)
+    [back] = wire.triggers_from_dict({"triggers": [data]})
+    assert back == replace(made, owner_arn="")
+
+
 def test_a_malformed_trigger_answer_is_a_spec_error():
     with pytest.raises(SpecError, match="debounce"):
         wire.triggers_from_dict({"triggers": [dict(trigger().to_dict(), debounce="soon")]})
