@@ -83,9 +83,14 @@ class Queries:
         return _decode(wire.queue_from_pages, _pages(self.api, "/queue", {"group": group}))
 
     def jobs(self, ref: str):
+        return self.jobs_and_admitting(ref)[0]
+
+    def jobs_and_admitting(self, ref: str):
+        """The jobs, and how many more of the group's tasks are still being admitted."""
         from gqa.adapters.aws.api_client import job_path
 
-        return _decode(wire.jobs_from_pages, _pages(self.api, job_path(ref)))
+        pages = _pages(self.api, job_path(ref))
+        return _decode(wire.jobs_from_pages, pages), _decode(wire.admitting_from_pages, pages)
 
 
 @dataclass

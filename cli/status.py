@@ -12,19 +12,19 @@ def status(ref: JobRef, output: Output = "table"):
     with user_errors():
         from .backend import backend
 
-        jobs = backend().queries().jobs(ref)
+        jobs, admitting = backend().queries().jobs_and_admitting(ref)
     if fmt == "json":
         if len(jobs) == 1 and jobs[0].id == ref:
             print_json(job_dict(jobs[0], history=True))
         else:
-            print_json({"group": ref, "counts": dict(Counter(j.state.value for j in jobs)),
+            print_json({"group": ref, "counts": dict(Counter(j.state.value for j in jobs)), "admitting": admitting,
                         "jobs": [job_dict(j, history=True) for j in jobs]})
         return
     out = console()
     if len(jobs) == 1 and jobs[0].id == ref:
         _one(out, jobs[0])
     else:
-        _group(out, ref, jobs)
+        _group(out, ref, jobs, admitting)
 
 
 def _one(out, job) -> None:
@@ -53,11 +53,14 @@ def _one(out, job) -> None:
         previous = t.at
 
 
-def _group(out, ref, jobs) -> None:
+def _group(out, ref, jobs, admitting: int = 0) -> None:
     from rich.table import Table
 
     counts = Counter(j.status.value for j in jobs)
     out.print(f"[bold]{ref}[/]: {len(jobs)} jobs - " + ", ".join(f"{n} {s}" for s, n in counts.most_common()))
+    if admitting:
+        out.print(f"  and {admitting} more still being admitted ({len(jobs)} of {len(jobs) + admitting} written "
+                  "so far, a chunk at a time)")
     table = Table(box=None, pad_edge=False)
     for col in ("id", "name", "status", "attempts", "exit", "reason"):
         table.add_column(col, overflow="fold")

@@ -101,7 +101,7 @@ def as_submitted(answer):
 def submitted_data(submitted) -> dict:
     first = submitted.first
     return {"id": submitted.ref, "state": first.state.value, "status": first.status.value,
-            "jobs": list(submitted.ids)}
+            "count": submitted.count, "jobs": list(submitted.ids)}
 
 
 def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) -> tuple[str, str]:
@@ -110,13 +110,13 @@ def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) ->
 
     if fmt == "json":
         return ("" if wait else json.dumps(submitted_data(submitted), indent=2, default=str) + "\n"), ""
-    ref, ids = submitted.ref, submitted.ids
+    ref = submitted.ref
     err = []
-    if len(ids) > 1:
-        err.append(f"{len(ids)} jobs: {ids[0]} .. {ids[-1]}")
+    if submitted.count > 1:
+        err.append(f"{submitted.count} jobs: {submitted.first_id} .. {submitted.last_id}")
     if not running:
         err.append("note: the queue daemon is not running; jobs wait until `gqa local start`")
-    err.append(f"  gqa status {ref}    gqa logs {ids[0]} -f    gqa cancel {ref}")
+    err.append(f"  gqa status {ref}    gqa logs {submitted.first_id} -f    gqa cancel {ref}")
     return ref + "\n", "".join(line + "\n" for line in err)
 
 

@@ -64,7 +64,7 @@ SPECS: tuple[FunctionSpec, ...] = (
                   "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET"),
                  "gqa's REST API, the CLI's backend"),
     FunctionSpec("admit", "lambdas.admit.handler", r.ADMIT_TIMEOUT, 512,
-                 ("GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"),
+                 ("GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"),
                  "admits the submissions on the intake queues as queued jobs"),
     FunctionSpec("dispatch", "lambdas.dispatch.handler", r.DISPATCH_TIMEOUT, 1024,
                  ("GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
@@ -151,8 +151,9 @@ class Functions(Construct):
         acknowledge_arns(self.api.role, [job_streams], "the jobs' log streams are named by Batch at run time; "
                                                        "reading is limited to the jobs' log group")
 
-        # admit: wake-ups, and approval requests on the alerts topic
-        _send(self.admit, [queues.wakeup])
+        # admit: a large array's rest handed on to its tier's intake queue, wake-ups, and approval
+        # requests on the alerts topic
+        _send(self.admit, [*queues.intake.values(), queues.wakeup])
         _publish(self.admit, topic)
 
         # dispatch: submit to the pools' queues with the deployment's job definitions, tag (SubmitJob's

@@ -11,7 +11,9 @@ group, one owner, stops; other owners' records go on).
 
 Environment (read by lambdas/environment.py):
 GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (a missing
-one fails the cold start loudly), and optionally GQA_WAKEUP_QUEUE_URL: the
+one fails the cold start loudly), GQA_INTAKE_URLS: the tier queues a large
+array's rest is handed on to, a chunk per message (services/chunked.py;
+without it every submission is written whole), and optionally GQA_WAKEUP_QUEUE_URL: the
 dispatcher's wake-up queue, told once per batch that admitted jobs, so they
 are scheduled at once rather than at the next tick, and GQA_ALERTS_TOPIC_ARN:
 the SNS topic a submission admitted to wait for approval is announced on
@@ -24,7 +26,8 @@ redelivered submission is counted again (the store returns its jobs as
 they are): rare, and never more than once per delivery.
 
 Redelivery: SQS delivers at least once, so admitting must be harmless to
-repeat. It is, without any record of its own: every submission carries the
+repeat. A large array's chunks count once through its progress item
+(services/chunked.py); otherwise no record of its own is needed: every submission carries the
 job ids the API reserved for it, and the store writes each job only if its id
 is not taken (create-if-absent). A second delivery, even one after a crash
 half-way through a large array, writes only what is missing and changes no
@@ -53,6 +56,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, SqsFifoPartialProcessor
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from gqa.adapters.aws.admissions import DynamoDBAdmissions
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sns_notifier import SnsNotifier
@@ -84,11 +88,16 @@ def build() -> Admission:
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL)
     topic = environment.alerts_topic(needed=False)
     notifier = SnsNotifier(boto3.client("sns"), topic) if topic else None
-    # no waker here: one wake-up per batch (below), not one per submission
-    service = SubmitService(store, SystemClock(), notifier=notifier)
     wakeup = environment.wakeup_url()
-    intake = SqsIntake(boto3.client("sqs"), {}, wakeup) if wakeup else None
-    return Admission(store, service, intake, make_metrics(namespace="gqa", service="gqa-admit"))
+    # the tier queues: where a large array's rest is handed on (without them, every submission is written whole)
+    tiers = environment.intake_urls() if environment.optional("GQA_INTAKE_URLS") else {}
+    intake = SqsIntake(boto3.client("sqs"), tiers, wakeup or "") if (wakeup or tiers) else None
+    admissions = DynamoDBAdmissions(store.client, names) if tiers else None
+    # no waker here: one wake-up per batch (below), not one per submission
+    service = SubmitService(store, SystemClock(), notifier=notifier, intake=intake if tiers else None,
+                            admissions=admissions)
+    return Admission(store, service, intake if wakeup else None,
+                     make_metrics(namespace="gqa", service="gqa-admit"))
 
 
 @cache
@@ -111,7 +120,7 @@ def record_handler(record: SQSRecord) -> Counter[tuple[int, JobState]]:
                        job_ids=f"{ids[0]}..{ids[-1]} ({len(ids)})" if len(ids) > 1 else list(ids))
     logger.set_correlation_id(submission.job_ids[0] if submission.job_ids else None)
     try:
-        jobs = admission().service.admit(submission)
+        jobs = admission().service.admit(submission, delivery=record.message_id, seconds=_seconds_left())
     except SpecError as exc:
         # consumed: the same message would be refused again on every delivery
         logger.warning("consumed a submission that cannot be admitted",
@@ -126,8 +135,22 @@ def record_handler(record: SQSRecord) -> Counter[tuple[int, JobState]]:
     return telemetry.admitted(jobs)
 
 
+# seconds an invocation keeps for itself after its last chunk: the progress item, the continuation,
+# the metrics and the partial batch answer
+RESERVE_SECONDS = 5.0
+_context: Any = None
+
+
+def _seconds_left() -> float | None:
+    """What this invocation has left for a chunk (a batch may hold several large arrays' messages)."""
+    remaining = getattr(_context, "get_remaining_time_in_millis", None)
+    return None if remaining is None else remaining() / 1000 - RESERVE_SECONDS
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    global _context
+    _context = context
     wiring = admission()
     records = event.get("Records", [])
     fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)

@@ -8,7 +8,7 @@ says why, instead of working on the wrong tables or no GPUs.
 
 The settings:
     GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE   the DynamoDB tables (every function)
-    GQA_INTAKE_URLS          JSON {"high": url, "normal": url, "low": url}: the tier intake queues (api, trigger)
+    GQA_INTAKE_URLS          JSON {"high": url, "normal": url, "low": url}: the tier intake queues (api, trigger, admit)
     GQA_WAKEUP_QUEUE_URL     the dispatcher's wake-up queue (required by api; optional elsewhere)
     GQA_POOLS                JSON list of resources.Pool's fields (dispatch, api)
     GQA_JOB_DEFINITION       the Batch job definition (dispatch)

@@ -8,7 +8,7 @@ from .errors import SpecError
 from .limits import MAX_TASKS, count_text
 from .spec import JobSpec, sweep_size
 
-__all__ = ["MAX_TASKS", "array_limit", "expand", "parse_array"]
+__all__ = ["MAX_TASKS", "array_limit", "expand", "index_runs", "parse_array", "run_indices"]
 
 _LIMIT_RE = re.compile(r"[0-9]{1,18}")
 
@@ -92,3 +92,23 @@ def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def index_runs(indices: list[int]) -> list[list[int]]:
+    """Array indices, in order, as runs [first, last, step]: 0..99999 is one
+    run, so a submission's ids travel in a few bytes however many there are."""
+    runs: list[list[int]] = []
+    for index in indices:
+        last = runs[-1] if runs else None
+        if last is not None and last[0] == last[1] and index > last[1]:
+            last[1], last[2] = index, index - last[0]          # a run's second index sets its step
+        elif last is not None and index == last[1] + last[2] and last[0] != last[1]:
+            last[1] = index
+        else:
+            runs.append([index, index, 1])
+    return runs
+
+
+def run_indices(runs: list[list[int]] | tuple[tuple[int, int, int], ...]) -> list[int]:
+    """index_runs's answer back into the indices."""
+    return [i for first, last, step in runs for i in range(first, last + 1, step)]

@@ -5,8 +5,8 @@ supervisor carries out (SIGTERM, grace, SIGKILL) and settles on exit."""
 from dataclasses import dataclass, replace
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
-from ..models.job import JobRecord, JobState, Request
-from ..ports import Change, Clock, JobStore, Waker
+from ..models.job import JobRecord, JobState, Request, Transition
+from ..ports import Admissions, Change, Clock, JobStore, Waker
 
 
 CHUNK = 5000    # jobs cancelled per transaction: a 100,000-task array never holds the store for long
@@ -21,8 +21,13 @@ class ControlResult:
 
 
 class ControlService:
-    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None):
+    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None,
+                 admissions: Admissions | None = None):
+        """`admissions`: where a large array still being admitted in chunks
+        (AWS, services/chunked.py) is told what was decided on the whole group,
+        so the tasks not written yet are written as decided."""
         self.store, self.clock, self.waker = store, clock, waker
+        self.admissions = admissions
 
     def cancel(self, refs: list[str]) -> list[ControlResult]:
         """Cancel the jobs named, whole arrays at once: jobs that hold no process
@@ -30,7 +35,9 @@ class ControlService:
         Written CHUNK jobs per transaction, each guarded on the state read; a
         job that moved meanwhile is read again and decided again."""
         results: dict[str, ControlResult] = {}
-        jobs = self._resolve(refs)
+        decided = self._decide_admitting(refs, frozenset({JobState.QUEUED, JobState.PENDING_APPROVAL}),
+                                         Transition(JobState.CANCELLED, self.clock.now(), CANCELLED_BY_USER))
+        jobs = self._resolve(refs, decided)
         todo = jobs
         for _ in range(3):  # the state may move under us (e.g. QUEUED -> STARTING); re-read and retry
             now = self.clock.now()
@@ -88,7 +95,9 @@ class ControlService:
         return self._decide(refs, JobState.REJECTED, why, "denied")
 
     def _decide(self, refs: list[str], to: JobState, why: str, action: str) -> list[ControlResult]:
-        jobs = self._resolve(refs)
+        decided = self._decide_admitting(refs, frozenset({JobState.PENDING_APPROVAL}),
+                                         Transition(to, self.clock.now(), why))
+        jobs = self._resolve(refs, decided)
         waiting = [j for j in jobs if j.state == JobState.PENDING_APPROVAL]
         if len(refs) == 1 and len(jobs) == 1 and not waiting:
             raise InvalidTransition(f"job {jobs[0].id} is {jobs[0].status}, not awaiting approval")
@@ -108,14 +117,29 @@ class ControlService:
         self._wake()
         return results
 
-    def _resolve(self, refs: list[str]) -> list[JobRecord]:
+    def _decide_admitting(self, refs: list[str], expect: frozenset[JobState], decision: Transition) -> set[str]:
+        """The groups named whose tasks not admitted yet will be written as
+        `decision` says. Recorded before the group's jobs are read, so a
+        chunk written meanwhile is either read here or written as decided."""
+        if self.admissions is None:
+            return set()
+        return {ref for ref in dict.fromkeys(refs) if "_" not in ref and self.admissions.decide(ref, expect, decision)}
+
+    def _resolve(self, refs: list[str], admitting: set[str] = frozenset()) -> list[JobRecord]:
         """The jobs named, each once, without their history (an array may have
         100,000 tasks). Who may act on them is gqa.services.access's rule,
-        checked by the entry point on these same jobs before any is changed."""
+        checked by the entry point on these same jobs before any is changed.
+        A group in `admitting` may have none written yet."""
         jobs: list[JobRecord] = []
         seen = set()
         for ref in refs:
-            for job in self.store.resolve(ref, history=False):
+            try:
+                found = self.store.resolve(ref, history=False)
+            except NotFound:
+                if ref in admitting:
+                    continue
+                raise
+            for job in found:
                 if job.id not in seen:
                     seen.add(job.id)
                     jobs.append(job)

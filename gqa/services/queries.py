@@ -4,8 +4,9 @@ launched job's wait for its backend to start it, with the numbers."""
 
 from dataclasses import dataclass, replace
 
-from ..models.job import PENDING, JobRecord, JobState
-from ..ports import Clock, JobStore
+from ..models.errors import NotAdmitted, NotFound
+from ..models.job import PENDING, JobRecord, JobState, group_of
+from ..ports import Admissions, Clock, JobStore
 from ..scheduling import plan
 from ..scheduling.snapshot import Factors, Weights
 from ..scheduling.eta import predict_starts
@@ -33,8 +34,9 @@ class QueueView:
 
 
 class QueryService:
-    def __init__(self, store: JobStore, clock: Clock):
-        self.store, self.clock = store, clock
+    def __init__(self, store: JobStore, clock: Clock, admissions: Admissions | None = None):
+        """`admissions`: how far large arrays admitted in chunks have got (AWS)."""
+        self.store, self.clock, self.admissions = store, clock, admissions
 
     def queue(self, *, group: str | None = None) -> QueueView:
         ratios = team_ratios(self.store)
@@ -64,8 +66,27 @@ class QueryService:
         return QueueView(pending, running, len(snap.gpus), len(snap.gpus) - held, snap.policy.weights)
 
     def jobs(self, ref: str) -> list[JobRecord]:
-        """A job or a group's jobs; NotAdmitted for ids accepted but not recorded yet (lookup.py)."""
-        return self._as_seen(lookup.resolve(self.store, ref), self.clock.now())
+        """A job or a group's jobs; NotAdmitted for ids accepted but not recorded yet (lookup.py),
+        a task of an array still being admitted in chunks among them."""
+        try:
+            return self._as_seen(lookup.resolve(self.store, ref), self.clock.now())
+        except NotFound:
+            left = self.admitting(group_of(ref))
+            if not left:
+                raise
+        raise NotAdmitted(f"job {ref} is not admitted yet: its array has {left} tasks still being admitted, "
+                          "a chunk at a time; try again in a minute")
+
+    def jobs_and_admitting(self, ref: str) -> tuple[list[JobRecord], int]:
+        """jobs(ref), and how many more of its tasks are still being admitted."""
+        return self.jobs(ref), self.admitting(ref)
+
+    def admitting(self, ref: str) -> int:
+        """How many tasks of group `ref` are accepted and not written yet (0 for a job id)."""
+        if self.admissions is None or "_" in ref:
+            return 0
+        progress = self.admissions.progress(ref)
+        return progress.remaining if progress is not None else 0
 
     def _as_seen(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
         """The jobs with their reasons as of now: a launched job's wait for its backend, in minutes."""

@@ -17,12 +17,13 @@ from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
-from ..ports import Clock, Intake, Inventory, JobStore, Notifier, Submission, Waker
+from ..ports import Admissions, Clock, Intake, Inventory, JobStore, Notifier, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
 from ..scheduling.snapshot import Gpu, Policy
 from .access import Principal
 from .approvals import APPROVAL, approval_request, newly_awaiting
+from .chunked import admit_chunk
 from .teams import for_team
 
 ACCEPTED = "accepted; waiting for admission"
@@ -31,12 +32,16 @@ log = logging.getLogger("gqa.submit")
 
 class SubmitService:
     def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None, intake: Intake | None = None,
-                 notifier: Notifier | None = None, spec_check: Callable[[JobSpec], str | None] | None = None):
+                 notifier: Notifier | None = None, spec_check: Callable[[JobSpec], str | None] | None = None,
+                 admissions: Admissions | None = None):
         """`spec_check`: the backend's own limit on a spec (AWS Batch's job payload), checked
-        before anything is reserved; it answers why the spec cannot run there, or None."""
+        before anything is reserved; it answers why the spec cannot run there, or None.
+        `admissions`: where a submission larger than one chunk is admitted a chunk per
+        intake message (services/chunked.py), the rest handed on through `intake`."""
         self.store, self.clock, self.waker, self.intake = store, clock, waker, intake
         self.notifier = notifier
         self.spec_check = spec_check
+        self.admissions = admissions
 
     def submit(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
                owner: str | None = None, caller: Principal | None = None) -> list[JobRecord]:
@@ -76,28 +81,51 @@ class SubmitService:
                                job_ids=tuple(j.id for j in reserved), seq=reserved[0].seq))
         return reserved
 
-    def admit(self, submission: Submission) -> list[JobRecord]:
+    def admit(self, submission: Submission, *, delivery: str = "", seconds: float | None = None) -> list[JobRecord]:
         """A submission that arrived through the intake queue (AWS): the spec as
         the submitter sent it, owned by the identity the API verified, written
         under the ids the API reserved. A spec over a hard limit by now (the
         limits changed since it was accepted) is recorded REJECTED with the
-        reason, so its ids say what became of it."""
+        reason, so its ids say what became of it. With `admissions`, one
+        larger than a chunk (or a continuation of one) writes one chunk
+        (services/chunked.py); `delivery` names this delivery of the message,
+        `seconds` is the time the caller has left for it."""
         spec = validate_json(submission.spec_json, source="submission").model_copy(
             update={"owner": submission.owner})
         if not submission.job_ids or submission.seq is None:
             raise SpecError("malformed submission: no reserved job ids", source="submission")
+        if not 0 <= submission.start < len(submission.job_ids):
+            raise SpecError(f"malformed submission: start {submission.start} is not one of its "
+                            f"{len(submission.job_ids)} jobs", source="submission")
         gpus: tuple[Gpu, ...] = ()
         try:
             spec, inventory, policy = self._checked(spec, None)
-            records = self._admitted(spec, submission.environment, inventory, policy)
+            state, reason, history = self._verdict(spec, inventory, policy)
             gpus = inventory.gpus
         except Rejected as exc:
             now = self.clock.now()
-            reason = f"rejected: {exc}"
-            records = self._records(spec, submission.environment, now, JobState.REJECTED, reason,
-                                    (Transition(JobState.SUBMITTED, now, "submitted"),
-                                     Transition(JobState.REJECTED, now, reason)))
-        given = placed(records, submission.job_ids, submission.seq)
+            state, reason = JobState.REJECTED, f"rejected: {exc}"
+            history = (Transition(JobState.SUBMITTED, now, "submitted"), Transition(state, now, reason))
+        expanded = expand(spec)
+        if len(expanded) != len(submission.job_ids):
+            raise SpecError(f"malformed submission: {len(submission.job_ids)} job ids for {len(expanded)} jobs",
+                            source="submission")
+
+        def part(start: int, end: int) -> list[JobRecord]:
+            """Jobs start..end-1 under their reserved ids (a chunk builds only its own)."""
+            return placed(self._records(spec, submission.environment, history[0].at, state, reason, history,
+                                        expanded[start:end]), submission.job_ids, submission.seq, start)
+
+        first = part(0, 1)[0]
+        if self.admissions is not None and self.intake is not None and (
+                submission.start > 0 or len(expanded) > self.admissions.chunk(first, seconds)):
+            created = admit_chunk(self.store, self.admissions, self.intake, submission, first, len(expanded), part,
+                                  delivery, seconds=seconds,
+                                  announce=lambda job, count: self._ask_approval([job] * count, gpus))
+            if self.waker is not None and created:
+                self.waker.wake()
+            return created
+        given = part(0, len(expanded))
         created = self.store.create(given)
         self._ask_approval(newly_awaiting(given, created), gpus)
         if self.waker is not None:
@@ -140,6 +168,12 @@ class SubmitService:
     def _admitted(self, spec: JobSpec, environment: dict[str, str] | None, inventory: Inventory,
                   policy: Policy) -> list[JobRecord]:
         """The submission's jobs, QUEUED or waiting for approval."""
+        state, reason, history = self._verdict(spec, inventory, policy)
+        return self._records(spec, environment, history[0].at, state, reason, history)
+
+    def _verdict(self, spec: JobSpec, inventory: Inventory,
+                 policy: Policy) -> tuple[JobState, str, tuple[Transition, ...]]:
+        """Queued, or waiting for approval: the state, the reason, the history it starts with."""
         now = self.clock.now()
         r = spec.resources
         hours = gpu_hours_cap(r.gpus, spec.limits.wall_time, spec.limits.max_gpu_hours)
@@ -150,34 +184,39 @@ class SubmitService:
             state, reason = JobState.PENDING_APPROVAL, "needs approval: " + "; ".join(approval)
         else:
             state, reason = JobState.QUEUED, "admitted"
-        history = (Transition(JobState.SUBMITTED, now, "submitted"), Transition(state, now, reason))
-        return self._records(spec, environment, now, state, reason, history)
+        return state, reason, (Transition(JobState.SUBMITTED, now, "submitted"), Transition(state, now, reason))
 
     @staticmethod
     def _records(spec: JobSpec, environment: dict[str, str] | None, now: float, state: JobState, reason: str,
-                 history: tuple[Transition, ...]) -> list[JobRecord]:
+                 history: tuple[Transition, ...],
+                 expanded: list[tuple[JobSpec, int | None, dict[str, str]]] | None = None) -> list[JobRecord]:
+        """The jobs of `expanded` (default: the whole of expand(spec)); an array's
+        tasks share one spec object, whose JSON is made once."""
         r = spec.resources
         limit = array_limit(spec)
+        texts: dict[int, str] = {}
         return [
             JobRecord(
                 id="", group="", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
                 tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
-                wall_time=job_spec.limits.wall_time, submitted_at=now, spec_json=job_spec.model_dump_json(),
+                wall_time=job_spec.limits.wall_time, submitted_at=now,
+                spec_json=texts.get(id(job_spec)) or texts.setdefault(id(job_spec), job_spec.model_dump_json()),
                 state=state, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
                 reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot)
-            for job_spec, index, env in expand(spec)
+            for job_spec, index, env in (expand(spec) if expanded is None else expanded)
         ]
 
 
-def placed(records: list[JobRecord], job_ids: tuple[str, ...], seq: int) -> list[JobRecord]:
-    """The records under the ids reserved for them (in expand order, seqs from
-    `seq` on). The ids must be the ones reserve_ids gives such a submission:
-    one group, "G_i" for array task i, "G" for a single job."""
-    if len(job_ids) != len(records):
+def placed(records: list[JobRecord], job_ids: tuple[str, ...], seq: int, offset: int = 0) -> list[JobRecord]:
+    """The records, jobs `offset`.. of their submission, under the ids reserved
+    for them (in expand order, seqs from `seq` on). The ids must be the ones
+    reserve_ids gives such a submission: one group, "G_i" for array task i,
+    "G" for a single job."""
+    if offset + len(records) > len(job_ids):
         raise SpecError(f"malformed submission: {len(job_ids)} job ids for {len(records)} jobs", source="submission")
     group = job_ids[0].split("_")[0]
     out = []
-    for n, (record, job_id) in enumerate(zip(records, job_ids)):
+    for n, (record, job_id) in enumerate(zip(records, job_ids[offset:offset + len(records)]), start=offset):
         expected = group if record.array_index is None else f"{group}_{record.array_index}"
         if job_id != expected or (record.array_index is None and len(records) != 1):
             raise SpecError(f"malformed submission: job id {job_id} does not fit job {n} (expected {expected})",

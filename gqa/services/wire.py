@@ -18,10 +18,11 @@ SpecError, which the API answers with 400."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..models.errors import SpecError
+from ..models.expand import index_runs, run_indices
 from ..models.job import JobRecord, JobState, Request, Transition
 from ..models.trigger import Trigger
 from ..scheduling.snapshot import Factors, Policy, TeamPolicy, Weights
@@ -63,9 +64,15 @@ def jobs_from_dict(data: dict[str, Any]) -> list[JobRecord]:
     return [job_from_dict(j) for j in data["jobs"]]
 
 
-def jobs_page_to_dict(page: Page[JobRecord], next_token: str | None) -> dict[str, Any]:
-    """A page of a job's or a group's records (paging.py): {"jobs": [...], "next": token or null}."""
-    return {"jobs": [job_to_dict(j) for _, j in page.items], "next": next_token}
+def jobs_page_to_dict(page: Page[JobRecord], next_token: str | None, admitting: int = 0) -> dict[str, Any]:
+    """A page of a job's or a group's records (paging.py): {"jobs": [...], "next": token or null,
+    "admitting": how many more of the group's tasks are still being admitted}."""
+    return {"jobs": [job_to_dict(j) for _, j in page.items], "next": next_token, "admitting": admitting}
+
+
+def admitting_from_pages(pages: list[dict[str, Any]]) -> int:
+    """The tasks still being admitted, as the last page read says (an older API: none)."""
+    return int(pages[-1].get("admitting") or 0) if pages else 0
 
 
 def jobs_from_pages(pages: list[dict[str, Any]]) -> list[JobRecord]:
@@ -87,36 +94,67 @@ def submission_from_dict(data: Any) -> tuple[dict[str, Any], dict[str, str] | No
 
 @dataclass(frozen=True)
 class Submitted:
-    """What a submission answers: its group, its job ids in order, and the
-    first job's record (an array's tasks differ from it only by index). Not
-    every record: an array of 8,000 tasks' records would pass the 6 MB a
-    Lambda function may answer, where their ids take about 80 KB."""
+    """What a submission answers: its group, how many jobs, their ids as runs
+    of array indices, and the first job's record (an array's tasks differ
+    from it only by index). Never every record, nor every id: a 100,000-task
+    array's answer is a few hundred bytes (Lambda answers at most 6 MB)."""
 
     group: str
-    ids: tuple[str, ...]
+    count: int
+    runs: tuple[tuple[int, int, int], ...]   # [first, last, step] of array indices; () for a single job
     first: JobRecord
 
     @classmethod
     def of(cls, jobs: list[JobRecord]) -> "Submitted":
-        return cls(jobs[0].group, tuple(j.id for j in jobs), jobs[0])
+        first = jobs[0]
+        if len(jobs) == 1 and first.array_index is None:
+            return cls(first.group or first.id, 1, (), first)
+        runs = index_runs([j.array_index if j.array_index is not None else n for n, j in enumerate(jobs)])
+        return cls(first.group, len(jobs), tuple(tuple(r) for r in runs), first)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Every job id, in order (made from the runs: nothing travelled for them)."""
+        if not self.runs:
+            return (self.first.id,)
+        return tuple(f"{self.group}_{i}" for i in run_indices(self.runs))
+
+    @property
+    def first_id(self) -> str:
+        return self.first.id if not self.runs else f"{self.group}_{self.runs[0][0]}"
+
+    @property
+    def last_id(self) -> str:
+        return self.first.id if not self.runs else f"{self.group}_{self.runs[-1][1]}"
 
     @property
     def ref(self) -> str:
         """How commands name the submission: its group for an array or sweep, else the job's id."""
-        return self.group if (len(self.ids) > 1 or self.first.array_index is not None) else self.first.id
+        return self.group if self.runs else self.first.id
 
 
 def submitted_to_dict(jobs: list[JobRecord]) -> dict[str, Any]:
-    """The answer to a submission: its group, its job ids and the first job's record."""
-    return {"group": jobs[0].group if jobs else "", "jobs": [j.id for j in jobs],
-            "first": job_to_dict(jobs[0])}
+    """The answer to a submission: its group, the count, the first and last
+    id, the runs of array indices between them, and the first job's record."""
+    submitted = Submitted.of(jobs)
+    return {"group": submitted.group, "count": submitted.count, "first_id": submitted.first_id,
+            "last_id": submitted.last_id, "runs": [list(r) for r in submitted.runs],
+            "first": job_to_dict(submitted.first)}
 
 
 def submitted_from_dict(data: dict[str, Any]) -> Submitted:
-    ids = tuple(str(i) for i in data["jobs"])
-    if not ids:
-        raise ValueError("a submission answer with no job ids")
-    return Submitted(str(data["group"]), ids, job_from_dict(data["first"]))
+    first = job_from_dict(data["first"])
+    if "count" not in data:   # an API older than runs answered every id
+        ids = [str(i) for i in data["jobs"]]
+        if not ids:
+            raise ValueError("a submission answer with no job ids")
+        return Submitted.of([replace(first, id=i, array_index=int(i.split("_")[1]) if "_" in i else None)
+                             for i in ids])
+    runs = tuple((int(a), int(b), int(c)) for a, b, c in data["runs"])
+    count = int(data["count"])
+    if count < 1 or (runs and sum((b - a) // c + 1 for a, b, c in runs) != count) or (not runs and count != 1):
+        raise ValueError(f"a submission answer of {count} jobs whose runs name another number")
+    return Submitted(str(data["group"]), count, runs, first)
 
 
 # -- the queue ----------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from functools import cache
 import boto3
 from aws_lambda_powertools import Logger
 
+from gqa.adapters.aws.admissions import DynamoDBAdmissions
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
 from gqa.adapters.aws.batch_payload import payload_problem
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
@@ -83,10 +84,14 @@ class Wiring:
         return SubmitService(self.store, self.clock, intake=self.intake, spec_check=payload_problem)
 
     def control(self) -> ControlService:
-        return ControlService(self.store, self.clock, WakeDispatcher(self.intake))
+        return ControlService(self.store, self.clock, WakeDispatcher(self.intake), self.admissions())
 
     def queries(self) -> QueryService:
-        return QueryService(self.store, self.clock)
+        return QueryService(self.store, self.clock, self.admissions())
+
+    def admissions(self) -> DynamoDBAdmissions:
+        """Large arrays' admission in chunks: what status reads and a cancel or approval decides."""
+        return DynamoDBAdmissions(self.store.client, self.store.tables)
 
     def quota(self) -> QuotaService:
         return QuotaService(self.settings)

@@ -30,7 +30,8 @@ def submit() -> Response:
     jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment, caller=who)
     if jobs:
         logger.set_correlation_id(jobs[0].group)
-    logger.info("accepted", extra={"job_ids": [j.id for j in jobs]})
+    logger.info("accepted", extra={"job_ids": f"{jobs[0].id}..{jobs[-1].id} ({len(jobs)})" if len(jobs) > 1
+                                   else [j.id for j in jobs]})
     return Response(202, content_types.APPLICATION_JSON, json.dumps(wire.submitted_to_dict(jobs)))
 
 
@@ -39,8 +40,9 @@ def status(ref: str) -> dict[str, Any]:
     authorize(caller(), Action.READ)
     logger.set_correlation_id(ref)
     limit, after = paging.check_limit(number("limit")), paging.after_of("jobs", query("next"))
-    page = paging.page_of(wiring().queries().jobs(ref), lambda j: j.seq, limit=limit, after=after)
-    return wire.jobs_page_to_dict(page, paging.token("jobs", page.next))
+    jobs, admitting = wiring().queries().jobs_and_admitting(ref)
+    page = paging.page_of(jobs, lambda j: j.seq, limit=limit, after=after)
+    return wire.jobs_page_to_dict(page, paging.token("jobs", page.next), admitting)
 
 
 @app.get("/queue")

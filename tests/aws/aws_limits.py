@@ -11,7 +11,13 @@ enforce them, so a test meets them as a deployment would:
 - DynamoDB: about 1,000 write units a second per partition. Not refused here
   (DynamoDB throttles, and the adapters retry): every write is accounted per
   table and partition key value, so a test can assert a burst stays within
-  what one partition takes in the time it has.
+  what one partition takes in the time it has. A put also writes each
+  global secondary index whose keys the item has, on the index partition of
+  its key value, with the projected item (the jobs table's indexes project
+  it all): accounted as "<table>/<index>". An update's index writes are not
+  (its request does not say the item it makes);
+- SQS: a message of at most 256 KiB, body and attributes (SendMessage and
+  each entry of SendMessageBatch), refused with InvalidParameterValue.
 
 - S3: to a reader without s3:ListBucket on the bucket, GetObject and
   HeadObject of a key that does not exist answer 403 AccessDenied, not 404
@@ -32,7 +38,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from gqa.adapters.aws.tables import TABLES, Table
+
 SUBMIT_JOB_PAYLOAD = 30 * 1024
+SQS_MESSAGE_BYTES = 256 * 1024
 LAMBDA_ANSWER_BYTES = 6 * 1024 * 1024
 API_GATEWAY_TIMEOUT = 29.0   # seconds: REST APIs' integration timeout
 PARTITION_WRITE_UNITS_PER_SECOND = 1000
@@ -51,6 +60,8 @@ class Limits:
             return   # once per session: the accounting would count twice
         events._gqa_limits = True
         events.register("before-parameter-build.batch.SubmitJob", self._submit_job)
+        events.register("before-parameter-build.sqs.SendMessage", self._send_message)
+        events.register("before-parameter-build.sqs.SendMessageBatch", self._send_message)
         for operation in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"):
             events.register(f"before-parameter-build.dynamodb.{operation}", self._writes)
 
@@ -62,6 +73,20 @@ class Limits:
             raise ClientError({"Error": {"Code": "ClientException",
                                          "Message": f"Job payload size {size} exceeds the maximum {SUBMIT_JOB_PAYLOAD}"}},
                               model.name)
+
+    # -- SQS -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _send_message(params: dict[str, Any], model: Any, **_: Any) -> None:
+        for entry in params.get("Entries", [params]):
+            size = len(entry.get("MessageBody", "").encode())
+            for name, value in (entry.get("MessageAttributes") or {}).items():
+                size += len(name.encode()) + len(value.get("DataType", "").encode()) + len(
+                    str(value.get("StringValue", value.get("BinaryValue", ""))).encode())
+            if size > SQS_MESSAGE_BYTES:
+                raise ClientError({"Error": {"Code": "InvalidParameterValue",
+                                             "Message": f"One or more parameters are invalid. Reason: Message must "
+                                                        f"be shorter than {SQS_MESSAGE_BYTES} bytes ({size})"}},
+                                  model.name)
 
     # -- DynamoDB --------------------------------------------------------------------------------------
     def _writes(self, params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -80,19 +105,61 @@ class Limits:
     def _count(self, table: str, item: dict[str, Any], *, transactional: bool = False) -> None:
         if not item:
             return
-        partition = json.dumps(next(iter(item.values())), sort_keys=True)   # the first key given: the partition's
-        units = max(1, math.ceil(len(json.dumps(item).encode()) / WRITE_UNIT)) * (2 if transactional else 1)
-        self.write_units[(table, partition)] += units
+        schema = _schema(table)
+        key = schema.partition.name if schema is not None and schema.partition.name in item else next(iter(item))
+        units = max(1, math.ceil(item_bytes(item) / WRITE_UNIT)) * (2 if transactional else 1)
+        self.write_units[(table, json.dumps(item[key], sort_keys=True))] += units
+        for index in schema.indexes if schema is not None else ():
+            if index.partition.name in item and (index.sort is None or index.sort.name in item):
+                # projected whole (every index of gqa's tables projects ALL), so the same units
+                self.write_units[(f"{table}/{index.name}", json.dumps(item[index.partition.name]))] += units
 
     def hottest(self, table: str) -> int:
         """The most write units any one partition of `table` took since the last reset."""
         return max((n for (t, _), n in self.write_units.items() if t == table), default=0)
+
+    def hottest_with_indexes(self, table: str) -> tuple[int, str, str]:
+        """The most write units any one partition of `table` or of one of its
+        indexes took since the last reset: (units, "<table>[/<index>]", key value)."""
+        found = [(n, t, k) for (t, k), n in self.write_units.items() if t == table or t.startswith(table + "/")]
+        return max(found, default=(0, table, ""))
 
     def reset(self) -> None:
         self.write_units.clear()
 
 
 LIMITS = Limits()
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB bills it, from its AttributeValue form: each
+    name in UTF-8 plus its value (strings in UTF-8, numbers about one byte per
+    two digits plus one, 3 bytes and 1 per element for lists and maps)."""
+    return sum(len(name.encode()) + _value_bytes(value) for name, value in item.items())
+
+
+def _value_bytes(value: dict[str, Any]) -> int:
+    (kind, raw), = value.items()
+    if kind == "S":
+        return len(raw.encode())
+    if kind == "N":
+        return len(raw.lstrip("-").replace(".", "")) // 2 + 2
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "B":
+        return len(raw)
+    if kind == "L":
+        return 3 + sum(1 + _value_bytes(v) for v in raw)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + _value_bytes(v) for k, v in raw.items())
+    if kind in ("SS", "NS", "BS"):
+        return sum(len(str(v).encode()) for v in raw)
+    raise ValueError(f"no DynamoDB size for {kind}")
+
+
+def _schema(table: str) -> Table | None:
+    """gqa's table a deployed (prefixed) table name is, if any."""
+    return next((t for t in TABLES if table.endswith(t.logical)), None)
 
 
 def gateway_answer(invoke: Callable[[], dict[str, Any]], *,

@@ -147,8 +147,9 @@ def test_submit_answers_with_the_ids_and_queues_the_submission_for_admission(api
     body = {"spec": spec(owner="mallory", array="0-2").model_dump(mode="json"), "environment": None}
     status, answer = api("POST", "/jobs", "alice", body=body)
     assert status == 202
-    assert answer["group"] == "1" and answer["jobs"] == ["1_0", "1_1", "1_2"]
-    assert "records" not in answer                                        # ids, not 6 MB of records
+    assert (answer["group"], answer["count"], answer["first_id"], answer["last_id"]) == ("1", 3, "1_0", "1_2")
+    assert answer["runs"] == [[0, 2, 1]]
+    assert "records" not in answer and "jobs" not in answer                # a range, not 6 MB of records
     assert (answer["first"]["state"], answer["first"]["owner"]) == ("SUBMITTED", "alice")   # the signature's
     [message] = api.messages()
     submission = parse_submission(message["Body"])

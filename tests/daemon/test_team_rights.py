@@ -51,7 +51,7 @@ def test_a_job_runs_for_a_team_its_submitter_is_in(box, user, team, expected):
     router, be = box
     status, answer = submit(router, user, team)
     assert status == 201, answer
-    assert be.store.get(answer["jobs"][0]).team == expected
+    assert be.store.get(answer["first_id"]).team == expected
 
 
 def test_a_team_the_caller_is_not_in_is_403_naming_the_members(box):

@@ -153,7 +153,7 @@ POWERTOOLS = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
 READS = {
     "api": {"GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS",
             "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET"},
-    "admit": {"GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"},
+    "admit": {"GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"},
     "dispatch": {"GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
                  "GQA_CHECKPOINT_GRACE"},
     "reconcile": {"GQA_WAKEUP_QUEUE_URL"},
@@ -207,6 +207,7 @@ def test_settings_come_from_the_deployment_and_the_stacks(built):
     refers = {   # setting: the data stack's resources its value refers to
         ("api", "GQA_INTAKE_URLS"): {built.logical(queue) for queue in q.intake.values()},
         ("api", "GQA_WAKEUP_QUEUE_URL"): {built.logical(q.wakeup)},
+        ("admit", "GQA_INTAKE_URLS"): {built.logical(queue) for queue in q.intake.values()},
         ("trigger", "GQA_TRIGGER_TIMER_QUEUE_URL"): {built.logical(q.trigger_timer)},
         ("dispatch", "GQA_CHECKPOINT_BUCKET"): {built.logical(built.checkpoints.bucket)},
         ("trigger", "GQA_MANIFEST_BUCKET"): {built.logical(built.checkpoints.bucket)},

@@ -51,20 +51,50 @@ def test_fields_a_newer_api_adds_are_ignored():
     assert wire.job_from_dict(data) == withheld(a_job())
 
 
-def test_a_submission_answer_names_its_group_and_ids():
+def test_a_submission_answer_names_its_group_count_and_id_range():
     jobs = [a_job(id=f"7_{i}", array_index=i, state=JobState.SUBMITTED, request=None) for i in range(3)]
     data = over_the_wire(wire.submitted_to_dict(jobs))
-    assert data["group"] == "7" and data["jobs"] == ["7_0", "7_1", "7_2"]
-    assert wire.submitted_from_dict(data) == wire.Submitted("7", ("7_0", "7_1", "7_2"), withheld(jobs[0]))
-    assert wire.submitted_from_dict(data).ref == "7"
+    assert (data["group"], data["count"], data["first_id"], data["last_id"]) == ("7", 3, "7_0", "7_2")
+    assert "jobs" not in data
+    submitted = wire.submitted_from_dict(data)
+    assert submitted == wire.Submitted("7", 3, ((0, 2, 1),), withheld(jobs[0]))
+    assert submitted.ids == ("7_0", "7_1", "7_2") and submitted.ref == "7"
 
 
-def test_a_large_array_is_answered_in_ids_not_records():
-    """Lambda answers at most 6 MB: 8,000 tasks' records took more, their ids take 80 KB."""
-    jobs = [a_job(id=f"7_{i}", array_index=i, state=JobState.SUBMITTED, request=None) for i in range(8000)]
+def test_a_single_job_answers_its_own_id():
+    job = a_job(id="9", group="9", array_index=None, state=JobState.SUBMITTED, request=None)
+    submitted = wire.submitted_from_dict(over_the_wire(wire.submitted_to_dict([job])))
+    assert (submitted.count, submitted.ids, submitted.ref, submitted.last_id) == (1, ("9",), "9", "9")
+
+
+def test_a_100000_task_array_is_answered_in_a_few_hundred_bytes():
+    """Lambda answers at most 6 MB: 8,000 tasks' records took more; even their ids took 1.2 MB at 100,000."""
+    jobs = [a_job(id=f"7_{i}", array_index=i, state=JobState.SUBMITTED, request=None) for i in range(100_000)]
     data = over_the_wire(wire.submitted_to_dict(jobs))
-    assert len(json.dumps(data)) < 200_000
-    assert wire.submitted_from_dict(data).ids[-1] == "7_7999"
+    assert len(json.dumps(data)) - len(json.dumps(data["first"])) < 200
+    submitted = wire.submitted_from_dict(data)
+    assert (submitted.count, submitted.first_id, submitted.last_id) == (100_000, "7_0", "7_99999")
+    assert submitted.ids == tuple(j.id for j in jobs)
+
+
+def test_uneven_indices_travel_as_their_runs():
+    indices = [1, 3, 5, 6, 7, 100]
+    jobs = [a_job(id=f"7_{i}", array_index=i, state=JobState.SUBMITTED, request=None) for i in indices]
+    submitted = wire.submitted_from_dict(over_the_wire(wire.submitted_to_dict(jobs)))
+    assert submitted.ids == tuple(f"7_{i}" for i in indices) and submitted.count == 6
+
+
+def test_an_answer_whose_runs_do_not_add_up_is_malformed():
+    job = a_job(id="7_0", array_index=0, state=JobState.SUBMITTED, request=None)
+    data = over_the_wire(wire.submitted_to_dict([job])) | {"count": 5}
+    with pytest.raises(ValueError):
+        wire.submitted_from_dict(data)
+
+
+def test_an_older_apis_answer_with_every_id_is_still_read():
+    jobs = [a_job(id=f"7_{i}", array_index=i, state=JobState.SUBMITTED, request=None) for i in range(3)]
+    data = {"group": "7", "jobs": ["7_0", "7_1", "7_2"], "first": wire.job_to_dict(jobs[0])}
+    assert wire.submitted_from_dict(over_the_wire(data)).ids == ("7_0", "7_1", "7_2")
 
 
 def test_the_queue_view_round_trips_with_positions_reasons_factors_and_etas():

@@ -10,7 +10,9 @@ in the body (the admit function needs nothing else) and as a message attribute
 queue the key's digest is also the MessageDeduplicationId, so a client that
 resends within SQS's five-minute window is dropped by SQS itself; admission must still be
 harmless to repeat (it is: the ids are reserved), since standard queues deliver
-at least once and FIFO deduplicates only within that window.
+at least once and FIFO deduplicates only within that window. A large array's
+continuation (services/chunked.py) is the same body with `start`, the first
+task it writes: no larger than the submission's own message.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...models.errors import NotFound, Rejected, SpecError
-from ...models.expand import MAX_TASKS
+from ...models.expand import MAX_TASKS, index_runs
 from ...models.spec import Priority
 from ...ports import Submission
 from .errors import Retrying
@@ -63,9 +65,11 @@ class SqsIntake:
         }
         if is_fifo(url):
             # one group per owner: a user's submissions are admitted in the order sent,
-            # while different users' are admitted in parallel
+            # while different users' are admitted in parallel; a continuation (services/chunked.py)
+            # is deduplicated as its own message, not as the submission's first
             kwargs["MessageGroupId"] = sqs_id(submission.owner)
-            kwargs["MessageDeduplicationId"] = digest(submission.idempotency_key)
+            kwargs["MessageDeduplicationId"] = digest(submission.idempotency_key + (
+                f"#{submission.start}" if submission.start else ""))
         self.call("SendMessage", **kwargs)
 
     def wake_dispatcher(self) -> None:
@@ -97,7 +101,8 @@ def dump_submission(submission: Submission) -> str:
     return json.dumps({"v": BODY_VERSION, "spec_json": submission.spec_json, "owner": submission.owner,
                        "tier": submission.tier, "idempotency_key": submission.idempotency_key,
                        "environment": submission.environment, "job_ids": pack_ids(submission.job_ids),
-                       "seq": submission.seq}, separators=(",", ":"))
+                       "seq": submission.seq, **({"start": submission.start} if submission.start else {})},
+                      separators=(",", ":"))
 
 
 def parse_submission(body: str) -> Submission:
@@ -125,8 +130,11 @@ def parse_submission(body: str) -> Submission:
     seq = raw.get("seq")
     if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
         raise _malformed(f"seq must be a positive integer, got {seq!r}")
+    start = raw.get("start", 0)
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < max(1, len(job_ids)):
+        raise _malformed(f"start must be the index of one of its {len(job_ids)} jobs, got {start!r}")
     return Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment=environment,
-                      job_ids=tuple(job_ids), seq=seq)
+                      job_ids=tuple(job_ids), seq=seq, start=start)
 
 
 def pack_ids(job_ids: tuple[str, ...]) -> list[str] | dict[str, Any]:
@@ -136,17 +144,7 @@ def pack_ids(job_ids: tuple[str, ...]) -> list[str] | dict[str, Any]:
     groups = {i.split("_")[0] for i in job_ids}
     if len(job_ids) < 2 or len(groups) != 1 or not all("_" in i for i in job_ids):
         return list(job_ids)
-    indices = [int(i.split("_")[1]) for i in job_ids]
-    runs: list[list[int]] = []
-    for index in indices:
-        last = runs[-1] if runs else None
-        if last is not None and last[0] == last[1] and index > last[1]:
-            last[1], last[2] = index, index - last[0]          # a run's second index sets its step
-        elif last is not None and index == last[1] + last[2] and last[0] != last[1]:
-            last[1] = index
-        else:
-            runs.append([index, index, 1])
-    return {"group": groups.pop(), "runs": runs}
+    return {"group": groups.pop(), "runs": index_runs([int(i.split("_")[1]) for i in job_ids])}
 
 
 def unpack_ids(raw: Any) -> tuple[str, ...]:
