@@ -12,6 +12,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
                       model_validator)
 from pydantic_core import PydanticCustomError
 
+from .code import check_digest
 from .errors import SpecError
 from .limits import MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
 from .units import parse_duration, parse_size
@@ -19,7 +20,7 @@ from .units import parse_duration, parse_size
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by the queue for every attempt; a spec may not override them.
 RESERVED_ENV = ("GQA_JOB_ID", "GQA_ATTEMPT", "GQA_CHECKPOINT_DIR", "GQA_CHECKPOINT_URI",
-                "GQA_RESUME_FROM", "GQA_ARRAY_INDEX", "CUDA_VISIBLE_DEVICES")
+                "GQA_RESUME_FROM", "GQA_ARRAY_INDEX", "GQA_CODE_URI", "CUDA_VISIBLE_DEVICES")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # An owner may also be a cloud identity: an IAM user (names may hold + = @), an
 # assumed role's "Role/session", an Identity Center user's e-mail address.
@@ -176,6 +177,7 @@ class JobSpec(_Strict):
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     tags: dict[str, str] = Field(default_factory=dict)
     image: str | None = None
+    code: str | None = Field(None, description="sha256:<hex>, the bundle of the submitter's directory (AWS)")
     array: str | None = Field(None, description="Slurm-style index list: 0-499, 1,3,5, 0-9:2, 0-99%10")
     sweep: Sweep | None = None
 
@@ -226,6 +228,11 @@ class JobSpec(_Strict):
         if image is not None:
             _no_nul(image, "image")
         return image
+
+    @field_validator("code")
+    @classmethod
+    def _code(cls, code: str | None) -> str | None:
+        return None if code is None else check_digest(code)
 
     @field_validator("tags")
     @classmethod

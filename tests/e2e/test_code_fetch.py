@@ -1,0 +1,123 @@
+"""What a Batch job with code runs, as a real process: the command
+gqa.models.code.launch_command gives Batch, with the bundle the CLI would
+build, from a file:// source in place of S3. The command runs in the
+unpacked copy with its arguments, its exit code is the job's, and SIGTERM
+reaches it, not a wrapper."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gqa.adapters.local.code_bundle import build
+from gqa.models import code
+from gqa.models.loader import validate
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def project(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    (proj / "lib").mkdir(parents=True)
+    (proj / "lib" / "answer.txt").write_text("42\n")
+    (proj / "train.py").write_text(
+        "import os, signal, sys, time\n"
+        "print('cwd', os.getcwd(), 'args', sys.argv[1:], 'answer', open('lib/answer.txt').read().strip(),"
+        " flush=True)\n"
+        "if '--wait' in sys.argv:\n"
+        "    def stop(*_):\n"
+        "        open(os.environ['MARK'], 'w').write(str(os.getpid())); sys.exit(143)\n"
+        "    signal.signal(signal.SIGTERM, stop)\n"
+        "    open(os.environ['READY'], 'w').write(str(os.getpid()))\n"
+        "    time.sleep(30)\n"
+        "sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)\n")
+    (proj / "run.sh").write_text("#!/bin/sh\necho \"script in $(pwd) with $*\"\nexit 3\n")
+    os.chmod(proj / "run.sh", 0o755)
+    return proj
+
+
+def stored(tmp_path: Path, proj: Path) -> str:
+    """The bundle of `proj` where a job would fetch it from; its digest."""
+    bundle = build(proj)
+    store = tmp_path / "store"
+    store.mkdir(exist_ok=True)
+    (store / f"{code.hex_of(bundle.digest)}.tar.gz").write_bytes(bundle.data)
+    return bundle.digest
+
+
+def launch(tmp_path: Path, proj: Path, command, *, shell: bool = False, env: dict | None = None,
+           digest: str | None = None, **kw) -> subprocess.Popen:
+    digest = digest or stored(tmp_path, proj)
+    spec = validate({"command": command, "shell": shell, "workdir": str(proj), "code": digest})
+    argv = code.launch_command(spec)
+    argv[0] = sys.executable                 # the image's python3
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path),
+                   code.URI_ENV: (tmp_path / "store" / f"{code.hex_of(digest)}.tar.gz").as_uri(), **(env or {})}
+    return subprocess.Popen(argv, env=environment, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kw)
+
+
+def test_the_command_runs_in_the_unpacked_copy_with_its_arguments_and_exit_code(tmp_path):
+    proj = project(tmp_path)
+    done = launch(tmp_path, proj, ["python3", "train.py", "--lr", "0.1", "7"])
+    out, err = done.communicate(timeout=30)
+    assert done.returncode == 7, err
+    cwd = out.split()[1]
+    assert Path(cwd).parent == tmp_path and Path(cwd).name.startswith("gqa-code-") and cwd != str(proj)
+    assert "args ['--lr', '0.1', '7'] answer 42" in out
+
+
+def test_a_script_named_by_its_path_in_the_submitters_directory_runs_from_the_copy(tmp_path):
+    proj = project(tmp_path)
+    done = launch(tmp_path, proj, [str(proj / "run.sh"), str(proj / "lib")])
+    out, err = done.communicate(timeout=30)
+    assert done.returncode == 3, err
+    copy = out.split()[2]
+    assert out.strip() == f"script in {copy} with {copy}/lib" and copy != str(proj)
+
+
+def test_a_shell_job_runs_in_the_copy(tmp_path):
+    proj = project(tmp_path)
+    done = launch(tmp_path, proj, "cat lib/answer.txt && exit 5", shell=True)
+    out, err = done.communicate(timeout=30)
+    assert (done.returncode, out) == (5, "42\n"), err
+
+
+def test_sigterm_reaches_the_job_itself(tmp_path):
+    proj = project(tmp_path)
+    ready, mark = tmp_path / "ready", tmp_path / "mark"
+    job = launch(tmp_path, proj, ["python3", "train.py", "--wait"], env={"READY": str(ready), "MARK": str(mark)})
+    deadline = time.monotonic() + 30
+    while not ready.exists() or not ready.read_text():
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+        time.sleep(0.05)
+    assert int(ready.read_text()) == job.pid      # exec'd: no wrapper stands between Batch's signal and the job
+    job.send_signal(signal.SIGTERM)
+    job.communicate(timeout=30)
+    assert job.returncode == 143 and mark.read_text() == str(job.pid)
+
+
+def test_a_bundle_that_cannot_be_fetched_exits_69_with_the_reason(tmp_path):
+    proj = project(tmp_path)
+    digest = stored(tmp_path, proj)
+    (tmp_path / "store" / f"{code.hex_of(digest)}.tar.gz").write_bytes(b"not what was submitted")
+    done = launch(tmp_path, proj, ["python3", "train.py"], digest=digest)
+    out, err = done.communicate(timeout=30)
+    assert done.returncode == code.FETCH_FAILED and out == ""
+    assert err.startswith("gqa: the job's code at file://") and f"not the {code.hex_of(digest)} it was" in err
+
+
+def test_an_image_without_gqa_exits_69_and_says_what_it_needs(tmp_path):
+    spec = validate({"command": ["true"], "workdir": "/w", "code": "sha256:" + "0" * 64})
+    argv = [sys.executable, "-S", *code.launch_command(spec)[1:]]   # -S: no site-packages, so no gqa
+    done = subprocess.run(argv, cwd=tmp_path, env={"PATH": os.environ["PATH"]}, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == code.FETCH_FAILED
+    assert "this image cannot fetch the job's code" in done.stderr and 'pip install "gqa[aws]"' in done.stderr
