@@ -7,6 +7,8 @@ IAM decides who may reach which route; the api function's access rule
 (GQA_ACCESS: owners, approvers, admins) decides the rest, with the reason
 in the answer. The three managed policies mirror lambdas/api's routes: an
 approver's or admin's policy is whole, so a person is given one of them.
+Each also lets its holder store code bundles (`gqa submit` on AWS): list and
+put under the checkpoint bucket's code/ prefix, nothing else there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from constructs import Construct
 
 from gqa.models.deployment import Deployment
 
-from .nag import acknowledge
+from .checkpoints import Checkpoints
+from .nag import acknowledge, acknowledge_policy_wildcards
 
 STAGE = "v1"
 # (method, path) as execute-api ARNs name them; * stands for a job or trigger reference
@@ -32,8 +35,10 @@ RATE, BURST = 50, 100          # requests per second over the stage: a runaway s
 
 
 class Api(Construct):
-    def __init__(self, scope: Construct, id: str, *, config: Deployment, function: lambda_.IFunction) -> None:
+    def __init__(self, scope: Construct, id: str, *, config: Deployment, function: lambda_.IFunction,
+                 checkpoints: Checkpoints) -> None:
         super().__init__(scope, id)
+        self.checkpoints = checkpoints
         removal = cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY
         access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_YEAR, removal_policy=removal)
         self.rest_api = apigw.LambdaRestApi(
@@ -87,4 +92,9 @@ class Api(Construct):
                                     "* stands for them, under one method and route of this API's stage",
                     applies_to=tuple(f"Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
                                      f"<{api_id}>/{STAGE}/{method}/{path}" for method, path in routes))
+        policy.add_statements(*self.checkpoints.code_upload_statements())
+        acknowledge_policy_wildcards(policy, f"/{self.checkpoints.code_prefix}/*",
+                                     "gqa submit stores the submitter's code as code/<sha256>.tar.gz, named by its "
+                                     "content, which no policy can list in advance: upload only, under the code "
+                                     "prefix")
         return policy

@@ -1,7 +1,9 @@
 """The checkpoint bucket: public access blocked, TLS only, encrypted,
 versioned, old checkpoint versions expired; its server access logs go to a
 bucket of their own. Jobs save under `checkpoints/<job id>/`; the trigger
-function writes large bursts' key lists under gqa-trigger-manifests/."""
+function writes large bursts' key lists under gqa-trigger-manifests/;
+submitters store their code bundles under code/ (gqa.models.code), which
+expire KEPT_DAYS after their upload."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from gqa.models import code
 from gqa.models.trigger import MANIFEST_ROOT
 from gqa.models.deployment import Deployment
 
@@ -39,8 +42,12 @@ class Checkpoints(Construct):
                                  abort_incomplete_multipart_upload_after=cdk.Duration.days(7),
                                  expired_object_delete_marker=True),
                 s3.LifecycleRule(id="manifests", prefix=MANIFEST_ROOT,
-                                 expiration=cdk.Duration.days(MANIFESTS_KEPT_DAYS))])
+                                 expiration=cdk.Duration.days(MANIFESTS_KEPT_DAYS)),
+                # a submitter uploads a bundle again once it is REFRESH_DAYS old, so one in use never expires
+                s3.LifecycleRule(id="code", prefix=f"{code.PREFIX}/",
+                                 expiration=cdk.Duration.days(code.KEPT_DAYS))])
         self.prefix = PREFIX
+        self.code_prefix = code.PREFIX
 
     def grant_jobs(self, role: iam.IGrantable) -> None:
         """What a job's checkpoint helpers do under the prefix: write, read,
@@ -59,6 +66,24 @@ class Checkpoints(Construct):
         role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
             actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [f"{prefix}/*", f"{prefix}/"]}}))
+
+    def grant_code_read(self, role: iam.IGrantable) -> None:
+        """A job fetches its code; listing makes an expired bundle read as missing, not denied."""
+        self.grant_read_prefix(role, code.PREFIX)
+
+    def grant_code_lookup(self, role: iam.IGrantable) -> None:
+        """The api function checks that a submission's bundle is there (a listing, see code_store.py)."""
+        role.grant_principal.add_to_principal_policy(self._code_listing())
+
+    def code_upload_statements(self) -> list[iam.PolicyStatement]:
+        """A submitter's rights (the people's managed policies): look for a bundle, upload it;
+        nothing else in the bucket, and no reading of anyone's code."""
+        return [self._code_listing(), iam.PolicyStatement(
+            actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{code.PREFIX}/*")])]
+
+    def _code_listing(self) -> iam.PolicyStatement:
+        return iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn],
+                                   conditions={"StringLike": {"s3:prefix": [f"{code.PREFIX}/*"]}})
 
     def grant_manifests(self, role: iam.IGrantable) -> None:
         role.grant_principal.add_to_principal_policy(iam.PolicyStatement(

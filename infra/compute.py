@@ -129,11 +129,15 @@ class GpuPools(Construct):
         self.log_group = logs.LogGroup(self, "JobLogs", log_group_name=f"/aws/batch/{config.prefix}jobs",
                                        retention=JOB_LOGS_KEPT, removal_policy=removal)
         self.job_role = iam.Role(self, "JobRole", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
-                                 description=f"gqa {config.name} jobs: their checkpoints")
+                                 description=f"gqa {config.name} jobs: their checkpoints and code")
         checkpoints.grant_jobs(self.job_role)
         acknowledge_wildcards(self.job_role, f"/{checkpoints.prefix}/*",
                               "objects under the checkpoint bucket's checkpoints/ prefix: each job writes its own "
                               "checkpoints/<job id>/ keys, which no policy can name in advance")
+        checkpoints.grant_code_read(self.job_role)
+        acknowledge_wildcards(self.job_role, f"/{checkpoints.code_prefix}/*",
+                              "a job reads the code bundle it was submitted with, code/<sha256>.tar.gz, "
+                              "named by its content at submission: read-only, under the code prefix")
         self._grant_trigger_data(config)
         self.execution_role = self._execution_role(config)
         self.job_definitions: dict[str, batch.EcsJobDefinition] = {}

@@ -150,6 +150,7 @@ class Functions(Construct):
         self.api.add_to_role_policy(iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[job_streams]))
         acknowledge_arns(self.api.role, [job_streams], "the jobs' log streams are named by Batch at run time; "
                                                        "reading is limited to the jobs' log group")
+        checkpoints.grant_code_lookup(self.api)     # a submission's code bundle is there (a listing, no read)
 
         # admit: a large array's rest handed on to its tier's intake queue, wake-ups, and approval
         # requests on the alerts topic

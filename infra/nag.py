@@ -46,18 +46,24 @@ def acknowledge_wildcards(role: iam.Role, suffix: str, reason: str) -> None:
     `suffix` (e.g. "/checkpoints/*"). They are named once the app's references
     are settled: a bucket of another stack is an import there, of this stack a
     GetAtt, and no name written at construction could be both."""
-    role.node.add_validation(_WildcardAcknowledgement(role, suffix, reason))
+    role.node.add_validation(_WildcardAcknowledgement(role, suffix, reason,
+                                                      lambda: role.node.try_find_child("DefaultPolicy")))
+
+
+def acknowledge_policy_wildcards(policy: iam.ManagedPolicy, suffix: str, reason: str) -> None:
+    """acknowledge_wildcards for a managed policy's own statements."""
+    policy.node.add_validation(_WildcardAcknowledgement(policy, suffix, reason, lambda: policy))
 
 
 @jsii.implements(IValidation)
 class _WildcardAcknowledgement:
     # validations run after references are settled and before cdk-nag reads acknowledgements
-    def __init__(self, role: iam.Role, suffix: str, reason: str) -> None:
-        self.role, self.suffix, self.reason = role, suffix, reason
+    def __init__(self, scope: IConstruct, suffix: str, reason: str, find_policy: Any) -> None:
+        self.role, self.suffix, self.reason, self.find_policy = scope, suffix, reason, find_policy
         self.done = False    # each synthesis validates again; once is enough
 
     def validate(self) -> list[str]:
-        policy = self.role.node.try_find_child("DefaultPolicy")
+        policy = self.find_policy()
         if policy is None or self.done:
             return []
         self.done = True

@@ -54,7 +54,7 @@ class ServiceStack(cdk.Stack):
         self.events = EventWiring(self, "Events", config=config, queues=data.queues, functions=self.functions,
                                   batch=self.pools)
         self.settings = SettingsRegistration(self, "Settings", config=config, tables=data.tables)
-        self.api = Api(self, "Api", config=config, function=self.functions.api)
+        self.api = Api(self, "Api", config=config, function=self.functions.api, checkpoints=data.checkpoints)
         self.observability = Observability(
             self, "Observability", config=config, queues=data.queues, functions=self.functions.by_name,
             dead_letters=[*data.queues.dead_letters.values(), *self.events.dead_letters.values()],

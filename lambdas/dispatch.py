@@ -15,7 +15,7 @@ Environment (read by lambdas/environment.py):
 GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
 DynamoDB tables), GQA_POOLS (a JSON list of resources.Pool's fields),
 GQA_JOB_DEFINITION (the Batch job definition), GQA_CHECKPOINT_BUCKET and
-optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3), and optionally
+optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3; code bundles under code/), and optionally
 GQA_IMAGES (a JSON object: spec image -> job definition) and
 GQA_CHECKPOINT_GRACE (seconds, the grace added to Batch timeouts). A missing or
 invalid one fails the cold start loudly.
@@ -111,7 +111,8 @@ def build() -> Dispatcher:
     checkpoints = S3Checkpoints(boto3.client("s3"), environment.checkpoint_bucket(), environment.checkpoint_prefix())
     # the grace Batch timeouts add is the instances' stop timeout (BatchCompute's own 10 s where unset)
     compute = BatchCompute(boto3.client("batch"), environment.pools(), environment.job_definition(), checkpoints,
-                           clock, images=environment.images(), default_grace=environment.checkpoint_grace(10))
+                           clock, images=environment.images(), default_grace=environment.checkpoint_grace(10),
+                           code_bucket=environment.checkpoint_bucket())
     # the pools are this deployment's GPUs: the store must know them (and their
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration

@@ -13,7 +13,8 @@ The settings:
     GQA_POOLS                JSON list of resources.Pool's fields (dispatch, api)
     GQA_JOB_DEFINITION       the Batch job definition (dispatch)
     GQA_IMAGES               JSON object, spec image -> job definition (dispatch; optional)
-    GQA_CHECKPOINT_BUCKET    checkpoints on S3 (dispatch; api and trigger: no trigger may watch it);
+    GQA_CHECKPOINT_BUCKET    checkpoints and code bundles on S3 (dispatch; api: where code bundles are, and no
+                             trigger may watch it; trigger: no trigger may watch it);
                              GQA_CHECKPOINT_PREFIX (optional, "checkpoints")
     GQA_CHECKPOINT_GRACE     seconds from SIGTERM to SIGKILL, added to Batch timeouts (dispatch; optional)
     GQA_MANIFEST_BUCKET      large bursts' key lists (trigger; optional, default GQA_CHECKPOINT_BUCKET;

@@ -6,9 +6,12 @@ what they may do, is gqa.services.access's rule (owners, approvers, admins).
 Routes (JSON in and out; every job route takes a job id or an array/sweep id,
 and cancel/requeue/approve/deny take several, comma-separated):
     GET  /whoami                          the caller: owner name, ARN, roles
+    GET  /code                            {"bucket", "prefix": "code/", "kept_days", "refresh_days"}: where
+                                          `gqa submit` stores the bundle of the submitter's directory
     POST /jobs                            {"spec": {...}, "environment": {...}|null} -> 202 {group, jobs, first}:
                                           the ids and the first job's record (every record of a large
-                                          array would pass Lambda's 6 MB answer)
+                                          array would pass Lambda's 6 MB answer); a spec whose code
+                                          bundle is not stored is refused (400)
     GET  /jobs/{ref}?limit=L&next=T       {"jobs": [...], "next": T|null}: a page of the jobs, with their history
     GET  /queue?group=G&explain=false&limit=L&next=T
                                           a page of the pending jobs in start order (position, reason, ETA,
@@ -48,7 +51,7 @@ from a whole scheduling pass, so positions and reasons are the whole queue's.
 The function's parts: container.py builds the clients and services once per
 container (and says which environment variables it reads and which settings
 it keeps); request.py holds the resolver and what routes read from a request;
-jobs.py, quota.py (quota and cost), logs.py and triggers.py register the
+jobs.py, code.py, quota.py (quota and cost), logs.py and triggers.py register the
 routes on it. This module maps errors to answers and is the Lambda handler
 (lambdas.api.handler); it imports the route modules so that they register."""
 
@@ -61,7 +64,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 
 from gqa.models.errors import GqaError, NotFound
 from gqa.services.api_errors import status_of
-from lambdas.api import jobs, logs, quota, triggers  # noqa: F401  (importing them registers their routes)
+from lambdas.api import code, jobs, logs, quota, triggers  # noqa: F401  (importing them registers their routes)
 from lambdas.api.container import logger, wiring  # noqa: F401  (wiring: tests and benchmarks reset and read it)
 from lambdas.api.request import app
 

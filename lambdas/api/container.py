@@ -12,6 +12,8 @@ Environment (read by lambdas/environment.py):
   attempts are looked up by name for its logs;
 - GQA_LOG_GROUP (optional, default /aws/batch/job): the log group of job
   definitions that name none (awslogs-group);
+- GQA_CHECKPOINT_BUCKET: where code bundles are (code/<sha256>.tar.gz): GET
+  /code names it, and a submission whose bundle is not there is refused;
 - GQA_ACCESS: JSON, see gqa.services.access.AccessPolicy.from_json:
   {"admins": [...], "approvers": [...], "identity_roles": [...]}. Roles live
   in the function's configuration, not in a table: who administers the queue
@@ -37,6 +39,7 @@ from aws_lambda_powertools import Logger
 from gqa.adapters.aws.admissions import DynamoDBAdmissions
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
 from gqa.adapters.aws.batch_payload import payload_problem
+from gqa.adapters.aws.code_store import S3CodeStore
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
@@ -78,10 +81,15 @@ class Wiring:
     clock: SystemClock
     trigger_store: DynamoDBTriggerStore
     logs: BatchLogs
+    code: S3CodeStore
 
     def submitter(self) -> SubmitService:
-        # Batch's 30 KiB job payload, checked before ids are reserved: not a failure at dispatch
-        return SubmitService(self.store, self.clock, intake=self.intake, spec_check=payload_problem)
+        # Batch's 30 KiB job payload and the job's code bundle, checked before ids are reserved:
+        # not a failure at dispatch, or in every attempt
+        return SubmitService(self.store, self.clock, intake=self.intake, spec_check=self.spec_problem)
+
+    def spec_problem(self, spec) -> str | None:
+        return payload_problem(spec) or self.code.missing(spec)
 
     def control(self) -> ControlService:
         return ControlService(self.store, self.clock, WakeDispatcher(self.intake), self.admissions())
@@ -115,7 +123,8 @@ def build() -> Wiring:
                      log_group=environment.log_group(DEFAULT_GROUP))
     return Wiring(DynamoDBStore(dynamodb, names, settings_ttl=SETTINGS_TTL), DynamoDBStore(dynamodb, names), intake,
                   environment.access(), SystemClock(),
-                  DynamoDBTriggerStore(dynamodb, names), logs)
+                  DynamoDBTriggerStore(dynamodb, names), logs,
+                  S3CodeStore(boto3.client("s3"), environment.checkpoint_bucket()))
 
 
 @cache

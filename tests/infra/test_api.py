@@ -3,6 +3,8 @@ access logs, and managed policies that match lambdas/api's routes."""
 
 from __future__ import annotations
 
+import json
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match
@@ -15,11 +17,21 @@ from tests.infra.support import deployment, nagged_app, stand_in_function, templ
 
 @pytest.fixture(scope="module")
 def built():
+    from infra.checkpoints import Checkpoints
+
     app = nagged_app()
+    data = cdk.Stack(app, "Data")      # the bucket is the data stack's, as in a deployment
+    checkpoints = Checkpoints(data, "Checkpoints", config=deployment())
     stack = cdk.Stack(app, "ApiTest")
-    api = Api(stack, "Api", config=deployment(), function=stand_in_function(stack, "Fn"))
+    api = Api(stack, "Api", config=deployment(), function=stand_in_function(stack, "Fn"), checkpoints=checkpoints)
     outputs(stack, api)
     return template(stack)
+
+
+def _statements(built, name):
+    policies = built.find_resources("AWS::IAM::ManagedPolicy", {"Properties": {"ManagedPolicyName": name}})
+    (policy,) = policies.values()
+    return policy["Properties"]["PolicyDocument"]["Statement"]
 
 
 def test_every_method_needs_iam(built):
@@ -39,9 +51,7 @@ def test_the_stage_is_throttled_and_logged(built):
 
 
 def _routes(built, name):
-    policies = built.find_resources("AWS::IAM::ManagedPolicy", {"Properties": {"ManagedPolicyName": name}})
-    (policy,) = policies.values()
-    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    (statement,) = [s for s in _statements(built, name) if s["Action"] == "execute-api:Invoke"]
     assert statement["Action"] == "execute-api:Invoke" and statement["Effect"] == "Allow"
     resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
     out = set()
@@ -60,6 +70,20 @@ def _routes(built, name):
 ])
 def test_each_policy_allows_its_routes_only(built, name, routes):
     assert _routes(built, name) == routes
+
+
+@pytest.mark.parametrize("name", ["gqa-dev-researchers", "gqa-dev-approvers", "gqa-dev-admins"])
+def test_each_policy_may_store_code_bundles_and_nothing_else_in_the_bucket(built, name):
+    s3 = [s for s in _statements(built, name) if s["Action"] != "execute-api:Invoke"]
+    assert sorted(s["Action"] for s in s3) == ["s3:ListBucket", "s3:PutObject"]
+    for statement in s3:
+        text = json.dumps(statement["Resource"])
+        assert "ImportValue" in text and "Checkpoints" in text      # the data stack's checkpoint bucket
+        if statement["Action"] == "s3:PutObject":
+            assert statement["Resource"]["Fn::Join"][1][-1] == "/code/*"
+            assert "Condition" not in statement
+        else:   # listing only under the prefix: enough to tell a missing bundle from a denied one
+            assert statement["Condition"] == {"StringLike": {"s3:prefix": ["code/*"]}}
 
 
 def test_researchers_cannot_approve_or_change_quotas():

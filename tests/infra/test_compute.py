@@ -221,7 +221,7 @@ def test_the_jobs_log_group_follows_retain_data(request, which, deletion):
         "DeletionPolicy": deletion})
 
 
-def test_the_job_role_reaches_only_the_checkpoints_prefix_and_reads_the_trigger_buckets(example):
+def test_the_job_role_reaches_only_the_checkpoints_prefix_reads_its_code_and_the_trigger_buckets(example):
     config, stack, pools, _ = example
     document = stack.resolve(pools.job_role.node.find_child("DefaultPolicy").document)
     granted, triggers = {}, {}
@@ -230,19 +230,22 @@ def test_the_job_role_reaches_only_the_checkpoints_prefix_and_reads_the_trigger_
         resource = json.dumps(statement["Resource"])
         into = triggers if "example-training-data" in resource else granted
         for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]):
-            into[action] = (resource, statement.get("Condition"))
+            into.setdefault(action, []).append((resource, statement.get("Condition")))
     assert set(granted) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
-    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
-        resource, condition = granted[action]
+    for action in ("s3:PutObject", "s3:DeleteObject"):
+        [(resource, condition)] = granted[action]
         assert resource.endswith('"/checkpoints/*"]]}') and condition is None
-    resource, condition = granted["s3:ListBucket"]
-    assert "checkpoints" not in resource
-    assert condition == {"StringLike": {"s3:prefix": ["checkpoints/*", "checkpoints/"]}}
+    # reads: its checkpoints, and the code bundle it was submitted with (read-only)
+    reads = sorted(resource.rsplit('"', 3)[-2] for resource, condition in granted["s3:GetObject"] if condition is None)
+    assert reads == ["/checkpoints/*", "/code/*"] and len(granted["s3:GetObject"]) == 2
+    listings = sorted(condition["StringLike"]["s3:prefix"] for resource, condition in granted["s3:ListBucket"])
+    assert listings == [["checkpoints/*", "checkpoints/"], ["code/*", "code/"]]
+    assert not any("checkpoints" in resource or "code" in resource for resource, _ in granted["s3:ListBucket"])
     # a triggered job reads the data that started it, and writes nothing there
     assert config.triggers.buckets == ["example-training-data"]
     assert set(triggers) == {"s3:GetObject", "s3:ListBucket"}
-    assert triggers["s3:GetObject"][0].endswith(':s3:::example-training-data/*"]]}')
-    assert triggers["s3:ListBucket"][0].endswith(':s3:::example-training-data"]]}')
+    assert triggers["s3:GetObject"][0][0].endswith(':s3:::example-training-data/*"]]}')
+    assert triggers["s3:ListBucket"][0][0].endswith(':s3:::example-training-data"]]}')
 
 
 @pytest.mark.parametrize("which, ecr", [("example", False), ("variant", True)])

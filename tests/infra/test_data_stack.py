@@ -75,6 +75,18 @@ def test_the_checkpoint_bucket_is_private_tls_only_encrypted_and_versioned(dev):
                    for s in statements)
 
 
+def test_code_bundles_expire_after_the_days_a_refresh_leaves_them(dev):
+    from gqa.models import code
+
+    _, built = dev
+    [bucket] = [b for b in built.find_resources("AWS::S3::Bucket").values()
+                if "VersioningConfiguration" in b["Properties"]]
+    rules = {r["Id"]: r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+    assert rules["code"] == {"Id": "code", "Prefix": "code/", "Status": "Enabled", "ExpirationInDays": code.KEPT_DAYS}
+    # a submitter uploads again past REFRESH_DAYS: a job submitted then still finds its code for the rest
+    assert 0 < code.REFRESH_DAYS <= code.KEPT_DAYS - 7
+
+
 def _queues(built):
     return {q["Properties"]["QueueName"]: q["Properties"] for q in built.find_resources("AWS::SQS::Queue").values()}
 

@@ -16,6 +16,9 @@ What a launch hands Batch, and why:
 - the spec's argv as the command, and its env plus GQA_JOB_ID, GQA_ATTEMPT,
   GQA_CHECKPOINT_URI, GQA_RESUME_FROM and GQA_ARRAY_INDEX; not the
   submitter's shell environment, which means nothing inside a container;
+- for a spec with `code`, GQA_CODE_URI (its bundle in the checkpoint bucket)
+  and the command behind the fetcher (gqa.models.code.launch_command), which
+  unpacks the bundle and execs the argv in it on every attempt;
 - a timeout of the attempt's limit (its wall time, or what is left of its
   GPU-hour budget, whichever is first) plus the checkpoint grace, at least
   Batch's minimum of 60 s: a backstop, should the control plane not stop it;
@@ -58,6 +61,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...models.batch_events import BatchJobEvent, classify
+from ...models.code import URI_ENV, launch_command, uri_of
 
 from ...models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain, NotFound
 from ...models.job import JobRecord
@@ -84,7 +88,7 @@ class BatchCompute:
     def __init__(self, client: Any, pools: Iterable[Pool], job_definition: str, checkpoints: Checkpoints,
                  clock: Clock, *, images: Mapping[str, str] | None = None, cpus_per_gpu: int = 4,
                  memory_per_gpu: int = 14 * 1024, default_grace: int = 10, status_ttl: float = 2.0,
-                 attempts: int = 5, **retry: Any):
+                 code_bucket: str | None = None, attempts: int = 5, **retry: Any):
         self.client = client
         self.pools = tuple(pools)
         self.job_definition = job_definition
@@ -95,6 +99,7 @@ class BatchCompute:
         self.memory_per_gpu = memory_per_gpu      # MiB
         self.default_grace = default_grace
         self.status_ttl = status_ttl
+        self.code_bucket = code_bucket            # where code bundles are: the checkpoint bucket
         self._inventory, self._pool_of = _slots(self.pools)
         # SubmitJob is not idempotent (Batch takes no client token): retry it only when
         # Batch refused it for rate, never after an error that may follow a created job
@@ -126,7 +131,7 @@ class BatchCompute:
             "jobQueue": pool.queue_name,
             "jobDefinition": definition,
             "containerOverrides": {
-                "command": spec.argv(),
+                "command": launch_command(spec),
                 "environment": [{"name": k, "value": v} for k, v in self.environment(job, attempt).items()],
                 "resourceRequirements": self.resources(job, len(gpus)),
             },
@@ -247,6 +252,11 @@ class BatchCompute:
         })
         if job.array_index is not None:
             env["GQA_ARRAY_INDEX"] = str(job.array_index)
+        if job.spec.code is not None:
+            if self.code_bucket is None:
+                raise LaunchFailed(f"the job's code {job.spec.code} needs a bucket for code bundles; this "
+                                   "deployment's dispatch function names none")
+            env[URI_ENV] = uri_of(self.code_bucket, job.spec.code)
         return env
 
     def resources(self, job: JobRecord, gpus: int) -> list[dict[str, str]]:

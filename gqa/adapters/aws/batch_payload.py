@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...models.code import launch_command
+
 JOB_PAYLOAD_LIMIT = 30 * 1024
 # what gqa adds to every request besides the spec's parts: job name, queue and definition,
-# GQA_* variables (ids, the checkpoint URI, the resume point), resources, timeout, gqa's tags,
-# and a trigger's inline keys (up to 4 KiB)
+# GQA_* variables (ids, the checkpoint and code URIs, the resume point), resources, timeout, gqa's
+# tags, and a trigger's inline keys (up to 4 KiB)
 GQA_ALLOWANCE = 8 * 1024
 
 
@@ -24,8 +26,9 @@ def request_bytes(request: dict[str, Any]) -> int:
 
 
 def spec_bytes(spec: Any) -> int:
-    """The room a spec's own parts take in every attempt's request."""
-    return request_bytes({"command": spec.argv(),
+    """The room a spec's own parts take in every attempt's request (with code, the
+    command is behind the fetcher, which names the spec's workdir)."""
+    return request_bytes({"command": launch_command(spec),
                           "environment": [{"name": k, "value": v} for k, v in spec.env.items()],
                           "tags": dict(spec.tags) if getattr(spec, "tags", None) else {}})
 
