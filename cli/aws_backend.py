@@ -218,3 +218,11 @@ class AwsBackend(ApiServices):
 
     def whoami(self) -> dict[str, Any]:
         return self.api.call("GET", "/whoami")
+
+    def code_store(self):
+        """Where this deployment keeps code bundles (GET /code), reached with the
+        caller's own credentials (the researcher policy's rights under code/)."""
+        from gqa.adapters.aws.code_store import S3CodeStore, checked_location
+
+        bucket, _ = checked_location(self.api.call("GET", "/code"))
+        return S3CodeStore(self.api.session.client("s3", region_name=self.api.region), bucket)

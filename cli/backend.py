@@ -48,9 +48,10 @@ class LocalBackend:
         return SocketWaker(self.paths)
 
     def submitter(self):
+        from gqa.models.code import local_problem
         from gqa.services.submit import SubmitService
 
-        return SubmitService(self.store, self.clock, self.waker)
+        return SubmitService(self.store, self.clock, self.waker, spec_check=local_problem)
 
     def control(self):
         from gqa.services.control import ControlService

@@ -28,6 +28,9 @@ def submit(
     env: Annotated[Optional[list[str]], Opt("--env", "-e", help="NAME=VALUE, repeatable.")] = None,
     workdir: Annotated[Optional[str], Opt("--workdir", "-D", help="Working directory (default: here).")] = None,
     shell: Annotated[bool, Opt("--shell", help="Run the command through /bin/sh -c.")] = False,
+    no_code: Annotated[bool, Opt("--no-code", help="AWS: send no code; the image holds it.")] = False,
+    code_max_size: Annotated[str, Opt("--code-max-size", help="AWS: the largest code bundle, compressed.")]
+    = "100Mi",
     wait: Annotated[bool, Opt("--wait", "-W", help="Wait until the job ends; exit 0 only if it succeeded.")] = False,
     output: Output = "table",
 ):
@@ -39,7 +42,8 @@ def submit(
 
     fmt = check_output(output)
     params = dict(file=file, gpus=gpus, gpu_type=gpu_type, time=time, mem=mem, cpus=cpus, priority=priority,
-                  team=team, name=name, retries=retries, array=array, env=env, workdir=workdir, shell=shell)
+                  team=team, name=name, retries=retries, array=array, env=env, workdir=workdir, shell=shell,
+                  no_code=no_code)
     from .context import caller_environment, caller_user
 
     with user_errors():
@@ -47,6 +51,12 @@ def submit(
         from .backend import backend
 
         be = backend()
+        if not no_code:
+            from gqa.models.units import parse_size
+
+            from .code import with_code
+
+            spec = with_code(spec, be, max_bytes=parse_size(code_max_size), say=note if fmt == "table" else None)
         # the owner the daemon verified from the socket's peer credentials, when it ran this
         submitted = as_submitted(be.submitter().submit(spec, environment=caller_environment(), owner=caller_user()))
         running = not be.local or be.daemon_pid() is not None
@@ -87,7 +97,9 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         "retries": {"on_error": params["retries"]} if params.get("retries") is not None else None,
     }
     kwargs = {"cwd": cwd} if cwd is not None else {}
-    return load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, **kwargs)
+    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, **kwargs)
+    # --no-code: the job's image holds the code, whatever bundle the file names
+    return spec.model_copy(update={"code": None}) if params.get("no_code") else spec
 
 
 def as_submitted(answer):

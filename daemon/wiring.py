@@ -41,9 +41,11 @@ class DaemonWiring:
 
     # what the routes and the submit command use; no waker: every turn of the loop ends in a tick
     def submitter(self):
+        from gqa.models.code import local_problem
         from gqa.services.submit import SubmitService
 
-        return SubmitService(self.store, self.clock)
+        # a code bundle is for AWS: a local job runs in its workdir
+        return SubmitService(self.store, self.clock, spec_check=local_problem)
 
     def control(self):
         from gqa.services.control import ControlService

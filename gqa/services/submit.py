@@ -51,6 +51,9 @@ class SubmitService:
         `caller`, when given, must have the right to the spec's team (teams.py)."""
         spec = spec if caller is None else for_team(self.store, spec, caller)
         spec, inventory, policy = self._checked(spec, owner)
+        problem = self.spec_check(spec) if self.spec_check is not None else None
+        if problem:
+            raise SpecError(problem)
         created = self.store.create(self._admitted(spec, environment, inventory, policy))
         # fresh ids: every job is this submission's own
         self._ask_approval([j for j in created if j.state == JobState.PENDING_APPROVAL], inventory.gpus)
