@@ -13,6 +13,9 @@ from .snapshot import PendingJob, RunningJob, Snapshot
 
 
 class Preemptor:
+    """`free`: the GPUs no job holds, index -> type (the ledger's free list).
+    GPUs are counted per pool (type, spot): a job runs in one pool."""
+
     def __init__(self, snap: Snapshot, free: dict[int, str]):
         self.enabled = bool(snap.policy.preempt_tiers)
         self.now = snap.now
@@ -23,11 +26,11 @@ class Preemptor:
         self.chosen: list[str] = []
         if not self.enabled:
             return
-        self.gpu_type = tables(snap.gpus).pool_of   # index -> pool (type, spot)
+        self.pool_of = tables(snap.gpus).pool_of   # index -> pool (type, spot)
         for run in snap.running:
             if run.stopping:
                 for index in run.gpus:
-                    self.stopping[self.gpu_type[index]].append(index)
+                    self.stopping[self.pool_of[index]].append(index)
             elif run.tier in snap.policy.preempt_tiers:
                 self.candidates.append(run)
         self.candidates.sort(key=lambda r: (self.now - (r.checkpointed_at or r.started_at), -r.started_at, r.id))
@@ -37,30 +40,31 @@ class Preemptor:
         if not self.enabled:
             return None
         best = None
-        pools = sorted({p for r in pools_for(job, set(self.gpu_type.values()), self.policy) for p in r})
-        for gpu_type in pools:
-            free_now = sum(1 for t in self.free.values() if t == gpu_type)
+        pools = sorted({p for r in pools_for(job, set(self.pool_of.values()), self.policy) for p in r})
+        for pool in pools:
+            free_now = self._free_in(pool)
             if free_now >= job.gpus:
                 return None  # enough GPUs: it waits for another reason (a reservation), not for capacity
-            have = free_now + len(self.stopping[gpu_type])
+            have = free_now + len(self.stopping[pool])
             picked = []
             for run in self.candidates:
                 if have >= job.gpus:
                     break
                 if run.tier <= tier or run.id in self.chosen:
                     continue
-                mine = [i for i in run.gpus if self.gpu_type[i] == gpu_type]
+                mine = [i for i in run.gpus if self.pool_of[i] == pool]
                 if mine:
                     picked.append(run)
                     have += len(mine)
+            picked = self._without_spares(picked, pool, have - job.gpus)
             if have >= job.gpus and (best is None or len(picked) < len(best[1])):
-                best = (gpu_type, picked)
+                best = (pool, picked)
         if best is None:
             return None
-        gpu_type, picked = best
+        pool, picked = best
         # what it takes: keep the stopping GPUs and these victims for this job
-        need = job.gpus - sum(1 for t in self.free.values() if t == gpu_type)
-        self.stopping[gpu_type] = self.stopping[gpu_type][max(0, need):]
+        need = job.gpus - self._free_in(pool)
+        self.stopping[pool] = self.stopping[pool][max(0, need):]
         self.chosen += [r.id for r in picked]
         lost = sum(self.now - (r.checkpointed_at or r.started_at) for r in picked)
         if not picked:
@@ -68,3 +72,17 @@ class Preemptor:
         names = ", ".join(r.id for r in picked)
         return [r.id for r in picked], (f"preempting {names} (lower tier; {lost / 60:.0f} GPU-job-minutes "
                                         "since their last checkpoints)")
+
+    def _without_spares(self, picked: list[RunningJob], pool, spare: int) -> list[RunningJob]:
+        """`picked` less the victims the others make unneeded (a later, larger victim can cover an
+        earlier one), the most work lost dropped first: no victim is stopped for nothing."""
+        kept = list(picked)
+        for run in sorted(picked, key=lambda r: (r.checkpointed_at or r.started_at, r.id)):
+            gpus = sum(1 for i in run.gpus if self.pool_of[i] == pool)
+            if gpus <= spare:
+                kept.remove(run)
+                spare -= gpus
+        return kept
+
+    def _free_in(self, pool) -> int:
+        return sum(1 for index in self.free if self.pool_of[index] == pool)

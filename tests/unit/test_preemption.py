@@ -3,6 +3,8 @@
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gqa.scheduling import plan
 from gqa.scheduling.presets import preset
@@ -67,3 +69,40 @@ def test_waiting_on_a_reservation_is_not_a_shortage():
                              pending("next", tier=0, gpus=1, wall_time=600, seq=1, submitted_at=1)])
     result = plan(snap)
     assert result.preempt == ["low"]   # for the head: the whole machine
+
+
+def test_a_partly_free_pool_preempts_only_what_is_missing():
+    """One GPU free, two wanted: one victim, not two (free GPUs are counted per pool)."""
+    runs = [running("low-a", tier=2, gpus=[1], started_at=NOW - 60),
+            running("low-b", tier=2, gpus=[2], started_at=NOW - 120)]
+    result = plan(full(*runs, gpus=3, waiting=pending("hi", tier=0, gpus=2, wall_time=60)))
+    assert result.preempt == ["low-a"]
+
+
+def test_a_larger_victim_makes_a_smaller_one_chosen_before_it_unneeded():
+    runs = [running("small", tier=2, gpus=[0], started_at=NOW - 10),
+            running("large", tier=2, gpus=[1, 2], started_at=NOW - 20)]
+    result = plan(full(*runs, gpus=3, waiting=pending("hi", tier=0, gpus=2, wall_time=60)))
+    assert result.preempt == ["large"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_victims_suffice_and_none_is_stopped_for_nothing(data):
+    """Whatever runs and whatever is free, the victims free enough GPUs, and dropping any
+    one of them would not: preemption never stops more work than it needs."""
+    gpus = data.draw(st.integers(2, 8), label="gpus")
+    free = data.draw(st.sets(st.integers(0, gpus - 1), max_size=gpus - 1), label="free")
+    busy = [i for i in range(gpus) if i not in free]
+    runs, n = [], 0
+    while busy:
+        size = data.draw(st.integers(1, len(busy)), label="size")
+        held, busy = busy[:size], busy[size:]
+        runs.append(running(f"low{n}", tier=2, gpus=held, started_at=NOW - data.draw(st.integers(1, 9999))))
+        n += 1
+    want = data.draw(st.integers(len(free) + 1, gpus), label="want")
+    result = plan(full(*runs, gpus=gpus, waiting=pending("hi", tier=0, gpus=want, wall_time=60)))
+    freed = {r.id: len(r.gpus) for r in runs}
+    stopped = sum(freed[v] for v in result.preempt)
+    assert len(free) + stopped >= want
+    assert all(len(free) + stopped - freed[v] < want for v in result.preempt)
