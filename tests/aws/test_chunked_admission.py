@@ -262,6 +262,7 @@ def test_a_container_dying_between_two_steps_leaves_the_array_admitted_once(worl
 
 # -- decisions on the group while it is admitted ---------------------------------------------------
 
+@pytest.mark.slow
 def test_cancelling_an_array_being_admitted_writes_the_rest_cancelled_and_status_says_so(world, small_chunks):
     world, _ = world
     array = world.send(spec(array="0-499"))
@@ -279,6 +280,7 @@ def test_cancelling_an_array_being_admitted_writes_the_rest_cancelled_and_status
     assert get(world, f"/jobs/{array.group}")["admitting"] == 0
 
 
+@pytest.mark.slow
 def test_a_cancel_while_a_chunk_is_written_reaches_that_chunk_too(world, small_chunks):
     world, _ = world
     array = world.send(spec(array="0-299"))
@@ -368,3 +370,21 @@ def test_a_small_submission_takes_no_progress_item_and_one_message(world):
     assert poller.drain() == 1
     admitted_once(world, job.group, 10)
     assert progress(world, job.group) is None
+
+
+def test_an_invocation_out_of_time_hands_its_chunk_on_unwritten(world, small_chunks):
+    from tests.aws.moto_support import LambdaContext
+
+    class Late(LambdaContext):
+        def get_remaining_time_in_millis(self) -> int:
+            return 3_000          # under the admit function's reserve: no time for a chunk
+
+    world, _ = world
+    array = world.send(spec(array="0-299"))
+    poller = Poller(world)
+    record = poller.next()
+    assert world.admit.handler({"Records": [record]}, Late(function_name="gqa")) == {"batchItemFailures": []}
+    poller.sqs.delete_message(QueueUrl=poller.url, ReceiptHandle=record["receiptHandle"])
+    assert progress(world, array.group) is None and poller.messages() == 1    # nothing written, nothing lost
+    assert poller.drain() == 3
+    admitted_once(world, array.group, 300)

@@ -57,3 +57,24 @@ def test_a_large_arrays_end_is_counts_and_the_jobs_that_did_not_succeed(array, c
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0].endswith("500 jobs ended: 499 completed, 1 failed")
     assert len(lines) == 2 and "job 1_7 failed" in lines[1]
+
+
+@dataclass
+class Admitting(Queries):
+    """An array whose tasks are written a chunk a read (admission in chunks on
+    AWS), each task ended as soon as it is written."""
+
+    chunk: int = 100
+
+    def jobs(self, ref: str):
+        self.reads.append(ref)
+        written = list(self.jobs_by_id.values())[:self.chunk * len(self.reads)]
+        return [replace(j, state=JobState.SUCCEEDED) for j in written]
+
+
+def test_tasks_still_being_admitted_count_as_not_ended(monkeypatch):
+    jobs = {f"1_{i}": job_record(id=f"1_{i}", group="1", array_index=i) for i in range(500)}
+    queries = Admitting(jobs, polls=0)
+    monkeypatch.setattr("cli.backend.backend", lambda: Backend(queries))
+    code, final = waiting.wait_for("1", list(jobs), quiet=True)
+    assert len(queries.reads) == 5 and code == 0 and len(final) == 500   # not ended at the first 100 written
