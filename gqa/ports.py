@@ -287,8 +287,8 @@ class Admissions(Protocol):
     def progress(self, group: str) -> AdmissionProgress | None: ...
 
     def begin(self, progress: AdmissionProgress) -> AdmissionProgress:
-        """Record a group's first progress (next 0) and return it, the same
-        object; or, when one is recorded already, that one."""
+        """Record a group's first progress (next 0) and return it; or, when
+        one is recorded already, that one."""
 
     def advance(self, group: str, start: int, end: int, rev: int, mover: str) -> bool:
         """Move `next` from `start` to `end`, only if it is at `start` and the

@@ -142,7 +142,8 @@ _context: Any = None
 
 
 def _seconds_left() -> float | None:
-    """What this invocation has left for a chunk (a batch may hold several large arrays' messages)."""
+    """What this invocation has left for a chunk (a batch may hold several large arrays' messages):
+    less than a chunk's usual time makes a smaller chunk, never less than one transaction's."""
     remaining = getattr(_context, "get_remaining_time_in_millis", None)
     return None if remaining is None else remaining() / 1000 - RESERVE_SECONDS
 

@@ -49,18 +49,12 @@ def admit_chunk(store: JobStore, admissions: Admissions, intake: Intake, submiss
     redelivery, another for another message). `announce(job, count)` tells
     the approvers, once, of a submission admitted to wait for them."""
     group, start = first.group, submission.start
-    if seconds is not None and seconds <= 0:
-        intake.send(submission)   # no time left in this invocation: the next one writes it
-        return []
     progress = admissions.progress(group)
-    began = False
     if progress is None:
         if start != 0:
             log.error("continuation of %s at task %d without its progress: consumed", group, start)
             return []
-        mine = AdmissionProgress(group, total, 0, "", first.history)
-        progress = admissions.begin(mine)
-        began = progress is mine
+        progress = admissions.begin(AdmissionProgress(group, total, 0, "", first.history))
     if progress.next != start:
         if progress.mover == delivery and start < progress.next < total:
             intake.send(replace(submission, start=progress.next))   # ours, lost before it was sent
@@ -75,8 +69,9 @@ def admit_chunk(store: JobStore, admissions: Admissions, intake: Intake, submiss
             return written    # another delivery of this chunk moved it on and hands the rest on
         written = follow(store, written, progress, now)
         progress = now
-    if began and progress.state == JobState.PENDING_APPROVAL:
-        announce(as_decided(first, progress), total)   # once, for the whole submission
+    if start == 0 and progress.state == JobState.PENDING_APPROVAL:
+        # once, for the whole submission: only one delivery moves the progress from 0
+        announce(as_decided(first, progress), total)
     if end < total:
         intake.send(replace(submission, start=end))
     return written
