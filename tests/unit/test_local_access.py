@@ -67,7 +67,7 @@ def box(tmp_path):
                                  {"spec": {"command": ["true"], "resources": {"gpus": 2}, "workdir": "/"},
                                   "environment": {"HF_TOKEN": "secret"}})
     assert status == 201, body
-    return router, be, body["jobs"][0]
+    return router, be, body["first_id"]
 
 
 ROUTES = [
@@ -126,7 +126,7 @@ def test_the_owner_is_the_caller_whatever_the_spec_says(box):
     router, be, _ = box
     status, answer = router.handle(WHO["other"], "POST", "/jobs", None,
                                    {"spec": {"command": ["true"], "owner": "alice", "workdir": "/"}})
-    assert status == 201 and be.store.get(answer["jobs"][0]).owner == "bob"
+    assert status == 201 and be.store.get(answer["first_id"]).owner == "bob"
 
 
 @pytest.mark.parametrize("body, words", [
