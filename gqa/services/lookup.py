@@ -35,7 +35,9 @@ def awaiting_admission(store: JobStore, ref: str) -> bool:
     if group == ref:
         return True
     # an array's task: a submission is recorded whole, so if its group has
-    # jobs this task never existed ("12_7" of a 5-task array, "12_0" of a single job)
+    # jobs this task never existed ("12_7" of a 5-task array, "12_0" of a single job);
+    # a large array admitted in chunks is the exception, which QueryService.jobs
+    # tells from the array's admission progress
     try:
         store.resolve(group)
     except NotFound:

@@ -111,6 +111,27 @@ def test_on_fifo_queues_the_key_deduplicates_and_the_owner_groups(sqs):
     assert messages[0]["Attributes"]["MessageDeduplicationId"] == digest("req-7f3a")
 
 
+def test_a_continuation_travels_with_its_start_and_is_deduplicated_as_its_own_message(sqs):
+    made, urls = intake(sqs, fifo=True)
+    array = replace(SUB, job_ids=tuple(f"9_{i}" for i in range(5000)), seq=1)
+
+    made.send(array)
+    made.send(replace(array, start=2500))                 # the rest, handed on by the first chunk
+    made.send(replace(array, start=2500))                 # sent again after a crash: dropped as a duplicate
+
+    messages = receive(sqs, urls.intake[1])
+    assert [parse_submission(m["Body"]).start for m in messages] == [0, 2500]
+    assert len({m["Attributes"]["MessageDeduplicationId"] for m in messages}) == 2
+    assert len(messages[1]["Body"]) - len(messages[0]["Body"]) == len(',"start":2500')
+
+
+@pytest.mark.parametrize("start", [-1, 5, True, "1"])
+def test_a_start_outside_the_submission_is_malformed(start):
+    body = json.loads(dump_submission(replace(SUB, job_ids=("9_0", "9_1", "9_2", "9_3", "9_4"), seq=1)))
+    with pytest.raises(SpecError, match="start"):
+        parse_submission(json.dumps({**body, "start": start}))
+
+
 def test_wake_dispatcher_sends_to_the_wakeup_queue(sqs):
     made, urls = intake(sqs)
 
