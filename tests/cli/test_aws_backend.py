@@ -11,6 +11,8 @@ import json
 import pytest
 
 from tests.aws.api_gateway import ENDPOINT
+from tests.aws.fake_batch import CONTEXT
+from tests.aws.transaction_conflicts import rollback_by_item
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
 
@@ -181,3 +183,27 @@ def test_team_members_set_by_an_admin_decide_who_submits_for_the_team(aws):
     assert aws.json("alice", "submit", "--", "true")["id"] == "1"       # naming no team: her only one
     aws.admit()
     assert aws.json("alice", "status", "1")["team"] == "vision"
+
+
+def test_status_of_an_array_being_admitted_says_how_many_tasks_are_still_to_come(aws, monkeypatch):
+    from gqa.adapters.aws import admissions
+
+    monkeypatch.setattr(admissions, "sleep", lambda seconds: None)   # the chunk's pace, not the test's
+    monkeypatch.setattr(admissions, "CHUNK_SECONDS", 0.1)            # chunks of 100 tasks
+    with rollback_by_item():                                         # moto copies whole tables otherwise
+        _being_admitted(aws)
+
+
+def _being_admitted(aws) -> None:
+    code, out, err = aws("alice", "submit", "--array", "0-299", "--", "true")
+    assert (code, out) == (0, "1\n") and "300 jobs: 1_0 .. 1_299" in err
+    [first] = aws.world.receive(1)
+    assert aws.world.admit.handler({"Records": [first]}, CONTEXT) == {"batchItemFailures": []}   # one chunk
+    status = aws.json("bob", "status", "1")
+    written = sum(status["counts"].values())
+    assert written == 100 and status["admitting"] == 200
+    code, out, _ = aws("bob", "status", "1")
+    assert code == 0 and "and 200 more still being admitted" in " ".join(out.split())
+    aws.admit()                                                    # the next chunk, handed on
+    aws.admit()                                                    # and the last
+    assert aws.json("bob", "status", "1")["admitting"] == 0
