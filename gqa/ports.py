@@ -211,9 +211,11 @@ class Compute(Protocol):
 
 
 class Waker(Protocol):
-    """Tells the control loop that something changed."""
+    """Tells the control loop that something changed: `jobs`, the jobs the
+    caller has just written, when it knows them (the loop may read those
+    first, wherever its other reads lag)."""
 
-    def wake(self) -> None: ...
+    def wake(self, jobs: Iterable[str] = ()) -> None: ...
 
 
 # -- the AWS backend's extra seams ----------------------------------------------

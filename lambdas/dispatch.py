@@ -8,8 +8,11 @@ hours, and its wall time, cost and fair share count from Batch's RUNNING
 event (the reconcile function); it holds its GPUs meanwhile.
 
 Input: a message batch from the wake-up queue, or a scheduled EventBridge
-event. Either only says "run a pass now"; the body is not read, and one pass
-serves every wake-up in the batch.
+event. Either says "run a pass now", and one pass serves every wake-up in
+the batch. A wake-up may name the jobs its writer changed
+(gqa/adapters/aws/wakeups.py): when every one in the batch does, the pass
+reads those from the table and not the index; otherwise, and on a schedule,
+it reads what the index holds changed since its previous pass.
 
 Environment (read by lambdas/environment.py):
 GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
@@ -21,7 +24,13 @@ GQA_CHECKPOINT_GRACE (seconds, the grace added to Batch timeouts). A missing or
 invalid one fails the cold start loudly.
 
 Reads: a pass reads the live jobs, the ledger and the settings once each
-(DynamoDBStore.pass_reads); an idle pass, with nothing queued, is one Query.
+(DynamoDBStore.pass_reads). The container keeps the live jobs between
+passes, as the changes index projects them (tables.py, views.QueueView): a
+cold start and every views.RESYNC_EVERY seconds read the index whole (one
+Query a shard, tables.CHANGE_SHARDS), other passes what changed since the
+previous one, or only the jobs their wake-ups name (one BatchGetItem); the
+jobs a pass changes are read whole (BatchGetItem). An idle pass, with
+nothing queued, is a Query a shard.
 A scheduled pass adds one DescribeJobs when attempts have been quiet for
 overdue.QUIET (running, or launched and still waiting for Batch to start
 them; a hundred of them a call, at most one call a pass), plus a read and a
@@ -61,6 +70,7 @@ from aws_lambda_powertools import Logger
 from gqa.adapters.aws.batch_compute import BatchCompute
 from gqa.adapters.aws.dynamodb_store import SAMPLES_TTL, SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
+from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.adapters.clock import SystemClock, SystemRandom
 from gqa.ports import Metrics
@@ -85,15 +95,16 @@ class Dispatcher:
         """One pass (see pass_report); the started job ids."""
         return [job.id for job in self.pass_report(repair=repair).started]
 
-    def pass_report(self, *, repair: bool = False) -> telemetry.PassReport:
+    def pass_report(self, *, repair: bool = False, changed: wakeups.Named | None = None) -> telemetry.PassReport:
         """One pass: the control loop's tick, the same the local daemon runs
         (retries first, so a promoted job competes in this pass's scheduling). `repair` (the scheduled passes)
         first asks Batch about launches a dead pass never recorded, and about
         attempts whose end was never heard of (services/overdue.py): calls
         that wake-ups need not make. The report's queue and GPUs come from the
-        pass's own read and the function's pools: no call of their own."""
+        pass's own read and the function's pools: no call of their own.
+        `changed`: the jobs the wake-ups name (None: unknown, read the index)."""
         repaired, checked = 0, None
-        with self.store.pass_reads():   # each table read once for the whole pass
+        with self.store.pass_reads(changed):   # each table read once for the whole pass
             if repair:
                 repaired = sum(self.supervisor.repair_launches().values())
                 checked = self.overdue.run()
@@ -117,6 +128,7 @@ def build() -> Dispatcher:
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration
     store.set_inventory(compute.inventory())
+    store.add_change_keys()   # jobs written before the changes index (tables.py): once per cold start
     rng = SystemRandom()
     # answers about attempts whose events were lost settle through the reconcile service, without a
     # wake-up: this very pass schedules the GPUs they free
@@ -138,7 +150,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     trigger = "wakeup" if "Records" in event else str(event.get("detail-type", "schedule"))
     wiring = dispatcher()
     began = time.monotonic()
-    report = wiring.pass_report(repair=trigger != "wakeup")
+    changed = wakeups.named(event["Records"]) if trigger == "wakeup" else None
+    report = wiring.pass_report(repair=trigger != "wakeup", changed=changed)
     telemetry.dispatch_pass(wiring.metrics, report, time.monotonic() - began)
     started = [job.id for job in report.started]
     logger.info("dispatch pass", extra={"trigger": trigger, "started": started, "pending": len(report.pending)})

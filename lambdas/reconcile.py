@@ -40,6 +40,7 @@ attempt already settled."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -48,6 +49,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
+from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.job_events import MalformedEvent, event_from
 from gqa.adapters.aws.metrics import make_metrics
@@ -70,11 +72,12 @@ logger = Logger(service="gqa-reconcile")
 class WakeDispatcher:
     """The Waker port over the dispatcher's wake-up queue."""
 
-    def __init__(self, intake: SqsIntake):
-        self.intake = intake
+    def __init__(self, intake: SqsIntake, store: DynamoDBStore | None = None):
+        self.intake, self.store = intake, store   # the store: what it just wrote rides the wake-up
 
-    def wake(self) -> None:
-        self.intake.wake_dispatcher()
+    def wake(self, jobs: Iterable[str] = ()) -> None:
+        jobs = list(jobs)
+        wakeups.send(self.intake, jobs, self.store.wakeup_items(jobs) if self.store else None)
 
 
 @cache
@@ -83,8 +86,8 @@ def service() -> ReconcileService:
     reused by every invocation the container serves."""
     names = environment.table_names()
     wakeup = environment.wakeup_url()
-    waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup)) if wakeup else None
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
+    waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup), store) if wakeup else None
     return ReconcileService(store, random.Random(), waker)
 
 

@@ -39,7 +39,9 @@ def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
     options = []
     if job.wall_time:
         options.append((job.started_at + job.wall_time, TIMEOUT))
-    budget = job.spec.limits.max_gpu_hours
+    # the column copied out of the spec at submission: a record with the scheduling columns only has it too
+    budget = job.max_gpu_hours if job.max_gpu_hours is not None or not job.spec_json \
+        else job.spec.limits.max_gpu_hours
     if budget:
         left = max(0.0, budget * 3600 - job.gpu_seconds)
         options.append((job.started_at + left / job.gpus, GPU_HOURS))

@@ -110,7 +110,7 @@ class BudgetWatch:
                 log.info("job %s: %s", job_id, reason)
         if (tick.released or tick.stopped) and self.waker is not None:
             try:
-                self.waker.wake()   # the dispatcher starts released jobs and carries out the stops now
+                self.waker.wake(tick.released + tick.stopped)   # the dispatcher starts released jobs and carries out the stops now
             except GqaError as exc:
                 log.warning("could not wake the dispatcher: %s", exc)
 

@@ -2,6 +2,7 @@
 process changes state here at once; a running one gets a request that the
 supervisor carries out (SIGTERM, grace, SIGKILL) and settles on exit."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
@@ -61,7 +62,7 @@ class ControlService:
                 break
         else:
             raise Conflict(f"job {todo[0].id} kept changing state; try again")
-        self._wake()
+        self._wake(job.id for job in jobs)
         return [results[job.id] for job in jobs if job.id in results]
 
     def requeue(self, refs: list[str]) -> list[ControlResult]:
@@ -84,7 +85,7 @@ class ControlService:
             except Conflict:  # it ended meanwhile
                 job = self.store.get(job.id)
                 results.append(ControlResult(job, "unchanged", f"not running ({job.status})"))
-        self._wake()
+        self._wake(job.id for job in jobs)
         return results
 
     def approve(self, refs: list[str], *, caller: str | None = None) -> list[ControlResult]:
@@ -114,7 +115,7 @@ class ControlService:
             except Conflict:  # cancelled meanwhile
                 job = self.store.get(job.id)
                 results.append(ControlResult(job, "unchanged", f"not awaiting approval ({job.status})"))
-        self._wake()
+        self._wake(job.id for job in jobs)
         return results
 
     def _decide_admitting(self, refs: list[str], expect: frozenset[JobState], decision: Transition) -> set[str]:
@@ -155,9 +156,9 @@ class ControlService:
                 pass
         return jobs
 
-    def _wake(self) -> None:
+    def _wake(self, jobs: Iterable[str]) -> None:
         if self.waker is not None:
-            self.waker.wake()
+            self.waker.wake(list(jobs))   # named: the pass reads them from the table, whatever the index's lag
 
 
 def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:

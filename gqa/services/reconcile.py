@@ -116,7 +116,7 @@ class ReconcileService:
             except Conflict:
                 continue
             if action == Action.SETTLED:
-                self._wake()
+                self._wake(job.id)
             return Reconciled(action, updated[-1], changes[-1].reason, cause, sum(c.usage for c in changes),
                               sum(c.cost for c in changes))
         raise Conflict(f"job {event.job_id} kept changing while its Batch event was applied")
@@ -148,7 +148,7 @@ class ReconcileService:
                 [updated] = self.store.apply([change])
             except Conflict:
                 continue
-            self._wake()
+            self._wake(job.id)
             return Reconciled(Action.SETTLED, updated, change.reason, stop_cause(job, ExitKind.LOST))
         raise Conflict(f"job {job_id} kept changing while its lost attempt was settled")
 
@@ -169,11 +169,11 @@ class ReconcileService:
                                       draw=draw, inventory=inventory)]
 
 
-    def _wake(self) -> None:
+    def _wake(self, job_id: str) -> None:
         if self.waker is None:
             return
         try:
-            self.waker.wake()
+            self.waker.wake([job_id])   # named: the pass reads it from the table, whatever the index's lag
         except BackendUnavailable as exc:
             # the settlement is written: raising would only get the event redelivered and
             # ignored as a duplicate; the dispatcher's schedule picks the free GPUs up anyway

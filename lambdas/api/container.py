@@ -30,12 +30,14 @@ after `gqa quota set` shows it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
 import boto3
 from aws_lambda_powertools import Logger
 
+from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.admissions import DynamoDBAdmissions
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
 from gqa.adapters.aws.batch_payload import payload_problem
@@ -62,12 +64,13 @@ class WakeDispatcher:
     stored: a failed wake-up is logged, not reported (the dispatcher's schedule
     carries the change out at its next tick)."""
 
-    def __init__(self, intake: SqsIntake):
-        self.intake = intake
+    def __init__(self, intake: SqsIntake, store: DynamoDBStore | None = None):
+        self.intake, self.store = intake, store   # the store: what it just wrote rides the wake-up
 
-    def wake(self) -> None:
+    def wake(self, jobs: Iterable[str] = ()) -> None:
+        jobs = list(jobs)
         try:
-            self.intake.wake_dispatcher()
+            wakeups.send(self.intake, jobs, self.store.wakeup_items(jobs) if self.store else None)
         except Exception:
             logger.exception("could not wake the dispatcher")
 
@@ -92,7 +95,7 @@ class Wiring:
         return payload_problem(spec) or self.code.missing(spec)
 
     def control(self) -> ControlService:
-        return ControlService(self.store, self.clock, WakeDispatcher(self.intake), self.admissions())
+        return ControlService(self.store, self.clock, WakeDispatcher(self.intake, self.store), self.admissions())
 
     def queries(self) -> QueryService:
         return QueryService(self.store, self.clock, self.admissions())

@@ -23,7 +23,7 @@ from unittest import mock
 import boto3
 from moto import mock_aws
 
-from gqa.adapters.aws import views
+from gqa.adapters.aws import items, views
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP
 from gqa.adapters.aws.resources import Pool, QueueUrls
 from gqa.adapters.aws.tables import TableNames
@@ -104,9 +104,19 @@ class Deployment:
             raise RuntimeError(f"the api function answered {answer['statusCode']}: {data}")
         return wire.submitted_from_dict(data)
 
-    def receive(self, tier: int = 1) -> list[dict[str, Any]]:
+    def wakeups(self) -> dict[str, Any]:
+        """What Lambda's poller hands the dispatch function: the wake-up queue's
+        messages as one SQS event (a bare wake-up if none is waiting)."""
+        return {"Records": self.receive(url=self.urls.wakeup)} if self.wakeups_waiting() else WAKEUP_EVENT
+
+    def wakeups_waiting(self) -> bool:
+        out = self.client("sqs").get_queue_attributes(QueueUrl=self.urls.wakeup,
+                                                      AttributeNames=["ApproximateNumberOfMessages"])
+        return int(out["Attributes"]["ApproximateNumberOfMessages"]) > 0
+
+    def receive(self, tier: int = 1, *, url: str | None = None) -> list[dict[str, Any]]:
         """What Lambda's poller hands the admit function: received messages as SQS event records."""
-        url = self.urls.intake[tier]
+        url = url or self.urls.intake[tier]
         sqs = self.client("sqs")
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         records: list[dict[str, Any]] = []
@@ -153,6 +163,7 @@ def deployment(now: float, session: boto3.session.Session | None = None,
         # the control plane's clock (submit times, retry backoff, not_before) is the virtual one
         stack.enter_context(mock.patch.object(SystemClock, "now", lambda self: clock.now()))
         stack.enter_context(mock.patch.object(views, "monotonic", clock.now))
+        stack.enter_context(mock.patch.object(items, "wall_clock", clock.now))   # the writes' `changed` stamps
         create_tables(session.client("dynamodb"), NAMES)
         urls = create_queues(session.client("sqs"), prefix="gqa-life-")
         create_batch(session, pools, (JOB_DEFINITION,))

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gqa.adapters.aws import views
 from gqa.adapters.aws.batch_compute import parse_job_name
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.models.job import JobState
@@ -130,9 +131,11 @@ def world() -> Iterator[World]:
     try:
         with deployment(now=time.time()) as deployed, \
                 mock.patch.object(deployed.dispatch, "SETTINGS_TTL", 0), \
-                mock.patch.object(deployed.dispatch, "SAMPLES_TTL", 0):
-            # caches off: every pass then makes the same calls, so the crash points
-            # enumerated once hold for each scenario (a dead container loses its cache anyway)
+                mock.patch.object(deployed.dispatch, "SAMPLES_TTL", 0), \
+                mock.patch.object(views, "RESYNC_EVERY", 0):
+            # caches off (the live jobs read whole by every pass): every pass then makes the same
+            # calls, so the crash points enumerated once hold for each scenario (a dead container
+            # loses its cache anyway)
             deployed.dispatch.dispatcher()          # the cold start registers the GPUs admission checks
             yield World(deployed)
     finally:

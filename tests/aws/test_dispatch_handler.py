@@ -14,11 +14,12 @@ from moto import mock_aws
 
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.resources import Pool
-from gqa.adapters.aws.tables import TableNames
+from gqa.adapters.aws.tables import CHANGE_SHARDS, TableNames
 from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.services.submit import SubmitService
 from tests.aws.deployed import create_tables
+from tests.aws.lagging_index import lag
 from tests.aws.moto_support import LambdaContext, capture, create_batch, emf, metric, session
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
@@ -123,10 +124,31 @@ def calls_of(dispatcher) -> Counter:
 
 
 @pytest.mark.parametrize("event", [WAKEUP, SCHEDULE], ids=["wakeup", "schedule"])
-def test_a_pass_with_nothing_queued_is_one_query(module, store, event):
+def test_a_pass_with_nothing_queued_is_a_query_a_shard(module, store, event):
     calls = calls_of(module.dispatcher())
     assert module.handler(event, CONTEXT) == {"started": []}
-    assert calls == Counter({"dynamodb.Query": 1})
+    assert calls == Counter({"dynamodb.Query": CHANGE_SHARDS})
+
+
+def woken_for(*job_ids: str) -> dict:
+    """A wake-up as a settlement or a cancel sends it: naming the jobs its writer wrote."""
+    body = json.dumps({"wake": True, "jobs": list(job_ids)})
+    return {"Records": [{**WAKEUP["Records"][0], "body": body}]}
+
+
+def test_a_wakeup_right_after_a_write_starts_the_job_however_far_the_index_lags(module, store):
+    dispatcher = module.dispatcher()
+    module.handler(SCHEDULE, CONTEXT)                 # a warm container
+    lag(dispatcher.store, 10, store.client)           # the index has none of the next ten writes yet
+    calls = calls_of(dispatcher)
+    [job] = submit(store, 1)
+
+    assert module.handler(WAKEUP, CONTEXT) == {"started": []}     # a wake-up naming nothing: the index's view
+    assert module.handler(woken_for(job), CONTEXT) == {"started": [job]}
+    assert store.get(job).state == JobState.STARTING
+    # the named job read once from the table (and so known when claimed); the index read only when
+    # nothing was named; the settings, the ledger and the run-time samples once, by the pass that starts it
+    assert calls["dynamodb.BatchGetItem"] == 1 and calls["dynamodb.Query"] == CHANGE_SHARDS + 3
 
 
 def test_a_pass_reads_each_table_once_and_writes_its_starts_in_two_transactions(module, store):
@@ -135,13 +157,14 @@ def test_a_pass_reads_each_table_once_and_writes_its_starts_in_two_transactions(
 
     assert sorted(module.handler(WAKEUP, CONTEXT)["started"]) == sorted(ids)
 
-    # live jobs, settings, the ledger, run-time samples; the claims, then the launches;
-    # no checkpoint lookup for a first attempt
-    assert calls == Counter({"dynamodb.Query": 4, "dynamodb.TransactWriteItems": 2, "batch.SubmitJob": 2})
+    # live jobs (a Query a shard of the changes index), settings, the ledger, run-time samples; the
+    # claimed jobs' whole items; the claims, then the launches; no checkpoint lookup for a first attempt
+    assert calls == Counter({"dynamodb.Query": CHANGE_SHARDS + 3, "dynamodb.BatchGetItem": 1,
+                             "dynamodb.TransactWriteItems": 2, "batch.SubmitJob": 2})
     submit(store, 1)
     calls.clear()
     module.handler(WAKEUP, CONTEXT)       # settings and samples are kept: the next pass reads less
-    assert calls["dynamodb.Query"] == 2
+    assert calls["dynamodb.Query"] == CHANGE_SHARDS + 1
 
 
 def test_a_pass_emits_its_starts_queue_waits_and_gpus(module, store, capsys):

@@ -34,9 +34,11 @@ class FixedRandom:
 @dataclass
 class CountingWaker:
     wakes: int = 0
+    named: list[list[str]] = field(default_factory=list)   # the jobs each wake-up named
 
-    def wake(self) -> None:
+    def wake(self, jobs=()) -> None:
         self.wakes += 1
+        self.named.append(list(jobs))
 
 
 @dataclass

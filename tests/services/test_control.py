@@ -121,6 +121,7 @@ def test_cancelling_a_group_cancels_every_task(make_queue):
                                                        ("1_2", "cancelled")]
     assert [queue.state(i) for i in ("1_0", "1_1", "1_2")] == [S.RUNNING, S.RUNNING, S.CANCELLED]
     assert queue.waker.wakes == 2   # the submission, then the cancel
+    assert queue.waker.named[-1] == ["1_0", "1_1", "1_2"]   # the cancel names the jobs it wrote
 
 
 class StaleReads:

@@ -17,6 +17,9 @@ and a scheduling pass read job items only, whose history is the recent part
 Reads are shaped for the calls a job's life costs: the settings are one
 partition (one Query), the ledger another, and one sparse index holds every
 job a scheduling pass looks at; within pass_reads() each is read once.
+A pass reads that index as a projection sized to scheduling (tables.py),
+and in a warm container only what changed since its previous pass
+(views.QueueView); it reads whole items only for the jobs it changes.
 
 The client is injected (like Powertools' persistence layers) so the caller
 chooses region, credentials and botocore config, and tests pass a moto one.
@@ -33,7 +36,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from itertools import islice
@@ -72,6 +75,7 @@ MEMBERS = "members"     # a team item's member patterns (a list; absent: none)
 SETTINGS_TTL = 30.0
 SAMPLES_TTL = 1800.0
 KNOWN_FOR = 10.0        # seconds a job item read or written is the base of the next apply's first try
+PREFETCH = 25           # most queued jobs a named wake-up's read takes along (views.QueueView)
 # what a submission may bring into a job item: the fixed part's ceiling less room for what its
 # life adds (times, pid, GPUs, the attempt's token)
 MAX_SUBMITTED_BYTES = history.MAX_FIXED_BYTES - 4096
@@ -105,23 +109,39 @@ class DynamoDBStore:
         self._samples: views.Expiring[tuple[int, List[tuple[str, float, float]]]] = views.Expiring(samples_ttl)
         self._known = views.KnownItems(KNOWN_FOR)
         self._pass: views.PassView | None = None
+        self._queue = views.QueueView()   # the live jobs between passes (the dispatch function's container)
+        self._named: dict[str, dict[str, Any] | None] | None = None
 
     def close(self) -> None:
         """The client belongs to the caller; nothing to release."""
 
     @contextmanager
-    def pass_reads(self) -> Iterator[None]:
+    def pass_reads(self, changed: Iterable[str] | Mapping[str, dict[str, Any] | None] | None = None
+                   ) -> Iterator[None]:
         """One scheduling pass: while it lasts, the live jobs, the ledger and the
         settings are read at most once each, and kept up to date with this
-        store's own writes (views.PassView). Re-entrant."""
+        store's own writes (views.PassView). Re-entrant.
+
+        `changed`: the jobs the wake-ups behind this pass name (their writers'
+        jobs), with the items as written where the wake-up carried them
+        (wakeups.py); the others are read from the table itself, strongly
+        consistent. Either way a pass woken right after a write sees it
+        however far the index lags; the index is then not read (the
+        scheduled passes read it). None: what changed is unknown, and the
+        index is read from the previous pass's watermark (views.QueueView)."""
         if self._pass is not None:
             yield
             return
         self._pass = views.PassView()
+        if changed is None or isinstance(changed, Mapping):
+            self._named = None if changed is None else dict(changed)
+        else:
+            self._named = dict.fromkeys(changed)
         try:
             yield
         finally:
             self._pass = None
+            self._named = None
 
     # -- settings -------------------------------------------------------------------
     def _settings_items(self) -> dict[str, dict[str, Any]]:
@@ -345,9 +365,12 @@ class DynamoDBStore:
             return []
         found: Iterator[dict]
         if self._pass is not None and team is None and set(wanted) <= it.LIVE_STATES:
-            # in a pass, live jobs come from the pass's one read of the live index
+            # in a pass, live jobs come from the pass's view: the scheduling columns only, so
+            # the whole items when their history is asked for (a read of those jobs alone)
             values = {s.value for s in wanted}
             found = (i for i in self._live() if i[t.STATE] in values)
+            if history:
+                found = iter(self._whole_items(builtins.list(islice(found, limit))))
         elif team is not None:
             expr = it.Expr()
             where = None
@@ -455,6 +478,13 @@ class DynamoDBStore:
                 write.spend[key] = write.spend.get(key, 0.0) + change.cost
         return writes
 
+    def _whole_items(self, projected: List[dict[str, Any]]) -> List[dict[str, Any]]:
+        """The whole items of these jobs (known ones as known), in the same order; gone ones left out."""
+        known = {i[t.ID]: k for i in projected if (k := self._recall(i[t.ID])) is not None
+                 and int(k.get(t.REVISION, 0)) >= int(i.get(t.REVISION, 0))}
+        known.update(self._read_jobs([i[t.ID] for i in projected if i[t.ID] not in known]))
+        return [known[i[t.ID]] for i in projected if i[t.ID] in known]
+
     def _read_jobs(self, job_ids: List[str]) -> dict[str, dict[str, Any]]:
         """Strongly consistent reads of the jobs (BatchGetItem, 100 keys a call)."""
         found: dict[str, dict[str, Any]] = {}
@@ -504,15 +534,13 @@ class DynamoDBStore:
         self._known.remember(job_id, item)
         if self._pass is not None and self._pass.live is not None:
             if t.LIVE in item:
-                self._pass.live[job_id] = item
+                self._pass.live[job_id] = it.projected(item)
             else:
                 self._pass.live.pop(job_id, None)
 
     def _recall(self, job_id: str) -> dict[str, Any] | None:
-        known = self._known.recall(job_id)
-        if known is None and self._pass is not None and self._pass.live is not None:
-            known = self._pass.live.get(job_id)
-        return known
+        # whole items only: a pass's projected ones lack what a write rewrites (history, sizes)
+        return self._known.recall(job_id)
 
     def _transact(self, transact_items: List[dict[str, Any]]) -> None:
         # the token makes our own retries of this request idempotent: a retry after a
@@ -530,13 +558,99 @@ class DynamoDBStore:
 
     # -- jobs: what the supervisor and the scheduler ask -----------------------------------------
     def _live(self) -> List[dict[str, Any]]:
-        """The jobs on the live index, in seq order: one Query (once per pass, in a pass)."""
+        """The live jobs as the changes index projects them, in seq order: a
+        read of every shard (outside a pass), or the pass's view (once per pass)."""
         if self._pass is None:
-            return builtins.list(self._query(self.tables.jobs, {t.LIVE: t.LIVE}, index=t.LIVE_INDEX))
+            return sorted(self._read_changes(None).values(), key=lambda i: i[t.SEQ])
         if self._pass.live is None:
-            self._pass.live = {i[t.ID]: i for i in self._query(self.tables.jobs, {t.LIVE: t.LIVE},
-                                                                index=t.LIVE_INDEX)}
+            self._pass.live = self._refresh()
         return sorted(self._pass.live.values(), key=lambda i: i[t.SEQ])   # our own writes may have added some
+
+    def _refresh(self) -> dict[str, dict[str, Any]]:
+        """Bring the container's view of the live jobs up to this pass: all of
+        it when stale (a cold start, every views.RESYNC_EVERY), else what the
+        index holds changed since the watermark less views.CHANGE_MARGIN,
+        unless the wake-ups named the jobs that changed; then those jobs, from
+        the table (a job that left the live states leaves the view)."""
+        view, named = self._queue, self._named
+        began = it.wall_clock()
+        if view.watermark is None or (named is None and view.stale()):
+            # a cold container, or a pass that reads the index anyway (the scheduled ones): it
+            # reads it whole; passes a wake-up named the jobs for never wait on such a read
+            view.jobs = self._read_changes(None)
+            view.watermark, view.resynced = began, views.now()
+        elif named is None:
+            for job_id, item in self._read_changes(view.watermark - views.CHANGE_MARGIN).items():
+                if int(item.get(t.REVISION, 0)) >= int(view.jobs.get(job_id, {}).get(t.REVISION, -1)):
+                    view.jobs[job_id] = item   # an index entry older than our own write of it is not taken
+            view.watermark = began
+        if named:
+            carried = {i: item for i, item in named.items() if item is not None}
+            unread = [i for i in named if i not in carried]
+            if unread:
+                # what a wake-up names ended or stopped jobs (free GPUs) or released some: the pass
+                # is likely to start the queue's head, whose whole items its claims need; read as
+                # many of them with the named ones, in the same call
+                head = heapq.nsmallest(min(len(unread), PREFETCH), (
+                    (int(i["tier"]), i[t.SEQ], i[t.ID]) for i in view.jobs.values()
+                    if i[t.STATE] == S.QUEUED.value and i[t.ID] not in named and self._recall(i[t.ID]) is None))
+                found = self._read_jobs(unread + [job_id for _, _, job_id in head])
+                carried.update({i: found.get(i) for i in unread})   # None: no such job
+            for job_id, item in carried.items():
+                seen = view.jobs.get(job_id)
+                if item is not None and seen is not None and int(item.get(t.REVISION, 0)) < int(seen.get(t.REVISION, 0)):
+                    continue   # a wake-up delivered late: the view has a later write of the job
+                if item is not None and t.LIVE in item:
+                    view.jobs[job_id] = it.projected(item)
+                else:
+                    view.jobs.pop(job_id, None)
+        return view.jobs
+
+    def wakeup_items(self, job_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The jobs as this store has just written them, as a wake-up carries
+        them (wakeups.py): the changes index's projection, and whether the
+        job is still live. Jobs it has not seen lately are left out (the pass
+        reads those)."""
+        out: dict[str, dict[str, Any]] = {}
+        for job_id in job_ids:
+            item = self._known.recall(job_id)
+            if item is not None:
+                out[job_id] = {**it.projected(item), **({t.LIVE: t.LIVE} if t.LIVE in item else {})}
+        return out
+
+    def _read_changes(self, since: float | None) -> dict[str, dict[str, Any]]:
+        """The changes index, every shard: all of it, or what was written at or after `since`."""
+        found: dict[str, dict[str, Any]] = {}
+        for shard in range(t.CHANGE_SHARDS):
+            sort = None
+            if since is not None:
+                expr = it.Expr()
+                sort = (f"{expr.n(t.CHANGED)} >= {expr.v(since)}", expr)
+            for item in self._query(self.tables.jobs, {t.CHANGE_SHARD: str(shard)}, index=t.CHANGES_INDEX,
+                                    sort=sort):
+                found[item[t.ID]] = item
+        return found
+
+    def add_change_keys(self) -> int:
+        """Give the live jobs written before the changes index its keys (tables.py):
+        one read of the live index for the jobs without them, one UpdateItem each.
+        The job's content and revision stay: no guarded write is disturbed. Returns
+        how many it gave keys to."""
+        expr = it.Expr()
+        where = (f"attribute_not_exists({expr.n(t.CHANGE_SHARD)})", expr)
+        given = 0
+        for item in self._query(self.tables.jobs, {t.LIVE: t.LIVE}, index=t.LIVE_INDEX, where=where):
+            e = it.Expr()
+            try:
+                self.call("UpdateItem", TableName=self.tables.jobs, Key=it.dump(it.job_key(item[t.ID])),
+                          UpdateExpression=f"SET {e.n(t.CHANGE_SHARD)} = {e.v(it.change_shard(item[t.ID]))}, "
+                                           f"{e.n(t.CHANGED)} = {e.v(it.changed_now())}",
+                          ConditionExpression=f"attribute_exists({e.n(t.LIVE)}) AND "
+                                              f"attribute_not_exists({e.n(t.CHANGE_SHARD)})", **e.kwargs())
+                given += 1
+            except Conflict:   # it left the live states, or got its keys meanwhile
+                continue
+        return given
 
     def with_requests(self) -> List[JobRecord]:
         return [it.job_record(i, history=False) for i in self._live()

@@ -5,7 +5,10 @@ and converted to the wire format at the edge with boto3's serializer."""
 
 from __future__ import annotations
 
+import time
 import typing
+import zlib
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, fields
 from decimal import Decimal
 from enum import Enum
@@ -28,6 +31,9 @@ _INTS = {n for n, h in _HINTS.items() if h is int or int in typing.get_args(h)}
 LIVE_STATES = frozenset({S.QUEUED, S.HELD, S.STARTING, S.RUNNING, S.RETRY_WAIT})
 
 _serializer, _deserializer = TypeSerializer(), TypeDeserializer()
+# what a job's `changed` key is stamped with: epoch seconds, comparable across the functions'
+# containers (a module attribute, so that a test's virtual clock can stand in)
+wall_clock: Callable[[], float] = time.time
 
 
 def dump(item: dict[str, Any]) -> dict[str, Any]:
@@ -81,8 +87,30 @@ def job_item(job: JobRecord, revision: int, moved: int = 0) -> dict[str, Any]:
 
 
 def index_keys(job: JobRecord) -> dict[str, Any]:
-    """The sparse-index attribute: present only in the states the live index is for."""
-    return {t.LIVE: t.LIVE} if job.state in LIVE_STATES else {}
+    """The sparse indexes' keys, present only in the states a pass looks at:
+    the live index's, and the changes index's shard and time of this write."""
+    if job.state not in LIVE_STATES:
+        return {}
+    return {t.LIVE: t.LIVE, t.CHANGE_SHARD: change_shard(job.id), t.CHANGED: changed_now()}
+
+
+def change_shard(job_id: str) -> str:
+    """The job's partition of the changes index: fixed by its id, spread evenly."""
+    return str(zlib.crc32(job_id.encode()) % t.CHANGE_SHARDS)
+
+
+def changed_now() -> Decimal:
+    """The `changed` key of a write made now, to the millisecond."""
+    return Decimal(int(wall_clock() * 1000)) / 1000
+
+
+def projected(item: dict[str, Any]) -> dict[str, Any]:
+    """What the changes index holds of a job item: its keys and PASS_ATTRIBUTES."""
+    keep = _PROJECTED
+    return {k: v for k, v in item.items() if k in keep}
+
+
+_PROJECTED = frozenset((t.GROUP, t.ID, t.CHANGE_SHARD, t.CHANGED, *t.PASS_ATTRIBUTES))
 
 
 def field_value(name: str, raw: Any) -> Any:
@@ -107,6 +135,8 @@ def field_value(name: str, raw: Any) -> Any:
 
 
 def job_record(item: dict[str, Any], *, history: bool = True) -> JobRecord:
+    """The job an item holds. Built from a projection (the changes index), the
+    record has the scheduling columns only: no spec, names or history."""
     data: dict[str, Any] = {}
     for name, f in _FIELDS.items():
         raw = item.get(t.GROUP if name == "group" else name)

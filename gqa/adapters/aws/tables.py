@@ -27,14 +27,26 @@ Three tables:
             ledger.py), summed when read, with unsharded items of earlier
             versions, so concurrent settlements of one team rarely meet on an item.
 
-The `live` index is sparse: it holds a job only while the job is in a state a
-scheduling pass looks at (queued, held, starting, running, waiting to retry);
-the job codec sets its key in exactly those states. It projects whole items,
-so one Query gives a pass every job it may change, as the base of its guarded
-writes. Its partition key has a single value, which orders every entry and
-stays below a partition's write limit for a job queue (live jobs, not
-history); a burst of thousands of admissions at once is absorbed by
-DynamoDB's retries in the adapter.
+The `changes` index is what a scheduling pass reads. It is sparse: a job
+is on it only while in a state a pass looks at (queued, held, starting,
+running, waiting to retry; the job codec sets its keys in exactly those
+states). Its partition key is one of CHANGE_SHARDS values picked by the job
+id, so a burst of admissions spreads over that many index partitions (each
+takes about 1,000 write units a second); its sort key is the time of the
+job's last write (`changed`), so "what changed since t" is one Query per
+shard. It projects only what scheduling reads (PASS_ATTRIBUTES, about 300
+bytes a job against a whole item's kilobyte or more), so a read of the whole
+queue costs a quarter of the units or less; a pass reads whole items only
+for the jobs it changes.
+
+The `live` index (single partition value, whole items) is what passes read
+before; nothing reads it now. DynamoDB creates or deletes at most one global
+secondary index per table update, and cannot change an index's projection
+in place, so this version's upgrade creates `changes` (an in-place update:
+DynamoDB backfills it from the jobs that already carry its keys) and keeps
+`live`; the next version's upgrade deletes `live`. Jobs written before this
+version carry no `changed` key: the dispatch function gives them one at its
+cold start (DynamoDBStore.add_change_keys), which reads `live` once for them.
 """
 
 from __future__ import annotations
@@ -88,15 +100,26 @@ REVISION = "rev"          # bumped by every write: the optimistic-concurrency gu
 HISTORY = "history"       # the recent transitions, appended with list_append (older ones: history.py)
 
 LIVE = "live"             # sparse index key: present only in the states a pass looks at (items.LIVE_STATES)
+CHANGE_SHARD = "chg"      # the changes index's partition key: "<shard>", only in those states too
+CHANGED = "changed"       # the changes index's sort key: epoch seconds of the job's last write
+CHANGE_SHARDS = 4         # each index partition takes ~1,000 writes a second; a pass reads every shard
 
-BY_STATE, BY_TEAM, LIVE_INDEX = "by_state", "by_team", "live"
+BY_STATE, BY_TEAM, LIVE_INDEX, CHANGES_INDEX = "by_state", "by_team", "live", "changes"
+# what a scheduling pass reads of a job (items.pending_job, running_job, the pass's light records)
+# and the revision its guarded writes check: the changes index projects these and its keys only
+PASS_ATTRIBUTES = (STATE, SEQ, TEAM, REVISION, "owner", "tier", "gpus", "submitted_at", "gpu_type", "cpus",
+                   "memory", "wall_time", "group_limit", "max_gpu_hours", "spot", "reclaims", "assigned",
+                   "started_at", "kill_reason", "request", "not_before", "attempts", "proc_token", "gpu_seconds",
+                   "array_index")
 
 JOBS = Table(
     "jobs", Key(GROUP, S), Key(ID, S),
     indexes=(
         Index(BY_STATE, Key(STATE, S), Key(SEQ, N)),              # list(states), runtime samples
         Index(BY_TEAM, Key(TEAM, S), Key(SEQ, N)),                # list(team=...)
-        Index(LIVE_INDEX, Key(LIVE, S), Key(SEQ, N)),             # everything a scheduling pass reads
+        Index(LIVE_INDEX, Key(LIVE, S), Key(SEQ, N)),             # read by no one; deleted by the next upgrade
+        Index(CHANGES_INDEX, Key(CHANGE_SHARD, S), Key(CHANGED, N),  # a scheduling pass: all, or what changed
+              projection="INCLUDE", include=PASS_ATTRIBUTES),
     ),
 )
 

@@ -7,6 +7,13 @@ and for how long. Each saves calls only where an old answer is harmless:
 - PassView: the reads of one scheduling pass (live jobs, the ledger,
   settings), each read at most once while the pass lasts and kept up to date
   with the store's own writes. A pass plans from one snapshot anyway.
+- QueueView: the live jobs as the changes index holds them (tables.py),
+  kept by the dispatch function's container from pass to pass. A pass
+  reads only what changed since the previous one (from a watermark less
+  CHANGE_MARGIN), and all of it at a cold start and, by a pass that reads
+  the index anyway, every RESYNC_EVERY seconds; the jobs a wake-up names
+  are read from the table itself. Never
+  the base of a write: a pass reads the whole items of the jobs it changes.
 - KnownItems: job items as this store last read or wrote them, for a few
   seconds. apply() plans its first try from them instead of reading again:
   its writes are guarded on the item's revision, so a stale item makes the
@@ -60,6 +67,31 @@ class PassView:
     ledger: list[Item] | None = None             # the ledger partition
     settings: dict[str, Item] | None = None      # sk -> item, the settings partition
     samples: dict[int, Any] = field(default_factory=dict)
+
+
+# How far back a read of what changed reaches before the previous read began. A job's `changed`
+# is stamped when its write is planned: the write lands on the index after the writer's retries
+# (Retrying: under 10 s), the index's propagation (usually well under a second) and the writers'
+# clock skew (NTP: milliseconds). A minute covers those with room; re-reading a minute of changes
+# costs what changed in that minute.
+CHANGE_MARGIN = 60.0
+# A whole read now and then catches what a margin missed (a writer paused for longer) and drops
+# jobs that left the live states by another function's write no wake-up named (they leave the
+# index, so a read of what changed never sees them go: a lost wake-up leaves their GPUs looking
+# held until then). Made by a scheduled pass, never one a wake-up named its jobs for.
+RESYNC_EVERY = 300.0
+
+
+@dataclass
+class QueueView:
+    """The live jobs by id (projected items), and when they were read."""
+
+    jobs: dict[str, Item] = field(default_factory=dict)
+    watermark: float | None = None       # wall-clock start of the last index read (None: never read)
+    resynced: float | None = None        # views.now() of the last whole read
+
+    def stale(self) -> bool:
+        return self.watermark is None or self.resynced is None or now() - self.resynced >= RESYNC_EVERY
 
 
 class KnownItems:

@@ -150,7 +150,7 @@ def start_update(table: str, job_id: str, attempt: int, token: str, started_at: 
     e = it.Expr()
     entry = history.encode([Transition(JobState.RUNNING, started_at, reason)])
     update = (f"SET {e.n(t.STATE)} = {e.v(JobState.RUNNING)}, {e.n('reason')} = {e.v(history.cut(reason))}, "
-              f"{e.n('started_at')} = {e.v(started_at)}, "
+              f"{e.n('started_at')} = {e.v(started_at)}, {e.n(t.CHANGED)} = {e.v(it.changed_now())}, "
               f"{e.n(t.HISTORY)} = list_append({e.n(t.HISTORY)}, {e.v(entry)}), "
               f"{e.n(t.REVISION)} = {e.n(t.REVISION)} + {e.v(1)} "
               f"REMOVE {e.n('exit_code')}, {e.n('signal')}")

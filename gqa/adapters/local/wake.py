@@ -4,6 +4,7 @@ it after a change so the daemon reacts at once instead of polling."""
 import hashlib
 import os
 import socket
+from collections.abc import Iterable
 
 from .paths import StatePaths
 
@@ -23,8 +24,8 @@ class SocketWaker:
     def __init__(self, paths: StatePaths):
         self.address = socket_address(paths)
 
-    def wake(self) -> None:
-        self.send(WAKE)
+    def wake(self, jobs: Iterable[str] = ()) -> None:
+        self.send(WAKE)   # the daemon reads SQLite, which never lags: what changed needs no naming
 
     def send(self, message: bytes) -> bool:
         """True if a daemon is listening. Never blocks: a full queue means the
