@@ -4,10 +4,11 @@ Jobs' whole lives run in-process on moto through the real code: the api
 function, handed POST /jobs as API Gateway sends it (ids reserved, the
 submission sent to its intake queue) -> admit ->
 dispatch (woken by admit) -> Batch's RUNNING and SUCCEEDED events ->
-reconcile -> the dispatch pass each settlement wakes. Every call the control
-plane makes is counted by service and operation with a botocore `before-call`
-hook on the shared boto3 Session's events (the handlers build their clients
-from it).
+reconcile -> the dispatch pass each settlement wakes, handed the wake-up
+messages that were sent. Every call the control plane makes is counted by
+service and operation with a botocore hook on the shared boto3 Session's
+events (the handlers build their clients from it). Batch's SubmitJob is
+answered in place of moto's Batch (answer_submit_job), so a large array fits.
 
 The headline figure is the average over a batch submitted together (20 jobs
 by default, on a pool with a GPU for each): admit takes the intake messages
@@ -18,6 +19,21 @@ caches (settings for SETTINGS_TTL seconds) expire as they would. Printed too:
 one job alone, the same batch on a quarter as many GPUs (jobs wait, and each
 settlement's pass starts the next one), and a scheduled pass with nothing to
 do (a fixed cost per tick, not per job).
+
+DynamoDB's read and write units are counted as DynamoDB bills them
+(tests/aws/capacity_units.py: 4 KB a read unit, halved for eventually
+consistent and index reads, index reads by their projection; 1 KB a write
+unit, transactions double, plus a write to each index the item is on), and
+the control plane's dollars per job are set beside the GPU cost of a
+one-hour job on a g5.xlarge (one A10G) at its on-demand price. Cases: one
+job alone, 20 together on a GPU each, the 20 on 5 GPUs, and one array of
+200 tasks on 20 GPUs (--array-tasks, --array-gpus). An array's tasks cost
+what the 200's do at any size: past its submission and admission (0.03
+calls a task here, less in a larger one) every task is its own start,
+events and pass. A 10,000-task array runs the same code but not on moto in
+reasonable memory: moto's DynamoDB grows by gigabytes over a thousand
+tasks' lives (benchmarks/aws_pass_cost.py measures passes at 10,000 and
+100,000 queued jobs instead).
 
 Not counted per job: calls made once per container at a cold start (e.g. the
 dispatcher's set_inventory; printed separately), and the harness's own calls
@@ -32,21 +48,25 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import json
 import logging
 import random
 import sys
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.awsrequest import AWSResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script, too
 
 from gqa.adapters.aws.resources import Pool  # noqa: E402
-from tests.aws.fake_batch import CONTEXT, REGION, WAKEUP_EVENT, FakeBatch, deployment  # noqa: E402
+from tests.aws.capacity_units import CapacityUnits  # noqa: E402
+from tests.aws.fake_batch import CONTEXT, NAMES, REGION, WAKEUP_EVENT, FakeBatch, deployment  # noqa: E402
 from tests.builders import spec  # noqa: E402
 
 # list prices (us-east-1), from the spot data README
@@ -55,7 +75,7 @@ LAMBDA_PER_GB_SECOND = 0.0000166667
 DYNAMODB_PER_WRITE_UNIT = 0.625 / 1e6
 DYNAMODB_PER_READ_UNIT = 0.125 / 1e6
 SQS_PER_REQUEST = 0.40 / 1e6
-DYNAMODB_READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems", "DescribeTable"})
+G5_XLARGE_PER_HOUR = 1.006   # on demand, us-east-1: one A10G
 ADMIT_BATCH = 10          # records per admit invocation (the event source mapping's default batch size)
 SCHEDULE_EVENT = {"version": "0", "id": "tick", "detail-type": "Scheduled Event", "source": "aws.events",
                   "account": "123456789012", "time": "2024-01-01T00:00:00Z", "region": REGION,
@@ -70,8 +90,9 @@ class Calls:
     def __init__(self, session: boto3.session.Session):
         self.phase: str | None = None
         self.by_phase: dict[str, Counter[tuple[str, str]]] = {}
-        # registered before any client exists: a client copies the session's hooks when built
-        session.events.register("before-call", self._seen)
+        # registered before any client exists: a client copies the session's hooks when built; before
+        # the parameters are built, so a call answered without the network (answer_submit_job) counts too
+        session.events.register("before-parameter-build", self._seen)
 
     def _seen(self, model: Any, **_: Any) -> None:
         if self.phase is not None:
@@ -91,8 +112,15 @@ class Life:
 
     jobs: int
     calls: Calls
+    units: CapacityUnits
     invocations: Counter[str] = field(default_factory=Counter)   # function -> invocations
     idle_pass: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def read_units(self) -> float:
+        return sum(self.units.reads.values()) / self.jobs
+
+    def write_units(self) -> float:
+        return sum(self.units.writes.values()) / self.jobs
 
     def step(self, name: str) -> float:
         return sum(self.calls.count(name).values()) / self.jobs
@@ -104,13 +132,16 @@ class Life:
         return sum(self.per_job().values()) / self.jobs
 
 
-def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int = 1) -> Life:
-    """`jobs` submitted together, each running about `job_seconds`, on a spot
-    pool of `gpus` GPUs (default: one per job; fewer, and jobs wait their turn)."""
+def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int = 1, array: bool = False) -> Life:
+    """`jobs` submitted together (`array`: as one array of that many tasks),
+    each running about `job_seconds`, on a spot pool of `gpus` GPUs
+    (default: one per job; fewer, and jobs wait their turn)."""
     rng = random.Random(seed)
     session = boto3.session.Session(region_name=REGION)
     calls = Calls(session)
-    life = Life(jobs, calls)
+    units = CapacityUnits(NAMES).install(session)
+    units.when = lambda: calls.phase in STEPS
+    life = Life(jobs, calls, units)
     pools = (Pool("a10g", spot=True, max_gpus=gpus or jobs, price=0.4),)
     events: list[tuple[float, int, str, Any]] = []    # (time, tie-break, Batch status, job): what Batch will say
 
@@ -118,14 +149,17 @@ def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int =
         # cold starts: each function's container builds its wiring once
         calls.phase = "cold start"
         dispatcher = world.dispatch.dispatcher()
+        answer_submit_job(dispatcher.compute.client)
         world.admit.admission()
         world.reconcile.service()
         world.api.wiring()
         batch = FakeBatch(dispatcher.compute.client)
 
         def dispatch(phase: str) -> None:
+            calls.phase = None
+            woken = world.wakeups()         # the messages that woke it, in place of Lambda's poller
             calls.phase = phase
-            world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
+            world.dispatch.handler(woken, CONTEXT)
             life.invocations["dispatch"] += 1
             for job in batch.take_new():  # Batch runs what was submitted
                 begin = world.clock.now() + 20
@@ -134,8 +168,9 @@ def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int =
                                         (job, begin)))
 
         calls.phase = "submit (the API)"
-        for i in range(jobs):
-            world.send(spec(name=f"bench-{i}", spot=True, resources={"gpus": 1}))
+        for i in range(1 if array else jobs):
+            world.send(spec(name=f"bench-{i}", spot=True, resources={"gpus": 1},
+                            **({"array": f"0-{jobs - 1}"} if array else {})))
             life.invocations["api"] += 1
         calls.phase = None
         records = world.receive()         # in place of Lambda's poller
@@ -164,17 +199,36 @@ def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int =
     return life
 
 
-def cost(counts: Counter[tuple[str, str]], invocations: float, memory_mb: int, duration_s: float) -> dict[str, float]:
-    dynamo_writes = sum(n for (s, op), n in counts.items() if s == "dynamodb" and op not in DYNAMODB_READS)
-    dynamo_reads = sum(n for (s, op), n in counts.items() if s == "dynamodb" and op in DYNAMODB_READS)
-    sqs = sum(n for (s, _), n in counts.items() if s == "sqs")
+def answer_submit_job(client: Any) -> None:
+    """Answer SubmitJob as Batch would, without moto's Batch, which keeps a
+    thread per job (a 10,000-task array would take many GB): the call is
+    still made through the client, counted, and watched by FakeBatch."""
+    def answer(model: Any, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        job_id = str(uuid.uuid4())
+        body = json.loads(params["body"])
+        return AWSResponse("https://batch", 200, {}, None), {
+            "jobId": job_id, "jobName": body["jobName"],
+            "jobArn": f"arn:aws:batch:{REGION}:123456789012:job/{job_id}"}
+    client.meta.events.register_last("before-call.batch.SubmitJob", answer)
+
+
+def cost(life: Life, memory_mb: int, duration_s: float) -> dict[str, float]:
+    """Dollars per job: Lambda, DynamoDB by its billed units, SQS by requests."""
+    invocations = sum(life.invocations.values()) / life.jobs
+    sqs = sum(n for (s, _), n in life.per_job().items() if s == "sqs") / life.jobs
     return {
         "Lambda requests": invocations * LAMBDA_PER_REQUEST,
         "Lambda GB-seconds": invocations * memory_mb / 1024 * duration_s * LAMBDA_PER_GB_SECOND,
-        "DynamoDB writes": dynamo_writes * DYNAMODB_PER_WRITE_UNIT,
-        "DynamoDB reads": dynamo_reads * DYNAMODB_PER_READ_UNIT,
+        "DynamoDB writes": life.write_units() * DYNAMODB_PER_WRITE_UNIT,
+        "DynamoDB reads": life.read_units() * DYNAMODB_PER_READ_UNIT,
         "SQS requests": sqs * SQS_PER_REQUEST,
     }
+
+
+def case_line(name: str, life: Life, memory_mb: int, duration_s: float) -> str:
+    dollars = sum(cost(life, memory_mb, duration_s).values())
+    return (f"  {name:<34} {life.per_job_total():>6.1f} {life.read_units():>7.2f} {life.write_units():>7.2f} "
+            f"${dollars:.8f}  1/{G5_XLARGE_PER_HOUR / dollars:,.0f}")
 
 
 def table(title: str, counts: Counter[tuple[str, str]], per: int = 1) -> None:
@@ -198,11 +252,14 @@ def main() -> None:
                         help="the jobs' mean run time; they end spread over 0.5-1.5 times it (default 3600)")
     parser.add_argument("--tick-seconds", type=float, default=60,
                         help="the dispatcher's schedule, for the idle cost per hour (default 60)")
+    parser.add_argument("--array-tasks", type=int, default=200, help="tasks of the array case (default 200)")
+    parser.add_argument("--array-gpus", type=int, default=20, help="GPUs of the array case (default 20)")
     args = parser.parse_args()
     logging.disable(logging.INFO)      # the handlers' JSON log lines would bury the table
     alone = lives(1, args.job_seconds)
     batch = lives(args.jobs, args.job_seconds)
     queued = lives(args.jobs, args.job_seconds, gpus=max(1, args.jobs // 4))
+    sweep = lives(args.array_tasks, args.job_seconds, gpus=args.array_gpus, array=True)
 
     table("calls once per container (cold start, not per job)", batch.calls.count("cold start"))
     table(f"calls per job, {args.jobs} jobs submitted together (average)", batch.per_job(), per=args.jobs)
@@ -210,6 +267,8 @@ def main() -> None:
     print(f"one job alone, by step: {by_step(alone)}; total {alone.per_job_total():.0f}")
     print(f"{args.jobs} jobs on {max(1, args.jobs // 4)} GPUs (most wait for a free one; the pass a settlement "
           f"wakes starts the next), by step: {by_step(queued)}; total {queued.per_job_total():.1f}")
+    print(f"one {args.array_tasks:,}-task array on {args.array_gpus:,} GPUs, by step: {by_step(sweep)}; "
+          f"total {sweep.per_job_total():.1f}")
     idle = sum(batch.idle_pass.values())
     print(f"an idle scheduled pass: {idle} call(s) "
           f"({', '.join(f'{s} {op}' for s, op in batch.idle_pass)}); at one tick every {args.tick_seconds:g} s, "
@@ -221,16 +280,21 @@ def main() -> None:
     for (service, _), n in batch.per_job().items():
         by_service[service] += n
     print("by service, per job: " + ", ".join(f"{s} {n / args.jobs:.2f}" for s, n in by_service.most_common()))
-    per_job = Counter({k: n / args.jobs for k, n in batch.per_job().items()})
-    prices = cost(per_job, invocations, args.memory_mb, args.duration)
-    print(f"control-plane cost per job (list prices; Lambda at {args.memory_mb} MB x {args.duration:g} s per "
-          f"invocation; DynamoDB counted as 1 unit per call, i.e. items under 1 KB written / 4 KB read and a "
-          f"transaction as one call though DynamoDB bills transactional units double; SQS 1 request per call; "
-          f"Lambda's own SQS polling not included):")
+    prices = cost(batch, args.memory_mb, args.duration)
+    print(f"control-plane cost per job, {args.jobs} together (list prices; Lambda at {args.memory_mb} MB x "
+          f"{args.duration:g} s per invocation; DynamoDB by the units it bills, index writes included; SQS 1 "
+          f"request per call; Lambda's own SQS polling not included):")
     for name, dollars in prices.items():
         print(f"  {name:<20} ${dollars:.9f}")
     total = sum(prices.values())
     print(f"  {'total':<20} ${total:.9f}  (${total * 1e6:.2f} per million jobs)")
+    print(f"per job, each case side by side (control plane's dollars against a one-hour job's GPU on a g5.xlarge, "
+          f"${G5_XLARGE_PER_HOUR}/hour on demand; goals: at most 10 calls, at most 1/10,000):")
+    print(f"  {'case':<34} {'calls':>6} {'RCU':>7} {'WCU':>7} {'dollars':<11}  share of the GPU-hour")
+    for name, life in (("one job alone", alone), (f"{args.jobs} together", batch),
+                       (f"{args.jobs} on {max(1, args.jobs // 4)} GPUs", queued),
+                       (f"one {args.array_tasks:,}-task array, {args.array_gpus:,} GPUs", sweep)):
+        print(case_line(name, life, args.memory_mb, args.duration))
     print(f"calls per job: {batch.per_job_total():.1f}")
 
 

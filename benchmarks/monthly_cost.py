@@ -2,9 +2,9 @@
 
 The resources come from the synthesized app (the deployment file cdk.json
 names, or --config): alarms and the metrics in them, dashboards, KMS keys,
-the schedules and the functions' memory; the calls per job come from the
-calls-per-job benchmark, which runs jobs' whole lives on moto through the
-real handlers. Prices are us-east-1 list prices (arm64 Lambda), below.
+the schedules and the functions' memory; the calls per job, and DynamoDB's
+read and write units as it bills them, come from the calls-per-job
+benchmark, which runs jobs' whole lives on moto through the real handlers. Prices are us-east-1 list prices (arm64 Lambda), below.
 GPU instances, checkpoint storage and job logs are not the control plane's
 and are left out.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script, too
 
-from benchmarks.aws_calls_per_job import DYNAMODB_READS, lives  # noqa: E402
+from benchmarks.aws_calls_per_job import lives  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MONTH = 30 * 86400
@@ -101,8 +101,8 @@ def per_job(stacks: dict[str, dict], api_requests: float) -> dict[str, float]:
     return {
         "Lambda": sum(n * (LAMBDA_PER_REQUEST + memory.get(f, 512) / 1024 * DURATION * LAMBDA_PER_GB_SECOND_ARM)
                       for f, n in invocations.items()),
-        "DynamoDB": sum(n * (DYNAMODB_PER_READ_UNIT if op in DYNAMODB_READS else DYNAMODB_PER_WRITE_UNIT)
-                        for (s, op), n in counts.items() if s == "dynamodb"),
+        # the units DynamoDB bills (index writes included), as the calls-per-job benchmark counts them
+        "DynamoDB": life.read_units() * DYNAMODB_PER_READ_UNIT + life.write_units() * DYNAMODB_PER_WRITE_UNIT,
         "SQS": sum(n for (s, _), n in counts.items() if s == "sqs") * SQS_PER_REQUEST,
         f"API Gateway ({api_requests:g} requests)": api_requests * API_GATEWAY_PER_REQUEST,
     }
