@@ -11,9 +11,10 @@ may or may not appear. The entries of a page keep the listing's own order
 (for the queue: the scheduling pass's, computed over the whole queue on every
 request), and each carries its rank in that order so that a reader can put
 the pages back together. A token pins nothing else: positions and reasons
-are those of the request that answered the page, so if the queue moved
+are those of the listing that answered the page, so if the queue moved
 between pages two entries may share a position or a position may be
-skipped. Pure: lists in, a slice out."""
+skipped (the API keeps a queue's listing a minute, named by its token, so
+pages read within it share one pass's positions). Pure: lists in, a slice out."""
 
 from __future__ import annotations
 
@@ -56,12 +57,27 @@ def check_limit(limit: int | None) -> int:
     return limit
 
 
-def token(listing: str, after: int | None) -> str | None:
-    """The opaque `next` token of a page of `listing` ("queue", "jobs")."""
+def token(listing: str, after: int | None, view: str | None = None) -> str | None:
+    """The opaque `next` token of a page of `listing` ("queue", "jobs"); `view`
+    names the listing as computed for the first page, where the server keeps
+    it a while (the queue: its order is a whole scheduling pass)."""
     if after is None:
         return None
-    raw = json.dumps({"of": listing, "after": after}, separators=(",", ":")).encode()
+    raw = json.dumps({"of": listing, "after": after, **({"view": view} if view else {})},
+                     separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def view_of(text: str | None) -> str | None:
+    """The listing a valid `next` token names (token's `view`), if any."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    view = data.get("view") if isinstance(data, dict) else None
+    return view if isinstance(view, str) else None
 
 
 def after_of(listing: str, text: str | None) -> int | None:
