@@ -81,6 +81,7 @@ from gqa.services.supervisor import Supervisor
 from lambdas import environment
 
 logger = Logger(service="gqa-dispatch")
+KEYS_AFTER_COLD_START = 900.0
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,9 @@ def build() -> Dispatcher:
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration
     store.set_inventory(compute.inventory())
-    store.add_change_keys()   # jobs written before the changes index (tables.py): once per cold start
+    # jobs written before the changes index (tables.py): at a cold start, and at the passes' whole
+    # reads for the quarter of an hour an upgrade's other functions may still write them
+    store.add_change_keys(again_for=KEYS_AFTER_COLD_START)
     rng = SystemRandom()
     # answers about attempts whose events were lost settle through the reconcile service, without a
     # wake-up: this very pass schedules the GPUs they free

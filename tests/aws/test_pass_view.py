@@ -165,3 +165,20 @@ def test_a_wakeup_that_carries_its_jobs_as_written_costs_the_pass_no_read(tables
 
     assert ([p.id for p in pending], active) == ([queued], [])    # it ended: its GPUs are free
     assert calls == []
+
+
+def test_jobs_an_earlier_version_writes_during_an_upgrade_get_the_keys_at_the_next_whole_read(tables, clock):
+    dispatcher, client = tables(), session().client("dynamodb")
+    dispatcher.add_change_keys(again_for=900)
+    assert pending_ids(dispatcher) == []
+    late = put(tables(), S.QUEUED).id               # written by an earlier version's admission: no keys
+    client.update_item(TableName=NAMES.jobs, Key=it.dump(it.job_key(late)), UpdateExpression="REMOVE #s, #c",
+                       ExpressionAttributeNames={"#s": CHANGE_SHARD, "#c": CHANGED})
+    clock.advance(views.RESYNC_EVERY)
+    assert pending_ids(dispatcher) == [late]        # the whole read gave it its keys first
+    clock.advance(900)
+    other = put(tables(), S.QUEUED).id
+    client.update_item(TableName=NAMES.jobs, Key=it.dump(it.job_key(other)), UpdateExpression="REMOVE #s, #c",
+                       ExpressionAttributeNames={"#s": CHANGE_SHARD, "#c": CHANGED})
+    clock.advance(views.RESYNC_EVERY)
+    assert pending_ids(dispatcher) == [late]        # past the upgrade's window: no read of the live index

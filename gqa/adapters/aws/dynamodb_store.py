@@ -111,6 +111,8 @@ class DynamoDBStore:
         self._pass: views.PassView | None = None
         self._queue = views.QueueView()   # the live jobs between passes (the dispatch function's container)
         self._named: dict[str, dict[str, Any] | None] | None = None
+        self._keys_until: float | None = None   # add_change_keys again at whole reads until then
+        self._keys_checked = 0.0
 
     def close(self) -> None:
         """The client belongs to the caller; nothing to release."""
@@ -577,6 +579,9 @@ class DynamoDBStore:
         if view.watermark is None or (named is None and view.stale()):
             # a cold container, or a pass that reads the index anyway (the scheduled ones): it
             # reads it whole; passes a wake-up named the jobs for never wait on such a read
+            if self._keys_until is not None and views.now() < self._keys_until and \
+                    views.now() - self._keys_checked >= views.RESYNC_EVERY:
+                self.add_change_keys()
             view.jobs = self._read_changes(None)
             view.watermark, view.resynced = began, views.now()
         elif named is None:
@@ -631,11 +636,16 @@ class DynamoDBStore:
                 found[item[t.ID]] = item
         return found
 
-    def add_change_keys(self) -> int:
+    def add_change_keys(self, *, again_for: float = 0.0) -> int:
         """Give the live jobs written before the changes index its keys (tables.py):
         one read of the live index for the jobs without them, one UpdateItem each.
         The job's content and revision stay: no guarded write is disturbed. Returns
-        how many it gave keys to."""
+        how many it gave keys to. `again_for`: seconds during which each whole read
+        of a pass does it again (an upgrade's other functions may still run the
+        earlier version for a while, writing jobs without the keys)."""
+        if again_for:
+            self._keys_until = views.now() + again_for
+        self._keys_checked = views.now()
         expr = it.Expr()
         where = (f"attribute_not_exists({expr.n(t.CHANGE_SHARD)})", expr)
         given = 0

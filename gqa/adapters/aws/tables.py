@@ -46,7 +46,9 @@ in place, so this version's upgrade creates `changes` (an in-place update:
 DynamoDB backfills it from the jobs that already carry its keys) and keeps
 `live`; the next version's upgrade deletes `live`. Jobs written before this
 version carry no `changed` key: the dispatch function gives them one at its
-cold start (DynamoDBStore.add_change_keys), which reads `live` once for them.
+cold start (DynamoDBStore.add_change_keys, a read of `live` for them), and
+again at its whole reads for a quarter of an hour after, while the other
+functions' earlier version may still be writing jobs.
 """
 
 from __future__ import annotations
