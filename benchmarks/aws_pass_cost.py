@@ -15,7 +15,8 @@ with running ones), then the dispatch function's real handler runs:
 
 Read units as DynamoDB bills them (tests/aws/capacity_units.py); wall time
 on moto, which scans the table for every Query, so its seconds grow with
-the table whatever a pass reads: 10,000 jobs take minutes, 100,000 far longer.
+the table whatever a pass reads: 10,000 jobs take minutes, 100,000 about
+half an hour.
 
 Run from the repository root: python -m benchmarks.aws_pass_cost [--sizes 10000 100000]
 """
