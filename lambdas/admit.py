@@ -15,7 +15,9 @@ one fails the cold start loudly), GQA_INTAKE_URLS: the tier queues a large
 array's rest is handed on to, a chunk per message (services/chunked.py;
 without it every submission is written whole), and optionally GQA_WAKEUP_QUEUE_URL: the
 dispatcher's wake-up queue, told once per batch that admitted jobs, so they
-are scheduled at once rather than at the next tick, and GQA_ALERTS_TOPIC_ARN:
+are scheduled at once rather than at the next tick (the wake-up names the
+jobs admitted QUEUED, up to wakeups.MOST_NAMED, with their items as written,
+so the pass need not read the index for them), and GQA_ALERTS_TOPIC_ARN:
 the SNS topic a submission admitted to wait for approval is announced on
 (one message per submission, kind "approval"; services/approvals.py). Without
 it nothing is announced.
@@ -57,6 +59,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, Sqs
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.admissions import DynamoDBAdmissions
+from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sns_notifier import SnsNotifier
@@ -126,6 +129,8 @@ def record_handler(record: SQSRecord) -> Counter[tuple[int, JobState]]:
         logger.warning("consumed a submission that cannot be admitted",
                        extra={"message_id": record.message_id, "reason": str(exc), "error": type(exc).__name__})
         return Counter()
+    if len(_queued) <= wakeups.MOST_NAMED:   # past that the wake-up names none: the pass reads the index
+        _queued.extend(job.id for job in jobs if job.state == JobState.QUEUED)
     states = dict(Counter(job.state.value for job in jobs))   # an array can have 100,000 jobs: counts
     if any(job.state == JobState.REJECTED for job in jobs):
         logger.warning("recorded a submission over a hard limit as rejected",
@@ -139,6 +144,7 @@ def record_handler(record: SQSRecord) -> Counter[tuple[int, JobState]]:
 # the metrics and the partial batch answer
 RESERVE_SECONDS = 5.0
 _context: Any = None
+_queued: list[str] = []   # this invocation's jobs admitted QUEUED: its wake-up names them
 
 
 def _seconds_left() -> float | None:
@@ -152,6 +158,7 @@ def _seconds_left() -> float | None:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _context
     _context = context
+    _queued.clear()
     wiring = admission()
     records = event.get("Records", [])
     fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
@@ -165,7 +172,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     queued = any(state == JobState.QUEUED for _, state in counts)
     if queued and wiring.intake is not None:
         try:
-            wiring.intake.wake_dispatcher()
+            # naming the jobs, with their items as written: the pass merges them instead of reading the index
+            wakeups.send(wiring.intake, _queued, wiring.store.wakeup_items(_queued))
         except Exception:
             # the jobs are stored: the dispatcher's schedule starts them at its next tick
             logger.exception("could not wake the dispatcher")
