@@ -9,8 +9,9 @@ with running ones), then the dispatch function's real handler runs:
 - a warm pass woken by a settlement: the wake-up carries the ended job as
   written, the pass starts the queue's head in its GPU (one BatchGetItem for
   the whole items it changes): it does not grow with the queue;
-- a warm pass woken by an admission of 10 jobs, which names none: it reads
-  what the index holds changed since the previous pass, less the margin;
+- a warm pass after an admission of 10 jobs, woken by a wake-up that names
+  none (as one past wakeups.MOST_NAMED jobs does): it reads what the index
+  holds changed since the previous pass, less the margin;
 - for comparison, what a pass read before: the live index (whole items) in full.
 
 Read units as DynamoDB bills them (tests/aws/capacity_units.py); wall time
@@ -116,7 +117,7 @@ def measure(queued: int) -> list[tuple[str, float, int, float]]:
         for n in range(10):
             world.send(spec(name=f"late-{n}", spot=True, resources={"gpus": 1}))
         world.admit.handler({"Records": world.receive()}, CONTEXT)
-        world.receive(url=world.urls.wakeup)          # admission's wake-up, as the pass below is woken by it
+        world.receive(url=world.urls.wakeup)          # admission's own wake-up names its jobs: dropped here
         run("warm, an admission's wake-up", WAKEUP_EVENT)
 
         units.reset()
