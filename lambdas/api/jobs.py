@@ -4,8 +4,6 @@ changes a caller asks for (cancel, requeue, approve, deny)."""
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -14,7 +12,7 @@ from gqa.models.errors import SpecError
 from gqa.models.loader import validate
 from gqa.services import paging, wire
 from gqa.services.access import Action, authorize
-from gqa.services.queries import QueueView
+from lambdas.api import listings
 from lambdas.api.container import logger, wiring
 from lambdas.api.request import app, body, caller, flag, jobs_named, number, query, refs_of
 
@@ -43,9 +41,11 @@ def status(ref: str) -> dict[str, Any]:
     authorize(caller(), Action.READ)
     logger.set_correlation_id(ref)
     limit, after = paging.check_limit(number("limit")), paging.after_of("jobs", query("next"))
-    jobs, admitting = wiring().queries().jobs_and_admitting(ref)
+    # the group is read once for all its pages (listings.py); how many are still being admitted, each page
+    view_id, jobs = listings.groups.get(ref, paging.view_of(query("next")), lambda: wiring().queries().jobs(ref))
+    admitting = wiring().queries().admitting(ref)
     page = paging.page_of(jobs, lambda j: j.seq, limit=limit, after=after)
-    return wire.jobs_page_to_dict(page, paging.token("jobs", page.next), admitting)
+    return wire.jobs_page_to_dict(page, paging.token("jobs", page.next, view_id), admitting)
 
 
 @app.get("/queue")
@@ -53,33 +53,12 @@ def queue() -> dict[str, Any]:
     authorize(caller(), Action.READ)
     explain = flag("explain", True)
     limit, after = paging.check_limit(number("limit")), paging.after_of("queue", query("next"))
-    view_id, view = _queue_view(query("group"), paging.view_of(query("next")))
+    group = query("group")
+    view_id, view = listings.queues.get(group, paging.view_of(query("next")),
+                                        lambda: wiring().queries().queue(group=group))
     page = paging.page_of(view.pending, lambda e: e.job.seq, limit=limit, after=after)
     return wire.queue_page_to_dict(view, page, paging.token("queue", page.next, view_id), first=after is None,
                                    explain=explain)
-
-
-# A queue's listing (a whole scheduling pass) serves the pages read after its first for this
-# long, in this container, named by the pages' tokens: a page is a slice, not a pass. A token
-# another container made, or an older one, computes the listing again (pages go by seq either way).
-QUEUE_KEPT = 60.0
-QUEUE_VIEWS = 8           # listings kept at once (each up to a few MB at 10,000 waiting jobs)
-_queue_views: dict[str, tuple[float, str | None, QueueView]] = {}
-
-
-def _queue_view(group: str | None, named: str | None) -> tuple[str, QueueView]:
-    now = time.monotonic()
-    for stale in [k for k, (at, _, _) in _queue_views.items() if now - at >= QUEUE_KEPT]:
-        del _queue_views[stale]
-    kept = _queue_views.get(named) if named else None
-    if kept is not None and kept[1] == group:
-        return named, kept[2]   # type: ignore[return-value]
-    view = wiring().queries().queue(group=group)
-    view_id = uuid.uuid4().hex[:16]
-    _queue_views[view_id] = (now, group, view)
-    while len(_queue_views) > QUEUE_VIEWS:   # oldest first: dicts keep insertion order
-        del _queue_views[next(iter(_queue_views))]
-    return view_id, view
 
 
 @app.post("/jobs/<refs>/cancel")
