@@ -10,7 +10,6 @@ import signal as _signal
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ..scheduling.retry import backoff_delay
 from .job import JobRecord, JobState, Request
 from .units import format_duration
 
@@ -204,6 +203,13 @@ def _out_of_memory(job: JobRecord, memory: int | None) -> str:
     if not given:
         return "ran out of memory: the container used more than the memory it was given"
     return f"ran out of memory: the container used more than its {round(given / GiB, 1):g} GiB"
+
+
+def backoff_delay(retry_number: int, base: float, cap: float, draw: float) -> float:
+    """Delay before retry `retry_number` (1 = first retry): capped exponential with full
+    jitter, `draw` in [0, 1) (the caller's random draw, so this stays pure)."""
+    ceiling = min(cap, base * (2 ** max(0, retry_number - 1)))
+    return ceiling * draw
 
 
 def describe_exit(code: int | None, sig: int | None) -> str:

@@ -1,5 +1,5 @@
 """gqa.models.outcome.decide: what an ended attempt means for the job, and
-gqa.scheduling.retry.backoff_delay."""
+gqa.models.outcome.backoff_delay."""
 
 import signal
 
@@ -7,8 +7,8 @@ import pytest
 
 from tests.builders import job_record
 from gqa.models.job import JobState, Request
-from gqa.models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind, decide, describe_exit
-from gqa.scheduling.retry import backoff_delay
+from gqa.models.outcome import (CANCEL, PREEMPT, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind, backoff_delay, decide,
+                                describe_exit)
 
 NOW = 5000.0
 S = JobState
