@@ -36,6 +36,7 @@ from gqa.runtime.storage import POINTER
 from gqa.services import wire
 from tests.aws.api_gateway import rest_event, user_arn
 from tests.aws.aws_limits import LIMITS
+from tests.aws.lean_moto import lean_dynamodb
 from tests.aws.deployed import create_queues, create_tables
 from tests.aws.moto_support import LambdaContext, create_batch
 
@@ -159,6 +160,7 @@ def deployment(now: float, session: boto3.session.Session | None = None,
     with ExitStack() as stack:
         stack.enter_context(mock.patch.dict(os.environ, FAKE_AWS))
         stack.enter_context(mock_aws(config={"batch": {"use_docker": False}}))
+        stack.enter_context(lean_dynamodb())   # a long run of lives fits in memory (lean_moto.py)
         stack.enter_context(mock.patch.object(boto3, "DEFAULT_SESSION", session))
         # the control plane's clock (submit times, retry backoff, not_before) is the virtual one
         stack.enter_context(mock.patch.object(SystemClock, "now", lambda self: clock.now()))
