@@ -4,7 +4,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ..models.deployment import ARN_PATTERN_RE, NAME_PATTERN_RE
+from ..models.deployment_shapes import ARN_PATTERN_RE, NAME_PATTERN_RE
 from ..models.errors import SpecError
 from ..models.spec import NAME_RE
 from ..ports import JobStore

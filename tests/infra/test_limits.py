@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gqa.models.deployment import MAX_BUCKETS, MAX_IMAGES, MAX_POOLS, MAX_TEAMS
+from gqa.models.deployment_shapes import MAX_BUCKETS, MAX_IMAGES, MAX_POOLS, MAX_TEAMS
 from infra import build_app
 from tests.infra.support import _CONTEXT, example_values
 
