@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.eta import expected_runtime, runtime_ratio
-from ..scheduling.fairshare import decay
+from ..scheduling.fairshare import decay, with_running
 from .workload import SimJob, Workload
 
 END, RECLAIM = 0, 1          # event kinds; at one moment ends are handled before reclaims
@@ -107,10 +107,8 @@ class _Engine:
         self.attempt: dict[str, int] = defaultdict(int)
         self.events: list[tuple[float, int, int, str, int]] = []  # (time, kind, seq, job id, attempt)
         # fair-share books, kept as the local store keeps them: finished attempts
-        # decay from when they ended, running ones count GPUs x elapsed
+        # decay from when they ended, running ones count GPUs x elapsed (fairshare.with_running)
         self.charged: dict[str, tuple[float, float]] = {}     # team -> (GPU-seconds, as of)
-        self.held: Counter[str] = Counter()                   # team -> GPUs held now
-        self.held_since: Counter[str] = Counter()              # team -> sum of GPUs x started_at
         # what each team's jobs used of their wall time: the production estimate of run times
         self.samples: dict[str, deque] = defaultdict(lambda: deque(maxlen=RATIO_SAMPLES))
         self.ratios: dict[str, float] = {}
@@ -187,8 +185,6 @@ class _Engine:
         self.running[job_id] = RunningJob(id=job_id, team=job.team, user=job.user, gpus=tuple(gpus),
                                           started_at=now, wall_time=job.wall_time,
                                           expected_runtime=job.expected_runtime, tier=job.tier)
-        self.held[job.team] += job.gpus
-        self.held_since[job.team] += job.gpus * now
         out = self.out[job_id]
         out.attempts += 1
         if out.start is None:
@@ -207,10 +203,6 @@ class _Engine:
         run = self.running.pop(job_id)
         elapsed, n = now - run.started_at, len(run.gpus)
         self.free.update(run.gpus)
-        self.held[run.team] -= n
-        self.held_since[run.team] -= n * run.started_at
-        if not self.held[run.team]:
-            self.held_since[run.team] = 0.0  # no float residue carried into later sums
         value, as_of = self.charged.get(run.team, (0.0, now))
         self.charged[run.team] = (decay(value, now - as_of, self.policy.half_life) + n * elapsed, now)
         self.out[job_id].gpu_seconds += n * elapsed
@@ -271,10 +263,7 @@ class _Engine:
     def _usage(self, now: float) -> dict[str, float]:
         half_life = self.policy.half_life
         usage = {team: decay(value, now - as_of, half_life) for team, (value, as_of) in self.charged.items()}
-        for team, held in self.held.items():
-            if held:
-                usage[team] = usage.get(team, 0.0) + held * now - self.held_since[team]
-        return usage
+        return with_running(usage, ((r.team, len(r.gpus), r.started_at) for r in self.running.values()), now)
 
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
         predicted = self.eta(snap, arrived, self.ratios) or {}

@@ -47,6 +47,7 @@ from botocore.exceptions import ClientError
 from ...models.errors import BackendUnavailable, Conflict, NotFound, Rejected
 from ...models.job import JobRecord, JobState, transition
 from ...ports import Change, Inventory
+from ...scheduling.fairshare import with_running
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 from .. import settings_codec
 from . import history
@@ -231,12 +232,8 @@ class DynamoDBStore:
             team = item["team"]
             out[team] = out.get(team, 0.0) + ledger.decayed(
                 float(item["total"]), float(item["epoch"]), float(item["half_life"]), now)
-        # running jobs count as they run, so a team holding GPUs now is charged for it
-        for item in self._live():
-            if item[t.STATE] == S.RUNNING.value and item.get("started_at") is not None:
-                team = item[t.TEAM]
-                out[team] = out.get(team, 0.0) + int(item["gpus"]) * max(0.0, now - float(item["started_at"]))
-        return out
+        return with_running(out, ((i[t.TEAM], int(i["gpus"]), float(i["started_at"])) for i in self._live()
+                                  if i[t.STATE] == S.RUNNING.value and i.get("started_at") is not None), now)
 
     def spend(self, period: str) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -21,7 +21,7 @@ from ...models.job import JobRecord, JobState, Request, Transition, check_transi
 from ...ports import Change, Inventory
 from ...scheduling.budget import period_of
 from ..settings_codec import inventory_from, inventory_json, policy_from, policy_json
-from ...scheduling.fairshare import decay
+from ...scheduling.fairshare import decay, with_running
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 from .paths import StatePaths, marker_for
 from .storage_errors import connect, storage_errors
@@ -289,11 +289,8 @@ class SqliteStore:
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         rows = self.db.execute("SELECT team, gpu_seconds, as_of FROM usage").fetchall()
         out = {team: decay(value, now - as_of, half_life) for team, value, as_of in rows}
-        # running jobs count as they run, so a team holding GPUs now is charged for it
-        for team, gpus, started in self.db.execute(
-                "SELECT team, gpus, started_at FROM jobs WHERE state = 'RUNNING' AND started_at IS NOT NULL"):
-            out[team] = out.get(team, 0.0) + gpus * max(0.0, now - started)
-        return out
+        return with_running(out, self.db.execute(
+            "SELECT team, gpus, started_at FROM jobs WHERE state = 'RUNNING' AND started_at IS NOT NULL"), now)
 
     def _add_usage(self, team: str, gpu_seconds: float, now: float, half_life: float) -> None:
         with self._tx():
