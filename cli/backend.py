@@ -69,7 +69,7 @@ class LocalBackend:
     def logs(self):
         """Pages of a job's output (the shared daemon's GET /jobs/{id}/logs; a user's
         own CLI reads the file itself, see cli/logs.py)."""
-        from gqa.adapters.local.log_files import LocalLogFiles
+        from gqa.adapters.local.log_pages import LocalLogFiles
         from gqa.services.logs import LogService
 
         return LogService(self.store, LocalLogFiles(self.paths))

@@ -229,7 +229,7 @@ def _daemon_options(log_max_size: str, log_files: int) -> list[str]:
     if log_files < 0:
         fail(f"--log-files must be >= 0, got {log_files}")
     with user_errors():
-        from gqa.adapters.local.logfiles import LogLimits
+        from gqa.adapters.local.log_rotation import LogLimits
 
         LogLimits.parse(log_max_size, log_files)   # refused here, in one line, not in the daemon's log
     return ["--log-max-size", log_max_size, "--log-files", str(log_files)]

@@ -1,7 +1,7 @@
 """`gqa logs ID [-f]`: a job's output, every attempt.
 
 Locally the daemon writes one file per job (capped and rotated, see
-gqa.adapters.local.logfiles), read here from its end or its last offset. A remote
+gqa.adapters.local.log_rotation), read here from its end or its last offset. A remote
 backend (AWS) hands out pages instead: a backend with `log_pages()` returns
 an object whose `.page(ref, attempt=, token=)` answers a LogPage (the
 LogService itself, or a client of the API's GET /jobs/{id}/logs), and
@@ -52,7 +52,7 @@ def follow_file(be, job, *, follow: bool, tail: int, out: BinaryIO | None = None
     last `tail` lines, then with `follow` what comes, until the job ends.
     Reads from the end and from the last offset: a log of any size costs a
     block of memory. Returns the exit status: 0, or 130 after Ctrl-C."""
-    from gqa.adapters.local.logfiles import JobLog
+    from gqa.adapters.local.log_stream import JobLog
 
     out = out or sys.stdout.buffer
     log = JobLog(be.paths.log_for(job.id))

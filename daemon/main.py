@@ -101,14 +101,14 @@ def run(args: argparse.Namespace, ready=None) -> None:
 
 
 def _log_cap(args):
-    from gqa.adapters.local import logfiles as log_files
+    from gqa.adapters.local import log_rotation
 
-    limits = log_files.LogLimits.parse(args.log_max_size or "100M", 2 if args.log_files is None else args.log_files)
+    limits = log_rotation.LogLimits.parse(args.log_max_size or "100M", 2 if args.log_files is None else args.log_files)
     failing: set[str] = set()
 
     def rotate(path: str) -> None:
         try:
-            log_files.rotate_if_needed(path, limits)
+            log_rotation.rotate_if_needed(path, limits)
             failing.discard(path)
         except OSError as exc:   # left whole and unrotated (a full disk): said once, tried again later
             if path not in failing:

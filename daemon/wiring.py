@@ -68,7 +68,7 @@ class DaemonWiring:
         return CostService(self.store, self.clock)
 
     def logs(self):
-        from gqa.adapters.local.log_files import LocalLogFiles
+        from gqa.adapters.local.log_pages import LocalLogFiles
         from gqa.services.logs import LogService
 
         return LogService(self.store, LocalLogFiles(self.paths))

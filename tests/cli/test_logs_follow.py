@@ -13,7 +13,7 @@ import pytest
 import cli.backend
 from cli.logs import POLL_INTERVAL, follow_pages
 from cli.main import main
-from gqa.adapters.local.logfiles import LogLimits, rotate_if_needed
+from gqa.adapters.local.log_rotation import LogLimits, rotate_if_needed
 from gqa.models.errors import NotFound, NotStarted
 from gqa.models.job import JobState
 from gqa.ports import Change

@@ -10,7 +10,7 @@ import pytest
 from cli.backend import LocalBackend
 from daemon.callers import principal_for
 from daemon.routes import Router
-from gqa.adapters.local.log_files import LocalLogFiles
+from gqa.adapters.local.log_pages import LocalLogFiles
 from gqa.adapters.local.paths import StatePaths
 from gqa.models.job import JobState
 from gqa.ports import Inventory

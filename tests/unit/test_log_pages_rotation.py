@@ -1,5 +1,5 @@
 """A job's output paged from the local log while the daemon rotates it
-(LocalLogFiles over logfiles.py's parts): tokens are positions in the whole
+(LocalLogFiles over log_rotation.py's parts): tokens are positions in the whole
 log as written, so they stay valid across rotations; a follower reads on
 from `.1` into the live file; what was rotated away before it was read is
 one marker line naming its size; pages keep LogService's contract."""
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gqa.adapters.local import log_files
-from gqa.adapters.local.log_files import LocalLogFiles
-from gqa.adapters.local.logfiles import LogLimits, rotate_if_needed, rotations_of
+from gqa.adapters.local import log_pages
+from gqa.adapters.local.log_pages import LocalLogFiles
+from gqa.adapters.local.log_rotation import LogLimits, rotate_if_needed, rotations_of
 from gqa.adapters.local.paths import StatePaths
 from gqa.models.job import JobState
 from gqa.services.logs import LogService
@@ -333,7 +333,7 @@ def test_a_page_read_while_a_rotation_is_half_done_is_read_again(tmp_path, monke
     box.write(header(1) + numbered(1, 3), rotate=False)
     token = box.read(1, None).token
     box.write(numbered(4, 6), rotate=False)
-    real, calls = log_files._page, []
+    real, calls = log_pages._page, []
 
     def rotating_under_the_first_read(*args):
         chunk = real(*args)
@@ -343,7 +343,7 @@ def test_a_page_read_while_a_rotation_is_half_done_is_read_again(tmp_path, monke
         calls.append(chunk)
         return chunk
 
-    monkeypatch.setattr(log_files, "_page", rotating_under_the_first_read)
-    monkeypatch.setattr(log_files, "PAUSE", 0)
+    monkeypatch.setattr(log_pages, "_page", rotating_under_the_first_read)
+    monkeypatch.setattr(log_pages, "PAUSE", 0)
     chunk = box.read(1, token)
     assert len(calls) == 2 and chunk.lines == ("line 4", "line 5", "line 6", "line 7")

@@ -8,13 +8,13 @@ writes ("--- gqa: attempt N of job ID on GPUs ... at ...: argv"). An attempt's
 stream is the part of the log after its line and before a later attempt's.
 LogService heads each attempt itself, so the launcher's line is not repeated.
 
-The log is read as logfiles.py lays it out: the rotated parts `.K ... .1`
+The log is read as log_rotation.py lays it out: the rotated parts `.K ... .1`
 then the live file, as one log. A token is a position in the whole log as
 written: the bytes written before it, counting those rotated away (the
 `.rotations` record's `dropped`), so it stays valid however often the log
 is rotated after it was given; a follower whose bytes moved to `.1` reads on
 there, then into the live file. A position rotated away entirely continues
-at the oldest byte kept, after logfiles' marker line ("--- gqa: N bytes of
+at the oldest byte kept, after log_rotation's marker line ("--- gqa: N bytes of
 earlier output rotated away (log cap ...)"), N the bytes it missed. An
 attempt whose opening line was rotated away starts there too, if what is
 kept starts with its output (the first attempt line kept is the next
@@ -25,7 +25,7 @@ Each page is read from the parts opened at once, with sizes taken then, and
 checked against the rotations afterwards: a page read while a rotation moved
 things is read again (a few times at most), so a page never gives bytes
 twice or a truncated file's new bytes at old positions. Bytes the job wrote
-inside a rotation's window (logfiles.py) are not in the log and take no
+inside a rotation's window (log_rotation.py) are not in the log and take no
 position; a token past the end of the log (a file cut short by someone
 else) continues at the top of the live file.
 """
@@ -44,7 +44,7 @@ from pathlib import Path
 from ...models.errors import NotFound, SpecError
 from ...models.job import JobRecord, JobState
 from ...ports import AttemptLog, LogChunk
-from .logfiles import BLOCK, Rotations, _read_from, marker, parts, rotations_of
+from .log_rotation import BLOCK, Rotations, marker, parts, read_from, rotations_of
 from .paths import StatePaths
 
 MAX_LINE = 1 << 20      # a longer line (a progress bar without newlines) is given in pieces
@@ -169,7 +169,7 @@ class _Log:
         """The log's bytes from `position` to its end as opened."""
         for part in self.parts:
             if position < part.start + part.size:
-                yield from _read_from(part.fd, max(0, position - part.start), part.size, BLOCK)
+                yield from read_from(part.fd, max(0, position - part.start), part.size, BLOCK)
 
     def lines(self, position: int) -> Iterator[bytes]:
         """The lines from `position`, each with its newline, at most MAX_LINE bytes

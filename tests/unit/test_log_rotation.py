@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gqa.adapters.local import logfiles
-from gqa.adapters.local.logfiles import JobLog, LogLimits, human_size, parts, rotate_if_needed, rotations_of
+from gqa.adapters.local import log_rotation
+from gqa.adapters.local.log_rotation import LogLimits, human_size, parts, rotate_if_needed, rotations_of
+from gqa.adapters.local.log_stream import JobLog
 from gqa.models.errors import SpecError
 
 
@@ -108,7 +109,7 @@ def test_the_writer_s_next_append_lands_at_the_new_start(log):
 @pytest.mark.parametrize("fail_at", [1, 2])
 def test_a_failed_copy_leaves_the_live_log_whole_and_no_copy(log, monkeypatch, fail_at):
     log.write_bytes(numbered(1, 50))
-    real, calls = logfiles._copy, []
+    real, calls = log_rotation._copy, []
 
     def copy(src, dst):
         calls.append(1)
@@ -116,7 +117,7 @@ def test_a_failed_copy_leaves_the_live_log_whole_and_no_copy(log, monkeypatch, f
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(src, dst)
 
-    monkeypatch.setattr(logfiles, "_copy", copy)
+    monkeypatch.setattr(log_rotation, "_copy", copy)
     with pytest.raises(OSError):
         rotate_if_needed(log, LogLimits(10, 2))
     assert log.read_bytes() == numbered(1, 50)
@@ -214,7 +215,7 @@ def test_tail_reads_across_rotated_parts_and_marks_dropped_output_only_when_it_r
 
 def marker_of(log: Path) -> bytes:
     r = rotations_of(log)
-    return logfiles.marker(r.dropped, r.cap)
+    return log_rotation.marker(r.dropped, r.cap)
 
 
 def test_tail_of_a_big_log_reads_a_few_blocks_only(log, monkeypatch):
