@@ -49,6 +49,9 @@ class JobStore(Protocol):
              limit: int | None = None, history: bool = False) -> list[JobRecord]:
         """Jobs in submission order; with history=True each carries its transitions."""
 
+    def state_counts(self) -> dict[JobState, int]:
+        """How many jobs are in each state; states with none are left out."""
+
     def apply(self, changes: list["Change"]) -> list[JobRecord]:
         """Apply state changes in one transaction; each is guarded on the
         state it expects. Raises Conflict (and applies nothing) on a mismatch.

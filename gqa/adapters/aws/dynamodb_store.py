@@ -383,6 +383,25 @@ class DynamoDBStore:
                                   for s in wanted), key=lambda i: i[t.SEQ])
         return [it.job_record(i, history=history) for i in islice(found, limit)]
 
+    def state_counts(self) -> dict[JobState, int]:
+        """A count per state partition of the by_state index (Select COUNT: no item comes back)."""
+        out: dict[JobState, int] = {}
+        for state in JobState:
+            expr = it.Expr()
+            kwargs: dict[str, Any] = {"TableName": self.tables.jobs, "IndexName": t.BY_STATE, "Select": "COUNT",
+                                      "KeyConditionExpression": f"{expr.n(t.STATE)} = {expr.v(state.value)}",
+                                      **expr.kwargs()}
+            n = 0
+            while True:
+                page = self.call("Query", **kwargs)
+                n += int(page.get("Count", 0))
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            if n:
+                out[state] = n
+        return out
+
     # -- jobs: guarded changes ---------------------------------------------------------------
     def record_start(self, job_id: str, attempt: int, token: str, started_at: float,
                      reason: str) -> JobRecord | None:

@@ -396,6 +396,9 @@ class SqliteStore:
         jobs = [_record(r) for r in self.db.execute(sql, params)]
         return self._with_history(jobs) if history else jobs
 
+    def state_counts(self) -> dict[JobState, int]:
+        return {JobState(s): n for s, n in self.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+
     def _with_history(self, jobs: list[JobRecord]) -> list[JobRecord]:
         out = []
         for job in jobs:
