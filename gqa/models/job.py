@@ -1,4 +1,5 @@
-"""The job record and its lifecycle (DESIGN.md: "The job").
+"""The job record and its lifecycle: the states a job moves through, and
+`ALLOWED`, which moves there are (docs/architecture.md walks through them).
 
 Two vocabularies: `JobState` is the scheduler's, written only through
 `transition()`; `UserStatus` is what people read, derived only by

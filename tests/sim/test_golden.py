@@ -1,6 +1,7 @@
 """A hand-checked replay: 8 jobs on 4 GPUs, one team, start times worked out
-on paper from the rules in DESIGN.md (gang, FIFO blocking, EASY backfill on
-wall times, gqa's preference for short expected run times).
+on paper from the scheduling rules (README.md, "How it works"): gang, FIFO
+blocking, EASY backfill on wall times, gqa's preference for short expected
+run times.
 
     job  submit  GPUs  runs  wall
     A    0       2     100   100
