@@ -32,12 +32,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..models.job import JobRecord, JobState
-from ..ports import AdmissionProgress, Admissions, Change, Intake, JobStore, Submission
+from ..ports import AdmissionProgress, Admissions, Change, Intake, JobRecords, Submission
 
 log = logging.getLogger("gqa.submit")
 
 
-def admit_chunk(store: JobStore, admissions: Admissions, intake: Intake, submission: Submission, first: JobRecord,
+def admit_chunk(store: JobRecords, admissions: Admissions, intake: Intake, submission: Submission, first: JobRecord,
                 total: int, part: Callable[[int, int], list[JobRecord]], delivery: str, *,
                 seconds: float | None = None,
                 announce: Callable[[JobRecord, int], None] = lambda job, count: None) -> list[JobRecord]:
@@ -86,7 +86,7 @@ def as_decided(record: JobRecord, progress: AdmissionProgress) -> JobRecord:
                    submitted_at=progress.history[0].at, ended_at=ended)
 
 
-def follow(store: JobStore, written: list[JobRecord], was: AdmissionProgress,
+def follow(store: JobRecords, written: list[JobRecord], was: AdmissionProgress,
            now: AdmissionProgress) -> list[JobRecord]:
     """The decisions made on the group since `was` applied, in order, to the
     tasks this chunk wrote that are still as it wrote them. One that moved

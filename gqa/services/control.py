@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
 from ..models.job import JobRecord, JobState, Request, Transition
-from ..ports import Admissions, Change, Clock, JobStore, Waker
+from ..ports import Admissions, Change, Clock, JobRecords, Waker
 
 
 CHUNK = 5000    # jobs cancelled per transaction: a 100,000-task array never holds the store for long
@@ -22,7 +22,7 @@ class ControlResult:
 
 
 class ControlService:
-    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None,
+    def __init__(self, store: JobRecords, clock: Clock, waker: Waker | None = None,
                  admissions: Admissions | None = None):
         """`admissions`: where a large array still being admitted in chunks
         (AWS, services/chunked.py) is told what was decided on the whole group,

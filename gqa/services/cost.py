@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..models.errors import SpecError
-from ..ports import Clock, JobStore
+from ..ports import Clock, SchedulingInputs
 from ..scheduling.budget import period_of
 from ..scheduling.budget import running_cost
 
@@ -53,7 +53,7 @@ def check_period(period: str) -> str:
 
 
 class CostService:
-    def __init__(self, store: JobStore, clock: Clock):
+    def __init__(self, store: SchedulingInputs, clock: Clock):
         self.store, self.clock = store, clock
 
     def report(self, *, period: str | None = None, team: str | None = None) -> CostReport:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..models.errors import BackendUnavailable, NotFound, NotStarted, SpecError
 from ..models.job import JobRecord, JobState
-from ..ports import AttemptLog, JobLogs, JobStore
+from ..ports import AttemptLog, JobLogs, JobRecords
 from . import lookup
 
 DEFAULT_LIMIT = 1000
@@ -94,7 +94,7 @@ class Cursor:
 
 
 class LogService:
-    def __init__(self, store: JobStore, logs: JobLogs):
+    def __init__(self, store: JobRecords, logs: JobLogs):
         self.store, self.logs = store, logs
 
     def page(self, job_ref: str, attempt: int | None = None, token: str | None = None,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from ..models.errors import NotAdmitted, NotFound
 from ..models.job import JobRecord, group_of
-from ..ports import JobStore
+from ..ports import JobRecords
 
 
-def resolve(store: JobStore, ref: str) -> list[JobRecord]:
+def resolve(store: JobRecords, ref: str) -> list[JobRecord]:
     """store.resolve(ref); NotAdmitted where it finds nothing but ref's id was reserved."""
     try:
         return store.resolve(ref)
@@ -27,7 +27,7 @@ def resolve(store: JobStore, ref: str) -> list[JobRecord]:
                       "intake dead-letter queue")
 
 
-def awaiting_admission(store: JobStore, ref: str) -> bool:
+def awaiting_admission(store: JobRecords, ref: str) -> bool:
     """Whether ref, found nowhere in the store, names an id reserve_ids handed out."""
     group = group_of(ref)
     if not store.reserved(group):

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from ..models.batch_events import RUNNING, BatchJobEvent
 from ..models.errors import BackendUnavailable, Conflict, NotFound
 from ..models.job import JobRecord, JobState, id_order
-from ..ports import AttemptStatus, Clock, JobStore
+from ..ports import AttemptStatus, Clock, JobRecords
 from .reconcile import Action, ReconcileService, Reconciled, late_start
 
 log = logging.getLogger("gqa.overdue")
@@ -105,7 +105,7 @@ class OverdueCheck:
     What was asked when is kept in memory: a fresh container may ask once more
     than needed, never less."""
 
-    def __init__(self, store: JobStore, attempts: AttemptStatus, reconcile: ReconcileService, clock: Clock, *,
+    def __init__(self, store: JobRecords, attempts: AttemptStatus, reconcile: ReconcileService, clock: Clock, *,
                  quiet: float = QUIET, limit: int = PER_PASS):
         self.store, self.attempts, self.reconcile, self.clock = store, attempts, reconcile, clock
         self.quiet, self.limit = quiet, limit

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from ..models.deployment_shapes import ARN_PATTERN_RE, NAME_PATTERN_RE
 from ..models.errors import SpecError
 from ..models.spec import NAME_RE
-from ..ports import JobStore
+from ..ports import SchedulingInputs
 from ..scheduling.snapshot import Policy, TeamPolicy
 
 NO_CAP = -1
@@ -31,7 +31,7 @@ class QuotaView:
 
 
 class QuotaService:
-    def __init__(self, store: JobStore):
+    def __init__(self, store: SchedulingInputs):
         self.store = store
 
     def show(self) -> QuotaView:

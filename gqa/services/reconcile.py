@@ -39,7 +39,7 @@ from ..models.batch_events import RUNNING, BatchJobEvent, classify
 from ..models.errors import BackendUnavailable, Conflict
 from ..models.job import ALLOWED, JobRecord, JobState, transition
 from ..models.outcome import ExitKind
-from ..ports import Change, Exit, JobStore, Random, Waker
+from ..ports import Change, Exit, JobsAndSettings, Random, Waker
 from .settle import settle
 
 log = logging.getLogger("gqa.reconcile")
@@ -77,7 +77,7 @@ class ReconcileService:
     """`waker`, when given, is told whenever an attempt ends: its GPUs are free
     for the next scheduling pass, which need not wait for the next tick."""
 
-    def __init__(self, store: JobStore, rng: Random, waker: Waker | None = None):
+    def __init__(self, store: JobsAndSettings, rng: Random, waker: Waker | None = None):
         self.store, self.rng, self.waker = store, rng, waker
 
     def handle(self, event: BatchJobEvent) -> Reconciled:

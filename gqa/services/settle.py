@@ -5,10 +5,9 @@ settle through here, so a job ends the same way wherever it ran."""
 
 from __future__ import annotations
 
-from ..models.errors import Conflict
 from ..models.job import JobRecord
 from ..models.outcome import decide
-from ..ports import Change, Exit, Inventory, JobStore
+from ..ports import Change, Exit, Inventory, JobRecords, apply_all_else_each
 
 
 def settle(job: JobRecord, ended: Exit, *, at: float, started: float | None, draw: float,
@@ -46,20 +45,9 @@ def on_spot(job: JobRecord, inventory: Inventory | None) -> bool:
     return any(i in spot for i in job.assigned)
 
 
-def apply_holding(store: JobStore, changes: list[Change]) -> list[JobRecord]:
+def apply_holding(store: JobRecords, changes: list[Change]) -> list[JobRecord]:
     """Apply changes of different jobs in one transaction; if one of them no
     longer holds (its job moved meanwhile, e.g. it was cancelled, or the store
     refuses that job), apply the others one by one and skip the ones that do
     not hold. The jobs as written."""
-    if not changes:
-        return []
-    try:
-        return store.apply(changes)
-    except Conflict:
-        updated: list[JobRecord] = []
-        for change in changes:
-            try:
-                updated += store.apply([change])
-            except Conflict:
-                pass
-        return updated
+    return [job for job in apply_all_else_each(store.apply, changes) if job is not None]

@@ -4,20 +4,20 @@
 from collections import defaultdict
 from dataclasses import replace
 
-from ..ports import JobStore
+from ..ports import SchedulingInputs
 from ..scheduling import Snapshot
 from ..scheduling.budget import period_of, running_cost
 from ..scheduling.eta import expected_runtime, runtime_ratio
 
 
-def team_ratios(store: JobStore) -> dict[str, float]:
+def team_ratios(store: SchedulingInputs) -> dict[str, float]:
     samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for team, actual, limit in store.runtime_samples():
         samples[team].append((actual, limit))
     return {team: runtime_ratio(s) for team, s in samples.items()}
 
 
-def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None = None,
+def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] | None = None,
                   view: tuple[list, list] | None = None) -> Snapshot:
     """`view`: the store's scheduling_view() when the caller has just read it."""
     inventory = store.inventory()
@@ -36,7 +36,7 @@ def read_snapshot(store: JobStore, now: float, ratios: dict[str, float] | None =
                     memory=inventory.memory if inventory else None, spend=spend_now(store, running, gpus, now))
 
 
-def spend_now(store: JobStore, running, gpus, now: float) -> dict[str, float]:
+def spend_now(store: SchedulingInputs, running, gpus, now: float) -> dict[str, float]:
     """This period's spend per team: settled attempts plus what running ones have cost so far."""
     spend = dict(store.spend(period_of(now)))
     for team, cost in running_cost(running, gpus, now).items():

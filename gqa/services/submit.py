@@ -17,7 +17,7 @@ from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
-from ..ports import Admissions, Clock, Intake, Inventory, JobStore, Notifier, Submission, Waker
+from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notifier, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
 from ..scheduling.snapshot import Gpu, Policy
@@ -31,7 +31,7 @@ log = logging.getLogger("gqa.submit")
 
 
 class SubmitService:
-    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None, intake: Intake | None = None,
+    def __init__(self, store: JobsAndSettings, clock: Clock, waker: Waker | None = None, intake: Intake | None = None,
                  notifier: Notifier | None = None, spec_check: Callable[[JobSpec], str | None] | None = None,
                  admissions: Admissions | None = None):
         """`spec_check`: the backend's own limit on a spec (AWS Batch's job payload), checked

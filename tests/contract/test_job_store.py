@@ -1,6 +1,6 @@
 """The JobStore port's contract, run against every backend (see conftest.py).
 
-Only the protocol in gqa/ports.py is used here: what holds for one backend
+Only the protocol in gqa/ports is used here: what holds for one backend
 must hold for all of them."""
 
 from dataclasses import replace

@@ -46,7 +46,7 @@ from botocore.exceptions import ClientError
 
 from ...models.errors import BackendUnavailable, Conflict, NotFound, Rejected
 from ...models.job import JobRecord, JobState, transition
-from ...ports import Change, Inventory
+from ...ports import Change, Inventory, apply_all_else_each
 from ...scheduling.fairshare import with_running
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 from .. import settings_codec
@@ -449,19 +449,8 @@ class DynamoDBStore:
         applied change by change, skipping those that no longer hold."""
         applied: List[bool] = []
         for start in range(0, len(changes), EACH_CHUNK):
-            chunk = changes[start:start + EACH_CHUNK]
-            try:
-                self.apply(chunk)
-                applied += [True] * len(chunk)
-                continue
-            except (Conflict, NotFound):
-                pass
-            for change in chunk:
-                try:
-                    self.apply([change])
-                    applied.append(True)
-                except (Conflict, NotFound):
-                    applied.append(False)
+            done = apply_all_else_each(self.apply, changes[start:start + EACH_CHUNK], (Conflict, NotFound))
+            applied += [job is not None for job in done]
         return applied
 
     def _plan(self, changes: List[tuple[int, Change]], half_life: float, results: List[JobRecord | None],

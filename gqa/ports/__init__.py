@@ -1,0 +1,21 @@
+"""What the services need from the outside world. One adapter per backend
+implements each; services receive them, never import them. Grouped by
+concern: the job store (store.py), where attempts run (compute.py), the AWS
+intake (intake.py), alerts, logs and records (observe.py), triggers
+(triggers.py); every name is importable from here."""
+
+from .compute import AttemptStatus, Clock, Compute, Exit, FoundLaunch, LaunchLookup, Launched, Random, Waker
+from .intake import AdmissionProgress, Admissions, Intake, Submission
+from .observe import (AttemptLog, BudgetRecords, Checkpoints, GpuUtilization, JobLogs, LiveSpend, LogChunk, Metrics,
+                      Notifier)
+from .store import (Change, Inventory, JobRecords, JobsAndSettings, JobStore, QueueReads, SchedulingInputs, Settings,
+                    UsageLedger, apply_all_else_each)
+from .triggers import BurstTimer, Manifests, TriggerStore
+
+__all__ = [
+    "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BudgetRecords", "BurstTimer", "Change",
+    "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization", "Intake", "Inventory", "JobLogs",
+    "JobRecords", "JobsAndSettings", "JobStore", "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests",
+    "Metrics", "Notifier", "QueueReads", "Random", "SchedulingInputs", "Settings", "Submission", "TriggerStore",
+    "UsageLedger", "Waker", "apply_all_else_each",
+]

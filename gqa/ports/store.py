@@ -1,0 +1,183 @@
+"""The job store, split by concern: the job records and their guarded
+changes, the settings, the usage ledger, and what the control loop reads of
+the queue. A service asks for the narrowest of these it uses; `JobStore`
+combines them for the few that need all (the supervisor, the budget watch,
+queries). Each backend's store implements them all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from ..models.errors import Conflict
+from ..models.job import JobRecord, JobState
+from ..scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy
+
+
+@dataclass(frozen=True)
+class Change:
+    """One guarded change: move job `job_id` from `expect` to `to` (or, with
+    `to` None, update `fields` only while it is still in `expect`)."""
+
+    job_id: str
+    expect: JobState
+    to: JobState | None
+    reason: str
+    at: float
+    fields: dict | None = None
+    usage: float = 0.0   # GPU-seconds to add to the job's team in the same transaction
+    cost: float = 0.0    # money to add to the team's spend for the period of `at`, likewise
+
+
+@dataclass(frozen=True)
+class Inventory:
+    gpus: tuple[Gpu, ...]
+    cpus: int | None = None
+    memory: int | None = None
+
+
+class JobRecords(Protocol):
+    """Durable job records. Every state change is one atomic write guarded on
+    the current state: a stale writer gets Conflict, never a lost update."""
+
+    def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """Insert the jobs of one submission atomically, assigning ids and seq;
+        job.group == "" asks for a fresh group id (array tasks share it).
+        Jobs that arrive with an id (reserved by reserve_ids) are written under
+        it only if no job has it yet: a job that exists is left as it is, so a
+        redelivered submission is harmless. Returns the stored records."""
+
+    def reserve_ids(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """The jobs with id, group and seq assigned as create() would assign them,
+        reserved for good (never handed out again); nothing else is written."""
+
+    def reserved(self, group: str) -> bool:
+        """Whether reserve_ids (or create) has handed out this group id ("12";
+        an array's tasks are "12_0", "12_1", ...), its jobs recorded or not.
+        Reads the id counter only; False for an id the store never makes."""
+
+    def get(self, job_id: str) -> JobRecord: ...
+
+    def resolve(self, ref: str, *, history: bool = True) -> list[JobRecord]:
+        """A job id or a group id (array, sweep) -> its jobs; NotFound if none.
+        With history=False the records carry no transitions: far cheaper for
+        a big array (one read for the group, not one per job)."""
+
+    def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
+             limit: int | None = None, history: bool = False) -> list[JobRecord]:
+        """Jobs in submission order; with history=True each carries its transitions."""
+
+    def state_counts(self) -> dict[JobState, int]:
+        """How many jobs are in each state; states with none are left out."""
+
+    def apply(self, changes: list[Change]) -> list[JobRecord]:
+        """Apply state changes in one transaction; each is guarded on the
+        state it expects. Raises Conflict (and applies nothing) on a mismatch.
+        A change's `usage` is added to its team's decayed usage atomically."""
+
+    def record_start(self, job_id: str, attempt: int, token: str, started_at: float,
+                     reason: str) -> JobRecord | None:
+        """Record that attempt `attempt` (launched as `token`, the proc_token)
+        started at `started_at`: STARTING -> RUNNING with `reason`, started_at
+        set, exit_code and signal cleared, in one write that reads nothing
+        first. Applies only while the job is STARTING on that attempt and
+        token; else changes nothing and returns None (a duplicate, a late
+        event, a job that moved or is unknown, or one the backend must first
+        read to write: the caller then reads and decides). Returns the record
+        as apply() would (the recent history at least)."""
+
+    def apply_each(self, changes: list[Change]) -> list[bool]:
+        """Apply each change that still holds and skip the others: each is
+        guarded on the state it expects, as in apply(), but a job that moved on
+        (or is gone) leaves the rest to apply. Whether each applied. For many
+        jobs at once (a big array's cancel): as few transactions as the backend
+        allows, and nothing is read back."""
+
+
+class Settings(Protocol):
+    """The GPUs the queue schedules over, the policy, and each team's quotas and members."""
+
+    def inventory(self) -> Inventory | None: ...
+
+    def set_inventory(self, inventory: Inventory) -> None: ...
+
+    def policy(self) -> Policy: ...
+
+    def set_policy(self, policy: Policy) -> None: ...
+
+    def teams(self) -> dict[str, TeamPolicy]: ...
+
+    def set_team(self, team: str, policy: TeamPolicy) -> None: ...
+
+    def team_members(self) -> dict[str, tuple[str, ...]]:
+        """Each team's member patterns (users, IAM ARN patterns, @groups); teams with none left out."""
+
+    def set_team_members(self, team: str, members: tuple[str, ...]) -> None:
+        """Replace a team's members; a team not configured yet gets the default policy."""
+
+
+class UsageLedger(Protocol):
+    """What teams used and spent: written by the changes that carry `usage`
+    and `cost` (JobRecords.apply), read here."""
+
+    def usage(self, now: float, half_life: float) -> dict[str, float]:
+        """Decayed GPU-seconds per team as of now, running jobs counted as they run."""
+
+    def spend(self, period: str) -> dict[str, float]:
+        """Money spent per team in a budget period (finished attempts)."""
+
+
+class QueueReads(Protocol):
+    """What the control loop reads of the queue each turn."""
+
+    def scheduling_view(self) -> tuple[list[PendingJob], list[RunningJob]]:
+        """QUEUED and HELD jobs as the scheduler sees them, and the jobs holding GPUs."""
+
+    def with_requests(self) -> list[JobRecord]:
+        """Active jobs whose owner asked for a cancel or requeue not yet carried out."""
+
+    def next_wakeup(self) -> float | None:
+        """The earliest not_before of a job in RETRY_WAIT."""
+
+    def due_retries(self, now: float) -> list[JobRecord]: ...
+
+    def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:
+        """(team, actual run time, wall-time limit) of recent successful jobs that had a limit."""
+
+
+class JobsAndSettings(JobRecords, Settings, Protocol):
+    """Jobs written against the settings: submission, reconciliation."""
+
+
+class SchedulingInputs(Settings, UsageLedger, QueueReads, Protocol):
+    """What a scheduling snapshot, a cost estimate or a quota view reads."""
+
+
+class JobStore(JobRecords, Settings, UsageLedger, QueueReads, Protocol):
+    """The whole store, for the services that need every part of it."""
+
+
+R = TypeVar("R")
+
+
+def apply_all_else_each(apply: Callable[[list[Change]], list[R]], changes: list[Change],
+                        skip: tuple[type[Exception], ...] = (Conflict,)) -> list[R | None]:
+    """Apply the changes of different jobs in one transaction; if one of them
+    no longer holds (`skip`: its job moved meanwhile, or the store refuses
+    it), apply the others one by one and skip those that do not hold. Per
+    change, what `apply` returned for it, or None where it was skipped."""
+    if not changes:
+        return []
+    try:
+        return list(apply(changes))
+    except skip:
+        pass
+    out: list[R | None] = []
+    for change in changes:
+        try:
+            [result] = apply([change])
+        except skip:
+            result = None
+        out.append(result)
+    return out
