@@ -148,11 +148,11 @@ def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int =
     with deployment(now=time.time(), session=session, pools=pools) as world:
         # cold starts: each function's container builds its wiring once
         calls.phase = "cold start"
-        dispatcher = world.dispatch.dispatcher()
+        dispatcher = world.dispatch.container()
         answer_submit_job(dispatcher.compute.client)
-        world.admit.admission()
-        world.reconcile.service()
-        world.api.wiring()
+        world.admit.container()
+        world.reconcile.container()
+        world.api.container()
         batch = FakeBatch(dispatcher.compute.client)
 
         def dispatch(phase: str) -> None:

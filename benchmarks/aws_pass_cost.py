@@ -90,7 +90,7 @@ def measure(queued: int) -> list[tuple[str, float, int, float]]:
     out = []
     with deployment(now=time.time(), session=session, pools=(Pool("a10g", spot=True, max_gpus=GPUS, price=0.4),)) \
             as world:
-        world.dispatch.dispatcher()                  # the cold start on an empty table
+        world.dispatch.container()                  # the cold start on an empty table
         client = world.client("dynamodb")
         fill(client, queued, GPUS, world.clock.now())
         writer = DynamoDBStore(client, NAMES)

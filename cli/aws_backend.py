@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
+from gqa import settings_codec
+from gqa.http import wire
 from gqa.models.errors import BackendUnavailable
-from gqa.services import wire
 
 # On AWS a job's environment is its image's plus its spec's env: the shell's
 # environment of a laptop (credentials among it) is not sent.
@@ -60,7 +61,7 @@ class Control:
 
 
 def _pages(api: Any, path: str, query: dict[str, Any] | None = None) -> list[dict]:
-    """Every page of a paged listing (gqa.services.paging): each answer's
+    """Every page of a paged listing (gqa.http.paging): each answer's
     `next` asks for the one after, until it is null."""
     pages, token, seen = [], None, set()
     while True:
@@ -107,7 +108,7 @@ class Quota:
         from urllib.parse import quote
 
         data = self.api.call("PUT", f"/quota/teams/{quote(team, safe='')}", body=wire.changes_to_dict(changes))
-        return _decode(lambda d: wire.team_policy_from_dict(d["policy"]), data)
+        return _decode(lambda d: settings_codec.team_policy_from_dict(d["policy"]), data)
 
     def set_members(self, team: str, members: list[str]):
         from urllib.parse import quote
@@ -117,7 +118,7 @@ class Quota:
 
     def set_policy(self, **changes):
         data = self.api.call("PUT", "/quota/policy", body=wire.changes_to_dict(changes))
-        return _decode(wire.policy_from_dict, data)
+        return _decode(settings_codec.policy_from_dict, data)
 
 
 @dataclass

@@ -105,7 +105,7 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
 def as_submitted(answer):
     """A backend's answer to a submission as wire.Submitted: the API answers
     one; the local store's submitter gives the records themselves."""
-    from gqa.services.wire import Submitted
+    from gqa.http.wire import Submitted
 
     return answer if isinstance(answer, Submitted) else Submitted.of(answer)
 

@@ -9,7 +9,6 @@ machine, and each request is authorised as on AWS."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -30,11 +29,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def inventory_of(text: str):
-    from gqa.ports import Inventory
-    from gqa.scheduling.snapshot import Gpu
+    from gqa.settings_codec import inventory_from
 
-    data = json.loads(text)
-    return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
+    return inventory_from(text)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@ user of the socket's peer credentials (daemon/callers.py).
 
     GET  /whoami
     POST /jobs                       {"spec", "environment"} -> 201 {group, jobs, records}
-    GET  /jobs/{ref}?limit&next      a page of the jobs (gqa.services.paging)
+    GET  /jobs/{ref}?limit&next      a page of the jobs (gqa.http.paging)
     GET  /queue?group&explain&limit&next
     POST /jobs/{refs}/cancel|requeue|approve|deny   ({"reason"} for deny)
     GET  /jobs/{id}/logs?attempt&token&limit        its owner and admins
@@ -27,9 +27,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
+from gqa import settings_codec
+from gqa.http import paging, wire
 from gqa.models.errors import BackendUnavailable, GqaError, NotFound, SpecError
 from gqa.models.loader import validate
-from gqa.services import paging, wire
 from gqa.services.access import Action, LocalAccess, Principal, authorize
 from gqa.services.api_errors import error_body, status_of
 from gqa.services.logs import DEFAULT_LIMIT as LOG_LIMIT
@@ -216,7 +217,7 @@ class Router:
         changes = wire.changes_from_dict(request.json(), wire.TEAM_CHANGES)
         policy = self.wiring.quota().set(team, **changes)
         log.info("%s set team %s: %s", who.owner, team, changes)
-        return 200, {"team": team, "policy": wire.team_policy_to_dict(policy)}
+        return 200, {"team": team, "policy": settings_codec.team_policy_to_dict(policy)}
 
     def set_members(self, who: Principal, request: Request, team: str) -> Answer:
         authorize(who, Action.SET_QUOTA)
@@ -230,7 +231,7 @@ class Router:
         changes = wire.changes_from_dict(request.json(), wire.POLICY_CHANGES)
         policy = self.wiring.quota().set_policy(**changes)
         log.info("%s set the queue policy: %s", who.owner, changes)
-        return 200, wire.policy_to_dict(policy)
+        return 200, settings_codec.policy_to_dict(policy)
 
     def cost(self, who: Principal, request: Request) -> Answer:
         authorize(who, Action.READ)

@@ -104,7 +104,7 @@ def build() -> Admission:
 
 
 @cache
-def admission() -> Admission:
+def container() -> Admission:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
     return build()
@@ -123,7 +123,7 @@ def record_handler(record: SQSRecord) -> Counter[tuple[int, JobState]]:
                        job_ids=f"{ids[0]}..{ids[-1]} ({len(ids)})" if len(ids) > 1 else list(ids))
     logger.set_correlation_id(submission.job_ids[0] if submission.job_ids else None)
     try:
-        jobs = admission().service.admit(submission, delivery=record.message_id, seconds=_seconds_left())
+        jobs = container().service.admit(submission, delivery=record.message_id, seconds=_seconds_left())
     except SpecError as exc:
         # consumed: the same message would be refused again on every delivery
         logger.warning("consumed a submission that cannot be admitted",
@@ -159,7 +159,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     global _context
     _context = context
     _queued.clear()
-    wiring = admission()
+    wiring = container()
     records = event.get("Records", [])
     fifo = any(str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records)
     # every record reported on its own, even when all failed: SQS redelivers exactly those

@@ -36,11 +36,11 @@ from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sns_notifier import SnsNotifier
 from gqa.adapters.aws.sqs_intake import SqsIntake
+from gqa.adapters.aws.wakeups import WakeDispatcher
 from gqa.adapters.clock import SystemClock
 from gqa.models.errors import BackendUnavailable, Conflict
 from gqa.services.budget_watch import BudgetWatch
 from lambdas import environment
-from lambdas.reconcile import WakeDispatcher
 
 logger = Logger(service="gqa-budget")
 
@@ -66,7 +66,7 @@ def build() -> Watch:
 
 
 @cache
-def watch() -> Watch:
+def container() -> Watch:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
     return build()
@@ -78,7 +78,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("id"):
         logger.set_correlation_id(trigger.get_id)
     try:
-        tick = watch().service.tick()
+        tick = container().service.tick()
     except (BackendUnavailable, Conflict):
         logger.exception("budget tick failed; it will be retried")
         raise

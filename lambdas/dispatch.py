@@ -141,7 +141,7 @@ def build() -> Dispatcher:
 
 
 @cache
-def dispatcher() -> Dispatcher:
+def container() -> Dispatcher:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
     return build()
@@ -151,7 +151,7 @@ def dispatcher() -> Dispatcher:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # an SQS batch carries Records; a schedule is one EventBridge event: both mean "a pass now"
     trigger = "wakeup" if "Records" in event else str(event.get("detail-type", "schedule"))
-    wiring = dispatcher()
+    wiring = container()
     began = time.monotonic()
     changed = wakeups.named(event["Records"]) if trigger == "wakeup" else None
     report = wiring.pass_report(repair=trigger != "wakeup", changed=changed)

@@ -40,7 +40,7 @@ attempt already settled."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -49,11 +49,11 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.parser import ValidationError, parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
-from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.job_events import MalformedEvent, event_from
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.sqs_intake import SqsIntake
+from gqa.adapters.aws.wakeups import WakeDispatcher
 from gqa.models.errors import BackendUnavailable, Conflict, NotFound
 from gqa.ports import Metrics
 from gqa.services import telemetry
@@ -69,31 +69,29 @@ SETTINGS_KEPT = 15 * 60.0
 logger = Logger(service="gqa-reconcile")
 
 
-class WakeDispatcher:
-    """The Waker port over the dispatcher's wake-up queue."""
+@dataclass(frozen=True)
+class Reconciler:
+    """What one container wires once: the service and the metrics."""
 
-    def __init__(self, intake: SqsIntake, store: DynamoDBStore | None = None):
-        self.intake, self.store = intake, store   # the store: what it just wrote rides the wake-up
-
-    def wake(self, jobs: Iterable[str] = ()) -> None:
-        jobs = list(jobs)
-        wakeups.send(self.intake, jobs, self.store.wakeup_items(jobs) if self.store else None)
+    service: ReconcileService
+    metrics: Metrics
 
 
-@cache
-def service() -> ReconcileService:
-    """Built once per container: the clients' connections and credentials are
-    reused by every invocation the container serves."""
+def build() -> Reconciler:
     names = environment.table_names()
     wakeup = environment.wakeup_url()
     store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
+    # a failed wake-up is raised: the event is retried, and its settlement found already made
     waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup), store) if wakeup else None
-    return ReconcileService(store, random.Random(), waker)
+    return Reconciler(ReconcileService(store, random.Random(), waker),
+                      make_metrics(namespace="gqa", service="gqa-reconcile"))
 
 
 @cache
-def metrics() -> Metrics:
-    return make_metrics(namespace="gqa", service="gqa-reconcile")
+def container() -> Reconciler:
+    """Built once per container: the clients' connections and credentials are
+    reused by every invocation the container serves."""
+    return build()
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -114,14 +112,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     logger.append_keys(job_id=batch_event.job_id, attempt=batch_event.attempt,
                        batch_job_id=batch_event.batch_job_id, batch_status=batch_event.status)
     try:
-        result = service().handle(batch_event)
+        wiring = container()
+        result = wiring.service.handle(batch_event)
     except NotFound:
         logger.warning("dropped an event for a job gqa does not know")
         return {"action": "dropped", "job_id": batch_event.job_id, "reason": "no such job"}
     except (BackendUnavailable, Conflict):
         logger.exception("could not apply the event; it will be retried")
         raise
-    telemetry.settlement(metrics(), result)
+    telemetry.settlement(wiring.metrics, result)
     logger.info("reconciled", extra={"action": result.action.value, "state": result.job.state.value,
                                      "reason": result.reason})
     return {"action": result.action.value, "job_id": result.job.id, "state": result.job.state.value,

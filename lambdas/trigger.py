@@ -49,6 +49,7 @@ queue, and the next object for that trigger closes the overdue burst)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -77,26 +78,34 @@ OBJECT_CREATED = "Object Created"
 logger = Logger(service="gqa-trigger")
 
 
-@cache
-def metrics() -> Metrics:
-    return make_metrics(namespace="gqa", service="gqa-trigger")
+@dataclass(frozen=True)
+class Triggers:
+    """What one container wires once: the service and the metrics."""
+
+    service: TriggerService
+    metrics: Metrics
 
 
-@cache
-def service() -> TriggerService:
-    """Built once per container: the clients' connections and credentials are
-    reused by every invocation the container serves."""
+def build() -> Triggers:
     names = environment.table_names()
     dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
     clock = SystemClock()
     intake = SqsIntake(sqs, environment.intake_urls(), environment.wakeup_url() or "")
     bucket = environment.manifest_bucket()
     jobs = DynamoDBStore(dynamodb, names)
-    return TriggerService(DynamoDBTriggerStore(dynamodb, names), clock,
-                          timer=SqsBurstTimer(sqs, environment.trigger_timer_url()),
-                          submitter=SubmitService(jobs, clock), intake=intake,
-                          manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None,
-                          access=environment.access(), members=jobs)
+    service = TriggerService(DynamoDBTriggerStore(dynamodb, names), clock,
+                             timer=SqsBurstTimer(sqs, environment.trigger_timer_url()),
+                             submitter=SubmitService(jobs, clock), intake=intake,
+                             manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None,
+                             access=environment.access(), members=jobs)
+    return Triggers(service, make_metrics(namespace="gqa", service="gqa-trigger"))
+
+
+@cache
+def container() -> Triggers:
+    """Built once per container: the clients' connections and credentials are
+    reused by every invocation the container serves."""
+    return build()
 
 
 @cache
@@ -125,7 +134,7 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
         return {"action": "dropped", "reason": "malformed event"}
     logger.append_keys(bucket=obj.bucket, key=obj.key)
     try:
-        counted = service().on_object(obj, places())
+        counted = container().service.on_object(obj, places())
     except (BackendUnavailable, Conflict):
         logger.exception("could not count the object; the event will be retried")
         raise
@@ -135,8 +144,9 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
     for c in ignored:   # worth a look: its owner should remove it, or the deployment file allow it again
         logger.warning("ignored a trigger that may no longer watch here",
                        extra={"trigger_id": c.trigger_id, "reason": c.ignored})
-    telemetry.objects_counted(metrics(), sum(c.kind is not None for c in counted))
-    telemetry.emit(metrics(), [("TriggerObjectsIgnored", telemetry.COUNT, len(ignored))] if ignored else [])
+    metrics = container().metrics
+    telemetry.objects_counted(metrics, sum(c.kind is not None for c in counted))
+    telemetry.emit(metrics, [("TriggerObjectsIgnored", telemetry.COUNT, len(ignored))] if ignored else [])
     logger.info("counted", extra={"triggers": results})
     action = "counted" if len(ignored) < len(counted) else "ignored" if ignored else "no trigger matches"
     return {"action": action, "triggers": results}
@@ -147,9 +157,10 @@ def _timers(event: dict[str, Any], context: Any) -> dict[str, Any]:
     with processor(records=event["Records"], handler=_close_one, lambda_context=context):
         outcomes = processor.process()
     done = [result for status, result, _ in outcomes if status == "success"]
-    telemetry.bursts_closed(metrics(), (result["action"] for result in done))
+    metrics = container().metrics
+    telemetry.bursts_closed(metrics, (result["action"] for result in done))
     refused = sum(bool(result.get("not_permitted")) for result in done)
-    telemetry.emit(metrics(), [("TriggerBurstsNotPermitted", telemetry.COUNT, refused)] if refused else [])
+    telemetry.emit(metrics, [("TriggerBurstsNotPermitted", telemetry.COUNT, refused)] if refused else [])
     return processor.response()
 
 
@@ -162,7 +173,7 @@ def _close_one(record: SQSRecord) -> dict[str, Any]:
                                                                   "reason": str(exc)})
         return {"action": "dropped"}
     logger.append_keys(trigger_id=trigger_id, burst_id=burst_id)
-    closed = service().close(trigger_id, burst_id, places())
+    closed = container().service.close(trigger_id, burst_id, places())
     if closed.jobs:
         logger.set_correlation_id(closed.jobs[0])
     # a dropped burst (its trigger removed, its job no longer valid) is worth a look: a warning

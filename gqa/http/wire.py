@@ -25,13 +25,14 @@ from ..models.errors import SpecError
 from ..models.expand import index_runs, run_indices
 from ..models.job import JobRecord, JobState, Request, Transition
 from ..models.trigger import Trigger
-from ..scheduling.snapshot import Factors, Policy, TeamPolicy, Weights
-from .access import Principal, roles_text
-from .control import ControlResult
-from .cost import CostReport, TeamCost
+from ..scheduling.snapshot import Factors, Weights
+from ..services.access import Principal, roles_text
+from ..services.control import ControlResult
+from ..services.cost import CostReport, TeamCost
+from ..services.queries import QueueEntry, QueueView
+from ..services.quota import QuotaView, TeamQuota
+from ..settings_codec import policy_from_dict, policy_to_dict, team_policy_from_dict, team_policy_to_dict
 from .paging import Page
-from .queries import QueueEntry, QueueView
-from .quota import QuotaView, TeamQuota
 
 WITHHELD = ("spec_json", "submit_env")
 _JOB_FIELDS = {f.name for f in fields(JobRecord)}
@@ -216,31 +217,6 @@ def results_from_dict(data: dict[str, Any]) -> list[ControlResult]:
 
 
 # -- quotas and policy ------------------------------------------------------------------------------
-def team_policy_to_dict(policy: TeamPolicy) -> dict[str, Any]:
-    return asdict(policy)
-
-
-def team_policy_from_dict(data: dict[str, Any]) -> TeamPolicy:
-    known = {f.name for f in fields(TeamPolicy)}
-    return TeamPolicy(**{k: v for k, v in data.items() if k in known})
-
-
-def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    data = asdict(policy)
-    return data
-
-
-def policy_from_dict(data: dict[str, Any]) -> Policy:
-    known = {f.name for f in fields(Policy)}
-    values = {k: v for k, v in data.items() if k in known}
-    values["weights"] = Weights(**data["weights"])
-    values["default_team"] = team_policy_from_dict(data["default_team"])
-    for name, value in values.items():      # JSON has no tuples (preempt_tiers, budget_alerts)
-        if isinstance(value, list):
-            values[name] = tuple(value)
-    return Policy(**values)
-
-
 def quota_to_dict(view: QuotaView) -> dict[str, Any]:
     return {"teams": [{"team": t.team, "policy": team_policy_to_dict(t.policy), "gpus_in_use": t.gpus_in_use,
                        "configured": t.configured, "members": list(t.members)} for t in view.teams],

@@ -43,7 +43,7 @@ SpecError, 401 NotAuthenticated (no identity), 403 NotPermitted, 404
 NotFound, 409 Conflict / InvalidTransition, 422 Rejected, 503
 BackendUnavailable; anything else 500 "InternalError", logged.
 
-The two long listings answer in pages (gqa.services.paging: up to 1,000 jobs
+The two long listings answer in pages (gqa.http.paging: up to 1,000 jobs
 a page, the default; Lambda answers in at most 6 MB): pass the previous
 page's `next` to read on; it is null on the last page. A queue page is cut
 from a whole scheduling pass, so positions and reasons are the whole queue's.
@@ -65,7 +65,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from gqa.models.errors import GqaError, NotFound
 from gqa.services.api_errors import status_of
 from lambdas.api import code, jobs, logs, quota, triggers  # noqa: F401  (importing them registers their routes)
-from lambdas.api.container import logger, wiring  # noqa: F401  (wiring: tests and benchmarks reset and read it)
+from lambdas.api.container import container, logger  # noqa: F401  (container: tests and benchmarks reset and read it)
 from lambdas.api.request import app
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from gqa.adapters.aws.code_store import location
 from gqa.services.access import Action, authorize
-from lambdas.api.container import wiring
+from lambdas.api.container import container
 from lambdas.api.request import app, caller
 
 
 @app.get("/code")
 def code() -> dict[str, Any]:
     authorize(caller(), Action.SUBMIT)
-    return location(wiring().code.bucket)
+    return location(container().code.bucket)

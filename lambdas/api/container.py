@@ -30,14 +30,12 @@ after `gqa quota set` shows it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
 import boto3
 from aws_lambda_powertools import Logger
 
-from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.admissions import DynamoDBAdmissions
 from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
 from gqa.adapters.aws.batch_payload import payload_problem
@@ -45,6 +43,7 @@ from gqa.adapters.aws.code_store import S3CodeStore
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
+from gqa.adapters.aws.wakeups import WakeDispatcher
 from gqa.adapters.clock import SystemClock
 from gqa.services.access import AccessPolicy
 from gqa.services.control import ControlService
@@ -57,22 +56,6 @@ from gqa.services.triggers import TriggerService
 from lambdas import environment
 
 logger = Logger(service="gqa-api")
-
-
-class WakeDispatcher:
-    """The Waker port over the wake-up queue. The change it follows is already
-    stored: a failed wake-up is logged, not reported (the dispatcher's schedule
-    carries the change out at its next tick)."""
-
-    def __init__(self, intake: SqsIntake, store: DynamoDBStore | None = None):
-        self.intake, self.store = intake, store   # the store: what it just wrote rides the wake-up
-
-    def wake(self, jobs: Iterable[str] = ()) -> None:
-        jobs = list(jobs)
-        try:
-            wakeups.send(self.intake, jobs, self.store.wakeup_items(jobs) if self.store else None)
-        except Exception:
-            logger.exception("could not wake the dispatcher")
 
 
 @dataclass(frozen=True)
@@ -95,7 +78,10 @@ class Wiring:
         return payload_problem(spec) or self.code.missing(spec)
 
     def control(self) -> ControlService:
-        return ControlService(self.store, self.clock, WakeDispatcher(self.intake, self.store), self.admissions())
+        # the change is stored before the wake-up: a failed one is logged, not answered (the schedule carries it out)
+        waker = WakeDispatcher(self.intake, self.store,
+                               on_error=lambda: logger.exception("could not wake the dispatcher"))
+        return ControlService(self.store, self.clock, waker, self.admissions())
 
     def queries(self) -> QueryService:
         return QueryService(self.store, self.clock, self.admissions())
@@ -131,7 +117,7 @@ def build() -> Wiring:
 
 
 @cache
-def wiring() -> Wiring:
+def container() -> Wiring:
     """Built once per container: the clients' connections and credentials are
     reused by every invocation the container serves."""
     return build()

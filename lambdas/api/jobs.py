@@ -8,12 +8,12 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
+from gqa.http import paging, wire
 from gqa.models.errors import SpecError
 from gqa.models.loader import validate
-from gqa.services import paging, wire
 from gqa.services.access import Action, authorize
 from lambdas.api import listings
-from lambdas.api.container import logger, wiring
+from lambdas.api.container import container, logger
 from lambdas.api.request import app, body, caller, flag, jobs_named, number, query, refs_of
 
 
@@ -28,7 +28,7 @@ def submit() -> Response:
     raw, environment = wire.submission_from_dict(body())
     spec = validate(raw, source="request")
     authorize(who, Action.SUBMIT)
-    jobs = wiring().submitter().accept(spec, owner=who.owner, environment=environment, caller=who)
+    jobs = container().submitter().accept(spec, owner=who.owner, environment=environment, caller=who)
     if jobs:
         logger.set_correlation_id(jobs[0].group)
     logger.info("accepted", extra={"job_ids": f"{jobs[0].id}..{jobs[-1].id} ({len(jobs)})" if len(jobs) > 1
@@ -42,8 +42,8 @@ def status(ref: str) -> dict[str, Any]:
     logger.set_correlation_id(ref)
     limit, after = paging.check_limit(number("limit")), paging.after_of("jobs", query("next"))
     # the group is read once for all its pages (listings.py); how many are still being admitted, each page
-    view_id, jobs = listings.groups.get(ref, paging.view_of(query("next")), lambda: wiring().queries().jobs(ref))
-    admitting = wiring().queries().admitting(ref)
+    view_id, jobs = listings.groups.get(ref, paging.view_of(query("next")), lambda: container().queries().jobs(ref))
+    admitting = container().queries().admitting(ref)
     page = paging.page_of(jobs, lambda j: j.seq, limit=limit, after=after)
     return wire.jobs_page_to_dict(page, paging.token("jobs", page.next, view_id), admitting)
 
@@ -55,7 +55,7 @@ def queue() -> dict[str, Any]:
     limit, after = paging.check_limit(number("limit")), paging.after_of("queue", query("next"))
     group = query("group")
     view_id, view = listings.queues.get(group, paging.view_of(query("next")),
-                                        lambda: wiring().queries().queue(group=group))
+                                        lambda: container().queries().queue(group=group))
     page = paging.page_of(view.pending, lambda e: e.job.seq, limit=limit, after=after)
     return wire.queue_page_to_dict(view, page, paging.token("queue", page.next, view_id), first=after is None,
                                    explain=explain)
@@ -65,21 +65,21 @@ def queue() -> dict[str, Any]:
 def cancel(refs: str) -> dict[str, Any]:
     who, named = caller(), refs_of(refs)
     authorize(who, Action.CANCEL, jobs_named(named))
-    return _done("cancel", wiring().control().cancel(named))
+    return _done("cancel", container().control().cancel(named))
 
 
 @app.post("/jobs/<refs>/requeue")
 def requeue(refs: str) -> dict[str, Any]:
     who, named = caller(), refs_of(refs)
     authorize(who, Action.REQUEUE, jobs_named(named))
-    return _done("requeue", wiring().control().requeue(named))
+    return _done("requeue", container().control().requeue(named))
 
 
 @app.post("/jobs/<refs>/approve")
 def approve(refs: str) -> dict[str, Any]:
     who, named = caller(), refs_of(refs)
     authorize(who, Action.APPROVE)
-    return _done("approve", wiring().control().approve(named, caller=who.owner))
+    return _done("approve", container().control().approve(named, caller=who.owner))
 
 
 @app.post("/jobs/<refs>/deny")
@@ -90,7 +90,7 @@ def deny(refs: str) -> dict[str, Any]:
     reason = request.get("reason", "") if isinstance(request, dict) else None
     if not isinstance(reason, str):
         raise SpecError('the request body must be {"reason": "..."} or empty')
-    return _done("deny", wiring().control().deny(named, caller=who.owner, reason=reason))
+    return _done("deny", container().control().deny(named, caller=who.owner, reason=reason))
 
 
 def _done(verb: str, results) -> dict[str, Any]:

@@ -5,33 +5,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from gqa.services import wire
+from gqa import settings_codec
+from gqa.http import wire
 from gqa.services.access import Action, authorize
 from gqa.services.quota import wire_members
-from lambdas.api.container import logger, wiring
+from lambdas.api.container import container, logger
 from lambdas.api.request import app, body, caller, query
 
 
 @app.get("/quota")
 def quota() -> dict[str, Any]:
     authorize(caller(), Action.READ)
-    return wire.quota_to_dict(wiring().quota().show())
+    return wire.quota_to_dict(container().quota().show())
 
 
 @app.put("/quota/teams/<team>")
 def set_team(team: str) -> dict[str, Any]:
     authorize(caller(), Action.SET_QUOTA)
     changes = wire.changes_from_dict(body(), wire.TEAM_CHANGES)
-    policy = wiring().quota().set(team, **changes)
+    policy = container().quota().set(team, **changes)
     logger.info("team quota set", extra={"team": team, "changes": changes})
-    return {"team": team, "policy": wire.team_policy_to_dict(policy)}
+    return {"team": team, "policy": settings_codec.team_policy_to_dict(policy)}
 
 
 @app.put("/quota/teams/<team>/members")
 def set_members(team: str) -> dict[str, Any]:
     authorize(caller(), Action.SET_QUOTA)
     members = wire_members(body())
-    listed = wiring().quota().set_members(team, members)
+    listed = container().quota().set_members(team, members)
     logger.info("team members set", extra={"team": team, "members": list(listed)})
     return {"team": team, "members": list(listed)}
 
@@ -40,12 +41,12 @@ def set_members(team: str) -> dict[str, Any]:
 def set_policy() -> dict[str, Any]:
     authorize(caller(), Action.SET_POLICY)
     changes = wire.changes_from_dict(body(), wire.POLICY_CHANGES)
-    policy = wiring().quota().set_policy(**changes)
+    policy = container().quota().set_policy(**changes)
     logger.info("queue policy set", extra={"changes": {k: str(v) for k, v in changes.items()}})
-    return wire.policy_to_dict(policy)
+    return settings_codec.policy_to_dict(policy)
 
 
 @app.get("/cost")
 def cost() -> dict[str, Any]:
     authorize(caller(), Action.READ)
-    return wire.cost_to_dict(wiring().cost().report(period=query("period"), team=query("team")))
+    return wire.cost_to_dict(container().cost().report(period=query("period"), team=query("team")))

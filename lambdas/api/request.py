@@ -11,14 +11,14 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from gqa.models.errors import SpecError
 from gqa.services.access import Principal
-from lambdas.api.container import logger, wiring
+from lambdas.api.container import container, logger
 
 app = APIGatewayRestResolver()
 
 
 def caller() -> Principal:
     identity = app.current_event.request_context.identity
-    principal = wiring().access.principal(identity.user_arn, identity.account_id)
+    principal = container().access.principal(identity.user_arn, identity.account_id)
     logger.append_keys(caller=principal.owner)
     return principal
 
@@ -67,5 +67,5 @@ def refs_of(path: str) -> list[str]:
 
 
 def jobs_named(refs: list[str]):
-    queries = wiring().queries()
+    queries = container().queries()
     return [job for ref in refs for job in queries.jobs(ref)]

@@ -12,14 +12,14 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
+from gqa.http import wire
 from gqa.models.errors import SpecError
 from gqa.models.loader import validate
 from gqa.models.trigger import Trigger, parse_debounce
-from gqa.services import wire
 from gqa.services.access import Action, Principal, authorize, sees_private
 from gqa.services.teams import for_team
 from lambdas import environment
-from lambdas.api.container import logger, wiring
+from lambdas.api.container import container, logger
 from lambdas.api.request import app, body, caller, query
 
 TRIGGER_FIELDS = ("bucket", "prefix", "suffix", "spec", "debounce")
@@ -44,9 +44,9 @@ def add_trigger() -> Response:
         raise SpecError('debounce must be seconds or a duration such as "2m"')
     spec = validate(request["spec"], source="the trigger's job")
     authorize(who, Action.ADD_TRIGGER)
-    spec = for_team(wiring().store, spec, who)     # its jobs are the owner's: the owner's team, checked now
+    spec = for_team(container().store, spec, who)     # its jobs are the owner's: the owner's team, checked now
     # the ARN API Gateway verified goes with it: the trigger function judges the owner's rights again at each burst
-    trigger = wiring().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
+    trigger = container().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
                                       suffix=suffix, places=environment.trigger_places(), owner_arn=who.arn)
     logger.info("trigger added", extra={"trigger_id": trigger.id, "watches": trigger.describe()})
     return Response(201, content_types.APPLICATION_JSON, json.dumps(_trigger(who, trigger)))
@@ -56,13 +56,13 @@ def add_trigger() -> Response:
 def list_triggers() -> dict[str, Any]:
     who = caller()
     authorize(who, Action.READ_TRIGGERS)
-    return {"triggers": [_trigger(who, t) for t in wiring().triggers().list(owner=query("owner"))]}
+    return {"triggers": [_trigger(who, t) for t in container().triggers().list(owner=query("owner"))]}
 
 
 @app.delete("/triggers/<trigger_id>")
 def remove_trigger(trigger_id: str) -> dict[str, Any]:
     who = caller()
-    service = wiring().triggers()
+    service = container().triggers()
     authorize(who, Action.REMOVE_TRIGGER, [service.get(trigger_id)])
     removed = service.remove(trigger_id)
     logger.info("trigger removed", extra={"trigger_id": trigger_id, "watched": removed.describe()})

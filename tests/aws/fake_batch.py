@@ -28,12 +28,12 @@ from gqa.adapters.aws.batch_logs import DEFAULT_GROUP
 from gqa.adapters.aws.resources import Pool, QueueUrls
 from gqa.adapters.aws.tables import TableNames
 from gqa.adapters.clock import SystemClock
+from gqa.http import wire
 from gqa.models import errors
 from gqa.models.job import JobRecord
 from gqa.models.spec import JobSpec
 from gqa.runtime.s3 import MANIFEST
 from gqa.runtime.storage import POINTER
-from gqa.services import wire
 from tests.aws.api_gateway import rest_event, user_arn
 from tests.aws.aws_limits import LIMITS
 from tests.aws.lean_moto import lean_dynamodb
@@ -181,7 +181,7 @@ def deployment(now: float, session: boto3.session.Session | None = None,
             "GQA_INTAKE_URLS": json.dumps({"high": urls.intake[0], "normal": urls.intake[1], "low": urls.intake[2]}),
             "GQA_ACCESS": json.dumps(ACCESS), "GQA_TRIGGER_BUCKETS": json.dumps(["data"])}))
         from lambdas import admit, api, dispatch, reconcile
-        caches = (api.wiring, admit.admission, dispatch.dispatcher, reconcile.service)
+        caches = (api.container, admit.container, dispatch.container, reconcile.container)
         for cache in caches:
             cache.cache_clear()      # fresh "containers": their clients are built inside the mock
         try:

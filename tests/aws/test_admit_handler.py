@@ -44,9 +44,9 @@ def aws():
                "GQA_LEDGER_TABLE": NAMES.ledger, "GQA_WAKEUP_QUEUE_URL": urls.wakeup}
         with mock.patch.dict(os.environ, env):
             from lambdas import admit
-            admit.admission.cache_clear()    # a fresh "container" per test: its clients are moto's
+            admit.container.cache_clear()    # a fresh "container" per test: its clients are moto's
             yield admit, urls
-            admit.admission.cache_clear()
+            admit.container.cache_clear()
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def test_a_malformed_message_is_consumed(aws, store):
 
 def test_throttling_fails_only_that_record_and_the_retry_admits_it(aws, store):
     module, _ = aws
-    dynamodb = module.admission().store.client
+    dynamodb = module.container().store.client
     throttled, good = accepted(store, spec()), accepted(store, spec())
     refused = refuse(dynamodb, "TransactWriteItems", "ThrottlingException", times=5)   # the store's tries
     answer = call(module, record(throttled, message_id="m-busy"), record(good, message_id="m-ok"))
@@ -204,9 +204,9 @@ def approvers(aws):
     arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
     with mock.patch.dict(os.environ, {"GQA_ALERTS_TOPIC_ARN": topic}):
-        module.admission.cache_clear()
+        module.container.cache_clear()
         yield module, inbox
-        module.admission.cache_clear()
+        module.container.cache_clear()
 
 
 def announced(inbox: str) -> list[dict]:
@@ -265,7 +265,7 @@ def test_a_queued_submission_is_not_announced(approvers, store):
 def test_an_announcement_sns_refuses_leaves_the_jobs_admitted(approvers, store):
     module, inbox = approvers
     store.set_policy(APPROVAL_POLICY)
-    refused = refuse(module.admission().service.notifier.client, "Publish", "AuthorizationError", times=1)
+    refused = refuse(module.container().service.notifier.client, "Publish", "AuthorizationError", times=1)
     assert call(module, record(accepted(store, spec(resources={"gpus": 2})))) == {"batchItemFailures": []}
     assert refused == ["Publish"]
     assert [j.state for j in store.list()] == [JobState.PENDING_APPROVAL]
@@ -275,6 +275,6 @@ def test_an_announcement_sns_refuses_leaves_the_jobs_admitted(approvers, store):
 def test_without_the_topic_a_submission_waiting_for_approval_is_admitted_unannounced(aws, store):
     module, _ = aws
     store.set_policy(APPROVAL_POLICY)
-    assert module.admission().service.notifier is None
+    assert module.container().service.notifier is None
     assert call(module, record(accepted(store, spec(resources={"gpus": 2})))) == {"batchItemFailures": []}
     assert [j.state for j in store.list()] == [JobState.PENDING_APPROVAL]

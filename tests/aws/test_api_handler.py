@@ -101,11 +101,11 @@ def api():
                "GQA_POOLS": json.dumps([{"gpu_type": "a10g", "spot": True, "max_gpus": 4, "price": 0.5}])}
         with mock.patch.dict(os.environ, env):
             from lambdas import api as module
-            module.wiring.cache_clear()      # a fresh "container" per test: its clients are moto's
+            module.container.cache_clear()      # a fresh "container" per test: its clients are moto's
             store = DynamoDBStore(session().client("dynamodb"), NAMES)
             store.set_inventory(INVENTORY)
             yield Api(module, store, urls)
-            module.wiring.cache_clear()
+            module.container.cache_clear()
 
 
 # -- who is calling ------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def test_status_between_accepting_and_admitting_says_the_job_waits_for_admission
 
     [message] = api.messages()
     SubmitService(api.store, SystemClock()).admit(parse_submission(message["Body"]))
-    calls = capture(api.module.wiring().store.client)
+    calls = capture(api.module.container().store.client)
     status, answer = api("GET", "/jobs/1_1", "bob")
     assert status == 200 and [j["id"] for j in answer["jobs"]] == ["1_1"]
     # a recorded job costs the one read it did: the id counter is asked only when nothing is found
@@ -461,8 +461,8 @@ def test_a_session_of_an_ordinary_role_cannot_act_as_the_user_of_that_name(api):
 
 def test_dynamodb_throttling_past_the_retries_is_503(api):
     job_id = api.job()
-    api.module.wiring().store.call.sleep = lambda _: None
-    refuse(api.module.wiring().store.client, "*", "ProvisionedThroughputExceededException", times=10)
+    api.module.container().store.call.sleep = lambda _: None
+    refuse(api.module.container().store.client, "*", "ProvisionedThroughputExceededException", times=10)
     status, answer = api("GET", f"/jobs/{job_id}")
     assert status == 503 and answer["error"] == "BackendUnavailable"
 

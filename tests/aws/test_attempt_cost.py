@@ -25,7 +25,7 @@ PULL = "CannotPullContainerError: pull access denied for 123.dkr.ecr.us-east-1.a
 
 def test_attempts_are_charged_from_batchs_start_to_its_stop_and_nothing_if_never_started():
     with deployment(now=time.time()) as world:
-        batch = FakeBatch(world.dispatch.dispatcher().compute.client)
+        batch = FakeBatch(world.dispatch.container().compute.client)
         for team in ("waits", "unpulled"):   # two teams, to tell their charges apart: an admin submits for both
             world.send(spec(name=team, team=team, resources={"gpus": 2}, limits={"wall_time": "2h"}), owner="root-ops")
         assert world.admit.handler({"Records": world.receive()}, CONTEXT) == {"batchItemFailures": []}

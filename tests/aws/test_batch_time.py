@@ -37,7 +37,7 @@ class Batch:
     DescribeJobs, what Batch holds: every job RUNNABLE until told otherwise."""
 
     def __init__(self, world: Deployment):
-        client = world.dispatch.dispatcher().compute.client
+        client = world.dispatch.container().compute.client
         self.fake = FakeBatch(client)
         self.truth = BatchTruth(client, world.clock)
         self.terminated: list[str] = []

@@ -51,7 +51,7 @@ class Aws:
         self.inbox = os.environ["INBOX_URL"]
 
     def tick(self) -> dict:
-        self.module.watch().service.clock = self.clock    # the tick's "now", shared with the jobs' times
+        self.module.container().service.clock = self.clock    # the tick's "now", shared with the jobs' times
         return self.module.handler(dict(SCHEDULE), CONTEXT)
 
     def running(self, team: str, gpu: int, ran: float, **overrides) -> JobRecord:
@@ -96,9 +96,9 @@ def aws():
                "GQA_ALERTS_TOPIC_ARN": topic, "INBOX_URL": inbox, "POWERTOOLS_SERVICE_NAME": "gqa-budget"}
         with mock.patch.dict(os.environ, env):
             from lambdas import budget
-            budget.watch.cache_clear()       # a fresh "container" per test: its clients are moto's
+            budget.container.cache_clear()       # a fresh "container" per test: its clients are moto's
             yield Aws(budget)
-            budget.watch.cache_clear()
+            budget.container.cache_clear()
 
 
 def test_two_ticks_in_a_row_send_each_alert_once(aws):

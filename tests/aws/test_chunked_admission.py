@@ -52,7 +52,7 @@ def world() -> Iterator[tuple[Deployment, Pacing]]:
     with deployment(1_000_000.0) as world, rollback_by_item(), \
             mock.patch.object(admissions, "monotonic", pacing.monotonic), \
             mock.patch.object(admissions, "sleep", pacing.sleep):
-        world.dispatch.dispatcher()   # its cold start registers the pools: admission checks against them
+        world.dispatch.container()   # its cold start registers the pools: admission checks against them
         yield world, pacing
 
 

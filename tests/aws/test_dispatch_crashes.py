@@ -47,7 +47,7 @@ class World:
 
     def __init__(self, world: Deployment):
         self.world = world
-        dispatcher = world.dispatch.dispatcher()
+        dispatcher = world.dispatch.container()
         self.batch = FakeBatch(dispatcher.compute.client)
         self.crash = Crash()
         for client in clients_of(dispatcher):
@@ -137,7 +137,7 @@ def world() -> Iterator[World]:
             # caches off (the live jobs read whole by every pass, no upgrade's extra read of the
             # live index): every pass then makes the same calls, so the crash points enumerated
             # once hold for each scenario (a dead container loses its cache anyway)
-            deployed.dispatch.dispatcher()          # the cold start registers the GPUs admission checks
+            deployed.dispatch.container()          # the cold start registers the GPUs admission checks
             yield World(deployed)
     finally:
         logging.disable(logging.NOTSET)

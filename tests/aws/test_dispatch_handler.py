@@ -50,9 +50,9 @@ def module():
                "GQA_JOB_DEFINITION": "gqa-train", "GQA_CHECKPOINT_BUCKET": BUCKET}
         with mock.patch.dict(os.environ, env):
             from lambdas import dispatch
-            dispatch.dispatcher.cache_clear()     # a fresh "container" per test: its clients are moto's
+            dispatch.container.cache_clear()     # a fresh "container" per test: its clients are moto's
             yield dispatch
-            dispatch.dispatcher.cache_clear()
+            dispatch.container.cache_clear()
 
 
 @pytest.fixture
@@ -66,14 +66,14 @@ def submit(store: DynamoDBStore, count: int) -> list[str]:
 
 
 def test_a_cold_start_registers_the_pools_as_the_inventory(module, store):
-    module.dispatcher()
+    module.container()
     inventory = store.inventory()
     assert [(g.type, g.spot, g.price) for g in inventory.gpus] == [("a10g", True, 0.5)] * 4 + [("a10g", False, 1.2)] * 2
 
 
 @pytest.mark.parametrize("event", [WAKEUP, SCHEDULE], ids=["wakeup", "schedule"])
 def test_a_pass_starts_queued_jobs_with_one_submit_each_and_the_next_submits_nothing(module, store, event):
-    submits = capture(module.dispatcher().compute.client, "SubmitJob")
+    submits = capture(module.container().compute.client, "SubmitJob")
     ids = submit(store, 2)      # the on-demand pool's two GPUs (the spec does not allow spot)
     answer = module.handler(event, CONTEXT)
     assert sorted(answer["started"]) == sorted(ids)
@@ -125,7 +125,7 @@ def calls_of(dispatcher) -> Counter:
 
 @pytest.mark.parametrize("event", [WAKEUP, SCHEDULE], ids=["wakeup", "schedule"])
 def test_a_pass_with_nothing_queued_is_a_query_a_shard(module, store, event):
-    calls = calls_of(module.dispatcher())
+    calls = calls_of(module.container())
     assert module.handler(event, CONTEXT) == {"started": []}
     assert calls == Counter({"dynamodb.Query": CHANGE_SHARDS})
 
@@ -137,7 +137,7 @@ def woken_for(*job_ids: str) -> dict:
 
 
 def test_a_wakeup_right_after_a_write_starts_the_job_however_far_the_index_lags(module, store):
-    dispatcher = module.dispatcher()
+    dispatcher = module.container()
     module.handler(SCHEDULE, CONTEXT)                 # a warm container
     lag(dispatcher.store, 10, store.client)           # the index has none of the next ten writes yet
     calls = calls_of(dispatcher)
@@ -152,7 +152,7 @@ def test_a_wakeup_right_after_a_write_starts_the_job_however_far_the_index_lags(
 
 
 def test_a_pass_reads_each_table_once_and_writes_its_starts_in_two_transactions(module, store):
-    calls = calls_of(module.dispatcher())       # its cold start registers the GPUs
+    calls = calls_of(module.container())       # its cold start registers the GPUs
     ids = submit(store, 2)                      # through the test's own client: not counted
 
     assert sorted(module.handler(WAKEUP, CONTEXT)["started"]) == sorted(ids)
@@ -168,7 +168,7 @@ def test_a_pass_reads_each_table_once_and_writes_its_starts_in_two_transactions(
 
 
 def test_a_pass_emits_its_starts_queue_waits_and_gpus(module, store, capsys):
-    module.dispatcher()
+    module.container()
     ids = submit(store, 3)                     # two fit the on-demand pool's GPUs, one waits
     capsys.readouterr()
     module.handler(WAKEUP, CONTEXT)

@@ -80,8 +80,8 @@ def play(seed: int, *, messy: bool) -> tuple[Run, dict[str, JobRecord]]:
     rng = random.Random(seed)
     run = Run()
     with deployment(now=time.time()) as world:
-        world.dispatch.dispatcher()          # the dispatcher's cold start registers the GPUs admission checks
-        batch = FakeBatch(world.dispatch.dispatcher().compute.client)
+        world.dispatch.container()          # the dispatcher's cold start registers the GPUs admission checks
+        batch = FakeBatch(world.dispatch.container().compute.client)
         ids = admit_all(world)
         store = DynamoDBStore(world.client("dynamodb"), NAMES)
         old: list[dict] = []

@@ -111,7 +111,7 @@ def play(seed: int, *, drop: float, forget: float,
     rng = random.Random(seed)
     run = Lost()
     with deployment(now=time.time()) as world:
-        compute = world.dispatch.dispatcher().compute
+        compute = world.dispatch.container().compute
         batch = FakeBatch(compute.client)
         truth = BatchTruth(compute.client, world.clock)
         ids = admit_all(world)

@@ -48,9 +48,9 @@ def lambda_module():
     with mock.patch.dict(os.environ, ENV), mock_aws():
         create_tables(session().client("dynamodb"), NAMES)
         from lambdas import reconcile
-        reconcile.service.cache_clear()     # a fresh "container" per test: its client is moto's
+        reconcile.container.cache_clear()     # a fresh "container" per test: its client is moto's
         yield reconcile
-        reconcile.service.cache_clear()
+        reconcile.container.cache_clear()
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_running_then_succeeded_settles_the_job(lambda_module, store):
 def test_a_start_is_one_write_and_an_end_one_read_and_one_write(lambda_module, store):
     first, second = launched(store, gpu=0, team="vision"), launched(store, gpu=1, team="vision")
     calls: list[str] = []
-    lambda_module.service().store.client.meta.events.register(
+    lambda_module.container().service.store.client.meta.events.register(
         "before-call.dynamodb.*", lambda model, **_: calls.append(model.name))
 
     call(lambda_module, batch_event(first, "RUNNING"))
@@ -274,22 +274,22 @@ def test_an_ended_attempt_wakes_the_dispatcher(lambda_module, store):
                    ["Attributes"]["ApproximateNumberOfMessages"])
 
     with mock.patch.dict(os.environ, {"GQA_WAKEUP_QUEUE_URL": url}):
-        lambda_module.service.cache_clear()
+        lambda_module.container.cache_clear()
         call(lambda_module, batch_event(job, "RUNNING"))
         assert wakeups() == 0
         call(lambda_module, batch_event(job, "SUCCEEDED", exit_code=0))
         call(lambda_module, batch_event(job, "SUCCEEDED", exit_code=0))    # redelivered: no second wake-up
         assert wakeups() == 1
-    lambda_module.service.cache_clear()
+    lambda_module.container.cache_clear()
 
 
 def test_an_unreachable_store_raises_so_lambda_retries(lambda_module, store):
     job = launched(store)
     with mock.patch.dict(os.environ, {"GQA_JOBS_TABLE": "gqa-no-such-table"}):
-        lambda_module.service.cache_clear()
+        lambda_module.container.cache_clear()
         with pytest.raises(BackendUnavailable):
             call(lambda_module, batch_event(job, "RUNNING"))
-    lambda_module.service.cache_clear()
+    lambda_module.container.cache_clear()
     assert call(lambda_module, batch_event(job, "RUNNING"))["action"] == "running"   # the retry succeeds
 
 

@@ -40,9 +40,9 @@ def play(throttle_kwargs: dict, seed: int) -> tuple[Run, dict, Throttle, Lambda]
     with mock.patch.object(Retrying, "delay", lambda self, retry: 0.0), \
             deployment(now=time.time(), session=session) as world:
         lam = Lambda(world, faults=throttle.on)
-        dispatcher = world.dispatch.dispatcher()       # cold starts, unthrottled: configuration, not traffic
-        world.admit.admission()
-        world.reconcile.service()
+        dispatcher = world.dispatch.container()       # cold starts, unthrottled: configuration, not traffic
+        world.admit.container()
+        world.reconcile.container()
         batch = FakeBatch(dispatcher.compute.client)
         for i in range(JOBS):
             lam.send(spec(name=f"train-{i}", spot=True, resources={"gpus": 1}))
@@ -101,8 +101,8 @@ def test_a_submission_whose_write_landed_but_whose_answer_was_lost_is_admitted_o
     handler fails, SQS delivers the message again, and create-if-absent on the
     reserved ids makes the second delivery a no-op."""
     with deployment(now=time.time()) as world:
-        world.dispatch.dispatcher()
-        wiring = world.admit.admission()
+        world.dispatch.container()
+        wiring = world.admit.container()
         lost: list[str] = []
 
         def lose_answer(http_response, parsed, **_):

@@ -79,7 +79,7 @@ class World:
 
     @property
     def service(self):
-        return self.module.service()
+        return self.module.container().service
 
     def add(self, prefix: str = "incoming/", job=None, owner: str = "carol", **kwargs):
         kwargs.setdefault("debounce", 120)
@@ -131,13 +131,13 @@ def world():
                                               "low": urls.intake[2]})}
         with mock.patch.dict(os.environ, env):
             from lambdas import trigger as module
-            module.service.cache_clear()     # a fresh "container" per test: its clients are moto's
+            module.container.cache_clear()     # a fresh "container" per test: its clients are moto's
             module.places.cache_clear()
             with mock.patch.object(module, "SystemClock", lambda: clock):
                 made = World(module, urls, clock)
                 made.sent = capture(made.service.timer.client, "SendMessage")
                 yield made
-            module.service.cache_clear()
+            module.container.cache_clear()
 
 
 def env_of(submission: Submission) -> dict[str, str]:
@@ -175,10 +175,10 @@ def test_admission_queues_the_job_with_the_keys_in_its_environment(world):
     [message] = session().client("sqs").receive_message(QueueUrl=world.urls.intake[1], WaitTimeSeconds=0)["Messages"]
 
     from lambdas import admit
-    admit.admission.cache_clear()
+    admit.container.cache_clear()
     intake_arn = "arn:aws:sqs:us-east-1:123456789012:gqa-trig-intake-normal"
     answer = admit.handler({"Records": [sqs_record(message["Body"], queue_arn=intake_arn)]}, CONTEXT)
-    admit.admission.cache_clear()
+    admit.container.cache_clear()
     assert answer == {"batchItemFailures": []}
     [job] = DynamoDBStore(session().client("dynamodb"), NAMES).list()
     assert (job.state.value, job.owner, job.name) == ("QUEUED", "carol", "retrain")

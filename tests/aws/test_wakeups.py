@@ -49,3 +49,44 @@ def test_a_wakeup_stays_within_a_message():
     named = wakeups.named(records(body))
     carried = [n for n, i in named.items() if i is not None]
     assert 0 < len(carried) < 500 and len(named) == 500           # the rest named, to be read
+
+
+class Intake:
+    """The intake's wake-up queue as WakeDispatcher uses it; `fail` refuses every send."""
+
+    wakeup_url = "https://sqs.us-east-1.amazonaws.com/123456789012/gqa-wakeup"
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.sent = fail, []
+
+    def call(self, operation: str, **kwargs):
+        if self.fail:
+            raise ConnectionError("the queue is unreachable")
+        self.sent.append((operation, kwargs))
+
+
+class Store:
+    def wakeup_items(self, job_ids):
+        return {j: item(j, 1) for j in job_ids if j != "unseen"}
+
+
+def test_the_waker_names_the_jobs_with_what_its_store_just_wrote():
+    intake = Intake()
+    wakeups.WakeDispatcher(intake, Store()).wake(["3", "unseen"])
+    [(operation, kwargs)] = intake.sent
+    assert operation == "SendMessage" and kwargs["QueueUrl"] == Intake.wakeup_url
+    assert wakeups.named(records(kwargs["MessageBody"])) == {"3": item("3", 1), "unseen": None}
+
+
+def test_a_waker_without_a_store_names_the_jobs_only():
+    intake = Intake()
+    wakeups.WakeDispatcher(intake).wake(["3"])
+    assert wakeups.named(records(intake.sent[0][1]["MessageBody"])) == {"3": None}
+
+
+def test_a_failed_wakeup_is_raised_unless_the_caller_takes_it():
+    with pytest.raises(ConnectionError):
+        wakeups.WakeDispatcher(Intake(fail=True), Store()).wake(["3"])
+    taken = []
+    wakeups.WakeDispatcher(Intake(fail=True), Store(), on_error=lambda: taken.append("logged")).wake(["3"])
+    assert taken == ["logged"]

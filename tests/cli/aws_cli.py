@@ -20,7 +20,7 @@ from tests.aws.fake_batch import CONTEXT, WAKEUP_EVENT, FakeBatch, Submitted, de
 class AwsCli:
     def __init__(self, world, gateway: FakeApiGateway, capsys, monkeypatch):
         self.world, self.gateway, self.capsys, self.monkeypatch = world, gateway, capsys, monkeypatch
-        self.batch = FakeBatch(world.dispatch.dispatcher().compute.client)
+        self.batch = FakeBatch(world.dispatch.container().compute.client)
         self.started: dict[str, float] = {}     # Batch job id -> when its container started
 
     def __call__(self, who: str, *args: str, secret: str | None = None) -> tuple[int, str, str]:
@@ -74,7 +74,7 @@ class AwsCli:
 def aws_cli(monkeypatch, capsys, home) -> Iterator[AwsCli]:
     """A deployment (its api function's roles: fake_batch.ACCESS) and the CLI pointed at it."""
     with deployment(now=time.time()) as world:
-        world.dispatch.dispatcher()      # its cold start registers the pools' GPUs
+        world.dispatch.container()      # its cold start registers the pools' GPUs
         gateway = FakeApiGateway(world.api.handler)
         monkeypatch.setattr(api_client, "urllib_transport", gateway)   # HTTPS -> API Gateway's part
         monkeypatch.setenv("GQA_HOME", str(home))

@@ -132,7 +132,7 @@ def test_a_queue_and_an_array_past_one_page_print_as_they_do_on_one(aws, monkeyp
     from types import SimpleNamespace
 
     from cli import output
-    from gqa.services import paging
+    from gqa.http import paging
 
     now = SimpleNamespace(time=lambda: aws.world.clock.now() + 60, strftime=time.strftime, localtime=time.localtime)
     monkeypatch.setattr(output, "time", now)        # "waiting 1m" the same however long the test takes

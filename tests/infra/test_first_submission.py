@@ -42,9 +42,9 @@ def fresh():
                "GQA_LEDGER_TABLE": NAMES.ledger, "GQA_WAKEUP_QUEUE_URL": urls.wakeup}
         with mock.patch.dict(os.environ, env):
             from lambdas import admit
-            admit.admission.cache_clear()
+            admit.container.cache_clear()
             yield admit, DynamoDBStore(session().client("dynamodb"), NAMES)
-            admit.admission.cache_clear()
+            admit.container.cache_clear()
 
 
 def _accept(store, job_spec):

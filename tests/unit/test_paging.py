@@ -1,4 +1,4 @@
-"""Pages of the API's long listings (gqa.services.paging) and their wire form:
+"""Pages of the API's long listings (gqa.http.paging) and their wire form:
 a listing read page by page adds up to the listing read whole, each job once
 even when the listing moves between pages, and a bad token or limit is a
 SpecError (400)."""
@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
+from gqa.http import paging, wire
 from gqa.models.errors import SpecError
 from gqa.models.job import JobState, Transition
 from gqa.scheduling.snapshot import Factors, Weights
-from gqa.services import paging, wire
 from gqa.services.queries import QueueEntry, QueueView
 from tests.builders import job_record
 

@@ -49,7 +49,7 @@ from ...models.job import JobRecord, JobState, transition
 from ...ports import Change, Inventory, apply_all_else_each
 from ...scheduling.fairshare import with_running
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
-from .. import settings_codec
+from ... import settings_codec
 from . import history
 from . import items as it
 from . import ledger

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 from . import items as it
 from .tables import REVISION
@@ -56,6 +56,34 @@ def send(intake: SqsIntake, jobs: Iterable[str] = (), written: Mapping[str, dict
         # never deduplicated: a wake-up dropped as a duplicate could leave a new job waiting
         kwargs.update(MessageGroupId="dispatch", MessageDeduplicationId=uuid.uuid4().hex)
     intake.call("SendMessage", **kwargs)
+
+
+class WrittenItems(Protocol):
+    """The store that has just written the jobs a wake-up names (DynamoDBStore.wakeup_items)."""
+
+    def wakeup_items(self, job_ids: Iterable[str]) -> dict[str, dict[str, Any]]: ...
+
+
+class WakeDispatcher:
+    """The Waker port over the dispatcher's wake-up queue. `store`: the store
+    whose writes the wake-up follows, so what it just wrote rides along (None:
+    the wake-up names the jobs only). `on_error`: where the change a wake-up
+    follows is already stored and a failed wake-up is only late (the
+    dispatcher's schedule carries the change out at its next tick), it is
+    called inside the handler, and the error goes no further; None: it raises."""
+
+    def __init__(self, intake: SqsIntake, store: WrittenItems | None = None, *,
+                 on_error: Callable[[], None] | None = None):
+        self.intake, self.store, self.on_error = intake, store, on_error
+
+    def wake(self, jobs: Iterable[str] = ()) -> None:
+        jobs = list(jobs)
+        try:
+            send(self.intake, jobs, self.store.wakeup_items(jobs) if self.store else None)
+        except Exception:
+            if self.on_error is None:
+                raise
+            self.on_error()
 
 
 def named(records: Iterable[dict[str, Any]]) -> Named | None:

@@ -20,7 +20,7 @@ from ...models.errors import (BackendUnavailable, Conflict, NotFound, QueueMisma
 from ...models.job import JobRecord, JobState, Request, Transition, check_transition, transition
 from ...ports import Change, Inventory
 from ...scheduling.budget import period_of
-from ..settings_codec import inventory_from, inventory_json, policy_from, policy_json
+from ...settings_codec import inventory_from, inventory_json, policy_from, policy_json
 from ...scheduling.fairshare import decay, with_running
 from ...scheduling.snapshot import PendingJob, Policy, RunningJob, TeamPolicy
 from .paths import StatePaths, marker_for

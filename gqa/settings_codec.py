@@ -1,0 +1,69 @@
+"""The queue's settings (inventory, policy, a team's policy) as JSON-ready
+dicts and back: one codec for the stores that keep them, the daemon that
+reads its inventory from the command line and the HTTP contract
+(`gqa/http/wire.py`) that answers them, so a policy written by one reads back
+the same in any other. Pure: objects in, dicts (or JSON text) out.
+
+It sits beside the ports: it imports the models, the scheduler's settings
+and `ports.Inventory`; adapters, services, the HTTP contract and the entry
+points may import it. Readers ignore fields they do not know (a newer
+writer's), and turn JSON's lists back into the tuples the settings hold."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+from typing import Any
+
+from .ports import Inventory
+from .scheduling.snapshot import Gpu, Policy, TeamPolicy, Weights
+
+
+def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
+    return asdict(inventory)
+
+
+def inventory_from_dict(data: dict[str, Any]) -> Inventory:
+    return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
+
+
+def team_policy_to_dict(policy: TeamPolicy) -> dict[str, Any]:
+    return asdict(policy)
+
+
+def team_policy_from_dict(data: dict[str, Any]) -> TeamPolicy:
+    return TeamPolicy(**_known(TeamPolicy, data))
+
+
+def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    return asdict(policy)
+
+
+def policy_from_dict(data: dict[str, Any]) -> Policy:
+    values = _known(Policy, data)
+    values["weights"] = Weights(**data["weights"])
+    values["default_team"] = team_policy_from_dict(data["default_team"])
+    return Policy(**values)
+
+
+def _known(kind: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields `kind` has, lists as tuples (JSON has none: preempt_tiers, budget_alerts)."""
+    known = {f.name for f in fields(kind)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
+
+
+# the stores keep each setting as one JSON text
+def inventory_json(inventory: Inventory) -> str:
+    return json.dumps(inventory_to_dict(inventory))
+
+
+def inventory_from(raw: str) -> Inventory:
+    return inventory_from_dict(json.loads(raw))
+
+
+def policy_json(policy: Policy) -> str:
+    return json.dumps(policy_to_dict(policy))
+
+
+def policy_from(raw: str) -> Policy:
+    return policy_from_dict(json.loads(raw))

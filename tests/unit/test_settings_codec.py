@@ -1,0 +1,66 @@
+"""The settings' one codec (gqa.settings_codec): every store, the daemon and
+the HTTP contract read back what any of them wrote."""
+
+import json
+
+import pytest
+
+from gqa import settings_codec as codec
+from gqa.ports import Inventory
+from gqa.scheduling.snapshot import Gpu, Policy, TeamPolicy, Weights
+
+INVENTORIES = {
+    "one GPU, no limits": Inventory(gpus=(Gpu(0),)),
+    "two pools with prices": Inventory(gpus=(Gpu(0, "a10g", 1.2), Gpu(1, "l4", 0.8, spot=True)), cpus=16,
+                                       memory=64 << 30),
+    "no GPUs": Inventory(gpus=()),
+}
+POLICIES = {
+    "the defaults": Policy(),
+    "every field changed": Policy(weights=Weights(3.0, 0.1, 0.2, 0.0), half_life=3600.0, max_gpus_per_job=8,
+                                  default_team=TeamPolicy(share=2.0, budget=100.0), preempt_tiers=(1, 2),
+                                  approval_cost=50.0, budget_alerts=(75.0, 100.0), alert_pending_after=None,
+                                  idle_gpu_window=0.0),
+    "nothing preemptible, no alerts": Policy(preempt_tiers=(), budget_alerts=()),
+}
+TEAMS = {
+    "the defaults": TeamPolicy(),
+    "capped, with a budget that stops": TeamPolicy(3.0, 16, 4, 1000.0, stop_at_budget=True),
+}
+
+
+def through_json(data):
+    """What a store or an HTTP body keeps: JSON text, where tuples become lists."""
+    return json.loads(json.dumps(data))
+
+
+@pytest.mark.parametrize("inventory", INVENTORIES.values(), ids=INVENTORIES.keys())
+def test_an_inventory_round_trips(inventory):
+    assert codec.inventory_from_dict(through_json(codec.inventory_to_dict(inventory))) == inventory
+    assert codec.inventory_from(codec.inventory_json(inventory)) == inventory
+
+
+@pytest.mark.parametrize("policy", POLICIES.values(), ids=POLICIES.keys())
+def test_a_policy_round_trips_with_its_tuples(policy):
+    back = codec.policy_from_dict(through_json(codec.policy_to_dict(policy)))
+    assert back == policy
+    assert isinstance(back.preempt_tiers, tuple) and isinstance(back.budget_alerts, tuple)
+    assert codec.policy_from(codec.policy_json(policy)) == policy
+
+
+@pytest.mark.parametrize("team", TEAMS.values(), ids=TEAMS.keys())
+def test_a_team_policy_round_trips(team):
+    assert codec.team_policy_from_dict(through_json(codec.team_policy_to_dict(team))) == team
+
+
+def test_fields_a_newer_writer_added_are_ignored():
+    policy = POLICIES["every field changed"]
+    data = through_json(codec.policy_to_dict(policy))
+    data["a_later_setting"] = 3
+    data["default_team"]["a_later_cap"] = 1
+    assert codec.policy_from_dict(data) == policy
+
+
+def test_an_inventory_without_cpus_or_memory_reads_as_unlimited():
+    """The daemon's --inventory may leave them out."""
+    assert codec.inventory_from('{"gpus": [{"index": 0, "type": "virtual"}]}') == Inventory(gpus=(Gpu(0, "virtual"),))
