@@ -8,6 +8,8 @@ from typing import Any, NoReturn
 
 import typer
 
+from gqa.models.priority import Priority
+
 
 def fail(message: str, code: int = 2) -> NoReturn:
     sys.stderr.write(f"gqa: error: {message}\n")
@@ -52,7 +54,7 @@ def console():
 def job_dict(job, *, history: bool = False) -> dict[str, Any]:
     data = {
         "id": job.id, "group": job.group, "name": job.name, "team": job.team, "owner": job.owner,
-        "priority": ("high", "normal", "low")[job.tier], "state": job.state.value, "status": job.status.value,
+        "priority": Priority.of_rank(job.tier).value, "state": job.state.value, "status": job.status.value,
         "gpus": job.gpus, "gpu_type": job.gpu_type, "assigned_gpus": list(job.assigned),
         "array_index": job.array_index, "attempts": job.attempts, "error_retries": job.error_retries,
         "interruptions": job.interruptions, "submitted_at": job.submitted_at, "started_at": job.started_at,
@@ -78,7 +80,8 @@ def when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
-PRIORITY = ("high", "normal", "low")
+# a tier rank -> its name, for tables
+PRIORITY = tuple(Priority.of_rank(rank).value for rank in range(len(Priority)))
 
 STATUS_STYLE = {
     "pending": "yellow", "awaiting approval": "magenta", "held": "magenta", "starting": "cyan",

@@ -150,10 +150,11 @@ def policy(
         fail(f"--max-gpus-per-job must be a GPU count, or -1 for no limit; got {max_gpus_per_job}")
     tiers = None
     if preempt is not None:
-        names = {"high": 0, "normal": 1, "low": 2}
+        from gqa.models.priority import Priority
+
+        names = {p.value: p.rank for p in Priority if p is not Priority.HIGH}   # nothing is above high
         wanted = [t.strip() for t in preempt.split(",") if t.strip() and t.strip() != "none"]
-        unknown = [t for t in wanted if t not in names]
-        if unknown or ("high" in wanted):
+        if any(t not in names for t in wanted):
             fail(f"--preempt takes low and/or normal (or none), got {preempt!r}")
         tiers = tuple(names[t] for t in wanted)
     thresholds = None
@@ -192,13 +193,15 @@ def policy(
             current = quota.set_policy(**changes)
         else:
             current = quota.policy()
+    from gqa.models.priority import Priority
     from gqa.models.units import format_duration
 
+    preemptible = [Priority.of_rank(t).value for t in current.preempt_tiers]
     data = {"max_gpus_per_job": current.max_gpus_per_job, "max_wall_time": current.max_wall_time,
             "half_life": current.half_life, "approval": {"gpus": current.approval_gpus,
                                                          "gpu_hours": current.approval_gpu_hours,
                                                          "cost": current.approval_cost},
-            "preempt": [("high", "normal", "low")[t] for t in current.preempt_tiers],
+            "preempt": preemptible,
             "alerts": {"budget_percent": list(current.budget_alerts),
                        "pending_after": current.alert_pending_after,
                        "idle_gpu_below": current.idle_gpu_percent, "idle_gpu_window": current.idle_gpu_window},
@@ -212,8 +215,7 @@ def policy(
     print(f"fair-share half-life {format_duration(current.half_life)}")
     print(f"weights            fair share {current.weights.fair_share:g}, age {current.weights.age:g}, "
           f"size {current.weights.size:g}, duration {current.weights.duration:g}")
-    preemptible = ", ".join(("high", "normal", "low")[t] for t in current.preempt_tiers) or "none"
-    print(f"preemptible tiers  {preemptible}")
+    print(f"preemptible tiers  {', '.join(preemptible) or 'none'}")
     thresholds = [f"{name} > {value:g}" for name, value in (("GPUs", current.approval_gpus), (
         "GPU-hours", current.approval_gpu_hours), ("cost", current.approval_cost)) if value is not None]
     print(f"approval needed    {', '.join(thresholds) or 'never'}")

@@ -37,7 +37,7 @@ from typing import Any
 
 from gqa.adapters.aws.resources import Pool, pools_from_json
 from gqa.adapters.aws.tables import TableNames
-from gqa.models.spec import Priority
+from gqa.models.priority import Priority
 from gqa.models.trigger import TriggerPlaces, trigger_buckets_from_json
 from gqa.services.access import AccessPolicy
 

@@ -13,17 +13,17 @@ from typing import Any
 from gqa.models.burst import Burst, key_size
 from gqa.models.job import JobRecord, JobState, Transition
 from gqa.models.loader import merge, validate
+from gqa.models.priority import Priority
 from gqa.models.spec import JobSpec
 from gqa.models.trigger import Trigger
 from gqa.ports import AttemptLog
 from gqa.scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, TeamPolicy
 
 NOW = 1_000_000.0
-TIERS = {"high": 0, "normal": 1, "low": 2}
 
 
 def tier_rank(tier: int | str) -> int:
-    return TIERS[tier] if isinstance(tier, str) else tier
+    return Priority(tier).rank if isinstance(tier, str) else tier
 
 
 # -- scheduling ------------------------------------------------------------------

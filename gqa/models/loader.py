@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from .errors import SpecError
 from .limits import MAX_SPEC_BYTES, size_text
+from .priority import Priority
 from .spec import NAMED_PROBLEM, SPEC_FIELDS, JobSpec
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -243,7 +244,7 @@ def _slurm_mem(value: str) -> str:
     return text
 
 
-_QOS = {"high": "high", "normal": "normal", "low": "low", "urgent": "high", "debug": "high"}
+_QOS = {**{p.value: p.value for p in Priority}, "urgent": Priority.HIGH.value, "debug": Priority.HIGH.value}
 
 DIRECTIVES: dict[str, Any] = {
     "--gres": lambda v: {"resources": _gres(v)},

@@ -5,7 +5,6 @@ import getpass
 import math
 import os
 import re
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator,
@@ -15,6 +14,7 @@ from pydantic_core import PydanticCustomError
 from .code import check_digest
 from .errors import SpecError
 from .limits import MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
+from .priority import Priority
 from .units import parse_duration, parse_size
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -60,20 +60,6 @@ def _size(value: Any) -> Any:
 # (sizes), so a spec dumped as plain seconds or bytes would not load back the same.
 Duration = Annotated[int, BeforeValidator(_duration), PlainSerializer(lambda v: f"{v}s", return_type=str), Field(gt=0)]
 Size = Annotated[int, BeforeValidator(_size), PlainSerializer(lambda v: f"{v}B", return_type=str), Field(gt=0)]
-
-
-class Priority(StrEnum):
-    HIGH = "high"
-    NORMAL = "normal"
-    LOW = "low"
-
-    @property
-    def rank(self) -> int:
-        """0 is served first."""
-        return _PRIORITY_RANK[self]
-
-
-_PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
 
 
 class _Strict(BaseModel):

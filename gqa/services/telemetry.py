@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ..models.job import JobRecord, JobState
 from ..models.outcome import GPU_HOURS, PREEMPT, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind
-from ..models.spec import Priority
+from ..models.priority import Priority
 from ..ports import Inventory, Metrics
 from ..scheduling.snapshot import PendingJob, RunningJob
 from .reconcile import Action, Reconciled

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-PRIORITIES = ("high", "normal", "low")
-_PRIORITY_ALIASES = {"0": "high", "1": "normal", "2": "low"}
+from ..models.priority import Priority
+
+PRIORITIES = tuple(p.value for p in Priority)
+_PRIORITY_ALIASES = {str(p.rank): p.value for p in Priority}   # a trace may give the rank
 _ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
 
 
@@ -211,7 +213,8 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
 
 # qos as a priority tier: latency-sensitive (LS) and Guaranteed pods are what the
 # cluster protects, best-effort (BE) is what it fills in with
-ALIBABA_TIERS = {"LS": "high", "Guaranteed": "high", "Burstable": "normal", "BE": "low"}
+ALIBABA_TIERS = {"LS": Priority.HIGH.value, "Guaranteed": Priority.HIGH.value, "Burstable": Priority.NORMAL.value,
+                 "BE": Priority.LOW.value}
 
 
 def load_alibaba(path: str | Path) -> Trace:
@@ -240,7 +243,7 @@ def load_alibaba(path: str | Path) -> Trace:
                                  "columns name,num_gpu,qos,pod_phase,creation_time,deletion_time,...)") from None
             if duration > 0:
                 jobs.append(TraceJob(id=row["name"], submit_time=created, duration=duration, gpus=gpus,
-                                     priority=ALIBABA_TIERS.get(qos, "normal"), name=row["name"]))
+                                     priority=ALIBABA_TIERS.get(qos, Priority.NORMAL.value), name=row["name"]))
     jobs.sort(key=lambda j: j.submit_time)
     notes = [f"Alibaba v2023: kept {len(jobs)} of {total} pods (GPU pods that succeeded or are BE/Burstable; "
              f"{unscheduled} never scheduled dropped); GPU fractions count as 1 GPU",

@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
+from ..models.priority import Priority
 from ..scheduling import TeamPolicy
 from .trace import TraceJob
 
-TIERS = {"high": 0, "normal": 1, "low": 2}
 HOUR, DAY = 3600.0, 86400.0
 # what people type as a wall time: jobs get one of these, rounded up
 WALL_STEPS = (1800.0, HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 12 * HOUR, DAY, 2 * DAY, 3 * DAY, 7 * DAY)
@@ -75,7 +75,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
         if not tj.wall_time:
             factors.append(wall / tj.duration)
         jobs.append(SimJob(id=job_id, seq=seq, submit=(tj.submit_time - t0) / load, duration=tj.duration,
-                           gpus=tj.gpus, team=team, user=user, tier=TIERS[tj.priority or "normal"],
+                           gpus=tj.gpus, team=team, user=user, tier=Priority(tj.priority or Priority.NORMAL).rank,
                            wall_time=wall, spot=spot))
     said += _assumptions(fits, factors, seed, load, shares)
     names = sorted({j.team for j in jobs} | set(shares or {}))
