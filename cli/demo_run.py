@@ -111,7 +111,7 @@ def run_demo(*, keep: bool = False) -> int:
 
 
 def _scenarios(demo: Demo, live, console) -> None:
-    from gqa.adapters.local.executor import process_token
+    from gqa.adapters.local.processes import process_token
     from gqa.models.errors import Rejected
 
     py = sys.executable

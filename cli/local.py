@@ -183,7 +183,7 @@ def status(output: Output = "table"):
 
 
 def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0) -> dict:
-    from gqa.adapters.local.executor import discover_gpus
+    from gqa.adapters.local.gpu_discovery import discover_gpus
 
     if gpus is not None:
         if gpus < 1 or gpus > 1024:

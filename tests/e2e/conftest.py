@@ -105,7 +105,7 @@ class LocalQueue:
 
 
 def _alive(pid: int) -> bool:
-    from gqa.adapters.local.executor import process_token
+    from gqa.adapters.local.processes import process_token
 
     return process_token(pid) is not None
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from gqa.adapters.local.executor import NEVER_RAN, LocalExecutor, read_exit
+from gqa.adapters.local.executor import LocalExecutor
+from gqa.adapters.local.processes import NEVER_RAN, read_exit
 from gqa.adapters.local.paths import StatePaths
 from gqa.ports import Inventory
 from tests.builders import gpus, job_record

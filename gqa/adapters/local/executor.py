@@ -1,8 +1,9 @@
 """Compute on this machine: each attempt a child process in its own process
 group, pinned to its GPUs with CUDA_VISIBLE_DEVICES, output to a log file.
 
-Exactly once, by construction: a launch starts a small sh wrapper that waits
-on a gate (its stdin, a pipe only the daemon holds) before it runs anything.
+Exactly once, by construction: a launch starts a small sh wrapper
+(processes.py) that waits on a gate (its stdin, a pipe only the daemon
+holds) before it runs anything.
 The supervisor records the launch (pid and start time), then release()
 opens the gate. If the daemon dies before that, the pipe closes, the read
 ends without "go" and the wrapper exits without running the job: a restart
@@ -32,23 +33,9 @@ from ...models.errors import BackendUnavailable, LaunchFailed, NotFound
 from ...models.job import JobRecord
 from ...ports import Exit, ExitKind, Inventory, Launched
 from .paths import StatePaths
+from .processes import NEVER_RAN, WRAPPER, process_token, read_exit, signal_group
 from .storage_errors import translate
 
-# Traps make sh wait for the job instead of dying first; traps are reset in
-# the child, so the job still gets SIGTERM with its default disposition.
-# $1 is the exit file (an argument, not an environment variable the job
-# would inherit). The status is one write of at most 3 bytes; a reader that
-# finds the file empty treats it as "no status yet".
-# A wrapper given GQA_CGROUP_PROCS moves itself into its cell first (in parallel
-# with the daemon recording the launch: a cgroup migration costs a fraction
-# of a millisecond); one run as another user is placed by the daemon.
-WRAPPER = (
-    'trap : TERM INT HUP; '
-    '[ -z "$GQA_CGROUP_PROCS" ] || echo $$ > "$GQA_CGROUP_PROCS" || exit 125; unset GQA_CGROUP_PROCS; '
-    'read -r gate || gate=; exec </dev/null; [ "$gate" = go ] || exit 125; '
-    'f=$1; shift; "$@"; rc=$?; printf "%s" "$rc" > "$f"; exit "$rc"'
-)
-NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
 # a launch that failed for these reasons failed for the machine, not the job: retried, not failed
 MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.EAGAIN,
                             errno.ENOMEM, errno.EIO})
@@ -183,7 +170,7 @@ class LocalExecutor:
             running = self.adopt(job)
         if running is None or running.kill_at is not None:
             return
-        _signal_group(running.pid, signal.SIGTERM)
+        signal_group(running.pid, signal.SIGTERM)
         running.kill_at = time.monotonic() + grace
 
     def alive(self, job: JobRecord) -> bool:
@@ -200,7 +187,7 @@ class LocalExecutor:
 
     def cleanup(self, job: JobRecord) -> None:
         if job.pid is not None:
-            _signal_group(job.pid, signal.SIGKILL)  # whatever the job left behind in its group
+            signal_group(job.pid, signal.SIGKILL)  # whatever the job left behind in its group
         if self.containment is not None and job.attempts:
             self.containment.kill(self.containment.cell(job.id, job.attempts))
 
@@ -281,7 +268,7 @@ class LocalExecutor:
         now = time.monotonic()
         for running in self._by_job.values():
             if running.kill_at is not None and now >= running.kill_at:
-                _signal_group(running.pid, signal.SIGKILL)
+                signal_group(running.pid, signal.SIGKILL)
                 if self.containment is not None:
                     self.containment.kill(self.containment.cell(running.job_id, running.attempt))
                 running.kill_at = float("inf")
@@ -377,20 +364,6 @@ def latest_checkpoint(directory) -> str:
     return path if name and os.path.exists(path) else ""
 
 
-def process_token(pid: int) -> str | None:
-    """The process's start time: with the pid, tells it apart from a later process
-    that reuses the pid. None if there is no such (live) process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    if fields[0] in ("Z", "X"):
-        return None
-    return fields[19]
-
-
 def _gpus(gpus: tuple[int, ...]) -> str:
     return ",".join(str(i) for i in gpus)
 
@@ -406,44 +379,3 @@ def _why_not_started(exc: Exception, workdir: str) -> str:
     if isinstance(exc, PermissionError):
         return f"permission denied: {exc.filename or workdir}"
     return str(exc)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def read_exit(path) -> tuple[int | None, float | None]:
-    """The status the wrapper wrote and when (the file's modification time),
-    or (None, None) when it wrote none."""
-    try:
-        with open(path, encoding="ascii") as fh:
-            text = fh.read().strip()
-            if not text:
-                return None, None
-            return int(text), os.fstat(fh.fileno()).st_mtime
-    except (OSError, ValueError):
-        return None, None
-
-
-def discover_gpus() -> list[tuple[int, str]]:
-    """(index, type) of the NVIDIA GPUs here, from nvidia-smi; [] when there are none."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = []
-    for line in out.strip().splitlines():
-        index, _, name = line.partition(",")
-        if index.strip().isdigit():
-            gpus.append((int(index), gpu_type_name(name.strip())))
-    return gpus
-
-
-def gpu_type_name(product: str) -> str:
-    """`NVIDIA A10G` -> `a10g`, `NVIDIA H100 80GB HBM3` -> `h100`."""
-    words = product.lower().replace("nvidia", "").replace("tesla", "").replace("geforce", "").split()
-    return words[0] if words else "gpu"
