@@ -20,9 +20,23 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from .deployment_errors import spec_error
-from .deployment_sections import (AccessConfig, Alerts, Approval, ComputeSettings, CreateVpc, ExistingVpc, Images,
-                                  Network, PoolConfig, QueueLimits, TeamConfig, Tiers, TriggerBucketConfig, Triggers)
-from .deployment_shapes import (DEFAULT_IMAGE, DEPLOYMENT_NAME_RE, MAX_POOLS, MAX_TEAMS, _at, _shaped, _slug, _Strict)
+from .deployment_sections import (
+    AccessConfig,
+    Alerts,
+    Approval,
+    ComputeSettings,
+    CreateVpc,
+    ExistingVpc,
+    Images,
+    Network,
+    PoolConfig,
+    QueueLimits,
+    TeamConfig,
+    Tiers,
+    TriggerBucketConfig,
+    Triggers,
+)
+from .deployment_shapes import DEFAULT_IMAGE, DEPLOYMENT_NAME_RE, MAX_POOLS, MAX_TEAMS, _at, _shaped, _slug, _Strict
 from .errors import SpecError
 from .limits import MAX_SPEC_BYTES, size_text
 

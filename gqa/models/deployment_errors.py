@@ -9,6 +9,7 @@ import difflib
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from .deployment_shapes import _AT
 from .errors import SpecError
@@ -37,7 +38,7 @@ def spec_error(exc: ValidationError, lines: dict[tuple, int], source: str | None
     return SpecError(f"{field}: {message}" if field else message, line=line, source=source)
 
 
-def _message(err: dict) -> str:
+def _message(err: ErrorDetails) -> str:
     kind, msg = err["type"], err["msg"]
     if kind == "missing":
         return "is required"

@@ -10,10 +10,32 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from .deployment_shapes import (_AT, DEFAULT_IMAGE, EMAIL_RE, GPU_TYPE_RE, IDENTITY_WANTED, IMAGE_KEY_RE, IMAGE_URI_RE,
-                                INSTANCE_TYPE_RE, MAX_BUCKETS, MAX_IMAGES, POOL_NAME_RE, ROLE_PATTERN_RE, SUBNET_ID_RE,
-                                VPC_ID_RE, NonNegative, PositiveInt, _at, _each, _is_identity, _shaped, _slug, _Strict,
-                                _unique, bucket_name_problem)
+from .deployment_shapes import (
+    _AT,
+    DEFAULT_IMAGE,
+    EMAIL_RE,
+    GPU_TYPE_RE,
+    IDENTITY_WANTED,
+    IMAGE_KEY_RE,
+    IMAGE_URI_RE,
+    INSTANCE_TYPE_RE,
+    MAX_BUCKETS,
+    MAX_IMAGES,
+    POOL_NAME_RE,
+    ROLE_PATTERN_RE,
+    SUBNET_ID_RE,
+    VPC_ID_RE,
+    NonNegative,
+    PositiveInt,
+    _at,
+    _each,
+    _is_identity,
+    _shaped,
+    _slug,
+    _Strict,
+    _unique,
+    bucket_name_problem,
+)
 from .gpu_instances import instance_shape, known_families
 from .spec import NAME_RE, Duration, Priority
 from .trigger import MANIFEST_ROOT, MAX_KEY_BYTES, TriggerBucket
@@ -63,7 +85,8 @@ class PoolConfig(_Strict):
     @property
     def largest_instance_gpus(self) -> int:
         """GPUs on the pool's largest instance type: no job container can hold more."""
-        return max(instance_shape(t)[1] for t in self.instance_types)
+        shapes = [instance_shape(t) for t in self.instance_types]
+        return max(shape[1] for shape in shapes if shape is not None)   # each one listed, checked above
 
     @property
     def pool_name(self) -> str:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from ...models.errors import BackendUnavailable, LaunchFailed, NotFound
 from ...models.job import JobRecord
-from ...ports import Exit, ExitKind, Inventory, Launched
+from ...models.outcome import ExitKind
+from ...ports import Exit, Inventory, Launched
 from .paths import StatePaths
 from .processes import NEVER_RAN, WRAPPER, process_token, read_exit, signal_group
 from .storage_errors import translate
