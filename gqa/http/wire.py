@@ -111,7 +111,7 @@ class Submitted:
         if len(jobs) == 1 and first.array_index is None:
             return cls(first.group or first.id, 1, (), first)
         runs = index_runs([j.array_index if j.array_index is not None else n for n, j in enumerate(jobs)])
-        return cls(first.group, len(jobs), tuple(tuple(r) for r in runs), first)
+        return cls(first.group, len(jobs), tuple((a, b, c) for a, b, c in runs), first)
 
     @property
     def ids(self) -> tuple[str, ...]:
