@@ -16,6 +16,7 @@ from gqa.adapters.aws.s3_manifests import S3Manifests
 from gqa.adapters.aws.sns_notifier import SnsNotifier
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
+from gqa.adapters.aws.wakeups import WakeDispatcher
 from gqa.adapters.clock import SystemClock, SystemRandom
 from gqa.adapters.local.budget_records import SqliteBudgetRecords
 from gqa.adapters.local.executor import LocalExecutor
@@ -57,6 +58,10 @@ def aws_attempt_status(adapter: BatchCompute) -> ports.AttemptStatus:
 
 
 def local_waker(adapter: SocketWaker) -> ports.Waker:
+    return adapter
+
+
+def aws_waker(adapter: WakeDispatcher) -> ports.Waker:
     return adapter
 
 
