@@ -7,6 +7,8 @@ expire KEPT_DAYS after their upload."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -26,10 +28,11 @@ class Checkpoints(Construct):
     def __init__(self, scope: Construct, id: str, *, config: Deployment) -> None:
         super().__init__(scope, id)
         removal = cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY
-        common = dict(block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True,
-                      encryption=s3.BucketEncryption.S3_MANAGED, removal_policy=removal,
-                      auto_delete_objects=not config.retain_data,
-                      object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED)
+        common: dict[str, Any] = dict(
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True,
+            encryption=s3.BucketEncryption.S3_MANAGED, removal_policy=removal,
+            auto_delete_objects=not config.retain_data,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED)
         self.access_logs = s3.Bucket(
             self, "AccessLogs", **{**common, "object_ownership": s3.ObjectOwnership.BUCKET_OWNER_PREFERRED},
             lifecycle_rules=[s3.LifecycleRule(expiration=cdk.Duration.days(ACCESS_LOGS_KEPT_DAYS))])

@@ -36,7 +36,7 @@ from constructs import Construct
 
 from gqa.models.batch_events import CAPACITY_WAIT_REASON, MISFIT_REASONS
 from gqa.models.deployment import Deployment, PoolConfig
-from gqa.models.gpu_instances import AL2_ONLY_FAMILIES, instance_shape
+from gqa.models.gpu_instances import AL2_ONLY_FAMILIES, listed_shape
 
 from .checkpoints import Checkpoints
 from .nag import acknowledge, acknowledge_wildcards
@@ -61,7 +61,7 @@ def max_vcpus(pool: PoolConfig) -> int:
     # max_gpus GPUs whichever of the types Batch picks: the ceiling may let Batch hold more on the
     # leaner types, but Batch launches only for jobs waiting, and gqa never submits more than
     # max_gpus GPUs' worth to a pool
-    per_gpu = max(math.ceil(vcpus / gpus) for vcpus, gpus in (instance_shape(t) for t in pool.instance_types))
+    per_gpu = max(math.ceil(vcpus / gpus) for vcpus, gpus in (listed_shape(t) for t in pool.instance_types))
     return pool.max_gpus * per_gpu
 
 

@@ -148,8 +148,8 @@ class Functions(Construct):
                                        resource_name=f"{batch.log_group_name}:log-stream:*",
                                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME)
         self.api.add_to_role_policy(iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[job_streams]))
-        acknowledge_arns(self.api.role, [job_streams], "the jobs' log streams are named by Batch at run time; "
-                                                       "reading is limited to the jobs' log group")
+        acknowledge_arns(_role(self.api), [job_streams], "the jobs' log streams are named by Batch at run time; "
+                                                         "reading is limited to the jobs' log group")
         checkpoints.grant_code_lookup(self.api)     # a submission's code bundle is there (a listing, no read)
 
         # admit: a large array's rest handed on to its tier's intake queue, wake-ups, and approval
@@ -161,17 +161,17 @@ class Functions(Construct):
         # tags and propagateTags) and stop jobs, find quiet ones; read checkpoints to resume from
         submit_to = [*batch.job_queue_arns, *batch.job_definition_arns]
         self.dispatch.add_to_role_policy(iam.PolicyStatement(actions=["batch:SubmitJob"], resources=submit_to))
-        acknowledge_arns(self.dispatch.role, submit_to, "SubmitJob names a job definition without its revision, "
-                                                         "which changes with the image or settings: any revision "
-                                                         "of the deployment's own definitions")
+        acknowledge_arns(_role(self.dispatch), submit_to, "SubmitJob names a job definition without its revision, "
+                                                           "which changes with the image or settings: any revision "
+                                                           "of the deployment's own definitions")
         batch_jobs = stack.format_arn(service="batch", resource="job", resource_name="*")
         self.dispatch.add_to_role_policy(iam.PolicyStatement(
             actions=["batch:TagResource", "batch:TerminateJob"], resources=[batch_jobs]))
-        acknowledge_arns(self.dispatch.role, [batch_jobs], "Batch assigns job ids at SubmitJob: tagging at "
-                                                           "submission and terminating can name no job in advance")
+        acknowledge_arns(_role(self.dispatch), [batch_jobs], "Batch assigns job ids at SubmitJob: tagging at "
+                                                             "submission and terminating can name no job in advance")
         _batch_queries(self.dispatch, "asks Batch about attempts whose events were lost")
         checkpoints.grant_read_prefix(self.dispatch, checkpoints.prefix)
-        acknowledge_wildcards(self.dispatch.role, f"/{checkpoints.prefix}/*",
+        acknowledge_wildcards(_role(self.dispatch), f"/{checkpoints.prefix}/*",
                               "reads any job's latest checkpoint, whose key starts with the job's id, only under "
                               "the checkpoint prefix")
 
@@ -181,16 +181,23 @@ class Functions(Construct):
         # budget: alerts, the jobs' GPU utilisation, wake-ups
         _publish(self.budget, topic)
         self.budget.add_to_role_policy(iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"]))
-        acknowledge(self.budget.role, "IAM5", "cloudwatch:GetMetricData supports no resource-level permissions; "
-                                              "the budget function reads the jobs' GPUUtilization",
+        acknowledge(_role(self.budget), "IAM5", "cloudwatch:GetMetricData supports no resource-level permissions; "
+                                                "the budget function reads the jobs' GPUUtilization",
                     applies_to=("Resource::*",))
         _send(self.budget, [queues.wakeup])
 
         # trigger: the burst's submission and its timer, the manifest of a large burst
         _send(self.trigger, [*queues.intake.values(), queues.trigger_timer])
         checkpoints.grant_manifests(self.trigger)
-        acknowledge_wildcards(self.trigger.role, f"/{MANIFEST_ROOT}*",
+        acknowledge_wildcards(_role(self.trigger), f"/{MANIFEST_ROOT}*",
                               "writes each burst's key list under its own new name, only under the manifest prefix")
+
+
+def _role(function: aws_lambda.Function) -> iam.IRole:
+    """The role CDK made with the function (only an imported function has none)."""
+    if function.role is None:
+        raise ValueError(f"function {function.node.id} has no role")
+    return function.role
 
 
 def _send(function: aws_lambda.Function, queues: Iterable[sqs.IQueue]) -> None:
@@ -202,8 +209,8 @@ def _send(function: aws_lambda.Function, queues: Iterable[sqs.IQueue]) -> None:
 def _batch_queries(function: aws_lambda.Function, why: str) -> None:
     function.add_to_role_policy(iam.PolicyStatement(actions=["batch:DescribeJobs", "batch:ListJobs"],
                                                     resources=["*"]))
-    acknowledge(function.role, "IAM5", f"batch:DescribeJobs and batch:ListJobs support no resource-level "
-                                       f"permissions; the {function.node.id.lower()} function {why}",
+    acknowledge(_role(function), "IAM5", f"batch:DescribeJobs and batch:ListJobs support no resource-level "
+                                         f"permissions; the {function.node.id.lower()} function {why}",
                 applies_to=("Resource::*",))
 
 

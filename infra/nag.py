@@ -41,7 +41,7 @@ def acknowledge_arns(role: iam.IRole, arns: Iterable[str], reason: str) -> None:
         acknowledge(role, "IAM5", reason, applies_to=wild)
 
 
-def acknowledge_wildcards(role: iam.Role, suffix: str, reason: str) -> None:
+def acknowledge_wildcards(role: iam.IRole, suffix: str, reason: str) -> None:
     """IAM5 on the role's policy resources that hold a wildcard and end with
     `suffix` (e.g. "/checkpoints/*"). They are named once the app's references
     are settled: a bucket of another stack is an import there, of this stack a

@@ -15,8 +15,8 @@ the alarm says otherwise."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import aws_cdk as cdk
@@ -96,7 +96,8 @@ class Observability(Construct):
         for dead in dead_letters:
             name = dead.node.id   # the queue's logical name, e.g. intake-high-dlq
             self._alarm(
-                f"{name}-not-empty", dead.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                f"{name}-not-empty",
+                dead.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                 0, cw.ComparisonOperator.GREATER_THAN_THRESHOLD, 1,
                 Missing(cw.TreatMissingData.NOT_BREACHING, "SQS stops reporting an idle queue: it is empty"),
                 f"messages in {name}: deliveries that failed every retry; read them, fix the cause, redrive them",
@@ -178,7 +179,7 @@ WIDE, HALF, THIRD, HIGH = 24, 12, 8, 6
 
 def widgets(config: Deployment, queues: Queues, functions: Mapping[str, aws_lambda.IFunction],
             budgets: list[str]) -> list[list[cw.IWidget]]:
-    def graph(title: str, left: list[cw.IMetric], width: int = HALF, **kwargs) -> cw.GraphWidget:
+    def graph(title: str, left: Sequence[cw.IMetric], width: int = HALF, **kwargs) -> cw.GraphWidget:
         return cw.GraphWidget(title=title, left=left, width=width, height=HIGH, **kwargs)
 
     intake = [q.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum",

@@ -29,5 +29,13 @@ def instance_shape(instance_type: str) -> tuple[int, int] | None:
     return INSTANCE_SHAPES.get(family, {}).get(size)
 
 
+def listed_shape(instance_type: str) -> tuple[int, int]:
+    """instance_shape of a type the deployment has already checked is listed."""
+    shape = instance_shape(instance_type)
+    if shape is None:
+        raise ValueError(f"{instance_type!r} is not a GPU instance type gqa knows (families {known_families()})")
+    return shape
+
+
 def known_families() -> str:
     return ", ".join(sorted(INSTANCE_SHAPES))
