@@ -63,10 +63,10 @@ def expand(spec: JobSpec) -> list[tuple[JobSpec, int | None, dict[str, str]]]:
         tasks = sweep_size(spec.sweep.grid)   # validation checked it; a constructed spec was not validated
         if tasks > MAX_TASKS:
             raise SpecError(f"sweep has {tasks} combinations; at most {MAX_TASKS}")
-        jobs = []
+        jobs: list[tuple[JobSpec, int | None, dict[str, str]]] = []
         for i, combo in enumerate(itertools.product(*(spec.sweep.grid[k] for k in keys))):
             values = {k: _text(v) for k, v in zip(keys, combo)}
-            jobs.append((_with_values(spec, values), i, {"GQA_ARRAY_INDEX": str(i)}))
+            jobs.append((_with_values(spec, spec.sweep.pass_as, values), i, {"GQA_ARRAY_INDEX": str(i)}))
         return jobs
     return [(spec, None, {})]
 
@@ -75,9 +75,9 @@ def array_limit(spec: JobSpec) -> int | None:
     return parse_array(spec.array)[1] if spec.array is not None else None
 
 
-def _with_values(spec: JobSpec, values: dict[str, str]) -> JobSpec:
+def _with_values(spec: JobSpec, pass_as: str, values: dict[str, str]) -> JobSpec:
     tags = dict(spec.tags) | {f"sweep.{k}": v for k, v in values.items()}
-    if spec.sweep.pass_as == "env":
+    if pass_as == "env":
         env = dict(spec.env) | values
         return spec.model_copy(update={"sweep": None, "env": env, "tags": tags})
     flags = [f"--{k}={v}" for k, v in values.items()]

@@ -170,7 +170,7 @@ class JobSpec(_Strict):
     @field_validator("name", "team")
     @classmethod
     def _identifier(cls, value: str, info: ValidationInfo) -> str:
-        _no_nul(value, info.field_name)
+        _no_nul(value, info.field_name or "name")
         if not NAME_RE.match(value):
             raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' or '-' (max 63)")
         return value
@@ -323,7 +323,7 @@ def _os_user() -> str:
     return user if NAME_RE.match(user) else "unknown"
 
 
-SPEC_FIELDS = {
+SPEC_FIELDS: dict[str, type[BaseModel]] = {
     "": JobSpec, "resources": Resources, "limits": Limits, "retries": Retries,
     "checkpoint": Checkpoint, "sweep": Sweep,
 }

@@ -125,7 +125,8 @@ def unpack(bundle: BinaryIO, dest: str | os.PathLike[str]) -> int:
     """Unpack a checked bundle into `dest` (which exists); returns the members unpacked."""
     try:
         with tarfile.open(fileobj=bundle, mode="r:gz") as tar:
-            members, links = [], set()
+            members: list[tarfile.TarInfo] = []
+            links: set[str] = set()
             for member in tar:
                 problem = unsafe_member(member, links)
                 if problem:
@@ -134,8 +135,10 @@ def unpack(bundle: BinaryIO, dest: str | os.PathLike[str]) -> int:
                     links.add(member.name)
                 members.append(member)
             # the checks above are the rule; the standard library's own filter (3.12, and 3.11.4+) is a second
-            extra = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-            tar.extractall(dest, members=members, **extra)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(dest, members=members, filter="data")
+            else:
+                tar.extractall(dest, members=members)
             return len(members)
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise CodeError(f"cannot unpack the job's code: {type(exc).__name__}: {exc}") from None

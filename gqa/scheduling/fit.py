@@ -181,6 +181,7 @@ class Capacity:
                     if start == INF:  # unknowable: hold the GPUs free soonest, i.e. those free now
                         ready = sorted(indices, key=lambda i: (self.busy_until[i], i))
                     best = (start, ready[: job.gpus])
+        assert best is not None, "only a job that fits some pool is reserved (blocked() checks)"
         start, chosen = best
         self.reserved_start[job.id] = start
         # unknown ends make the start unknowable: then nothing may borrow these GPUs at all

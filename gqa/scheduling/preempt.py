@@ -8,7 +8,7 @@ preempts twice."""
 from collections import defaultdict
 
 from .fit import pools_for
-from .inventory import tables
+from .inventory import Pool, tables
 from .snapshot import PendingJob, RunningJob, Snapshot
 
 
@@ -21,7 +21,7 @@ class Preemptor:
         self.now = snap.now
         self.policy = snap.policy
         self.free = free
-        self.stopping: dict[str, list[int]] = defaultdict(list)   # pool -> GPUs already on their way back
+        self.stopping: dict[Pool, list[int]] = defaultdict(list)   # pool -> GPUs already on their way back
         self.candidates: list[RunningJob] = []
         self.chosen: list[str] = []
         if not self.enabled:
@@ -73,7 +73,7 @@ class Preemptor:
         return [r.id for r in picked], (f"preempting {names} (lower tier; {lost / 60:.0f} GPU-job-minutes "
                                         "since their last checkpoints)")
 
-    def _without_spares(self, picked: list[RunningJob], pool, spare: int) -> list[RunningJob]:
+    def _without_spares(self, picked: list[RunningJob], pool: Pool, spare: int) -> list[RunningJob]:
         """`picked` less the victims the others make unneeded (a later, larger victim can cover an
         earlier one), the most work lost dropped first: no victim is stopped for nothing."""
         kept = list(picked)
@@ -84,5 +84,5 @@ class Preemptor:
                 spare -= gpus
         return kept
 
-    def _free_in(self, pool) -> int:
+    def _free_in(self, pool: Pool) -> int:
         return sum(1 for index in self.free if self.pool_of[index] == pool)

@@ -74,6 +74,7 @@ class Ranking:
                 key = (-(self.w_fs * fs - neg_part), submitted, seq, job_id)
                 if best_key is None or key < best_key:
                     best_key, best_team, best_fs = key, team, fs
+            assert best_key is not None and best_team is not None   # heaps is not empty
             entry = heapq.heappop(heaps[best_team])
             if not heaps[best_team]:
                 del heaps[best_team]

@@ -2,8 +2,9 @@
 process changes state here at once; a running one gets a request that the
 supervisor carries out (SIGTERM, grace, SIGKILL) and settles on exit."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
 from ..models.job import JobRecord, JobState, Request, Transition
@@ -126,7 +127,7 @@ class ControlService:
             return set()
         return {ref for ref in dict.fromkeys(refs) if "_" not in ref and self.admissions.decide(ref, expect, decision)}
 
-    def _resolve(self, refs: list[str], admitting: set[str] = frozenset()) -> list[JobRecord]:
+    def _resolve(self, refs: list[str], admitting: Set[str] = frozenset()) -> list[JobRecord]:
         """The jobs named, each once, without their history (an array may have
         100,000 tasks). Who may act on them is gqa.services.access's rule,
         checked by the entry point on these same jobs before any is changed.
@@ -169,7 +170,7 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
     if job.state.active:
         if job.request == Request.CANCEL:
             return None, ControlResult(job, "cancelling", "already being cancelled")
-        fields = {"request": Request.CANCEL}
+        fields: dict[str, Any] = {"request": Request.CANCEL}
         return (Change(job.id, job.state, None, "", now, fields),
                 ControlResult(replace(job, **fields), "cancelling", "stopping its processes"))
     fields = {"ended_at": now, "not_before": None}

@@ -95,7 +95,8 @@ class SubmitService:
         `seconds` is the time the caller has left for it."""
         spec = validate_json(submission.spec_json, source="submission").model_copy(
             update={"owner": submission.owner})
-        if not submission.job_ids or submission.seq is None:
+        seq = submission.seq
+        if not submission.job_ids or seq is None:
             raise SpecError("malformed submission: no reserved job ids", source="submission")
         if not 0 <= submission.start < len(submission.job_ids):
             raise SpecError(f"malformed submission: start {submission.start} is not one of its "
@@ -117,7 +118,7 @@ class SubmitService:
         def part(start: int, end: int) -> list[JobRecord]:
             """Jobs start..end-1 under their reserved ids (a chunk builds only its own)."""
             return placed(self._records(spec, submission.environment, history[0].at, state, reason, history,
-                                        expanded[start:end]), submission.job_ids, submission.seq, start)
+                                        expanded[start:end]), submission.job_ids, seq, start)
 
         first = part(0, 1)[0]
         if self.admissions is not None and self.intake is not None and (
@@ -138,7 +139,9 @@ class SubmitService:
     # -- the parts -------------------------------------------------------------------------------
     def _ask_approval(self, waiting: list[JobRecord], gpus: tuple[Gpu, ...]) -> None:
         """One message to the approvers about the jobs this admission wrote to wait for them."""
-        request = approval_request(waiting, gpus) if self.notifier is not None else None
+        if self.notifier is None:
+            return
+        request = approval_request(waiting, gpus)
         if request is None:
             return
         try:

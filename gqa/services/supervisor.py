@@ -168,7 +168,7 @@ class Supervisor:
             except NotFound:
                 continue
             if job.state == JobState.QUEUED:
-                out.append(replace(job, state=JobState.STARTING, **claim.fields))
+                out.append(replace(job, state=JobState.STARTING, **(claim.fields or {})))
         return out
 
     def _hold_and_release(self, decision) -> None:

@@ -166,12 +166,12 @@ class TriggerService:
             now = self.clock.now()
             burst = self.store.open_burst(trigger.id)
             kind = plan(burst, obj.key, now)
-            if kind is StepKind.CLOSE_OVERDUE:
-                self.close(trigger.id, burst.id)
-                continue
-            if kind is StepKind.OPEN:
+            if burst is None:   # kind is OPEN: this object opens one
                 burst = open_burst(trigger, self.ids(), obj.key, now)
                 self._timer().schedule(trigger.id, burst.id, trigger.debounce)
+            elif kind is StepKind.CLOSE_OVERDUE:
+                self.close(trigger.id, burst.id)
+                continue
             try:
                 fresh = self.store.count(kind, burst, obj.key, obj.token, now + REMEMBER_EVENTS)
             except Conflict:   # another object or the close got there first: look again

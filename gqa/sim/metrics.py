@@ -4,8 +4,10 @@ fractions; a metric that cannot be measured is None (null in JSON), never 0."""
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from .engine import SimResult
+from .engine import Outcome, SimResult
 
 SLOWDOWN_FLOOR = 10.0   # bounded slowdown: jobs shorter than this count as this long
 
@@ -37,15 +39,33 @@ def jain(values: list[float]) -> float | None:
     return math.fsum(values) ** 2 / (len(values) * squares) if squares > 0 else 1.0
 
 
+@dataclass(frozen=True)
+class _Done:
+    """A finished job's outcome, whose start and end are known."""
+    team: str
+    submit: float
+    start: float
+    end: float
+    duration: float
+    wall_time: float
+    eta: float | None
+    timed_out: bool
+
+
+def _finished(outcomes: Iterable[Outcome]) -> list[_Done]:
+    return [_Done(o.team, o.submit, o.start, o.end, o.duration, o.wall_time, o.eta, o.timed_out)
+            for o in outcomes if o.start is not None and o.end is not None]
+
+
 def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None) -> dict:
-    done = [o for o in result.outcomes if o.end is not None]
+    done = _finished(result.outcomes)
     waits = [o.start - o.submit for o in done]
     jcts = [o.end - o.submit for o in done]
     slowdowns = [_slowdown(o) for o in done]
     by_team: dict[str, list[float]] = defaultdict(list)
     for o, s in zip(done, slowdowns):
         by_team[o.team].append(s)
-    team_slowdown = {team: mean(values) for team, values in sorted(by_team.items())}
+    team_slowdown = {team: math.fsum(values) / len(values) for team, values in sorted(by_team.items())}
     makespan = (max(o.end for o in done) - min(o.submit for o in result.outcomes)) if done else None
     used = math.fsum(o.gpu_seconds for o in result.outcomes)
     errors = [abs(o.eta - o.start) for o in done if o.eta is not None]
@@ -82,7 +102,7 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
     return summary
 
 
-def _slowdown(o) -> float:
+def _slowdown(o: _Done) -> float:
     """(wait + run) / run, the run being what the job needed (its wall time cuts
     it short), floored at SLOWDOWN_FLOOR seconds so a 1 s job waiting 1 minute
     does not dwarf everything else; never below 1."""

@@ -91,7 +91,7 @@ def cost(gpu_seconds_by_pool: dict[str, float], pools: list[Pool]) -> dict[str, 
     the same GPU time at the on-demand price of the same GPU type (None where
     the file has no on-demand pool of that type)."""
     by_name = {p.name: p for p in pools}
-    on_demand = {}
+    on_demand: dict[str, float] = {}
     for p in pools:
         if not p.spot:
             on_demand.setdefault(p.gpu_type, p.price_per_gpu_hour)

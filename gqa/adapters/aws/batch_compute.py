@@ -219,12 +219,12 @@ class BatchCompute:
         detail of one has DescribeJobs' shape); None for a Batch job Batch no
         longer knows. A job without a recorded Batch job, or whose description
         cannot be read as one of gqa's attempts, is left out."""
-        recorded = [j for j in jobs if j.proc_token]
-        details = self._describe([j.proc_token for j in recorded])
+        recorded = [(j, j.proc_token) for j in jobs if j.proc_token]
+        details = self._describe([token for _, token in recorded])
         now = self.clock.now()
         out: dict[str, BatchJobEvent | None] = {}
-        for job in recorded:
-            detail = details.get(job.proc_token)
+        for job, token in recorded:
+            detail = details.get(token)
             if detail is None:
                 out[job.id] = None
                 continue

@@ -115,10 +115,8 @@ def parse_submission(body: str) -> Submission:
         raise _malformed("not a JSON object")
     if raw.get("v") != BODY_VERSION:
         raise _malformed(f"unknown version {raw.get('v')!r}")
-    spec_json, owner, tier, key = (raw.get(k) for k in ("spec_json", "owner", "tier", "idempotency_key"))
-    for name, value in (("spec_json", spec_json), ("owner", owner), ("idempotency_key", key)):
-        if not isinstance(value, str) or not value:
-            raise _malformed(f"{name} must be a non-empty string")
+    spec_json, owner, key = (_nonempty_text(raw, k) for k in ("spec_json", "owner", "idempotency_key"))
+    tier = raw.get("tier")
     if isinstance(tier, bool) or not isinstance(tier, int) or tier not in TIERS:
         raise _malformed(f"tier must be one of {sorted(TIERS)}, got {tier!r}")
     environment = raw.get("environment")
@@ -135,6 +133,13 @@ def parse_submission(body: str) -> Submission:
         raise _malformed(f"start must be the index of one of its {len(job_ids)} jobs, got {start!r}")
     return Submission(spec_json=spec_json, owner=owner, tier=tier, idempotency_key=key, environment=environment,
                       job_ids=tuple(job_ids), seq=seq, start=start)
+
+
+def _nonempty_text(raw: dict[str, Any], name: str) -> str:
+    value = raw.get(name)
+    if not isinstance(value, str) or not value:
+        raise _malformed(f"{name} must be a non-empty string")
+    return value
 
 
 def pack_ids(job_ids: tuple[str, ...]) -> list[str] | dict[str, Any]:

@@ -1,6 +1,7 @@
 """Where the local queue keeps its state (GQA_HOME, default ~/.gqa)."""
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,8 +11,8 @@ class StatePaths:
     home: Path
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "StatePaths":
-        env = os.environ if env is None else env
+    def from_env(cls, given: Mapping[str, str] | None = None) -> "StatePaths":
+        env = os.environ if given is None else given
         home = env.get("GQA_HOME") or os.path.join(os.path.expanduser("~"), ".gqa")
         return cls(Path(home).absolute())
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,9 +77,9 @@ def is_system(home: Path | str) -> bool:
     return (Path(home) / MARKER).is_file()
 
 
-def state_home(env: dict[str, str] | None = None) -> Path:
+def state_home(given: Mapping[str, str] | None = None) -> Path:
     """The home a command uses (see the module's docstring)."""
-    env = os.environ if env is None else env
+    env = os.environ if given is None else given
     if env.get("GQA_HOME"):
         return Path(env["GQA_HOME"]).absolute()
     personal = Path(env.get("HOME") or os.path.expanduser("~")) / ".gqa"
