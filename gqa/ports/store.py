@@ -14,6 +14,9 @@ from ..models.errors import Conflict
 from ..models.job import JobRecord, JobState
 from ..scheduling.snapshot import Gpu, PendingJob, Policy, RunningJob, TeamPolicy
 
+# `list` is also a method of JobRecords: annotations below it name the builtin this way
+List = list
+
 
 @dataclass(frozen=True)
 class Change:
@@ -71,7 +74,7 @@ class JobRecords(Protocol):
     def state_counts(self) -> dict[JobState, int]:
         """How many jobs are in each state; states with none are left out."""
 
-    def apply(self, changes: list[Change]) -> list[JobRecord]:
+    def apply(self, changes: List[Change]) -> List[JobRecord]:
         """Apply state changes in one transaction; each is guarded on the
         state it expects. Raises Conflict (and applies nothing) on a mismatch.
         A change's `usage` is added to its team's decayed usage atomically."""
@@ -87,7 +90,7 @@ class JobRecords(Protocol):
         read to write: the caller then reads and decides). Returns the record
         as apply() would (the recent history at least)."""
 
-    def apply_each(self, changes: list[Change]) -> list[bool]:
+    def apply_each(self, changes: List[Change]) -> List[bool]:
         """Apply each change that still holds and skip the others: each is
         guarded on the state it expects, as in apply(), but a job that moved on
         (or is gone) leaves the rest to apply. Whether each applied. For many

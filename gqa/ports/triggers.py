@@ -8,6 +8,9 @@ from ..models.burst import Burst, ClosedBurst, StepKind
 from ..models.trigger import Trigger
 from .intake import Submission
 
+# `list` is also a method of TriggerStore: annotations below it name the builtin this way
+List = list
+
 
 class TriggerStore(Protocol):
     """Triggers and their bursts (the settings table on AWS). Every burst write
@@ -43,7 +46,7 @@ class TriggerStore(Protocol):
 
     def held_submission(self, trigger_id: str, burst_id: str) -> Submission | None: ...
 
-    def mark_submitted(self, trigger_id: str, burst_id: str, jobs: list[str], dropped: str | None = None) -> None:
+    def mark_submitted(self, trigger_id: str, burst_id: str, jobs: List[str], dropped: str | None = None) -> None:
         """Record that the closed burst's job was submitted (or, with `dropped`, never will be)."""
 
 

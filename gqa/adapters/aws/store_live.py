@@ -1,0 +1,161 @@
+"""What the control loop reads of the DynamoDB queue: the live jobs through the
+sharded changes index, kept by the container between passes and brought up
+to date by what changed or what wake-ups named (views.QueueView)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from itertools import islice
+from typing import Any
+
+from ...models.errors import Conflict
+from ...models.job import JobRecord
+from ...scheduling.snapshot import PendingJob, RunningJob
+from . import items as it
+from . import tables as t
+from . import views
+from .store_base import ACTIVE, PENDING, PREFETCH, DynamoDBBase, List, S
+
+
+class DynamoDBLive(DynamoDBBase):
+    """The live jobs (_live) and the reads the control loop makes of them."""
+
+    # -- jobs: what the supervisor and the scheduler ask -----------------------------------------
+    def _live(self) -> List[dict[str, Any]]:
+        """The live jobs as the changes index projects them, in seq order: a
+        read of every shard (outside a pass), or the pass's view (once per pass)."""
+        if self._pass is None:
+            return sorted(self._read_changes(None).values(), key=lambda i: i[t.SEQ])
+        if self._pass.live is None:
+            self._pass.live = self._refresh()
+        return sorted(self._pass.live.values(), key=lambda i: i[t.SEQ])   # our own writes may have added some
+
+    def _refresh(self) -> dict[str, dict[str, Any]]:
+        """Bring the container's view of the live jobs up to this pass: all of
+        it when stale (a cold start, every views.RESYNC_EVERY), else what the
+        index holds changed since the watermark less views.CHANGE_MARGIN,
+        unless the wake-ups named the jobs that changed; then those jobs, from
+        the table (a job that left the live states leaves the view)."""
+        view, named = self._queue, self._named
+        began = it.wall_clock()
+        if view.watermark is None or (named is None and view.stale()):
+            # a cold container, or a pass that reads the index anyway (the scheduled ones): it
+            # reads it whole; passes a wake-up named the jobs for never wait on such a read
+            if self._keys_until is not None and views.now() < self._keys_until and \
+                    views.now() - self._keys_checked >= views.RESYNC_EVERY:
+                self.add_change_keys()
+            view.jobs = self._read_changes(None)
+            view.watermark, view.resynced = began, views.now()
+        elif named is None:
+            for job_id, item in self._read_changes(view.watermark - views.CHANGE_MARGIN).items():
+                if int(item.get(t.REVISION, 0)) >= int(view.jobs.get(job_id, {}).get(t.REVISION, -1)):
+                    view.jobs[job_id] = item   # an index entry older than our own write of it is not taken
+            view.watermark = began
+        if named:
+            carried = {i: item for i, item in named.items() if item is not None}
+            unread = [i for i in named if i not in carried]
+            if unread:
+                # what a wake-up names ended or stopped jobs (free GPUs) or released some: the pass
+                # is likely to start the queue's head, whose whole items its claims need; read as
+                # many of them with the named ones, in the same call
+                head = heapq.nsmallest(min(len(unread), PREFETCH), (
+                    (int(i["tier"]), i[t.SEQ], i[t.ID]) for i in view.jobs.values()
+                    if i[t.STATE] == S.QUEUED.value and i[t.ID] not in named and self._recall(i[t.ID]) is None))
+                found = self._read_jobs(unread + [job_id for _, _, job_id in head])
+                carried.update({i: found.get(i) for i in unread})   # None: no such job
+            for job_id, item in carried.items():
+                seen = view.jobs.get(job_id)
+                if item is not None and seen is not None and \
+                        int(item.get(t.REVISION, 0)) < int(seen.get(t.REVISION, 0)):
+                    continue   # a wake-up delivered late: the view has a later write of the job
+                if item is not None and t.LIVE in item:
+                    view.jobs[job_id] = it.projected(item)
+                else:
+                    view.jobs.pop(job_id, None)
+        return view.jobs
+
+    def wakeup_items(self, job_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The jobs as this store has just written them, as a wake-up carries
+        them (wakeups.py): the changes index's projection, and whether the
+        job is still live. Jobs it has not seen lately are left out (the pass
+        reads those)."""
+        out: dict[str, dict[str, Any]] = {}
+        for job_id in job_ids:
+            item = self._known.recall(job_id)
+            if item is not None:
+                out[job_id] = {**it.projected(item), **({t.LIVE: t.LIVE} if t.LIVE in item else {})}
+        return out
+
+    def _read_changes(self, since: float | None) -> dict[str, dict[str, Any]]:
+        """The changes index, every shard: all of it, or what was written at or after `since`."""
+        found: dict[str, dict[str, Any]] = {}
+        for shard in range(t.CHANGE_SHARDS):
+            sort = None
+            if since is not None:
+                expr = it.Expr()
+                sort = (f"{expr.n(t.CHANGED)} >= {expr.v(since)}", expr)
+            for item in self._query(self.tables.jobs, {t.CHANGE_SHARD: str(shard)}, index=t.CHANGES_INDEX,
+                                    sort=sort):
+                found[item[t.ID]] = item
+        return found
+
+    def add_change_keys(self, *, again_for: float = 0.0) -> int:
+        """Give the live jobs written before the changes index its keys (tables.py):
+        one read of the live index for the jobs without them, one UpdateItem each.
+        The job's content and revision stay: no guarded write is disturbed. Returns
+        how many it gave keys to. `again_for`: seconds during which each whole read
+        of a pass does it again (an upgrade's other functions may still run the
+        earlier version for a while, writing jobs without the keys)."""
+        if again_for:
+            self._keys_until = views.now() + again_for
+        self._keys_checked = views.now()
+        expr = it.Expr()
+        where = (f"attribute_not_exists({expr.n(t.CHANGE_SHARD)})", expr)
+        given = 0
+        for item in self._query(self.tables.jobs, {t.LIVE: t.LIVE}, index=t.LIVE_INDEX, where=where):
+            e = it.Expr()
+            try:
+                self.call("UpdateItem", TableName=self.tables.jobs, Key=it.dump(it.job_key(item[t.ID])),
+                          UpdateExpression=f"SET {e.n(t.CHANGE_SHARD)} = {e.v(it.change_shard(item[t.ID]))}, "
+                                           f"{e.n(t.CHANGED)} = {e.v(it.changed_now())}",
+                          ConditionExpression=f"attribute_exists({e.n(t.LIVE)}) AND "
+                                              f"attribute_not_exists({e.n(t.CHANGE_SHARD)})", **e.kwargs())
+                given += 1
+            except Conflict:   # it left the live states, or got its keys meanwhile
+                continue
+        return given
+
+    def with_requests(self) -> List[JobRecord]:
+        return [it.job_record(i, history=False) for i in self._live()
+                if i[t.STATE] in ACTIVE and i.get("request") is not None and i.get("kill_reason") is None]
+
+    def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
+        live = self._live()
+        # tier first, then submission order
+        pending = sorted((i for i in live if i[t.STATE] in PENDING), key=lambda i: (int(i["tier"]), i[t.SEQ]))
+        return [it.pending_job(i) for i in pending], [it.running_job(i) for i in live if i[t.STATE] in ACTIVE]
+
+    def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
+        def read() -> tuple[int, List[tuple[str, float, float]]]:
+            expr = it.Expr()
+            where = (" AND ".join(f"attribute_exists({expr.n(a)})" for a in ("wall_time", "started_at", "ended_at")),
+                     expr)
+            found = self._query(self.tables.jobs, {t.STATE: S.SUCCEEDED.value}, index=t.BY_STATE, where=where,
+                                forward=False)
+            return limit, [(i[t.TEAM], float(i["ended_at"]) - float(i["started_at"]), float(i["wall_time"]))
+                           for i in islice(found, max(0, limit))]
+        kept = self._samples.get(read)
+        if kept[0] != limit:
+            self._samples.clear()
+            kept = self._samples.get(read)
+        return kept[1]
+
+    def next_wakeup(self) -> float | None:
+        times = [float(i["not_before"]) for i in self._live()
+                 if i[t.STATE] == S.RETRY_WAIT.value and i.get("not_before") is not None]
+        return min(times) if times else None
+
+    def due_retries(self, now: float) -> List[JobRecord]:
+        return [it.job_record(i, history=False) for i in self._live()
+                if i[t.STATE] == S.RETRY_WAIT.value and (i.get("not_before") is None or float(i["not_before"]) <= now)]

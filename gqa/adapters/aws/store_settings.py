@@ -1,0 +1,144 @@
+"""The DynamoDB store's settings (one partition: inventory, policy, each team
+with its members) and its usage ledger (another: decayed usage and spend in
+shards, ledger.py)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from dataclasses import fields
+from typing import Any
+
+from ... import settings_codec
+from ...ports import Inventory
+from ...scheduling.fairshare import with_running
+from ...scheduling.snapshot import Policy, TeamPolicy
+from . import items as it
+from . import ledger
+from . import tables as t
+from .store_base import MEMBERS, TEAM_PREFIX, List, S
+from .store_live import DynamoDBLive
+
+
+class DynamoDBSettings(DynamoDBLive):
+    """Settings are read as one Query, kept `settings_ttl` seconds (and once per pass)."""
+
+    # -- settings -------------------------------------------------------------------
+    def _settings_items(self) -> dict[str, dict[str, Any]]:
+        """The settings partition, sk -> item: one Query for inventory, policy and teams."""
+        if self._pass is not None and self._pass.settings is not None:
+            return self._pass.settings
+        found = self._settings.get(lambda: {i[t.SK]: i for i in self._query(
+            self.tables.settings, {t.PK: t.SETTING}, consistent=True)})
+        if self._pass is not None:
+            self._pass.settings = found
+        return found
+
+    def _put_setting(self, name: str, attributes: dict[str, Any]) -> None:
+        self.call("PutItem", TableName=self.tables.settings, Item=setting_item(name, attributes))
+        self._settings.clear()
+        if self._pass is not None:
+            self._pass.settings = None
+
+    def inventory(self) -> Inventory | None:
+        item = self._settings_items().get("inventory")
+        return settings_codec.inventory_from(item["json"]) if item else None
+
+    def set_inventory(self, inventory: Inventory) -> None:
+        self._put_setting(*inventory_setting(inventory))
+
+    def policy(self) -> Policy:
+        item = self._settings_items().get("policy")
+        return settings_codec.policy_from(item["json"]) if item else Policy()
+
+    def set_policy(self, policy: Policy) -> None:
+        self._put_setting(*policy_setting(policy))
+
+    def teams(self) -> dict[str, TeamPolicy]:
+        return {sk.removeprefix(TEAM_PREFIX): it.team_policy(item)
+                for sk, item in self._settings_items().items() if sk.startswith(TEAM_PREFIX)}
+
+    def set_team(self, team: str, policy: TeamPolicy) -> None:
+        # the whole policy, in place: the item's members (set_team_members, the deploy) stay
+        given = it.team_attributes(policy)
+        expr = it.Expr()
+        sets = ", ".join(f"{expr.n(k)} = {expr.v(v)}" for k, v in given.items())
+        removed = [f.name for f in fields(TeamPolicy) if f.name not in given]
+        update = f"SET {sets}" + (f" REMOVE {', '.join(expr.n(k) for k in removed)}" if removed else "")
+        self._update_setting(TEAM_PREFIX + team, update, expr)
+
+    def team_members(self) -> dict[str, tuple[str, ...]]:
+        return {sk.removeprefix(TEAM_PREFIX): tuple(item[MEMBERS]) for sk, item in self._settings_items().items()
+                if sk.startswith(TEAM_PREFIX) and item.get(MEMBERS)}
+
+    def set_team_members(self, team: str, members: tuple[str, ...]) -> None:
+        """Replace the team's members; a team not configured yet gets the default policy with them."""
+        expr = it.Expr()
+        # if_not_exists: a new team item carries the default policy, an existing one keeps its own
+        defaults = [f"{expr.n(k)} = if_not_exists({expr.n(k)}, {expr.v(v)})"
+                    for k, v in it.team_attributes(self.policy().default_team).items()]
+        if members:
+            update = "SET " + ", ".join([f"{expr.n(MEMBERS)} = {expr.v(list(members))}", *defaults])
+        else:
+            update = "SET " + ", ".join(defaults) + f" REMOVE {expr.n(MEMBERS)}"
+        self._update_setting(TEAM_PREFIX + team, update, expr)
+
+    def _update_setting(self, name: str, update: str, expr: it.Expr) -> None:
+        self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: t.SETTING, t.SK: name}),
+                  UpdateExpression=update, **expr.kwargs())
+        self._settings.clear()
+        if self._pass is not None:
+            self._pass.settings = None
+
+    # -- the ledger ----------------------------------------------------------------------
+    def _ledger(self, prefix: str) -> List[dict[str, Any]]:
+        """The ledger items whose sort key starts with `prefix` (in a pass: one read of the partition)."""
+        if self._pass is not None:
+            if self._pass.ledger is None:
+                self._pass.ledger = builtins.list(self._query(self.tables.ledger, {t.PK: ledger.PARTITION}))
+            return [i for i in self._pass.ledger if i[t.SK].startswith(prefix)]
+        expr = it.Expr()
+        return builtins.list(self._query(self.tables.ledger, {t.PK: ledger.PARTITION},
+                                         sort=(f"begins_with({expr.n(t.SK)}, {expr.v(prefix)})", expr)))
+
+    def usage(self, now: float, half_life: float) -> dict[str, float]:
+        """Decayed GPU-seconds per team. Charges decay with the half-life they were
+        recorded under (ledger.py); the services pass that same policy half-life."""
+        out: dict[str, float] = {}
+        for item in self._ledger(ledger.USAGE):
+            team = item["team"]
+            out[team] = out.get(team, 0.0) + ledger.decayed(
+                float(item["total"]), float(item["epoch"]), float(item["half_life"]), now)
+        return with_running(out, ((i[t.TEAM], int(i["gpus"]), float(i["started_at"])) for i in self._live()
+                                  if i[t.STATE] == S.RUNNING.value and i.get("started_at") is not None), now)
+
+    def spend(self, period: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for item in self._ledger(ledger.spend_prefix(period)):   # a team's shards (ledger.py), summed
+            out[item["team"]] = out.get(item["team"], 0.0) + float(item["amount"])
+        return out
+
+
+# -- the settings items, as stored: the store writes them, and a deployment writes
+# its pools, policy and teams with the same functions (infra/registration.py)
+# -- the settings items, as stored: the store writes them, and a deployment writes
+# its pools, policy and teams with the same functions (infra/registration.py)
+def setting_item(name: str, attributes: dict[str, Any]) -> dict[str, Any]:
+    """The settings item `name` in DynamoDB's JSON form (PutItem's Item)."""
+    return it.dump({t.PK: t.SETTING, t.SK: name, **attributes})
+
+
+def inventory_setting(inventory: Inventory) -> tuple[str, dict[str, Any]]:
+    return "inventory", {"json": settings_codec.inventory_json(inventory)}
+
+
+def policy_setting(policy: Policy) -> tuple[str, dict[str, Any]]:
+    return "policy", {"json": settings_codec.policy_json(policy)}
+
+
+def team_setting(team: str, policy: TeamPolicy, members: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:
+    """A team's item: its policy and, when it lists any, its members (what
+    the api function checks a submission's team against; they are kept here,
+    not in the functions' environment, which Lambda limits to 4 KB)."""
+    members = builtins.list(members)
+    return TEAM_PREFIX + team, {**it.team_attributes(policy), **({MEMBERS: members} if members else {})}

@@ -1,0 +1,84 @@
+"""How a job is a row of the jobs table and back: the columns, the encodings
+of the values SQLite has no type for, and the statements built from them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+from ...models.job import JobRecord, JobState, Request
+from ...ports import Change
+
+_COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
+_DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
+_INSERT = f"INSERT INTO jobs ({', '.join(_DB_COLUMNS)}) VALUES ({', '.join('?' for _ in _DB_COLUMNS)})"
+_UPDATE = f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _DB_COLUMNS if c != 'id')} WHERE id = ? AND state = ?"
+_SELECT = f"SELECT {', '.join(_DB_COLUMNS)} FROM jobs"
+
+
+def _row(job: JobRecord) -> tuple:
+    values = []
+    for name in _COLUMNS:
+        value = getattr(job, name)
+        if name == "state":
+            value = value.value
+        elif name == "request":
+            value = value.value if value is not None else None
+        elif name == "assigned":
+            value = ",".join(str(i) for i in value)
+        elif name in ("extra_env", "submit_env"):
+            value = json.dumps(value) if value is not None else None
+        values.append(value)
+    return tuple(values)
+
+
+def _indices(text: str) -> tuple[int, ...]:
+    return tuple(int(i) for i in text.split(",")) if text else ()
+
+
+def _record(row: tuple, envs: dict[str, dict] | None = None) -> JobRecord:
+    """`envs`: submitter environments already decoded, by their text (the
+    tasks of an array share one), to decode each once; each record gets a copy."""
+    data = dict(zip(_COLUMNS, row))
+    data["state"] = JobState(data["state"])
+    data["request"] = Request(data["request"]) if data["request"] else None
+    data["assigned"] = _indices(data["assigned"])
+    data["spot"] = bool(data["spot"])
+    data["extra_env"] = json.loads(data["extra_env"])
+    text = data["submit_env"]
+    if not text:
+        data["submit_env"] = None
+    elif envs is None:
+        data["submit_env"] = json.loads(text)
+    else:
+        if text not in envs:
+            envs[text] = json.loads(text)
+        data["submit_env"] = dict(envs[text])
+    return JobRecord(**data)
+
+
+def _records_of_group(rows: list[tuple]) -> list[JobRecord]:
+    """_record for the rows of one group, whose tasks share one submitter
+    environment: decoded once, each record given its own copy."""
+    envs: dict[str, dict] = {}
+    return [_record(row, envs) for row in rows]
+
+
+def _encoded(change: Change) -> dict[str, object]:
+    """The columns a change sets, as _row encodes them."""
+    columns: dict[str, object] = {}
+    if change.to is not None:
+        columns.update(state=change.to.value, reason=change.reason)
+    for name, value in (change.fields or {}).items():
+        if name not in _COLUMNS or name in ("id", "state", "reason"):
+            raise ValueError(f"a change cannot set {name!r}")
+        if name == "request":
+            value = value.value if value is not None else None
+        elif name == "assigned":
+            value = ",".join(str(i) for i in value)
+        elif name in ("extra_env", "submit_env"):
+            value = json.dumps(value) if value is not None else None
+        elif name == "spot":
+            value = int(value)
+        columns["grp" if name == "group" else name] = value
+    return columns

@@ -1,0 +1,171 @@
+"""The local store's job records: ids and seqs reserved from meta's counters,
+submissions created, jobs read, and what the control loop reads each turn."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import replace
+
+from ...models.errors import Conflict, NotFound
+from ...models.job import JobRecord, JobState, Transition
+from ...scheduling.snapshot import PendingJob, RunningJob
+from .sqlite_rows import _INSERT, _SELECT, _indices, _record, _records_of_group, _row
+from .store_settings import SqliteSettings
+
+_GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
+# `list` is also a method of the store: annotations below it name the builtin this way
+List = list
+
+
+class SqliteJobs(SqliteSettings):
+    """Job records and the control loop's reads; their guarded changes are store_changes.py's."""
+
+    def reserve_ids(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        with self._tx():
+            return self._reserve(jobs)
+
+    def reserved(self, group: str) -> bool:
+        # next_group is the number the next reservation starts at
+        return _GROUP.fullmatch(group) is not None and int(group) < int(self._meta("next_group"))
+
+    def _reserve(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        """Assign ids and seqs from the counters in meta and advance them (inside a transaction)."""
+        if not jobs:
+            return []
+        group_no = int(self._meta("next_group"))
+        seq = self._next_seq()
+        reserved, groups = [], 0
+        shared = str(group_no)
+        for job in jobs:
+            if job.array_index is not None:
+                job_id, group = f"{shared}_{job.array_index}", shared
+                groups = 1
+            else:
+                job_id = group = str(group_no + groups)
+                groups += 1
+            reserved.append(replace(job, id=job_id, group=group, seq=seq))
+            seq += 1
+        self.db.execute("UPDATE meta SET value = ? WHERE key = 'next_group'", (str(group_no + max(groups, 1)),))
+        self.db.execute("INSERT INTO meta VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (str(seq),))
+        return reserved
+
+    def _next_seq(self) -> int:
+        # a database from before reservations has no counter: the next seq follows the jobs
+        raw = self._meta("next_seq")
+        if raw is not None:
+            return int(raw)
+        return (self.db.execute("SELECT MAX(seq) FROM jobs").fetchone()[0] or 0) + 1
+
+    def create(self, jobs: list[JobRecord]) -> list[JobRecord]:
+        with self._tx():
+            records = list(jobs)
+            fresh = [i for i, j in enumerate(records) if not j.id]
+            for i, job in zip(fresh, self._reserve([records[i] for i in fresh])):
+                records[i] = job
+            found = {r[0] for r in self._rows_of([j.id for j in records], "id")}
+            if found & {records[i].id for i in fresh}:
+                raise Conflict("a freshly reserved job id already exists: was the queue database's counter reset?")
+            new = [j for j in records if j.id not in found]
+            try:
+                self.db.executemany(_INSERT, [_row(j) for j in new])
+            except sqlite3.IntegrityError as exc:   # a reserved seq taken by another job
+                raise Conflict(f"cannot record jobs {', '.join(j.id for j in new)}: {exc}") from None
+            self.db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
+                                [(j.id, n, t.state.value, t.at, t.reason)
+                                 for j in new for n, t in enumerate(j.history)])
+            # a job that already existed is returned as it is stored, not as given
+            stored = {j.id: j for j in self._with_history([_record(r) for r in self._rows_of(list(found))])}
+        return [stored.get(j.id, j) for j in records]
+
+    def _rows_of(self, ids: list[str], columns: str | None = None) -> list[tuple]:
+        """The rows of these job ids (a query per 500: SQLite caps a statement's parameters)."""
+        select = f"SELECT {columns} FROM jobs" if columns else _SELECT
+        rows: list[tuple] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            rows += self.db.execute(select + f" WHERE id IN ({', '.join('?' for _ in part)})", part).fetchall()
+        return rows
+
+    def get(self, job_id: str) -> JobRecord:
+        row = self.db.execute(_SELECT + " WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        return self._with_history([_record(row)])[0]
+
+    def resolve(self, ref: str, *, history: bool = True) -> list[JobRecord]:
+        rows = self.db.execute(_SELECT + " WHERE id = ? OR grp = ? ORDER BY seq", (ref, ref)).fetchall()
+        if not rows:
+            raise NotFound(f"no job or array {ref}")
+        if not history:   # one query for the whole group: an array of 100,000 tasks reads in about a second
+            return _records_of_group(rows)
+        return self._with_history([_record(r) for r in rows])
+
+    def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
+             limit: int | None = None, history: bool = False) -> list[JobRecord]:
+        where, params = [], []
+        if states is not None:
+            states = list(states)
+            where.append(f"state IN ({', '.join('?' for _ in states)})")
+            params += [s.value for s in states]
+        if team is not None:
+            where.append("team = ?")
+            params.append(team)
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        jobs = [_record(r) for r in self.db.execute(sql, params)]
+        return self._with_history(jobs) if history else jobs
+
+    def state_counts(self) -> dict[JobState, int]:
+        return {JobState(s): n for s, n in self.db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state")}
+
+    def _with_history(self, jobs: List[JobRecord]) -> List[JobRecord]:
+        out = []
+        for job in jobs:
+            rows = self.db.execute("SELECT state, at, reason FROM history WHERE job_id = ? ORDER BY n", (job.id,))
+            out.append(replace(job, history=tuple(Transition(JobState(s), at, r) for s, at, r in rows)))
+        return out
+
+    def with_requests(self) -> List[JobRecord]:
+        rows = self.db.execute(_SELECT + " WHERE request IS NOT NULL AND kill_reason IS NULL "
+                               "AND state IN ('STARTING', 'RUNNING') ORDER BY seq").fetchall()
+        return [_record(r) for r in rows]
+
+    def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
+        pending = [
+            PendingJob(id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
+                       cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
+                       max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16])
+            for r in self.db.execute(
+                "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
+                "group_limit, seq, max_gpu_hours, state, spot, reclaims FROM jobs WHERE state IN ('QUEUED', 'HELD')")
+        ]
+        running = [
+            RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
+                       memory=r[6], group=r[7], wall_time=r[8], tier=r[9], stopping=r[10] is not None,
+                       started=r[11] == "RUNNING")
+            for r in self.db.execute(
+                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, wall_time, tier, kill_reason, "
+                "state "
+                "FROM jobs "
+                "WHERE state IN ('STARTING', 'RUNNING')")
+        ]
+        return pending, running
+
+    def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
+        rows = self.db.execute(
+            "SELECT team, ended_at - started_at, wall_time FROM jobs WHERE state = 'SUCCEEDED' "
+            "AND wall_time IS NOT NULL AND started_at IS NOT NULL AND ended_at IS NOT NULL "
+            "ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
+        return [(team, float(actual), float(limit_)) for team, actual, limit_ in rows]
+
+    def next_wakeup(self) -> float | None:
+        return self.db.execute("SELECT MIN(not_before) FROM jobs WHERE state = 'RETRY_WAIT'").fetchone()[0]
+
+    def due_retries(self, now: float) -> List[JobRecord]:
+        rows = self.db.execute(_SELECT + " WHERE state = 'RETRY_WAIT' AND (not_before IS NULL OR not_before <= ?) "
+                               "ORDER BY seq", (now,)).fetchall()
+        return [_record(r) for r in rows]
