@@ -184,7 +184,7 @@ class DynamoDBJobs(DynamoDBSettings):
                 out[state] = n
         return out
 
-    # -- jobs: guarded changes ---------------------------------------------------------------
+    # -- the one change that reads nothing first (the others: store_changes.py) -----------
     def record_start(self, job_id: str, attempt: int, token: str, started_at: float,
                      reason: str) -> JobRecord | None:
         """One UpdateItem, no read (writes.start_update); None when its condition

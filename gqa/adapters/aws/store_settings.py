@@ -121,8 +121,6 @@ class DynamoDBSettings(DynamoDBLive):
 
 # -- the settings items, as stored: the store writes them, and a deployment writes
 # its pools, policy and teams with the same functions (infra/registration.py)
-# -- the settings items, as stored: the store writes them, and a deployment writes
-# its pools, policy and teams with the same functions (infra/registration.py)
 def setting_item(name: str, attributes: dict[str, Any]) -> dict[str, Any]:
     """The settings item `name` in DynamoDB's JSON form (PutItem's Item)."""
     return it.dump({t.PK: t.SETTING, t.SK: name, **attributes})
