@@ -53,7 +53,7 @@ class DynamoDBLive(DynamoDBBase):
                     view.jobs[job_id] = item   # an index entry older than our own write of it is not taken
             view.watermark = began
         if named:
-            carried = {i: item for i, item in named.items() if item is not None}
+            carried: dict[str, dict[str, Any] | None] = {i: item for i, item in named.items() if item is not None}
             unread = [i for i in named if i not in carried]
             if unread:
                 # what a wake-up names ended or stopped jobs (free GPUs) or released some: the pass

@@ -108,7 +108,7 @@ class SqliteDatabase:
         return QueueMismatch(f"{self.path} {what} but this home's queue (id {expected}) was kept in it: restore it "
                              f"from a backup, or move {Path(self.path).parent} aside to start a new queue")
 
-    def _identity(self) -> tuple[int | None, str | None] | None:
+    def _identity(self) -> tuple[int, str | None] | None:
         """(schema version, queue id) from meta; None for a database with no tables at all.
         StorageCorrupt for an SQLite file that is not a gqa database. Both reads
         see one snapshot: another process creating the queue between them must
@@ -121,7 +121,7 @@ class SqliteDatabase:
         finally:
             self.db.execute("ROLLBACK")
 
-    def _identity_read(self) -> tuple[int | None, str | None] | None:
+    def _identity_read(self) -> tuple[int, str | None] | None:
         # the catalogue first: its read starts the snapshot the meta read then shares
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
