@@ -69,7 +69,8 @@ class Gqa:
             # measure gqa as installed (with bytecode), without writing into the source tree
             self.env["PYTHONPYCACHEPREFIX"] = str(home.parent / "pycache")
             self.note = "PYTHONDONTWRITEBYTECODE is set here; gqa ran with bytecode in a private PYTHONPYCACHEPREFIX"
-        sources = [Path(p) for name in ("gqa", "cli") for p in importlib.util.find_spec(name).submodule_search_locations]
+        sources = [Path(p) for name in ("gqa", "cli")
+                   for p in importlib.util.find_spec(name).submodule_search_locations]
         run([sys.executable, "-m", "compileall", "-q", *map(str, sources)], env=self.env, check=False, timeout=300)
 
     def start(self) -> None:

@@ -66,7 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script
 
 from gqa.adapters.aws.resources import Pool  # noqa: E402
 from tests.aws.capacity_units import CapacityUnits  # noqa: E402
-from tests.aws.fake_batch import CONTEXT, NAMES, REGION, WAKEUP_EVENT, FakeBatch, deployment  # noqa: E402
+from tests.aws.fake_batch import CONTEXT, NAMES, REGION, FakeBatch, deployment  # noqa: E402
 from tests.builders import spec  # noqa: E402
 
 # list prices (us-east-1), from the spot data README

@@ -212,7 +212,8 @@ def goals(results: dict, startup: dict, jobs: int) -> list[dict]:
     if "tsp" in results:
         r = g["drain_rate"] / results["tsp"]["drain_rate"]
         out.append({"goal": f"aim: drain >= {AIM_DRAIN_VS_TSP:g}x task-spooler", "value": r,
-                    "detail": f"{g['drain_rate']:.1f} vs {results['tsp']['drain_rate']:.1f} jobs/s", "met": r >= AIM_DRAIN_VS_TSP})
+                    "detail": f"{g['drain_rate']:.1f} vs {results['tsp']['drain_rate']:.1f} jobs/s",
+                    "met": r >= AIM_DRAIN_VS_TSP})
     out += [
         {"goal": f"job runs within {GOAL_START_S:g} s of being recorded (p95)", "value": g["recorded_start_p95"],
          "detail": f"p50 {g['recorded_start_p50'] * 1e3:.1f} ms; after the submit command returned: "
@@ -246,7 +247,7 @@ def print_report(report: dict) -> None:
           f"median of {report['repeat']} runs")
     print("\nratios, gqa vs peer (x > 1: gqa better)")
     print(f"  {'metric':<50}" + "".join(f"{'vs ' + results[n]['label']:>22}" for n in gains))
-    for key, label, unit, _ in ROWS:
+    for key, label, _unit, _ in ROWS:
         if any(gains[n].get(key) is not None for n in gains):
             print(f"  {label:<50}" + "".join(f"{_x(gains[n].get(key)):>22}" for n in gains))
     if not gains:
@@ -324,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     for res in results.values():
         res.pop("stamps", None)
     report = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "jobs": args.jobs, "repeat": args.repeat, "gpus": args.gpus, "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M"), "jobs": args.jobs, "repeat": args.repeat, "gpus": args.gpus,
+        "cpus": os.cpu_count(),
         "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "startup": startup, "queues": results,
         "ratios": ratios(results), "goals": goals(results, startup, args.jobs), "skipped": skipped,
         "peer_config": {q.name: getattr(q, "params", "") for q in others},

@@ -4,7 +4,8 @@ The resources come from the synthesized app (the deployment file cdk.json
 names, or --config): alarms and the metrics in them, dashboards, KMS keys,
 the schedules and the functions' memory; the calls per job, and DynamoDB's
 read and write units as it bills them, come from the calls-per-job
-benchmark, which runs jobs' whole lives on moto through the real handlers. Prices are us-east-1 list prices (arm64 Lambda), below.
+benchmark, which runs jobs' whole lives on moto through the real handlers.
+Prices are us-east-1 list prices (arm64 Lambda), below.
 GPU instances, checkpoint storage and job logs are not the control plane's
 and are left out.
 

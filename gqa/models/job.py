@@ -125,7 +125,8 @@ class JobRecord:
     array_index: int | None = None
     group_limit: int | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
-    submit_env: dict[str, str] | None = None  # the submitter's environment, the base of the job's (as Slurm's --export=ALL)
+    # the submitter's environment, the base of the job's (as Slurm's --export=ALL)
+    submit_env: dict[str, str] | None = None
     attempts: int = 0            # launches so far; GQA_ATTEMPT of the next is attempts + 1
     error_retries: int = 0       # application errors retried so far
     interruptions: int = 0       # requeues, restarts, timeouts-with-requeue, reclaims: never errors

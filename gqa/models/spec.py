@@ -239,7 +239,8 @@ class JobSpec(_Strict):
             if "=" in key:
                 raise ValueError(f"environment variable name {key!r} contains '='")
             if not ENV_NAME.match(key):
-                raise ValueError(f"invalid environment variable name {key!r}: use letters, digits and _, not starting with a digit")
+                raise ValueError(f"invalid environment variable name {key!r}: "
+                                 "use letters, digits and _, not starting with a digit")
             if key in RESERVED_ENV:
                 raise ValueError(f"environment variable {key} is set by gqa for every attempt; choose another name")
         return env
@@ -277,7 +278,8 @@ class JobSpec(_Strict):
         for what, text in strings:
             size = len(text.encode("utf-8", "surrogatepass")) + 1
             if size > MAX_EXEC_STRING_BYTES:
-                raise _problem(f"{what} is {size} bytes; exec takes at most {size_text(MAX_EXEC_STRING_BYTES)} in one string")
+                raise _problem(f"{what} is {size} bytes; "
+                               f"exec takes at most {size_text(MAX_EXEC_STRING_BYTES)} in one string")
             total += size
         total += _longest_sweep_values(self.sweep)
         if total > MAX_EXEC_BYTES:

@@ -110,7 +110,8 @@ class BudgetWatch:
                 log.info("job %s: %s", job_id, reason)
         if (tick.released or tick.stopped) and self.waker is not None:
             try:
-                self.waker.wake(tick.released + tick.stopped)   # the dispatcher starts released jobs and carries out the stops now
+                # the dispatcher starts released jobs and carries out the stops now
+                self.waker.wake(tick.released + tick.stopped)
             except GqaError as exc:
                 log.warning("could not wake the dispatcher: %s", exc)
 

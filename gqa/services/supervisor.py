@@ -156,8 +156,8 @@ class Supervisor:
                           {"assigned": (), "ended_at": now, "request": None, "kill_reason": None,
                            "capacity_failures": failures})
         delay = min(RELAUNCH_MAX, RELAUNCH_BACKOFF * 2 ** (failures - 1)) * (1 + self.rng.random())
-        return Change(job.id, JobState.STARTING, JobState.RETRY_WAIT, f"{what}; retrying in {format_duration(delay)}", now,
-                      {"assigned": (), "not_before": now + delay, "capacity_failures": failures})
+        return Change(job.id, JobState.STARTING, JobState.RETRY_WAIT, f"{what}; retrying in {format_duration(delay)}",
+                      now, {"assigned": (), "not_before": now + delay, "capacity_failures": failures})
 
     def _claimed(self, claims: list[Change]) -> list[JobRecord]:
         """The jobs as the claims would leave them, not written yet (a job gone meanwhile is left out)."""

@@ -70,9 +70,8 @@ class Limits:
     def _submit_job(params: dict[str, Any], model: Any, **_: Any) -> None:
         size = len(json.dumps(params, separators=(",", ":"), default=str).encode())
         if size > SUBMIT_JOB_PAYLOAD:
-            raise ClientError({"Error": {"Code": "ClientException",
-                                         "Message": f"Job payload size {size} exceeds the maximum {SUBMIT_JOB_PAYLOAD}"}},
-                              model.name)
+            message = f"Job payload size {size} exceeds the maximum {SUBMIT_JOB_PAYLOAD}"
+            raise ClientError({"Error": {"Code": "ClientException", "Message": message}}, model.name)
 
     # -- SQS -------------------------------------------------------------------------------------------
     @staticmethod

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from gqa.models.spec import JobSpec
@@ -180,7 +181,7 @@ class Lambda:
                 return
             if delivery:
                 self.redelivered["admit"] += 1
-            ok, out = self._invoke("admit", lambda: self.world.admit.handler({"Records": records}, CONTEXT))
+            ok, out = self._invoke("admit", partial(self.world.admit.handler, {"Records": records}, CONTEXT))
             failed = {f["itemIdentifier"] for f in out["batchItemFailures"]} if ok else \
                 {r["messageId"] for r in records}
             records = [r for r in records if r["messageId"] in failed]

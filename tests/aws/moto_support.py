@@ -119,8 +119,8 @@ def create_batch(aws_session: Any, pools: Any, job_definitions: tuple[str, ...] 
     for pool in pools:
         env = batch.create_compute_environment(computeEnvironmentName=pool.name, type="UNMANAGED",
                                                state="ENABLED", serviceRole=role)
-        batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1,
-                               computeEnvironmentOrder=[{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}])
+        order = [{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}]
+        batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1, computeEnvironmentOrder=order)
     for name in job_definitions:
         batch.register_job_definition(jobDefinitionName=name, type="container", containerProperties={
             "image": "public.ecr.aws/gqa/train:1", "command": ["true"],

@@ -19,7 +19,7 @@ from gqa.adapters.aws import admissions
 from gqa.adapters.aws.admissions import (ADMIT_UNITS_PER_SECOND, CHUNK_SECONDS, SLICE, DynamoDBAdmissions,
                                          chunk_tasks, units_per_task)
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.sqs_intake import SqsIntake, dump_submission
+from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.models.job import JobState
 from gqa.ports import Submission
 from tests.aws.api_gateway import rest_event, user_arn

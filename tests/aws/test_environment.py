@@ -111,7 +111,8 @@ def test_trigger_places_are_the_listed_buckets_less_gqas_own(monkeypatch):
         (TriggerBucket("data"), TriggerBucket("raw", ("in/",))),
         (("ckpt", "the jobs' checkpoints and the trigger manifests"),))   # manifests default to the checkpoints'
     monkeypatch.setenv("GQA_MANIFEST_BUCKET", "manifests")
-    assert environment.trigger_places().own == (("ckpt", "the jobs' checkpoints"), ("manifests", "the trigger manifests"))
+    assert environment.trigger_places().own == (("ckpt", "the jobs' checkpoints"),
+                                                ("manifests", "the trigger manifests"))
 
 
 def test_no_trigger_buckets_allow_no_trigger():

@@ -263,5 +263,5 @@ def test_a_system_queue_is_reached_through_its_daemon_only(tmp_path, monkeypatch
 
 def test_a_users_own_home_is_created_private(tmp_path):
     home = tmp_path / "fresh"
-    LocalBackend(home).paths
+    LocalBackend(home).paths   # noqa: B018  (reading it creates the home)
     assert os.stat(home).st_mode & 0o777 == 0o700

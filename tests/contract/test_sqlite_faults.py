@@ -170,7 +170,8 @@ def check_full_then_freed(store: SqliteStore, path: Path, free) -> None:
     before = snapshot(path)
     with pytest.raises(StorageFull) as raised:
         store.create(fresh(300, name="x" * 200))
-    assert str(raised.value).startswith(f"the disk holding {path} is full") and "nothing was changed" in str(raised.value)
+    message = str(raised.value)
+    assert message.startswith(f"the disk holding {path} is full") and "nothing was changed" in message
     with pytest.raises(StorageFull):
         store.apply([Change(job.id, JobState.QUEUED, JobState.CANCELLED, "y" * 400_000, 2.0)])
     assert not store.db.in_transaction

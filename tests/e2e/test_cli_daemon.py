@@ -51,7 +51,7 @@ def test_logs_follow_prints_until_the_job_ends(queue):
     [job_id] = queue.submit(["sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.3; done"])
     proc = gqa(queue, "logs", job_id, "-f", timeout=30)
     assert proc.returncode == 0
-    assert [l for l in proc.stdout.splitlines() if l.startswith("line")] == ["line 1", "line 2", "line 3"]
+    assert [line for line in proc.stdout.splitlines() if line.startswith("line")] == ["line 1", "line 2", "line 3"]
 
 
 def test_queue_and_status_from_the_client(queue):

@@ -143,7 +143,7 @@ def test_repair_requeues_what_batch_never_received_and_records_what_it_holds(que
     assert queue.compute.launches == []
     # the requeued job is launched again under the attempt number that never existed
     queue.supervisor.dispatch()
-    assert [(l.job_id, l.attempt) for l in queue.compute.launches] == [(lost.id, 1)]
+    assert [(launch.job_id, launch.attempt) for launch in queue.compute.launches] == [(lost.id, 1)]
 
 
 def test_repair_without_a_lookup_does_nothing_and_a_lookup_outage_propagates(queue):

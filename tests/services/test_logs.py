@@ -58,7 +58,8 @@ def test_the_header_says_what_the_local_log_file_says_about_an_attempt():
         "--- gqa: attempt 3 of job 12 on Batch job 5f0c at 1970-01-12 13:47:40 UTC: "
         "python train.py --lr '0.1 0.2'")
     assert header(record, 3, None) == "--- gqa: attempt 3 of job 12: python train.py --lr '0.1 0.2'"
-    assert header(record, 3, attempt_log(3, started_at=None)).startswith("--- gqa: attempt 3 of job 12 on Batch job b-3: ")
+    assert header(record, 3, attempt_log(3, started_at=None)).startswith(
+        "--- gqa: attempt 3 of job 12 on Batch job b-3: ")
 
 
 def test_a_finished_job_ends_with_done_and_calling_again_adds_nothing():

@@ -1,4 +1,5 @@
-"""SubmitService: hard limits, arrays and sweeps, one write per submission; on AWS\naccept (ids reserved, nothing written) then admit (written under those ids, once)."""
+"""SubmitService: hard limits, arrays and sweeps, one write per submission; on AWS
+accept (ids reserved, nothing written) then admit (written under those ids, once)."""
 
 import re
 from dataclasses import replace

@@ -22,7 +22,8 @@ def started(result) -> list[str]:
 # 4 GPUs; r holds 0-1 until NOW+100s (its wall time); "head" needs all 4
 def head_blocked(*later, policy=None):
     # multifactor: no duration factor, so "head" (submitted first) is considered first
-    return snapshot(4, policy=policy or MULTIFACTOR, running=[running("r", gpus=[0, 1], started_at=NOW - 50, wall_time=150)],
+    return snapshot(4, policy=policy or MULTIFACTOR,
+                    running=[running("r", gpus=[0, 1], started_at=NOW - 50, wall_time=150)],
                     pending=[pending("head", gpus=4, submitted_at=0, seq=0), *later])
 
 
@@ -47,14 +48,16 @@ def test_easy_backfill_against_the_head_reservation(later, starts, reason):
 
 
 def test_without_backfill_the_head_blocks_everything():
-    result = plan(head_blocked(pending("short", wall_time=90, submitted_at=1, seq=1), policy=replace(MULTIFACTOR, backfill=False)))
+    result = plan(head_blocked(pending("short", wall_time=90, submitted_at=1, seq=1),
+                               policy=replace(MULTIFACTOR, backfill=False)))
     assert started(result) == [] and result.reserved == {}
     assert result.waiting["short"] == "waiting behind job head, which is first in line for GPUs"
 
 
 def test_fifo_ignores_tiers_and_blocks():
     snap = snapshot(2, policy=preset("fifo"), running=[running("r", gpus=[0], wall_time=100, started_at=NOW)],
-                    pending=[pending("big", gpus=2, tier=2, submitted_at=0), pending("hi", tier=0, submitted_at=5, seq=1)])
+                    pending=[pending("big", gpus=2, tier=2, submitted_at=0),
+                             pending("hi", tier=0, submitted_at=5, seq=1)])
     result = plan(snap)
     assert result.order == ["big", "hi"] and started(result) == []
 

@@ -83,7 +83,8 @@ def test_teams_without_a_budget_are_not_checked():
     assert [s.job_id for s in plan(priced(pending("a", team="nlp"))).starts] == ["a"]
 
 
-@pytest.mark.parametrize("gpus, wall, cap, hours", [(2, 3600, None, 2.0), (4, 7200, 3.0, 3.0), (1, None, None, float("inf"))])
+@pytest.mark.parametrize("gpus, wall, cap, hours",
+                         [(2, 3600, None, 2.0), (4, 7200, 3.0, 3.0), (1, None, None, float("inf"))])
 def test_gpu_hours_cap(gpus, wall, cap, hours):
     assert gpu_hours_cap(gpus, wall, cap) == hours
 

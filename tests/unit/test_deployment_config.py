@@ -343,7 +343,8 @@ def test_instance_gpus_defaults_to_the_largest_type_and_may_not_exceed_it():
 
 
 def test_an_unknown_instance_type_is_refused_with_its_line(tmp_path):
-    text = EXAMPLE.read_text().replace("instance_types: [g5.xlarge, g5.12xlarge]", "instance_types: [g5.xlarge, x9.huge]", 1)
+    text = EXAMPLE.read_text().replace("instance_types: [g5.xlarge, g5.12xlarge]",
+                                       "instance_types: [g5.xlarge, x9.huge]", 1)
     path = tmp_path / "deployment.yaml"
     path.write_text(text)
     line = next(i for i, row in enumerate(text.splitlines(), 1) if "x9.huge" in row)
@@ -386,7 +387,8 @@ def test_settings_that_would_not_fit_a_functions_environment_are_refused():
 
 @pytest.mark.parametrize("path, value, message", [
     (("teams",), [{"name": f"t{i}", "share": 1} for i in range(101)], "teams: has 101 entries, at most 100"),
-    (("images", "named"), {f"i{i}": "pytorch/pytorch:1" for i in range(11)}, "images.named: has 11 entries, at most 10"),
+    (("images", "named"), {f"i{i}": "pytorch/pytorch:1" for i in range(11)},
+     "images.named: has 11 entries, at most 10"),
     (("triggers", "buckets"), [f"data-{i:02d}" for i in range(11)], "triggers.buckets: has 11 entries, at most 10"),
 ])
 def test_sizes_beyond_what_one_stack_holds_are_refused(path, value, message):

@@ -209,7 +209,8 @@ OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for mo
     (ended_job(request=Request.CANCEL), ExitKind.LOST, None, LOST, None, S.CANCELLED, "cancelled by user"),
     (ended_job(kill_reason=TIMEOUT, limits={"wall_time": "1h"}), ExitKind.OOM, 137, OOM_REASON, None, S.TIMED_OUT,
      "exceeded its wall time of 1h00m"),
-], ids=["reclaimed", "reclaimed-no-retries-left", "capacity", "lost", "lost-no-retries-left", "oom", "oom-spec-memory", "oom-fraction",
+], ids=["reclaimed", "reclaimed-no-retries-left", "capacity", "lost", "lost-no-retries-left", "oom", "oom-spec-memory",
+        "oom-fraction",
         "oom-unknown-memory", "oom-retried", "oom-after-retries", "timeout-stop", "timeout-requeue",
         "timeout-gpu-hours", "timeout-backend-limit", "app-error", "app-success", "app-no-code",
         "cancel-wins", "requeue-wins", "cancel-wins-over-lost", "our-timeout-wins"])

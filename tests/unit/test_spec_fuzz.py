@@ -90,7 +90,8 @@ def test_any_yaml_mapping(home, document):
 
 @FUZZ
 @given(document=st.fixed_dictionaries({"command": st.lists(st.text(max_size=10), max_size=4) | st.text(max_size=10)},
-                                      optional={name: values for name in SPEC_FIELDS[""].model_fields if name != "command"}))
+                                      optional={name: values for name in SPEC_FIELDS[""].model_fields
+                                                if name != "command"}))
 def test_spec_shaped_yaml(home, document):
     load_bounded(write(home, "job.yaml", yaml.safe_dump(document, allow_unicode=True)))
 

@@ -165,12 +165,10 @@ def _walk(root: Path) -> list[str]:
             mine += parse(ignore_file.read_text(errors="replace"), rel_dir)
         rules[rel_dir] = mine
 
-        def rel(name: str) -> str:
-            return f"{rel_dir}/{name}" if rel_dir else name
-
+        prefix = f"{rel_dir}/" if rel_dir else ""
         kept = []
         for name in sorted(dirs):
-            path = rel(name)
+            path = prefix + name
             if name == ".git" or ignored(path, True, mine):
                 continue
             if os.path.islink(os.path.join(here, name)):
@@ -178,7 +176,7 @@ def _walk(root: Path) -> list[str]:
             else:
                 kept.append(name)
         dirs[:] = kept
-        out += [rel(name) for name in files if not ignored(rel(name), False, mine)]
+        out += [prefix + name for name in files if not ignored(prefix + name, False, mine)]
     return out
 
 
