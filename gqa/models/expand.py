@@ -1,55 +1,14 @@
 """Arrays and sweeps: one submission, many jobs."""
 
 import itertools
-import re
 import shlex
 
+from .array_syntax import parse_array
 from .errors import SpecError
-from .limits import MAX_TASKS, count_text
+from .limits import MAX_TASKS
 from .spec import JobSpec, sweep_size
 
 __all__ = ["MAX_TASKS", "array_limit", "expand", "index_runs", "parse_array", "run_indices"]
-
-_LIMIT_RE = re.compile(r"[0-9]{1,18}")
-
-
-def parse_array(text: str) -> tuple[list[int], int | None]:
-    """Slurm's --array syntax: `0-499`, `1,3,5`, `0-9:2`, with an optional `%N`
-    limit on tasks running at once. Returns (indices, limit). The tasks are
-    counted from the ranges before any index is listed."""
-    body, percent, limit_text = str(text).strip().partition("%")
-    limit = None
-    if percent:
-        if not _LIMIT_RE.fullmatch(limit_text) or int(limit_text) < 1:
-            raise SpecError(f"invalid array limit {_shown('%' + limit_text)}: use %N with N >= 1")
-        limit = int(limit_text)
-    ranges: list[tuple[int, int, int]] = []
-    for part in body.split(","):
-        part = part.strip()
-        rng, _, step_text = part.partition(":")
-        lo_text, dash, hi_text = rng.partition("-")
-        try:
-            lo = int(lo_text)
-            hi = int(hi_text) if dash else lo
-            step = int(step_text) if step_text else 1
-        except ValueError:
-            raise SpecError(f"invalid array {_shown(text)}: use e.g. 0-499, 1,3,5 or 0-9:2") from None
-        if lo < 0 or hi < lo or step < 1:
-            raise SpecError(f"invalid array range {_shown(part)}: need 0 <= start <= end and step >= 1")
-        ranges.append((lo, hi, step))
-    tasks = sum((hi - lo) // step + 1 for lo, hi, step in ranges)   # counted: nothing is listed yet
-    if tasks > MAX_TASKS:
-        raise SpecError(f"array {_shown(text)} has {count_text(tasks)} tasks; at most {MAX_TASKS}")
-    indices = [i for lo, hi, step in ranges for i in range(lo, hi + 1, step)]
-    if len(set(indices)) != len(indices):
-        raise SpecError(f"array {_shown(text)} repeats an index")
-    return indices, limit
-
-
-def _shown(text: object) -> str:
-    """repr, cut short: an array may be a megabyte of indices."""
-    shown = repr(str(text))
-    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def expand(spec: JobSpec) -> list[tuple[JobSpec, int | None, dict[str, str]]]:

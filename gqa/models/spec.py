@@ -11,6 +11,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerial
                       model_validator)
 from pydantic_core import PydanticCustomError
 
+from .array_syntax import parse_array
 from .code import check_digest
 from .errors import SpecError
 from .limits import MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
@@ -261,7 +262,6 @@ class JobSpec(_Strict):
         if self.array is not None and self.sweep is not None:
             raise ValueError("a job has either array or sweep, not both")
         if self.array is not None:
-            from .expand import parse_array  # local: keeps the cycle out of import time
             try:
                 parse_array(self.array)
             except SpecError as exc:  # as a ValueError it is reported like every other field
