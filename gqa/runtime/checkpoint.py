@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from .context import job
+from .layout import parse_name
 from .signals import Preemption, install_sigterm_handler, saving
-from .storage import CheckpointStorage, LocalStorage, open_storage, parse_name
+from .storage import CheckpointStorage, LocalStorage, open_storage
 
 DATA_FILE = "data"
 STATE_FILE = "state.json"

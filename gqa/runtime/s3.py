@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .storage import POINTER, parse_name
+from .layout import POINTER, parse_name
 
 MANIFEST = ".gqa-manifest.json"
 SCHEME = "s3://"

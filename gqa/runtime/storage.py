@@ -8,15 +8,14 @@ shared filesystem; `gqa.runtime.s3.S3Storage` is an S3 prefix
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 from pathlib import Path
 from typing import Protocol
 
-POINTER = "latest"
+from .layout import POINTER, parse_name
+
 STAGING_PREFIX = ".tmp-"
-_NAME = re.compile(r"ckpt-(\d+)(?:\.(\d+))?")
 # Marks staging entries made by this process, so a sweep removes only the
 # leftovers of earlier, killed attempts.
 _PROCESS_TOKEN = secrets.token_hex(4)
@@ -60,14 +59,6 @@ class CheckpointStorage(Protocol):
         """A local directory with the files of checkpoint `ref` (a name or a
         full location), or None if `ref` is not a committed checkpoint."""
         ...
-
-
-def parse_name(name: str) -> tuple[int, int] | None:
-    """Sort key (step, serial) of a checkpoint name, or None if it is not one."""
-    match = _NAME.fullmatch(name)
-    if match is None:
-        return None
-    return int(match[1]), int(match[2] or 0)
 
 
 def open_storage(location: str | os.PathLike[str]) -> CheckpointStorage:

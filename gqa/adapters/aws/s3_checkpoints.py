@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from ...models.errors import Misconfigured, NotFound
 from ...runtime.s3 import MANIFEST, folder
-from ...runtime.storage import POINTER, parse_name
+from ...runtime.layout import POINTER, parse_name
 from .errors import Retrying, code_of
 
 
