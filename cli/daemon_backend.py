@@ -27,7 +27,7 @@ from gqa.models.errors import BackendUnavailable
 from gqa.services.api_errors import error_from_answer
 
 from .aws_backend import ApiServices, Submitter
-from .client import address
+from .daemon_socket import address
 
 CONNECT_TIMEOUT = 5.0     # seconds: a live daemon accepts at once (its backlog is deep)
 ANSWER_TIMEOUT = 120.0    # seconds: a big array's submission is one transaction

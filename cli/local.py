@@ -268,7 +268,7 @@ def daemon_status(paths) -> dict | None:
     """What the daemon says of itself (GET /daemon), or None if it does not answer."""
     import json as _json
 
-    from .client import address, exchange
+    from .daemon_socket import address, exchange
 
     request = _json.dumps({"v": 1, "method": "GET", "path": "/daemon"}).encode() + b"\n"
     answer = exchange(address(str(paths.home)), request)

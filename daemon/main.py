@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(args: argparse.Namespace, ready=None) -> None:
-    from cli.client import address
+    from cli.daemon_socket import address
     from gqa.adapters.local.containment import choose_containment
     from gqa.adapters.local.lock import acquire_lock
     from gqa.adapters.local.paths import StatePaths

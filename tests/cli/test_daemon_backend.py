@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli.backend import LocalBackend, local_backend
-from cli.client import address
+from cli.daemon_socket import address
 from cli.daemon_backend import DaemonBackend, SocketApi
 from gqa.adapters.local.system import MARKER, SYSTEM_HOME, state_home
 from gqa.models.errors import BackendUnavailable, Conflict, NotFound, NotPermitted, SpecError

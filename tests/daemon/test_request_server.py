@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cli.client import exchange
+from cli.daemon_socket import exchange
 from daemon.server import RequestServer
 
 
