@@ -169,7 +169,7 @@ class DaemonBackend(ApiServices):
         return Submitter(self.api, send_environment=True)
 
     def triggers(self):
-        from .backend import triggers_unavailable
+        from .local_backend import triggers_unavailable
 
         raise triggers_unavailable()
 

@@ -83,7 +83,7 @@ def run_demo(*, keep: bool = False) -> int:
 
     from gqa.adapters.local.paths import StatePaths
 
-    from .backend import LocalBackend
+    from .local_backend import LocalBackend
     from .local import start_background, stop_daemon
 
     console = Console(highlight=False)

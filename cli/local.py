@@ -160,7 +160,7 @@ def status(output: Output = "table"):
     """Is the daemon running, with which GPUs, and how many jobs in each state."""
     fmt = check_output(output)
     with user_errors():
-        from .backend import LocalBackend
+        from .local_backend import LocalBackend
 
         be = LocalBackend()   # whatever `gqa config` says: this is the machine's own queue
         pid = be.daemon_pid()

@@ -1,0 +1,108 @@
+"""The local backend as a user's own CLI runs it: the SQLite store and the
+services, in this process (a shared box's queue goes through its daemon
+instead, daemon_backend.py)."""
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+
+@dataclass
+class LocalBackend:
+    """Opened lazily: commands that need nothing do not pay for SQLite.
+    `home` overrides GQA_HOME."""
+
+    home: Path | None = None
+
+    local = True
+    poll_interval = 0.2            # seconds between reads while waiting
+
+    @cached_property
+    def paths(self):
+        from gqa.adapters.local.paths import StatePaths
+
+        from gqa.adapters.local.system import private_home
+
+        paths = StatePaths(self.home) if self.home else StatePaths.from_env()
+        if not paths.home.exists():
+            private_home(paths.home)     # a user's own queue: nobody else reads its jobs' environments
+        paths.ensure()
+        return paths
+
+    @cached_property
+    def store(self):
+        from gqa.adapters.local.store import SqliteStore
+
+        return SqliteStore(self.paths.db)
+
+    @cached_property
+    def clock(self):
+        from gqa.adapters.clock import SystemClock
+
+        return SystemClock()
+
+    @cached_property
+    def waker(self):
+        from gqa.adapters.local.wake import SocketWaker
+
+        return SocketWaker(self.paths)
+
+    def submitter(self):
+        from gqa.models.code import local_problem
+        from gqa.services.submit import SubmitService
+
+        return SubmitService(self.store, self.clock, self.waker, spec_check=local_problem)
+
+    def control(self):
+        from gqa.services.control import ControlService
+
+        return ControlService(self.store, self.clock, self.waker)
+
+    def queries(self):
+        from gqa.services.queries import QueryService
+
+        return QueryService(self.store, self.clock)
+
+    def triggers(self):
+        raise triggers_unavailable()
+
+    def logs(self):
+        """Pages of a job's output (the shared daemon's GET /jobs/{id}/logs; a user's
+        own CLI reads the file itself, see cli/logs.py)."""
+        from gqa.adapters.local.log_pages import LocalLogFiles
+        from gqa.services.logs import LogService
+
+        return LogService(self.store, LocalLogFiles(self.paths))
+
+    def quota(self):
+        from gqa.services.quota import QuotaService
+
+        return QuotaService(self.store)
+
+    def cost(self):
+        from gqa.services.cost import CostService
+
+        return CostService(self.store, self.clock)
+
+    def whoami(self) -> dict:
+        import getpass
+
+        from .context import caller_user
+
+        # the queue's files are the user's own: whoever can run gqa on them may do everything
+        return {"owner": caller_user() or getpass.getuser(), "arn": None, "account": None,
+                "roles": ["owner", "approver", "admin"]}
+
+    def daemon_pid(self) -> int | None:
+        from gqa.adapters.local.lock import daemon_running
+
+        return daemon_running(self.paths)
+
+
+def triggers_unavailable():
+    from gqa.models.errors import BackendUnavailable
+
+    return BackendUnavailable(
+        "triggers watch S3 for new objects and run on the AWS backend only; this CLI uses the local queue. "
+        "Point it at gqa on AWS: `gqa config set backend aws`, `gqa config set region REGION` and "
+        "`gqa config set endpoint https://...` (the API's invoke URL), with AWS credentials as usual")
