@@ -3,12 +3,14 @@
 import sys
 from collections import Counter
 
+from .app import app
 from .options import JobRefs, Output, check_output
 from .output import print_results, user_errors
 
 SUMMARISED_OVER = 20   # a group with more jobs than this prints one line, not one per job (100,000 would scroll)
 
 
+@app.command("cancel")
 def cancel(refs: JobRefs, output: Output = "table"):
     """Cancel jobs. Running ones get SIGTERM, a grace period, then SIGKILL, group-wide."""
     fmt = check_output(output)

@@ -4,11 +4,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app as gqa
 from .options import Output, check_output
 from .output import fail, note, print_json
 
 app = typer.Typer(help="Choose the backend: the local queue, or gqa on AWS (endpoint, region, AWS profile).",
                   no_args_is_help=True)
+gqa.add_typer(app, name="config")
 Profile = Annotated[Optional[str], typer.Option("--profile", help="The profile (section) to use; default: "
                                                 "GQA_PROFILE, else 'default'.")]
 

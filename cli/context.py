@@ -13,6 +13,9 @@ class Caller:
 
 
 CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("gqa_caller", default=None)
+# `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--` is the job's command,
+# verbatim, so cli/main.py splits it off before option parsing and leaves it here
+TRAILING_COMMAND: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("gqa_command", default=None)
 # `gqa --profile P ...`: the config profile this command uses (None: GQA_PROFILE, else default)
 PROFILE: contextvars.ContextVar[str | None] = contextvars.ContextVar("gqa_profile", default=None)
 _STARTING_ENVIRONMENT: dict[str, str] = {}

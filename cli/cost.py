@@ -4,10 +4,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app
 from .options import Output, check_output
 from .output import console, print_json, user_errors
 
 
+@app.command("cost")
 def cost(
     team: Annotated[Optional[str], typer.Option("--team", "-A", help="Only this team.")] = None,
     period: Annotated[Optional[str], typer.Option("--period", help="A calendar month, e.g. 2026-11 "

@@ -4,7 +4,10 @@ from typing import Annotated
 
 import typer
 
+from .app import app
 
+
+@app.command("demo")
 def demo(
     keep: Annotated[bool, typer.Option("--keep", help="Keep the demo's state directory and print its path.")] = False,
 ):

@@ -4,12 +4,14 @@ from typing import Annotated
 
 import typer
 
+from .app import app
 from .approve import _me
 from .context import caller_user
 from .options import JobRefs, Output, check_output
 from .output import print_results, user_errors
 
 
+@app.command("deny")
 def deny(refs: JobRefs, reason: Annotated[str, typer.Option("--reason", "-r", help="Why, for the owner.")] = "",
          output: Output = "table"):
     """Reject jobs awaiting approval; they end as REJECTED with your reason."""

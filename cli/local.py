@@ -10,11 +10,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app as gqa
 from .options import Output, check_output
 from .output import fail, note, print_json, user_errors
 
 app = typer.Typer(help="Run the queue on this machine: SQLite state, jobs as child processes.",
                   no_args_is_help=True)
+gqa.add_typer(app, name="local")
 
 
 @app.command("start")

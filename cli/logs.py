@@ -14,12 +14,14 @@ from typing import Annotated, Any, BinaryIO, Callable, TextIO
 
 import typer
 
+from .app import app
 from .options import JobRef
 from .output import fail, note, user_errors
 
 POLL_INTERVAL = 2.0   # seconds between polls once caught up: a line shows within this, and a poll costs API calls
 
 
+@app.command("logs")
 def logs(
     ref: JobRef,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")] = False,

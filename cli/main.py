@@ -1,6 +1,6 @@
-"""`gqa`: the entry point. Commands register here; each lives in its own module."""
+"""`gqa`: the entry point. It loads every command's module, each of which
+registers its command on the app (cli/app.py), and runs the app."""
 
-import contextvars
 import os
 import sys
 
@@ -10,52 +10,12 @@ remember_environment()  # what jobs inherit: the user's environment, not our twe
 # pydantic looks for plugins through importlib.metadata on first use (~20 ms); the CLI needs none
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-import typer  # noqa: E402
+from .app import app  # noqa: E402
+from .context import PROFILE, TRAILING_COMMAND  # noqa: E402
 
-from typing import Annotated, Optional  # noqa: E402
-
-from . import (approve, cancel, config, cost, demo, deny, local, logs, queue, quota, requeue, simulate,  # noqa: E402
-               status, submit, trigger, whoami)
-from .context import PROFILE  # noqa: E402
-
-# `gqa submit [FILE] [flags] -- CMD ARGS...`: everything after the first `--`
-# is the job's command, verbatim, so it is split off before option parsing.
-TRAILING_COMMAND: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("gqa_command", default=None)
-
-app = typer.Typer(
-    name="gqa",
-    help="A virtual queue for GPU training jobs: submit, wait your turn fairly, resume after interruptions.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.command("submit", no_args_is_help=False)(submit.submit)
-app.command("queue")(queue.queue)
-app.command("status")(status.status)
-app.command("logs")(logs.logs)
-app.command("cancel")(cancel.cancel)
-app.command("requeue")(requeue.requeue)
-app.command("approve")(approve.approve)
-app.command("deny")(deny.deny)
-app.add_typer(quota.app, name="quota")
-app.add_typer(local.app, name="local")
-app.add_typer(trigger.app, name="trigger")
-app.command("demo")(demo.demo)
-app.command("simulate")(simulate.simulate)
-app.command("cost")(cost.cost)
-app.command("whoami")(whoami.whoami)
-app.add_typer(config.app, name="config")
-
-
-@app.callback()
-def choose_profile(
-    profile: Annotated[Optional[str], typer.Option(
-        "--profile", help="The `gqa config` profile to use (default: GQA_PROFILE, else 'default').")] = None,
-):
-    """A virtual queue for GPU training jobs: submit, wait your turn fairly, resume after interruptions."""
-    if profile is not None:
-        PROFILE.set(profile)
+# registered as they load, so `gqa --help` lists the commands in this order (command groups last)
+from . import submit, queue, status, logs, cancel, requeue, approve, deny  # noqa: E402, F401
+from . import quota, local, trigger, demo, simulate, cost, whoami, config  # noqa: E402, F401
 
 
 def main(argv: list[str] | None = None) -> int:

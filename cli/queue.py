@@ -4,10 +4,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app
 from .options import Output, check_output
 from .output import PRIORITY, ago, console, print_json, user_errors
 
 
+@app.command("queue")
 def queue(
     group: Annotated[Optional[str], typer.Argument(help="Only this array or sweep.", show_default=False)] = None,
     explain: Annotated[bool, typer.Option("--explain", "-x", help="Show each pending job's priority factors.")] = False,

@@ -4,10 +4,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app as gqa
 from .options import Output, check_output
 from .output import console, fail, print_json, user_errors
 
 app = typer.Typer(help="Team fair-share weights and GPU caps.", no_args_is_help=True)
+gqa.add_typer(app, name="quota")
 
 
 @app.command("show")

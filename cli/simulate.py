@@ -5,6 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app
 from .options import Output, check_output
 from .output import console, fail, note, print_json
 
@@ -12,6 +13,7 @@ Opt = typer.Option
 ETA_SAMPLE = 500   # jobs whose ETA is checked by default: each check runs the pass forward
 
 
+@app.command("simulate")
 def simulate(
     trace: Annotated[str, typer.Argument(
         help="A trace: CSV (submit_time,duration,gpus[,team,priority,wall_time,user,name]), the ITP "

@@ -2,10 +2,12 @@
 
 from collections import Counter
 
+from .app import app
 from .options import JobRef, Output, check_output
 from .output import PRIORITY, STATUS_STYLE, ago, console, job_dict, print_json, user_errors, when
 
 
+@app.command("status")
 def status(ref: JobRef, output: Output = "table"):
     """Where a job stands and why; for an array or sweep, every task."""
     fmt = check_output(output)

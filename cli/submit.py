@@ -6,12 +6,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app
 from .options import Output, check_output
 from .output import note, print_json, user_errors
 
 Opt = typer.Option
 
 
+@app.command("submit", no_args_is_help=False)
 def submit(
     file: Annotated[Optional[str], typer.Argument(help="A job file (.yaml) or a script with #GQA / #SBATCH lines.",
                                                   show_default=False)] = None,
@@ -38,13 +40,11 @@ def submit(
 
     Examples: gqa submit job.yaml | gqa submit train.sh | gqa submit --gpus 2 --time 4h -- python train.py
     """
-    from .main import TRAILING_COMMAND
-
     fmt = check_output(output)
     params = dict(file=file, gpus=gpus, gpu_type=gpu_type, time=time, mem=mem, cpus=cpus, priority=priority,
                   team=team, name=name, retries=retries, array=array, env=env, workdir=workdir, shell=shell,
                   no_code=no_code)
-    from .context import caller_environment, caller_user
+    from .context import TRAILING_COMMAND, caller_environment, caller_user
 
     with user_errors():
         spec = spec_from_options(params, TRAILING_COMMAND.get(), warn=note)

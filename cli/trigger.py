@@ -9,11 +9,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from .app import app as gqa
 from .context import caller_user
 from .options import Output, check_output
 from .output import console, note, print_json, user_errors
 
 app = typer.Typer(help="Submit a job when objects land in S3 (AWS backend).", no_args_is_help=True)
+gqa.add_typer(app, name="trigger")
 Opt = typer.Option
 
 

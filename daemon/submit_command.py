@@ -25,7 +25,9 @@ class SubmitCommand:
     def command(self):
         import typer.main
 
-        from cli.main import app
+        # cli.submit registers `gqa submit` on the app as it loads; the CLI's other commands are not needed
+        import cli.submit  # noqa: F401
+        from cli.app import app
 
         return typer.main.get_command(app).commands["submit"]
 
