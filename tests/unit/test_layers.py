@@ -184,9 +184,6 @@ def test_no_import_cycle_when_modules_load():
     assert not cycles, f"modules that import each other as they load: {cycles}"
 
 
-@pytest.mark.xfail(strict=True, reason="imports deferred into functions still close three cycles: "
-                   "models.spec -> models.expand -> models.spec, runtime.storage -> runtime.s3 -> "
-                   "runtime.storage, and cli.main -> the commands -> cli.main (with daemon.submit_command)")
 def test_no_import_cycle_through_deferred_imports():
     cycles = _cycles(_graph(deferred=True))
     assert not cycles, f"modules that import each other, counting imports inside functions: {cycles}"
