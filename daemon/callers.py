@@ -22,7 +22,7 @@ def local_access(home: Path | str) -> LocalAccess:
     """The roles of the queue at `home`: its marker's groups (a system queue),
     plus root and the daemon's own user."""
     settings = read_system(home)
-    admins = {_name(0), _name(os.geteuid())} - {None}
+    admins = {name for name in (_name(0), _name(os.geteuid())) if name is not None}
     return LocalAccess(admins=frozenset(admins),
                        admin_groups=frozenset(settings.admin_groups if settings else ()),
                        approver_groups=frozenset(settings.approver_groups if settings else ()))

@@ -18,10 +18,19 @@ import os
 import selectors
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gqa.models.errors import GqaError, QueueMismatch, StorageCorrupt
 from gqa.models.job import JobState
+from gqa.ports import Exit
+
+if TYPE_CHECKING:
+    from gqa.adapters.local.wake import Doorbell
+
+    from .server import RequestServer
+    from .wiring import DaemonWiring
 
 log = logging.getLogger("gqa.daemon")
 IDLE_CHECK = 30.0          # seconds; a safety net, nothing relies on it
@@ -70,13 +79,13 @@ class Retry:
 
 @dataclass
 class DaemonLoop:
-    wiring: object             # DaemonWiring
-    server: object             # RequestServer
-    doorbell: object           # Doorbell
-    rotate_log: object = None  # (path) -> None: caps a running job's log
+    wiring: DaemonWiring
+    server: RequestServer
+    doorbell: Doorbell
+    rotate_log: Callable[[str], None] | None = None   # caps a running job's log
     stopping: Stopping = field(default_factory=Stopping)
 
-    def run(self, ready=None) -> None:
+    def run(self, ready: Callable[[], None] | None = None) -> None:
         supervisor, executor = self.wiring.supervisor, self.wiring.executor
         self.selector = selectors.DefaultSelector()
         stop_r, stop_w = os.pipe()
@@ -90,7 +99,7 @@ class DaemonLoop:
         self.selector.register(self.doorbell.fileno(), selectors.EVENT_READ, lambda mask: self.doorbell.drain())
         self.server.attach(self.selector)
         self.watched: set[int] = set()
-        self.exits: list = []
+        self.exits: list[Exit] = []
         tick, settle = Retry("scheduling"), Retry("recording exits")
         next_rotation = time.monotonic() + ROTATE_EVERY
 

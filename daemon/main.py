@@ -71,7 +71,8 @@ def run(args: argparse.Namespace, ready=None) -> None:
     log.info("%s", containment.describe())
     wiring = DaemonWiring(paths, inventory_of(args.inventory), args.grace, containment=containment,
                           system=system, probe=probe_from_env())
-    wiring.store   # open (and check) the database before answering anyone
+    # a cached property: reading it opens (and checks) the database before anyone is answered
+    wiring.store   # noqa: B018
     rotate, limits = _log_cap(args)
     if limits is not None:
         log.info("%s", limits.describe())

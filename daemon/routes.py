@@ -122,8 +122,9 @@ class Router:
             return status_of(exc), error_body(exc)
         except Exception:
             log.exception("%s %s failed for %s", method, path, caller.owner)
-            return 500, {"error": "InternalError", "message": "the queue daemon failed on this request; "
-                                                              "its log (daemon.log in the queue's home) has the details"}
+            return 500, {"error": "InternalError",
+                         "message": "the queue daemon failed on this request; "
+                                    "its log (daemon.log in the queue's home) has the details"}
 
     def _route(self, method: str, path: str) -> tuple[Callable[..., Answer], tuple]:
         parts = path.split("?", 1)[0].strip("/").split("/") if path.startswith("/") else []

@@ -75,6 +75,12 @@ class RequestServer:
         self.selector = selector
         selector.register(self.sock, selectors.EVENT_READ, self._accept)
 
+    def _attached(self) -> selectors.BaseSelector:
+        """The loop's selector; connections exist only once attach() gave it."""
+        if self.selector is None:
+            raise RuntimeError("the request server serves no one until attach() gives it the loop's selector")
+        return self.selector
+
     # -- event callbacks (the loop calls key.data()) ---------------------------------------
     def _accept(self, _mask: int = 0) -> None:
         for _ in range(256):   # a bounded batch: exits and the next pass must not wait on a flood
@@ -96,7 +102,7 @@ class RequestServer:
                 self._reply(conn, 503, {"error": "busy", "retry_after": BUSY_RETRY}, register=False)
                 continue
             self._open[sock.fileno()] = conn
-            self.selector.register(sock, selectors.EVENT_READ, lambda mask, c=conn: self._ready(c, mask))
+            self._attached().register(sock, selectors.EVENT_READ, lambda mask, c=conn: self._ready(c, mask))
 
     def _ready(self, conn: _Connection, mask: int) -> None:
         if conn.answered:
@@ -142,7 +148,7 @@ class RequestServer:
                 conn.sock.send(conn.outbox)
             conn.sock.close()
             return
-        self.selector.modify(conn.sock, selectors.EVENT_WRITE, lambda mask, c=conn: self._ready(c, mask))
+        self._attached().modify(conn.sock, selectors.EVENT_WRITE, lambda mask, c=conn: self._ready(c, mask))
         self._flush(conn)
 
     def _flush(self, conn: _Connection) -> None:
@@ -172,7 +178,7 @@ class RequestServer:
     def _close(self, conn: _Connection) -> None:
         if self._open.pop(conn.sock.fileno(), None) is not None:
             with contextlib.suppress(KeyError, ValueError):
-                self.selector.unregister(conn.sock)
+                self._attached().unregister(conn.sock)
         conn.sock.close()
 
     def close(self) -> None:

@@ -11,15 +11,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from gqa.models.errors import GqaError
+
+if TYPE_CHECKING:
+    from gqa.services.submit import SubmitService
 
 log = logging.getLogger("gqa.daemon")
 
 
 @dataclass
 class SubmitCommand:
-    submitter: object      # SubmitService
+    submitter: SubmitService
 
     @cached_property
     def command(self):

@@ -4,15 +4,26 @@ command get their services here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from gqa.adapters.clock import SystemClock, SystemRandom
+from gqa.adapters.local.containment.cells import Containment
 from gqa.adapters.local.executor import LocalExecutor
 from gqa.adapters.local.paths import StatePaths
 from gqa.adapters.local.store import SqliteStore
 from gqa.ports import Inventory
 from gqa.services.supervisor import Supervisor
+
+if TYPE_CHECKING:   # the services below load when first asked for
+    from gqa.services.control import ControlService
+    from gqa.services.cost import CostService
+    from gqa.services.logs import LogService
+    from gqa.services.queries import QueryService
+    from gqa.services.quota import QuotaService
+    from gqa.services.submit import SubmitService
 
 
 @dataclass
@@ -20,9 +31,9 @@ class DaemonWiring:
     paths: StatePaths
     inventory: Inventory
     grace: float
-    containment: object = None
+    containment: Containment | None = None
     system: bool = False
-    probe: object = None
+    probe: Callable[[str], None] | None = None   # the chaos tests' fault injection (faults.py)
     clock: SystemClock = field(default_factory=SystemClock)
 
     @cached_property
@@ -40,34 +51,34 @@ class DaemonWiring:
         return Supervisor(self.store, self.executor, self.clock, SystemRandom(), grace=self.grace, probe=self.probe)
 
     # what the routes and the submit command use; no waker: every turn of the loop ends in a tick
-    def submitter(self):
+    def submitter(self) -> SubmitService:
         from gqa.models.code import local_problem
         from gqa.services.submit import SubmitService
 
         # a code bundle is for AWS: a local job runs in its workdir
         return SubmitService(self.store, self.clock, spec_check=local_problem)
 
-    def control(self):
+    def control(self) -> ControlService:
         from gqa.services.control import ControlService
 
         return ControlService(self.store, self.clock)
 
-    def queries(self):
+    def queries(self) -> QueryService:
         from gqa.services.queries import QueryService
 
         return QueryService(self.store, self.clock)
 
-    def quota(self):
+    def quota(self) -> QuotaService:
         from gqa.services.quota import QuotaService
 
         return QuotaService(self.store)
 
-    def cost(self):
+    def cost(self) -> CostService:
         from gqa.services.cost import CostService
 
         return CostService(self.store, self.clock)
 
-    def logs(self):
+    def logs(self) -> LogService:
         from gqa.adapters.local.log_pages import LocalLogFiles
         from gqa.services.logs import LogService
 
