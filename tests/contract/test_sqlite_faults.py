@@ -448,6 +448,26 @@ def test_a_database_without_an_id_where_the_marker_says_one_is_refused(tmp_path)
     assert_refused(path, QueueMismatch, "has no queue id", f"delete {path.parent / 'queue-id'} to adopt it")
 
 
+def test_a_database_that_lost_its_group_counter_is_damaged_in_one_line_and_left_as_it_was(tmp_path):
+    path = new_queue(tmp_path / "home")
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM meta WHERE key = 'next_group'")
+    db.commit()
+    db.close()
+    before = snapshot(path)
+    store = SqliteStore(path)
+    try:
+        for use in (lambda: store.create(fresh()), lambda: store.reserved("1")):
+            with pytest.raises(StorageCorrupt) as raised:
+                use()
+            message = str(raised.value)
+            assert "\n" not in message and str(path) in message and "next_group" in message
+            assert "restore it from a backup" in message
+    finally:
+        store.close()
+    assert snapshot(path) == before
+
+
 def test_a_foreign_sqlite_database_is_refused(tmp_path):
     path = tmp_path / "gqa.db"
     db = sqlite3.connect(path)

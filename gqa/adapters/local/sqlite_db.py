@@ -152,13 +152,13 @@ class SqliteDatabase:
                 if found is None:
                     self.db.execute("PRAGMA journal_mode=WAL")
                     with self._tx():
-                        queue_id = _new_queue_id()
+                        new_id = _new_queue_id()
                         for statement in SCHEMA.split(";"):
                             if statement.strip():
                                 self.db.execute(statement)
                         self.db.executemany("INSERT INTO meta VALUES (?, ?)", [
-                            ("schema_version", str(SCHEMA_VERSION)), ("next_group", "1"), ("queue_id", queue_id)])
-                    return SCHEMA_VERSION, queue_id
+                            ("schema_version", str(SCHEMA_VERSION)), ("next_group", "1"), ("queue_id", new_id)])
+                    return SCHEMA_VERSION, new_id
         version, queue_id = found
         if queue_id is None:
             if expected is not None:

@@ -18,6 +18,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 from ...models.errors import GqaError, StorageBusy, StorageCorrupt, StorageFull, StorageUnavailable
 
@@ -100,7 +101,7 @@ def translate(exc: BaseException, path: str | os.PathLike, *, timeout: float = 3
             entry = SQLITE_EXTENDED.get(code) or SQLITE_PRIMARY.get(code & 0xFF)
         reason = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
     elif isinstance(exc, OSError):
-        entry = OS_ERRNOS.get(exc.errno)
+        entry = OS_ERRNOS.get(exc.errno) if exc.errno is not None else None
         path = exc.filename if exc.filename else path
         reason = exc.strerror or type(exc).__name__
     else:
@@ -198,7 +199,9 @@ def _why_not_open(path: str | os.PathLike) -> tuple:
     return CANNOT_OPEN
 
 
-def _reraise(db: Connection, exc: sqlite3.Error) -> None:
+def _reraise(db: sqlite3.Connection, exc: sqlite3.Error) -> NoReturn:
+    if not isinstance(db, Connection):   # a cursor on a connection connect() did not open: not ours to judge
+        raise exc
     error = translate(exc, db.where, timeout=db.lock_timeout)
     if error is None:
         raise exc

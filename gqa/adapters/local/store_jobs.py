@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import replace
 
-from ...models.errors import Conflict, NotFound
+from ...models.errors import Conflict, NotFound, StorageCorrupt
 from ...models.job import JobRecord, JobState, Transition
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .sqlite_rows import _INSERT, _SELECT, _indices, _record, _records_of_group, _row
@@ -27,14 +27,21 @@ class SqliteJobs(SqliteSettings):
             return self._reserve(jobs)
 
     def reserved(self, group: str) -> bool:
-        # next_group is the number the next reservation starts at
-        return _GROUP.fullmatch(group) is not None and int(group) < int(self._meta("next_group"))
+        return _GROUP.fullmatch(group) is not None and int(group) < self._next_group()
+
+    def _next_group(self) -> int:
+        """The number the next reservation starts at; every queue database holds it from its creation."""
+        raw = self._meta("next_group")
+        if raw is None:
+            raise StorageCorrupt(f"{self.path} is damaged (its meta table lost the next_group counter); "
+                                 "restore it from a backup, or move GQA_HOME aside to start a new queue")
+        return int(raw)
 
     def _reserve(self, jobs: list[JobRecord]) -> list[JobRecord]:
         """Assign ids and seqs from the counters in meta and advance them (inside a transaction)."""
         if not jobs:
             return []
-        group_no = int(self._meta("next_group"))
+        group_no = self._next_group()
         seq = self._next_seq()
         reserved, groups = [], 0
         shared = str(group_no)
