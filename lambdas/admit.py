@@ -56,6 +56,7 @@ from typing import Any
 import boto3
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, SqsFifoPartialProcessor
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.admissions import DynamoDBAdmissions
@@ -155,7 +156,7 @@ def _seconds_left() -> float | None:
 
 
 @logger.inject_lambda_context(clear_state=True)
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     global _context
     _context = context
     _queued.clear()
@@ -167,7 +168,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                  else BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False))
     with processor(records=records, handler=record_handler, lambda_context=context):
         outcomes = processor.process()
-    counts = sum((result for status, result, _ in outcomes if status == "success" and result), Counter())
+    counts: Counter[tuple[int, JobState]] = sum(
+        (result for status, result, _ in outcomes if status == "success" and result), Counter())
     telemetry.admission(wiring.metrics, counts)
     queued = any(state == JobState.QUEUED for _, state in counts)
     if queued and wiring.intake is not None:

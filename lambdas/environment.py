@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, Literal, overload
 
 from gqa.adapters.aws.resources import Pool, pools_from_json
 from gqa.adapters.aws.tables import TableNames
@@ -84,6 +84,10 @@ def intake_urls() -> dict[int, str]:
     return {Priority(tier).rank: url for tier, url in raw.items()}
 
 
+@overload
+def wakeup_url(*, needed: Literal[True]) -> str: ...
+@overload
+def wakeup_url(*, needed: bool = False) -> str | None: ...
 def wakeup_url(*, needed: bool = False) -> str | None:
     """The dispatcher's wake-up queue; None where it is optional and not set."""
     if needed:
@@ -155,6 +159,10 @@ def trigger_timer_url() -> str:
     return required("GQA_TRIGGER_TIMER_QUEUE_URL", "the trigger timer queue URL")
 
 
+@overload
+def alerts_topic(*, needed: Literal[True] = True) -> str: ...
+@overload
+def alerts_topic(*, needed: bool) -> str | None: ...
 def alerts_topic(*, needed: bool = True) -> str | None:
     """The SNS topic alerts go to; None where it is optional and not set."""
     if needed:

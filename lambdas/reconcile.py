@@ -100,12 +100,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         change = parse(event=event, model=EventBridgeModel)
         if change.detail_type != DETAIL_TYPE:
             raise MalformedEvent(f"expected a {DETAIL_TYPE!r} event, got {change.detail_type!r}")
-        batch_event = event_from(change.detail, received=change.time.timestamp())
+        detail = change.detail   # a plain EventBridgeModel leaves it as the JSON object it was
+        if not isinstance(detail, dict):
+            raise MalformedEvent(f"a Batch job state change's detail is a JSON object, not {type(detail).__name__}")
+        batch_event = event_from(detail, received=change.time.timestamp())
     except (ValidationError, MalformedEvent) as exc:
         logger.error("dropped a malformed event", extra={"error": str(exc), "event_id": event.get("id")})
         return {"action": "dropped", "reason": "malformed event"}
     if batch_event is None:
-        logger.info("ignored a Batch job gqa did not launch", extra={"batch_job_id": change.detail.get("jobId")})
+        logger.info("ignored a Batch job gqa did not launch", extra={"batch_job_id": detail.get("jobId")})
         return {"action": "ignored", "reason": "not a gqa job"}
 
     logger.set_correlation_id(batch_event.job_id)

@@ -56,6 +56,7 @@ from typing import Any
 import boto3
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -115,7 +116,7 @@ def places() -> TriggerPlaces:
 
 
 @logger.inject_lambda_context(clear_state=True)
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any] | PartialItemFailureResponse:
     if "Records" in event:
         return _timers(event, context)
     return _object(event)
@@ -152,7 +153,7 @@ def _object(event: dict[str, Any]) -> dict[str, Any]:
     return {"action": action, "triggers": results}
 
 
-def _timers(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def _timers(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     with processor(records=event["Records"], handler=_close_one, lambda_context=context):
         outcomes = processor.process()

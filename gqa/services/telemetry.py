@@ -69,10 +69,10 @@ def admitted(jobs: Iterable[JobRecord]) -> Counter[tuple[int, JobState]]:
 def admission(metrics: Metrics, counts: Mapping[tuple[int, JobState], int]) -> None:
     """What the submissions of one batch became, by tier ("high", "normal", "low")."""
     for rank in sorted({rank for rank, _ in counts}):
-        def n(*states: JobState) -> int:
-            return sum(counts.get((rank, s), 0) for s in states)
-        emit(metrics, [("JobsAdmitted", COUNT, n(*WAITING)), ("JobsAwaitingApproval", COUNT, n(S.PENDING_APPROVAL)),
-                       ("JobsRejected", COUNT, n(S.REJECTED))], tier=TIERS.get(rank, str(rank)))
+        admitted, awaiting, rejected = (sum(counts.get((rank, s), 0) for s in states)
+                                        for states in (WAITING, (S.PENDING_APPROVAL,), (S.REJECTED,)))
+        emit(metrics, [("JobsAdmitted", COUNT, admitted), ("JobsAwaitingApproval", COUNT, awaiting),
+                       ("JobsRejected", COUNT, rejected)], tier=TIERS.get(rank, str(rank)))
 
 
 # -- dispatch ---------------------------------------------------------------------------------------

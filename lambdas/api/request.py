@@ -24,11 +24,11 @@ def caller() -> Principal:
 
 
 def body() -> Any:
-    raw = app.current_event.body
+    raw = app.current_event.decoded_body   # the body, base64-decoded where API Gateway encoded it
     if not raw:
         return {}
     try:
-        return json.loads(app.current_event.decoded_body)
+        return json.loads(raw)
     except ValueError:
         raise SpecError("the request body is not JSON") from None
 

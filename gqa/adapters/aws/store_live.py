@@ -48,9 +48,9 @@ class DynamoDBLive(DynamoDBBase):
             view.jobs = self._read_changes(None)
             view.watermark, view.resynced = began, views.now()
         elif named is None:
-            for job_id, item in self._read_changes(view.watermark - views.CHANGE_MARGIN).items():
-                if int(item.get(t.REVISION, 0)) >= int(view.jobs.get(job_id, {}).get(t.REVISION, -1)):
-                    view.jobs[job_id] = item   # an index entry older than our own write of it is not taken
+            for job_id, entry in self._read_changes(view.watermark - views.CHANGE_MARGIN).items():
+                if int(entry.get(t.REVISION, 0)) >= int(view.jobs.get(job_id, {}).get(t.REVISION, -1)):
+                    view.jobs[job_id] = entry   # an index entry older than our own write of it is not taken
             view.watermark = began
         if named:
             carried: dict[str, dict[str, Any] | None] = {i: item for i, item in named.items() if item is not None}
