@@ -178,8 +178,9 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
             with tarfile.open(path, "r:*") as tar:
                 for info in tar.getmembers():
                     match = _ITP_MEMBER.search(info.name)
-                    if match and info.isfile():
-                        members[match.group(1)] = tar.extractfile(info).read().decode()
+                    member = tar.extractfile(info) if match and info.isfile() else None
+                    if match and member is not None:
+                        members[match.group(1)] = member.read().decode()
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise TraceError(f"{path}: not a readable tar.gz ({exc})") from None
     if not members:
