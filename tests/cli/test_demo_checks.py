@@ -1,0 +1,41 @@
+"""The demo's scheduling checks judge start times, and a job that never
+started (no start time) fails its check instead of ending the demo."""
+
+from cli.demo_run import _interleaved, _started_first
+
+
+def test_the_high_job_starting_before_the_queued_low_jobs_passes():
+    ok, detail = _started_first({"h": 10.0, "l1": 12.0, "l2": 13.5}, "h", ["l1", "l2"])
+    assert ok and detail == "high started -2.0s relative to the first queued low job"
+
+
+def test_a_low_job_starting_before_the_high_job_fails():
+    ok, detail = _started_first({"h": 10.0, "l1": 9.0, "l2": 13.5}, "h", ["l1", "l2"])
+    assert not ok and "1.0s" in detail
+
+
+def test_a_high_job_that_never_started_fails_and_says_so():
+    assert _started_first({"h": None, "l1": 12.0}, "h", ["l1"]) == (False, "the high job never started")
+
+
+def test_low_jobs_that_never_started_are_left_out_of_the_comparison():
+    ok, detail = _started_first({"h": 10.0, "l1": None, "l2": 11.0}, "h", ["l1", "l2"])
+    assert ok and "1.0s" in detail
+
+
+def test_bursts_that_alternate_interleave():
+    vision, nlp = ["v1", "v2", "v3", "v4"], ["n1", "n2", "n3", "n4"]
+    starts = {"v1": 1.0, "n1": 2.0, "v2": 3.0, "n2": 4.0, "v3": 5.0, "n3": 6.0, "v4": 7.0, "n4": 8.0}
+    assert _interleaved(starts, vision, nlp) == (True, "start order VNVNVNVN")
+
+
+def test_one_burst_after_the_other_does_not_interleave():
+    vision, nlp = ["v1", "v2", "v3"], ["n1", "n2", "n3"]
+    starts = {"v1": 1.0, "v2": 2.0, "v3": 3.0, "n1": 4.0, "n2": 5.0, "n3": 6.0}
+    assert _interleaved(starts, vision, nlp) == (False, "start order VVVNNN")
+
+
+def test_a_burst_job_that_never_started_fails_the_interleaving_and_is_counted():
+    vision, nlp = ["v1", "v2", "v3", "v4"], ["n1", "n2", "n3", "n4"]
+    starts = {"v1": 1.0, "n1": 2.0, "v2": 3.0, "n2": 4.0, "v3": 5.0, "n3": 6.0, "v4": 7.0, "n4": None}
+    assert _interleaved(starts, vision, nlp) == (False, "start order VNVNVNV; 1 never started")
