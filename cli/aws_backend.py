@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from gqa import settings_codec
 from gqa.http import wire
@@ -17,7 +17,11 @@ from gqa.models.errors import BackendUnavailable
 SEND_ENVIRONMENT = False
 
 
-def _decode(decode: Callable[[dict], Any], data: dict) -> Any:
+Answer = TypeVar("Answer")    # the API's JSON: one answer, or a listing's pages
+Decoded = TypeVar("Decoded")
+
+
+def _decode(decode: Callable[[Answer], Decoded], data: Answer) -> Decoded:
     from gqa.models.errors import SpecError
 
     try:

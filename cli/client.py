@@ -78,9 +78,9 @@ def _ask_daemon(argv: list[str]) -> dict | None:
             delay = (answer.get("body") or {}).get("retry_after") or 0.05
             time.sleep(float(delay) * (0.5 + random.random()))
             continue
-        body = answer.get("body")
-        if answer.get("status") == 200 and isinstance(body, dict) and "code" in body:
-            return body
-        message = body.get("error") if isinstance(body, dict) else None
+        answered = answer.get("body")
+        if answer.get("status") == 200 and isinstance(answered, dict) and "code" in answered:
+            return answered
+        message = answered.get("error") if isinstance(answered, dict) else None
         return {"code": 2 if answer.get("status") in (400, 403, 413) else 1, "stdout": "",
                 "stderr": f"gqa: error: {message or 'the queue daemon gave an unexpected answer'}\n"}

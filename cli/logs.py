@@ -106,7 +106,8 @@ def follow_pages(pager: Any, ref: str, *, attempt: int | None = None, follow: bo
 
     out = out or sys.stdout
     sleep = time.sleep if sleep is None else sleep
-    held = collections.deque(maxlen=tail) if tail > 0 else None   # --tail: the last lines of what is there now
+    # --tail: the last lines of what is there now
+    held: collections.deque[str] | None = collections.deque(maxlen=tail) if tail > 0 else None
     token: str | None = None
     told_waiting = False
     try:

@@ -71,10 +71,11 @@ def set_(
     for flag, value in (("--max-gpus", max_gpus), ("--max-gpus-per-user", max_gpus_per_user)):
         if value is not None and value < -1:
             fail(f"{flag} must be a GPU count, or -1 for no cap; got {value}")
-    listed = None if members is None else [] if members.strip() == "none" else [
-        m.strip() for m in members.split(",") if m.strip()]
-    if listed == [] and members.strip() != "none":
-        fail("--members needs names (alice,bob,@ml), or none to leave the team to admins")
+    listed: list[str] | None = None
+    if members is not None:
+        listed = [] if members.strip() == "none" else [m.strip() for m in members.split(",") if m.strip()]
+        if listed == [] and members.strip() != "none":
+            fail("--members needs names (alice,bob,@ml), or none to leave the team to admins")
     if listed:
         from gqa.services.quota import members_problem
 
@@ -218,9 +219,9 @@ def policy(
     print(f"weights            fair share {current.weights.fair_share:g}, age {current.weights.age:g}, "
           f"size {current.weights.size:g}, duration {current.weights.duration:g}")
     print(f"preemptible tiers  {', '.join(preemptible) or 'none'}")
-    thresholds = [f"{name} > {value:g}" for name, value in (("GPUs", current.approval_gpus), (
+    approval = [f"{name} > {value:g}" for name, value in (("GPUs", current.approval_gpus), (
         "GPU-hours", current.approval_gpu_hours), ("cost", current.approval_cost)) if value is not None]
-    print(f"approval needed    {', '.join(thresholds) or 'never'}")
+    print(f"approval needed    {', '.join(approval) or 'never'}")
     print(f"budget alerts      {', '.join(f'{t:g}%' for t in current.budget_alerts) or 'none'}")
     pending = f"after {format_duration(current.alert_pending_after)}" if current.alert_pending_after else "never"
     print(f"pending alert      {pending}")
