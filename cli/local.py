@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -203,13 +204,11 @@ def _record_inventory(paths, inventory: dict) -> None:
     """Open the queue and write its GPUs as the daemon will: a queue database
     that is missing, foreign, read-only, full or locked stops `start` here."""
     from gqa.adapters.local.store import SqliteStore
-    from gqa.ports import Inventory
-    from gqa.scheduling.snapshot import Gpu
+    from gqa.settings_codec import inventory_from_dict
 
     store = SqliteStore(paths.db)
     try:
-        store.set_inventory(Inventory(gpus=tuple(Gpu(**g) for g in inventory["gpus"]), cpus=inventory["cpus"],
-                                      memory=inventory["memory"]))
+        store.set_inventory(inventory_from_dict(inventory))   # read as the daemon reads its --inventory
     finally:
         store.close()
 
@@ -237,11 +236,11 @@ def _daemon_options(log_max_size: str, log_files: int) -> list[str]:
     return ["--log-max-size", log_max_size, "--log-files", str(log_files)]
 
 
-def daemon_args(paths, inventory: dict, grace: float, options: list[str] = ()) -> list[str]:
+def daemon_args(paths, inventory: dict, grace: float, options: Sequence[str] = ()) -> list[str]:
     return ["--home", str(paths.home), "--inventory", json.dumps(inventory), "--grace", str(grace), *options]
 
 
-def start_background(paths, inventory: dict, grace: float, options: list[str] = ()) -> int:
+def start_background(paths, inventory: dict, grace: float, options: Sequence[str] = ()) -> int:
     """Start the daemon as a background process; return its pid once it answers."""
     from gqa.adapters.local.lock import daemon_running
 
