@@ -19,10 +19,15 @@ from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.aws.wakeups import WakeDispatcher
 from gqa.adapters.clock import SystemClock, SystemRandom
 from gqa.adapters.local.budget_records import SqliteBudgetRecords
+from gqa.adapters.local.containment.cells import Containment
+from gqa.adapters.local.containment.cgroup import CgroupContainment
+from gqa.adapters.local.containment.subreaper import SubreaperContainment
 from gqa.adapters.local.executor import LocalExecutor
 from gqa.adapters.local.log_pages import LocalLogFiles
 from gqa.adapters.local.store import SqliteStore
 from gqa.adapters.local.wake import SocketWaker
+from gqa.runtime.s3 import S3Storage
+from gqa.runtime.storage import CheckpointStorage, LocalStorage
 
 
 def clock(adapter: SystemClock) -> ports.Clock:
@@ -114,4 +119,24 @@ def aws_burst_timer(adapter: SqsBurstTimer) -> ports.BurstTimer:
 
 
 def aws_manifests(adapter: S3Manifests) -> ports.Manifests:
+    return adapter
+
+
+# Protocols outside gqa/ports: the local executor's process containment, and where a job's
+# runtime keeps its checkpoints
+
+
+def cgroup_containment(adapter: CgroupContainment) -> Containment:
+    return adapter
+
+
+def subreaper_containment(adapter: SubreaperContainment) -> Containment:
+    return adapter
+
+
+def local_checkpoint_storage(adapter: LocalStorage) -> CheckpointStorage:
+    return adapter
+
+
+def s3_checkpoint_storage(adapter: S3Storage) -> CheckpointStorage:
     return adapter
