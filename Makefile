@@ -1,7 +1,8 @@
 # The two quick-start commands: `make demo` and `make test`. Each sets up a
 # virtual environment in .venv on first use; `make test` also installs the
 # pinned CDK command line (package.json) for its `cdk synth` test (skipped
-# where node is not installed).
+# where node is not installed), and runs the linter and the type checker
+# (both from the `test` extra, configured in pyproject.toml) before pytest.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,10 +24,12 @@ demo: $(BIN)/.installed
 	$(BIN)/gqa demo
 
 test: $(BIN)/.installed node_modules/.package-lock.json
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/local_queue.py
 
 clean:
-	rm -rf $(VENV) node_modules .pytest_cache .hypothesis
+	rm -rf $(VENV) node_modules .pytest_cache .hypothesis .mypy_cache .ruff_cache
