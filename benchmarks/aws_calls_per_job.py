@@ -174,11 +174,14 @@ def lives(jobs: int, job_seconds: float, *, gpus: int | None = None, seed: int =
             life.invocations["api"] += 1
         calls.phase = None
         records = world.receive()         # in place of Lambda's poller
-        for start in range(0, len(records), ADMIT_BATCH):
-            calls.phase = "admit"
-            world.admit.handler({"Records": records[start:start + ADMIT_BATCH]}, CONTEXT)
-            life.invocations["admit"] += 1
-            dispatch("dispatch")          # the wake-up that admit sent
+        while records:
+            for start in range(0, len(records), ADMIT_BATCH):
+                calls.phase = "admit"
+                world.admit.handler({"Records": records[start:start + ADMIT_BATCH]}, CONTEXT)
+                life.invocations["admit"] += 1
+                dispatch("dispatch")          # the wake-up that admit sent
+            calls.phase = None
+            records = world.receive()     # a large array's continuations: its next chunk each
         while events:
             at, _, status, (job, begin) = heapq.heappop(events)
             world.clock.advance(at - world.clock.now())
