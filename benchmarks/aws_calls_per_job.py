@@ -30,10 +30,13 @@ job alone, 20 together on a GPU each, the 20 on 5 GPUs, and one array of
 200 tasks on 20 GPUs (--array-tasks, --array-gpus). An array's tasks cost
 what the 200's do at any size: past its submission and admission (0.03
 calls a task here, less in a larger one) every task is its own start,
-events and pass. A 10,000-task array runs the same code but not on moto in
-reasonable memory: moto's DynamoDB grows by gigabytes over a thousand
-tasks' lives (benchmarks/aws_pass_cost.py measures passes at 10,000 and
-100,000 queued jobs instead).
+events and pass. `--array-tasks 10000` runs a 10,000-task array (its four
+chunks admitted as the intake queue hands each on; moto kept lean by
+tests/aws/lean_moto.py), but slowly: each settlement's pass plans over the
+thousands still waiting, on one core, and moto scans its table for every
+Query, so 4,000 of its tasks' lives take half an hour here. A 2,000-task
+array (one chunk) takes five minutes; benchmarks/aws_pass_cost.py
+measures single passes at 10,000 and 100,000 queued jobs.
 
 Not counted per job: calls made once per container at a cold start (e.g. the
 dispatcher's set_inventory; printed separately), and the harness's own calls
