@@ -17,8 +17,9 @@ prefix's measured utilisation.
 Then the three policies replay the same workload on that cluster. The
 headline is each policy's ratio to FIFO's, from one run.
 
-Traces live in ../shared/data/traces (relative to the repository root) or
---traces DIR; a trace that is not there is skipped with a message. Team,
+Traces are read from --traces DIR (default: $GQA_TRACES, else traces/
+under the repository root): the folder holding the ITP and Alibaba trace
+files; a trace that is not there is skipped with a message. Team,
 user and wall time are derived (see `gqa simulate`'s assumption lines)."""
 
 import argparse
@@ -64,7 +65,8 @@ def replay(args) -> tuple[str, dict, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", default=str(ROOT.parent / "shared" / "data" / "traces"))
+    parser.add_argument("--traces", default=os.environ.get("GQA_TRACES", str(ROOT / "traces")),
+                        help="the folder holding the trace files (default: $GQA_TRACES, else traces/)")
     parser.add_argument("--quick", action="store_true", help="a prefix of each trace")
     parser.add_argument("--only", default=",".join(TRACES), help="itp, alibaba or both")
     parser.add_argument("--targets", default=",".join(f"{t:g}" for t in TARGETS), help="utilisation targets")
