@@ -7,6 +7,9 @@ rest with plain defaults, so a table row reads like the rule it checks.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -136,3 +139,19 @@ def burst(keys: Iterable[str] = ("incoming/a.csv",), *, more: int = 0, opened_at
                                   key_bytes=sum(key_size(k) for k in keys), more=more)
     fields.update(overrides)
     return Burst(**fields)
+
+
+_LINE_WRITER = """
+import sys, time
+with open(sys.argv[1], "ab", buffering=0) as out:
+    for i in range(int(sys.argv[2])):
+        out.write(b"line %d\\n" % i)
+        if i % int(sys.argv[3]) == 0:
+            time.sleep(0.001)
+"""
+
+
+def line_writer(path: object, lines: int, *, pause_every: int) -> subprocess.Popen[bytes]:
+    """A process that appends `line 0` .. `line N-1` to `path`, unbuffered, pausing a
+    millisecond every `pause_every` lines (so a rotation can land between writes)."""
+    return subprocess.Popen([sys.executable, "-c", _LINE_WRITER, str(path), str(lines), str(pause_every)])

@@ -7,8 +7,6 @@ one marker line naming its size; pages keep LogService's contract."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ from gqa.adapters.local.log_rotation import LogLimits, rotate_if_needed, rotatio
 from gqa.adapters.local.paths import StatePaths
 from gqa.models.job import JobState
 from gqa.services.logs import LogService
-from tests.builders import history, job_record
+from tests.builders import history, job_record, line_writer
 
 MARKER = re.compile(r"--- gqa: ([\d,]+) bytes of earlier output rotated away \(log cap .*\)$")
 
@@ -281,21 +279,11 @@ def test_an_attempt_that_has_not_written_its_line_yet_is_not_found(tmp_path):
 
 # -- with the daemon rotating while the job writes and a follower reads -----------------------------------
 
-WRITER = """
-import sys, time
-with open(sys.argv[1], "ab", buffering=0) as out:
-    for i in range(int(sys.argv[2])):
-        out.write(b"line %d\\n" % i)
-        if i % 100 == 0:
-            time.sleep(0.001)
-"""
-
-
 def test_following_while_rotations_run_gives_each_line_once_in_order(tmp_path):
     box = Box(tmp_path, max_bytes=16 << 10, keep=1000)   # keep everything: any loss is a window's
     box.write(header(1), rotate=False)
     total = 40_000
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(box.log), str(total)])
+    writer = line_writer(box.log, total, pause_every=100)
     rotations = []
 
     def rotate():

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 from gqa.adapters.local import log_rotation
 from gqa.adapters.local.log_rotation import LogLimits, human_size, parts, rotate_if_needed, rotations_of
 from gqa.adapters.local.log_stream import JobLog
+from tests.builders import line_writer
 from gqa.models.errors import SpecError
 
 
@@ -158,20 +157,10 @@ def test_copying_falls_back_to_reads_and_writes_where_the_kernel_refuses(log, mo
     assert log.with_name("12.log.1").read_bytes() == numbered(1, 1000)
 
 
-WRITER = """
-import sys, time
-with open(sys.argv[1], "ab", buffering=0) as out:
-    for i in range(int(sys.argv[2])):
-        out.write(b"line %d\\n" % i)
-        if i % 200 == 0:
-            time.sleep(0.001)
-"""
-
-
 def test_rotating_while_a_process_writes_keeps_order_and_loses_at_most_the_window(log):
     total = 60_000
     limits = LogLimits(64 << 10, keep=1000)   # keep everything, to count what the windows lost
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(total)])
+    writer = line_writer(log, total, pause_every=200)
     rotations = 0
     while writer.poll() is None:
         rotations += rotate_if_needed(log, limits)
