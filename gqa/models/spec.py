@@ -15,7 +15,9 @@ from .array_syntax import parse_array
 from .code import check_digest
 from .errors import SpecError
 from .limits import MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
+from .dependency import parse_dependency
 from .priority import Priority
+from .signals import warning_signal
 from .units import parse_duration, parse_size
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -26,6 +28,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 # An owner may also be a cloud identity: an IAM user (names may hold + = @), an
 # assumed role's "Role/session", an Identity Center user's e-mail address.
 OWNER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=/-]{0,128}$")
+MAX_NAME = 200
 TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 
 # The pydantic error type of a problem whose message names its own field
@@ -68,7 +71,7 @@ class _Strict(BaseModel):
 
 
 class Resources(_Strict):
-    gpus: int = Field(1, ge=1, le=4096, description="GPUs, all granted at once (gang)")
+    gpus: int = Field(1, ge=0, le=4096, description="GPUs, all granted at once (gang); 0 for a CPU-only job")
     gpu_type: str | None = Field(None, description="e.g. a10g, or several: [a10g, l4] / 'a10g,l4'; any when unset")
 
     @field_validator("gpu_type", mode="before")
@@ -85,14 +88,37 @@ class Resources(_Strict):
             if not TYPE_RE.match(name):
                 raise ValueError(f"invalid GPU type {name!r}: use letters, digits, '.', '_' or '-'")
         return ",".join(dict.fromkeys(names))
-    cpus: int | None = Field(None, ge=1, le=4096)
+    cpus: int | None = Field(None, ge=1, le=4096, description="CPUs for the whole job (all its tasks)")
     memory: Size | None = None
+    tasks: int = Field(1, ge=1, le=1024, description="copies `srun` starts by default (Slurm's --ntasks)")
+    gpus_per_task: int | None = Field(None, ge=1, le=4096, description="each srun task sees this many of the GPUs")
+    exclusive: bool = Field(False, description="nothing else runs on the machine while it runs")
+
+    @model_validator(mode="after")
+    def _tasks_fit(self) -> "Resources":
+        if self.gpus_per_task is not None and self.gpus_per_task * self.tasks > self.gpus:
+            raise ValueError(f"{self.tasks} tasks of {self.gpus_per_task} GPUs need {self.gpus_per_task * self.tasks} "
+                             f"GPUs; the job asks for {self.gpus}")
+        return self
 
 
 class Limits(_Strict):
     wall_time: Duration | None = Field(None, description="killed (SIGTERM, grace, SIGKILL) after this")
     max_gpu_hours: float | None = Field(None, gt=0)
     on_timeout: Literal["stop", "requeue"] = "stop"
+    time_min: Duration | None = Field(None, description="Slurm's --time-min: the least wall time it accepts")
+    signal: str | None = Field(None, description="Slurm's --signal: [B:]SIG[@seconds] before the wall time")
+
+    @field_validator("signal")
+    @classmethod
+    def _signal(cls, value: str | None) -> str | None:
+        return None if value is None else warning_signal(value).text()
+
+    @model_validator(mode="after")
+    def _min_below_limit(self) -> "Limits":
+        if self.time_min is not None and self.wall_time is not None and self.time_min > self.wall_time:
+            raise ValueError(f"time_min ({self.time_min}s) is longer than wall_time ({self.wall_time}s)")
+        return self
 
 
 class Retries(_Strict):
@@ -148,6 +174,14 @@ class Sweep(_Strict):
         return self
 
 
+class Notify(_Strict):
+    """Slurm's --mail-type/--mail-user: which events of the job are sent, and to whom."""
+
+    events: list[Literal["begin", "end", "fail", "requeue", "time_limit", "all"]] = Field(
+        default_factory=lambda: ["end", "fail"])
+    to: str | None = Field(None, description="an e-mail address or a webhook URL; the owner when unset")
+
+
 class JobSpec(_Strict):
     name: str = "job"
     team: str = "default"
@@ -167,13 +201,52 @@ class JobSpec(_Strict):
     code: str | None = Field(None, description="sha256:<hex>, the bundle of the submitter's directory (AWS)")
     array: str | None = Field(None, description="Slurm-style index list: 0-499, 1,3,5, 0-9:2, 0-99%10")
     sweep: Sweep | None = None
+    after: str | None = Field(None, description="Slurm's --dependency: afterok:12, afterany:12:13, singleton")
+    hold: bool = Field(False, description="queued held: it starts only after `gqa release`")
+    begin: float | None = Field(None, gt=0, description="not started before this time (epoch seconds)")
+    output: str | None = Field(None, description="Slurm's --output pattern (%j %x %A %a %u %N %%), besides gqa's log")
+    error: str | None = Field(None, description="Slurm's --error pattern; stderr goes with output when unset")
+    input: str | None = Field(None, description="Slurm's --input: a file as the job's stdin")
+    requeue: bool = Field(True, description="requeued after a preemption or reclaim (false: it fails instead)")
+    nice: int = Field(0, ge=-10000, le=10000, description="lowers (or, negative, raises) it within its tier")
+    notify: Notify | None = None
 
-    @field_validator("name", "team")
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        # Slurm takes almost any text as a job name (bert_lr=3e-4); what cannot
+        # be shown on one line or put in a file name is refused.
+        _no_nul(value, "name")
+        if not value or len(value) > MAX_NAME or any(ch in value for ch in "/\\") \
+                or any(not ch.isprintable() for ch in value):
+            raise ValueError(f"{value!r} is not a valid name: printable characters without '/' (max {MAX_NAME})")
+        return value
+
+    @field_validator("team")
     @classmethod
     def _identifier(cls, value: str, info: ValidationInfo) -> str:
-        _no_nul(value, info.field_name or "name")
+        _no_nul(value, info.field_name or "team")
         if not NAME_RE.match(value):
             raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' or '-' (max 63)")
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return parse_dependency(value).text()
+        except SpecError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("output", "error", "input")
+    @classmethod
+    def _stream(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            _no_nul(value, info.field_name or "output")
+            if not value.strip():
+                raise ValueError("is empty")
         return value
 
     @field_validator("owner")
@@ -327,5 +400,5 @@ def _os_user() -> str:
 
 SPEC_FIELDS: dict[str, type[BaseModel]] = {
     "": JobSpec, "resources": Resources, "limits": Limits, "retries": Retries,
-    "checkpoint": Checkpoint, "sweep": Sweep,
+    "checkpoint": Checkpoint, "sweep": Sweep, "notify": Notify,
 }

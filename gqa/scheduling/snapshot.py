@@ -39,6 +39,8 @@ class PendingJob:
     gpu_types: tuple[str, ...] = ()        # acceptable types, when more than one will do
     spot: bool = False                     # may run on spot capacity (tried first)
     reclaims: int = 0                      # spot reclaims so far: after policy.spot_fallback_after, on demand only
+    exclusive: bool = False                # the whole machine: starts when nothing runs, and nothing starts beside it
+    nice: int = 0                          # Slurm's --nice: positive lowers it within its tier
 
     def types(self) -> tuple[str, ...] | None:
         """The GPU types it accepts; None for any. gpu_type may list several: 'a10g,l4'."""
@@ -62,6 +64,7 @@ class RunningJob:
     stopping: bool = False                 # being stopped (cancel, requeue, preemption)
     started: bool = True                   # its current attempt runs; False while STARTING, when `started_at`
                                            # is still the previous attempt's (or 0) and nothing costs yet
+    exclusive: bool = False                # holds the whole machine while it runs
 
     @property
     def ends_by(self) -> float:

@@ -46,11 +46,9 @@ BAD_YAML = [
     ("misspelt field among others", "command: [a]\nlimits:\n  walltime: 1h\n",
      "unknown field 'limits.walltime'; did you mean 'wall_time'?", 3),
     ("unknown field, nothing close", "command: [a]\nresources:\n  zzzz: 1\n",
-     "unknown field 'resources.zzzz'; valid fields: cpus, gpu_type, gpus, memory", 3),
-    ("zero GPUs", "command: [a]\nresources:\n  gpus: 0\n",
-     "resources.gpus: Input should be greater than or equal to 1", 3),
+     "unknown field 'resources.zzzz'; valid fields: cpus, exclusive, gpu_type, gpus, gpus_per_task, memory, tasks", 3),
     ("negative GPUs", "command: [a]\nresources:\n  gpus: -2\n",
-     "resources.gpus: Input should be greater than or equal to 1", 3),
+     "resources.gpus: Input should be greater than or equal to 0", 3),
     ("GPUs not a number", "command: [a]\nresources:\n  gpus: two\n",
      "resources.gpus: Input should be a valid integer", 3),
     ("unparseable wall time", "command: [a]\nlimits:\n  wall_time: forever\n",
@@ -146,7 +144,7 @@ def test_nothing_to_run():
 
 
 @pytest.mark.parametrize("raw, message", [
-    ({"command": ["a"], "resources": {"gpus": 0}}, "resources.gpus"),
+    ({"command": ["a"], "resources": {"gpus": -1}}, "resources.gpus"),
     ({"command": ["a"], "limits": {"wall_time": "1y"}}, "limits.wall_time: invalid duration '1y'"),
     ({"command": ["a"], "retries": {"on_error": -1}}, "retries.on_error"),
     ({"command": ["a"], "spot": "perhaps"}, "spot:"),
