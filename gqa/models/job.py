@@ -147,6 +147,13 @@ class JobRecord:
     max_gpu_hours: float | None = None
     history: tuple[Transition, ...] = ()
     capacity_failures: int = 0   # attempts in a row the infrastructure could not run (reset by any other end)
+    # Slurm's scheduling options, copied out of the spec like the columns above
+    dependency: str | None = None  # canonical --dependency text (models/dependency.py)
+    user_hold: bool = False        # held by its owner or an admin (gqa hold): only `gqa release` frees it,
+                                   # never the budget (a budget hold is HELD without it)
+    begin: float | None = None     # not started before this time (--begin)
+    nice: int = 0
+    exclusive: bool = False
 
     @cached_property
     def spec(self):

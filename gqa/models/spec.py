@@ -190,6 +190,8 @@ class JobSpec(_Strict):
     command: list[str] | str
     shell: bool = False
     workdir: str | None = None
+    submit_dir: str | None = Field(None, description="where it was submitted from (SLURM_SUBMIT_DIR); workdir "
+                                                     "when unset")
     env: dict[str, str] = Field(default_factory=dict)
     resources: Resources = Field(default_factory=Resources)
     limits: Limits = Field(default_factory=Limits)
@@ -273,7 +275,7 @@ class JobSpec(_Strict):
                 _no_nul(arg, f"command[{i}]")
         return command
 
-    @field_validator("workdir")
+    @field_validator("workdir", "submit_dir")
     @classmethod
     def _workdir(cls, workdir: str | None) -> str | None:
         if workdir is not None:
