@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 class LocalQueue:
     """Drives one daemon: submit through the services or the real CLI, wait, inspect."""
 
-    def __init__(self, home: Path, gpus: int, grace: float):
+    def __init__(self, home: Path, gpus: int, grace: float, types: tuple[str, ...] = ()):
         self.home, self.gpus, self.grace = home, gpus, grace
+        self.types = types      # the GPUs' types in order; "virtual" for the rest
         self.env = dict(os.environ, GQA_HOME=str(home), PYTHONPATH=str(ROOT))
         self._backend = None
         self.pid = None
@@ -27,7 +28,8 @@ class LocalQueue:
         from cli.local import start_background
         from gqa.adapters.local.paths import StatePaths
 
-        inventory = {"gpus": [{"index": i, "type": "virtual"} for i in range(self.gpus)], "cpus": None,
+        types = list(self.types) + ["virtual"] * self.gpus
+        inventory = {"gpus": [{"index": i, "type": types[i]} for i in range(self.gpus)], "cpus": None,
                      "memory": None}
         old = os.environ.get("GQA_HOME")
         os.environ["GQA_HOME"] = str(self.home)
@@ -125,8 +127,8 @@ def pid_alive(pid: int) -> bool:
 def make_queue(tmp_path):
     queues: list[LocalQueue] = []
 
-    def make(gpus: int = 4, grace: float = 2.0, start: bool = True) -> LocalQueue:
-        q = LocalQueue(tmp_path / f"gqa{len(queues)}", gpus, grace)
+    def make(gpus: int = 4, grace: float = 2.0, start: bool = True, types: tuple[str, ...] = ()) -> LocalQueue:
+        q = LocalQueue(tmp_path / f"gqa{len(queues)}", gpus, grace, types)
         q.home.mkdir()
         queues.append(q)
         if start:

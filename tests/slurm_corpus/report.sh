@@ -1,0 +1,6 @@
+#!/bin/bash
+#SBATCH --job-name=report
+#SBATCH --time=5
+
+# Runs after training ends, however it ended (--dependency=afterany:ID).
+ls results/ | sort > results/report.txt
