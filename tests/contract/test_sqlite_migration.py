@@ -50,3 +50,27 @@ def test_a_version_2_file_gains_team_members_and_keeps_its_teams(tmp_path):
         assert store.team_members() == {"vision": ("alice",)}
     finally:
         store.close()
+
+
+def test_a_version_3_file_gains_the_slurm_options_and_its_jobs_keep_theirs(tmp_path):
+    path = tmp_path / "queue.db"
+    store = SqliteStore(path)
+    [job] = store.create([job_record(group="")])
+    store.close()
+    old = sqlite3.connect(path)      # as version 3 left it: no dependency, hold, begin, nice or exclusive
+    for column in ("dependency", "user_hold", "begin", "nice", "exclusive"):
+        old.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    old.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    old.commit()
+    old.close()
+
+    store = SqliteStore(path)
+    try:
+        again = store.get(job.id)
+        assert (again.dependency, again.user_hold, again.begin, again.nice, again.exclusive) == (
+            None, False, None, 0, False)
+        assert again.spec_json == job.spec_json
+        store.apply([Change(job.id, again.state, None, "", 1.0, {"user_hold": True, "begin": 5.0})])
+        assert (store.get(job.id).user_hold, store.get(job.id).begin) == (True, 5.0)
+    finally:
+        store.close()

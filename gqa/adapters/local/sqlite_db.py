@@ -16,7 +16,7 @@ from ...models.errors import BackendUnavailable, QueueMismatch, SpecError, Stora
 from .paths import StatePaths, marker_for
 from .storage_errors import connect, storage_errors
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_LOCK_TIMEOUT = 30.0   # seconds; GQA_LOCK_TIMEOUT overrides
 _QUEUE_ID = re.compile(r"[0-9a-f]{16}")
 
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     not_before REAL, started_at REAL, ended_at REAL, assigned TEXT NOT NULL DEFAULT '',
     pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
     request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL,
-    capacity_failures INTEGER NOT NULL DEFAULT 0
+    capacity_failures INTEGER NOT NULL DEFAULT 0, dependency TEXT, user_hold INTEGER NOT NULL DEFAULT 0,
+    begin REAL, nice INTEGER NOT NULL DEFAULT 0, exclusive INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
@@ -53,7 +54,13 @@ CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amou
 # columns added after a table was first released: (table, column, declaration), added on open
 ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
                  ("jobs", "capacity_failures", "INTEGER NOT NULL DEFAULT 0"),
-                 ("teams", "members", "TEXT"))   # a JSON list of member patterns; NULL: none
+                 ("teams", "members", "TEXT"),   # a JSON list of member patterns; NULL: none
+                 # version 4: Slurm's scheduling options (models/dependency.py; gqa hold; --begin, --nice)
+                 ("jobs", "dependency", "TEXT"),
+                 ("jobs", "user_hold", "INTEGER NOT NULL DEFAULT 0"),
+                 ("jobs", "begin", "REAL"),
+                 ("jobs", "nice", "INTEGER NOT NULL DEFAULT 0"),
+                 ("jobs", "exclusive", "INTEGER NOT NULL DEFAULT 0"))
 
 
 class SqliteDatabase:

@@ -44,6 +44,8 @@ def _record(row: tuple, envs: dict[str, dict] | None = None) -> JobRecord:
     data["request"] = Request(data["request"]) if data["request"] else None
     data["assigned"] = _indices(data["assigned"])
     data["spot"] = bool(data["spot"])
+    data["user_hold"] = bool(data["user_hold"])
+    data["exclusive"] = bool(data["exclusive"])
     data["extra_env"] = json.loads(data["extra_env"])
     text = data["submit_env"]
     if not text:
@@ -78,7 +80,7 @@ def _encoded(change: Change) -> dict[str, object]:
             value = ",".join(str(i) for i in value)
         elif name in ("extra_env", "submit_env"):
             value = json.dumps(value) if value is not None else None
-        elif name == "spot":
+        elif name in ("spot", "user_hold", "exclusive"):
             value = int(value)
         columns["grp" if name == "group" else name] = value
     return columns
