@@ -6,26 +6,32 @@ import shlex
 from .array_syntax import parse_array
 from .errors import SpecError
 from .limits import MAX_TASKS
+from .slurm_env import array_env
 from .spec import JobSpec, sweep_size
 
 __all__ = ["MAX_TASKS", "array_limit", "expand", "index_runs", "parse_array", "run_indices"]
 
 
 def expand(spec: JobSpec) -> list[tuple[JobSpec, int | None, dict[str, str]]]:
-    """The concrete jobs of one submission: (spec, array index, extra env)."""
+    """The concrete jobs of one submission: (spec, array index, extra env).
+    A task's extra env holds its index and its array's span (Slurm's
+    SLURM_ARRAY_TASK_MIN, _MAX, _COUNT, _STEP), which it could not learn
+    otherwise: its spec no longer holds the array."""
     if spec.array is not None:
         indices, _ = parse_array(spec.array)
         base = spec.model_copy(update={"array": None})
-        return [(base, i, {"GQA_ARRAY_INDEX": str(i)}) for i in indices]
+        span = array_env(indices)
+        return [(base, i, {"GQA_ARRAY_INDEX": str(i), **span}) for i in indices]
     if spec.sweep is not None:
         keys = list(spec.sweep.grid)
         tasks = sweep_size(spec.sweep.grid)   # validation checked it; a constructed spec was not validated
         if tasks > MAX_TASKS:
             raise SpecError(f"sweep has {tasks} combinations; at most {MAX_TASKS}")
         jobs: list[tuple[JobSpec, int | None, dict[str, str]]] = []
+        span = array_env(range(tasks))
         for i, combo in enumerate(itertools.product(*(spec.sweep.grid[k] for k in keys))):
             values = {k: _text(v) for k, v in zip(keys, combo)}
-            jobs.append((_with_values(spec, spec.sweep.pass_as, values), i, {"GQA_ARRAY_INDEX": str(i)}))
+            jobs.append((_with_values(spec, spec.sweep.pass_as, values), i, {"GQA_ARRAY_INDEX": str(i), **span}))
         return jobs
     return [(spec, None, {})]
 

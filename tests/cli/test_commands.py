@@ -22,7 +22,9 @@ def test_array_is_one_call_one_group(cli):
     assert data["id"] == "1" and len(data["jobs"]) == 500 and data["jobs"][-1] == "1_499"
     status = cli.json("status", "1")
     assert status["counts"] == {"QUEUED": 500}
-    assert cli.store.get("1_7").extra_env == {"GQA_ARRAY_INDEX": "7"}
+    assert cli.store.get("1_7").extra_env == {"GQA_ARRAY_INDEX": "7", "SLURM_ARRAY_TASK_MIN": "0",
+                                              "SLURM_ARRAY_TASK_MAX": "499", "SLURM_ARRAY_TASK_COUNT": "500",
+                                              "SLURM_ARRAY_TASK_STEP": "1"}
     cancelled = cli.json("cancel", "1")
     assert {c["action"] for c in cancelled} == {"cancelled"} and len(cancelled) == 500
 

@@ -66,7 +66,9 @@ def test_plain_job_expands_to_itself():
 def test_array_expands_to_one_job_per_index():
     jobs = expand(spec(array="0-9:3%2"))
     assert [index for _, index, _ in jobs] == [0, 3, 6, 9]
-    assert [env for _, _, env in jobs] == [{"GQA_ARRAY_INDEX": str(i)} for i in (0, 3, 6, 9)]
+    span = {"SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "9", "SLURM_ARRAY_TASK_COUNT": "4",
+            "SLURM_ARRAY_TASK_STEP": "3"}
+    assert [env for _, _, env in jobs] == [{"GQA_ARRAY_INDEX": str(i), **span} for i in (0, 3, 6, 9)]
     assert all(job.array is None and job.command == ["python", "train.py"] for job, _, _ in jobs)
 
 
@@ -85,7 +87,9 @@ def test_sweep_is_the_grid_product_in_order():
         {"sweep.lr": lr, "sweep.bs": bs, "sweep.amp": "true"}
         for lr in ("0.1", "0.01") for bs in ("32", "64")
     ]
-    assert [env for _, _, env in jobs] == [{"GQA_ARRAY_INDEX": str(i)} for i in range(4)]
+    span = {"SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "3", "SLURM_ARRAY_TASK_COUNT": "4",
+            "SLURM_ARRAY_TASK_STEP": "1"}
+    assert [env for _, _, env in jobs] == [{"GQA_ARRAY_INDEX": str(i), **span} for i in range(4)]
     assert all(job.sweep is None for job, _, _ in jobs)
 
 
