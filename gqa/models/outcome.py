@@ -4,7 +4,14 @@ Interruptions (a requeue, a lost process, a timeout with on_timeout:
 requeue, a reclaimed instance, an infrastructure failure, an attempt the
 backend lost track of) never count as errors; application errors (an
 out-of-memory kill among them) are retried only as the spec allows, with
-capped exponential backoff and full jitter."""
+capped exponential backoff and full jitter.
+
+A job submitted with --no-requeue (spec `requeue: false`) is never sent back
+to run again by an interruption that cut a run short: `NOT_REQUEUED` lists
+them, and each ends the job FAILED with its reason and "; --no-requeue", as
+Slurm does. What a person asked for still requeues it (`gqa requeue`, a
+team's budget stop); a capacity failure, where nothing ran, is still
+retried; a timeout follows limits.on_timeout."""
 
 import signal as _signal
 from dataclasses import dataclass
@@ -16,6 +23,7 @@ from .units import format_duration
 TIMEOUT, GPU_HOURS, CANCEL, REQUEUE, SHUTDOWN, PREEMPT = (
     "timeout", "gpu_hours", "cancel", "requeue", "shutdown", "preempt")
 GiB = 1024 ** 3
+VANISHED = "vanished"   # its process ended unrecorded while the local daemon was down
 
 
 class ExitKind(StrEnum):
@@ -30,6 +38,16 @@ class ExitKind(StrEnum):
     LOST = "lost"            # the backend no longer knows the attempt: how and when it ended is unknown
 
 
+# the interruptions --no-requeue turns into a failure, and what each says
+NOT_REQUEUED: dict[str, str] = {
+    PREEMPT: "preempted",
+    SHUTDOWN: "queue daemon stopped",
+    ExitKind.RECLAIMED: "its instance was reclaimed",
+    ExitKind.LOST: "the compute backend lost track of it",
+    VANISHED: "its process was lost while the queue daemon was down",
+}
+
+
 def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
     """When the running attempt must be stopped, and why: its wall time, or
     the job's GPU-hour budget (counted over all attempts), whichever is first."""
@@ -41,7 +59,7 @@ def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
     # the column copied out of the spec at submission: a record with the scheduling columns only has it too
     budget = job.max_gpu_hours if job.max_gpu_hours is not None or not job.spec_json \
         else job.spec.limits.max_gpu_hours
-    if budget:
+    if budget and job.gpus:   # a CPU-only job uses no GPU-hours
         left = max(0.0, budget * 3600 - job.gpu_seconds)
         options.append((job.started_at + left / job.gpus, GPU_HOURS))
     return min(options) if options else None
@@ -82,7 +100,7 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
         if given_up is not None:
             return given_up
     if kind in (ExitKind.RECLAIMED, ExitKind.CAPACITY, ExitKind.LOST):
-        return _infrastructure(job, kind, detail, base, now, draw)
+        return _not_requeued(job, kind, base, detail) or _infrastructure(job, kind, detail, base, now, draw)
     if kind == ExitKind.OOM:
         return _error(job, _out_of_memory(job, memory), base, now, draw,
                       advice="ask for more with resources.memory")
@@ -92,8 +110,9 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
     if code is None and sig is None:
         if detail:   # the backend says why, just not with a code: the job's own failure
             return _error(job, f"ended without an exit code ({detail})", base, now, draw)
-        return Outcome(JobState.RETRY_WAIT, "its process was lost while the queue daemon was down; "
-                       "resumes from its last checkpoint", interrupted)
+        return _not_requeued(job, VANISHED, base) or Outcome(
+            JobState.RETRY_WAIT, "its process was lost while the queue daemon was down; resumes from its last "
+            "checkpoint", interrupted)
     if code == 0 and sig is None:
         return Outcome(JobState.SUCCEEDED, "exit code 0", base)
     return _error(job, describe_exit(code, sig), base, now, draw)
@@ -112,13 +131,23 @@ def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict, *, finished: b
     if job.request == Request.REQUEUE or job.kill_reason == REQUEUE:
         return Outcome(JobState.RETRY_WAIT, "requeued by user; resumes from its last checkpoint", interrupted)
     if job.kill_reason == PREEMPT:
-        return Outcome(JobState.RETRY_WAIT, "preempted for a higher-priority job; resumes from its last "
-                       "checkpoint, keeping its place", interrupted)
+        return _not_requeued(job, PREEMPT, base) or Outcome(
+            JobState.RETRY_WAIT, "preempted for a higher-priority job; resumes from its last checkpoint, keeping "
+            "its place", interrupted)
     if job.kill_reason == SHUTDOWN:
-        return Outcome(JobState.RETRY_WAIT, "queue daemon stopped; resumes from its last checkpoint", interrupted)
+        return _not_requeued(job, SHUTDOWN, base) or Outcome(
+            JobState.RETRY_WAIT, "queue daemon stopped; resumes from its last checkpoint", interrupted)
     if job.kill_reason in (GPU_HOURS, TIMEOUT):
         return _limit_reached(job, job.kill_reason, base, interrupted)
     return None
+
+
+def _not_requeued(job: JobRecord, cause: str, base: dict, detail: str = "") -> Outcome | None:
+    """FAILED for an interruption NOT_REQUEUED lists, when the job asked for --no-requeue; else None."""
+    if cause not in NOT_REQUEUED or not job.spec_json or job.spec.requeue:
+        return None
+    why = f" ({detail})" if detail else ""
+    return Outcome(JobState.FAILED, f"{NOT_REQUEUED[cause]}{why}; --no-requeue", base)
 
 
 def _limit_reached(job: JobRecord, which: str, base: dict, interrupted: dict) -> Outcome:
