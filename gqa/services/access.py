@@ -25,9 +25,9 @@ session, say) keeps the valid ones, with the rest as '_' and a short digest of
 the original appended, so two names never fold into one.
 
 Roles: every authenticated caller is an owner (submits, reads the queue,
-cancels and requeues their own jobs, reads their own jobs' output, adds
-triggers, lists everyone's, removes their own); approvers also approve and
-deny; admins may do everything. A job's output is its owner's and the
+cancels, requeues, holds, releases and updates their own jobs, reads their
+own jobs' output, adds triggers, lists everyone's, removes their own);
+approvers also approve and deny; admins may do everything. A job's output is its owner's and the
 admins' alone: it may hold what the job printed of its data or credentials,
 and approving a job's size needs none of it. Who is an approver or an admin comes from the deployment's access
 settings (`AccessPolicy.from_json`): patterns matched (shell-style, `*`) on
@@ -64,6 +64,9 @@ class Action(StrEnum):
     READ = "read the queue"
     CANCEL = "cancel"
     REQUEUE = "requeue"
+    HOLD = "hold"
+    RELEASE = "release"
+    UPDATE = "update"
     APPROVE = "approve"
     DENY = "deny"
     SET_QUOTA = "set team quotas"
@@ -81,7 +84,8 @@ class Role(StrEnum):
 
 ANYONE = frozenset({Action.SUBMIT, Action.READ, Action.ADD_TRIGGER, Action.READ_TRIGGERS})
 # the owner's, or an admin's: what the action touches, as named in a refusal
-OWNED = {Action.CANCEL: "job", Action.REQUEUE: "job", Action.READ_LOGS: "job", Action.REMOVE_TRIGGER: "trigger"}
+OWNED = {Action.CANCEL: "job", Action.REQUEUE: "job", Action.HOLD: "job", Action.RELEASE: "job", Action.UPDATE: "job",
+         Action.READ_LOGS: "job", Action.REMOVE_TRIGGER: "trigger"}
 APPROVALS = frozenset({Action.APPROVE, Action.DENY})        # approvers and admins
 ADMIN_ONLY = frozenset({Action.SET_QUOTA, Action.SET_POLICY})
 

@@ -19,8 +19,9 @@ Exactly once, whatever is delivered how often and wherever a delivery dies:
 
 The verdict (queued, waiting for approval, rejected) is the first chunk's,
 kept with the progress, so an array is never half rejected. A decision on
-the group while tasks remain (cancel, approve, deny: services/control.py)
-is added to the progress, and every task written after it carries it; a
+the group while tasks remain (cancel, approve, deny, hold, release:
+services/control.py) is added to the progress, and every task written after
+it carries it (HELD there is a user's hold: no budget holds a task unwritten); a
 chunk written while the decision was made finds the progress's revision
 changed when it moves it, and applies the decision to its own tasks first.
 """
@@ -83,7 +84,7 @@ def as_decided(record: JobRecord, progress: AdmissionProgress) -> JobRecord:
     last = progress.history[-1]
     ended = last.at if last.state.terminal else None
     return replace(record, state=last.state, reason=last.reason, history=progress.history,
-                   submitted_at=progress.history[0].at, ended_at=ended)
+                   submitted_at=progress.history[0].at, ended_at=ended, user_hold=last.state == JobState.HELD)
 
 
 def follow(store: JobRecords, written: list[JobRecord], was: AdmissionProgress,
@@ -95,7 +96,9 @@ def follow(store: JobRecords, written: list[JobRecord], was: AdmissionProgress,
     out = {j.id: j for j in written}
     state = was.state
     for decision in now.history[len(was.history):]:
-        fields = {"ended_at": decision.at} if decision.state.terminal else None
+        fields: dict | None = {"ended_at": decision.at} if decision.state.terminal else None
+        if JobState.HELD in (state, decision.state):    # a hold or a release
+            fields = {**(fields or {}), "user_hold": decision.state == JobState.HELD}
         changes = [Change(j.id, state, decision.state, decision.reason, decision.at, fields)
                    for j in out.values() if j.state == state]
         for change, ok in zip(changes, store.apply_each(changes)):

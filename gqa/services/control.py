@@ -1,33 +1,43 @@
-"""What users do to jobs that exist: cancel, requeue. A job that holds no
-process changes state here at once; a running one gets a request that the
-supervisor carries out (SIGTERM, grace, SIGKILL) and settles on exit."""
+"""What users do to jobs that exist: cancel, requeue, hold, release, update.
+A job that holds no process changes state here at once; a running one gets a
+request that the supervisor carries out (SIGTERM, grace, SIGKILL) and settles
+on exit. Hold, release and update act on pending jobs only."""
 
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
 from ..models.job import JobRecord, JobState, Request, Transition
-from ..ports import Admissions, Change, Clock, JobRecords, Waker
+from ..models.priority import Priority
+from ..ports import Admissions, Change, Clock, JobsAndSettings, Waker
+from .updates import UPDATABLE, Update, planned_updates
 
 
 CHUNK = 5000    # jobs cancelled per transaction: a 100,000-task array never holds the store for long
 CANCELLED_BY_USER = "cancelled by user"
+HELD_BY_USER, RELEASED_BY_USER = "held by user", "released by user"
+# the states the tasks of an array still being admitted may be written in, that a cancel decides
+PENDING_HERE = frozenset({JobState.QUEUED, JobState.PENDING_APPROVAL, JobState.HELD})
+
+# what one job as read becomes: the change that does it (None: nothing to write) and the result once written
+Decide = Callable[[JobRecord, float], tuple[Change | None, "ControlResult"]]
 
 
 @dataclass(frozen=True)
 class ControlResult:
     job: JobRecord
-    action: str          # "cancelled", "cancelling", "requeued", "requeueing", "unchanged"
+    action: str          # "cancelled", "cancelling", "requeueing", "held", "released", "updated", "unchanged"
     detail: str = ""
 
 
 class ControlService:
-    def __init__(self, store: JobRecords, clock: Clock, waker: Waker | None = None,
+    def __init__(self, store: JobsAndSettings, clock: Clock, waker: Waker | None = None,
                  admissions: Admissions | None = None):
         """`admissions`: where a large array still being admitted in chunks
         (AWS, services/chunked.py) is told what was decided on the whole group,
-        so the tasks not written yet are written as decided."""
+        so the tasks not written yet are written as decided. The settings are
+        read by update() only (the limits an updated job must stay within)."""
         self.store, self.clock, self.waker = store, clock, waker
         self.admissions = admissions
 
@@ -36,35 +46,67 @@ class ControlService:
         end here, running ones get the request the supervisor carries out.
         Written CHUNK jobs per transaction, each guarded on the state read; a
         job that moved meanwhile is read again and decided again."""
-        results: dict[str, ControlResult] = {}
-        decided = self._decide_admitting(refs, frozenset({JobState.QUEUED, JobState.PENDING_APPROVAL}),
-                                         Transition(JobState.CANCELLED, self.clock.now(), CANCELLED_BY_USER))
+        decided = self._decide_admitting(refs, PENDING_HERE, Transition(JobState.CANCELLED, self.clock.now(),
+                                                                        CANCELLED_BY_USER))
         jobs = self._resolve(refs, decided)
-        todo = jobs
-        for _ in range(3):  # the state may move under us (e.g. QUEUED -> STARTING); re-read and retry
-            now = self.clock.now()
-            planned: list[tuple[Change, ControlResult]] = []
-            for job in todo:
-                change, result = _cancel(job, now)
-                if change is None:
-                    results[job.id] = result
-                else:
-                    planned.append((change, result))
-            moved = []
-            for start in range(0, len(planned), CHUNK):
-                chunk = planned[start:start + CHUNK]
-                for ok, (change, result) in zip(self.store.apply_each([c for c, _ in chunk]), chunk):
-                    if ok:
-                        results[change.job_id] = result
-                    else:
-                        moved.append(change.job_id)
-            todo = self._reread(moved)
-            if not todo:
-                break
-        else:
-            raise Conflict(f"job {todo[0].id} kept changing state; try again")
-        self._wake(job.id for job in jobs)
-        return [results[job.id] for job in jobs if job.id in results]
+        return self._carry_out(jobs, _cancel)
+
+    def hold(self, refs: list[str], *, caller: str | None = None) -> list[ControlResult]:
+        """Hold pending jobs (Slurm's `scontrol hold`), whole arrays at once:
+        a queued job becomes HELD by its owner, a job the budget holds is held
+        by its owner too; only release() frees either. A job named on its own
+        must be pending (checked before anything changes); in an array, tasks
+        that are not are left as they are. Holding a held job changes nothing."""
+        why = f"held by {caller}" if caller else HELD_BY_USER
+        decided = self._decide_admitting(refs, frozenset({JobState.QUEUED}),
+                                         Transition(JobState.HELD, self.clock.now(), why))
+        jobs = self._resolve(refs, decided)
+        for job in self._named(refs, jobs):
+            if job.state not in (JobState.QUEUED, JobState.HELD):
+                raise InvalidTransition(_not_pending(job, "held"))
+        return self._carry_out(jobs, lambda job, now: _hold(job, now, why))
+
+    def release(self, refs: list[str], *, caller: str | None = None) -> list[ControlResult]:
+        """Release jobs their owner or an admin held, whole arrays at once: back
+        to QUEUED, in their old place (a team over its budget has them held
+        again by the next pass, as the budget's). Others are left as they are."""
+        why = f"released by {caller}" if caller else RELEASED_BY_USER
+        decided = self._decide_admitting(refs, frozenset({JobState.HELD}),
+                                         Transition(JobState.QUEUED, self.clock.now(), why))
+        jobs = self._resolve(refs, decided)
+        return self._carry_out(jobs, lambda job, now: _release(job, now, why))
+
+    def update(self, ref: str, *, time: int | None = None, priority: Priority | str | None = None,
+               gpus: int | None = None) -> list[ControlResult]:
+        """Change a pending job's wall time (seconds), priority tier or GPUs
+        (Slurm's `scontrol update`), or those of every pending task of an array.
+        Pending means QUEUED or HELD: a job awaiting approval is judged at the
+        size it was submitted with (cancel it and submit again to change it),
+        and one retrying goes back to the queue as it ran. The new values must
+        be within the queue's hard limits, as a submission's are, and may not
+        make a job need an approval it was not given (Rejected with the numbers).
+        The columns and the spec change together, in one guarded write per job."""
+        update = Update.of(time=time, priority=priority, gpus=gpus)
+        if self.admissions is not None and "_" not in ref:
+            progress = self.admissions.progress(ref)
+            if progress is not None and progress.remaining:
+                raise Conflict(f"array {ref} is still being admitted ({progress.next:,} of {progress.total:,} "
+                               "tasks written); update it once every task is written")
+        jobs = self._resolve([ref])
+        for job in self._named([ref], jobs):
+            if job.state not in UPDATABLE:
+                raise InvalidTransition(_not_pending(job, "updated"))
+        plans = planned_updates(self.store, [job for job in jobs if job.state in UPDATABLE], update)
+
+        def decide(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
+            plan = plans.get(job.id)
+            if job.state not in UPDATABLE or plan is None:
+                return None, ControlResult(job, "unchanged", f"not pending ({job.status})")
+            if not plan.fields:
+                return None, ControlResult(job, "unchanged", plan.detail)
+            return (Change(job.id, job.state, None, "", now, plan.fields),
+                    ControlResult(replace(job, **plan.fields), "updated", plan.detail))
+        return self._carry_out(jobs, decide)
 
     def requeue(self, refs: list[str]) -> list[ControlResult]:
         """Requeue running jobs. A job named on its own must be running (checked
@@ -118,6 +160,44 @@ class ControlService:
                 results.append(ControlResult(job, "unchanged", f"not awaiting approval ({job.status})"))
         self._wake(job.id for job in jobs)
         return results
+
+    def _carry_out(self, jobs: list[JobRecord], decide: Decide) -> list[ControlResult]:
+        """Each job as `decide` says, written CHUNK jobs per transaction, each
+        guarded on the state read; a job that moved meanwhile (e.g. QUEUED ->
+        STARTING) is read again and decided again. The results in the jobs'
+        order; the jobs written are named to the dispatcher."""
+        results: dict[str, ControlResult] = {}
+        todo = jobs
+        for _ in range(3):
+            now = self.clock.now()
+            planned: list[tuple[Change, ControlResult]] = []
+            for job in todo:
+                change, result = decide(job, now)
+                if change is None:
+                    results[job.id] = result
+                else:
+                    planned.append((change, result))
+            moved = []
+            for start in range(0, len(planned), CHUNK):
+                chunk = planned[start:start + CHUNK]
+                for ok, (change, result) in zip(self.store.apply_each([c for c, _ in chunk]), chunk):
+                    if ok:
+                        results[change.job_id] = result
+                    else:
+                        moved.append(change.job_id)
+            todo = self._reread(moved)
+            if not todo:
+                break
+        else:
+            raise Conflict(f"job {todo[0].id} kept changing state; try again")
+        self._wake(job.id for job in jobs)
+        return [results[job.id] for job in jobs if job.id in results]
+
+    @staticmethod
+    def _named(refs: list[str], jobs: list[JobRecord]) -> list[JobRecord]:
+        """The jobs named on their own (a job id, not an array's)."""
+        named = set(refs)
+        return [job for job in jobs if job.id in named]
 
     def _decide_admitting(self, refs: list[str], expect: frozenset[JobState], decision: Transition) -> set[str]:
         """The groups named whose tasks not admitted yet will be written as
@@ -176,6 +256,44 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
     fields = {"ended_at": now, "not_before": None}
     return (Change(job.id, job.state, JobState.CANCELLED, CANCELLED_BY_USER, now, fields),
             ControlResult(replace(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
+
+
+def _hold(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlResult]:
+    if job.state == JobState.QUEUED:
+        fields = {"user_hold": True}
+        return (Change(job.id, job.state, JobState.HELD, why, now, fields),
+                ControlResult(replace(job, state=JobState.HELD, reason=why, **fields), "held"))
+    if job.state == JobState.HELD and job.user_hold:
+        return None, ControlResult(job, "unchanged", "already held")
+    if job.state == JobState.HELD:     # held by its team's budget: now by its owner too
+        fields = {"user_hold": True}
+        return (Change(job.id, job.state, None, "", now, fields),
+                ControlResult(replace(job, **fields), "held", "its team's budget holds it too"))
+    return None, ControlResult(job, "unchanged", f"not pending ({job.status})")
+
+
+def _release(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlResult]:
+    if job.state == JobState.HELD and job.user_hold:
+        fields = {"user_hold": False}
+        return (Change(job.id, job.state, JobState.QUEUED, why, now, fields),
+                ControlResult(replace(job, state=JobState.QUEUED, reason=why, **fields), "released"))
+    if job.state == JobState.HELD:
+        return None, ControlResult(job, "unchanged", "held by its team's budget, not by a user: it is released "
+                                                     "when the budget allows")
+    return None, ControlResult(job, "unchanged", f"not held ({job.status})")
+
+
+def _not_pending(job: JobRecord, done: str) -> str:
+    """Why a job named on its own cannot be held or updated, and what can be done instead."""
+    if job.state.terminal:
+        return f"job {job.id} already {job.status}; only a pending job can be {done}"
+    if job.state.active:
+        return (f"job {job.id} is {job.status}; only a pending job can be {done} "
+                f"(gqa cancel {job.id} stops it, gqa requeue {job.id} sends it back to the queue)")
+    if job.state == JobState.PENDING_APPROVAL:
+        return (f"job {job.id} is awaiting approval; only a queued or held job can be {done} "
+                f"(an approver decides first; gqa cancel {job.id} withdraws it)")
+    return f"job {job.id} is {job.status}; only a queued or held job can be {done} (try again once it is queued)"
 
 
 __all__ = ["ControlService", "ControlResult", "GqaError"]

@@ -17,7 +17,7 @@ from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
-from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notifier, Submission, Waker
+from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notifier, Settings, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
 from ..scheduling.snapshot import Gpu, Policy
@@ -155,20 +155,7 @@ class SubmitService:
         """The spec (owned by `owner` when given) if it is within the queue's hard limits."""
         if owner is not None:
             spec = spec.model_copy(update={"owner": owner})
-        inventory = self.store.inventory()
-        if inventory is None:
-            raise BackendUnavailable("this queue has no GPUs registered yet: on a workstation, start it once with "
-                                     "`gqa local start`; on AWS `cdk deploy` registers the pools (deploy the "
-                                     "service stack again if it did not finish)")
-        policy = self.store.policy()
-        team = self.store.teams().get(spec.team, policy.default_team)
-        r = spec.resources
-        problems = hard_limit_problems(
-            gpus=r.gpus, gpu_type=r.gpu_type, wall_time=spec.limits.wall_time, cpus=r.cpus, memory=r.memory,
-            inventory=inventory.gpus, policy=policy, total_cpus=inventory.cpus, total_memory=inventory.memory,
-            team_max_gpus=team.max_gpus, user_max_gpus=team.max_gpus_per_user, team=spec.team)
-        if problems:
-            raise Rejected("; ".join(problems))
+        inventory, policy = within_limits(self.store, spec)
         return spec, inventory, policy
 
     def _admitted(self, spec: JobSpec, environment: dict[str, str] | None, inventory: Inventory,
@@ -181,11 +168,7 @@ class SubmitService:
                  policy: Policy) -> tuple[JobState, str, tuple[Transition, ...]]:
         """Queued, or waiting for approval: the state, the reason, the history it starts with."""
         now = self.clock.now()
-        r = spec.resources
-        hours = gpu_hours_cap(r.gpus, spec.limits.wall_time, spec.limits.max_gpu_hours)
-        price = price_for(r.gpu_type, inventory.gpus)
-        approval = approval_reasons(gpus=r.gpus, gpu_hours=hours, cost=price * hours if price else 0.0,
-                                    policy=policy)
+        approval = approval_needed(spec, inventory, policy)
         if approval:
             state, reason = JobState.PENDING_APPROVAL, "needs approval: " + "; ".join(approval)
         else:
@@ -211,6 +194,36 @@ class SubmitService:
                 reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot)
             for job_spec, index, env in (expand(spec) if expanded is None else expanded)
         ]
+
+
+def within_limits(settings: Settings, spec: JobSpec) -> tuple[Inventory, Policy]:
+    """The queue's GPUs and policy, if `spec` is within its hard limits (the
+    GPUs there are, the policy's per-job limits, its team's caps); Rejected
+    naming every limit it is over. A submission and `gqa update` alike."""
+    inventory = settings.inventory()
+    if inventory is None:
+        raise BackendUnavailable("this queue has no GPUs registered yet: on a workstation, start it once with "
+                                 "`gqa local start`; on AWS `cdk deploy` registers the pools (deploy the "
+                                 "service stack again if it did not finish)")
+    policy = settings.policy()
+    team = settings.teams().get(spec.team, policy.default_team)
+    r = spec.resources
+    problems = hard_limit_problems(
+        gpus=r.gpus, gpu_type=r.gpu_type, wall_time=spec.limits.wall_time, cpus=r.cpus, memory=r.memory,
+        inventory=inventory.gpus, policy=policy, total_cpus=inventory.cpus, total_memory=inventory.memory,
+        team_max_gpus=team.max_gpus, user_max_gpus=team.max_gpus_per_user, team=spec.team)
+    if problems:
+        raise Rejected("; ".join(problems))
+    return inventory, policy
+
+
+def approval_needed(spec: JobSpec, inventory: Inventory, policy: Policy) -> list[str]:
+    """Why a job of this spec must wait for an approver (its size, GPU-hours or
+    cost over the policy's thresholds), with the numbers; empty if it need not."""
+    r = spec.resources
+    hours = gpu_hours_cap(r.gpus, spec.limits.wall_time, spec.limits.max_gpu_hours)
+    price = price_for(r.gpu_type, inventory.gpus)
+    return approval_reasons(gpus=r.gpus, gpu_hours=hours, cost=price * hours if price else 0.0, policy=policy)
 
 
 def placed(records: list[JobRecord], job_ids: tuple[str, ...], seq: int, offset: int = 0) -> list[JobRecord]:
