@@ -14,21 +14,24 @@ from pydantic import ValidationError
 
 from .errors import SpecError
 from .limits import MAX_SPEC_BYTES, size_text
-from .priority import Priority
-from .spec import NAMED_PROBLEM, SPEC_FIELDS, JobSpec
+from .nested import merge
+from .sbatch import Request, asks_for_gpus, read_args
+from .spec import MAX_NAME, NAMED_PROBLEM, SPEC_FIELDS, JobSpec
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = None,
-              command: list[str] | None = None, warn=None, cwd: str | None = None) -> JobSpec:
+              command: list[str] | None = None, warn=None, cwd: str | None = None,
+              now: float | None = None) -> JobSpec:
     """The spec for `gqa submit [FILE] [flags] [-- CMD...]`.
 
     `overrides` is a raw (unvalidated) nested dict from flags; `command`, if
     given, replaces the file's command (for a script: extra arguments). `cwd`
     is the submitter's working directory (absolute) when it is not this
     process's: a relative path or workdir is read against it, and it is the
-    default workdir."""
+    default workdir. `now` is the time of submission, which #SBATCH --begin
+    is read against."""
     here = os.getcwd() if cwd is None else cwd
     raw: dict[str, Any] = {}
     lines: dict[tuple, int] = {}
@@ -42,13 +45,15 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
                 raw["command"] = command
         else:
             header = _read_header(full, path)
-            raw = parse_directives(header, source=path, warn=warn)
+            raw = parse_directives(header, source=path, warn=warn, now=now)
             raw["command"] = script_command(path, header, cwd=here) + list(command or [])
-            raw.setdefault("name", Path(path).stem or "job")
+            raw.setdefault("name", Path(path).name or "job")    # sbatch names a job after its script's file
             raw.setdefault("workdir", here)
+            raw["submit_dir"] = here                             # --chdir moves the workdir, not this
     elif command:
         raw["command"] = list(command)
-        raw.setdefault("name", Path(command[0]).name or "job")
+        raw.setdefault("name", shell_name(command[0]) if (overrides or {}).get("shell")
+                       else Path(command[0]).name or "job")
     else:
         raise SpecError("nothing to run: give a job file, a script, or a command after --")
     merge(raw, overrides or {})
@@ -56,6 +61,17 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
     if isinstance(raw["workdir"], str):
         raw["workdir"] = os.path.join(here, raw["workdir"].strip())   # relative to the submitter, never to us
     return validate(raw, lines=lines, source=source)
+
+
+def shell_name(line: str) -> str:
+    """A shell command's default name: the file name of its first word (`echo`
+    for `echo $HOME | tr a-z A-Z`), else "shell"."""
+    try:
+        words = shlex.split(line)
+    except ValueError:           # an unclosed quote: the shell will say so when it runs
+        words = line.split()
+    name = Path(words[0]).name if words else ""
+    return name if name and name.isprintable() and "\\" not in name and len(name) <= MAX_NAME else "shell"
 
 
 def validate_json(text: str, *, source: str | None = None) -> JobSpec:
@@ -159,26 +175,16 @@ def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
     return None
 
 
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge `extra` into `base` (in place); None values in `extra` are ignored."""
-    for key, value in extra.items():
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            if not isinstance(base.get(key), dict):
-                base[key] = {}
-            merge(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
 # -- scripts with directives -------------------------------------------------
 
-def parse_directives(text: str, *, source: str | None = None, warn=None) -> dict[str, Any]:
+def parse_directives(text: str, *, source: str | None = None, warn=None, now: float | None = None) -> dict[str, Any]:
     """`#GQA` and `#SBATCH` lines at the top of a script, read as Slurm does:
-    until the first line that is neither blank nor a comment."""
-    raw: dict[str, Any] = {}
+    until the first line that is neither blank nor a comment, each with the
+    option table of gqa/models/sbatch.py. `now` is what --begin is read
+    against (without it, --begin is refused). A script with #SBATCH lines that name no
+    GPU asks for none, as under Slurm."""
+    request = Request(now=now, warn=warn, source=source)
+    slurm = False
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if number == 1 and stripped.startswith("#!"):
@@ -187,11 +193,16 @@ def parse_directives(text: str, *, source: str | None = None, warn=None) -> dict
             break
         for prefix, strict in (("#GQA", True), ("#SBATCH", False)):
             if stripped.startswith(prefix + " ") or stripped == prefix:
+                request.line = number
                 try:
                     args = shlex.split(stripped[len(prefix):], comments=True)
                 except ValueError as exc:
                     raise SpecError(f"cannot parse directive: {exc}", line=number, source=source) from None
-                _apply_flags(args, raw, strict=strict, line=number, source=source, warn=warn)
+                read_args(args, request, strict=strict)
+                slurm = slurm or not strict
+    raw = request.finish()
+    if slurm and not asks_for_gpus(request):
+        merge(raw, {"resources": {"gpus": 0}})
     return raw
 
 
@@ -207,104 +218,6 @@ def script_command(path: str, text: str, *, cwd: str | None = None) -> list[str]
         except ValueError as exc:  # an unclosed quote
             raise SpecError(f"cannot parse the #! line: {exc}", line=1, source=path) from None
     return ["/bin/sh", full]
-
-
-# option -> (field path, converter); the converters keep values raw for pydantic
-def _gres(value: str) -> dict[str, Any]:
-    # gpu:N or gpu:TYPE:N (Slurm GRES syntax)
-    parts = value.split(":")
-    if parts[0] != "gpu" or len(parts) not in (2, 3):
-        raise SpecError(f"unsupported --gres {value!r}: use gpu:N or gpu:TYPE:N")
-    out: dict[str, Any] = {"gpus": _int(parts[-1], "--gres")}
-    if len(parts) == 3:
-        out["gpu_type"] = parts[1]
-    return out
-
-
-def _gpus(value: str) -> dict[str, Any]:
-    # N or TYPE:N (Slurm's --gpus)
-    if ":" in value:
-        gpu_type, _, count = value.rpartition(":")
-        return {"gpus": _int(count, "--gpus"), "gpu_type": gpu_type}
-    return {"gpus": _int(value, "--gpus")}
-
-
-def _int(value: str, option: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise SpecError(f"{option} needs a whole number, got {value!r}") from None
-
-
-def _slurm_mem(value: str) -> str:
-    # Slurm's K/M/G/T are binary and a bare number is MiB; say so explicitly.
-    text = value.strip()
-    if text[-1:].upper() in "KMGT" and text[:-1].replace(".", "", 1).isdigit():
-        return text[:-1] + text[-1].upper() + "i"
-    return text
-
-
-_QOS = {**{p.value: p.value for p in Priority}, "urgent": Priority.HIGH.value, "debug": Priority.HIGH.value}
-
-DIRECTIVES: dict[str, Any] = {
-    "--gres": lambda v: {"resources": _gres(v)},
-    "--gpus": lambda v: {"resources": _gpus(v)},
-    "-G": lambda v: {"resources": _gpus(v)},
-    "--gpu-type": lambda v: {"resources": {"gpu_type": v}},
-    "--time": lambda v: {"limits": {"wall_time": v}},
-    "-t": lambda v: {"limits": {"wall_time": v}},
-    "--mem": lambda v: {"resources": {"memory": _slurm_mem(v)}},
-    "--cpus-per-task": lambda v: {"resources": {"cpus": _int(v, "--cpus-per-task")}},
-    "--cpus": lambda v: {"resources": {"cpus": _int(v, "--cpus")}},
-    "-c": lambda v: {"resources": {"cpus": _int(v, "-c")}},
-    "--job-name": lambda v: {"name": v},
-    "--name": lambda v: {"name": v},
-    "-J": lambda v: {"name": v},
-    "--qos": lambda v: {"priority": _QOS.get(v.lower(), v)},
-    "--priority": lambda v: {"priority": v},
-    "--team": lambda v: {"team": v},
-    "--account": lambda v: {"team": v},
-    "-A": lambda v: {"team": v},
-    "--array": lambda v: {"array": v},
-    "-a": lambda v: {"array": v},
-    "--retries": lambda v: {"retries": {"on_error": _int(v, "--retries")}},
-}
-
-
-def _apply_flags(args: list[str], raw: dict[str, Any], *, strict: bool, line: int,
-                 source: str | None, warn) -> None:
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg.startswith("--") and "=" in arg:
-            option, value = arg.split("=", 1)
-        elif arg in DIRECTIVES and i + 1 < len(args):
-            option, value = arg, args[i + 1]
-            i += 1
-        elif len(arg) > 2 and arg[:2] in DIRECTIVES and not arg.startswith("--"):
-            option, value = arg[:2], arg[2:]  # -G4, -c8
-        else:
-            option, value = arg, None
-        i += 1
-        converter = DIRECTIVES.get(option)
-        if converter is not None and value is None:
-            if strict:
-                raise SpecError(f"#GQA option {option} needs a value", line=line, source=source)
-            if warn:
-                warn(f"{source or 'script'}:{line}: ignoring #SBATCH {arg} (no value given)")
-            continue
-        if converter is None:
-            if strict:
-                near = difflib.get_close_matches(option, list(DIRECTIVES), n=1)
-                hint = f"; did you mean {near[0]}?" if near else ""
-                raise SpecError(f"unknown #GQA option {arg!r}{hint}", line=line, source=source)
-            if warn:
-                warn(f"{source or 'script'}:{line}: ignoring #SBATCH {arg} (no gqa equivalent)")
-            continue
-        try:
-            merge(raw, converter(value))
-        except SpecError as exc:
-            raise SpecError(str(exc), line=line, source=source) from None
 
 
 # -- reading: never more than a spec can need -------------------------------------

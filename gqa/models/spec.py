@@ -17,6 +17,7 @@ from .errors import SpecError
 from .limits import MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
 from .dependency import parse_dependency
 from .priority import Priority
+from .sbatch_values import export as exported_names
 from .signals import warning_signal
 from .units import parse_duration, parse_size
 
@@ -193,6 +194,8 @@ class JobSpec(_Strict):
     submit_dir: str | None = Field(None, description="where it was submitted from (SLURM_SUBMIT_DIR); workdir "
                                                      "when unset")
     env: dict[str, str] = Field(default_factory=dict)
+    export: str | None = Field(None, description="Slurm's --export: ALL (unset), NONE, or [ALL,]VAR,... of the "
+                                                 "submitter's environment")
     resources: Resources = Field(default_factory=Resources)
     limits: Limits = Field(default_factory=Limits)
     retries: Retries = Field(default_factory=Retries)
@@ -241,6 +244,19 @@ class JobSpec(_Strict):
             return parse_dependency(value).text()
         except SpecError as exc:
             raise ValueError(str(exc)) from None
+
+    @field_validator("export")
+    @classmethod
+    def _export(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            text, given = exported_names(value)
+        except SpecError as exc:
+            raise ValueError(str(exc)) from None
+        if given:
+            raise ValueError(f"{value!r}: export names variables; their values go in env")
+        return text
 
     @field_validator("output", "error", "input")
     @classmethod

@@ -11,7 +11,7 @@ CASES = [
     ({"job.yaml": "comand: [a]\n"}, ["submit", "job.yaml"], ["'comand'", "did you mean 'command'"]),
     ({"job.yaml": "- a\n- b\n"}, ["submit", "job.yaml"], ["must be a YAML mapping"]),
     ({}, ["submit", "missing.yaml"], ["no such file: missing.yaml"]),
-    ({}, ["submit", "--gpus", "0", "--", "true"], ["resources.gpus", "greater than or equal to 1"]),
+    ({}, ["submit", "--gpus", "-1", "--", "true"], ["resources.gpus", "greater than or equal to 0"]),
     ({}, ["submit", "--gpus", "-2", "--", "true"], ["resources.gpus"]),
     ({}, ["submit", "--gpus", "8", "--", "true"], ["asks for 8 GPUs", "the queue has 4"]),
     ({}, ["submit", "--gpu-type", "h100", "--", "true"], ["h100", "the queue has 4 a10g"]),
@@ -47,9 +47,9 @@ def test_bad_input_is_refused_with_a_clear_message_and_nothing_written(cli, file
     assert cli.job_count() == 0
 
 
-def test_unknown_sbatch_options_are_ignored_with_a_warning(cli):
+def test_sbatch_options_without_effect_are_noted(cli):
     (cli.home / "train.sh").write_text("#!/bin/sh\n#SBATCH --partition=gpu\n#SBATCH --gres=gpu:2\necho\n")
     code, out, err = cli("submit", "train.sh")
     assert code == 0 and out.strip() == "1"
-    assert "ignoring #SBATCH --partition=gpu" in err
+    assert "train.sh:2: #SBATCH --partition=gpu has no effect here" in err
     assert cli.store.get("1").gpus == 2

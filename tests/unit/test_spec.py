@@ -299,14 +299,13 @@ def test_directives(lines, path, value):
 
 
 @pytest.mark.parametrize("text, warning", [
-    ("#SBATCH --partition=gpu\n", "script:1: ignoring #SBATCH --partition=gpu (no gqa equivalent)"),
-    ("#!/bin/sh\n#SBATCH --exclusive\n", "script:2: ignoring #SBATCH --exclusive (no gqa equivalent)"),
-    ("#SBATCH --time\n", "script:1: ignoring #SBATCH --time (no value given)"),
+    ("#SBATCH --partition=gpu\n", "script:1: #SBATCH --partition=gpu has no effect here: one machine"),
+    ("#!/bin/sh\n#SBATCH -p gpu\n", "script:2: #SBATCH -p gpu has no effect here: one machine"),
 ])
-def test_unknown_sbatch_option_is_ignored_with_a_warning(text, warning):
+def test_an_sbatch_option_without_effect_is_noted(text, warning):
     warnings: list[str] = []
     job = directives(text + "#SBATCH --gres=gpu:2\n", warn=warnings.append)
-    assert warnings == [warning]
+    assert len(warnings) == 1 and warnings[0].startswith(warning), warnings
     assert job.resources.gpus == 2
 
 
@@ -314,7 +313,10 @@ def test_unknown_sbatch_option_is_ignored_with_a_warning(text, warning):
     ("#GQA --gpu-typo a10g\n", "unknown #GQA option '--gpu-typo'; did you mean --gpu-type?", 1),
     ("#!/bin/sh\n#GQA --gpus 1\n#GQA --tem vision\n", "unknown #GQA option '--tem'; did you mean --team?", 3),
     ("#GQA --gpus\n", "#GQA option --gpus needs a value", 1),
-    ("#SBATCH --gres=tpu:2\n", "unsupported --gres 'tpu:2': use gpu:N or gpu:TYPE:N", 1),
+    ("#SBATCH --gres=tpu:2\n", "--gres 'tpu:2': gqa gives whole GPUs and nothing else", 1),
+    ("#SBATCH --time\n", "#SBATCH option --time needs a value", 1),
+    ("#SBATCH --gres=gpu:2\n#SBATCH --partiton=gpu\n", "unknown #SBATCH option '--partiton'; did you mean "
+                                                       "--partition?", 2),
     ("#SBATCH --gpus=two\n", "--gpus needs a whole number, got 'two'", 1),
     ("#SBATCH --cpus-per-task=many\n", "--cpus-per-task needs a whole number", 1),
     ("#GQA --team 'vision\n", "cannot parse directive", 1),
@@ -330,7 +332,8 @@ def test_script_job(tmp_path):
     text = "#!/bin/bash\n#SBATCH --gres=gpu:2\n#SBATCH --time=1:00:00\npython train.py \"$@\"\n"
     job = load_spec(write("train.sh", text), command=["--lr", "0.1"], overrides={"owner": "alice"})
     assert job.command == ["/bin/bash", str(tmp_path / "train.sh"), "--lr", "0.1"]
-    assert job.name == "train"
+    assert job.name == "train.sh"                    # sbatch names a job after its script's file
+    assert job.submit_dir == str(tmp_path)
     assert job.resources.gpus == 2
     assert job.limits.wall_time == 3600
     assert job.workdir == str(tmp_path)

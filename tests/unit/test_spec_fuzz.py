@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from gqa.models.errors import SpecError
 from gqa.models.limits import MAX_TASKS, MAX_YAML_DEPTH, MAX_YAML_NODES
-from gqa.models.loader import DIRECTIVES, load_spec
+from gqa.models.loader import load_spec
+from gqa.models.sbatch import GQA, SBATCH
 from gqa.models.spec import SPEC_FIELDS, JobSpec
 
 CPU_SECONDS = 2.0        # the work one load may do (CPU time: other tests share the machine)
@@ -259,7 +260,7 @@ def test_a_key_given_twice_is_refused(home, document, repeat):
 # -- scripts -------------------------------------------------------------------------
 
 directive_args = st.one_of(
-    st.sampled_from(sorted(DIRECTIVES)).flatmap(
+    st.sampled_from(sorted({**SBATCH, **GQA})).flatmap(
         lambda option: st.sampled_from(["2", "gpu:2", "gpu:a10g:1", "1:00:00", "16G", "x", "", "0-9%2", "high",
                                         "'a b'", '"', "\\", "\x00"]).map(
             lambda value: f"{option}={value}" if option.startswith("--") else f"{option} {value}")),
