@@ -146,7 +146,7 @@ _UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
 _NAMED_HOURS = {"midnight": 0, "elevenses": 11, "noon": 12, "fika": 15, "teatime": 16}
 _NOW_RE = re.compile(r"^now(?:\+([0-9]{1,9})([a-z]*))?$")
 _CLOCK_RE = re.compile(r"^([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?\s*(am|pm)?$")
-_DATE_RE = re.compile(r"^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:T([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?)?$")
+_DATE_RE = re.compile(r"^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})(?:t([0-9]{1,2}):([0-9]{2})(?::([0-9]{2}))?)?$")
 _SLASH_RE = re.compile(r"^([0-9]{1,2})[/.]([0-9]{1,2})(?:[/.]([0-9]{2}))?$")
 
 
@@ -154,19 +154,20 @@ def begin_time(value: str, now: float) -> float:
     """Slurm's --begin as epoch seconds, read in local time against `now`:
     now[+N[units]], HH:MM[:SS] [AM|PM] (the next such time), midnight, noon,
     elevenses, fika, teatime, today, tomorrow, YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY]."""
-    text = value.strip().lower()
     here = datetime.fromtimestamp(now)
     try:
-        return _begin(text, here, now)
+        return _begin(value.strip().lower(), here, now)
     except ValueError:   # a day or hour out of range (2026-02-30, 25:00)
         raise SpecError(f"--begin {value!r} is not a date or time") from None
+    except SpecError as exc:
+        raise SpecError(f"--begin {value!r}: {exc}") from None
 
 
 def _begin(text: str, here: datetime, now: float) -> float:
     if match := _NOW_RE.match(text):
         unit = match.group(2) or ""
         if unit not in _UNITS:
-            raise SpecError(f"--begin {text!r}: the unit is one of seconds, minutes, hours, days, weeks")
+            raise SpecError("the unit is one of seconds, minutes, hours, days, weeks")
         return now + int(match.group(1) or 0) * _UNITS[unit]
     if text == "today":
         return datetime.combine(here.date(), datetime.min.time()).timestamp()
@@ -192,7 +193,7 @@ def _begin(text: str, here: datetime, now: float) -> float:
         if match.group(3) is None and day < here.date():
             day = date(year + 1, mo, d)      # a date without a year that has passed: next year's
         return datetime.combine(day, datetime.min.time()).timestamp()
-    raise SpecError(f"--begin {text!r}: use now+1hour, 16:00, tomorrow, 2026-12-24T08:00 or MM/DD[/YY]")
+    raise SpecError("use now+1hour, 16:00, tomorrow, 2026-12-24T08:00 or MM/DD[/YY]")
 
 
 def _next(here: datetime, hour: int, minute: int, second: int) -> float:
