@@ -17,6 +17,7 @@ from ..models.expand import array_limit, expand
 from ..models.job import JobRecord, JobState, Transition
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
+from ..models.sbatch_values import exported_environment
 from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notifier, Settings, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
@@ -181,6 +182,7 @@ class SubmitService:
                  expanded: list[tuple[JobSpec, int | None, dict[str, str]]] | None = None) -> list[JobRecord]:
         """The jobs of `expanded` (default: the whole of expand(spec)); an array's
         tasks share one spec object, whose JSON is made once."""
+        environment = exported_environment(spec.export, environment)   # what --export passes on
         r = spec.resources
         limit = array_limit(spec)
         texts: dict[int, str] = {}

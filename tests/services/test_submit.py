@@ -250,6 +250,32 @@ def test_a_single_jobs_id_has_no_index(queue):
 
 def test_a_submission_with_a_bad_spec_names_the_field(queue):
     _, submission = accepted(queue)
-    bad = replace(submission, spec_json='{"command": ["a"], "resources": {"gpus": 0}}')
+    bad = replace(submission, spec_json='{"command": ["a"], "resources": {"gpus": -1}}')
     with pytest.raises(SpecError, match="submission: resources.gpus"):
         queue.submitter.admit(bad)
+
+
+# -- Slurm's --export: the submitter's environment a job starts from --------------------------------
+
+SHELL_ENV = {"HOME": "/home/bob", "EDITOR": "vi", "SLURM_CONF": "/etc/slurm.conf"}
+
+
+@pytest.mark.parametrize("export, expected", [
+    (None, SHELL_ENV),
+    ("ALL,EDITOR", SHELL_ENV),
+    ("NONE", None),                                       # the queue's own environment
+    ("EDITOR", {"EDITOR": "vi", "SLURM_CONF": "/etc/slurm.conf"}),
+])
+def test_a_submission_records_the_environment_export_passes_on(queue, export, expected):
+    [job] = queue.submitter.submit(spec(export=export), environment=dict(SHELL_ENV))
+    assert job.submit_env == expected
+    assert queue.store.get(job.id).submit_env == expected
+
+
+def test_an_admitted_submission_records_the_environment_export_passes_on(queue):
+    intake = RecordingIntake()
+    [reserved] = queue.submitter.accept(spec(export="EDITOR"), owner="bob", environment=dict(SHELL_ENV),
+                                        intake=intake)
+    assert reserved.submit_env == {"EDITOR": "vi", "SLURM_CONF": "/etc/slurm.conf"}
+    [job] = queue.submitter.admit(intake.sent[0])
+    assert job.submit_env == {"EDITOR": "vi", "SLURM_CONF": "/etc/slurm.conf"}
