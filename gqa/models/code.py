@@ -78,7 +78,11 @@ def launch_command(spec: Any) -> list[str]:
 def local_problem(spec: Any) -> str | None:
     """Why the local queue refuses a spec: a bundle names code that travels to
     AWS; a local job runs in its workdir, so running it would run other code
-    than the spec names."""
+    than the spec names. An image (`--container-image`) is AWS's too: a local
+    job runs on this machine as it is, not in a container."""
+    if getattr(spec, "image", None) is not None:
+        return (f"image: {spec.image} names a container image, which jobs on AWS run in; the local queue runs "
+                "a job on this machine without one: remove image: (or #SBATCH --container-image)")
     if getattr(spec, "code", None) is None:
         return None
     return (f"code: {spec.code} names a code bundle, which jobs on AWS fetch; the local queue runs a job in its "

@@ -146,3 +146,10 @@ def test_the_local_queue_refuses_a_spec_with_code():
     assert model.local_problem(spec(code=DIGEST)) == (
         f"code: {DIGEST} names a code bundle, which jobs on AWS fetch; the local queue runs a job in its "
         "workdir (/home/a/proj): remove code: from the spec")
+
+
+def test_the_local_queue_refuses_a_spec_with_an_image():
+    problem = model.local_problem(spec(image="nvcr.io/nvidia/pytorch:24.01-py3"))
+    assert problem is not None
+    assert problem.startswith("image: nvcr.io/nvidia/pytorch:24.01-py3 names a container image, which jobs on AWS "
+                              "run in; the local queue runs a job on this machine without one")
