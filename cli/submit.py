@@ -11,6 +11,7 @@ from .options import Output, check_output
 from .output import note, print_json, user_errors
 
 Opt = typer.Option
+SLURM = "Slurm's options"
 
 
 @app.command("submit", no_args_is_help=False)
@@ -34,6 +35,19 @@ def submit(
     code_max_size: Annotated[str, Opt("--code-max-size", help="AWS: the largest code bundle, compressed.")]
     = "100Mi",
     wait: Annotated[bool, Opt("--wait", "-W", help="Wait until the job ends; exit 0 only if it succeeded.")] = False,
+    tasks: Annotated[Optional[int], Opt("--tasks", "-n", help="Tasks srun starts (Slurm's --ntasks).",
+                                        rich_help_panel=SLURM)] = None,
+    after: Annotated[Optional[list[str]], Opt("--after", help="Start after job ID succeeds; ID:notok, ID:any, "
+                                              "ID:start; repeatable.", rich_help_panel=SLURM)] = None,
+    dependency: Annotated[Optional[str], Opt("--dependency", "-d", help="Slurm's dependency: afterok:12, "
+                                             "afterany:12:13, singleton.", rich_help_panel=SLURM)] = None,
+    hold: Annotated[bool, Opt("--hold", help="Queue it held until `gqa release`.", rich_help_panel=SLURM)] = False,
+    begin: Annotated[Optional[str], Opt("--begin", help="Not before: now+1hour, 16:00, tomorrow, "
+                                        "2026-12-24T08:00.", rich_help_panel=SLURM)] = None,
+    nice: Annotated[Optional[int], Opt("--nice", help="Lower it within its tier by N (negative: raise).",
+                                       rich_help_panel=SLURM)] = None,
+    exclusive: Annotated[bool, Opt("--exclusive", help="Nothing else runs on the machine meanwhile.",
+                                   rich_help_panel=SLURM)] = False,
     output: Output = "table",
 ):
     """Queue a job. Prints its id; `-o json` prints {"id", "state", ...}.
@@ -43,7 +57,8 @@ def submit(
     fmt = check_output(output)
     params = dict(file=file, gpus=gpus, gpu_type=gpu_type, time=time, mem=mem, cpus=cpus, priority=priority,
                   team=team, name=name, retries=retries, array=array, env=env, workdir=workdir, shell=shell,
-                  no_code=no_code)
+                  no_code=no_code, tasks=tasks, after=after, dependency=dependency, hold=hold, begin=begin,
+                  nice=nice, exclusive=exclusive)
     from .context import TRAILING_COMMAND, caller_environment, caller_user
 
     with user_errors():
@@ -79,9 +94,13 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
     """The spec `gqa submit` asks for: the file, the flags over it, the command
     after `--`. Shared with the queue daemon, which serves `gqa submit` for
     the light client (daemon/submit_command.py). Raises SpecError."""
+    import time
+
     from gqa.models.errors import SpecError
     from gqa.models.loader import load_spec
+    from gqa.models.sbatch_values import begin_time
 
+    now = time.time()
     if command is not None and not command:
         raise SpecError("empty command after --")
     if params.get("shell") and command:
@@ -92,12 +111,17 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         "shell": True if params.get("shell") else None,
         "env": _env_pairs(params["env"]) if params.get("env") else None,
         "resources": {"gpus": params.get("gpus"), "gpu_type": params.get("gpu_type"), "cpus": params.get("cpus"),
-                      "memory": params.get("mem")},
+                      "memory": params.get("mem"), "tasks": params.get("tasks"),
+                      "exclusive": True if params.get("exclusive") else None},
         "limits": {"wall_time": params.get("time")},
         "retries": {"on_error": params["retries"]} if params.get("retries") is not None else None,
+        "after": _dependency(params.get("after"), params.get("dependency")),
+        "hold": True if params.get("hold") else None,
+        "begin": begin_time(params["begin"], now) if params.get("begin") else None,
+        "nice": params.get("nice"),
     }
     kwargs = {"cwd": cwd} if cwd is not None else {}
-    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, **kwargs)
+    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, now=now, **kwargs)
     # --no-code: the job's image holds the code, whatever bundle the file names
     return spec.model_copy(update={"code": None}) if params.get("no_code") else spec
 
@@ -130,6 +154,14 @@ def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) ->
         err.append("note: the queue daemon is not running; jobs wait until `gqa local start`")
     err.append(f"  gqa status {ref}    gqa logs {submitted.first_id} -f    gqa cancel {ref}")
     return ref + "\n", "".join(line + "\n" for line in err)
+
+
+def _dependency(after: list[str] | None, dependency: str | None) -> str | None:
+    """--after ID[:how] (each one term) and --dependency TEXT, all of which must hold."""
+    from gqa.models.dependency import after_flag
+
+    terms = [after_flag(a) for a in after or ()] + ([dependency] if dependency else [])
+    return ",".join(terms) or None
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
