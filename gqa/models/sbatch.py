@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Final, Literal
 
 from . import sbatch_values as values
 from .errors import SpecError
 from .nested import merge
 from .priority import Priority
 
-HONOURED, REFUSED, NOTED = "honoured", "refused", "noted"
-VALUE, FLAG, OPTIONAL = "value", "flag", "optional"
 Verdict = Literal["honoured", "refused", "noted"]
+HONOURED: Final = "honoured"
+REFUSED: Final = "refused"
+NOTED: Final = "noted"
+VALUE, FLAG, OPTIONAL = "value", "flag", "optional"
 
 
 class Request:

@@ -175,11 +175,13 @@ class Sweep(_Strict):
         return self
 
 
+MailEvent = Literal["begin", "end", "fail", "requeue", "time_limit", "all"]
+
+
 class Notify(_Strict):
     """Slurm's --mail-type/--mail-user: which events of the job are sent, and to whom."""
 
-    events: list[Literal["begin", "end", "fail", "requeue", "time_limit", "all"]] = Field(
-        default_factory=lambda: ["end", "fail"])
+    events: list[MailEvent] = Field(default_factory=lambda: list[MailEvent](["end", "fail"]))
     to: str | None = Field(None, description="an e-mail address or a webhook URL; the owner when unset")
 
 
