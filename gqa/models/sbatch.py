@@ -19,9 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Final, Literal
 
 from . import sbatch_values as values
+from .array_syntax import parse_array
+from .dependency import parse_dependency
 from .errors import SpecError
 from .nested import merge
 from .priority import Priority
+from .signals import warning_signal
+from .units import parse_duration
 
 Verdict = Literal["honoured", "refused", "noted"]
 HONOURED: Final = "honoured"
@@ -104,11 +108,21 @@ def _memory(name: str, option: str) -> Callable[[str | None, Request], None]:
     return apply
 
 
+# checked as they are read, so that a bad value names its line
+def _duration(value: str) -> str:
+    return f"{parse_duration(value)}s"
+
+
+def _array(value: str) -> str:
+    parse_array(value)
+    return value
+
+
 def _time(value: str | None, request: Request) -> None:
     if (value or "").strip().upper() in ("UNLIMITED", "INFINITE"):
         request.note(f"#SBATCH --time={value}: the job gets no wall-time limit beyond the queue's own")
         return
-    request.put({"limits": {"wall_time": value}})
+    request.put({"limits": {"wall_time": f"{parse_duration(value)}s"}})
 
 
 def _exclusive(value: str | None, request: Request) -> None:
@@ -219,15 +233,15 @@ OPTIONS: tuple[Option, ...] = (
               "(=user, =mcs, =topo are noted)", _exclusive),
     # time and order
     _honoured("--time", "-t", VALUE, "`limits.wall_time` (Slurm's forms; UNLIMITED: no limit, noted)", _time),
-    _honoured("--time-min", None, VALUE, "`limits.time_min`", _field("limits", "time_min")),
+    _honoured("--time-min", None, VALUE, "`limits.time_min`", _field("limits", "time_min", convert=_duration)),
     _honoured("--signal", None, VALUE, "`limits.signal`: [B:]SIG[@seconds] before the wall time",
-              _field("limits", "signal")),
+              _field("limits", "signal", convert=lambda v: warning_signal(v).text())),
     _honoured("--dependency", "-d", VALUE, "`after` (afterok, afternotok, afterany, after, singleton)",
-              _field("after")),
+              _field("after", convert=lambda v: parse_dependency(v).text())),
     _honoured("--hold", "-H", FLAG, "`hold`: queued held until `gqa release`", _constant("hold", value=True)),
     _honoured("--begin", "-b", VALUE, "`begin` (now+N[units], HH:MM[:SS], midnight, noon, today, tomorrow, "
               "YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY]; local time)", _begin),
-    _honoured("--array", "-a", VALUE, "`array` (with %N: at most N at once)", _field("array")),
+    _honoured("--array", "-a", VALUE, "`array` (with %N: at most N at once)", _field("array", convert=_array)),
     _honoured("--requeue", None, FLAG, "`requeue`: a preempted or reclaimed job queues again (the default)",
               _constant("requeue", value=True)),
     _honoured("--no-requeue", None, FLAG, "`requeue: false`: a preemption or reclaim fails the job",

@@ -6,6 +6,10 @@
 4. fit      - gang, then FIFO blocking or EASY backfill with reservations (fit.py)
 5. preempt  - a blocked job may stop lower, preemptible tiers (preempt.py)
 Budgets (budget.py) are checked with the quotas: over budget, a job is HELD.
+
+CPU-only jobs (0 GPUs) go through the same phases: they count 0 GPUs against
+quotas and fair share, and fit on CPUs and memory alone. An exclusive job
+never preempts: it waits for the machine to empty.
 """
 
 from .budget import BudgetLedger
@@ -18,10 +22,16 @@ from .snapshot import Plan, Snapshot, Start
 
 
 def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
-    """With explain=False the pass stops once no GPU is left to give (every job
-    needs one), so a dispatcher with a long queue pays for the jobs it can start,
-    not for explaining the rest."""
+    """With explain=False the pass stops once nothing is left to give (no GPU
+    free, and no CPU-only job still to look at or no CPU for one), so a
+    dispatcher with a long queue pays for the jobs it can start, not for
+    explaining the rest."""
     ledger = account(snap)
+    cpu_only_left = sum(1 for job in snap.pending if job.gpus == 0)
+
+    def cpu_room() -> bool:
+        return bool(cpu_only_left) and ledger.exclusive is None and (ledger.cpus_free is None or ledger.cpus_free > 0)
+
     ranking = Ranking(snap, ledger)
     capacity = Capacity(snap, ledger, explain=explain)
     preemptor = Preemptor(snap, ledger.free)
@@ -29,8 +39,9 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     out = Plan()
     for jobs in ranking.tiers():
         for job, factors in ranking.in_order(jobs):
-            if not explain and not ledger.free and not preemptor.enabled and not budget.active:
+            if not explain and not ledger.free and not cpu_room() and not preemptor.enabled and not budget.active:
                 return out
+            cpu_only_left -= job.gpus == 0
             out.order.append(job.id)
             out.factors[job.id] = factors
             over_budget = budget.over(job)
@@ -44,15 +55,18 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 continue
             reason = over_quota(job, snap, ledger)
             if reason is None and not capacity.backfill:
-                if not explain and None in capacity.held_types and not preemptor.enabled and not budget.active:
-                    return out  # a job waits first for every GPU: nothing after it can start
+                # a job waits first for every GPU (or the machine): nothing after it can start
+                held_back = capacity.machine_held or (job.gpus and not cpu_room())
+                if not explain and None in capacity.held_types and held_back and not preemptor.enabled \
+                        and not budget.active:
+                    return out
                 reason = capacity.behind(job)
             if reason is not None:
                 out.waiting[job.id] = reason
                 continue
-            gpus, shortfall = capacity.fit(job)
+            gpus, shortfall, granted = capacity.fit(job)
             if gpus is None:
-                preemption = preemptor.victims_for(job, job.tier)
+                preemption = None if job.exclusive else preemptor.victims_for(job, job.tier)
                 if preemption is not None:
                     victims, shortfall = preemption
                     out.preempt += victims
@@ -63,7 +77,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 continue
             ledger.take(job, gpus)
             budget.started(job)
-            if capacity.started(job, gpus):
+            if capacity.started(job, gpus, granted):
                 out.backfilled.add(job.id)
-            out.starts.append(Start(job.id, gpus))
+            out.starts.append(Start(job.id, gpus, granted))
     return out

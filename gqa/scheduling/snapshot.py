@@ -41,6 +41,13 @@ class PendingJob:
     reclaims: int = 0                      # spot reclaims so far: after policy.spot_fallback_after, on demand only
     exclusive: bool = False                # the whole machine: starts when nothing runs, and nothing starts beside it
     nice: int = 0                          # Slurm's --nice: positive lowers it within its tier
+    time_min: float | None = None          # Slurm's --time-min: backfill may grant a wall time this short
+
+    @property
+    def cpus_counted(self) -> int:
+        """The CPUs it takes from the machine: its own, else one for a CPU-only job
+        (Slurm's one CPU per task), else none (a GPU job that asks for none)."""
+        return self.cpus or (1 if self.gpus == 0 else 0)
 
     def types(self) -> tuple[str, ...] | None:
         """The GPU types it accepts; None for any. gpu_type may list several: 'a10g,l4'."""
@@ -65,6 +72,10 @@ class RunningJob:
     started: bool = True                   # its current attempt runs; False while STARTING, when `started_at`
                                            # is still the previous attempt's (or 0) and nothing costs yet
     exclusive: bool = False                # holds the whole machine while it runs
+
+    @property
+    def cpus_counted(self) -> int:
+        return self.cpus or (0 if self.gpus else 1)
 
     @property
     def ends_by(self) -> float:
@@ -133,19 +144,21 @@ class Snapshot:
 @dataclass(frozen=True)
 class Start:
     job_id: str
-    gpus: tuple[int, ...]
+    gpus: tuple[int, ...]          # () for a CPU-only job
+    wall_time: float | None = None  # a limit shorter than the job's own, granted by backfill (--time-min)
 
 
 @dataclass(frozen=True)
 class Factors:
     """One pending job's priority, like `sprio`: each factor in [0, 1], and the
-    weighted sum that orders jobs within a tier."""
+    weighted sum that orders jobs within a tier, plus its --nice adjustment."""
 
     fair_share: float
     age: float
     size: float
     score: float
     duration: float = 0.0
+    nice: float = 0.0      # added to the score as it is: -nice / 10,000 (ranking.NICE_SCALE)
 
 
 @dataclass

@@ -234,7 +234,11 @@ def test_getopt_forms_and_quantities(line, path, value):
     ("#SBATCH --export=1A", "'1A' is not an environment variable name", 1),
     ("#SBATCH --begin=someday", "--begin 'someday'", 1),
     ("#SBATCH --begin=2026-02-30", "--begin '2026-02-30' is not a date or time", 1),
-    ("#SBATCH --dependency=afterok:x", "'x' is not a job id", None),      # the spec's own check, after the header
+    ("#SBATCH --gres=gpu:1\n#SBATCH --dependency=afterok:x", "'x' is not a job id", 2),
+    ("#SBATCH --time=soon", "invalid duration 'soon'", 1),
+    ("#SBATCH --time=1:00:00 --time-min=later", "invalid duration 'later'", 1),
+    ("#SBATCH --signal=KILL@60", "not KILL or STOP", 1),
+    ("#SBATCH --array=5-1", "invalid array range", 1),
 ])
 def test_bad_directives_name_the_line(text, message, line):
     with pytest.raises(SpecError, match=re.escape(message)) as caught:
