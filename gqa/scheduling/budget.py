@@ -25,6 +25,9 @@ def period_of(ts: float) -> str:
 
 
 def gpu_hours_cap(gpus: int, wall_time: float | None, max_gpu_hours: float | None) -> float:
+    """GPU-hours a job may use at most (0 for a CPU-only job, which costs nothing here)."""
+    if gpus == 0:
+        return 0.0
     by_wall = gpus * wall_time / 3600 if wall_time else INF
     return min(by_wall, max_gpu_hours if max_gpu_hours else INF)
 

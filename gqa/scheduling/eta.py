@@ -49,9 +49,9 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
         for start in plan(current, explain=False).starts:
             job = pending.pop(start.job_id)
             starts[job.id] = now
-            run = _as_running(job, start.gpus, now)
+            run = _as_running(job, start.gpus, now, start.wall_time)
             running[job.id] = run
-            heapq.heappush(ends, (_expected_end(run, ratios, job), job.id))
+            heapq.heappush(ends, (_expected_end(run, ratios), job.id))
         if wanted <= starts.keys() or not pending:
             break
         if not ends or ends[0][0] == INF:
@@ -84,7 +84,10 @@ def _not_before(end: float, run: RunningJob, now: float) -> float:
     return INF
 
 
-def _as_running(job: PendingJob, gpus: tuple[int, ...], now: float) -> RunningJob:
+def _as_running(job: PendingJob, gpus: tuple[int, ...], now: float, granted: float | None = None) -> RunningJob:
+    """`granted`: the shorter wall time backfill gave it (--time-min), which bounds its run."""
+    wall_time = granted or job.wall_time
+    expected = min(job.expected_runtime, granted) if job.expected_runtime and granted else job.expected_runtime
     return RunningJob(id=job.id, team=job.team, user=job.user, gpus=gpus, started_at=now, cpus=job.cpus,
-                      memory=job.memory, group=job.group, wall_time=job.wall_time,
-                      expected_runtime=job.expected_runtime)
+                      memory=job.memory, group=job.group, wall_time=wall_time, expected_runtime=expected,
+                      exclusive=job.exclusive)

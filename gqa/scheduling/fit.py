@@ -10,7 +10,19 @@ free up, from the running jobs' wall-time limits (hard bounds: a job is killed
 at its limit). A later job may start now only on GPUs it will have released,
 by its own limit, before any reservation on them begins, so it provably
 delays no reserved job. The first `reservation_depth` blocked jobs and the
-first blocked job of every tier get reservations."""
+first blocked job of every tier get reservations.
+
+A job with a --time-min that does not fit with its whole wall time may be
+backfilled with a shorter one, ending before the reservation it would
+otherwise delay, but never shorter than its time-min (Slurm's --time-min);
+its Start carries the granted limit.
+
+A CPU-only job (0 GPUs) takes no GPU: it starts when its CPUs and memory fit
+(one CPU when it names none), whatever the GPUs do, and reserves nothing.
+An exclusive job starts only on an empty machine (nothing running, nothing
+started before it in this pass); blocked, it reserves the whole machine from
+when everything running has ended, so nothing, CPU-only jobs included, may
+start that would run past that."""
 
 from collections import defaultdict
 
@@ -20,6 +32,8 @@ from .snapshot import PendingJob, Snapshot
 
 INF = float("inf")
 Pool = tuple[str, bool]   # (GPU type, spot)
+# what fit() decides: the GPUs it starts on (None: it does not start), why not, and a shorter wall time granted
+Placement = tuple[tuple[int, ...] | None, str, float | None]
 
 
 def pools_for(job: PendingJob, pools, policy) -> list[list[Pool]]:
@@ -45,10 +59,18 @@ class Capacity:
         self.held_types: dict[str | None, str] = {}               # without backfill: type -> blocking job
         self.depth_left = snap.policy.reservation_depth
         self.tiers_reserved: set[int] = set()
+        self.machine_booked: tuple[float, str] | None = None     # (held from, job): an exclusive job's reservation
+        self.machine_held: str | None = None                       # without backfill: exclusive job first in line
+        self.cpu_ends: list[float] = [r.ends_by for r in snap.running if not r.gpus]   # CPU-only jobs' ends
 
     # -- gates -------------------------------------------------------------------
     def behind(self, job: PendingJob) -> str | None:
-        """Without backfill: a job waiting first for all types, or for this job's type, holds it back."""
+        """Without backfill: a job waiting first for all types, or for this job's type, holds it back
+        (an exclusive one holds the whole machine: CPU-only jobs too)."""
+        if self.machine_held is not None:
+            return f"waiting behind job {self.machine_held}, which is first in line for the whole machine (--exclusive)"
+        if job.gpus == 0:
+            return None   # it takes no GPU: GPUs held for others do not hold it back
         holder = self.held_types.get(None)
         types = job.types()
         if holder is None and types is not None:
@@ -73,18 +95,28 @@ class Capacity:
             self._busy = busy
         return self._busy
 
-    def fit(self, job: PendingJob) -> tuple[tuple[int, ...] | None, str]:
-        """The GPUs the job starts on now, or None and why not (with numbers)."""
-        if not self.explain and job.gpus > len(self.ledger.free):
-            return None, ""  # cannot fit, and nobody will read why
+    def fit(self, job: PendingJob) -> Placement:
+        """The GPUs the job starts on now (() for a CPU-only job), or None and why not (with numbers);
+        and the shorter wall time backfill grants it, if it needs one (--time-min)."""
+        led = self.ledger
+        if led.exclusive is not None:
+            return None, f"job {led.exclusive} has the machine to itself (--exclusive)", None
+        if job.exclusive and led.jobs:
+            return None, (f"waits for the machine to be empty (--exclusive): {led.jobs} "
+                          f"{'job' if led.jobs == 1 else 'jobs'} running"), None
+        if job.gpus == 0:
+            return self._fit_cpu_only(job)
+        if not self.explain and job.gpus > len(led.free):
+            return None, "", None  # cannot fit, and nobody will read why
         types = job.types()
         of = f" of {'/'.join(types)}" if types else ""
         if types and not any(t in self.types for t in types):
             kinds = ", ".join(sorted(self.types)) or "none"
-            return None, f"needs {gpus_text(job.gpus)}{of}; this cluster has none of that type (has: {kinds})"
+            return None, f"needs {gpus_text(job.gpus)}{of}; this cluster has none of that type (has: {kinds})", None
         rounds = pools_for(job, self.pools, self.snap.policy)
         if not rounds and self.pools:
-            return None, f"needs {gpus_text(job.gpus)}{of} on demand; this cluster has only spot capacity for them"
+            return (None, f"needs {gpus_text(job.gpus)}{of} on demand; this cluster has only spot capacity for them",
+                    None)
         allowed = {p for r in rounds for p in r}
         free: dict[Pool, list[int]] = defaultdict(list)
         usable: dict[Pool, list[int]] = defaultdict(list)
@@ -103,21 +135,68 @@ class Capacity:
                 blocker = blocker or (booking[1], pool[0])
                 continue
             usable[pool].append(index)
-        chosen = None
+        chosen: list[int] | None = None
+        granted = None
         for pools in rounds:  # best fit within a round: the pool with the fewest usable GPUs that holds the gang
             candidates = sorted((len(usable[p]), p) for p in pools if len(usable[p]) >= job.gpus)
             if candidates:
                 chosen = usable[candidates[0][1]][: job.gpus]
                 break
+        if chosen is None and blocker is not None and self._may_shorten(job):
+            chosen, granted = self._shortened(job, rounds, free)
         if chosen is None:
-            return None, (self._shortfall(job, free, blocker, of) if self.explain else "")
+            return None, (self._shortfall(job, free, blocker, of) if self.explain else ""), None
+        short = self._resources_short(job)
+        if short is not None:
+            return None, short, None
+        return tuple(chosen), "", granted
+
+    def _resources_short(self, job: PendingJob) -> str | None:
         led = self.ledger
-        if led.cpus_free is not None and job.cpus and job.cpus > led.cpus_free:
-            return None, f"needs {job.cpus} CPUs, {led.cpus_free} free"
+        cpus = job.cpus_counted
+        if led.cpus_free is not None and cpus and cpus > led.cpus_free:
+            return f"needs {cpus} CPUs, {max(0, led.cpus_free)} free"
         if led.memory_free is not None and job.memory and job.memory > led.memory_free:
             from ..models.units import format_size
-            return None, f"needs {format_size(job.memory)} memory, {format_size(led.memory_free)} free"
-        return tuple(chosen), ""
+            return f"needs {format_size(job.memory)} memory, {format_size(max(0, led.memory_free))} free"
+        return None
+
+    def _fit_cpu_only(self, job: PendingJob) -> Placement:
+        """No GPU: its CPUs and memory, and, once an exclusive job has reserved the machine,
+        an end before that reservation (or a shorter wall time, --time-min)."""
+        short = self._resources_short(job)
+        if short is not None:
+            return None, short, None
+        booked = self.machine_booked
+        end = self.now + job.wall_time if job.wall_time else INF
+        if booked is None or end <= booked[0]:
+            return (), "", None
+        if self._may_shorten(job) and booked[0] - self.now >= (job.time_min or INF):
+            return (), "", booked[0] - self.now
+        return None, self._behind(booked[1], job), None
+
+    def _may_shorten(self, job: PendingJob) -> bool:
+        return self.backfill and job.time_min is not None
+
+    def _shortened(self, job: PendingJob, rounds: list[list[Pool]],
+                   free: dict[Pool, list[int]]) -> tuple[list[int] | None, float | None]:
+        """--time-min: the GPUs free for at least its time-min before any reservation on them, those
+        reserved last first; the granted wall time ends at the earliest reservation among them."""
+        time_min = job.time_min or 0.0
+        for pools in rounds:   # the pool that grants the longest time, in the first round that has one
+            best: tuple[float, list[int]] | None = None
+            for pool in pools:
+                until = {i: self.booked[i][0] if i in self.booked else INF for i in free[pool]}
+                ready = sorted((i for i in until if until[i] - self.now >= time_min), key=lambda i: (-until[i], i))
+                if len(ready) < job.gpus:
+                    continue
+                chosen = ready[: job.gpus]
+                granted = min(until[i] for i in chosen) - self.now
+                if best is None or granted > best[0]:
+                    best = (granted, chosen)
+            if best is not None:
+                return best[1], (best[0] if best[0] < (job.wall_time or INF) else None)
+        return None, None
 
     def _shortfall(self, job: PendingJob, free: dict[Pool, list[int]], blocker, of: str) -> str:
         total = sum(len(v) for v in free.values())
@@ -125,36 +204,52 @@ class Capacity:
             holder, gpu_type = blocker
             if not self.backfill:
                 return f"waiting behind job {holder}, which is first in line for {gpu_type} GPUs"
-            start = self.booked_start(holder)
-            if start == INF:
-                return (f"waiting behind job {holder}, which holds these GPUs until running jobs end "
-                        "(they have no wall time, so nothing can be backfilled safely)")
-            why = "it has no wall time" if not job.wall_time else \
-                f"its wall time of {_in(job.wall_time)} would run past that"
-            return f"waiting behind job {holder}, reserved to start in {_in(start - self.now)}; {why}"
+            return self._behind(holder, job)
         most = max((len(v) for v in free.values()), default=0)
         unit = "in one pool" if any(p[1] for p in free) else "of one type"
         detail = f"{total} free" if len(free) <= 1 else f"{total} free, at most {most} {unit}"
         return f"needs {gpus_text(job.gpus)}{of}, {detail}"
 
+    def _behind(self, holder: str, job: PendingJob) -> str:
+        """Why a job that would run past a reservation waits (backfill)."""
+        start = self.booked_start(holder)
+        what = "the machine" if self.machine_booked is not None and holder == self.machine_booked[1] \
+            else "these GPUs"
+        if start == INF:
+            return (f"waiting behind job {holder}, which holds {what} until running jobs end "
+                    "(they have no wall time, so nothing can be backfilled safely)")
+        why = "it has no wall time" if not job.wall_time else \
+            f"its wall time of {_in(job.wall_time)} would run past that"
+        if job.time_min is not None:
+            why += f", and so would its --time-min of {_in(job.time_min)}"
+        return f"waiting behind job {holder}, reserved to start in {_in(start - self.now)}; {why}"
+
     def booked_start(self, job_id: str) -> float:
         return self.reserved_start.get(job_id, INF)
 
     # -- outcomes ------------------------------------------------------------------
-    def started(self, job: PendingJob, gpus: tuple[int, ...]) -> bool:
-        """Record a start; True if it started ahead of a reserved job (backfill)."""
-        end = self.now + job.wall_time if job.wall_time else INF
-        if self._busy is None:
+    def started(self, job: PendingJob, gpus: tuple[int, ...], granted: float | None = None) -> bool:
+        """Record a start (with the wall time backfill granted it, if shorter); True if it started
+        ahead of a reserved job (backfill)."""
+        limit = granted or job.wall_time
+        end = self.now + limit if limit else INF
+        if not gpus:
+            self.cpu_ends.append(end)
+        elif self._busy is None:
             self._started.append((gpus, end))
         else:
             for index in gpus:
                 self._busy[index] = end
-        return bool(self.booked)
+        return bool(self.booked) or self.machine_booked is not None
 
     def blocked(self, job: PendingJob, tier: int) -> float | None:
         """Hold capacity for a job that does not fit; the reserved start, if one was made."""
         if not self._could_ever_fit(job):
             return None  # it can never run here: it must not block the rest
+        if job.exclusive:
+            return self._block_machine(job, tier)
+        if job.gpus == 0:
+            return None  # CPUs are not reserved: a CPU-only job waits without holding anything back
         if not self.backfill:
             for gpu_type in (job.types() or (None,)):
                 self.held_types.setdefault(gpu_type, job.id)
@@ -164,6 +259,30 @@ class Capacity:
         self.depth_left -= 1
         self.tiers_reserved.add(tier)
         return self._reserve(job)
+
+    def _block_machine(self, job: PendingJob, tier: int) -> float | None:
+        """An exclusive job that cannot start: without backfill, nothing after it starts; with it, the
+        whole machine is reserved from when every running (and just started) job has ended."""
+        if not self.backfill:
+            self.machine_held = self.machine_held or job.id
+            self.held_types.setdefault(None, job.id)
+            return None
+        if self.depth_left <= 0 and tier in self.tiers_reserved:
+            return None
+        self.depth_left -= 1
+        self.tiers_reserved.add(tier)
+        start = max([self.now, *self.busy_until.values(), *self.cpu_ends])
+        self.reserved_start[job.id] = start
+        hold_from = start if start < INF else self.now
+        end = start + job.wall_time if job.wall_time and start < INF else INF
+        for index in self.busy_until:
+            if index not in self.booked or hold_from < self.booked[index][0]:
+                self.booked[index] = (hold_from, job.id)
+            self.busy_until[index] = end
+        if self.machine_booked is None or hold_from < self.machine_booked[0]:
+            self.machine_booked = (hold_from, job.id)
+        self.cpu_ends.append(end)   # a later whole-machine reservation comes after this one
+        return start
 
     def _reserve(self, job: PendingJob) -> float:
         best = None

@@ -5,7 +5,9 @@ multifactor score: fair share, age, size and expected duration, each in
 [0, 1], weighted. The fair-share factor of a team is 2^(-U/S), U blending the
 team's decayed past usage with the GPUs it holds now (including those handed
 out earlier in this pass), S its share among the teams that want GPUs.
-Job-level factors do not change during a pass, so each team's jobs sit in a
+A job's --nice (Slurm's) shifts its score by -nice / 10,000 (NICE_SCALE):
+nice 100 takes 0.01 off, nice -10000 adds 1.0; it never moves a job out of
+its tier. Job-level factors do not change during a pass, so each team's jobs sit in a
 heap and only the team heads compete: a pass is O(n log n) in the pending
 count. The "fifo" ordering is arrival order and nothing else."""
 
@@ -16,6 +18,13 @@ from collections import defaultdict
 from .fairshare import fair_share_factor
 from .ledger import Ledger
 from .snapshot import Factors, PendingJob, Snapshot
+
+NICE_SCALE = 10_000.0   # nice 100 = 0.01 of the score, the whole range (+-10,000) = +-1.0
+
+
+def nice_adjustment(nice: int) -> float:
+    """What a job's --nice adds to its score (positive nice: lower)."""
+    return -nice / NICE_SCALE
 
 
 class Ranking:
@@ -62,8 +71,9 @@ class Ranking:
         heaps: dict[str, list] = defaultdict(list)
         for job in jobs:
             age, size, duration = self.job_factors(job)
-            part = self.w_age * age + self.w_size * size + self.w_dur * duration
-            heaps[job.team].append((-part, job.submitted_at, job.seq, job.id, job, age, size, duration))
+            nice = nice_adjustment(job.nice)
+            part = self.w_age * age + self.w_size * size + self.w_dur * duration + nice
+            heaps[job.team].append((-part, job.submitted_at, job.seq, job.id, job, age, size, duration, nice))
         for heap in heaps.values():
             heapq.heapify(heap)
         while heaps:
@@ -78,5 +88,6 @@ class Ranking:
             entry = heapq.heappop(heaps[best_team])
             if not heaps[best_team]:
                 del heaps[best_team]
-            job, age, size, duration = entry[4], entry[5], entry[6], entry[7]
-            yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration)
+            job, age, size, duration, nice = entry[4], entry[5], entry[6], entry[7], entry[8]
+            yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration,
+                               nice=nice)

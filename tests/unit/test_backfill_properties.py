@@ -25,17 +25,24 @@ def snapshots(draw, policy=preset("multifactor")):
                                   started_at=NOW - 10,
                                   wall_time=draw(st.sampled_from([None, 60, 600, 3600])),
                                   tier=draw(st.integers(0, 2))))
-    pending = [PendingJob(id=f"p{i}", team=draw(st.sampled_from(["a", "b"])), user="u", tier=draw(st.integers(0, 2)),
-                          gpus=draw(st.integers(1, GPUS)), submitted_at=NOW - 100 + i, seq=i,
-                          wall_time=draw(st.sampled_from([None, 30, 300, 3000, 30000])))
-               for i in range(draw(st.integers(1, 8)))]
+    pending = []
+    for i in range(draw(st.integers(1, 8))):
+        wall_time = draw(st.sampled_from([None, 30, 300, 3000, 30000]))
+        # Slurm's options: CPU-only jobs, exclusive ones, a --time-min no longer than the wall time
+        time_min = draw(st.sampled_from([None, 10, 100, 1000]))
+        pending.append(PendingJob(
+            id=f"p{i}", team=draw(st.sampled_from(["a", "b"])), user="u", tier=draw(st.integers(0, 2)),
+            gpus=draw(st.integers(0, GPUS)), submitted_at=NOW - 100 + i, seq=i, wall_time=wall_time,
+            exclusive=draw(st.booleans()) and draw(st.booleans()),
+            time_min=time_min if time_min is not None and (wall_time is None or time_min <= wall_time) else None))
     return snapshot(GPUS, pending=pending, running=running, policy=policy)
 
 
 def _with_starts(snap, result):
     by_id = {j.id: j for j in snap.pending}
     started = [RunningJob(id=s.job_id, team=by_id[s.job_id].team, user="u", gpus=s.gpus, started_at=snap.now,
-                          wall_time=by_id[s.job_id].wall_time, tier=by_id[s.job_id].tier) for s in result.starts]
+                          wall_time=s.wall_time or by_id[s.job_id].wall_time, tier=by_id[s.job_id].tier,
+                          exclusive=by_id[s.job_id].exclusive) for s in result.starts]
     return started
 
 
@@ -51,6 +58,16 @@ def test_backfill_never_delays_the_first_reserved_job(snap):
     after_snap = replace(snap, running=snap.running + tuple(_with_starts(snap, result)), pending=(job,))
     after = plan(after_snap).reserved.get(head, after_snap.now)
     assert after <= before, f"{head} moved from {before} to {after}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(snapshots())
+def test_a_granted_wall_time_is_never_below_time_min_nor_above_the_wall_time(snap):
+    by_id = {j.id: j for j in snap.pending}
+    for start in plan(snap).starts:
+        job = by_id[start.job_id]
+        if start.wall_time is not None:
+            assert job.time_min is not None and job.time_min <= start.wall_time < (job.wall_time or float("inf"))
 
 
 @settings(max_examples=300, deadline=None)

@@ -44,7 +44,8 @@ CASES = [
                  (S.RETRY_WAIT, "the infrastructure failed before it ran"), S.RETRY_WAIT,
                  id="capacity: nothing ran, retried"),
     pytest.param(dict(fields={"kill_reason": PREEMPT}, code=0),
-                 (S.SUCCEEDED, "exit code 0 (it finished while being asked to stop)"), S.SUCCEEDED, id="finished while preempted"),
+                 (S.SUCCEEDED, "exit code 0 (it finished while being asked to stop)"), S.SUCCEEDED,
+                 id="finished while preempted"),
     pytest.param(dict(fields={"kill_reason": TIMEOUT}, sig=signal.SIGTERM, on_timeout="requeue"),
                  (S.RETRY_WAIT, "reached its wall time of 1h00m"), S.RETRY_WAIT, id="on_timeout requeue is kept"),
 ]

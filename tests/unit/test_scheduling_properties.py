@@ -28,6 +28,9 @@ def snapshots(draw, *, accounting: bool = True) -> Snapshot:
     indices = [g.index for g in inventory]
     held = draw(st.permutations(indices))[: draw(st.integers(0, len(indices)))]
     runs, rest = [], list(held)
+    for _ in range(draw(st.integers(0, 2))):   # CPU-only jobs hold no GPU
+        runs.append(running(f"c{len(runs)}", team=draw(st.sampled_from(TEAMS)), gpus=(),
+                            cpus=draw(st.none() | st.integers(1, 4)) if accounting else None))
     while rest:
         size = draw(st.integers(1, len(rest)))
         chunk, rest = rest[:size], rest[size:]
@@ -40,7 +43,8 @@ def snapshots(draw, *, accounting: bool = True) -> Snapshot:
         group = draw(st.sampled_from([None, None, "g1", "g2"]))
         jobs.append(pending(
             f"p{i}", team=draw(st.sampled_from(TEAMS)), user=draw(st.sampled_from(USERS)),
-            tier=draw(st.integers(0, 2)), gpus=draw(st.integers(1, 4)),
+            tier=draw(st.integers(0, 2)), gpus=draw(st.integers(0, 4)),
+            exclusive=draw(st.integers(0, 9)) == 0, nice=draw(st.sampled_from([0, 0, 100, -100])),
             submitted_at=float(draw(st.integers(0, 5))), seq=i,
             gpu_type=draw(st.sampled_from([None, None, *TYPES, "v100"])),
             cpus=draw(st.none() | st.integers(1, 8)) if accounting else None,
@@ -78,6 +82,8 @@ def gang_all_or_nothing_on_one_type(snap, result):
     types = {g.index: g.type for g in snap.gpus}
     for job, gpus in started_jobs(snap, result):
         assert len(gpus) == job.gpus
+        if not gpus:
+            continue   # a CPU-only job
         kinds = {types[i] for i in gpus}
         assert len(kinds) == 1
         assert job.gpu_type is None or kinds == {job.gpu_type}
@@ -91,6 +97,8 @@ def team_and_user_caps_hold(snap, result):
     for job, gpus in started_jobs(snap, result):
         team_held[job.team] += len(gpus)
         user_held[(job.team, job.user)] += len(gpus)
+        if not gpus:
+            continue   # a CPU-only job uses none of the GPU caps, even of a team already over them
         policy = snap.team(job.team)
         if policy.max_gpus is not None:
             assert team_held[job.team] <= policy.max_gpus
@@ -111,12 +119,22 @@ def cpus_and_memory_not_overcommitted(snap, result):
     for total, attr in ((snap.cpus, "cpus"), (snap.memory, "memory")):
         if total is None:
             continue
-        free = total - sum(getattr(r, attr) or 0 for r in snap.running)
+        counted = "cpus_counted" if attr == "cpus" else attr   # a CPU-only job that names none takes one CPU
+        free = total - sum(getattr(r, counted) or 0 for r in snap.running)
         for job, _ in started_jobs(snap, result):
-            need = getattr(job, attr) or 0
+            need = getattr(job, counted) or 0
             if need:                  # a job that asks for none is not held back by others' use
                 assert need <= free
             free -= need
+
+
+def exclusive_jobs_run_alone(snap, result):
+    started = started_jobs(snap, result)
+    if any(r.exclusive for r in snap.running):
+        assert not started
+    for i, (job, _) in enumerate(started):
+        if job.exclusive:   # nothing ran, nothing started before it, nothing after it
+            assert not snap.running and i == 0 and len(started) == 1
 
 
 def every_pending_job_accounted_for(snap, result):
@@ -136,7 +154,8 @@ def tiers_considered_strictly_in_order(snap, result):
 
 
 INVARIANTS = [only_free_gpus_and_never_twice, gang_all_or_nothing_on_one_type, team_and_user_caps_hold,
-              array_limits_hold, cpus_and_memory_not_overcommitted, every_pending_job_accounted_for,
+              array_limits_hold, cpus_and_memory_not_overcommitted, exclusive_jobs_run_alone,
+              every_pending_job_accounted_for,
               tiers_considered_strictly_in_order]
 
 
