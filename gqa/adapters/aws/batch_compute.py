@@ -12,7 +12,9 @@ What a launch hands Batch, and why:
 - the GPU count, and vCPUs and memory from the spec; without them
   `cpus_per_gpu` (4) vCPUs and `memory_per_gpu` (14 GiB) per GPU, which fit
   the common one-GPU instances (g4dn/g5.xlarge: 4 vCPUs, 16 GiB of which the
-  ECS agent keeps some);
+  ECS agent keeps some); a CPU-only job asks for no GPU and runs in the
+  cheapest on-demand pool, an exclusive one for every vCPU of an instance
+  (batch_resources.py);
 - the spec's argv as the command, and its env plus GQA_JOB_ID, GQA_ATTEMPT,
   GQA_CHECKPOINT_URI, GQA_RESUME_FROM and GQA_ARRAY_INDEX; not the
   submitter's shell environment, which means nothing inside a container;
@@ -67,6 +69,7 @@ from ...models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain, 
 from ...models.job import JobRecord
 from ...ports import Checkpoints, Clock, Exit, FoundLaunch, Inventory, Launched
 from ...scheduling.snapshot import Gpu
+from .batch_resources import cpu_pool, requirements
 from .errors import SERVICE_TRANSIENT, Retrying, code_of, is_service_throttling
 # what DescribeJobs and the state-change events say are read in one place; re-exported for the callers here
 from .job_events import BatchJob, MalformedEvent, batch_job_from, event_from, parse_job_name  # noqa: F401
@@ -115,7 +118,7 @@ class BatchCompute:
         return self._inventory
 
     def launch(self, job: JobRecord, gpus: tuple[int, ...], attempt: int) -> Launched:
-        pool = self._pool(gpus)
+        pool = self._pool(gpus) if gpus or job.gpus else cpu_pool(self.pools)
         spec = job.spec
         if pool.instance_gpus is not None and len(gpus) > pool.instance_gpus:
             raise LaunchFailed(f"asks for {len(gpus)} GPUs; the instances of pool {pool.name} have at most "
@@ -133,7 +136,7 @@ class BatchCompute:
             "containerOverrides": {
                 "command": launch_command(spec),
                 "environment": [{"name": k, "value": v} for k, v in self.environment(job, attempt).items()],
-                "resourceRequirements": self.resources(job, len(gpus)),
+                "resourceRequirements": self.resources(job, len(gpus), pool),
             },
             "retryStrategy": {"attempts": 1},
             "tags": tags(job, attempt, pool),
@@ -259,18 +262,15 @@ class BatchCompute:
             env[URI_ENV] = uri_of(self.code_bucket, job.spec.code)
         return env
 
-    def resources(self, job: JobRecord, gpus: int) -> list[dict[str, str]]:
-        cpus = job.cpus or self.cpus_per_gpu * gpus
-        memory = math.ceil(job.memory / MiB) if job.memory else self.memory_per_gpu * gpus
-        return [{"type": "GPU", "value": str(gpus)}, {"type": "VCPU", "value": str(cpus)},
-                {"type": "MEMORY", "value": str(memory)}]
+    def resources(self, job: JobRecord, gpus: int, pool: Pool) -> list[dict[str, str]]:
+        return requirements(job, gpus, pool, cpus_per_gpu=self.cpus_per_gpu, memory_per_gpu=self.memory_per_gpu)
 
     def timeout(self, job: JobRecord, gpus: int) -> int | None:
         limits = []
         if job.wall_time:
             limits.append(float(job.wall_time))
         budget = job.spec.limits.max_gpu_hours
-        if budget:
+        if budget and gpus:   # a CPU-only job uses no GPU-hours
             limits.append(max(0.0, budget * 3600 - job.gpu_seconds) / max(1, gpus))
         if not limits:
             return None
