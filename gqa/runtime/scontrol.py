@@ -1,0 +1,112 @@
+"""`scontrol` inside a gqa job, for what batch scripts ask of it:
+
+    scontrol show hostnames [LIST]     one host a line ($SLURM_JOB_NODELIST by default)
+    scontrol show hostlist LIST        the short spelling of a list (hostlistsorted: sorted)
+    scontrol show job [ID]             this job, as key=value fields (-o: on one line)
+
+Changing a job (requeue, update, hold, ...) is refused with the gqa command
+that does it from a shell: inside a job there are no rights to change jobs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from .hostlist import HostListError, compress, expand
+from .slurm_job import OwnJob, timestamp, value
+
+DOES = "gqa's scontrol does `show hostnames [LIST]`, `show hostlist LIST`, `show job [ID]` inside a job"
+# what Slurm's scontrol changes, and the gqa command that does it from a shell
+CHANGES = {"requeue": "gqa requeue", "requeuehold": "gqa requeue", "update": "gqa update", "hold": "gqa hold",
+           "uhold": "gqa hold", "release": "gqa release", "suspend": "gqa cancel", "resume": "gqa release",
+           "top": "gqa update", "notify": "gqa logs", "cancel": "gqa cancel"}
+OPTIONS = {"-o", "--oneliner", "-d", "--details", "-Q", "--quiet", "-a", "--all"}
+
+
+class Refused(Exception):
+    """What was asked cannot be done inside a gqa job; the message says why, in one line."""
+
+
+def run(args: Sequence[str], env: Mapping[str, str], out: TextIO, now: float | None = None) -> int:
+    oneliner = any(a in ("-o", "--oneliner") for a in args)
+    words = [a for a in args if a not in OPTIONS]
+    if words and words[0].startswith("-"):
+        raise Refused(f"scontrol: {words[0]} is not an option gqa's scontrol knows; {DOES}")
+    if not words:
+        raise Refused(f"scontrol: {DOES}")
+    command, rest = words[0].lower(), words[1:]
+    if command in CHANGES:
+        raise Refused(f"scontrol: {command} is not available inside a gqa job: use {CHANGES[command]} "
+                      "from a shell")
+    if command != "show" or not rest:
+        raise Refused(f"scontrol: {' '.join(words)!r} is not something gqa's scontrol does; {DOES}")
+    what, items = rest[0].lower(), rest[1:]
+    if len(items) > 1:
+        raise Refused(f"scontrol: show {what} takes one list or id, got {len(items)}: {' '.join(items)}")
+    item = items[0] if items else ""
+    try:
+        if what in ("hostnames", "hostname"):
+            hosts = expand(item or value(env, "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+                           or OwnJob.from_env(env).nodelist)
+            out.write("".join(f"{host}\n" for host in hosts))
+        elif what in ("hostlist", "hostlistsorted"):
+            if not item:
+                raise Refused(f"scontrol: show {what} needs a list of hosts, e.g. node1,node2")
+            hosts = expand(item)
+            out.write(compress(sorted(hosts) if what == "hostlistsorted" else hosts) + "\n")
+        elif what in ("job", "jobs", "jobid"):
+            out.write(show_job(OwnJob.from_env(env), item, oneliner, time.time() if now is None else now))
+        else:
+            raise Refused(f"scontrol: show {what} is not something gqa's scontrol does; {DOES}")
+    except HostListError as exc:
+        raise Refused(f"scontrol: {exc}") from None
+    return 0
+
+
+def show_job(job: OwnJob, job_id: str, oneliner: bool, now: float) -> str:
+    if job_id and not job.is_me(job_id):
+        raise Refused(f"scontrol: show job {job_id}: a gqa job sees only itself (job {job.job_id or '?'}): "
+                      f"use gqa status {job_id} from a shell")
+    limit, used = job.time_limit(), job.time_used(now)
+    fields = [
+        [f"JobId={job.job_id}", f"JobName={job.name}"],
+        [f"UserId={job.user}({os.getuid()})", f"GroupId={os.getgid()}"],
+        ["JobState=RUNNING", "Reason=None"],
+        [f"RunTime={_span(used, '00:00:00')}", f"TimeLimit={_span(limit, 'UNLIMITED')}"],
+        [f"StartTime={timestamp(job.start)}", f"EndTime={timestamp(job.end)}"],
+        [f"Partition={job.partition or 'gqa'}", f"Account={job.account}"],
+        [f"NodeList={job.nodelist}", f"BatchHost={job.nodelist.split(',')[0]}"],
+        ["NumNodes=1", f"NumTasks={job.tasks}", f"CPUs/Task={job.cpus_per_task or 1}"],
+        [f"WorkDir={job.workdir}"],
+    ]
+    if job.array_job:
+        fields[0][1:1] = [f"ArrayJobId={job.array_job}", f"ArrayTaskId={job.array_task}"]
+    if oneliner:
+        return " ".join(f for line in fields for f in line) + "\n"
+    return "".join(("   " if n else "") + " ".join(line) + "\n" for n, line in enumerate(fields)) + "\n"
+
+
+def _span(seconds: int | None, missing: str) -> str:
+    """scontrol's spans always carry two-digit hours: 00:01:05, 1-02:00:00."""
+    if seconds is None:
+        return missing
+    days, rest = divmod(seconds, 86_400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    try:
+        code = run(sys.argv[1:] if args is None else args, os.environ, sys.stdout)
+    except Refused as exc:
+        sys.stderr.write(f"{exc}\n")
+        code = 2
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Slurm's commands inside a gqa job: `srun`, `scontrol` and `squeue` as small
+executables in a directory the job finds first on its PATH, and the file in
+which a failed step leaves its exit code.
+
+A script that runs `srun python train.py` and ends with `exit 0` would
+otherwise succeed even when the training failed, as Slurm's own batch
+scripts do not (Slurm fails the job when a step fails). So a failed step
+appends one line, "<exit code> <what ran>", to the file $GQA_STEP_STATUS
+names, and whatever runs the job's command (the local executor's wrapper,
+gqa.runtime.code on AWS) turns the command's exit 0 into the first failed
+step's code (`first_failed_step`).
+
+`sbatch` is left out on purpose: inside a job, submitting again needs the
+submitter's credentials and rights, which a job does not carry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+STEP_STATUS_ENV = "GQA_STEP_STATUS"
+TOOLS = {"srun": "gqa.runtime.srun", "scontrol": "gqa.runtime.scontrol", "squeue": "gqa.runtime.squeue"}
+MAX_DESCRIPTION = 400          # characters of the failed step's command kept in its line
+
+# the directory that holds the gqa package, so the tools import this very runtime
+_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def shim(module: str, python: str) -> str:
+    """The text of one tool: `python -I` ignores the job's PYTHONPATH and its current directory
+    for the tool alone (a project may hold its own `gqa`), while the job's environment, which
+    the tool passes on to what it starts, stays as it was."""
+    code = f"import sys; sys.path.insert(0, {_ROOT!r}); from {module} import main; main()"
+    return f'#!/bin/sh\nexec {shlex.quote(python)} -I -c {shlex.quote(code)} "$@"\n'
+
+
+def install(directory: str | os.PathLike[str], python: str = sys.executable) -> Path:
+    """Write the tools into `directory` (made if missing): each mode 0755, written whole
+    beside its name and renamed over it, and left alone when it already says the same, so
+    two processes installing at once, or again, leave the same complete files."""
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, module in TOOLS.items():
+        text = shim(module, python)
+        path = target / name
+        try:
+            if path.read_text(encoding="utf-8") == text and os.access(path, os.X_OK):
+                continue
+        except OSError:
+            pass
+        fd, staged = tempfile.mkstemp(prefix=f".{name}-", dir=target)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(staged, 0o755)
+            os.replace(staged, path)
+        except BaseException:
+            Path(staged).unlink(missing_ok=True)
+            raise
+    return target
+
+
+def record_failed_step(code: int, description: str, environ: dict[str, str] | None = None) -> None:
+    """Append "<code> <description>" to $GQA_STEP_STATUS, when the job has one. One write of
+    one line in append mode, so steps that fail at once in parallel never mix their lines."""
+    path = (os.environ if environ is None else environ).get(STEP_STATUS_ENV, "")
+    if not path or code == 0:
+        return
+    text = " ".join(description.split())[:MAX_DESCRIPTION]
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{code} {text}\n".encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        sys.stderr.write(f"gqa: cannot record the failed step in {path}: {exc.strerror or exc}\n")
+
+
+def first_failed_step(path: str | os.PathLike[str]) -> tuple[int, str] | None:
+    """The first line's (code, description), or None when no step failed."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                code, _, description = line.strip().partition(" ")
+                if code.isdigit() and int(code) > 0:
+                    return min(int(code), 255), description
+    except OSError:
+        pass
+    return None
+
+
+def next_step_id(environ: dict[str, str] | None = None) -> int:
+    """This job's next step number, 0 first: a counter in a file beside $GQA_STEP_STATUS,
+    taken under a lock so steps started at once get different numbers. 0 without one."""
+    path = (os.environ if environ is None else environ).get(STEP_STATUS_ENV, "")
+    if not path:
+        return 0
+    try:
+        fd = os.open(f"{path}.steps", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        text = os.read(fd, 32).decode("ascii", "replace").strip()
+        step = int(text) if text.isdigit() else 0
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(step + 1).encode())
+        return step
+    finally:
+        os.close(fd)

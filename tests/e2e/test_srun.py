@@ -1,0 +1,155 @@
+"""srun, scontrol and squeue as a batch script meets them: installed with
+gqa.runtime.slurm_tools.install, first on PATH, run by bash as real
+processes: the tasks, their ranks and GPUs, exit codes, the failed-step
+line, signals passed on, and the tasks ending with srun."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gqa.runtime import slurm_tools
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def job(tmp_path):
+    """Runs a bash script as a job would: the tools first on PATH, a step-status file."""
+    tools = slurm_tools.install(tmp_path / "tools")
+    status = tmp_path / "steps"
+
+    def start(script: str, **env: str) -> subprocess.Popen[str]:
+        inherited = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        environment = {**inherited, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+                       slurm_tools.STEP_STATUS_ENV: str(status), "SLURM_JOB_ID": "41", "PY": sys.executable,
+                       **env}
+        return subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=environment, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    start.status = status            # type: ignore[attr-defined]
+    return start
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def wait_for(path: Path, count: int = 1, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len(list(path.parent.glob(path.name))) < count:
+        assert time.monotonic() < deadline, (f"{count} of {path.name} never appeared: "
+                                             f"{sorted(p.name for p in path.parent.iterdir())}")
+        time.sleep(0.02)
+
+
+RANK = ("import os; e = os.environ; "
+        "os.write(1, ' '.join((e['SLURM_PROCID'], e['CUDA_VISIBLE_DEVICES'], e['SLURM_STEP_ID'], '\\n')).encode())")
+
+
+def test_four_tasks_each_get_their_rank_and_one_gpu(job):
+    code, out, err = finish(job(f'srun -n 4 --gpus-per-task 1 "$PY" -c "{RANK}"', CUDA_VISIBLE_DEVICES="0,1,2,3"))
+    assert code == 0, err
+    assert sorted(out.splitlines()) == ["0 0 0 ", "1 1 0 ", "2 2 0 ", "3 3 0 "]
+    assert not job.status.exists()
+
+
+def test_a_failed_task_fails_the_step_and_leaves_its_line_while_the_others_finish(job, tmp_path):
+    script = ('srun -n 3 bash -c \'if [ $SLURM_PROCID = 1 ]; then exit 3; fi; sleep 0.5; touch done.$SLURM_PROCID\'\n'
+              'echo "srun=$?"; srun true; exit 0')
+    code, out, err = finish(job(script))
+    assert code == 0 and out == "srun=3\n", err
+    assert sorted(p.name for p in tmp_path.glob("done.*")) == ["done.0", "done.2"]   # Slurm's default: the rest run on
+    assert "srun: error: " in err and "task 1: Exited with exit code 3" in err
+    assert job.status.read_text() == "3 step 0: srun -n 3 bash -c 'if [ $SLURM_PROCID = 1 ]; then exit 3; fi; " \
+                                     "sleep 0.5; touch done.$SLURM_PROCID'\n"
+    assert slurm_tools.first_failed_step(job.status) == (3, job.status.read_text().split(" ", 1)[1].strip())
+
+
+def test_kill_on_bad_exit_stops_the_other_tasks(job, tmp_path):
+    script = ('srun -K -n 3 bash -c \'if [ $SLURM_PROCID = 2 ]; then sleep 0.3; exit 5; fi; '
+              'trap "touch stopped.$SLURM_PROCID; exit 143" TERM; sleep 30 & wait\'')
+    started = time.monotonic()
+    code, _, err = finish(job(script))
+    assert code == 5 and time.monotonic() - started < 15, err
+    assert sorted(p.name for p in tmp_path.glob("stopped.*")) == ["stopped.0", "stopped.1"]
+    assert job.status.read_text().startswith("5 step 0: srun -K -n 3")
+
+
+def test_wait_stops_the_rest_some_seconds_after_the_first_task_ended(job):
+    started = time.monotonic()
+    code, _, err = finish(job("srun -n 2 --wait=1 bash -c '[ $SLURM_PROCID = 0 ] || sleep 30'"))
+    assert code == 128 + signal.SIGTERM and time.monotonic() - started < 15, err
+    assert "terminating the step's 1 remaining tasks" in err
+
+
+def test_signals_reach_every_task_once(job, tmp_path):
+    script = ('trap "" USR1; srun -n 2 bash -c \'trap "echo usr1 >> got.$SLURM_PROCID" USR1; '
+              'trap "echo term >> got.$SLURM_PROCID; exit 143" TERM; touch ready.$SLURM_PROCID; '
+              'while :; do sleep 0.05; done\' & echo $! > srun.pid; wait $!')
+    proc = job(script)
+    wait_for(tmp_path / "ready.*", 2)
+    os.killpg(proc.pid, signal.SIGUSR1)     # the job's whole group, as a stop or a warning reaches it
+    wait_for(tmp_path / "got.*", 2)
+    time.sleep(0.3)
+    os.kill(int((tmp_path / "srun.pid").read_text()), signal.SIGTERM)        # srun alone: it passes it on
+    code, _, err = finish(proc)
+    assert code == 143, err
+    assert [(tmp_path / f"got.{n}").read_text() for n in (0, 1)] == ["usr1\nterm\n"] * 2
+
+
+def test_the_tasks_end_with_srun_even_when_it_is_killed(job, tmp_path):
+    proc = job("srun -n 2 bash -c 'echo $$ > pid.$SLURM_PROCID; exec sleep 60' & echo $! > srun.pid; wait $!")
+    wait_for(tmp_path / "pid.*", 2)
+    time.sleep(0.2)
+    pids = [int((tmp_path / f"pid.{n}").read_text()) for n in (0, 1)]
+    os.kill(int((tmp_path / "srun.pid").read_text()), signal.SIGKILL)
+    finish(proc)
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids):
+        assert time.monotonic() < deadline, "a task outlived srun"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def test_labels_and_one_output_file_per_task(job, tmp_path):
+    code, out, err = finish(job('srun -l -n 2 bash -c "echo out; echo err >&2"; '
+                                'srun -n 2 -o "task-%j-%s-%t.out" bash -c "echo rank \\$SLURM_PROCID"'))
+    assert code == 0, err
+    assert sorted(out.splitlines()) == ["0: out", "1: out"] and sorted(err.splitlines()) == ["0: err", "1: err"]
+    assert [(tmp_path / f"task-41-1-{n}.out").read_text() for n in (0, 1)] == ["rank 0\n", "rank 1\n"]
+
+
+def test_a_missing_command_or_a_bad_option_fails_the_step_and_says_why(job):
+    code, out, err = finish(job("srun -n 2 no-such-program; echo $?; srun --partition=x true; echo $?"))
+    assert (code, out) == (0, "127\n2\n"), err
+    assert "srun: no-such-program: command not found" in err and "--partition is not an option" in err
+    lines = job.status.read_text().splitlines()
+    assert lines == ["127 step 0: srun -n 2 no-such-program", "2 step 1: srun --partition=x true"]
+
+
+def test_scontrol_and_squeue_answer_a_batch_script(job):
+    script = ('echo "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"; '
+              'squeue -h -j $SLURM_JOB_ID -o "%i %T %L"')
+    end = int(time.time()) + 3600
+    code, out, err = finish(job(script, SLURM_JOB_NODELIST=socket.gethostname(), SLURM_JOB_END_TIME=str(end)))
+    assert code == 0, err
+    host, status = out.splitlines()
+    assert host == socket.gethostname()
+    job_id, state, left = status.split()
+    assert (job_id, state) == ("41", "RUNNING") and left.startswith(("59:", "1:00:00"))

@@ -1,0 +1,272 @@
+"""Slurm's commands inside a job, without starting anything: host lists, srun's
+options and each task's environment, scontrol's and squeue's answers, the tools'
+installation and the failed-step file (gqa.runtime.hostlist, srun_options,
+srun, scontrol, squeue, slurm_tools)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from gqa.runtime import scontrol, slurm_tools, squeue, srun, srun_options
+from gqa.runtime.hostlist import HostListError, compress, expand
+from gqa.runtime.srun_options import SrunError
+
+
+# -- host lists ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, hosts", [
+    ("node7", ["node7"]),
+    ("node[1-3,7]", ["node1", "node2", "node3", "node7"]),
+    ("gpu[08-10]", ["gpu08", "gpu09", "gpu10"]),
+    ("a[1-2]-b[3-4]", ["a1-b3", "a1-b4", "a2-b3", "a2-b4"]),
+    ("x,node[1-2],y.example.com", ["x", "node1", "node2", "y.example.com"]),
+])
+def test_a_host_list_expands_as_slurm_reads_it(text, hosts):
+    assert expand(text) == hosts
+
+
+@pytest.mark.parametrize("text, why", [
+    ("node[1-3", "a '[' is never closed"),
+    ("node1-3]", "']' at 8 closes no '['"),
+    ("node[3-1]", "the range 3-1 runs backwards"),
+    ("node[a-b]", "holds 'a-b', not a number"),
+    ("node[]", "an empty [] names no host"),
+    ("n[0-99999999]", "names more than 65536 hosts"),
+    ("n[0-999],m[0-999],k[0-99999]", "names more than 65536 hosts"),
+])
+def test_a_host_list_that_is_not_one_says_where(text, why):
+    with pytest.raises(HostListError, match=re.escape(why)):
+        expand(text)
+
+
+def test_a_list_of_hosts_compresses_and_expands_back():
+    hosts = ["node1", "node2", "node3", "node7", "gpu08", "gpu09", "gpu10", "login", "x", "x1", "x2"]
+    assert compress(hosts) == "node[1-3,7],gpu[08-10],login,x,x[1-2]"
+    assert expand(compress(hosts)) == hosts
+
+
+# -- srun's options ---------------------------------------------------------------------------------------------
+def test_options_take_every_spelling_up_to_the_command():
+    opts = srun_options.parse(["-n4", "--gpus-per-task=1", "-lK", "-c", "2", "--mpi=none", "--cpu-bind=cores",
+                               "--exclusive", "-u", "python", "-n", "3"], {})
+    assert (opts.ntasks, opts.gpus_per_task, opts.cpus_per_task, opts.label, opts.kill_on_bad_exit) == (4, 1, 2,
+                                                                                                        True, True)
+    assert opts.command == ["python", "-n", "3"] and opts.notes == []
+    opts = srun_options.parse(["--ntasks", "2", "-N", "1", "--kill-on-bad-exit=0", "-G", "a100:2", "--", "-x"], {})
+    assert (opts.ntasks, opts.gpus, opts.kill_on_bad_exit, opts.command) == (2, 2, False, ["-x"])
+    assert srun_options.parse(["--gres=gpu:a10g:3", "true"], {}).gpus == 3
+    assert "without a PMI server" in srun_options.parse(["--mpi=pmix", "true"], {}).notes[0]
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--partition=gpu", "python"], "srun: --partition is not an option gqa's srun knows"),
+    (["-X", "python"], "srun: -X is not an option"),
+    (["-N", "2", "python"], "srun: -N 2: a gqa job is one node, so a step runs on 1 node"),
+    (["--nodes=2-4", "python"], "--nodes 2-4: a gqa job is one node"),
+    (["-n", "0", "python"], "srun: -n takes a whole number of 1 or more, got '0'"),
+    (["-n", "four", "python"], "got 'four'"),
+    (["-n"], "srun: -n needs a value"),
+    (["-l", "-n", "2"], "srun: no command to run"),
+    (["--label=yes", "x"], "--label takes no value"),
+    (["--gres=nic:1", "x"], "gpu\\[:type\\]:N only"),
+    (["-n", "8", "--ntasks-per-node=4", "x"], "-n 8 with --ntasks-per-node=4 needs 2 nodes"),
+])
+def test_options_gqa_cannot_honour_are_refused_by_name(args, why):
+    with pytest.raises(SrunError, match=why):
+        opts = srun_options.parse(args, {})
+        srun_options.step_size(opts, {})
+
+
+# -- each task's environment ----------------------------------------------------------------------------------
+JOB = {"SLURM_JOB_ID": "41", "SLURM_NTASKS": "4", "CUDA_VISIBLE_DEVICES": "4,5,6,7", "HOME": "/home/a",
+       "GQA_JOB_ID": "41", "SLURM_JOB_NAME": "ddp"}
+
+
+def envs(args, env=JOB, step=2):
+    return srun_options.task_environments(srun_options.parse([*args, "true"], env), env, step, "gpu-host")
+
+
+def test_each_task_gets_its_rank_and_its_own_gpus():
+    tasks = envs(["-n", "4", "--gpus-per-task", "1"])
+    assert [t["SLURM_PROCID"] for t in tasks] == ["0", "1", "2", "3"] == [t["SLURM_LOCALID"] for t in tasks]
+    assert [t["CUDA_VISIBLE_DEVICES"] for t in tasks] == ["4", "5", "6", "7"]
+    first = tasks[0]
+    assert {k: first[k] for k in ("SLURM_STEP_ID", "SLURM_STEPID", "SLURM_NODEID", "SLURM_NTASKS",
+                                  "SLURM_STEP_NUM_TASKS", "SLURM_STEP_GPUS", "SLURM_STEP_NODELIST",
+                                  "SLURM_GPUS_PER_TASK")} == {
+        "SLURM_STEP_ID": "2", "SLURM_STEPID": "2", "SLURM_NODEID": "0", "SLURM_NTASKS": "4",
+        "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_GPUS": "4,5,6,7", "SLURM_STEP_NODELIST": "gpu-host",
+        "SLURM_GPUS_PER_TASK": "1"}
+    assert first["HOME"] == "/home/a"          # --export=ALL by default
+    two = envs(["-n", "2", "--gpus-per-task=2"])
+    assert [t["CUDA_VISIBLE_DEVICES"] for t in two] == ["4,5", "6,7"]
+
+
+def test_a_step_takes_the_jobs_task_count_and_gpus_per_task_by_default():
+    tasks = envs([], {**JOB, "SLURM_GPUS_PER_TASK": "1"})
+    assert len(tasks) == 4 and [t["CUDA_VISIBLE_DEVICES"] for t in tasks] == ["4", "5", "6", "7"]
+    shared = envs([], {k: v for k, v in JOB.items() if k != "SLURM_NTASKS"})
+    assert len(shared) == 1 and shared[0]["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert [t["CUDA_VISIBLE_DEVICES"] for t in envs(["-n", "2", "-G", "3"])] == ["4,5,6", "4,5,6"]
+    assert len(envs(["--ntasks-per-node=3"])) == 3
+
+
+def test_a_step_that_needs_more_gpus_than_the_job_has_says_how_many():
+    with pytest.raises(SrunError, match=r"4 tasks with 2 GPUs each need 8 GPUs; the job has 4 "
+                                        r"\(CUDA_VISIBLE_DEVICES=4,5,6,7\)"):
+        envs(["-n", "4", "--gpus-per-task", "2"])
+    with pytest.raises(SrunError, match="asks for 5 GPUs; the job has 4"):
+        envs(["-G", "5"])
+
+
+def test_without_cuda_visible_devices_the_gpus_are_counted_from_the_node():
+    assert srun_options.job_gpus({"SLURM_GPUS_ON_NODE": "2"}) == ["0", "1"]
+    assert srun_options.job_gpus({"NVIDIA_VISIBLE_DEVICES": "GPU-a,GPU-b,GPU-c"}) == ["0", "1", "2"]
+    assert srun_options.job_gpus({"NVIDIA_VISIBLE_DEVICES": "all"}) == []
+    assert srun_options.job_gpus({"CUDA_VISIBLE_DEVICES": "", "SLURM_GPUS_ON_NODE": "2"}) == []
+
+
+def test_export_passes_the_named_variables_and_slurms_own():
+    only = envs(["--export=NONE"])[0]
+    assert "HOME" not in only and only["SLURM_JOB_ID"] == "41" and only["GQA_JOB_ID"] == "41"
+    named = envs(["--export=HOME,LR=0.1"])[0]
+    assert (named["HOME"], named["LR"]) == ("/home/a", "0.1")
+    assert envs(["--export=ALL,LR=3"])[0]["LR"] == "3"
+    with pytest.raises(SrunError, match="'1X' is not a variable name"):
+        envs(["--export=1X=2"])
+
+
+def test_file_patterns_name_each_tasks_file():
+    env = {"SLURM_JOB_ID": "41", "SLURM_JOB_NAME": "ddp", "SLURM_JOB_USER": "ann", "SLURM_ARRAY_JOB_ID": "40",
+           "SLURM_ARRAY_TASK_ID": "13"}
+    assert srun.expand_pattern("out-%j.%s-%3t-%x-%u-%N-%A_%a-%b-%J-%%-%q", 2, 5, env, "gpu1.example.com") == (
+        "out-41.5-002-ddp-ann-gpu1-40_13-3-41.5-%-%q")
+    assert srun.expand_pattern("%a", 0, 0, {"SLURM_JOB_ID": "7"}, "h") == "4294967294"
+
+
+# -- scontrol and squeue ----------------------------------------------------------------------------------------
+OWN = {"SLURM_JOB_ID": "41", "SLURM_JOB_NAME": "a-long-job-name", "SLURM_JOB_USER": "ann",
+       "SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_NTASKS": "4", "SLURM_CPUS_PER_TASK": "2",
+       "SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": "8200", "SLURM_SUBMIT_DIR": "/w"}
+
+
+def answer(tool, args, env=OWN, now=1000 + 65.0):
+    out = io.StringIO()
+    assert tool.run(args, env, out, now=now) == 0
+    return out.getvalue()
+
+
+def test_scontrol_shows_hostnames_hostlists_and_this_job():
+    assert answer(scontrol, ["show", "hostnames"]) == "gpu1\ngpu2\n"
+    assert answer(scontrol, ["show", "hostnames", "n[08-09],x"]) == "n08\nn09\nx\n"
+    assert answer(scontrol, ["show", "hostname"], {"SLURMD_NODENAME": "here"}) == "here\n"
+    assert answer(scontrol, ["show", "hostlistsorted", "n3,n1,n2"]) == "n[1-3]\n"
+    job = answer(scontrol, ["show", "job", "41"])
+    for field in ("JobId=41 JobName=a-long-job-name", "JobState=RUNNING", "RunTime=00:01:05",
+                  "TimeLimit=02:00:00", "NodeList=gpu[1-2]", "NumTasks=4 CPUs/Task=2", "WorkDir=/w"):
+        assert field in job
+    assert answer(scontrol, ["-o", "show", "job"]).count("\n") == 1
+
+
+@pytest.mark.parametrize("args, why", [
+    (["requeue", "41"], "scontrol: requeue is not available inside a gqa job: use gqa requeue from a shell"),
+    (["update", "JobId=41", "TimeLimit=5"], "use gqa update from a shell"),
+    (["show", "job", "7"], "show job 7: a gqa job sees only itself (job 41): use gqa status 7 from a shell"),
+    (["show", "partition"], "show partition is not something gqa's scontrol does"),
+    (["show", "hostnames", "n[1-"], "a '[' is never closed"),
+    ([], "gqa's scontrol does `show hostnames"),
+])
+def test_scontrol_refuses_what_a_job_cannot_do_and_says_what_to_use(args, why):
+    with pytest.raises(scontrol.Refused, match=re.escape(why)):
+        scontrol.run(args, OWN, io.StringIO())
+
+
+def test_squeue_tells_the_time_left_and_the_basics_of_its_own_job():
+    assert answer(squeue, ["-h", "-j", "41", "-o", "%L"]) == "1:58:55\n"
+    assert answer(squeue, ["-h", "-j", "41", "-o", "%L"], now=8200 - 59) == "0:59\n"
+    assert answer(squeue, ["-h", "-j", "41", "-o", "%L"], {**OWN, "SLURM_JOB_END_TIME": "200000"}) == "2-07:15:35\n"
+    assert answer(squeue, ["--noheader", "--format=%i/%j/%T/%.5j/%8u|"]) == (
+        "41/a-long-job-name/RUNNING/a-lon/ann     |\n")
+    table = answer(squeue, []).splitlines()
+    assert table[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
+    assert table[1].split() == ["41", "gqa", "a-long-j", "ann", "R", "1:05", "1", "gpu[1-2]"]
+    assert answer(squeue, ["-h", "-t", "PD", "-o", "%i"]) == ""
+
+
+@pytest.mark.parametrize("args, why", [
+    (["-j", "7"], "squeue: job 7: a gqa job sees only itself"),
+    (["-u", "bob"], "sees only its own user's job \\(ann\\)"),
+    (["-o", "%Q"], "%Q in the format is not a field"),
+    (["--start"], "--start is not an option"),
+])
+def test_squeue_refuses_other_jobs_and_what_it_does_not_know(args, why):
+    with pytest.raises(squeue.Refused, match=why):
+        squeue.run(args, OWN, io.StringIO())
+
+
+# -- installing the tools, the failed-step file --------------------------------------------------------------
+def test_install_writes_executable_tools_once_and_the_same_again(tmp_path):
+    where = slurm_tools.install(tmp_path / "bin", python="/opt/my python/bin/python3")
+    assert sorted(p.name for p in where.iterdir()) == ["scontrol", "squeue", "srun"]
+    srun_tool = where / "srun"
+    assert srun_tool.stat().st_mode & 0o777 == 0o755
+    assert "exec '/opt/my python/bin/python3' -I -c" in srun_tool.read_text()
+    before = srun_tool.stat().st_ino
+    slurm_tools.install(where, python="/opt/my python/bin/python3")
+    assert srun_tool.stat().st_ino == before                    # unchanged: not rewritten
+    slurm_tools.install(where, python=sys.executable)
+    assert srun_tool.stat().st_ino != before and sys.executable in srun_tool.read_text()
+
+
+def test_installs_at_once_leave_complete_tools_and_no_leftovers(tmp_path):
+    pythons = [f"/py{n}" for n in range(8)]
+    threads = [threading.Thread(target=slurm_tools.install, args=(tmp_path, p)) for p in pythons * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scontrol", "squeue", "srun"]
+    assert slurm_tools.shim("gqa.runtime.srun", "/py0").replace("/py0", "/py?") in {
+        (tmp_path / "srun").read_text().replace(p, "/py?") for p in pythons}
+
+
+def test_a_tool_runs_whatever_gqa_the_jobs_pythonpath_holds(tmp_path):
+    fake = tmp_path / "project" / "gqa"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise SystemExit('the project’s own gqa was imported')\n")
+    where = slurm_tools.install(tmp_path / "bin")
+    env = {**os.environ, "PYTHONPATH": str(fake.parent), "SLURM_JOB_NODELIST": "n[1-2]"}
+    done = subprocess.run([str(where / "scontrol"), "show", "hostnames"], cwd=fake.parent, env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "n1\nn2\n"), done.stderr
+
+
+def test_failed_steps_are_lines_and_the_first_is_the_jobs(tmp_path):
+    status = tmp_path / "steps"
+    env = {slurm_tools.STEP_STATUS_ENV: str(status)}
+    slurm_tools.record_failed_step(0, "step 0: srun true", env)
+    assert not status.exists()
+    slurm_tools.record_failed_step(3, "step 1: srun python\ntrain.py", env)
+    slurm_tools.record_failed_step(137, "step 2: srun x", env)
+    assert status.read_text() == "3 step 1: srun python train.py\n137 step 2: srun x\n"
+    assert slurm_tools.first_failed_step(status) == (3, "step 1: srun python train.py")
+    assert slurm_tools.first_failed_step(tmp_path / "none") is None
+    slurm_tools.record_failed_step(3, "no file named", {})          # outside a job: nothing, no error
+
+
+def test_step_numbers_count_up_per_job_even_when_steps_start_at_once(tmp_path):
+    env = {slurm_tools.STEP_STATUS_ENV: str(tmp_path / "steps")}
+    got: list[int] = []
+    threads = [threading.Thread(target=lambda: got.append(slurm_tools.next_step_id(env))) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == list(range(20))
+    assert slurm_tools.next_step_id({}) == 0
