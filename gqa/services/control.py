@@ -260,7 +260,7 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
 
 def _hold(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlResult]:
     if job.state == JobState.QUEUED:
-        fields = {"user_hold": True}
+        fields: dict[str, Any] = {"user_hold": True}
         return (Change(job.id, job.state, JobState.HELD, why, now, fields),
                 ControlResult(replace(job, state=JobState.HELD, reason=why, **fields), "held"))
     if job.state == JobState.HELD and job.user_hold:
@@ -274,7 +274,7 @@ def _hold(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlR
 
 def _release(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlResult]:
     if job.state == JobState.HELD and job.user_hold:
-        fields = {"user_hold": False}
+        fields: dict[str, Any] = {"user_hold": False}
         return (Change(job.id, job.state, JobState.QUEUED, why, now, fields),
                 ControlResult(replace(job, state=JobState.QUEUED, reason=why, **fields), "released"))
     if job.state == JobState.HELD:
