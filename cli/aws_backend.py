@@ -57,6 +57,16 @@ class Control:
     def requeue(self, refs: list[str]):
         return self._act(refs, "requeue")
 
+    def hold(self, refs: list[str], *, caller: str | None = None):
+        """`caller` is ignored, as in approve: the API takes it from the caller's signature."""
+        return self._act(refs, "hold")
+
+    def release(self, refs: list[str], *, caller: str | None = None):
+        return self._act(refs, "release")
+
+    def update(self, ref: str, *, time: int | None = None, priority: str | None = None, gpus: int | None = None):
+        return self._act([ref], "update", wire.update_to_dict(time=time, priority=priority, gpus=gpus))
+
     def approve(self, refs: list[str], *, caller: str | None = None):
         return self._act(refs, "approve")
 

@@ -8,7 +8,8 @@ user of the socket's peer credentials (daemon/callers.py).
     POST /jobs                       {"spec", "environment"} -> 201 {group, jobs, records}
     GET  /jobs/{ref}?limit&next      a page of the jobs (gqa.http.paging)
     GET  /queue?group&explain&limit&next
-    POST /jobs/{refs}/cancel|requeue|approve|deny   ({"reason"} for deny)
+    POST /jobs/{refs}/cancel|requeue|hold|release|approve|deny   ({"reason"} for deny)
+    POST /jobs/{ref}/update          {"time", "priority", "gpus"} (each optional)
     GET  /jobs/{id}/logs?attempt&token&limit        its owner and admins
     GET  /quota, PUT /quota/teams/{team}, PUT /quota/teams/{team}/members, PUT /quota/policy (admins),
     GET  /cost?team&period
@@ -40,7 +41,8 @@ log = logging.getLogger("gqa.daemon")
 
 Answer = tuple[int, Any]
 METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
-ACTIONS = {"cancel": Action.CANCEL, "requeue": Action.REQUEUE, "approve": Action.APPROVE, "deny": Action.DENY}
+ACTIONS = {"cancel": Action.CANCEL, "requeue": Action.REQUEUE, "hold": Action.HOLD, "release": Action.RELEASE,
+           "approve": Action.APPROVE, "deny": Action.DENY}
 
 
 class Request:
@@ -140,7 +142,8 @@ class Router:
             ("GET", re.compile("whoami"), self.whoami),
             ("POST", re.compile("jobs"), self.submit),
             ("GET", re.compile(f"jobs/{seg}/logs"), self.logs),
-            ("POST", re.compile(f"jobs/{seg}/(cancel|requeue|approve|deny)"), self.act),
+            ("POST", re.compile(f"jobs/{seg}/(cancel|requeue|hold|release|approve|deny)"), self.act),
+            ("POST", re.compile(f"jobs/{seg}/update"), self.update),
             ("GET", re.compile(f"jobs/{seg}"), self.status),
             ("GET", re.compile("queue"), self.queue),
             ("GET", re.compile("quota"), self.quota),
@@ -184,10 +187,17 @@ class Router:
         named = _refs(refs)
         action = ACTIONS[verb]
         control = self.wiring.control()
-        if action in (Action.CANCEL, Action.REQUEUE):
+        if action in (Action.CANCEL, Action.REQUEUE, Action.HOLD, Action.RELEASE):
             queries = self.wiring.queries()
             authorize(who, action, [job for ref in named for job in queries.jobs(ref)])
-            results = control.cancel(named) if action is Action.CANCEL else control.requeue(named)
+            if action is Action.CANCEL:
+                results = control.cancel(named)
+            elif action is Action.REQUEUE:
+                results = control.requeue(named)
+            elif action is Action.HOLD:
+                results = control.hold(named, caller=who.owner)
+            else:
+                results = control.release(named, caller=who.owner)
         elif action is Action.APPROVE:
             authorize(who, action)
             results = control.approve(named, caller=who.owner)
@@ -199,6 +209,14 @@ class Router:
                 raise SpecError('the request body must be {"reason": "..."} or empty')
             results = control.deny(named, caller=who.owner, reason=reason)
         log.info("%s: %s %s", who.owner, verb, {r.job.id: r.action for r in results})
+        return 200, wire.results_to_dict(results)
+
+    def update(self, who: Principal, request: Request, ref: str) -> Answer:
+        ref = _one(ref)
+        changes = wire.update_from_dict(request.json())
+        authorize(who, Action.UPDATE, self.wiring.queries().jobs(ref))
+        results = self.wiring.control().update(ref, **changes)
+        log.info("%s: update %s %s: %s", who.owner, ref, changes, {r.job.id: r.action for r in results})
         return 200, wire.results_to_dict(results)
 
     def logs(self, who: Principal, request: Request, ref: str) -> Answer:

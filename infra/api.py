@@ -28,6 +28,7 @@ from .nag import acknowledge, acknowledge_policy_wildcards
 STAGE = "v1"
 # (method, path) as execute-api ARNs name them; * stands for a job or trigger reference
 RESEARCHER_ROUTES = (("GET", "*"), ("POST", "jobs"), ("POST", "jobs/*/cancel"), ("POST", "jobs/*/requeue"),
+                     ("POST", "jobs/*/hold"), ("POST", "jobs/*/release"), ("POST", "jobs/*/update"),
                      ("POST", "triggers"), ("DELETE", "triggers/*"))
 APPROVER_ROUTES = (("POST", "jobs/*/approve"), ("POST", "jobs/*/deny"))
 ADMIN_ROUTES = (("*", "*"),)   # quotas and the policy (PUT /quota/...), and everything else
@@ -55,8 +56,8 @@ class Api(Construct):
                     caller=True, http_method=True, ip=True, protocol=True, request_time=True,
                     resource_path=True, response_length=True, status=True, user=True)))
         self.researchers = self._policy("Researchers", config, RESEARCHER_ROUTES,
-                                        "submit, read the queue, status, logs and cost; cancel and requeue "
-                                        "their own jobs; manage their triggers")
+                                        "submit, read the queue, status, logs and cost; cancel, requeue, "
+                                        "hold, release and update their own jobs; manage their triggers")
         self.approvers = self._policy("Approvers", config, RESEARCHER_ROUTES + APPROVER_ROUTES,
                                       "what researchers may, and approve or deny jobs over the thresholds")
         self.admins = self._policy("Admins", config, ADMIN_ROUTES, "every route, quotas and the policy included")

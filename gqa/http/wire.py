@@ -207,13 +207,39 @@ def queue_from_pages(pages: list[dict[str, Any]]) -> QueueView:
                      first.weights)
 
 
-# -- cancel, requeue, approve, deny -----------------------------------------------------------------
+# -- cancel, requeue, approve, deny, hold, release, update ------------------------------------------
 def results_to_dict(results: list[ControlResult]) -> dict[str, Any]:
     return {"results": [{"job": job_to_dict(r.job), "action": r.action, "detail": r.detail} for r in results]}
 
 
 def results_from_dict(data: dict[str, Any]) -> list[ControlResult]:
     return [ControlResult(job_from_dict(r["job"]), r["action"], r.get("detail", "")) for r in data["results"]]
+
+
+# what `POST /jobs/{ref}/update` takes: ControlService.update's keyword arguments (absent or null: unchanged)
+UPDATE_FIELDS = {"time": "a whole number of seconds", "priority": "high, normal or low", "gpus": "a whole number"}
+
+
+def update_to_dict(time: int | None = None, priority: str | None = None, gpus: int | None = None) -> dict[str, Any]:
+    return {k: v for k, v in (("time", time), ("priority", priority), ("gpus", gpus)) if v is not None}
+
+
+def update_from_dict(data: Any) -> dict[str, Any]:
+    """An update request's fields, type-checked; SpecError names the first wrong one."""
+    if not isinstance(data, dict):
+        raise SpecError("the request body must be a JSON object")
+    unknown = sorted(set(data) - set(UPDATE_FIELDS))
+    if unknown:
+        raise SpecError(f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(UPDATE_FIELDS)}")
+    out: dict[str, Any] = {}
+    for name, value in data.items():
+        if value is None:
+            continue
+        ok = isinstance(value, str) if name == "priority" else _number(value, int)
+        if not ok:
+            raise SpecError(f"{name} must be {UPDATE_FIELDS[name]}, got {value!r}")
+        out[name] = value if name == "priority" else int(value)
+    return out
 
 
 # -- quotas and policy ------------------------------------------------------------------------------

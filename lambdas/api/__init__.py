@@ -4,7 +4,7 @@ signature; the caller is requestContext.identity.userArn, and who that is, and
 what they may do, is gqa.services.access's rule (owners, approvers, admins).
 
 Routes (JSON in and out; every job route takes a job id or an array/sweep id,
-and cancel/requeue/approve/deny take several, comma-separated):
+and cancel/requeue/hold/release/approve/deny take several, comma-separated):
     GET  /whoami                          the caller: owner name, ARN, roles
     GET  /code                            {"bucket", "prefix": "code/", "kept_days", "refresh_days"}: where
                                           `gqa submit` stores the bundle of the submitter's directory
@@ -16,7 +16,11 @@ and cancel/requeue/approve/deny take several, comma-separated):
     GET  /queue?group=G&explain=false&limit=L&next=T
                                           a page of the pending jobs in start order (position, reason, ETA,
                                           factors, rank), the GPU figures, the running jobs (first page), next
-    POST /jobs/{refs}/cancel|requeue|approve|deny   ({"reason": "..."} for deny) -> {"results": [...]}
+    POST /jobs/{refs}/cancel|requeue|hold|release|approve|deny   ({"reason": "..."} for deny)
+                                          -> {"results": [...]}
+    POST /jobs/{ref}/update               {"time": seconds, "priority": "high", "gpus": 2}, each optional:
+                                          a pending job's (or array's pending tasks') new values
+                                          -> {"results": [...]}
     GET  /quota                           teams' shares and caps, GPUs in use, the queue policy
     PUT  /quota/teams/{team}              {"share", "max_gpus", "max_gpus_per_user", "budget"} (admins)
     PUT  /quota/teams/{team}/members      {"members": ["alice", "arn:aws:iam::...:user/*"]}: who may submit

@@ -1,5 +1,5 @@
 """The job routes: who is calling, submit, status, the queue, and the
-changes a caller asks for (cancel, requeue, approve, deny)."""
+changes a caller asks for (cancel, requeue, hold, release, update, approve, deny)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,28 @@ def requeue(refs: str) -> dict[str, Any]:
     who, named = caller(), refs_of(refs)
     authorize(who, Action.REQUEUE, jobs_named(named))
     return _done("requeue", container().control().requeue(named))
+
+
+@app.post("/jobs/<refs>/hold")
+def hold(refs: str) -> dict[str, Any]:
+    who, named = caller(), refs_of(refs)
+    authorize(who, Action.HOLD, jobs_named(named))
+    return _done("hold", container().control().hold(named, caller=who.owner))
+
+
+@app.post("/jobs/<refs>/release")
+def release(refs: str) -> dict[str, Any]:
+    who, named = caller(), refs_of(refs)
+    authorize(who, Action.RELEASE, jobs_named(named))
+    return _done("release", container().control().release(named, caller=who.owner))
+
+
+@app.post("/jobs/<ref>/update")
+def update(ref: str) -> dict[str, Any]:
+    who, changes = caller(), wire.update_from_dict(body())
+    logger.set_correlation_id(ref)
+    authorize(who, Action.UPDATE, jobs_named([ref]))
+    return _done("update", container().control().update(ref, **changes))
 
 
 @app.post("/jobs/<refs>/approve")

@@ -86,6 +86,14 @@ def test_each_policy_may_store_code_bundles_and_nothing_else_in_the_bucket(built
             assert statement["Condition"] == {"StringLike": {"s3:prefix": ["code/*"]}}
 
 
+@pytest.mark.parametrize("verb", ["cancel", "requeue", "hold", "release", "update"])
+def test_researchers_may_call_every_route_owners_act_on_their_jobs_by(built, verb):
+    from gqa.services.access import OWNED, Action
+
+    assert OWNED[Action(verb)] == "job"      # the access rule lets owners do it to their own jobs
+    assert ("POST", f"jobs/*/{verb}") in _routes(built, "gqa-dev-researchers")
+
+
 def test_researchers_cannot_approve_or_change_quotas():
     for method, path in RESEARCHER_ROUTES:
         assert "approve" not in path and "deny" not in path
