@@ -17,25 +17,42 @@ file is removed only after the result is committed (forget()).
 
 Every process an attempt starts lives in its cell (containment/: a cgroup,
 or a subreaper and a marker) and is killed when the attempt ends. Exits are
-watched with pidfds (no polling)."""
+watched with pidfds (no polling).
+
+What a Slurm script expects of its node: the SLURM_* variables and thread
+counts (models/slurm_env.py), srun and scontrol first on PATH
+(slurm_commands.py), an attempt that asks for N CPUs pinned to N cores no
+other attempt holds (cpu_pinning.py), --output/--error/--input files
+(job_streams.py), and --signal's warning before the wall time ends, sent
+from the daemon's loop (kill_overdue) to the batch shell or the steps."""
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...models.errors import BackendUnavailable, LaunchFailed, NotFound
 from ...models.job import JobRecord
 from ...models.outcome import ExitKind
+from ...models.signals import WarningSignal, warning_signal
+from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Exit, Inventory, Launched
+from .cpu_pinning import choose_cores, pin, pinned_cores, usable_cores
+from .job_streams import Streams, open_streams, streams_of
 from .paths import StatePaths
-from .processes import NEVER_RAN, WRAPPER, process_token, read_exit, signal_group
+from .processes import NEVER_RAN, WRAPPER, WRAPPER_STREAMS, process_token, read_exit, signal_group, warn
+from .slurm_commands import STEP_STATUS_ENV, Installer, install_slurm_commands
 from .storage_errors import translate
+
+_log = logging.getLogger("gqa.executor")   # `log` is an attempt's log descriptor below
 
 # a launch that failed for these reasons failed for the machine, not the job: retried, not failed
 MACHINE_ERRORS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.EAGAIN,
@@ -53,19 +70,24 @@ class _Attempt:
     gate: int | None = None          # write end of the gate while the attempt is held back
     abandoned: bool = False          # never released: its end is no attempt's end
     log: str | None = None
+    cores: frozenset[int] = field(default_factory=frozenset)   # pinned to these; none: not pinned
+    warning: WarningSignal | None = None   # Slurm's --signal, sent once at warn_at (epoch seconds)
+    warn_at: float | None = None
 
 
 class LocalExecutor:
     """`containment` (containment/) keeps every process of an attempt in
     one cell; without one only the process group is killed. `as_owner`
     runs each job as the Unix user who owns it (a daemon run by root for
-    every user of the machine)."""
+    every user of the machine). `slurm_installer` writes the Slurm commands
+    (tests give their own; by default gqa.runtime's)."""
 
     holds_launches = True   # an attempt waits at its gate until release()
     launch_is_start = True  # a released process runs at once
 
     def __init__(self, paths: StatePaths, inventory: Inventory, *, base_env: dict[str, str] | None = None,
-                 containment=None, as_owner: bool = False):
+                 containment=None, as_owner: bool = False, slurm_installer: Installer | None = None,
+                 host: str | None = None):
         self.paths = paths
         self._inventory = inventory
         self.base_env = dict(os.environ if base_env is None else base_env)
@@ -73,6 +95,11 @@ class LocalExecutor:
         self.as_owner = as_owner
         self._by_job: dict[str, _Attempt] = {}
         self._by_fd: dict[int, _Attempt] = {}
+        self.host = host or socket.gethostname()
+        self._usable = usable_cores()
+        self._slurm_installer = slurm_installer
+        self._slurm_bin: Path | None = None
+        self._slurm_installed = False
         if as_owner:   # each job's user writes its own exit file there, and may list nothing
             paths.exits.mkdir(parents=True, exist_ok=True)
             os.chmod(paths.exits, 0o711)
@@ -86,6 +113,9 @@ class LocalExecutor:
         workdir = spec.workdir or os.getcwd()
         account = self._account(job)
         argv = spec.argv()
+        identity = {} if account is None else account.popen_identity()
+        streams = streams_of(job, workdir, self.host) if (spec.output or spec.error or spec.input) else Streams()
+        cores, crowded = self._cores_for(job)
         cell = None
         log = None
         try:   # the queue's own files: a failure here is the machine's (full disk...), retried later
@@ -93,9 +123,16 @@ class LocalExecutor:
             exit_file = self.paths.exit_for(job.id, attempt)
             if account is not None:   # made for the job's user, who writes it in a directory only root may list
                 os.close(self._open_private(exit_file, account, append=False))
+            # srun's record of failed steps: the job's user writes it
+            os.close(self._open_private(_beside(exit_file, STEPS), account, append=False))
+            for suffix, path in ((OUT, streams.output), (ERR, streams.error)):
+                if path:
+                    self._fifo(_beside(exit_file, suffix), account)
             log = self._open_private(self.paths.log_for(job.id), account)
             os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on GPUs {_gpus(gpus)} at "
                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
+            if crowded:
+                os.write(log, f"--- gqa: {crowded}\n".encode())
             if self.containment is not None:
                 cell = self.containment.prepare(job.id, attempt, cpus=spec.resources.cpus,
                                                 memory=spec.resources.memory)
@@ -104,13 +141,23 @@ class LocalExecutor:
                 os.close(log)
             self._discard(job, attempt, None, cell)
             raise translate(exc, exc.filename or self.paths.home) or BackendUnavailable(str(exc)) from None
-        env = self._environment(job, gpus, attempt, checkpoint_dir, cell)
+        try:   # the job's own files: one it cannot open is its own error
+            open_streams(streams, attempt, identity)
+        except LaunchFailed:
+            os.close(log)
+            self._discard(job, attempt, None, cell)
+            raise
+        if crowded:
+            _log.warning("job %s: %s", job.id, crowded)
+        env = self._environment(job, gpus, attempt, checkpoint_dir, cell, cores)
+        if streams.any:
+            wrapper = ["/bin/sh", "-c", WRAPPER_STREAMS, "gqa-job", str(exit_file), *streams.wrapper_args(), *argv]
+        else:
+            wrapper = ["/bin/sh", "-c", WRAPPER, "gqa-job", str(exit_file), *argv]
         gate_r, gate_w = os.pipe()
         try:
-            identity = {} if account is None else account.popen_identity()
-            proc = subprocess.Popen(["/bin/sh", "-c", WRAPPER, "gqa-job", str(exit_file), *argv], cwd=workdir,
-                                    env=env, stdin=gate_r, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True, **identity)
+            proc = subprocess.Popen(wrapper, cwd=workdir, env=env, stdin=gate_r, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, **identity)
         except (ValueError, OSError) as exc:   # ValueError: an embedded NUL
             self._discard(job, attempt, gate_w, cell)
             if isinstance(exc, OSError) and exc.errno in MACHINE_ERRORS:
@@ -121,8 +168,11 @@ class LocalExecutor:
             os.close(log)
         # Popen keeps a handle that would reap the child behind our back; we reap via the pidfd
         proc.returncode = 0
+        if cores:   # before its gate opens: everything it starts inherits them
+            pin(proc.pid, cores)
         running = self._watch(job.id, attempt, proc.pid, child=True)
-        running.gate, running.log = gate_w, str(self.paths.log_for(job.id))
+        running.gate, running.log, running.cores = gate_w, str(self.paths.log_for(job.id)), cores
+        self._schedule_warning(running, job, time.time())
         if cell is not None and self.as_owner:
             try:
                 self.containment.place(cell, proc.pid)
@@ -132,11 +182,18 @@ class LocalExecutor:
                 raise
         return Launched(pid=proc.pid, token=process_token(proc.pid) or "")
 
-    def _environment(self, job: JobRecord, gpus: tuple[int, ...], attempt: int, checkpoint_dir, cell) -> dict:
-        env = dict(job.submit_env if job.submit_env is not None else self.base_env)
-        env.update(job.spec.env)
+    def _environment(self, job: JobRecord, gpus: tuple[int, ...], attempt: int, checkpoint_dir, cell,
+                     cores: frozenset[int]) -> dict:
+        base = job.submit_env if job.submit_env is not None else self.base_env
+        slurm = slurm_env(job, attempt, devices=gpus, host=self.host, started_at=time.time(),
+                          cpus_on_node=len(cores) or len(self._usable))
+        env = attempt_env(base, slurm, job.spec.env)
         env.update(job.extra_env)
+        commands = self._slurm_commands()
+        if commands is not None:
+            env["PATH"] = f"{commands}{os.pathsep}{env.get('PATH') or os.defpath}"
         env.update({
+            STEP_STATUS_ENV: str(_beside(self.paths.exit_for(job.id, attempt), STEPS)),
             "CUDA_VISIBLE_DEVICES": _gpus(gpus),
             "GQA_JOB_ID": job.id,
             "GQA_ATTEMPT": str(attempt),
@@ -193,10 +250,12 @@ class LocalExecutor:
             self.containment.kill(self.containment.cell(job.id, job.attempts))
 
     def forget(self, job: JobRecord) -> None:
-        try:
-            self.paths.exit_for(job.id, job.attempts).unlink()
-        except FileNotFoundError:
-            pass
+        exit_file = self.paths.exit_for(job.id, job.attempts)
+        for path in (exit_file, *(_beside(exit_file, s) for s in ASIDE)):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
         if self.containment is not None and job.attempts:
             self.containment.release(self.containment.cell(job.id, job.attempts))
 
@@ -206,7 +265,12 @@ class LocalExecutor:
         if job.pid is None:
             return None
         if job.id not in self._by_job:
-            self._watch(job.id, job.attempts, job.pid, child=False).log = str(self.paths.log_for(job.id))
+            running = self._watch(job.id, job.attempts, job.pid, child=False)
+            running.log = str(self.paths.log_for(job.id))
+            if job.cpus:   # its cores stay taken: new attempts are pinned beside it
+                running.cores = pinned_cores(job.pid, self._usable)
+            if job.started_at is not None and not _beside(self.paths.exit_for(job.id, job.attempts), WARNED).exists():
+                self._schedule_warning(running, job, job.started_at)
         return self._by_job[job.id]
 
     def fds(self) -> list[int]:
@@ -266,6 +330,8 @@ class LocalExecutor:
             self.containment.close()
 
     def kill_overdue(self) -> None:
+        """Kill what outlived its grace, and send the warning signals that are due."""
+        self._warn_due(time.time())
         now = time.monotonic()
         for running in self._by_job.values():
             if running.kill_at is not None and now >= running.kill_at:
@@ -275,9 +341,11 @@ class LocalExecutor:
                 running.kill_at = float("inf")
 
     def next_kill(self) -> float | None:
-        """Seconds until the next forced kill, if any."""
-        pending = [r.kill_at for r in self._by_job.values() if r.kill_at not in (None, float("inf"))]
-        return max(0.0, min(pending) - time.monotonic()) if pending else None
+        """Seconds until the next forced kill or warning signal, if any."""
+        pending = [r.kill_at - time.monotonic() for r in self._by_job.values()
+                   if r.kill_at is not None and r.kill_at != float("inf")]
+        pending += [r.warn_at - time.time() for r in self._by_job.values() if r.warn_at is not None]
+        return max(0.0, min(pending)) if pending else None
 
     def watched(self) -> int:
         return sum(1 for r in self._by_job.values() if not r.abandoned)
@@ -288,16 +356,61 @@ class LocalExecutor:
             if self.containment.oom_killed(self.containment.cell(job_id, attempt)):
                 return Exit(job_id, attempt, code, sig, ExitKind.OOM, "the kernel's out-of-memory killer",
                             ended_at=ended_at)
-        return Exit(job_id, attempt, code, sig, ended_at=ended_at)
+        detail = _failed_step(self.paths.exit_for(job_id, attempt)) if code else ""
+        return Exit(job_id, attempt, code, sig, detail=detail, ended_at=ended_at)
+
+    def _cores_for(self, job: JobRecord) -> tuple[frozenset[int], str]:
+        """The cores to pin a job that asks for CPUs to (none for one that asks for none), and why
+        they are not all free, if they are not."""
+        if not job.cpus:
+            return frozenset(), ""
+        taken = [r.cores for r in self._by_job.values() if r.cores and not r.abandoned]
+        return choose_cores(job.cpus, self._usable, taken)
+
+    def _slurm_commands(self) -> Path | None:
+        """srun and scontrol's directory, installed at the first launch."""
+        if not self._slurm_installed:
+            self._slurm_installed = True
+            self._slurm_bin = install_slurm_commands(self.paths.home / "slurm-bin", shared=self.as_owner,
+                                                     installer=self._slurm_installer)
+        return self._slurm_bin
+
+    def _schedule_warning(self, running: _Attempt, job: JobRecord, started_at: float) -> None:
+        """Slurm's --signal: `before` seconds before the wall time ends (at once when that is sooner)."""
+        text = job.spec.limits.signal
+        if text is None or not job.wall_time:
+            return
+        running.warning = warning_signal(text)
+        running.warn_at = max(started_at, started_at + job.wall_time - running.warning.before)
+
+    def _warn_due(self, now: float) -> None:
+        for running in self._by_job.values():
+            if running.warn_at is None or running.warn_at > now or running.gate is not None or running.abandoned:
+                continue
+            warning, running.warn_at = running.warning, None
+            if warning is None or running.kill_at is not None:   # already being stopped
+                continue
+            sent = warn(running.pid, warning.number, warning.batch_only)
+            if not sent:   # released a moment ago: its batch shell is not there yet
+                running.warning, running.warn_at = warning, now + WARN_RETRY
+                continue
+            _log.info("job %s: warning signal SIG%s sent to %s", running.job_id, warning.name,
+                      ", ".join(map(str, sent)))
+            try:   # once per attempt, a restarted daemon included
+                _beside(self.paths.exit_for(running.job_id, running.attempt), WARNED).touch()
+            except OSError:
+                pass
 
     def _discard(self, job: JobRecord, attempt: int, gate_w: int | None, cell) -> None:
         """Undo what a launch that did not start made."""
         if gate_w is not None:
             os.close(gate_w)
-        try:
-            self.paths.exit_for(job.id, attempt).unlink()
-        except OSError:
-            pass
+        exit_file = self.paths.exit_for(job.id, attempt)
+        for path in (exit_file, *(_beside(exit_file, s) for s in ASIDE)):
+            try:
+                path.unlink()
+            except OSError:
+                pass
         if cell is not None:
             self.containment.release(cell)
 
@@ -336,6 +449,17 @@ class LocalExecutor:
         return path
 
     @staticmethod
+    def _fifo(path: Path, account) -> None:
+        """A fifo for a stream the wrapper tees, the job's user's."""
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        os.mkfifo(path, 0o600)
+        if account is not None:
+            os.chown(path, account.uid, account.gid, follow_symlinks=False)
+
+    @staticmethod
     def _close_gate(running: _Attempt) -> None:
         if running.gate is not None:
             os.close(running.gate)
@@ -351,6 +475,28 @@ class LocalExecutor:
         self._by_job[job_id] = running
         self._by_fd[pidfd] = running
         return running
+
+
+# files beside an attempt's exit file: srun's failed steps, the fifos of
+# --output and --error, the mark that its warning signal was sent
+STEPS, OUT, ERR, WARNED = ".steps", ".out", ".err", ".warned"
+WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
+ASIDE = (STEPS, OUT, ERR, WARNED)
+
+
+def _beside(exit_file: Path, suffix: str) -> Path:
+    return exit_file.with_name(exit_file.name + suffix)
+
+
+def _failed_step(exit_file: Path) -> str:
+    """The first failed srun step of the attempt, as its reason, or ''."""
+    try:
+        with open(_beside(exit_file, STEPS), encoding="utf-8", errors="replace") as fh:
+            line = fh.readline().strip()
+    except OSError:
+        return ""
+    code, _, step = line.partition(" ")
+    return f"step {step or '?'} failed with exit code {code}" if code else ""
 
 
 def latest_checkpoint(directory) -> str:

@@ -1,7 +1,8 @@
 """An attempt's process on this machine: the sh wrapper that holds it at a
 gate until its launch is recorded and then records its exit status (the
 executor's exactly-once launch, see executor.py), the token that tells the
-process apart from a later one with the same pid, and signals to its group."""
+process apart from a later one with the same pid, signals to its group, and
+the batch shell and steps a warning signal goes to."""
 
 from __future__ import annotations
 
@@ -15,12 +16,40 @@ import os
 # A wrapper given GQA_CGROUP_PROCS moves itself into its cell first (in parallel
 # with the daemon recording the launch: a cgroup migration costs a fraction
 # of a millisecond); one run as another user is placed by the daemon.
-WRAPPER = (
+# A batch script that ends 0 after one of its srun steps failed ends with the
+# first failed step's code, as under Slurm ("$1.steps": srun's record, one
+# "<code> <step>" line per failed step).
+_GATE = (
     'trap : TERM INT HUP; '
     '[ -z "$GQA_CGROUP_PROCS" ] || echo $$ > "$GQA_CGROUP_PROCS" || exit 125; unset GQA_CGROUP_PROCS; '
     'read -r gate || gate=; exec </dev/null; [ "$gate" = go ] || exit 125; '
-    'f=$1; shift; "$@"; rc=$?; printf "%s" "$rc" > "$f"; exit "$rc"'
 )
+_STEPS_AND_STATUS = (
+    '[ "$rc" != 0 ] || ! [ -s "$f.steps" ] || { read -r s d < "$f.steps"; '
+    'case $s in ""|*[!0-9]*|0) s=1;; esac; rc=$s; '
+    'printf -- "--- gqa: the script ended 0 after a failed step (%s, exit code %s): the job ends %s\\n" '
+    '"$d" "$s" "$s"; }; '
+    'printf "%s" "$rc" > "$f"; exit "$rc"'
+)
+WRAPPER = _GATE + 'f=$1; shift; "$@"; rc=$?; ' + _STEPS_AND_STATUS
+# With Slurm's --output, --error or --input ($2, $3, $4: paths, or empty):
+# stdout (and stderr, without --error) goes through a fifo ("$1.out",
+# "$1.err", made by the daemon) to a tee that appends it to the file and
+# copies it to gqa's log (fd 3 keeps the log for the wrapper). The tees
+# ignore the signals a job is stopped or warned with, so a job that catches
+# SIGTERM can still print; the wrapper waits for them to copy the last
+# output (at most 5 s, should a process the job left keep the fifo open).
+_TEE_IGNORES = "HUP INT QUIT TERM USR1 USR2 ALRM"
+WRAPPER_STREAMS = _GATE + (
+    'f=$1; o=$2; e=$3; i=$4; shift 4; t=; u=; exec 3>&1; '
+    f'if [ -n "$e" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$e" <"$f.err") 2>&3 & u=$!; '
+    'exec 2>"$f.err"; fi; '
+    f'if [ -n "$o" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$o" <"$f.out") 2>&3 & t=$!; '
+    'exec >"$f.out"; [ -n "$e" ] || exec 2>&1; fi; '
+    'if [ -n "$i" ]; then "$@" <"$i" 3>&-; else "$@" 3>&-; fi; rc=$?; '
+    'exec >&3 2>&3 3>&-; '
+    'if [ -n "$t$u" ]; then (sleep 5; kill -9 $t $u) 2>/dev/null & w=$!; wait $t $u; kill $w 2>/dev/null; fi; '
+) + _STEPS_AND_STATUS
 NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
 
 
@@ -56,3 +85,61 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: state, ppid, pgrp, ..., starttime at 19."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()
+
+
+def _all_pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def children(pid: int) -> list[int]:
+    """The live children of `pid`, oldest first."""
+    found = []
+    for other in _all_pids():
+        fields = _stat_fields(other)
+        if fields is not None and fields[1] == str(pid) and fields[0] not in ("Z", "X"):
+            found.append((int(fields[19]), other))
+    return [p for _, p in sorted(found)]
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid`."""
+    found = []
+    for other in _all_pids():
+        fields = _stat_fields(other)
+        if fields is not None and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            found.append(other)
+    return found
+
+
+def warn(wrapper: int, sig: int, batch_only: bool) -> list[int]:
+    """Slurm's --signal to an attempt whose wrapper is `wrapper`: with B:,
+    to the batch shell alone (the wrapper's newest child: its tees start
+    before it); else to the job's steps, every other process of its group
+    (a job that is one process gets it itself). Returns the pids signalled."""
+    kids = children(wrapper)
+    shell = kids[-1:] if kids else []
+    if batch_only:
+        targets = shell
+    else:
+        targets = [p for p in group_members(wrapper) if p != wrapper and p not in kids] or shell
+    sent = []
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+            sent.append(pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return sent

@@ -1,0 +1,90 @@
+"""Slurm's --output, --error and --input for a local attempt: the files
+the job's stdout and stderr are also written to (gqa's log keeps its own
+copy) and the file its stdin comes from, expanded from sbatch's patterns
+and taken relative to the job's working directory.
+
+The files are opened here, before the attempt is launched, as the job's
+user (a root daemon runs a small sh as the user: opening them as root would
+let a job truncate or append to any file of the machine), so a missing
+directory or a file the user may not write fails the launch as the job's
+own error, with the reason, instead of an attempt that runs and loses its
+output. The first attempt truncates them, as sbatch does (--open-mode
+truncate); a later attempt (a retry, a requeue) appends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+from ...models.errors import LaunchFailed
+from ...models.job import JobRecord
+from ...models.slurm_env import job_pattern
+
+# $1 output, $2 error, $3 input ('' for none), $4 "truncate" or "append"
+_OPEN_AS_USER = (
+    'for p in "$1" "$2"; do [ -z "$p" ] && continue; '
+    'if [ "$4" = truncate ]; then : > "$p" || exit 1; else : >> "$p" || exit 1; fi; done; '
+    '[ -z "$3" ] || : < "$3" || exit 1'
+)
+
+
+@dataclass(frozen=True)
+class Streams:
+    """Absolute paths, '' where the job names none."""
+    output: str = ""
+    error: str = ""
+    input: str = ""
+
+    @property
+    def any(self) -> bool:
+        return bool(self.output or self.error or self.input)
+
+    def wrapper_args(self) -> list[str]:
+        return [self.output, self.error, self.input]
+
+
+def streams_of(job: JobRecord, workdir: str, host: str) -> Streams:
+    spec = job.spec
+
+    def path(pattern: str | None) -> str:
+        return "" if pattern is None else os.path.join(workdir, job_pattern(pattern, job, host))
+    return Streams(path(spec.output), path(spec.error), path(spec.input))
+
+
+def open_streams(streams: Streams, attempt: int, identity: dict) -> None:
+    """Create (the first attempt: truncate) the output files and check the
+    input can be read, as the job's user (`identity`: Popen's user/group, or
+    {} for a daemon that is that user). LaunchFailed says which and why."""
+    if not streams.any:
+        return
+    truncate = attempt <= 1
+    if identity:
+        _open_as(streams, truncate, identity)
+        return
+    for what, path in (("output", streams.output), ("error", streams.error)):
+        if path:
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else
+                                                                                  os.O_APPEND), 0o644))
+            except OSError as exc:
+                raise LaunchFailed(f"cannot write its {what} file {path}: {exc.strerror}") from None
+    if streams.input:
+        try:
+            os.close(os.open(streams.input, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as exc:
+            raise LaunchFailed(f"cannot read its input file {streams.input}: {exc.strerror}") from None
+
+
+def _open_as(streams: Streams, truncate: bool, identity: dict) -> None:
+    try:
+        done = subprocess.run(["/bin/sh", "-c", _OPEN_AS_USER, "gqa-streams", *streams.wrapper_args(),
+                               "truncate" if truncate else "append"], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=30, close_fds=True, cwd="/", **identity)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchFailed(f"cannot open its output, error or input file: {exc}") from None
+    if done.returncode != 0:
+        # sh says "gqa-streams: 1: cannot create /x/y.out: Directory nonexistent"
+        said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
+        said = said.split(": ", 2)[-1] if said.startswith("gqa-streams:") else said
+        raise LaunchFailed(f"cannot open its output, error or input file: {said}")

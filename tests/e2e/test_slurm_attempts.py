@@ -1,0 +1,263 @@
+"""What a Slurm script finds on a local attempt, with real processes: the
+SLURM_* variables, thread counts and pinned cores, srun first on PATH and
+its failed steps, --output/--error/--input files, and --signal's warning
+before the wall time ends."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from gqa.adapters.local.executor import LocalExecutor
+from gqa.adapters.local.paths import StatePaths
+from gqa.models.errors import LaunchFailed
+from gqa.models.expand import expand
+from gqa.models.slurm_env import ARRAY_TASK_BASE
+from gqa.ports import Inventory
+from tests.builders import gpus, job_record, spec
+
+pytestmark = pytest.mark.e2e
+
+
+def fake_srun(directory: Path, python: str) -> Path:
+    """Stands in for gqa.runtime.slurm_tools.install: an srun that runs its
+    command and records a failure as the real one does."""
+    directory.mkdir(parents=True, exist_ok=True)
+    srun = directory / "srun"
+    srun.write_text('#!/bin/sh\n"$@"; rc=$?\n[ "$rc" = 0 ] || echo "$rc $*" >> "$GQA_STEP_STATUS"\nexit "$rc"\n')
+    srun.chmod(0o755)
+    return directory
+
+
+@pytest.fixture
+def executor(tmp_path):
+    paths = StatePaths(tmp_path / "home")
+    paths.ensure()
+    return LocalExecutor(paths, Inventory(gpus=gpus(4)), slurm_installer=fake_srun)
+
+
+def record(tmp_path, script: str, job_id: str = "7", **fields):
+    spec_fields = {"command": ["bash", "-c", script], "workdir": str(tmp_path), **fields.pop("spec", {})}
+    return job_record(id=job_id, group=job_id.split("_")[0], spec=spec_fields, **fields)
+
+
+def run(executor, job, attempt=1, gpus=(0,), timeout=15.0, between=None):
+    """Launch, release and wait for one attempt; its Exit."""
+    executor.launch(job, gpus, attempt)
+    executor.release([job.id])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.kill_overdue()
+        if between is not None:
+            between()
+        wait = executor.next_kill()
+        ready = select.select(executor.fds(), [], [], min(0.05, wait) if wait is not None else 0.05)[0]
+        for fd in ready:
+            ended = executor.collect(fd)
+            if ended is not None:
+                executor.forget(job if job.attempts == attempt else job_record_at(job, attempt))
+                return ended
+    raise AssertionError("the attempt never ended")
+
+
+def job_record_at(job, attempt):
+    from dataclasses import replace
+
+    return replace(job, attempts=attempt)
+
+
+def values(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def test_an_attempt_reads_slurms_variables_and_threads_from_its_cpus(executor, tmp_path):
+    job = record(tmp_path, "for v in SLURM_JOB_ID SLURM_JOB_NAME SLURM_CPUS_PER_TASK SLURM_NTASKS SLURM_JOB_NODELIST "
+                           "SLURM_RESTART_COUNT SLURM_JOB_GPUS OMP_NUM_THREADS GQA_JOB_ID; do echo $v=${!v}; done"
+                           " > env.txt; echo NPROC=$(nproc) >> env.txt", spec={"name": "probe",
+                                                                              "resources": {"cpus": 1}})
+    assert run(executor, job, attempt=2, gpus=(1, 3)).code == 0
+    assert values(tmp_path / "env.txt") == {
+        "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "probe", "SLURM_CPUS_PER_TASK": "1", "SLURM_NTASKS": "1",
+        "SLURM_JOB_NODELIST": socket.gethostname(), "SLURM_RESTART_COUNT": "1", "SLURM_JOB_GPUS": "1,3",
+        "OMP_NUM_THREADS": "1", "GQA_JOB_ID": "7", "NPROC": "1"}
+
+
+def test_the_jobs_own_env_wins_over_the_thread_count(executor, tmp_path):
+    job = record(tmp_path, "echo $OMP_NUM_THREADS $MKL_NUM_THREADS > threads.txt",
+                 spec={"resources": {"cpus": 2}, "env": {"OMP_NUM_THREADS": "1"}})
+    assert run(executor, job).code == 0
+    assert (tmp_path / "threads.txt").read_text() == "1 2\n"
+
+
+def test_array_tasks_index_a_bash_array(executor, tmp_path):
+    script = 'LRS=(1e-4 3e-4 1e-3); echo "${LRS[$SLURM_ARRAY_TASK_ID]} $SLURM_ARRAY_JOB_ID $SLURM_JOB_ID ' \
+             '$SLURM_ARRAY_TASK_COUNT $SLURM_ARRAY_TASK_MAX" > lr_$SLURM_ARRAY_TASK_ID.txt'
+    tasks = expand(spec(command=["bash", "-c", script], workdir=str(tmp_path), array="0-2"))
+    for seq, (task_spec, index, extra) in enumerate(tasks, start=20):
+        job = job_record(spec=task_spec, id=f"5_{index}", group="5", array_index=index, extra_env=extra, seq=seq)
+        assert run(executor, job).code == 0
+    assert [(tmp_path / f"lr_{i}.txt").read_text().split() for i in range(3)] == [
+        [lr, "5", str(ARRAY_TASK_BASE + 20 + i), "3", "2"] for i, lr in enumerate(("1e-4", "3e-4", "1e-3"))]
+
+
+def test_attempts_that_ask_for_cpus_are_pinned_to_cores_no_other_holds(executor, tmp_path):
+    usable = sorted(os.sched_getaffinity(0))
+    if len(usable) < 2:
+        pytest.skip("needs two cores")
+    first = record(tmp_path, "sleep 30", job_id="1", spec={"resources": {"cpus": 1}})
+    second = record(tmp_path, "sleep 30", job_id="2", spec={"resources": {"cpus": len(usable) - 1}})
+    crowded = record(tmp_path, "sleep 30", job_id="3", spec={"resources": {"cpus": 1}})
+    free = record(tmp_path, "sleep 30", job_id="4")
+    pids = [executor.launch(j, (i,), 1).pid for i, j in enumerate((first, second, crowded, free))]
+    try:
+        cores = [os.sched_getaffinity(pid) for pid in pids]
+        assert len(cores[0]) == 1 and len(cores[1]) == len(usable) - 1 and not cores[0] & cores[1]
+        assert len(cores[2]) == 1 and cores[3] == set(usable)          # one without cpus is not pinned
+        log = (executor.paths.log_for("3")).read_text()
+        assert f"asks for 1 CPUs; 0 of the {len(usable)} cores are free of other jobs" in log
+    finally:
+        executor.abandon([j.id for j in (first, second, crowded, free)])
+
+
+def test_output_and_error_go_to_their_files_and_to_gqas_log(executor, tmp_path):
+    (tmp_path / "logs").mkdir()
+    job = record(tmp_path, "echo out-$SLURM_RESTART_COUNT; echo err-$SLURM_RESTART_COUNT >&2; exit 3",
+                 spec={"name": "train", "output": "logs/%x-%j.out", "error": "logs/%x-%j.err"})
+    first = run(executor, job)
+    second = run(executor, job, attempt=2)
+    assert (first.code, second.code) == (3, 3)                      # the job's exit status is kept
+    assert (tmp_path / "logs" / "train-7.out").read_text() == "out-0\nout-1\n"   # a retry appends
+    assert (tmp_path / "logs" / "train-7.err").read_text() == "err-0\nerr-1\n"
+    log = executor.paths.log_for("7").read_text()
+    assert all(line in log for line in ("out-0", "err-0", "out-1", "err-1"))
+    assert not list(executor.paths.exits.iterdir())                  # fifos and records go with the attempt
+
+
+def test_a_first_attempt_truncates_and_stderr_follows_output_without_error(executor, tmp_path):
+    (tmp_path / "slurm-7.out").write_text("an earlier job's output\n")
+    job = record(tmp_path, "echo to-out; echo to-err >&2", spec={"output": "slurm-%j.out"})
+    assert run(executor, job).code == 0
+    assert sorted((tmp_path / "slurm-7.out").read_text().splitlines()) == ["to-err", "to-out"]
+
+
+def test_input_is_the_jobs_stdin(executor, tmp_path):
+    (tmp_path / "data.txt").write_text("one\ntwo\n")
+    job = record(tmp_path, "wc -l > count.txt", spec={"input": "data.txt"})
+    assert run(executor, job).code == 0
+    assert (tmp_path / "count.txt").read_text().strip() == "2"
+
+
+@pytest.mark.parametrize("streams, reason", [
+    ({"output": "missing/%j.out"}, "cannot write its output file {tmp}/missing/7.out: No such file or directory"),
+    ({"error": "missing/%j.err"}, "cannot write its error file {tmp}/missing/7.err: No such file or directory"),
+    ({"input": "absent.txt"}, "cannot read its input file {tmp}/absent.txt: No such file or directory"),
+])
+def test_a_stream_that_cannot_be_opened_fails_the_launch_with_the_reason(executor, tmp_path, streams, reason):
+    job = record(tmp_path, "echo ran > ran.txt", spec=streams)
+    with pytest.raises(LaunchFailed) as failed:
+        executor.launch(job, (0,), 1)
+    assert str(failed.value) == reason.format(tmp=tmp_path)
+    assert not (tmp_path / "ran.txt").exists() and executor.watched() == 0
+    assert not list(executor.paths.exits.iterdir())
+
+
+def test_a_failed_srun_step_fails_a_script_that_exits_0(executor, tmp_path):
+    job = record(tmp_path, "srun false; srun sh -c 'exit 3'; echo cleanup > cleanup.txt; exit 0")
+    ended = run(executor, job)
+    assert ended.code == 1 and ended.detail == "step false failed with exit code 1"   # the first failed step
+    assert (tmp_path / "cleanup.txt").read_text() == "cleanup\n"     # the script went on, as under Slurm
+    assert "the script ended 0 after a failed step (false, exit code 1)" in executor.paths.log_for("7").read_text()
+
+
+def test_a_step_recorded_by_hand_fails_the_job_with_its_code(executor, tmp_path):
+    job = record(tmp_path, 'echo "3 python train.py" >> "$GQA_STEP_STATUS"; exit 0', spec={"output": "o.txt"})
+    ended = run(executor, job)
+    assert (ended.code, ended.detail) == (3, "step python train.py failed with exit code 3")
+
+
+def test_a_script_that_fails_itself_keeps_its_own_code(executor, tmp_path):
+    job = record(tmp_path, 'srun false; exit 5')
+    assert run(executor, job).code == 5
+
+
+def test_the_warning_signal_reaches_the_batch_shell_before_the_wall_time(executor, tmp_path):
+    job = record(tmp_path, "trap 'echo warned > warned.txt; exit 0' USR1; for i in $(seq 1 300); do sleep 0.1; done",
+                 spec={"limits": {"wall_time": "62s", "signal": "B:USR1@60"}})
+    started = time.monotonic()
+    ended = run(executor, job, timeout=20)
+    assert ended.code == 0 and (tmp_path / "warned.txt").read_text() == "warned\n"
+    assert 1.5 < time.monotonic() - started < 10                     # 2 s in, not at the limit
+    assert not (executor.paths.exits / "7.1.warned").exists()        # forgotten with the attempt
+
+
+def test_without_b_the_steps_get_the_warning_and_the_batch_shell_does_not(executor, tmp_path):
+    catcher = ("import signal, sys, time\n"
+               "signal.signal(signal.SIGUSR1, lambda *_: (open('step.txt', 'w').write('warned'), sys.exit(0)))\n"
+               "time.sleep(30)\n")
+    (tmp_path / "step.py").write_text(catcher)
+    job = record(tmp_path, "python3 step.py; echo shell-alive-$? > shell.txt",
+                 spec={"limits": {"wall_time": "61s", "signal": "USR1@60"}})
+    ended = run(executor, job, timeout=20)
+    assert ended.code == 0
+    assert (tmp_path / "step.txt").read_text() == "warned"
+    assert (tmp_path / "shell.txt").read_text() == "shell-alive-0\n"   # bash itself was not signalled
+
+
+def test_a_warning_is_sent_once_and_not_to_an_attempt_held_at_its_gate(executor, tmp_path):
+    job = record(tmp_path, "trap 'echo w >> warned.txt' USR1; for i in $(seq 1 30); do sleep 0.1; done",
+                 spec={"limits": {"wall_time": "60s", "signal": "B:USR1@60"}})
+    launched = executor.launch(job, (0,), 1)
+    executor.kill_overdue()                      # due at once, but still at its gate
+    time.sleep(0.2)
+    assert not (tmp_path / "warned.txt").exists()
+    executor.release([job.id])
+    time.sleep(0.5)                              # its trap is set (a signal before that would end it)
+    for _ in range(5):
+        executor.kill_overdue()
+        time.sleep(0.2)
+    os.killpg(launched.pid, signal.SIGKILL)
+    assert (tmp_path / "warned.txt").read_text() == "w\n"
+
+
+class RecordingContainment:
+    """Records what each cell is prepared with (the cgroup's own enforcement: test_containment.py)."""
+    kind = "recording"
+
+    def __init__(self):
+        from gqa.adapters.local.containment import Cell
+
+        self.prepared: list[tuple[str, int, int | None, int | None]] = []
+        self._cell = Cell
+
+    def prepare(self, job_id, attempt, *, cpus, memory):
+        self.prepared.append((job_id, attempt, cpus, memory))
+        return self._cell(f"{job_id}.{attempt}")
+
+    def cell(self, job_id, attempt):
+        return self._cell(f"{job_id}.{attempt}")
+
+    def place(self, cell, pid): ...
+    def kill(self, cell): ...
+    def oom_killed(self, cell): return False
+    def release(self, cell): ...
+    def reap_strays(self, keep): return 0
+    def close(self): ...
+    def describe(self): return "recording"
+
+
+def test_memory_per_cpu_becomes_the_cells_memory_limit(tmp_path):
+    from gqa.models.loader import validate
+
+    paths = StatePaths(tmp_path / "home")
+    paths.ensure()
+    containment = RecordingContainment()
+    executor = LocalExecutor(paths, Inventory(gpus=gpus(1)), containment=containment, slurm_installer=fake_srun)
+    job_spec = validate({"command": ["true"], "workdir": str(tmp_path), "resources": {"cpus": 2, "memory": "128Mi"}})
+    assert run(executor, job_record(spec=job_spec, id="9", group="9")).code == 0
+    assert containment.prepared == [("9", 1, 2, 128 * 2**20)]
