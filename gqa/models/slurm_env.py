@@ -16,7 +16,7 @@ job and "12_3" for task 3 of array 12, so:
 GQA_JOB_ID keeps gqa's own id ("12_3").
 
 Values that depend on the machine the attempt runs on (host name, GPU
-indices, the start time) are left out when no host is given: on AWS the
+indices, the start time, the submit directory) are left out when no host is given: on AWS the
 job's runtime fills them in. The array's span (SLURM_ARRAY_TASK_MIN, _MAX,
 _COUNT, _STEP) is put in each task's extra environment when the array is
 expanded (`array_env`), so no task needs the array's text again."""
@@ -85,7 +85,6 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
         "SLURM_JOB_PARTITION": partition or (job.gpu_type.split(",")[0] if job.gpu_type else "default"),
         "SLURM_JOB_QOS": _qos(job.tier),
         "SLURM_CLUSTER_NAME": cluster,
-        "SLURM_SUBMIT_DIR": spec.submit_dir or spec.workdir or "",
         "SLURM_NTASKS": str(tasks),
         "SLURM_NPROCS": str(tasks),
         "SLURM_NTASKS_PER_NODE": str(tasks),
@@ -98,8 +97,6 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
         "SLURM_RESTART_COUNT": str(max(0, attempt - 1)),
         "SLURM_GPUS_ON_NODE": str(len(devices) if devices is not None else job.gpus),
     }
-    if not env["SLURM_SUBMIT_DIR"]:
-        del env["SLURM_SUBMIT_DIR"]
     if job.array_index is not None:
         env["SLURM_ARRAY_JOB_ID"] = group_of(job.id)
         env["SLURM_ARRAY_TASK_ID"] = str(job.array_index)
@@ -116,7 +113,9 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
         env["SLURM_MEM_PER_NODE"] = str(math.ceil(job.memory / MiB))
     if devices is not None and devices:
         env["SLURM_JOB_GPUS"] = ",".join(str(d) for d in devices)
-    if host is not None:
+    if host is not None:   # the submit directory too: on AWS the container has its own
+        if spec.submit_dir or spec.workdir:
+            env["SLURM_SUBMIT_DIR"] = spec.submit_dir or spec.workdir or ""
         env.update({"SLURM_JOB_NODELIST": host, "SLURM_NODELIST": host, "SLURMD_NODENAME": host,
                     "SLURM_SUBMIT_HOST": host, "SLURM_TOPOLOGY_ADDR": host})
     if started_at is not None:

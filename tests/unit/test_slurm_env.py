@@ -76,10 +76,11 @@ def test_one_node_values_of_a_job_with_cpus_tasks_memory_and_gpus():
 
 
 def test_without_a_host_the_host_dependent_values_are_left_out():
-    env = slurm_env(job_record(spec={"resources": {"gpus": 2}}), 1)
+    env = slurm_env(job_record(spec={"resources": {"gpus": 2}, "workdir": "/work"}), 1)
     assert env["SLURM_GPUS_ON_NODE"] == "2" and env["SLURM_RESTART_COUNT"] == "0"
     for name in ("SLURM_JOB_NODELIST", "SLURMD_NODENAME", "SLURM_JOB_GPUS", "SLURM_JOB_START_TIME",
-                 "SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS", "SLURM_MEM_PER_NODE", "SLURM_ARRAY_TASK_ID"):
+                 "SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS", "SLURM_MEM_PER_NODE", "SLURM_ARRAY_TASK_ID",
+                 "SLURM_SUBMIT_DIR"):
         assert name not in env
 
 

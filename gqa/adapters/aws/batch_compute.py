@@ -18,6 +18,9 @@ What a launch hands Batch, and why:
 - the spec's argv as the command, and its env plus GQA_JOB_ID, GQA_ATTEMPT,
   GQA_CHECKPOINT_URI, GQA_RESUME_FROM and GQA_ARRAY_INDEX; not the
   submitter's shell environment, which means nothing inside a container;
+- the SLURM_* variables that do not depend on the instance (models/slurm_env.py:
+  job id, name, account, tasks, CPUs and thread counts, an array task's
+  index and span); the job's runtime adds the host's (node name, start);
 - for a spec with `code`, GQA_CODE_URI (its bundle in the checkpoint bucket)
   and the command behind the fetcher (gqa.models.code.launch_command), which
   unpacks the bundle and execs the argv in it on every attempt;
@@ -67,6 +70,7 @@ from ...models.code import URI_ENV, launch_command, uri_of
 
 from ...models.errors import BackendUnavailable, LaunchFailed, LaunchUncertain, NotFound
 from ...models.job import JobRecord
+from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Checkpoints, Clock, Exit, FoundLaunch, Inventory, Launched
 from ...scheduling.snapshot import Gpu
 from .batch_resources import cpu_pool, requirements
@@ -241,7 +245,9 @@ class BatchCompute:
 
     # -- the request ---------------------------------------------------------------------------------------
     def environment(self, job: JobRecord, attempt: int) -> dict[str, str]:
-        env = dict(job.spec.env)
+        # what Batch gives the container: the CPUs resources() asks for
+        slurm = slurm_env(job, attempt, cpus_on_node=job.cpus or self.cpus_per_gpu * job.gpus or None)
+        env = attempt_env({}, slurm, job.spec.env)
         env.update(job.extra_env)
         reserved = sorted(k for k in env if k.startswith("AWS_BATCH"))
         if reserved:   # Batch refuses these names; say which, rather than a bare ClientException
