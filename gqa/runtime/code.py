@@ -1,5 +1,5 @@
 """Inside a Batch job with code: fetch the submitter's directory, check it,
-unpack it into a fresh directory and exec the job's command there.
+unpack it into a fresh directory and run the job's command there.
 
     python3 -m gqa.runtime.code [--root WORKDIR] -- ARGV...
     (what a job runs: gqa.models.code.launch_command)
@@ -13,10 +13,12 @@ what an earlier attempt left behind.
 The archive is refused, before anything is written, if a member is an absolute
 path, climbs out with `..`, passes through a link, is a link leading out of the
 directory, or is anything but a file, a directory or a link (devices, hard
-links). The command then replaces this process (os.execvp), so SIGTERM from
-Batch reaches the job itself, and its exit code or signal is the job's.
-Anything that goes wrong before that is one line on stderr and exit code
-FETCH_FAILED (69); a command that cannot be exec'd exits 127, as a shell's.
+links). The command then runs as this process's child (job_process.py): with
+srun, scontrol and squeue on its PATH, Batch's SIGTERM passed on to its
+process group, and its exit code the job's, or the first failed srun step's
+when it exited 0. Anything that goes wrong before it starts is one line on
+stderr and exit code FETCH_FAILED (69); a command that cannot be started
+exits 127, as a shell's.
 
 Standard library only (boto3 on first use, like gqa.runtime.s3)."""
 
@@ -34,8 +36,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
+from .job_process import run_job
+
 FETCH_FAILED = 69          # gqa.models.code.FETCH_FAILED: the runtime imports nothing else of gqa
-NOT_EXECUTABLE = 127
 URI_ENV = "GQA_CODE_URI"
 CHUNK = 1024 * 1024
 
@@ -189,7 +192,7 @@ def parse(args: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def main(args: Sequence[str] | None = None) -> None:
-    """Set up the code and exec the command; returns only by exiting."""
+    """Set up the code and run the command; returns only by exiting, with the job's code."""
     try:
         root, argv = parse(sys.argv[1:] if args is None else args)
         uri = os.environ.get(URI_ENV, "")
@@ -202,14 +205,7 @@ def main(args: Sequence[str] | None = None) -> None:
     os.chdir(copy)
     os.environ["PWD"] = copy       # what shells and os.getcwd() callers read as "here"
     argv = in_copy(argv, root, copy)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as exc:
-        sys.stderr.write(f"gqa: cannot run {argv[0]!r} in the job's code ({Path(copy).name}): "
-                         f"{exc.strerror or exc}\n")
-        sys.exit(NOT_EXECUTABLE)
+    sys.exit(run_job(argv, where=f" in the job's code ({Path(copy).name})"))
 
 
 if __name__ == "__main__":

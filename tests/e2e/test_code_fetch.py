@@ -1,13 +1,14 @@
 """What a Batch job with code runs, as a real process: the command
 gqa.models.code.launch_command gives Batch, with the bundle the CLI would
 build, from a file:// source in place of S3. The command runs in the
-unpacked copy with its arguments, its exit code is the job's, and SIGTERM
-reaches it, not a wrapper."""
+unpacked copy with its arguments, as the runtime's child: its exit code (or
+the first failed srun step's) is the job's, and SIGTERM is passed on to it."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -90,7 +91,7 @@ def test_a_shell_job_runs_in_the_copy(tmp_path):
     assert (done.returncode, out) == (5, "42\n"), err
 
 
-def test_sigterm_reaches_the_job_itself(tmp_path):
+def test_sigterm_is_passed_on_to_the_job(tmp_path):
     proj = project(tmp_path)
     ready, mark = tmp_path / "ready", tmp_path / "mark"
     job = launch(tmp_path, proj, ["python3", "train.py", "--wait"], env={"READY": str(ready), "MARK": str(mark)})
@@ -98,10 +99,61 @@ def test_sigterm_reaches_the_job_itself(tmp_path):
     while not ready.exists() or not ready.read_text():
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()
         time.sleep(0.05)
-    assert int(ready.read_text()) == job.pid      # exec'd: no wrapper stands between Batch's signal and the job
+    child = int(ready.read_text())
+    assert child != job.pid and os.getpgid(child) == child     # the runtime's child, leading its own group
     job.send_signal(signal.SIGTERM)
     job.communicate(timeout=30)
-    assert job.returncode == 143 and mark.read_text() == str(job.pid)
+    assert job.returncode == 143 and mark.read_text() == str(child)
+
+
+def test_a_script_whose_srun_step_failed_fails_though_it_ends_with_exit_0(tmp_path):
+    proj = project(tmp_path)
+    (proj / "job.sh").write_text("#!/bin/bash\n"
+                                 "echo host=$(scontrol show hostnames | head -n1)\n"
+                                 "srun -n 2 python3 train.py 3\n"
+                                 "echo after\nexit 0\n")
+    os.chmod(proj / "job.sh", 0o755)
+    done = launch(tmp_path, proj, [str(proj / "job.sh")])
+    out, err = done.communicate(timeout=60)
+    assert done.returncode == 3, err
+    assert f"host={socket.gethostname()}" in out and out.count("answer 42") == 2 and "after" in out
+    assert "but a step failed with exit code 3 (step 0: srun -n 2 python3 train.py 3)" in err
+    assert not list(tmp_path.glob("gqa-tools-*"))          # the tools' directory goes with the job
+
+
+def test_a_command_ended_by_a_signal_exits_128_and_the_signal(tmp_path):
+    proj = project(tmp_path)
+    done = launch(tmp_path, proj, "kill -KILL $$", shell=True)
+    _, err = done.communicate(timeout=30)
+    assert done.returncode == 128 + signal.SIGKILL, err
+
+
+def test_a_command_that_cannot_start_exits_127_saying_so(tmp_path):
+    proj = project(tmp_path)
+    done = launch(tmp_path, proj, ["./no-such-program"])
+    _, err = done.communicate(timeout=30)
+    assert done.returncode == 127 and "gqa: cannot run './no-such-program' in the job's code (gqa-code-" in err
+
+
+WARNED = ("trap 'echo shell warned >> warned; kill $!' USR1\n"
+          "python3 -c 'import signal, sys, time\n"
+          "signal.signal(signal.SIGUSR1, lambda *_: (open(\"warned\", \"a\").write(\"step warned\\n\"), sys.exit(0)))\n"
+          "time.sleep(20)' &\n"
+          "wait $!; wait $!\ncp warned \"$OUT\"\n")
+
+
+@pytest.mark.parametrize("asked, got", [("USR1@1", "step warned\n"), ("B:USR1@1", "shell warned\n")])
+def test_the_warning_signal_reaches_the_steps_or_with_b_the_batch_shell(tmp_path, asked, got):
+    proj = project(tmp_path)
+    (proj / "job.sh").write_text("#!/bin/bash\n" + WARNED)
+    os.chmod(proj / "job.sh", 0o755)
+    out = tmp_path / "warned.txt"
+    started = time.monotonic()
+    done = launch(tmp_path, proj, [str(proj / "job.sh")],
+                  env={"GQA_WARN_SIGNAL": asked, "GQA_WALL_END": str(int(time.time()) + 3), "OUT": str(out)})
+    _, err = done.communicate(timeout=60)
+    assert done.returncode == 0 and out.read_text() == got, err
+    assert time.monotonic() - started < 15 and "gqa: SIGUSR1 to the job's" in err
 
 
 def test_a_bundle_that_cannot_be_fetched_exits_69_with_the_reason(tmp_path):

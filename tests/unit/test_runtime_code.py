@@ -1,12 +1,15 @@
 """The job side of a code bundle (gqa.runtime.code): what it unpacks and what
-it refuses, the check of what it fetched, and the command it becomes
-(gqa.models.code.launch_command)."""
+it refuses, the check of what it fetched, the command it becomes
+(gqa.models.code.launch_command), and what it adds around the command as a
+Batch job's first process (gqa.runtime.job_process): the warning signal, the
+host's SLURM_* variables."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import os
+import signal
 import tarfile
 
 import pytest
@@ -14,7 +17,9 @@ import pytest
 from gqa.models import code as model
 from gqa.models.errors import SpecError
 from gqa.models.loader import validate
+from gqa.models.signals import warning_signal
 from gqa.runtime import code as runtime
+from gqa.runtime import job_process
 from gqa.runtime.code import CodeError
 
 
@@ -153,3 +158,34 @@ def test_the_local_queue_refuses_a_spec_with_an_image():
     assert problem is not None
     assert problem.startswith("image: nvcr.io/nvidia/pytorch:24.01-py3 names a container image, which jobs on AWS "
                               "run in; the local queue runs a job on this machine without one")
+
+
+# -- the warning signal and the host's variables on AWS -------------------------------------------------------
+def test_the_warning_signal_is_read_as_the_spec_writes_it():
+    assert job_process.parse_warning("B:USR1@90") == job_process.WarningSignal(signal.SIGUSR1, 90, True)
+    assert job_process.parse_warning("SIGTERM@300") == job_process.WarningSignal(signal.SIGTERM, 300, False)
+    assert job_process.parse_warning("10@5").signum == 10
+    for bad in ("USR9@5", "USR1", "USR1@soon"):
+        with pytest.raises(ValueError, match="GQA_WARN_SIGNAL"):
+            job_process.parse_warning(bad)
+    planned = job_process.warning_delay({"GQA_WARN_SIGNAL": "USR1@90", "GQA_WALL_END": "1000"}, now=400)
+    assert planned is not None and planned[1] == 510
+    late = job_process.warning_delay({"GQA_WARN_SIGNAL": "USR1@90", "GQA_WALL_END": "1000"}, now=950)
+    assert late is not None and late[1] == 0                   # already inside the window: at once
+    assert job_process.warning_delay({"GQA_WARN_SIGNAL": "USR1@90"}, now=0) is None
+
+
+def test_the_host_fills_only_the_variables_nothing_set():
+    env = {"SLURM_JOB_NODELIST": "", "SLURM_SUBMIT_HOST": "laptop", "GQA_WALL_END": "5000"}
+    job_process.fill_host_variables(env, "ip-10-0-0-7", now=1234.5)
+    assert env["SLURM_JOB_NODELIST"] == env["SLURMD_NODENAME"] == env["SLURM_NODELIST"] == "ip-10-0-0-7"
+    assert env["SLURM_SUBMIT_HOST"] == "laptop"
+    assert (env["SLURM_JOB_START_TIME"], env["SLURM_JOB_END_TIME"]) == ("1234", "5000")
+
+
+@pytest.mark.parametrize("asked", ["USR1@90", "B:USR2", "sigterm@300", "B:10@5", "HUP@0"])
+def test_the_runtime_reads_every_warning_signal_the_spec_writes(asked):
+    spec_side = warning_signal(asked)
+    runtime_side = job_process.parse_warning(spec_side.text())
+    assert (runtime_side.signum, runtime_side.before, runtime_side.batch_only) == (
+        spec_side.number, spec_side.before, spec_side.batch_only)

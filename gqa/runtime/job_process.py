@@ -1,0 +1,207 @@
+"""A Batch job's command as a child of gqa.runtime.code, which stays to do
+what Slurm's node daemon does around a batch script:
+
+- srun, scontrol and squeue come first on the command's PATH
+  (slurm_tools.py), and the host-dependent SLURM_* variables the job's
+  Batch environment could not know are filled in (the node's name; when
+  the job started);
+- SIGTERM (Batch's stop, before its SIGKILL), SIGINT, SIGHUP, SIGUSR1 and
+  SIGUSR2 are passed to the command's process group, as Slurm signals
+  every process of a job it stops;
+- with GQA_WARN_SIGNAL=[B:]SIG@secs (the spec's limits.signal) the signal
+  goes, that many seconds before GQA_WALL_END (epoch seconds), to the
+  job's steps: every process of the command's group but the command (the
+  batch shell) itself, or the command when it is alone (a job that is one
+  process); with B: to the command alone, as the local backend does;
+- the exit code is the command's (128 + N when a signal ended it), or,
+  when it exited 0, the first failed srun step's: a script whose training
+  step failed does not succeed because its last line did;
+- as the container's first process it reaps the orphans it inherits.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+
+from .slurm_tools import STEP_STATUS_ENV, first_failed_step, install
+
+WARN_SIGNAL_ENV = "GQA_WARN_SIGNAL"
+WALL_END_ENV = "GQA_WALL_END"
+NOT_EXECUTABLE = 127
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+HOST_VARIABLES = ("SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURMD_NODENAME", "SLURM_SUBMIT_HOST",
+                  "SLURM_TOPOLOGY_ADDR")
+
+
+@dataclass(frozen=True)
+class WarningSignal:
+    signum: int
+    before: int            # seconds before the wall time ends
+    batch_only: bool       # B: the command alone, not its whole process group
+
+
+def parse_warning(text: str) -> WarningSignal:
+    """GQA_WARN_SIGNAL's [B:]SIG@secs (the canonical text of gqa.models.signals)."""
+    body = text.strip()
+    batch_only = body.upper().startswith("B:")
+    name, _, before = body[2 if batch_only else 0:].partition("@")
+    name = name.strip().upper().removeprefix("SIG")
+    try:
+        signum = int(name) if name.isdigit() else int(getattr(signal, "SIG" + name))
+        signal.Signals(signum)
+    except (AttributeError, ValueError):
+        raise ValueError(f"{WARN_SIGNAL_ENV}={text!r}: {name!r} is not a signal") from None
+    if not before.strip().isdigit():
+        raise ValueError(f"{WARN_SIGNAL_ENV}={text!r}: the seconds after @ must be a whole number")
+    return WarningSignal(signum, int(before), batch_only)
+
+
+def fill_host_variables(env: MutableMapping[str, str], host: str, now: float) -> None:
+    """The SLURM_* variables only the machine the job runs on knows, where nothing set them."""
+    for name in HOST_VARIABLES:
+        if not env.get(name, "").strip():
+            env[name] = host
+    if not env.get("SLURM_JOB_START_TIME", "").strip():
+        env["SLURM_JOB_START_TIME"] = str(int(now))
+    if not env.get("SLURM_JOB_END_TIME", "").strip() and env.get(WALL_END_ENV, "").strip():
+        env["SLURM_JOB_END_TIME"] = env[WALL_END_ENV].strip()
+
+
+def warning_delay(env: Mapping[str, str], now: float) -> tuple[WarningSignal, float] | None:
+    """The warning signal and how many seconds from now to send it, or None without one."""
+    text = env.get(WARN_SIGNAL_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        warning = parse_warning(text)
+        end = float(env.get(WALL_END_ENV, "").strip())
+    except ValueError as exc:
+        why = exc if str(exc).startswith(WARN_SIGNAL_ENV) else f"{WALL_END_ENV} is not epoch seconds"
+        sys.stderr.write(f"gqa: no warning signal will be sent: {why}\n")
+        return None
+    return warning, max(0.0, end - warning.before - now)
+
+
+class Child:
+    """The command, started in its own process group, and what reaches it."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.pending: list[int] = []
+
+    def forward(self, signum: int, _frame: object = None) -> None:
+        if self.process is None:
+            self.pending.append(signum)     # arrived before the command started: it gets it on start
+            return
+        _signal(self.process.pid, signum, group=True)
+
+    def warn(self, warning: WarningSignal) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        shell = self.process.pid
+        targets = [shell] if warning.batch_only else [p for p in group_members(shell) if p != shell] or [shell]
+        whom = "the job's command" if targets == [shell] else f"the job's steps ({len(targets)} processes)"
+        sys.stderr.write(f"gqa: SIG{signal.Signals(warning.signum).name.removeprefix('SIG')} to {whom}, "
+                         f"{warning.before} s before the wall time ends\n")
+        sys.stderr.flush()
+        for pid in targets:
+            _signal(pid, warning.signum, group=False)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (Linux's /proc)."""
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                members.append(int(name))
+    return members
+
+
+def _signal(pid: int, signum: int, *, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run(argv: Sequence[str], env: dict[str, str], *, where: str = "") -> int:
+    """Run `argv` as a child in `env`; its exit code (see the module's docstring)."""
+    child = Child()
+    previous = {signum: signal.signal(signum, child.forward) for signum in FORWARDED}
+    timer: threading.Timer | None = None
+    try:
+        try:
+            child.process = subprocess.Popen(list(argv), env=env, process_group=0)
+        except OSError as exc:
+            sys.stderr.write(f"gqa: cannot run {argv[0]!r}{where}: {exc.strerror or exc}\n")
+            return NOT_EXECUTABLE
+        for signum in child.pending:
+            child.forward(signum)
+        planned = warning_delay(env, time.time())
+        if planned is not None:
+            timer = threading.Timer(planned[1], child.warn, args=(planned[0],))
+            timer.daemon = True
+            timer.start()
+        code = reap(child.process)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return code
+
+
+def reap(process: subprocess.Popen[bytes]) -> int:
+    """Wait for `process`, reaping every other child that ends meanwhile (a container's first
+    process inherits the orphans of the whole job); its exit code, 128 + N for signal N."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:       # reaped elsewhere: nothing left to wait for
+            return process.wait()
+        if pid == process.pid:
+            code = os.waitstatus_to_exitcode(status)
+            process.returncode = code
+            return 128 - code if code < 0 else code
+
+
+def run_job(argv: Sequence[str], env: Mapping[str, str] | None = None, *, where: str = "") -> int:
+    """The job's command with Slurm's tools and variables; the job's exit code."""
+    env = dict(os.environ if env is None else env)
+    tools = tempfile.mkdtemp(prefix="gqa-tools-")
+    try:
+        install(tools)
+        status = os.path.join(tools, "steps")
+        env["PATH"] = tools + (os.pathsep + env["PATH"] if env.get("PATH") else "")
+        env[STEP_STATUS_ENV] = status
+        fill_host_variables(env, socket.gethostname(), time.time())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        code = run(argv, env, where=where)
+        failed = first_failed_step(status) if code == 0 else None
+        if failed is not None:
+            code, description = failed
+            sys.stderr.write(f"gqa: the job's command exited 0, but a step failed with exit code {code} "
+                             f"({description}): the job fails with {code}\n")
+        return code
+    finally:
+        shutil.rmtree(tools, ignore_errors=True)
