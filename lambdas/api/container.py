@@ -5,8 +5,8 @@ Environment (read by lambdas/environment.py):
 - GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE: the tables (triggers
   live in the settings table);
 - GQA_INTAKE_URLS: JSON {"high": url, "normal": url, "low": url}, the intake queues;
-- GQA_WAKEUP_QUEUE_URL: the dispatcher's, told after cancel/requeue/approve so
-  they are carried out at once;
+- GQA_WAKEUP_QUEUE_URL: the dispatcher's, told after cancel/requeue/approve
+  (and hold/release/update) so they are carried out at once;
 - GQA_POOLS: the pools as the dispatch function has them (a JSON list of
   resources.Pool's fields): their job queues are where a job's earlier
   attempts are looked up by name for its logs;
