@@ -64,11 +64,13 @@ def snapshot(gpus: int | Mapping[str, int] | Iterable[Gpu] = 4, *, pending: Iter
              running: Iterable[RunningJob] = (), teams: Mapping[str, TeamPolicy | Mapping[str, Any]] | None = None,
              usage: Mapping[str, float] | None = None, policy: Policy | None = None, now: float = NOW,
              cpus: int | None = None, memory: int | None = None,
-             spend: Mapping[str, float] | None = None) -> Snapshot:
+             spend: Mapping[str, float] | None = None,
+             named: Mapping[str, Mapping[JobState, int]] | None = None) -> Snapshot:
     team_policies = {name: p if isinstance(p, TeamPolicy) else TeamPolicy(**p) for name, p in (teams or {}).items()}
     return Snapshot(now=now, gpus=_gpus(gpus), pending=tuple(pending), running=tuple(running),
                     teams=team_policies, usage=dict(usage or {}), policy=policy or Policy(),
-                    cpus=cpus, memory=memory, spend=dict(spend or {}))
+                    cpus=cpus, memory=memory, spend=dict(spend or {}),
+                    named={ref: dict(states) for ref, states in (named or {}).items()})
 
 
 _gpus = gpus  # `snapshot` takes a parameter of the same name
@@ -93,7 +95,8 @@ def job_record(*, spec: JobSpec | Mapping[str, Any] | None = None, **overrides: 
         id="1", group="1", name=job_spec.name, team=job_spec.team, owner=job_spec.owner,
         tier=job_spec.priority.rank, gpus=r.gpus, gpu_type=r.gpu_type, cpus=r.cpus, memory=r.memory,
         wall_time=job_spec.limits.wall_time, submitted_at=0.0, spec_json=job_spec.model_dump_json(),
-        state=JobState.QUEUED, spot=job_spec.spot)
+        state=JobState.QUEUED, spot=job_spec.spot, dependency=job_spec.after, user_hold=job_spec.hold,
+        begin=job_spec.begin, nice=job_spec.nice, exclusive=r.exclusive)
     fields.update(overrides)
     return JobRecord(**fields)
 

@@ -143,6 +143,11 @@ class QueueReads(Protocol):
     def next_wakeup(self) -> float | None:
         """The earliest not_before of a job in RETRY_WAIT."""
 
+    def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
+        """What pending jobs' dependencies name, as they stand: per job id, array
+        task id ("12_3") or array id ("12", all its tasks), how many of its jobs
+        are in each state. A ref that names no recorded job is left out."""
+
     def due_retries(self, now: float) -> list[JobRecord]: ...
 
     def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from ..models.job import JobState
+
 DAY = 86400.0
 
 
@@ -41,6 +43,10 @@ class PendingJob:
     reclaims: int = 0                      # spot reclaims so far: after policy.spot_fallback_after, on demand only
     exclusive: bool = False                # the whole machine: starts when nothing runs, and nothing starts beside it
     nice: int = 0                          # Slurm's --nice: positive lowers it within its tier
+    name: str = ""                         # with `user`, what a singleton dependency goes by
+    dependency: str | None = None          # canonical --dependency text (dependencies.py)
+    user_hold: bool = False                # held by its owner (gqa hold): only `gqa release` frees it
+    begin: float | None = None             # not started before this time (--begin)
     time_min: float | None = None          # Slurm's --time-min: backfill may grant a wall time this short
 
     @property
@@ -72,6 +78,7 @@ class RunningJob:
     started: bool = True                   # its current attempt runs; False while STARTING, when `started_at`
                                            # is still the previous attempt's (or 0) and nothing costs yet
     exclusive: bool = False                # holds the whole machine while it runs
+    name: str = ""                         # with `user`, what a singleton dependency goes by
 
     @property
     def cpus_counted(self) -> int:
@@ -136,6 +143,9 @@ class Snapshot:
     cpus: int | None = None          # None: CPUs are not accounted
     memory: int | None = None        # None: memory is not accounted
     spend: dict[str, float] = field(default_factory=dict)   # per team this period, running jobs included
+    # the jobs pending jobs' dependencies name: per job id, array task id or array id, how many of its
+    # jobs are in each state (QueueReads.states_of); a name absent here names no job yet
+    named: dict[str, dict[JobState, int]] = field(default_factory=dict)
 
     def team(self, name: str) -> TeamPolicy:
         return self.teams.get(name, self.policy.default_team)
@@ -172,3 +182,4 @@ class Plan:
     hold: dict[str, str] = field(default_factory=dict)        # queued job -> HELD, with the budget arithmetic
     release: list[str] = field(default_factory=list)          # held jobs the budget allows again
     backfilled: set[str] = field(default_factory=set)         # started ahead of a reserved job
+    never: dict[str, str] = field(default_factory=dict)       # pending job -> why its dependency can never be met

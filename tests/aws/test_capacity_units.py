@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from gqa.adapters.aws import items as it
-from gqa.adapters.aws.tables import CHANGES_INDEX, LIVE_INDEX, TableNames
+from gqa.adapters.aws.tables import CHANGES_INDEX, LIVE_INDEX, PASS_INDEX, TableNames
 from tests.aws.capacity_units import CapacityUnits, item_bytes
 from tests.aws.deployed import create_tables
 from tests.aws.moto_support import session
@@ -46,9 +46,10 @@ def test_reads_are_billed_by_size_consistency_and_projection(client):
     units = CapacityUnits(NAMES).install(client)
     client.put_item(TableName=NAMES.jobs, Item=job("1", 5000))
     # a 5 KB item: 5 write units, plus the live index (ALL) 5 more, by_state and by_team likewise,
-    # and the changes index its small projection: 1
+    # and the changes and pass indexes their small projections: 1 each
     assert units.writes[NAMES.jobs] == 5
     assert units.writes[f"{NAMES.jobs}/{LIVE_INDEX}"] == 5 and units.writes[f"{NAMES.jobs}/{CHANGES_INDEX}"] == 1
+    assert units.writes[f"{NAMES.jobs}/{PASS_INDEX}"] == 1
     client.get_item(TableName=NAMES.jobs, Key=it.dump({"grp": "1", "id": "1"}), ConsistentRead=True)
     assert units.reads[NAMES.jobs] == 2                     # 5 KB, strongly consistent: two 4 KB units
     client.get_item(TableName=NAMES.jobs, Key=it.dump({"grp": "1", "id": "1"}))

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from gqa.adapters.aws import errors, ledger, writes
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.tables import CHANGE_SHARDS, CHANGES_INDEX, JOBS, TableNames
+from gqa.adapters.aws.tables import CHANGE_SHARDS, JOBS, PASS_INDEX, TableNames
 from gqa.models.errors import BackendUnavailable, Conflict, Misconfigured
 from gqa.models.job import JobState, Request
 from gqa.ports import Change
@@ -79,7 +79,7 @@ def test_scheduling_view_is_a_query_a_shard_of_the_changes_index_in_scheduling_o
     assert [p.id for p in pending] == [high.id, normal.id, held.id, low.id]   # tier, then submission
     assert len(running) == 1
     assert ops(calls) == ["Query"] * CHANGE_SHARDS
-    assert {c[1]["IndexName"] for c in calls} == {CHANGES_INDEX}
+    assert {c[1]["IndexName"] for c in calls} == {PASS_INDEX}
     assert sorted(c[1]["ExpressionAttributeValues"][":v0"]["S"] for c in calls) == [
         str(n) for n in range(CHANGE_SHARDS)]
 

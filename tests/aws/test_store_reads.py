@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from gqa.adapters.aws import views
 from gqa.adapters.aws.dynamodb_store import KNOWN_FOR, DynamoDBStore
-from gqa.adapters.aws.tables import CHANGE_SHARDS, CHANGES_INDEX, PASS_ATTRIBUTES, TableNames
+from gqa.adapters.aws.tables import CHANGE_SHARDS, PASS_ATTRIBUTES, PASS_INDEX, TableNames
 from gqa.models.errors import Conflict
 from gqa.models.job import JobState, Request
 from gqa.ports import Change, Inventory
@@ -141,9 +141,9 @@ def test_a_pass_reads_the_live_jobs_the_ledger_and_the_settings_once_each(busy):
         everything(busy)
 
     assert inside == outside                         # the same answers
-    # a Query a shard of the changes index; the STARTING job's history comes with its whole item,
+    # a Query a shard of the pass index; the STARTING job's history comes with its whole item,
     # the one this store wrote a moment ago
-    assert sorted(tables(calls)) == sorted([CHANGES_INDEX] * CHANGE_SHARDS + [NAMES.ledger, NAMES.settings])
+    assert sorted(tables(calls)) == sorted([PASS_INDEX] * CHANGE_SHARDS + [NAMES.ledger, NAMES.settings])
     assert ops(calls) == ["Query"] * (CHANGE_SHARDS + 2)
     everything(busy)                                 # after the pass, reads are fresh again
     assert len(calls) > 3

@@ -370,16 +370,17 @@ def test_scheduling_view(store):
     assert sorted(pending, key=lambda p: p.seq) == [
         PendingJob(id=queued.id, team="vision", user="bob", tier=0, gpus=2, submitted_at=T0 + 1, gpu_type="h100",
                    cpus=4, memory=8 * 1024**3, wall_time=7200, group=queued.group, group_limit=None,
-                   seq=queued.seq),
+                   seq=queued.seq, name=queued.name),
         PendingJob(id=task.id, team="nlp", user="alice", tier=1, gpus=1, submitted_at=T0, group=task.group,
-                   group_limit=1, seq=task.seq),
+                   group_limit=1, seq=task.seq, name=task.name),
         PendingJob(id=held.id, team="default", user="alice", tier=1, gpus=1, submitted_at=T0, group=held.group,
-                   seq=held.seq, held=True),  # HELD jobs are seen so the pass can release them
+                   seq=held.seq, held=True, name=held.name),  # HELD jobs are seen so the pass can release them
     ]
     by_id = {r.id: r for r in holding}
     assert set(by_id) == {running.id, starting.id}
     assert by_id[running.id] == RunningJob(id=running.id, team="vision", user="alice", gpus=(2, 3),
-                                           started_at=T0 + 7, cpus=2, memory=1024**3, group=running.group)
+                                           started_at=T0 + 7, cpus=2, memory=1024**3, group=running.group,
+                                           name=running.name)
     assert by_id[starting.id].gpus == (5,)
     # a STARTING job's attempt has not begun: what it costs counts from its start, not from a stale started_at
     assert (by_id[running.id].started, by_id[starting.id].started) == (True, False)

@@ -27,6 +27,9 @@ _HINTS = typing.get_type_hints(JobRecord)
 _FLOATS = {n for n, h in _HINTS.items() if h is float or float in typing.get_args(h)}
 _INTS = {n for n, h in _HINTS.items() if h is int or int in typing.get_args(h)}
 
+# Slurm's scheduling options: most jobs have none, so an item holds each only when it is set
+_ONLY_WHEN_SET = frozenset({"dependency", "user_hold", "begin", "nice", "exclusive"})
+
 # the states a scheduling pass reads and changes: the jobs on the live index
 LIVE_STATES = frozenset({S.QUEUED, S.HELD, S.STARTING, S.RUNNING, S.RETRY_WAIT})
 
@@ -73,8 +76,9 @@ def job_item(job: JobRecord, revision: int, moved: int = 0) -> dict[str, Any]:
     item: dict[str, Any] = {}
     for name in _FIELDS:
         value = getattr(job, name)
-        if name != "history" and value is not None:
-            item[t.GROUP if name == "group" else name] = plain(value)
+        if name == "history" or value is None or (name in _ONLY_WHEN_SET and value == _FIELDS[name].default):
+            continue
+        item[t.GROUP if name == "group" else name] = plain(value)
     for name in ("reason", "kill_reason"):
         if name in item:
             item[name] = history.cut(item[name])
@@ -105,7 +109,7 @@ def changed_now() -> Decimal:
 
 
 def projected(item: dict[str, Any]) -> dict[str, Any]:
-    """What the changes index holds of a job item: its keys and PASS_ATTRIBUTES."""
+    """What the pass index holds of a job item: its keys and PASS_ATTRIBUTES."""
     keep = _PROJECTED
     return {k: v for k, v in item.items() if k in keep}
 
@@ -163,15 +167,21 @@ def pending_job(item: dict[str, Any]) -> PendingJob:
                       submitted_at=g("submitted_at"), gpu_type=g("gpu_type"), cpus=g("cpus"), memory=g("memory"),
                       wall_time=g("wall_time"), group=item[t.GROUP], group_limit=g("group_limit"), seq=g("seq"),
                       max_gpu_hours=g("max_gpu_hours"), held=item[t.STATE] == S.HELD.value,
-                      spot=bool(g("spot")), reclaims=g("reclaims") or 0)   # absent on items written before them
+                      spot=bool(g("spot")), reclaims=g("reclaims") or 0,   # absent on items written before them
+                      name=g("name") or "", dependency=g("dependency"), user_hold=bool(g("user_hold")),
+                      begin=g("begin"), nice=g("nice") or 0,   # absent unless set
+                      # on AWS a machine is an instance: an exclusive job asks Batch for a whole one
+                      # (batch_resources.py), and the pass does not wait for the whole cluster to empty
+                      time_min=g("time_min"))
 
 
 def running_job(item: dict[str, Any]) -> RunningJob:
     g = lambda name: _get(item, name)  # noqa: E731
     return RunningJob(id=item[t.ID], team=g("team"), user=g("owner"), gpus=g("assigned") or (),
                       started_at=g("started_at") or 0.0, cpus=g("cpus"), memory=g("memory"), group=item[t.GROUP],
-                      wall_time=g("wall_time"), tier=g("tier"), stopping=item.get("kill_reason") is not None,
-                      started=item[t.STATE] == S.RUNNING.value)
+                      wall_time=g("time_limit") or g("wall_time"), tier=g("tier"),
+                      stopping=item.get("kill_reason") is not None, started=item[t.STATE] == S.RUNNING.value,
+                      name=g("name") or "")
 
 
 # -- settings (JSON, as the SQLite adapter stores them) ----------------------------------------

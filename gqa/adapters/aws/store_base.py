@@ -79,6 +79,7 @@ class DynamoDBBase:
         self._named: dict[str, dict[str, Any] | None] | None = None
         self._keys_until: float | None = None   # add_change_keys again at whole reads until then
         self._keys_checked = 0.0
+        self._ended: dict[str, JobState] = {}   # jobs and tasks states_of saw ended: an end is final
 
     def close(self) -> None:
         """The client belongs to the caller; nothing to release."""

@@ -10,12 +10,12 @@ from itertools import islice
 from typing import Any
 
 from ...models.errors import Conflict
-from ...models.job import JobRecord
+from ...models.job import JobRecord, JobState
 from ...scheduling.snapshot import PendingJob, RunningJob
 from . import items as it
 from . import tables as t
 from . import views
-from .store_base import ACTIVE, PENDING, PREFETCH, DynamoDBBase, List, S
+from .store_base import _JOB_ID, ACTIVE, PENDING, PREFETCH, DynamoDBBase, List, S
 
 
 class DynamoDBLive(DynamoDBBase):
@@ -88,14 +88,15 @@ class DynamoDBLive(DynamoDBBase):
         return out
 
     def _read_changes(self, since: float | None) -> dict[str, dict[str, Any]]:
-        """The changes index, every shard: all of it, or what was written at or after `since`."""
+        """The pass index (the changes index, projecting more: tables.py), every
+        shard: all of it, or what was written at or after `since`."""
         found: dict[str, dict[str, Any]] = {}
         for shard in range(t.CHANGE_SHARDS):
             sort = None
             if since is not None:
                 expr = it.Expr()
                 sort = (f"{expr.n(t.CHANGED)} >= {expr.v(since)}", expr)
-            for item in self._query(self.tables.jobs, {t.CHANGE_SHARD: str(shard)}, index=t.CHANGES_INDEX,
+            for item in self._query(self.tables.jobs, {t.CHANGE_SHARD: str(shard)}, index=t.PASS_INDEX,
                                     sort=sort):
                 found[item[t.ID]] = item
         return found
@@ -135,6 +136,44 @@ class DynamoDBLive(DynamoDBBase):
         # tier first, then submission order
         pending = sorted((i for i in live if i[t.STATE] in PENDING), key=lambda i: (int(i["tier"]), i[t.SEQ]))
         return [it.pending_job(i) for i in pending], [it.running_job(i) for i in live if i[t.STATE] in ACTIVE]
+
+    def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
+        """One Query of each group named, projecting ids and states only; a job
+        or task seen ended is not read again (an end is final)."""
+        out: dict[str, dict[JobState, int]] = {}
+        groups: dict[str, list[str]] = {}
+        for ref in dict.fromkeys(refs):
+            if not _JOB_ID.match(ref):
+                continue
+            ended = self._ended.get(ref)
+            if ended is not None:
+                out[ref] = {ended: 1}
+            else:
+                groups.setdefault(ref.split("_")[0], []).append(ref)
+        for group, named in groups.items():
+            states: dict[str, JobState] = {}
+            kwargs: dict[str, Any] = {
+                "TableName": self.tables.jobs, "KeyConditionExpression": "#g = :g", "ProjectionExpression": "#i, #s",
+                "ExpressionAttributeNames": {"#g": t.GROUP, "#i": t.ID, "#s": t.STATE},
+                "ExpressionAttributeValues": it.dump({":g": group})}
+            while True:
+                page = self.call("Query", **kwargs)
+                for raw in page.get("Items", []):
+                    item = it.load(raw)
+                    states[item[t.ID]] = JobState(item[t.STATE])
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            for ref in named:
+                counts: dict[JobState, int] = {}
+                for job_id, state in states.items():
+                    if ref == job_id or (ref == group and "_" in job_id):
+                        counts[state] = counts.get(state, 0) + 1
+                if counts:
+                    out[ref] = counts
+                if ref in states and states[ref].terminal:
+                    self._ended[ref] = states[ref]
+        return out
 
     def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
         def read() -> tuple[int, List[tuple[str, float, float]]]:

@@ -39,8 +39,17 @@ bytes a job against a whole item's kilobyte or more), so a read of the whole
 queue costs a quarter of the units or less; a pass reads whole items only
 for the jobs it changes.
 
+The `pass` index is the `changes` index again, projecting more: Slurm's
+scheduling options (dependency, user hold, begin, nice, exclusive) and the
+job's name (singleton dependencies), each present only when set. DynamoDB
+cannot change a projection in place, so this version's upgrade creates
+`pass` (DynamoDB backfills it from the live jobs, which all carry its keys;
+passes fail and are retried until it is active, minutes for a small table)
+and keeps `changes`, read by no one since; a later upgrade deletes it, one
+index per update.
+
 The `live` index (single partition value, whole items) is what passes read
-before; nothing reads it now. DynamoDB creates or deletes at most one global
+before `changes`; nothing reads it now. DynamoDB creates or deletes at most one global
 secondary index per table update, and cannot change an index's projection
 in place, so this version's upgrade creates `changes` (an in-place update:
 DynamoDB backfills it from the jobs that already carry its keys) and keeps
@@ -106,13 +115,16 @@ CHANGE_SHARD = "chg"      # the changes index's partition key: "<shard>", only i
 CHANGED = "changed"       # the changes index's sort key: epoch seconds of the job's last write
 CHANGE_SHARDS = 4         # each index partition takes ~1,000 writes a second; a pass reads every shard
 
-BY_STATE, BY_TEAM, LIVE_INDEX, CHANGES_INDEX = "by_state", "by_team", "live", "changes"
+BY_STATE, BY_TEAM, LIVE_INDEX, CHANGES_INDEX, PASS_INDEX = "by_state", "by_team", "live", "changes", "pass"
+# what the changes index projects (deployed so; read by no one since the pass index)
+CHANGES_ATTRIBUTES = (STATE, SEQ, TEAM, REVISION, "owner", "tier", "gpus", "submitted_at", "gpu_type", "cpus",
+                      "memory", "wall_time", "group_limit", "max_gpu_hours", "spot", "reclaims", "assigned",
+                      "started_at", "kill_reason", "request", "not_before", "attempts", "proc_token", "gpu_seconds",
+                      "array_index")
 # what a scheduling pass reads of a job (items.pending_job, running_job, the pass's light records)
-# and the revision its guarded writes check: the changes index projects these and its keys only
-PASS_ATTRIBUTES = (STATE, SEQ, TEAM, REVISION, "owner", "tier", "gpus", "submitted_at", "gpu_type", "cpus",
-                   "memory", "wall_time", "group_limit", "max_gpu_hours", "spot", "reclaims", "assigned",
-                   "started_at", "kill_reason", "request", "not_before", "attempts", "proc_token", "gpu_seconds",
-                   "array_index")
+# and the revision its guarded writes check: the pass index projects these and its keys only
+PASS_ATTRIBUTES = CHANGES_ATTRIBUTES + ("name", "dependency", "user_hold", "begin", "nice", "exclusive",
+                                      "time_min", "time_limit")
 
 JOBS = Table(
     "jobs", Key(GROUP, S), Key(ID, S),
@@ -120,7 +132,9 @@ JOBS = Table(
         Index(BY_STATE, Key(STATE, S), Key(SEQ, N)),              # list(states), runtime samples
         Index(BY_TEAM, Key(TEAM, S), Key(SEQ, N)),                # list(team=...)
         Index(LIVE_INDEX, Key(LIVE, S), Key(SEQ, N)),             # read by no one; deleted by the next upgrade
-        Index(CHANGES_INDEX, Key(CHANGE_SHARD, S), Key(CHANGED, N),  # a scheduling pass: all, or what changed
+        Index(CHANGES_INDEX, Key(CHANGE_SHARD, S), Key(CHANGED, N),  # read by no one; deleted by a later upgrade
+              projection="INCLUDE", include=CHANGES_ATTRIBUTES),
+        Index(PASS_INDEX, Key(CHANGE_SHARD, S), Key(CHANGED, N),     # a scheduling pass: all, or what changed
               projection="INCLUDE", include=PASS_ATTRIBUTES),
     ),
 )

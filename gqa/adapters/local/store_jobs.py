@@ -145,22 +145,42 @@ class SqliteJobs(SqliteSettings):
         pending = [
             PendingJob(id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
                        cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
-                       max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16])
+                       max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16],
+                       name=r[17], dependency=r[18], user_hold=bool(r[19]), begin=r[20], nice=r[21],
+                       exclusive=bool(r[22]), time_min=r[23])
             for r in self.db.execute(
                 "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
-                "group_limit, seq, max_gpu_hours, state, spot, reclaims FROM jobs WHERE state IN ('QUEUED', 'HELD')")
+                "group_limit, seq, max_gpu_hours, state, spot, reclaims, name, dependency, user_hold, begin, nice, "
+                "exclusive, time_min FROM jobs WHERE state IN ('QUEUED', 'HELD')")
         ]
         running = [
             RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
                        memory=r[6], group=r[7], wall_time=r[8], tier=r[9], stopping=r[10] is not None,
-                       started=r[11] == "RUNNING")
+                       started=r[11] == "RUNNING", name=r[12], exclusive=bool(r[13]))
             for r in self.db.execute(
-                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, wall_time, tier, kill_reason, "
-                "state "
+                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, "
+                "COALESCE(time_limit, wall_time), tier, kill_reason, "
+                "state, name, exclusive "
                 "FROM jobs "
                 "WHERE state IN ('STARTING', 'RUNNING')")
         ]
         return pending, running
+
+    def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
+        refs = list(dict.fromkeys(refs))
+        out: dict[str, dict[JobState, int]] = {}
+        for start in range(0, len(refs), 500):   # SQLite caps a statement's parameters
+            part = refs[start:start + 500]
+            marks = ", ".join("?" for _ in part)
+            # a job or task by its id; an array by its group: its tasks (a single job's group is its id)
+            rows = self.db.execute(
+                f"SELECT id, state, 1 FROM jobs WHERE id IN ({marks}) UNION ALL SELECT grp, state, COUNT(*) "
+                f"FROM jobs WHERE grp IN ({marks}) AND array_index IS NOT NULL GROUP BY grp, state",
+                part * 2).fetchall()
+            for ref, state, count in rows:
+                counts = out.setdefault(ref, {})
+                counts[JobState(state)] = counts.get(JobState(state), 0) + count
+        return out
 
     def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
         rows = self.db.execute(
