@@ -4,10 +4,13 @@ statuses those of the domain errors."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gqa.models.job import JobState
 from gqa.scheduling import Policy
+from tests.aws.moto_support import session
 from tests.aws.test_api_handler import api  # noqa: F401  (the fixture: the handler on moto)
 
 pytestmark = pytest.mark.aws
@@ -30,6 +33,11 @@ def test_an_owner_holds_releases_and_updates_their_job(api):  # noqa: F811
     status, answer = api("POST", f"/jobs/{job_id}/release", "alice")
     assert status == 200 and answer["results"][0]["action"] == "released"
     assert (api.store.get(job_id).state, api.store.get(job_id).user_hold) == (JobState.QUEUED, False)
+    # the dispatcher is woken for each change, naming the job, with its item as written riding along
+    wakes = [json.loads(m["Body"]) for m in session().client("sqs").receive_message(
+        QueueUrl=api.urls.wakeup, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])]
+    assert [w["jobs"] for w in wakes] == [[job_id]] * 3
+    assert wakes[-1]["items"][job_id]["state"] == {"S": "QUEUED"} and wakes[-1]["items"][job_id]["gpus"] == {"N": "1"}
 
 
 def test_admins_hold_anyones_jobs_and_a_second_hold_is_unchanged(api):  # noqa: F811
