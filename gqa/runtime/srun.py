@@ -13,7 +13,9 @@ node, each with SLURM_PROCID, SLURM_LOCALID and the step's variables
   $GQA_STEP_STATUS, so the job fails with it even if the script goes on
   and exits 0 (slurm_tools.py).
 - -o/-e/-i take Slurm's file patterns (%t task, %j job, %s step, ...), or
-  `none`, or one task's number; -l prefixes each line with its task.
+  `none`, or one task's number. Output passes line by line, so the lines of
+  tasks that write at once never mix (-l prefixes each with its task; -u
+  passes output straight through instead).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .srun_options import Options, SrunError, parse, task_environments
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 KILL_WAIT = 30.0          # seconds between SIGTERM and SIGKILL when a step is stopped (Slurm's KillWait)
 NOT_FOUND = 127
+LINE_LIMIT = 64 * 1024    # bytes of a line without its end that srun holds before passing them on
 PUMP_WAIT = 2.0           # seconds srun waits, once every task ended, for their labelled output to drain
 _PR_SET_PDEATHSIG = 1
 NOT_AN_ARRAY = 4294967294     # what Slurm puts for %a outside an array
@@ -120,7 +123,7 @@ def _die_with_parent() -> Any:
 
 
 def _pump(source: IO[bytes], target: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
-    for line in iter(source.readline, b""):
+    for line in iter(lambda: source.readline(LINE_LIMIT), b""):
         with lock:
             target.write(prefix + line)
             target.flush()
@@ -170,7 +173,7 @@ class Step:
         lock = threading.Lock()
         width = len(str(len(self.envs) - 1))
         for task, process in enumerate(self.tasks):
-            prefix = f"{task:>{width}}: ".encode()
+            prefix = f"{task:>{width}}: ".encode() if self.opts.label else b""
             for pipe, target, terminal in ((process.stdout, self.streams.stdout[task], sys.stdout),
                                            (process.stderr, self.streams.stderr[task], sys.stderr)):
                 if pipe is not None:
@@ -182,8 +185,12 @@ class Step:
             threading.Thread(target=self._await, args=(task, process), daemon=True).start()
 
     def _through(self, target: Any) -> Any:
-        """With -l a task writes into a pipe that srun labels, unless its output is discarded."""
-        return subprocess.PIPE if self.opts.label and target is not subprocess.DEVNULL else target
+        """A task writes into a pipe that srun copies out line by line (labelled with -l), so the
+        lines of tasks that write at once never mix, as in Slurm; with -u (and no -l) straight to
+        `target`."""
+        if target is subprocess.DEVNULL or (self.opts.unbuffered and not self.opts.label):
+            return target
+        return subprocess.PIPE
 
     def _await(self, task: int, process: subprocess.Popen[bytes]) -> None:
         self.ended.put((task, process.wait()))

@@ -4,7 +4,7 @@ starts. Pure: the job's environment is given, nothing is started here.
 A gqa job has one node, so a step is N copies of a command on it. Options
 that shape a step on one node are honoured; those that only matter to
 Slurm's placement (--mpi, --cpu-bind, --gpu-bind, --exclusive, --overlap,
---mem, -u) are accepted and have nothing to do; any other exits 2 naming it."""
+--mem) are accepted and have nothing to do; any other exits 2 naming it."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ class Options:
     gpus: int | None = None
     cpus_per_task: int | None = None
     label: bool = False
+    unbuffered: bool = False           # -u: a task's output passes straight through, not line by line
     kill_on_bad_exit: bool = False
     name: str = ""
     export: str = "ALL"
@@ -52,7 +53,8 @@ _OPTIONS: dict[str, tuple[str, bool]] = {
     "-o": ("output", True), "--output": ("output", True), "-e": ("error", True), "--error": ("error", True),
     "-i": ("input", True), "--input": ("input", True), "-D": ("chdir", True), "--chdir": ("chdir", True),
     "-W": ("wait", True), "--wait": ("wait", True), "--mpi": ("mpi", True),
-    "-u": ("", False), "--unbuffered": ("", False), "--exclusive": ("", False), "--overlap": ("", False),
+    "-u": ("unbuffered", False), "--unbuffered": ("unbuffered", False),
+    "--exclusive": ("", False), "--overlap": ("", False),
     "--cpu-bind": ("", True), "--gpu-bind": ("", True), "--mem": ("", True), "--mem-per-cpu": ("", True),
     "--mem-per-gpu": ("", True), "-Q": ("", False), "--quiet": ("", False), "-v": ("", False),
     "--verbose": ("", False),
@@ -133,8 +135,8 @@ def _apply(opts: Options, name: str, given: str | None) -> None:
             raise SrunError(f"srun: {name} {text}: a gqa job is one node, so a step runs on 1 node")
     elif attribute == "kill_on_bad_exit":
         opts.kill_on_bad_exit = text not in ("0",)
-    elif attribute == "label":
-        opts.label = True
+    elif attribute in ("label", "unbuffered"):
+        setattr(opts, attribute, True)
     elif attribute == "wait":
         opts.wait = _count(name, text, least=0)
     elif attribute == "export":

@@ -135,6 +135,27 @@ def test_labels_and_one_output_file_per_task(job, tmp_path):
     assert [(tmp_path / f"task-41-1-{n}.out").read_text() for n in (0, 1)] == ["rank 0\n", "rank 1\n"]
 
 
+# each task writes half a line, waits until every task has, then ends its line
+HALVES = """import glob, os, sys, time
+rank = os.environ["SLURM_PROCID"]
+sys.stdout.write(rank + "-a")
+sys.stdout.flush()
+open("half." + rank, "w").close()
+while len(glob.glob("half.*")) < 4:
+    time.sleep(0.01)
+print(rank + "-b", flush=True)
+"""
+
+
+def test_tasks_writing_at_once_never_mix_their_lines_and_u_lets_them(job, tmp_path):
+    (tmp_path / "halves.py").write_text(HALVES)
+    code, out, err = finish(job('srun -n 4 "$PY" halves.py'))
+    assert code == 0, err
+    assert sorted(out.splitlines()) == [f"{r}-a{r}-b" for r in range(4)]
+    code, out, err = finish(job('rm half.*; srun -u -n 4 "$PY" halves.py'))
+    assert code == 0 and sorted(out.splitlines()) != [f"{r}-a{r}-b" for r in range(4)], out   # halves mixed
+
+
 def test_a_missing_command_or_a_bad_option_fails_the_step_and_says_why(job):
     code, out, err = finish(job("srun -n 2 no-such-program; echo $?; srun --partition=x true; echo $?"))
     assert (code, out) == (0, "127\n2\n"), err
