@@ -9,7 +9,8 @@ what Slurm's node daemon does around a batch script:
   SIGUSR2 are passed to the command's process group, as Slurm signals
   every process of a job it stops;
 - with GQA_WARN_SIGNAL=[B:]SIG@secs (the spec's limits.signal) the signal
-  goes, that many seconds before GQA_WALL_END (epoch seconds), to the
+  goes, that many seconds before GQA_WALL_END (epoch seconds; or
+  GQA_WALL_SECONDS after the attempt's start), to the
   job's steps: every process of the command's group but the command (the
   batch shell) itself, or the command when it is alone (a job that is one
   process); with B: to the command alone, as the local backend does;
@@ -37,6 +38,8 @@ from .slurm_tools import STEP_STATUS_ENV, first_failed_step, install
 
 WARN_SIGNAL_ENV = "GQA_WARN_SIGNAL"
 WALL_END_ENV = "GQA_WALL_END"
+# the same as seconds from the attempt's start, for a Batch environment fixed before the attempt starts
+WALL_SECONDS_ENV = "GQA_WALL_SECONDS"
 NOT_EXECUTABLE = 127
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 HOST_VARIABLES = ("SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURMD_NODENAME", "SLURM_SUBMIT_HOST",
@@ -66,13 +69,20 @@ def parse_warning(text: str) -> WarningSignal:
     return WarningSignal(signum, int(before), batch_only)
 
 
-def fill_host_variables(env: MutableMapping[str, str], host: str, now: float) -> None:
-    """The SLURM_* variables only the machine the job runs on knows, where nothing set them."""
+def fill_host_variables(env: MutableMapping[str, str], host: str, now: float, here: str) -> None:
+    """The SLURM_* variables only the machine the job runs on knows, where nothing set them: its
+    name, the submit directory (`here`: the job's copy of it), the start, and the wall time's end
+    (GQA_WALL_END, or GQA_WALL_SECONDS after the start), which GQA_WALL_END then holds too."""
     for name in HOST_VARIABLES:
         if not env.get(name, "").strip():
             env[name] = host
+    if not env.get("SLURM_SUBMIT_DIR", "").strip():
+        env["SLURM_SUBMIT_DIR"] = here
     if not env.get("SLURM_JOB_START_TIME", "").strip():
         env["SLURM_JOB_START_TIME"] = str(int(now))
+    seconds = env.get(WALL_SECONDS_ENV, "").strip()
+    if not env.get(WALL_END_ENV, "").strip() and seconds.isdigit():
+        env[WALL_END_ENV] = str(int(env["SLURM_JOB_START_TIME"]) + int(seconds))
     if not env.get("SLURM_JOB_END_TIME", "").strip() and env.get(WALL_END_ENV, "").strip():
         env["SLURM_JOB_END_TIME"] = env[WALL_END_ENV].strip()
 
@@ -193,7 +203,7 @@ def run_job(argv: Sequence[str], env: Mapping[str, str] | None = None, *, where:
         status = os.path.join(tools, "steps")
         env["PATH"] = tools + (os.pathsep + env["PATH"] if env.get("PATH") else "")
         env[STEP_STATUS_ENV] = status
-        fill_host_variables(env, socket.gethostname(), time.time())
+        fill_host_variables(env, socket.gethostname(), time.time(), os.getcwd())
         sys.stdout.flush()
         sys.stderr.flush()
         code = run(argv, env, where=where)

@@ -177,10 +177,18 @@ def test_the_warning_signal_is_read_as_the_spec_writes_it():
 
 def test_the_host_fills_only_the_variables_nothing_set():
     env = {"SLURM_JOB_NODELIST": "", "SLURM_SUBMIT_HOST": "laptop", "GQA_WALL_END": "5000"}
-    job_process.fill_host_variables(env, "ip-10-0-0-7", now=1234.5)
+    job_process.fill_host_variables(env, "ip-10-0-0-7", now=1234.5, here="/tmp/gqa-code-1")
     assert env["SLURM_JOB_NODELIST"] == env["SLURMD_NODENAME"] == env["SLURM_NODELIST"] == "ip-10-0-0-7"
-    assert env["SLURM_SUBMIT_HOST"] == "laptop"
+    assert (env["SLURM_SUBMIT_HOST"], env["SLURM_SUBMIT_DIR"]) == ("laptop", "/tmp/gqa-code-1")
     assert (env["SLURM_JOB_START_TIME"], env["SLURM_JOB_END_TIME"]) == ("1234", "5000")
+
+
+def test_a_wall_time_in_seconds_ends_that_long_after_the_start():
+    env = {"GQA_WALL_SECONDS": "3600", "GQA_WARN_SIGNAL": "USR1@60"}
+    job_process.fill_host_variables(env, "h", now=1000.0, here="/w")
+    assert (env["GQA_WALL_END"], env["SLURM_JOB_END_TIME"]) == ("4600", "4600")
+    planned = job_process.warning_delay(env, now=1000.0)
+    assert planned is not None and planned[1] == 3540
 
 
 @pytest.mark.parametrize("asked", ["USR1@90", "B:USR2", "sigterm@300", "B:10@5", "HUP@0"])
