@@ -154,6 +154,13 @@ class JobRecord:
     begin: float | None = None     # not started before this time (--begin)
     nice: int = 0
     exclusive: bool = False
+    time_min: float | None = None    # Slurm's --time-min: the least wall time backfill may grant it
+    time_limit: float | None = None  # the current attempt's wall time when backfill granted less (set by each claim)
+
+    @property
+    def attempt_wall_time(self) -> float | None:
+        """The wall time the current attempt is killed at: the one granted, else its own."""
+        return self.time_limit or self.wall_time
 
     @cached_property
     def spec(self):

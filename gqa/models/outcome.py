@@ -54,8 +54,8 @@ def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
     if job.started_at is None:
         return None
     options = []
-    if job.wall_time:
-        options.append((job.started_at + job.wall_time, TIMEOUT))
+    if job.attempt_wall_time:
+        options.append((job.started_at + job.attempt_wall_time, TIMEOUT))
     # the column copied out of the spec at submission: a record with the scheduling columns only has it too
     budget = job.max_gpu_hours if job.max_gpu_hours is not None or not job.spec_json \
         else job.spec.limits.max_gpu_hours
@@ -158,6 +158,8 @@ def _limit_reached(job: JobRecord, which: str, base: dict, interrupted: dict) ->
     # without a wall time of its own, the limit was the backend's (e.g. a job definition's timeout)
     limit = f"its wall time of {format_duration(limits.wall_time)}" if limits.wall_time else \
         "the time limit its compute backend set"
+    if job.time_limit:
+        limit = f"the wall time of {format_duration(job.time_limit)} backfill granted it (--time-min)"
     if limits.on_timeout == "requeue":
         return Outcome(JobState.RETRY_WAIT, f"reached {limit}; requeued to resume from its last checkpoint",
                        interrupted)

@@ -193,7 +193,8 @@ class SubmitService:
                 wall_time=job_spec.limits.wall_time, submitted_at=now,
                 spec_json=texts.get(id(job_spec)) or texts.setdefault(id(job_spec), job_spec.model_dump_json()),
                 state=state, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
-                reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot)
+                reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot,
+                time_min=job_spec.limits.time_min)
             for job_spec, index, env in (expand(spec) if expanded is None else expanded)
         ]
 

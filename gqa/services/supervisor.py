@@ -12,7 +12,7 @@ from ..models.job import JobRecord, JobState, Request
 from ..models.units import format_duration
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
-from ..scheduling import plan
+from ..scheduling import Start, plan
 from .launched import record_launch
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
 from .settle import apply_holding, settle
@@ -78,8 +78,10 @@ class Supervisor:
         now = self.clock.now()
         # the claim forgets the previous attempt's process: until this launch is recorded, the job
         # has none (what the repair and Batch's events go by)
-        claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, f"assigned GPUs {_gpus(s.gpus)}", now,
-                         {"assigned": s.gpus, "pid": None, "proc_token": None}) for s in decision.starts]
+        # each claim sets the attempt's granted wall time, or clears a previous attempt's (--time-min)
+        claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, _claimed_text(s), now,
+                         {"assigned": s.gpus, "pid": None, "proc_token": None, "time_limit": s.wall_time})
+                  for s in decision.starts]
         if self.compute.holds_launches:
             # nothing it launches runs before release(): the claim is written with the launch's record, in
             # one transaction, and a crash before it leaves the jobs QUEUED and their processes held back
@@ -353,3 +355,10 @@ def _with_claims(claims: list[Change], changes: list[Change]) -> list[Change]:
 
 def _gpus(indices: tuple[int, ...]) -> str:
     return ",".join(str(i) for i in indices)
+
+
+def _claimed_text(start: Start) -> str:
+    what = f"assigned GPUs {_gpus(start.gpus)}" if start.gpus else "assigned no GPU (CPU only)"
+    if start.wall_time:
+        what += f", for {format_duration(start.wall_time)} (--time-min; backfilled before a reservation)"
+    return what

@@ -273,8 +273,8 @@ class BatchCompute:
 
     def timeout(self, job: JobRecord, gpus: int) -> int | None:
         limits = []
-        if job.wall_time:
-            limits.append(float(job.wall_time))
+        if job.attempt_wall_time:
+            limits.append(float(job.attempt_wall_time))
         budget = job.spec.limits.max_gpu_hours
         if budget and gpus:   # a CPU-only job uses no GPU-hours
             limits.append(max(0.0, budget * 3600 - job.gpu_seconds) / max(1, gpus))

@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     pid INTEGER, proc_token TEXT, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL DEFAULT '',
     request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL,
     capacity_failures INTEGER NOT NULL DEFAULT 0, dependency TEXT, user_hold INTEGER NOT NULL DEFAULT 0,
-    begin REAL, nice INTEGER NOT NULL DEFAULT 0, exclusive INTEGER NOT NULL DEFAULT 0
+    begin REAL, nice INTEGER NOT NULL DEFAULT 0, exclusive INTEGER NOT NULL DEFAULT 0, time_min REAL,
+    time_limit REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
@@ -60,7 +61,10 @@ ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
                  ("jobs", "user_hold", "INTEGER NOT NULL DEFAULT 0"),
                  ("jobs", "begin", "REAL"),
                  ("jobs", "nice", "INTEGER NOT NULL DEFAULT 0"),
-                 ("jobs", "exclusive", "INTEGER NOT NULL DEFAULT 0"))
+                 ("jobs", "exclusive", "INTEGER NOT NULL DEFAULT 0"),
+                 # version 4 too: --time-min, and the wall time backfill granted the current attempt
+                 ("jobs", "time_min", "REAL"),
+                 ("jobs", "time_limit", "REAL"))
 
 
 class SqliteDatabase:
