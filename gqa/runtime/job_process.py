@@ -10,10 +10,10 @@ what Slurm's node daemon does around a batch script:
   every process of a job it stops;
 - with GQA_WARN_SIGNAL=[B:]SIG@secs (the spec's limits.signal) the signal
   goes, that many seconds before GQA_WALL_END (epoch seconds; or
-  GQA_WALL_SECONDS after the attempt's start), to the
-  job's steps: every process of the command's group but the command (the
-  batch shell) itself, or the command when it is alone (a job that is one
-  process); with B: to the command alone, as the local backend does;
+  GQA_WALL_SECONDS after the attempt's start), to the job's srun steps
+  (`warning_targets`: in a job without steps, every process of the
+  command's group but the command, the batch shell, itself; the command
+  when it is alone), and with B: to the command alone;
 - the exit code is the command's (128 + N when a signal ended it), or,
   when it exited 0, the first failed srun step's: a script whose training
   step failed does not succeed because its last line did;
@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from .slurm_tools import STEP_STATUS_ENV, first_failed_step, install
@@ -119,13 +119,33 @@ class Child:
         if self.process is None or self.process.returncode is not None:
             return
         shell = self.process.pid
-        targets = [shell] if warning.batch_only else [p for p in group_members(shell) if p != shell] or [shell]
-        whom = "the job's command" if targets == [shell] else f"the job's steps ({len(targets)} processes)"
+        targets = warning_targets(shell, group_members(shell), warning.batch_only, is_srun)
+        count = f"{len(targets)} process{'es' if len(targets) > 1 else ''}"
+        whom = "the job's command" if targets == [shell] else f"the job's steps ({count})"
         sys.stderr.write(f"gqa: SIG{signal.Signals(warning.signum).name.removeprefix('SIG')} to {whom}, "
                          f"{warning.before} s before the wall time ends\n")
         sys.stderr.flush()
         for pid in targets:
             _signal(pid, warning.signum, group=False)
+
+
+def warning_targets(shell: int, members: Sequence[int], batch_only: bool,
+                    is_step: Callable[[int], bool]) -> list[int]:
+    """Who a warning signal goes to: with B: the batch shell; else the job's srun steps, which
+    pass it to their tasks (a `| tee` or `| sort` in the script is no step and is left alone);
+    in a job without steps every other process of its group, or the shell when it is alone."""
+    if batch_only:
+        return [shell]
+    others = [pid for pid in members if pid != shell]
+    return [pid for pid in others if is_step(pid)] or others or [shell]
+
+
+def is_srun(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"gqa.runtime.srun" in cmdline.read()
+    except OSError:
+        return False
 
 
 def group_members(pgid: int) -> list[int]:

@@ -123,10 +123,17 @@ def _die_with_parent() -> Any:
 
 
 def _pump(source: IO[bytes], target: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
+    """Copy a task's output line by line; once the reader is gone (a closed pipe), read on and
+    drop it, so the task is never blocked on a full pipe."""
+    writable = True
     for line in iter(lambda: source.readline(LINE_LIMIT), b""):
-        with lock:
-            target.write(prefix + line)
-            target.flush()
+        if writable:
+            with lock:
+                try:
+                    target.write(prefix + line)
+                    target.flush()
+                except (BrokenPipeError, ValueError):
+                    writable = False
     source.close()
 
 
@@ -277,7 +284,10 @@ def run(args: Sequence[str]) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         streams.close()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:      # whoever read srun's output has gone; the step's code still counts
+        pass
     record_failed_step(code, described, env)
     return code
 

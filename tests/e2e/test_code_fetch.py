@@ -156,6 +156,29 @@ def test_the_warning_signal_reaches_the_steps_or_with_b_the_batch_shell(tmp_path
     assert time.monotonic() - started < 15 and "gqa: SIGUSR1 to the job's" in err
 
 
+STEPS_WARNED = ("#!/bin/bash\n"
+                "srun -n 2 python3 -c 'import os, signal, sys, time\n"
+                "rank = os.environ[\"SLURM_PROCID\"]\n"
+                "def warned(*_):\n"
+                "    print(\"rank\", rank, \"warned\", flush=True)\n"
+                "    sys.exit(0)\n"
+                "signal.signal(signal.SIGUSR1, warned)\n"
+                "time.sleep(20)' | cat > \"$OUT\"\n")
+
+
+def test_the_warning_reaches_the_srun_steps_and_leaves_the_scripts_pipe_alone(tmp_path):
+    proj = project(tmp_path)
+    (proj / "job.sh").write_text(STEPS_WARNED)
+    os.chmod(proj / "job.sh", 0o755)
+    out = tmp_path / "piped.txt"
+    done = launch(tmp_path, proj, [str(proj / "job.sh")],
+                  env={"GQA_WARN_SIGNAL": "USR1@1", "GQA_WALL_END": str(int(time.time()) + 3), "OUT": str(out)})
+    _, err = done.communicate(timeout=60)
+    assert done.returncode == 0, err
+    assert sorted(out.read_text().splitlines()) == ["rank 0 warned", "rank 1 warned"]   # through `| cat`
+    assert "gqa: SIGUSR1 to the job's steps (1 process)" in err
+
+
 def test_a_bundle_that_cannot_be_fetched_exits_69_with_the_reason(tmp_path):
     proj = project(tmp_path)
     digest = stored(tmp_path, proj)

@@ -197,3 +197,12 @@ def test_the_runtime_reads_every_warning_signal_the_spec_writes(asked):
     runtime_side = job_process.parse_warning(spec_side.text())
     assert (runtime_side.signum, runtime_side.before, runtime_side.batch_only) == (
         spec_side.number, spec_side.before, spec_side.batch_only)
+
+
+def test_a_warning_goes_to_the_steps_else_to_the_scripts_processes_else_to_the_command():
+    steps = {20, 30}
+    is_step = steps.__contains__
+    assert job_process.warning_targets(10, [10, 20, 25, 30], False, is_step) == [20, 30]   # 25: a `| tee`
+    assert job_process.warning_targets(10, [10, 25], False, is_step) == [25]
+    assert job_process.warning_targets(10, [10], False, is_step) == [10]
+    assert job_process.warning_targets(10, [10, 20, 25], True, is_step) == [10]
