@@ -173,6 +173,8 @@ def queue_changes(snap: Snapshot, spend: Mapping[str, TeamSpend], attempts: Iter
     ledger = BudgetLedger(snap)
     hold, release = {}, []
     for job in snap.pending:
+        if job.user_hold:
+            continue   # its owner's: only `gqa release` frees it
         if job.held:
             if job.team not in exhausted and ledger.over(job) is None:
                 release.append(job.id)

@@ -2,9 +2,11 @@
 
 1. account  - what the running jobs hold (ledger.py)
 2. rank     - strict tiers; within a tier the multifactor score (ranking.py)
-3. admit    - quotas: team and user GPU caps, array limits; skip, never block (quotas.py)
-4. fit      - gang, then FIFO blocking or EASY backfill with reservations (fit.py)
-5. preempt  - a blocked job may stop lower, preemptible tiers (preempt.py)
+3. gate     - user holds, --begin, dependencies; skip, never block; a dependency that
+              can never be met is listed to be cancelled (dependencies.py)
+4. admit    - quotas: team and user GPU caps, array limits; skip, never block (quotas.py)
+5. fit      - gang, then FIFO blocking or EASY backfill with reservations (fit.py)
+6. preempt  - a blocked job may stop lower, preemptible tiers (preempt.py)
 Budgets (budget.py) are checked with the quotas: over budget, a job is HELD.
 
 CPU-only jobs (0 GPUs) go through the same phases: they count 0 GPUs against
@@ -13,6 +15,7 @@ never preempts: it waits for the machine to empty.
 """
 
 from .budget import BudgetLedger
+from .dependencies import gate
 from .fit import Capacity
 from .ledger import account
 from .preempt import Preemptor
@@ -36,7 +39,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     capacity = Capacity(snap, ledger, explain=explain)
     preemptor = Preemptor(snap, ledger.free)
     budget = BudgetLedger(snap)
-    out = Plan()
+    gated = gate(snap)   # for every pending job first: a pass that stops early still lists the never-met
+    out = Plan(never=gated.never)
     for jobs in ranking.tiers():
         for job, factors in ranking.in_order(jobs):
             if not explain and not ledger.free and not cpu_room() and not preemptor.enabled and not budget.active:
@@ -44,6 +48,9 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
             cpu_only_left -= job.gpus == 0
             out.order.append(job.id)
             out.factors[job.id] = factors
+            if job.id in gated.waiting:
+                out.waiting[job.id] = gated.waiting[job.id]
+                continue
             over_budget = budget.over(job)
             if job.held or over_budget:
                 if over_budget is None:

@@ -8,11 +8,12 @@ from ..models.errors import NotAdmitted, NotFound
 from ..models.job import PENDING, JobRecord, JobState, group_of
 from ..ports import Admissions, Clock, JobStore
 from ..scheduling import plan
-from ..scheduling.snapshot import Factors, Weights
+from ..scheduling.dependencies import gate
+from ..scheduling.snapshot import Factors, Snapshot, Weights
 from ..scheduling.eta import predict_starts
 from . import lookup
 from .launched import awaiting_start, waiting_reason
-from .snapshot import read_snapshot, team_ratios
+from .snapshot import dependency_states, read_snapshot, team_ratios
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,9 @@ class QueryService:
                 continue
             reason = "starting now" if job_id in starting else decision.waiting.get(job_id, "")
             pending.append(QueueEntry(job, position, reason, decision.factors.get(job_id), etas.get(job_id)))
-        for job in by_id.values():   # not yet schedulable: retry backoff, held, awaiting approval
-            if job.state != JobState.QUEUED:
+        ordered = set(decision.order)
+        for job in by_id.values():   # not yet schedulable: retry backoff, awaiting approval
+            if job.id not in ordered and job.state != JobState.QUEUED:
                 pending.append(QueueEntry(job, None, _not_queued_reason(job, snap.now)))
         # launched jobs' waits are told from their claim, in their history (left out of the answer)
         claimed = [replace(j, history=()) for j in self._as_seen(
@@ -69,7 +71,8 @@ class QueryService:
         """A job or a group's jobs; NotAdmitted for ids accepted but not recorded yet (lookup.py),
         a task of an array still being admitted in chunks among them."""
         try:
-            return self._as_seen(lookup.resolve(self.store, ref), self.clock.now())
+            now = self.clock.now()
+            return self._gated(self._as_seen(lookup.resolve(self.store, ref), now), now)
         except NotFound:
             left = self.admitting(group_of(ref))
             if not left:
@@ -87,6 +90,17 @@ class QueryService:
             return 0
         progress = self.admissions.progress(ref)
         return progress.remaining if progress is not None else 0
+
+    def _gated(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
+        """Pending jobs that wait for their owner's release, their --begin time or
+        their dependency, with the reason the pass gives (scheduling/dependencies.py)."""
+        if not any(j.state in (JobState.QUEUED, JobState.HELD) and (
+                j.dependency or j.user_hold or (j.begin is not None and j.begin > now)) for j in jobs):
+            return jobs
+        pending, running = self.store.scheduling_view()
+        waiting = gate(Snapshot(now=now, gpus=(), pending=tuple(pending), running=tuple(running),
+                                named=dependency_states(self.store, pending))).waiting
+        return [replace(j, reason=waiting[j.id]) if j.id in waiting else j for j in jobs]
 
     def _as_seen(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
         """The jobs with their reasons as of now: a launched job's wait for its backend, in minutes."""

@@ -4,8 +4,12 @@
 from collections import defaultdict
 from dataclasses import replace
 
+from ..models.dependency import parse_dependency
+from ..models.errors import SpecError
+from ..models.job import JobState
 from ..ports import SchedulingInputs
 from ..scheduling import Snapshot
+from ..scheduling.snapshot import PendingJob
 from ..scheduling.budget import period_of, running_cost
 from ..scheduling.eta import expected_runtime, runtime_ratio
 
@@ -30,10 +34,24 @@ def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] 
     running = [replace(r, expected_runtime=expected_runtime(r.wall_time, ratios.get(r.team, 1.0)),
                        started_at=r.started_at if r.started else now) for r in running]
     gpus = inventory.gpus if inventory else ()
+    named = dependency_states(store, pending)
     return Snapshot(now=now, gpus=gpus, pending=tuple(pending),
                     running=tuple(running), teams=store.teams(), usage=store.usage(now, policy.half_life),
                     policy=policy, cpus=inventory.cpus if inventory else None,
-                    memory=inventory.memory if inventory else None, spend=spend_now(store, running, gpus, now))
+                    memory=inventory.memory if inventory else None, spend=spend_now(store, running, gpus, now),
+                    named=named)
+
+
+def dependency_states(store: SchedulingInputs, pending: list[PendingJob]) -> dict[str, dict[JobState, int]]:
+    """The states of the jobs the pending jobs' dependencies name (one narrow read; none without any)."""
+    refs: dict[str, None] = {}
+    for job in pending:
+        if job.dependency:
+            try:
+                refs.update(dict.fromkeys(parse_dependency(job.dependency).jobs))
+            except SpecError:
+                continue   # the pass says why it can never be met
+    return store.states_of(refs) if refs else {}
 
 
 def spend_now(store: SchedulingInputs, running, gpus, now: float) -> dict[str, float]:

@@ -12,9 +12,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..models.errors import BackendUnavailable, GqaError, Rejected, SpecError
+from ..models.dependency import parse_dependency
+from ..models.errors import BackendUnavailable, GqaError, NotFound, Rejected, SpecError
 from ..models.expand import array_limit, expand
-from ..models.job import JobRecord, JobState, Transition
+from ..models.job import JobRecord, JobState, Transition, group_of
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
 from ..models.sbatch_values import exported_environment
@@ -28,6 +29,7 @@ from .chunked import admit_chunk
 from .teams import for_team
 
 ACCEPTED = "accepted; waiting for admission"
+HELD_AT_SUBMISSION = "held by its owner (--hold): it starts only after gqa release"
 log = logging.getLogger("gqa.submit")
 
 
@@ -55,6 +57,7 @@ class SubmitService:
         problem = self.spec_check(spec) if self.spec_check is not None else None
         if problem:
             raise SpecError(problem)
+        self._refuse_unknown_dependencies(spec)
         created = self.store.create(self._admitted(spec, environment, inventory, policy))
         # fresh ids: every job is this submission's own
         self._ask_approval([j for j in created if j.state == JobState.PENDING_APPROVAL], inventory.gpus)
@@ -76,6 +79,7 @@ class SubmitService:
         problem = self.spec_check(spec) if self.spec_check is not None else None
         if problem:
             raise SpecError(problem)
+        self._refuse_unknown_dependencies(spec)
         now = self.clock.now()
         submitted = (Transition(JobState.SUBMITTED, now, "submitted"),)
         reserved = self.store.reserve_ids(self._records(spec, environment, now, JobState.SUBMITTED, ACCEPTED,
@@ -159,6 +163,34 @@ class SubmitService:
         inventory, policy = within_limits(self.store, spec)
         return spec, inventory, policy
 
+    def _refuse_unknown_dependencies(self, spec: JobSpec) -> None:
+        """A dependency on a job that does not exist is refused, as sbatch refuses
+        it, before anything is written. A task of an array still being admitted
+        a chunk at a time (AWS) exists already: its id is reserved."""
+        if not spec.after:
+            return
+        for ref in parse_dependency(spec.after).jobs:
+            group = group_of(ref)
+            if self.store.reserved(group) and (group == ref or self._task_exists(ref)):
+                continue
+            raise SpecError(f"dependency {spec.after}: job {ref} does not exist")
+
+    def _task_exists(self, ref: str) -> bool:
+        """Recorded, or its array's tasks are not all recorded yet (accepted, or being admitted in chunks)."""
+        try:
+            self.store.get(ref)
+            return True
+        except NotFound:
+            pass
+        progress = self.admissions.progress(group_of(ref)) if self.admissions is not None else None
+        if progress is not None:
+            return progress.remaining > 0
+        try:
+            self.store.resolve(group_of(ref), history=False)
+        except NotFound:
+            return True    # accepted, none of its tasks admitted yet
+        return False
+
     def _admitted(self, spec: JobSpec, environment: dict[str, str] | None, inventory: Inventory,
                   policy: Policy) -> list[JobRecord]:
         """The submission's jobs, QUEUED or waiting for approval."""
@@ -172,6 +204,8 @@ class SubmitService:
         approval = approval_needed(spec, inventory, policy)
         if approval:
             state, reason = JobState.PENDING_APPROVAL, "needs approval: " + "; ".join(approval)
+        elif spec.hold:
+            state, reason = JobState.HELD, HELD_AT_SUBMISSION
         else:
             state, reason = JobState.QUEUED, "admitted"
         return state, reason, (Transition(JobState.SUBMITTED, now, "submitted"), Transition(state, now, reason))
@@ -194,7 +228,8 @@ class SubmitService:
                 spec_json=texts.get(id(job_spec)) or texts.setdefault(id(job_spec), job_spec.model_dump_json()),
                 state=state, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
                 reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot,
-                time_min=job_spec.limits.time_min)
+                dependency=job_spec.after, user_hold=job_spec.hold, begin=job_spec.begin, nice=job_spec.nice,
+                exclusive=r.exclusive, time_min=job_spec.limits.time_min)
             for job_spec, index, env in (expand(spec) if expanded is None else expanded)
         ]
 

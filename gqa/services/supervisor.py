@@ -72,6 +72,7 @@ class Supervisor:
                 self._stop(self.store.get(victim), PREEMPT)
             except NotFound:
                 pass
+        self._cancel_never_met(decision.never, {j.id: j.held for j in view[0]})
         self._hold_and_release(decision)
         if not decision.starts:
             return []
@@ -173,6 +174,15 @@ class Supervisor:
                 out.append(replace(job, state=JobState.STARTING, **(claim.fields or {})))
         return out
 
+    def _cancel_never_met(self, never: dict[str, str], held: dict[str, bool]) -> None:
+        """Jobs whose dependency can never be met end CANCELLED with the reason,
+        as Slurm's kill_invalid_depend does; guarded on the state the pass saw."""
+        now = self.clock.now()
+        changes = [Change(j, JobState.HELD if held.get(j) else JobState.QUEUED, JobState.CANCELLED, reason, now,
+                          {"ended_at": now, "not_before": None}) for j, reason in never.items()]
+        for job in apply_holding(self.store, changes):   # one that moved meanwhile is decided again next pass
+            log.info("job %s: %s", job.id, job.reason)
+
     def _hold_and_release(self, decision) -> None:
         now = self.clock.now()
         changes = [Change(j, JobState.QUEUED, JobState.HELD, reason, now) for j, reason in decision.hold.items()]
@@ -252,8 +262,11 @@ class Supervisor:
         apply_holding(self.store, changes)   # one cancelled since it was read: promote the others
 
     def next_deadline(self) -> float | None:
-        """When something must happen even if nothing wakes us."""
+        """When something must happen even if nothing wakes us: a retry's
+        backoff ends, a wall time runs out, a --begin time comes."""
+        now = self.clock.now()
         times = [t for t in [self.store.next_wakeup()] if t is not None]
+        times += [j.begin for j in self.store.scheduling_view()[0] if j.begin is not None and j.begin > now]
         for job in self.store.list([JobState.RUNNING]):
             deadline = attempt_deadline(job) if job.kill_reason is None else None
             if deadline is not None:

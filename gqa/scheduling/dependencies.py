@@ -1,0 +1,165 @@
+"""The phase of a pass before quotas: jobs that may not start yet whatever
+is free, each with its reason, and jobs whose dependency can never be met.
+
+A pending job waits while its owner holds it (`gqa hold`), until its --begin
+time, and until its dependency holds (models/dependency.py), given the states
+of the jobs it names (`Snapshot.named`; an array id names all its tasks, a
+task id one task). A condition on a job that ended the wrong way
+(afterok on a failure, afternotok on a success) can never be met: such a job
+is listed to be cancelled with the reason. With `?` (any of), a job waits while
+any condition can still be met. A singleton waits for every earlier job of
+its name and owner, pending or running, to end."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ..models.dependency import VERB, Condition, parse_dependency
+from ..models.errors import SpecError
+from ..models.job import JobState, TERMINAL
+from .snapshot import PendingJob, Snapshot
+
+MET, WAIT, NEVER = "met", "wait", "never"
+S = JobState
+FAILED = frozenset({S.FAILED, S.TIMED_OUT, S.CANCELLED, S.REJECTED})
+STARTED = TERMINAL | {S.RUNNING}
+# how an end reads in a reason: "job 12 failed (afterok)"
+ENDED = {S.SUCCEEDED: "succeeded", S.FAILED: "failed", S.TIMED_OUT: "timed out", S.CANCELLED: "was cancelled",
+         S.REJECTED: "was rejected"}
+
+
+@dataclass
+class Gate:
+    """What the phase decided: pending job -> why it may not start now, and the
+    jobs among them whose dependency can never be met (-> why)."""
+
+    waiting: dict[str, str] = field(default_factory=dict)
+    never: dict[str, str] = field(default_factory=dict)
+
+
+def gate(snap: Snapshot) -> Gate:
+    out = Gate()
+    earliest = _earliest_of_name(snap)
+    for job in snap.pending:
+        if not (job.dependency or job.user_hold or (job.begin is not None and job.begin > snap.now)):
+            continue
+        verdict, reason = dependency_verdict(job, snap, earliest) if job.dependency else (MET, "")
+        if verdict == NEVER:
+            out.never[job.id] = out.waiting[job.id] = reason
+        elif job.user_hold:
+            out.waiting[job.id] = f"held by its owner: gqa release {job.id}"
+        elif job.begin is not None and job.begin > snap.now:
+            out.waiting[job.id] = f"waits until {clock_time(job.begin, snap.now)} (--begin)"
+        elif verdict == WAIT:
+            out.waiting[job.id] = reason
+    return out
+
+
+def dependency_verdict(job: PendingJob, snap: Snapshot,
+                       earliest: Mapping[tuple[str, str], tuple[int, str]] | None = None) -> tuple[str, str]:
+    """MET, WAIT or NEVER for the job's dependency, with the reason for the last two."""
+    assert job.dependency is not None
+    try:
+        dependency = parse_dependency(job.dependency)
+    except SpecError as exc:   # recorded by an earlier version, or by hand: it cannot be told, so never
+        return NEVER, f"dependency can never be met: {exc}"
+    earliest = _earliest_of_name(snap) if earliest is None else earliest
+    verdicts = [_condition(c, job, snap, earliest) for c in dependency.conditions]
+    kinds = [v for v, _ in verdicts]
+    if dependency.any_of:
+        if MET in kinds:
+            return MET, ""
+        if all(k == NEVER for k in kinds):
+            return NEVER, "dependency can never be met: " + "; ".join(r for _, r in verdicts)
+        return WAIT, " or ".join(r for v, r in verdicts if v == WAIT)
+    if NEVER in kinds:
+        return NEVER, "dependency can never be met: " + "; ".join(r for v, r in verdicts if v == NEVER)
+    if WAIT in kinds:
+        return WAIT, "; ".join(r for v, r in verdicts if v == WAIT)
+    return MET, ""
+
+
+def _condition(condition: Condition, job: PendingJob, snap: Snapshot,
+               earliest: Mapping[tuple[str, str], tuple[int, str]]) -> tuple[str, str]:
+    if condition.kind == "singleton":
+        return _singleton(job, snap, earliest)
+    unmet, never = [], []
+    for ref in condition.jobs:
+        verdict, why = _one(condition.kind, ref, snap.named.get(ref) or {})
+        if verdict == NEVER:
+            never.append(f"{why} ({condition.kind})")
+        elif verdict == WAIT:
+            unmet.append(ref)
+    if never:
+        return NEVER, "; ".join(never)
+    if unmet:
+        return WAIT, f"waits for {_jobs(unmet)} to {VERB[condition.kind]}"
+    return MET, ""
+
+
+def _one(kind: str, ref: str, states: Mapping[JobState, int]) -> tuple[str, str]:
+    """One named job (or all of an array's tasks) against one condition."""
+    total = sum(states.values())
+    if not total:
+        return WAIT, ""   # not recorded yet (an array still being admitted): it may still come
+    ended = sum(n for s, n in states.items() if s in TERMINAL)
+    failed = {s: n for s, n in states.items() if s in FAILED and n}
+    if kind == "after":
+        return (MET, "") if sum(n for s, n in states.items() if s in STARTED) == total else (WAIT, "")
+    if kind == "afterany":
+        return (MET, "") if ended == total else (WAIT, "")
+    if kind == "afterok":
+        if failed:
+            return NEVER, _ended_text(ref, failed, total)
+        return (MET, "") if states.get(S.SUCCEEDED, 0) == total else (WAIT, "")
+    # afternotok: met once all ended and one failed; never when all ended and none did
+    if ended < total:
+        return WAIT, ""
+    if failed:
+        return MET, ""
+    return NEVER, _ended_text(ref, {S.SUCCEEDED: total}, total)
+
+
+def _ended_text(ref: str, ends: Mapping[JobState, int], total: int) -> str:
+    if total == 1:
+        return f"job {ref} {ENDED[next(iter(ends))]}"
+    parts = ", ".join(f"{n} {ENDED[s]}" for s, n in sorted(ends.items()))
+    return f"array {ref}: of its {total} tasks {parts}"
+
+
+def _singleton(job: PendingJob, snap: Snapshot,
+               earliest: Mapping[tuple[str, str], tuple[int, str]]) -> tuple[str, str]:
+    key = (job.name, job.user)
+    running = sorted(r.id for r in snap.running if (r.name, r.user) == key)
+    first = earliest.get(key)
+    ahead = [first[1]] if first is not None and first[0] < job.seq else []
+    blocking = running + ahead
+    if blocking:
+        return WAIT, f"singleton: waits for {_jobs(blocking)} (same name and owner) to end"
+    return MET, ""
+
+
+def _earliest_of_name(snap: Snapshot) -> dict[tuple[str, str], tuple[int, str]]:
+    """Per (name, owner), the pending job submitted first: a singleton goes after it."""
+    out: dict[tuple[str, str], tuple[int, str]] = {}
+    for job in snap.pending:
+        key = (job.name, job.user)
+        if key not in out or (job.seq, job.id) < out[key]:
+            out[key] = (job.seq, job.id)
+    return out
+
+
+def _jobs(ids: list[str]) -> str:
+    if len(ids) == 1:
+        return f"job {ids[0]}"
+    shown = ids[:5] + ([f"{len(ids) - 5} more"] if len(ids) > 5 else [])
+    return f"jobs {', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def clock_time(at: float, now: float) -> str:
+    """'14:05 UTC' today, 'Dec 3 14:05 UTC' another day (the queue's clock is UTC everywhere)."""
+    when = datetime.fromtimestamp(at, timezone.utc)
+    today = datetime.fromtimestamp(now, timezone.utc).date() == when.date()
+    return when.strftime("%H:%M UTC") if today else f"{when:%b} {when.day} {when:%H:%M} UTC"

@@ -1,0 +1,112 @@
+"""Dependencies, holds at submission and --begin through the services: what
+is recorded at submission, what the supervisor starts and cancels, and what
+`gqa queue` and `gqa status` say."""
+
+import pytest
+
+from gqa.models.errors import SpecError
+from gqa.models.job import JobState
+from gqa.scheduling.dependencies import clock_time
+from gqa.services.submit import HELD_AT_SUBMISSION
+from tests.services.conftest import T0
+
+S = JobState
+
+
+def test_the_spec_s_options_are_recorded_on_each_job(queue):
+    parent = queue.submit_one()
+    tasks = queue.submit(after=f"afterany:{parent.id}", begin=T0 + 60, nice=5, array="0-1",
+                         resources={"exclusive": True})
+
+    for task in tasks:
+        stored = queue.get(task.id)
+        assert (stored.dependency, stored.begin, stored.nice, stored.exclusive, stored.user_hold) == (
+            f"afterany:{parent.id}", T0 + 60, 5, True, False)
+
+
+def test_a_chain_afterok_runs_in_order(queue):
+    first = queue.submit_one(name="prep")
+    second = queue.submit_one(name="train", after=f"afterok:{first.id}")
+
+    assert [j.id for j in queue.supervisor.dispatch()] == [first.id]
+    assert queue.supervisor.dispatch() == []
+    [entry] = [e for e in queue.queries.queue().pending if e.job.id == second.id]
+    assert entry.reason == f"waits for job {first.id} to succeed" and entry.eta is None
+    assert queue.queries.jobs(second.id)[0].reason == f"waits for job {first.id} to succeed"
+
+    queue.exit(first.id, 0)
+    assert [j.id for j in queue.supervisor.dispatch()] == [second.id]
+
+
+def test_a_failed_parent_ends_its_afterok_child_cancelled_once(queue):
+    parent = queue.start()
+    child = queue.submit_one(after=f"afterok:{parent.id}")
+    other = queue.submit_one(after=f"afternotok:{parent.id}")
+    queue.exit(parent.id, 3)
+    queue.clock.advance(1)
+
+    started = queue.supervisor.dispatch()
+
+    cancelled = queue.get(child.id)
+    assert (cancelled.state, cancelled.reason) == (
+        S.CANCELLED, f"dependency can never be met: job {parent.id} failed (afterok)")
+    assert cancelled.ended_at == queue.clock.now()
+    assert [j.id for j in started] == [other.id]   # afternotok is met by the failure
+    queue.supervisor.dispatch()
+    assert [t.state for t in queue.get(child.id).history].count(S.CANCELLED) == 1
+
+
+def test_a_dependency_on_a_job_that_does_not_exist_is_refused_and_nothing_is_written(queue):
+    real = queue.submit_one()
+    before = queue.store.state_counts()
+
+    with pytest.raises(SpecError, match="job 99 does not exist"):
+        queue.submit(after=f"afterok:{real.id}:99")
+    with pytest.raises(SpecError, match=f"job {real.id}_4 does not exist"):
+        queue.submit(after=f"afterany:{real.id}_4")
+    assert queue.store.state_counts() == before
+
+
+def test_a_dependency_on_an_array_task_that_exists_is_taken(queue):
+    tasks = queue.submit(array="0-2")
+    job = queue.submit_one(after=f"afterok:{tasks[2].id}")
+    assert queue.get(job.id).dependency == f"afterok:{tasks[2].id}"
+
+
+def test_a_job_held_at_submission_waits_until_its_owner_releases_it(queue):
+    job = queue.submit_one(hold=True)
+
+    stored = queue.get(job.id)
+    assert (stored.state, stored.user_hold, stored.reason) == (S.HELD, True, HELD_AT_SUBMISSION)
+    assert queue.supervisor.dispatch() == []
+    assert queue.get(job.id).state == S.HELD   # the budget's release never frees it
+    assert queue.queries.jobs(job.id)[0].reason == f"held by its owner: gqa release {job.id}"
+
+    queue.control.release([job.id])
+    assert [j.id for j in queue.supervisor.dispatch()] == [job.id]
+
+
+def test_a_begin_time_wakes_the_loop_and_the_job_starts_then(queue):
+    job = queue.submit_one(begin=T0 + 600)
+
+    assert queue.supervisor.dispatch() == []
+    assert queue.supervisor.next_deadline() == T0 + 600
+    assert queue.queries.jobs(job.id)[0].reason == f"waits until {clock_time(T0 + 600, T0)} (--begin)"
+    queue.clock.advance(600)
+    assert [j.id for j in queue.supervisor.dispatch()] == [job.id]
+
+
+def test_a_singleton_waits_for_the_running_job_of_its_name(queue):
+    first = queue.start(name="nightly")
+    second = queue.submit_one(name="nightly", after="singleton")
+
+    assert queue.supervisor.dispatch() == []
+    assert queue.queries.jobs(second.id)[0].reason == (
+        f"singleton: waits for job {first.id} (same name and owner) to end")
+    queue.exit(first.id, 0)
+    assert [j.id for j in queue.supervisor.dispatch()] == [second.id]
+
+
+def test_a_held_job_appears_once_in_the_queue(queue):
+    job = queue.submit_one(hold=True)
+    assert [e.job.id for e in queue.queries.queue().pending] == [job.id]

@@ -1,0 +1,137 @@
+"""The gate phase of a pass (scheduling/dependencies.py): user holds, --begin,
+and each kind of dependency, given the states of the jobs it names."""
+
+import pytest
+
+from gqa.models.job import JobState
+from gqa.scheduling import plan
+from gqa.scheduling.dependencies import clock_time, gate
+from tests.builders import NOW, pending, running, snapshot
+
+S = JobState
+OK, FAIL, RUN, QUEUED, TIMED_OUT, CANCELLED = S.SUCCEEDED, S.FAILED, S.RUNNING, S.QUEUED, S.TIMED_OUT, S.CANCELLED
+
+
+def verdict(dependency: str, named: dict, **fields) -> tuple[str | None, str | None]:
+    """(why it waits, why it never can start) for job "j" with this dependency; None where it does not."""
+    snap = snapshot(4, pending=[pending("j", dependency=dependency, seq=50, **fields)], named=named)
+    decided = gate(snap)
+    return decided.waiting.get("j"), decided.never.get("j")
+
+
+@pytest.mark.parametrize("dependency, named, waits, never", [
+    # afterok
+    ("afterok:12", {"12": {RUN: 1}}, "waits for job 12 to succeed", None),
+    ("afterok:12", {"12": {OK: 1}}, None, None),
+    ("afterok:12", {"12": {FAIL: 1}}, "dependency can never be met: job 12 failed (afterok)",
+     "dependency can never be met: job 12 failed (afterok)"),
+    ("afterok:12", {"12": {TIMED_OUT: 1}}, "dependency can never be met: job 12 timed out (afterok)",
+     "dependency can never be met: job 12 timed out (afterok)"),
+    ("afterok:12:13", {"12": {OK: 1}, "13": {QUEUED: 1}}, "waits for job 13 to succeed", None),
+    ("afterok:12:13", {"12": {RUN: 1}, "13": {QUEUED: 1}}, "waits for jobs 12 and 13 to succeed", None),
+    # afternotok
+    ("afternotok:12", {"12": {RUN: 1}}, "waits for job 12 to fail", None),
+    ("afternotok:12", {"12": {CANCELLED: 1}}, None, None),
+    ("afternotok:12", {"12": {OK: 1}}, "dependency can never be met: job 12 succeeded (afternotok)",
+     "dependency can never be met: job 12 succeeded (afternotok)"),
+    # afterany
+    ("afterany:12:13", {"12": {RUN: 1}, "13": {QUEUED: 1}}, "waits for jobs 12 and 13 to end", None),
+    ("afterany:12:13", {"12": {FAIL: 1}, "13": {OK: 1}}, None, None),
+    # after: started (or ended)
+    ("after:12", {"12": {QUEUED: 1}}, "waits for job 12 to start", None),
+    ("after:12", {"12": {S.STARTING: 1}}, "waits for job 12 to start", None),
+    ("after:12", {"12": {RUN: 1}}, None, None),
+    ("after:12", {"12": {CANCELLED: 1}}, None, None),
+    # a job not recorded yet (accepted, admitted a chunk at a time) may still come
+    ("afterok:12", {}, "waits for job 12 to succeed", None),
+    # `,`: every condition
+    ("afterok:12,afterany:13", {"12": {OK: 1}, "13": {RUN: 1}}, "waits for job 13 to end", None),
+    ("afterok:12,afterany:13", {"12": {FAIL: 1}, "13": {RUN: 1}},
+     "dependency can never be met: job 12 failed (afterok)", "dependency can never be met: job 12 failed (afterok)"),
+    # `?`: any one; waits while any can still be met
+    ("afterok:12?afterok:13", {"12": {FAIL: 1}, "13": {RUN: 1}}, "waits for job 13 to succeed", None),
+    ("afterok:12?afterok:13", {"12": {FAIL: 1}, "13": {OK: 1}}, None, None),
+    ("afterok:12?afterok:13", {"12": {RUN: 1}, "13": {RUN: 1}},
+     "waits for job 12 to succeed or waits for job 13 to succeed", None),
+    ("afterok:12?afternotok:13", {"12": {FAIL: 1}, "13": {OK: 1}},
+     "dependency can never be met: job 12 failed (afterok); job 13 succeeded (afternotok)",
+     "dependency can never be met: job 12 failed (afterok); job 13 succeeded (afternotok)"),
+    # an array names all its tasks, a task one
+    ("afterok:12", {"12": {OK: 3, RUN: 1}}, "waits for job 12 to succeed", None),
+    ("afterok:12", {"12": {OK: 4}}, None, None),
+    ("afterok:12", {"12": {OK: 2, FAIL: 1, RUN: 1}},
+     "dependency can never be met: array 12: of its 4 tasks 1 failed (afterok)",
+     "dependency can never be met: array 12: of its 4 tasks 1 failed (afterok)"),
+    ("afterany:12", {"12": {OK: 2, FAIL: 1, RUN: 1}}, "waits for job 12 to end", None),
+    ("afternotok:12", {"12": {OK: 3, FAIL: 1}}, None, None),
+    ("afternotok:12", {"12": {OK: 3, RUN: 1}}, "waits for job 12 to fail", None),
+    ("afternotok:12", {"12": {OK: 4}}, "dependency can never be met: array 12: of its 4 tasks 4 succeeded "
+     "(afternotok)", "dependency can never be met: array 12: of its 4 tasks 4 succeeded (afternotok)"),
+    ("afterok:12_3", {"12_3": {OK: 1}}, None, None),
+    ("afterok:12_3", {"12_3": {FAIL: 1}}, "dependency can never be met: job 12_3 failed (afterok)",
+     "dependency can never be met: job 12_3 failed (afterok)"),
+])
+def test_each_kind_of_dependency(dependency, named, waits, never):
+    assert verdict(dependency, named) == (waits, never)
+
+
+def test_a_singleton_waits_for_a_running_job_of_its_name_and_owner():
+    snap = snapshot(4, pending=[pending("j", name="train", dependency="singleton", seq=5)],
+                    running=[running("9", name="train"), running("8", name="train", user="bob"),
+                             running("7", name="eval")])
+    assert gate(snap).waiting == {"j": "singleton: waits for job 9 (same name and owner) to end"}
+    assert plan(snap).starts == []
+
+
+def test_a_singleton_goes_after_an_earlier_pending_job_of_its_name_and_alone_it_starts():
+    first = pending("3", name="train", seq=3)
+    later = pending("j", name="train", dependency="singleton", seq=5)
+    assert gate(snapshot(4, pending=[later, first])).waiting == {
+        "j": "singleton: waits for job 3 (same name and owner) to end"}
+    assert gate(snapshot(4, pending=[later])).waiting == {}
+    assert [s.job_id for s in plan(snapshot(4, pending=[later])).starts] == ["j"]
+
+
+def test_a_user_hold_waits_and_the_budget_never_releases_it():
+    held = pending("7", held=True, user_hold=True)
+    decided = plan(snapshot(4, pending=[held]))
+    assert decided.waiting == {"7": "held by its owner: gqa release 7"}
+    assert (decided.starts, decided.release) == ([], [])
+    budget_held = pending("8", held=True)   # held by its team's budget only: released when it fits
+    assert plan(snapshot(4, pending=[budget_held])).release == ["8"]
+
+
+def test_a_begin_time_ahead_waits_and_one_passed_starts():
+    later = pending("b", begin=NOW + 3600)
+    decided = plan(snapshot(4, pending=[later]))
+    assert decided.waiting == {"b": f"waits until {clock_time(NOW + 3600, NOW)} (--begin)"}
+    assert decided.starts == []
+    assert [s.job_id for s in plan(snapshot(4, pending=[pending("b", begin=NOW - 1)])).starts] == ["b"]
+
+
+def test_the_clock_time_reads_the_hour_today_and_the_date_another_day():
+    at = 1_764_684_300.0   # 2025-12-02 14:05 UTC
+    assert clock_time(at, at - 3600) == "14:05 UTC"
+    assert clock_time(at, at - 86400) == "Dec 2 14:05 UTC"
+
+
+def test_a_never_met_dependency_is_listed_even_when_the_pass_stops_early():
+    busy = running("r", gpus=[0])
+    doomed = pending("d", dependency="afterok:12", seq=9)
+    snap = snapshot(1, pending=[pending("a", seq=1), doomed], running=[busy], named={"12": {FAIL: 1}})
+    decided = plan(snap, explain=False)
+    assert decided.never == {"d": "dependency can never be met: job 12 failed (afterok)"}
+
+
+def test_a_job_that_waits_on_its_dependency_lets_later_jobs_start():
+    waiting = pending("w", dependency="afterok:12", seq=1, gpus=4)
+    later = pending("l", seq=2, gpus=4)
+    decided = plan(snapshot(4, pending=[waiting, later], named={"12": {RUN: 1}}))
+    assert [s.job_id for s in decided.starts] == ["l"]
+    assert decided.waiting["w"] == "waits for job 12 to succeed"
+    assert "w" not in decided.reserved
+
+
+def test_an_unreadable_dependency_can_never_be_met():
+    _, never = verdict("afterok:12+5", {})
+    assert never is not None and never.startswith("dependency can never be met: ")
