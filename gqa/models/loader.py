@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from .errors import SpecError
 from .limits import MAX_SPEC_BYTES, size_text
 from .nested import merge
-from .sbatch import Request, asks_for_gpus, read_args
+from .sbatch import read_args
+from .sbatch_request import Request, asks_for_gpus
 from .spec import MAX_NAME, NAMED_PROBLEM, SPEC_FIELDS, JobSpec
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -45,7 +46,8 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
                 raw["command"] = command
         else:
             header = _read_header(full, path)
-            raw = parse_directives(header, source=path, warn=warn, now=now)
+            raw = parse_directives(header, source=path, warn=warn, now=now,
+                                   given=(overrides or {}).get("resources") or {})
             raw["command"] = script_command(path, header, cwd=here) + list(command or [])
             raw.setdefault("name", Path(path).name or "job")    # sbatch names a job after its script's file
             raw.setdefault("workdir", here)
@@ -177,12 +179,15 @@ def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
 
 # -- scripts with directives -------------------------------------------------
 
-def parse_directives(text: str, *, source: str | None = None, warn=None, now: float | None = None) -> dict[str, Any]:
+def parse_directives(text: str, *, source: str | None = None, warn=None, now: float | None = None,
+                     given: dict[str, Any] | None = None) -> dict[str, Any]:
     """`#GQA` and `#SBATCH` lines at the top of a script, read as Slurm does:
     until the first line that is neither blank nor a comment, each with the
     option table of gqa/models/sbatch.py. `now` is what --begin is read
-    against (without it, --begin is refused). A script with #SBATCH lines that name no
-    GPU asks for none, as under Slurm."""
+    against (without it, --begin is refused); `given` the command line's
+    resources, which the quantities asked per task, CPU or GPU are settled
+    with. A script with #SBATCH lines that name no GPU asks for none, as
+    under Slurm."""
     request = Request(now=now, warn=warn, source=source)
     slurm = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -200,6 +205,7 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
                     raise SpecError(f"cannot parse directive: {exc}", line=number, source=source) from None
                 read_args(args, request, strict=strict)
                 slurm = slurm or not strict
+    request.given(given or {})
     raw = request.finish()
     if slurm and not asks_for_gpus(request):
         merge(raw, {"resources": {"gpus": 0}})

@@ -22,8 +22,8 @@ from . import sbatch_values as values
 from .array_syntax import parse_array
 from .dependency import parse_dependency
 from .errors import SpecError
-from .nested import merge
 from .priority import Priority
+from .sbatch_request import Request
 from .signals import warning_signal
 from .units import parse_duration
 
@@ -32,36 +32,6 @@ HONOURED: Final = "honoured"
 REFUSED: Final = "refused"
 NOTED: Final = "noted"
 VALUE, FLAG, OPTIONAL = "value", "flag", "optional"
-
-
-class Request:
-    """What one script's directives ask for, as they are read: the spec fields
-    set outright, and the Slurm quantities that depend on each other (GPUs per
-    task times tasks, memory per CPU times CPUs), settled once all are read."""
-
-    def __init__(self, *, now: float | None, warn: Callable[[str], None] | None, source: str | None):
-        self.now, self.warn, self.source = now, warn, source
-        self.raw: dict[str, Any] = {}
-        self.slurm: dict[str, tuple[Any, int]] = {}    # name -> (value, line it was set on)
-        self.line = 0
-
-    def put(self, fragment: dict[str, Any]) -> None:
-        merge(self.raw, fragment)
-
-    def keep(self, name: str, value: Any) -> None:
-        self.slurm[name] = (value, self.line)
-
-    def note(self, text: str) -> None:
-        if self.warn is not None:
-            self.warn(f"{self.source or 'script'}:{self.line}: {text}")
-
-    def error(self, message: str, line: int | None = None) -> SpecError:
-        return SpecError(message, line=line or self.line, source=self.source)
-
-    def finish(self) -> dict[str, Any]:
-        """The raw spec: the fields set outright and the quantities settled."""
-        settle(self)
-        return self.raw
 
 
 @dataclass(frozen=True)
@@ -423,67 +393,3 @@ def _use(option: Option, value: str | None, shown: str, request: Request, prefix
         option.apply(value, request)
     except SpecError as exc:
         raise request.error(str(exc)) from None
-
-
-def settle(request: Request) -> None:
-    """The quantities that depend on each other, as Slurm reads them together."""
-    got = request.slurm
-
-    def value(name: str) -> Any:
-        return got[name][0] if name in got else None
-
-    def both(a: str, b: str, why: str) -> None:
-        if a in got and b in got:
-            later = max(got[a][1], got[b][1])
-            raise request.error(f"--{a.replace('_', '-')} and --{b.replace('_', '-')} together: {why}", later)
-
-    both("mem", "mem_per_cpu", "Slurm takes one of --mem, --mem-per-cpu, --mem-per-gpu")
-    both("mem", "mem_per_gpu", "Slurm takes one of --mem, --mem-per-cpu, --mem-per-gpu")
-    both("mem_per_cpu", "mem_per_gpu", "Slurm takes one of --mem, --mem-per-cpu, --mem-per-gpu")
-    both("cpus_per_task", "cpus_per_gpu", "Slurm takes one of them")
-    resources: dict[str, Any] = {}
-    per_task = value("gpus_per_task")
-    gpu_type, gpus = value("gpus") or (None, None)
-    if per_task is not None:
-        gpu_type = gpu_type or per_task[0]
-        resources["gpus_per_task"] = per_task[1]
-    tasks = value("ntasks")
-    if tasks is None and value("ntasks_per_node") is not None:
-        tasks = value("ntasks_per_node")
-    elif tasks is not None and value("ntasks_per_node") is not None and tasks > value("ntasks_per_node"):
-        raise request.error(f"gqa runs a job on one machine; --ntasks {tasks} at --ntasks-per-node "
-                            f"{value('ntasks_per_node')} would need more", got["ntasks"][1])
-    if gpus is None and per_task is not None:
-        gpus = per_task[1] * (tasks or 1)
-    if tasks is None and value("ntasks_per_gpu") is not None:
-        tasks = value("ntasks_per_gpu") * (1 if gpus is None else gpus)
-    if tasks is not None:
-        resources["tasks"] = tasks
-    if gpus is not None:
-        resources.update(values.gpu_fields(gpu_type, gpus))
-    cpus = value("cpus")
-    if value("cpus_per_task") is not None:
-        cpus = value("cpus_per_task") * (tasks or 1)
-    elif value("cpus_per_gpu") is not None:
-        cpus = value("cpus_per_gpu") * (1 if gpus is None else gpus)
-    if cpus is not None:
-        resources["cpus"] = cpus
-    memory = value("mem")
-    if value("mem_per_cpu") is not None:
-        memory = value("mem_per_cpu") * (cpus or tasks or 1)
-    elif value("mem_per_gpu") is not None:
-        memory = value("mem_per_gpu") * (1 if gpus is None else max(gpus, 1))
-    if memory is not None:
-        resources["memory"] = f"{memory}B"
-    request.put({"resources": resources} if resources else {})
-    if value("mail_type"):
-        request.put({"notify": {"events": value("mail_type"), "to": value("mail_user")}})
-    elif "mail_user" in got and "mail_type" not in got:
-        request.line = got["mail_user"][1]
-        request.note("#SBATCH --mail-user without --mail-type sends nothing, as in Slurm")
-
-
-def asks_for_gpus(request: Request) -> bool:
-    """Whether the directives name GPUs at all: a Slurm job that does not has none."""
-    return any(name in request.slurm for name in ("gpus", "gpus_per_task")) or \
-        "gpu_type" in request.raw.get("resources", {})

@@ -99,3 +99,11 @@ def test_the_light_clients_submit_takes_the_slurm_flags(tmp_path):
     spec = json.loads(job.spec_json)
     assert (spec["after"], spec["hold"], spec["nice"], spec["resources"]["tasks"]) == ("after:1", True, 7, 2)
     assert (job.name, job.gpus) == ("echo", 0)
+
+
+def test_flags_settle_with_the_scripts_per_task_quantities(cli):
+    (cli.home / "train.sh").write_text("#!/bin/bash\n#SBATCH -c 2 --mem-per-cpu=1G --gres=gpu:1\necho\n")
+    code, out, err = cli("submit", "-n", "3", "train.sh")
+    assert code == 0, err
+    job = cli.store.get(out.strip())
+    assert (job.cpus, job.memory, job.gpus) == (6, 6 << 30, 1)      # as `sbatch -n 3 train.sh` reads it

@@ -342,3 +342,19 @@ def test_the_readme_shows_each_short_letter():
     for option in OPTIONS:
         if option.short:
             assert f"| `{option.long}`, `{option.short}` |" in text, option.long
+
+
+# -- the command line's resources settle with the script's, as sbatch's own options do ----------
+
+@pytest.mark.parametrize("lines, given, expected", [
+    ("#SBATCH -c 2", {"tasks": 4}, {"cpus": 8, "tasks": 4, "gpus": 0}),
+    ("#SBATCH -n 8 --ntasks-per-node=8 -c 1", {"tasks": 2}, {"cpus": 2, "tasks": 2, "gpus": 0}),
+    ("#SBATCH --gres=gpu:a100:1 --mem-per-gpu=10G", {"gpus": 4}, {"gpus": 4, "gpu_type": "a100",
+                                                                   "memory": f"{40 * GiB}B"}),
+    ("#SBATCH -c 2 --mem-per-cpu=1G", {"cpus": 3}, {"cpus": 3, "memory": f"{3 * GiB}B", "gpus": 0}),
+    ("#SBATCH -c 2 --mem-per-cpu=1G", {"memory": "5Gi"}, {"cpus": 2, "gpus": 0}),   # the flag's is merged after
+    ("#SBATCH --time=30", {"gpus": 2}, {"gpus": 2}),
+])
+def test_command_line_resources_settle_with_the_directives(lines, given, expected):
+    raw = parse_directives(lines + "\n", now=NOW, given=given)
+    assert raw["resources"] == expected
