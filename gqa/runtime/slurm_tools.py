@@ -21,6 +21,7 @@ import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 STEP_STATUS_ENV = "GQA_STEP_STATUS"
@@ -65,7 +66,7 @@ def install(directory: str | os.PathLike[str], python: str = sys.executable) -> 
     return target
 
 
-def record_failed_step(code: int, description: str, environ: dict[str, str] | None = None) -> None:
+def record_failed_step(code: int, description: str, environ: Mapping[str, str] | None = None) -> None:
     """Append "<code> <description>" to $GQA_STEP_STATUS, when the job has one. One write of
     one line in append mode, so steps that fail at once in parallel never mix their lines."""
     path = (os.environ if environ is None else environ).get(STEP_STATUS_ENV, "")
@@ -95,7 +96,7 @@ def first_failed_step(path: str | os.PathLike[str]) -> tuple[int, str] | None:
     return None
 
 
-def next_step_id(environ: dict[str, str] | None = None) -> int:
+def next_step_id(environ: Mapping[str, str] | None = None) -> int:
     """This job's next step number, 0 first: a counter in a file beside $GQA_STEP_STATUS,
     taken under a lock so steps started at once get different numbers. 0 without one."""
     path = (os.environ if environ is None else environ).get(STEP_STATUS_ENV, "")

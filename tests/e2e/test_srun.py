@@ -156,6 +156,18 @@ def test_tasks_writing_at_once_never_mix_their_lines_and_u_lets_them(job, tmp_pa
     assert code == 0 and sorted(out.splitlines()) != [f"{r}-a{r}-b" for r in range(4)], out   # halves mixed
 
 
+def test_input_directory_and_export_none(job, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "in.0").write_text("zero\n")
+    (tmp_path / "in.1").write_text("one\n")
+    script = ('srun -n 2 -i "in.%t" -D sub bash -c \'read -r line; echo "$SLURM_PROCID $line $(basename $PWD)"\' '
+              '| sort; echo hi | srun -n 2 -i none cat; '
+              'HIDDEN=1 srun --export=NONE env | grep -c "^HIDDEN=\\|^PATH=" || true')
+    code, out, err = finish(job(script))
+    assert code == 0, err
+    assert out.splitlines() == ["0 zero sub", "1 one sub", "0"]     # -i none: nothing read; NONE: no HIDDEN, PATH
+
+
 def test_a_missing_command_or_a_bad_option_fails_the_step_and_says_why(job):
     code, out, err = finish(job("srun -n 2 no-such-program; echo $?; srun --partition=x true; echo $?"))
     assert (code, out) == (0, "127\n2\n"), err
