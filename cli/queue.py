@@ -50,10 +50,11 @@ def queue(
     pending = Table(title=f"pending ({len(view.pending)})", title_justify="left", box=None, pad_edge=False)
     cols = ["pos", "id", "name", "team", "owner", "prio", "gpus", "waiting", "eta", "reason"]
     if explain:
-        cols[-1:-1] = ["fairshare", "age", "size", "duration", "score"]
+        cols[-1:-1] = ["fairshare", "age", "size", "duration", "nice", "score"]
         w = view.weights
         out.print(f"score = {w.fair_share:g} x fair share + {w.age:g} x age + {w.size:g} x size + "
-                  f"{w.duration:g} x duration (each factor in [0, 1]; tiers are strict)")
+                  f"{w.duration:g} x duration + nice (each factor in [0, 1]; nice is -nice/10,000 of Slurm's "
+                  "--nice; tiers are strict)")
     for col in cols:
         pending.add_column(col, overflow="fold")
     for e in view.pending:
@@ -63,7 +64,7 @@ def queue(
         if explain:
             f = e.factors
             row[-1:-1] = [f"{f.fair_share:.3f}", f"{f.age:.3f}", f"{f.size:.3f}", f"{f.duration:.3f}",
-                          f"{f.score:.3f}"] if f else ["-"] * 5
+                          f"{f.nice:+.3f}", f"{f.score:.3f}"] if f else ["-"] * 6
         pending.add_row(*row)
     out.print(pending)
 
@@ -91,7 +92,8 @@ def _pending_dict(entry, weights) -> dict:
     if entry.factors is not None:
         f = entry.factors
         data["factors"] = {"fair_share": f.fair_share, "age": f.age, "size": f.size, "duration": f.duration,
-                           "score": f.score}
+                           "nice": f.nice, "score": f.score}
         data["weighted"] = {"fair_share": weights.fair_share * f.fair_share, "age": weights.age * f.age,
-                            "size": weights.size * f.size, "duration": weights.duration * f.duration}
+                            "size": weights.size * f.size, "duration": weights.duration * f.duration,
+                            "nice": f.nice}
     return data

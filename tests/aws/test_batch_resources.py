@@ -98,3 +98,17 @@ def test_an_exclusive_job_that_no_instance_can_hold_alone_fails_the_launch(compu
     with pytest.raises(LaunchFailed, match=why):
         compute.launch(job_record(id="7", spec={"resources": resources}), gpus, 1)
     assert calls == []
+
+
+def test_on_aws_the_pass_sees_no_exclusive_flag_and_a_running_job_ends_by_its_granted_wall_time():
+    # a machine there is an instance: Batch gives the exclusive job a whole one, and the pass must not wait
+    # for the whole cluster to empty; a --time-min attempt is bounded by what backfill granted it
+    from gqa.adapters.aws import items
+
+    base = {"id": "7", "grp": "7", "team": "nlp", "owner": "alice", "tier": 1, "gpus": 1, "submitted_at": 1.0,
+            "seq": 7, "wall_time": 3600, "exclusive": True, "time_min": 60}
+    pending = items.pending_job({**base, "state": "QUEUED"})
+    assert (pending.exclusive, pending.time_min) == (False, 60.0)
+    running = items.running_job({**base, "state": "RUNNING", "assigned": [0], "started_at": 5.0, "time_limit": 100})
+    assert (running.exclusive, running.wall_time, running.ends_by) == (False, 100.0, 105.0)
+    assert items.running_job({**base, "state": "RUNNING", "assigned": [0], "started_at": 5.0}).wall_time == 3600
