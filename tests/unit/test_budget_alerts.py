@@ -148,3 +148,9 @@ def test_idle_alerts_are_per_attempt():
     assert idle_key("7", 1) != idle_key("7", 2)
     assert unsent(idle_alerts([Attempt("7", "v", "t", 2, NOW - 3600, 1)], {"7": 0.0}, NOW, below=5, window=60),
                   {idle_key("7", 1)}) != []
+
+
+def test_the_budget_watch_never_releases_a_job_its_owner_holds():
+    snap = watched(pending("h", team="vision", held=True, user_hold=True, wall_time=3600),
+                   pending("b", team="vision", held=True, wall_time=3600), spent=0.0, budget=2000.0)
+    assert queue_changes(snap, spend_of(0.0, 2000.0), []).release == ["b"]
