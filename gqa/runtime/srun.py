@@ -225,14 +225,14 @@ class Step:
                         deadline = None
                 continue
             pending -= 1
-            code = 128 - code if code < 0 else code
             if first_end is None:
                 first_end = time.monotonic()
                 if self.opts.wait and pending:
                     deadline = first_end + self.opts.wait
             if code:
-                self._say(f"task {task}: " + (f"Exited with exit code {code}" if code < 128
-                                              else f"Killed by signal {code - 128}"))
+                self._say(f"task {task}: " + (f"Killed by signal {-code}" if code < 0
+                                              else f"Exited with exit code {code}"))
+                code = 128 - code if code < 0 else code
                 if first is None:
                     first = code
                     if self.opts.kill_on_bad_exit and pending and killed_at is None:

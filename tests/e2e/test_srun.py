@@ -88,7 +88,7 @@ def test_wait_stops_the_rest_some_seconds_after_the_first_task_ended(job):
     started = time.monotonic()
     code, _, err = finish(job("srun -n 2 --wait=1 bash -c '[ $SLURM_PROCID = 0 ] || sleep 30'"))
     assert code == 128 + signal.SIGTERM and time.monotonic() - started < 15, err
-    assert "terminating the step's 1 remaining tasks" in err
+    assert "terminating the step's 1 remaining tasks" in err and "task 1: Killed by signal 15" in err
 
 
 def test_signals_reach_every_task_once(job, tmp_path):
