@@ -3,9 +3,9 @@ executables in a directory the job finds first on its PATH, and the file in
 which a failed step leaves its exit code.
 
 A script that runs `srun python train.py` and ends with `exit 0` would
-otherwise succeed even when the training failed, as Slurm's own batch
-scripts do not (Slurm fails the job when a step fails). So a failed step
-appends one line, "<exit code> <what ran>", to the file $GQA_STEP_STATUS
+otherwise succeed even when the training failed (Slurm calls it COMPLETED,
+keeping the step's code only as the job's "derived" exit code). So a
+failed step appends one line, "<exit code> <what ran>", to the file $GQA_STEP_STATUS
 names, and whatever runs the job's command (the local executor's wrapper,
 gqa.runtime.code on AWS) turns the command's exit 0 into the first failed
 step's code (`first_failed_step`).
