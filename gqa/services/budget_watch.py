@@ -32,8 +32,10 @@ from ..ports import BudgetRecords, Change, Clock, GpuUtilization, JobStore, Live
 from ..scheduling.alerts import (Alert, Attempt, Waiting, budget_alerts, idle_alerts, idle_candidates, idle_key,
                                  pending_alerts, pending_key, queue_changes, team_spend, unsent)
 from ..scheduling.budget import TeamSpend, period_of
+from ..scheduling.dependencies import gate
 from ..scheduling.snapshot import Snapshot
 from .settle import hourly_rate
+from .snapshot import dependency_states
 
 log = logging.getLogger("gqa.budget_watch")
 LEASE = 900.0              # a claim outlives any tick (a Lambda runs 15 minutes at most)
@@ -77,7 +79,8 @@ class BudgetWatch:
         self.records.record_spend(period, [LiveSpend(t, s.settled, s.running, now) for t, s in spend.items()])
 
         snap = Snapshot(now=now, gpus=gpus, pending=tuple(pending), running=tuple(running), teams=teams,
-                        policy=policy, spend={t: s.spent for t, s in spend.items()})
+                        policy=policy, spend={t: s.spent for t, s in spend.items()},
+                        named=dependency_states(self.store, pending))
         attempts = [_attempt(j) for j in records]
         tick = Tick(period, spend)
         self._change_queue(snap, spend, attempts, tick)
@@ -136,10 +139,13 @@ class BudgetWatch:
         return idle_alerts(asked, used, now, below=below, window=window)
 
     def _waiting_candidates(self, snap: Snapshot, now: float, after: float | None) -> list[str]:
-        """Queued and held jobs submitted long enough ago to have waited `after`, oldest first."""
+        """Queued and held jobs submitted long enough ago to have waited `after`, oldest first;
+        not those waiting for their owner's release, their --begin time or their dependency."""
         if after is None:
             return []
-        old = sorted((j for j in snap.pending if now - j.submitted_at >= after), key=lambda j: j.submitted_at)
+        chosen = gate(snap).waiting
+        old = sorted((j for j in snap.pending if now - j.submitted_at >= after and j.id not in chosen),
+                     key=lambda j: j.submitted_at)
         return [j.id for j in old]
 
     def _waiting(self, job_ids: list[str], now: float) -> list[Waiting]:

@@ -199,3 +199,21 @@ def test_metrics_per_team_and_for_the_queue(watched):
     assert by_team["vision"] == {"TeamSpend": pytest.approx(20.0), "BudgetUsed": pytest.approx(20.0)}
     assert by_team[None]["OldestPendingAge"] == pytest.approx(2 * HOUR)
     assert (by_team[None]["PendingJobs"], by_team[None]["AlertsSent"]) == (1, 0)
+
+
+def test_a_job_waiting_by_its_owner_s_choice_never_alerts(watched):
+    queue = watched.queue
+    queue.store.set_policy(replace(queue.store.policy(), alert_pending_after=4 * HOUR))
+    blocker = queue.start(team="nlp", resources={"gpus": 4})
+    held = queue.submit_one(team="nlp", hold=True)
+    chained = queue.submit_one(team="nlp", after=f"afterok:{blocker.id}")
+    later = queue.submit_one(team="nlp", begin=queue.clock.now() + 10 * HOUR)
+    waiting = queue.submit_one(team="nlp")
+    queue.supervisor.dispatch()
+    queue.clock.advance(4 * HOUR)
+
+    sent = watched.watch.tick().sent
+
+    # only the job that waits for GPUs: not the held one, the chained one, nor the one not due yet
+    assert [a.key for a in sent] == [f"pending#{waiting.id}"]
+    assert {held.id, chained.id, later.id} <= {j.id for j in queue.store.list([JobState.QUEUED, JobState.HELD])}
