@@ -120,8 +120,9 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
                     "SLURM_SUBMIT_HOST": host, "SLURM_TOPOLOGY_ADDR": host})
     if started_at is not None:
         env["SLURM_JOB_START_TIME"] = str(int(started_at))
-        if job.wall_time:
-            env["SLURM_JOB_END_TIME"] = str(int(started_at + job.wall_time))
+        limit = job.attempt_wall_time   # a --time-min attempt ends when its granted wall time does
+        if limit:
+            env["SLURM_JOB_END_TIME"] = str(int(started_at + limit))
     return env
 
 

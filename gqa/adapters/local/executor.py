@@ -377,11 +377,11 @@ class LocalExecutor:
 
     def _schedule_warning(self, running: _Attempt, job: JobRecord, started_at: float) -> None:
         """Slurm's --signal: `before` seconds before the wall time ends (at once when that is sooner)."""
-        text = job.spec.limits.signal
-        if text is None or not job.wall_time:
+        text, limit = job.spec.limits.signal, job.attempt_wall_time   # a --time-min attempt: the granted one
+        if text is None or not limit:
             return
         running.warning = warning_signal(text)
-        running.warn_at = max(started_at, started_at + job.wall_time - running.warning.before)
+        running.warn_at = max(started_at, started_at + limit - running.warning.before)
 
     def _warn_due(self, now: float) -> None:
         for running in self._by_job.values():
