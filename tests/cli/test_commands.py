@@ -51,6 +51,19 @@ def test_queue_json_orders_pending_with_positions_and_reasons(cli):
     assert sum(weighted.values()) == pytest.approx(data["pending"][0]["factors"]["score"])
 
 
+def test_queue_explains_nice_as_a_factor_of_the_score(cli):
+    cli("submit", "--gpus", "4", "--", "true")
+    cli("submit", "--nice", "500", "--", "true")
+    cli("submit", "--", "true")
+    data = cli.json("queue")
+    assert [p["id"] for p in data["pending"]] == ["1", "3", "2"]   # nice 500: 0.05 off its score
+    [niced] = [p for p in data["pending"] if p["id"] == "2"]
+    assert niced["factors"]["nice"] == niced["weighted"]["nice"] == pytest.approx(-0.05)
+    assert sum(niced["weighted"].values()) == pytest.approx(niced["factors"]["score"])
+    _, table, _ = cli("queue", "--explain")
+    assert "x duration + nice" in table   # the columns fold on a narrow terminal; the formula does not
+
+
 def test_status_json_has_history_with_reasons(cli):
     cli("submit", "--", "true")
     data = cli.json("status", "1")

@@ -58,3 +58,32 @@ def test_cpu_only_jobs_take_no_gpu_and_no_more_cpus_than_the_machine_has(make_qu
         ["assigned no GPU (CPU only)"]
     [entry] = [e for e in queue.queries.queue().pending if e.job.id == big.id]
     assert entry.reason == "needs 4 CPUs, 0 free"     # 2 for the GPU job, 1 each for the CPU-only ones
+
+
+def test_an_exclusive_job_waits_for_an_empty_machine_then_runs_alone(queue):
+    first = queue.start(limits={"wall_time": "100s"})
+    exclusive = queue.submit_one(resources={"exclusive": True})
+    later = queue.submit_one(limits={"wall_time": "50s"})
+
+    # the machine is reserved for it from T0+100: a job ending before then is backfilled
+    assert [j.id for j in queue.supervisor.dispatch()] == [later.id]
+    reasons = {e.job.id: e.reason for e in queue.queries.queue().pending}
+    assert reasons[exclusive.id] == "waits for the machine to be empty (--exclusive): 2 jobs running"
+
+    queue.exit(first.id, 0)
+    queue.exit(later.id, 0)
+    queue.submit_one()
+    started = queue.supervisor.dispatch()
+    assert [j.id for j in started] == [exclusive.id]
+    reasons = {e.job.id: e.reason for e in queue.queries.queue().pending}
+    assert list(reasons.values()) == [f"job {exclusive.id} has the machine to itself (--exclusive)"]
+
+
+def test_nice_is_a_factor_the_queue_shows(make_queue):
+    queue = make_queue(1)
+    queue.start()
+    plain = queue.submit_one()
+    nice = queue.submit_one(nice=500)
+    factors = {e.job.id: e.factors for e in queue.queries.queue().pending}
+    assert (factors[plain.id].nice, factors[nice.id].nice) == (0.0, -0.05)
+    assert [e.job.id for e in queue.queries.queue().pending] == [plain.id, nice.id]
