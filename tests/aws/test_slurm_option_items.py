@@ -1,0 +1,58 @@
+"""A job item holds Slurm's scheduling options only when they are set (items
+stay small), and the pass index projects them with the job's name."""
+
+from __future__ import annotations
+
+import pytest
+
+from gqa.adapters.aws import items as it
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.tables import CHANGE_SHARDS, ID, PASS_INDEX, TableNames
+from gqa.models.job import JobState
+from gqa.ports import Change
+from tests.aws.deployed import moto_tables
+from tests.aws.moto_support import session
+from tests.contract.jobs import T0, new_job
+
+pytestmark = pytest.mark.aws
+NAMES = TableNames.prefixed("gqa-options-")
+OPTIONS = ("dependency", "user_hold", "begin", "nice", "exclusive")
+
+
+@pytest.fixture
+def store():
+    with moto_tables(NAMES):
+        yield DynamoDBStore(session().client("dynamodb"), NAMES)
+
+
+def stored_item(store: DynamoDBStore, job_id: str) -> dict:
+    out = store.client.get_item(TableName=NAMES.jobs, Key=it.dump(it.job_key(job_id)), ConsistentRead=True)
+    return it.load(out["Item"])
+
+
+def pass_index_items(store: DynamoDBStore) -> dict[str, dict]:
+    found = {}
+    for shard in range(CHANGE_SHARDS):
+        out = store.client.query(TableName=NAMES.jobs, IndexName=PASS_INDEX, KeyConditionExpression="#c = :c",
+                                 ExpressionAttributeNames={"#c": "chg"},
+                                 ExpressionAttributeValues={":c": {"S": str(shard)}})
+        found.update({i[ID]: i for i in map(it.load, out["Items"])})
+    return found
+
+
+def test_a_job_without_options_has_no_attribute_for_them(store):
+    [job] = store.create([new_job()])
+    assert set(OPTIONS).isdisjoint(stored_item(store, job.id))
+
+
+def test_the_options_set_are_written_and_projected_and_a_cleared_hold_is_removed(store):
+    [job] = store.create([new_job(spec={"after": "afterok:1", "hold": True, "begin": T0 + 60, "nice": 7,
+                                        "name": "eval", "resources": {"exclusive": True}})])
+    item = stored_item(store, job.id)
+    assert {k: item[k] for k in OPTIONS} == {"dependency": "afterok:1", "user_hold": True, "begin": T0 + 60,
+                                            "nice": 7, "exclusive": True}
+    projected = pass_index_items(store)[job.id]
+    assert {k: projected[k] for k in (*OPTIONS, "name")} == {k: item[k] for k in (*OPTIONS, "name")}
+
+    store.apply([Change(job.id, JobState.QUEUED, JobState.HELD, "held", T0, {"user_hold": False})])
+    assert "user_hold" not in stored_item(store, job.id)
