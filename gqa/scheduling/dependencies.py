@@ -41,11 +41,22 @@ class Gate:
 
 def gate(snap: Snapshot) -> Gate:
     out = Gate()
-    earliest = _earliest_of_name(snap)
+    earliest: dict[tuple[str, str], tuple[int, str]] | None = None   # read once, if a singleton asks
+    # an array's tasks share their dependency: its verdict is told once (a singleton's is each job's own)
+    told: dict[str, tuple[str, str]] = {}
     for job in snap.pending:
         if not (job.dependency or job.user_hold or (job.begin is not None and job.begin > snap.now)):
             continue
-        verdict, reason = dependency_verdict(job, snap, earliest) if job.dependency else (MET, "")
+        verdict, reason = MET, ""
+        if job.dependency:
+            if job.dependency in told:
+                verdict, reason = told[job.dependency]
+            else:
+                if "singleton" in job.dependency and earliest is None:
+                    earliest = _earliest_of_name(snap)
+                verdict, reason = dependency_verdict(job, snap, earliest)
+                if "singleton" not in job.dependency:
+                    told[job.dependency] = verdict, reason
         if verdict == NEVER:
             out.never[job.id] = out.waiting[job.id] = reason
         elif job.user_hold:
@@ -65,7 +76,8 @@ def dependency_verdict(job: PendingJob, snap: Snapshot,
         dependency = parse_dependency(job.dependency)
     except SpecError as exc:   # recorded by an earlier version, or by hand: it cannot be told, so never
         return NEVER, f"dependency can never be met: {exc}"
-    earliest = _earliest_of_name(snap) if earliest is None else earliest
+    if earliest is None:
+        earliest = _earliest_of_name(snap) if dependency.singleton else {}
     verdicts = [_condition(c, job, snap, earliest) for c in dependency.conditions]
     kinds = [v for v, _ in verdicts]
     if dependency.any_of:

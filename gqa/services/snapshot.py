@@ -45,12 +45,11 @@ def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] 
 def dependency_states(store: SchedulingInputs, pending: list[PendingJob]) -> dict[str, dict[JobState, int]]:
     """The states of the jobs the pending jobs' dependencies name (one narrow read; none without any)."""
     refs: dict[str, None] = {}
-    for job in pending:
-        if job.dependency:
-            try:
-                refs.update(dict.fromkeys(parse_dependency(job.dependency).jobs))
-            except SpecError:
-                continue   # the pass says why it can never be met
+    for text in {job.dependency for job in pending if job.dependency}:   # an array's tasks share theirs
+        try:
+            refs.update(dict.fromkeys(parse_dependency(text).jobs))
+        except SpecError:
+            continue   # the pass says why it can never be met
     return store.states_of(refs) if refs else {}
 
 
