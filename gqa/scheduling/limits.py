@@ -17,7 +17,7 @@ def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | N
     counts = Counter(g.type for g in inventory)
     types = gpu_type.split(",") if gpu_type else None
     have = max(counts.get(t, 0) for t in types) if types else len(inventory)
-    if types and not any(t in counts for t in types):
+    if types and gpus and not any(t in counts for t in types):   # a CPU-only job's type asks for nothing
         kinds = ", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no GPUs"
         problems.append(f"asks for {' or '.join(types)} GPUs; the queue has {kinds}")
     elif gpus > have:

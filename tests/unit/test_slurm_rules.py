@@ -7,6 +7,7 @@ import pytest
 
 from gqa.scheduling import Policy, TeamPolicy, plan
 from gqa.scheduling.budget import gpu_hours_cap
+from gqa.scheduling.limits import hard_limit_problems
 from gqa.scheduling.presets import preset
 from gqa.scheduling.ranking import NICE_SCALE
 from tests.builders import pending, running, snapshot
@@ -72,6 +73,14 @@ def test_cpu_only_jobs_cost_nothing_in_gpu_terms():
     result = plan(snapshot(4, usage={}, cpus=8, running=[running("c", team="a", gpus=[])],
                            pending=[pending("x", team="a"), pending("y", team="b", seq=1)]))
     assert result.factors["x"].fair_share == result.factors["y"].fair_share   # holding CPUs is not GPU usage
+
+
+def test_a_cpu_only_job_is_never_refused_for_gpus():
+    def problems(gpus):
+        return hard_limit_problems(gpus=gpus, gpu_type="h100", wall_time=None, cpus=None, memory=None,
+                                   inventory=snapshot(2).gpus, policy=Policy(max_gpus_per_job=1))
+    assert problems(0) == []
+    assert problems(2) == ["asks for h100 GPUs; the queue has 2 gpu", "asks for 2 GPUs; the limit per job is 1"]
 
 
 # -- --exclusive ---------------------------------------------------------------------
