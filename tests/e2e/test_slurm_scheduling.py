@@ -46,7 +46,8 @@ def test_cpu_only_jobs_run_beside_a_gpu_job_and_an_exclusive_job_waits_for_an_em
     [gpu_job] = machine.submit(waits_for(go), resources={"gpus": 1, "cpus": 1})
     [cpu_job] = machine.submit(waits_for(go), resources={"gpus": 0})
     machine.wait_log(gpu_job, "running gpus=[0]")
-    machine.wait_log(cpu_job, "running gpus=[]")        # no GPU: CUDA_VISIBLE_DEVICES is empty
+    log = machine.wait_log(cpu_job, "running gpus=[]")  # no GPU: CUDA_VISIBLE_DEVICES is empty
+    assert f"attempt 1 of job {cpu_job} on no GPU (CPU only)" in log
     assert {machine.job(gpu_job).state.value, machine.job(cpu_job).state.value} == {"RUNNING"}
     assert machine.job(cpu_job).assigned == ()
 

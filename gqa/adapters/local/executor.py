@@ -129,7 +129,7 @@ class LocalExecutor:
                 if path:
                     self._fifo(_beside(exit_file, suffix), account)
             log = self._open_private(self.paths.log_for(job.id), account)
-            os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on GPUs {_gpus(gpus)} at "
+            os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on {_where(gpus)} at "
                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
             if crowded:
                 os.write(log, f"--- gqa: {crowded}\n".encode())
@@ -513,6 +513,10 @@ def latest_checkpoint(directory) -> str:
 
 def _gpus(gpus: tuple[int, ...]) -> str:
     return ",".join(str(i) for i in gpus)
+
+
+def _where(gpus: tuple[int, ...]) -> str:
+    return f"GPUs {_gpus(gpus)}" if gpus else "no GPU (CPU only)"
 
 
 def _why_not_started(exc: Exception, workdir: str) -> str:
