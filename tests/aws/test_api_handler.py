@@ -124,7 +124,8 @@ def test_whoami(api, arn, owner, roles):
 
 @pytest.mark.parametrize("method, path", [
     ("GET", "/whoami"), ("POST", "/jobs"), ("GET", "/jobs/1"), ("GET", "/queue"), ("POST", "/jobs/1/cancel"),
-    ("POST", "/jobs/1/requeue"), ("POST", "/jobs/1/approve"), ("POST", "/jobs/1/deny"), ("GET", "/quota"),
+    ("POST", "/jobs/1/requeue"), ("POST", "/jobs/1/hold"), ("POST", "/jobs/1/release"), ("POST", "/jobs/1/update"),
+    ("POST", "/jobs/1/approve"), ("POST", "/jobs/1/deny"), ("GET", "/quota"),
     ("PUT", "/quota/teams/vision"), ("PUT", "/quota/policy"), ("GET", "/cost"), ("GET", "/jobs/1/logs"),
     ("POST", "/triggers"), ("GET", "/triggers"), ("DELETE", "/triggers/tr-0001"),
 ])
