@@ -170,15 +170,30 @@ def test_a_stream_that_cannot_be_opened_fails_the_launch_with_the_reason(executo
 def test_a_failed_srun_step_fails_a_script_that_exits_0(executor, tmp_path):
     job = record(tmp_path, "srun false; srun sh -c 'exit 3'; echo cleanup > cleanup.txt; exit 0")
     ended = run(executor, job)
-    assert ended.code == 1 and ended.detail == "step false failed with exit code 1"   # the first failed step
+    # the first failed step (as srun writes it: "<code> step <id>: <command>"; this one writes its command)
+    assert ended.code == 1 and ended.detail == "the script ended 0 after a failed step (false, exit code 1)"
     assert (tmp_path / "cleanup.txt").read_text() == "cleanup\n"     # the script went on, as under Slurm
     assert "the script ended 0 after a failed step (false, exit code 1)" in executor.paths.log_for("7").read_text()
 
 
 def test_a_step_recorded_by_hand_fails_the_job_with_its_code(executor, tmp_path):
-    job = record(tmp_path, 'echo "3 python train.py" >> "$GQA_STEP_STATUS"; exit 0', spec={"output": "o.txt"})
+    job = record(tmp_path, 'echo "3 step 0: python train.py" >> "$GQA_STEP_STATUS"; exit 0', spec={"output": "o.txt"})
     ended = run(executor, job)
-    assert (ended.code, ended.detail) == (3, "step python train.py failed with exit code 3")
+    assert (ended.code, ended.detail) == (3, "the script ended 0 after a failed step (step 0: python train.py, "
+                                             "exit code 3)")
+    assert "exit code 3): the job ends 3" in executor.paths.log_for("7").read_text()   # gqa's log, not o.txt
+    assert "gqa" not in (tmp_path / "o.txt").read_text()
+
+
+def test_gqas_own_srun_records_the_failed_step(tmp_path):
+    paths = StatePaths(tmp_path / "home")
+    paths.ensure()
+    executor = LocalExecutor(paths, Inventory(gpus=gpus(1)))
+    job = record(tmp_path, "srun -n 2 sh -c 'exit 3'; srun true; echo went-on > after.txt")
+    ended = run(executor, job)
+    assert ended.code == 3 and ended.detail.startswith("the script ended 0 after a failed step (step 0: ")
+    assert (tmp_path / "after.txt").read_text() == "went-on\n"
+    assert os.access(paths.home / "slurm-bin" / "srun", os.X_OK)
 
 
 def test_a_script_that_fails_itself_keeps_its_own_code(executor, tmp_path):
@@ -193,7 +208,7 @@ def test_the_warning_signal_reaches_the_batch_shell_before_the_wall_time(executo
     ended = run(executor, job, timeout=20)
     assert ended.code == 0 and (tmp_path / "warned.txt").read_text() == "warned\n"
     assert 1.5 < time.monotonic() - started < 10                     # 2 s in, not at the limit
-    assert not (executor.paths.exits / "7.1.warned").exists()        # forgotten with the attempt
+    assert not list(executor.paths.exits.iterdir())                  # its mark goes with the attempt
 
 
 def test_without_b_the_steps_get_the_warning_and_the_batch_shell_does_not(executor, tmp_path):
@@ -202,7 +217,7 @@ def test_without_b_the_steps_get_the_warning_and_the_batch_shell_does_not(execut
                "time.sleep(30)\n")
     (tmp_path / "step.py").write_text(catcher)
     job = record(tmp_path, "python3 step.py; echo shell-alive-$? > shell.txt",
-                 spec={"limits": {"wall_time": "61s", "signal": "USR1@60"}})
+                 spec={"limits": {"wall_time": "64s", "signal": "USR1@60"}})   # 4 s in: its handler is set
     ended = run(executor, job, timeout=20)
     assert ended.code == 0
     assert (tmp_path / "step.txt").read_text() == "warned"
@@ -261,3 +276,14 @@ def test_memory_per_cpu_becomes_the_cells_memory_limit(tmp_path):
     job_spec = validate({"command": ["true"], "workdir": str(tmp_path), "resources": {"cpus": 2, "memory": "128Mi"}})
     assert run(executor, job_record(spec=job_spec, id="9", group="9")).code == 0
     assert containment.prepared == [("9", 1, 2, 128 * 2**20)]
+
+
+def test_slurm_commands_that_cannot_be_installed_leave_the_path_alone(tmp_path):
+    def refused(directory, python):
+        raise PermissionError(13, "Permission denied", str(directory))
+    paths = StatePaths(tmp_path / "home")
+    paths.ensure()
+    executor = LocalExecutor(paths, Inventory(gpus=gpus(1)), slurm_installer=refused,
+                             base_env={"PATH": "/usr/bin:/bin"})
+    assert run(executor, record(tmp_path, 'echo "$PATH" > path.txt')).code == 0
+    assert (tmp_path / "path.txt").read_text() == "/usr/bin:/bin\n"

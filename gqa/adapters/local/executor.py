@@ -32,6 +32,7 @@ import errno
 import logging
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -45,11 +46,12 @@ from ...models.outcome import ExitKind
 from ...models.signals import WarningSignal, warning_signal
 from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Exit, Inventory, Launched
+from ...runtime.slurm_tools import STEP_STATUS_ENV, first_failed_step
 from .cpu_pinning import choose_cores, pin, pinned_cores, usable_cores
 from .job_streams import Streams, open_streams, streams_of
 from .paths import StatePaths
 from .processes import NEVER_RAN, WRAPPER, WRAPPER_STREAMS, process_token, read_exit, signal_group, warn
-from .slurm_commands import STEP_STATUS_ENV, Installer, install_slurm_commands
+from .slurm_commands import Installer, install_slurm_commands
 from .storage_errors import translate
 
 _log = logging.getLogger("gqa.executor")   # `log` is an attempt's log descriptor below
@@ -123,11 +125,11 @@ class LocalExecutor:
             exit_file = self.paths.exit_for(job.id, attempt)
             if account is not None:   # made for the job's user, who writes it in a directory only root may list
                 os.close(self._open_private(exit_file, account, append=False))
-            # srun's record of failed steps: the job's user writes it
-            os.close(self._open_private(_beside(exit_file, STEPS), account, append=False))
-            for suffix, path in ((OUT, streams.output), (ERR, streams.error)):
+            # the attempt's own directory, the job's user's: srun records failed steps there
+            files = self._private_dir(_files_of(exit_file), account)
+            for name, path in ((OUT, streams.output), (ERR, streams.error)):
                 if path:
-                    self._fifo(_beside(exit_file, suffix), account)
+                    self._fifo(files / name, account)
             log = self._open_private(self.paths.log_for(job.id), account)
             os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on {_where(gpus)} at "
                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
@@ -193,7 +195,7 @@ class LocalExecutor:
         if commands is not None:
             env["PATH"] = f"{commands}{os.pathsep}{env.get('PATH') or os.defpath}"
         env.update({
-            STEP_STATUS_ENV: str(_beside(self.paths.exit_for(job.id, attempt), STEPS)),
+            STEP_STATUS_ENV: str(_files_of(self.paths.exit_for(job.id, attempt)) / STEPS),
             "CUDA_VISIBLE_DEVICES": _gpus(gpus),
             "GQA_JOB_ID": job.id,
             "GQA_ATTEMPT": str(attempt),
@@ -251,11 +253,11 @@ class LocalExecutor:
 
     def forget(self, job: JobRecord) -> None:
         exit_file = self.paths.exit_for(job.id, job.attempts)
-        for path in (exit_file, *(_beside(exit_file, s) for s in ASIDE)):
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+        try:
+            exit_file.unlink()
+        except FileNotFoundError:
+            pass
+        shutil.rmtree(_files_of(exit_file), ignore_errors=True)
         if self.containment is not None and job.attempts:
             self.containment.release(self.containment.cell(job.id, job.attempts))
 
@@ -269,7 +271,8 @@ class LocalExecutor:
             running.log = str(self.paths.log_for(job.id))
             if job.cpus:   # its cores stay taken: new attempts are pinned beside it
                 running.cores = pinned_cores(job.pid, self._usable)
-            if job.started_at is not None and not _beside(self.paths.exit_for(job.id, job.attempts), WARNED).exists():
+            if job.started_at is not None and not (_files_of(self.paths.exit_for(job.id, job.attempts)) /
+                                                   WARNED).exists():
                 self._schedule_warning(running, job, job.started_at)
         return self._by_job[job.id]
 
@@ -397,7 +400,7 @@ class LocalExecutor:
             _log.info("job %s: warning signal SIG%s sent to %s", running.job_id, warning.name,
                       ", ".join(map(str, sent)))
             try:   # once per attempt, a restarted daemon included
-                _beside(self.paths.exit_for(running.job_id, running.attempt), WARNED).touch()
+                (_files_of(self.paths.exit_for(running.job_id, running.attempt)) / WARNED).touch()
             except OSError:
                 pass
 
@@ -406,11 +409,11 @@ class LocalExecutor:
         if gate_w is not None:
             os.close(gate_w)
         exit_file = self.paths.exit_for(job.id, attempt)
-        for path in (exit_file, *(_beside(exit_file, s) for s in ASIDE)):
-            try:
-                path.unlink()
-            except OSError:
-                pass
+        try:
+            exit_file.unlink()
+        except OSError:
+            pass
+        shutil.rmtree(_files_of(exit_file), ignore_errors=True)
         if cell is not None:
             self.containment.release(cell)
 
@@ -477,26 +480,24 @@ class LocalExecutor:
         return running
 
 
-# files beside an attempt's exit file: srun's failed steps, the fifos of
-# --output and --error, the mark that its warning signal was sent
-STEPS, OUT, ERR, WARNED = ".steps", ".out", ".err", ".warned"
+# an attempt's files beside its exit file, in "<exit file>.d" (processes.py's
+# wrapper reads them there): srun's failed steps, the fifos of --output and
+# --error, the mark that its warning signal was sent
+STEPS, OUT, ERR, WARNED = "steps", "out", "err", "warned"
 WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
-ASIDE = (STEPS, OUT, ERR, WARNED)
 
 
-def _beside(exit_file: Path, suffix: str) -> Path:
-    return exit_file.with_name(exit_file.name + suffix)
+def _files_of(exit_file: Path) -> Path:
+    return exit_file.with_name(exit_file.name + ".d")
 
 
 def _failed_step(exit_file: Path) -> str:
     """The first failed srun step of the attempt, as its reason, or ''."""
-    try:
-        with open(_beside(exit_file, STEPS), encoding="utf-8", errors="replace") as fh:
-            line = fh.readline().strip()
-    except OSError:
+    failed = first_failed_step(_files_of(exit_file) / STEPS)
+    if failed is None:
         return ""
-    code, _, step = line.partition(" ")
-    return f"step {step or '?'} failed with exit code {code}" if code else ""
+    code, step = failed
+    return f"the script ended 0 after a failed step ({step or 'srun'}, exit code {code})"
 
 
 def latest_checkpoint(directory) -> str:

@@ -17,7 +17,7 @@ import os
 # with the daemon recording the launch: a cgroup migration costs a fraction
 # of a millisecond); one run as another user is placed by the daemon.
 # A batch script that ends 0 after one of its srun steps failed ends with the
-# first failed step's code, as under Slurm ("$1.steps": srun's record, one
+# first failed step's code, as under Slurm ("$1.d/steps": srun's record, one
 # "<code> <step>" line per failed step).
 _GATE = (
     'trap : TERM INT HUP; '
@@ -25,7 +25,7 @@ _GATE = (
     'read -r gate || gate=; exec </dev/null; [ "$gate" = go ] || exit 125; '
 )
 _STEPS_AND_STATUS = (
-    '[ "$rc" != 0 ] || ! [ -s "$f.steps" ] || { read -r s d < "$f.steps"; '
+    '[ "$rc" != 0 ] || ! [ -s "$f.d/steps" ] || { read -r s d < "$f.d/steps"; '
     'case $s in ""|*[!0-9]*|0) s=1;; esac; rc=$s; '
     'printf -- "--- gqa: the script ended 0 after a failed step (%s, exit code %s): the job ends %s\\n" '
     '"$d" "$s" "$s"; }; '
@@ -33,8 +33,8 @@ _STEPS_AND_STATUS = (
 )
 WRAPPER = _GATE + 'f=$1; shift; "$@"; rc=$?; ' + _STEPS_AND_STATUS
 # With Slurm's --output, --error or --input ($2, $3, $4: paths, or empty):
-# stdout (and stderr, without --error) goes through a fifo ("$1.out",
-# "$1.err", made by the daemon) to a tee that appends it to the file and
+# stdout (and stderr, without --error) goes through a fifo ("$1.d/out",
+# "$1.d/err", made by the daemon) to a tee that appends it to the file and
 # copies it to gqa's log (fd 3 keeps the log for the wrapper). The tees
 # ignore the signals a job is stopped or warned with, so a job that catches
 # SIGTERM can still print; the wrapper waits for them to copy the last
@@ -42,10 +42,10 @@ WRAPPER = _GATE + 'f=$1; shift; "$@"; rc=$?; ' + _STEPS_AND_STATUS
 _TEE_IGNORES = "HUP INT QUIT TERM USR1 USR2 ALRM"
 WRAPPER_STREAMS = _GATE + (
     'f=$1; o=$2; e=$3; i=$4; shift 4; t=; u=; exec 3>&1; '
-    f'if [ -n "$e" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$e" <"$f.err") 2>&3 & u=$!; '
-    'exec 2>"$f.err"; fi; '
-    f'if [ -n "$o" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$o" <"$f.out") 2>&3 & t=$!; '
-    'exec >"$f.out"; [ -n "$e" ] || exec 2>&1; fi; '
+    f'if [ -n "$e" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$e" <"$f.d/err") 2>&3 & u=$!; '
+    'exec 2>"$f.d/err"; fi; '
+    f'if [ -n "$o" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$o" <"$f.d/out") 2>&3 & t=$!; '
+    'exec >"$f.d/out"; [ -n "$e" ] || exec 2>&1; fi; '
     'if [ -n "$i" ]; then "$@" <"$i" 3>&-; else "$@" 3>&-; fi; rc=$?; '
     'exec >&3 2>&3 3>&-; '
     'if [ -n "$t$u" ]; then (sleep 5; kill -9 $t $u) 2>/dev/null & w=$!; wait $t $u; kill $w 2>/dev/null; fi; '
