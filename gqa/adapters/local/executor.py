@@ -257,7 +257,7 @@ class LocalExecutor:
             exit_file.unlink()
         except FileNotFoundError:
             pass
-        shutil.rmtree(_files_of(exit_file), ignore_errors=True)
+        _remove_files(exit_file)
         if self.containment is not None and job.attempts:
             self.containment.release(self.containment.cell(job.id, job.attempts))
 
@@ -413,7 +413,7 @@ class LocalExecutor:
             exit_file.unlink()
         except OSError:
             pass
-        shutil.rmtree(_files_of(exit_file), ignore_errors=True)
+        _remove_files(exit_file)
         if cell is not None:
             self.containment.release(cell)
 
@@ -489,6 +489,15 @@ WARN_RETRY = 0.1   # seconds until a warning that found no process is tried agai
 
 def _files_of(exit_file: Path) -> Path:
     return exit_file.with_name(exit_file.name + ".d")
+
+
+def _remove_files(exit_file: Path) -> None:
+    try:
+        os.rmdir(_files_of(exit_file))      # most often empty: no step failed, no --output
+    except FileNotFoundError:
+        pass
+    except OSError:
+        shutil.rmtree(_files_of(exit_file), ignore_errors=True)
 
 
 def _failed_step(exit_file: Path) -> str:
