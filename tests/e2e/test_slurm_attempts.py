@@ -287,3 +287,11 @@ def test_slurm_commands_that_cannot_be_installed_leave_the_path_alone(tmp_path):
                              base_env={"PATH": "/usr/bin:/bin"})
     assert run(executor, record(tmp_path, 'echo "$PATH" > path.txt')).code == 0
     assert (tmp_path / "path.txt").read_text() == "/usr/bin:/bin\n"
+
+
+def test_the_warning_comes_before_the_wall_time_time_min_granted(executor, tmp_path):
+    job = record(tmp_path, "trap 'echo warned > warned.txt; exit 0' USR1; for i in $(seq 1 300); do sleep 0.1; done",
+                 spec={"limits": {"wall_time": "1h", "time_min": "62s", "signal": "B:USR1@60"}}, time_limit=62)
+    started = time.monotonic()
+    assert run(executor, job, timeout=20).code == 0
+    assert (tmp_path / "warned.txt").read_text() == "warned\n" and time.monotonic() - started < 10
