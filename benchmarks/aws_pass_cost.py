@@ -4,7 +4,7 @@ The queue is written straight into the jobs table (BatchWriteItem, the
 items the store's own codec makes: queued jobs, and a pool's GPUs all busy
 with running ones), then the dispatch function's real handler runs:
 
-- a cold pass: the container's first, reading the changes index whole (its
+- a cold pass: the container's first, reading the pass index whole (its
   projection, a Query a shard): it grows with the queue;
 - a warm pass woken by a settlement: the wake-up carries the ended job as
   written, the pass starts the queue's head in its GPU (one BatchGetItem for

@@ -22,6 +22,7 @@ log = logging.getLogger("gqa.supervisor")
 DEFAULT_GRACE = 10.0
 RELAUNCH_BACKOFF = 5.0  # seconds (jittered) before retrying a launch the backend refused, doubling with each
 RELAUNCH_MAX = 600.0    # refusal in a row up to this: an outage or a broken deployment is not asked every pass
+NEVER_MET_ROUNDS = 5    # passes one dispatch may run to follow cancels down a chain; the next tick goes on
 
 
 class Supervisor:
@@ -63,16 +64,19 @@ class Supervisor:
     def dispatch(self) -> list[JobRecord]:
         """One scheduling pass; start what it decides. Returns the started jobs
         (where a launch is not a start: the launched ones, still STARTING)."""
-        view = self.store.scheduling_view()
-        if not view[0]:
-            return []   # nothing waits: no decision to make, so no snapshot to read
-        decision = plan(read_snapshot(self.store, self.clock.now(), view=view), explain=False)
+        for _ in range(NEVER_MET_ROUNDS):
+            view = self.store.scheduling_view()
+            if not view[0]:
+                return []   # nothing waits: no decision to make, so no snapshot to read
+            decision = plan(read_snapshot(self.store, self.clock.now(), view=view), explain=False)
+            # a cancel may settle its successors' dependencies (afterany, afternotok): decide those now
+            if not self._cancel_never_met(decision.never, {j.id: j.held for j in view[0]}):
+                break
         for victim in decision.preempt:
             try:
                 self._stop(self.store.get(victim), PREEMPT)
             except NotFound:
                 pass
-        self._cancel_never_met(decision.never, {j.id: j.held for j in view[0]})
         self._hold_and_release(decision)
         if not decision.starts:
             return []
@@ -174,14 +178,17 @@ class Supervisor:
                 out.append(replace(job, state=JobState.STARTING, **(claim.fields or {})))
         return out
 
-    def _cancel_never_met(self, never: dict[str, str], held: dict[str, bool]) -> None:
+    def _cancel_never_met(self, never: dict[str, str], held: dict[str, bool]) -> int:
         """Jobs whose dependency can never be met end CANCELLED with the reason,
-        as Slurm's kill_invalid_depend does; guarded on the state the pass saw."""
+        as Slurm's kill_invalid_depend does; guarded on the state the pass saw.
+        How many it cancelled."""
         now = self.clock.now()
         changes = [Change(j, JobState.HELD if held.get(j) else JobState.QUEUED, JobState.CANCELLED, reason, now,
                           {"ended_at": now, "not_before": None}) for j, reason in never.items()]
-        for job in apply_holding(self.store, changes):   # one that moved meanwhile is decided again next pass
+        cancelled = apply_holding(self.store, changes)   # one that moved meanwhile is decided again next pass
+        for job in cancelled:
             log.info("job %s: %s", job.id, job.reason)
+        return len(cancelled)
 
     def _hold_and_release(self, decision) -> None:
         now = self.clock.now()

@@ -37,9 +37,10 @@ def test_a_three_step_pipeline_runs_in_order(queue):
 def test_a_failed_step_cancels_its_afterok_successor_and_runs_its_afterany_one(queue):
     prep = step(queue, "preprocess", code=3)
     train = step(queue, "train", after=f"afterok:{prep}")
-    cleanup = step(queue, "cleanup", after=f"afterany:{prep}")
+    cleanup = step(queue, "cleanup", after=f"afterany:{train}")
 
-    failed, cancelled, cleaned = queue.wait([prep, train, cleanup], timeout=30)
+    # at once, not at the daemon's next idle check (30 s): the cancel is followed in the same turn
+    failed, cancelled, cleaned = queue.wait([prep, train, cleanup], timeout=15)
 
     assert (failed.state.value, cleaned.state.value) == ("FAILED", "SUCCEEDED")
     assert (cancelled.state.value, cancelled.reason) == (

@@ -110,3 +110,17 @@ def test_a_singleton_waits_for_the_running_job_of_its_name(queue):
 def test_a_held_job_appears_once_in_the_queue(queue):
     job = queue.submit_one(hold=True)
     assert [e.job.id for e in queue.queries.queue().pending] == [job.id]
+
+
+def test_one_dispatch_follows_cancels_down_a_chain(queue):
+    parent = queue.start()
+    train = queue.submit_one(after=f"afterok:{parent.id}")
+    evaluate = queue.submit_one(after=f"afterok:{train.id}")
+    report = queue.submit_one(after=f"afterany:{evaluate.id}")
+    queue.exit(parent.id, 1)
+
+    started = queue.supervisor.dispatch()
+
+    assert [queue.state(j.id) for j in (train, evaluate)] == [S.CANCELLED, S.CANCELLED]
+    assert queue.get(evaluate.id).reason == f"dependency can never be met: job {train.id} was cancelled (afterok)"
+    assert [j.id for j in started] == [report.id]
