@@ -295,3 +295,17 @@ def test_the_warning_comes_before_the_wall_time_time_min_granted(executor, tmp_p
     started = time.monotonic()
     assert run(executor, job, timeout=20).code == 0
     assert (tmp_path / "warned.txt").read_text() == "warned\n" and time.monotonic() - started < 10
+
+
+def test_nothing_of_the_wrapper_outlives_an_attempt_with_output(executor, tmp_path):
+    from gqa.adapters.local.processes import group_members, read_exit
+
+    job = record(tmp_path, "echo hi", spec={"output": "o.txt", "error": "e.txt"})
+    launched = executor.launch(job, (0,), 1)
+    executor.release([job.id])
+    deadline = time.monotonic() + 10
+    while read_exit(executor.paths.exit_for("7", 1))[0] is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    assert group_members(launched.pid) == []          # the tees and their timer ended with it
+    assert (tmp_path / "o.txt").read_text() == "hi\n"

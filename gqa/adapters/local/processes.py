@@ -38,7 +38,8 @@ WRAPPER = _GATE + 'f=$1; shift; "$@"; rc=$?; ' + _STEPS_AND_STATUS
 # copies it to gqa's log (fd 3 keeps the log for the wrapper). The tees
 # ignore the signals a job is stopped or warned with, so a job that catches
 # SIGTERM can still print; the wrapper waits for them to copy the last
-# output (at most 5 s, should a process the job left keep the fifo open).
+# output (at most 5 s, should a process the job left keep the fifo open),
+# and its timer ends with it, so nothing of the wrapper's outlives it.
 _TEE_IGNORES = "HUP INT QUIT TERM USR1 USR2 ALRM"
 WRAPPER_STREAMS = _GATE + (
     'f=$1; o=$2; e=$3; i=$4; shift 4; t=; u=; exec 3>&1; '
@@ -48,7 +49,8 @@ WRAPPER_STREAMS = _GATE + (
     'exec >"$f.d/out"; [ -n "$e" ] || exec 2>&1; fi; '
     'if [ -n "$i" ]; then "$@" <"$i" 3>&-; else "$@" 3>&-; fi; rc=$?; '
     'exec >&3 2>&3 3>&-; '
-    'if [ -n "$t$u" ]; then (sleep 5; kill -9 $t $u) 2>/dev/null & w=$!; wait $t $u; kill $w 2>/dev/null; fi; '
+    'if [ -n "$t$u" ]; then (trap \'kill $! 2>/dev/null; exit 0\' TERM; sleep 5 & wait $!; kill -9 $t $u) '
+    '2>/dev/null & w=$!; wait $t $u; kill $w 2>/dev/null; wait $w; fi; '
 ) + _STEPS_AND_STATUS
 NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
 
