@@ -309,3 +309,33 @@ def test_nothing_of_the_wrapper_outlives_an_attempt_with_output(executor, tmp_pa
     time.sleep(0.2)
     assert group_members(launched.pid) == []          # the tees and their timer ended with it
     assert (tmp_path / "o.txt").read_text() == "hi\n"
+
+
+def test_a_restarted_daemon_keeps_adopted_cores_taken_and_does_not_warn_twice(tmp_path):
+    from dataclasses import replace
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores")
+    paths = StatePaths(tmp_path / "home")
+    paths.ensure()
+    first = LocalExecutor(paths, Inventory(gpus=gpus(2)), slurm_installer=fake_srun)
+    job = record(tmp_path, "trap 'echo w >> warned.txt' USR1; for i in $(seq 1 100); do sleep 0.1; done",
+                 job_id="1", spec={"resources": {"cpus": 1}, "limits": {"wall_time": "61s", "signal": "B:USR1@60"}})
+    launched = first.launch(job, (0,), 1)
+    first.release([job.id])
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "warned.txt").exists() and time.monotonic() < deadline:
+        first.kill_overdue()
+        time.sleep(0.05)
+    try:
+        later = LocalExecutor(paths, Inventory(gpus=gpus(2)), slurm_installer=fake_srun)
+        adopted = later.adopt(replace(job, pid=launched.pid, attempts=1, started_at=time.time() - 5))
+        assert adopted.cores == frozenset(os.sched_getaffinity(launched.pid)) and adopted.warn_at is None
+        other = record(tmp_path, "sleep 30", job_id="2", spec={"resources": {"cpus": 1}})
+        pid = later.launch(other, (1,), 1).pid
+        assert not os.sched_getaffinity(pid) & os.sched_getaffinity(launched.pid)
+        later.abandon(["2"])
+        later.kill_overdue()
+        assert (tmp_path / "warned.txt").read_text() == "w\n"       # once
+    finally:
+        os.killpg(launched.pid, signal.SIGKILL)
