@@ -3,6 +3,8 @@ stay small), and the pass index projects them with the job's name."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gqa.adapters.aws import items as it
@@ -56,3 +58,18 @@ def test_the_options_set_are_written_and_projected_and_a_cleared_hold_is_removed
 
     store.apply([Change(job.id, JobState.QUEUED, JobState.HELD, "held", T0, {"user_hold": False})])
     assert "user_hold" not in stored_item(store, job.id)
+
+
+def test_states_of_reads_each_group_once_consistently_and_an_ended_job_never_again(store):
+    [ended] = store.create([new_job()])
+    store.apply([Change(ended.id, JobState.QUEUED, JobState.CANCELLED, "cancelled", T0, {"ended_at": T0})])
+    [waiting] = store.create([new_job()])
+    calls: list[dict] = []
+    store.client.meta.events.register("before-call.dynamodb.Query",
+                                      lambda params, **_: calls.append(json.loads(params["body"])))
+
+    assert store.states_of([ended.id, waiting.id]) == {ended.id: {JobState.CANCELLED: 1},
+                                                       waiting.id: {JobState.QUEUED: 1}}
+    assert len(calls) == 2 and all(c["ConsistentRead"] for c in calls)
+    assert store.states_of([ended.id, waiting.id])[ended.id] == {JobState.CANCELLED: 1}
+    assert len(calls) == 3   # the waiting job's group only

@@ -138,8 +138,9 @@ class DynamoDBLive(DynamoDBBase):
         return [it.pending_job(i) for i in pending], [it.running_job(i) for i in live if i[t.STATE] in ACTIVE]
 
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
-        """One Query of each group named, projecting ids and states only; a job
-        or task seen ended is not read again (an end is final)."""
+        """One Query of each group named, projecting ids and states only, strongly
+        consistent (a pass woken by a settlement sees that end); a job or task
+        seen ended is not read again (an end is final)."""
         out: dict[str, dict[JobState, int]] = {}
         groups: dict[str, list[str]] = {}
         for ref in dict.fromkeys(refs):
@@ -155,7 +156,7 @@ class DynamoDBLive(DynamoDBBase):
             kwargs: dict[str, Any] = {
                 "TableName": self.tables.jobs, "KeyConditionExpression": "#g = :g", "ProjectionExpression": "#i, #s",
                 "ExpressionAttributeNames": {"#g": t.GROUP, "#i": t.ID, "#s": t.STATE},
-                "ExpressionAttributeValues": it.dump({":g": group})}
+                "ExpressionAttributeValues": it.dump({":g": group}), "ConsistentRead": True}
             while True:
                 page = self.call("Query", **kwargs)
                 for raw in page.get("Items", []):
