@@ -50,6 +50,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
             out.factors[job.id] = factors
             if job.id in gated.waiting:
                 out.waiting[job.id] = gated.waiting[job.id]
+                if job.user_hold and not job.held and job.id not in gated.never:
+                    out.hold[job.id] = out.waiting[job.id]   # queued with its owner's hold (approved since)
                 continue
             over_budget = budget.over(job)
             if job.held or over_budget:

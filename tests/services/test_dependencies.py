@@ -124,3 +124,19 @@ def test_one_dispatch_follows_cancels_down_a_chain(queue):
     assert [queue.state(j.id) for j in (train, evaluate)] == [S.CANCELLED, S.CANCELLED]
     assert queue.get(evaluate.id).reason == f"dependency can never be met: job {train.id} was cancelled (afterok)"
     assert [j.id for j in started] == [report.id]
+
+
+def test_a_held_submission_that_needed_approval_is_held_once_approved(queue):
+    from dataclasses import replace
+
+    queue.store.set_policy(replace(queue.store.policy(), approval_gpus=1))
+    job = queue.submit_one(hold=True, resources={"gpus": 2})
+    assert (queue.state(job.id), queue.get(job.id).user_hold) == (S.PENDING_APPROVAL, True)
+    queue.control.approve([job.id])
+
+    assert queue.supervisor.dispatch() == []
+
+    held = queue.get(job.id)
+    assert (held.state, held.reason) == (S.HELD, f"held by its owner: gqa release {job.id}")
+    queue.control.release([job.id])
+    assert [j.id for j in queue.supervisor.dispatch()] == [job.id]
