@@ -3,4 +3,5 @@
 #SBATCH --time=5
 
 # Runs after training ends, however it ended (--dependency=afterany:ID).
-ls results/ | sort > results/report.txt
+files=$(ls results/ | sort)
+echo $files > results/report.txt
