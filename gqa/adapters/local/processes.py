@@ -106,24 +106,24 @@ def _all_pids() -> list[int]:
         return []
 
 
-def children(pid: int) -> list[int]:
-    """The live children of `pid`, oldest first."""
+def _live() -> list[tuple[int, str, str, int]]:
+    """Every live process as (pid, ppid, pgrp, start time), from one pass over /proc."""
     found = []
-    for other in _all_pids():
-        fields = _stat_fields(other)
-        if fields is not None and fields[1] == str(pid) and fields[0] not in ("Z", "X"):
-            found.append((int(fields[19]), other))
-    return [p for _, p in sorted(found)]
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live processes of process group `pgid`."""
-    found = []
-    for other in _all_pids():
-        fields = _stat_fields(other)
-        if fields is not None and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            found.append(other)
+    for pid in _all_pids():
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] not in ("Z", "X"):
+            found.append((pid, fields[1], fields[2], int(fields[19])))
     return found
+
+
+def children(pid: int, live: list[tuple[int, str, str, int]] | None = None) -> list[int]:
+    """The live children of `pid`, oldest first."""
+    return [p for _, p in sorted((start, p) for p, ppid, _, start in (live or _live()) if ppid == str(pid))]
+
+
+def group_members(pgid: int, live: list[tuple[int, str, str, int]] | None = None) -> list[int]:
+    """The live processes of process group `pgid`."""
+    return [p for p, _, pgrp, _ in (live or _live()) if pgrp == str(pgid)]
 
 
 def warn(wrapper: int, sig: int, batch_only: bool) -> list[int]:
@@ -131,12 +131,13 @@ def warn(wrapper: int, sig: int, batch_only: bool) -> list[int]:
     to the batch shell alone (the wrapper's newest child: its tees start
     before it); else to the job's steps, every other process of its group
     (a job that is one process gets it itself). Returns the pids signalled."""
-    kids = children(wrapper)
+    live = _live()
+    kids = children(wrapper, live)
     shell = kids[-1:] if kids else []
     if batch_only:
         targets = shell
     else:
-        targets = [p for p in group_members(wrapper) if p != wrapper and p not in kids] or shell
+        targets = [p for p in group_members(wrapper, live) if p != wrapper and p not in kids] or shell
     sent = []
     for pid in targets:
         try:
