@@ -1,10 +1,12 @@
 """When will each pending job start? The production pass, run forward.
 
 Running jobs end at their expected end (their wall-time limit, scaled by how
-much of its limits the team's past jobs actually used); at each end the pass
-runs again on what is left, exactly as the dispatcher would. A job whose
-start depends on a job with no known end gets no ETA (None), rather than a
-guess presented as a prediction."""
+much of its limits the team's past jobs actually used); at each end, and when
+a pending job's --begin time comes, the pass runs again on what is left,
+exactly as the dispatcher would. A job whose dependency is unmet never starts
+in the replay (the states of the jobs it names stay as they are now), and a
+job whose start depends on a job with no known end gets no ETA (None), rather
+than a guess presented as a prediction."""
 
 import heapq
 import statistics
@@ -54,9 +56,12 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
             heapq.heappush(ends, (_expected_end(run, ratios), job.id))
         if wanted <= starts.keys() or not pending:
             break
-        if not ends or ends[0][0] == INF:
+        # the next thing that can change the plan: a running job's end, or a --begin time coming
+        begin = min((j.begin for j in pending.values() if j.begin is not None and j.begin > now), default=INF)
+        following = min(ends[0][0] if ends else INF, begin)
+        if following == INF:
             break  # nothing we can see will free GPUs
-        now = ends[0][0]
+        now = following
         while ends and ends[0][0] <= now:
             running.pop(heapq.heappop(ends)[1], None)
     for job_id in pending:

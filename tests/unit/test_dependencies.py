@@ -135,3 +135,13 @@ def test_a_job_that_waits_on_its_dependency_lets_later_jobs_start():
 def test_an_unreadable_dependency_can_never_be_met():
     _, never = verdict("afterok:12+5", {})
     assert never is not None and never.startswith("dependency can never be met: ")
+
+
+def test_a_begin_time_is_the_estimate_of_a_job_nothing_else_holds_back():
+    from gqa.scheduling.eta import predict_starts
+
+    snap = snapshot(4, pending=[pending("b", begin=NOW + 600), pending("w", dependency="afterok:12")],
+                    named={"12": {RUN: 1}})
+    assert predict_starts(snap) == {"b": NOW + 600, "w": None}
+    busy = running("r", gpus=[0, 1, 2, 3], started_at=NOW, wall_time=3600, expected_runtime=1800)
+    assert predict_starts(snapshot(4, pending=[pending("b", begin=NOW + 600)], running=[busy]))["b"] == NOW + 1800
