@@ -73,3 +73,20 @@ def test_states_of_reads_each_group_once_consistently_and_an_ended_job_never_aga
     assert len(calls) == 2 and all(c["ConsistentRead"] for c in calls)
     assert store.states_of([ended.id, waiting.id])[ended.id] == {JobState.CANCELLED: 1}
     assert len(calls) == 3   # the waiting job's group only
+
+
+def test_an_array_still_being_admitted_counts_its_unwritten_tasks_as_submitted(store):
+    from gqa.adapters.aws.admissions import DynamoDBAdmissions
+    from gqa.ports import AdmissionProgress
+
+    tasks = store.create([new_job(array_index=i) for i in range(3)])
+    group = tasks[0].group
+    for task in tasks:
+        store.apply([Change(task.id, JobState.QUEUED, JobState.CANCELLED, "cancelled", T0, {"ended_at": T0})])
+    admissions = DynamoDBAdmissions(store.client, NAMES)
+    progress = admissions.begin(AdmissionProgress(group, 10, 0, "", tasks[0].history))
+
+    # 3 written and ended, 10 still to write: never "all ended" while the rest may come
+    assert store.states_of([group]) == {group: {JobState.CANCELLED: 3, JobState.SUBMITTED: 10}}
+    assert admissions.advance(group, 0, 10, progress.rev, "delivery-1")
+    assert store.states_of([group]) == {group: {JobState.CANCELLED: 3}}

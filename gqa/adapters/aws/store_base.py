@@ -80,6 +80,7 @@ class DynamoDBBase:
         self._keys_until: float | None = None   # add_change_keys again at whole reads until then
         self._keys_checked = 0.0
         self._ended: dict[str, JobState] = {}   # jobs and tasks states_of saw ended: an end is final
+        self._admitted: set[str] = set()        # arrays states_of saw wholly written
 
     def close(self) -> None:
         """The client belongs to the caller; nothing to release."""

@@ -15,6 +15,7 @@ from ...scheduling.snapshot import PendingJob, RunningJob
 from . import items as it
 from . import tables as t
 from . import views
+from .admissions import ADMISSION
 from .store_base import _JOB_ID, ACTIVE, PENDING, PREFETCH, DynamoDBBase, List, S
 
 
@@ -170,11 +171,29 @@ class DynamoDBLive(DynamoDBBase):
                 for job_id, state in states.items():
                     if ref == job_id or (ref == group and "_" in job_id):
                         counts[state] = counts.get(state, 0) + 1
+                if ref == group and counts:
+                    unwritten = self._unwritten_tasks(group)
+                    if unwritten:   # accepted, still being admitted a chunk at a time: they have not ended
+                        counts[JobState.SUBMITTED] = unwritten
                 if counts:
                     out[ref] = counts
                 if ref in states and states[ref].terminal:
                     self._ended[ref] = states[ref]
         return out
+
+    def _unwritten_tasks(self, group: str) -> int:
+        """How many of an array's tasks its admission in chunks has still to write
+        (admissions.py's progress item; none once it is done, which is final)."""
+        if group in self._admitted:
+            return 0
+        out = self.call("GetItem", TableName=self.tables.settings, ConsistentRead=True,
+                        Key=it.dump({t.PK: ADMISSION, t.SK: group}), ProjectionExpression="#t, #n",
+                        ExpressionAttributeNames={"#t": "total", "#n": "next"})
+        item = it.load(out["Item"]) if "Item" in out else None
+        left = int(item["total"]) - int(item["next"]) if item else 0
+        if left <= 0:
+            self._admitted.add(group)
+        return max(0, left)
 
     def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
         def read() -> tuple[int, List[tuple[str, float, float]]]:
