@@ -146,7 +146,9 @@ class QueueReads(Protocol):
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
         """What pending jobs' dependencies name, as they stand: per job id, array
         task id ("12_3") or array id ("12", all its tasks), how many of its jobs
-        are in each state. A ref that names no recorded job is left out."""
+        are in each state; an array still being admitted in chunks (AWS) counts
+        the tasks not written yet as SUBMITTED. A ref that names no recorded
+        job is left out."""
 
     def due_retries(self, now: float) -> list[JobRecord]: ...
 
