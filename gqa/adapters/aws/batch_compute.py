@@ -261,6 +261,11 @@ class BatchCompute:
         })
         if job.array_index is not None:
             env["GQA_ARRAY_INDEX"] = str(job.array_index)
+        warning, limit = job.spec.limits.signal, job.attempt_wall_time
+        if warning is not None and limit:
+            # Batch only kills at the timeout: the job's runtime (runtime/job_process.py) sends the
+            # warning, counting the attempt's wall time from its own start
+            env.update({"GQA_WARN_SIGNAL": warning, "GQA_WALL_SECONDS": str(int(limit))})
         if job.spec.code is not None:
             if self.code_bucket is None:
                 raise LaunchFailed(f"the job's code {job.spec.code} needs a bucket for code bundles; this "
