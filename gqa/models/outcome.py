@@ -36,6 +36,7 @@ class ExitKind(StrEnum):
     OOM = "oom"              # killed for using more memory than it was given
     TIMEOUT = "timeout"      # the backend's own attempt time limit was hit (Batch's attemptDurationSeconds)
     LOST = "lost"            # the backend no longer knows the attempt: how and when it ended is unknown
+    STEP = "step"            # the script ended 0 but an srun step failed: the step's code decides, `detail` says which
 
 
 # the interruptions --no-requeue turns into a failure, and what each says
@@ -115,6 +116,8 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
             "checkpoint", interrupted)
     if code == 0 and sig is None:
         return Outcome(JobState.SUCCEEDED, "exit code 0", base)
+    if kind == ExitKind.STEP and detail:
+        return _error(job, detail, base, now, draw)
     return _error(job, describe_exit(code, sig), base, now, draw)
 
 

@@ -59,8 +59,7 @@ def test_bobs_output_is_his_and_his_steps_are_counted(box):
     ended = run(executor, job)
     out = work / "train-5.out"
     assert out.read_text() == f"{BOB}\n" and out.stat().st_uid == pwd.getpwnam(BOB).pw_uid
-    assert (ended.code, ended.detail) == (4, "the script ended 0 after a failed step (step 1: sh -c exit 4, "
-                                             "exit code 4)")
+    assert (ended.code, ended.detail) == (4, "srun step 1 (sh -c exit 4) failed with exit code 4")
     assert stat.S_IMODE((executor.paths.home / "slurm-bin").stat().st_mode) == 0o755
 
 

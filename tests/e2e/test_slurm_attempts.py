@@ -171,7 +171,7 @@ def test_a_failed_srun_step_fails_a_script_that_exits_0(executor, tmp_path):
     job = record(tmp_path, "srun false; srun sh -c 'exit 3'; echo cleanup > cleanup.txt; exit 0")
     ended = run(executor, job)
     # the first failed step (as srun writes it: "<code> step <id>: <command>"; this one writes its command)
-    assert ended.code == 1 and ended.detail == "the script ended 0 after a failed step (false, exit code 1)"
+    assert ended.code == 1 and ended.detail == "srun false failed with exit code 1"
     assert (tmp_path / "cleanup.txt").read_text() == "cleanup\n"     # the script went on, as under Slurm
     assert "the script ended 0 after a failed step (false, exit code 1)" in executor.paths.log_for("7").read_text()
 
@@ -179,8 +179,7 @@ def test_a_failed_srun_step_fails_a_script_that_exits_0(executor, tmp_path):
 def test_a_step_recorded_by_hand_fails_the_job_with_its_code(executor, tmp_path):
     job = record(tmp_path, 'echo "3 step 0: python train.py" >> "$GQA_STEP_STATUS"; exit 0', spec={"output": "o.txt"})
     ended = run(executor, job)
-    assert (ended.code, ended.detail) == (3, "the script ended 0 after a failed step (step 0: python train.py, "
-                                             "exit code 3)")
+    assert (ended.code, ended.detail) == (3, "srun step 0 (python train.py) failed with exit code 3")
     assert "exit code 3): the job ends 3" in executor.paths.log_for("7").read_text()   # gqa's log, not o.txt
     assert "gqa" not in (tmp_path / "o.txt").read_text()
 
@@ -191,7 +190,7 @@ def test_gqas_own_srun_records_the_failed_step(tmp_path):
     executor = LocalExecutor(paths, Inventory(gpus=gpus(1)))
     job = record(tmp_path, "srun -n 2 sh -c 'exit 3'; srun true; echo went-on > after.txt")
     ended = run(executor, job)
-    assert ended.code == 3 and ended.detail.startswith("the script ended 0 after a failed step (step 0: ")
+    assert ended.code == 3 and ended.detail.startswith("srun step 0 (")
     assert (tmp_path / "after.txt").read_text() == "went-on\n"
     assert os.access(paths.home / "slurm-bin" / "srun", os.X_OK)
 

@@ -100,6 +100,7 @@ def test_a_failed_srun_step_fails_the_job(make_queue, project):
     queue = make_queue()
     job = queue.wait(submit(queue, project, "step_fails.sh")["id"], timeout=60)
     assert job.state.value == "FAILED" and job.exit_code == 3, job.reason
+    assert job.reason.startswith("srun step 0 (srun python3 -c ") and job.reason.endswith("failed with exit code 3")
     assert result(project, "cleanup.txt") == "cleanup after the step\n"   # the script went on, as in Slurm
 
 

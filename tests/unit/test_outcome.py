@@ -151,6 +151,7 @@ def test_backoff_delay_is_bounded_by_the_cap(retry):
 GIB = 1024 ** 3
 RECLAIM = "Host EC2 (instance i-0abc) terminated."
 PULL = "CannotPullContainerError: pull image manifest has been retried 5 time(s): failed to resolve ref"
+STEP = "srun step 0 (python train.py) failed with exit code 3"
 OOM_REASON = "OutOfMemoryError: Container killed due to memory usage"
 
 
@@ -203,6 +204,9 @@ OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for mo
     (ended_job(), ExitKind.APP, 0, "", None, S.SUCCEEDED, "exit code 0"),
     (ended_job(), ExitKind.APP, None, "CannotStartContainerError: executable file not found", None, S.FAILED,
      "ended without an exit code (CannotStartContainerError: executable file not found)"),
+    # STEP: the script ended 0 after an srun step failed: the step's code and words decide
+    (ended_job(), ExitKind.STEP, 3, STEP, None, S.FAILED, STEP),
+    (ended_job(on_error=1), ExitKind.STEP, 3, STEP, None, S.RETRY_WAIT, f"{STEP}; retry 1 of 1 in"),
     # what gqa asked for wins over how the backend carried it out
     (ended_job(request=Request.CANCEL), ExitKind.RECLAIMED, None, RECLAIM, None, S.CANCELLED, "cancelled by user"),
     (ended_job(kill_reason=REQUEUE), ExitKind.CAPACITY, None, PULL, None, S.RETRY_WAIT, "requeued by user"),
@@ -212,7 +216,8 @@ OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for mo
 ], ids=["reclaimed", "reclaimed-no-retries-left", "capacity", "lost", "lost-no-retries-left", "oom", "oom-spec-memory",
         "oom-fraction",
         "oom-unknown-memory", "oom-retried", "oom-after-retries", "timeout-stop", "timeout-requeue",
-        "timeout-gpu-hours", "timeout-backend-limit", "app-error", "app-success", "app-no-code",
+        "timeout-gpu-hours", "timeout-backend-limit", "app-error", "app-success", "app-no-code", "step-failed",
+        "step-failed-retried",
         "cancel-wins", "requeue-wins", "cancel-wins-over-lost", "our-timeout-wins"])
 def test_decide_by_exit_kind(job, kind, code, detail, memory, to, reason):
     outcome = decide(job, code=code, sig=None, now=NOW, draw=0.5, kind=kind, detail=detail, memory=memory)

@@ -360,7 +360,7 @@ class LocalExecutor:
                 return Exit(job_id, attempt, code, sig, ExitKind.OOM, "the kernel's out-of-memory killer",
                             ended_at=ended_at)
         detail = _failed_step(self.paths.exit_for(job_id, attempt)) if code else ""
-        return Exit(job_id, attempt, code, sig, detail=detail, ended_at=ended_at)
+        return Exit(job_id, attempt, code, sig, ExitKind.STEP if detail else ExitKind.APP, detail, ended_at=ended_at)
 
     def _cores_for(self, job: JobRecord) -> tuple[frozenset[int], str]:
         """The cores to pin a job that asks for CPUs to (none for one that asks for none), and why
@@ -506,7 +506,9 @@ def _failed_step(exit_file: Path) -> str:
     if failed is None:
         return ""
     code, step = failed
-    return f"the script ended 0 after a failed step ({step or 'srun'}, exit code {code})"
+    number, _, command = (step or "step").partition(": ")
+    return f"srun {number} ({command}) failed with exit code {code}" if command else \
+        f"srun {number} failed with exit code {code}"
 
 
 def latest_checkpoint(directory) -> str:
