@@ -25,6 +25,8 @@ def start(
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Declare N virtual GPUs instead of discovering "
                                                 "them with nvidia-smi (CPU-only machines, CI).")] = None,
     gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type name of the virtual GPUs.")] = "virtual",
+    cpus: Annotated[Optional[int], typer.Option("--cpus", help="CPUs jobs may use together (default: this "
+                                                "machine's); a job asking for more is refused.")] = None,
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Run in the background.")] = False,
     grace: Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL.")] = 10.0,
     price: Annotated[float, typer.Option("--price", help="Cost of one GPU-hour here, for team budgets "
@@ -68,7 +70,7 @@ def start(
         pid = daemon_running(paths)
         if pid is not None:
             fail(f"a gqa daemon is already running for {paths.home} (pid {pid}); `gqa local stop` first")
-        inventory = _inventory(gpus, gpu_type, price)
+        inventory = _inventory(gpus, gpu_type, price, cpus)
         paths.ensure()
         _record_inventory(paths, inventory)
     options = _daemon_options(log_max_size, log_files)
@@ -185,9 +187,11 @@ def status(output: Output = "table"):
             print(line)
 
 
-def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0) -> dict:
+def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0, cpus: int | None = None) -> dict:
     from gqa.adapters.local.gpu_discovery import discover_gpus
 
+    if cpus is not None and not 1 <= cpus <= 65536:
+        fail(f"--cpus must be between 1 and 65536, got {cpus}")
     if gpus is not None:
         if gpus < 1 or gpus > 1024:
             fail(f"--gpus must be between 1 and 1024, got {gpus}")
@@ -196,7 +200,7 @@ def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0) -> dict:
         found = discover_gpus()
         if not found:
             fail("no NVIDIA GPUs found (nvidia-smi); declare virtual ones with `gqa local start --gpus N`")
-    return {"gpus": [{"index": i, "type": t, "price": price} for i, t in found], "cpus": os.cpu_count(),
+    return {"gpus": [{"index": i, "type": t, "price": price} for i, t in found], "cpus": cpus or os.cpu_count(),
             "memory": _memory()}
 
 

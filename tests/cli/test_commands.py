@@ -1,5 +1,7 @@
 """The CLI contract other tools rely on: ids, -o json shapes, follow-up hints."""
 
+import os
+
 import pytest
 
 
@@ -200,3 +202,12 @@ def test_quota_set_members_alone_writes_no_quota(cli):
         code, _, err = cli("quota", "set", "vision", "--members", bad, "--share", "3")
         assert code == 2 and words in err
     assert cli.store.teams()["vision"].share == 2.0                    # refused before anything was written
+
+
+def test_local_start_declares_the_cpus_jobs_may_use(cli):
+    from cli.local import _inventory
+
+    assert _inventory(2, "virtual", cpus=8)["cpus"] == 8
+    assert _inventory(2, "virtual")["cpus"] == os.cpu_count()
+    code, out, err = cli("local", "start", "--gpus", "2", "--cpus", "0")
+    assert code == 2 and err == "gqa: error: --cpus must be between 1 and 65536, got 0\n" and out == ""
