@@ -186,7 +186,8 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
     option table of gqa/models/sbatch.py. `now` is what --begin is read
     against (without it, --begin is refused); `given` the command line's
     resources, which the quantities asked per task, CPU or GPU are settled
-    with. A script with #SBATCH lines that name no GPU asks for none, as
+    with. A script with #SBATCH lines that name no GPU asks for none, and
+    writes its output to slurm-%j.out (slurm-%A_%a.out for an array), as
     under Slurm."""
     request = Request(now=now, warn=warn, source=source)
     slurm = False
@@ -209,6 +210,8 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
     raw = request.finish()
     if slurm and not asks_for_gpus(request):
         merge(raw, {"resources": {"gpus": 0}})
+    if slurm and "output" not in raw:   # sbatch's default file, in the job's working directory
+        raw["output"] = "slurm-%A_%a.out" if raw.get("array") else "slurm-%j.out"
     return raw
 
 

@@ -149,7 +149,7 @@ def test_a_noted_option_changes_nothing_and_says_why(long):
     notes: list[str] = []
     raw = parse_directives(f"#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH {example}\n", source="run.sh",
                            warn=notes.append, now=NOW)
-    assert raw == {"resources": {"gpus": 1}}
+    assert raw == {"resources": {"gpus": 1}, "output": "slurm-%j.out"}
     assert len(notes) == 1 and notes[0].startswith(f"run.sh:3: #SBATCH {example.split('=')[0]}")
     assert notes[0].endswith(f"has no effect here: {SBATCH[long].effect}")
 
@@ -356,5 +356,17 @@ def test_the_readme_shows_each_short_letter():
     ("#SBATCH --time=30", {"gpus": 2}, {"gpus": 2}),
 ])
 def test_command_line_resources_settle_with_the_directives(lines, given, expected):
+    """(given: what gqa submit's own flags asked for)"""
     raw = parse_directives(lines + "\n", now=NOW, given=given)
     assert raw["resources"] == expected
+
+
+@pytest.mark.parametrize("lines, output", [
+    ("#SBATCH --time=5", "slurm-%j.out"),
+    ("#SBATCH --array=0-3", "slurm-%A_%a.out"),
+    ("#SBATCH -o run-%j.log", "run-%j.log"),
+    ("#GQA --gpus 1", None),                       # a gqa script keeps gqa's own log only
+])
+def test_a_slurm_script_writes_sbatchs_default_output_file(lines, output):
+    raw = parse_directives(lines + "\n", now=NOW)
+    assert raw.get("output") == output
