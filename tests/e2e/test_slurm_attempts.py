@@ -338,3 +338,31 @@ def test_a_restarted_daemon_keeps_adopted_cores_taken_and_does_not_warn_twice(tm
         assert (tmp_path / "warned.txt").read_text() == "w\n"       # once
     finally:
         os.killpg(launched.pid, signal.SIGKILL)
+
+
+def test_an_attempt_with_output_ends_as_soon_as_its_job_does(executor, tmp_path):
+    # the wrapper waits for its tees on a fifo only they hold, not on a timer it must then stop
+    took = []
+    for n in range(8):
+        job = record(tmp_path, f"echo {n}; echo e{n} >&2", job_id=str(10 + n), spec={"output": f"o{n}.txt"})
+        started = time.monotonic()
+        ended = run(executor, job)
+        took.append(time.monotonic() - started)
+        assert ended.code == 0 and (tmp_path / f"o{n}.txt").read_text() == f"{n}\ne{n}\n"
+        assert "Killed" not in executor.paths.log_for(job.id).read_text()
+    assert max(took) < 2.0, took
+
+
+@pytest.mark.slow
+def test_a_process_left_holding_the_output_delays_the_end_by_at_most_5_s(executor, tmp_path):
+    job = record(tmp_path, "echo hi; (sleep 60 & echo $! > left.pid); exit 3", spec={"output": "o.txt"})
+    started = time.monotonic()
+    try:
+        ended = run(executor, job, timeout=20)
+        assert ended.code == 3 and 4.5 < time.monotonic() - started < 10
+        assert (tmp_path / "o.txt").read_text() == "hi\n"
+    finally:
+        try:
+            os.kill(int((tmp_path / "left.pid").read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass

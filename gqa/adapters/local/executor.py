@@ -130,6 +130,8 @@ class LocalExecutor:
             for name, path in ((OUT, streams.output), (ERR, streams.error)):
                 if path:
                     self._fifo(files / name, account)
+            if streams.output or streams.error:   # its writers are the tees: the wrapper waits on it for them
+                self._fifo(files / DONE, account)
             log = self._open_private(self.paths.log_for(job.id), account)
             os.write(log, f"--- gqa: attempt {attempt} of job {job.id} on {_where(gpus)} at "
                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
@@ -483,7 +485,7 @@ class LocalExecutor:
 # an attempt's files beside its exit file, in "<exit file>.d" (processes.py's
 # wrapper reads them there): srun's failed steps, the fifos of --output and
 # --error, the mark that its warning signal was sent
-STEPS, OUT, ERR, WARNED = "steps", "out", "err", "warned"
+STEPS, OUT, ERR, WARNED, DONE = "steps", "out", "err", "warned", "done"
 WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
 
 

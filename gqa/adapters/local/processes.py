@@ -37,20 +37,24 @@ WRAPPER = _GATE + 'f=$1; shift; "$@"; rc=$?; ' + _STEPS_AND_STATUS
 # "$1.d/err", made by the daemon) to a tee that appends it to the file and
 # copies it to gqa's log (fd 3 keeps the log for the wrapper). The tees
 # ignore the signals a job is stopped or warned with, so a job that catches
-# SIGTERM can still print; the wrapper waits for them to copy the last
-# output (at most 5 s, should a process the job left keep the fifo open),
-# and its timer ends with it, so nothing of the wrapper's outlives it.
+# SIGTERM can still print. Each tee also holds the write end of "$1.d/done"
+# (fd 4), and nothing else does once the job starts: when the job has ended,
+# a `cat` of its read end (fd 5) returns as the last tee exits, or after 5 s
+# (a process the job left keeps a fifo open), when the tees are killed. The
+# wait is a plain child of the wrapper: nothing of the wrapper's outlives it.
 _TEE_IGNORES = "HUP INT QUIT TERM USR1 USR2 ALRM"
 WRAPPER_STREAMS = _GATE + (
     'f=$1; o=$2; e=$3; i=$4; shift 4; t=; u=; exec 3>&1; '
-    f'if [ -n "$e" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$e" <"$f.d/err") 2>&3 & u=$!; '
+    '[ -z "$o$e" ] || exec 4<>"$f.d/done" 5<"$f.d/done"; '
+    f'if [ -n "$e" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$e" <"$f.d/err" 5<&-) 2>&3 & u=$!; '
     'exec 2>"$f.d/err"; fi; '
-    f'if [ -n "$o" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$o" <"$f.d/out") 2>&3 & t=$!; '
+    f'if [ -n "$o" ]; then (trap "" {_TEE_IGNORES}; exec tee -a -- "$o" <"$f.d/out" 5<&-) 2>&3 & t=$!; '
     'exec >"$f.d/out"; [ -n "$e" ] || exec 2>&1; fi; '
-    'if [ -n "$i" ]; then "$@" <"$i" 3>&-; else "$@" 3>&-; fi; rc=$?; '
+    '[ -z "$o$e" ] || exec 4>&-; '
+    'if [ -n "$i" ]; then "$@" <"$i" 3>&- 5<&-; else "$@" 3>&- 5<&-; fi; rc=$?; '
     'exec >&3 2>&3 3>&-; '
-    'if [ -n "$t$u" ]; then (trap \'kill $! 2>/dev/null; exit 0\' TERM; sleep 5 & wait $!; kill -9 $t $u) '
-    '2>/dev/null & w=$!; wait $t $u; kill $w 2>/dev/null; wait $w; fi; '
+    'if [ -n "$t$u" ]; then timeout -s KILL 5 cat <&5 >/dev/null 2>&1; exec 5<&-; '
+    '{ kill -9 $t $u; wait $t $u; } 2>/dev/null; fi; '
 ) + _STEPS_AND_STATUS
 NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
 
