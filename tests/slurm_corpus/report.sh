@@ -3,5 +3,5 @@
 #SBATCH --time=5
 
 # Runs after training ends, however it ended (--dependency=afterany:ID).
-files=$(ls results/ | sort)
+files=$(cd results && ls prep.txt train.txt 2>/dev/null)
 echo $files > results/report.txt
