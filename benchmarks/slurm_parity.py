@@ -84,7 +84,8 @@ def collected(project: Path, ids: dict[str, str]) -> dict[str, str]:
         for path in sorted((project / folder).glob("*")):
             if not path.is_file() or (folder == "." and path.suffix != ".out"):
                 continue
-            key = re.sub(r"(?<![0-9])([0-9]+)(?=[_.])", lambda m: "{" + names.get(m.group(1), "?") + "}",
+            # a job id in a file name follows a '-' (%x-%j, %x-%A_%a, slurm-%j): replaced by its script
+            key = re.sub(r"(?<=-)([0-9]+)(?=[_.])", lambda m: "{" + names.get(m.group(1), "?") + "}",
                          f"{folder}/{path.name}".removeprefix("./"))
             text = path.read_text(errors="replace").replace(host, "HOST").replace("localhost", "HOST")
             out[key] = text
@@ -121,6 +122,11 @@ def measure(queue, workdir: Path, say) -> dict:
     finally:
         queue.stop()
     say(f"{queue.label}: {len(ids)} scripts, {len(files)} outputs, first submit -> last end {elapsed:.2f} s")
+    if not isinstance(queue, Slurm):
+        for r in sorted(queue.records(), key=lambda r: r.seq):
+            start = r.first_start
+            say(f"  {r.id:>6} {r.name:<14} submitted +{r.submitted_at - t0:5.2f} s, started "
+                f"+{(start or t0) - t0:5.2f} s, ended +{(r.ended_at or t0) - t0:5.2f} s ({r.reason})")
     return {"files": files, "elapsed": elapsed, "label": queue.label}
 
 
