@@ -222,7 +222,8 @@ OPTIONS: tuple[Option, ...] = (
               _field("priority", convert=_qos)),
     _honoured("--account", "-A", VALUE, "`team`: account names are gqa teams", _field("team")),
     _honoured("--mail-type", None, VALUE, "`notify.events`: BEGIN END FAIL REQUEUE ALL TIME_LIMIT*, NONE; "
-              "INVALID_DEPEND, STAGE_OUT, ARRAY_TASKS are noted", _mail_type),
+              "INVALID_DEPEND, STAGE_OUT, ARRAY_TASKS are noted; kept with the job, not sent yet "
+              "(no notifier delivers job notices so far)", _mail_type),
     _honoured("--mail-user", None, VALUE, "`notify.to` (with --mail-type; alone it sends nothing, as in Slurm)",
               _keep("mail_user", str)),
     _honoured("--comment", None, VALUE, "the tag `comment`", _field("tags", "comment")),
