@@ -2,13 +2,12 @@
 (Slurm's `scontrol hold`); whole arrays by their id."""
 
 import sys
-from collections import Counter
 
 from .app import app
 from .options import JobRefs, Output, check_output
-from .output import print_results, user_errors
+from .output import SUMMARISED_OVER, print_results, summarised, user_errors
 
-SUMMARISED_OVER = 20   # a group with more jobs than this prints one line, not one per job
+__all__ = ["SUMMARISED_OVER", "hold", "print_actions"]
 
 
 @app.command("hold")
@@ -29,15 +28,5 @@ def print_actions(results, fmt: str) -> None:
     if fmt == "json":
         print_results(results, fmt)
         return
-    groups: dict[str, list] = {}
-    for r in results:
-        groups.setdefault(r.job.group, []).append(r)
-    lines = []
-    for group, members in groups.items():
-        if len(members) <= SUMMARISED_OVER:
-            lines += [f"job {r.job.id} {r.action}" + (f" ({r.detail})" if r.detail else "") for r in members]
-            continue
-        counts = Counter((r.action, r.detail) for r in members)
-        lines.append(f"array {group}: " + ", ".join(f"{n:,} {action}" + (f" ({detail})" if detail else "")
-                                                    for (action, detail), n in counts.items()))
+    lines = summarised(results, line=lambda r: f"job {r.job.id} {r.action}")
     sys.stdout.write("".join(f"{line}\n" for line in lines))

@@ -98,3 +98,26 @@ def print_results(results, fmt: str) -> None:
         return
     for r in results:
         sys.stdout.write(f"{r.action} {r.job.id}" + (f" ({r.detail})" if r.detail else "") + "\n")
+
+
+SUMMARISED_OVER = 20   # a group with more jobs than this prints one line, not one per job (100,000 would scroll)
+
+
+def summarised(results, line=lambda r: f"{r.action} {r.job.id}") -> list[str]:
+    """What cancel, hold, release or update did: `line(result)` (and its detail)
+    per job, but one line per group of more than SUMMARISED_OVER jobs:
+    `array 12: 99,990 cancelled, 8 cancelling (stopping its processes)`."""
+    from collections import Counter
+
+    groups: dict[str, list] = {}
+    for r in results:
+        groups.setdefault(r.job.group, []).append(r)
+    lines = []
+    for group, members in groups.items():
+        if len(members) <= SUMMARISED_OVER:
+            lines += [line(r) + (f" ({r.detail})" if r.detail else "") for r in members]
+            continue
+        counts = Counter((r.action, r.detail) for r in members)
+        lines.append(f"array {group}: " + ", ".join(f"{n:,} {action}" + (f" ({detail})" if detail else "")
+                                                    for (action, detail), n in counts.items()))
+    return lines

@@ -10,13 +10,12 @@ that does it from a shell: inside a job there are no rights to change jobs."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from .hostlist import HostListError, compress, expand
-from .slurm_job import OwnJob, timestamp, value
+from .slurm_job import OwnJob, Refused, tool_main, timestamp, value
 
 DOES = "gqa's scontrol does `show hostnames [LIST]`, `show hostlist LIST`, `show job [ID]` inside a job"
 # what Slurm's scontrol changes, and the gqa command that does it from a shell
@@ -26,8 +25,6 @@ CHANGES = {"requeue": "gqa requeue", "requeuehold": "gqa requeue", "update": "gq
 OPTIONS = {"-o", "--oneliner", "-d", "--details", "-Q", "--quiet", "-a", "--all"}
 
 
-class Refused(Exception):
-    """What was asked cannot be done inside a gqa job; the message says why, in one line."""
 
 
 def run(args: Sequence[str], env: Mapping[str, str], out: TextIO, now: float | None = None) -> int:
@@ -99,13 +96,7 @@ def _span(seconds: int | None, missing: str) -> str:
 
 
 def main(args: Sequence[str] | None = None) -> None:
-    try:
-        code = run(sys.argv[1:] if args is None else args, os.environ, sys.stdout)
-    except Refused as exc:
-        sys.stderr.write(f"{exc}\n")
-        code = 2
-    sys.stdout.flush()
-    sys.exit(code)
+    tool_main(run, args)
 
 
 if __name__ == "__main__":

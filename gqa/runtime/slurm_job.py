@@ -7,9 +7,11 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TextIO
 
 
 def value(env: Mapping[str, str], *names: str) -> str:
@@ -102,3 +104,18 @@ class OwnJob:
         if self.array_job and self.array_task:
             own.add(f"{self.array_job}_{self.array_task}")
         return job_id in own
+
+
+class Refused(Exception):
+    """What was asked cannot be done or answered inside a gqa job; the message says why, in one line."""
+
+
+def tool_main(run: Callable[[Sequence[str], Mapping[str, str], TextIO], int], args: Sequence[str] | None) -> None:
+    """scontrol's and squeue's entry point: their answer on stdout, a refusal on stderr with exit 2."""
+    try:
+        code = run(sys.argv[1:] if args is None else args, os.environ, sys.stdout)
+    except Refused as exc:
+        sys.stderr.write(f"{exc}\n")
+        code = 2
+    sys.stdout.flush()
+    sys.exit(code)

@@ -9,14 +9,12 @@ from a shell: a job sees only itself, and asking for another exits 2."""
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
-from .slurm_job import OwnJob, duration, timestamp
+from .slurm_job import OwnJob, Refused, tool_main, duration, timestamp
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 FLAGS = {"-h": "noheader", "--noheader": "noheader", "--me": "me", "-a": "", "--all": "", "-r": "",
@@ -51,8 +49,6 @@ FIELDS: dict[str, tuple[str, Field]] = {
 _SPEC = re.compile(r"%(\.?)(\d*)(.)")
 
 
-class Refused(Exception):
-    """What was asked cannot be answered inside a gqa job; the message says why, in one line."""
 
 
 def parse(args: Sequence[str]) -> dict[str, str]:
@@ -122,13 +118,7 @@ def run(args: Sequence[str], env: Mapping[str, str], out: TextIO, now: float | N
 
 
 def main(args: Sequence[str] | None = None) -> None:
-    try:
-        code = run(sys.argv[1:] if args is None else args, os.environ, sys.stdout)
-    except Refused as exc:
-        sys.stderr.write(f"{exc}\n")
-        code = 2
-    sys.stdout.flush()
-    sys.exit(code)
+    tool_main(run, args)
 
 
 if __name__ == "__main__":
