@@ -25,17 +25,25 @@ def job(tmp_path):
     """Runs a bash script as a job would: the tools first on PATH, a step-status file."""
     tools = slurm_tools.install(tmp_path / "tools")
     status = tmp_path / "steps"
+    started: list[subprocess.Popen[str]] = []
 
     def start(script: str, **env: str) -> subprocess.Popen[str]:
         inherited = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
         environment = {**inherited, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
                        slurm_tools.STEP_STATUS_ENV: str(status), "SLURM_JOB_ID": "41", "PY": sys.executable,
                        **env}
-        return subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=environment, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=environment, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
+        started.append(proc)
+        return proc
 
     start.status = status            # type: ignore[attr-defined]
-    return start
+    yield start
+    for proc in started:             # a failed test leaves no task behind (the tasks share the job's group)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
