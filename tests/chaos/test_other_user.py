@@ -30,6 +30,7 @@ def _run(*argv: str, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def bob():
+    _run("userdel", BOB)      # left by a run that was killed before its own clean-up: start afresh
     made = _run("useradd", "--no-create-home", "--shell", "/bin/sh", BOB).returncode == 0
     if not made:
         pytest.skip(f"cannot create the user {BOB}")
