@@ -45,6 +45,9 @@ class Supervisor:
         # called with the name of each step of a launch and a settlement as it is passed: a test's
         # fault injection kills the process there (tests/chaos); nothing else uses it
         self.probe = probe or (lambda step: None)
+        # the --begin times the last pass saw: next_deadline() reads them instead of the whole queue again
+        # (a job submitted since wakes the loop, whose pass sees it)
+        self._begins: list[float] | None = None
 
     # -- the control loop ------------------------------------------------------
     def tick(self) -> list[JobRecord]:
@@ -66,6 +69,7 @@ class Supervisor:
         (where a launch is not a start: the launched ones, still STARTING)."""
         for _ in range(NEVER_MET_ROUNDS):
             view = self.store.scheduling_view()
+            self._begins = [j.begin for j in view[0] if j.begin is not None]
             if not view[0]:
                 return []   # nothing waits: no decision to make, so no snapshot to read
             decision = plan(read_snapshot(self.store, self.clock.now(), view=view), explain=False)
@@ -273,7 +277,10 @@ class Supervisor:
         backoff ends, a wall time runs out, a --begin time comes."""
         now = self.clock.now()
         times = [t for t in [self.store.next_wakeup()] if t is not None]
-        times += [j.begin for j in self.store.scheduling_view()[0] if j.begin is not None and j.begin > now]
+        begins = self._begins
+        if begins is None:
+            begins = [j.begin for j in self.store.scheduling_view()[0] if j.begin is not None]
+        times += [t for t in begins if t > now]
         for job in self.store.list([JobState.RUNNING]):
             deadline = attempt_deadline(job) if job.kill_reason is None else None
             if deadline is not None:
