@@ -156,6 +156,10 @@ class JobRecord:
     exclusive: bool = False
     time_min: float | None = None    # Slurm's --time-min: the least wall time backfill may grant it
     time_limit: float | None = None  # the current attempt's wall time when backfill granted less (set by each claim)
+    # what the job has used, for history, reports and `gqa cost` per job
+    cost: float = 0.0                # money of its attempts so far, at its GPUs' price (set by each settlement)
+    gpu_util: float | None = None    # mean GPU utilisation in percent over its run, where it was measured
+    gpu_memory: float | None = None  # peak GPU memory in MiB, where it was measured
 
     @property
     def attempt_wall_time(self) -> float | None:

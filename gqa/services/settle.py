@@ -26,11 +26,11 @@ def settle(job: JobRecord, ended: Exit, *, at: float, started: float | None, dra
                      detail=ended.detail, memory=ended.memory, spot=on_spot(job, inventory))
     ran = max(0.0, at - started) if started is not None else 0.0
     used = job.gpus * ran
-    fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used)
+    cost = hourly_rate(job, inventory) * ran / 3600
+    fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used, cost=job.cost + cost)
     if started is not None:
         fields["started_at"] = started
-    return Change(job.id, job.state, outcome.to, outcome.reason, at, fields, usage=used,
-                  cost=hourly_rate(job, inventory) * ran / 3600)
+    return Change(job.id, job.state, outcome.to, outcome.reason, at, fields, usage=used, cost=cost)
 
 
 def hourly_rate(job: JobRecord, inventory: Inventory | None) -> float:

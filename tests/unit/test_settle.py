@@ -50,3 +50,11 @@ def test_usage_adds_to_what_earlier_attempts_used():
     change = settle(running(gpu_seconds=500.0), Exit("1", 1, 0, None), at=NOW, started=NOW - 100, draw=0.5,
                     inventory=INVENTORY)
     assert change.fields["gpu_seconds"] == pytest.approx(500.0 + 2 * 100)
+
+
+def test_the_job_keeps_what_all_its_attempts_cost():
+    earlier = job_record(spec={"resources": {"gpus": 2}}, state=JobState.RUNNING, attempts=2, assigned=(0, 1),
+                         started_at=NOW - HOUR, cost=3.5)
+    change = settle(earlier, Exit("1", 1, 0, None), at=NOW, started=NOW - HOUR, draw=0.5, inventory=INVENTORY)
+    assert change.cost == pytest.approx(4.0)                  # this attempt: the team's spend
+    assert change.fields["cost"] == pytest.approx(3.5 + 4.0)  # the job's own, over its attempts

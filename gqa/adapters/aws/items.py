@@ -28,7 +28,7 @@ _FLOATS = {n for n, h in _HINTS.items() if h is float or float in typing.get_arg
 _INTS = {n for n, h in _HINTS.items() if h is int or int in typing.get_args(h)}
 
 # Slurm's scheduling options: most jobs have none, so an item holds each only when it is set
-_ONLY_WHEN_SET = frozenset({"dependency", "user_hold", "begin", "nice", "exclusive"})
+_ONLY_WHEN_SET = frozenset({"dependency", "user_hold", "begin", "nice", "exclusive", "cost"})
 
 # the states a scheduling pass reads and changes: the jobs on the live index
 LIVE_STATES = frozenset({S.QUEUED, S.HELD, S.STARTING, S.RUNNING, S.RETRY_WAIT})

@@ -16,7 +16,7 @@ from ...models.errors import BackendUnavailable, QueueMismatch, SpecError, Stora
 from .paths import StatePaths, marker_for
 from .storage_errors import connect, storage_errors
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DEFAULT_LOCK_TIMEOUT = 30.0   # seconds; GQA_LOCK_TIMEOUT overrides
 _QUEUE_ID = re.compile(r"[0-9a-f]{16}")
 
@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL,
     capacity_failures INTEGER NOT NULL DEFAULT 0, dependency TEXT, user_hold INTEGER NOT NULL DEFAULT 0,
     begin REAL, nice INTEGER NOT NULL DEFAULT 0, exclusive INTEGER NOT NULL DEFAULT 0, time_min REAL,
-    time_limit REAL
+    time_limit REAL, cost REAL NOT NULL DEFAULT 0, gpu_util REAL, gpu_memory REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
@@ -64,7 +64,11 @@ ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
                  ("jobs", "exclusive", "INTEGER NOT NULL DEFAULT 0"),
                  # version 4 too: --time-min, and the wall time backfill granted the current attempt
                  ("jobs", "time_min", "REAL"),
-                 ("jobs", "time_limit", "REAL"))
+                 ("jobs", "time_limit", "REAL"),
+                 # version 5: what a job used, for history, reports and `gqa cost` per job
+                 ("jobs", "cost", "REAL NOT NULL DEFAULT 0"),
+                 ("jobs", "gpu_util", "REAL"),
+                 ("jobs", "gpu_memory", "REAL"))
 
 
 class SqliteDatabase:

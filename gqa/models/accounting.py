@@ -1,0 +1,110 @@
+"""One job as history and reports show it: when it waited and ran, what it
+used and cost, how it ended. Pure: built from the record and the time now,
+so `gqa history`, `gqa report`, `gqa top` and a simulated run all count a job
+the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .job import JobRecord, JobState, UserStatus
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    id: str
+    group: str
+    array_index: int | None
+    name: str
+    team: str
+    owner: str
+    tier: int
+    state: JobState
+    gpus: int
+    gpu_type: str | None
+    submitted_at: float
+    first_start: float | None     # when its first attempt began; None if it never ran
+    ended_at: float | None        # None while it is not finished
+    elapsed: float                # seconds its attempts ran, the one running now counted to `now`
+    wait: float | None            # submission to first start; for a job still waiting, until `now`
+    gpu_hours: float              # GPU-hours of all attempts, the running one counted to `now`
+    cost: float                   # money of its finished attempts (a running attempt is added when it ends)
+    attempts: int
+    error_retries: int            # application errors retried
+    reclaims: int                 # attempts whose spot instance was taken back
+    interruptions: int            # requeues, restarts, reclaims, preemptions: never errors
+    exit_code: int | None
+    signal: int | None
+    reason: str
+    wall_time: float | None       # the limit its attempts run under (seconds), None if unlimited
+    gpu_util: float | None        # mean GPU utilisation (%), where measured
+    gpu_memory: float | None      # peak GPU memory (MiB), where measured
+
+    @property
+    def status(self) -> UserStatus:
+        from .job import user_status
+        return user_status(self.state)
+
+    @property
+    def finished(self) -> bool:
+        return self.state.terminal
+
+    @property
+    def exit_text(self) -> str:
+        """`0`, `3`, `SIGKILL` (Slurm's ExitCode column in words), `-` before an exit."""
+        if self.signal:
+            import signal as signals
+            try:
+                return signals.Signals(self.signal).name
+            except ValueError:
+                return f"signal {self.signal}"
+        return "-" if self.exit_code is None else str(self.exit_code)
+
+
+def summarise(job: JobRecord, now: float) -> JobSummary:
+    """The job as of `now`. With its transitions (`job.history`) the wait runs
+    to its first start and the elapsed time adds up every attempt; a record
+    read without them counts from its last attempt's start."""
+    first, ran = _run_times(job, now)
+    ended = job.ended_at if job.state.terminal else None
+    if first is not None:
+        wait: float | None = max(0.0, first - job.submitted_at)
+    elif job.state.terminal:
+        wait = None        # it never ran: cancelled, rejected or failed while waiting
+    else:
+        wait = max(0.0, now - job.submitted_at)
+    running = 0.0
+    if job.state == JobState.RUNNING and job.started_at is not None:
+        running = max(0.0, now - job.started_at) * job.gpus
+    return JobSummary(
+        id=job.id, group=job.group, array_index=job.array_index, name=job.name, team=job.team,
+        owner=job.owner, tier=job.tier, state=job.state, gpus=job.gpus, gpu_type=job.gpu_type,
+        submitted_at=job.submitted_at, first_start=first, ended_at=ended, elapsed=ran, wait=wait,
+        gpu_hours=(job.gpu_seconds + running) / 3600, cost=job.cost, attempts=job.attempts,
+        error_retries=job.error_retries, reclaims=job.reclaims, interruptions=job.interruptions,
+        exit_code=job.exit_code, signal=job.signal, reason=job.reason, wall_time=job.attempt_wall_time,
+        gpu_util=job.gpu_util, gpu_memory=job.gpu_memory)
+
+
+def _run_times(job: JobRecord, now: float) -> tuple[float | None, float]:
+    """(first start, seconds run over all attempts)."""
+    if not job.history:
+        if job.started_at is None:
+            return None, 0.0
+        end = job.ended_at if job.state.terminal and job.ended_at is not None else now
+        if job.state not in (JobState.RUNNING,) and not job.state.terminal:
+            end = job.ended_at if job.ended_at is not None else job.started_at
+        return job.started_at, max(0.0, end - job.started_at)
+    first: float | None = None
+    ran, since = 0.0, None
+    for t in job.history:
+        if since is not None:
+            ran += max(0.0, t.at - since)
+            since = None
+        if t.state == JobState.RUNNING:
+            since = t.at
+            if first is None:
+                first = t.at
+    if since is not None:      # running now
+        ran += max(0.0, now - since)
+    return first, ran
