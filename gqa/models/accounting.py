@@ -39,6 +39,8 @@ class JobSummary:
     wall_time: float | None       # the limit its attempts run under (seconds), None if unlimited
     gpu_util: float | None        # mean GPU utilisation (%), where measured
     gpu_memory: float | None      # peak GPU memory (MiB), where measured
+    # where its time waiting went: (why, seconds) per kind of wait (WAITS), from its transitions
+    waited: tuple[tuple[str, float], ...] = ()
 
     @property
     def status(self) -> UserStatus:
@@ -83,7 +85,53 @@ def summarise(job: JobRecord, now: float) -> JobSummary:
         gpu_hours=(job.gpu_seconds + running) / 3600, cost=job.cost, attempts=job.attempts,
         error_retries=job.error_retries, reclaims=job.reclaims, interruptions=job.interruptions,
         exit_code=job.exit_code, signal=job.signal, reason=job.reason, wall_time=job.attempt_wall_time,
-        gpu_util=job.gpu_util, gpu_memory=job.gpu_memory)
+        gpu_util=job.gpu_util, gpu_memory=job.gpu_memory, waited=_waited(job, now))
+
+
+# Why a job waited, by the state it waited in. A pass does not record why a
+# queued job did not start, so a queued span reads as GPUs or quota (or its
+# dependency, where it has one), and up to a --begin time as that time.
+WAIT_APPROVAL = "awaiting approval"
+WAIT_BUDGET = "held by its team's budget"
+WAIT_OWNER = "held by its owner"
+WAIT_BEGIN = "its --begin time"
+WAIT_DEPENDENCY = "a dependency, GPUs or quota"
+WAIT_GPUS = "GPUs or quota"
+WAIT_RETRY = "backoff before a retry"
+WAIT_STARTING = "starting: an instance"
+WAIT_ADMISSION = "admission"
+WAITS = (WAIT_APPROVAL, WAIT_BUDGET, WAIT_OWNER, WAIT_BEGIN, WAIT_DEPENDENCY, WAIT_GPUS, WAIT_RETRY,
+         WAIT_STARTING, WAIT_ADMISSION)
+
+
+def _waited(job: JobRecord, now: float) -> tuple[tuple[str, float], ...]:
+    """Seconds per kind of wait over every span not running: before the first
+    start and between attempts."""
+    spent: dict[str, float] = {}
+
+    def add(why: str, seconds: float) -> None:
+        if seconds > 0:
+            spent[why] = spent.get(why, 0.0) + seconds
+
+    steps = job.history
+    for i, t in enumerate(steps):
+        end = steps[i + 1].at if i + 1 < len(steps) else (t.at if job.state.terminal else now)
+        if t.state == JobState.QUEUED:
+            begun = min(end, max(t.at, job.begin or t.at))
+            add(WAIT_BEGIN, begun - t.at)
+            add(WAIT_DEPENDENCY if job.dependency else WAIT_GPUS, end - begun)
+        elif t.state == JobState.HELD:
+            # every hold by a person reads "held by ..." (submit's --hold, control's hold)
+            add(WAIT_OWNER if t.reason.startswith("held by") else WAIT_BUDGET, end - t.at)
+        elif t.state == JobState.PENDING_APPROVAL:
+            add(WAIT_APPROVAL, end - t.at)
+        elif t.state == JobState.RETRY_WAIT:
+            add(WAIT_RETRY, end - t.at)
+        elif t.state == JobState.STARTING:
+            add(WAIT_STARTING, end - t.at)
+        elif t.state == JobState.SUBMITTED:
+            add(WAIT_ADMISSION, end - t.at)
+    return tuple((why, spent[why]) for why in WAITS if why in spent)
 
 
 def _run_times(job: JobRecord, now: float) -> tuple[float | None, float]:

@@ -50,3 +50,30 @@ def test_gpu_hours_count_the_running_attempt_and_cost_is_settled_only():
                                              (None, 9, "SIGKILL"), (137, 9, "SIGKILL"), (None, 99, "signal 99")])
 def test_exit_text(code, sig, text):
     assert summarise(make_record(exit_code=code, signal=sig), 0).exit_text == text
+
+
+def _steps(*steps):
+    return tuple(Transition(state, at, reason) for state, at, reason in steps)
+
+
+@pytest.mark.parametrize("state, steps, fields, now, waited", [
+    # queued then ran: GPUs or quota until the start
+    (S.SUCCEEDED, [(S.QUEUED, 100, "admitted"), (S.RUNNING, 130, ""), (S.SUCCEEDED, 200, "")], {}, 900,
+     (("GPUs or quota", 30.0),)),
+    # approval, then the budget held it, then queued: each span under its own reason
+    (S.SUCCEEDED, [(S.PENDING_APPROVAL, 100, "needs approval"), (S.QUEUED, 160, "approved by bo"),
+                   (S.HELD, 170, "team vision spent $10.00 of $10.00 this month (100%)"),
+                   (S.QUEUED, 470, "the budget allows it again"), (S.RUNNING, 480, ""), (S.SUCCEEDED, 500, "")],
+     {}, 900, (("awaiting approval", 60.0), ("held by its team's budget", 300.0), ("GPUs or quota", 20.0))),
+    # held by its owner, still waiting: counted to now
+    (S.HELD, [(S.HELD, 100, "held by its owner (--hold)")], {}, 400, (("held by its owner", 300.0),)),
+    # a --begin time, then a dependency; a retry's backoff after a first attempt
+    (S.SUCCEEDED, [(S.QUEUED, 100, ""), (S.RUNNING, 250, ""), (S.RETRY_WAIT, 260, ""), (S.QUEUED, 290, ""),
+                   (S.RUNNING, 300, ""), (S.SUCCEEDED, 400, "")], {"begin": 200.0, "dependency": "afterok:7"}, 900,
+     (("its --begin time", 100.0), ("a dependency, GPUs or quota", 60.0), ("backoff before a retry", 30.0))),
+    # cancelled while queued: the wait ends with it, not at now
+    (S.CANCELLED, [(S.QUEUED, 100, ""), (S.CANCELLED, 130, "")], {}, 900, (("GPUs or quota", 30.0),)),
+])
+def test_waited_splits_the_wait_by_why(state, steps, fields, now, waited):
+    job = make_record(state=state, submitted_at=100.0, history=_steps(*steps), **fields)
+    assert summarise(job, now).waited == waited
