@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     token = TRAILING_COMMAND.set(command)
     profile = PROFILE.set(None)
     try:
-        app(args=args, prog_name="gqa", standalone_mode=True)
+        gqa_command()(args=args, prog_name="gqa", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
@@ -35,6 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         PROFILE.reset(profile)
         TRAILING_COMMAND.reset(token)
     return 0
+
+
+def gqa_command():
+    """The click command the app's commands make, each boolean option shown as a flag (cli/options.py)."""
+    import typer.main
+
+    from .options import plain_flags
+
+    return plain_flags(typer.main.get_command(app))
 
 
 def run() -> None:  # console script

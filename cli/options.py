@@ -1,6 +1,6 @@
-"""Options shared by several commands."""
+"""Options shared by several commands, and how every boolean option reads in --help."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,3 +17,26 @@ def check_output(fmt: str) -> str:
         from .output import fail
         fail(f"unknown output format {fmt!r}; use table or json")
     return fmt
+
+
+def plain_flags(command: Any, help_names: list[str] | None = None) -> Any:
+    """`command` and all its subcommands with each boolean option read as the
+    flag it is: `--explain`, not `--explain / --no-explain`, `<bool>` or
+    `[default: False]`. An option off by default needs no `--no-` form; one
+    whose default is None keeps both (`--stop-at-budget/--no-stop-at-budget`:
+    set, unset, or left as it was). One place for every command, so a new
+    flag reads the same without anyone remembering to say so."""
+    help_names = help_names or list((getattr(command, "context_settings", None) or {}).get("help_option_names", []))
+    flags = [p for p in command.params if getattr(p, "is_bool_flag", False)]
+    if help_names:
+        # --help is a flag too; click makes it when help is asked for, and keeps that one
+        context = command.context_class(command, help_option_names=help_names)
+        flags += [option] if (option := command.get_help_option(context)) is not None else []
+    for option in flags:
+        if option.secondary_opts and option.default is False:
+            option.secondary_opts = []
+        option.metavar = ""          # no `<bool>`: a flag takes no value
+        option.show_default = False
+    for sub in getattr(command, "commands", {}).values():
+        plain_flags(sub, help_names)
+    return command
