@@ -20,10 +20,20 @@ app = typer.Typer(
 )
 
 
+def show_version(asked: bool) -> None:
+    if asked:
+        from .client import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit(0)
+
+
 @app.callback()
 def choose_profile(
     profile: Annotated[Optional[str], typer.Option(
         "--profile", help="The `gqa config` profile to use (default: GQA_PROFILE, else 'default').")] = None,
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", help="Print gqa's version and exit.", callback=show_version, is_eager=True)] = False,
 ):
     """A virtual queue for GPU training jobs: submit, wait your turn fairly, resume after interruptions."""
     if profile is not None:

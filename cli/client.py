@@ -20,8 +20,14 @@ LOCAL_FLAGS = {"--wait", "-W", "--help", "-h"}
 BUSY_FOR = 120.0          # seconds of "busy" answers before giving up
 
 
+VERSION_FLAGS = {"--version", "-V"}
+
+
 def run() -> None:
     argv = sys.argv[1:]
+    if argv[:1] and argv[0] in VERSION_FLAGS:       # answered here, before any command's module loads
+        sys.stdout.write(version_line() + "\n")
+        sys.exit(0)
     if served(argv):
         reply = _ask_daemon(argv)
         if reply is not None:
@@ -32,6 +38,18 @@ def run() -> None:
     from .main import run as run_here
 
     run_here()
+
+
+def version_line() -> str:
+    """`gqa X.Y.Z`, as the installed package's metadata says."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"gqa {version('gqa')}"
+    except PackageNotFoundError:        # run from a source tree that was never installed
+        from gqa import __version__
+
+        return f"gqa {__version__}"
 
 
 def served(argv: list[str]) -> bool:
