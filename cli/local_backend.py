@@ -74,6 +74,11 @@ class LocalBackend:
 
         return LogService(self.store, LocalLogFiles(self.paths))
 
+    def history(self):
+        from gqa.services.history import HistoryService
+
+        return HistoryService(self.store, self.clock)
+
     def quota(self):
         from gqa.services.quota import QuotaService
 

@@ -20,6 +20,7 @@ from gqa.services.supervisor import Supervisor
 if TYPE_CHECKING:   # the services below load when first asked for
     from gqa.services.control import ControlService
     from gqa.services.cost import CostService
+    from gqa.services.history import HistoryService
     from gqa.services.logs import LogService
     from gqa.services.queries import QueryService
     from gqa.services.quota import QuotaService
@@ -67,6 +68,11 @@ class DaemonWiring:
         from gqa.services.queries import QueryService
 
         return QueryService(self.store, self.clock)
+
+    def history(self) -> HistoryService:
+        from gqa.services.history import HistoryService
+
+        return HistoryService(self.store, self.clock)
 
     def quota(self) -> QuotaService:
         from gqa.services.quota import QuotaService

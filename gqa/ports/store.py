@@ -156,6 +156,51 @@ class QueueReads(Protocol):
         """(team, actual run time, wall-time limit) of recent successful jobs that had a limit."""
 
 
+@dataclass(frozen=True)
+class HistoryQuery:
+    """Which jobs a history lists: the finished ones whose end falls in
+    [since, until) (`until` None: up to now), so that consecutive windows
+    count each job once, and the ones running now that started before
+    `until`. The filters narrow it; `states` None means every finished state
+    and RUNNING (a state that is neither lists nothing)."""
+
+    since: float
+    until: float | None = None
+    owner: str | None = None
+    team: str | None = None
+    states: frozenset[JobState] | None = None
+    group: str | None = None      # an array's (or sweep's) id: its tasks
+    name: str | None = None       # a glob, as the shell's: "train-*"
+    limit: int = 100              # jobs per page
+
+    def wants(self, state: JobState) -> bool:
+        return state in (HISTORY_STATES if self.states is None else self.states & HISTORY_STATES)
+
+
+# what a history lists: finished jobs, and running ones
+HISTORY_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED,
+                            JobState.REJECTED, JobState.RUNNING})
+
+
+class HistoryReads(Protocol):
+    """Finished and running jobs, newest first, a page at a time: `gqa
+    history`, reports and the live views' recent ends read them here."""
+
+    def history(self, query: HistoryQuery, after: str | None = None) -> tuple[List[JobRecord], str | None]:
+        """One page of at most `query.limit` jobs: the running ones first
+        (latest start first), then the finished ones (latest end first), each
+        with its transitions but without its spec and environments; and the
+        opaque token of the next page (None after the last). `after` is such
+        a token (SpecError for one this store did not make). Reads an index by
+        end time: the cost follows the page, not the jobs kept."""
+
+    def prune_history(self, before: float, batch: int) -> int:
+        """Delete at most `batch` finished jobs that ended before `before`,
+        with their transitions, in one transaction; how many. Called again
+        until it answers less than `batch` (a store whose backend expires
+        items by itself answers 0)."""
+
+
 class JobsAndSettings(JobRecords, Settings, Protocol):
     """Jobs written against the settings: submission, reconciliation."""
 

@@ -228,6 +228,7 @@ class SubmitService:
                 spec_json=texts.get(id(job_spec)) or texts.setdefault(id(job_spec), job_spec.model_dump_json()),
                 state=state, array_index=index, group_limit=limit, extra_env=env, submit_env=environment,
                 reason=reason, history=history, max_gpu_hours=job_spec.limits.max_gpu_hours, spot=job_spec.spot,
+                ended_at=now if state.terminal else None,   # rejected at once: ended, for history
                 dependency=job_spec.after, user_hold=job_spec.hold, begin=job_spec.begin, nice=job_spec.nice,
                 exclusive=r.exclusive, time_min=job_spec.limits.time_min)
             for job_spec, index, env in (expand(spec) if expanded is None else expanded)

@@ -19,6 +19,7 @@ from .storage_errors import connect, storage_errors
 SCHEMA_VERSION = 5
 DEFAULT_LOCK_TIMEOUT = 30.0   # seconds; GQA_LOCK_TIMEOUT overrides
 _QUEUE_ID = re.compile(r"[0-9a-f]{16}")
+_INDEX = re.compile(r"^(?=CREATE INDEX IF NOT EXISTS (\w+))(.*?);", re.M)   # (name, statement) in SCHEMA
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -39,6 +40,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
+CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs(ended_at, seq) WHERE ended_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_by_owner_end ON jobs(owner, ended_at, seq) WHERE ended_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS history (
     job_id TEXT NOT NULL, n INTEGER NOT NULL, state TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL,
     PRIMARY KEY (job_id, n)
@@ -207,6 +210,7 @@ class SqliteDatabase:
     def _migrate(self, version: int) -> None:
         """Bring a database written by another gqa version to this schema."""
         if version == SCHEMA_VERSION:   # the common case: no write transaction needed
+            self._add_indexes()
             return
         if version > SCHEMA_VERSION:
             raise BackendUnavailable(f"{self.path} was written by a newer gqa (schema {version}); upgrade gqa")
@@ -216,6 +220,16 @@ class SqliteDatabase:
                     self.db.execute(statement)
             self._add_columns()
             self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+    def _add_indexes(self) -> None:
+        """Indexes added within a schema version (history's, in version 5): one
+        read of the catalogue, and a write only for a database that lacks one."""
+        wanted = dict(_INDEX.findall(SCHEMA))
+        present = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        if wanted.keys() - present:
+            with self._tx():
+                for name in wanted.keys() - present:
+                    self.db.execute(wanted[name])
 
     def _add_columns(self) -> None:
         """Bring a database written by an older gqa up to date: its rows keep their values."""

@@ -1,0 +1,65 @@
+"""`gqa history`: finished and running jobs, newest first, as JobSummary rows
+(gqa.models.accounting), a page at a time or all of a window for a report.
+
+Which jobs a window holds is HistoryQuery's rule (gqa.ports): a finished job
+belongs to the window its end falls in, a running one to every window from
+its start on; the store reads them by an index on the end time
+(HistoryReads)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from ..models.accounting import JobSummary, summarise
+from ..models.errors import SpecError
+from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads
+
+__all__ = ["MAX_LIMIT", "HistoryPage", "HistoryQuery", "HistoryService", "check_query"]
+
+MAX_LIMIT = 1000     # jobs a page holds at most: about 1 KB each on the wire, within Lambda's 6 MB answer
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    rows: list[JobSummary]
+    next: str | None        # the token of the page after this one; None on the last
+
+
+def check_query(query: HistoryQuery) -> HistoryQuery:
+    """The query as the store reads it; SpecError, with the numbers, for one that lists nothing by mistake."""
+    if query.until is not None and query.until <= query.since:
+        raise SpecError(f"the window ends ({query.until:.0f}) at or before it begins ({query.since:.0f}): "
+                        "--until must be later than --since")
+    if not 1 <= query.limit <= MAX_LIMIT:
+        raise SpecError(f"a history page holds 1 to {MAX_LIMIT:,} jobs, not {query.limit:,}")
+    if query.states is not None:
+        other = sorted(s.value for s in query.states - HISTORY_STATES)
+        if other:
+            raise SpecError(f"history lists finished and running jobs, not {', '.join(other)} ones: "
+                            "`gqa queue` shows the jobs still waiting")
+    if query.name is not None and not query.name:
+        raise SpecError("--name needs a name or a pattern such as 'train-*'")
+    return query
+
+
+class HistoryService:
+    def __init__(self, store: HistoryReads, clock: Clock):
+        self.store, self.clock = store, clock
+
+    def list(self, query: HistoryQuery, token: str | None = None) -> HistoryPage:
+        """One page: the running jobs first (latest start first), then the finished ones (latest end first)."""
+        jobs, after = self.store.history(check_query(query), token)
+        now = self.clock.now()
+        return HistoryPage([summarise(job, now) for job in jobs], after)
+
+    def rows(self, query: HistoryQuery) -> Iterator[JobSummary]:
+        """Every job of the window, page after page of the largest size (query.limit is ignored)."""
+        query = replace(query, limit=MAX_LIMIT)
+        token: str | None = None
+        while True:
+            page = self.list(query, token)
+            yield from page.rows
+            if page.next is None:
+                return
+            token = page.next
