@@ -29,6 +29,7 @@ from gqa.ports import Exit
 if TYPE_CHECKING:
     from gqa.adapters.local.wake import Doorbell
 
+    from .observers import Observers
     from .server import RequestServer
     from .wiring import DaemonWiring
 
@@ -83,6 +84,7 @@ class DaemonLoop:
     server: RequestServer
     doorbell: Doorbell
     rotate_log: Callable[[str], None] | None = None   # caps a running job's log
+    observers: Observers | None = None                # GPU figures and the budget watch (observers.py)
     stopping: Stopping = field(default_factory=Stopping)
 
     def run(self, ready: Callable[[], None] | None = None) -> None:
@@ -124,6 +126,8 @@ class DaemonLoop:
                         self._stop(keep_jobs=True)
                     except Exception as exc:   # the disk is full, the database locked too long: retry
                         tick.failed(exc, now)
+                if self.observers is not None and not self.stopping.requested:
+                    self.observers.run_due()
                 executor.kill_overdue()
                 self._sync_watches()
                 for key, mask in self.selector.select(self._timeout(tick, next_rotation)):
@@ -132,6 +136,8 @@ class DaemonLoop:
                 self.server.expire()
                 executor.reap_strays()
                 if self.exits and settle.due(time.monotonic()):
+                    if self.observers is not None:
+                        self.observers.ending(self.exits)
                     try:
                         supervisor.on_exits(self.exits)
                         self.exits = []
@@ -145,6 +151,8 @@ class DaemonLoop:
             signal.set_wakeup_fd(-1)
             self.server.close()
             self.doorbell.close()
+            if self.observers is not None:
+                self.observers.close()
             self.wiring.store.close()
             executor.close()
             log.info("daemon %d stopped", os.getpid())
@@ -221,7 +229,8 @@ class DaemonLoop:
                     waits.append(max(0.0, deadline - time.time()))
         if self.exits:
             waits.append(0.5)
-        for extra in (self.wiring.executor.next_kill(), self.server.next_deadline()):
+        due = self.observers.next_due() if self.observers is not None and not self.stopping.requested else None
+        for extra in (self.wiring.executor.next_kill(), self.server.next_deadline(), due):
             if extra is not None:
                 waits.append(extra)
         return max(0.0, min(waits))

@@ -95,7 +95,9 @@ def run(args: argparse.Namespace, ready=None) -> None:
         mode = socket_mode(paths.home)
     handler = RequestHandler(SubmitCommand(wiring.submitter()), status, router, principal)
     server = RequestServer(address(str(paths.home)), handler, mode=mode)
-    DaemonLoop(wiring, server, Doorbell(paths), rotate_log=rotate).run(ready)
+    from .observers import observers_for
+
+    DaemonLoop(wiring, server, Doorbell(paths), rotate_log=rotate, observers=observers_for(wiring)).run(ready)
 
 
 def _log_cap(args):

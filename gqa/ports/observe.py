@@ -114,6 +114,28 @@ class GpuUtilization(Protocol):
         reported any; a job without data is absent, never 0."""
 
 
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU as last read (NVML locally): what it is doing now, not a mean.
+    A figure the GPU does not report is None."""
+
+    index: int                          # gqa's GPU index (nvidia-smi's, the one CUDA_VISIBLE_DEVICES names)
+    at: float                           # epoch seconds
+    utilization: float | None           # percent of the last sample period a kernel ran
+    memory_used: float | None           # MiB
+    memory_total: float | None          # MiB
+
+
+class GpuReadings(Protocol):
+    """This machine's GPUs, read on demand (NVML locally)."""
+
+    def read(self) -> dict[int, GpuReading]:
+        """Every GPU that answered, by gqa's index; BackendUnavailable when none can be read at all."""
+
+    def power_limits(self) -> dict[int, float]:
+        """Each GPU's power limit in watts, where the GPU reports one."""
+
+
 class Metrics(Protocol):
     """Metrics out (CloudWatch EMF on AWS). Dimensions added apply until the next flush."""
 

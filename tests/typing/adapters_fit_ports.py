@@ -23,9 +23,12 @@ from gqa.adapters.local.containment.cells import Containment
 from gqa.adapters.local.containment.cgroup import CgroupContainment
 from gqa.adapters.local.containment.subreaper import SubreaperContainment
 from gqa.adapters.local.executor import LocalExecutor
+from gqa.adapters.local.log_notifier import LogNotifier
 from gqa.adapters.local.log_pages import LocalLogFiles
+from gqa.adapters.local.nvml import NvmlGpus
 from gqa.adapters.local.store import SqliteStore
 from gqa.adapters.local.wake import SocketWaker
+from gqa.ports.observe import GpuReadings
 from gqa.runtime.s3 import S3Storage
 from gqa.runtime.storage import CheckpointStorage, LocalStorage
 
@@ -103,6 +106,14 @@ def aws_budget_records(adapter: DynamoDBBudgetRecords) -> ports.BudgetRecords:
 
 
 def aws_utilization(adapter: CloudWatchGpuUtilization) -> ports.GpuUtilization:
+    return adapter
+
+
+def local_gpu_readings(adapter: NvmlGpus) -> GpuReadings:
+    return adapter
+
+
+def local_notifier(adapter: LogNotifier) -> ports.Notifier:
     return adapter
 
 

@@ -199,6 +199,8 @@ class LocalExecutor:
         env.update({
             STEP_STATUS_ENV: str(_files_of(self.paths.exit_for(job.id, attempt)) / STEPS),
             "CUDA_VISIBLE_DEVICES": _gpus(gpus),
+            # gqa's indexes are nvidia-smi's and NVML's, in PCI bus order; CUDA's own default is fastest first
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
             "GQA_JOB_ID": job.id,
             "GQA_ATTEMPT": str(attempt),
             "GQA_CHECKPOINT_DIR": str(checkpoint_dir),
