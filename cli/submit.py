@@ -34,6 +34,9 @@ def submit(
     no_code: Annotated[bool, Opt("--no-code", help="AWS: send no code; the image holds it.")] = False,
     code_max_size: Annotated[str, Opt("--code-max-size", help="AWS: the largest code bundle, compressed.")]
     = "100Mi",
+    notify: Annotated[Optional[str], Opt("--notify", help="Tell me when it begins, ends, fails or is requeued: "
+                                         "EVENTS[:TO], e.g. end,fail or begin,end:me@example.org (TO: an address "
+                                         "or webhook URL; default: you).")] = None,
     wait: Annotated[bool, Opt("--wait", "-W", help="Wait until the job ends; exit 0 only if it succeeded.")] = False,
     tasks: Annotated[Optional[int], Opt("--tasks", "-n", help="Tasks srun starts (Slurm's --ntasks).",
                                         rich_help_panel=SLURM)] = None,
@@ -58,7 +61,7 @@ def submit(
     params = dict(file=file, gpus=gpus, gpu_type=gpu_type, time=time, mem=mem, cpus=cpus, priority=priority,
                   team=team, name=name, retries=retries, array=array, env=env, workdir=workdir, shell=shell,
                   no_code=no_code, tasks=tasks, after=after, dependency=dependency, hold=hold, begin=begin,
-                  nice=nice, exclusive=exclusive)
+                  nice=nice, exclusive=exclusive, notify=notify)
     from .context import TRAILING_COMMAND, caller_environment, caller_user
 
     with user_errors():
@@ -98,6 +101,7 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
 
     from gqa.models.errors import SpecError
     from gqa.models.loader import load_spec
+    from gqa.models.notices import notify_option
     from gqa.models.sbatch_values import begin_time
 
     now = time.time()
@@ -119,6 +123,7 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         "hold": True if params.get("hold") else None,
         "begin": begin_time(params["begin"], now) if params.get("begin") else None,
         "nice": params.get("nice"),
+        "notify": notify_option(params["notify"]) if params.get("notify") else None,
     }
     kwargs = {"cwd": cwd} if cwd is not None else {}
     spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, now=now, **kwargs)

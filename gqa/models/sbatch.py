@@ -221,9 +221,9 @@ OPTIONS: tuple[Option, ...] = (
     _honoured("--qos", "-q", VALUE, "`priority`: high, normal or low (urgent and debug are high)",
               _field("priority", convert=_qos)),
     _honoured("--account", "-A", VALUE, "`team`: account names are gqa teams", _field("team")),
-    _honoured("--mail-type", None, VALUE, "`notify.events`: BEGIN END FAIL REQUEUE ALL TIME_LIMIT*, NONE; "
-              "INVALID_DEPEND, STAGE_OUT, ARRAY_TASKS are noted; kept with the job, not sent yet "
-              "(no notifier delivers job notices so far)", _mail_type),
+    _honoured("--mail-type", None, VALUE, "`notify.events`: BEGIN END FAIL REQUEUE ALL TIME_LIMIT* ARRAY_TASKS, "
+              "NONE, sent by e-mail, webhook or SNS (see Notifications); INVALID_DEPEND, STAGE_OUT are "
+              "noted", _mail_type),
     _honoured("--mail-user", None, VALUE, "`notify.to` (with --mail-type; alone it sends nothing, as in Slurm)",
               _keep("mail_user", str)),
     _honoured("--comment", None, VALUE, "the tag `comment`", _field("tags", "comment")),

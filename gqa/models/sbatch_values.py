@@ -10,6 +10,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from .errors import SpecError
+from .notices import mail_types as notice_mail_types
 from .units import parse_size
 
 _COUNT_RE = re.compile(r"^[0-9]{1,6}$")
@@ -87,27 +88,12 @@ def nodes(value: str) -> None:
         raise SpecError(f"gqa runs a job on one machine; --nodes {value.strip()} would need {least}")
 
 
-MAIL_EVENTS = {"BEGIN": "begin", "END": "end", "FAIL": "fail", "REQUEUE": "requeue", "ALL": "all",
-               "TIME_LIMIT": "time_limit", "TIME_LIMIT_90": "time_limit", "TIME_LIMIT_80": "time_limit",
-               "TIME_LIMIT_50": "time_limit"}
-MAIL_NOTED = ("INVALID_DEPEND", "STAGE_OUT", "ARRAY_TASKS")
 
 
 def mail_types(value: str) -> tuple[list[str], list[str]]:
-    """--mail-type: the events gqa sends, and those it has none of (Slurm's, noted)."""
-    events: list[str] = []
-    noted: list[str] = []
-    for word in (w.strip().upper() for w in value.split(",") if w.strip()):
-        if word == "NONE":
-            events, noted = [], []
-        elif word in MAIL_EVENTS:
-            events.append(MAIL_EVENTS[word])
-        elif word in MAIL_NOTED:
-            noted.append(word)
-        else:
-            raise SpecError(f"--mail-type {word!r}: use NONE, BEGIN, END, FAIL, REQUEUE, ALL "
-                            "or TIME_LIMIT[_90|_80|_50]")
-    return list(dict.fromkeys(events)), noted
+    """--mail-type: the events gqa sends, and those it has none of (Slurm's, noted);
+    the table is models/notices.py's."""
+    return notice_mail_types(value)
 
 
 def export(value: str) -> tuple[str, dict[str, str]]:

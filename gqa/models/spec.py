@@ -175,11 +175,12 @@ class Sweep(_Strict):
         return self
 
 
-MailEvent = Literal["begin", "end", "fail", "requeue", "time_limit", "all"]
+MailEvent = Literal["begin", "end", "fail", "requeue", "time_limit", "all", "array_tasks"]
 
 
 class Notify(_Strict):
-    """Slurm's --mail-type/--mail-user: which events of the job are sent, and to whom."""
+    """Slurm's --mail-type/--mail-user: which events of the job are sent, and to whom
+    (models/notices.py: what each event means)."""
 
     events: list[MailEvent] = Field(default_factory=lambda: list[MailEvent](["end", "fail"]))
     to: str | None = Field(None, description="an e-mail address or a webhook URL; the owner when unset")

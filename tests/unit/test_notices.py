@@ -1,0 +1,105 @@
+"""Job notices: which moves are told for which mail types, the --notify
+option, the key, the words."""
+
+import pytest
+
+from gqa.models.errors import SpecError
+from gqa.models.job import JobState as S
+from gqa.models.notices import channel_of, job_notice, mail_types, notice_key, notify_option, selected
+from tests.builders import job_record
+
+# (notify.events, state entered, told?)
+SELECTION = [
+    (["begin"], S.RUNNING, True),
+    (["begin"], S.SUCCEEDED, False),
+    (["end"], S.SUCCEEDED, True),
+    (["end"], S.FAILED, True),           # END is any end, as in Slurm
+    (["end"], S.CANCELLED, True),
+    (["end"], S.RUNNING, False),
+    (["fail"], S.FAILED, True),
+    (["fail"], S.TIMED_OUT, True),
+    (["fail"], S.SUCCEEDED, False),
+    (["fail"], S.CANCELLED, False),
+    (["time_limit"], S.TIMED_OUT, True),
+    (["time_limit"], S.FAILED, False),
+    (["requeue"], S.RETRY_WAIT, True),
+    (["requeue"], S.FAILED, False),
+    (["all"], S.RUNNING, True),
+    (["all"], S.RETRY_WAIT, True),
+    (["all"], S.QUEUED, False),          # not an event at all
+    (["all"], S.STARTING, False),
+    ([], S.FAILED, False),
+]
+
+
+@pytest.mark.parametrize("events,state,told", SELECTION)
+def test_which_moves_are_told(events, state, told):
+    assert selected(events, state, array_task=False) is told
+
+
+def test_an_array_task_is_told_only_with_array_tasks():
+    assert not selected(["end"], S.SUCCEEDED, array_task=True)
+    assert selected(["end", "array_tasks"], S.SUCCEEDED, array_task=True)
+
+
+@pytest.mark.parametrize("text,events,noted", [
+    ("BEGIN,END", ["begin", "end"], []),
+    ("begin, fail ,TIME_LIMIT_90", ["begin", "fail", "time_limit"], []),
+    ("ALL,INVALID_DEPEND", ["all"], ["INVALID_DEPEND"]),
+    ("END,NONE", [], []),
+    ("END,ARRAY_TASKS", ["end", "array_tasks"], []),
+    ("END,END", ["end"], []),
+])
+def test_slurm_mail_types(text, events, noted):
+    assert mail_types(text) == (events, noted)
+
+
+@pytest.mark.parametrize("text,notify", [
+    ("end,fail", {"events": ["end", "fail"], "to": None}),
+    ("begin,end:me@example.org", {"events": ["begin", "end"], "to": "me@example.org"}),
+    ("fail:https://hooks.example.org/T1/B2", {"events": ["fail"], "to": "https://hooks.example.org/T1/B2"}),
+    ("ALL:ana", {"events": ["all"], "to": "ana"}),
+])
+def test_notify_option(text, notify):
+    assert notify_option(text) == notify
+
+
+@pytest.mark.parametrize("text,error", [
+    ("sometimes", "--notify 'SOMETIMES': use NONE, BEGIN"),
+    ("none", "name the events"),
+    ("end:", "nothing after ':'"),
+    ("stage_out", "gqa sends no STAGE_OUT notice"),
+])
+def test_notify_option_refuses(text, error):
+    with pytest.raises(SpecError, match=error):
+        notify_option(text)
+
+
+@pytest.mark.parametrize("to,channel", [
+    ("https://hooks.slack.com/services/T/B/x", "webhook"), ("HTTP://intranet/hook", "webhook"),
+    ("ana@example.org", "email"), ("ana", "user"),
+])
+def test_channel_of(to, channel):
+    assert channel_of(to) == channel
+
+
+def test_a_failure_notice_names_the_job_its_outcome_and_the_attempt():
+    job = job_record(id="12", spec={"name": "train", "owner": "ana", "team": "vision",
+                                    "notify": {"events": ["end"], "to": "ana@example.org"}},
+                     state=S.FAILED, exit_code=3, attempts=2, started_at=100.0, ended_at=3700.0, gpus=2,
+                     gpu_seconds=7200.0)
+    notice = job_notice(job, S.FAILED, 3700.0, "exited 3", 2)
+    assert notice is not None
+    assert notice.key == notice_key("12", 2, S.FAILED) == "12.2.failed"
+    assert (notice.event, notice.to, notice.user, notice.team) == ("fail", "ana@example.org", "ana", "vision")
+    assert notice.subject == "gqa: job 12 (train) failed (exit 3)"
+    assert "attempt 2" in notice.text and "Reason: exited 3" in notice.text
+    assert "Ran 1h00m on 2 GPUs; 2.00 GPU-hours in all." in notice.text
+    assert notice.slack == {"text": notice.subject + "\n" + notice.text}
+
+
+def test_no_notice_for_a_job_that_asks_none_or_not_this_one():
+    assert job_notice(job_record(), S.SUCCEEDED, 1.0, "", 1) is None
+    asks_begin = job_record(spec={"notify": {"events": ["begin"]}})
+    assert job_notice(asks_begin, S.SUCCEEDED, 1.0, "", 1) is None
+    assert job_notice(asks_begin, S.RUNNING, 1.0, "", 1).subject.endswith("began")
