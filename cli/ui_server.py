@@ -1,0 +1,154 @@
+"""`gqa ui`'s web application (Starlette): the page and its own script and
+style (cli/ui_static/, nothing fetched from elsewhere, so it works offline),
+the snapshot it polls (GET /api/snapshot) and its figures (GET
+/plots/{name}.png). Read-only: every other method is answered 405."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from . import ui_plots
+from .ui_view import page_data, read
+
+STATIC = Path(__file__).with_name("ui_static")
+REFRESH = 3.0        # seconds between the page's polls
+FRESH = 1.0          # seconds a read serves every tab that asks within them
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+# the page runs only its own files: no inline script, nothing from another origin, never framed
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class Snapshots:
+    """The backend's reads, made on one worker thread (a local queue's SQLite
+    connection belongs to the thread that opened it, and a read must not stall
+    the server's event loop), shared by the requests that arrive within FRESH
+    seconds of one another."""
+
+    def __init__(self, backend, source: str, *, clock: Callable[[], float] = time.time, fresh: float = FRESH):
+        self.backend, self.source, self.clock, self.fresh = backend, source, clock, fresh
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gqa-ui-read")
+        self.lock = asyncio.Lock()
+        self.last: tuple[float, dict[str, Any]] | None = None
+        self.figures: dict[str, tuple[float, bytes]] = {}
+
+    async def latest(self) -> dict[str, Any]:
+        async with self.lock:
+            now = self.clock()
+            if self.last is None or now - self.last[0] >= self.fresh:
+                data = await self._on_worker(lambda: page_data(read(self.backend), now, source=self.source))
+                self.last = (now, data)
+            return self.last[1]
+
+    async def figure(self, name: str) -> bytes:
+        data = await self.latest()
+        drawn = self.figures.get(name)
+        if drawn is None or drawn[0] != data["at"]:
+            png = await self._on_worker(lambda: ui_plots.FIGURES[name][1](data))
+            drawn = self.figures[name] = (data["at"], png)
+        return drawn[1]
+
+    async def _on_worker(self, work):
+        return await asyncio.get_running_loop().run_in_executor(self.worker, work)
+
+    def close(self) -> None:
+        self.worker.shutdown(wait=False, cancel_futures=True)
+
+
+class ReadOnly:
+    """Only GET (and HEAD) reach the application; anything else is 405, on every path."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD"):
+            response = PlainTextResponse("read-only: only GET", status_code=405, headers={"Allow": "GET, HEAD"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class Headers:
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message):
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [(k.lower().encode(), v.encode())
+                                                                 for k, v in HEADERS.items()]
+            await send(message)
+        await self.app(scope, receive, with_headers)
+
+
+def create_app(backend, source: str, *, loopback_only: bool = True, refresh: float = REFRESH,
+               clock: Callable[[], float] = time.time) -> Starlette:
+    """The page over `backend` (cli/backend.py). `loopback_only`: answer only
+    requests addressed to this machine by a loopback name, so another site
+    cannot read the page by pointing a name of its own at 127.0.0.1."""
+    from gqa.models.errors import GqaError
+
+    snapshots = Snapshots(backend, source, clock=clock)
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def snapshot(request: Request) -> Response:
+        try:
+            data = await snapshots.latest()
+        except GqaError as exc:
+            return JSONResponse({"error": str(exc), "refresh": refresh}, status_code=503,
+                                headers={"Cache-Control": "no-store"})
+        plots = [{"name": name, "title": title, "url": f"/plots/{name}.png?at={data['at']}"}
+                 for name, (title, _) in ui_plots.FIGURES.items()]
+        return JSONResponse({**data, "refresh": refresh, "plots": plots},
+                            headers={"Cache-Control": "no-store"})
+
+    async def plot(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in ui_plots.FIGURES:
+            return PlainTextResponse(f"no figure {name!r}; there are {', '.join(ui_plots.FIGURES)}", 404)
+        try:
+            png = await snapshots.figure(name)
+        except GqaError as exc:
+            return PlainTextResponse(str(exc), 503)
+        return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
+
+    routes = [
+        Route("/", page, methods=["GET"]),
+        Route("/api/snapshot", snapshot, methods=["GET"]),
+        Route("/plots/{name}.png", plot, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    middleware = [Middleware(ReadOnly), Middleware(Headers)]
+    if loopback_only:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        snapshots.close()
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    app.state.snapshots = snapshots
+    return app

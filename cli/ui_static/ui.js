@@ -1,0 +1,126 @@
+// gqa ui: polls /api/snapshot and redraws the page from it. Text goes in as
+// text (job names are the users'), never as markup.
+"use strict";
+
+const PLOT_EVERY = 30000;    // ms between redraws of the figures (drawn server-side, heavier than a poll)
+let plotsDrawn = 0;
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+function row(cells) {
+  const tr = document.createElement("tr");
+  for (const cell of cells) tr.appendChild(cell instanceof Node ? cell : el("td", cell));
+  return tr;
+}
+
+function teamCell(team, colours) {
+  const td = el("td");
+  const swatch = el("span", null, "swatch");
+  swatch.style.background = colours[team] || "#888";
+  td.append(swatch, document.createTextNode(team));
+  return td;
+}
+
+function fill(tableId, rows, emptyId) {
+  const body = document.querySelector("#" + tableId + " tbody");
+  body.replaceChildren(...rows);
+  document.getElementById(emptyId).hidden = rows.length > 0;
+}
+
+function shown(count, total) {
+  return total > count ? `(${count} of ${total})` : `(${total})`;
+}
+
+function money(value) {
+  return value === null || value === undefined ? "-" : "$" + value.toFixed(2);
+}
+
+function draw(data) {
+  const c = data.colours;
+  document.getElementById("source").textContent = data.source;
+  document.getElementById("running-count").textContent = shown(data.running.length, data.running_total);
+  fill("running", data.running.map(j => {
+    const tr = row([j.id, j.name, teamCell(j.team, c), j.owner, j.gpus.join(","), j.elapsed, j.attempt]);
+    tr.dataset.job = j.id;
+    return tr;
+  }), "running-empty");
+  document.getElementById("pending-count").textContent = shown(data.pending.length, data.pending_total);
+  fill("pending", data.pending.map(j => {
+    const tr = row([j.position === null ? "-" : j.position, j.id, j.name, teamCell(j.team, c), j.owner,
+                    j.priority, j.gpus, j.waiting, j.eta, j.reason || j.status]);
+    tr.dataset.job = j.id;
+    return tr;
+  }), "pending-empty");
+
+  document.getElementById("gpu-count").textContent = `(${data.gpus.in_use} of ${data.gpus.total} in use)`;
+  document.getElementById("gpus").replaceChildren(...data.gpus.cells.map(g => {
+    const cell = el("div", null, "gpu" + (g.job ? " busy" : ""));
+    cell.append(el("div", "GPU " + g.index));
+    if (g.job) {
+      cell.style.borderLeftColor = c[g.team] || "#888";
+      cell.append(el("div", g.job));
+      cell.title = `${g.job}: ${g.owner} (${g.team})`;
+    } else {
+      cell.append(el("div", "free"));
+    }
+    return cell;
+  }));
+
+  document.getElementById("period").textContent = data.period ? `(spend in ${data.period})` : "";
+  fill("teams", data.teams.map(t => {
+    const used = t.used === null ? "-" : Math.round(t.used * 100) + "%";
+    const gpus = t.gpus_in_use === null ? "-" : t.gpus_in_use + (t.max_gpus === null ? "" : " of " + t.max_gpus);
+    const tr = row([teamCell(t.team, c), t.share === null ? "-" : t.share, gpus, money(t.spent), money(t.budget), used]);
+    if (t.used !== null && t.used >= 1) tr.className = "over";
+    else if (t.used !== null && t.used >= 0.8) tr.className = "near";
+    return tr;
+  }), "teams-note");
+  const teamErrors = Object.values(data.errors || {});
+  const note = document.getElementById("teams-note");
+  if (teamErrors.length) { note.textContent = teamErrors.join("; "); note.hidden = false; }
+  else note.textContent = "no teams yet";
+
+  drawPlots(data);
+}
+
+function drawPlots(data) {
+  const box = document.getElementById("plots");
+  const now = Date.now();
+  if (box.children.length === data.plots.length && now - plotsDrawn < PLOT_EVERY) return;
+  plotsDrawn = now;
+  box.replaceChildren(...data.plots.map(p => {
+    const img = el("img");
+    img.alt = p.title;
+    img.dataset.plot = p.name;
+    img.addEventListener("load", () => { img.dataset.loaded = `${img.naturalWidth}x${img.naturalHeight}`; });
+    img.src = p.url;
+    return img;
+  }));
+}
+
+async function poll() {
+  let wait = 3;
+  const updated = document.getElementById("updated");
+  const error = document.getElementById("error");
+  try {
+    const answer = await fetch("/api/snapshot", {cache: "no-store"});
+    const data = await answer.json();
+    wait = data.refresh || wait;
+    if (!answer.ok) throw new Error(data.error || `the page's server answered ${answer.status}`);
+    draw(data);
+    error.hidden = true;
+    updated.dataset.polls = String(Number(updated.dataset.polls) + 1);
+    updated.textContent = "updated " + new Date(data.at * 1000).toLocaleTimeString();
+  } catch (e) {
+    error.textContent = e instanceof TypeError ? "cannot reach gqa ui (stopped?)" : e.message;
+    error.hidden = false;
+  }
+  setTimeout(poll, wait * 1000);
+}
+
+poll();

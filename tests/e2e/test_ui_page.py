@@ -1,0 +1,157 @@
+"""`gqa ui` as a real process over a real local queue, read by a real headless
+browser (Debian's Chromium): the page shows the jobs once its script's polls
+have run, and draws its plots; the server stops cleanly on Ctrl-C, and a port
+in use is one line and exit 2."""
+
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (`make test` installs it as root "
+                                    "with apt-get: apt-get install --no-install-recommends chromium)")
+
+
+class Ui:
+    """`gqa ui --port 0` started in the queue's home; `url` once it listens."""
+
+    def __init__(self, queue, tmp_path, *args: str):
+        self.err_path = tmp_path / f"ui{time.monotonic_ns()}.err"
+        with open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", *args], env=queue.env,
+                                         cwd=str(queue.home), stdout=subprocess.DEVNULL, stderr=err)
+
+    @property
+    def err(self) -> str:
+        return self.err_path.read_text()
+
+    def url(self, timeout: float = 15.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(r"(http://\S+/) \(Ctrl-C", self.err)
+            if found:
+                return found.group(1)
+            assert self.proc.poll() is None, f"gqa ui exited {self.proc.returncode}: {self.err}"
+            time.sleep(0.05)
+        raise AssertionError(f"gqa ui never said where it listens: {self.err}")
+
+    def interrupt(self, timeout: float = 10.0) -> int:
+        self.proc.send_signal(signal.SIGINT)     # what Ctrl-C sends
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def ui(tmp_path):
+    started: list[Ui] = []
+
+    def start(queue, *args: str) -> Ui:
+        started.append(Ui(queue, tmp_path, *args))
+        return started[-1]
+
+    yield start
+    for u in started:
+        u.kill()
+
+
+def chromium(url: str, profile, screenshot) -> str:
+    """The page's DOM after `--virtual-time-budget` of its timers and fetches, and its screenshot."""
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--window-size=1280,1000", "--virtual-time-budget=8000",
+         "--hide-scrollbars", f"--screenshot={screenshot}", "--dump-dom", url],
+        capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def rows(dom: str, table: str) -> list[str]:
+    body = re.search(rf'<table id="{table}">.*?<tbody>(.*?)</tbody>', dom, re.S)
+    assert body, f"no table {table} in the page"
+    return re.findall(r'<tr data-job="([^"]+)"', body.group(1))
+
+
+@needs_chromium
+@pytest.mark.slow
+def test_the_page_shows_the_queue_after_its_polls_and_draws_its_plots(make_queue, ui, tmp_path):
+    from PIL import Image
+
+    q = make_queue(gpus=4)
+    q.cli("quota", "set", "ml", "--max-gpus", "3", check=True)
+    running = q.submit(["sleep", "60"], resources={"gpus": 2}, team="ml", name="train-a") + \
+        q.submit(["sleep", "60"], resources={"gpus": 1}, team="vision", name="eval-b")
+    waiting = q.submit(["sleep", "60"], resources={"gpus": 3}, team="ml", name="big-c")
+    q.wait(running, states=("RUNNING",))
+    page = ui(q, "--port", "0")
+    url = page.url()
+
+    dom = chromium(url, tmp_path / "profile", tmp_path / "page.png")
+
+    assert rows(dom, "running") == running and rows(dom, "pending") == waiting
+    assert "big-c" in dom and "team ml at 2 of 3 GPUs" in dom
+    polls = int(re.search(r'id="updated" data-polls="(\d+)"', dom).group(1))
+    assert polls >= 2, "the page's script did not poll again"
+    loaded = re.findall(r'<img[^>]*data-plot="(\w+)"[^>]*data-loaded="(\d+)x(\d+)"', dom)
+    assert sorted(name for name, *_ in loaded) == ["gpus", "pending", "spend"]
+
+    # the plots are drawn: the team colours fill bars in the page's right column, far more of it than
+    # the swatches and GPU cells there could (a bar is some 10,000 pixels; a swatch about 100)
+    colours = {team: rgb(hex_colour) for team, hex_colour in q_colours(url).items()}
+    image = Image.open(tmp_path / "page.png").convert("RGB")
+    right = image.crop((image.width * 3 // 5, 0, image.width, image.height))
+    counts = {rgb_: n for n, rgb_ in right.getcolors(maxcolors=1 << 22)}
+    assert counts.get(colours["ml"], 0) > 3000 and counts.get(colours["vision"], 0) > 1500, \
+        {team: counts.get(c, 0) for team, c in colours.items()}
+
+    assert page.interrupt() == 0
+    assert "stopped" in page.err and "Traceback" not in page.err
+
+
+def q_colours(url: str) -> dict[str, str]:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url + "api/snapshot", timeout=10) as answer:
+        return json.load(answer)["colours"]
+
+
+def rgb(hex_colour: str) -> tuple[int, int, int]:
+    return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_it_cleanly_and_a_port_in_use_is_one_line_and_exit_2(make_queue, ui):
+    q = make_queue(gpus=2, start=False)
+    first = ui(q, "--port", "0")
+    port = first.url().rsplit(":", 1)[1].rstrip("/")
+    second = ui(q, "--port", port)
+    assert second.proc.wait(30) == 2
+    assert second.err == f"gqa: error: port {port} on 127.0.0.1 is in use (another gqa ui?); choose another " \
+                         "with --port, or --port 0 for any free one\n"
+    assert first.interrupt() == 0
+    assert first.err.endswith("gqa ui: stopped\n") and "Traceback" not in first.err
+
+
+@pytest.mark.slow
+def test_serving_beyond_this_machine_warns_that_the_page_has_no_authentication(make_queue, ui):
+    q = make_queue(gpus=2, start=False)
+    page = ui(q, "--host", "0.0.0.0", "--port", "0")
+    page.url()
+    assert "warning: the page has no authentication" in page.err
+    assert page.interrupt() == 0
+    local = ui(q, "--port", "0")
+    local.url()
+    assert "warning" not in local.err
+    assert local.interrupt() == 0
