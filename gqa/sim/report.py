@@ -55,11 +55,9 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
 
 
 def plot_waits(results: dict[str, SimResult], path: str, title: str) -> None:
-    """Wait-time CDF per policy. matplotlib is optional (the `sim` extra)."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise RuntimeError("--plot needs matplotlib: pip install 'gqa[sim]'") from None
+    """Wait-time CDF per policy."""
+    import matplotlib
+
     matplotlib.use("Agg")  # files only; no display needed
     import matplotlib.pyplot as plt
 

@@ -94,17 +94,3 @@ def test_bad_trace_exits_2_with_the_line(tmp_path, capsys):
     code, _, err = run(capsys, str(tmp_path / "missing.csv"), "--gpus", "2")
     assert code == 2 and "no such file" in err
 
-
-def test_plot_without_matplotlib_is_a_clear_error(capsys, tmp_path, monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_matplotlib(name, *args, **kwargs):
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    code, _, err = run(capsys, GOLDEN, "--gpus", "4", "--plot", str(tmp_path / "w.png"))
-    assert code == 2 and "matplotlib" in err

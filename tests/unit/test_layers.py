@@ -26,6 +26,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # the HTTP contract: request and answer bodies, page tokens; the entry points serve it
     "http contract": (("gqa.http",), ("services", "codecs", "ports", "models", "scheduling")),
     "simulator": (("gqa.sim",), ("models", "scheduling")),
+    # reports over a period, from JobSummary rows: for the CLI, the simulator's runs and the web page
+    "reporting": (("gqa.reporting",), ("models", "scheduling")),
     # what runs inside a job's container: it ships alone, so it needs nothing else of gqa
     "runtime": (("gqa.runtime",), ()),
     "entry points": (ENTRY_POINTS, ("*",)),

@@ -1,0 +1,202 @@
+"""A report's figures as PNG bytes, one per section, drawn with matplotlib's
+Agg backend (no display). matplotlib is imported on the first figure only:
+it takes about a second to load, which `gqa --help` must not pay."""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime, timezone
+from typing import Any
+
+from ..models.units import format_duration
+from .metrics import Report
+
+WIDTH, HEIGHT, DPI = 8.0, 3.6, 100      # inches and dots per inch: 800 x 360 pixels
+# name -> title; the order a report shows them in
+FIGURES = {
+    "waits": "Queue wait per tier (p50 and p95, by start time)",
+    "pools": "GPUs allocated per pool",
+    "teams": "GPU-hours and spend per team",
+    "outcomes": "How jobs ended",
+    "wait_reasons": "Why jobs waited",
+    "idle": "Jobs that held GPUs idle",
+}
+TIER_COLOURS = {"high": "#d62728", "normal": "#1f77b4", "low": "#7f7f7f"}
+
+
+def render_figures(report: Report) -> dict[str, bytes]:
+    """Every figure of the report, by name (FIGURES' order)."""
+    return {name: render_figure(report, name) for name in FIGURES}
+
+
+def render_figure(report: Report, name: str) -> bytes:
+    """One named figure as PNG bytes; KeyError for a name FIGURES lacks."""
+    draw = _DRAW[name]
+    plt = _pyplot()
+    fig = plt.figure(figsize=(WIDTH, HEIGHT), dpi=DPI)
+    try:
+        if not draw(report, fig):
+            fig.clear()
+            fig.text(0.5, 0.5, "nothing to show in this period", ha="center", va="center", fontsize=12,
+                     color="#555555")
+        fig.suptitle(FIGURES[name], fontsize=11)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=DPI)
+        return buffer.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _x(report: Report) -> list[Any]:
+    """Bucket middles: hours from the start for a simulated trace, dates otherwise."""
+    middles = [t + report.step / 2 for t in report.times]
+    if report.relative:
+        return [(t - report.since) / 3600 for t in middles]
+    return [datetime.fromtimestamp(t, timezone.utc) for t in middles]
+
+
+def _time_axis(report: Report, ax: Any) -> None:
+    if report.relative:
+        ax.set_xlabel("hours from the trace's start")
+        return
+    import matplotlib.dates as mdates
+
+    locator = mdates.AutoDateLocator(maxticks=8)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_xlabel("UTC")
+
+
+def _waits(report: Report, fig: Any) -> bool:
+    ax = fig.subplots()
+    x = _x(report)
+    drawn = False
+    longest = max((v for w in report.waits for v in w.p95 if v is not None), default=0.0)
+    unit, scale = ("hours", 3600.0) if longest >= 3 * 3600 else ("minutes", 60.0) if longest >= 180 else \
+        ("seconds", 1.0)
+    for w in report.waits:
+        if not w.total_started:
+            continue
+        colour = TIER_COLOURS.get(w.tier)
+        ax.plot(x, [None if v is None else v / scale for v in w.p50], marker="o", ms=3, color=colour,
+                label=f"{w.tier} p50")
+        ax.plot(x, [None if v is None else v / scale for v in w.p95], ls="--", marker=".", ms=3, color=colour,
+                label=f"{w.tier} p95")
+        drawn = True
+    if drawn:
+        ax.set_ylabel(f"wait ({unit})")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, ncol=3)
+        _time_axis(report, ax)
+    return drawn
+
+
+def _pools(report: Report, fig: Any) -> bool:
+    ax = fig.subplots()
+    if not any(p.gpu_hours for p in report.pools):
+        return False
+    x = _x(report)
+    for p in report.pools:
+        (line,) = ax.plot(x, list(p.busy), label=f"{p.name}: GPUs allocated")
+        if p.gpus:
+            ax.axhline(p.gpus, color=line.get_color(), ls=":", lw=1, label=f"{p.name}: {p.gpus} GPUs")
+        if any(m is not None for m in p.measured):
+            # GPUs busy as measured: allocated x mean utilisation
+            ax.plot(x, [b * m / 100 if m is not None else None for b, m in zip(p.busy, p.measured)],
+                    color=line.get_color(), ls="--", label=f"{p.name}: busy as measured")
+    ax.set_ylabel("GPUs")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    _time_axis(report, ax)
+    return True
+
+
+def _teams(report: Report, fig: Any) -> bool:
+    teams = [t for t in report.teams if t.gpu_hours or t.cost or t.budget]
+    if not teams:
+        return False
+    hours, money = fig.subplots(1, 2, sharey=True)
+    ys = list(range(len(teams)))
+    hours.barh(ys, [t.gpu_hours for t in teams], color="#1f77b4")
+    hours.set_yticks(ys, [t.team for t in teams])
+    hours.invert_yaxis()
+    hours.set_xlabel("GPU-hours")
+    money.barh(ys, [t.cost for t in teams], color="#ff7f0e", label="spend")
+    budgets = [(y, t.budget) for y, t in zip(ys, teams) if t.budget is not None]
+    if budgets:
+        money.scatter([b for _, b in budgets], [y for y, _ in budgets], marker="|", s=600, linewidths=2.5,
+                      color="#d62728", label="budget for the period", zorder=3)
+        money.legend(fontsize=8, loc="lower right")
+    money.set_xlabel("spend ($)")
+    money.set_xlim(left=0)
+    for axis in (hours, money):
+        axis.grid(True, axis="x", alpha=0.3)
+    return True
+
+
+def _outcomes(report: Report, fig: Any) -> bool:
+    ax = fig.subplots()
+    shown = [(label, n) for label, n in report.outcomes]
+    if not any(n for _, n in shown):
+        return False
+    colours = {"succeeded": "#2ca02c", "failed": "#d62728", "timed out": "#9467bd", "cancelled": "#7f7f7f",
+               "rejected": "#8c564b"}
+    ys = range(len(shown))
+    ax.barh(list(ys), [n for _, n in shown], color=[colours.get(label, "#1f77b4") for label, _ in shown])
+    ax.set_yticks(list(ys), [label for label, _ in shown])
+    ax.invert_yaxis()
+    for y, (_, n) in zip(ys, shown):
+        ax.text(n, y, f" {n}", va="center", fontsize=8)
+    ax.margins(x=0.12)     # room for the numbers after the bars
+    ax.set_xlabel("jobs")
+    return True
+
+
+def _wait_reasons(report: Report, fig: Any) -> bool:
+    ax = fig.subplots()
+    reasons = report.wait_reasons
+    if not reasons:
+        return False
+    ys = range(len(reasons))
+    hours = [r.seconds / 3600 for r in reasons]
+    ax.barh(list(ys), hours, color="#ff7f0e")
+    ax.set_yticks(list(ys), [r.why for r in reasons])
+    ax.invert_yaxis()
+    for y, r in zip(ys, reasons):
+        ax.text(r.seconds / 3600, y, f" {r.jobs} jobs, longest {format_duration(r.longest)}", va="center",
+                fontsize=8)
+    ax.margins(x=0.35)
+    ax.set_xlabel("hours waited, all jobs together")
+    return True
+
+
+def _idle(report: Report, fig: Any) -> bool:
+    ax = fig.subplots()
+    idle = report.idle
+    if not idle:
+        return False
+    ys = range(len(idle))
+    ax.barh(list(ys), [j.wasted for j in idle], color="#d62728")
+    ax.set_yticks(list(ys), [f"{j.id} {j.name}"[:28] for j in idle])
+    ax.invert_yaxis()
+    for y, j in zip(ys, idle):
+        ax.text(j.wasted, y, f" {j.util:.0f}% busy", va="center", fontsize=8)
+    ax.margins(x=0.15)
+    ax.set_xlabel("GPU-hours held idle")
+    return True
+
+
+_DRAW = {"waits": _waits, "pools": _pools, "teams": _teams, "outcomes": _outcomes, "wait_reasons": _wait_reasons,
+         "idle": _idle}
