@@ -1,13 +1,14 @@
 # The two quick-start commands: `make demo` and `make test`. Each sets up a
 # virtual environment in .venv on first use; `make test` also installs the
 # pinned CDK command line (package.json) for its `cdk synth` test (skipped
-# where node is not installed), and runs the linter and the type checker
-# (both from the `test` extra, configured in pyproject.toml) before pytest.
+# where node is not installed) and Chromium for `gqa ui`'s browser test, and
+# runs the linter and the type checker (both from the `test` extra, configured
+# in pyproject.toml) before pytest.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +24,16 @@ node_modules/.package-lock.json: package-lock.json
 demo: $(BIN)/.installed
 	$(BIN)/gqa demo
 
-test: $(BIN)/.installed node_modules/.package-lock.json
+# `gqa ui`'s browser test drives Debian's Chromium headless: installed here where we may (root with
+# apt-get), else that test skips and says why
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -qq --no-install-recommends chromium || \
+	    { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; }; } \
+	  >/dev/null 2>&1 || true; }
+	@command -v chromium >/dev/null || echo "chromium not installed: the browser test of gqa ui will skip"
+
+test: $(BIN)/.installed node_modules/.package-lock.json chromium
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
