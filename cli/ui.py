@@ -62,7 +62,7 @@ def _listen(host: str, port: int):
         fail(f"--host {host}: cannot resolve it ({exc.strerror})")
     family, _, _, _, address = infos[0]
     try:
-        loopback = ipaddress.ip_address(address[0].split("%")[0]).is_loopback
+        loopback = ipaddress.ip_address(str(address[0]).split("%")[0]).is_loopback
     except ValueError:
         loopback = False
     sock = socket.socket(family, socket.SOCK_STREAM)
