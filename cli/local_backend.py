@@ -87,7 +87,7 @@ class LocalBackend:
     def cost(self):
         from gqa.services.cost import CostService
 
-        return CostService(self.store, self.clock)
+        return CostService(self.store, self.clock, history=self.store)
 
     def whoami(self) -> dict:
         import getpass

@@ -82,7 +82,7 @@ class DaemonWiring:
     def cost(self) -> CostService:
         from gqa.services.cost import CostService
 
-        return CostService(self.store, self.clock)
+        return CostService(self.store, self.clock, history=self.store)
 
     def logs(self) -> LogService:
         from gqa.adapters.local.log_pages import LocalLogFiles

@@ -47,6 +47,17 @@ def test_submit_wait_returns_the_jobs_result(queue):
     assert bad.returncode == 1 and "exit code 3" in bad.stderr
 
 
+def test_wait_on_jobs_already_queued_exits_as_submit_wait_does(queue):
+    [ok] = queue.submit(["true"])
+    array = queue.submit(["sh", "-c", "sleep 0.3; exit $((SLURM_ARRAY_TASK_ID == 1))"], array="0-2")
+    passed = gqa(queue, "wait", ok, "-o", "json")
+    failed = gqa(queue, "wait", array[0].split("_")[0], ok)
+    assert passed.returncode == 0 and json.loads(passed.stdout)["counts"] == {"completed": 1}
+    assert failed.returncode == 1, failed.stderr
+    assert "4 of 4 done: 3 completed, 1 failed" in failed.stderr
+    assert f"job {array[1]} failed: exit code 1" in failed.stderr
+
+
 def test_logs_follow_prints_until_the_job_ends(queue):
     [job_id] = queue.submit(["sh", "-c", "for i in 1 2 3; do echo line $i; sleep 0.3; done"])
     proc = gqa(queue, "logs", job_id, "-f", timeout=30)

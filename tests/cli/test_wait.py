@@ -1,0 +1,161 @@
+"""`gqa wait ID...`: blocks until the jobs end; one progress line rewritten in
+place on a terminal, plain lines elsewhere; exit 0 / 1 / 124 and 2 for bad
+input. The jobs here end by `gqa cancel` from the test while a real `gqa wait`
+process waits (the daemon's part is tests/e2e/test_cli_daemon.py)."""
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import pytest
+
+from cli.waiting import Progress, progress_line
+from gqa.models.job import JobState as S
+from tests.builders import job_record
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def jobs(*states):
+    return [replace(job_record(id=f"1_{i}", group="1", array_index=i), state=s) for i, s in enumerate(states)]
+
+
+@pytest.mark.parametrize("states, expected, seconds, line", [
+    ((S.QUEUED, S.QUEUED), None, 0, "0 of 2 done; 2 pending; waited 0s"),
+    ((S.SUCCEEDED, S.SUCCEEDED, S.FAILED, S.RUNNING, S.RUNNING, S.STARTING, S.QUEUED, S.HELD), None, 130,
+     "3 of 8 done: 2 completed, 1 failed; 2 running, 1 starting, 1 held, 1 pending; waited 2m10s"),
+    ((S.SUCCEEDED, S.CANCELLED), None, 5, "2 of 2 done: 1 completed, 1 cancelled; waited 5s"),
+    ((S.SUCCEEDED,), 3, 1, "1 of 3 done: 1 completed; 2 not admitted yet; waited 1s"),
+])
+def test_the_progress_line_counts_done_and_live_jobs(states, expected, seconds, line):
+    assert progress_line(jobs(*states), seconds, expected) == line
+
+
+class Stream:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+
+def test_off_a_terminal_a_line_is_written_only_when_the_counts_change():
+    out = Stream()
+    progress = Progress(out, tty=False)
+    for seconds, states in [(0, (S.QUEUED,)), (1, (S.QUEUED,)), (2, (S.RUNNING,)), (3, (S.SUCCEEDED,))]:
+        progress.show(jobs(*states), seconds)
+    progress.end()
+    assert out.text.splitlines() == ["0 of 1 done; 1 pending; waited 0s", "0 of 1 done; 1 running; waited 2s",
+                                     "1 of 1 done: 1 completed; waited 3s"]
+
+
+def test_on_a_terminal_the_line_is_rewritten_in_place_and_ended_once():
+    out = Stream()
+    progress = Progress(out, tty=True)
+    progress.show(jobs(S.QUEUED), 0)
+    progress.show(jobs(S.QUEUED), 1)
+    progress.end()
+    assert out.text == "\r0 of 1 done; 1 pending; waited 0s\x1b[K\r0 of 1 done; 1 pending; waited 1s\x1b[K\n"
+
+
+def test_unknown_jobs_and_a_bad_timeout_are_one_line_and_exit_2(cli):
+    assert cli("submit", "--", "true")[0] == 0
+    for args, message in [(("wait", "1", "99"), "no job or array 99"),
+                          (("wait", "1", "--timeout", "soon"), "--timeout: invalid duration 'soon'"),
+                          (("wait", "1", "--timeout", "0"), "--timeout: duration must be positive")]:
+        code, out, err = cli(*args)
+        assert (code, out, err.count("\n")) == (2, "", 1) and err.startswith("gqa: error: ") and message in err
+
+
+def test_jobs_that_ended_without_completing_exit_1_with_their_final_states(cli):
+    cli("submit", "--array", "0-2", "--", "true")
+    cli("cancel", "1_1")
+    cli("cancel", "1")
+    code, out, err = cli("wait", "1", "1_1", "-o", "json")   # a task and its array: each job once
+    data = json.loads(out)
+    assert code == 1 and not data["timed_out"]
+    assert [(j["id"], j["status"]) for j in data["jobs"]] == [("1_0", "cancelled"), ("1_1", "cancelled"),
+                                                              ("1_2", "cancelled")]
+    assert data["counts"] == {"cancelled": 3}
+
+
+def test_the_timeout_exits_124_and_says_how_many_had_not_ended(cli):
+    cli("submit", "--array", "0-1", "--", "true")
+    started = time.monotonic()
+    code, out, err = cli("wait", "1", "--timeout", "1")
+    assert code == 124 and 1 <= time.monotonic() - started < 5
+    assert "gqa: error: timed out after 1s: 2 of 2 jobs had not ended" in err
+
+
+def _wait_process(home, *args, tty: bool):
+    """`gqa wait` as a real process, its stderr on a terminal (pty) or a pipe."""
+    env = dict(os.environ, GQA_HOME=str(home), PYTHONPATH=ROOT)
+    if not tty:
+        return subprocess.Popen([sys.executable, "-m", "cli.main", "wait", *args], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), None
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "wait", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    return proc, leader
+
+
+def _read_all(fd) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:        # the process ended and closed its side
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def _until_waiting(proc):
+    """Give the process time to start and read the queue (it polls every 0.2 s)."""
+    time.sleep(1.5)
+    assert proc.poll() is None, "gqa wait ended before its jobs did"
+
+
+@pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
+def test_a_real_wait_follows_the_jobs_as_they_end(cli, tty):
+    cli("submit", "--array", "0-1", "--", "true")
+    proc, leader = _wait_process(cli.home, "1", tty=tty)
+    _until_waiting(proc)
+    cli("cancel", "1_0")
+    time.sleep(0.6)
+    cli("cancel", "1_1")
+    proc.wait(timeout=10)
+    err = _read_all(leader) if tty else proc.stderr.read()
+    assert proc.returncode == 1
+    assert "1 of 2 done: 1 cancelled; 1 pending" in err and "2 of 2 done: 2 cancelled" in err
+    assert "job 1_0 cancelled" in err and "job 1_1 cancelled" in err
+    if tty:
+        assert "\r0 of 2 done; 2 pending; waited" in err and "\x1b[K" in err
+    else:
+        assert "\r" not in err and "\x1b" not in err
+        assert err.count("0 of 2 done") == 1          # one line per change, not per poll
+
+
+@pytest.mark.aws
+@pytest.mark.slow
+def test_on_aws_a_job_not_admitted_yet_is_waited_for_and_an_ended_one_tells_its_state(aws):
+    assert aws("alice", "submit", "--", "python", "train.py")[:2] == (0, "1\n")
+    code, _, err = aws("alice", "wait", "1", "--timeout", "1")      # accepted, not yet admitted: not an error
+    assert code == 124 and "timed out after 1s: 0 of 0 jobs had not ended; 1 not admitted yet" in err
+    aws.admit()
+    assert aws("alice", "cancel", "1")[0] == 0
+    code, out, _ = aws("alice", "wait", "1", "-o", "json")
+    assert code == 1 and json.loads(out)["jobs"][0]["status"] == "cancelled"
+    code, _, err = aws("alice", "wait", "7")
+    assert code == 2 and "no job or array 7" in err
