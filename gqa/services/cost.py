@@ -1,16 +1,30 @@
-"""`gqa cost`: each team's spend in a budget period against its budget.
+"""`gqa cost`: each team's spend in a budget period against its budget, its
+GPU-hours, and the costliest jobs.
 
 Spend is what finished attempts cost (the store's ledger) plus, for the
 current period, what the attempts running now have cost so far, at the price
-of the GPUs they hold: the same figure the scheduler checks budgets against."""
+of the GPUs they hold: the same figure the scheduler checks budgets against.
+
+GPU-hours and the jobs' money are read from the jobs that ran in the period
+(those that ended in it and, for the current one, those running now; a job
+counts in the month it ended), through the history's index by end time:
+asked for by `gqa cost`, not by the live views, whose refresh must not read
+a month of jobs."""
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
+from ..models.accounting import summarise
 from ..models.errors import SpecError
-from ..ports import Clock, SchedulingInputs
+from ..models.job import TERMINAL, JobRecord, JobState
+from ..ports import Clock, HistoryQuery, HistoryReads, SchedulingInputs
 from ..scheduling.budget import period_of
 from ..scheduling.budget import running_cost
+from .settle import hourly_rate
+
+PAGE = 1000        # jobs per history page read for GPU-hours
+MOST_JOBS = 1000   # the costliest jobs a report may list
 
 PERIOD_RE = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -35,10 +49,27 @@ class TeamCost:
 
 
 @dataclass(frozen=True)
+class JobCost:
+    """One job's share of the period: its money (a running attempt so far) and GPU-hours."""
+
+    id: str
+    name: str
+    team: str
+    owner: str
+    status: str                    # UserStatus, as people read it
+    gpus: int
+    gpu_hours: float
+    cost: float
+    gpu_util: float | None         # mean utilisation (%), where measured
+
+
+@dataclass(frozen=True)
 class CostReport:
     period: str
     current: bool                  # the period running now (its figures still grow)
     teams: list[TeamCost]
+    gpu_hours: dict[str, float] = field(default_factory=dict)   # per team; empty when not asked for
+    jobs: list[JobCost] = field(default_factory=list)           # the costliest first, when asked for
 
     @property
     def total(self) -> float:
@@ -52,13 +83,28 @@ def check_period(period: str) -> str:
     return period.strip()
 
 
-class CostService:
-    def __init__(self, store: SchedulingInputs, clock: Clock):
-        self.store, self.clock = store, clock
+def period_bounds(period: str) -> tuple[float, float]:
+    """[start, end) of a calendar month (UTC) in epoch seconds."""
+    year, month = int(period[:4]), int(period[5:7])
+    start = datetime(year, month, 1, tzinfo=timezone.utc)
+    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+    return start.timestamp(), end.timestamp()
 
-    def report(self, *, period: str | None = None, team: str | None = None) -> CostReport:
-        """Every team with spend or a budget in the period (the current month
-        by default), or only `team`."""
+
+class CostService:
+    """`history`: where the jobs that ran are read, for GPU-hours and the
+    costliest jobs; a service without it answers spend only."""
+
+    def __init__(self, store: SchedulingInputs, clock: Clock, history: HistoryReads | None = None):
+        self.store, self.clock, self.history = store, clock, history
+
+    def report(self, *, period: str | None = None, team: str | None = None, gpu_hours: bool = False,
+               jobs: int = 0) -> CostReport:
+        """Every team with spend, a budget or (with `gpu_hours`) GPU-hours in
+        the period (the current month by default), or only `team`; with
+        `jobs`, that many of the costliest jobs."""
+        if jobs < 0 or jobs > MOST_JOBS:
+            raise SpecError(f"jobs: from 0 to {MOST_JOBS} of the costliest jobs, got {jobs}")
         now = self.clock.now()
         current = period_of(now)
         period = check_period(period) if period else current
@@ -66,13 +112,55 @@ class CostService:
         running: dict[str, float] = {}
         if period == current:
             inventory = self.store.inventory()
-            _, jobs = self.store.scheduling_view()
-            running = running_cost(jobs, inventory.gpus if inventory else (), now)
+            _, live = self.store.scheduling_view()
+            running = running_cost(live, inventory.gpus if inventory else (), now)
         teams = self.store.teams()
         default = self.store.policy().default_team
-        names = set(settled) | set(running) | {t for t, p in teams.items() if p.budget is not None}
+        hours: dict[str, float] = {}
+        costliest: list[JobCost] = []
+        if (gpu_hours or jobs) and self.history is not None:
+            hours, costliest = self._ran(self.history, period, period == current, team, now)
+        names = set(settled) | set(running) | set(hours) | {t for t, p in teams.items() if p.budget is not None}
         if team is not None:
             names = {team}
         rows = [TeamCost(name, settled.get(name, 0.0), running.get(name, 0.0), teams.get(name, default).budget)
                 for name in sorted(names)]
-        return CostReport(period, period == current, rows)
+        if gpu_hours:
+            hours = {name: hours.get(name, 0.0) for name in sorted(names)}
+        else:
+            hours = {}
+        costliest.sort(key=lambda j: (-j.cost, -j.gpu_hours))   # ties: running first, then the latest end
+        return CostReport(period, period == current, rows, hours, costliest[:jobs])
+
+    def _ran(self, history: HistoryReads, period: str, current: bool, team: str | None,
+             now: float) -> tuple[dict[str, float], list[JobCost]]:
+        """GPU-hours per team and every job's share, over the jobs that ran in the period."""
+        since, until = period_bounds(period)
+        states = frozenset(TERMINAL) | ({JobState.RUNNING} if current else set())
+        query = HistoryQuery(since=since, until=None if current else until, team=team, states=states, limit=PAGE)
+        inventory = self.store.inventory() if current else None
+        hours: dict[str, float] = {}
+        out: list[JobCost] = []
+        after: str | None = None
+        while True:
+            page, after = history.history(query, after)
+            for job in page:
+                if job.state in TERMINAL and (job.ended_at is None or job.ended_at >= until):
+                    continue
+                shared = _share(job, now, hourly_rate(job, inventory) if job.state == JobState.RUNNING else 0.0)
+                if shared.gpu_hours == 0 and shared.cost == 0:
+                    continue      # it never held a GPU: nothing to show
+                hours[job.team] = hours.get(job.team, 0.0) + shared.gpu_hours
+                out.append(shared)
+            if after is None:
+                return hours, out
+
+
+def _share(job: JobRecord, now: float, rate: float) -> JobCost:
+    """The job's money and GPU-hours; a running attempt counted to `now` at its GPUs' price."""
+    summary = summarise(job, now)
+    cost = summary.cost
+    if job.state == JobState.RUNNING and job.started_at is not None:
+        cost += rate * max(0.0, now - job.started_at) / 3600
+    return JobCost(job.id, job.name, job.team, job.owner, summary.status.value, job.gpus, summary.gpu_hours, cost,
+                   job.gpu_util)

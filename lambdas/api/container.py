@@ -94,7 +94,7 @@ class Wiring:
         return QuotaService(self.settings)
 
     def cost(self) -> CostService:
-        return CostService(self.settings, self.clock)
+        return CostService(self.settings, self.clock, history=self.settings)
 
     def triggers(self) -> TriggerService:
         # adding, listing and removing need only the store; the trigger function submits the jobs
