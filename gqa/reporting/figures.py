@@ -66,9 +66,12 @@ def _x(report: Report) -> list[Any]:
 
 
 def _time_axis(report: Report, ax: Any) -> None:
+    """The whole period, whatever part of it has points."""
     if report.relative:
+        ax.set_xlim(0, (report.until - report.since) / 3600)
         ax.set_xlabel("hours from the trace's start")
         return
+    ax.set_xlim(datetime.fromtimestamp(report.since, timezone.utc), datetime.fromtimestamp(report.until, timezone.utc))
     import matplotlib.dates as mdates
 
     locator = mdates.AutoDateLocator(maxticks=8)

@@ -1,0 +1,143 @@
+"""`gqa report [--since 7d] [--until T] [--team T] [--out DIR]`: what the queue
+did over a period, as one self-contained HTML page and its figures as PNGs."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .options import Output, check_output
+from .output import console, fail, print_json, user_errors
+
+DEFAULT_SINCE = "7d"
+DEFAULT_OUT = "gqa-report"
+
+
+@app.command("report")
+def report(
+    since: Annotated[str, typer.Option("--since", "-S", help="Start of the period: a time back from now (7d, "
+                                                             "12h) or a date (2026-11-01, 2026-11-01T08:00).")]
+        = DEFAULT_SINCE,
+    until: Annotated[Optional[str], typer.Option("--until", "-E", help="End of the period, as --since "
+                                                 "(default: now).", show_default=False)] = None,
+    team: Annotated[Optional[str], typer.Option("--team", "-A", help="Only this team's jobs.")] = None,
+    out: Annotated[str, typer.Option("--out", help="Directory for report.html and the figures.")] = DEFAULT_OUT,
+    output: Output = "table",
+):
+    """Write a report of a period: queue waits per tier, GPUs per pool, spend per team against budgets,
+    outcomes, why jobs waited, and jobs that held GPUs idle. One self-contained HTML file (figures
+    embedded) with each figure as a PNG beside it.
+
+    Examples: gqa report | gqa report --since 2026-11-01 --until 2026-12-01 --team vision --out nov
+    """
+    fmt = check_output(output)
+    with user_errors():
+        from gqa.models.errors import SpecError
+        from gqa.reporting import ReportInput, build, write_report
+        from gqa.services.history import HistoryQuery
+
+        from .backend import backend
+
+        be = backend()
+        now = be.clock.now() if hasattr(be, "clock") else _now()
+        start = parse_when(since, now, "--since")
+        end = parse_when(until, now, "--until") if until else now
+        if end <= start:
+            raise SpecError(f"the period ends ({_date(end)}) at or before it starts ({_date(start)}): "
+                            "--until must be later than --since")
+        history = getattr(be, "history", None)
+        if history is None:
+            raise SpecError("this backend does not answer history yet, which a report is made of")
+        rows = list(history().rows(HistoryQuery(since=start, until=end, team=team)))
+        given = ReportInput(rows, since=start, until=end, now=now, pools=_pools(be),
+                            budgets=_budgets(be, team),
+                            title=f"gqa report{f' for team {team}' if team else ''}")
+        built = build(given)
+        try:
+            written = write_report(built, out)
+        except OSError as exc:
+            fail(f"{out}: {exc.strerror or exc}")
+    if fmt == "json":
+        from gqa.reporting import as_json
+
+        print_json({"page": str(written.page), "figures": {k: str(v) for k, v in written.figures.items()},
+                    "report": as_json(built)})
+        return
+    _print_summary(built, written)
+
+
+def _print_summary(built, written) -> None:
+    from gqa.models.units import format_duration
+
+    out = console()
+    out.print(f"[bold]{built.jobs}[/] jobs from {_date(built.since)} to {_date(built.until)}", soft_wrap=True)
+    waits = ", ".join(f"{w.tier} {format_duration(w.overall_p50)}/{format_duration(w.overall_p95)}"
+                      for w in built.waits if w.total_started)
+    if waits:
+        out.print(f"  waits p50/p95: {waits}", soft_wrap=True)
+    spent = sum(t.cost for t in built.teams)
+    out.print(f"  {sum(t.gpu_hours for t in built.teams):,.1f} GPU-hours, ${spent:,.2f} spent", soft_wrap=True)
+    if built.idle_jobs:
+        out.print(f"  {built.idle_jobs} jobs held GPUs idle: {built.wasted_gpu_hours:,.1f} GPU-hours", soft_wrap=True)
+    out.print(f"report: {written.page} ({len(written.figures)} figures beside it)", soft_wrap=True)
+
+
+def parse_when(text: str, now: float, option: str) -> float:
+    """`now`, a time back from now (`7d`, `12h`, `90m`) or a date, in local time as sacct reads
+    one (`2026-11-01`, `2026-11-01T08:00`, or with its offset)."""
+    from datetime import datetime
+
+    from gqa.models.errors import SpecError
+    from gqa.models.units import parse_duration
+
+    value = text.strip()
+    if value.lower() == "now":
+        return now
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        pass
+    try:
+        return now - parse_duration(value, bare_unit="s")
+    except SpecError:
+        raise SpecError(f"{option} {text!r}: use a time back from now (7d, 12h, 90m) or a date "
+                        "(2026-11-01, 2026-11-01T08:00)") from None
+
+
+def _pools(be) -> tuple:
+    """The inventory's pools with their prices where the store is read here (a personal queue);
+    through an API, the GPUs the overview lists (no prices); none where neither answers."""
+    from gqa.models.errors import GqaError
+    from gqa.reporting import pools_of
+    from gqa.scheduling import Gpu
+
+    store = getattr(be, "store", None)
+    if store is not None:
+        inventory = store.inventory()
+        return pools_of(inventory.gpus) if inventory else ()
+    overview = getattr(be, "overview", None)
+    if overview is None:
+        return ()
+    try:
+        gpus = overview().overview(head=0, events=0).gpus
+    except GqaError:
+        return ()
+    return pools_of(Gpu(g.index, g.type, spot=g.spot) for g in gpus)
+
+
+def _budgets(be, team: str | None) -> dict[str, float]:
+    """Each configured team's monthly budget (`gqa quota`)."""
+    return {q.team: q.policy.budget for q in be.quota().show().teams
+            if q.policy.budget is not None and team in (None, q.team)}
+
+
+def _date(ts: float) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
