@@ -18,6 +18,7 @@ from .output import fail, note, print_json, user_errors
 app = typer.Typer(help="Run the queue on this machine: SQLite state, jobs as child processes.",
                   no_args_is_help=True)
 gqa.add_typer(app, name="local")
+NOTICES = "Notifications"
 
 
 @app.command("start")
@@ -45,6 +46,22 @@ def start(
     approver_groups: Annotated[Optional[list[str]], typer.Option("--approver-group", help="With --system: members "
                                                                  "of this Unix group approve and deny jobs "
                                                                  "(repeatable).")] = None,
+    smtp: Annotated[Optional[str], typer.Option("--smtp", help="HOST:PORT of the mail server that sends job "
+                                                "notices.", rich_help_panel=NOTICES)] = None,
+    mail_from: Annotated[Optional[str], typer.Option("--mail-from", help="The notices' sender address.",
+                                                     rich_help_panel=NOTICES)] = None,
+    smtp_starttls: Annotated[bool, typer.Option("--smtp-starttls", help="Encrypt with STARTTLS before sending.",
+                                                rich_help_panel=NOTICES)] = False,
+    smtp_login_file: Annotated[Optional[str], typer.Option("--smtp-login-file", help="A private file (chmod 600) "
+                                                           "whose first line is USER:PASSWORD.",
+                                                           rich_help_panel=NOTICES)] = None,
+    mail_domain: Annotated[Optional[str], typer.Option("--mail-domain", help="A job that names no address is "
+                                                       "mailed to OWNER@DOMAIN.", rich_help_panel=NOTICES)] = None,
+    webhook: Annotated[Optional[str], typer.Option("--webhook", help="A URL Slack-style {\"text\"} notices are "
+                                                   "POSTed to when a job names no address and there is no "
+                                                   "--mail-domain.", rich_help_panel=NOTICES)] = None,
+    alerts_to: Annotated[Optional[str], typer.Option("--alerts-to", help="An address or webhook URL for alerts "
+                                                     "and approval requests.", rich_help_panel=NOTICES)] = None,
 ):
     """Start the daemon that launches queued jobs as GPUs free up."""
     from gqa.adapters.local.lock import daemon_running
@@ -73,7 +90,9 @@ def start(
         inventory = _inventory(gpus, gpu_type, price, cpus)
         paths.ensure()
         _record_inventory(paths, inventory)
-    options = _daemon_options(log_max_size, log_files)
+    options = _daemon_options(log_max_size, log_files) + _notice_options(
+        smtp=smtp, mail_from=mail_from, starttls=smtp_starttls, login_file=smtp_login_file, mail_domain=mail_domain,
+        webhook=webhook, alerts_to=alerts_to)
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     if detach:
         start_background(paths, inventory, grace, options)
@@ -238,6 +257,18 @@ def _daemon_options(log_max_size: str, log_files: int) -> list[str]:
 
         LogLimits.parse(log_max_size, log_files)   # refused here, in one line, not in the daemon's log
     return ["--log-max-size", log_max_size, "--log-files", str(log_files)]
+
+
+def _notice_options(**given) -> list[str]:
+    """--notices JSON for the daemon, checked here so a mistake is one line, not a daemon that dies."""
+    from gqa.adapters.local.notice_channels import NoticeSettings
+
+    if given.get("login_file"):
+        given["login_file"] = os.path.abspath(given["login_file"])
+    with user_errors():
+        settings = NoticeSettings(**given)
+    text = settings.text()
+    return ["--notices", text] if text != "{}" else []
 
 
 def daemon_args(paths, inventory: dict, grace: float, options: Sequence[str] = ()) -> list[str]:

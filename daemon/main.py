@@ -25,6 +25,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--system", action="store_true")
     parser.add_argument("--log-max-size", default=None)
     parser.add_argument("--log-files", type=int, default=None)
+    parser.add_argument("--notices", default="", help="JSON: how notices go out (NoticeSettings)")
     return parser.parse_args(argv)
 
 
@@ -52,6 +53,8 @@ def run(args: argparse.Namespace, ready=None) -> None:
     from cli.daemon_socket import address
     from gqa.adapters.local.containment import choose_containment
     from gqa.adapters.local.lock import acquire_lock
+    from gqa.adapters.local.notice_channels import NoticeSettings
+    from gqa.adapters.local.notice_sender import NoticeSender
     from gqa.adapters.local.paths import StatePaths
     from gqa.adapters.local.wake import Doorbell
 
@@ -69,8 +72,10 @@ def run(args: argparse.Namespace, ready=None) -> None:
     system = args.system or is_system(paths.home)   # a shared box's home says so itself
     containment = choose_containment(instance=str(paths.home))
     log.info("%s", containment.describe())
+    notices = NoticeSettings.from_text(args.notices)
+    log.info("%s", notices.describe())
     wiring = DaemonWiring(paths, inventory_of(args.inventory), args.grace, containment=containment,
-                          system=system, probe=probe_from_env())
+                          system=system, probe=probe_from_env(), notices=notices)
     # a cached property: reading it opens (and checks) the database before anyone is answered
     wiring.store   # noqa: B018
     rotate, limits = _log_cap(args)
@@ -97,7 +102,15 @@ def run(args: argparse.Namespace, ready=None) -> None:
     server = RequestServer(address(str(paths.home)), handler, mode=mode)
     from .observers import observers_for
 
-    DaemonLoop(wiring, server, Doorbell(paths), rotate_log=rotate, observers=observers_for(wiring)).run(ready)
+    # notices go out on a thread of their own, from an outbox the job's moves are written into
+    sender = NoticeSender(paths.db, notices)
+    alerts = wiring.notifier if notices.alerts_to else None   # else the daemon's log (LogNotifier)
+    sender.start()
+    try:
+        DaemonLoop(wiring, server, Doorbell(paths), rotate_log=rotate,
+                   observers=observers_for(wiring, alerts)).run(ready)
+    finally:
+        sender.stop()
 
 
 def _log_cap(args):

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from gqa.adapters.clock import SystemClock, SystemRandom
 from gqa.adapters.local.containment.cells import Containment
 from gqa.adapters.local.executor import LocalExecutor
+from gqa.adapters.local.notice_channels import NoticeSettings
+from gqa.adapters.local.notice_outbox import NoticeOutbox, OutboxNotifier
 from gqa.adapters.local.paths import StatePaths
 from gqa.adapters.local.store import SqliteStore
 from gqa.ports import Inventory
@@ -36,6 +38,7 @@ class DaemonWiring:
     system: bool = False
     probe: Callable[[str], None] | None = None   # the chaos tests' fault injection (faults.py)
     clock: SystemClock = field(default_factory=SystemClock)
+    notices: NoticeSettings = field(default_factory=NoticeSettings)   # how notices are delivered
 
     @cached_property
     def store(self) -> SqliteStore:
@@ -48,6 +51,12 @@ class DaemonWiring:
         return LocalExecutor(self.paths, self.inventory, containment=self.containment, as_owner=self.system)
 
     @cached_property
+    def notifier(self) -> OutboxNotifier:
+        """Alerts and approval requests: queued in the outbox, sent by the daemon's
+        notice sender to --alerts-to (the Notifier port, for every service that alerts)."""
+        return OutboxNotifier(NoticeOutbox(self.paths.db), self.clock, self.notices.alerts_to)
+
+    @cached_property
     def supervisor(self) -> Supervisor:
         return Supervisor(self.store, self.executor, self.clock, SystemRandom(), grace=self.grace, probe=self.probe)
 
@@ -57,7 +66,9 @@ class DaemonWiring:
         from gqa.services.submit import SubmitService
 
         # a code bundle is for AWS: a local job runs in its workdir
-        return SubmitService(self.store, self.clock, spec_check=local_problem)
+        # approval requests go to --alerts-to, when there is one
+        return SubmitService(self.store, self.clock, spec_check=local_problem,
+                             notifier=self.notifier if self.notices.alerts_to else None)
 
     def control(self) -> ControlService:
         from gqa.services.control import ControlService

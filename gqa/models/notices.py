@@ -3,7 +3,7 @@
 and the AWS publisher both build a notice here from the job and the
 transition that entered the state.
 
-The events, Slurm's mail types and gqa's, in one table (`MAIL_TYPES`):
+The events, Slurm's mail types and gqa's, in one table (`MAIL_TYPES`, mail_types.py):
 
 | mail type    | spec's notify.events | sent when the job                                     |
 |--------------|----------------------|-------------------------------------------------------|
@@ -13,7 +13,7 @@ The events, Slurm's mail types and gqa's, in one table (`MAIL_TYPES`):
 | TIME_LIMIT*  | time_limit           | times out (at the limit; _90/_80/_50 are not sent early) |
 | REQUEUE      | requeue              | goes back to wait: retry, reclaim, preemption, requeue |
 | ALL          | all                  | any of the above                                      |
-| ARRAY_TASKS  | array_tasks          | (with others) each task of an array sends its own; without it an array's tasks send none |
+| ARRAY_TASKS  | array_tasks          | each task of an array is told of; without it an array's are not |
 | NONE         | (none)               | nothing                                               |
 
 A notice's key is the job, its attempt and the state it entered (`12_3.2.running`):
@@ -26,15 +26,8 @@ from dataclasses import dataclass
 
 from .errors import SpecError
 from .job import JobRecord, JobState
+from .mail_types import MAIL_TYPES, mail_types  # noqa: F401 (the table is read from here too)
 from .units import format_duration
-
-# Slurm's --mail-type words -> notify.events; None: accepted, nothing is sent for it
-MAIL_TYPES: dict[str, str | None] = {
-    "BEGIN": "begin", "END": "end", "FAIL": "fail", "REQUEUE": "requeue", "ALL": "all",
-    "TIME_LIMIT": "time_limit", "TIME_LIMIT_90": "time_limit", "TIME_LIMIT_80": "time_limit",
-    "TIME_LIMIT_50": "time_limit", "ARRAY_TASKS": "array_tasks",
-    "INVALID_DEPEND": None, "STAGE_OUT": None,
-}
 
 # the state a move enters -> the event it is, as subscribers filter on it (SNS's `event`)
 EVENT_OF_STATE = {
@@ -43,25 +36,6 @@ EVENT_OF_STATE = {
 }
 ENDS = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED})
 APPROVAL = "approval"   # the approvers' notice (services/approvals.py), sent through the Notifier port
-
-
-def mail_types(value: str, option: str = "--mail-type") -> tuple[list[str], list[str]]:
-    """--mail-type A,B,...: the spec's events, and the words gqa sends nothing for
-    (noted). NONE clears what came before it, as in Slurm. SpecError for a word
-    Slurm does not have."""
-    events: list[str] = []
-    noted: list[str] = []
-    for word in (w.strip().upper() for w in value.split(",") if w.strip()):
-        if word == "NONE":
-            events, noted = [], []
-        elif word not in MAIL_TYPES:
-            raise SpecError(f"{option} {word!r}: use NONE, BEGIN, END, FAIL, REQUEUE, ALL, ARRAY_TASKS "
-                            "or TIME_LIMIT[_90|_80|_50]")
-        elif MAIL_TYPES[word] is None:
-            noted.append(word)
-        else:
-            events.append(MAIL_TYPES[word])  # type: ignore[arg-type]
-    return list(dict.fromkeys(events)), noted
 
 
 def notify_option(text: str) -> dict:

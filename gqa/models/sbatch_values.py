@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from .errors import SpecError
-from .notices import mail_types as notice_mail_types
+from .mail_types import mail_types as notice_mail_types
 from .units import parse_size
 
 _COUNT_RE = re.compile(r"^[0-9]{1,6}$")
@@ -92,7 +92,7 @@ def nodes(value: str) -> None:
 
 def mail_types(value: str) -> tuple[list[str], list[str]]:
     """--mail-type: the events gqa sends, and those it has none of (Slurm's, noted);
-    the table is models/notices.py's."""
+    the table is models/mail_types.py's."""
     return notice_mail_types(value)
 
 

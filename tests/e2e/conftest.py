@@ -24,7 +24,8 @@ class LocalQueue:
         self.pid = None
 
     # -- daemon ------------------------------------------------------------------
-    def start(self) -> int:
+    def start(self, options: tuple[str, ...] = ()) -> int:
+        """`options`: more of the daemon's arguments (e.g. --notices JSON)."""
         from cli.local import start_background
         from gqa.adapters.local.paths import StatePaths
 
@@ -34,7 +35,7 @@ class LocalQueue:
         old = os.environ.get("GQA_HOME")
         os.environ["GQA_HOME"] = str(self.home)
         try:
-            self.pid = start_background(StatePaths(self.home), inventory, self.grace)
+            self.pid = start_background(StatePaths(self.home), inventory, self.grace, options)
         finally:
             _restore("GQA_HOME", old)
         return self.pid

@@ -25,6 +25,7 @@ from gqa.adapters.local.containment.subreaper import SubreaperContainment
 from gqa.adapters.local.executor import LocalExecutor
 from gqa.adapters.local.log_notifier import LogNotifier
 from gqa.adapters.local.log_pages import LocalLogFiles
+from gqa.adapters.local.notice_outbox import OutboxNotifier
 from gqa.adapters.local.nvml import NvmlGpus
 from gqa.adapters.local.store import SqliteStore
 from gqa.adapters.local.wake import SocketWaker
@@ -82,6 +83,10 @@ def aws_admissions(adapter: DynamoDBAdmissions) -> ports.Admissions:
 
 
 def aws_notifier(adapter: SnsNotifier) -> ports.Notifier:
+    return adapter
+
+
+def local_outbox_notifier(adapter: OutboxNotifier) -> ports.Notifier:
     return adapter
 
 

@@ -1,0 +1,160 @@
+"""The local queue's outbox of notices, in the queue's own database.
+
+A job's notice is written by the same transaction as the move it tells of:
+a trigger on the history table copies each move into a notice-worthy state
+(RUNNING, an end, RETRY_WAIT) of a job that asks for notices, so whoever
+writes it (the daemon, a `gqa cancel` run in-process) and however (one
+guarded change or a bulk one), it is kept if and only if the move is. Its
+key (job, attempt, state: models/notices.py) is unique, so a move is never
+queued twice. Alerts and approval requests come through the Notifier port
+(`OutboxNotifier`) under keys of their own.
+
+The sender (daemon/notices.py) marks a try before it makes it and the
+delivery after: a daemon killed mid-send tries that notice once more, never
+more, and a notice is dropped with a log line only after MAX_TRIES."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...models.job import JobRecord
+from .sqlite_db import SqliteDatabase
+from .sqlite_rows import _SELECT, _record
+
+MAX_TRIES = 12          # 0.5 s doubling to 5 min: about 20 minutes of a receiver down
+FIRST_BACKOFF, MAX_BACKOFF = 0.5, 300.0
+
+# The trigger counts the attempt from the job's history (its launches so far), not off the jobs
+# row, which a guarded change updates after its history row and a bulk one before.
+OUTBOX_SCHEMA = """
+CREATE TABLE IF NOT EXISTS notices (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, job_id TEXT, state TEXT, at REAL NOT NULL,
+    reason TEXT NOT NULL DEFAULT '', attempt INTEGER NOT NULL DEFAULT 0,
+    kind TEXT NOT NULL, subject TEXT, message TEXT, recipient TEXT, team TEXT,
+    tries INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL DEFAULT 0, error TEXT,
+    done_at REAL, outcome TEXT
+);
+CREATE INDEX IF NOT EXISTS notices_due ON notices(next_at) WHERE done_at IS NULL;
+CREATE TRIGGER IF NOT EXISTS notices_of_moves AFTER INSERT ON history
+WHEN NEW.state IN ('RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLED', 'RETRY_WAIT')
+BEGIN
+    INSERT OR IGNORE INTO notices (key, job_id, state, at, reason, attempt, kind)
+    SELECT NEW.job_id || '.' || a.attempt || '.' || lower(NEW.state), NEW.job_id, NEW.state, NEW.at, NEW.reason,
+           a.attempt, 'job'
+    FROM jobs AS j, (SELECT COUNT(*) AS attempt FROM history
+                     WHERE job_id = NEW.job_id AND state = 'STARTING' AND n <= NEW.n) AS a
+    WHERE j.id = NEW.job_id AND json_extract(j.spec_json, '$.notify') IS NOT NULL;
+END;
+"""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One notice to deliver: a job's move (job_id, state, ...) or a message given whole."""
+
+    id: int
+    key: str
+    kind: str
+    tries: int
+    job_id: str | None = None
+    state: str | None = None
+    at: float = 0.0
+    reason: str = ""
+    attempt: int = 0
+    subject: str | None = None
+    message: str | None = None
+    recipient: str | None = None
+    team: str | None = None
+
+
+class NoticeOutbox(SqliteDatabase):
+    """The outbox's reads and writes, on a connection of its own (the sender's thread)."""
+
+    def __init__(self, path: Path | str, **kwargs):
+        super().__init__(path, **kwargs)
+        with self._tx():
+            for statement in _statements(OUTBOX_SCHEMA):
+                self.db.execute(statement)
+
+    def put(self, key: str, kind: str, subject: str, message: str, at: float, *,
+            recipient: str | None = None, team: str | None = None) -> bool:
+        """A message given whole (an alert, an approval request); False if that key is already queued."""
+        with self._tx():
+            cursor = self.db.execute(
+                "INSERT OR IGNORE INTO notices (key, at, kind, subject, message, recipient, team) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)", (key, at, kind, subject, message, recipient, team))
+        return cursor.rowcount == 1
+
+    def due(self, now: float, limit: int = 50) -> list[Pending]:
+        rows = self.db.execute(
+            "SELECT id, key, kind, tries, job_id, state, at, reason, attempt, subject, message, recipient, team "
+            "FROM notices WHERE done_at IS NULL AND next_at <= ? ORDER BY id LIMIT ?", (now, limit)).fetchall()
+        return [Pending(*row) for row in rows]
+
+    def job(self, job_id: str) -> JobRecord | None:
+        """The job as it is now (its name, owner, notify settings, exit); None once it is gone."""
+        row = self.db.execute(_SELECT + " WHERE id = ?", (job_id,)).fetchone()
+        return _record(row) if row else None
+
+    def next_due(self) -> float | None:
+        row = self.db.execute("SELECT MIN(next_at) FROM notices WHERE done_at IS NULL").fetchone()
+        return row[0] if row else None
+
+    def trying(self, notice: Pending, now: float) -> int:
+        """Record a try before making it (committed): a crash mid-send then costs
+        one more try after the backoff, never an endless resend. The tries so far."""
+        tries = notice.tries + 1
+        with self._tx():
+            self.db.execute("UPDATE notices SET tries = ?, next_at = ? WHERE id = ?",
+                            (tries, now + backoff(tries), notice.id))
+        return tries
+
+    def finished(self, notice: Pending, now: float, outcome: str, error: str | None = None) -> None:
+        """Never tried again: `sent`, `skipped` (nothing asked for it, or nobody to send to) or `gave up`."""
+        with self._tx():
+            self.db.execute("UPDATE notices SET done_at = ?, outcome = ?, error = ? WHERE id = ?",
+                            (now, outcome, error, notice.id))
+
+    def failed(self, notice: Pending, error: str) -> None:
+        with self._tx():
+            self.db.execute("UPDATE notices SET error = ? WHERE id = ?", (error[:500], notice.id))
+
+    def outcomes(self) -> dict[str, str | None]:
+        """Each notice's outcome by key (None while it is still to be sent): for `gqa local status` and tests."""
+        return dict(self.db.execute("SELECT key, outcome FROM notices").fetchall())
+
+
+def backoff(tries: int) -> float:
+    """Seconds before the next try after `tries` of them."""
+    return min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** max(0, tries - 1))
+
+
+class OutboxNotifier:
+    """The Notifier port on the local queue: an alert or an approval request is
+    queued in the outbox (to the `alerts_to` recipient of the daemon's notice
+    settings) and sent by the daemon's sender, so a mail server that is down
+    never holds up the caller. The same subject and message on the same day
+    are one notice."""
+
+    def __init__(self, outbox: NoticeOutbox, clock, recipient: str | None = None):
+        self.outbox, self.clock, self.recipient = outbox, clock, recipient
+
+    def notify(self, subject: str, message: str, *, kind: str, team: str | None = None) -> None:
+        now = self.clock.now()
+        digest = hashlib.sha256(f"{kind}\0{team}\0{subject}\0{message}".encode()).hexdigest()[:16]
+        self.outbox.put(f"{kind}.{int(now // 86400)}.{digest}", kind, subject, message, now,
+                        recipient=self.recipient, team=team)
+
+
+def _statements(script: str) -> list[str]:
+    """The schema's statements, each whole (a trigger's body holds ';' of its own)."""
+    out, current = [], ""
+    for line in script.strip().splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            out.append(current)
+            current = ""
+    return out
