@@ -29,8 +29,9 @@ def simulate(
     limit: Annotated[Optional[int], Opt("--limit", help="Only the first N jobs.")] = None,
     checkpoint: Annotated[str, Opt("--checkpoint-interval",
                                    help="How often requeued jobs had checkpointed.")] = "30m",
-    plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG (needs matplotlib).")]
-        = None,
+    plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG.")] = None,
+    report: Annotated[Optional[str], Opt("--report", help="Write each policy's report (as gqa report's) "
+                                                          "to DIR/<policy>/report.html.")] = None,
     eta_sample: Annotated[Optional[int], Opt(
         "--eta-every", help="Check the ETA of every Nth arrival (0: never; default: about "
                             f"{ETA_SAMPLE} jobs, as each check replays the queue forward).")] = None,
@@ -118,14 +119,40 @@ def simulate(
     if plot:
         try:
             plot_waits(results, plot, f"{loaded.name}, {len(inventory)} GPUs")
-        except RuntimeError as exc:
-            fail(str(exc))
         except OSError as exc:
             fail(f"{plot}: {exc.strerror}")
+    pages = {}
+    if report:
+        try:
+            pages = _reports(results, work, inventory, loaded.name, report)
+        except OSError as exc:
+            fail(f"{report}: {exc.strerror or exc}")
+        if fmt == "table":
+            for name, page in pages.items():
+                note(f"{name}: report in {page}")
     if fmt == "json":
-        print_json(as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries))
+        data = as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries)
+        print_json({**data, "reports": pages} if report else data)
     else:
         print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries)
+
+
+def _reports(results, work, inventory, trace: str, directory: str) -> dict[str, str]:
+    """Each policy's replay as a report over the trace's whole span, in DIR/<policy>/."""
+    from pathlib import Path
+
+    from gqa.reporting import ReportInput, build, pools_of, write_report
+    from gqa.sim.summaries import job_summaries
+
+    pages = {}
+    for name, result in results.items():
+        rows = job_summaries(result, work)
+        since = min(r.submitted_at for r in rows)
+        until = max([r.ended_at for r in rows if r.ended_at is not None] + [r.submitted_at for r in rows]) + 1.0
+        built = build(ReportInput(rows, since=since, until=until, now=until, pools=pools_of(inventory),
+                                  title=f"{trace} replayed under {name}", relative=True, notes=work.assumptions))
+        pages[name] = str(write_report(built, Path(directory) / name).page)
+    return pages
 
 
 def _nth(n: int) -> str:

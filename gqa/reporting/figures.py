@@ -61,15 +61,21 @@ def _x(report: Report) -> list[Any]:
     """Bucket middles: hours from the start for a simulated trace, dates otherwise."""
     middles = [t + report.step / 2 for t in report.times]
     if report.relative:
-        return [(t - report.since) / 3600 for t in middles]
+        unit = _relative_unit(report)[1]
+        return [(t - report.since) / unit for t in middles]
     return [datetime.fromtimestamp(t, timezone.utc) for t in middles]
+
+
+def _relative_unit(report: Report) -> tuple[str, float]:
+    return ("hours", 3600.0) if report.until - report.since >= 3 * 3600 else ("minutes", 60.0)
 
 
 def _time_axis(report: Report, ax: Any) -> None:
     """The whole period, whatever part of it has points."""
     if report.relative:
-        ax.set_xlim(0, (report.until - report.since) / 3600)
-        ax.set_xlabel("hours from the trace's start")
+        name, unit = _relative_unit(report)
+        ax.set_xlim(0, (report.until - report.since) / unit)
+        ax.set_xlabel(f"{name} from the trace's start")
         return
     ax.set_xlim(datetime.fromtimestamp(report.since, timezone.utc), datetime.fromtimestamp(report.until, timezone.utc))
     import matplotlib.dates as mdates

@@ -44,6 +44,8 @@ class Outcome:
     reclaims: int = 0                 # spot capacity taken back
     timed_out: bool = False           # killed at its wall time
     gpu_seconds: float = 0.0          # held, lost work included
+    cost: float = 0.0                 # those GPU-seconds at their GPUs' price per hour
+    gpu_type: str | None = None       # the type of the GPUs its last attempt held
     eta: float | None = None          # the start predicted at submit, where an ETA was asked for
 
 
@@ -90,6 +92,7 @@ class _Engine:
         self.by_id = {j.id: j for j in self.jobs}
         self.gpus, self.policy, self.teams, self.pool_of = gpus, policy, work.teams, pool_of
         self.free = {g.index for g in gpus}
+        self.gpu_of = {g.index: g for g in gpus}
         self.checkpoint = checkpoint_interval
         self.reclaim = {p: r / 3600.0 for p, r in reclaim_per_hour.items() if r > 0}
         self.rng = random.Random(seed)
@@ -205,7 +208,10 @@ class _Engine:
         self.free.update(run.gpus)
         value, as_of = self.charged.get(run.team, (0.0, now))
         self.charged[run.team] = (decay(value, now - as_of, self.policy.half_life) + n * elapsed, now)
-        self.out[job_id].gpu_seconds += n * elapsed
+        out = self.out[job_id]
+        out.gpu_seconds += n * elapsed
+        out.cost += elapsed / 3600 * sum(self.gpu_of[i].price for i in run.gpus)
+        out.gpu_type = self.gpu_of[run.gpus[0]].type if run.gpus else out.gpu_type
         first, last = self.result.arrival_window
         self.result.gpu_seconds_in_window += n * max(0.0, min(now, last) - max(run.started_at, first))
         books = self.result.gpu_seconds_by_pool

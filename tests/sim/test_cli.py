@@ -94,3 +94,14 @@ def test_bad_trace_exits_2_with_the_line(tmp_path, capsys):
     code, _, err = run(capsys, str(tmp_path / "missing.csv"), "--gpus", "2")
     assert code == 2 and "no such file" in err
 
+
+
+@pytest.mark.slow
+def test_report_of_each_policys_replay(capsys, tmp_path):
+    data = as_json(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa", "--report", str(tmp_path / "r"))
+    assert data["reports"] == {p: str(tmp_path / "r" / p / "report.html") for p in ("fifo", "gqa")}
+    page = (tmp_path / "r" / "gqa" / "report.html").read_text()
+    assert "golden.csv replayed under gqa" in page and page.count("data:image/png;base64,") == 6
+    assert (tmp_path / "r" / "fifo" / "waits.png").read_bytes().startswith(b"\x89PNG")
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo", "--report", str(tmp_path / "t"))
+    assert code == 0 and f"fifo: report in {tmp_path / 't' / 'fifo' / 'report.html'}" in err + out
