@@ -139,8 +139,10 @@ class Quota:
 class Cost:
     api: Any
 
-    def report(self, *, period: str | None = None, team: str | None = None):
-        return _decode(wire.cost_from_dict, self.api.call("GET", "/cost", query={"period": period, "team": team}))
+    def report(self, *, period: str | None = None, team: str | None = None, gpu_hours: bool = False, jobs: int = 0):
+        # the route always counts GPU-hours: it is gqa cost's, never a live view's
+        return _decode(wire.cost_from_dict, self.api.call("GET", "/cost", query={"period": period, "team": team,
+                                                                                 "jobs": str(jobs) if jobs else None}))
 
 
 @dataclass

@@ -14,6 +14,7 @@ import typer
 from .app import app as gqa
 from .options import Output, check_output
 from .output import fail, note, print_json, user_errors
+from .prices import KWH_HELP, PRICE_HELP, WATTS_HELP, kept_prices, price_rules, priced
 
 app = typer.Typer(help="Run the queue on this machine: SQLite state, jobs as child processes.",
                   no_args_is_help=True)
@@ -30,8 +31,11 @@ def start(
                                                 "machine's); a job asking for more is refused.")] = None,
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Run in the background.")] = False,
     grace: Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL.")] = 10.0,
-    price: Annotated[float, typer.Option("--price", help="Cost of one GPU-hour here, for team budgets "
-                                         "and approval thresholds.")] = 0.0,
+    prices: Annotated[Optional[list[str]], typer.Option("--price", help=PRICE_HELP + " For team budgets, "
+                                                        "approvals and gqa cost; without any price option the "
+                                                        "prices the queue had are kept.")] = None,
+    kwh_price: Annotated[Optional[float], typer.Option("--kwh-price", help=KWH_HELP)] = None,
+    watts: Annotated[Optional[list[str]], typer.Option("--watts", help=WATTS_HELP)] = None,
     log_max_size: Annotated[str, typer.Option("--log-max-size", help="Cap on each job's log: past it the "
                                               "log is rotated (100M, 1G).")] = "100M",
     log_files: Annotated[int, typer.Option("--log-files", help="Rotated parts of a job's log kept beyond "
@@ -69,8 +73,7 @@ def start(
 
     if grace < 0:
         fail(f"--grace must be >= 0, got {grace}")
-    if price < 0:
-        fail(f"--price must be >= 0, got {price}")
+    rules = price_rules(prices, kwh_price, watts)
     os.umask(0o077)     # the daemon's files are its own; a system queue sets the modes others need
     if system:
         paths = _system_home(home, admin_groups or [], approver_groups or [])
@@ -87,9 +90,9 @@ def start(
         pid = daemon_running(paths)
         if pid is not None:
             fail(f"a gqa daemon is already running for {paths.home} (pid {pid}); `gqa local stop` first")
-        inventory = _inventory(gpus, gpu_type, price, cpus)
+        inventory = _inventory(gpus, gpu_type, cpus=cpus)
         paths.ensure()
-        _record_inventory(paths, inventory)
+        _record_inventory(paths, inventory, rules)
     options = _daemon_options(log_max_size, log_files) + _notice_options(
         smtp=smtp, mail_from=mail_from, starttls=smtp_starttls, login_file=smtp_login_file, mail_domain=mail_domain,
         webhook=webhook, alerts_to=alerts_to)
@@ -223,14 +226,17 @@ def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0, cpus: int | 
             "memory": _memory()}
 
 
-def _record_inventory(paths, inventory: dict) -> None:
-    """Open the queue and write its GPUs as the daemon will: a queue database
-    that is missing, foreign, read-only, full or locked stops `start` here."""
+def _record_inventory(paths, inventory: dict, rules=None) -> None:
+    """Open the queue and write its GPUs as the daemon will, priced by the
+    rules (none: each GPU keeps the price it had): a queue database that is
+    missing, foreign, read-only, full or locked stops `start` here."""
     from gqa.adapters.local.store import SqliteStore
+    from gqa.models.prices import PriceRules
     from gqa.settings_codec import inventory_from_dict
 
     store = SqliteStore(paths.db)
     try:
+        priced(inventory["gpus"], rules or PriceRules(), kept_prices(store.inventory()))
         store.set_inventory(inventory_from_dict(inventory))   # read as the daemon reads its --inventory
     finally:
         store.close()

@@ -33,8 +33,7 @@ def report(
     fmt = check_output(output)
     with user_errors():
         from gqa.models.errors import SpecError
-        from gqa.reporting import ReportInput, build, write_report
-        from gqa.services.history import HistoryQuery
+        from gqa.reporting import build, write_report
 
         from .backend import backend
 
@@ -45,14 +44,7 @@ def report(
         if end <= start:
             raise SpecError(f"the period ends ({_date(end)}) at or before it starts ({_date(start)}): "
                             "--until must be later than --since")
-        history = getattr(be, "history", None)
-        if history is None:
-            raise SpecError("this backend does not answer history yet, which a report is made of")
-        rows = list(history().rows(HistoryQuery(since=start, until=end, team=team)))
-        given = ReportInput(rows, since=start, until=end, now=now, pools=_pools(be),
-                            budgets=_budgets(be, team),
-                            title=f"gqa report{f' for team {team}' if team else ''}")
-        built = build(given)
+        built = build(report_input(be, start, end, now, team))
         try:
             written = write_report(built, out)
         except OSError as exc:
@@ -64,6 +56,21 @@ def report(
                     "report": as_json(built)})
         return
     _print_summary(built, written)
+
+
+def report_input(be, start: float, end: float, now: float, team: str | None = None):
+    """What a report of [start, end) is made of, read through the backend `be`: the history's
+    rows, the pools and the teams' budgets (gqa ui draws its plots from it too)."""
+    from gqa.models.errors import SpecError
+    from gqa.reporting import ReportInput
+    from gqa.services.history import HistoryQuery
+
+    history = getattr(be, "history", None)
+    if history is None:
+        raise SpecError("this backend does not answer history yet, which a report is made of")
+    rows = list(history().rows(HistoryQuery(since=start, until=end, team=team)))
+    return ReportInput(rows, since=start, until=end, now=now, pools=_pools(be), budgets=_budgets(be, team),
+                       title=f"gqa report{f' for team {team}' if team else ''}")
 
 
 def _print_summary(built, written) -> None:

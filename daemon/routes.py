@@ -12,7 +12,7 @@ user of the socket's peer credentials (daemon/callers.py).
     POST /jobs/{ref}/update          {"time", "priority", "gpus"} (each optional)
     GET  /jobs/{id}/logs?attempt&token&limit        its owner and admins
     GET  /quota, PUT /quota/teams/{team}, PUT /quota/teams/{team}/members, PUT /quota/policy (admins),
-    GET  /cost?team&period
+    GET  /cost?team&period&jobs
 
 Local differences: a submission's environment IS stored (a local job starts
 from the submitting shell's environment, as Slurm's --export=ALL), and is
@@ -254,7 +254,8 @@ class Router:
 
     def cost(self, who: Principal, request: Request) -> Answer:
         authorize(who, Action.READ)
-        report = self.wiring.cost().report(period=request.text("period"), team=request.text("team"))
+        report = self.wiring.cost().report(period=request.text("period"), team=request.text("team"), gpu_hours=True,
+                                           jobs=wire.cost_jobs(request.text("jobs")))
         return 200, wire.cost_to_dict(report)
 
     def triggers(self, who: Principal, request: Request, *_: str) -> Answer:

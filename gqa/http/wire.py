@@ -28,7 +28,7 @@ from ..models.trigger import Trigger
 from ..scheduling.snapshot import Factors, Weights
 from ..services.access import Principal, roles_text
 from ..services.control import ControlResult
-from ..services.cost import CostReport, TeamCost
+from ..services.cost import CostReport, JobCost, TeamCost
 from ..services.queries import QueueEntry, QueueView
 from ..services.quota import QuotaView, TeamQuota
 from ..settings_codec import policy_from_dict, policy_to_dict, team_policy_from_dict, team_policy_to_dict
@@ -308,13 +308,29 @@ def _number(value: Any, kind: type) -> bool:
 def cost_to_dict(report: CostReport) -> dict[str, Any]:
     return {"period": report.period, "current": report.current,
             "teams": [{"team": t.team, "settled": t.settled, "running": t.running, "budget": t.budget}
-                      for t in report.teams]}
+                      for t in report.teams],
+            "gpu_hours": report.gpu_hours, "jobs": [asdict(j) for j in report.jobs]}
+
+
+def cost_jobs(text: str | None) -> int:
+    """GET /cost's `jobs`: how many of the costliest jobs to list (absent: none)."""
+    if text is None:
+        return 0
+    if not text.isdigit():
+        raise SpecError(f"jobs must be a whole number, got {text!r}")
+    return int(text)
 
 
 def cost_from_dict(data: dict[str, Any]) -> CostReport:
+    # gpu_hours and jobs are absent from an older API's answer: none asked for, none shown
     return CostReport(str(data["period"]), bool(data["current"]),
                       [TeamCost(str(t["team"]), float(t["settled"]), float(t["running"]),
-                                None if t.get("budget") is None else float(t["budget"])) for t in data["teams"]])
+                                None if t.get("budget") is None else float(t["budget"])) for t in data["teams"]],
+                      {str(k): float(v) for k, v in (data.get("gpu_hours") or {}).items()},
+                      [JobCost(str(j["id"]), str(j["name"]), str(j["team"]), str(j["owner"]), str(j["status"]),
+                               int(j["gpus"]), float(j["gpu_hours"]), float(j["cost"]),
+                               None if j.get("gpu_util") is None else float(j["gpu_util"]))
+                       for j in data.get("jobs") or []])
 
 
 # -- triggers ----------------------------------------------------------------------------------------

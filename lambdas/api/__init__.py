@@ -26,7 +26,7 @@ and cancel/requeue/hold/release/approve/deny take several, comma-separated):
     PUT  /quota/teams/{team}/members      {"members": ["alice", "arn:aws:iam::...:user/*"]}: who may submit
                                           for the team, replacing the list (admins); [] leaves only admins
     PUT  /quota/policy                    QuotaService.set_policy's fields (admins)
-    GET  /cost?team=T&period=2026-11      spend per team against its budget
+    GET  /cost?team=T&period=2026-11&jobs=N   spend and GPU-hours per team, the N costliest jobs
     GET  /jobs/{id}/logs?attempt=N&token=T&limit=L   one page of a job's output: LogPage.to_dict()
                                           (its owner and admins; NotStarted while it has not started)
     POST /triggers                        {"bucket", "prefix", "suffix"?, "spec": {...}, "debounce"?} -> 201

@@ -49,4 +49,6 @@ def set_policy() -> dict[str, Any]:
 @app.get("/cost")
 def cost() -> dict[str, Any]:
     authorize(caller(), Action.READ)
-    return wire.cost_to_dict(container().cost().report(period=query("period"), team=query("team")))
+    report = container().cost().report(period=query("period"), team=query("team"), gpu_hours=True,
+                                       jobs=wire.cost_jobs(query("jobs")))
+    return wire.cost_to_dict(report)
