@@ -1,4 +1,5 @@
-"""`gqa cost [--team T] [--period P]`: spend per team against its budget."""
+"""`gqa cost [--team T] [--period P] [--jobs N]`: spend and GPU-hours per team
+against its budget, and the costliest jobs."""
 
 from typing import Annotated, Optional
 
@@ -6,7 +7,7 @@ import typer
 
 from .app import app
 from .options import Output, check_output
-from .output import console, print_json, user_errors
+from .output import console, fail, print_json, user_errors
 
 
 @app.command("cost")
@@ -14,32 +15,54 @@ def cost(
     team: Annotated[Optional[str], typer.Option("--team", "-A", help="Only this team.")] = None,
     period: Annotated[Optional[str], typer.Option("--period", help="A calendar month, e.g. 2026-11 "
                                                   "(default: this month).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", help="Also list the N costliest jobs of the month, with their "
+                                      "GPU-hours and money.")] = 0,
     output: Output = "table",
 ):
-    """What each team spent in a month (finished attempts, plus running ones so far) against its budget."""
+    """What each team spent in a month (finished attempts, plus running ones so far) against its budget,
+    and the GPU-hours of the jobs that ran."""
     fmt = check_output(output)
+    if not 0 <= jobs <= 1000:
+        fail(f"--jobs takes 0 to 1000 jobs, got {jobs}")
     with user_errors():
         from .backend import backend
 
-        report = backend().cost().report(period=period, team=team)
+        report = backend().cost().report(period=period, team=team, gpu_hours=True, jobs=jobs)
     if fmt == "json":
         print_json({"period": report.period, "current": report.current, "total": round(report.total, 2),
-                    "teams": [{"team": t.team, "settled": round(t.settled, 2), "running": round(t.running, 2),
+                    "teams": [{"team": t.team, "gpu_hours": round(report.gpu_hours.get(t.team, 0.0), 3),
+                               "settled": round(t.settled, 2), "running": round(t.running, 2),
                                "total": round(t.total, 2), "budget": t.budget,
-                               "used": None if t.used is None else round(t.used, 4)} for t in report.teams]})
+                               "used": None if t.used is None else round(t.used, 4)} for t in report.teams],
+                    "jobs": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "status": j.status,
+                              "gpus": j.gpus, "gpu_hours": round(j.gpu_hours, 3), "cost": round(j.cost, 2),
+                              "gpu_util": j.gpu_util} for j in report.jobs]})
         return
     from rich.table import Table
 
     out = console()
     so_far = " so far" if report.current else ""
-    out.print(f"[bold]{report.period}[/]: ${report.total:,.2f} spent{so_far}")
+    hours = sum(report.gpu_hours.values())
+    out.print(f"[bold]{report.period}[/]: ${report.total:,.2f} spent{so_far}, {hours:,.1f} GPU-hours")
     table = Table(box=None, pad_edge=False)
-    for col in ("team", "finished", "running", "total", "budget", "used"):
+    for col in ("team", "GPU-hours", "finished", "running", "total", "budget", "used"):
         table.add_column(col, justify="left" if col == "team" else "right")
     for t in report.teams:
         used = "-" if t.used is None else f"{t.used:.0%}"
         style = "red" if t.used is not None and t.used >= 1 else ("yellow" if t.used is not None and t.used >= 0.8
                                                                   else "")
-        table.add_row(t.team, f"${t.settled:,.2f}", f"${t.running:,.2f}", f"${t.total:,.2f}",
-                      "-" if t.budget is None else f"${t.budget:,.2f}", f"[{style}]{used}[/]" if style else used)
+        table.add_row(t.team, f"{report.gpu_hours.get(t.team, 0.0):,.1f}", f"${t.settled:,.2f}",
+                      f"${t.running:,.2f}", f"${t.total:,.2f}", "-" if t.budget is None else f"${t.budget:,.2f}",
+                      f"[{style}]{used}[/]" if style else used)
     out.print(table)
+    if jobs:
+        out.print()
+        out.print(f"[bold]the {len(report.jobs)} costliest jobs[/]" if report.jobs else "no job ran this month")
+        if report.jobs:
+            listed = Table(box=None, pad_edge=False)
+            for col in ("job", "name", "team", "owner", "status", "GPUs", "GPU-hours", "cost", "util"):
+                listed.add_column(col, justify="right" if col in ("GPUs", "GPU-hours", "cost", "util") else "left")
+            for j in report.jobs:
+                listed.add_row(j.id, j.name, j.team, j.owner, j.status, str(j.gpus), f"{j.gpu_hours:,.2f}",
+                               f"${j.cost:,.2f}", "-" if j.gpu_util is None else f"{j.gpu_util:.0f}%")
+            out.print(listed)

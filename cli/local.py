@@ -31,11 +31,11 @@ def start(
                                                 "machine's); a job asking for more is refused.")] = None,
     detach: Annotated[bool, typer.Option("--detach", "-d", help="Run in the background.")] = False,
     grace: Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM and SIGKILL.")] = 10.0,
-    prices: Annotated[Optional[list[str]], typer.Option("--price", help=PRICE_HELP + " For team budgets, "
-                                                        "approvals and gqa cost; without any price option the "
-                                                        "prices the queue had are kept.")] = None,
+    prices: Annotated[Optional[list[str]], typer.Option("--price", metavar="[TYPE=]PRICE", help=PRICE_HELP + " For "
+                                                        "team budgets, approvals and gqa cost; without any price "
+                                                        "option the prices the queue had are kept.")] = None,
     kwh_price: Annotated[Optional[float], typer.Option("--kwh-price", help=KWH_HELP)] = None,
-    watts: Annotated[Optional[list[str]], typer.Option("--watts", help=WATTS_HELP)] = None,
+    watts: Annotated[Optional[list[str]], typer.Option("--watts", metavar="[TYPE=]WATTS", help=WATTS_HELP)] = None,
     log_max_size: Annotated[str, typer.Option("--log-max-size", help="Cap on each job's log: past it the "
                                               "log is rotated (100M, 1G).")] = "100M",
     log_files: Annotated[int, typer.Option("--log-files", help="Rotated parts of a job's log kept beyond "

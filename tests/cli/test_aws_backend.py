@@ -51,8 +51,12 @@ def test_a_job_submitted_runs_and_is_seen_through_status_and_queue(aws):
     aws.world.clock.advance(1800)
     aws.reconcile(submitted, "SUCCEEDED", exit_code=0)
     assert aws.json("alice", "status", "1")["status"] == "completed"
-    cost = aws.json("alice", "cost")
+    cost = aws.json("alice", "cost", "--jobs", "5")
     assert cost["teams"][0]["team"] == "default" and cost["teams"][0]["settled"] > 0
+    gpus = aws.json("alice", "status", "1")["gpus"]
+    assert cost["teams"][0]["gpu_hours"] == gpus * 0.5                              # 30 min on its GPUs
+    assert [(j["id"], j["gpu_hours"], j["cost"]) for j in cost["jobs"]] == [("1", gpus * 0.5,
+                                                                              cost["teams"][0]["settled"])]
 
 
 def test_status_right_after_submitting_says_the_job_waits_for_admission(aws):
