@@ -1,0 +1,74 @@
+"""`gqa local price` and the prices `gqa local start` writes; `gqa cost`'s
+GPU-hours per team and its costliest jobs on the local backend."""
+
+import json
+
+from cli.local import _record_inventory
+from gqa.adapters.local.paths import StatePaths
+from gqa.ports import Inventory
+from gqa.scheduling.snapshot import Gpu
+from tests.services.conftest import Queue
+
+
+def prices(cli) -> dict[int, float]:
+    return {g.index: g.price for g in cli.store.inventory().gpus}
+
+
+def test_prices_are_shown_and_set_per_type_and_for_the_rest(cli):
+    cli.store.set_inventory(Inventory(gpus=(Gpu(0, "a10g"), Gpu(1, "a10g"), Gpu(2, "t4")), cpus=8))
+    assert [g["price"] for g in cli.json("local", "price")["gpus"]] == [0.0, 0.0, 0.0]
+    data = cli.json("local", "price", "--price", "a10g=1.10", "--price", "0.5")
+    assert [(g["type"], g["price"], g["how"]) for g in data["gpus"]] == [
+        ("a10g", 1.1, "$1.1"), ("a10g", 1.1, "$1.1"), ("t4", 0.5, "$0.5")]
+    assert prices(cli) == {0: 1.1, 1: 1.1, 2: 0.5}
+    assert cli.store.inventory().cpus == 8                                   # the rest of the inventory kept
+    code, out, err = cli("local", "price")
+    assert code == 0 and "$1.1000" in out and "$0.5000" in out
+
+
+def test_electricity_counts_each_gpus_power_limit_else_its_types_usual_power(cli, tmp_path, monkeypatch):
+    gpus = tmp_path / "gpus.json"
+    gpus.write_text(json.dumps({"gpus": {"0": {"util": 0, "memory": 0, "power": 250}, "1": {"util": 0, "memory": 0}}}))
+    monkeypatch.setenv("GQA_TEST_GPUS", str(gpus))
+    cli.store.set_inventory(Inventory(gpus=(Gpu(0, "a10g"), Gpu(1, "h100"), Gpu(2, "a10g"))))
+    data = cli.json("local", "price", "--price", "1", "--kwh-price", "0.4")
+    assert [g["price"] for g in data["gpus"]] == [1.1, 1.28, 1.12]           # 250 W read; 700 W, 300 W the table's
+    assert data["gpus"][0]["how"] == "$1 + $0.4/kWh x 250 W (power limit) = $1.1"
+    data = cli.json("local", "price", "--kwh-price", "0.4", "--watts", "a10g=100")
+    assert [g["price"] for g in data["gpus"]] == [0.04, 0.28, 0.04]          # said beats read; no rent now
+
+
+def test_a_bad_price_is_one_line_and_nothing_is_written(cli):
+    cli.json("local", "price", "--price", "2")
+    for args in (["--price", "abc"], ["--price", "-1"], ["--watts", "300"], ["--kwh-price", "-1"]):
+        code, out, err = cli("local", "price", *args)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and out == "", (args, err)
+    assert set(prices(cli).values()) == {2.0}
+
+
+def test_start_without_price_options_keeps_the_prices_the_queue_had(cli):
+    cli.json("local", "price", "--price", "a10g=3")
+    again = {"gpus": [{"index": i, "type": "a10g", "price": 0.0} for i in range(4)] + [
+        {"index": 4, "type": "a10g", "price": 0.0}], "cpus": 8, "memory": None}
+    _record_inventory(StatePaths(cli.home), again)                      # as `gqa local start` writes it
+    assert prices(cli) == {0: 3.0, 1: 3.0, 2: 3.0, 3: 3.0, 4: 0.0}     # a new GPU has no price yet
+    assert [g["price"] for g in again["gpus"]] == [3.0, 3.0, 3.0, 3.0, 0.0]   # what the daemon is handed
+
+
+def test_cost_lists_gpu_hours_per_team_and_the_costliest_jobs(cli):
+    queue = Queue(cli.store, 4)                                          # a fake clock in January 1970
+    cli.json("local", "price", "--price", "2")
+    big = queue.start(team="vision", resources={"gpus": 2})
+    small = queue.start(team="nlp", resources={"gpus": 1})
+    queue.clock.advance(1800)
+    queue.exit(big.id, 0)
+    queue.clock.advance(1800)
+    queue.exit(small.id, 1)
+    data = cli.json("cost", "--period", "1970-01", "--jobs", "1")
+    assert [(t["team"], t["gpu_hours"], t["settled"]) for t in data["teams"]] == [("nlp", 1.0, 2.0),
+                                                                                   ("vision", 1.0, 2.0)]
+    assert [(j["id"], j["status"], j["gpu_hours"], j["cost"]) for j in data["jobs"]] == [(small.id, "failed", 1.0, 2.0)]
+    code, out, _ = cli("cost", "--period", "1970-01", "--jobs", "5")
+    assert code == 0 and "2.0 GPU-hours" in out and "costliest" in out and "vision" in out
+    code, _, err = cli("cost", "--jobs", "5000")
+    assert code == 2 and "--jobs" in err
