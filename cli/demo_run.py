@@ -108,7 +108,10 @@ def run_demo(*, keep: bool = False) -> int:
     finally:
         stop_daemon(paths, timeout=30)
     elapsed = time.time() - started
+    page = _report(demo, started, demo.home / "report" if keep else None)
     _summary(demo, console, elapsed)
+    if page is not None:
+        console.print(f"report of the demo's jobs: {page}")
     if keep:
         console.print(f"state kept in {home} (GQA_HOME={home} gqa queue)")
     else:
@@ -177,6 +180,44 @@ def _scenarios(demo: Demo, live, console) -> None:
     demo.check("requeue: resumed from its checkpoint, not from scratch",
                t.state.value == "SUCCEEDED" and bool(resumed) and t.error_retries == 0 and t.attempts == 2,
                f"{t.state.value} after {t.attempts} attempts; log: {resumed[:1]}")
+
+
+def _report(demo: Demo, started: float, out: Path | None) -> Path | None:
+    """The demo's jobs as `gqa report` writes them (in a directory of its own unless the state is
+    kept), checked against the jobs themselves."""
+    from gqa.reporting import build, write_report
+
+    from .report import report_input
+
+    now = time.time()
+    try:
+        built = build(report_input(demo.backend, started - 1, now + 1, now))
+        written = write_report(built, out or Path(tempfile.mkdtemp(prefix="gqa-demo-report-")))
+    except Exception as exc:   # the report is checked like the rest: a failure is a failed check, not a crash
+        demo.check("report: written", False, f"{type(exc).__name__}: {exc}")
+        return None
+    demo.check("report: counts the demo's jobs, figures embedded",
+               *_report_matches(built, demo.backend.store.list(history=True), written.page.read_text()))
+    return written.page
+
+
+def _report_matches(built, jobs, page: str) -> tuple[bool, str]:
+    """Whether the report counts what the jobs say: how many ran or ended, how they ended, their
+    GPU-hours; and whether its page embeds every figure and fetches nothing."""
+    from gqa.reporting import FIGURES
+
+    listed = [j for j in jobs if j.state.terminal or j.state.value == "RUNNING"]
+    ends = {label: sum(1 for j in listed if j.state.value == state)
+            for label, state in (("succeeded", "SUCCEEDED"), ("failed", "FAILED"))}
+    outcomes = dict(built.outcomes)
+    hours = sum(t.gpu_hours for t in built.teams)
+    expected_hours = sum(j.gpu_seconds for j in listed) / 3600
+    embedded = page.count("data:image/png;base64,")
+    ok = (built.jobs == len(listed) and all(outcomes.get(k) == n for k, n in ends.items())
+          and abs(hours - expected_hours) < 1e-6 and embedded == len(FIGURES) and "http" not in page)
+    return ok, (f"{built.jobs} of {len(listed)} jobs, {outcomes.get('succeeded')} succeeded and "
+                f"{outcomes.get('failed')} failed (the jobs say {ends['succeeded']} and {ends['failed']}), "
+                f"{hours:.4f} of {expected_hours:.4f} GPU-hours, {embedded} of {len(FIGURES)} figures embedded")
 
 
 def _summary(demo: Demo, console, elapsed: float) -> None:

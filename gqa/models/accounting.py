@@ -98,7 +98,7 @@ WAIT_BEGIN = "its --begin time"
 WAIT_DEPENDENCY = "a dependency, GPUs or quota"
 WAIT_GPUS = "GPUs or quota"
 WAIT_RETRY = "backoff before a retry"
-WAIT_STARTING = "starting: an instance"
+WAIT_STARTING = "launch (on AWS: an instance)"
 WAIT_ADMISSION = "admission"
 WAITS = (WAIT_APPROVAL, WAIT_BUDGET, WAIT_OWNER, WAIT_BEGIN, WAIT_DEPENDENCY, WAIT_GPUS, WAIT_RETRY,
          WAIT_STARTING, WAIT_ADMISSION)

@@ -86,13 +86,16 @@ def _time_axis(report: Report, ax: Any) -> None:
     ax.set_xlabel("UTC")
 
 
+def _duration_unit(longest: float) -> tuple[str, float]:
+    """The unit a scale up to `longest` seconds reads best in."""
+    return ("hours", 3600.0) if longest >= 3 * 3600 else ("minutes", 60.0) if longest >= 180 else ("seconds", 1.0)
+
+
 def _waits(report: Report, fig: Any) -> bool:
     ax = fig.subplots()
     x = _x(report)
     drawn = False
-    longest = max((v for w in report.waits for v in w.p95 if v is not None), default=0.0)
-    unit, scale = ("hours", 3600.0) if longest >= 3 * 3600 else ("minutes", 60.0) if longest >= 180 else \
-        ("seconds", 1.0)
+    unit, scale = _duration_unit(max((v for w in report.waits for v in w.p95 if v is not None), default=0.0))
     for w in report.waits:
         if not w.total_started:
             continue
@@ -179,15 +182,15 @@ def _wait_reasons(report: Report, fig: Any) -> bool:
     if not reasons:
         return False
     ys = range(len(reasons))
-    hours = [r.seconds / 3600 for r in reasons]
-    ax.barh(list(ys), hours, color="#ff7f0e")
+    unit, scale = _duration_unit(max(r.seconds for r in reasons))
+    ax.barh(list(ys), [r.seconds / scale for r in reasons], color="#ff7f0e")
     ax.set_yticks(list(ys), [r.why for r in reasons])
     ax.invert_yaxis()
     for y, r in zip(ys, reasons):
-        ax.text(r.seconds / 3600, y, f" {r.jobs} jobs, longest {format_duration(r.longest)}", va="center",
+        ax.text(r.seconds / scale, y, f" {r.jobs} jobs, longest {format_duration(r.longest)}", va="center",
                 fontsize=8)
     ax.margins(x=0.35)
-    ax.set_xlabel("hours waited, all jobs together")
+    ax.set_xlabel(f"{unit} waited, all jobs together")
     return True
 
 

@@ -17,11 +17,13 @@ from ..models.priority import Priority
 from ..scheduling.snapshot import Gpu
 
 # time buckets: the smallest step that cuts the period into at most MAX_BUCKETS
-STEPS = (60.0, 300.0, 900.0, 3600.0, 3 * 3600.0, 6 * 3600.0, 12 * 3600.0, 86400.0, 7 * 86400.0, 28 * 86400.0)
+STEPS = (1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 3 * 3600.0, 6 * 3600.0, 12 * 3600.0, 86400.0,
+         7 * 86400.0, 28 * 86400.0)
 MAX_BUCKETS = 60
 IDLE_UTIL = 20.0        # a job whose GPUs were busy less than this (%) on average held them idle
 IDLE_LISTED = 15        # idle jobs named in the table (all count in the total)
 WAIT_LISTED = 8         # kinds of wait shown, longest first
+WAIT_FLOOR = 1.0        # seconds: a kind of wait all jobs together spent less in (a local launch) is no reason
 
 
 @dataclass(frozen=True)
@@ -326,7 +328,7 @@ def wait_reasons(rows: Iterable[JobSummary]) -> tuple[WaitReason, ...]:
             count[why] = count.get(why, 0) + 1
             if seconds > longest.get(why, (-1.0, ""))[0]:
                 longest[why] = (seconds, r.id)
-    ordered = sorted(total, key=lambda w: (-total[w], w))[:WAIT_LISTED]
+    ordered = sorted((w for w in total if total[w] >= WAIT_FLOOR), key=lambda w: (-total[w], w))[:WAIT_LISTED]
     return tuple(WaitReason(w, count[w], total[w], longest[w][0], longest[w][1]) for w in ordered)
 
 

@@ -43,7 +43,7 @@ def test_a_job_is_in_the_period_it_waited_ran_or_ended_in(row, inside):
     assert in_period(row, 0, 100) is inside
 
 
-@pytest.mark.parametrize("span, step", [(3600, 60), (2 * 86400, 3600), (7 * 86400, 3 * 3600),
+@pytest.mark.parametrize("span, step", [(40, 1), (120, 5), (3600, 60), (2 * 86400, 3600), (7 * 86400, 3 * 3600),
                                         (30 * 86400, 43200), (365 * 86400, 7 * 86400)])
 def test_buckets_are_a_round_step_cutting_the_period_into_at_most_60(span, step):
     assert bucket_step(span) == step
@@ -141,10 +141,11 @@ def test_outcomes_count_ends_and_what_happened_on_the_way():
                                     "retried after an error": 2, "reclaimed (spot)": 1, "running or waiting": 1}
 
 
-def test_reasons_jobs_waited_most_time_first_with_the_longest():
+def test_reasons_jobs_waited_most_time_first_with_the_longest_and_not_a_moments_launch():
     rows = [job("1", waited=(("awaiting approval", 600.0), ("GPUs or quota", 60.0))),
             job("2", waited=(("GPUs or quota", 300.0),)),
-            job("3", waited=(("held by its team's budget", 100.0),)), job("4")]
+            job("3", waited=(("held by its team's budget", 100.0), ("launch (on AWS: an instance)", 0.02))),
+            job("4", waited=(("launch (on AWS: an instance)", 0.03),)), job("5")]
     reasons = wait_reasons(rows)
     assert [(r.why, r.jobs, r.seconds, r.longest, r.longest_job) for r in reasons] == [
         ("awaiting approval", 1, 600.0, 600.0, "1"), ("GPUs or quota", 2, 360.0, 300.0, "2"),
