@@ -28,10 +28,17 @@ def logs(
     tail: Annotated[int, typer.Option("--tail", "-n", help="Only the last N lines (0: all).")] = 0,
     attempt: Annotated[int | None, typer.Option("--attempt", help="Only this attempt (1 = the first).",
                                                 show_default=False)] = None,
+    index: Annotated[int | None, typer.Option("--index", "-i", help="An array's task: `gqa logs 34 --index 7` "
+                                              "is `gqa logs 34_7`.", show_default=False)] = None,
 ):
-    """Print a job's log (stdout and stderr of all its attempts)."""
+    """Print a job's log (stdout and stderr of all its attempts); an array's task as GROUP_INDEX (34_7)."""
     if tail < 0:
         fail(f"--tail takes a number of lines, 0 or more, not {tail}")
+    if index is not None:
+        if "_" in ref or index < 0:
+            fail(f"--index names a task of an array by its index (0 or more), given the array's id: "
+                 f"gqa logs {ref.partition('_')[0]} --index {max(index, 0)}, not {ref} --index {index}")
+        ref = f"{ref}_{index}"
     with user_errors():
         from .backend import backend
 
@@ -45,7 +52,9 @@ def logs(
             fail("--attempt needs a remote backend; the local log holds every attempt, each headed by its number")
         jobs = be.queries().jobs(ref)
     if len(jobs) != 1:
-        fail(f"{ref} is an array of {len(jobs)} jobs; name one, e.g. gqa logs {jobs[0].id}")
+        from gqa.services.logs import name_one
+
+        fail(name_one(ref, jobs))
     raise typer.Exit(follow_file(be, jobs[0], follow=follow, tail=tail))
 
 

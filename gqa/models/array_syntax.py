@@ -42,6 +42,21 @@ def parse_array(text: str) -> tuple[list[int], int | None]:
     return indices, limit
 
 
+def index_ranges(indices: list[int], most: int = 6) -> str:
+    """An array's indices as runs: `0-5`, `1,3,5-9`; past `most` runs, the
+    first ones and how many indices more (`0,2,4,6,8,10, ... (+40)`)."""
+    runs: list[list[int]] = []
+    for n in sorted(set(indices)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    shown = ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs[:most])
+    if len(runs) > most:
+        shown += f", ... (+{sum(hi - lo + 1 for lo, hi in runs[most:])})"
+    return shown
+
+
 def _shown(text: object) -> str:
     """repr, cut short: an array may be a megabyte of indices."""
     shown = repr(str(text))

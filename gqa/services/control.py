@@ -11,6 +11,7 @@ from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
 from ..models.job import JobRecord, JobState, Request, Transition
 from ..models.priority import Priority
 from ..ports import Admissions, Change, Clock, JobsAndSettings, Waker
+from . import lookup
 from .updates import UPDATABLE, Update, planned_updates
 
 
@@ -217,10 +218,10 @@ class ControlService:
         for ref in refs:
             try:
                 found = self.store.resolve(ref, history=False)
-            except NotFound:
+            except NotFound as exc:
                 if ref in admitting:
                     continue
-                raise
+                raise lookup.not_found(self.store, ref, exc) from None
             for job in found:
                 if job.id not in seen:
                     seen.add(job.id)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..models.array_syntax import index_ranges
 from ..models.errors import BackendUnavailable, NotFound, NotStarted, SpecError
 from ..models.job import JobRecord, JobState
 from ..ports import AttemptLog, JobLogs, JobRecords
@@ -168,8 +169,15 @@ class LogService:
     def _job(self, ref: str) -> JobRecord:
         jobs = lookup.resolve(self.store, ref)     # NotAdmitted (a NotStarted) just after submitting
         if len(jobs) != 1:
-            raise SpecError(f"{ref} is an array of {len(jobs)} jobs; name one, e.g. gqa logs {jobs[0].id}")
+            raise SpecError(name_one(ref, jobs))
         return jobs[0]
+
+
+def name_one(ref: str, jobs: list[JobRecord]) -> str:
+    """What to say when a log is asked of a whole array: one task's, please."""
+    first = jobs[0].array_index if jobs[0].array_index is not None else 0
+    return (f"{ref} is an array of {len(jobs)} jobs; name one task as GROUP_INDEX: gqa logs {ref}_{first} "
+            f"(or gqa logs {ref} --index {first}); its tasks are {index_ranges([j.array_index or 0 for j in jobs])}")
 
 
 def header(job: JobRecord, attempt: int, where: AttemptLog | None) -> str:

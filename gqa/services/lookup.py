@@ -9,18 +9,20 @@ lookup costs what it did."""
 
 from __future__ import annotations
 
+from ..models.array_syntax import index_ranges
 from ..models.errors import NotAdmitted, NotFound
 from ..models.job import JobRecord, group_of
 from ..ports import JobRecords
 
 
 def resolve(store: JobRecords, ref: str) -> list[JobRecord]:
-    """store.resolve(ref); NotAdmitted where it finds nothing but ref's id was reserved."""
+    """store.resolve(ref); NotAdmitted where it finds nothing but ref's id was
+    reserved; else NotFound saying what there is (not_found)."""
     try:
         return store.resolve(ref)
-    except NotFound:
+    except NotFound as exc:
         if not awaiting_admission(store, ref):
-            raise
+            raise not_found(store, ref, exc) from None
     raise NotAdmitted(f"job {ref} was accepted and is waiting for admission (a submission's jobs are recorded "
                       "a moment after it is accepted, usually within a second); try again in a moment. If this "
                       "persists, the submission was not admitted: check the admit function's logs and its "
@@ -43,3 +45,24 @@ def awaiting_admission(store: JobRecords, ref: str) -> bool:
     except NotFound:
         return True
     return False
+
+
+def not_found(store: JobRecords, ref: str, error: NotFound) -> NotFound:
+    """Why an array task's id (Slurm's GROUP_INDEX, `34_7`) names nothing,
+    when its group exists: the index is out of range (the tasks there are
+    are listed), not a number, or the group is a single job. Else `error`.
+    Asked only once a lookup failed: the usual one costs what it did."""
+    group, _, index = ref.partition("_")
+    if not index:
+        return error
+    try:
+        jobs = store.resolve(group, history=False)
+    except NotFound:
+        return error
+    if len(jobs) == 1 and jobs[0].array_index is None:
+        return NotFound(f"job {group} is a single job, not an array; name it {group}")
+    indices = [j.array_index for j in jobs if j.array_index is not None]
+    if not index.isdigit():
+        return NotFound(f"{ref} is not a task of array {group}: a task is GROUP_INDEX, e.g. {group}_{indices[0]}")
+    tasks = f"its {len(indices)} tasks are" if len(indices) != 1 else "its only task is"
+    return NotFound(f"array {group} has no task {index}: {tasks} {index_ranges(indices)}")

@@ -218,10 +218,12 @@ def test_a_job_accepted_but_not_recorded_yet_is_not_started_so_a_follower_waits(
 
 
 def test_an_array_asks_for_one_of_its_jobs():
-    tasks = [job_record(id=f"7_{i}", group="7", attempts=1) for i in range(3)]
+    tasks = [job_record(id=f"7_{i}", group="7", array_index=i, attempts=1) for i in (2, 3, 4)]
     svc, _, _ = service(tasks)
-    with pytest.raises(SpecError, match="7 is an array of 3 jobs; name one, e.g. gqa logs 7_0"):
+    with pytest.raises(SpecError) as caught:
         svc.page("7")
+    assert str(caught.value) == ("7 is an array of 3 jobs; name one task as GROUP_INDEX: gqa logs 7_2 "
+                                 "(or gqa logs 7 --index 2); its tasks are 2-4")
 
 
 def other_job_token() -> str:

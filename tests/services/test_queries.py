@@ -131,13 +131,20 @@ def test_an_accepted_job_is_waiting_for_admission_until_it_is_recorded(queue, ov
     assert [j.id for j in queue.queries.jobs(ref)] == recorded
 
 
-@pytest.mark.parametrize("ref", ["3", "1_0", "2_5", "x", ""])
-def test_ids_never_handed_out_or_not_in_a_recorded_group_are_not_found(queue, ref):
+@pytest.mark.parametrize("ref, message", [
+    ("3", "no job or array 3"),
+    ("1_0", "job 1 is a single job, not an array; name it 1"),
+    ("2_5", "array 2 has no task 5: its 2 tasks are 0-1"),
+    ("2_a", "2_a is not a task of array 2: a task is GROUP_INDEX, e.g. 2_0"),
+    ("x", "no job or array x"),
+    ("", "no job or array "),
+])
+def test_ids_never_handed_out_or_not_in_a_recorded_group_are_not_found(queue, ref, message):
     queue.submit_one()                               # job 1
     queue.submitter.submit(spec(array="0-1"))        # array 2: 2_0, 2_1
     with pytest.raises(NotFound) as caught:
         queue.queries.jobs(ref)
-    assert type(caught.value) is NotFound and str(caught.value) == f"no job or array {ref}"
+    assert type(caught.value) is NotFound and str(caught.value) == message
 
 
 class CountingReserved:

@@ -136,3 +136,15 @@ def test_expand_counts_a_sweep_before_listing_it():
 
 def test_array_of_exactly_the_limit_expands():
     assert len(expand(spec(array="0-99999"))) == 100_000
+
+
+@pytest.mark.parametrize("indices, shown", [
+    ([0, 1, 2, 3, 4, 5], "0-5"),
+    ([5, 3, 1, 4], "1,3-5"),
+    ([7], "7"),
+    (list(range(0, 40, 2)), "0,2,4,6,8,10, ... (+14)"),
+])
+def test_index_ranges_tell_an_arrays_tasks_in_runs(indices, shown):
+    from gqa.models.array_syntax import index_ranges
+
+    assert index_ranges(indices) == shown
