@@ -21,6 +21,7 @@ FIGURES = {
     "wait_reasons": "Why jobs waited",
     "idle": "Jobs that held GPUs idle",
 }
+TEAMS_DRAWN = 12       # the teams that spent most; the table lists them all
 TIER_COLOURS = {"high": "#d62728", "normal": "#1f77b4", "low": "#7f7f7f"}
 
 
@@ -136,7 +137,8 @@ def _pools(report: Report, fig: Any) -> bool:
 
 
 def _teams(report: Report, fig: Any) -> bool:
-    teams = [t for t in report.teams if t.gpu_hours or t.cost or t.budget]
+    teams = sorted((t for t in report.teams if t.gpu_hours or t.cost or t.budget),
+                   key=lambda t: (-t.cost, -t.gpu_hours, t.team))[:TEAMS_DRAWN]
     if not teams:
         return False
     hours, money = fig.subplots(1, 2, sharey=True)

@@ -264,7 +264,10 @@ def pool_use(rows: Iterable[JobSummary], times: tuple[float, ...], step: float, 
         name = pool_of(r, pools)
         for books in (busy, measured, weight):
             books.setdefault(name, [0.0] * len(times))
-        for i, start in enumerate(times):
+        first = max(0, int((span[0] - times[0]) // step)) if times else 0
+        last = min(len(times) - 1, int((span[1] - times[0]) // step)) if times else -1
+        for i in range(first, last + 1):     # only the buckets the span overlaps
+            start = times[i]
             overlap = min(span[1], start + step) - max(span[0], start)
             if overlap > 0:
                 busy[name][i] += overlap * r.gpus
