@@ -59,11 +59,20 @@ def job_dict(job, *, history: bool = False) -> dict[str, Any]:
         "array_index": job.array_index, "attempts": job.attempts, "error_retries": job.error_retries,
         "interruptions": job.interruptions, "submitted_at": job.submitted_at, "started_at": job.started_at,
         "ended_at": job.ended_at, "exit_code": job.exit_code, "signal": job.signal, "reason": job.reason,
-        "gpu_seconds": round(job.gpu_seconds, 3),
+        "gpu_seconds": round(job.gpu_seconds, 3), "cost": round(job.cost, 4),
+        "gpu_util": job.gpu_util, "gpu_memory": job.gpu_memory,   # mean %, peak MiB; None where not measured
     }
     if history:
         data["history"] = [{"state": t.state.value, "at": t.at, "reason": t.reason} for t in job.history]
     return data
+
+
+def gpu_use(util: float | None, memory: float | None) -> str:
+    """`63% mean utilisation, 17.2 GiB peak memory`: a job's GPU figures as measured (NVML locally)."""
+    parts = [f"{util:.0f}% mean utilisation" if util is not None else "utilisation not measured"]
+    if memory is not None:
+        parts.append(f"{memory / 1024:.1f} GiB peak memory" if memory >= 1024 else f"{memory:.0f} MiB peak memory")
+    return ", ".join(parts)
 
 
 def ago(ts: float | None, now: float | None = None) -> str:

@@ -4,7 +4,7 @@ from collections import Counter
 
 from .app import app
 from .options import JobRef, Output, check_output
-from .output import PRIORITY, STATUS_STYLE, ago, console, job_dict, print_json, user_errors, when
+from .output import PRIORITY, STATUS_STYLE, ago, console, gpu_use, job_dict, print_json, user_errors, when
 
 
 @app.command("status")
@@ -46,7 +46,9 @@ def _one(out, job) -> None:
         out.print(f"  exit       code {job.exit_code}" + (f", signal {job.signal}" if job.signal else ""))
     out.print(f"  submitted  {when(job.submitted_at)} ({ago(job.submitted_at)} ago)")
     if job.gpu_seconds:
-        out.print(f"  used       {job.gpu_seconds / 3600:.3f} GPU-hours")
+        out.print(f"  used       {job.gpu_seconds / 3600:.3f} GPU-hours" + (f", ${job.cost:,.2f}" if job.cost else ""))
+    if job.gpu_util is not None or job.gpu_memory is not None:
+        out.print(f"  gpu use    {gpu_use(job.gpu_util, job.gpu_memory)}")
     out.print("  history")
     previous = None
     for t in job.history:

@@ -34,6 +34,8 @@ def test_running_and_finished_jobs_carry_their_gpu_figures_and_an_idle_gpu_alert
     [job] = queue.submit(["sleep", "30"], resources={"gpus": 1})
     running = wait_for(lambda: (j := queue.job(job)).gpu_util is not None and j, "no figures on the running job")
     assert (running.gpu_util, running.gpu_memory) == (7.0, 1500.0)
+    assert (queue.cli_json("status", job)["gpu_util"], queue.cli_json("status", job)["gpu_memory"]) == (7.0, 1500.0)
+    assert "gpu use    7% mean utilisation, 1.5 GiB peak memory" in queue.cli("status", job, check=True).stdout
 
     daemon_log = queue.home / "daemon.log"
     idle = f"gqa: job {job} GPUs idle"
