@@ -6,9 +6,19 @@ import typer
 
 Output = Annotated[str, typer.Option("--output", "-o", help="Output format: table or json.",
                                      case_sensitive=False)]
+
+
+def _job_ids(incomplete: str) -> list[str]:
+    """A shell's completion of a job id (cli/completion.py), loaded only when one is asked for."""
+    from .completion import job_ids
+
+    return job_ids(incomplete)
+
+
 JobRefs = Annotated[list[str], typer.Argument(help="Job ids, or array/sweep ids for all their jobs.",
-                                              show_default=False)]
-JobRef = Annotated[str, typer.Argument(help="A job id, or an array/sweep id.", show_default=False)]
+                                              show_default=False, autocompletion=_job_ids)]
+JobRef = Annotated[str, typer.Argument(help="A job id, or an array/sweep id.", show_default=False,
+                                       autocompletion=_job_ids)]
 
 
 def check_output(fmt: str) -> str:
