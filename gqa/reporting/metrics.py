@@ -154,6 +154,7 @@ class Report:
     idle: tuple[IdleJob, ...]
     idle_jobs: int
     wasted_gpu_hours: float
+    measured_jobs: int                           # jobs whose GPU utilisation was measured
 
 
 def build(given: ReportInput) -> Report:
@@ -169,7 +170,8 @@ def build(given: ReportInput) -> Report:
         pools=pool_use(rows, times, step, given.pools, given.now), teams=team_use(rows, given.budgets, given.since,
                                                                                 given.until, given.relative),
         outcomes=outcomes(rows), wait_reasons=wait_reasons(rows), idle=tuple(idle[:IDLE_LISTED]),
-        idle_jobs=len(idle), wasted_gpu_hours=sum(j.wasted for j in idle))
+        idle_jobs=len(idle), wasted_gpu_hours=sum(j.wasted for j in idle),
+        measured_jobs=sum(1 for r in rows if r.gpu_util is not None))
 
 
 def in_period(row: JobSummary, since: float, until: float) -> bool:

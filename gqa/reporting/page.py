@@ -30,7 +30,8 @@ p.note { color: #555; margin: 0.2em 0; }
 def when(report: Report, at: float) -> str:
     if report.relative:
         return f"+{format_duration(at - report.since)}"
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    seconds = ":%S" if report.until - report.since < 3600 else ""
+    return datetime.fromtimestamp(at, timezone.utc).strftime(f"%Y-%m-%d %H:%M{seconds} UTC")
 
 
 def _money(value: float | None) -> str:
@@ -42,7 +43,8 @@ def _pct(value: float | None) -> str:
 
 
 def _hours(value: float) -> str:
-    return f"{value:,.1f}"
+    """GPU-hours: a tenth of an hour for big figures, three significant digits for small ones."""
+    return f"{value:,.1f}" if value >= 10 or value == 0 else f"{value:.3g}"
 
 
 def tables(report: Report) -> dict[str, tuple[list[str], list[list[str]]]]:
@@ -75,9 +77,12 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _caption(report: Report, name: str) -> str:
     if name == "idle":
-        return (f"{report.idle_jobs} jobs kept their GPUs under {IDLE_UTIL:.0f}% busy on average, "
-                f"{report.wasted_gpu_hours:,.1f} GPU-hours held idle; the {len(report.idle)} that wasted most "
-                "are listed. Only jobs whose utilisation was measured count.")
+        measured = f"of the {report.measured_jobs} jobs whose GPU utilisation was measured"
+        if not report.idle_jobs:
+            return f"None {measured} kept its GPUs under {IDLE_UTIL:.0f}% busy on average."
+        return (f"{report.idle_jobs} {measured} kept their GPUs under {IDLE_UTIL:.0f}% busy on average, "
+                f"{_hours(report.wasted_gpu_hours)} GPU-hours held idle; the {len(report.idle)} that wasted most "
+                "are listed.")
     if name == "pools":
         return ("A pool is a GPU type bought on demand or spot. Solid: GPUs allocated to jobs; dotted: the pool's "
                 "size; dashed: GPUs busy as measured, where jobs' utilisation was measured.")
@@ -129,7 +134,8 @@ def as_json(report: Report) -> dict:
         "outcomes": dict(report.outcomes),
         "wait_reasons": [{"why": r.why, "jobs": r.jobs, "seconds": r.seconds, "longest": r.longest,
                           "longest_job": r.longest_job} for r in report.wait_reasons],
-        "idle": {"jobs": report.idle_jobs, "gpu_hours_wasted": round(report.wasted_gpu_hours, 3),
+        "idle": {"jobs": report.idle_jobs, "measured": report.measured_jobs,
+                 "gpu_hours_wasted": round(report.wasted_gpu_hours, 3),
                  "listed": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": j.gpus,
                              "gpu_hours": round(j.gpu_hours, 3), "util": j.util, "wasted": round(j.wasted, 3)}
                             for j in report.idle]},

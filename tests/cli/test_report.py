@@ -65,7 +65,8 @@ def test_report_writes_the_page_and_figures_with_the_jobs_numbers(cli, tmp_path)
     assert waits["low"]["p50"] == pytest.approx(1800, abs=1)       # it waited for the first two to end
     assert report["wait_reasons"][0] == {"why": "GPUs or quota", "jobs": 1, "seconds": pytest.approx(1800, abs=1),
                                          "longest": pytest.approx(1800, abs=1), "longest_job": ids["waiting"]}
-    assert report["idle"]["jobs"] == 1 and report["idle"]["listed"][0]["id"] == ids["idle"]
+    assert report["idle"]["jobs"] == report["idle"]["measured"] == 1
+    assert report["idle"]["listed"][0]["id"] == ids["idle"]
     assert report["idle"]["gpu_hours_wasted"] == pytest.approx(2 * 0.5 * 0.96, abs=0.01)
     page = (tmp_path / "out" / "report.html").read_text()
     assert not re.search(r"(?:src|href)\s*=\s*[\"']?https?:", page)

@@ -166,6 +166,6 @@ def test_build_counts_only_the_periods_jobs_and_refuses_an_empty_period():
                                                                                 ended_at=None, submitted_at=50.0)]
     report = build(ReportInput(rows, since=0, until=3600, now=3600))
     assert report.jobs == 2 and report.step == 60 and len(report.times) == 60
-    assert report.idle_jobs == 1 and report.wasted_gpu_hours == pytest.approx(10 / 3600 * 0.95)
+    assert report.idle_jobs == report.measured_jobs == 1 and report.wasted_gpu_hours == pytest.approx(10 / 3600 * 0.95)
     with pytest.raises(ValueError):
         build(ReportInput(rows, since=10, until=10, now=10))
