@@ -171,3 +171,30 @@ def test_a_recorded_job_is_read_without_asking_about_reservations(queue):
     with pytest.raises(NotFound):
         queries.jobs("9")
     assert store.calls == 1
+
+
+def test_positions_follow_the_predicted_start_order_two_teams_bursts_interleaved(make_queue):
+    # vision's burst is older, so this pass ranks all of it first; but each start lowers vision's fair
+    # share, so the two bursts start alternately, and the positions say so
+    queue = make_queue(2)
+    vision = queue.submit(team="vision", array="0-3", limits={"wall_time": "1h"})
+    queue.clock.advance(1)
+    nlp = queue.submit(team="nlp", array="0-3", limits={"wall_time": "1h"})
+
+    view = queue.queries.queue()
+
+    ranked = plan(read_snapshot(queue.store, queue.clock.now())).order
+    assert ranked[2:] == [j.id for j in vision[1:] + nlp[1:]]     # one team first, as the pass ranks them
+    alternate = [j.id for pair in zip(vision, nlp) for j in pair]
+    assert [e.job.id for e in view.pending] == alternate
+    assert [e.position for e in view.pending] == list(range(1, 9))
+    assert [e.eta - queue.clock.now() for e in view.pending] == [0, 0, 3600, 3600, 7200, 7200, 10800, 10800]
+
+
+def test_one_jobs_standing_is_the_queues(make_queue):
+    queue = make_queue(1)
+    queue.submit(team="vision", array="0-2", limits={"wall_time": "1h"})
+    [one] = queue.submit(team="nlp", limits={"wall_time": "1h"})
+    whole = {e.job.id: e for e in queue.queries.queue().pending}
+    [entry] = queue.queries.queue(group=one.id).pending
+    assert entry == whole[one.id] and entry.position == 2

@@ -56,7 +56,11 @@ def _record(row: tuple, envs: dict[str, dict] | None = None) -> JobRecord:
         if text not in envs:
             envs[text] = json.loads(text)
         data["submit_env"] = dict(envs[text])
-    return JobRecord(**data)
+    # every field is a column but history: the fields set as they are, without the frozen __init__'s
+    # one object.__setattr__ per field, which was most of reading 10,000 pending jobs
+    job = object.__new__(JobRecord)
+    job.__dict__.update(data, history=())
+    return job
 
 
 def _records_of_group(rows: list[tuple]) -> list[JobRecord]:
