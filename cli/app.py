@@ -22,7 +22,7 @@ app = typer.Typer(
 
 def show_version(asked: bool) -> None:
     if asked:
-        from .client import version_line
+        from .version import version_line
 
         typer.echo(version_line())
         raise typer.Exit(0)

@@ -13,6 +13,7 @@ import os
 import sys
 
 from .daemon_socket import address, exchange
+from .version import version_line
 
 # commands the daemon answers; anything that waits, follows logs or starts daemons runs here
 SERVED = {"submit"}
@@ -38,18 +39,6 @@ def run() -> None:
     from .main import run as run_here
 
     run_here()
-
-
-def version_line() -> str:
-    """`gqa X.Y.Z`, as the installed package's metadata says."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"gqa {version('gqa')}"
-    except PackageNotFoundError:        # run from a source tree that was never installed
-        from gqa import __version__
-
-        return f"gqa {__version__}"
 
 
 def served(argv: list[str]) -> bool:
