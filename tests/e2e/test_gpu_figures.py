@@ -9,6 +9,8 @@ import json
 import time
 from dataclasses import replace
 
+import pytest
+
 
 def wait_for(check, what: str, timeout: float = 20.0):
     deadline = time.monotonic() + timeout
@@ -18,6 +20,7 @@ def wait_for(check, what: str, timeout: float = 20.0):
     return found
 
 
+@pytest.mark.slow
 def test_running_and_finished_jobs_carry_their_gpu_figures_and_an_idle_gpu_alerts(make_queue, tmp_path,
                                                                                    monkeypatch):
     gpus = tmp_path / "gpus.json"
@@ -34,7 +37,8 @@ def test_running_and_finished_jobs_carry_their_gpu_figures_and_an_idle_gpu_alert
     [job] = queue.submit(["sleep", "30"], resources={"gpus": 1})
     running = wait_for(lambda: (j := queue.job(job)).gpu_util is not None and j, "no figures on the running job")
     assert (running.gpu_util, running.gpu_memory) == (7.0, 1500.0)
-    assert (queue.cli_json("status", job)["gpu_util"], queue.cli_json("status", job)["gpu_memory"]) == (7.0, 1500.0)
+    shown = queue.cli_json("status", job)
+    assert (shown["gpu_util"], shown["gpu_memory"]) == (7.0, 1500.0)
     assert "gpu use    7% mean utilisation, 1.5 GiB peak memory" in queue.cli("status", job, check=True).stdout
 
     daemon_log = queue.home / "daemon.log"
@@ -47,3 +51,20 @@ def test_running_and_finished_jobs_carry_their_gpu_figures_and_an_idle_gpu_alert
     assert done.state.value == "CANCELLED"
     assert 0 <= done.gpu_util < 7.0 and done.gpu_memory == 3000.0     # the mean fell; the peak stays
     assert daemon_log.read_text().count(idle) == 1
+
+
+def test_a_machine_without_nvml_runs_without_readings_said_once(make_queue, monkeypatch):
+    from gqa.adapters.local.nvml import NvmlGpus, load_nvml
+    from gqa.models.errors import BackendUnavailable
+
+    try:
+        NvmlGpus(load_nvml(), [0]).read()
+        pytest.skip("NVML works on this machine")
+    except BackendUnavailable:
+        pass
+    monkeypatch.delenv("GQA_TEST_GPUS", raising=False)
+    queue = make_queue(gpus=1)
+    [job] = queue.submit(["true"], resources={"gpus": 1})
+    done = queue.wait(job)
+    assert done.state.value == "SUCCEEDED" and done.gpu_util is None and done.gpu_memory is None
+    assert (queue.home / "daemon.log").read_text().count("GPU utilisation is not sampled on this machine") == 1
