@@ -109,25 +109,29 @@ def test_an_attempt_not_started_yet_begins_now_in_the_snapshot(priced):
     assert (run.started, run.started_at, run.ends_by) == (False, now, now + 2 * 3600)
 
 
+def with_history(queue) -> CostService:
+    return CostService(queue.store, queue.clock, history=queue.store)
+
+
 def test_gpu_hours_per_team_and_the_costliest_jobs_come_from_the_jobs_that_ran(priced):
     spend_some(priced)
     free = priced.start(team="free", resources={"gpus": 0, "cpus": 1})   # no GPU: no GPU-hours, not listed
     priced.exit(free.id, 0)
     priced.clock.advance(1800)                                   # the running vision job: 1.5 h, $3 so far
-    report = CostService(priced.store, priced.clock, priced.store).report(gpu_hours=True, jobs=2)
+    report = with_history(priced).report(gpu_hours=True, jobs=2)
     assert report.gpu_hours == {"nlp": 1.0, "vision": 2.5}       # 2 GPUs x 30 min ended + 1 GPU x 1.5 h running
     assert [(j.team, j.gpus, round(j.gpu_hours, 3), round(j.cost, 3), j.status) for j in report.jobs] == [
-        ("vision", 1, 1.5, 3.0, "running"), ("nlp", 1, 1.0, 2.0, "completed")]   # ties: the latest end first
-    assert CostService(priced.store, priced.clock, priced.store).report().gpu_hours == {}    # not asked: no history read
-    assert [j.cost for j in CostService(priced.store, priced.clock, priced.store).report(team="vision", jobs=5).jobs] == [3.0, 2.0]
+        ("vision", 1, 1.5, 3.0, "running"), ("nlp", 1, 1.0, 2.0, "completed")]
+    assert with_history(priced).report().gpu_hours == {}          # not asked: no history read
+    assert [j.cost for j in with_history(priced).report(team="vision", jobs=5).jobs] == [3.0, 2.0]
+    assert CostService(priced.store, priced.clock).report(gpu_hours=True, jobs=5).jobs == []   # no history: spend only
 
 
 def test_a_past_month_counts_the_jobs_that_ended_in_it(priced):
     spend_some(priced)
     this = period_of(priced.clock.now())
-    assert CostService(priced.store, priced.clock, priced.store).report(period="1969-12", gpu_hours=True).gpu_hours == {
-        "vision": 0.0}
-    assert CostService(priced.store, priced.clock, priced.store).report(period=this, gpu_hours=True).gpu_hours["vision"] == 2.0
+    assert with_history(priced).report(period="1969-12", gpu_hours=True).gpu_hours == {"vision": 0.0}
+    assert with_history(priced).report(period=this, gpu_hours=True).gpu_hours["vision"] == 2.0
 
 
 @pytest.mark.parametrize("jobs", [-1, 1001])
