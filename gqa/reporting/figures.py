@@ -1,5 +1,5 @@
 """A report's figures as PNG bytes, one per section, drawn with matplotlib's
-Agg backend (no display). matplotlib is imported on the first figure only:
+Agg canvas (no display). matplotlib is imported on the first figure only:
 it takes about a second to load, which `gqa --help` must not pay."""
 
 from __future__ import annotations
@@ -31,31 +31,23 @@ def render_figures(report: Report) -> dict[str, bytes]:
 
 
 def render_figure(report: Report, name: str) -> bytes:
-    """One named figure as PNG bytes; KeyError for a name FIGURES lacks."""
+    """One named figure as PNG bytes; KeyError for a name FIGURES lacks. A figure of its own,
+    not pyplot's: nothing global, so a web page's worker threads may draw at once."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     draw = _DRAW[name]
-    plt = _pyplot()
-    fig = plt.figure(figsize=(WIDTH, HEIGHT), dpi=DPI)
-    try:
-        if not draw(report, fig):
-            fig.clear()
-            fig.text(0.5, 0.5, "nothing to show in this period", ha="center", va="center", fontsize=12,
-                     color="#555555")
-        fig.suptitle(FIGURES[name], fontsize=11)
-        fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=DPI)
-        return buffer.getvalue()
-    finally:
-        plt.close(fig)
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=(WIDTH, HEIGHT), dpi=DPI)
+    FigureCanvasAgg(fig)
+    if not draw(report, fig):
+        fig.clear()
+        fig.text(0.5, 0.5, "nothing to show in this period", ha="center", va="center", fontsize=12,
+                 color="#555555")
+    fig.suptitle(FIGURES[name], fontsize=11)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
 
 
 def _x(report: Report) -> list[Any]:
