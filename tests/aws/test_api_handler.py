@@ -228,8 +228,12 @@ def test_cost_and_quota_are_for_everyone_to_read(api):
     api.store.set_team("vision", TeamPolicy(budget=500.0))
     status, cost = api("GET", "/cost", "bob", query={"team": "vision"})
     assert status == 200 and cost["teams"] == [{"team": "vision", "settled": 0.0, "running": 0.0, "budget": 500.0}]
+    assert (cost["gpu_hours"], cost["jobs"]) == ({"vision": 0.0}, [])
     status, answer = api("GET", "/cost", query={"period": "2026-13"})
     assert status == 400 and "calendar month" in answer["message"]
+    for jobs, said in (("x", "jobs must be a whole number"), ("5000", "0 to 1000 of the costliest")):
+        status, answer = api("GET", "/cost", query={"jobs": jobs})
+        assert status == 400 and said in answer["message"]
     status, quota = api("GET", "/quota", "bob")
     assert status == 200 and quota["teams"][0]["team"] == "vision" and "weights" in quota["policy"]
 
