@@ -57,6 +57,7 @@ class FunctionSpec:
 
 
 TABLE_SETTINGS = ("GQA_JOBS_TABLE", "GQA_SETTINGS_TABLE", "GQA_LEDGER_TABLE")   # every function reads them
+OPTIONAL_TOPIC = "GQA_NOTICES_TOPIC_ARN"   # set where a notices topic is given (the stacks always give one)
 # GQA_GPU_METRICS_NAMESPACE (budget) is left unset: its default is the namespace the jobs report in.
 SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec("api", "lambdas.api.handler", API_TIMEOUT, 1024,
@@ -68,9 +69,9 @@ SPECS: tuple[FunctionSpec, ...] = (
                  "admits the submissions on the intake queues as queued jobs"),
     FunctionSpec("dispatch", "lambdas.dispatch.handler", r.DISPATCH_TIMEOUT, 1024,
                  ("GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
-                  "GQA_CHECKPOINT_GRACE"),
+                  "GQA_CHECKPOINT_GRACE", "GQA_NOTICES_TOPIC_ARN"),
                  "one scheduling pass: starts queued jobs on Batch, stops and requeues"),
-    FunctionSpec("reconcile", "lambdas.reconcile.handler", 30, 512, ("GQA_WAKEUP_QUEUE_URL",),
+    FunctionSpec("reconcile", "lambdas.reconcile.handler", 30, 512, ("GQA_WAKEUP_QUEUE_URL", "GQA_NOTICES_TOPIC_ARN"),
                  "applies Batch job state changes to gqa's jobs"),
     FunctionSpec("budget", "lambdas.budget.handler", 120, 512, ("GQA_ALERTS_TOPIC_ARN", "GQA_WAKEUP_QUEUE_URL"),
                  "watches spend against budgets, waiting jobs and idle GPUs"),
@@ -85,7 +86,8 @@ class Functions(Construct):
     """`by_name` and the attributes api, admit, dispatch, reconcile, budget, trigger."""
 
     def __init__(self, scope: Construct, id: str, *, config: Deployment, tables: Tables, queues: Queues,
-                 checkpoints: Checkpoints, batch: BatchResources, alerts_topic: sns.ITopic) -> None:
+                 checkpoints: Checkpoints, batch: BatchResources, alerts_topic: sns.ITopic,
+                 notices_topic: sns.ITopic | None = None) -> None:
         super().__init__(scope, id)
         # every setting a function may read, from one place: each function takes the ones it reads
         settings = {
@@ -100,10 +102,12 @@ class Functions(Construct):
             "GQA_TRIGGER_TIMER_QUEUE_URL": queues.trigger_timer.queue_url,
             "GQA_ALERTS_TOPIC_ARN": alerts_topic.topic_arn,
             "GQA_LOG_GROUP": batch.log_group_name,
+            **({"GQA_NOTICES_TOPIC_ARN": notices_topic.topic_arn} if notices_topic is not None else {}),
         }
         code = function_code()   # one asset shared by the six
         self.by_name: dict[str, aws_lambda.Function] = {
-            spec.name: self._function(spec, config, code, {k: settings[k] for k in (*TABLE_SETTINGS, *spec.reads)})
+            spec.name: self._function(spec, config, code, {k: settings[k] for k in (*TABLE_SETTINGS, *spec.reads)
+                                                           if k in settings or k != OPTIONAL_TOPIC})
             for spec in SPECS}
         self.api, self.admit, self.dispatch = self.by_name["api"], self.by_name["admit"], self.by_name["dispatch"]
         self.reconcile, self.budget, self.trigger = (self.by_name["reconcile"], self.by_name["budget"],
@@ -111,6 +115,9 @@ class Functions(Construct):
         for function in self.by_name.values():
             tables.grant_read_write(function)
         self._grant_calls(queues, checkpoints, batch, alerts_topic)
+        if notices_topic is not None:   # job notices, after the moves these two write
+            _publish(self.reconcile, notices_topic)
+            _publish(self.dispatch, notices_topic)
 
     def _function(self, spec: FunctionSpec, config: Deployment, code: aws_lambda.Code,
                   settings: dict[str, str]) -> aws_lambda.Function:

@@ -22,6 +22,7 @@ from .compute import GpuPools
 from .events import EventWiring
 from .functions import Functions
 from .network import Network
+from .notices import Notices
 from .observability import Observability
 from .outputs import outputs
 from .queues import Queues
@@ -49,8 +50,10 @@ class ServiceStack(cdk.Stack):
         self.network = Network(self, "Network", config=config)
         self.pools = GpuPools(self, "GpuPools", config=config, network=self.network, checkpoints=data.checkpoints)
         self.alerts = Alerts(self, "Alerts", config=config)
+        self.notices = Notices(self, "Notices", config=config, key=self.alerts.key)
         self.functions = Functions(self, "Functions", config=config, tables=data.tables, queues=data.queues,
-                                   checkpoints=data.checkpoints, batch=self.pools, alerts_topic=self.alerts.topic)
+                                   checkpoints=data.checkpoints, batch=self.pools, alerts_topic=self.alerts.topic,
+                                   notices_topic=self.notices.topic)
         self.events = EventWiring(self, "Events", config=config, queues=data.queues, functions=self.functions,
                                   batch=self.pools)
         self.settings = SettingsRegistration(self, "Settings", config=config, tables=data.tables)

@@ -20,7 +20,8 @@ DynamoDB tables), GQA_POOLS (a JSON list of resources.Pool's fields),
 GQA_JOB_DEFINITION (the Batch job definition), GQA_CHECKPOINT_BUCKET and
 optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3; code bundles under code/), and optionally
 GQA_IMAGES (a JSON object: spec image -> job definition) and
-GQA_CHECKPOINT_GRACE (seconds, the grace added to Batch timeouts). A missing or
+GQA_CHECKPOINT_GRACE (seconds, the grace added to Batch timeouts), and
+GQA_NOTICES_TOPIC_ARN (job notices of the moves a pass writes). A missing or
 invalid one fails the cold start loudly.
 
 Reads: a pass reads the live jobs, the ledger and the settings once each
@@ -72,6 +73,7 @@ from gqa.adapters.aws.dynamodb_store import SAMPLES_TTL, SETTINGS_TTL, DynamoDBS
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
+from gqa.adapters.aws.sns_notices import NoticingStore, SnsNotices
 from gqa.adapters.clock import SystemClock, SystemRandom
 from gqa.ports import Metrics
 from gqa.services import telemetry
@@ -119,7 +121,11 @@ class Dispatcher:
 def build() -> Dispatcher:
     names = environment.table_names()
     clock = SystemClock()
-    store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL)
+    topic = environment.notices_topic()
+    # timeouts, requeues and cancels are told to the notices topic after they are written (sns_notices.py)
+    store = NoticingStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL,
+                          notices=SnsNotices(boto3.client("sns"), topic)) if topic else \
+        DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL)
     checkpoints = S3Checkpoints(boto3.client("s3"), environment.checkpoint_bucket(), environment.checkpoint_prefix())
     # the grace Batch timeouts add is the instances' stop timeout (BatchCompute's own 10 s where unset)
     compute = BatchCompute(boto3.client("batch"), environment.pools(), environment.job_definition(), checkpoints,

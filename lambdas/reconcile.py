@@ -13,7 +13,9 @@ Environment (read by lambdas/environment.py):
 GQA_JOBS_TABLE, GQA_SETTINGS_TABLE, GQA_LEDGER_TABLE (the
 DynamoDB table names; a missing one fails the cold start loudly), and
 optionally GQA_WAKEUP_QUEUE_URL: the dispatcher's wake-up queue, told when an
-attempt ends so its GPUs are scheduled at once rather than at the next tick.
+attempt ends so its GPUs are scheduled at once rather than at the next tick;
+optionally GQA_NOTICES_TOPIC_ARN: job notices of starts and ends (one
+PublishBatch after the write, never failing it: adapters/aws/sns_notices.py).
 
 Calls: a RUNNING event is one UpdateItem guarded on the job STARTING on that
 attempt and Batch job (nothing read first; a start wakes no pass, it frees no
@@ -52,6 +54,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.job_events import MalformedEvent, event_from
 from gqa.adapters.aws.metrics import make_metrics
+from gqa.adapters.aws.sns_notices import NoticingStore, SnsNotices
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.wakeups import WakeDispatcher
 from gqa.models.errors import BackendUnavailable, Conflict, NotFound
@@ -80,7 +83,11 @@ class Reconciler:
 def build() -> Reconciler:
     names = environment.table_names()
     wakeup = environment.wakeup_url()
-    store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
+    topic = environment.notices_topic()
+    # starts and ends are told to the notices topic after they are written (sns_notices.py)
+    store = NoticingStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT,
+                          notices=SnsNotices(boto3.client("sns"), topic)) if topic else \
+        DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
     # a failed wake-up is raised: the event is retried, and its settlement found already made
     waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup), store) if wakeup else None
     return Reconciler(ReconcileService(store, random.Random(), waker),

@@ -49,6 +49,7 @@ class Service:
     template: Any          # aws_cdk.assertions.Template of the service stack
     resources: dict        # its Resources
     data_resources: dict   # the data stack's
+    notices: Any = None    # the notices topic (under the alerts topic's key)
 
     def logical(self, construct) -> str:
         resource = construct.node.default_child
@@ -86,8 +87,9 @@ def service(*, buckets: tuple[str, ...] = BUCKETS, retain_data: bool = False) ->
     tables, queues = Tables(data, "Tables", config=config), Queues(data, "Queues", config=config)
     checkpoints = Checkpoints(data, "Checkpoints", config=config)
     stack = cdk.Stack(app, "service")
-    topic = sns.Topic(stack, "Alerts", master_key=kms.Key(stack, "AlertsKey", enable_key_rotation=True),
-                      enforce_ssl=True)
+    key = kms.Key(stack, "AlertsKey", enable_key_rotation=True)
+    topic = sns.Topic(stack, "Alerts", master_key=key, enforce_ssl=True)
+    notices = sns.Topic(stack, "Notices", master_key=key, enforce_ssl=True)
     job_logs = logs.LogGroup(stack, "JobLogs", log_group_name=f"/aws/batch/{config.prefix}jobs",
                              retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
     batch = JobResources(
@@ -97,12 +99,12 @@ def service(*, buckets: tuple[str, ...] = BUCKETS, retain_data: bool = False) ->
                              for name in config.job_definitions()],
         log_group_name=job_logs.log_group_name)
     functions = Functions(stack, "Functions", config=config, tables=tables, queues=queues, checkpoints=checkpoints,
-                          batch=batch, alerts_topic=topic)
+                          batch=batch, alerts_topic=topic, notices_topic=notices)
     wiring = EventWiring(stack, "Events", config=config, queues=queues, functions=functions, batch=batch)
     template = support.template(stack)
     data_template = support.template(data)
     return Service(config, data, stack, tables, queues, checkpoints, topic, batch, functions, wiring, template,
-                   template.to_json()["Resources"], data_template.to_json()["Resources"])
+                   template.to_json()["Resources"], data_template.to_json()["Resources"], notices)
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +157,8 @@ READS = {
             "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET"},
     "admit": {"GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"},
     "dispatch": {"GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
-                 "GQA_CHECKPOINT_GRACE"},
-    "reconcile": {"GQA_WAKEUP_QUEUE_URL"},
+                 "GQA_CHECKPOINT_GRACE", "GQA_NOTICES_TOPIC_ARN"},
+    "reconcile": {"GQA_WAKEUP_QUEUE_URL", "GQA_NOTICES_TOPIC_ARN"},
     "budget": {"GQA_ALERTS_TOPIC_ARN", "GQA_WAKEUP_QUEUE_URL"},
     "trigger": {"GQA_INTAKE_URLS", "GQA_TRIGGER_TIMER_QUEUE_URL", "GQA_MANIFEST_BUCKET", "GQA_TRIGGER_BUCKETS",
                 "GQA_CHECKPOINT_BUCKET", "GQA_ACCESS"},
@@ -227,6 +229,9 @@ def test_settings_come_from_the_deployment_and_the_stacks(built):
     for name in ("admit", "budget"):
         topic = built.function(name)["Environment"]["Variables"]["GQA_ALERTS_TOPIC_ARN"]
         assert topic == {"Ref": built.logical(built.topic)}
+    for name in ("reconcile", "dispatch"):
+        topic = built.function(name)["Environment"]["Variables"]["GQA_NOTICES_TOPIC_ARN"]
+        assert topic == {"Ref": built.logical(built.notices)}
 
 
 def _data_logical_ids(built: Service) -> set[str]:
@@ -340,11 +345,13 @@ def test_dispatch_submits_only_to_the_pools_with_the_deployments_job_definitions
 
 
 def test_publishing_is_to_the_topic_and_its_key_only(built):
+    # alerts from admit and budget; job notices from reconcile and dispatch, under the same key
+    topics = {"admit": built.topic, "budget": built.topic, "reconcile": built.notices, "dispatch": built.notices}
     for name in FUNCTIONS:
         for statement in built.statements(name):
             actions = set(_list(statement["Action"]))
             if actions & {"sns:Publish"}:
-                assert statement["Resource"] == {"Ref": built.logical(built.topic)}
+                assert statement["Resource"] == {"Ref": built.logical(topics[name])}
             if any(a.startswith("kms:") for a in actions):
                 assert actions == {"kms:GenerateDataKey", "kms:Decrypt"}
                 assert statement["Resource"] == {"Fn::GetAtt": [built.logical(built.topic.master_key), "Arn"]}
