@@ -1,6 +1,7 @@
 """`gqa status ID`: a job's state, attempts, exit and history with reasons."""
 
 from collections import Counter
+from dataclasses import replace
 
 from .app import app
 from .options import JobRef, Output, check_output
@@ -14,27 +15,44 @@ def status(ref: JobRef, output: Output = "table"):
     with user_errors():
         from .backend import backend
 
-        jobs, admitting = backend().queries().jobs_and_admitting(ref)
+        from gqa.models.job import PENDING
+
+        queries = backend().queries()
+        jobs, admitting = queries.jobs_and_admitting(ref)
+        # a pending job's reason, position and ETA are the queue's own (the same QueryService.queue)
+        standing = {e.job.id: e for e in queries.queue(group=ref).pending} if any(
+            j.state in PENDING for j in jobs) else {}
+    jobs = [replace(j, reason=standing[j.id].reason) if j.id in standing else j for j in jobs]
     if fmt == "json":
         if len(jobs) == 1 and jobs[0].id == ref:
-            print_json(job_dict(jobs[0], history=True))
+            print_json(_with_standing(job_dict(jobs[0], history=True), standing.get(ref)))
         else:
             print_json({"group": ref, "counts": dict(Counter(j.state.value for j in jobs)), "admitting": admitting,
-                        "jobs": [job_dict(j, history=True) for j in jobs]})
+                        "jobs": [_with_standing(job_dict(j, history=True), standing.get(j.id)) for j in jobs]})
         return
     out = console()
     if len(jobs) == 1 and jobs[0].id == ref:
-        _one(out, jobs[0])
+        _one(out, jobs[0], standing.get(ref))
     else:
         _group(out, ref, jobs, admitting)
 
 
-def _one(out, job) -> None:
+def _with_standing(data: dict, entry) -> dict:
+    if entry is not None:
+        data.update(position=entry.position, eta=entry.eta)
+    return data
+
+
+def _one(out, job, entry=None) -> None:
     from gqa.models.units import format_duration
 
     style = STATUS_STYLE.get(job.status.value, "")
     out.print(f"[bold]job {job.id}[/] {job.name}: [{style}]{job.status.value}[/] ({job.state.value})")
     out.print(f"  reason     {job.reason}")
+    if entry is not None and entry.position is not None:
+        from .queue_table import eta_text
+
+        out.print(f"  position   {entry.position} in the queue's start order; eta {eta_text(entry.eta)}")
     out.print(f"  team       {job.team}   owner {job.owner}   priority {PRIORITY[job.tier]}")
     gpus = f"{job.gpus}" + (f" x {job.gpu_type}" if job.gpu_type else "")
     if job.assigned:

@@ -157,9 +157,10 @@ def test_a_queue_and_an_array_past_one_page_print_as_they_do_on_one(aws, monkeyp
     before = len(aws.gateway.seen)
     assert [aws("bob", *c) for c in commands] == one_page
     asked = [s["url"] for s in aws.gateway.seen[before:]]
-    # 8 pending in pages of 2: 4 requests a queue; 7 tasks: 4 requests a status
-    assert (sum("/queue" in u for u in asked), sum("/jobs/1" in u for u in asked)) == (4 * 4, 2 * 4)
-    assert sum("next=" in u for u in asked) == 4 * 3 + 2 * 3
+    # 8 pending in pages of 2: 4 requests a queue; 7 tasks: 4 requests a status, and 4 more for their
+    # standing in the queue (GET /queue?group=1: the same positions, reasons and ETAs as `gqa queue`)
+    assert (sum("/queue" in u for u in asked), sum("/jobs/1" in u for u in asked)) == (4 * 4 + 2 * 4, 2 * 4)
+    assert sum("next=" in u for u in asked) == 4 * 3 + 2 * 3 + 2 * 3
 
 
 def test_a_deployment_that_hands_back_a_token_twice_is_an_error_not_a_loop():
