@@ -74,6 +74,10 @@ def start(
     if grace < 0:
         fail(f"--grace must be >= 0, got {grace}")
     rules = price_rules(prices, kwh_price, watts)
+    # checked before anything is written: a mistake is one line, not a daemon that dies
+    notice_options = _notice_options(smtp=smtp, mail_from=mail_from, starttls=smtp_starttls,
+                                     login_file=smtp_login_file, mail_domain=mail_domain, webhook=webhook,
+                                     alerts_to=alerts_to)
     os.umask(0o077)     # the daemon's files are its own; a system queue sets the modes others need
     if system:
         paths = _system_home(home, admin_groups or [], approver_groups or [])
@@ -93,9 +97,7 @@ def start(
         inventory = _inventory(gpus, gpu_type, cpus=cpus)
         paths.ensure()
         _record_inventory(paths, inventory, rules)
-    options = _daemon_options(log_max_size, log_files) + _notice_options(
-        smtp=smtp, mail_from=mail_from, starttls=smtp_starttls, login_file=smtp_login_file, mail_domain=mail_domain,
-        webhook=webhook, alerts_to=alerts_to)
+    options = _daemon_options(log_max_size, log_files) + notice_options
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     if detach:
         start_background(paths, inventory, grace, options)
@@ -266,7 +268,7 @@ def _daemon_options(log_max_size: str, log_files: int) -> list[str]:
 
 
 def _notice_options(**given) -> list[str]:
-    """--notices JSON for the daemon, checked here so a mistake is one line, not a daemon that dies."""
+    """--notices JSON for the daemon."""
     from gqa.adapters.local.notice_channels import NoticeSettings
 
     if given.get("login_file"):

@@ -14,6 +14,7 @@ from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
 
 
 def free_port() -> int:
@@ -26,8 +27,9 @@ def free_port() -> int:
 class MailReceiver:
     """An SMTP server on 127.0.0.1; `mails` is what it accepted, parsed."""
 
-    def __init__(self, port: int | None = None):
+    def __init__(self, port: int | None = None, login: tuple[str, str] | None = None):
         self.mails: list[EmailMessage] = []
+        self.logins: list[str] = []   # the users that logged in
         self.port = port or free_port()
         receiver = self
 
@@ -37,7 +39,15 @@ class MailReceiver:
                 receiver.mails.append(message)   # type: ignore[arg-type]
                 return "250 OK"
 
-        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port)
+        def authenticator(server, session, envelope, mechanism, data):
+            ok = login is not None and (data.login.decode(), data.password.decode()) == login
+            if ok:
+                receiver.logins.append(data.login.decode())
+            return AuthResult(success=ok)
+
+        # with a login: AUTH is offered (over plain text: a test on loopback) and required
+        extra = dict(authenticator=authenticator, auth_require_tls=False, auth_required=True) if login else {}
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=self.port, **extra)
 
     @property
     def address(self) -> str:

@@ -31,6 +31,8 @@ CASES = [
     ({}, ["submit", "-o", "yaml", "--", "true"], ["unknown output format 'yaml'"]),
     ({"train.sh": "#!/bin/sh\n#GQA --gpu=2\necho hi\n"}, ["submit", "train.sh"], ["train.sh:2", "did you mean --gpus"]),
     ({"train.sh": "#!/bin/sh\n#SBATCH --time=soon\necho\n"}, ["submit", "train.sh"], ["invalid duration 'soon'"]),
+    ({}, ["submit", "--notify", "whenever", "--", "true"], ["--notify 'WHENEVER'", "BEGIN, END, FAIL"]),
+    ({}, ["submit", "--notify", "end:", "--", "true"], ["nothing after ':'"]),
 ]
 
 

@@ -152,3 +152,36 @@ def test_a_requeue_and_a_timeout_are_told(queue, hook):
     assert queue.state(job.id) == JobState.RETRY_WAIT
     assert sender.deliver_due() == 1
     assert "was requeued" in hook.wait_for(1)[0]["json"]["text"]
+
+
+@pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")   # loopback, in a test
+def test_mail_logs_in_with_the_login_file(queue, tmp_path):
+    login = tmp_path / "smtp-login"
+    login.write_text("gqa:pa:ss\n")
+    login.chmod(0o600)
+    mail = MailReceiver(login=("gqa", "pa:ss")).start()
+    try:
+        sender = sender_for(queue, smtp=mail.address, mail_from="gqa@example.org", login_file=str(login))
+        queue.start(notify={"events": ["begin"], "to": "ana@example.org"})
+        assert sender.deliver_due() == 1
+        assert mail.wait_for(1)[0]["To"] == "ana@example.org" and mail.logins == ["gqa"]
+    finally:
+        mail.stop()
+
+
+def test_an_approval_request_reaches_alerts_to(queue, hook):
+    from gqa.ports import Inventory
+    from gqa.scheduling import Policy
+    from gqa.services.submit import SubmitService
+    from tests.builders import gpus, spec
+
+    sender = sender_for(queue, alerts_to=hook.url("/approvers"))
+    queue.store.set_inventory(Inventory(gpus=gpus(4)))
+    queue.store.set_policy(Policy(approval_gpus=1))
+    service = SubmitService(queue.store, queue.clock, notifier=OutboxNotifier(sender.outbox, queue.clock,
+                                                                              hook.url("/approvers")))
+    [job] = service.submit(spec(owner="bob", resources={"gpus": 2}))
+    assert job.state == JobState.PENDING_APPROVAL
+    assert sender.deliver_due() == 1
+    [body] = hook.wait_for(1)
+    assert body["path"] == "/approvers" and f"gqa approve {job.id}" in body["json"]["text"]
