@@ -146,6 +146,15 @@ class Cost:
 
 
 @dataclass
+class Overviews:
+    api: Any
+
+    def overview(self, *, head: int | None = None, events: int | None = None):
+        return _decode(wire.overview_from_dict, self.api.call("GET", "/overview",
+                                                             query={"head": head, "events": events}))
+
+
+@dataclass
 class Triggers:
     """TriggerService's add/list/remove as cli/trigger.py calls them. The owner
     is the caller's IAM identity (the API's rule), so `owner`, `caller` and
@@ -211,6 +220,9 @@ class ApiServices:
 
     def log_pages(self) -> LogPages:
         return LogPages(self.api)
+
+    def overview(self) -> Overviews:
+        return Overviews(self.api)
 
 
 @dataclass

@@ -89,6 +89,11 @@ class LocalBackend:
 
         return CostService(self.store, self.clock, history=self.store)
 
+    def overview(self):
+        from gqa.services.overview import OverviewService
+
+        return OverviewService(self.store, self.store, self.clock)
+
     def whoami(self) -> dict:
         import getpass
 

@@ -13,6 +13,7 @@ user of the socket's peer credentials (daemon/callers.py).
     GET  /jobs/{id}/logs?attempt&token&limit        its owner and admins
     GET  /quota, PUT /quota/teams/{team}, PUT /quota/teams/{team}/members, PUT /quota/policy (admins),
     GET  /cost?team&period&jobs
+    GET  /overview?head&events       what `gqa top` shows (OverviewService)
 
 Local differences: a submission's environment IS stored (a local job starts
 from the submitting shell's environment, as Slurm's --export=ALL), and is
@@ -87,7 +88,7 @@ class Request:
 
 class Router:
     """`wiring` hands out the services: .submitter(), .control(), .queries(),
-    .quota(), .cost() and .logs() (a LogService over LocalLogFiles), as
+    .quota(), .cost(), .overview() and .logs() (a LogService over LocalLogFiles), as
     cli.backend.LocalBackend does. `access` turns peer credentials into a
     caller for serve(); handle() takes the caller already made."""
 
@@ -151,6 +152,7 @@ class Router:
             ("PUT", re.compile(f"quota/teams/{seg}/members"), self.set_members),
             ("PUT", re.compile("quota/policy"), self.set_policy),
             ("GET", re.compile("cost"), self.cost),
+            ("GET", re.compile("overview"), self.overview),
             ("GET", re.compile("triggers"), self.triggers),
             ("POST", re.compile("triggers"), self.triggers),
             ("DELETE", re.compile(f"triggers/{seg}"), self.triggers),
@@ -257,6 +259,11 @@ class Router:
         report = self.wiring.cost().report(period=request.text("period"), team=request.text("team"), gpu_hours=True,
                                            jobs=wire.cost_jobs(request.text("jobs")))
         return 200, wire.cost_to_dict(report)
+
+    def overview(self, who: Principal, request: Request) -> Answer:
+        authorize(who, Action.READ)
+        head, events = wire.overview_sizes(request.number("head"), request.number("events"))
+        return 200, wire.overview_to_dict(self.wiring.overview().overview(head=head, events=events))
 
     def triggers(self, who: Principal, request: Request, *_: str) -> Answer:
         raise BackendUnavailable("triggers watch S3 for new objects and run on the AWS backend only; "

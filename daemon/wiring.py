@@ -24,6 +24,7 @@ if TYPE_CHECKING:   # the services below load when first asked for
     from gqa.services.cost import CostService
     from gqa.services.history import HistoryService
     from gqa.services.logs import LogService
+    from gqa.services.overview import OverviewService
     from gqa.services.queries import QueryService
     from gqa.services.quota import QuotaService
     from gqa.services.submit import SubmitService
@@ -94,6 +95,11 @@ class DaemonWiring:
         from gqa.services.cost import CostService
 
         return CostService(self.store, self.clock, history=self.store)
+
+    def overview(self) -> OverviewService:
+        from gqa.services.overview import OverviewService
+
+        return OverviewService(self.store, self.store, self.clock)
 
     def logs(self) -> LogService:
         from gqa.adapters.local.log_pages import LocalLogFiles

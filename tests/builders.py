@@ -158,3 +158,22 @@ def line_writer(path: object, lines: int, *, pause_every: int) -> subprocess.Pop
     """A process that appends `line 0` .. `line N-1` to `path`, unbuffered, pausing a
     millisecond every `pause_every` lines (so a rotation can land between writes)."""
     return subprocess.Popen([sys.executable, "-c", _LINE_WRITER, str(path), str(lines), str(pause_every)])
+
+
+def overview(gpus: int = 4, *, pending: int = 3, teams: int = 2, events: int = 3, now: float = NOW):
+    """An Overview (gqa.services.overview) of a queue with `gpus` GPUs, the first
+    two held by job 7 "train-resnet50" (vision, 1h10m in, 50m left, 87% busy)
+    and the last spot; `pending` jobs waiting for their team's cap; `teams`
+    teams; `events` transitions."""
+    from gqa.ports import JobEvent
+    from gqa.services.overview import GpuSlot, HeadEntry, Overview, RunningJob, TeamLoad
+
+    train = RunningJob("7", "train-resnet50", "alice", "vision", "running", (0, 1), now - 4200, 4200.0, 3000.0, 87.0,
+                       30_000.0, "attempt 1 started")
+    slots = [GpuSlot(i, "a100", i == gpus - 1 and gpus > 2, train if i < 2 else None) for i in range(gpus)]
+    head = [HeadEntry(n + 1, str(10 + n), f"sweep-{n}", "bob", "nlp", 1, 2, "pending", now - 600 - n, now + 3000,
+                      "team nlp at 4 of 4 GPUs; needs 2 more") for n in range(pending)]
+    loads = [TeamLoad(name, 2 if name == "vision" else 0, 4, 120.5, 1000.0)
+             for name in ("vision", "nlp", "speech", "robotics")[:teams]]
+    recent = [JobEvent(str(20 + n), f"job-{n}", JobState.SUCCEEDED, now - 60 * n, "exited 0") for n in range(events)]
+    return Overview(now, "2026-12", slots, [train], pending, head, loads, recent)

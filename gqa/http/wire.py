@@ -25,10 +25,12 @@ from ..models.errors import SpecError
 from ..models.expand import index_runs, run_indices
 from ..models.job import JobRecord, JobState, Request, Transition
 from ..models.trigger import Trigger
+from ..ports import JobEvent
 from ..scheduling.snapshot import Factors, Weights
 from ..services.access import Principal, roles_text
 from ..services.control import ControlResult
 from ..services.cost import CostReport, JobCost, TeamCost
+from ..services.overview import EVENTS, HEAD, GpuSlot, HeadEntry, Overview, RunningJob, TeamLoad
 from ..services.queries import QueueEntry, QueueView
 from ..services.quota import QuotaView, TeamQuota
 from ..settings_codec import policy_from_dict, policy_to_dict, team_policy_from_dict, team_policy_to_dict
@@ -331,6 +333,38 @@ def cost_from_dict(data: dict[str, Any]) -> CostReport:
                                int(j["gpus"]), float(j["gpu_hours"]), float(j["cost"]),
                                None if j.get("gpu_util") is None else float(j["gpu_util"]))
                        for j in data.get("jobs") or []])
+
+
+# -- the overview (gqa top, gqa ui) ------------------------------------------------------------------
+OVERVIEW_MOST = 200    # pending jobs, and events, an overview may be asked to carry
+
+
+def overview_sizes(head: int | None, events: int | None) -> tuple[int, int]:
+    """GET /overview's `head` and `events` (absent: the service's defaults); SpecError past OVERVIEW_MOST."""
+    sizes = (HEAD if head is None else head, EVENTS if events is None else events)
+    for name, size in zip(("head", "events"), sizes):
+        if size > OVERVIEW_MOST:
+            raise SpecError(f"{name} must be at most {OVERVIEW_MOST}, got {size}")
+    return sizes
+
+
+def overview_to_dict(view: Overview) -> dict[str, Any]:
+    """GET /overview's answer: the Overview's fields as they are, a state by its value."""
+    data = asdict(view)
+    data["events"] = [{**asdict(e), "state": e.state.value} for e in view.events]
+    return data
+
+
+def overview_from_dict(data: dict[str, Any]) -> Overview:
+    def running(r: dict[str, Any] | None) -> RunningJob | None:
+        return None if r is None else RunningJob(**{**r, "gpus": tuple(r["gpus"])})
+
+    return Overview(
+        float(data["at"]), str(data["period"]),
+        [GpuSlot(int(g["index"]), str(g["type"]), bool(g["spot"]), running(g["job"])) for g in data["gpus"]],
+        [RunningJob(**{**r, "gpus": tuple(r["gpus"])}) for r in data["running"]], int(data["pending"]),
+        [HeadEntry(**e) for e in data["head"]], [TeamLoad(**t) for t in data["teams"]],
+        [JobEvent(**{**e, "state": JobState(e["state"])}) for e in data["events"]])
 
 
 # -- triggers ----------------------------------------------------------------------------------------

@@ -8,15 +8,16 @@ from .compute import AttemptStatus, Clock, Compute, Exit, FoundLaunch, LaunchLoo
 from .intake import AdmissionProgress, Admissions, Intake, Submission
 from .observe import (AttemptLog, BudgetRecords, Checkpoints, GpuUtilization, JobLogs, LiveSpend, LogChunk, Metrics,
                       Notifier)
-from .store import (HISTORY_STATES, Change, HistoryQuery, HistoryReads, Inventory, JobRecords, JobsAndSettings,
-                    JobStore, QueueReads, SchedulingInputs, Settings, UsageLedger, apply_all_else_each)
+from .store import (HISTORY_STATES, Change, HistoryQuery, HistoryReads, Inventory, JobEvent, JobRecords,
+                    JobsAndSettings, JobStore, QueueReads, RecentEvents, SchedulingInputs, Settings, UsageLedger,
+                    apply_all_else_each)
 from .triggers import BurstTimer, Manifests, TriggerStore
 
 __all__ = [
     "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BudgetRecords", "BurstTimer", "Change",
     "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization", "HISTORY_STATES", "HistoryQuery",
-    "HistoryReads", "Intake", "Inventory", "JobLogs",
-    "JobRecords", "JobsAndSettings", "JobStore", "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests",
-    "Metrics", "Notifier", "QueueReads", "Random", "SchedulingInputs", "Settings", "Submission", "TriggerStore",
-    "UsageLedger", "Waker", "apply_all_else_each",
+    "HistoryReads", "Intake", "Inventory", "JobEvent", "JobLogs", "JobRecords", "JobsAndSettings", "JobStore",
+    "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests", "Metrics", "Notifier", "QueueReads", "Random",
+    "RecentEvents", "SchedulingInputs", "Settings", "Submission", "TriggerStore", "UsageLedger", "Waker",
+    "apply_all_else_each",
 ]

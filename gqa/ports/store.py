@@ -201,6 +201,29 @@ class HistoryReads(Protocol):
         items by itself answers 0)."""
 
 
+@dataclass(frozen=True)
+class JobEvent:
+    """One transition of one job, as the live views list them."""
+
+    job_id: str
+    name: str
+    state: JobState      # the state it moved to
+    at: float
+    reason: str
+
+
+class RecentEvents(Protocol):
+    """The latest transitions across the queue, for `gqa top` and the web page."""
+
+    def recent_events(self, *, since: float, limit: int) -> List[JobEvent]:
+        """At most `limit` transitions made at or after `since`, newest first
+        (ties: a job's later transition first). Reads what it returns and
+        little more: an index by time, never the whole queue's history. On
+        DynamoDB the transitions of the `limit` jobs written most recently
+        and of those finished since `since`: a job whose only write since was
+        not a transition may crowd out an older transition of another."""
+
+
 class JobsAndSettings(JobRecords, Settings, Protocol):
     """Jobs written against the settings: submission, reconciliation."""
 

@@ -27,6 +27,9 @@ and cancel/requeue/hold/release/approve/deny take several, comma-separated):
                                           for the team, replacing the list (admins); [] leaves only admins
     PUT  /quota/policy                    QuotaService.set_policy's fields (admins)
     GET  /cost?team=T&period=2026-11&jobs=N   spend and GPU-hours per team, the N costliest jobs
+    GET  /overview?head=N&events=M        what `gqa top` shows: every GPU and its job, the first N pending
+                                          (position, reason, ETA), teams against quota and budget, the
+                                          latest M transitions (at most 200 each)
     GET  /jobs/{id}/logs?attempt=N&token=T&limit=L   one page of a job's output: LogPage.to_dict()
                                           (its owner and admins; NotStarted while it has not started)
     POST /triggers                        {"bucket", "prefix", "suffix"?, "spec": {...}, "debounce"?} -> 201
@@ -55,7 +58,7 @@ from a whole scheduling pass, so positions and reasons are the whole queue's.
 The function's parts: container.py builds the clients and services once per
 container (and says which environment variables it reads and which settings
 it keeps); request.py holds the resolver and what routes read from a request;
-jobs.py, code.py, quota.py (quota and cost), logs.py and triggers.py register the
+jobs.py, code.py, quota.py (quota and cost), overview.py, logs.py and triggers.py register the
 routes on it. This module maps errors to answers and is the Lambda handler
 (lambdas.api.handler); it imports the route modules so that they register."""
 
@@ -68,7 +71,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 
 from gqa.models.errors import GqaError, NotFound
 from gqa.services.api_errors import status_of
-from lambdas.api import code, jobs, logs, quota, triggers  # noqa: F401  (importing them registers their routes)
+from lambdas.api import code, jobs, logs, overview, quota, triggers  # noqa: F401  (importing them registers their routes)
 from lambdas.api.container import container, logger  # noqa: F401  (container: tests and benchmarks reset and read it)
 from lambdas.api.request import app
 

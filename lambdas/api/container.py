@@ -49,6 +49,7 @@ from gqa.services.access import AccessPolicy
 from gqa.services.control import ControlService
 from gqa.services.cost import CostService
 from gqa.services.logs import LogService
+from gqa.services.overview import OverviewService
 from gqa.services.queries import QueryService
 from gqa.services.quota import QuotaService
 from gqa.services.submit import SubmitService
@@ -95,6 +96,9 @@ class Wiring:
 
     def cost(self) -> CostService:
         return CostService(self.settings, self.clock, history=self.settings)
+
+    def overview(self) -> OverviewService:
+        return OverviewService(self.store, self.store, self.clock, self.admissions())
 
     def triggers(self) -> TriggerService:
         # adding, listing and removing need only the store; the trigger function submits the jobs

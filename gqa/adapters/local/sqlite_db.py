@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS history (
     job_id TEXT NOT NULL, n INTEGER NOT NULL, state TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL,
     PRIMARY KEY (job_id, n)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS history_by_time ON history(at);
 CREATE TABLE IF NOT EXISTS teams (
     team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER, budget REAL,
     stop_at_budget INTEGER NOT NULL DEFAULT 0, members TEXT

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from ...models.errors import Conflict, NotFound, StorageCorrupt
 from ...models.job import JobRecord, JobState, Transition
+from ...ports.store import JobEvent
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .sqlite_rows import _INSERT, _SELECT, _indices, _record, _records_of_group, _row
 from .store_settings import SqliteSettings
@@ -135,6 +136,13 @@ class SqliteJobs(SqliteSettings):
             rows = self.db.execute("SELECT state, at, reason FROM history WHERE job_id = ? ORDER BY n", (job.id,))
             out.append(replace(job, history=tuple(Transition(JobState(s), at, r) for s, at, r in rows)))
         return out
+
+    def recent_events(self, *, since: float, limit: int) -> List[JobEvent]:
+        # history_by_time: the newest transitions first, however long the queue's past
+        rows = self.db.execute(
+            "SELECT h.job_id, j.name, h.state, h.at, h.reason FROM history h JOIN jobs j ON j.id = h.job_id "
+            "WHERE h.at >= ? ORDER BY h.at DESC, h.n DESC LIMIT ?", (since, max(0, int(limit)))).fetchall()
+        return [JobEvent(job_id, name, JobState(state), at, reason) for job_id, name, state, at, reason in rows]
 
     def with_requests(self) -> List[JobRecord]:
         rows = self.db.execute(_SELECT + " WHERE request IS NOT NULL AND kill_reason IS NULL "

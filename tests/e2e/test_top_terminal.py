@@ -1,0 +1,101 @@
+"""`gqa top` in a real terminal: the command runs on a pseudo-terminal of
+80x24 against a real daemon, and pyte plays the screen it draws on. It must
+show the GPUs and their job, the queue's head with reasons and the teams,
+redraw when a job is submitted after it started, and on `q` or Ctrl-C give
+the terminal back (the alternate screen left, the cursor shown) and exit 0."""
+
+import signal
+import sys
+import time
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+pyte = pytest.importorskip("pyte")
+
+pytestmark = pytest.mark.e2e
+
+COLUMNS, LINES = 80, 24
+LEAVE_ALTERNATE_SCREEN, SHOW_CURSOR = "\x1b[?1049l", "\x1b[?25h"
+
+
+class Terminal:
+    """`gqa top` on a pty, its output fed to a pyte screen as it comes."""
+
+    def __init__(self, queue, *args: str):
+        self.screen = pyte.Screen(COLUMNS, LINES)
+        self.stream = pyte.Stream(self.screen)
+        self.raw = ""
+        self.child = pexpect.spawn(sys.executable, ["-m", "cli.main", "top", *args], env=queue.env,
+                                   cwd=str(queue.home), dimensions=(LINES, COLUMNS), encoding="utf-8",
+                                   codec_errors="replace", timeout=10)
+
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.screen.display)
+
+    def pump(self, seconds: float = 0.1) -> None:
+        try:
+            chunk = self.child.read_nonblocking(65536, timeout=seconds)
+        except pexpect.TIMEOUT:
+            return
+        except pexpect.EOF:
+            return
+        self.raw += chunk
+        self.stream.feed(chunk)
+
+    def wait_for(self, *texts: str, timeout: float = 10.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.pump()
+            if all(t in self.text() for t in texts):
+                return self.text()
+        raise AssertionError(f"{texts} never all showed; the screen:\n{self.text()}")
+
+    def ended(self, timeout: float = 10.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < deadline:
+            self.pump()
+        self.pump()
+        self.child.close()
+        return self.child.exitstatus
+
+
+@pytest.fixture
+def busy(make_queue):
+    """2 GPUs: a 2-GPU training job runs, two more wait for GPUs."""
+    queue = make_queue(gpus=2)
+    [train] = queue.submit(["sleep", "60"], name="train", team="vision", resources={"gpus": 2})
+    queue.submit(["sleep", "60"], name="tune", team="vision", resources={"gpus": 1})
+    queue.submit(["sleep", "60"], name="embed", team="nlp", resources={"gpus": 1}, priority="high")
+    queue.wait(train, ("RUNNING",))
+    return queue, train
+
+
+@pytest.mark.slow
+def test_top_draws_the_queue_redraws_it_and_gives_the_terminal_back_on_q(busy):
+    queue, train = busy
+    term = Terminal(queue, "--interval", "0.3")
+    screen = term.wait_for("GPUs  2 of 2 busy", "pending  2", "needs 1 GPU, 0 free", "teams", "vision", "nlp")
+    gpu_lines = [line for line in screen.splitlines() if line.lstrip().startswith(("0  ", "1  "))]
+    assert len(gpu_lines) >= 2 and all(f" {train} " in line and "train" in line for line in gpu_lines[:2])
+    assert screen.index("embed") < screen.index("tune")         # high priority first
+    assert len(screen.splitlines()) <= LINES and all(len(line) <= COLUMNS for line in screen.splitlines())
+
+    [late] = queue.submit(["sleep", "60"], name="late-arrival", resources={"gpus": 1})
+    term.wait_for("pending  3", "late-arrival")
+
+    term.child.send("q")
+    assert term.ended() == 0
+    tail = term.raw[term.raw.rindex(LEAVE_ALTERNATE_SCREEN):]    # the alternate screen left, last
+    assert SHOW_CURSOR in term.raw[term.raw.rindex("\x1b[?25l"):]  # the cursor shown after it was hidden
+    assert "Traceback" not in term.raw and tail
+
+
+def test_ctrl_c_quits_cleanly_too(busy):
+    queue, _ = busy
+    term = Terminal(queue, "--interval", "0.3")
+    term.wait_for("GPUs  2 of 2 busy")
+    term.child.kill(signal.SIGINT)
+    assert term.ended() == 0
+    assert LEAVE_ALTERNATE_SCREEN in term.raw and "Traceback" not in term.raw
+    assert SHOW_CURSOR in term.raw[term.raw.rindex("\x1b[?25l"):]
