@@ -92,7 +92,7 @@ def _serve(be, source: str, listener, loopback: bool) -> None:
     # a poll is a read of the whole queue: no more often than the backend's own waits poll (5 s on AWS)
     refresh = max(REFRESH, be.poll_interval)
     config = uvicorn.Config(create_app(be, source, loopback_only=loopback, refresh=refresh), log_level="warning",
-                            access_log=False, lifespan="on")
+                            access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     uvicorn.Server(config).run(sockets=[listener])
 
 

@@ -1,7 +1,8 @@
 """`gqa ui`'s web application (Starlette): the page and its own script and
 style (cli/ui_static/, nothing fetched from elsewhere, so it works offline),
-the snapshot it polls (GET /api/snapshot) and its figures (GET
-/plots/{name}.png). Read-only: every other method is answered 405."""
+the snapshot it polls (GET /api/snapshot) and the report's figures over the
+last day (GET /plots/{name}.png, gqa/reporting). Read-only: every other
+method is answered 405."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import ui_plots
+from gqa.reporting.figures import FIGURES
+
 from .ui_view import page_data, read
 
 STATIC = Path(__file__).with_name("ui_static")
 REFRESH = 3.0        # seconds between the page's polls
 FRESH = 1.0          # seconds a read serves every tab that asks within them
+PLOT_SPAN = 24 * 3600.0   # the plots' period: the last day
+PLOT_EVERY = 60.0    # seconds a report's figures serve before the next is built (it reads a day of history)
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 # the page runs only its own files: no inline script, nothing from another origin, never framed
@@ -44,28 +48,42 @@ class Snapshots:
     the server's event loop), shared by the requests that arrive within FRESH
     seconds of one another."""
 
-    def __init__(self, backend, source: str, *, clock: Callable[[], float] = time.time, fresh: float = FRESH):
-        self.backend, self.source, self.clock, self.fresh = backend, source, clock, fresh
+    def __init__(self, backend, source: str, *, clock: Callable[[], float] = time.time, fresh: float = FRESH,
+                 plot_every: float = PLOT_EVERY):
+        self.backend, self.source, self.clock, self.fresh, self.plot_every = backend, source, clock, fresh, plot_every
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gqa-ui-read")
-        self.lock = asyncio.Lock()
+        self.lock, self.plot_lock = asyncio.Lock(), asyncio.Lock()
         self.last: tuple[float, dict[str, Any]] | None = None
-        self.figures: dict[str, tuple[float, bytes]] = {}
+        self.report: tuple[int, Any, dict[str, bytes]] | None = None    # its version, the Report, figures drawn
 
     async def latest(self) -> dict[str, Any]:
         async with self.lock:
             now = self.clock()
             if self.last is None or now - self.last[0] >= self.fresh:
-                data = await self._on_worker(lambda: page_data(read(self.backend), now, source=self.source))
+                data = await self._on_worker(lambda: page_data(read(self.backend), source=self.source))
                 self.last = (now, data)
             return self.last[1]
 
+    def plots_version(self) -> int:
+        """Which report the figures are of now: a new one each `plot_every` seconds."""
+        return int(self.clock() // self.plot_every)
+
     async def figure(self, name: str) -> bytes:
-        data = await self.latest()
-        drawn = self.figures.get(name)
-        if drawn is None or drawn[0] != data["at"]:
-            png = await self._on_worker(lambda: ui_plots.FIGURES[name][1](data))
-            drawn = self.figures[name] = (data["at"], png)
-        return drawn[1]
+        """The report's figure `name` over the last day, as `gqa report` draws it."""
+        from gqa.reporting import build
+        from gqa.reporting.figures import render_figure
+
+        from .report import report_input
+
+        async with self.plot_lock:
+            now = self.clock()
+            if self.report is None or self.report[0] != self.plots_version():
+                built = await self._on_worker(lambda: build(report_input(self.backend, now - PLOT_SPAN, now, now)))
+                self.report = (self.plots_version(), built, {})
+            _, built, drawn = self.report
+            if name not in drawn:
+                drawn[name] = await self._on_worker(lambda: render_figure(built, name))
+            return drawn[name]
 
     async def _on_worker(self, work):
         return await asyncio.get_running_loop().run_in_executor(self.worker, work)
@@ -103,13 +121,13 @@ class Headers:
 
 
 def create_app(backend, source: str, *, loopback_only: bool = True, refresh: float = REFRESH,
-               clock: Callable[[], float] = time.time) -> Starlette:
+               clock: Callable[[], float] = time.time, plot_every: float = PLOT_EVERY) -> Starlette:
     """The page over `backend` (cli/backend.py). `loopback_only`: answer only
     requests addressed to this machine by a loopback name, so another site
     cannot read the page by pointing a name of its own at 127.0.0.1."""
     from gqa.models.errors import GqaError
 
-    snapshots = Snapshots(backend, source, clock=clock)
+    snapshots = Snapshots(backend, source, clock=clock, plot_every=plot_every)
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
@@ -120,15 +138,17 @@ def create_app(backend, source: str, *, loopback_only: bool = True, refresh: flo
         except GqaError as exc:
             return JSONResponse({"error": str(exc), "refresh": refresh}, status_code=503,
                                 headers={"Cache-Control": "no-store"})
-        plots = [{"name": name, "title": title, "url": f"/plots/{name}.png?at={data['at']}"}
-                 for name, (title, _) in ui_plots.FIGURES.items()]
-        return JSONResponse({**data, "refresh": refresh, "plots": plots},
+        # a new address for each report, so the page's images change when the figures do
+        version = snapshots.plots_version()
+        plots = [{"name": name, "title": title, "url": f"/plots/{name}.png?v={version}"}
+                 for name, title in FIGURES.items()]
+        return JSONResponse({**data, "refresh": refresh, "plots": plots, "plots_every": snapshots.plot_every},
                             headers={"Cache-Control": "no-store"})
 
     async def plot(request: Request) -> Response:
         name = request.path_params["name"]
-        if name not in ui_plots.FIGURES:
-            return PlainTextResponse(f"no figure {name!r}; there are {', '.join(ui_plots.FIGURES)}", 404)
+        if name not in FIGURES:
+            return PlainTextResponse(f"no figure {name!r}; there are {', '.join(FIGURES)}", 404)
         try:
             png = await snapshots.figure(name)
         except GqaError as exc:

@@ -1,50 +1,29 @@
-"""What `gqa ui`'s page shows, as one JSON-ready snapshot: the GPUs and who
-holds them, the running jobs, the pending ones in start order (position,
-reason, estimated start), and each team's GPUs against its cap and spend
-against its budget. Read through the CLI's backend (cli/backend.py), so the
-page shows the local queue, a shared box's or the AWS API's alike; shaped
+"""What `gqa ui`'s page shows, as one JSON-ready snapshot of the backend's
+Overview (gqa/services/overview.py): the GPUs and the job on each, the
+running jobs, the pending ones in start order (position, reason, estimated
+start), each team's GPUs against its cap and spend against its budget, and
+the latest transitions. Read through the CLI's backend (cli/backend.py), so
+the page shows the local queue, a shared box's or the AWS API's alike; shaped
 here (`page_data`, pure) so the browser only places text."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from gqa.models.units import format_duration
 
-# the page lists at most this many jobs of each kind (100,000 pending would not help anyone read it)
+# the page lists at most this many pending jobs (the most an overview carries; it counts them all)
 SHOWN = 200
+EVENTS = 15        # latest transitions listed
 
-# team colours, in the GPU grid and the plots alike (Tableau 10: distinct, readable on white)
+# team colours, in the GPU grid and the tables alike (Tableau 10: distinct, readable on white)
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac")
 
 
-@dataclass
-class Reads:
-    """What one refresh read: the queue always; the teams' quotas and spend
-    where the backend lets the caller read them (each error kept, not fatal)."""
-
-    queue: Any                       # QueueView
-    quota: Any = None                # QuotaView, or None with quota_error
-    cost: Any = None                 # CostReport, or None with cost_error
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-def read(backend) -> Reads:
-    """One refresh's reads; a failed queue read raises (the page shows the error)."""
-    from gqa.models.errors import GqaError
-
-    reads = Reads(backend.queries().queue())
-    try:
-        reads.quota = backend.quota().show()
-    except GqaError as exc:
-        reads.errors["teams"] = str(exc)
-    try:
-        reads.cost = backend.cost().report()
-    except GqaError as exc:
-        reads.errors["cost"] = str(exc)
-    return reads
+def read(backend):
+    """One refresh's read: the overview, with as many pending jobs as the page lists."""
+    return backend.overview().overview(head=SHOWN, events=EVENTS)
 
 
 def team_colours(names) -> dict[str, str]:
@@ -52,58 +31,47 @@ def team_colours(names) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(sorted(set(names)))}
 
 
-def page_data(reads: Reads, now: float, *, source: str) -> dict[str, Any]:
+def page_data(view, *, source: str) -> dict[str, Any]:
+    """The Overview `view` as the page shows it, its times as of when it was read."""
+    from gqa.models.job import user_status
+
     from .output import PRIORITY
 
-    view = reads.queue
-    teams = _teams(reads)
-    colours = team_colours([t["team"] for t in teams] + [j.team for j in view.running]
-                           + [e.job.team for e in view.pending])
-    holder: dict[int, Any] = {}
-    for job in view.running:
-        for gpu in job.assigned:
-            holder[gpu] = job
-    cells = [{"index": i, "job": holder[i].id if i in holder else None,
-              "team": holder[i].team if i in holder else None, "owner": holder[i].owner if i in holder else None}
-             for i in range(view.total_gpus)]
-    running = [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": list(j.assigned),
-                "state": j.state.value.lower(),
+    now = view.at
+    colours = team_colours([t.team for t in view.teams] + [j.team for j in view.running]
+                           + [e.team for e in view.head])
+    cells = [{"index": g.index, "type": g.type, "spot": g.spot, "job": g.job.id if g.job else None,
+              "team": g.job.team if g.job else None, "owner": g.job.owner if g.job else None,
+              "util": _percent(g.job.gpu_util) if g.job else None} for g in view.gpus]
+    running = [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": list(j.gpus),
+                "status": j.status,
                 # a launched attempt not started yet shows what it waits for, not a run time
-                "elapsed": j.reason if j.state.value == "STARTING" else _since(j.started_at, now),
-                "attempt": j.attempts} for j in view.running[:SHOWN]]
-    pending = [{"position": e.position, "id": e.job.id, "name": e.job.name, "team": e.job.team,
-                "owner": e.job.owner, "priority": PRIORITY[e.job.tier], "gpus": e.job.gpus,
-                "status": e.job.status.value, "waiting": _since(e.job.submitted_at, now),
-                "eta": _eta(e.eta, now), "reason": e.reason} for e in view.pending[:SHOWN]]
+                "elapsed": j.reason if j.started_at is None else format_duration(j.elapsed),
+                "left": format_duration(j.time_left) if j.time_left is not None else "-",
+                "util": _percent(j.gpu_util), "memory": _mib(j.gpu_memory)} for j in view.running]
+    pending = [{"position": e.position, "id": e.id, "name": e.name, "team": e.team, "owner": e.owner,
+                "priority": PRIORITY[e.tier], "gpus": e.gpus, "status": e.status,
+                "waiting": format_duration(now - e.submitted_at), "eta": _eta(e.eta, now), "reason": e.reason}
+               for e in view.head]
+    teams = [{"team": t.team, "gpus_in_use": t.gpus_held, "max_gpus": t.max_gpus, "spent": round(t.spend, 2),
+              "budget": t.budget, "used": None if not t.budget else round(t.spend / t.budget, 4)}
+             for t in view.teams]
+    events = [{"ago": format_duration(now - e.at), "id": e.job_id, "name": e.name,
+               "status": user_status(e.state).value, "reason": e.reason} for e in view.events]
     return {
-        "at": now,
-        "source": source,
-        "gpus": {"total": view.total_gpus, "in_use": view.total_gpus - view.free_gpus, "cells": cells},
-        "running": running, "running_total": len(view.running),
-        "pending": pending, "pending_total": len(view.pending),
-        "teams": teams, "period": reads.cost.period if reads.cost is not None else None,
-        "colours": colours,
-        "errors": reads.errors,
+        "at": now, "source": source, "period": view.period,
+        "gpus": {"total": len(view.gpus), "in_use": len(view.gpus) - view.free_gpus, "cells": cells},
+        "running": running, "pending": pending, "pending_total": view.pending,
+        "teams": teams, "events": events, "colours": colours,
     }
 
 
-def _teams(reads: Reads) -> list[dict[str, Any]]:
-    """Each team's GPUs against its cap and spend against its budget: the
-    quota's teams and those with spend this month."""
-    rows: dict[str, dict[str, Any]] = {}
-    for t in reads.quota.teams if reads.quota is not None else ():
-        rows[t.team] = {"team": t.team, "share": t.policy.share, "gpus_in_use": t.gpus_in_use,
-                        "max_gpus": t.policy.max_gpus, "budget": t.policy.budget, "spent": 0.0, "used": None}
-    for c in reads.cost.teams if reads.cost is not None else ():
-        row = rows.setdefault(c.team, {"team": c.team, "share": None, "gpus_in_use": None, "max_gpus": None,
-                                       "budget": c.budget, "spent": 0.0, "used": None})
-        row.update(spent=round(c.total, 2), budget=c.budget,
-                   used=None if c.used is None else round(c.used, 4))
-    return [rows[name] for name in sorted(rows)]
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
 
 
-def _since(ts: float | None, now: float) -> str:
-    return "-" if ts is None else format_duration(now - ts)
+def _mib(value: float | None) -> str:
+    return "-" if value is None else (f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB")
 
 
 def _eta(eta: float | None, now: float) -> str:

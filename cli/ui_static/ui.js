@@ -2,8 +2,7 @@
 // text (job names are the users'), never as markup.
 "use strict";
 
-const PLOT_EVERY = 30000;    // ms between redraws of the figures (drawn server-side, heavier than a poll)
-let plotsDrawn = 0;
+let plotsVersion = null;     // the figures' address changes when the server has drawn new ones
 
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -43,9 +42,10 @@ function money(value) {
 function draw(data) {
   const c = data.colours;
   document.getElementById("source").textContent = data.source;
-  document.getElementById("running-count").textContent = shown(data.running.length, data.running_total);
+  document.getElementById("running-count").textContent = `(${data.running.length})`;
   fill("running", data.running.map(j => {
-    const tr = row([j.id, j.name, teamCell(j.team, c), j.owner, j.gpus.join(","), j.elapsed, j.attempt]);
+    const tr = row([j.id, j.name, teamCell(j.team, c), j.owner, j.gpus.join(","), j.elapsed, j.left, j.util,
+                    j.memory]);
     tr.dataset.job = j.id;
     return tr;
   }), "running-empty");
@@ -60,13 +60,14 @@ function draw(data) {
   document.getElementById("gpu-count").textContent = `(${data.gpus.in_use} of ${data.gpus.total} in use)`;
   document.getElementById("gpus").replaceChildren(...data.gpus.cells.map(g => {
     const cell = el("div", null, "gpu" + (g.job ? " busy" : ""));
-    cell.append(el("div", "GPU " + g.index));
+    cell.append(el("div", "GPU " + g.index + (g.spot ? " spot" : "")));
     if (g.job) {
       cell.style.borderLeftColor = c[g.team] || "#888";
-      cell.append(el("div", g.job));
-      cell.title = `${g.job}: ${g.owner} (${g.team})`;
+      cell.append(el("div", g.job + (g.util === "-" ? "" : " " + g.util)));
+      cell.title = `${g.type}: job ${g.job} of ${g.owner} (${g.team})`;
     } else {
       cell.append(el("div", "free"));
+      cell.title = g.type;
     }
     return cell;
   }));
@@ -74,25 +75,22 @@ function draw(data) {
   document.getElementById("period").textContent = data.period ? `(spend in ${data.period})` : "";
   fill("teams", data.teams.map(t => {
     const used = t.used === null ? "-" : Math.round(t.used * 100) + "%";
-    const gpus = t.gpus_in_use === null ? "-" : t.gpus_in_use + (t.max_gpus === null ? "" : " of " + t.max_gpus);
-    const tr = row([teamCell(t.team, c), t.share === null ? "-" : t.share, gpus, money(t.spent), money(t.budget), used]);
+    const gpus = t.gpus_in_use + (t.max_gpus === null ? "" : " of " + t.max_gpus);
+    const tr = row([teamCell(t.team, c), gpus, money(t.spent), money(t.budget), used]);
     if (t.used !== null && t.used >= 1) tr.className = "over";
     else if (t.used !== null && t.used >= 0.8) tr.className = "near";
     return tr;
   }), "teams-note");
-  const teamErrors = Object.values(data.errors || {});
-  const note = document.getElementById("teams-note");
-  if (teamErrors.length) { note.textContent = teamErrors.join("; "); note.hidden = false; }
-  else note.textContent = "no teams yet";
+  fill("events", data.events.map(e => row([e.ago, e.id, e.name, e.status, e.reason])), "events-empty");
 
   drawPlots(data);
 }
 
 function drawPlots(data) {
   const box = document.getElementById("plots");
-  const now = Date.now();
-  if (box.children.length === data.plots.length && now - plotsDrawn < PLOT_EVERY) return;
-  plotsDrawn = now;
+  const version = data.plots.map(p => p.url).join(" ");
+  if (version === plotsVersion) return;
+  plotsVersion = version;
   box.replaceChildren(...data.plots.map(p => {
     const img = el("img");
     img.alt = p.title;

@@ -13,79 +13,87 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=".*httpx2")   # newer Starlette prefers httpx2; httpx still works
     from starlette.testclient import TestClient
 
-from cli import ui_plots
 from cli.ui_server import STATIC, create_app
-from cli.ui_view import PALETTE, SHOWN
-from gqa.models.errors import BackendUnavailable, NotPermitted
+from cli.ui_view import EVENTS, PALETTE, SHOWN
+from gqa.models.errors import BackendUnavailable
 from gqa.models.job import JobState
+from gqa.ports import JobEvent
+from gqa.models.accounting import summarise
+from gqa.reporting.figures import FIGURES
 from gqa.scheduling import Policy, TeamPolicy
-from gqa.services.cost import CostReport, TeamCost
-from gqa.services.queries import QueueEntry, QueueView
+from gqa.services.overview import GpuSlot, HeadEntry, Overview, RunningJob, TeamLoad
 from gqa.services.quota import QuotaView, TeamQuota
 from tests.builders import NOW, job_record
 
 LOCAL = "http://127.0.0.1"
 
 
-def running(id, team, gpus, started):
-    return job_record(id=id, group=id, team=team, owner="alice", gpus=len(gpus), assigned=tuple(gpus),
-                      state=JobState.RUNNING, started_at=started, attempts=1, submitted_at=started - 60)
+def running(id, team, gpus, elapsed, util=None):
+    return RunningJob(id, f"job-{id}", "alice", team, "running", tuple(gpus), NOW - elapsed, elapsed, 3600 - elapsed,
+                      util, None if util is None else 20_480.0, "")
 
 
 def waiting(id, team, gpus, position, reason, eta=None):
-    return QueueEntry(job_record(id=id, group=id, team=team, owner="bob", gpus=gpus, submitted_at=NOW - 125),
-                      position, reason, None, eta)
+    return HeadEntry(position, id, f"job-{id}", "bob", team, 1, gpus, "pending", NOW - 125, eta, reason)
 
 
-class Service:
-    """One of the backend's read services, answering a fixed view (or raising it)."""
+def overview(head=None, run=None, teams=None, gpus=4, pending=None, events=()):
+    run = [running("3", "ml", (0, 1), 300, util=87.4), running("4", "vision", (3,), 7200)] if run is None else run
+    head = [waiting("6", "ml", 2, 1, "needs 2 GPUs, 1 free", NOW + 3600),
+            waiting("7", "default", 1, 2, "team ml at 2 of 3 GPUs")] if head is None else head
+    on = {i: j for j in run for i in j.gpus}
+    teams = [TeamLoad("ml", 2, 3, 85.0, 100.0), TeamLoad("vision", 1, None, 3.5, None)] if teams is None else teams
+    return Overview(NOW, "2026-11", [GpuSlot(i, "a10g", i == 3, on.get(i)) for i in range(gpus)], run,
+                    len(head) if pending is None else pending, head, teams, list(events))
 
-    def __init__(self, views, name):
-        self.views, self.name = views, name
 
-    def _give(self):
-        self.views.reads.append(self.name)
-        value = getattr(self.views, self.name + "_view")
+class Answers:
+    """A read service of the backend: overview(), rows() (the history) or show() (quotas)."""
+
+    def __init__(self, backend, name):
+        self.backend, self.name = backend, name
+
+    def _answer(self, *args, **kw):
+        self.backend.reads.append((self.name, *args, *kw.values()))
+        value = getattr(self.backend, self.name)
         if isinstance(value, Exception):
             raise value
         return value
 
-    queue = show = report = _give
+    overview = rows = show = _answer
+
+
+def finished(id, team, hours, gpus=2):
+    """A job that ran `hours` and ended an hour ago, as the history lists it."""
+    start = NOW - 3600 - hours * 3600
+    job = job_record(id=id, group=id, team=team, gpus=gpus, state=JobState.SUCCEEDED, submitted_at=start - 600,
+                     started_at=start, ended_at=NOW - 3600, gpu_seconds=hours * 3600 * gpus, attempts=1, exit_code=0)
+    return summarise(job, NOW)
 
 
 @dataclass
 class Backend:
-    """The services as cli/backend.py hands them out; asking for any other
-    (one that could change something) fails the test."""
+    """The backend as cli/backend.py hands it out, answering a fixed overview, history and quotas;
+    it has no other service (one that could change something would fail the test)."""
 
-    queue_view: QueueView | Exception
-    quota_view: QuotaView | Exception
-    cost_view: CostReport | Exception
-    reads: list[str] = field(default_factory=list)
+    view: Overview | Exception
+    rows_: list | Exception = field(default_factory=lambda: [finished("1", "ml", 3), finished("2", "vision", 1)])
+    quotas: QuotaView = field(default_factory=lambda: QuotaView(
+        [TeamQuota("ml", TeamPolicy(max_gpus=3, budget=100.0), 2, True)], Policy()))
+    reads: list = field(default_factory=list)
 
-    def queries(self):
-        return Service(self, "queue")
+    def overview(self):
+        return Answers(self, "view")
+
+    def history(self):
+        return Answers(self, "rows_")
 
     def quota(self):
-        return Service(self, "quota")
-
-    def cost(self):
-        return Service(self, "cost")
-
-    def __getattr__(self, name):
-        raise AssertionError(f"the page asked the backend for {name}")
+        return Answers(self, "quotas")
 
 
-def backend(pending=None, run=None, quota=None, cost=None, gpus=4):
-    run = [running("3", "ml", (0, 1), NOW - 300), running("4", "vision", (3,), NOW - 7200)] if run is None else run
-    pending = [waiting("6", "ml", 2, 1, "needs 2 GPUs, 1 free", NOW + 3600),
-               waiting("7", "default", 1, 2, "team ml at 2 of 3 GPUs")] if pending is None else pending
-    free = gpus - sum(len(j.assigned) for j in run)
-    quota = QuotaView([TeamQuota("ml", TeamPolicy(share=2, max_gpus=3, budget=100.0), 2, True)],
-                      Policy()) if quota is None else quota
-    cost = CostReport("2026-11", True, [TeamCost("ml", 80.0, 5.0, 100.0),
-                                        TeamCost("vision", 3.5, 0.0, None)]) if cost is None else cost
-    return Backend(QueueView(pending, run, gpus, free), quota, cost)
+def backend(**kw):
+    return Backend(overview(**kw))
 
 
 def client(be, **kw):
@@ -93,66 +101,75 @@ def client(be, **kw):
 
 
 def test_the_snapshot_shows_the_gpus_the_running_jobs_the_queue_in_order_and_the_teams():
-    with client(backend()) as c:
+    event = JobEvent("9", "job-9", JobState.SUCCEEDED, NOW - 90, "exit 0")
+    be = backend(events=[event])
+    with client(be) as c:
         answer = c.get("/api/snapshot")
     assert answer.status_code == 200 and answer.headers["cache-control"] == "no-store"
+    assert be.reads == [("view", SHOWN, EVENTS)]
     data = answer.json()
-    assert data["source"] == "the local queue at /q" and data["refresh"] == 3.0
+    assert data["source"] == "the local queue at /q" and data["refresh"] == 3.0 and data["period"] == "2026-11"
     assert data["gpus"]["total"] == 4 and data["gpus"]["in_use"] == 3
-    assert [(c["index"], c["job"], c["team"]) for c in data["gpus"]["cells"]] == [
-        (0, "3", "ml"), (1, "3", "ml"), (2, None, None), (3, "4", "vision")]
-    assert [(j["id"], j["gpus"], j["elapsed"]) for j in data["running"]] == [("3", [0, 1], "5m00s"),
-                                                                             ("4", [3], "2h00m")]
-    assert [(j["position"], j["id"], j["waiting"], j["eta"], j["reason"]) for j in data["pending"]] == [
-        (1, "6", "2m05s", "in 1h00m", "needs 2 GPUs, 1 free"), (2, "7", "2m05s", "-", "team ml at 2 of 3 GPUs")]
+    assert [(c["index"], c["job"], c["team"], c["util"], c["spot"]) for c in data["gpus"]["cells"]] == [
+        (0, "3", "ml", "87%", False), (1, "3", "ml", "87%", False), (2, None, None, None, False),
+        (3, "4", "vision", "-", True)]
+    assert [(j["id"], j["gpus"], j["elapsed"], j["left"], j["util"], j["memory"]) for j in data["running"]] == [
+        ("3", [0, 1], "5m00s", "55m00s", "87%", "20.0 GiB"), ("4", [3], "2h00m", "0s", "-", "-")]
+    assert [(j["position"], j["id"], j["priority"], j["waiting"], j["eta"], j["reason"]) for j in data["pending"]] \
+        == [(1, "6", "normal", "2m05s", "in 1h00m", "needs 2 GPUs, 1 free"),
+            (2, "7", "normal", "2m05s", "-", "team ml at 2 of 3 GPUs")]
     assert data["teams"] == [
-        {"team": "ml", "share": 2, "gpus_in_use": 2, "max_gpus": 3, "budget": 100.0, "spent": 85.0, "used": 0.85},
-        {"team": "vision", "share": None, "gpus_in_use": None, "max_gpus": None, "budget": None, "spent": 3.5,
-         "used": None}]
-    assert data["period"] == "2026-11"
+        {"team": "ml", "gpus_in_use": 2, "max_gpus": 3, "spent": 85.0, "budget": 100.0, "used": 0.85},
+        {"team": "vision", "gpus_in_use": 1, "max_gpus": None, "spent": 3.5, "budget": None, "used": None}]
+    assert data["events"] == [{"ago": "1m30s", "id": "9", "name": "job-9", "status": "completed",
+                               "reason": "exit 0"}]
     assert data["colours"] == {"default": PALETTE[0], "ml": PALETTE[1], "vision": PALETTE[2]}
-    assert [p["name"] for p in data["plots"]] == list(ui_plots.FIGURES)
+    assert [p["name"] for p in data["plots"]] == list(FIGURES)
 
 
-def test_a_long_queue_is_cut_to_the_first_jobs_with_its_whole_count():
-    many = [waiting(str(i), "ml", 1, i, "needs 1 GPU, 0 free") for i in range(1, SHOWN + 51)]
-    with client(backend(pending=many)) as c:
+def test_a_launched_job_not_started_yet_shows_what_it_waits_for():
+    launched = RunningJob("5", "job-5", "alice", "ml", "starting", (2,), None, 0.0, None, None, None,
+                          "waiting for an instance: 3m so far")
+    with client(backend(run=[launched])) as c:
+        [job] = c.get("/api/snapshot").json()["running"]
+    assert (job["status"], job["elapsed"], job["left"]) == ("starting", "waiting for an instance: 3m so far", "-")
+
+
+def test_a_long_queue_shows_its_head_with_its_whole_count():
+    head = [waiting(str(i), "ml", 1, i, "needs 1 GPU, 0 free") for i in range(1, SHOWN + 1)]
+    with client(backend(head=head, pending=100_000)) as c:
         data = c.get("/api/snapshot").json()
-    assert len(data["pending"]) == SHOWN and data["pending_total"] == SHOWN + 50
-    assert data["pending"][-1]["position"] == SHOWN
+    assert len(data["pending"]) == SHOWN and data["pending_total"] == 100_000
 
 
-def test_a_queue_that_cannot_be_read_is_a_503_with_the_reason_and_the_page_keeps_polling():
-    be = backend()
-    be.queue_view = BackendUnavailable("the queue daemon at /q is not running")
+def test_a_queue_that_cannot_be_read_is_a_503_with_the_reason():
+    be = Backend(BackendUnavailable("the queue daemon at /q is not running"))
     with client(be) as c:
         answer = c.get("/api/snapshot")
-        plot = c.get("/plots/gpus.png")
     assert answer.status_code == 503
     assert answer.json() == {"error": "the queue daemon at /q is not running", "refresh": 3.0}
-    assert plot.status_code == 503 and "not running" in plot.text
 
 
-def test_teams_the_caller_may_not_read_leave_the_queue_shown_with_why():
-    be = backend(quota=NotPermitted("reading quotas needs the admin role"))
-    with client(be) as c:
-        data = c.get("/api/snapshot").json()
-    assert data["errors"] == {"teams": "reading quotas needs the admin role"}
-    assert [j["id"] for j in data["pending"]] == ["6", "7"]
-    assert [t["team"] for t in data["teams"]] == ["ml", "vision"]     # from the spend, still
-
-
-def test_polls_within_a_second_share_one_read():
+def test_polls_within_a_second_share_one_read_and_the_figures_one_report_a_minute():
     be, now = backend(), [NOW]
     app = create_app(be, "q", clock=lambda: now[0])
     with TestClient(app, base_url=LOCAL) as c:
         c.get("/api/snapshot")
         c.get("/api/snapshot")
-        c.get("/plots/gpus.png")
-        assert be.reads == ["queue", "quota", "cost"]
+        assert [r[0] for r in be.reads] == ["view"]
+        first = c.get("/api/snapshot").json()["plots"]
+        c.get("/plots/teams.png")
+        c.get("/plots/outcomes.png")
+        # one report for both: the day's history read once, the quotas for budgets, the overview for pools
+        assert sorted(r[0] for r in be.reads) == ["quotas", "rows_", "view", "view"]
         now[0] += 1.5
         c.get("/api/snapshot")
-    assert be.reads == ["queue", "quota", "cost"] * 2
+        c.get("/plots/teams.png")
+        assert [r[0] for r in be.reads].count("view") == 3 and [r[0] for r in be.reads].count("rows_") == 1
+        now[0] += 60
+        assert c.get("/api/snapshot").json()["plots"] != first      # the page fetches the new figures
+        c.get("/plots/teams.png")
+    assert [r[0] for r in be.reads].count("rows_") == 2
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
@@ -195,30 +212,39 @@ def _colours(png: bytes) -> dict[tuple[int, int, int], int]:
     return {rgb: n for n, rgb in image.getcolors(maxcolors=1 << 20)}
 
 
-def _rgb(hex_colour: str) -> tuple[int, int, int]:
-    return tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
-
-
-def test_each_figure_is_a_png_with_each_teams_bar_in_its_colour():
-    with client(backend()) as c:
-        colours = c.get("/api/snapshot").json()["colours"]
-        gpus = c.get("/plots/gpus.png")
-        spend = c.get("/plots/spend.png")
-        pending = c.get("/plots/pending.png")
+def test_the_plots_are_the_reports_figures_over_the_last_day():
+    be = backend()
+    with client(be) as c:
+        answers = {name: c.get(f"/plots/{name}.png") for name in FIGURES}
         assert c.get("/plots/nothing.png").status_code == 404
-    for answer in (gpus, spend, pending):
-        assert answer.status_code == 200 and answer.headers["content-type"] == "image/png"
-        assert answer.content.startswith(b"\x89PNG")
-    bar = 200     # pixels: a bar of a team is well over this
-    assert _colours(gpus.content).get(_rgb(colours["ml"]), 0) > bar
-    assert _colours(gpus.content).get(_rgb(colours["vision"]), 0) > bar
-    assert _colours(spend.content).get(_rgb(colours["ml"]), 0) > bar
-    assert _colours(pending.content).get(_rgb(colours["default"]), 0) > bar
-    assert _colours(pending.content).get(_rgb(colours["vision"]), 0) == 0     # vision waits for nothing
+    from PIL import Image
+
+    for name, answer in answers.items():
+        assert answer.status_code == 200 and answer.headers["content-type"] == "image/png", name
+        assert Image.open(io.BytesIO(answer.content)).size == (800, 360), name
+    [query] = [r[1] for r in be.reads if r[0] == "rows_"]
+    assert (query.since, query.until, query.team) == (NOW - 86400, NOW, None)
+    hours = (31, 119, 180)        # the teams figure's GPU-hours bars: ml's 6 fill most of its left half
+    assert _colours(answers["teams"].content).get(hours, 0) > 5000
+    succeeded = (44, 160, 44)     # the outcomes figure: two jobs succeeded
+    assert _colours(answers["outcomes"].content).get(succeeded, 0) > 5000
 
 
-def test_figures_of_an_empty_queue_say_so():
-    empty = backend(pending=[], run=[], quota=QuotaView([], Policy()), cost=CostReport("2026-11", True, []))
-    with client(empty) as c:
-        png = c.get("/plots/gpus.png").content
-    assert not any(_colours(png).get(_rgb(colour)) for colour in PALETTE)
+def test_plots_of_a_history_that_cannot_be_read_are_a_503_with_the_reason():
+    be = backend()
+    be.rows_ = BackendUnavailable("the gqa API answered 500")
+    with client(be) as c:
+        answer = c.get("/plots/teams.png")
+        assert c.get("/api/snapshot").status_code == 200      # the queue is still shown
+    assert answer.status_code == 503 and answer.text == "the gqa API answered 500"
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--port", "70000"], "--port must be from 0 to 65535, got 70000"),
+    (["--host", "no-such-host.invalid"], "--host no-such-host.invalid: cannot resolve it"),
+    (["--host", "192.0.2.1"], "cannot serve on 192.0.2.1:8765: "),     # an address not this machine's
+])
+def test_an_address_it_cannot_serve_on_is_one_line_and_exit_2(cli, args, error):
+    code, out, err = cli("ui", *args)
+    assert code == 2 and out == ""
+    assert err.startswith(f"gqa: error: {error}") and err.count("\n") == 1, err
