@@ -10,6 +10,7 @@ team holds QuotaService's, spend CostService's, and a running job's time
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 from ..models.accounting import summarise
 from ..models.job import JobRecord, JobState
@@ -97,18 +98,19 @@ class OverviewService:
         self.store, self.events, self.clock, self.admissions = store, events, clock, admissions
 
     def overview(self, *, head: int = HEAD, events: int = EVENTS) -> Overview:
-        queue = QueryService(self.store, self.clock, self.admissions).queue()
+        store = cast(JobStore, _ReadOnce(self.store))    # one read of the live jobs for every service below
+        queue = QueryService(store, self.clock, self.admissions).queue()
         now = self.clock.now()
         running = [_running(job, now) for job in queue.running]
         on_gpu = {index: job for job in running for index in job.gpus}
-        inventory = self.store.inventory()
+        inventory = store.inventory()
         gpus = [GpuSlot(g.index, g.type, g.spot, on_gpu.get(g.index)) for g in (inventory.gpus if inventory else ())]
         entries = [HeadEntry(e.position, e.job.id, e.job.name, e.job.owner, e.job.team, e.job.tier, e.job.gpus,
                              e.job.status.value, e.job.submitted_at, e.eta, e.reason)
                    for e in queue.pending[:max(0, head)]]
-        cost = CostService(self.store, self.clock).report()
+        cost = CostService(store, self.clock).report()
         spend = {t.team: t for t in cost.teams}
-        quotas = {q.team: q for q in QuotaService(self.store).show().teams}
+        quotas = {q.team: q for q in QuotaService(store).show().teams}
         teams = [TeamLoad(name, quotas[name].gpus_in_use if name in quotas else 0,
                           quotas[name].policy.max_gpus if name in quotas else None,
                           spend[name].total if name in spend else 0.0,
@@ -116,6 +118,29 @@ class OverviewService:
                  for name in sorted(set(quotas) | set(spend))]
         recent = self.events.recent_events(since=now - EVENT_WINDOW, limit=events) if events > 0 else []
         return Overview(now, cost.period, gpus, running, len(queue.pending), entries, teams, recent)
+
+
+class _ReadOnce:
+    """The store, its reads of the live jobs and the settings made once: the
+    queue's pass, the quotas and the spend then count the same jobs, and a
+    frame costs one read of them (on DynamoDB, a Query per shard) not three."""
+
+    CACHED = frozenset({"scheduling_view", "inventory", "policy", "teams", "team_members"})
+
+    def __init__(self, store: JobStore):
+        self._store = store
+        self._read: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._store, name)
+        if name not in self.CACHED:
+            return method
+
+        def once() -> Any:
+            if name not in self._read:
+                self._read[name] = method()
+            return self._read[name]
+        return once
 
 
 def _running(job: JobRecord, now: float) -> RunningJob:

@@ -56,3 +56,18 @@ def test_bad_sizes_are_400(api, query, words):  # noqa: F811
 def test_without_an_identity_the_overview_is_401(api):  # noqa: F811
     status, _ = api("GET", "/overview", who=None)
     assert status == 401
+
+
+
+def test_a_frame_reads_the_live_jobs_once_for_the_queue_the_quotas_and_the_spend(api):  # noqa: F811
+    from gqa.adapters.aws.tables import CHANGE_SHARDS
+    from tests.aws.moto_support import capture
+
+    api.running("alice")
+    api.job("bob")
+    api("GET", "/overview")                      # the container keeps the settings from here on
+    calls = capture(api.module.container().store.client)
+    api("GET", "/overview")
+    passes = [c for c in calls if c.get("IndexName") == "pass"]
+    # the scheduling view once, the usage ledger's running jobs once, the latest writes once
+    assert len(passes) == 3 * CHANGE_SHARDS, [(c["_operation"], c.get("IndexName")) for c in calls]
