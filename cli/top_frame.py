@@ -10,6 +10,7 @@ events take a bounded share and the queue's head what is left."""
 
 from __future__ import annotations
 
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from gqa.models.units import format_duration
 from gqa.services.overview import Overview
 
 GAP = 2                # spaces between columns
+ERROR_LINES = 3        # an error is wrapped over at most this many lines
 FLEX_MIN = 24          # a cut column (name, reason) keeps at least this much before others are dropped
 STATUS_STYLE = {"running": "green", "starting": "cyan", "completed": "green", "failed": "red",
                 "timed out": "red", "cancelled": "yellow", "rejected": "red", "held": "yellow",
@@ -43,8 +45,9 @@ def frame(view: Overview | None, width: int, height: int | None, *, error: str |
           interval: float | None = None) -> list[Text]:
     """The frame's lines, at most `height` (None: every row the overview carries)."""
     lines = [_header(view, width, interval)]
-    if error:
-        lines.append(_cut(Text(f"! {error}", style="bold red"), width))
+    if error:   # what went wrong matters more than a row: up to ERROR_LINES lines of it
+        wrapped = textwrap.wrap(f"! {error}", max(10, width), subsequent_indent="  ")
+        lines += [_cut(Text(part, style="bold red"), width) for part in wrapped[:ERROR_LINES]]
     if view is None:
         return lines[:height] if height is not None else lines
     room = None if height is None else max(0, height - len(lines))

@@ -4,9 +4,12 @@ show the GPUs and their job, the queue's head with reasons and the teams,
 redraw when a job is submitted after it started, and on `q` or Ctrl-C give
 the terminal back (the alternate screen left, the cursor shown) and exit 0."""
 
+import os
 import signal
 import sys
 import time
+
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,8 @@ pexpect = pytest.importorskip("pexpect")
 pyte = pytest.importorskip("pyte")
 
 pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
 
 COLUMNS, LINES = 80, 24
 LEAVE_ALTERNATE_SCREEN, SHOW_CURSOR = "\x1b[?1049l", "\x1b[?25h"
@@ -99,3 +104,24 @@ def test_ctrl_c_quits_cleanly_too(busy):
     assert term.ended() == 0
     assert LEAVE_ALTERNATE_SCREEN in term.raw and "Traceback" not in term.raw
     assert SHOW_CURSOR in term.raw[term.raw.rindex("\x1b[?25l"):]
+
+
+def test_a_backend_that_fails_is_shown_on_the_frame_and_read_again(tmp_path):
+    """A shared box's queue whose daemon is down: the frame says so; once it answers, the queue shows."""
+    from types import SimpleNamespace
+
+    from gqa.adapters.local.system import MARKER
+    from tests.cli.test_daemon_backend import RouterDaemon
+
+    (tmp_path / MARKER).write_text("")
+    home = SimpleNamespace(home=tmp_path, env=dict(os.environ, GQA_HOME=str(tmp_path), PYTHONPATH=str(ROOT)))
+    term = Terminal(home, "--interval", "0.3")
+    term.wait_for("! the shared queue daemon at", "retrying every 0.3s")
+    daemon = RouterDaemon(tmp_path)
+    try:
+        screen = term.wait_for("GPUs  0 of 2 busy")
+        assert "! " not in screen
+        term.child.send("q")
+        assert term.ended() == 0
+    finally:
+        daemon.sock.close()

@@ -80,6 +80,8 @@ def test_an_error_shows_on_the_frame_with_the_last_overview():
     assert lines[1] == "! lost contact with the queue daemon (retrying every 2s)"
     assert any(line.startswith("GPUs") for line in lines) and len(lines) <= 24
     assert text(None, 80, 24, error="no daemon")[1] == "! no daemon"
+    long = text(None, 40, 24, error="the shared queue daemon at /var/lib/gqa is not running; ask an admin " * 2)
+    assert len(long) == 4 and long[1].startswith("! the shared") and long[2].startswith("  ")
 
 
 def test_the_frame_renders_through_rich_within_the_terminal():
