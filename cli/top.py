@@ -22,6 +22,7 @@ from .options import Output, check_output
 from .output import fail, print_json, user_errors
 
 QUIT_KEYS = frozenset("qQ")
+HEAD, MOST_ROWS = 20, 200    # pending jobs a frame asks for: the overview's default, the most GET /overview gives
 LOCAL_INTERVAL = 2.0     # seconds; on AWS each frame is an API call: the backend's own pace, 5 s
 
 
@@ -78,11 +79,11 @@ def _live(source, interval: float) -> None:
     try:
         with _keys() as keys, Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
             while True:
-                try:
-                    view, error = source.overview(), None
+                width, height = console.size
+                try:   # as many pending jobs as a tall terminal could show, the default at least
+                    view, error = source.overview(head=min(MOST_ROWS, max(HEAD, height))), None
                 except GqaError as exc:     # the daemon restarting, the API throttled: shown, then tried again
                     error = f"{exc} (retrying every {interval:g}s)"
-                width, height = console.size
                 live.update(Group(*_frame(view, width, height, error, interval)), refresh=True)
                 if keys.wait_for_quit(interval):
                     return

@@ -27,12 +27,12 @@ LEAVE_ALTERNATE_SCREEN, SHOW_CURSOR = "\x1b[?1049l", "\x1b[?25h"
 class Terminal:
     """`gqa top` on a pty, its output fed to a pyte screen as it comes."""
 
-    def __init__(self, queue, *args: str):
-        self.screen = pyte.Screen(COLUMNS, LINES)
+    def __init__(self, queue, *args: str, lines: int = LINES):
+        self.screen = pyte.Screen(COLUMNS, lines)
         self.stream = pyte.Stream(self.screen)
         self.raw = ""
         self.child = pexpect.spawn(sys.executable, ["-m", "cli.main", "top", *args], env=queue.env,
-                                   cwd=str(queue.home), dimensions=(LINES, COLUMNS), encoding="utf-8",
+                                   cwd=str(queue.home), dimensions=(lines, COLUMNS), encoding="utf-8",
                                    codec_errors="replace", timeout=10)
 
     def text(self) -> str:
@@ -125,3 +125,17 @@ def test_a_backend_that_fails_is_shown_on_the_frame_and_read_again(tmp_path):
         assert term.ended() == 0
     finally:
         daemon.sock.close()
+
+
+def test_a_tall_terminal_shows_more_of_the_queue_than_the_default_head(make_queue):
+    queue = make_queue(gpus=1)
+    [filler] = queue.submit(["sleep", "60"], name="filler")
+    queue.wait(filler, ("RUNNING",))
+    for n in range(30):
+        queue.submit(["true"], name=f"sweep-{n:02d}")
+    term = Terminal(queue, "--interval", "5", lines=60)
+    screen = term.wait_for("pending  30", "sweep-29")
+    head = [line for line in screen.splitlines() if "needs 1 GPU, 0 free" in line]
+    assert len(head) == 30 and "sweep-29" in head[-1] and "… " not in screen
+    term.child.send("q")
+    assert term.ended() == 0
