@@ -35,7 +35,7 @@ LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 # the page runs only its own files: no inline script, nothing from another origin, never framed
 HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self'; style-src 'self'; script-src 'self'; "
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' blob:; style-src 'self'; script-src 'self'; "
                                "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",

@@ -91,14 +91,31 @@ function drawPlots(data) {
   const version = data.plots.map(p => p.url).join(" ");
   if (version === plotsVersion) return;
   plotsVersion = version;
+  for (const old of box.querySelectorAll("img")) if (old.src) URL.revokeObjectURL(old.src);
+  const note = document.getElementById("plots-note");
+  note.hidden = true;
   box.replaceChildren(...data.plots.map(p => {
     const img = el("img");
     img.alt = p.title;
     img.dataset.plot = p.name;
     img.addEventListener("load", () => { img.dataset.loaded = `${img.naturalWidth}x${img.naturalHeight}`; });
-    img.src = p.url;
+    loadPlot(p, img, note);
     return img;
   }));
+}
+
+// fetched rather than left to the img element, so a figure the server cannot draw says why
+async function loadPlot(plot, img, note) {
+  try {
+    const answer = await fetch(plot.url, {cache: "no-store"});
+    if (!answer.ok) throw new Error(await answer.text());
+    img.src = URL.createObjectURL(await answer.blob());
+  } catch (e) {
+    img.remove();
+    const why = e instanceof TypeError ? "cannot reach gqa ui (stopped?)" : e.message;
+    if (!note.textContent.includes(why)) note.textContent = note.hidden ? why : note.textContent + "; " + why;
+    note.hidden = false;
+  }
 }
 
 async function poll() {
