@@ -248,3 +248,21 @@ def test_an_address_it_cannot_serve_on_is_one_line_and_exit_2(cli, args, error):
     code, out, err = cli("ui", *args)
     assert code == 2 and out == ""
     assert err.startswith(f"gqa: error: {error}") and err.count("\n") == 1, err
+
+
+@pytest.mark.aws
+@pytest.mark.slow
+def test_on_aws_the_page_reads_the_api_with_the_callers_own_keys(aws):
+    from cli.backend import backend as configured
+    from tests.aws.api_gateway import ENDPOINT
+
+    code, _, err = aws("alice", "submit", "--gpus", "1", "--name", "bert", "--", "python", "train.py")
+    assert code == 0, err
+    aws.admit()
+    with TestClient(create_app(configured(), "gqa on AWS"), base_url=LOCAL) as c:
+        data = c.get("/api/snapshot").json()
+    assert [(j["id"], j["name"], j["owner"]) for j in data["pending"]] == [("1", "bert", "alice")]
+    assert data["gpus"]["total"] == 12
+    sent = aws.gateway.seen[-1]
+    assert (sent["method"], sent["url"].split("?")[0]) == ("GET", f"{ENDPOINT}/overview")
+    assert sent["headers"]["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAALICE")
