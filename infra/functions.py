@@ -62,7 +62,7 @@ OPTIONAL_TOPIC = "GQA_NOTICES_TOPIC_ARN"   # set where a notices topic is given 
 SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec("api", "lambdas.api.handler", API_TIMEOUT, 1024,
                  ("GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS",
-                  "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET"),
+                  "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET", "GQA_NOTICES_TOPIC_ARN"),
                  "gqa's REST API, the CLI's backend"),
     FunctionSpec("admit", "lambdas.admit.handler", r.ADMIT_TIMEOUT, 512,
                  ("GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"),
@@ -115,9 +115,9 @@ class Functions(Construct):
         for function in self.by_name.values():
             tables.grant_read_write(function)
         self._grant_calls(queues, checkpoints, batch, alerts_topic)
-        if notices_topic is not None:   # job notices, after the moves these two write
-            _publish(self.reconcile, notices_topic)
-            _publish(self.dispatch, notices_topic)
+        if notices_topic is not None:   # job notices, after the moves these write
+            for function in (self.api, self.reconcile, self.dispatch):
+                _publish(function, notices_topic)
 
     def _function(self, spec: FunctionSpec, config: Deployment, code: aws_lambda.Code,
                   settings: dict[str, str]) -> aws_lambda.Function:

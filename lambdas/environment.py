@@ -23,7 +23,7 @@ The settings:
                              "prefixes": [...]}: where triggers may watch (api, trigger; unset: nowhere)
     GQA_TRIGGER_TIMER_QUEUE_URL   the bursts' timer queue (trigger)
     GQA_ALERTS_TOPIC_ARN     the SNS topic alerts go to (budget; optional for admit: approval requests)
-    GQA_NOTICES_TOPIC_ARN    the SNS topic job notices go to (reconcile, dispatch; optional: none sent)
+    GQA_NOTICES_TOPIC_ARN    the SNS topic job notices go to (reconcile, dispatch, api; optional: none sent)
     GQA_GPU_METRICS_NAMESPACE     where the jobs' GPUUtilization lives (budget; optional, "gqa")
     GQA_LOG_GROUP            the jobs' log group where a job definition names none (api; optional)
     GQA_ACCESS               JSON, services.access.AccessPolicy.from_json (api, trigger: a burst's owner is

@@ -7,6 +7,7 @@ Environment (read by lambdas/environment.py):
 - GQA_INTAKE_URLS: JSON {"high": url, "normal": url, "low": url}, the intake queues;
 - GQA_WAKEUP_QUEUE_URL: the dispatcher's, told after cancel/requeue/approve
   (and hold/release/update) so they are carried out at once;
+- GQA_NOTICES_TOPIC_ARN (optional): job notices of the cancels it writes;
 - GQA_POOLS: the pools as the dispatch function has them (a JSON list of
   resources.Pool's fields): their job queues are where a job's earlier
   attempts are looked up by name for its logs;
@@ -41,6 +42,7 @@ from gqa.adapters.aws.batch_logs import DEFAULT_GROUP, BatchLogs
 from gqa.adapters.aws.batch_payload import payload_problem
 from gqa.adapters.aws.code_store import S3CodeStore
 from gqa.adapters.aws.dynamodb_store import SETTINGS_TTL, DynamoDBStore
+from gqa.adapters.aws.sns_notices import NoticingStore, SnsNotices
 from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.aws.wakeups import WakeDispatcher
@@ -114,7 +116,11 @@ def build() -> Wiring:
     dynamodb = boto3.client("dynamodb")
     logs = BatchLogs(boto3.client("batch"), boto3.client("logs"), environment.pools(),
                      log_group=environment.log_group(DEFAULT_GROUP))
-    return Wiring(DynamoDBStore(dynamodb, names, settings_ttl=SETTINGS_TTL), DynamoDBStore(dynamodb, names), intake,
+    topic = environment.notices_topic()
+    # a pending job cancelled here ends here: its END notice is published after the write (sns_notices.py)
+    store = NoticingStore(dynamodb, names, settings_ttl=SETTINGS_TTL, notices=SnsNotices(boto3.client("sns"), topic)) \
+        if topic else DynamoDBStore(dynamodb, names, settings_ttl=SETTINGS_TTL)
+    return Wiring(store, DynamoDBStore(dynamodb, names), intake,
                   environment.access(), SystemClock(),
                   DynamoDBTriggerStore(dynamodb, names), logs,
                   S3CodeStore(boto3.client("s3"), environment.checkpoint_bucket()))

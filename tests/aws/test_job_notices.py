@@ -143,3 +143,24 @@ def test_the_functions_tell_a_job_s_start_and_end_to_its_owner_only(monkeypatch)
             (f"{job_id}.1.running", "begin", "alice"), (f"{job_id}.1.succeeded", "end", "alice")]
         assert f"job {job_id} (train) of alice" in got[1]["body"] and "completed" in got[1]["body"]
         assert received(theirs) == []
+
+
+@pytest.mark.slow
+def test_a_pending_job_cancelled_through_the_api_tells_its_end(monkeypatch):
+    from tests.aws.api_gateway import rest_event
+    from tests.aws.fake_batch import API_CONTEXT, CONTEXT, deployment, user_arn
+
+    with deployment(time.time()) as world:
+        sns = world.client("sns")
+        topic = sns.create_topic(Name="gqa-life-notices")["TopicArn"]
+        monkeypatch.setenv("GQA_NOTICES_TOPIC_ARN", topic)
+        world.api.container.cache_clear()
+        world.dispatch.container()                 # the cold start registers the GPUs admission checks
+        mine = subscribe(sns, topic, "alice")
+        [job_id] = world.send(spec(name="train", notify={"events": ["end"]}, hold=True)).ids
+        assert world.admit.handler({"Records": world.receive()}, CONTEXT) == {"batchItemFailures": []}
+        answer = world.api.handler(rest_event("POST", f"/jobs/{job_id}/cancel", arn=user_arn("alice")), API_CONTEXT)
+        assert answer["statusCode"] == 200, answer
+        [got] = received(mine)
+        assert (got["key"], got["event"]) == (f"{job_id}.0.cancelled", "end")
+        assert f"job {job_id} (train) of alice" in got["body"] and "was cancelled" in got["body"]

@@ -154,7 +154,7 @@ TABLES = {"GQA_JOBS_TABLE", "GQA_SETTINGS_TABLE", "GQA_LEDGER_TABLE"}
 POWERTOOLS = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
 READS = {
     "api": {"GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_POOLS", "GQA_LOG_GROUP", "GQA_ACCESS",
-            "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET"},
+            "GQA_TRIGGER_BUCKETS", "GQA_CHECKPOINT_BUCKET", "GQA_MANIFEST_BUCKET", "GQA_NOTICES_TOPIC_ARN"},
     "admit": {"GQA_INTAKE_URLS", "GQA_WAKEUP_QUEUE_URL", "GQA_ALERTS_TOPIC_ARN"},
     "dispatch": {"GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
                  "GQA_CHECKPOINT_GRACE", "GQA_NOTICES_TOPIC_ARN"},
@@ -229,7 +229,7 @@ def test_settings_come_from_the_deployment_and_the_stacks(built):
     for name in ("admit", "budget"):
         topic = built.function(name)["Environment"]["Variables"]["GQA_ALERTS_TOPIC_ARN"]
         assert topic == {"Ref": built.logical(built.topic)}
-    for name in ("reconcile", "dispatch"):
+    for name in ("reconcile", "dispatch", "api"):
         topic = built.function(name)["Environment"]["Variables"]["GQA_NOTICES_TOPIC_ARN"]
         assert topic == {"Ref": built.logical(built.notices)}
 
@@ -346,7 +346,8 @@ def test_dispatch_submits_only_to_the_pools_with_the_deployments_job_definitions
 
 def test_publishing_is_to_the_topic_and_its_key_only(built):
     # alerts from admit and budget; job notices from reconcile and dispatch, under the same key
-    topics = {"admit": built.topic, "budget": built.topic, "reconcile": built.notices, "dispatch": built.notices}
+    topics = {"admit": built.topic, "budget": built.topic, "reconcile": built.notices, "dispatch": built.notices,
+              "api": built.notices}
     for name in FUNCTIONS:
         for statement in built.statements(name):
             actions = set(_list(statement["Action"]))

@@ -1,6 +1,7 @@
 """Job notices on AWS: published to the notices topic after the write that
 makes the move, by the functions that make moves (reconcile: starts and
-ends; dispatch: timeouts, requeues, cancels carried out, lost attempts).
+ends; dispatch: timeouts, requeues, cancels carried out, lost attempts;
+api: a pending job it cancels).
 
 Each message carries the attributes `user` (the job's owner), `event`
 (begin, end, fail, requeue), `team` and `key` (job.attempt.state), so each
