@@ -34,8 +34,7 @@ def top(
     once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
     output: Output = "table",
 ):
-    """A live view of the queue: every GPU and its job, the next jobs with the reason each waits,
-    teams against their quotas and budgets, the latest events. q or Ctrl-C quits."""
+    """A live view: every GPU and its job, the next jobs and why they wait, teams, the latest events (q quits)."""
     fmt = check_output(output)
     if interval is not None and not interval > 0:
         fail(f"--interval must be a positive number of seconds, got {interval:g}")
