@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from .app import app
+from .options import Output, check_output
 from .output import fail, note, user_errors
 
 DEFAULT_PORT = 8765
@@ -18,8 +19,12 @@ def ui(
                                       "lets others see the page, which has no authentication.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to serve on (0: any free port).")] = DEFAULT_PORT,
     open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in a browser.")] = False,
+    output: Output = "table",
 ):
-    """A web page of the queue, GPUs, teams and plots, updating live (read-only)."""
+    """A web page of the queue, GPUs, teams and plots, updating live (read-only).
+
+    With -o json its address goes to stdout as one JSON line once it listens (scripts and --port 0)."""
+    fmt = check_output(output)
     if not 0 <= port <= 65535:
         fail(f"--port must be from 0 to 65535, got {port}")
     with user_errors():
@@ -33,7 +38,14 @@ def ui(
     if not loopback:
         note(f"gqa: warning: the page has no authentication: anyone who can reach {host}:{bound} sees the queue "
              "(job names, owners, teams and spend)")
-    note(f"gqa ui: {source} at {url} (Ctrl-C to stop)")
+    if fmt == "json":
+        import json
+        import sys
+
+        sys.stdout.write(json.dumps({"url": url, "host": host, "port": bound, "source": source}) + "\n")
+        sys.stdout.flush()
+    else:
+        note(f"gqa ui: {source} at {url} (Ctrl-C to stop)")
     if open_browser:
         import webbrowser
 

@@ -3,6 +3,7 @@ browser (Debian's Chromium): the page shows the jobs once its script's polls
 have run, and draws its plots; the server stops cleanly on Ctrl-C, and a port
 in use is one line and exit 2."""
 
+import json
 import re
 import shutil
 import signal
@@ -26,13 +27,25 @@ class Ui:
 
     def __init__(self, queue, tmp_path, *args: str):
         self.err_path = tmp_path / f"ui{time.monotonic_ns()}.err"
-        with open(self.err_path, "w") as err:
+        self.out_path = tmp_path / f"ui{time.monotonic_ns()}.out"
+        with open(self.err_path, "w") as err, open(self.out_path, "w") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", *args], env=queue.env,
-                                         cwd=str(queue.home), stdout=subprocess.DEVNULL, stderr=err)
+                                         cwd=str(queue.home), stdout=out, stderr=err)
 
     @property
     def err(self) -> str:
         return self.err_path.read_text()
+
+    def said(self, timeout: float = 15.0) -> dict:
+        """-o json's line on stdout, once it listens."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.out_path.read_text()
+            if text.endswith("\n"):
+                return json.loads(text)
+            assert self.proc.poll() is None, f"gqa ui exited {self.proc.returncode}: {self.err}"
+            time.sleep(0.05)
+        raise AssertionError(f"gqa ui -o json never said where it listens: {self.err}")
 
     def url(self, timeout: float = 15.0) -> str:
         deadline = time.monotonic() + timeout
@@ -121,14 +134,17 @@ def test_the_page_shows_the_queue_after_its_polls_and_draws_its_plots(make_queue
 @pytest.mark.slow
 def test_ctrl_c_stops_it_cleanly_and_a_port_in_use_is_one_line_and_exit_2(make_queue, ui):
     q = make_queue(gpus=2, start=False)
-    first = ui(q, "--port", "0")
-    port = first.url().rsplit(":", 1)[1].rstrip("/")
+    first = ui(q, "--port", "0", "-o", "json")
+    said = first.said()
+    port = str(said["port"])
+    assert said == {"url": f"http://127.0.0.1:{port}/", "host": "127.0.0.1", "port": int(port),
+                    "source": f"the local queue at {q.home}"}
     second = ui(q, "--port", port)
     assert second.proc.wait(30) == 2
     assert second.err == f"gqa: error: port {port} on 127.0.0.1 is in use (another gqa ui?); choose another " \
                          "with --port, or --port 0 for any free one\n"
     assert first.interrupt() == 0
-    assert first.err.endswith("gqa ui: stopped\n") and "Traceback" not in first.err
+    assert first.err == "gqa ui: stopped\n"
 
 
 @pytest.mark.slow
