@@ -107,7 +107,7 @@ def test_the_page_shows_the_queue_after_its_polls_and_draws_its_plots(make_queue
     q.cli("quota", "set", "ml", "--max-gpus", "3", check=True)
     running = q.submit(["sleep", "60"], resources={"gpus": 2}, team="ml", name="train-a") + \
         q.submit(["sleep", "60"], resources={"gpus": 1}, team="vision", name="eval-b")
-    waiting = q.submit(["sleep", "60"], resources={"gpus": 3}, team="ml", name="big-c")
+    waiting = q.submit(["sleep", "60"], resources={"gpus": 3}, team="ml", name="<b>big-c")   # text, not markup
     q.wait(running, states=("RUNNING",))
     page = ui(q, "--port", "0")
     url = page.url()
@@ -115,7 +115,7 @@ def test_the_page_shows_the_queue_after_its_polls_and_draws_its_plots(make_queue
     dom = chromium(url, tmp_path / "profile", tmp_path / "page.png")
 
     assert rows(dom, "running") == running and rows(dom, "pending") == waiting
-    assert "big-c" in dom and "team ml at 2 of 3 GPUs" in dom
+    assert "&lt;b&gt;big-c" in dom and "<b>" not in dom and "team ml at 2 of 3 GPUs" in dom
     polls = int(re.search(r'id="updated" data-polls="(\d+)"', dom).group(1))
     assert polls >= 2, "the page's script did not poll again"
     loaded = re.findall(r'<img[^>]*data-plot="(\w+)"[^>]*data-loaded="(\d+)x(\d+)"', dom)
