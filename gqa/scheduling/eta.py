@@ -63,24 +63,24 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
     for run in snap.running:
         running[run.id] = run
         heapq.heappush(ends, (_not_before(_expected_end(run, ratios), run, snap.now), run.id))
-    window = _Window(snap, whole=not window)
+    waiting = _Window(snap, whole=not window)
     now = snap.now
     used: dict[str, float] = {}     # GPU-seconds the replay's runs add to each team's usage since snap.now
     for _ in range(max_passes):
         usage = {team: decay(u, now - snap.now, snap.policy.half_life) for team, u in snap.usage.items()}
         for team, seconds in used.items():
             usage[team] = usage.get(team, 0.0) + seconds
-        current = replace(snap, now=now, pending=window.jobs(), running=tuple(running.values()), usage=usage)
+        current = replace(snap, now=now, pending=waiting.jobs(), running=tuple(running.values()), usage=usage)
         for start in plan(current, explain=False).starts:
-            job = window.pop(start.job_id)
+            job = waiting.pop(start.job_id)
             starts[job.id] = now
             run = _as_running(job, start.gpus, now, start.wall_time)
             running[job.id] = run
             heapq.heappush(ends, (_expected_end(run, ratios), job.id))
-        if wanted <= starts.keys() or not window or (most is not None and len(starts) >= most):
+        if wanted <= starts.keys() or not waiting or (most is not None and len(starts) >= most):
             break
         # the next thing that can change the plan: a running job's end, or a --begin time coming
-        following = min(ends[0][0] if ends else INF, window.next_begin(now))
+        following = min(ends[0][0] if ends else INF, waiting.next_begin(now))
         if following == INF:
             break  # nothing we can see will free GPUs
         # what runs until then is charged to its team, as the store's usage counts it (fairshare.py)
@@ -89,7 +89,7 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
         now = following
         while ends and ends[0][0] <= now:
             running.pop(heapq.heappop(ends)[1], None)
-    for job_id in window.left():
+    for job_id in waiting.left():
         starts.setdefault(job_id, None)
     return {k: v for k, v in starts.items() if targets is None or k in wanted}
 

@@ -24,8 +24,8 @@ from .snapshot import dependency_states, read_snapshot, team_ratios
 
 
 # starts the replay tells: past them a job's ETA is not told, and its position follows the ranking
-# (Slurm's backfill likewise tests 500 jobs); 10,000 pending jobs list in well under a second
-ETA_DEPTH = 1000
+# (as Slurm's backfill tests 500 jobs by default); 10,000 pending jobs list in well under a second
+ETA_DEPTH = 500
 
 
 @dataclass(frozen=True)
