@@ -119,8 +119,9 @@ def _pending(entries: list, expand: bool, explain: bool, total: int) -> list[str
                      f"{f.nice:+.3f}", f"{f.score:.3f}"] if f else ["-"] * 6
         line.append(e.reason)
         cells.append(line)
+    rows_text = f"{len(rows)} row" + ("s" if len(rows) > 1 else "")
     title = f"pending ({len(entries)})" + ("" if len(rows) == len(entries) else
-                                           f", {len(rows)} rows: `gqa queue --array` shows every task")
+                                           f", {rows_text}: `gqa queue --array` shows every task")
     return [title] + layout(columns, cells, total)
 
 

@@ -99,3 +99,14 @@ def test_status_tells_a_pending_jobs_reason_position_and_eta_as_the_queue_does(c
     _, out, _ = cli("status", "1_4")
     assert f"position   {queue['1_4']['position']} in the queue's start order; eta in " in out
     assert queue["1_4"]["reason"] in out
+
+
+@pytest.mark.slow
+def test_mine_on_aws_is_the_caller_the_api_sees(aws):
+    aws.json("alice", "submit", "--array", "0-2", "--", "true")
+    aws.json("bob", "submit", "--", "true")
+    aws.admit()
+    mine = aws.json("bob", "queue", "--mine")["pending"]
+    assert [p["id"] for p in mine] == ["2"] and mine[0]["owner"] == aws.json("bob", "whoami")["owner"]
+    code, out, _ = aws("alice", "queue", "--mine")
+    assert code == 0 and [r[1] for r in pending_rows(out)] == ["1_[0-2]"]
