@@ -114,6 +114,10 @@ def settle(request: Request) -> None:
     request.put({"resources": resources} if resources else {})
     if value("mail_type"):
         request.put({"notify": {"events": value("mail_type"), "to": value("mail_user")}})
+        if "array" in request.raw and "array_tasks" not in value("mail_type"):
+            request.line = got["mail_type"][1]
+            request.note("#SBATCH --mail-type: an array's tasks are told of only with ARRAY_TASKS (gqa sends "
+                         "no notice for the array as a whole)")
     elif "mail_user" in got and "mail_type" not in got:
         request.line = got["mail_user"][1]
         request.note("#SBATCH --mail-user without --mail-type sends nothing, as in Slurm")

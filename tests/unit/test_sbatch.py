@@ -370,3 +370,11 @@ def test_command_line_resources_settle_with_the_directives(lines, given, expecte
 def test_a_slurm_script_writes_sbatchs_default_output_file(lines, output):
     raw = parse_directives(lines + "\n", now=NOW)
     assert raw.get("output") == output
+
+
+def test_an_array_asking_for_mail_without_array_tasks_is_told_it_gets_none():
+    _, notes = read("#!/bin/sh\n#SBATCH --array=0-9\n#SBATCH --mail-type=END\n")
+    assert notes == ["run.sh:3: #SBATCH --mail-type: an array's tasks are told of only with ARRAY_TASKS (gqa sends "
+                     "no notice for the array as a whole)"]
+    _, notes = read("#!/bin/sh\n#SBATCH --array=0-9\n#SBATCH --mail-type=END,ARRAY_TASKS\n")
+    assert notes == []
