@@ -25,7 +25,10 @@ def test_jobs_start_in_the_order_gqa_queue_lists_them(make_queue):
     queue.wait(blocker, states=("RUNNING",))
     vision = queue.submit(VISION, team="vision", array="0-2", limits=LIMIT)
     nlp = queue.submit(NLP, team="nlp", array="0-2", limits=LIMIT)
-    listed = queue.cli_json("queue")["pending"]
+    data = queue.cli_json("queue")
+    listed = data["pending"]
+    [running] = data["running"]     # the blocker: its limit, and the time left before it (limit - elapsed)
+    assert running["id"] == blocker and running["time_limit"] == 10 and 0 < running["time_left"] < 10
     ids = [p["id"] for p in listed]
     # this pass ranks vision's whole burst first (it has used less); each run charges its team, so the
     # bursts start interleaved (about v v n v n n), and the queue says so before they start
