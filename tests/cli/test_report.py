@@ -102,3 +102,17 @@ def test_a_directory_that_cannot_be_written_is_one_line(cli, tmp_path):
     blocker.write_text("")
     code, out, err = cli("report", "--out", str(blocker / "out"))
     assert code == 2 and str(blocker / "out") in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("now", 1_000_000.0), ("7d", 1_000_000.0 - 7 * 86400), ("90m", 1_000_000.0 - 5400), ("12h", 1_000_000.0 - 43200),
+    ("2026-11-01", None), ("2026-11-01T08:30", None), ("2026-11-01T08:30+00:00", 1_793_521_800.0),
+])
+def test_a_period_bound_is_a_time_back_from_now_or_a_date(text, expected):
+    from datetime import datetime
+
+    from cli.report import parse_when
+
+    if expected is None:      # a date without an offset is local time, as sacct reads one
+        expected = datetime.fromisoformat(text).timestamp()
+    assert parse_when(text, 1_000_000.0, "--since") == expected
