@@ -28,7 +28,9 @@ MAX_TRIES = 12          # 0.5 s doubling to 5 min: about 20 minutes of a receive
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 300.0
 
 # The trigger counts the attempt from the job's history (its launches so far), not off the jobs
-# row, which a guarded change updates after its history row and a bulk one before.
+# row, which a guarded change updates after its history row and a bulk one before. A job asks for
+# notices when its spec's notify is an object (`"notify":{` cannot occur inside a JSON string, where
+# quotes are escaped): a substring test, not a JSON parse, on every move of every job.
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS notices (
     id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, job_id TEXT, state TEXT, at REAL NOT NULL,
@@ -42,11 +44,11 @@ CREATE TRIGGER IF NOT EXISTS notices_of_moves AFTER INSERT ON history
 WHEN NEW.state IN ('RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLED', 'RETRY_WAIT')
 BEGIN
     INSERT OR IGNORE INTO notices (key, job_id, state, at, reason, attempt, kind)
-    SELECT NEW.job_id || '.' || a.attempt || '.' || lower(NEW.state), NEW.job_id, NEW.state, NEW.at, NEW.reason,
-           a.attempt, 'job'
-    FROM jobs AS j, (SELECT COUNT(*) AS attempt FROM history
-                     WHERE job_id = NEW.job_id AND state = 'STARTING' AND n <= NEW.n) AS a
-    WHERE j.id = NEW.job_id AND json_extract(j.spec_json, '$.notify') IS NOT NULL;
+    SELECT NEW.job_id || '.' || (SELECT COUNT(*) FROM history WHERE job_id = NEW.job_id AND state = 'STARTING'
+                                 AND n <= NEW.n) || '.' || lower(NEW.state),
+           NEW.job_id, NEW.state, NEW.at, NEW.reason,
+           (SELECT COUNT(*) FROM history WHERE job_id = NEW.job_id AND state = 'STARTING' AND n <= NEW.n), 'job'
+    FROM jobs AS j WHERE j.id = NEW.job_id AND instr(j.spec_json, '"notify":{') > 0;
 END;
 """
 
