@@ -155,6 +155,33 @@ class Overviews:
 
 
 @dataclass
+class History:
+    """HistoryService's list and rows over GET /history."""
+
+    api: Any
+
+    def list(self, query, token: str | None = None):
+        return _decode(wire.history_from_dict,
+                       self.api.call("GET", "/history", query=wire.history_query_to_params(query, token)))
+
+    def rows(self, query):
+        from dataclasses import replace
+
+        from gqa.services.history import MAX_LIMIT
+
+        query, token, seen = replace(query, limit=MAX_LIMIT), None, set()
+        while True:
+            page = self.list(query, token)
+            yield from page.rows
+            if page.next is None:
+                return
+            if page.next in seen:
+                raise BackendUnavailable(f"the gqa API answered /history with a page token it gave before "
+                                         f"({page.next!r}); is the CLI as new as the deployment?")
+            seen.add(token := page.next)
+
+
+@dataclass
 class Triggers:
     """TriggerService's add/list/remove as cli/trigger.py calls them. The owner
     is the caller's IAM identity (the API's rule), so `owner`, `caller` and
@@ -217,6 +244,9 @@ class ApiServices:
 
     def cost(self) -> Cost:
         return Cost(self.api)
+
+    def history(self) -> History:
+        return History(self.api)
 
     def log_pages(self) -> LogPages:
         return LogPages(self.api)

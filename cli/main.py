@@ -14,7 +14,7 @@ from .app import app  # noqa: E402
 from .context import PROFILE, TRAILING_COMMAND  # noqa: E402
 
 # registered as they load, so `gqa --help` lists the commands in this order (command groups last)
-from . import submit, queue, status, wait, logs, cancel, requeue, hold, release, update, approve, deny  # noqa: E402, F401
+from . import submit, queue, status, history, wait, logs, cancel, requeue, hold, release, update, approve, deny  # noqa: E402, F401
 from . import quota, local, local_price, trigger, demo, simulate, cost, report, top, ui, whoami, completion, config  # noqa: E402, F401
 
 

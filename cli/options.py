@@ -21,11 +21,12 @@ JobRef = Annotated[str, typer.Argument(help="A job id, or an array/sweep id.", s
                                        autocompletion=_job_ids)]
 
 
-def check_output(fmt: str) -> str:
+def check_output(fmt: str, formats: tuple[str, ...] = ("table", "json")) -> str:
+    """The format asked for, if this command writes it (`gqa history` adds csv)."""
     fmt = fmt.lower()
-    if fmt not in ("table", "json"):
+    if fmt not in formats:
         from .output import fail
-        fail(f"unknown output format {fmt!r}; use table or json")
+        fail(f"unknown output format {fmt!r}; use {', '.join(formats[:-1])} or {formats[-1]}")
     return fmt
 
 

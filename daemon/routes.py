@@ -13,6 +13,7 @@ user of the socket's peer credentials (daemon/callers.py).
     GET  /jobs/{id}/logs?attempt&token&limit        its owner and admins
     GET  /quota, PUT /quota/teams/{team}, PUT /quota/teams/{team}/members, PUT /quota/policy (admins),
     GET  /cost?team&period&jobs
+    GET  /history?since&until&owner&team&state&group&name&limit&next
     GET  /overview?head&events       what `gqa top` shows (OverviewService)
 
 Local differences: a submission's environment IS stored (a local job starts
@@ -152,6 +153,7 @@ class Router:
             ("PUT", re.compile(f"quota/teams/{seg}/members"), self.set_members),
             ("PUT", re.compile("quota/policy"), self.set_policy),
             ("GET", re.compile("cost"), self.cost),
+            ("GET", re.compile("history"), self.history),
             ("GET", re.compile("overview"), self.overview),
             ("GET", re.compile("triggers"), self.triggers),
             ("POST", re.compile("triggers"), self.triggers),
@@ -259,6 +261,11 @@ class Router:
         report = self.wiring.cost().report(period=request.text("period"), team=request.text("team"), gpu_hours=True,
                                            jobs=wire.cost_jobs(request.text("jobs")))
         return 200, wire.cost_to_dict(report)
+
+    def history(self, who: Principal, request: Request) -> Answer:
+        authorize(who, Action.READ)
+        query, token = wire.history_query_from_params(request.text)
+        return 200, wire.history_to_dict(self.wiring.history().list(query, token))
 
     def overview(self, who: Principal, request: Request) -> Answer:
         authorize(who, Action.READ)

@@ -88,8 +88,9 @@ class Admission:
 
 def build() -> Admission:
     names = environment.table_names()
+    keep = environment.keep_history()   # how long a finished job is kept (its TTL)
     # the limits and thresholds admission checks change rarely: a change applies within SETTINGS_TTL
-    store = DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL)
+    store = DynamoDBStore(boto3.client("dynamodb"), names, keep_history=keep, settings_ttl=SETTINGS_TTL)
     topic = environment.alerts_topic(needed=False)
     notifier = SnsNotifier(boto3.client("sns"), topic) if topic else None
     wakeup = environment.wakeup_url()

@@ -120,12 +120,14 @@ class Dispatcher:
 
 def build() -> Dispatcher:
     names = environment.table_names()
+    keep = environment.keep_history()   # how long a finished job is kept (its TTL)
     clock = SystemClock()
     topic = environment.notices_topic()
     # timeouts, requeues and cancels are told to the notices topic after they are written (sns_notices.py)
-    store = NoticingStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL,
-                          notices=SnsNotices(boto3.client("sns"), topic)) if topic else \
-        DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_TTL, samples_ttl=SAMPLES_TTL)
+    store = NoticingStore(boto3.client("dynamodb"), names, keep_history=keep, settings_ttl=SETTINGS_TTL,
+                          samples_ttl=SAMPLES_TTL, notices=SnsNotices(boto3.client("sns"), topic)) if topic else \
+        DynamoDBStore(boto3.client("dynamodb"), names, keep_history=keep, settings_ttl=SETTINGS_TTL,
+                      samples_ttl=SAMPLES_TTL)
     checkpoints = S3Checkpoints(boto3.client("s3"), environment.checkpoint_bucket(), environment.checkpoint_prefix())
     # the grace Batch timeouts add is the instances' stop timeout (BatchCompute's own 10 s where unset)
     compute = BatchCompute(boto3.client("batch"), environment.pools(), environment.job_definition(), checkpoints,

@@ -26,6 +26,7 @@ The settings:
     GQA_NOTICES_TOPIC_ARN    the SNS topic job notices go to (reconcile, dispatch, api; optional: none sent)
     GQA_GPU_METRICS_NAMESPACE     where the jobs' GPUUtilization lives (budget; optional, "gqa")
     GQA_LOG_GROUP            the jobs' log group where a job definition names none (api; optional)
+    GQA_KEEP_HISTORY_DAYS    days a finished job is kept after its end (api, admit, dispatch, reconcile; optional)
     GQA_ACCESS               JSON, services.access.AccessPolicy.from_json (api, trigger: a burst's owner is
                              judged as a caller is; optional)
 """
@@ -60,6 +61,21 @@ def required(name: str, what: str) -> str:
 def optional(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or default
+
+
+def keep_history() -> float | None:
+    """GQA_KEEP_HISTORY_DAYS: how long a finished job is kept, in seconds (its
+    item's TTL); unset: for good."""
+    text = optional("GQA_KEEP_HISTORY_DAYS")
+    if text is None:
+        return None
+    try:
+        days = float(text)
+    except ValueError:
+        days = 0.0
+    if not days > 0:
+        raise MisconfiguredFunction(f"GQA_KEEP_HISTORY_DAYS must be a number of days > 0, got {text!r}")
+    return days * 86_400
 
 
 def _json(name: str, text: str) -> Any:

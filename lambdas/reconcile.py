@@ -82,12 +82,13 @@ class Reconciler:
 
 def build() -> Reconciler:
     names = environment.table_names()
+    keep = environment.keep_history()   # how long a finished job is kept (its TTL)
     wakeup = environment.wakeup_url()
     topic = environment.notices_topic()
     # starts and ends are told to the notices topic after they are written (sns_notices.py)
-    store = NoticingStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT,
+    store = NoticingStore(boto3.client("dynamodb"), names, keep_history=keep, settings_ttl=SETTINGS_KEPT,
                           notices=SnsNotices(boto3.client("sns"), topic)) if topic else \
-        DynamoDBStore(boto3.client("dynamodb"), names, settings_ttl=SETTINGS_KEPT)
+        DynamoDBStore(boto3.client("dynamodb"), names, keep_history=keep, settings_ttl=SETTINGS_KEPT)
     # a failed wake-up is raised: the event is retried, and its settlement found already made
     waker = WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup), store) if wakeup else None
     return Reconciler(ReconcileService(store, random.Random(), waker),

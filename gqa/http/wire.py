@@ -21,6 +21,7 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from ..models.accounting import JobSummary
 from ..models.errors import SpecError
 from ..models.expand import index_runs, run_indices
 from ..models.job import JobRecord, JobState, Request, Transition
@@ -30,6 +31,7 @@ from ..scheduling.snapshot import Factors, Weights
 from ..services.access import Principal, roles_text
 from ..services.control import ControlResult
 from ..services.cost import CostReport, JobCost, TeamCost
+from ..services.history import HistoryPage, HistoryQuery
 from ..services.overview import EVENTS, HEAD, GpuSlot, HeadEntry, Overview, RunningJob, TeamLoad
 from ..services.queries import QueueEntry, QueueView
 from ..services.quota import QuotaView, TeamQuota
@@ -365,6 +367,72 @@ def overview_from_dict(data: dict[str, Any]) -> Overview:
         [RunningJob(**{**r, "gpus": tuple(r["gpus"])}) for r in data["running"]], int(data["pending"]),
         [HeadEntry(**e) for e in data["head"]], [TeamLoad(**t) for t in data["teams"]],
         [JobEvent(**{**e, "state": JobState(e["state"])}) for e in data["events"]])
+
+
+# -- history -----------------------------------------------------------------------------------------
+_SUMMARY_FIELDS = {f.name for f in fields(JobSummary)}
+
+
+def history_query_to_params(query: HistoryQuery, token: str | None) -> dict[str, Any]:
+    """GET /history's query: the window as epoch seconds, states by their value, comma-separated."""
+    states = ",".join(sorted(s.value for s in query.states)) if query.states is not None else None
+    return {"since": repr(query.since), "until": None if query.until is None else repr(query.until),
+            "owner": query.owner, "team": query.team, "state": states, "group": query.group, "name": query.name,
+            "limit": query.limit, "next": token}
+
+
+def history_query_from_params(get: Any) -> tuple[HistoryQuery, str | None]:
+    """The query and page token from `get(name) -> str | None`; SpecError, naming the parameter, for a bad one."""
+    def number(name: str) -> float | None:
+        text = get(name)
+        if text is None:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise SpecError(f"{name} must be a time in epoch seconds, got {text!r}") from None
+
+    since = number("since")
+    if since is None:
+        raise SpecError("since is required: the start of the window, in epoch seconds")
+    states = None
+    if get("state") is not None:
+        try:
+            states = frozenset(JobState(s.strip().upper()) for s in get("state").split(",") if s.strip())
+        except ValueError:
+            raise SpecError(f"state must be job states (SUCCEEDED, FAILED, ...), got {get('state')!r}") from None
+    limit_text = get("limit")
+    if limit_text is not None and not limit_text.isdigit():
+        raise SpecError(f"limit must be a whole number, got {limit_text!r}")
+    query = HistoryQuery(since=since, until=number("until"), owner=get("owner"), team=get("team"), states=states,
+                         group=get("group"), name=get("name"),
+                         **({"limit": int(limit_text)} if limit_text is not None else {}))
+    return query, get("next")
+
+
+def summary_to_dict(row: JobSummary) -> dict[str, Any]:
+    data = asdict(row)
+    data["state"] = row.state.value
+    data["waited"] = [list(w) for w in row.waited]
+    return data
+
+
+def summary_from_dict(data: dict[str, Any]) -> JobSummary:
+    values = {k: v for k, v in data.items() if k in _SUMMARY_FIELDS}   # newer fields: ignored
+    values["state"] = JobState(data["state"])
+    values["waited"] = tuple((str(why), float(seconds)) for why, seconds in data.get("waited") or ())
+    return JobSummary(**values)
+
+
+def history_to_dict(page: HistoryPage) -> dict[str, Any]:
+    return {"jobs": [summary_to_dict(r) for r in page.rows], "next": page.next}
+
+
+def history_from_dict(data: dict[str, Any]) -> HistoryPage:
+    token = data.get("next")
+    if token is not None and not isinstance(token, str):
+        raise TypeError(f"next must be a string or null, got {token!r}")
+    return HistoryPage([summary_from_dict(r) for r in data["jobs"]], token)
 
 
 # -- triggers ----------------------------------------------------------------------------------------

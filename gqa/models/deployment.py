@@ -53,6 +53,7 @@ STACK_SETTINGS_BYTES = 1024     # table names, queue URLs, bucket, topic and log
 class Deployment(_Strict):
     name: str                             # dev, prod: in every resource's name
     retain_data: bool                     # true: tables, buckets and logs outlive the stack
+    keep_history_days: Annotated[int, Field(ge=1, le=3650)] = 90   # a finished job is deleted this long after its end
     pools: Annotated[list[PoolConfig], Field(min_length=1, max_length=MAX_POOLS)]
     teams: Annotated[list[TeamConfig], Field(max_length=MAX_TEAMS)] = []
     access: AccessConfig = AccessConfig()
@@ -152,6 +153,7 @@ class Deployment(_Strict):
         return {"GQA_POOLS": self.pools_json(), "GQA_ACCESS": self.access_json(), "GQA_IMAGES": self.images_json(),
                 "GQA_JOB_DEFINITION": self.default_job_definition,
                 "GQA_CHECKPOINT_GRACE": str(self.compute.checkpoint_grace),
+                "GQA_KEEP_HISTORY_DAYS": str(self.keep_history_days),
                 "GQA_TRIGGER_BUCKETS": self.triggers.buckets_json()}
 
 

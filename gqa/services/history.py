@@ -8,14 +8,19 @@ its start on; the store reads them by an index on the end time
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from ..models.accounting import JobSummary, summarise
 from ..models.errors import SpecError
+from ..models.job import JobState
+from ..models.units import parse_duration
 from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads
 
-__all__ = ["MAX_LIMIT", "HistoryPage", "HistoryQuery", "HistoryService", "check_query"]
+__all__ = ["MAX_LIMIT", "STATE_WORDS", "HistoryPage", "HistoryQuery", "HistoryService", "check_query", "states_of",
+           "when_of"]
 
 MAX_LIMIT = 1000     # jobs a page holds at most: about 1 KB each on the wire, within Lambda's 6 MB answer
 
@@ -63,3 +68,46 @@ class HistoryService:
             if page.next is None:
                 return
             token = page.next
+
+
+# what people call the states a history lists (`gqa history --state`), and a few spellings of them
+STATE_WORDS = {"completed": JobState.SUCCEEDED, "succeeded": JobState.SUCCEEDED, "failed": JobState.FAILED,
+               "timed out": JobState.TIMED_OUT, "timeout": JobState.TIMED_OUT, "cancelled": JobState.CANCELLED,
+               "canceled": JobState.CANCELLED, "rejected": JobState.REJECTED, "running": JobState.RUNNING}
+
+
+def states_of(words: Iterable[str]) -> frozenset[JobState] | None:
+    """States from people's words ("completed", "timed out" or timed_out, ...; commas allowed); None for none."""
+    found: set[JobState] = set()
+    for word in (w for text in words for w in text.split(",")):
+        key = " ".join(word.strip().lower().replace("_", " ").replace("-", " ").split())
+        if not key:
+            continue
+        if key not in STATE_WORDS:
+            raise SpecError(f"unknown state {word.strip()!r}: use {', '.join(_WORDS)}")
+        found.add(STATE_WORDS[key])
+    return frozenset(found) or None
+
+
+_WORDS = ("completed", "failed", "timed out", "cancelled", "rejected", "running")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$")
+
+
+def when_of(text: str, now: float, *, what: str) -> float:
+    """Epoch seconds of a time people write: "now", a date ("2026-11-30", local
+    midnight) or date and time ("2026-11-30T14:00", "2026-11-30 14:00:05",
+    local), or a duration ago ("2h", "3d", "90m", "1w")."""
+    raw = text.strip()
+    if raw.lower() == "now":
+        return now
+    if _DATE.match(raw):
+        date = raw.replace(" ", "T")
+        try:
+            return datetime.fromisoformat(date).timestamp()   # naive: this machine's time zone
+        except ValueError:
+            raise SpecError(f"{what} {text!r} is not a date: use 2026-11-30 or 2026-11-30T14:00") from None
+    try:
+        return now - parse_duration(raw, bare_unit="h")
+    except SpecError:
+        raise SpecError(f"{what} {text!r} is neither a date (2026-11-30, 2026-11-30T14:00) nor a time ago "
+                        "(2h, 3d, 90m)") from None

@@ -27,6 +27,10 @@ and cancel/requeue/hold/release/approve/deny take several, comma-separated):
                                           for the team, replacing the list (admins); [] leaves only admins
     PUT  /quota/policy                    QuotaService.set_policy's fields (admins)
     GET  /cost?team=T&period=2026-11&jobs=N   spend and GPU-hours per team, the N costliest jobs
+    GET  /history?since=S&until=U&owner=O&team=T&state=FAILED,TIMED_OUT&group=G&name=train-*&limit=L&next=T
+                                          a page of finished jobs (latest end first) after the running ones, as
+                                          job summaries: {"jobs": [...], "next": T|null}; since and until in
+                                          epoch seconds, a finished job in the window its end falls in
     GET  /overview?head=N&events=M        what `gqa top` shows: every GPU and its job, the first N pending
                                           (position, reason, ETA), teams against quota and budget, the
                                           latest M transitions (at most 200 each)
@@ -58,8 +62,8 @@ from a whole scheduling pass, so positions and reasons are the whole queue's.
 The function's parts: container.py builds the clients and services once per
 container (and says which environment variables it reads and which settings
 it keeps); request.py holds the resolver and what routes read from a request;
-jobs.py, code.py, quota.py (quota and cost), overview.py, logs.py and triggers.py register the
-routes on it. This module maps errors to answers and is the Lambda handler
+jobs.py, code.py, quota.py (quota and cost), overview.py, history.py, logs.py and
+triggers.py register the routes on it. This module maps errors to answers and is the Lambda handler
 (lambdas.api.handler); it imports the route modules so that they register."""
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 
 from gqa.models.errors import GqaError, NotFound
 from gqa.services.api_errors import status_of
-from lambdas.api import code, jobs, logs, overview, quota, triggers  # noqa: F401  (importing them registers their routes)
+from lambdas.api import code, history, jobs, logs, overview, quota, triggers  # noqa: F401  (importing them registers their routes)
 from lambdas.api.container import container, logger  # noqa: F401  (container: tests and benchmarks reset and read it)
 from lambdas.api.request import app
 

@@ -50,6 +50,7 @@ from gqa.adapters.clock import SystemClock
 from gqa.services.access import AccessPolicy
 from gqa.services.control import ControlService
 from gqa.services.cost import CostService
+from gqa.services.history import HistoryService
 from gqa.services.logs import LogService
 from gqa.services.overview import OverviewService
 from gqa.services.queries import QueryService
@@ -93,6 +94,9 @@ class Wiring:
         """Large arrays' admission in chunks: what status reads and a cancel or approval decides."""
         return DynamoDBAdmissions(self.store.client, self.store.tables)
 
+    def history(self) -> HistoryService:
+        return HistoryService(self.store, self.clock)
+
     def quota(self) -> QuotaService:
         return QuotaService(self.settings)
 
@@ -112,14 +116,16 @@ class Wiring:
 
 def build() -> Wiring:
     names = environment.table_names()
+    keep = environment.keep_history()   # how long a finished job is kept (its TTL)
     intake = SqsIntake(boto3.client("sqs"), environment.intake_urls(), environment.wakeup_url(needed=True))
     dynamodb = boto3.client("dynamodb")
     logs = BatchLogs(boto3.client("batch"), boto3.client("logs"), environment.pools(),
                      log_group=environment.log_group(DEFAULT_GROUP))
     topic = environment.notices_topic()
     # a pending job cancelled here ends here: its END notice is published after the write (sns_notices.py)
-    store = NoticingStore(dynamodb, names, settings_ttl=SETTINGS_TTL, notices=SnsNotices(boto3.client("sns"), topic)) \
-        if topic else DynamoDBStore(dynamodb, names, settings_ttl=SETTINGS_TTL)
+    store = NoticingStore(dynamodb, names, keep_history=keep, settings_ttl=SETTINGS_TTL,
+                          notices=SnsNotices(boto3.client("sns"), topic)) \
+        if topic else DynamoDBStore(dynamodb, names, keep_history=keep, settings_ttl=SETTINGS_TTL)
     return Wiring(store, DynamoDBStore(dynamodb, names), intake,
                   environment.access(), SystemClock(),
                   DynamoDBTriggerStore(dynamodb, names), logs,

@@ -50,6 +50,14 @@ def aws_store(adapter: DynamoDBStore) -> ports.JobStore:
     return adapter
 
 
+def local_history(adapter: SqliteStore) -> ports.HistoryReads:
+    return adapter
+
+
+def aws_history(adapter: DynamoDBStore) -> ports.HistoryReads:
+    return adapter
+
+
 def local_recent_events(adapter: SqliteStore) -> ports.RecentEvents:
     return adapter
 

@@ -298,7 +298,7 @@ def test_the_functions_read_back_what_the_file_says(monkeypatch):
     config = load_deployment(EXAMPLE)
     settings = config.function_settings()
     assert set(settings) == {"GQA_POOLS", "GQA_ACCESS", "GQA_IMAGES", "GQA_JOB_DEFINITION", "GQA_CHECKPOINT_GRACE",
-                             "GQA_TRIGGER_BUCKETS"}
+                             "GQA_TRIGGER_BUCKETS", "GQA_KEEP_HISTORY_DAYS"}
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
     assert environment.pools() == pools_from_json(config.pools_json())
@@ -308,6 +308,7 @@ def test_the_functions_read_back_what_the_file_says(monkeypatch):
     assert environment.images() == {"pytorch-2.4-devel": "gqa-dev-image-pytorch-2_4-devel"}
     assert environment.job_definition() == "gqa-dev-default"
     assert environment.checkpoint_grace(10) == 90
+    assert environment.keep_history() == 90 * 86400   # keep_history_days: a finished job's TTL
     assert environment.trigger_places().buckets == config.triggers.allowed() == \
         (TriggerBucket("example-training-data"),)
     # every job definition the functions may name is one the stack is told to create

@@ -31,20 +31,22 @@ The store is composed by concern, each part building on the one before:
 store_base.py (the client, the container's memory, the common calls),
 store_live.py (the live jobs a pass reads), store_settings.py (settings and
 the usage ledger), store_jobs.py (job records) and store_changes.py (the
-guarded changes, over the algorithm both backends share).
+guarded changes, over the algorithm both backends share); store_history.py
+reads the finished jobs by the day of their end.
 """
 
 from __future__ import annotations
 
 from .store_base import KNOWN_FOR, MAX_SUBMITTED_BYTES, SAMPLES_TTL, SETTINGS_TTL, JobRefused
 from .store_changes import DynamoDBChanges
+from .store_history import DynamoDBHistory
 from .store_settings import inventory_setting, policy_setting, setting_item, team_setting
 
 __all__ = ["KNOWN_FOR", "MAX_SUBMITTED_BYTES", "SAMPLES_TTL", "SETTINGS_TTL", "DynamoDBStore", "JobRefused",
            "inventory_setting", "policy_setting", "setting_item", "team_setting"]
 
 
-class DynamoDBStore(DynamoDBChanges):
+class DynamoDBStore(DynamoDBChanges, DynamoDBHistory):
     """The AWS backend's JobStore: every part of the port, on the jobs,
     settings and ledger tables (`DynamoDBStore(client, tables, ...)`, see
     store_base.DynamoDBBase)."""

@@ -70,9 +70,10 @@ def job_key(job_id: str) -> dict[str, str]:
     return {t.GROUP: job_id.split("_")[0], t.ID: job_id}
 
 
-def job_item(job: JobRecord, revision: int, moved: int = 0) -> dict[str, Any]:
+def job_item(job: JobRecord, revision: int, moved: int = 0, keep: float | None = None) -> dict[str, Any]:
     """The job's item; `job.history` is what the item holds, after the `moved`
-    transitions kept in history items (history.py), reasons cut to size."""
+    transitions kept in history items (history.py), reasons cut to size.
+    `keep`: seconds a finished job is kept after its end (its TTL); None: for good."""
     item: dict[str, Any] = {}
     for name in _FIELDS:
         value = getattr(job, name)
@@ -87,15 +88,25 @@ def job_item(job: JobRecord, revision: int, moved: int = 0) -> dict[str, Any]:
         item[history.MOVED] = moved
     item[t.REVISION] = revision
     item.update(index_keys(job))
+    if keep is not None and t.END_DAY in item and job.ended_at is not None:
+        item[t.JOB_EXPIRES] = int(job.ended_at + keep) + 1
     return item
 
 
 def index_keys(job: JobRecord) -> dict[str, Any]:
     """The sparse indexes' keys, present only in the states a pass looks at:
-    the live index's, and the changes index's shard and time of this write."""
+    the live index's, and the changes index's shard and time of this write;
+    and a finished job's day of its end, for the history's index."""
+    if job.state.terminal and job.ended_at is not None:
+        return {t.END_DAY: end_day(job.ended_at)}
     if job.state not in LIVE_STATES:
         return {}
     return {t.LIVE: t.LIVE, t.CHANGE_SHARD: change_shard(job.id), t.CHANGED: changed_now()}
+
+
+def end_day(at: float) -> str:
+    """The history index's partition of a job that ended at `at`: its UTC day, "2026-11-30"."""
+    return time.strftime("%Y-%m-%d", time.gmtime(at))
 
 
 def change_shard(job_id: str) -> str:

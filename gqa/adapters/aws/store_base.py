@@ -62,12 +62,15 @@ class DynamoDBBase:
     """`settings_ttl` and `samples_ttl`: seconds the settings (inventory,
     policy, teams) and the runtime samples are kept once read (views.py says
     why that is harmless; the Lambda functions use SETTINGS_TTL and
-    SAMPLES_TTL). 0, the default, reads them on every call."""
+    SAMPLES_TTL). 0, the default, reads them on every call. `keep_history`:
+    seconds DynamoDB keeps a finished job after its end (its TTL attribute)."""
 
     def __init__(self, client: Any, tables: t.TableNames = t.TableNames(), *, attempts: int = 5,
                  base_delay: float = 0.05, max_delay: float = 2.0, conflict_retries: int = 5,
-                 sleep: Callable[[float], None] = time.sleep, settings_ttl: float = 0.0, samples_ttl: float = 0.0):
+                 sleep: Callable[[float], None] = time.sleep, settings_ttl: float = 0.0, samples_ttl: float = 0.0,
+                 keep_history: float | None = None):
         self.client = client
+        self.keep_history = keep_history   # seconds a finished job's item lives after its end (TTL); None: for good
         self.tables = tables
         self.call = Retrying(client, attempts=attempts, base_delay=base_delay, max_delay=max_delay, sleep=sleep)
         self.conflict_retries = conflict_retries

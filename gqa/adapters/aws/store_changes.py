@@ -47,7 +47,7 @@ class DynamoDBChanges(DynamoDBJobs, GuardedChanges):
             job, change = step.before, step.change
             write = writes.get(job.id)
             if write is None:
-                write = writes[job.id] = JobWrite(read[job.id], job)
+                write = writes[job.id] = JobWrite(read[job.id], job, keep=self.keep_history)
             write.record = step.after
             if change.usage:
                 sk, epoch, weight = ledger.usage_bucket(job.team, change.at, half_life, ledger.shard_of(job.id))

@@ -74,7 +74,7 @@ class DynamoDBJobs(DynamoDBSettings):
         A freshly reserved id that exists means the id counter went back: Conflict."""
         existing: dict[str, dict[str, Any]] = {}
         _check_sizes(records)
-        puts = [{"Put": {"TableName": self.tables.jobs, "Item": it.dump(it.job_item(j, 0)),
+        puts = [{"Put": {"TableName": self.tables.jobs, "Item": it.dump(it.job_item(j, 0, keep=self.keep_history)),
                          "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID},
                          "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
                 for j in records]

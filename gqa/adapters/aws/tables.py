@@ -126,8 +126,24 @@ CHANGES_ATTRIBUTES = (STATE, SEQ, TEAM, REVISION, "owner", "tier", "gpus", "subm
 PASS_ATTRIBUTES = CHANGES_ATTRIBUTES + ("name", "dependency", "user_hold", "begin", "nice", "exclusive",
                                       "time_min", "time_limit")
 
+# the `ended` index: finished jobs by the UTC day of their end (END_DAY, "2026-11-30"; set only on a
+# finished job, items.index_keys) and its time, newest first, a Query per day: what `gqa history` reads.
+# It projects what a job's summary needs (models/accounting.py), about 600 bytes a job with its recent
+# transitions, not the whole item: a job keeps its spec and its submitter's environment for life
+# (several KB, up to 256 KiB), which KEYS_ONLY plus a BatchGetItem per page would read for every row,
+# at 1 read unit per 4 KB each, against 1 for 4 KB of index entries; a job's end writes its entry once.
+END_DAY, ENDED_AT, ENDED_INDEX = "end_day", "ended_at", "ended"
+HISTORY_ATTRIBUTES = (STATE, SEQ, TEAM, "owner", "name", "tier", "gpus", "gpu_type", "submitted_at", "started_at",
+                      "array_index", "attempts", "error_retries", "reclaims", "interruptions", "exit_code",
+                      "signal", "reason", "wall_time", "time_limit", "gpu_seconds", "cost", "gpu_util",
+                      "gpu_memory", HISTORY, "history_moved")
+# a finished job's item is deleted by DynamoDB's TTL this long after its end (the deployment's
+# keep_history_days; items.job_item sets it). The history items of a job past history.MOST
+# transitions are not expired with it: a few KB each, read by nothing once the job is gone
+JOB_EXPIRES = "expires_at"
+
 JOBS = Table(
-    "jobs", Key(GROUP, S), Key(ID, S),
+    "jobs", Key(GROUP, S), Key(ID, S), ttl=JOB_EXPIRES,
     indexes=(
         Index(BY_STATE, Key(STATE, S), Key(SEQ, N)),              # list(states), runtime samples
         Index(BY_TEAM, Key(TEAM, S), Key(SEQ, N)),                # list(team=...)
@@ -136,6 +152,8 @@ JOBS = Table(
               projection="INCLUDE", include=CHANGES_ATTRIBUTES),
         Index(PASS_INDEX, Key(CHANGE_SHARD, S), Key(CHANGED, N),     # a scheduling pass: all, or what changed
               projection="INCLUDE", include=PASS_ATTRIBUTES),
+        Index(ENDED_INDEX, Key(END_DAY, S), Key(ENDED_AT, N),        # history: finished jobs by their end
+              projection="INCLUDE", include=HISTORY_ATTRIBUTES),
     ),
 )
 

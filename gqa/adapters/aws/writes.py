@@ -27,6 +27,7 @@ class JobWrite:
     record: JobRecord
     usage: dict[str, tuple[str, float, float, float]] = field(default_factory=dict)  # sk -> (team, h, e, add)
     spend: dict[tuple[str, str], float] = field(default_factory=dict)               # (sk, team) -> add
+    keep: float | None = None       # seconds a finished job is kept (its TTL, items.job_item); None: for good
 
     def stored(self) -> tuple[dict[str, Any], list[tuple[int, list]]]:
         """The job item as this write leaves it, and the history items it adds
@@ -35,7 +36,7 @@ class JobWrite:
         moved, kept, chunks = history.split(int(self.old.get(history.MOVED, 0)),
                                             history.encode(self.record.history))
         revision = int(self.old.get(t.REVISION, 0)) + 1
-        item = it.job_item(replace(self.record, history=()), revision, moved)
+        item = it.job_item(replace(self.record, history=()), revision, moved, self.keep)
         item[t.HISTORY] = kept
         return item, chunks
 

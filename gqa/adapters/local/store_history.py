@@ -95,10 +95,11 @@ class SqliteHistory(SqliteJobs):
 
     def prune_history(self, before: float, batch: int) -> int:
         terminal = sorted(s.value for s in TERMINAL)
+        batch = min(500, max(1, int(batch)))   # 500 ids: within a statement's parameters
         with self._tx():
             ids = [r[0] for r in self.db.execute(
                 f"SELECT id FROM jobs WHERE ended_at < ? AND state IN ({', '.join('?' for _ in terminal)}) "
-                "ORDER BY ended_at LIMIT ?", (before, *terminal, min(500, max(1, int(batch)))))]   # 500: SQLite's cap on parameters
+                "ORDER BY ended_at LIMIT ?", (before, *terminal, batch))]
             if not ids:
                 return 0
             marks = ", ".join("?" for _ in ids)

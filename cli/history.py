@@ -1,0 +1,142 @@
+"""`gqa history`: finished jobs, newest first, and the ones running now, as
+Slurm's sacct lists them: when each waited and ran, what it used and cost,
+how it ended. One row a job; -o csv for a spreadsheet."""
+
+import csv
+import sys
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .options import Output, check_output
+from .output import fail, note, print_json, user_errors
+
+DEFAULT_SINCE = "24h"
+FORMATS = ("table", "json", "csv")
+CSV_COLUMNS = ("id", "name", "team", "owner", "state", "submitted", "started", "ended", "wait", "elapsed", "gpus",
+               "gpu_hours", "cost", "attempts", "exit", "reason")
+
+
+@app.command("history")
+def history(
+    user: Annotated[Optional[str], typer.Option("--user", "-u", help="Only this user's jobs.",
+                                                show_default=False)] = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Only my jobs.")] = False,
+    team: Annotated[Optional[str], typer.Option("--team", "-A", help="Only this team's jobs.",
+                                                show_default=False)] = None,
+    state: Annotated[Optional[list[str]], typer.Option(
+        "--state", "-s", help="Only jobs that ended so, or run now: completed, failed, timed out, cancelled, "
+        "rejected, running (repeat it, or separate with commas).", show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Only jobs of this name, or matching this pattern "
+                                                "('train-*').", show_default=False)] = None,
+    array: Annotated[Optional[str], typer.Option("--array", help="Only this array's (or sweep's) jobs, by its id.",
+                                                 show_default=False)] = None,
+    since: Annotated[str, typer.Option("--since", "-S", help="From when: a date (2026-11-30), a date and time "
+                                       "(2026-11-30T14:00), or a time ago (2h, 3d).")] = DEFAULT_SINCE,
+    until: Annotated[Optional[str], typer.Option("--until", "-E", help="Until when (default: now), as --since.",
+                                                 show_default=False)] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="The newest N jobs; 0 for every one.")] = 100,
+    output: Output = "table",
+):
+    """Finished jobs, latest end first, after the ones running now: wait, run time, GPU-hours, cost, exit."""
+    fmt = check_output(output, FORMATS)
+    if mine and user:
+        fail("--mine and --user both name whose jobs to show; give one")
+    if limit < 0:
+        fail(f"--limit must be 0 (every job) or more, got {limit}")
+    with user_errors():
+        from gqa.services.history import MAX_LIMIT, HistoryQuery, states_of, when_of
+
+        from .output import now   # read when called: tests fix it
+
+        at = now()
+        start = when_of(since, at, what="--since")
+        end = None if until is None else when_of(until, at, what="--until")
+        from .backend import backend
+
+        be = backend()
+        owner = _me(be) if mine else user
+        query = HistoryQuery(since=start, until=end, owner=owner, team=team, states=states_of(state or ()),
+                             group=array, name=name, limit=min(limit, MAX_LIMIT) if limit else MAX_LIMIT)
+        service = be.history()
+        more = False
+        if limit == 0:
+            rows = list(service.rows(query))
+        else:
+            rows, token = [], None
+            while len(rows) < limit:   # a page of DynamoDB's index may hold fewer: read on to the limit
+                page = service.list(query, token)
+                rows += page.rows
+                token = page.next
+                if token is None:
+                    break
+            more, rows = token is not None or len(rows) > limit, rows[:limit]
+    if fmt == "json":
+        from gqa.http.wire import summary_to_dict
+
+        print_json({"since": start, "until": end, "more": more,
+                    "jobs": [{**summary_to_dict(r), "status": r.status.value, "exit": r.exit_text} for r in rows]})
+    elif fmt == "csv":
+        _csv(rows)
+    else:
+        _table(rows, start, end, at)
+        if more:
+            note(f"(the newest {len(rows):,} shown: --limit 0 for every one, or narrow with --since, --state, "
+                 "--user)")
+
+
+def _me(be) -> str:
+    from .queue import _me as me
+
+    return me(be)
+
+
+def _csv(rows) -> None:
+    out = csv.writer(sys.stdout, lineterminator="\n")
+    out.writerow(CSV_COLUMNS)
+    for r in rows:
+        out.writerow([r.id, r.name, r.team, r.owner, r.status.value, _iso(r.submitted_at), _iso(r.first_start),
+                      _iso(r.ended_at), "" if r.wait is None else round(r.wait, 1), round(r.elapsed, 1), r.gpus,
+                      round(r.gpu_hours, 4), round(r.cost, 4), r.attempts, r.exit_text, r.reason])
+
+
+def _iso(at: float | None) -> str:
+    return "" if at is None else time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(at))
+
+
+def _table(rows, start: float, end: float | None, at: float) -> None:
+    from gqa.models.units import format_duration
+
+    from .queue_table import Column, layout, width
+
+    window = f"{_short(start, at)} to {'now' if end is None else _short(end, at)}"
+    if not rows:
+        sys.stdout.write(f"No jobs finished or running from {window}.\n")
+        return
+    # at 80 columns the least needed go first: tries, submitted, team, gpus, owner, cost
+    columns = [Column("id", most=18), Column("name", keep=5, most=14), Column("team", keep=2, most=10),
+               Column("owner", keep=3, most=10), Column("state", keep=8), Column("submitted", keep=1),
+               Column("wait", keep=6, right=True), Column("elapsed", keep=6, right=True),
+               Column("gpus", keep=2, right=True), Column("gpu-h", keep=5, right=True),
+               Column("cost", keep=4, right=True), Column("tries", keep=1, right=True),
+               Column("exit", keep=7), Column("reason")]
+    cells = [[r.id, r.name, r.team, r.owner, r.status.value, _short(r.submitted_at, at), format_duration(r.wait),
+              format_duration(r.elapsed), str(r.gpus), f"{r.gpu_hours:.1f}", f"${r.cost:,.2f}", str(r.attempts),
+              r.exit_text, r.reason] for r in rows]
+    lines = layout(columns, cells, width())
+    finished = sum(r.finished for r in rows)
+    lines.append(f"{finished:,} finished, {len(rows) - finished:,} running, from {window}: "
+                 f"{sum(r.gpu_hours for r in rows):,.1f} GPU-hours, ${sum(r.cost for r in rows):,.2f}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _short(at: float, now_: float) -> str:
+    """`14:02` today, `11-30 14:02` this year, else the date."""
+    local, today = time.localtime(at), time.localtime(now_)
+    if local[:3] == today[:3]:
+        return time.strftime("%H:%M", local)
+    if local.tm_year == today.tm_year:
+        return time.strftime("%m-%d %H:%M", local)
+    return time.strftime("%Y-%m-%d", local)

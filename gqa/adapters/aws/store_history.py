@@ -1,0 +1,141 @@
+"""The DynamoDB store's history: finished jobs from the `ended` index
+(tables.py), a Query per UTC day of their end from the window's last day
+back to its first, newest first; running ones from the by_state index. The
+index projects what a summary needs, so a page reads its rows and little
+more. Retention is DynamoDB's TTL on the job item (items.job_item): nothing
+to prune here."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from dataclasses import replace
+from fnmatch import fnmatchcase
+from typing import Any
+
+from ...models.job import TERMINAL, JobRecord, JobState
+from ...ports import HistoryQuery
+from .. import history_token
+from . import items as it
+from . import tables as t
+from .store_jobs import DynamoDBJobs
+
+List = builtins.list
+DAY = 86_400
+DAYS_A_CALL = 31    # a Query a day: a long window with few jobs answers in several pages, each within a second
+
+
+class DynamoDBHistory(DynamoDBJobs):
+    def history(self, query: HistoryQuery, after: str | None = None) -> tuple[List[JobRecord], str | None]:
+        mark = history_token.decode(after, str)
+        limit = max(1, query.limit)
+        running: List[JobRecord] = []
+        if query.wants(JobState.RUNNING) and (mark is None or mark[0] == history_token.RUNNING):
+            running = self._running(query, mark)[:limit + 1]
+            mark = None
+        finished, resume = (self._finished(query, mark, limit + 1 - len(running)) if len(running) <= limit
+                            else ([], None))
+        jobs = running + finished
+        token = None
+        if len(jobs) <= limit and resume is not None:   # the days one call reads ran out: the next page goes on
+            token = history_token.encode(history_token.ENDED, resume, "")
+        elif len(jobs) > limit:
+            jobs = jobs[:limit]
+            last = jobs[-1]
+            token = (history_token.encode(history_token.RUNNING, last.started_at or 0.0, last.id)
+                     if last.state == JobState.RUNNING else
+                     history_token.encode(history_token.ENDED, last.ended_at or 0.0, last.id))
+        return self._whole_histories(jobs), token
+
+    def _running(self, query: HistoryQuery, mark) -> List[JobRecord]:
+        """The running jobs (one by_state partition: a few hundred at most), latest start first."""
+        jobs = [replace(it.job_record(i), spec_json="", submit_env=None, extra_env={})
+                for i in self._query(self.tables.jobs, {t.STATE: JobState.RUNNING.value}, index=t.BY_STATE)]
+        jobs = [j for j in jobs if _matches(j, query)
+                and (query.until is None or (j.started_at or j.submitted_at) < query.until)]
+        jobs.sort(key=lambda j: (j.started_at or 0.0, j.id), reverse=True)
+        if mark is not None:
+            jobs = [j for j in jobs if (j.started_at or 0.0, j.id) < (mark[1], mark[2])]
+        return jobs
+
+    def _finished(self, query: HistoryQuery, mark, limit: int) -> tuple[List[JobRecord], float | None]:
+        """At most `limit` finished jobs, latest end first (ties by id): the
+        days' partitions newest first, each read down from the window's end
+        (or the mark) until past the limit, and to the end of a tie. At most
+        DAYS_A_CALL days a call: the end of the days it read when the window
+        goes on past them (None when it read to the window's start)."""
+        states = [s.value for s in TERMINAL if query.wants(s)]
+        if not states:
+            return [], None
+        until = query.until if query.until is not None else time.time() + DAY   # clocks differ a little
+        if mark is not None:   # a mark without a job ("") resumes below its time; one with a job, at it
+            until = min(until, mark[1] if mark[2] == "" else mark[1] + 1e-6)
+            mark = None if mark[2] == "" else mark
+        rows: List[tuple[float, str, dict[str, Any]]] = []
+        day = _day_start(until) if until > _day_start(until) else _day_start(until) - DAY
+        first = day
+        while day + DAY > query.since:
+            if first - day >= DAYS_A_CALL * DAY:
+                rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+                return [_record(item) for *_, item in rows[:limit]], day + DAY
+            for item in self._day(day, query, until, states):
+                at = float(item[t.ENDED_AT])
+                if len(rows) > limit and at < rows[-1][0]:
+                    break
+                key = (at, item[t.ID])
+                if mark is not None and key >= (mark[1], mark[2]):
+                    continue
+                if query.name is not None and not fnmatchcase(str(item.get("name", "")), query.name):
+                    continue
+                rows.append((at, item[t.ID], item))
+            if len(rows) > limit:
+                break
+            day -= DAY
+        rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+        return [_record(item) for *_, item in rows[:limit]], None
+
+    def _day(self, day: float, query: HistoryQuery, until: float, states: List[str]):
+        """One day's partition of the index, newest first, within [since, until) and the filters."""
+        expr = it.Expr()
+        low, high = max(query.since, day), until
+        sort = (f"{expr.n(t.ENDED_AT)} BETWEEN {expr.v(low)} AND {expr.v(high)}", expr)
+        where = [f"{expr.n(t.STATE)} IN ({', '.join(expr.v(s) for s in states)})"]
+        for name, value in (("owner", query.owner), (t.TEAM, query.team), (t.GROUP, query.group)):
+            if value is not None:
+                where.append(f"{expr.n(name)} = {expr.v(value)}")
+        for item in self._query(self.tables.jobs, {t.END_DAY: it.end_day(day)}, index=t.ENDED_INDEX, sort=sort,
+                                where=(" AND ".join(where), expr), forward=False, page=min(1000, query.limit + 1)):
+            if float(item[t.ENDED_AT]) < until:   # BETWEEN includes its high end; the window's is open
+                yield item
+
+    def _whole_histories(self, jobs: List[JobRecord]) -> List[JobRecord]:
+        """A job whose older transitions moved to history items (past history.MOST: its item's
+        history starts mid-way) read whole, for its first start."""
+        out = []
+        for job in jobs:
+            if job.history and job.history[0].state != JobState.SUBMITTED:
+                item = self._get_job(job.id)
+                if item is not None:
+                    whole = self._whole(item)
+                    job = replace(whole, spec_json="", submit_env=None, extra_env={})
+            out.append(job)
+        return out
+
+    def prune_history(self, before: float, batch: int) -> int:
+        return 0   # DynamoDB's TTL deletes a finished job's item (items.job_item sets its time)
+
+
+def _day_start(at: float) -> float:
+    return float(int(at) // DAY * DAY)
+
+
+def _matches(job: JobRecord, query: HistoryQuery) -> bool:
+    return ((query.owner is None or job.owner == query.owner) and (query.team is None or job.team == query.team)
+            and (query.group is None or job.group == query.group)
+            and (query.name is None or fnmatchcase(job.name, query.name)))
+
+
+def _record(item: dict[str, Any]) -> JobRecord:
+    """A job as the index projects it: no spec or environments."""
+    return replace(it.job_record(item), spec_json="", submit_env=None, extra_env={})
+

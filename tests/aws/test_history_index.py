@@ -1,0 +1,87 @@
+"""The history's index on DynamoDB: a finished job is on it under the UTC day
+of its end (and only then), with the TTL its deployment keeps it for; a page
+is Queries of that index, a day each, never a Scan; a long window with few
+jobs answers in several pages, each reading at most DAYS_A_CALL days."""
+
+from __future__ import annotations
+
+import os
+from unittest import mock
+
+import pytest
+from moto import mock_aws
+
+from gqa.adapters.aws import items as it
+from gqa.adapters.aws import tables as t
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.store_history import DAYS_A_CALL
+from gqa.models.job import JobState
+from gqa.ports import HistoryQuery
+from tests.aws.deployed import create_tables
+from tests.aws.moto_support import session
+from tests.aws.test_dynamodb_store import ops, record_calls
+from tests.contract.conftest import FAKE_AWS
+from tests.contract.jobs import put
+
+pytestmark = pytest.mark.aws
+S = JobState
+DAY = 86_400.0
+NAMES = t.TableNames.prefixed("gqa-history-")
+END = 1_795_000_000.0     # 2026-11-18 08:26:40 UTC
+
+
+@pytest.fixture
+def make_store():
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
+        create_tables(session().client("dynamodb"), NAMES)
+        yield lambda **kwargs: DynamoDBStore(session().client("dynamodb"), NAMES, **kwargs)
+
+
+def raw(store, job_id):
+    return it.load(store.client.get_item(TableName=NAMES.jobs, Key=it.dump(it.job_key(job_id)))["Item"])
+
+
+def test_a_finished_job_carries_its_end_day_and_ttl_a_live_one_neither(make_store):
+    store = make_store(keep_history=90 * DAY)
+    done = put(store, S.SUCCEEDED, at=END, fields={"ended_at": END})
+    running = put(store, S.RUNNING, at=END)
+    assert raw(store, done.id)[t.END_DAY] == "2026-11-18"
+    assert raw(store, done.id)[t.JOB_EXPIRES] == int(END + 90 * DAY) + 1
+    assert t.END_DAY not in raw(store, running.id) and t.JOB_EXPIRES not in raw(store, running.id)
+    kept = make_store()   # no retention set: kept for good
+    forever = put(kept, S.FAILED, at=END, fields={"ended_at": END})
+    assert t.END_DAY in raw(kept, forever.id) and t.JOB_EXPIRES not in raw(kept, forever.id)
+
+
+def test_a_page_queries_the_index_a_day_at_a_time(make_store):
+    store = make_store()
+    for k in range(3):
+        put(store, S.SUCCEEDED, at=END - k * DAY, fields={"ended_at": END - k * DAY})
+    calls = record_calls(store)
+    jobs, after = store.history(HistoryQuery(since=END - 2 * DAY - 1, until=END + 1, states=frozenset({S.SUCCEEDED})))
+    assert [j.ended_at for j in jobs] == [END, END - DAY, END - 2 * DAY] and after is None
+    assert set(ops(calls)) == {"Query"}
+    assert [p["IndexName"] for _, p in calls] == [t.ENDED_INDEX] * 3   # 18, 17, 16 November
+    assert jobs[0].spec_json == "" and jobs[0].history[-1].state == S.SUCCEEDED
+
+
+def test_a_long_window_with_few_jobs_answers_in_pages_of_days(make_store):
+    store = make_store()
+    old = put(store, S.SUCCEEDED, at=END - 70 * DAY, fields={"ended_at": END - 70 * DAY})
+    query = HistoryQuery(since=END - 100 * DAY, until=END, states=frozenset({S.SUCCEEDED}))
+    found, after, pages = [], None, 0
+    while True:
+        calls = record_calls(store)
+        jobs, after = store.history(query, after)
+        assert len(calls) <= DAYS_A_CALL
+        found += jobs
+        pages += 1
+        if after is None:
+            break
+    assert [j.id for j in found] == [old.id] and pages == 4   # 100 days, 31 a call
+
+
+def test_the_index_projections_fit_dynamodbs_limit():
+    # DynamoDB allows 100 projected non-key attributes over all of a table's indexes
+    assert sum(len(index.include) for index in t.JOBS.indexes) <= 100
+    assert set(t.HISTORY_ATTRIBUTES) >= {"gpu_seconds", "cost", "exit_code", "signal", "history", "history_moved"}

@@ -1,0 +1,136 @@
+"""`gqa history` on the local queue: what it lists, in what order, how it
+reads in 80 columns, as JSON and CSV, and what it refuses."""
+
+import csv
+import io
+
+import pytest
+
+from cli import output
+from gqa.models.job import JobState
+from gqa.ports import Change
+from tests.contract.jobs import new_job
+
+S = JobState
+NOW = 1_796_000_000.0    # 2026-12-01
+HOUR = 3600.0
+
+
+@pytest.fixture(autouse=True)
+def fixed_now(monkeypatch):
+    monkeypatch.setattr(output, "now", lambda: NOW)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TZ", "UTC")
+
+
+def finished(store, state, *, ended, ran=HOUR, waited=60.0, **record):
+    """A job that waited `waited`, ran `ran` and ended in `state` at `ended`."""
+    submitted = ended - ran - waited
+    [job] = store.create([new_job(submitted_at=submitted, **record)])
+    start = submitted + waited
+    [job] = store.apply([Change(job.id, S.QUEUED, S.STARTING, "claimed", start)])
+    [job] = store.apply([Change(job.id, S.STARTING, S.RUNNING, "started", start, {"started_at": start})])
+    if state == S.RUNNING:
+        return job
+    fields = {"ended_at": ended, "gpu_seconds": ran * job.gpus, "cost": 1.25,
+              "exit_code": 3 if state == S.FAILED else 0, "signal": 9 if state == S.TIMED_OUT else None}
+    reason = "exited with code 3: the loss went to nan after the warm-up, see the log" if state == S.FAILED \
+        else "done"
+    [job] = store.apply([Change(job.id, S.RUNNING, state, reason, ended, fields)])
+    return job
+
+
+@pytest.fixture
+def jobs(cli):
+    store = cli.store
+    return {
+        "old": finished(store, S.SUCCEEDED, ended=NOW - 30 * HOUR, name="old"),
+        "ok": finished(store, S.SUCCEEDED, ended=NOW - 3 * HOUR, name="train-ok", owner="alice", team="vision"),
+        "bad": finished(store, S.FAILED, ended=NOW - 2 * HOUR, name="train-bad", owner="bob", team="nlp"),
+        "slow": finished(store, S.TIMED_OUT, ended=NOW - HOUR, name="eval", owner="alice", team="nlp"),
+        "now": finished(store, S.RUNNING, ended=NOW, name="train-now", owner="carol"),
+    }
+
+
+def test_the_last_day_newest_end_first_after_the_running_ones_in_80_columns(cli, jobs):
+    code, out, err = cli("history")
+    assert code == 0, err
+    lines = out.splitlines()
+    # the least needed columns go first: tries, submitted, team, gpus, owner, then cost for SIGKILL's width
+    assert lines[0].split() == ["ID", "NAME", "STATE", "WAIT", "ELAPSED", "GPU-H", "EXIT", "REASON"]
+    ids = [line.split()[0] for line in lines[1:] if line[:1].strip()]
+    assert ids[:4] == [jobs["now"].id, jobs["slow"].id, jobs["bad"].id, jobs["ok"].id]   # "old" is 30 h ago
+    assert all(len(line) <= 80 for line in lines)
+    failed = next(line for line in lines if line.startswith(jobs["bad"].id + " "))
+    assert failed.split()[2:7] == ["failed", "1m00s", "1h00m", "1.0", "3"]
+    assert "the loss" in out and "nan" in out    # the reason folds onto the next lines, whole
+    assert "SIGKILL" in next(line for line in lines if line.startswith(jobs["slow"].id + " "))
+    # (the running job's GPU-hours count to the store's clock, not the fixed one)
+    assert lines[-1].startswith("3 finished, 1 running, from 11-29 00:53 to now: ") and lines[-1].endswith(", $3.75")
+
+
+@pytest.mark.parametrize("args, names", [
+    (("--since", "2d"), ["train-now", "eval", "train-bad", "train-ok", "old"]),
+    (("--since", "2026-11-28", "--until", "2026-11-29T12:00"), ["old"]),
+    (("-u", "alice"), ["eval", "train-ok"]),
+    (("--team", "nlp"), ["eval", "train-bad"]),
+    (("--state", "failed", "--state", "timed out"), ["eval", "train-bad"]),
+    (("--state", "completed,running"), ["train-now", "train-ok"]),
+    (("--name", "train-*"), ["train-now", "train-bad", "train-ok"]),
+    (("--limit", "2"), ["train-now", "eval"]),
+    (("--limit", "0", "--since", "3d"), ["train-now", "eval", "train-bad", "train-ok", "old"]),
+])
+def test_filters_as_json(cli, jobs, args, names):
+    data = cli.json("history", *args)
+    assert [j["name"] for j in data["jobs"]] == names
+    assert data["more"] == (args == ("--limit", "2"))
+
+
+def test_mine_is_the_callers(cli, jobs, monkeypatch):
+    monkeypatch.setenv("USER", "carol")
+    monkeypatch.setattr("getpass.getuser", lambda: "carol")
+    assert [j["name"] for j in cli.json("history", "--mine")["jobs"]] == ["train-now"]
+
+
+def test_an_array_by_its_id(cli):
+    tasks = cli.store.create([new_job(submitted_at=NOW - 2 * HOUR, array_index=i) for i in range(3)])
+    for task in tasks:
+        cli.store.apply([Change(task.id, S.QUEUED, S.CANCELLED, "cancelled by user", NOW - HOUR,
+                                {"ended_at": NOW - HOUR})])
+    finished(cli.store, S.SUCCEEDED, ended=NOW - HOUR)    # another job
+    assert [j["id"] for j in cli.json("history", "--array", tasks[0].group)["jobs"]] == \
+        sorted((t.id for t in tasks), reverse=True)
+
+
+def test_json_carries_the_summary(cli, jobs):
+    [row] = cli.json("history", "--state", "failed")["jobs"]
+    assert (row["status"], row["exit"], row["wait"], row["elapsed"], row["gpu_hours"], row["cost"]) == \
+        ("failed", "3", 60.0, HOUR, 1.0, 1.25)
+
+
+def test_csv_one_row_a_job(cli, jobs):
+    code, out, err = cli("history", "-o", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["name"] for r in rows] == ["train-now", "eval", "train-bad", "train-ok"]
+    assert rows[2]["state"] == "failed" and rows[2]["exit"] == "3" and rows[2]["ended"] == "2026-11-29T22:53:20+0000"
+    assert rows[1]["exit"] == "SIGKILL" and rows[0]["ended"] == ""
+
+
+def test_nothing_in_the_window_says_so(cli, jobs):
+    code, out, _ = cli("history", "--since", "2020-01-01", "--until", "2020-01-02")
+    assert code == 0 and out == "No jobs finished or running from 2020-01-01 to 2020-01-02.\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--state", "pending"), "unknown state 'pending': use completed, failed, timed out, cancelled, rejected, running"),
+    (("--since", "yesterday"), "--since 'yesterday' is neither a date"),
+    (("--since", "2026-13-01"), "--since '2026-13-01' is not a date"),
+    (("--since", "1h", "--until", "2h"), "--until must be later than --since"),
+    (("--mine", "-u", "bob"), "--mine and --user both name whose jobs to show"),
+    (("--limit", "-1"), "--limit must be 0 (every job) or more, got -1"),
+    (("-o", "yaml"), "unknown output format 'yaml'; use table, json or csv"),
+])
+def test_bad_input_is_one_line_and_exit_2(cli, jobs, args, message):
+    code, out, err = cli("history", *args)
+    assert code == 2 and out == "" and message in err and err.count("\n") == 1
