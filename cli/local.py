@@ -40,6 +40,9 @@ def start(
                                               "log is rotated (100M, 1G).")] = "100M",
     log_files: Annotated[int, typer.Option("--log-files", help="Rotated parts of a job's log kept beyond "
                                            "the live one.")] = 2,
+    keep_history: Annotated[int, typer.Option("--keep-history", metavar="DAYS", help="Finished jobs are deleted, "
+                                              "with their history, this many days after they end (0: kept for "
+                                              "good).")] = 90,
     system: Annotated[bool, typer.Option("--system", help="One queue for every user of this machine (root "
                                          "only): jobs run as the users who submit them.")] = False,
     home: Annotated[Optional[str], typer.Option("--home", help="With --system: where the queue keeps its "
@@ -73,6 +76,8 @@ def start(
 
     if grace < 0:
         fail(f"--grace must be >= 0, got {grace}")
+    if keep_history < 0:
+        fail(f"--keep-history must be a number of days >= 0 (0: keep every job), got {keep_history}")
     rules = price_rules(prices, kwh_price, watts)
     # checked before anything is written: a mistake is one line, not a daemon that dies
     notice_options = _notice_options(smtp=smtp, mail_from=mail_from, starttls=smtp_starttls,
@@ -97,7 +102,7 @@ def start(
         inventory = _inventory(gpus, gpu_type, cpus=cpus)
         paths.ensure()
         _record_inventory(paths, inventory, rules)
-    options = _daemon_options(log_max_size, log_files) + notice_options
+    options = _daemon_options(log_max_size, log_files) + notice_options + ["--keep-history", str(keep_history)]
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     if detach:
         start_background(paths, inventory, grace, options)

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("gqa.daemon")
 IDLE_CHECK = 30.0          # seconds; a safety net, nothing relies on it
 ROTATE_EVERY = 5.0         # seconds between checks of running jobs' log sizes
+PRUNE_EVERY = 600.0        # seconds between deletions of jobs past the retention (services/retention.py)
+PRUNE_SOON = 1.0           # seconds to the next batches while more are due
 MAX_BACKOFF = 5.0
 COALESCE, COALESCE_ROUNDS = 0.001, 3   # seconds to wait for more exits after one, and how many times
 # faults no retry mends: the daemon stops (running jobs keep running; the next daemon adopts them)
@@ -104,6 +106,7 @@ class DaemonLoop:
         self.exits: list[Exit] = []
         tick, settle = Retry("scheduling"), Retry("recording exits")
         next_rotation = time.monotonic() + ROTATE_EVERY
+        next_prune = time.monotonic() + ROTATE_EVERY   # not in the start's way
 
         counts = supervisor.recover()
         for job in self.wiring.store.list([JobState.RUNNING]):  # re-adopted attempts
@@ -147,6 +150,8 @@ class DaemonLoop:
                 if time.monotonic() >= next_rotation:
                     self._rotate_logs()
                     next_rotation = time.monotonic() + ROTATE_EVERY
+                if time.monotonic() >= next_prune and not self.stopping.requested:
+                    next_prune = time.monotonic() + self._prune()
         finally:
             signal.set_wakeup_fd(-1)
             self.server.close()
@@ -205,6 +210,20 @@ class DaemonLoop:
                 return
             for key, mask in ready:
                 key.data(mask)
+
+    def _prune(self) -> float:
+        """Delete a few batches of jobs past the retention; seconds to the next try."""
+        retention = self.wiring.retention
+        if retention is None:
+            return PRUNE_EVERY
+        try:
+            deleted, more = retention.prune()
+        except Exception as exc:   # the disk is full, the database locked: whole batches only, tried again later
+            log.warning("could not delete finished jobs past the retention: %s", exc)
+            return PRUNE_EVERY
+        if deleted:
+            log.info("deleted %d finished jobs kept past %g days", deleted, self.wiring.keep_history)
+        return PRUNE_SOON if more else PRUNE_EVERY
 
     def _rotate_logs(self) -> None:
         if self.rotate_log is None:

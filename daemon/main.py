@@ -1,5 +1,5 @@
 """`python -m daemon --home DIR --inventory JSON [--grace S] [--system]
-[--log-max-size SIZE] [--log-files N]`: what `gqa local start` runs.
+[--log-max-size SIZE] [--log-files N] [--keep-history DAYS]`: what `gqa local start` runs.
 
 Wires the local backend (wiring.py), takes the home's lock, and runs the
 loop. Every file it creates is private to its owner (umask 077); on a
@@ -25,6 +25,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--system", action="store_true")
     parser.add_argument("--log-max-size", default=None)
     parser.add_argument("--log-files", type=int, default=None)
+    parser.add_argument("--keep-history", type=float, default=90.0, help="days a finished job is kept (0: for good)")
     parser.add_argument("--notices", default="", help="JSON: how notices go out (NoticeSettings)")
     return parser.parse_args(argv)
 
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
     notices = NoticeSettings.from_text(args.notices)
     log.info("%s", notices.describe())
     wiring = DaemonWiring(paths, inventory_of(args.inventory), args.grace, containment=containment,
-                          system=system, probe=probe_from_env(), notices=notices)
+                          system=system, probe=probe_from_env(), keep_history=args.keep_history, notices=notices)
     # a cached property: reading it opens (and checks) the database before anyone is answered
     wiring.store   # noqa: B018
     rotate, limits = _log_cap(args)

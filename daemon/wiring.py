@@ -23,6 +23,7 @@ if TYPE_CHECKING:   # the services below load when first asked for
     from gqa.services.control import ControlService
     from gqa.services.cost import CostService
     from gqa.services.history import HistoryService
+    from gqa.services.retention import Retention
     from gqa.services.logs import LogService
     from gqa.services.overview import OverviewService
     from gqa.services.queries import QueryService
@@ -39,6 +40,13 @@ class DaemonWiring:
     system: bool = False
     probe: Callable[[str], None] | None = None   # the chaos tests' fault injection (faults.py)
     clock: SystemClock = field(default_factory=SystemClock)
+    keep_history: float = 90.0   # days a finished job is kept; 0: for good
+
+    @cached_property
+    def retention(self) -> Retention | None:
+        from gqa.services.retention import DAY, Retention
+
+        return Retention(self.store, self.clock, self.keep_history * DAY) if self.keep_history > 0 else None
     notices: NoticeSettings = field(default_factory=NoticeSettings)   # how notices are delivered
 
     @cached_property

@@ -134,3 +134,12 @@ def test_nothing_in_the_window_says_so(cli, jobs):
 def test_bad_input_is_one_line_and_exit_2(cli, jobs, args, message):
     code, out, err = cli("history", *args)
     assert code == 2 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_local_start_passes_the_retention_to_the_daemon_and_refuses_a_negative_one(cli):
+    from daemon.main import parse
+
+    code, out, err = cli("local", "start", "--gpus", "1", "--keep-history", "-1")
+    assert code == 2 and "--keep-history must be a number of days >= 0" in err
+    assert parse(["--home", "h", "--inventory", "{}", "--keep-history", "30"]).keep_history == 30.0
+    assert parse(["--home", "h", "--inventory", "{}"]).keep_history == 90.0

@@ -99,7 +99,7 @@ class SqliteHistory(SqliteJobs):
         with self._tx():
             ids = [r[0] for r in self.db.execute(
                 f"SELECT id FROM jobs WHERE ended_at < ? AND state IN ({', '.join('?' for _ in terminal)}) "
-                "ORDER BY ended_at LIMIT ?", (before, *terminal, batch))]
+                "ORDER BY ended_at, seq LIMIT ?", (before, *terminal, batch))]   # oldest first, by the index
             if not ids:
                 return 0
             marks = ", ".join("?" for _ in ids)
