@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from typing import TypeVar
 
 from ...models.job import JobRecord, JobState, Request
 from ...ports import Change
@@ -14,6 +15,8 @@ _DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
 _INSERT = f"INSERT INTO jobs ({', '.join(_DB_COLUMNS)}) VALUES ({', '.join('?' for _ in _DB_COLUMNS)})"
 _UPDATE = f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _DB_COLUMNS if c != 'id')} WHERE id = ? AND state = ?"
 _SELECT = f"SELECT {', '.join(_DB_COLUMNS)} FROM jobs"
+_NO_HISTORY: dict[str, object] = {"history": ()}
+T = TypeVar("T")
 
 
 def _row(job: JobRecord) -> tuple:
@@ -30,6 +33,14 @@ def _row(job: JobRecord) -> tuple:
             value = json.dumps(value) if value is not None else None
         values.append(value)
     return tuple(values)
+
+
+def _built(cls: type[T], defaults: dict[str, object], values: dict[str, object]) -> T:
+    """A frozen dataclass of `values` over its `defaults`, every field given, without the frozen
+    __init__'s one object.__setattr__ per field: the scheduling view of 10,000 jobs in a third the time."""
+    made = object.__new__(cls)
+    made.__dict__.update(defaults, **values)
+    return made
 
 
 def _indices(text: str) -> tuple[int, ...]:
@@ -58,9 +69,7 @@ def _record(row: tuple, envs: dict[str, dict] | None = None) -> JobRecord:
         data["submit_env"] = dict(envs[text])
     # every field is a column but history: the fields set as they are, without the frozen __init__'s
     # one object.__setattr__ per field, which was most of reading 10,000 pending jobs
-    job = object.__new__(JobRecord)
-    job.__dict__.update(data, history=())
-    return job
+    return _built(JobRecord, _NO_HISTORY, data)
 
 
 def _records_of_group(rows: list[tuple]) -> list[JobRecord]:

@@ -6,16 +6,17 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 
 from ...models.errors import Conflict, NotFound, StorageCorrupt
 from ...models.job import JobRecord, JobState, Transition
 from ...ports.store import JobEvent
 from ...scheduling.snapshot import PendingJob, RunningJob
-from .sqlite_rows import _INSERT, _SELECT, _indices, _record, _records_of_group, _row
+from .sqlite_rows import _INSERT, _SELECT, _built, _indices, _record, _records_of_group, _row
 from .store_settings import SqliteSettings
 
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
+_PENDING = {f.name: f.default for f in fields(PendingJob) if f.default is not MISSING}
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = list
 
@@ -151,11 +152,12 @@ class SqliteJobs(SqliteSettings):
 
     def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
         pending = [
-            PendingJob(id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
-                       cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
-                       max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16],
-                       name=r[17], dependency=r[18], user_hold=bool(r[19]), begin=r[20], nice=r[21],
-                       exclusive=bool(r[22]), time_min=r[23])
+            _built(PendingJob, _PENDING, dict(
+                id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
+                cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
+                max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16],
+                name=r[17], dependency=r[18], user_hold=bool(r[19]), begin=r[20], nice=r[21],
+                exclusive=bool(r[22]), time_min=r[23]))
             for r in self.db.execute(
                 "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
                 "group_limit, seq, max_gpu_hours, state, spot, reclaims, name, dependency, user_hold, begin, nice, "
