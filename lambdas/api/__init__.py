@@ -14,8 +14,10 @@ and cancel/requeue/hold/release/approve/deny take several, comma-separated):
                                           bundle is not stored is refused (400)
     GET  /jobs/{ref}?limit=L&next=T       {"jobs": [...], "next": T|null}: a page of the jobs, with their history
     GET  /queue?group=G&explain=false&limit=L&next=T
-                                          a page of the pending jobs in start order (position, reason, ETA,
-                                          factors, rank), the GPU figures, the running jobs (first page), next
+                                          a page of the pending jobs in predicted start order (position,
+                                          reason, ETA, factors, rank), the GPU figures, the running jobs (first
+                                          page), next; G: an array or sweep, or one job (gqa status reads a
+                                          pending job's standing there)
     POST /jobs/{refs}/cancel|requeue|hold|release|approve|deny   ({"reason": "..."} for deny)
                                           -> {"results": [...]}
     POST /jobs/{ref}/update               {"time": seconds, "priority": "high", "gpus": 2}, each optional:
