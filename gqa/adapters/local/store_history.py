@@ -56,7 +56,8 @@ class SqliteHistory(SqliteJobs):
         states = sorted(s.value for s in TERMINAL if query.wants(s))
         if not states:
             return []
-        where = ["ended_at >= ?", f"state IN ({', '.join('?' for _ in states)})"]
+        # `+state`: not by the state index, whose rows would all be read and sorted; the end's index is in order
+        where = ["ended_at >= ?", f"+state IN ({', '.join('?' for _ in states)})"]
         params: list = [query.since, *states]
         if query.until is not None:
             where.append("ended_at < ?")
