@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gqa.scheduling.eta import expected_runtime, predict_starts, runtime_ratio
-from gqa.scheduling.presets import preset
+from gqa.scheduling.presets import NAMES, preset
 from tests.builders import pending, running, snapshot
 
 NOW = snapshot().now
@@ -101,7 +101,8 @@ def long_queues(draw):
             cpus=draw(st.sampled_from((None, None, None, 2)))))
     teams = {t: {"max_gpus": draw(st.none() | st.integers(1, 4)),
                  "max_gpus_per_user": draw(st.none() | st.integers(1, 3))} for t in ("vision", "nlp")}
-    policy = replace(MF, reservation_depth=draw(st.integers(0, 2)), backfill=draw(st.booleans()))
+    policy = replace(preset(draw(st.sampled_from(NAMES))), reservation_depth=draw(st.integers(0, 2)),
+                     backfill=draw(st.booleans()))
     return snapshot(gpu_count, policy=policy, pending=jobs, running=runs, teams=teams,
                     cpus=draw(st.none() | st.integers(2, 8)))
 
