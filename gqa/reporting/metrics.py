@@ -244,14 +244,16 @@ def run_span(row: JobSummary, now: float) -> tuple[float, float] | None:
 def pool_of(row: JobSummary, pools: Sequence[PoolSpec]) -> str:
     """The pool a job ran in. A finished job's record no longer names its GPUs:
     its type and the price it paid per GPU-hour (spot is cheaper) tell; where
-    they do not, the first pool of its type."""
+    the prices do not (unknown, or alike), a job that was reclaimed ran on
+    spot, and any other on demand, where its type has such a pool."""
     fits = [p for p in pools if row.gpu_type in (None, p.gpu_type)]
     if not fits:
         return row.gpu_type or "any GPU"
     if len({p.price for p in fits}) > 1 and row.gpu_hours > 0 and row.cost > 0:
         rate = row.cost / row.gpu_hours
         return min(fits, key=lambda p: abs(p.price - rate)).name
-    return fits[0].name
+    bought = [p for p in fits if p.spot == (row.reclaims > 0)]
+    return (bought or fits)[0].name
 
 
 def pool_use(rows: Iterable[JobSummary], times: tuple[float, ...], step: float, pools: Sequence[PoolSpec],

@@ -87,6 +87,18 @@ def test_a_finished_job_is_placed_in_a_pool_by_its_type_and_the_price_it_paid(ro
     assert pool_of(row, POOLS) == pool
 
 
+UNPRICED = (PoolSpec("a100", True, 4), PoolSpec("a100", False, 4), PoolSpec("l4", True, 2))
+
+
+@pytest.mark.parametrize("row, pool", [
+    (job(gpu_type="a100", gpu_hours=1.0, cost=1.0), "a100 on demand"),   # prices unknown: on demand...
+    (job(gpu_type="a100", reclaims=1), "a100 spot"),                     # ...unless it was reclaimed
+    (job(gpu_type="l4"), "l4 spot"),                                     # the only pool of its type
+])
+def test_where_prices_do_not_tell_a_reclaimed_job_ran_on_spot_and_others_on_demand(row, pool):
+    assert pool_of(row, UNPRICED) == pool
+
+
 def test_pools_of_the_inventory_in_order_with_their_price():
     gpus = (Gpu(0, "a100", 4.0), Gpu(1, "a100", 4.0), Gpu(2, "a100", 1.5, spot=True))
     assert pools_of(gpus) == (PoolSpec("a100", False, 2, 4.0), PoolSpec("a100", True, 1, 1.5))
