@@ -33,6 +33,13 @@ def test_transitions_come_newest_first_with_the_jobs_names(store, t0):
                       JobEvent(running.id, "train", S.STARTING, t0 + 10, f"moved to {S.STARTING}")]
 
 
+def test_a_finished_job_is_listed_by_its_last_transition(store, t0):
+    done = put(store, S.SUCCEEDED, name="eval", at=t0 + 30, fields={"ended_at": t0 + 30}, submitted_at=t0)
+    put(store, S.QUEUED, name="waiting", submitted_at=t0)
+    [latest] = store.recent_events(since=t0 + 1, limit=1)
+    assert latest == JobEvent(done.id, "eval", S.SUCCEEDED, t0 + 30, f"moved to {S.SUCCEEDED}")
+
+
 def test_older_transitions_and_those_past_the_limit_are_left_out(store, t0):
     jobs = [put(store, S.HELD, at=t0 + n, submitted_at=t0) for n in range(1, 6)]
     events = store.recent_events(since=t0 + 2, limit=3)
