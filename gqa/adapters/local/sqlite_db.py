@@ -243,9 +243,31 @@ class SqliteDatabase:
         return _Transaction(self.db)
 
     # -- meta: the counters, the queue id and the settings kept as JSON -------------
+    def revision(self) -> int:
+        """See read_revision: equal revisions, the same jobs and settings."""
+        with storage_errors(self.path, timeout=self.lock_timeout):
+            return read_revision(self.db)
+
+    def queue_id(self) -> str:
+        """The queue's identity, as its marker file holds it."""
+        with storage_errors(self.path, timeout=self.lock_timeout):
+            return self._meta("queue_id") or ""
+
     def _meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
+
+
+# one more than the last: the first write of a queue made before the counter starts it at 1
+BUMP_REVISION = ("INSERT INTO meta VALUES ('revision', '1') "
+                 "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+
+def read_revision(db: sqlite3.Connection) -> int:
+    """The store's revision: bumped by every transaction that changed a row
+    (one primary-key lookup)."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
+    return int(row[0]) if row else 0
 
 
 @contextlib.contextmanager
@@ -273,11 +295,15 @@ def _creating(directory: Path, timeout: float):
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT; rollback on any error, a failed COMMIT
     included, so no half-written change stays and the connection stays usable.
-    Re-entrant: an inner one joins the outer (the depth is kept on the connection)."""
+    Re-entrant: an inner one joins the outer (the depth is kept on the connection).
+    A transaction that changed a row bumps the store's revision (meta's
+    `revision`) as it commits, so a reader tells a view computed from the
+    store is current with one lookup, whichever write path changed it."""
 
     def __init__(self, db: sqlite3.Connection):
         self.db = db
         self.outer = False
+        self.changes = 0
 
     def __enter__(self):
         if not self.db.tx_depth:
@@ -285,6 +311,7 @@ class _Transaction:
                 self.db.execute("ROLLBACK")
             self.db.execute("BEGIN IMMEDIATE")
             self.outer = True
+            self.changes = self.db.total_changes
         self.db.tx_depth += 1
         return self
 
@@ -293,6 +320,8 @@ class _Transaction:
         if self.outer:
             if exc_type is None:
                 try:
+                    if self.db.total_changes != self.changes:
+                        self.db.execute(BUMP_REVISION)
                     self.db.execute("COMMIT")
                 except BaseException:
                     self._rollback()
