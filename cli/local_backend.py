@@ -63,6 +63,15 @@ class LocalBackend:
 
         return QueryService(self.store, self.clock)
 
+    def kept_queue(self, group: str | None = None) -> dict | None:
+        """The queue listing the daemon keeps in the home, while it is current
+        (gqa/adapters/local/kept_queue.py); None: compute it with queries()."""
+        from gqa.adapters.local import kept_queue
+        from gqa.http.queue_listing import current, of_group
+
+        kept = kept_queue.read_current(self.paths, current)
+        return None if kept is None else of_group(kept, group)
+
     def triggers(self):
         raise triggers_unavailable()
 

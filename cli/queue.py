@@ -38,91 +38,119 @@ def queue(
 
         be = backend()
         owner = _me(be) if mine else user
-        view = be.queries().queue(group=group)
+        listing = _listing(be, group)
         daemon = not be.local or be.daemon_pid()
-    pending = [e for e in view.pending if _kept(e.job, owner, team, states)]
-    running = [j for j in view.running if _kept(j, owner, team, states)]
+    pending = [r for r in listing["pending"] if _kept(r, owner, team, states)]
+    running = [r for r in listing["running"] if _kept(r, owner, team, states)]
+    at = now()
     if fmt == "json":
         print_json({
-            "gpus": {"total": view.total_gpus, "free": view.free_gpus},
-            "weights": _weights(view.weights),
-            "pending": [_pending_dict(e, view.weights) for e in pending],
-            "running": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": list(j.assigned),
-                         "started_at": j.started_at, "attempt": j.attempts, "state": j.state.value,
-                         "reason": j.reason, "time_limit": j.attempt_wall_time,
-                         "time_left": _left(j, now())}
-                        for j in running],
+            "gpus": {"total": listing["total_gpus"], "free": listing["free_gpus"]},
+            "weights": listing["weights"],
+            "pending": [_pending_dict(r, listing["weights"], at) for r in pending],
+            "running": [{"id": r["id"], "name": r["name"], "team": r["team"], "owner": r["owner"], "gpus": r["gpus"],
+                         "started_at": r["started_at"], "attempt": r["attempt"], "state": r["state"],
+                         "reason": r["reason"], "time_limit": r["time_limit"], "time_left": _left(r, at)}
+                        for r in running],
         })
         return
     from .queue_table import width
 
-    lines = [f"GPUs: {view.total_gpus - view.free_gpus} of {view.total_gpus} in use"
+    total, free = listing["total_gpus"], listing["free_gpus"]
+    lines = [f"GPUs: {total - free} of {total} in use"
              + ("" if daemon else "  (daemon not running: `gqa local start`)")]
-    lines += _running(running, width())
+    lines += _running(running, width(), at)
     if explain:
         import textwrap
 
-        w = view.weights
-        lines += textwrap.wrap(f"score = {w.fair_share:g} x fair share + {w.age:g} x age + {w.size:g} x size + "
-                               f"{w.duration:g} x duration + nice", width())
+        w = listing["weights"] or dict.fromkeys(("fair_share", "age", "size", "duration"), 0.0)
+        lines += textwrap.wrap(f"score = {w['fair_share']:g} x fair share + {w['age']:g} x age + "
+                               f"{w['size']:g} x size + {w['duration']:g} x duration + nice", width())
         lines += textwrap.wrap("(each factor in [0, 1]; nice is -nice/10,000 of Slurm's --nice; tiers are strict)",
                                width())
-    lines += _pending(pending, array, explain, width())
+    lines += _pending(pending, array, explain, width(), at)
     import sys
 
     sys.stdout.write("\n".join(lines) + "\n")
 
 
-def _running(jobs: list, total: int) -> list[str]:
+def _listing(be, group: str | None) -> dict:
+    """The queue as one listing (gqa/http/queue_listing.py): the one the local daemon
+    keeps, while it is current; else computed here (or by the daemon or the API)."""
+    from gqa.http.queue_listing import listing_of
+
+    from .local_backend import LocalBackend
+
+    if isinstance(be, LocalBackend):
+        kept = be.kept_queue(group)
+        if kept is not None:
+            return kept
+    return listing_of(be.queries().queue(group=group))
+
+
+def _running(rows: list, total: int, at: float) -> list[str]:
     from gqa.models.units import format_duration
 
     from .queue_table import ID_MAX, NAME_MAX, Column, cut_ids, layout
 
-    at = now()
     columns = [Column("id", most=ID_MAX), Column("name", 3, NAME_MAX), Column("team", 4), Column("owner", 6),
                Column("gpus", 5), Column("elapsed", 7), Column("limit", 2), Column("left", 8),
                Column("attempt", 1), Column("note")]
-    rows = []
-    for j in jobs:
+    cells = []
+    for r in rows:
         # a launched attempt Batch has not started yet: what it waits for, in minutes, not a run time
-        starting = j.state.value == "STARTING"
-        rows.append([cut_ids(j.id, ID_MAX), j.name, j.team, j.owner, ",".join(map(str, j.assigned)) or "-",
-                     "-" if starting else ago(j.started_at, at), format_duration(j.attempt_wall_time),
-                     "-" if starting else format_duration(_left(j, at)), str(j.attempts),
-                     j.reason if starting else ""])
-    if not any(r[-1] for r in rows):
-        columns, rows = columns[:-1], [r[:-1] for r in rows]
-    return [f"running ({len(jobs)})"] + layout(columns, rows, total)
+        starting = r["state"] == "STARTING"
+        cells.append([cut_ids(r["id"], ID_MAX), r["name"], r["team"], r["owner"], ",".join(map(str, r["gpus"])) or "-",
+                      "-" if starting else ago(r["started_at"], at), format_duration(r["time_limit"]),
+                      "-" if starting else format_duration(_left(r, at)), str(r["attempt"]),
+                      r["reason"] if starting else ""])
+    if not any(c[-1] for c in cells):
+        columns, cells = columns[:-1], [c[:-1] for c in cells]
+    return [f"running ({len(rows)})"] + layout(columns, cells, total)
 
 
-def _pending(entries: list, expand: bool, explain: bool, total: int) -> list[str]:
+def _pending(entries: list, expand: bool, explain: bool, total: int, at: float) -> list[str]:
     from gqa.models.units import format_duration
 
-    from .queue_table import ID_MAX, NAME_MAX, Column, Row, collapse, cut_ids, eta_text, layout
+    from .queue_table import ID_MAX, NAME_MAX, Column, Memo, Row, collapse, cut_ids, eta_text, layout
 
     rows = [Row([e]) for e in entries] if expand else collapse(entries)
-    at = now()
     columns = [Column("pos", 8, right=True), Column("id", most=ID_MAX), Column("name", 3, NAME_MAX),
                Column("team", 4), Column("owner", 6), Column("prio", 1), Column("gpus", 5),
                Column("limit", 5), Column("waiting", 2), Column("eta", 7)]
     if explain:
         columns += [Column(name, 8) for name in ("fairshare", "age", "size", "duration", "nice", "score")]
     columns.append(Column("reason"))
+    if explain:
+        from gqa.http.queue_listing import factors_of
     cells = []
+    # many rows share a time limit, a submission time, an ETA: each text is made once
+    limits, ages, etas = Memo(format_duration), Memo(format_duration), Memo(lambda t: eta_text(t, at))
     for row in rows:
-        e, j = row.first, row.first.job
-        line = [str(e.position or "-"), cut_ids(row.id, ID_MAX), j.name, j.team, j.owner, PRIORITY[j.tier],
-                str(j.gpus), format_duration(j.attempt_wall_time), ago(j.submitted_at, at), eta_text(e.eta, at)]
+        e = row.first
+        line = [str(e["position"] or "-"), cut_ids(row.id, ID_MAX), e["name"], e["team"], e["owner"],
+                PRIORITY[e["tier"]], str(e["gpus"]), limits[e["time_limit"]], ages[round(at - e["submitted_at"])],
+                etas[e["eta"]]]
         if explain:
-            f = e.factors
-            line += [f"{f.fair_share:.3f}", f"{f.age:.3f}", f"{f.size:.3f}", f"{f.duration:.3f}",
-                     f"{f.nice:+.3f}", f"{f.score:.3f}"] if f else ["-"] * 6
-        line.append(e.reason)
+            f = factors_of(e["factors"])
+            line += [f"{f['fair_share']:.3f}", f"{f['age']:.3f}", f"{f['size']:.3f}", f"{f['duration']:.3f}",
+                     f"{f['nice']:+.3f}", f"{f['score']:.3f}"] if f else ["-"] * 6
+        line.append(_reason(e, at))
         cells.append(line)
     rows_text = f"{len(rows)} row" + ("s" if len(rows) > 1 else "")
     title = f"pending ({len(entries)})" + ("" if len(rows) == len(entries) else
                                            f", {rows_text}: `gqa queue --array` shows every task")
     return [title] + layout(columns, cells, total)
+
+
+def _reason(row: dict, at: float) -> str:
+    """A pending job's reason; a retry's wait told as of now."""
+    back_at = row.get("back_at")
+    if back_at is None:
+        return row["reason"]
+    from gqa.models.units import format_duration
+
+    return f"{row['reason']}; back in the queue in {format_duration(max(0.0, back_at - at))}"
 
 
 def _states(text: str | None) -> set[str] | None:
@@ -146,34 +174,32 @@ def _me(be) -> str:
     return caller_user() or getpass.getuser()
 
 
-def _kept(job, owner: str | None, team: str | None, states: set[str] | None) -> bool:
-    return ((owner is None or job.owner == owner) and (team is None or job.team == team)
-            and (states is None or job.status.value in states))
+def _kept(row: dict, owner: str | None, team: str | None, states: set[str] | None) -> bool:
+    return ((owner is None or row["owner"] == owner) and (team is None or row["team"] == team)
+            and (states is None or row["status"] in states))
 
 
-def _left(job, at: float) -> float | None:
+def _left(row: dict, at: float) -> float | None:
     """A running attempt's time left before its wall time: limit - elapsed."""
-    limit = job.attempt_wall_time
-    if limit is None or job.started_at is None or job.state.value != "RUNNING":
+    limit, started = row["time_limit"], row["started_at"]
+    if limit is None or started is None or row["state"] != "RUNNING":
         return None
-    return max(0.0, job.started_at + limit - at)
+    return max(0.0, started + limit - at)
 
 
-def _weights(w) -> dict:
-    return {"fair_share": w.fair_share, "age": w.age, "size": w.size, "duration": w.duration}
+def _pending_dict(row: dict, weights: dict | None, at: float) -> dict:
+    data = {"position": row["position"], "id": row["id"], "name": row["name"], "team": row["team"],
+            "owner": row["owner"], "priority": PRIORITY[row["tier"]], "gpus": row["gpus"],
+            "gpu_type": row["gpu_type"], "state": row["state"], "status": row["status"],
+            "submitted_at": row["submitted_at"], "time_limit": row["time_limit"], "eta": row["eta"],
+            "reason": _reason(row, at)}
+    if row["factors"] is not None:
+        from gqa.http.queue_listing import factors_of
 
-
-def _pending_dict(entry, weights) -> dict:
-    j = entry.job
-    data = {"position": entry.position, "id": j.id, "name": j.name, "team": j.team, "owner": j.owner,
-            "priority": PRIORITY[j.tier], "gpus": j.gpus, "gpu_type": j.gpu_type, "state": j.state.value,
-            "status": j.status.value, "submitted_at": j.submitted_at, "time_limit": j.attempt_wall_time,
-            "eta": entry.eta, "reason": entry.reason}
-    if entry.factors is not None:
-        f = entry.factors
-        data["factors"] = {"fair_share": f.fair_share, "age": f.age, "size": f.size, "duration": f.duration,
-                           "nice": f.nice, "score": f.score}
-        data["weighted"] = {"fair_share": weights.fair_share * f.fair_share, "age": weights.age * f.age,
-                            "size": weights.size * f.size, "duration": weights.duration * f.duration,
-                            "nice": f.nice}
+        f = factors_of(row["factors"])
+        data["factors"] = f
+        if weights is not None:
+            data["weighted"] = {"fair_share": weights["fair_share"] * f["fair_share"],
+                                "age": weights["age"] * f["age"], "size": weights["size"] * f["size"],
+                                "duration": weights["duration"] * f["duration"], "nice": f["nice"]}
     return data

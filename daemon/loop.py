@@ -133,7 +133,12 @@ class DaemonLoop:
                     self.observers.run_due()
                 executor.kill_overdue()
                 self._sync_watches()
-                for key, mask in self.selector.select(self._timeout(tick, next_rotation)):
+                timeout = self._timeout(tick, next_rotation)
+                if timeout > 0 and not self.exits and not self.stopping.requested:
+                    # after the tick's launches, and only while nothing else is due
+                    self.wiring.queue_keeper.refresh()
+                    timeout = self._timeout(tick, next_rotation)
+                for key, mask in self.selector.select(timeout):
                     key.data(mask)
                 self._coalesce_exits()
                 self.server.expire()

@@ -28,6 +28,8 @@ if TYPE_CHECKING:   # the services below load when first asked for
     from gqa.services.overview import OverviewService
     from gqa.services.queries import QueryService
     from gqa.services.quota import QuotaService
+
+    from .queue_keeper import QueueKeeper
     from gqa.services.submit import SubmitService
 
 
@@ -54,6 +56,13 @@ class DaemonWiring:
         store = SqliteStore(self.paths.db)
         store.set_inventory(self.inventory)
         return store
+
+    @cached_property
+    def queue_keeper(self) -> QueueKeeper:
+        """The queue's view, kept after the passes (queue_keeper.py); a personal queue's in a file too."""
+        from .queue_keeper import QueueKeeper
+
+        return QueueKeeper(self, write_file=not self.system)
 
     @cached_property
     def executor(self) -> LocalExecutor:

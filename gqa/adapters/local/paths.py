@@ -54,6 +54,11 @@ class StatePaths:
         return self.exits / f"{job_id}.{attempt}"
 
     @property
+    def queue_view(self) -> Path:
+        """The queue as the daemon last listed it (kept_queue.py)."""
+        return self.home / "queue-view.json"
+
+    @property
     def queue_id(self) -> Path:
         """The identity marker: the queue id its database also holds (see SqliteStore)."""
         return marker_for(self.db)
