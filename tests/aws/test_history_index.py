@@ -16,7 +16,7 @@ from gqa.adapters.aws import tables as t
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.store_history import DAYS_A_CALL
 from gqa.models.job import JobState
-from gqa.ports import HistoryQuery
+from gqa.ports import Change, HistoryQuery
 from tests.aws.deployed import create_tables
 from tests.aws.moto_support import session
 from tests.aws.test_dynamodb_store import ops, record_calls
@@ -85,3 +85,21 @@ def test_the_index_projections_fit_dynamodbs_limit():
     # DynamoDB allows 100 projected non-key attributes over all of a table's indexes
     assert sum(len(index.include) for index in t.JOBS.indexes) <= 100
     assert set(t.HISTORY_ATTRIBUTES) >= {"gpu_seconds", "cost", "exit_code", "signal", "history", "history_moved"}
+
+
+def test_a_long_history_expires_with_its_job(make_store):
+    from gqa.adapters.aws import history
+    from tests.contract.test_long_history import requeue_loop
+
+    store = make_store(keep_history=90 * DAY)
+    job = requeue_loop(store, put(store, S.QUEUED, at=END), 150, 2)   # several history items by now
+    step = 152
+    while job.state != S.RUNNING:
+        job, step = requeue_loop(store, job, 1, step), step + 1
+    store.apply([Change(job.id, S.RUNNING, S.SUCCEEDED, "exit code 0", END + 300, {"ended_at": END + 300})])
+    older = [it.load(i) for i in store.client.query(
+        TableName=NAMES.jobs, KeyConditionExpression="grp = :g",
+        ExpressionAttributeValues=it.dump({":g": history.partition(job.id)}))["Items"]]
+    assert len(older) >= 2 and {i[t.JOB_EXPIRES] for i in older} == {int(END + 300 + 90 * DAY) + 1}
+    assert raw(store, job.id)[t.JOB_EXPIRES] == int(END + 300 + 90 * DAY) + 1
+    assert len(store.get(job.id).history) > 150   # still whole until then

@@ -7,17 +7,22 @@ planned again from a fresh read."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from ...models.errors import Conflict
+from ...models.errors import Conflict, GqaError
 from ...models.job import JobRecord
 from ...ports import Change
 from ..guarded import GuardedChanges, Step
+from . import history
 from . import items as it
 from . import ledger
+from . import tables as t
 from .store_base import EACH_CHUNK, JobRefused, List
 from .store_jobs import DynamoDBJobs
-from .writes import JobWrite, pack, transaction
+from .writes import JobWrite, history_expiry, pack, transaction
+
+log = logging.getLogger(__name__)
 
 
 class DynamoDBChanges(DynamoDBJobs, GuardedChanges):
@@ -49,6 +54,9 @@ class DynamoDBChanges(DynamoDBJobs, GuardedChanges):
             if write is None:
                 write = writes[job.id] = JobWrite(read[job.id], job, keep=self.keep_history)
             write.record = step.after
+            if (step.after.state.terminal and self.keep_history is not None and not write.expiring
+                    and int(write.old.get(history.MOVED, 0)) and t.JOB_EXPIRES not in write.old):
+                write.expiring = self._history_keys(job.id)   # they expire with the job
             if change.usage:
                 sk, epoch, weight = ledger.usage_bucket(job.team, change.at, half_life, ledger.shard_of(job.id))
                 add = write.usage.get(sk, (job.team, half_life, epoch, 0.0))[3] + change.usage * weight
@@ -57,6 +65,31 @@ class DynamoDBChanges(DynamoDBJobs, GuardedChanges):
                 key = (ledger.spend_key(change.at, job.team, ledger.shard_of(job.id)), job.team)
                 write.spend[key] = write.spend.get(key, 0.0) + change.cost
         return self._commit(writes)
+
+    def _expire_history(self, write: JobWrite, stored: dict[str, Any]) -> None:
+        """A finished job's older history items get its TTL. Best effort: one that
+        fails stays (a few KB, read by nothing once the job is gone), logged."""
+        expires = stored.get(t.JOB_EXPIRES)
+        for key in write.expiring if expires is not None else ():
+            try:
+                self.call("UpdateItem", **history_expiry(self.tables.jobs, key, expires))
+            except GqaError as exc:
+                log.warning("job %s: a history item keeps no TTL (%s)", write.record.id, exc)
+                return
+
+    def _history_keys(self, job_id: str) -> List[dict[str, Any]]:
+        """The keys of a job's history items (a Query of its history partition, keys only)."""
+        expr = it.Expr()
+        kwargs: dict[str, Any] = {"TableName": self.tables.jobs, "ConsistentRead": True,
+                                  "KeyConditionExpression": f"{expr.n(t.GROUP)} = {expr.v(history.partition(job_id))}",
+                                  "ProjectionExpression": f"{expr.n(t.GROUP)}, {expr.n(t.ID)}", **expr.kwargs()}
+        keys: List[dict[str, Any]] = []
+        while True:
+            out = self.call("Query", **kwargs)
+            keys += [it.load(raw) for raw in out.get("Items", [])]
+            if "LastEvaluatedKey" not in out:
+                return keys
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
     def _commit(self, writes: dict[str, JobWrite]) -> set[str]:
         """Write the jobs in as few transactions as fit; the ids committed before
@@ -74,7 +107,9 @@ class DynamoDBChanges(DynamoDBJobs, GuardedChanges):
             done.update(chunk)
             for write in chunk.values():
                 # the item as now stored: writes.job_update sets exactly this
-                self._seen_written(write.stored()[0])
+                stored = write.stored()[0]
+                self._seen_written(stored)
+                self._expire_history(write, stored)
             if self._pass is not None and any(w.usage or w.spend for w in chunk.values()):
                 self._pass.ledger = None
         return done

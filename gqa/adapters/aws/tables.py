@@ -139,7 +139,7 @@ HISTORY_ATTRIBUTES = (STATE, SEQ, TEAM, "owner", "name", "tier", "gpus", "gpu_ty
                       "gpu_memory", HISTORY, "history_moved")
 # a finished job's item is deleted by DynamoDB's TTL this long after its end (the deployment's
 # keep_history_days; items.job_item sets it). The history items of a job past history.MOST
-# transitions are not expired with it: a few KB each, read by nothing once the job is gone
+# transitions get the same time when it ends (store_changes.py), so they go together
 JOB_EXPIRES = "expires_at"
 
 JOBS = Table(

@@ -28,6 +28,9 @@ class JobWrite:
     usage: dict[str, tuple[str, float, float, float]] = field(default_factory=dict)  # sk -> (team, h, e, add)
     spend: dict[tuple[str, str], float] = field(default_factory=dict)               # (sk, team) -> add
     keep: float | None = None       # seconds a finished job is kept (its TTL, items.job_item); None: for good
+    # the keys of the history items written before, given the job item's TTL once it has ended (after
+    # the transaction, one UpdateItem each: a job of 10,000 transitions has more than a transaction holds)
+    expiring: list[dict[str, Any]] = field(default_factory=list)
 
     def stored(self) -> tuple[dict[str, Any], list[tuple[int, list]]]:
         """The job item as this write leaves it, and the history items it adds
@@ -130,14 +133,25 @@ def job_update(table: str, write: JobWrite) -> list[dict[str, Any]]:
     condition = f"{e.n(t.STATE)} = {e.v(old[t.STATE])} AND {e.n(t.REVISION)} = {e.v(revision)}"
     update = {"Update": {"TableName": table, "Key": it.dump(it.job_key(record.id)), "UpdateExpression": expression,
                          "ConditionExpression": condition, **e.kwargs()}}
-    return [update] + [history_put(table, record.id, first, moved) for first, moved in chunks]
+    expires = new.get(t.JOB_EXPIRES)
+    return [update] + [history_put(table, record.id, first, moved, expires) for first, moved in chunks]
 
 
-def history_put(table: str, job_id: str, first: int, transitions: list[dict[str, Any]]) -> dict[str, Any]:
-    """A history item's Put, written only if its key is new: each index moves once."""
-    return {"Put": {"TableName": table, "Item": it.dump({**history.history_key(job_id, first),
-                                                         history.TRANSITIONS: transitions}),
+def history_put(table: str, job_id: str, first: int, transitions: list[dict[str, Any]],
+                expires: int | None = None) -> dict[str, Any]:
+    """A history item's Put, written only if its key is new: each index moves once. A
+    finished job's carries the job item's TTL."""
+    item = {**history.history_key(job_id, first), history.TRANSITIONS: transitions}
+    if expires is not None:
+        item[t.JOB_EXPIRES] = expires
+    return {"Put": {"TableName": table, "Item": it.dump(item),
                     "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID}}}
+
+
+def history_expiry(table: str, key: dict[str, Any], expires: int) -> dict[str, Any]:
+    """UpdateItem's arguments giving an older history item its job's TTL, so DynamoDB deletes them together."""
+    return {"TableName": table, "Key": it.dump(key), "UpdateExpression": "SET #e = :e",
+            "ExpressionAttributeNames": {"#e": t.JOB_EXPIRES}, "ExpressionAttributeValues": it.dump({":e": expires})}
 
 
 def start_update(table: str, job_id: str, attempt: int, token: str, started_at: float,
