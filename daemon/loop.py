@@ -254,7 +254,8 @@ class DaemonLoop:
         if self.exits:
             waits.append(0.5)
         due = self.observers.next_due() if self.observers is not None and not self.stopping.requested else None
-        for extra in (self.wiring.executor.next_kill(), self.server.next_deadline(), due):
+        kept = self.wiring.queue_keeper.wait() if not self.stopping.requested else None
+        for extra in (self.wiring.executor.next_kill(), self.server.next_deadline(), due, kept):
             if extra is not None:
                 waits.append(extra)
         return max(0.0, min(waits))

@@ -3,7 +3,7 @@
 explaining pass and the start-time replay in every command.
 
 After a turn of the loop in which the store changed (its revision moved),
-the keeper computes QueryService.queue's answer once and keeps it: in memory
+and a quarter of a second later, the keeper computes QueryService.queue's answer once and keeps it: in memory
 for GET /queue on a shared box, and, for a personal queue, as a file in the
 home the owner's CLI reads (gqa/adapters/local/kept_queue.py). It never
 holds up a start: it runs after the tick's launches, only when nothing else
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gqa.daemon")
 EVERY = 1.0      # seconds at least between two views
 SHARE = 4.0      # ... and at least this many times what the last one took
+SETTLE = 0.25    # seconds from seeing a change to the view: the jobs just launched get the CPU first
 
 
 @dataclass
@@ -36,18 +37,23 @@ class QueueKeeper:
     kept: QueueView | None = None
     revision: int = -1
     due: float = 0.0                  # time.monotonic()
+    changed_at: float | None = None   # when a change not in the view was first seen
     failing: str = ""
 
     def refresh(self) -> bool:
         """Compute and publish the view if the store changed since the last one
         and one is due; True when it did."""
         now = time.monotonic()
-        if now < self.due:
-            return False
         try:
             store = self.wiring.store
             revision = store.revision()   # read first: a write during the pass makes the view stale, never wrong
             if revision == self.revision:
+                self.changed_at = None
+                return False
+            if self.changed_at is None:
+                self.changed_at = now
+            self.due = max(self.due, self.changed_at + SETTLE)
+            if now < self.due:
                 return False
             view = self.wiring.queries().queue()
             if self.write_file:
@@ -66,10 +72,14 @@ class QueueKeeper:
         if self.failing:
             log.info("the queue's view is kept again")
             self.failing = ""
-        self.kept, self.revision = view, revision
+        self.kept, self.revision, self.changed_at = view, revision, None
         took = time.monotonic() - now
         self.due = time.monotonic() + max(EVERY - took, SHARE * took)
         return True
+
+    def wait(self) -> float | None:
+        """Seconds until a change seen is due to be kept; None when there is none."""
+        return None if self.changed_at is None else max(0.0, self.due - time.monotonic())
 
     def current(self, group: str | None = None) -> QueueView | None:
         """The kept view while the store is as it was computed from (else None:

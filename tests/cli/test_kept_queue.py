@@ -8,11 +8,12 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
 from cli.local_backend import LocalBackend
-from daemon.queue_keeper import QueueKeeper
+from daemon.queue_keeper import SETTLE, QueueKeeper
 from gqa.adapters.local import kept_queue
 from gqa.http.queue_listing import FORMAT
 
@@ -23,7 +24,8 @@ def keeper(cli) -> QueueKeeper:
 
 
 def refreshed(k: QueueKeeper) -> bool:
-    k.due = 0.0      # past the debounce: the tests ask for a view now
+    # past the debounce and the settling time: the tests ask for a view now
+    k.due, k.changed_at = 0.0, time.monotonic() - 10 * SETTLE
     return k.refresh()
 
 
@@ -110,6 +112,16 @@ def test_the_view_is_rewritten_after_a_change_and_not_when_nothing_changed(cli):
     assert refreshed(k)
     assert [r["id"] for r in kept(cli)["pending"]] == ["1", "2_0", "2_1", "2_2"]
     assert kept(cli)["revision"] == LocalBackend(cli.home).store.revision()
+
+
+def test_a_change_is_kept_a_moment_after_it_is_seen_and_the_loop_is_told_when(cli):
+    k = keeper(cli)
+    assert k.wait() is None
+    cli("submit", "--", "true")
+    assert not k.refresh()                 # just seen: the jobs it launched run first
+    assert 0 < k.wait() <= SETTLE
+    time.sleep(k.wait())
+    assert k.refresh() and k.wait() is None
 
 
 def test_the_keeper_waits_between_views_and_answers_the_route_only_while_current(cli):
