@@ -70,9 +70,11 @@ class DynamoDBChanges(DynamoDBJobs, GuardedChanges):
         """A finished job's older history items get its TTL. Best effort: one that
         fails stays (a few KB, read by nothing once the job is gone), logged."""
         expires = stored.get(t.JOB_EXPIRES)
-        for key in write.expiring if expires is not None else ():
+        if expires is None:
+            return
+        for key in write.expiring:
             try:
-                self.call("UpdateItem", **history_expiry(self.tables.jobs, key, expires))
+                self.call("UpdateItem", **history_expiry(self.tables.jobs, key, int(expires)))
             except GqaError as exc:
                 log.warning("job %s: a history item keeps no TTL (%s)", write.record.id, exc)
                 return

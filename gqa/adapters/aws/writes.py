@@ -141,7 +141,7 @@ def history_put(table: str, job_id: str, first: int, transitions: list[dict[str,
                 expires: int | None = None) -> dict[str, Any]:
     """A history item's Put, written only if its key is new: each index moves once. A
     finished job's carries the job item's TTL."""
-    item = {**history.history_key(job_id, first), history.TRANSITIONS: transitions}
+    item: dict[str, Any] = {**history.history_key(job_id, first), history.TRANSITIONS: transitions}
     if expires is not None:
         item[t.JOB_EXPIRES] = expires
     return {"Put": {"TableName": table, "Item": it.dump(item),
