@@ -10,11 +10,13 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .options import Output, check_output
+from .options import check_output
 from .output import fail, note, print_json, user_errors
 
 DEFAULT_SINCE = "24h"
 FORMATS = ("table", "json", "csv")
+Output = Annotated[str, typer.Option("--output", "-o", help="Output format: table, json or csv.",
+                                     case_sensitive=False)]
 CSV_COLUMNS = ("id", "name", "team", "owner", "state", "submitted", "started", "ended", "wait", "elapsed", "gpus",
                "gpu_hours", "cost", "attempts", "exit", "reason")
 
