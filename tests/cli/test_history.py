@@ -3,6 +3,7 @@ reads in 80 columns, as JSON and CSV, and what it refuses."""
 
 import csv
 import io
+import time
 
 import pytest
 
@@ -20,7 +21,11 @@ HOUR = 3600.0
 def fixed_now(monkeypatch):
     monkeypatch.setattr(output, "now", lambda: NOW)
     monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.setenv("TZ", "UTC")   # dates and times print in the local zone
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 def finished(store, state, *, ended, ran=HOUR, waited=60.0, **record):
