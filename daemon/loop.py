@@ -136,8 +136,11 @@ class DaemonLoop:
                 timeout = self._timeout(tick, next_rotation)
                 if timeout > 0 and not self.exits and not self.stopping.requested:
                     # after the tick's launches, and only while nothing else is due
-                    self.wiring.queue_keeper.refresh()
-                    timeout = self._timeout(tick, next_rotation)
+                    keeper = self.wiring.queue_keeper
+                    if keeper.refresh():
+                        timeout = self._timeout(tick, next_rotation)
+                    kept = keeper.wait()
+                    timeout = timeout if kept is None else min(timeout, kept)
                 for key, mask in self.selector.select(timeout):
                     key.data(mask)
                 self._coalesce_exits()
@@ -254,8 +257,7 @@ class DaemonLoop:
         if self.exits:
             waits.append(0.5)
         due = self.observers.next_due() if self.observers is not None and not self.stopping.requested else None
-        kept = self.wiring.queue_keeper.wait() if not self.stopping.requested else None
-        for extra in (self.wiring.executor.next_kill(), self.server.next_deadline(), due, kept):
+        for extra in (self.wiring.executor.next_kill(), self.server.next_deadline(), due):
             if extra is not None:
                 waits.append(extra)
         return max(0.0, min(waits))
