@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .job import JobRecord, JobState, UserStatus
+from .job import JobRecord, JobState, UserStatus, held_by_person
 
 
 @dataclass(frozen=True)
@@ -121,8 +121,7 @@ def _waited(job: JobRecord, now: float) -> tuple[tuple[str, float], ...]:
             add(WAIT_BEGIN, begun - t.at)
             add(WAIT_DEPENDENCY if job.dependency else WAIT_GPUS, end - begun)
         elif t.state == JobState.HELD:
-            # every hold by a person reads "held by ..." (submit's --hold, control's hold)
-            add(WAIT_OWNER if t.reason.startswith("held by") else WAIT_BUDGET, end - t.at)
+            add(WAIT_OWNER if held_by_person(t.reason) else WAIT_BUDGET, end - t.at)
         elif t.state == JobState.PENDING_APPROVAL:
             add(WAIT_APPROVAL, end - t.at)
         elif t.state == JobState.RETRY_WAIT:

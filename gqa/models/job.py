@@ -102,6 +102,21 @@ class Transition:
     reason: str
 
 
+# A hold by a person (gqa hold, --hold) and a hold by the team's budget are
+# both HELD; their transitions tell them apart by this opening of the reason,
+# written by held_by() and read by held_by_person() only.
+HELD_BY_PERSON = "held by "
+
+
+def held_by(who: str, detail: str = "") -> str:
+    """The reason of a hold by a person: `held by alice`, `held by its owner: ...`."""
+    return f"{HELD_BY_PERSON}{who}{detail}"
+
+
+def held_by_person(reason: str) -> bool:
+    return reason.startswith(HELD_BY_PERSON)
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """One job. Scheduling columns are copied out of the spec so the queue can

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from ..models.dependency import VERB, Condition, parse_dependency
 from ..models.errors import SpecError
-from ..models.job import JobState, TERMINAL
+from ..models.job import JobState, TERMINAL, held_by
 from .snapshot import PendingJob, Snapshot
 
 MET, WAIT, NEVER = "met", "wait", "never"
@@ -60,7 +60,7 @@ def gate(snap: Snapshot) -> Gate:
         if verdict == NEVER:
             out.never[job.id] = out.waiting[job.id] = reason
         elif job.user_hold:
-            out.waiting[job.id] = f"held by its owner: gqa release {job.id}"
+            out.waiting[job.id] = held_by("its owner", f": gqa release {job.id}")
         elif job.begin is not None and job.begin > snap.now:
             out.waiting[job.id] = f"waits until {clock_time(job.begin, snap.now)} (--begin)"
         elif verdict == WAIT:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
-from ..models.job import JobRecord, JobState, Request, Transition
+from ..models.job import JobRecord, JobState, Request, Transition, held_by
 from ..models.priority import Priority
 from ..ports import Admissions, Change, Clock, JobsAndSettings, Waker
 from . import lookup
@@ -17,7 +17,7 @@ from .updates import UPDATABLE, Update, planned_updates
 
 CHUNK = 5000    # jobs cancelled per transaction: a 100,000-task array never holds the store for long
 CANCELLED_BY_USER = "cancelled by user"
-HELD_BY_USER, RELEASED_BY_USER = "held by user", "released by user"
+HELD_BY_USER, RELEASED_BY_USER = held_by("user"), "released by user"
 # the states the tasks of an array still being admitted may be written in, that a cancel decides
 PENDING_HERE = frozenset({JobState.QUEUED, JobState.PENDING_APPROVAL, JobState.HELD})
 
@@ -58,7 +58,7 @@ class ControlService:
         by its owner too; only release() frees either. A job named on its own
         must be pending (checked before anything changes); in an array, tasks
         that are not are left as they are. Holding a held job changes nothing."""
-        why = f"held by {caller}" if caller else HELD_BY_USER
+        why = held_by(caller) if caller else HELD_BY_USER
         decided = self._decide_admitting(refs, frozenset({JobState.QUEUED}),
                                          Transition(JobState.HELD, self.clock.now(), why))
         jobs = self._resolve(refs, decided)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from ..models.dependency import parse_dependency
 from ..models.errors import BackendUnavailable, GqaError, NotFound, Rejected, SpecError
 from ..models.expand import array_limit, expand
-from ..models.job import JobRecord, JobState, Transition, group_of
+from ..models.job import JobRecord, JobState, Transition, group_of, held_by
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
 from ..models.sbatch_values import exported_environment
@@ -29,7 +29,7 @@ from .chunked import admit_chunk
 from .teams import for_team
 
 ACCEPTED = "accepted; waiting for admission"
-HELD_AT_SUBMISSION = "held by its owner (--hold): it starts only after gqa release"
+HELD_AT_SUBMISSION = held_by("its owner", " (--hold): it starts only after gqa release")
 log = logging.getLogger("gqa.submit")
 
 

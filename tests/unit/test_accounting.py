@@ -77,3 +77,23 @@ def _steps(*steps):
 def test_waited_splits_the_wait_by_why(state, steps, fields, now, waited):
     job = make_record(state=state, submitted_at=100.0, history=_steps(*steps), **fields)
     assert summarise(job, now).waited == waited
+
+
+
+def _reasons():
+    from gqa.scheduling.budget import TeamSpend, spent_text
+    from gqa.scheduling.dependencies import gate
+    from gqa.services.control import HELD_BY_USER
+    from gqa.services.submit import HELD_AT_SUBMISSION
+    from tests.builders import pending, snapshot
+
+    return {"gqa hold": HELD_BY_USER, "--hold": HELD_AT_SUBMISSION,
+            "the pass": gate(snapshot(pending=[pending("7", user_hold=True)])).waiting["7"],
+            "the budget": spent_text(TeamSpend("vision", settled=1012.0, running=0.0, budget=1000.0))}
+
+
+@pytest.mark.parametrize("writer, person", [("gqa hold", True), ("--hold", True), ("the pass", True),
+                                            ("the budget", False)])
+def test_a_hold_by_a_person_is_told_from_the_budgets_by_what_each_writer_writes(writer, person):
+    from gqa.models.job import held_by_person
+    assert held_by_person(_reasons()[writer]) is person
