@@ -77,6 +77,11 @@ class QueueKeeper:
         self.due = time.monotonic() + max(EVERY - took, SHARE * took)
         return True
 
+    def keep_now(self) -> bool:
+        """refresh() without waiting out the debounce or the settling time (benchmarks, tests)."""
+        self.due, self.changed_at = 0.0, time.monotonic() - SETTLE
+        return self.refresh()
+
     def wait(self) -> float | None:
         """Seconds until a change seen is due to be kept; None when there is none."""
         return None if self.changed_at is None else max(0.0, self.due - time.monotonic())
