@@ -414,6 +414,7 @@ def summary_to_dict(row: JobSummary) -> dict[str, Any]:
     data = asdict(row)
     data["state"] = row.state.value
     data["waited"] = [list(w) for w in row.waited]
+    data["runs"] = [list(r) for r in row.runs]
     return data
 
 
@@ -421,6 +422,7 @@ def summary_from_dict(data: dict[str, Any]) -> JobSummary:
     values = {k: v for k, v in data.items() if k in _SUMMARY_FIELDS}   # newer fields: ignored
     values["state"] = JobState(data["state"])
     values["waited"] = tuple((str(why), float(seconds)) for why, seconds in data.get("waited") or ())
+    values["runs"] = tuple((float(start), float(end)) for start, end in data.get("runs") or ())
     return JobSummary(**values)
 
 

@@ -41,6 +41,9 @@ class JobSummary:
     gpu_memory: float | None      # peak GPU memory (MiB), where measured
     # where its time waiting went: (why, seconds) per kind of wait (WAITS), from its transitions
     waited: tuple[tuple[str, float], ...] = ()
+    # when its attempts held their GPUs: (start, end) each, the running one to `now`; empty where the
+    # record came without its transitions (then first_start and elapsed are all there is)
+    runs: tuple[tuple[float, float], ...] = ()
 
     @property
     def status(self) -> UserStatus:
@@ -67,7 +70,8 @@ def summarise(job: JobRecord, now: float) -> JobSummary:
     """The job as of `now`. With its transitions (`job.history`) the wait runs
     to its first start and the elapsed time adds up every attempt; a record
     read without them counts from its last attempt's start."""
-    first, ran = _run_times(job, now)
+    runs = _runs(job, now)
+    first, ran = (runs[0][0], sum(end - start for start, end in runs)) if runs else _last_run(job, now)
     ended = job.ended_at if job.state.terminal else None
     if first is not None:
         wait: float | None = max(0.0, first - job.submitted_at)
@@ -85,7 +89,8 @@ def summarise(job: JobRecord, now: float) -> JobSummary:
         gpu_hours=(job.gpu_seconds + running) / 3600, cost=job.cost, attempts=job.attempts,
         error_retries=job.error_retries, reclaims=job.reclaims, interruptions=job.interruptions,
         exit_code=job.exit_code, signal=job.signal, reason=job.reason, wall_time=job.attempt_wall_time,
-        gpu_util=job.gpu_util, gpu_memory=job.gpu_memory, waited=_waited(job, now))
+        gpu_util=job.gpu_util, gpu_memory=job.gpu_memory, waited=_waited(job, now),
+        runs=runs)
 
 
 # Why a job waited, by the state it waited in. A pass does not record why a
@@ -133,25 +138,29 @@ def _waited(job: JobRecord, now: float) -> tuple[tuple[str, float], ...]:
     return tuple((why, spent[why]) for why in WAITS if why in spent)
 
 
-def _run_times(job: JobRecord, now: float) -> tuple[float | None, float]:
-    """(first start, seconds run over all attempts)."""
-    if not job.history:
-        if job.started_at is None:
-            return None, 0.0
-        end = job.ended_at if job.state.terminal and job.ended_at is not None else now
-        if job.state not in (JobState.RUNNING,) and not job.state.terminal:
-            end = job.ended_at if job.ended_at is not None else job.started_at
-        return job.started_at, max(0.0, end - job.started_at)
-    first: float | None = None
-    ran, since = 0.0, None
+def _last_run(job: JobRecord, now: float) -> tuple[float | None, float]:
+    """(its start, seconds run) of a record read without its transitions: its last attempt only."""
+    if job.started_at is None:
+        return None, 0.0
+    if job.state.terminal and job.ended_at is not None:
+        end = job.ended_at
+    elif job.state == JobState.RUNNING:
+        end = now
+    else:
+        end = job.ended_at if job.ended_at is not None else job.started_at
+    return job.started_at, max(0.0, end - job.started_at)
+
+
+def _runs(job: JobRecord, now: float) -> tuple[tuple[float, float], ...]:
+    """Each attempt's run, from RUNNING to the transition after it (to `now` while it runs)."""
+    runs: list[tuple[float, float]] = []
+    since: float | None = None
     for t in job.history:
         if since is not None:
-            ran += max(0.0, t.at - since)
+            runs.append((since, max(since, t.at)))
             since = None
         if t.state == JobState.RUNNING:
             since = t.at
-            if first is None:
-                first = t.at
-    if since is not None:      # running now
-        ran += max(0.0, now - since)
-    return first, ran
+    if since is not None:
+        runs.append((since, max(since, now)))
+    return tuple(runs)

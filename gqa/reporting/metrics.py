@@ -227,18 +227,21 @@ def tier_waits(rows: Iterable[JobSummary], times: tuple[float, ...], step: float
     return tuple(out)
 
 
-def run_span(row: JobSummary, now: float) -> tuple[float, float] | None:
-    """When the job held GPUs, as one span ending at its end (or now, while it
-    runs) as long as its attempts together: a requeued job's gaps are not drawn."""
+def run_spans(row: JobSummary, now: float) -> tuple[tuple[float, float], ...]:
+    """When the job held GPUs: each attempt's run where the row has them; else
+    (a record read without its transitions, a simulated job) one span ending
+    at its end (or now, while it runs) as long as its attempts together."""
+    if row.runs:
+        return row.runs
     if row.first_start is None or row.elapsed <= 0:
-        return None
+        return ()
     if row.ended_at is not None:
         end = row.ended_at
     elif row.state in (JobState.RUNNING, JobState.STARTING):
         end = now
     else:
         end = row.first_start + row.elapsed
-    return max(row.first_start, end - row.elapsed), end
+    return ((max(row.first_start, end - row.elapsed), end),)
 
 
 def pool_of(row: JobSummary, pools: Sequence[PoolSpec]) -> str:
@@ -262,22 +265,23 @@ def pool_use(rows: Iterable[JobSummary], times: tuple[float, ...], step: float, 
     measured: dict[str, list[float]] = {p.name: [0.0] * len(times) for p in pools}
     weight: dict[str, list[float]] = {p.name: [0.0] * len(times) for p in pools}
     for r in rows:
-        span = run_span(r, now)
-        if span is None or r.gpus <= 0:
+        spans = run_spans(r, now)
+        if not spans or r.gpus <= 0:
             continue
         name = pool_of(r, pools)
         for books in (busy, measured, weight):
             books.setdefault(name, [0.0] * len(times))
-        first = max(0, int((span[0] - times[0]) // step)) if times else 0
-        last = min(len(times) - 1, int((span[1] - times[0]) // step)) if times else -1
-        for i in range(first, last + 1):     # only the buckets the span overlaps
-            start = times[i]
-            overlap = min(span[1], start + step) - max(span[0], start)
-            if overlap > 0:
-                busy[name][i] += overlap * r.gpus
-                if r.gpu_util is not None:
-                    measured[name][i] += overlap * r.gpus * r.gpu_util
-                    weight[name][i] += overlap * r.gpus
+        for span in spans:
+            first = max(0, int((span[0] - times[0]) // step)) if times else 0
+            last = min(len(times) - 1, int((span[1] - times[0]) // step)) if times else -1
+            for i in range(first, last + 1):     # only the buckets the span overlaps
+                start = times[i]
+                overlap = min(span[1], start + step) - max(span[0], start)
+                if overlap > 0:
+                    busy[name][i] += overlap * r.gpus
+                    if r.gpu_util is not None:
+                        measured[name][i] += overlap * r.gpus * r.gpu_util
+                        weight[name][i] += overlap * r.gpus
     size = {p.name: p.gpus for p in pools}
     return tuple(PoolUse(name=name, gpus=size.get(name), busy=tuple(b / step for b in busy[name]),
                          measured=tuple(m / w if w else None for m, w in zip(measured[name], weight[name])),

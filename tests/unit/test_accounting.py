@@ -97,3 +97,11 @@ def _reasons():
 def test_a_hold_by_a_person_is_told_from_the_budgets_by_what_each_writer_writes(writer, person):
     from gqa.models.job import held_by_person
     assert held_by_person(_reasons()[writer]) is person
+
+
+def test_each_attempts_run_is_kept_for_reports():
+    job = make_record(state=S.SUCCEEDED, submitted_at=100.0, history=_history(
+        (S.QUEUED, 100), (S.RUNNING, 110), (S.RETRY_WAIT, 120), (S.QUEUED, 150), (S.RUNNING, 160), (S.SUCCEEDED, 200)))
+    assert summarise(job, 900).runs == ((110, 120), (160, 200))
+    running = make_record(state=S.RUNNING, history=_history((S.QUEUED, 0), (S.RUNNING, 5)))
+    assert summarise(running, 25).runs == ((5, 25),)

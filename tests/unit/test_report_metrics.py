@@ -8,7 +8,7 @@ import pytest
 from gqa.models.accounting import JobSummary
 from gqa.models.job import JobState
 from gqa.reporting.metrics import (PoolSpec, ReportInput, bucket_step, build, idle_jobs, in_period, month_share,
-                                   outcomes, pool_of, pool_use, run_span, team_use, tier_waits, wait_reasons)
+                                   outcomes, pool_of, pool_use, run_spans, team_use, tier_waits, wait_reasons)
 from gqa.scheduling import Gpu
 from gqa.reporting import pools_of
 
@@ -62,15 +62,29 @@ def test_waits_per_tier_by_the_bucket_the_job_started_in():
     assert (waits["low"].total_started, waits["low"].waiting, waits["low"].p50) == (1, 1, (1000.0, None))
 
 
-@pytest.mark.parametrize("row, now, span", [
-    (ran("1", 0, 10, 110), 999, (10, 110)),
-    # requeued: 100 s over two attempts ending at 500 are drawn as the last 100 s
-    (job(first_start=10.0, ended_at=500.0, elapsed=100.0), 999, (400, 500)),
-    (job(state=S.RUNNING, first_start=10.0, ended_at=None, elapsed=90.0), 100, (10, 100)),
-    (job(state=S.QUEUED, first_start=None, ended_at=None, elapsed=0.0), 100, None),
+@pytest.mark.parametrize("row, now, spans", [
+    (ran("1", 0, 10, 110), 999, ((10, 110),)),
+    # requeued, read without its transitions: 100 s over two attempts ending at 500 are drawn as the last 100 s
+    (job(first_start=10.0, ended_at=500.0, elapsed=100.0), 999, ((400, 500),)),
+    # ... and with them: each attempt where it ran
+    (job(first_start=10.0, ended_at=500.0, elapsed=100.0, runs=((10.0, 60.0), (450.0, 500.0))), 999,
+     ((10, 60), (450, 500))),
+    (job(state=S.RUNNING, first_start=10.0, ended_at=None, elapsed=90.0), 100, ((10, 100),)),
+    (job(state=S.QUEUED, first_start=None, ended_at=None, elapsed=0.0), 100, ()),
 ])
-def test_a_jobs_run_is_one_span_ending_at_its_end(row, now, span):
-    assert run_span(row, now) == span
+def test_a_jobs_runs_are_its_attempts_or_one_span_ending_at_its_end(row, now, spans):
+    assert run_spans(row, now) == spans
+
+
+def test_a_requeued_job_never_draws_a_pool_past_its_gpus():
+    """Two GPUs; a job ran 0-100, was requeued, and ran again 300-400 while
+    another job held the other GPU 0-300: never more than 2 GPUs at once."""
+    pools = (PoolSpec("gpu", False, 2, 0.0),)
+    rows = [job("1", first_start=0.0, ended_at=400.0, elapsed=200.0, runs=((0.0, 100.0), (300.0, 400.0))),
+            ran("2", 0, 0, 300), ran("3", 0, 100, 300)]
+    [use] = pool_use(rows, tuple(float(t) for t in range(0, 400, 50)), 50.0, pools, now=500)
+    assert max(use.busy) == pytest.approx(2.0)
+    assert use.gpu_hours == pytest.approx((200 + 300 + 200) / H)
 
 
 POOLS = (PoolSpec("a100", False, 4, 4.0), PoolSpec("a100", True, 4, 1.5), PoolSpec("l4", False, 2, 0.8))

@@ -216,3 +216,18 @@ def test_a_malformed_submission_is_a_spec_error(body, message):
 ])
 def test_a_submission_gives_its_spec_and_environment(body, expected):
     assert wire.submission_from_dict(body) == expected
+
+
+def test_a_job_summary_crosses_the_wire_whole():
+    import json
+
+    from gqa.models.accounting import summarise
+    from gqa.models.job import JobState, Transition
+    from tests.builders import job_record
+
+    S = JobState
+    job = job_record(state=S.SUCCEEDED, submitted_at=100.0, cost=2.5, gpu_util=61.0, history=tuple(
+        Transition(state, at, "") for state, at in ((S.QUEUED, 100), (S.RUNNING, 110), (S.RETRY_WAIT, 120),
+                                                     (S.QUEUED, 150), (S.RUNNING, 160), (S.SUCCEEDED, 200))))
+    row = summarise(job, 900)
+    assert wire.summary_from_dict(json.loads(json.dumps(wire.summary_to_dict(row)))) == row
