@@ -59,7 +59,8 @@ def write(paths: StatePaths, document: dict[str, Any]) -> None:
     """Replace the kept listing atomically: written to a private temporary
     file, flushed to disk, then renamed over the old one."""
     target = paths.queue_view
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # one writer, the home's daemon (it holds the home's lock): one temporary name, so a crash leaves one at most
+    tmp = target.with_name(f".{target.name}.tmp")
     data = json.dumps(document, separators=(",", ":")).encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
