@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .local_backend import LocalBackend
 
 GPUS = 4
+PRICE = 2.0          # per GPU-hour
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "examples" / "train.py"
 
@@ -97,7 +98,9 @@ def run_demo(*, keep: bool = False) -> int:
     os.environ["GQA_HOME"] = str(home)
     paths = StatePaths(home)
     paths.ensure()
-    inventory = {"gpus": [{"index": i, "type": "virtual"} for i in range(GPUS)], "cpus": os.cpu_count(), "memory": None}
+    # priced as a cloud GPU-hour, so the report's spend per team is money, not zeros
+    inventory = {"gpus": [{"index": i, "type": "virtual", "price": PRICE} for i in range(GPUS)],
+                 "cpus": os.cpu_count(), "memory": None}
     start_background(paths, inventory, grace=5.0)
     demo = Demo(home, LocalBackend(home))
     started = time.time()
@@ -203,7 +206,7 @@ def _report(demo: Demo, started: float, out: Path | None) -> Path | None:
 
 def _report_matches(built, jobs, page: str) -> tuple[bool, str]:
     """Whether the report counts what the jobs say: how many ran or ended, how they ended, their
-    GPU-hours; and whether its page embeds every figure and fetches nothing."""
+    GPU-hours and what they cost; and whether its page embeds every figure and fetches nothing."""
     from gqa.reporting import FIGURES
 
     listed = [j for j in jobs if j.state.terminal or j.state.value == "RUNNING"]
@@ -212,12 +215,15 @@ def _report_matches(built, jobs, page: str) -> tuple[bool, str]:
     outcomes = dict(built.outcomes)
     hours = sum(t.gpu_hours for t in built.teams)
     expected_hours = sum(j.gpu_seconds for j in listed) / 3600
+    spend, expected_spend = sum(t.cost for t in built.teams), sum(j.cost for j in listed)
     embedded = page.count("data:image/png;base64,")
     ok = (built.jobs == len(listed) and all(outcomes.get(k) == n for k, n in ends.items())
-          and abs(hours - expected_hours) < 1e-6 and embedded == len(FIGURES) and "http" not in page)
+          and abs(hours - expected_hours) < 1e-6 and expected_spend > 0 and abs(spend - expected_spend) < 1e-6
+          and embedded == len(FIGURES) and "http" not in page)
     return ok, (f"{built.jobs} of {len(listed)} jobs, {outcomes.get('succeeded')} succeeded and "
                 f"{outcomes.get('failed')} failed (the jobs say {ends['succeeded']} and {ends['failed']}), "
-                f"{hours:.4f} of {expected_hours:.4f} GPU-hours, {embedded} of {len(FIGURES)} figures embedded")
+                f"{hours:.4f} of {expected_hours:.4f} GPU-hours, ${spend:.4f} of ${expected_spend:.4f} spent, "
+                f"{embedded} of {len(FIGURES)} figures embedded")
 
 
 def _summary(demo: Demo, console, elapsed: float) -> None:

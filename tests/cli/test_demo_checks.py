@@ -1,6 +1,8 @@
 """The demo's scheduling checks judge start times, and a job that never
 started (no start time) fails its check instead of ending the demo."""
 
+from dataclasses import replace
+
 from cli.demo_run import _interleaved, _started_first
 
 
@@ -50,10 +52,12 @@ def _report_of(jobs, figures=None):
 
 
 def _ended(id, state, gpu_seconds=360.0):
+    """A job that ran 20-300 and cost $2 a GPU-hour of its `gpu_seconds`."""
     from gqa.models.job import JobState, Transition
     from tests.builders import job_record
 
     return job_record(id=id, state=JobState(state), submitted_at=10.0, gpu_seconds=gpu_seconds, ended_at=300.0,
+                      cost=2.0 * gpu_seconds / 3600,
                       history=(Transition(JobState.QUEUED, 10.0, ""), Transition(JobState.RUNNING, 20.0, ""),
                                Transition(JobState(state), 300.0, "")))
 
@@ -66,7 +70,7 @@ def test_the_report_check_passes_when_the_report_counts_the_jobs():
     ok, detail = _report_matches(built, jobs, page)
     assert ok, detail
     assert detail == ("3 of 3 jobs, 2 succeeded and 1 failed (the jobs say 2 and 1), 0.4000 of 0.4000 GPU-hours, "
-                      "6 of 6 figures embedded")
+                      "$0.8000 of $0.8000 spent, 6 of 6 figures embedded")
 
 
 def test_the_report_check_fails_on_a_job_it_missed_or_a_figure_not_embedded():
@@ -76,6 +80,10 @@ def test_the_report_check_fails_on_a_job_it_missed_or_a_figure_not_embedded():
     built, page = _report_of(jobs[:1])
     ok, detail = _report_matches(built, jobs, page)
     assert not ok and detail.startswith("1 of 2 jobs")
+    free = [replace(j, cost=0.0) for j in jobs]          # nothing priced: the spend check cannot pass
+    built, page = _report_of(free)
+    ok, detail = _report_matches(built, free, page)
+    assert not ok and "$0.0000 of $0.0000 spent" in detail
     built, page = _report_of(jobs, figures={})
     ok, detail = _report_matches(built, jobs, page)
     assert not ok and detail.endswith("0 of 6 figures embedded")
