@@ -94,7 +94,7 @@ def _running(rows: list, total: int, at: float) -> list[str]:
     from .queue_table import ID_MAX, NAME_MAX, Column, cut_ids, layout
 
     columns = [Column("id", most=ID_MAX), Column("name", 3, NAME_MAX), Column("team", 4), Column("owner", 6),
-               Column("gpus", 5), Column("elapsed", 7), Column("limit", 2), Column("left", 8),
+               Column("on gpus", 5), Column("elapsed", 7), Column("limit", 2), Column("left", 8),
                Column("attempt", 1), Column("note")]
     cells = []
     for r in rows:
