@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from ..models.stats import percentile
 from ..models.accounting import JobSummary
 from ..models.job import JobState
 from ..models.priority import Priority
@@ -184,17 +185,6 @@ def bucket_step(span: float) -> float:
         if span / step <= MAX_BUCKETS:
             return step
     return math.ceil(span / MAX_BUCKETS)
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear between closest ranks (numpy's default), q in [0, 100]; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def _bucket(at: float, times: tuple[float, ...], step: float) -> int | None:

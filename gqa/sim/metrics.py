@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..models.stats import percentile
 from .engine import Outcome, SimResult
 
 SLOWDOWN_FLOOR = 10.0   # bounded slowdown: jobs shorter than this count as this long
@@ -14,17 +15,6 @@ SLOWDOWN_FLOOR = 10.0   # bounded slowdown: jobs shorter than this count as this
 # metrics where lower is better and a ratio to FIFO's reads as "x of FIFO's"
 RATIO_KEYS = ("mean_wait", "p50_wait", "p95_wait", "p99_wait", "mean_jct", "p99_jct", "mean_slowdown",
               "utilisation", "utilisation_during_arrivals", "makespan", "max_team_slowdown", "jain_fairness", "cost")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default); q in [0, 100]."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def mean(values: list[float]) -> float | None:
