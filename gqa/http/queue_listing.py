@@ -60,16 +60,28 @@ def factors_of(text: str | None) -> dict[str, float] | None:
     return None if text is None else dict(zip(FACTORS, map(float, text.split())))
 
 
-def stamped(listing: dict[str, Any], *, queue_id: str, revision: int, at: float) -> dict[str, Any]:
-    """The listing with what it was computed from: the queue, the store's revision, the time."""
-    return {**listing, "queue_id": queue_id, "revision": revision, "at": at}
+def stamped(listing: dict[str, Any], *, queue_id: str, revision: int, at: float,
+            until: float | None = None) -> dict[str, Any]:
+    """The listing with what it was computed from: the queue, the store's revision, the
+    time; `until`: when time alone changes it (a --begin reached), if ever."""
+    return {**listing, "queue_id": queue_id, "revision": revision, "at": at, "until": until}
 
 
-def current(document: Any, *, queue_id: str, revision: int) -> bool:
-    """True for a listing of this format, of this queue, computed at this revision."""
-    return (isinstance(document, dict) and document.get("format") == FORMAT
+def changes_at(view: QueueView, now: float) -> float | None:
+    """The first time the view changes with no write to the store: a pending job's
+    --begin time passing (its reason, and whether it may start, change then)."""
+    return min((e.job.begin for e in view.pending if e.job.begin is not None and e.job.begin > now), default=None)
+
+
+def current(document: Any, *, queue_id: str, revision: int, now: float) -> bool:
+    """True for a listing of this format, of this queue, computed at this revision,
+    whose time has not run out."""
+    if not (isinstance(document, dict) and document.get("format") == FORMAT
             and document.get("queue_id") == queue_id and document.get("revision") == revision
-            and isinstance(document.get("pending"), list) and isinstance(document.get("running"), list))
+            and isinstance(document.get("pending"), list) and isinstance(document.get("running"), list)):
+        return False
+    until = document.get("until")
+    return until is None or now < until
 
 
 def of_group(listing: dict[str, Any], group: str | None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 from cli.local_backend import LocalBackend
 from daemon.queue_keeper import SETTLE, QueueKeeper
 from gqa.adapters.local import kept_queue
-from gqa.http.queue_listing import FORMAT
+from gqa.http.queue_listing import FORMAT, current
 
 
 def keeper(cli) -> QueueKeeper:
@@ -213,3 +213,17 @@ def test_on_a_current_view_gqa_queue_loads_no_scheduling_code_and_parses_no_spec
                           env={**os.environ, "GQA_HOME": str(cli.home)}, check=True)
     assert "told by the kept view" in done.stdout
     assert done.stderr.strip() == ""
+
+
+def test_a_view_holding_a_begin_time_is_current_only_until_that_time(cli):
+    cli("submit", "--begin", "now+1hour", "--", "true")
+    k = keeper(cli)
+    assert k.keep_now()
+    view = kept(cli)
+    begin = LocalBackend(cli.home).store.get("1").begin
+    assert view["until"] == begin and k.until == begin
+    stamp = {"queue_id": view["queue_id"], "revision": view["revision"]}
+    assert current(view, **stamp, now=begin - 1) and not current(view, **stamp, now=begin)
+    assert 3500 < k.wait() <= 3600          # the loop wakes to keep it again then
+    cli("submit", "--", "true")
+    assert k.keep_now() and kept(cli)["until"] == begin

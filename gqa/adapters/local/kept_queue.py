@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,8 @@ def stamp_of(db: Path) -> tuple[str, int] | None:
 
 
 def read_current(paths: StatePaths, current: Any) -> dict[str, Any] | None:
-    """The kept listing if `current(document, queue_id=, revision=)` says it
-    is current for the database as it is now; else None."""
+    """The kept listing if `current(document, queue_id=, revision=, now=)` says it
+    is current for the database and the time as they are now; else None."""
     try:
         with open(paths.queue_view, "rb") as f:
             document = json.loads(f.read())
@@ -52,7 +53,7 @@ def read_current(paths: StatePaths, current: Any) -> dict[str, Any] | None:
     if stamp is None:
         return None
     queue_id, revision = stamp
-    return document if current(document, queue_id=queue_id, revision=revision) else None
+    return document if current(document, queue_id=queue_id, revision=revision, now=time.time()) else None
 
 
 def write(paths: StatePaths, document: dict[str, Any]) -> None:
