@@ -221,6 +221,7 @@ def results_from_dict(data: dict[str, Any]) -> list[ControlResult]:
 
 
 # what `POST /jobs/{ref}/update` takes: ControlService.update's keyword arguments (absent or null: unchanged)
+UPDATE_KINDS: dict[str, Any] = {"time": int, "priority": str, "gpus": int}
 UPDATE_FIELDS = {"time": "a whole number of seconds", "priority": "high, normal or low", "gpus": "a whole number"}
 
 
@@ -230,20 +231,7 @@ def update_to_dict(time: int | None = None, priority: str | None = None, gpus: i
 
 def update_from_dict(data: Any) -> dict[str, Any]:
     """An update request's fields, type-checked; SpecError names the first wrong one."""
-    if not isinstance(data, dict):
-        raise SpecError("the request body must be a JSON object")
-    unknown = sorted(set(data) - set(UPDATE_FIELDS))
-    if unknown:
-        raise SpecError(f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(UPDATE_FIELDS)}")
-    out: dict[str, Any] = {}
-    for name, value in data.items():
-        if value is None:
-            continue
-        ok = isinstance(value, str) if name == "priority" else _number(value, int)
-        if not ok:
-            raise SpecError(f"{name} must be {UPDATE_FIELDS[name]}, got {value!r}")
-        out[name] = value if name == "priority" else int(value)
-    return out
+    return changes_from_dict(data, UPDATE_KINDS, described=UPDATE_FIELDS)
 
 
 # -- quotas and policy ------------------------------------------------------------------------------
@@ -275,8 +263,9 @@ def changes_to_dict(changes: dict[str, Any]) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in changes.items() if v is not None}
 
 
-def changes_from_dict(data: Any, allowed: dict[str, Any]) -> dict[str, Any]:
-    """A request's changes, type-checked; SpecError names the first wrong one."""
+def changes_from_dict(data: Any, allowed: dict[str, Any], *, described: dict[str, str] | None = None) -> dict[str, Any]:
+    """A request's changes, type-checked against `allowed` (name -> int, float, bool, str, INTS or
+    NUMBERS); SpecError names the first wrong one, in the words of `described` where it has them."""
     if not isinstance(data, dict):
         raise SpecError("the request body must be a JSON object")
     unknown = sorted(set(data) - set(allowed))
@@ -287,19 +276,25 @@ def changes_from_dict(data: Any, allowed: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         kind = allowed[name]
+        if not _of_kind(value, kind):
+            words = (described or {}).get(name) or _KIND_WORDS.get(kind) or f"a {kind}"
+            raise SpecError(f"{name} must be {words}" + ("" if kind in (INTS, NUMBERS) else f", got {value!r}"))
         if kind in (INTS, NUMBERS):
-            if not isinstance(value, list) or not all(_number(v, int if kind == INTS else float) for v in value):
-                raise SpecError(f"{name} must be a {kind}")
             out[name] = tuple(int(v) if kind == INTS else float(v) for v in value)
-        elif kind is bool:
-            if not isinstance(value, bool):
-                raise SpecError(f"{name} must be true or false, got {value!r}")
-            out[name] = value
-        elif not _number(value, kind):
-            raise SpecError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
         else:
-            out[name] = kind(value)
+            out[name] = value if kind in (bool, str) else kind(value)
     return out
+
+
+_KIND_WORDS: dict[Any, str] = {int: "an integer", float: "a number", bool: "true or false", str: "text"}
+
+
+def _of_kind(value: Any, kind: Any) -> bool:
+    if kind in (str, bool):
+        return isinstance(value, kind)
+    if kind in (INTS, NUMBERS):
+        return isinstance(value, list) and all(_number(v, int if kind == INTS else float) for v in value)
+    return _number(value, kind)
 
 
 def _number(value: Any, kind: type) -> bool:
