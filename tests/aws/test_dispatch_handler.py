@@ -181,3 +181,25 @@ def test_a_pass_emits_its_starts_queue_waits_and_gpus(module, store, capsys):
     assert len(metric(docs, "PassDuration")) == 1
     assert metric(docs, "RepairedLaunches") == [0] and metric(docs, "LostEventsRecovered") == [0]
     assert store.get(ids[2]).state == JobState.QUEUED
+
+
+def test_a_cpu_only_job_starts_with_every_gpu_slot_taken_and_asks_batch_for_no_gpu(module, store):
+    """It holds no GPU slot, so it starts while every GPU slot is taken, and its
+    SubmitJob asks Batch for no GPU, in the cheapest on-demand pool."""
+    new = SubmitService(store, SystemClock()).submit
+    submits = capture(module.container().compute.client, "SubmitJob")
+    gpu_jobs = submit(store, 2)                                      # both on-demand slots
+    [cpu_job] = new(spec(resources={"gpus": 0, "cpus": 2}))
+
+    answer = module.handler(WAKEUP, CONTEXT)
+
+    assert sorted(answer["started"]) == sorted([*gpu_jobs, cpu_job.id])
+    [request] = [r for r in submits if r["jobName"].startswith(f"gqa-{cpu_job.id}-")]
+    assert request["jobQueue"] == "gqa-a10g-ondemand"
+    assert {r["type"]: r["value"] for r in request["containerOverrides"]["resourceRequirements"]} == \
+        {"VCPU": "2", "MEMORY": str(2 * 14 * 1024 // 4)}
+    started = store.get(cpu_job.id)
+    assert (started.state, started.assigned) == (JobState.STARTING, ())
+
+    [another] = new(spec(resources={"gpus": 0}))        # the GPU slots are all held: it starts all the same
+    assert module.handler(WAKEUP, CONTEXT)["started"] == [another.id]
