@@ -23,13 +23,16 @@ def address(home: str) -> str | bytes:
 
 
 def _owner_of(where) -> str:
+    """Whose daemon listens at `where`: the socket's owner, or its home's (the
+    queue's home), whose directory another user may stat though not enter."""
     import pwd
 
-    try:
-        uid = os.stat(where).st_uid
-        return pwd.getpwuid(uid).pw_name
-    except (OSError, KeyError, TypeError, ValueError):
-        return "another user"
+    for path in (where, os.path.dirname(where)):
+        try:
+            return pwd.getpwuid(os.stat(path).st_uid).pw_name
+        except (OSError, KeyError, TypeError, ValueError):
+            continue
+    return "another user"
 
 
 def exchange(where, request: bytes) -> dict | None:

@@ -91,8 +91,11 @@ def test_bob_is_refused_in_one_line_by_a_single_user_queue(bob, shared_dir):
         chaos.close()
 
 
-def test_bob_is_told_whose_queue_it_is(bob, shared_dir):
-    chaos = Chaos(shared_dir / "q")
+@pytest.mark.parametrize("name", ["q", "q" * 90], ids=["socket file", "abstract socket (a long home)"])
+def test_bob_is_told_whose_queue_it_is(bob, shared_dir, name):
+    """A short home's socket is a file in it, which bob may not stat; a long
+    home's is an abstract socket, whose daemon answers him itself."""
+    chaos = Chaos(shared_dir / name)
     os.chmod(chaos.base, 0o755)
     os.chmod(chaos.work, 0o777)
     try:
