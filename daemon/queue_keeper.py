@@ -2,17 +2,18 @@
 `gqa queue` on 10,000 jobs would otherwise read them all and run the
 explaining pass and the start-time replay in every command.
 
-A quarter of a second after a turn of the loop in which the store changed
-(its revision moved), or once a pending job's --begin time has come (time
+Once the store has changed (its revision moved) and then been quiet for a
+quarter of a second, or once a pending job's --begin time has come (time
 alone changes the view then), the keeper computes QueryService.queue's
 answer and keeps it: in memory for GET /queue on a shared box, and, for a
 personal queue, as a file in the home the owner's CLI reads
-(gqa/adapters/local/kept_queue.py). It never
-holds up a start: it runs after the tick's launches, only when nothing else
-is due, at most once a second, and waits SHARE times what the last one took
-before the next, so it costs at most a fifth of the loop's time however long
-the queue. A failure is logged once per kind; readers then compute the queue
-themselves (the stamp no longer matches)."""
+(gqa/adapters/local/kept_queue.py). It never holds up a start: it runs after
+the tick's launches, only when nothing else is due, at most once a second
+and SHARE times what the last one took apart; while the queue keeps
+changing (a drain) it waits LONGEST, or BUSY_SHARE times the last one's
+cost, so a busy daemon gives it a twentieth of its time at most. Meanwhile
+readers compute the queue themselves (the stamp no longer matches), as
+they do after a failure, which is logged once per kind."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ if TYPE_CHECKING:
     from .wiring import DaemonWiring
 
 log = logging.getLogger("gqa.daemon")
+SETTLE = 0.25    # seconds of quiet after the last change seen: a drain's starts and ends go first
+LONGEST = 10.0   # ... or this long after the first change, for a queue that is never quiet
 EVERY = 1.0      # seconds at least between two views
-SHARE = 4.0      # ... and at least this many times what the last one took
-SETTLE = 0.25    # seconds from seeing a change to the view: the jobs just launched get the CPU first
+SHARE = 4.0      # ... and at least this many times what the last one took, when the queue is quiet
+BUSY_SHARE = 20.0   # ... and this many, when it is not: a busy daemon gives the view 5% of its time at most
 
 
 @dataclass
@@ -39,8 +42,11 @@ class QueueKeeper:
     kept: QueueView | None = None
     revision: int = -1
     until: float | None = None        # when time alone changes the kept view (time.time())
-    due: float = 0.0                  # time.monotonic()
-    changed_at: float | None = None   # when a change not in the view was first seen
+    due: float = 0.0                  # time.monotonic(): not before this (EVERY, SHARE)
+    first_at: float | None = None     # when a change not in the view was first seen
+    last_at: float = 0.0              # ... and the latest one
+    seen: int = -1                    # the revision last seen
+    took: float = 0.0                 # seconds the last view took
     failing: str = ""
 
     def refresh(self) -> bool:
@@ -48,16 +54,47 @@ class QueueKeeper:
         and one is due; True when it did."""
         now = time.monotonic()
         try:
-            store = self.wiring.store
-            revision = store.revision()   # read first: a write during the pass makes the view stale, never wrong
-            if revision == self.revision and (self.until is None or time.time() < self.until):
-                self.changed_at = None
-                return False
-            if self.changed_at is None:
-                self.changed_at = now
-            self.due = max(self.due, self.changed_at + SETTLE)
-            if now < self.due:
-                return False
+            revision = self.wiring.store.revision()
+        except Exception as exc:
+            return self._failed(exc)
+        if revision == self.revision and (self.until is None or time.time() < self.until):
+            self.first_at = None
+            return False
+        if self.first_at is None:
+            self.first_at = self.last_at = now
+        elif revision != self.seen:
+            self.last_at = now
+        self.seen = revision
+        if now < self.ready():
+            return False
+        return self._keep(revision, now)
+
+    def keep_now(self) -> bool:
+        """Compute and publish the view now, whatever the waits (benchmarks, tests)."""
+        try:
+            revision = self.wiring.store.revision()
+        except Exception as exc:
+            return self._failed(exc)
+        return self._keep(revision, time.monotonic())
+
+    def ready(self) -> float:
+        """When a change seen may be kept: after SETTLE of quiet, or LONGEST (BUSY_SHARE
+        times the last view's cost, if more) after the first change, and never before `due`."""
+        if self.first_at is None:
+            return float("inf")
+        busy = self.first_at + max(LONGEST, BUSY_SHARE * self.took)
+        return max(self.due, min(self.last_at + SETTLE, busy))
+
+    def wait(self) -> float | None:
+        """Seconds until a change seen may be kept, or the kept view's time runs out;
+        None when neither is ahead."""
+        if self.first_at is not None:
+            return max(0.0, self.ready() - time.monotonic())
+        return None if self.until is None else max(0.0, self.until - time.time())
+
+    def _keep(self, revision: int, now: float) -> bool:
+        # the revision was read first: a write during the pass makes the view stale, never wrong
+        try:
             view = self.wiring.queries().queue()
             from gqa.http.queue_listing import changes_at, listing_of, stamped
 
@@ -66,34 +103,25 @@ class QueueKeeper:
             if self.write_file:
                 from gqa.adapters.local import kept_queue
 
-                kept_queue.write(self.wiring.paths, stamped(listing_of(view), queue_id=store.queue_id(),
+                kept_queue.write(self.wiring.paths, stamped(listing_of(view), queue_id=self.wiring.store.queue_id(),
                                                             revision=revision, at=at, until=until))
         except Exception as exc:
-            self.due = time.monotonic() + EVERY
-            message = f"{type(exc).__name__}: {exc}"
-            if message != self.failing:
-                log.warning("could not keep the queue's view (gqa queue computes it meanwhile): %s", exc)
-                self.failing = message
-            return False
+            return self._failed(exc)
         if self.failing:
             log.info("the queue's view is kept again")
             self.failing = ""
-        self.kept, self.revision, self.until, self.changed_at = view, revision, until, None
-        took = time.monotonic() - now
-        self.due = time.monotonic() + max(EVERY - took, SHARE * took)
+        self.kept, self.revision, self.until, self.first_at = view, revision, until, None
+        self.took = time.monotonic() - now
+        self.due = time.monotonic() + max(EVERY - self.took, SHARE * self.took)
         return True
 
-    def keep_now(self) -> bool:
-        """refresh() without waiting out the debounce or the settling time (benchmarks, tests)."""
-        self.due, self.changed_at = 0.0, time.monotonic() - SETTLE
-        return self.refresh()
-
-    def wait(self) -> float | None:
-        """Seconds until a change seen is due to be kept, or the kept view's time runs
-        out; None when neither is ahead."""
-        if self.changed_at is not None:
-            return max(0.0, self.due - time.monotonic())
-        return None if self.until is None else max(0.0, self.until - time.time())
+    def _failed(self, exc: Exception) -> bool:
+        self.due = time.monotonic() + EVERY
+        message = f"{type(exc).__name__}: {exc}"
+        if message != self.failing:
+            log.warning("could not keep the queue's view (gqa queue computes it meanwhile): %s", exc)
+            self.failing = message
+        return False
 
     def current(self, group: str | None = None) -> QueueView | None:
         """The kept view while the store is as it was computed from (else None:

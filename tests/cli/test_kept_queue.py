@@ -104,7 +104,8 @@ def test_the_view_is_rewritten_after_a_change_and_not_when_nothing_changed(cli):
     cli("submit", "--", "true")
     assert refreshed(k)
     written = os.stat(cli.home / "queue-view.json").st_mtime_ns
-    assert not refreshed(k)                # the same revision: no pass, no write
+    k.due = 0.0
+    assert not k.refresh() and k.wait() is None    # the same revision: no pass, no write, nothing to wait for
     assert os.stat(cli.home / "queue-view.json").st_mtime_ns == written
     cli("submit", "--array", "0-2", "--", "true")
     assert refreshed(k)
@@ -120,6 +121,20 @@ def test_a_change_is_kept_a_moment_after_it_is_seen_and_the_loop_is_told_when(cl
     assert 0 < k.wait() <= SETTLE
     time.sleep(k.wait())
     assert k.refresh() and k.wait() is None
+
+
+def test_a_queue_that_keeps_changing_is_kept_after_the_longest_wait(cli, monkeypatch):
+    monkeypatch.setattr("daemon.queue_keeper.SETTLE", 0.3)
+    monkeypatch.setattr("daemon.queue_keeper.LONGEST", 0.8)
+    k = keeper(cli)
+    kept_after = None
+    first = time.monotonic()
+    while time.monotonic() - first < 1.5 and kept_after is None:   # a change every 0.1 s: never quiet for 0.3 s
+        cli("submit", "--", "true")
+        if k.refresh():
+            kept_after = time.monotonic() - first
+        time.sleep(0.1)
+    assert kept_after is not None and 0.8 <= kept_after < 1.3
 
 
 def test_the_keeper_waits_between_views_and_answers_the_route_only_while_current(cli):
