@@ -193,10 +193,10 @@ def _pending_dict(row: dict, weights: dict | None, at: float) -> dict:
             "gpu_type": row["gpu_type"], "state": row["state"], "status": row["status"],
             "submitted_at": row["submitted_at"], "time_limit": row["time_limit"], "eta": row["eta"],
             "reason": _reason(row, at)}
-    if row["factors"] is not None:
-        from gqa.http.queue_listing import factors_of
+    from gqa.http.queue_listing import factors_of
 
-        f = factors_of(row["factors"])
+    f = factors_of(row["factors"])
+    if f is not None:
         data["factors"] = f
         if weights is not None:
             data["weighted"] = {"fair_share": weights["fair_share"] * f["fair_share"],
