@@ -25,7 +25,14 @@ _STAMP = "SELECT key, value FROM meta WHERE key IN ('revision', 'queue_id')"
 
 def stamp_of(db: Path) -> tuple[str, int] | None:
     """(queue id, revision) read from the database without opening it for
-    writing; None where it cannot be read (missing, locked, not a queue)."""
+    writing; None where it cannot be read (missing, locked, not a queue).
+    A missing or empty file is never opened: a reader of a database in WAL
+    mode creates its -wal file, and a spoiled home must be left as it is."""
+    try:
+        if os.stat(db).st_size == 0:
+            return None
+    except OSError:
+        return None
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
     except sqlite3.Error:
