@@ -10,7 +10,6 @@ import shutil
 import textwrap
 from dataclasses import dataclass, field
 
-from gqa.runtime.hostlist import compress
 
 REASON_MIN = 20          # the reason column's least width before columns are dropped for it
 NAME_MAX, ID_MAX = 12, 18
@@ -42,7 +41,7 @@ class Row:
             return self.first["id"]
         group = self.first["group"]
         indices = sorted(e["index"] for e in self.entries)
-        slurm = compress([f"{group}_{i}" for i in indices])
+        slurm = f"{group}_[{','.join(f'{a}' if a == b else f'{a}-{b}' for a, b in _spans(indices))}]"
         if len(slurm) <= ID_MAX:
             return slurm
         from gqa.models.expand import index_runs
@@ -51,6 +50,17 @@ class Row:
                 for a, b, c in index_runs(indices)]
         stepped = f"{group}_[{','.join(runs)}]"
         return stepped if len(stepped) < len(slurm) else slurm
+
+
+def _spans(indices: list[int]) -> list[tuple[int, int]]:
+    """Sorted numbers as runs of neighbours: [3, 5, 7, 8, 9] -> (3, 3), (5, 5), (7, 9)."""
+    spans: list[list[int]] = []
+    for n in indices:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return [(a, b) for a, b in spans]
 
 
 def collapse(entries: list) -> list[Row]:
