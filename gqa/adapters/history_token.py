@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from ..models.errors import SpecError
+from ..models.job import JobRecord, JobState
 
 RUNNING, ENDED = "running", "ended"
 
@@ -18,6 +19,14 @@ RUNNING, ENDED = "running", "ended"
 def encode(phase: str, at: float, key: Any) -> str:
     raw = json.dumps(["history", phase, at, key], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def after(job: JobRecord, key: Any) -> str:
+    """The token of the page that goes on after `job`, the last of a page:
+    a running job by its start, a finished one by its end; `key` breaks ties."""
+    if job.state == JobState.RUNNING:
+        return encode(RUNNING, job.started_at or 0.0, key)
+    return encode(ENDED, job.ended_at or 0.0, key)
 
 
 def decode(token: str | None, key_type: type) -> tuple[str, float, Any] | None:

@@ -42,9 +42,7 @@ class DynamoDBHistory(DynamoDBJobs):
         elif len(jobs) > limit:
             jobs = jobs[:limit]
             last = jobs[-1]
-            token = (history_token.encode(history_token.RUNNING, last.started_at or 0.0, last.id)
-                     if last.state == JobState.RUNNING else
-                     history_token.encode(history_token.ENDED, last.ended_at or 0.0, last.id))
+            token = history_token.after(last, last.id)
         return self._whole_histories(jobs), token
 
     def _running(self, query: HistoryQuery, mark) -> List[JobRecord]:

@@ -34,9 +34,7 @@ class SqliteHistory(SqliteJobs):
         if len(jobs) > limit:
             jobs = jobs[:limit]
             last = jobs[-1]
-            token = (history_token.encode(history_token.RUNNING, last.started_at or 0.0, last.seq)
-                     if last.state == JobState.RUNNING else
-                     history_token.encode(history_token.ENDED, last.ended_at or 0.0, last.seq))
+            token = history_token.after(last, last.seq)
         return self._with_transitions(jobs), token
 
     def _running(self, query: HistoryQuery, mark, limit: int) -> List[JobRecord]:
