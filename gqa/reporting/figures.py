@@ -152,55 +152,47 @@ def _teams(report: Report, fig: Any) -> bool:
     return True
 
 
+def _labelled_bars(ax: Any, labels: list[str], values: list[float], notes: list[str], colour: Any, *,
+                   margin: float, xlabel: str) -> None:
+    """Horizontal bars, first on top, each with its note after it."""
+    ys = list(range(len(labels)))
+    ax.barh(ys, values, color=colour)
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()
+    for y, value, note in zip(ys, values, notes):
+        ax.text(value, y, f" {note}", va="center", fontsize=8)
+    ax.margins(x=margin)     # room for the notes after the bars
+    ax.set_xlabel(xlabel)
+
+
 def _outcomes(report: Report, fig: Any) -> bool:
-    ax = fig.subplots()
     shown = [(label, n) for label, n in report.outcomes]
     if not any(n for _, n in shown):
         return False
     colours = {"succeeded": "#2ca02c", "failed": "#d62728", "timed out": "#9467bd", "cancelled": "#7f7f7f",
                "rejected": "#8c564b"}
-    ys = range(len(shown))
-    ax.barh(list(ys), [n for _, n in shown], color=[colours.get(label, "#1f77b4") for label, _ in shown])
-    ax.set_yticks(list(ys), [label for label, _ in shown])
-    ax.invert_yaxis()
-    for y, (_, n) in zip(ys, shown):
-        ax.text(n, y, f" {n}", va="center", fontsize=8)
-    ax.margins(x=0.12)     # room for the numbers after the bars
-    ax.set_xlabel("jobs")
+    _labelled_bars(fig.subplots(), [label for label, _ in shown], [n for _, n in shown], [f"{n}" for _, n in shown],
+                   [colours.get(label, "#1f77b4") for label, _ in shown], margin=0.12, xlabel="jobs")
     return True
 
 
 def _wait_reasons(report: Report, fig: Any) -> bool:
-    ax = fig.subplots()
     reasons = report.wait_reasons
     if not reasons:
         return False
-    ys = range(len(reasons))
     unit, scale = _duration_unit(max(r.seconds for r in reasons))
-    ax.barh(list(ys), [r.seconds / scale for r in reasons], color="#ff7f0e")
-    ax.set_yticks(list(ys), [r.why for r in reasons])
-    ax.invert_yaxis()
-    for y, r in zip(ys, reasons):
-        ax.text(r.seconds / scale, y, f" {r.jobs} jobs, longest {format_duration(r.longest)}", va="center",
-                fontsize=8)
-    ax.margins(x=0.35)
-    ax.set_xlabel(f"{unit} waited, all jobs together")
+    _labelled_bars(fig.subplots(), [r.why for r in reasons], [r.seconds / scale for r in reasons],
+                   [f"{r.jobs} jobs, longest {format_duration(r.longest)}" for r in reasons], "#ff7f0e",
+                   margin=0.35, xlabel=f"{unit} waited, all jobs together")
     return True
 
 
 def _idle(report: Report, fig: Any) -> bool:
-    ax = fig.subplots()
     idle = report.idle
     if not idle:
         return False
-    ys = range(len(idle))
-    ax.barh(list(ys), [j.wasted for j in idle], color="#d62728")
-    ax.set_yticks(list(ys), [f"{j.id} {j.name}"[:28] for j in idle])
-    ax.invert_yaxis()
-    for y, j in zip(ys, idle):
-        ax.text(j.wasted, y, f" {j.util:.0f}% busy", va="center", fontsize=8)
-    ax.margins(x=0.15)
-    ax.set_xlabel("GPU-hours held idle")
+    _labelled_bars(fig.subplots(), [f"{j.id} {j.name}"[:28] for j in idle], [j.wasted for j in idle],
+                   [f"{j.util:.0f}% busy" for j in idle], "#d62728", margin=0.15, xlabel="GPU-hours held idle")
     return True
 
 
