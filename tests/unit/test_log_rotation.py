@@ -166,10 +166,13 @@ def test_rotating_while_a_process_writes_keeps_order_and_loses_at_most_the_windo
         rotations += rotate_if_needed(log, limits)
         time.sleep(0.002)
     assert writer.wait() == 0
+    # The writer's pace against the rotator's polls depends on the machine's load
+    # (a busy 2-core runner managed 4 of the ~10 possible); two mid-write rotations
+    # are enough to race the writer.
+    assert rotations >= 2, f"only {rotations} rotations while the writer ran"
     rotations += rotate_if_needed(log, limits)
     lines = read_all(log).splitlines()
     numbers = [int(line.split()[1]) for line in lines]
-    assert rotations >= 5
     assert numbers == sorted(set(numbers)), "lines repeated or out of order"
     assert all(line == b"line %d" % n for line, n in zip(lines, numbers)), "a line was torn"
     assert numbers[-1] == total - 1
