@@ -15,7 +15,10 @@ so only the second says how busy the cluster was. That drain is also why the
 GPU count is set from the offered load rather than searched for on a
 prefix's measured utilisation.
 Then the three policies replay the same workload on that cluster. The
-headline is each policy's ratio to FIFO's, from one run.
+headline is each policy's ratio to FIFO's, from one run. `--estimates MODE`
+picks the wall times users ask for (as `gqa simulate --estimates`); the
+cluster is then sized from the run times those wall times allow, as jobs
+killed at their limit offer less.
 
 Traces are read from --traces DIR (default: $GQA_TRACES, else traces/
 under the repository root): the folder holding the ITP and Alibaba trace
@@ -35,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from gqa.scheduling.presets import NAMES, preset  # noqa: E402
 from gqa.sim import cluster, derive, load_trace, ratios, simulate, summarize  # noqa: E402
+from gqa.sim.estimates import MODES, Estimates  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
 TARGETS = (0.70, 0.85, 0.95)
@@ -55,9 +59,9 @@ def offered_gpus(jobs, target: float) -> int:
 
 def replay(args) -> tuple[str, dict, float]:
     """One policy on one workload (a separate process: the machine's cores run them side by side)."""
-    path, gpus, policy, limit, seed = args
+    path, gpus, policy, limit, seed, estimates = args
     trace = load_trace(path)
-    work = derive(trace.jobs, cluster_gpus=gpus, seed=seed, limit=limit)
+    work = derive(trace.jobs, cluster_gpus=gpus, seed=seed, limit=limit, estimates=Estimates(estimates))
     began = time.perf_counter()
     result = simulate(work, cluster(gpus), preset(policy), name=policy)
     return policy, summarize(result), time.perf_counter() - began
@@ -71,6 +75,8 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(TRACES), help="itp, alibaba or both")
     parser.add_argument("--targets", default=",".join(f"{t:g}" for t in TARGETS), help="utilisation targets")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--estimates", default="model", choices=MODES,
+                        help="the wall times users ask for (see gqa simulate --estimates)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
@@ -84,16 +90,18 @@ def main() -> int:
                 continue
             trace = load_trace(path)
             limit = QUICK_JOBS[name] if args.quick else None
-            sized = derive(trace.jobs, cluster_gpus=10**9, seed=args.seed, limit=limit).jobs
+            sized = derive(trace.jobs, cluster_gpus=10**9, seed=args.seed, limit=limit,
+                           estimates=Estimates(args.estimates)).jobs
             for target in targets:
                 gpus = offered_gpus(sized, target)
                 print(f"{name} {target:.0%}: {gpus} GPUs", file=sys.stderr)
-                jobs = [(str(path), gpus, p, limit, args.seed) for p in NAMES]
+                jobs = [(str(path), gpus, p, limit, args.seed, args.estimates) for p in NAMES]
                 summaries, seconds = {}, {}
                 for policy, summary, took in pool.map(replay, jobs):
                     summaries[policy], seconds[policy] = summary, took
                     print(f"  {policy}: {summary['jobs']} jobs in {took:.0f}s", file=sys.stderr)
                 rows.append({"trace": name, "target": target, "gpus": gpus, "jobs": summaries["fifo"]["jobs"],
+                             "estimates": args.estimates,
                              "policies": summaries, "ratios_vs_fifo": ratios(summaries), "seconds": seconds})
                 if args.output == "table":
                     _print_rows(rows[-1:])

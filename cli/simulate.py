@@ -27,6 +27,12 @@ def simulate(
     load: Annotated[float, Opt("--load", help="Arrival-rate multiplier: 2 halves the gaps.")] = 1.0,
     seed: Annotated[int, Opt("--seed", help="Seed for what the trace lacks (wall times, reclaims).")] = 0,
     limit: Annotated[Optional[int], Opt("--limit", help="Only the first N jobs.")] = None,
+    estimates: Annotated[str, Opt("--estimates", help="Wall times the trace lacks: model (actual x a lognormal "
+                                                      "over-estimate), default (a share asks 1d whatever it needs), "
+                                                      "max (all ask 7d), fitted (to a public log's requests).")]
+        = "model",
+    default_share: Annotated[float, Opt("--default-share", help="With --estimates default: the share of jobs "
+                                                                "asking the partition default.")] = 0.4,
     checkpoint: Annotated[str, Opt("--checkpoint-interval",
                                    help="How often requeued jobs had checkpointed.")] = "30m",
     plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG.")] = None,
@@ -51,6 +57,7 @@ def simulate(
     from gqa.sim.engine import production_eta
     from gqa.sim.pools import PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
+    from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
 
     fmt = check_output(output)
@@ -64,6 +71,10 @@ def simulate(
         fail("--eta-every must be 0 (never) or more")
     if limit is not None and limit < 1:
         fail("--limit must be at least 1")
+    try:
+        asked = Estimates(estimates.strip().lower(), default_share)
+    except EstimatesError as exc:
+        fail(f"--estimates: {exc}")
     try:
         interval = float(parse_duration(checkpoint, bare_unit="s"))
     except SpecError as exc:
@@ -91,7 +102,7 @@ def simulate(
         fail(str(exc))
     spot = any(p.spot for p in pool_list)
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
-                  notes=loaded.notes)
+                  notes=loaded.notes, estimates=asked)
     if not work.jobs:
         fail(f"{trace}: no jobs to replay")
     if pool_list:
@@ -131,7 +142,7 @@ def simulate(
             for name, page in pages.items():
                 note(f"{name}: report in {page}")
     if fmt == "json":
-        data = as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries)
+        data = as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode)
         print_json({**data, "reports": pages} if report else data)
     else:
         print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries)

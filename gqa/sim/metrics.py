@@ -85,6 +85,8 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
         "preemptions": sum(o.preemptions for o in result.outcomes),
         "reclaims": sum(o.reclaims for o in result.outcomes),
         "timed_out": sum(1 for o in done if o.timed_out),
+        # killed at the wall time they asked for: what under-asking costs
+        "timed_out_share": sum(1 for o in done if o.timed_out) / len(done) if done else None,
         "scheduling_passes": result.passes,
     }
     if costs is not None:

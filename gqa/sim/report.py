@@ -10,8 +10,10 @@ RATIO_LINE = (("mean_wait", "mean wait"), ("p99_wait", "p99 wait"), ("mean_jct",
               ("max_team_slowdown", "max team slowdown"), ("jain_fairness", "Jain"), ("cost", "cost"))
 
 
-def as_json(trace: str, gpus: int, jobs: int, assumptions: list[str], summaries: dict[str, dict]) -> dict:
-    return {"trace": trace, "gpus": gpus, "jobs": jobs, "assumptions": list(assumptions),
+def as_json(trace: str, gpus: int, jobs: int, assumptions: list[str], summaries: dict[str, dict],
+            estimates: str = "model") -> dict:
+    """`estimates`: how the wall times the trace lacks were filled in (gqa/sim/estimates.py)."""
+    return {"trace": trace, "gpus": gpus, "jobs": jobs, "estimates": estimates, "assumptions": list(assumptions),
             "policies": summaries, "ratios_vs_fifo": ratios(summaries)}
 
 
@@ -26,16 +28,18 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
         console.print(f"  [dim]- {line}[/]", soft_wrap=True)
     with_requeues = any(s["preemptions"] or s["reclaims"] for s in summaries.values())
     with_unfinished = any(s["unfinished"] for s in summaries.values())
+    with_killed = any(s["timed_out"] for s in summaries.values())
     table = Table(box=None, pad_edge=False, header_style="bold")
     cols = ["policy", "mean\nwait", "p99\nwait", "mean\nJCT", "slow-\ndown", "util", "make-\nspan",
             "worst\nteam", "Jain"]
-    cols += ["re-\nqueued"] * with_requeues + ["unfin-\nished"] * with_unfinished
+    cols += ["re-\nqueued"] * with_requeues + ["unfin-\nished"] * with_unfinished + ["killed\nat limit"] * with_killed
     for col in cols:
         table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for name, s in summaries.items():
         row = [name, _t(s["mean_wait"]), _t(s["p99_wait"]), _t(s["mean_jct"]), _x(s["mean_slowdown"]),
                _pct(s["utilisation"]), _t(s["makespan"]), _x(s["max_team_slowdown"]), _f(s["jain_fairness"], 2)]
         row += [str(s["preemptions"] + s["reclaims"])] * with_requeues + [str(s["unfinished"])] * with_unfinished
+        row += [_pct(s["timed_out_share"])] * with_killed
         table.add_row(*row)
     console.print(table)
     for name, s in summaries.items():

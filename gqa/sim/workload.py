@@ -6,22 +6,13 @@ depends only on the seed and the job's id (never on the job's position), so a
 prefix of a trace (`--limit`) gets the same values as the whole trace, and
 every choice ends up as one plain sentence in `Workload.assumptions`."""
 
-import hashlib
-import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 from ..models.priority import Priority
 from ..scheduling import TeamPolicy
+from .estimates import MODEL, Estimates, describe, uniform as _uniform, wall_time
 from .trace import TraceJob
 
-HOUR, DAY = 3600.0, 86400.0
-# what people type as a wall time: jobs get one of these, rounded up
-WALL_STEPS = (1800.0, HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 12 * HOUR, DAY, 2 * DAY, 3 * DAY, 7 * DAY)
-STEP_NAMES = "30m/1h/2h/4h/8h/12h/1d/2d/3d/7d"
-# users over-estimate: studies of HPC logs put the median request at a few times
-# the actual run time, with a long tail
-OVERESTIMATE_MEDIAN, OVERESTIMATE_SIGMA = 2.5, 0.9
 DEFAULT_TEAMS = (("team-a", 0.4), ("team-b", 0.3), ("team-c", 0.2), ("team-d", 0.1))
 USERS_PER_TEAM = 8
 
@@ -49,11 +40,12 @@ class Workload:
 
 def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load: float = 1.0,
            shares: dict[str, float] | None = None, limit: int | None = None, spot: bool = False,
-           notes: list[str] | None = None) -> Workload:
+           notes: list[str] | None = None, estimates: Estimates = MODEL) -> Workload:
     """`cluster_gpus`: the largest gang that can ever start (jobs over it are
     dropped and counted); `load` multiplies the arrival rate; `limit` keeps the
     first N arrivals; `shares` overrides the equal team shares; `spot`: every
-    job may run on spot capacity."""
+    job may run on spot capacity; `estimates`: the wall times of jobs the trace
+    gives none (gqa/sim/estimates.py)."""
     if load <= 0:
         raise ValueError("load must be positive")
     said = list(notes or [])
@@ -63,7 +55,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
         said.append(f"dropped {len(picked) - len(fits)} jobs asking for more than {cluster_gpus} GPUs "
                     "(the largest gang this cluster can start)")
     t0 = min((j.submit_time for j in fits), default=0.0)
-    jobs, seen, factors = [], set(), []
+    jobs, seen, asked = [], set(), []
     for seq, tj in enumerate(fits):
         job_id = tj.id
         while job_id in seen:  # plan() needs unique ids; traces rarely repeat one
@@ -71,40 +63,23 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
         seen.add(job_id)
         team = tj.team or _weighted(tj.id, DEFAULT_TEAMS)
         user = tj.user or f"{team}-u{_bucket(tj.id, 'user', USERS_PER_TEAM)}"
-        wall = tj.wall_time if tj.wall_time else wall_time_for(tj.duration, tj.id, seed)
+        wall = tj.wall_time if tj.wall_time else wall_time(tj.duration, tj.id, seed, estimates)
         if not tj.wall_time:
-            factors.append(wall / tj.duration)
+            asked.append((tj.duration, wall))
         jobs.append(SimJob(id=job_id, seq=seq, submit=(tj.submit_time - t0) / load, duration=tj.duration,
                            gpus=tj.gpus, team=team, user=user, tier=Priority(tj.priority or Priority.NORMAL).rank,
                            wall_time=wall, spot=spot))
-    said += _assumptions(fits, factors, seed, load, shares)
+    if asked:
+        said.append(describe(estimates, asked, seed))
+    said += _assumptions(fits, load, shares)
     names = sorted({j.team for j in jobs} | set(shares or {}))
     teams = {t: TeamPolicy(share=(shares or {}).get(t, 1.0)) for t in names}
     return Workload(jobs=jobs, teams=teams, assumptions=said)
 
 
-def wall_time_for(duration: float, job_id: str, seed: int) -> float:
-    """The actual duration times a seeded lognormal over-estimate (at least 1x),
-    rounded up to a value people type; whole days beyond a week."""
-    z = NormalDist().inv_cdf(_uniform(f"{seed}:{job_id}:wall"))
-    asked = duration * max(1.0, OVERESTIMATE_MEDIAN * math.exp(OVERESTIMATE_SIGMA * z))
-    for step in WALL_STEPS:
-        if asked <= step:
-            return step
-    return math.ceil(asked / DAY) * DAY
-
-
-def _assumptions(jobs: list[TraceJob], factors: list[float], seed: int, load: float,
-                 shares: dict[str, float] | None) -> list[str]:
-    out = []
-    if factors:
-        median = sorted(factors)[len(factors) // 2]
-        out.append(f"wall time ({len(factors)} jobs without one): actual duration x a lognormal over-estimate "
-                   f"(median {OVERESTIMATE_MEDIAN}x, sigma {OVERESTIMATE_SIGMA}, at least 1x), rounded up to "
-                   f"{STEP_NAMES} (whole days beyond); seed {seed}; median asked/actual after rounding "
-                   f"{median:.1f}x")
-    out.append("schedulers never see the true duration: they see the wall time, and (as in production) "
-               "expect a run time of wall time x the median share of it the team's past jobs used")
+def _assumptions(jobs: list[TraceJob], load: float, shares: dict[str, float] | None) -> list[str]:
+    out = ["schedulers never see the true duration: they see the wall time, and (as in production) "
+           "expect a run time of wall time x the median share of it the team's past jobs used"]
     if any(j.team is None for j in jobs):
         split = ", ".join(f"{t} {w:.0%}" for t, w in DEFAULT_TEAMS)
         out.append(f"teams (none in the trace): by a hash of the job id: {split}")
@@ -117,13 +92,6 @@ def _assumptions(jobs: list[TraceJob], factors: list[float], seed: int, load: fl
     if load != 1.0:
         out.append(f"load x{load:g}: arrival times divided by {load:g} (run times unchanged)")
     return out
-
-
-def _uniform(key: str) -> float:
-    """A number in (0, 1) from a key, the same on every machine and run
-    (Python's hash() of a str is salted per process)."""
-    digest = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
-    return (digest + 0.5) / 2**64
 
 
 def _bucket(job_id: str, salt: str, n: int) -> int:

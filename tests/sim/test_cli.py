@@ -80,10 +80,25 @@ def test_limit_load_and_pools(tmp_path, capsys):
     ([], "--gpus N"),
     (["--gpus", "4", "--load", "0"], "--load must be positive"),
     (["--gpus", "4", "-o", "xml"], "unknown output format"),
+    (["--gpus", "4", "--estimates", "oracle"], "--estimates: unknown estimates mode 'oracle'; choose from model, "
+                                               "default, max, fitted"),
+    (["--gpus", "4", "--estimates", "default", "--default-share", "2"], "between 0 and 1, not 2"),
 ])
 def test_bad_options_exit_2(capsys, args, message):
     code, out, err = run(capsys, GOLDEN, *args)
     assert code == 2 and message in err and out == ""
+
+
+def test_estimates_mode_named_in_json_and_under_asked_jobs_killed(tmp_path, capsys):
+    trace = synthetic(tmp_path)
+    model = as_json(capsys, trace, "--gpus", "6", "--policies", "gqa", "--eta-every", "0")
+    fitted = as_json(capsys, trace, "--gpus", "6", "--policies", "gqa", "--eta-every", "0", "--estimates", "fitted")
+    assert (model["estimates"], fitted["estimates"]) == ("model", "fitted")
+    assert model["policies"]["gqa"]["timed_out_share"] == 0  # the model never asks less than the run
+    assert 0.1 < fitted["policies"]["gqa"]["timed_out_share"] < 0.5
+    assert any(line.startswith("wall time") and "ALCF Theta" in line for line in fitted["assumptions"])
+    code, out, err = run(capsys, trace, "--gpus", "6", "--policies", "gqa", "--eta-every", "0", "--estimates", "max")
+    assert code == 0 and "partition maximum, 7d" in out
 
 
 def test_bad_trace_exits_2_with_the_line(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """What traces lack, derived: wall times, teams, users, load."""
 
 from gqa.sim.trace import TraceJob
-from gqa.sim.workload import DEFAULT_TEAMS, WALL_STEPS, derive, wall_time_for
+from gqa.sim.estimates import WALL_STEPS, wall_time_for
+from gqa.sim.workload import DEFAULT_TEAMS, derive
 
 
 def jobs(n: int, **fields) -> list[TraceJob]:
