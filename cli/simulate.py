@@ -35,6 +35,12 @@ def simulate(
                                                                 "asking the partition default.")] = 0.4,
     checkpoint: Annotated[str, Opt("--checkpoint-interval",
                                    help="How often requeued jobs had checkpointed.")] = "30m",
+    on_notice: Annotated[bool, Opt("--checkpoint-on-notice", help="Jobs save a checkpoint on the 2-minute spot "
+                                                                 "interruption notice: a reclaim loses only the "
+                                                                 "notice.")] = False,
+    restart: Annotated[Optional[str], Opt("--restart-cost", help="Time a resumed attempt (after a preemption or "
+                                                                 "a reclaim) spends reloading before new work, "
+                                                                 "e.g. 60s (default: none).")] = None,
     plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG.")] = None,
     report: Annotated[Optional[str], Opt("--report", help="Write each policy's report (as gqa report's) "
                                                           "to DIR/<policy>/report.html.")] = None,
@@ -79,6 +85,11 @@ def simulate(
         interval = float(parse_duration(checkpoint, bare_unit="s"))
     except SpecError as exc:
         fail(f"--checkpoint-interval: {exc}")
+    restart_cost = 0.0
+    try:
+        restart_cost = float(parse_duration(restart, bare_unit="s")) if restart is not None else 0.0
+    except SpecError as exc:
+        fail(f"--restart-cost: {exc}")
     pool_list = []
     if pools:
         try:
@@ -109,7 +120,11 @@ def simulate(
         work.assumptions.append(
             f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}"
             + ("; every job tolerates spot (tried first; on demand after repeated reclaims); a reclaim "
-               f"requeues the job from its last checkpoint (every {checkpoint})" if spot else ""))
+               f"requeues the job from its last checkpoint (every {checkpoint})"
+               + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
+    if restart_cost:
+        work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
+                                "its checkpoint before new work")
     eta = production_eta() if eta_sample != 0 else None
     eta_every = 1
     if eta:
@@ -121,7 +136,8 @@ def simulate(
     for name in names:
         began = time.perf_counter()
         result = replay(work, inventory, preset(name), name=name, checkpoint_interval=interval, pool_of=pool_of,
-                        reclaim_per_hour=reclaim_rates(pool_list), seed=seed, eta=eta, eta_every=eta_every)
+                        reclaim_per_hour=reclaim_rates(pool_list), seed=seed, eta=eta, eta_every=eta_every,
+                        save_on_notice=on_notice, restart_cost=restart_cost)
         costs = cost(result.gpu_seconds_by_pool, pool_list) if pool_list else None
         results[name], summaries[name] = result, summarize(result, costs=costs)
         if fmt == "table":

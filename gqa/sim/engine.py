@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.eta import expected_runtime, runtime_ratio
 from ..scheduling.fairshare import decay, with_running
+from .spot_facts import NOTICE_SECONDS
 from .workload import SimJob, Workload
 
 END, RECLAIM = 0, 1          # event kinds; at one moment ends are handled before reclaims
@@ -71,21 +72,34 @@ def cluster(n: int, gpu_type: str = "gpu") -> tuple[Gpu, ...]:
 def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str = "",
              checkpoint_interval: float = 1800.0, pool_of: dict[int, str] | None = None,
              reclaim_per_hour: dict[str, float] | None = None, seed: int = 0, eta=None,
-             eta_every: int = 1, may_preempt: bool | None = None) -> SimResult:
+             eta_every: int = 1, may_preempt: bool | None = None, save_on_notice: bool = False,
+             restart_cost: float = 0.0) -> SimResult:
     """`pool_of`: GPU index -> pool name for the books (default: the GPU type);
     `reclaim_per_hour`: pool -> the chance per hour that a running job there
     loses its (spot) capacity. `eta(snapshot, job ids) -> {id: predicted start}`
     is asked as every `eta_every`-th job arrives. `may_preempt`: plan() may stop
     running jobs, so a pass is worth it even with no GPU free (default: the
-    policy preempts some tier)."""
+    policy preempts some tier).
+    `save_on_notice`: a reclaimed job saves a checkpoint when the interruption
+    notice (NOTICE_SECONDS) comes, so it keeps its work up to the notice (the
+    save takes part of the notice, at most all of it; the rest is idle); else
+    only up to its last periodic checkpoint. `restart_cost`: seconds each
+    resumed attempt (after a preemption or a reclaim) spends reloading its
+    checkpoint and warming up before it does new work."""
+    if restart_cost < 0:
+        raise ValueError(f"restart_cost must be >= 0 seconds, not {restart_cost}")
     if may_preempt is None:
         may_preempt = bool(getattr(policy, "preempt_tiers", ()))
     pool_of = pool_of or {g.index: g.type for g in gpus}
-    return _Engine(work, tuple(gpus), policy, name, checkpoint_interval, pool_of, reclaim_per_hour or {},
-                   seed, eta, max(1, eta_every), may_preempt).run()
+    engine = _Engine(work, tuple(gpus), policy, name, checkpoint_interval, pool_of, reclaim_per_hour or {},
+                     seed, eta, max(1, eta_every), may_preempt)
+    engine.save_on_notice, engine.restart_cost = save_on_notice, restart_cost
+    return engine.run()
 
 
 class _Engine:
+    save_on_notice, restart_cost = False, 0.0   # see simulate()
+
     def __init__(self, work, gpus, policy, name, checkpoint_interval, pool_of, reclaim_per_hour, seed, eta,
                  eta_every, may_preempt):
         self.jobs: list[SimJob] = sorted(work.jobs, key=lambda j: (j.submit, j.seq))
@@ -242,14 +256,19 @@ class _Engine:
 
     def _requeue(self, job_id: str, now: float, cause: str) -> None:
         """Back to pending in its old place; only work up to the last periodic
-        checkpoint survives (a conservative model: a job that also saves on
-        SIGTERM loses less)."""
+        checkpoint survives, or, reclaimed with save_on_notice, up to the
+        notice. A resumed attempt's first restart_cost seconds did no work:
+        they are kept only past them; the next attempt owes them again."""
         started = self.running[job_id].started_at
         self._stop(job_id, now)
-        kept = self._checkpointed_at_time(started, now) - started
-        self.remaining[job_id] = max(0.0, self.remaining[job_id] - kept)
-        self.attempt[job_id] += 1  # the attempt's pending end event is now stale
+        saved = self._checkpointed_at_time(started, now)
+        if cause == "reclaim" and self.save_on_notice:
+            saved = max(saved, now - NOTICE_SECONDS)
         out = self.out[job_id]
+        owed = self.restart_cost if out.preemptions + out.reclaims else 0.0  # this attempt was a resume
+        kept = max(saved - started, owed)
+        self.remaining[job_id] = max(0.0, self.remaining[job_id] - kept) + self.restart_cost
+        self.attempt[job_id] += 1  # the attempt's pending end event is now stale
         if cause == "preempt":
             out.preemptions += 1
         else:
