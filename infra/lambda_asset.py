@@ -43,8 +43,8 @@ PLATFORMS = ("manylinux2014_aarch64", *(f"manylinux_2_{minor}_aarch64" for minor
 # loader). boto3 and botocore are bundled too although the runtime has them: the
 # runtime's copy is older and changes when AWS updates it, while the adapters' retry
 # and error handling are tested against the version pinned here (it adds about 35 MB,
-# well within Lambda's 250 MB).
-DISTRIBUTIONS = ("pydantic", "PyYAML", "aws-lambda-powertools", "boto3")
+# well within Lambda's 250 MB). sortedcontainers: the scheduling pass's index.
+DISTRIBUTIONS = ("pydantic", "PyYAML", "aws-lambda-powertools", "boto3", "sortedcontainers")
 
 SOURCES = ("lambdas", "gqa")
 # the local daemon's adapters and the simulator: no handler imports them

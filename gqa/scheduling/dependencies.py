@@ -12,7 +12,7 @@ its name and owner, pending or running, to end."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -39,12 +39,14 @@ class Gate:
     never: dict[str, str] = field(default_factory=dict)
 
 
-def gate(snap: Snapshot) -> Gate:
+def gate(snap: Snapshot, jobs: Iterable[PendingJob] | None = None) -> Gate:
+    """`jobs`: the pending jobs that have a dependency, a hold or a --begin, where
+    the caller keeps them apart (the rest pass the gate untouched)."""
     out = Gate()
     earliest: dict[tuple[str, str], tuple[int, str]] | None = None   # read once, if a singleton asks
     # an array's tasks share their dependency: its verdict is told once (a singleton's is each job's own)
     told: dict[str, tuple[str, str]] = {}
-    for job in snap.pending:
+    for job in snap.pending if jobs is None else jobs:
         if not (job.dependency or job.user_hold or (job.begin is not None and job.begin > snap.now)):
             continue
         verdict, reason = MET, ""

@@ -24,8 +24,12 @@ started before it in this pass); blocked, it reserves the whole machine from
 when everything running has ended, so nothing, CPU-only jobs included, may
 start that would run past that."""
 
+import heapq
 from collections import defaultdict
+from collections.abc import Iterator
+from itertools import islice
 
+from .index import QueueIndex
 from .inventory import tables
 from .ledger import Ledger
 from .snapshot import PendingJob, Snapshot
@@ -47,13 +51,12 @@ def pools_for(job: PendingJob, pools, policy) -> list[list[Pool]]:
 
 
 class Capacity:
-    def __init__(self, snap: Snapshot, ledger: Ledger, *, explain: bool = True):
+    def __init__(self, snap: Snapshot, ledger: Ledger, index: QueueIndex, *, explain: bool = True):
         self.snap, self.ledger, self.now = snap, ledger, snap.now
         self.backfill, self.explain = snap.policy.backfill, explain
         inventory = tables(snap.gpus)
         self.pool_of, self.pools, self.types = inventory.pool_of, inventory.pools, inventory.types
-        self._busy: dict[int, float] | None = None                 # built by the first reservation
-        self._started: list[tuple[tuple[int, ...], float]] = []    # starts of this pass, until then
+        self.timeline = Timeline(index, snap.now)                 # when each GPU is next free
         self.booked: dict[int, tuple[float, str]] = {}            # GPU -> (held from, job) of its first reservation
         self.reserved_start: dict[str, float] = {}                # job -> its reserved start (inf: unknown)
         self.held_types: dict[str | None, str] = {}               # without backfill: type -> blocking job
@@ -61,7 +64,10 @@ class Capacity:
         self.tiers_reserved: set[int] = set()
         self.machine_booked: tuple[float, str] | None = None     # (held from, job): an exclusive job's reservation
         self.machine_held: str | None = None                       # without backfill: exclusive job first in line
-        self.cpu_ends: list[float] = [r.ends_by for r in snap.running if not r.gpus]   # CPU-only jobs' ends
+        self.cpu_ends: list[float] = list(index.cpu_only_ends.values())   # CPU-only jobs' ends
+        self._free_sorted: tuple[int, list[int]] = (-1, [])        # (free count, the free GPUs in order)
+        self.reservations = 0                                       # made in this pass (a version for horizons)
+        self._horizons: tuple[tuple[int, int], list[float]] = ((-1, -1), [])
 
     # -- gates -------------------------------------------------------------------
     def behind(self, job: PendingJob) -> str | None:
@@ -79,21 +85,6 @@ class Capacity:
             return None
         kind = f"{'/'.join(types)} GPUs" if types else "GPUs"
         return f"waiting behind job {holder}, which is first in line for {kind}"
-
-    @property
-    def busy_until(self) -> dict[int, float]:
-        """When each GPU is next free: now, or its running job's wall-time end."""
-        if self._busy is None:
-            busy = dict.fromkeys(self.pool_of, self.now)
-            for run in self.snap.running:
-                end = run.ends_by
-                for index in run.gpus:
-                    busy[index] = end
-            for gpus, end in self._started:
-                for index in gpus:
-                    busy[index] = end
-            self._busy = busy
-        return self._busy
 
     def fit(self, job: PendingJob) -> Placement:
         """The GPUs the job starts on now (() for a CPU-only job), or None and why not (with numbers);
@@ -122,7 +113,7 @@ class Capacity:
         usable: dict[Pool, list[int]] = defaultdict(list)
         limit_end = self.now + job.wall_time if job.wall_time else INF
         blocker = None
-        for index in sorted(self.ledger.free):
+        for index in self._free_in_order():
             pool = self.pool_of[index]
             if pool not in allowed:
                 continue
@@ -150,6 +141,26 @@ class Capacity:
         if short is not None:
             return None, short, None
         return tuple(chosen), "", granted
+
+    def horizons(self) -> list[float]:
+        """For each free GPU, how long a job could hold it before a reservation needs it (inf: none
+        does), longest first: a job of n GPUs can start now only if it fits in the n-th (in one pool,
+        which this ignores: it is a bound, for stopping a pass early)."""
+        version = (len(self.ledger.free), self.reservations)
+        if self._horizons[0] != version:
+            booked, now = self.booked, self.now
+            spans = [booked[i][0] - now if i in booked else INF for i in self.ledger.free]
+            spans.sort(reverse=True)
+            self._horizons = (version, spans)
+        return self._horizons[1]
+
+    def _free_in_order(self) -> list[int]:
+        """The free GPUs by index; a pass only takes GPUs, so the count says when to sort again."""
+        count, ordered = self._free_sorted
+        if count != len(self.ledger.free):
+            ordered = sorted(self.ledger.free)
+            self._free_sorted = (len(ordered), ordered)
+        return ordered
 
     def _resources_short(self, job: PendingJob) -> str | None:
         led = self.ledger
@@ -235,15 +246,14 @@ class Capacity:
         end = self.now + limit if limit else INF
         if not gpus:
             self.cpu_ends.append(end)
-        elif self._busy is None:
-            self._started.append((gpus, end))
-        else:
-            for index in gpus:
-                self._busy[index] = end
+        for index in gpus:
+            self.timeline.set(index, end)
         return bool(self.booked) or self.machine_booked is not None
 
     def blocked(self, job: PendingJob, tier: int) -> float | None:
         """Hold capacity for a job that does not fit; the reserved start, if one was made."""
+        if self.backfill and self.depth_left <= 0 and tier in self.tiers_reserved and not job.exclusive:
+            return None   # no reservation left for it (checked first: the cheap answer for a long queue)
         if not self._could_ever_fit(job):
             return None  # it can never run here: it must not block the rest
         if job.exclusive:
@@ -258,6 +268,7 @@ class Capacity:
             return None
         self.depth_left -= 1
         self.tiers_reserved.add(tier)
+        self.reservations += 1
         return self._reserve(job)
 
     def _block_machine(self, job: PendingJob, tier: int) -> float | None:
@@ -271,14 +282,16 @@ class Capacity:
             return None
         self.depth_left -= 1
         self.tiers_reserved.add(tier)
-        start = max([self.now, *self.busy_until.values(), *self.cpu_ends])
+        self.reservations += 1
+        busy_until = self.timeline.everything()
+        start = max([self.now, *busy_until.values(), *self.cpu_ends])
         self.reserved_start[job.id] = start
         hold_from = start if start < INF else self.now
         end = start + job.wall_time if job.wall_time and start < INF else INF
-        for index in self.busy_until:
+        for index in busy_until:
             if index not in self.booked or hold_from < self.booked[index][0]:
                 self.booked[index] = (hold_from, job.id)
-            self.busy_until[index] = end
+            self.timeline.set(index, end)
         if self.machine_booked is None or hold_from < self.machine_booked[0]:
             self.machine_booked = (hold_from, job.id)
         self.cpu_ends.append(end)   # a later whole-machine reservation comes after this one
@@ -288,17 +301,19 @@ class Capacity:
         best = None
         for pools in pools_for(job, self.pools, self.snap.policy):
             for pool in pools:
-                indices = self.pools[pool]
-                if len(indices) < job.gpus:
+                if len(self.pools[pool]) < job.gpus:
                     continue
-                start = sorted(self.busy_until[i] for i in indices)[job.gpus - 1]
+                soonest = self.timeline.soonest(pool)    # (free from, GPU), earliest first
+                first = list(islice(soonest, job.gpus))
+                start = first[-1][0]
                 if best is None or start < best[0]:
-                    # of the GPUs free by then, book those that free up last: GPUs free now stay
-                    # available to long jobs that could not otherwise backfill (EASY's "extra" nodes)
-                    ready = sorted((i for i in indices if self.busy_until[i] <= start),
-                                   key=lambda i: (-self.busy_until[i], i))
                     if start == INF:  # unknowable: hold the GPUs free soonest, i.e. those free now
-                        ready = sorted(indices, key=lambda i: (self.busy_until[i], i))
+                        ready = [index for _, index in first]
+                    else:
+                        # of the GPUs free by then, book those that free up last: GPUs free now stay
+                        # available to long jobs that could not otherwise backfill (EASY's "extra" nodes)
+                        by_then = first + list(until(soonest, start))
+                        ready = [index for _, index in sorted(by_then, key=lambda e: (-e[0], e[1]))]
                     best = (start, ready[: job.gpus])
         assert best is not None, "only a job that fits some pool is reserved (blocked() checks)"
         start, chosen = best
@@ -309,7 +324,7 @@ class Capacity:
         for index in chosen:
             if index not in self.booked or hold_from < self.booked[index][0]:
                 self.booked[index] = (hold_from, job.id)
-            self.busy_until[index] = end
+            self.timeline.set(index, end)
         return start
 
     def _could_ever_fit(self, job: PendingJob) -> bool:
@@ -331,3 +346,43 @@ def _in(seconds: float) -> str:
         return "an unknown time (running jobs have no wall time)"
     from ..models.units import format_duration
     return format_duration(seconds)
+
+
+def until(entries: Iterator[tuple[float, int]], limit: float) -> Iterator[tuple[float, int]]:
+    """The entries of an ascending stream up to `limit`."""
+    for entry in entries:
+        if entry[0] > limit:
+            return
+        yield entry
+
+
+class Timeline:
+    """When each GPU is next free during one pass: now for a free GPU, its running job's
+    wall-time end (from the index, kept sorted) for a busy one, and what this pass set on
+    top (its starts, its reservations). Reading the soonest GPUs of a pool costs what is
+    read, not the size of the cluster."""
+
+    def __init__(self, index: QueueIndex, now: float):
+        self.index, self.now = index, now
+        self.changed: dict[int, float] = {}
+
+    def set(self, gpu: int, until: float) -> None:
+        self.changed[gpu] = until
+
+    def soonest(self, pool) -> Iterator[tuple[float, int]]:
+        """(free from, GPU) of the pool's GPUs, earliest first (ties: lower index)."""
+        changed, now = self.changed, self.now
+        pool_of = self.index.pool_of
+        mine = sorted((until, gpu) for gpu, until in changed.items() if pool_of[gpu] == pool)
+        free = ((now, gpu) for gpu in sorted(self.index.free_in[pool]) if gpu not in changed)
+        busy = (entry for entry in self.index.busy[pool] if entry[1] not in changed)
+        return heapq.merge(free, busy, mine)
+
+    def everything(self) -> dict[int, float]:
+        """Every GPU's time (O(GPUs): for whole-machine reservations only)."""
+        out = dict.fromkeys(self.index.pool_of, self.now)
+        for entries in self.index.busy.values():
+            for until, gpu in entries:
+                out[gpu] = until
+        out.update(self.changed)
+        return out

@@ -6,9 +6,12 @@ it, GPUs, CPUs or memory."""
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .inventory import tables
 from .snapshot import PendingJob, Snapshot
+
+if TYPE_CHECKING:   # the index imports nothing from here: a type only
+    from .index import QueueIndex
 
 
 @dataclass
@@ -47,22 +50,14 @@ class Ledger:
             self.memory_free = 0
 
 
-def account(snap: Snapshot) -> Ledger:
-    ledger = Ledger(free=dict(tables(snap.gpus).type_of), cpus_free=snap.cpus,
-                    memory_free=snap.memory, total_gpus=len(snap.gpus), jobs=len(snap.running))
-    free = ledger.free
-    for run in snap.running:
-        for index in run.gpus:
-            free.pop(index, None)
-        if ledger.cpus_free is not None:
-            ledger.cpus_free -= run.cpus_counted
-        if ledger.memory_free is not None and run.memory:
-            ledger.memory_free -= run.memory
-        ledger.team[run.team] += len(run.gpus)
-        ledger.user[(run.team, run.user)] += len(run.gpus)
-        if run.group:
-            ledger.group[run.group] += 1
-    exclusive = next((run.id for run in snap.running if run.exclusive), None)
-    if exclusive is not None:
-        ledger.hold_machine(exclusive)
+def account(snap: Snapshot, index: "QueueIndex") -> Ledger:
+    """From the index's running books: O(teams + users + free GPUs), whatever runs."""
+    ledger = Ledger(free=dict(index.free),
+                    cpus_free=None if snap.cpus is None else snap.cpus - index.cpus_used,
+                    memory_free=None if snap.memory is None else snap.memory - index.memory_used,
+                    total_gpus=len(snap.gpus), jobs=len(index.running),
+                    team=defaultdict(int, index.team_gpus), user=defaultdict(int, index.user_gpus),
+                    group=defaultdict(int, index.group_jobs))
+    if index.exclusive:   # the first one started holds the machine
+        ledger.hold_machine(next(iter(index.exclusive)))
     return ledger

@@ -14,79 +14,130 @@ quotas and fair share, and fit on CPUs and memory alone. An exclusive job
 never preempts: it waits for the machine to empty.
 """
 
+from bisect import bisect_right, insort
+from collections import Counter, defaultdict
+
 from .budget import BudgetLedger
 from .dependencies import gate
 from .fit import Capacity
+from .index import QueueIndex, index_of, shortest_limit
+from .ledger import Ledger
 from .ledger import account
 from .preempt import Preemptor
 from .quotas import over_quota
 from .ranking import Ranking
-from .snapshot import Plan, Snapshot, Start
+from .snapshot import PendingJob, Plan, Snapshot, Start
+
+INF = float("inf")
 
 
 def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
-    """With explain=False the pass stops once nothing is left to give (no GPU
-    free, and no CPU-only job still to look at or no CPU for one), so a
-    dispatcher with a long queue pays for the jobs it can start, not for
-    explaining the rest."""
-    ledger = account(snap)
-    cpu_only_left = sum(1 for job in snap.pending if job.gpus == 0)
+    """With explain=False the pass stops once nothing is left to give (fewer GPUs
+    free than the smallest job still to look at needs, and no CPU-only job left
+    or no CPU for one), so a dispatcher with a long queue pays for the jobs it
+    can start, not for explaining the rest.
 
-    def cpu_room() -> bool:
-        return bool(cpu_only_left) and ledger.exclusive is None and (ledger.cpus_free is None or ledger.cpus_free > 0)
-
-    ranking = Ranking(snap, ledger)
-    capacity = Capacity(snap, ledger, explain=explain)
+    A snapshot whose pending and running jobs are views of a QueueIndex the
+    caller keeps (index.py) is passed through it as it stands; any other is
+    indexed first (O(n log n)). Either way the phases read the same index."""
+    index = indexed(snap)
+    ledger = account(snap, index)
+    ranking = Ranking(snap, ledger, index)
+    capacity = Capacity(snap, ledger, index, explain=explain)
+    left = Remaining(index, ledger, capacity)
     preemptor = Preemptor(snap, ledger.free)
     budget = BudgetLedger(snap)
-    gated = gate(snap)   # for every pending job first: a pass that stops early still lists the never-met
+    # for every gated job first: a pass that stops early still lists the never-met
+    gated = gate(snap, index.gated_jobs())
     out = Plan(never=gated.never)
-    for jobs in ranking.tiers():
-        for job, factors in ranking.in_order(jobs):
-            if not explain and not ledger.free and not cpu_room() and not preemptor.enabled and not budget.active:
+    may_stop = not explain and not preemptor.enabled and not budget.active
+    for job, factors in ranking.ordered():
+        if may_stop and not left.may_start():
+            return out
+        left.looked_at(job)
+        out.order.append(job.id)
+        out.factors[job.id] = factors
+        if job.id in gated.waiting:
+            out.waiting[job.id] = gated.waiting[job.id]
+            if job.user_hold and not job.held and job.id not in gated.never:
+                out.hold[job.id] = out.waiting[job.id]   # queued with its owner's hold (approved since)
+            continue
+        over_budget = budget.over(job)
+        if job.held or over_budget:
+            if over_budget is None:
+                out.release.append(job.id)
+                over_budget = "the budget allows it again: back in the queue"
+            elif not job.held:
+                out.hold[job.id] = over_budget
+            out.waiting[job.id] = over_budget
+            continue
+        reason = over_quota(job, snap, ledger)
+        if reason is None and not capacity.backfill:
+            # a job waits first for every GPU (or the machine): nothing after it can start
+            held_back = capacity.machine_held or (job.gpus and not left.cpu_room())
+            if not explain and None in capacity.held_types and held_back and not preemptor.enabled \
+                    and not budget.active:
                 return out
-            cpu_only_left -= job.gpus == 0
-            out.order.append(job.id)
-            out.factors[job.id] = factors
-            if job.id in gated.waiting:
-                out.waiting[job.id] = gated.waiting[job.id]
-                if job.user_hold and not job.held and job.id not in gated.never:
-                    out.hold[job.id] = out.waiting[job.id]   # queued with its owner's hold (approved since)
-                continue
-            over_budget = budget.over(job)
-            if job.held or over_budget:
-                if over_budget is None:
-                    out.release.append(job.id)
-                    over_budget = "the budget allows it again: back in the queue"
-                elif not job.held:
-                    out.hold[job.id] = over_budget
-                out.waiting[job.id] = over_budget
-                continue
-            reason = over_quota(job, snap, ledger)
-            if reason is None and not capacity.backfill:
-                # a job waits first for every GPU (or the machine): nothing after it can start
-                held_back = capacity.machine_held or (job.gpus and not cpu_room())
-                if not explain and None in capacity.held_types and held_back and not preemptor.enabled \
-                        and not budget.active:
-                    return out
-                reason = capacity.behind(job)
-            if reason is not None:
-                out.waiting[job.id] = reason
-                continue
-            gpus, shortfall, granted = capacity.fit(job)
-            if gpus is None:
-                preemption = None if job.exclusive else preemptor.victims_for(job, job.tier)
-                if preemption is not None:
-                    victims, shortfall = preemption
-                    out.preempt += victims
-                out.waiting[job.id] = shortfall
-                start = capacity.blocked(job, job.tier)
-                if start is not None:
-                    out.reserved[job.id] = start
-                continue
-            ledger.take(job, gpus)
-            budget.started(job)
-            if capacity.started(job, gpus, granted):
-                out.backfilled.add(job.id)
-            out.starts.append(Start(job.id, gpus, granted))
+            reason = capacity.behind(job)
+        if reason is not None:
+            out.waiting[job.id] = reason
+            continue
+        gpus, shortfall, granted = capacity.fit(job)
+        if gpus is None:
+            preemption = None if job.exclusive else preemptor.victims_for(job, job.tier)
+            if preemption is not None:
+                victims, shortfall = preemption
+                out.preempt += victims
+            out.waiting[job.id] = shortfall
+            start = capacity.blocked(job, job.tier)
+            if start is not None:
+                out.reserved[job.id] = start
+            continue
+        ledger.take(job, gpus)
+        budget.started(job)
+        if capacity.started(job, gpus, granted):
+            out.backfilled.add(job.id)
+        out.starts.append(Start(job.id, gpus, granted))
     return out
+
+
+def indexed(snap: Snapshot) -> QueueIndex:
+    """The index the snapshot's jobs are views of, brought up to its `now`; else one built for it."""
+    index = index_of(snap.pending, snap.running)
+    if index is not None and index.policy is snap.policy and index.gpus is snap.gpus \
+            and index.ranked.advance(snap.now):
+        return index
+    return QueueIndex.of(snap.gpus, snap.policy, snap.pending, snap.running, snap.now)
+
+
+class Remaining:
+    """The jobs a pass has not looked at yet, and whether any of them could still start: one of
+    n GPUs needs n free GPUs a reservation leaves it for at least its shortest limit (the index
+    counts pending jobs by size and limit; those looked at are taken off). A bound, not a fit:
+    it only lets a pass that explains nothing stop early."""
+
+    def __init__(self, index: QueueIndex, ledger: Ledger, capacity: Capacity):
+        self.index, self.ledger, self.capacity = index, ledger, capacity
+        self.sizes = Counter(index.sizes)
+        self.seen: dict[int, list[float]] = defaultdict(list)   # size -> limits looked at, sorted
+
+    def looked_at(self, job: PendingJob) -> None:
+        self.sizes[job.gpus] -= 1
+        insort(self.seen[job.gpus], shortest_limit(job))
+
+    def cpu_room(self) -> bool:
+        led = self.ledger
+        return bool(self.sizes[0]) and led.exclusive is None and (led.cpus_free is None or led.cpus_free > 0)
+
+    def may_start(self) -> bool:
+        if self.cpu_room():
+            return True
+        free = len(self.ledger.free)
+        spans = self.capacity.horizons() if self.capacity.booked else None
+        for size, n in self.sizes.items():
+            if not n or not size or size > free:
+                continue
+            span = spans[size - 1] if spans is not None else INF
+            if span == INF or self.index.count_within(size, span) > bisect_right(self.seen[size], span):
+                return True
+        return False

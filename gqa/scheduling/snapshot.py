@@ -1,5 +1,6 @@
 """What a scheduling pass sees and what it returns."""
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ..models.job import JobState
@@ -116,7 +117,7 @@ class Policy:
     max_gpus_per_job: int | None = None
     max_wall_time: float | None = None
     default_team: TeamPolicy = TeamPolicy()
-    ordering: str = "multifactor"    # or "fifo": arrival order only, tiers and factors ignored
+    ordering: str = "multifactor"    # or "fifo": arrival order only, tiers and factors ignored; or "sjf"
     backfill: bool = True            # EASY: later jobs may start if they cannot delay a reserved one
     reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
     max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
@@ -135,8 +136,9 @@ class Policy:
 class Snapshot:
     now: float
     gpus: tuple[Gpu, ...]
-    pending: tuple[PendingJob, ...] = ()
-    running: tuple[RunningJob, ...] = ()
+    # tuples, or the live views of a QueueIndex the caller keeps (index.py): iterate, count, test membership
+    pending: Collection[PendingJob] = ()
+    running: Collection[RunningJob] = ()
     teams: dict[str, TeamPolicy] = field(default_factory=dict)
     usage: dict[str, float] = field(default_factory=dict)   # decayed GPU-seconds per team, as of now
     policy: Policy = Policy()

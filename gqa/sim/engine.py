@@ -14,8 +14,9 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field, replace
 
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
+from ..scheduling.index import QueueIndex
 from ..scheduling.eta import expected_runtime, runtime_ratio
-from ..scheduling.fairshare import decay, with_running
+from ..scheduling.fairshare import decay
 from .spot_facts import NOTICE_SECONDS
 from .workload import SimJob, Workload
 
@@ -72,14 +73,16 @@ def cluster(n: int, gpu_type: str = "gpu") -> tuple[Gpu, ...]:
 def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str = "",
              checkpoint_interval: float = 1800.0, pool_of: dict[int, str] | None = None,
              reclaim_per_hour: dict[str, float] | None = None, seed: int = 0, eta=None,
-             eta_every: int = 1, may_preempt: bool | None = None, save_on_notice: bool = False,
-             restart_cost: float = 0.0) -> SimResult:
+             eta_every: int = 1, may_preempt: bool | None = None, oracle: bool = False,
+             save_on_notice: bool = False, restart_cost: float = 0.0) -> SimResult:
     """`pool_of`: GPU index -> pool name for the books (default: the GPU type);
     `reclaim_per_hour`: pool -> the chance per hour that a running job there
     loses its (spot) capacity. `eta(snapshot, job ids) -> {id: predicted start}`
     is asked as every `eta_every`-th job arrives. `may_preempt`: plan() may stop
     running jobs, so a pass is worth it even with no GPU free (default: the
-    policy preempts some tier).
+    policy preempts some tier). `oracle`: plan() is handed each job's true run
+    time (as cut by its wall time) as both its expected run time and its wall
+    time: exact reservations, the bound no real scheduler reaches.
     `save_on_notice`: a reclaimed job saves a checkpoint when the interruption
     notice (NOTICE_SECONDS) comes, so it keeps its work up to the notice (the
     save takes part of the notice, at most all of it; the rest is idle); else
@@ -92,7 +95,7 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
         may_preempt = bool(getattr(policy, "preempt_tiers", ()))
     pool_of = pool_of or {g.index: g.type for g in gpus}
     engine = _Engine(work, tuple(gpus), policy, name, checkpoint_interval, pool_of, reclaim_per_hour or {},
-                     seed, eta, max(1, eta_every), may_preempt)
+                     seed, eta, max(1, eta_every), may_preempt, oracle)
     engine.save_on_notice, engine.restart_cost = save_on_notice, restart_cost
     return engine.run()
 
@@ -101,25 +104,29 @@ class _Engine:
     save_on_notice, restart_cost = False, 0.0   # see simulate()
 
     def __init__(self, work, gpus, policy, name, checkpoint_interval, pool_of, reclaim_per_hour, seed, eta,
-                 eta_every, may_preempt):
+                 eta_every, may_preempt, oracle=False):
         self.jobs: list[SimJob] = sorted(work.jobs, key=lambda j: (j.submit, j.seq))
         self.by_id = {j.id: j for j in self.jobs}
         self.gpus, self.policy, self.teams, self.pool_of = gpus, policy, work.teams, pool_of
-        self.free = {g.index for g in gpus}
+        # the pending and running jobs, kept as the pass reads them: each change costs O(log n)
+        self.index = QueueIndex(self.gpus, policy)
+        self.pending, self.running, self.free = self.index.pending, self.index.running, self.index.free
         self.gpu_of = {g.index: g for g in gpus}
         self.checkpoint = checkpoint_interval
         self.reclaim = {p: r / 3600.0 for p, r in reclaim_per_hour.items() if r > 0}
         self.rng = random.Random(seed)
         self.eta, self.eta_every, self.may_preempt = eta, eta_every, may_preempt
+        self.oracle = oracle
         # the replay reads only the decisions: spare plan() the explanations where it can
         self.plan_options = {"explain": False} if "explain" in inspect.signature(plan).parameters else {}
         self.out = {j.id: Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time) for j in self.jobs}
         self.result = SimResult(policy=name, gpus=len(gpus), outcomes=[self.out[j.id] for j in self.jobs])
         if self.jobs:
             self.result.arrival_window = (self.jobs[0].submit, self.jobs[-1].submit)
-        self.pending: dict[str, PendingJob] = {}      # insertion order: deterministic snapshots
-        self.sizes: Counter[int] = Counter()           # GPU counts of pending jobs, for the fast path
-        self.running: dict[str, RunningJob] = {}
+        self.sizes = self.index.sizes                  # GPU counts of pending jobs, for the fast path
+        # running jobs' GPU-seconds so far per team, as GPUs x now - sum(GPUs x started): O(teams) a pass
+        self.held_gpus: Counter[str] = Counter()
+        self.held_since: dict[str, float] = defaultdict(float)
         self.remaining = {j.id: j.duration for j in self.jobs}  # work left, after checkpoints
         self.attempt: dict[str, int] = defaultdict(int)
         self.events: list[tuple[float, int, int, str, int]] = []  # (time, kind, seq, job id, attempt)
@@ -162,10 +169,11 @@ class _Engine:
 
     def _snapshot(self, now: float, count: bool = True) -> Snapshot:
         self.result.passes += count
-        running = tuple(self.running.values())
         if self.may_preempt:  # victims are chosen by the work they would lose: tell plan() their checkpoints
-            running = tuple(replace(r, checkpointed_at=self._checkpointed_at(r, now)) for r in running)
-        return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()), running=running,
+            running = tuple(replace(r, checkpointed_at=self._checkpointed_at(r, now)) for r in self.running.values())
+            return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()), running=running,
+                            teams=self.teams, usage=self._usage(now), policy=self.policy)
+        return Snapshot(now=now, gpus=self.gpus, pending=self.index.pending_view, running=self.index.running_view,
                         teams=self.teams, usage=self._usage(now), policy=self.policy)
 
     def _apply(self, decision, now: float) -> bool:
@@ -181,27 +189,26 @@ class _Engine:
 
     # -- transitions ---------------------------------------------------------------
     def _arrive(self, job: SimJob) -> None:
-        self.pending[job.id] = PendingJob(
+        wall, expected = job.wall_time, expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0))
+        if self.oracle:  # this attempt's true run: what is left, or its wall time if that comes first
+            wall = expected = min(self.remaining[job.id], job.wall_time)
+        self.index.add(PendingJob(
             id=job.id, team=job.team, user=job.user, tier=job.tier, gpus=job.gpus, submitted_at=job.submit,
-            wall_time=job.wall_time, seq=job.seq, spot=job.spot,
-            expected_runtime=expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0)),
-            reclaims=self.out[job.id].reclaims)
-        self.sizes[job.gpus] += 1
+            wall_time=wall, seq=job.seq, spot=job.spot, expected_runtime=expected,
+            reclaims=self.out[job.id].reclaims))
 
     def _start(self, job_id: str, gpus: tuple[int, ...], now: float) -> None:
-        job = self.pending.pop(job_id, None)
+        job = self.pending.get(job_id)
         if job is None:
             raise SimulationError(f"plan() started {job_id}, which is not pending")
         busy = [g for g in gpus if g not in self.free]
         if busy or len(gpus) != job.gpus or len(set(gpus)) != len(gpus):
             raise SimulationError(f"plan() started {job_id} on GPUs {gpus}: needs {job.gpus}, busy {busy}")
-        self.sizes[job.gpus] -= 1
-        if not self.sizes[job.gpus]:
-            del self.sizes[job.gpus]
-        self.free.difference_update(gpus)
-        self.running[job_id] = RunningJob(id=job_id, team=job.team, user=job.user, gpus=tuple(gpus),
-                                          started_at=now, wall_time=job.wall_time,
-                                          expected_runtime=job.expected_runtime, tier=job.tier)
+        self.index.remove(job_id)
+        self.index.start(RunningJob(id=job_id, team=job.team, user=job.user, gpus=tuple(gpus), started_at=now,
+                                    wall_time=job.wall_time, expected_runtime=job.expected_runtime, tier=job.tier))
+        self.held_gpus[job.team] += job.gpus
+        self.held_since[job.team] += job.gpus * now
         out = self.out[job_id]
         out.attempts += 1
         if out.start is None:
@@ -217,9 +224,10 @@ class _Engine:
 
     def _stop(self, job_id: str, now: float) -> float:
         """Ends the attempt's hold on its GPUs and books it; returns its run time."""
-        run = self.running.pop(job_id)
+        run = self.index.stop(job_id)
         elapsed, n = now - run.started_at, len(run.gpus)
-        self.free.update(run.gpus)
+        self.held_gpus[run.team] -= n
+        self.held_since[run.team] -= n * run.started_at
         value, as_of = self.charged.get(run.team, (0.0, now))
         self.charged[run.team] = (decay(value, now - as_of, self.policy.half_life) + n * elapsed, now)
         out = self.out[job_id]
@@ -250,9 +258,11 @@ class _Engine:
         """New run-time ratios, applied to what waits (as a fresh snapshot would)."""
         self.finished_since_refresh = 0
         self.ratios = {team: runtime_ratio(list(s)) for team, s in self.samples.items()}
-        for job_id, job in self.pending.items():
-            self.pending[job_id] = replace(job, expected_runtime=expected_runtime(
-                job.wall_time, self.ratios.get(job.team, 1.0)))
+        if self.oracle:
+            return  # what waits already knows its true run time
+        for job in list(self.pending.values()):
+            self.index.replace(replace(job, expected_runtime=expected_runtime(
+                job.wall_time, self.ratios.get(job.team, 1.0))))
 
     def _requeue(self, job_id: str, now: float, cause: str) -> None:
         """Back to pending in its old place; only work up to the last periodic
@@ -288,7 +298,10 @@ class _Engine:
     def _usage(self, now: float) -> dict[str, float]:
         half_life = self.policy.half_life
         usage = {team: decay(value, now - as_of, half_life) for team, (value, as_of) in self.charged.items()}
-        return with_running(usage, ((r.team, len(r.gpus), r.started_at) for r in self.running.values()), now)
+        for team, gpus in self.held_gpus.items():   # fairshare.with_running, from the running totals
+            if gpus:
+                usage[team] = usage.get(team, 0.0) + max(0.0, gpus * now - self.held_since[team])
+        return usage
 
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
         predicted = self.eta(snap, arrived, self.ratios) or {}

@@ -1,0 +1,390 @@
+"""What a caller that runs pass after pass keeps between them, so a pass costs
+what it looks at rather than the whole queue and cluster.
+
+A pass needs the pending jobs in rank order, what the running jobs hold, and
+when each GPU frees up. Built from a snapshot, that is O(n log n) in the queue
+and O(GPUs) in the cluster at every pass. `QueueIndex` keeps all three up to
+date one change at a time (a job queued, started, ended), so a replay or a
+long-lived dispatcher pays O(log n) per change and a pass walks the ranked
+jobs lazily, stopping when nothing more can start.
+
+Rank order within a tier moves with time only through the age factor, which
+grows at the same rate for every job until it saturates at `max_age`. So each
+(tier, team) keeps two sorted lists under keys that do not change with time:
+jobs younger than `max_age`, by their score less the shared `now` term, and
+older ones, by their score with age at 1. A job moves from the first to the
+second once (`advance`). The ranking compares the heads of the two lists, and
+of every team, at `now`, with the same score formula a fresh pass uses.
+
+A snapshot carries the index through its `pending` and `running` fields
+(`index.pending_view`, `index.running_view`): a snapshot with other pending
+or running jobs (a `dataclasses.replace`, an ETA replay) simply has no index,
+and the pass builds what it needs from scratch, as it always could."""
+
+import heapq
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+
+from sortedcontainers import SortedList
+
+from .inventory import Pool, tables
+from .snapshot import Gpu, PendingJob, Policy, RunningJob
+
+FIFO_TIER = -1           # FIFO ignores tiers and teams: its one list
+NICE_SCALE = 10_000.0   # nice 100 = 0.01 of the score, the whole range (+-10,000) = +-1.0
+
+
+class PendingView:
+    """The index's pending jobs as a snapshot's `pending` (read-only, live)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: "QueueIndex"):
+        self.index = index
+
+    def __iter__(self) -> Iterator[PendingJob]:
+        return iter(self.index.pending.values())
+
+    def __len__(self) -> int:
+        return len(self.index.pending)
+
+    def __contains__(self, job: object) -> bool:
+        return isinstance(job, PendingJob) and self.index.pending.get(job.id) is job
+
+
+class RunningView:
+    """The index's running jobs as a snapshot's `running` (read-only, live)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: "QueueIndex"):
+        self.index = index
+
+    def __iter__(self) -> Iterator[RunningJob]:
+        return iter(self.index.running.values())
+
+    def __len__(self) -> int:
+        return len(self.index.running)
+
+    def __contains__(self, run: object) -> bool:
+        return isinstance(run, RunningJob) and self.index.running.get(run.id) is run
+
+
+def index_of(pending: object, running: object) -> "QueueIndex | None":
+    """The index a snapshot's jobs come from, if both are views of the same one."""
+    if isinstance(pending, PendingView) and isinstance(running, RunningView) and pending.index is running.index:
+        return pending.index
+    return None
+
+
+def shortest_limit(job: PendingJob) -> float:
+    """The shortest time a job could be started for: its --time-min, else its wall time (inf: none)."""
+    if job.time_min is not None:
+        return job.time_min
+    return job.wall_time or math.inf
+
+
+def gated(job: PendingJob) -> bool:
+    """A job the gate phase must look at: a dependency, its owner's hold or a --begin."""
+    return bool(job.dependency or job.user_hold or job.begin is not None)
+
+
+class QueueIndex:
+    def __init__(self, gpus: tuple[Gpu, ...], policy: Policy):
+        self.gpus, self.policy = gpus, policy
+        inventory = tables(gpus)
+        self.type_of, self.pool_of = inventory.type_of, inventory.pool_of
+        self.pending: dict[str, PendingJob] = {}
+        self.running: dict[str, RunningJob] = {}
+        self.pending_view, self.running_view = PendingView(self), RunningView(self)
+        # the pending side
+        self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
+        self.limits: dict[int, SortedList] = defaultdict(SortedList)   # GPU count -> shortest_limit()s
+        self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
+        self.ranked = RankedJobs(policy, len(gpus))
+        # the running side: the pass's ledger and timeline, kept
+        self.free: dict[int, str] = dict(inventory.type_of)  # free GPU -> type
+        self.free_in: dict[Pool, set[int]] = {p: set(ix) for p, ix in inventory.pools.items()}
+        self.busy: dict[Pool, SortedList] = {p: SortedList() for p in inventory.pools}   # (until, GPU)
+        self.holders: dict[int, dict[str, float]] = {}      # busy GPU -> its running jobs -> their ends
+        self.until: dict[int, float] = {}                    # busy GPU -> when its last holder ends
+        self.team_gpus: Counter[str] = Counter()
+        self.user_gpus: Counter[tuple[str, str]] = Counter()
+        self.group_jobs: Counter[str] = Counter()
+        self.team_jobs: Counter[str] = Counter()             # running jobs per team, CPU-only ones too
+        self.cpus_used = self.memory_used = 0
+        self.exclusive: dict[str, None] = {}                 # running exclusive jobs, in start order
+        self.cpu_only_ends: dict[str, float] = {}            # CPU-only running job -> its wall-time end
+
+    @classmethod
+    def of(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
+        """Built from scratch, as a pass without one needs it (O(n log n))."""
+        index = cls(gpus, policy)
+        for run in running:
+            index.start(run)
+        index.ranked.now = now
+        index.ranked.bulk_add(pending)
+        for job in pending:
+            if job.id in index.pending:
+                raise ValueError(f"job {job.id} is pending twice")
+            index._note_pending(job)
+        return index
+
+    # -- changes ---------------------------------------------------------------------
+    def add(self, job: PendingJob) -> None:
+        if job.id in self.pending:
+            raise ValueError(f"job {job.id} is already pending")
+        self.ranked.add(job)
+        self._note_pending(job)
+
+    def _note_pending(self, job: PendingJob) -> None:
+        self.pending[job.id] = job
+        self.sizes[job.gpus] += 1
+        self.limits[job.gpus].add(shortest_limit(job))
+        if gated(job):
+            self.gated.add(job.id)
+
+    def remove(self, job_id: str) -> PendingJob:
+        job = self.pending.pop(job_id)
+        self.ranked.remove(job)
+        self.sizes[job.gpus] -= 1
+        if not self.sizes[job.gpus]:
+            del self.sizes[job.gpus]
+        self.limits[job.gpus].remove(shortest_limit(job))
+        self.gated.discard(job_id)
+        return job
+
+    def replace(self, job: PendingJob) -> None:
+        """A pending job whose ranking inputs changed (say, a new expected run time); it keeps
+        its place in the queue's order, as a fresh snapshot lists it."""
+        was = self.pending[job.id]
+        if was.gpus != job.gpus or gated(was) != gated(job):
+            raise ValueError(f"job {job.id}: replace() keeps a job's size and gates; remove and add it instead")
+        self.ranked.remove(was)
+        self.ranked.add(job)
+        self.limits[job.gpus].remove(shortest_limit(was))
+        self.limits[job.gpus].add(shortest_limit(job))
+        self.pending[job.id] = job
+
+    def start(self, run: RunningJob) -> None:
+        if run.id in self.running:
+            raise ValueError(f"job {run.id} is already running")
+        self.running[run.id] = run
+        end = run.ends_by
+        for index in run.gpus:
+            self.holders.setdefault(index, {})[run.id] = end
+            self._place(index)
+        if not run.gpus:
+            self.cpu_only_ends[run.id] = end
+        self._count(run, +1)
+
+    def stop(self, job_id: str) -> RunningJob:
+        run = self.running.pop(job_id)
+        for index in run.gpus:
+            holders = self.holders[index]
+            del holders[job_id]
+            if not holders:
+                del self.holders[index]
+            self._place(index)
+        self.cpu_only_ends.pop(job_id, None)
+        self._count(run, -1)
+        return run
+
+    def _place(self, index: int) -> None:
+        """A GPU is busy until its last holder's end (a snapshot may show two jobs on one GPU, one
+        of them stopping, or a GPU no longer in the inventory), else free."""
+        pool = self.pool_of.get(index)
+        was = self.until.pop(index, None)
+        if pool is not None and was is not None:
+            self.busy[pool].remove((was, index))
+        holders = self.holders.get(index)
+        if holders:
+            until = self.until[index] = max(holders.values())
+            self.free.pop(index, None)
+            if pool is not None:
+                self.free_in[pool].discard(index)
+                self.busy[pool].add((until, index))
+        elif pool is not None:
+            self.free[index] = self.type_of[index]
+            self.free_in[pool].add(index)
+
+    def _count(self, run: RunningJob, sign: int) -> None:
+        n = len(run.gpus) * sign
+        self.team_gpus[run.team] += n
+        self.user_gpus[(run.team, run.user)] += n
+        self.team_jobs[run.team] += sign
+        if run.group:
+            self.group_jobs[run.group] += sign
+        self.cpus_used += run.cpus_counted * sign
+        self.memory_used += (run.memory or 0) * sign
+        if run.exclusive:
+            if sign > 0:
+                self.exclusive[run.id] = None
+            else:
+                self.exclusive.pop(run.id, None)
+
+    # -- reads ---------------------------------------------------------------------------
+    def min_size(self) -> int | None:
+        return min(self.sizes) if self.sizes else None
+
+    def count_within(self, gpus: int, limit: float) -> int:
+        """Pending jobs of `gpus` GPUs that could run within `limit` seconds (shortest_limit)."""
+        limits = self.limits.get(gpus)
+        return limits.bisect_right(limit) if limits else 0
+
+    def teams_active(self) -> set[str]:
+        return {t for t, n in self.ranked.team_count.items() if n} | {t for t, n in self.team_jobs.items() if n}
+
+    def gated_jobs(self) -> list[PendingJob]:
+        """In queue order, as a fresh gate pass meets them."""
+        return [job for job in self.pending.values() if job.id in self.gated] if self.gated else []
+
+
+class RankedJobs:
+    """The pending jobs in rank order, under keys that hold still while time passes."""
+
+    def __init__(self, policy: Policy, total_gpus: int):
+        w = policy.weights
+        self.policy, self.total_gpus = policy, total_gpus
+        self.fifo = policy.ordering == "fifo"
+        self.sjf = policy.ordering == "sjf"       # shortest expected run time first, per tier
+        self.max_age = policy.max_age
+        self.age_rate = w.age / policy.max_age if policy.max_age > 0 else 0.0
+        self.w_size, self.w_dur, self.w_age = w.size, w.duration, w.age
+        self.log_max_runtime = math.log1p(max(1.0, policy.max_runtime))
+        # tier -> team -> SortedList; FIFO keeps one list (FIFO_TIER, team "")
+        self.young: dict[int, dict[str, SortedList]] = defaultdict(dict)
+        self.old: dict[int, dict[str, SortedList]] = defaultdict(dict)
+        self.where: dict[str, tuple] = {}                     # job id -> (lists, tier, team, entry)
+        self.ageing: list[tuple[float, str]] = []             # (submitted, job id) of young jobs, lazily pruned
+        self.team_count: Counter[str] = Counter()
+        self.now = -math.inf                                  # the latest `advance`
+
+    def _constant(self, job: PendingJob) -> float:
+        """The job's score without its age term."""
+        size = min(1.0, job.gpus / self.total_gpus) if self.total_gpus else 0.0
+        expected = job.expected_runtime or job.wall_time
+        duration = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime) if expected else 0.0
+        return self.w_size * size + self.w_dur * duration - job.nice / NICE_SCALE
+
+    def _entry(self, job: PendingJob, old: bool) -> tuple:
+        if self.fifo:
+            return (job.submitted_at, job.seq, job.id, job)
+        if self.sjf:
+            return (job.expected_runtime or job.wall_time or math.inf, job.submitted_at, job.seq, job.id, job)
+        if old or not self.age_rate:
+            key = -(self._constant(job) + (self.w_age if self.age_rate else 0.0))
+        else:
+            key = -(self._constant(job) - self.age_rate * job.submitted_at)
+        return (key, job.submitted_at, job.seq, job.id, job)
+
+    def _is_old(self, job: PendingJob) -> bool:
+        return bool(self.age_rate) and not self.sjf and self.now - job.submitted_at >= self.max_age
+
+    def _slot(self, job: PendingJob) -> tuple[int, str]:
+        """(tier, team) of the list a job is kept in: FIFO keeps one, SJF one per tier."""
+        if self.fifo:
+            return FIFO_TIER, ""
+        return job.tier, ("" if self.sjf else job.team)
+
+    def add(self, job: PendingJob) -> None:
+        old = not self.fifo and self._is_old(job)
+        tier, team = self._slot(job)
+        lists = self.old if old else self.young
+        slot = lists[tier].get(team)
+        if slot is None:
+            slot = lists[tier][team] = SortedList()
+        entry = self._entry(job, old)
+        slot.add(entry)
+        self.where[job.id] = (lists, tier, team, entry)
+        self.team_count[job.team] += 1
+        if not self.fifo and not self.sjf and not old and self.age_rate:
+            heapq.heappush(self.ageing, (job.submitted_at, job.id))
+
+    def bulk_add(self, jobs) -> None:
+        """Many jobs at once: one sort per list rather than an insertion per job."""
+        groups: dict[tuple, list] = defaultdict(list)
+        ageing = []
+        for job in jobs:
+            old = not self.fifo and self._is_old(job)
+            tier, team = self._slot(job)
+            entry = self._entry(job, old)
+            groups[(old, tier, team)].append(entry)
+            self.where[job.id] = (self.old if old else self.young, tier, team, entry)
+            self.team_count[job.team] += 1
+            if not self.fifo and not self.sjf and not old and self.age_rate:
+                ageing.append((job.submitted_at, job.id))
+        for (old, tier, team), entries in groups.items():
+            lists = self.old if old else self.young
+            if team in lists[tier]:
+                lists[tier][team].update(entries)
+            else:
+                lists[tier][team] = SortedList(entries)
+        if ageing:
+            self.ageing.extend(ageing)
+            heapq.heapify(self.ageing)
+
+    def remove(self, job: PendingJob) -> None:
+        lists, tier, team, entry = self.where.pop(job.id)
+        slot = lists[tier][team]
+        slot.remove(entry)
+        if not slot:
+            del lists[tier][team]
+            if not lists[tier]:
+                del lists[tier]
+        self.team_count[job.team] -= 1
+
+    def advance(self, now: float) -> bool:
+        """Moves the jobs that reached `max_age` by `now` to their tier's old list;
+        False if `now` is earlier than an earlier call's (the lists no longer tell)."""
+        if now < self.now:
+            return False
+        self.now = now
+        while self.ageing and now - self.ageing[0][0] >= self.max_age:
+            _, job_id = heapq.heappop(self.ageing)
+            place = self.where.get(job_id)
+            if place is None or place[0] is self.old:
+                continue   # gone, or already moved
+            job = place[3][-1]
+            self.remove(job)
+            self.add(job)
+        return True
+
+    def tiers(self) -> list[int]:
+        return sorted(set(self.young) | set(self.old))
+
+    def teams_in(self, tier: int) -> dict[str, Iterator[tuple]]:
+        """Per team, its jobs of the tier in rank order at `now`, as (neg part, submitted, seq, id, job)
+        with the part as a fresh pass computes it; `score(job)` gives that part."""
+        out: dict[str, Iterator[tuple]] = {}
+        for team in set(self.young.get(tier, ())) | set(self.old.get(tier, ())):
+            young, old = self.young.get(tier, {}).get(team), self.old.get(tier, {}).get(team)
+            out[team] = heapq.merge(*(self._at_now(s) for s in (old, young) if s))
+        return out
+
+    def _at_now(self, entries: SortedList) -> Iterator[tuple]:
+        for entry in entries:
+            job = entry[-1]
+            yield (-self.score(job), job.submitted_at, job.seq, job.id, job)
+
+    def factors(self, job: PendingJob) -> tuple[float, float, float, float]:
+        """Its age, size, duration and nice terms at `now`, each as a fresh pass computes it."""
+        age = min(1.0, max(0.0, self.now - job.submitted_at) / self.max_age) if self.max_age > 0 else 0.0
+        size = min(1.0, job.gpus / self.total_gpus) if self.total_gpus else 0.0
+        expected = job.expected_runtime or job.wall_time
+        # log scale: 10 minutes vs 1 hour matters as much as 1 day vs 6 days
+        duration = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime) if expected else 0.0
+        return age, size, duration, -job.nice / NICE_SCALE
+
+    def score(self, job: PendingJob) -> float:
+        """The job's part of the score at `now` (all but fair share)."""
+        age, size, duration, nice = self.factors(job)
+        return self.w_age * age + self.w_size * size + self.w_dur * duration + nice
+
+    def in_list_order(self) -> Iterator[PendingJob]:
+        """FIFO and SJF: tier by tier (FIFO has one), each tier's one list in order."""
+        for tier in self.tiers():
+            for slot in self.young.get(tier, {}).values():
+                for entry in slot:
+                    yield entry[-1]

@@ -1,0 +1,136 @@
+"""The index a caller keeps between passes (gqa.scheduling.index): kept one
+change at a time, it must give every pass exactly what a pass over a fresh
+snapshot of the same jobs gives, and a pass that explains nothing must stop
+as soon as nothing more can start, whatever the queue's length."""
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from gqa.scheduling import Gpu, Policy, Snapshot, plan
+from gqa.scheduling.index import QueueIndex, index_of
+from gqa.scheduling.presets import preset
+from tests.builders import gpus, pending, running
+
+POLICIES = {
+    "gqa": preset("gqa", Policy(max_age=5_000.0)),          # a short max_age: jobs reach it within the run
+    "multifactor": preset("multifactor", Policy(max_age=5_000.0)),
+    "fifo": preset("fifo"),
+    "fifo-easy": preset("fifo-easy"),
+    "sjf": preset("sjf-oracle"),
+}
+INVENTORY = tuple(Gpu(i, "a100" if i < 12 else "l4", spot=i % 5 == 0) for i in range(20))
+
+
+def fresh(snap: Snapshot) -> Snapshot:
+    """The same snapshot as plain tuples: the pass indexes it from scratch."""
+    return replace(snap, pending=tuple(snap.pending), running=tuple(snap.running))
+
+
+def random_job(rng: random.Random, n: int, now: float):
+    wall = rng.choice([None, 600.0, 3_600.0, 7_200.0, 86_400.0])
+    extra = {"time_min": 300.0} if wall and rng.random() < 0.1 else {}
+    if rng.random() < 0.1:
+        extra["gpu_type"] = rng.choice(["a100", "l4"])
+    return pending(f"j{n}", team=rng.choice(["vision", "nlp", "speech"]), user=rng.choice(["ann", "bob"]),
+                   gpus=rng.choice([0, 1, 1, 1, 2, 4, 8]), tier=rng.choice(["high", "normal", "normal", "low"]),
+                   submitted_at=now - rng.choice([0.0, 0.0, 100.0, 6_000.0]), seq=n, wall_time=wall,
+                   expected_runtime=wall and wall * rng.choice([0.3, 0.5, 1.0]), nice=rng.choice([0, 0, 50]),
+                   **extra)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("seed", range(4))
+def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
+    rng, policy = random.Random(seed), POLICIES[name]
+    index = QueueIndex(INVENTORY, policy)
+    now, n = 1_000.0, 0
+    for _ in range(120):
+        for _ in range(rng.choice([0, 1, 3])):
+            index.add(random_job(rng, n, now))
+            n += 1
+        snap = Snapshot(now=now, gpus=INVENTORY, pending=index.pending_view, running=index.running_view,
+                        policy=policy, usage={"vision": 5e4, "nlp": 1e3}, cpus=64)
+        assert index_of(snap.pending, snap.running) is index
+        for explain in (True, False):
+            kept, built = plan(snap, explain=explain), plan(fresh(snap), explain=explain)
+            assert kept.starts == built.starts
+            if explain:
+                assert (kept.order, kept.waiting, kept.reserved, kept.factors) == \
+                    (built.order, built.waiting, built.reserved, built.factors)
+        for start in kept.starts:
+            job = index.remove(start.job_id)
+            index.start(running(job.id, team=job.team, user=job.user, gpus=start.gpus, started_at=now,
+                                wall_time=start.wall_time or job.wall_time))
+        for run in list(index.running.values()):
+            if rng.random() < 0.15:
+                index.stop(run.id)
+        now += rng.choice([0.0, 60.0, 900.0, 4_000.0])
+
+
+def test_changes_keep_the_books_a_pass_reads():
+    index = QueueIndex(gpus({"a100": 4, "l4": 2}), Policy())
+    index.add(pending("a", team="vision", gpus=2, wall_time=3_600.0))
+    index.add(pending("b", team="nlp", gpus=0, dependency="afterok:a"))
+    assert (dict(index.sizes), index.gated, index.count_within(2, 3_600.0), index.count_within(2, 3_599.0)) == \
+        ({2: 1, 0: 1}, {"b"}, 1, 0)
+    index.remove("a")
+    index.start(running("a", team="vision", gpus=(0, 1), started_at=100.0, wall_time=3_600.0, cpus=4))
+    assert sorted(index.free) == [2, 3, 4, 5]
+    assert list(index.busy[("a100", False)]) == [(3_700.0, 0), (3_700.0, 1)]
+    assert (index.team_gpus["vision"], index.cpus_used, index.teams_active()) == (2, 4, {"vision", "nlp"})
+    index.stop("a")
+    assert sorted(index.free) == [0, 1, 2, 3, 4, 5] and not index.busy[("a100", False)]
+    assert (index.team_gpus["vision"], index.cpus_used) == (0, 0)
+
+
+def test_a_gpu_two_jobs_hold_is_busy_until_the_last_of_them_ends():
+    index = QueueIndex(gpus(2), Policy())
+    index.start(running("stopping", gpus=(0,), started_at=0.0, wall_time=100.0, stopping=True))
+    index.start(running("next", gpus=(0,), started_at=0.0, wall_time=50.0))
+    assert list(index.busy[("gpu", False)]) == [(100.0, 0)] and 0 not in index.free
+    index.stop("stopping")
+    assert list(index.busy[("gpu", False)]) == [(50.0, 0)] and 0 not in index.free
+    index.stop("next")
+    assert 0 in index.free
+
+
+def test_replacing_a_job_keeps_its_place_in_the_queue_and_refuses_a_new_size():
+    index = QueueIndex(gpus(4), Policy())
+    for name in ("a", "b", "c"):
+        index.add(pending(name, wall_time=3_600.0))
+    index.replace(pending("a", wall_time=3_600.0, expected_runtime=60.0))
+    assert list(index.pending) == ["a", "b", "c"] and index.pending["a"].expected_runtime == 60.0
+    with pytest.raises(ValueError, match="size"):
+        index.replace(pending("b", gpus=2))
+    with pytest.raises(ValueError, match="already pending"):
+        index.add(pending("c"))
+
+
+def test_a_snapshot_changed_by_replace_is_indexed_afresh():
+    index = QueueIndex(gpus(2), Policy())
+    index.add(pending("a"))
+    snap = Snapshot(now=0.0, gpus=index.gpus, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    other = replace(snap, pending=(pending("z"),))
+    assert index_of(other.pending, other.running) is None
+    assert [s.job_id for s in plan(other).starts] == ["z"]
+
+
+@pytest.mark.parametrize("queued", [1_000, 20_000])
+def test_a_pass_that_explains_nothing_looks_at_a_few_jobs_however_long_the_queue(queued):
+    """The head needs 8 GPUs with 4 free: it reserves them all; behind it every job would run
+    past that reservation, so nothing can start and the pass stops after the head."""
+    inventory = gpus(8)
+    index = QueueIndex(inventory, Policy())
+    for i in range(4):
+        index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=1_000.0))
+    index.add(pending("head", gpus=8, submitted_at=0.0, wall_time=500.0, tier="high"))
+    for n in range(queued):
+        index.add(pending(f"q{n}", submitted_at=float(n), seq=n + 1, wall_time=86_400.0))
+    snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    quick = plan(snap, explain=False)
+    assert quick.starts == [] and len(quick.order) <= 2
+    assert len(plan(snap).order) == queued + 1   # explaining, it looks at every job
