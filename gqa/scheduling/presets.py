@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from .snapshot import Policy, Weights
 
-NAMES = ("fifo", "multifactor", "gqa")
+NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "sjf-oracle")
 
 
 def preset(name: str, base: Policy | None = None) -> Policy:
@@ -13,10 +13,15 @@ def preset(name: str, base: Policy | None = None) -> Policy:
     base = base or Policy()
     if name == "fifo":  # arrival order, the first job that does not fit blocks the rest
         return replace(base, ordering="fifo", backfill=False)
+    if name == "fifo-easy":  # Slurm's default sched/backfill with priority = age: arrival order plus EASY backfill
+        return replace(base, ordering="fifo", backfill=True)
     if name == "multifactor":  # Slurm's priority/multifactor with fair share and age, plus EASY backfill
         return replace(base, ordering="multifactor", backfill=True,
                        weights=Weights(fair_share=1.0, age=0.25, size=0.0, duration=0.0))
     if name == "gqa":  # multifactor plus a preference for short expected run times
         return replace(base, ordering="multifactor", backfill=True,
                        weights=Weights(fair_share=1.0, age=0.25, size=0.0, duration=1.0))
+    if name == "sjf-oracle":  # shortest expected run time first, plus EASY backfill: handed the true run
+        # times (gqa.sim's oracle), it is the lower bound no real scheduler reaches
+        return replace(base, ordering="sjf", backfill=True)
     raise ValueError(f"unknown policy {name!r}; choose from {', '.join(NAMES)}")

@@ -113,3 +113,24 @@ def test_expected_runtime_overrides_the_wall_time_for_ordering():
                              pending("b", wall_time=86_400, expected_runtime=300, seq=1, submitted_at=1)])
     result = plan(snap)
     assert result.order == ["b", "a"] and result.factors["b"].duration > result.factors["a"].duration
+
+
+@pytest.mark.parametrize("later, starts", [
+    pytest.param(pending("short", wall_time=90, submitted_at=1, seq=1), ["short"], id="ends before: backfilled"),
+    pytest.param(pending("long", wall_time=200, submitted_at=1, seq=1), [], id="would delay the head: waits"),
+])
+def test_fifo_easy_backfills_around_a_blocked_head_without_delaying_it(later, starts):
+    result = plan(head_blocked(later, policy=preset("fifo-easy")))
+    assert result.order == ["head", later.id]      # arrival order, as fifo's
+    assert started(result) == starts and result.reserved == {"head": NOW + 100}
+    assert plan(head_blocked(later, policy=preset("fifo"))).starts == []
+
+
+def test_sjf_orders_by_expected_run_time_within_a_tier():
+    # the oracle hands plan() true run times as expected_runtime; tiers stay strict
+    snap = snapshot(1, policy=preset("sjf-oracle"),
+                    pending=[pending("long", wall_time=600, expected_runtime=500, submitted_at=0, seq=0),
+                             pending("short", wall_time=86_400, expected_runtime=50, submitted_at=9, seq=1),
+                             pending("tie", wall_time=50, submitted_at=10, seq=2),
+                             pending("urgent", tier=0, expected_runtime=9_000, submitted_at=20, seq=3)])
+    assert plan(snap).order == ["urgent", "short", "tie", "long"]
