@@ -1,0 +1,88 @@
+"""The Tiresias-style LAS replay on workloads small enough to work out by hand."""
+
+import pytest
+
+from gqa.scheduling import TeamPolicy
+from gqa.sim.las import simulate_las
+from gqa.sim.metrics import summarize
+from gqa.sim.workload import SimJob, Workload
+
+
+def job(id, submit, duration, gpus=1, wall=None, seq=None):
+    return SimJob(id=id, seq=int(submit) if seq is None else seq, submit=submit, duration=duration, gpus=gpus,
+                  team="t", user="u", tier=1, wall_time=wall or duration)
+
+
+def las(gpus, *jobs, threshold=100.0, starve=0.0, restart=0.0):
+    result = simulate_las(Workload(jobs=list(jobs), teams={"t": TeamPolicy()}), gpus, threshold=threshold,
+                          starve=starve, restart=restart)
+    return {o.id: o for o in result.outcomes}, result
+
+
+def test_a_new_job_preempts_one_past_the_threshold_which_pays_the_restart():
+    # long: 100 GPU-s at t=100, second queue; short arrives at 200 and takes its GPU;
+    # long kept its 200 s of work, resumes at 250 and spends 60 s restarting: 250 + 60 + 800
+    out, result = las(1, job("long", 0, 1000), job("short", 200, 50), restart=60)
+    assert (out["short"].start, out["short"].end) == (200, 250)
+    assert (out["long"].end, out["long"].attempts, out["long"].preemptions) == (1110, 2, 1)
+    assert out["long"].gpu_seconds == 200 + 60 + 800
+    assert summarize(result)["preemptions"] == 1
+
+
+def test_within_the_first_queue_it_is_fifo_until_the_threshold_is_crossed():
+    # short waits behind long (both in the first queue) until long's 100 GPU-s at t=100
+    out, _ = las(1, job("long", 0, 1000), job("short", 50, 50), restart=60)
+    assert (out["short"].start, out["short"].end) == (100, 150)
+    assert out["long"].end == 150 + 60 + 900
+
+
+def test_attained_service_counts_gpus_times_time():
+    # 4 GPUs reach 100 GPU-s in 25 s: the single-GPU job arriving at 30 preempts the gang
+    out, _ = las(4, job("gang", 0, 1000, gpus=4), job("one", 30, 10))
+    assert out["one"].start == 30 and out["gang"].preemptions == 1
+    assert out["gang"].end == 1000 + 10
+
+
+def test_the_lowest_priority_victims_whose_gpus_are_not_needed_are_spared():
+    # 3 GPUs; "old" (2 GPUs, submitted first) and "young" (1 GPU) both past the threshold;
+    # "new" needs 2: taking young alone is not enough, old alone is: young keeps running
+    out, _ = las(3, job("old", 0, 1000, gpus=2), job("young", 1, 1000), job("new", 500, 10, gpus=2))
+    assert out["new"].start == 500
+    assert (out["old"].preemptions, out["young"].preemptions) == (1, 0)
+
+
+def test_a_gang_that_cannot_get_room_is_skipped_and_smaller_jobs_start():
+    # "big" needs 4 of 4 GPUs, but "held" (first queue, before it) keeps one: "small" starts instead
+    out, _ = las(4, job("held", 0, 1000), job("big", 10, 100, gpus=4), job("small", 20, 100), threshold=1e9)
+    assert out["small"].start == 20 and out["big"].start == 1000
+
+
+STREAM = [job(f"b{k}", 100.0 * k, 100) for k in range(1, 6)]   # one 100 s job every 100 s from t=100
+
+
+@pytest.mark.parametrize("starve, preempted, b3_start, b5_start", [
+    # no guard: the stream holds the GPU from 100 to 600, "long" waits all that time
+    pytest.param(0.0, 1, 300, 500, id="without the guard the stream starves it"),
+    # guard 2: preempted at 100 after 100 s run, promoted at 300 (waited 2 x 100), runs to 400,
+    # preempted by b3; promoted at 600, runs to 700, preempted by b5; resumes at 800
+    pytest.param(2.0, 3, 400, 700, id="promoted after waiting twice its run"),
+])
+def test_starvation_guard(starve, preempted, b3_start, b5_start):
+    out, _ = las(1, job("long", 0, 1000), *STREAM, starve=starve)
+    assert out["long"].preemptions == preempted
+    assert (out["b3"].start, out["b5"].start) == (b3_start, b5_start)
+    assert out["long"].end == 1500   # one GPU, never idle: the same end either way
+
+
+def test_a_job_past_its_wall_time_is_killed_there():
+    out, result = las(1, job("over", 0, 500, wall=300), job("next", 10, 10), threshold=1e9)
+    assert (out["over"].end, out["over"].timed_out) == (300, True)
+    assert out["next"].start == 300 and summarize(result)["timed_out"] == 1
+
+
+def test_books_and_utilisation():
+    out, result = las(2, job("a", 0, 100), job("b", 0, 100, seq=1), job("c", 50, 100, gpus=2))
+    summary = summarize(result)
+    assert summary["finished"] == 3 and summary["unfinished"] == 0
+    assert result.gpu_seconds_by_pool == {"gpu": 100 + 100 + 200}
+    assert summary["utilisation"] == pytest.approx(400 / (2 * 200))
