@@ -71,7 +71,8 @@ def simulate_las(work: Workload, gpus: int, *, name: str = "las", threshold: flo
 
 
 class _Las:
-    def __init__(self, work, gpus, name, threshold, starve, restart, price, pool):
+    def __init__(self, work: Workload, gpus: int, name: str, threshold: float, starve: float, restart: float,
+                 price: float, pool: str):
         self.sim = sorted(work.jobs, key=lambda j: (j.submit, j.seq))
         self.total, self.free = gpus, gpus
         self.threshold, self.starve, self.restart, self.price, self.pool = threshold, starve, restart, price, pool
