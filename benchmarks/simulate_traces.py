@@ -14,11 +14,12 @@ the makespan is mostly the drain of its longest jobs (ITP has 18-day jobs),
 so only the second says how busy the cluster was. That drain is also why the
 GPU count is set from the offered load rather than searched for on a
 prefix's measured utilisation.
-Then the three policies replay the same workload on that cluster. The
-headline is each policy's ratio to FIFO's, from one run. `--estimates MODE`
-picks the wall times users ask for (as `gqa simulate --estimates`); the
-cluster is then sized from the run times those wall times allow, as jobs
-killed at their limit offer less.
+Then the policies (all six of gqa.sim.policies.NAMES unless --policies)
+replay the same workload on that cluster. The headline is each policy's
+ratio to FIFO's, from one run. `--estimates MODE` picks the wall times
+users ask for (as `gqa simulate --estimates`); the cluster is then sized
+from the run times those wall times allow, as jobs killed at their limit
+offer less.
 
 Traces are read from --traces DIR (default: $GQA_TRACES, else traces/
 under the repository root): the folder holding the ITP and Alibaba trace
@@ -36,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gqa.scheduling.presets import NAMES, preset  # noqa: E402
-from gqa.sim import cluster, derive, load_trace, ratios, simulate, summarize  # noqa: E402
+from gqa.sim import cluster, derive, load_trace, ratios, summarize  # noqa: E402
+from gqa.sim.policies import NAMES, run_policy  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
@@ -63,7 +64,7 @@ def replay(args) -> tuple[str, dict, float]:
     trace = load_trace(path)
     work = derive(trace.jobs, cluster_gpus=gpus, seed=seed, limit=limit, estimates=Estimates(estimates))
     began = time.perf_counter()
-    result = simulate(work, cluster(gpus), preset(policy), name=policy)
+    result = run_policy(policy, work, cluster(gpus))
     return policy, summarize(result), time.perf_counter() - began
 
 
@@ -77,6 +78,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--estimates", default="model", choices=MODES,
                         help="the wall times users ask for (see gqa simulate --estimates)")
+    parser.add_argument("--policies", default=",".join(NAMES), help=f"any of {', '.join(NAMES)}")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
@@ -95,12 +97,13 @@ def main() -> int:
             for target in targets:
                 gpus = offered_gpus(sized, target)
                 print(f"{name} {target:.0%}: {gpus} GPUs", file=sys.stderr)
-                jobs = [(str(path), gpus, p, limit, args.seed, args.estimates) for p in NAMES]
+                jobs = [(str(path), gpus, p, limit, args.seed, args.estimates) for p in args.policies.split(",")]
                 summaries, seconds = {}, {}
                 for policy, summary, took in pool.map(replay, jobs):
                     summaries[policy], seconds[policy] = summary, took
                     print(f"  {policy}: {summary['jobs']} jobs in {took:.0f}s", file=sys.stderr)
-                rows.append({"trace": name, "target": target, "gpus": gpus, "jobs": summaries["fifo"]["jobs"],
+                jobs_replayed = next(iter(summaries.values()))["jobs"]
+                rows.append({"trace": name, "target": target, "gpus": gpus, "jobs": jobs_replayed,
                              "estimates": args.estimates,
                              "policies": summaries, "ratios_vs_fifo": ratios(summaries), "seconds": seconds})
                 if args.output == "table":

@@ -22,8 +22,12 @@ def simulate(
     gpus: Annotated[Optional[int], Opt("--gpus", "-G", help="GPUs in the simulated cluster.")] = None,
     pools: Annotated[Optional[str], Opt("--pools", help="A YAML list of pools with prices (instead of "
                                                         "or matching --gpus): cost and spot saving.")] = None,
-    policies: Annotated[str, Opt("--policies", help="Comma-separated: fifo, multifactor, gqa.")]
+    policies: Annotated[str, Opt("--policies", help="Comma-separated: fifo, fifo-easy (FIFO with EASY backfill), "
+                                                    "multifactor, gqa, las (Tiresias-style, preemptive), "
+                                                    "sjf-oracle (knows true run times: a bound).")]
         = "fifo,multifactor,gqa",
+    base: Annotated[Optional[str], Opt("--base", help="The policy the others' ratios are against (default: "
+                                                      "fifo, where replayed).")] = None,
     load: Annotated[float, Opt("--load", help="Arrival-rate multiplier: 2 halves the gaps.")] = 1.0,
     seed: Annotated[int, Opt("--seed", help="Seed for what the trace lacks (wall times, reclaims).")] = 0,
     limit: Annotated[Optional[int], Opt("--limit", help="Only the first N jobs.")] = None,
@@ -50,7 +54,7 @@ def simulate(
     output: Output = "table",
 ):
     """Replay TRACE under each policy with the real scheduling pass; print waits,
-    completion times, slowdown, utilisation and fairness, and ratios against FIFO.
+    completion times, slowdown, utilisation and fairness, and ratios against FIFO (or --base).
 
     Examples: gqa simulate raw-traces.tar.gz --gpus 1300 | gqa simulate jobs.csv --gpus 8 -o json
     """
@@ -58,9 +62,9 @@ def simulate(
 
     from gqa.models.errors import SpecError
     from gqa.models.units import parse_duration
-    from gqa.scheduling.presets import NAMES, preset
-    from gqa.sim import cluster, derive, load_trace, simulate as replay, summarize
+    from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
+    from gqa.sim.policies import NAMES, run_policy
     from gqa.sim.pools import PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
@@ -71,6 +75,9 @@ def simulate(
     unknown = [p for p in names if p not in NAMES]
     if unknown or not names:
         fail(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(NAMES)}")
+    if base is not None and base.strip().lower() not in names:
+        fail(f"--base {base} is not among the policies replayed ({', '.join(names)})")
+    base = (base or "fifo").strip().lower()
     if load <= 0:
         fail("--load must be positive")
     if eta_sample is not None and eta_sample < 0:
@@ -135,9 +142,12 @@ def simulate(
     results, summaries = {}, {}
     for name in names:
         began = time.perf_counter()
-        result = replay(work, inventory, preset(name), name=name, checkpoint_interval=interval, pool_of=pool_of,
-                        reclaim_per_hour=reclaim_rates(pool_list), seed=seed, eta=eta, eta_every=eta_every,
-                        save_on_notice=on_notice, restart_cost=restart_cost)
+        try:
+            result = run_policy(name, work, inventory, checkpoint_interval=interval, pool_of=pool_of,
+                                reclaim_per_hour=reclaim_rates(pool_list), seed=seed, eta=eta, eta_every=eta_every,
+                                save_on_notice=on_notice, restart_cost=restart_cost)
+        except ValueError as exc:
+            fail(str(exc))
         costs = cost(result.gpu_seconds_by_pool, pool_list) if pool_list else None
         results[name], summaries[name] = result, summarize(result, costs=costs)
         if fmt == "table":
@@ -158,10 +168,10 @@ def simulate(
             for name, page in pages.items():
                 note(f"{name}: report in {page}")
     if fmt == "json":
-        data = as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode)
+        data = as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode, base)
         print_json({**data, "reports": pages} if report else data)
     else:
-        print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries)
+        print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, base)
 
 
 def _reports(results, work, inventory, trace: str, directory: str) -> dict[str, str]:

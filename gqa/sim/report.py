@@ -1,5 +1,5 @@
-"""Showing a replay: one table row per policy plus ratios against FIFO for
-people, one JSON object for scripts, wait-time CDFs as a picture."""
+"""Showing a replay: one table row per policy plus ratios against a base
+policy (FIFO unless told) for people, one JSON object for scripts, wait-time CDFs as a picture."""
 
 from ..models.units import format_duration
 from .engine import SimResult
@@ -11,14 +11,15 @@ RATIO_LINE = (("mean_wait", "mean wait"), ("p99_wait", "p99 wait"), ("mean_jct",
 
 
 def as_json(trace: str, gpus: int, jobs: int, assumptions: list[str], summaries: dict[str, dict],
-            estimates: str = "model") -> dict:
-    """`estimates`: how the wall times the trace lacks were filled in (gqa/sim/estimates.py)."""
+            estimates: str = "model", base: str = "fifo") -> dict:
+    """`estimates`: how the wall times the trace lacks were filled in (gqa/sim/estimates.py);
+    `base`: the policy the ratios are against (their key names it: ratios_vs_fifo)."""
     return {"trace": trace, "gpus": gpus, "jobs": jobs, "estimates": estimates, "assumptions": list(assumptions),
-            "policies": summaries, "ratios_vs_fifo": ratios(summaries)}
+            "policies": summaries, f"ratios_vs_{base}": ratios(summaries, base)}
 
 
 def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str],
-                summaries: dict[str, dict]) -> None:
+                summaries: dict[str, dict], base: str = "fifo") -> None:
     from rich.table import Table
 
     if not console.is_terminal:  # a file or a pipe has no width to keep to
@@ -46,9 +47,9 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
         if s.get("cost") is not None:
             saving = f", spot saved ${s['spot_saving']:,.0f}" if s.get("spot_saving") is not None else ""
             console.print(f"{name} cost: ${s['cost']:,.0f}{saving}", soft_wrap=True)
-    for name, r in ratios(summaries).items():
+    for name, r in ratios(summaries, base).items():
         parts = [f"{label} {r[key]:.2f}x" for key, label in RATIO_LINE if r.get(key) is not None]
-        console.print(f"{name} / fifo: " + ", ".join(parts), soft_wrap=True)
+        console.print(f"{name} / {base}: " + ", ".join(parts), soft_wrap=True)
     if any(s.get("eta_median_abs_error") is not None for s in summaries.values()):
         for name, s in summaries.items():
             console.print(f"{name} ETA error at submit: median {_t(s['eta_median_abs_error'])}, "

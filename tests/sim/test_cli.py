@@ -83,10 +83,32 @@ def test_limit_load_and_pools(tmp_path, capsys):
     (["--gpus", "4", "--estimates", "oracle"], "--estimates: unknown estimates mode 'oracle'; choose from model, "
                                                "default, max, fitted"),
     (["--gpus", "4", "--estimates", "default", "--default-share", "2"], "between 0 and 1, not 2"),
+    (["--gpus", "4", "--policies", "fifo,gqa", "--base", "las"], "--base las is not among the policies replayed"),
 ])
 def test_bad_options_exit_2(capsys, args, message):
     code, out, err = run(capsys, GOLDEN, *args)
     assert code == 2 and message in err and out == ""
+
+
+def test_every_policy_replays_through_the_cli_with_ratios_against_a_chosen_base(capsys):
+    from gqa.sim.policies import NAMES
+
+    data = as_json(capsys, GOLDEN, "--gpus", "4", "--policies", ",".join(NAMES), "--base", "sjf-oracle",
+                   "--eta-every", "0")
+    assert list(data["policies"]) == list(NAMES)
+    assert all(s["finished"] == 8 for s in data["policies"].values())
+    assert set(data["ratios_vs_sjf-oracle"]) == set(NAMES) - {"sjf-oracle"}
+    assert data["ratios_vs_sjf-oracle"]["fifo"]["mean_jct"] >= 1   # nothing beats the oracle's mean JCT here
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,las", "--eta-every", "0")
+    assert code == 0 and "las / fifo: mean wait" in out
+
+
+def test_las_refuses_pools_it_cannot_model(tmp_path, capsys):
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("- {name: od, gpu_type: a100, spot: false, gpus: 2, price_per_gpu_hour: 4.0}\n"
+                     "- {name: spot, gpu_type: a100, spot: true, gpus: 2, price_per_gpu_hour: 1.5}\n")
+    code, out, err = run(capsys, GOLDEN, "--pools", str(pools), "--policies", "las")
+    assert code == 2 and out == "" and "las counts one pool of identical GPUs" in err
 
 
 def test_estimates_mode_named_in_json_and_under_asked_jobs_killed(tmp_path, capsys):
