@@ -22,10 +22,10 @@ def simulate(
     gpus: Annotated[Optional[int], Opt("--gpus", "-G", help="GPUs in the simulated cluster.")] = None,
     pools: Annotated[Optional[str], Opt("--pools", help="A YAML list of pools with prices (instead of "
                                                         "or matching --gpus): cost and spot saving.")] = None,
-    policies: Annotated[str, Opt("--policies", help="Comma-separated: fifo, fifo-easy (FIFO with EASY backfill), "
-                                                    "multifactor, gqa, las (Tiresias-style, preemptive), "
-                                                    "sjf-oracle (knows true run times: a bound).")]
-        = "fifo,multifactor,gqa",
+    policies: Annotated[Optional[str], Opt(
+        "--policies", help="Comma-separated: fifo, fifo-easy (FIFO with EASY backfill), multifactor, gqa, las "
+                           "(Tiresias-style, preemptive), sjf-oracle (knows true run times: a bound). Default: "
+                           "all (las left out where --pools has several pools or reclaims).")] = None,
     base: Annotated[Optional[str], Opt("--base", help="The policy the others' ratios are against (default: "
                                                       "fifo, where replayed).")] = None,
     load: Annotated[float, Opt("--load", help="Arrival-rate multiplier: 2 halves the gaps.")] = 1.0,
@@ -64,14 +64,14 @@ def simulate(
     from gqa.models.units import parse_duration
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.policies import NAMES, run_policy
+    from gqa.sim.policies import NAMES, las_refuses, run_policy
     from gqa.sim.pools import PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
 
     fmt = check_output(output)
-    names = [p.strip().lower() for p in policies.split(",") if p.strip()]
+    names = [p.strip().lower() for p in policies.split(",") if p.strip()] if policies is not None else list(NAMES)
     unknown = [p for p in names if p not in NAMES]
     if unknown or not names:
         fail(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(NAMES)}")
@@ -119,6 +119,9 @@ def simulate(
     except TraceError as exc:
         fail(str(exc))
     spot = any(p.spot for p in pool_list)
+    las_left_out = policies is None and las_refuses(inventory, pool_of, reclaim_rates(pool_list))
+    if las_left_out:
+        names.remove("las")
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
                   notes=loaded.notes, estimates=asked)
     if not work.jobs:
@@ -129,6 +132,8 @@ def simulate(
             + ("; every job tolerates spot (tried first; on demand after repeated reclaims); a reclaim "
                f"requeues the job from its last checkpoint (every {checkpoint})"
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
+    if las_left_out:
+        work.assumptions.append(f"las left out: {las_left_out}")
     if restart_cost:
         work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
                                 "its checkpoint before new work")

@@ -12,19 +12,29 @@ NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "las", "sjf-oracle")
 ORACLES = {"sjf-oracle"}   # handed each job's true run time
 
 
+def las_refuses(gpus: tuple[Gpu, ...], pool_of: dict[int, str] | None = None,
+                reclaim_per_hour: dict[str, float] | None = None) -> str | None:
+    """Why the LAS replay cannot model this cluster, or None: it counts one pool of
+    identical GPUs that is never reclaimed."""
+    pools = set((pool_of or {g.index: g.type for g in gpus}).values())
+    if len(pools) > 1 or len({g.price for g in gpus}) > 1 or any(reclaim_per_hour or {}):
+        return (f"las counts one pool of identical GPUs, never reclaimed; these are {len(pools)} pools, "
+                "at several prices or with reclaims")
+    return None
+
+
 def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_options) -> SimResult:
     """`engine_options` are `simulate()`'s. The LAS replay takes only `restart_cost`
-    (its own RESTART when none is given) and the pools: it counts one pool of
-    identical GPUs that is never reclaimed, so it refuses anything else."""
+    (its own RESTART when none is given) and the pools, and refuses those it cannot
+    model (`las_refuses`)."""
     if name not in NAMES:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(NAMES)}")
     if name == "las":
         pool_of = engine_options.get("pool_of") or {g.index: g.type for g in gpus}
-        pools = set(pool_of.values())
-        if len(pools) > 1 or len({g.price for g in gpus}) > 1 or any(engine_options.get("reclaim_per_hour") or {}):
-            raise ValueError(f"las counts one pool of identical GPUs, never reclaimed; these are {len(pools)} "
-                             "pools, at several prices or with reclaims")
+        refused = las_refuses(gpus, pool_of, engine_options.get("reclaim_per_hour"))
+        if refused:
+            raise ValueError(refused)
         price = gpus[0].price if gpus else 0.0
-        return simulate_las(work, len(gpus), name=name, price=price, pool=next(iter(pools), "gpu"),
+        return simulate_las(work, len(gpus), name=name, price=price, pool=next(iter(pool_of.values()), "gpu"),
                             restart=engine_options.get("restart_cost") or RESTART)
     return simulate(work, gpus, preset(name), name=name, oracle=name in ORACLES, **engine_options)

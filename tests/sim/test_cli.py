@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from gqa.sim.policies import NAMES
 
 GOLDEN = str(Path(__file__).with_name("golden.csv"))
 POLICY_KEYS = {"mean_wait", "p99_wait", "mean_jct", "mean_slowdown", "utilisation", "makespan",
@@ -29,7 +30,7 @@ def test_json_shape(capsys):
     data = as_json(capsys, GOLDEN, "--gpus", "4")
     assert {"trace", "gpus", "jobs", "assumptions", "policies"} <= set(data)
     assert (data["trace"], data["gpus"], data["jobs"]) == ("golden.csv", 4, 8)
-    assert list(data["policies"]) == ["fifo", "multifactor", "gqa"]
+    assert list(data["policies"]) == list(NAMES)   # every policy unless --policies
     for summary in data["policies"].values():
         assert POLICY_KEYS <= set(summary)
         assert summary["eta_median_abs_error"] is None or summary["eta_median_abs_error"] >= 0
@@ -91,8 +92,6 @@ def test_bad_options_exit_2(capsys, args, message):
 
 
 def test_every_policy_replays_through_the_cli_with_ratios_against_a_chosen_base(capsys):
-    from gqa.sim.policies import NAMES
-
     data = as_json(capsys, GOLDEN, "--gpus", "4", "--policies", ",".join(NAMES), "--base", "sjf-oracle",
                    "--eta-every", "0")
     assert list(data["policies"]) == list(NAMES)
@@ -109,6 +108,9 @@ def test_las_refuses_pools_it_cannot_model(tmp_path, capsys):
                      "- {name: spot, gpu_type: a100, spot: true, gpus: 2, price_per_gpu_hour: 1.5}\n")
     code, out, err = run(capsys, GOLDEN, "--pools", str(pools), "--policies", "las")
     assert code == 2 and out == "" and "las counts one pool of identical GPUs" in err
+    data = as_json(capsys, GOLDEN, "--pools", str(pools), "--eta-every", "0")   # by default it is left out, said so
+    assert list(data["policies"]) == [n for n in NAMES if n != "las"]
+    assert any(line.startswith("las left out: las counts one pool") for line in data["assumptions"])
 
 
 def test_estimates_mode_named_in_json_and_under_asked_jobs_killed(tmp_path, capsys):
