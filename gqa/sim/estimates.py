@@ -36,7 +36,7 @@ PARTITION_MAX = 7 * DAY
 PARTITION_DEFAULT = DAY
 DEFAULT_SHARE = 0.4
 
-# Fitted by benchmarks/fit_estimates.py on 2025-12-02 to ALCF Theta's 2022 job log
+# Fitted by benchmarks/fit_estimates.py on 2026-12-02 to ALCF Theta's 2022 job log
 # (23,911 jobs, Cobalt; field 4 run time, field 9 requested time) as published in
 # github.com/SPEAR-UIC/CQSim, data/InputFiles/theta_2022.swf, commit
 # 8fc7a37f8e68ccd45b0ca20ccbf38b67e27d5842. An HPC (CPU) log: no public GPU
