@@ -14,19 +14,18 @@ later pass ranks with the fair share the earlier starts used, since the
 replay charges each run's GPU time to its team's usage as the store does
 (and decays the rest with the half-life).
 
-A replay over a long queue hands each pass a window, not every pending job
-(`_Window`): jobs that differ only by age (same tier, team, user, limited
-array and resources) keep their order, so a pass can start no more of them
-than fit at once, and the rest of them wait outside the window until those
-start. Each pass costs what can start, not the queue's length, and it
-starts exactly the jobs the whole queue's pass would."""
+The replay keeps the queue in a QueueIndex (index.py), a copy of the
+caller's where it keeps one: each replayed start and end is one change to
+it, and each pass looks only at the jobs it could start, so a prediction
+over a long queue costs the passes it replays, not the queue's length at
+every one of them."""
 
 import heapq
 import statistics
-from collections import deque
 from dataclasses import replace
 
 from .fairshare import decay
+from .index import QueueIndex, index_of
 from .plan import plan
 from .snapshot import PendingJob, RunningJob, Snapshot
 
@@ -49,49 +48,61 @@ def expected_runtime(wall_time: float | None, ratio: float) -> float | None:
 
 def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
                    targets: set[str] | None = None, max_passes: int = 10_000,
-                   most: int | None = None, window: bool = True) -> dict[str, float | None]:
+                   most: int | None = None) -> dict[str, float | None]:
     """Predicted start time of each pending job (or of `targets` only, which
     can stop the replay early), in predicted start order. `ratios`: per-team
     runtime ratio. `most`: stop once that many starts are told (the rest None),
-    as Slurm's backfill tests a bounded number of jobs. `window`: False hands
-    every pass the whole queue (what the window must agree with)."""
+    as Slurm's backfill tests a bounded number of jobs."""
     ratios = ratios or {}
     wanted = set(targets) if targets is not None else {j.id for j in snap.pending}
     starts: dict[str, float | None] = {}
+    index = _replay_index(snap)
     ends: list[tuple[float, str]] = []       # (expected end, job id) of running jobs
-    running: dict[str, RunningJob] = {}
-    for run in snap.running:
-        running[run.id] = run
+    for run in index.running.values():
         heapq.heappush(ends, (_not_before(_expected_end(run, ratios), run, snap.now), run.id))
-    waiting = _Window(snap, whole=not window)
     now = snap.now
     used: dict[str, float] = {}     # GPU-seconds the replay's runs add to each team's usage since snap.now
     for _ in range(max_passes):
         usage = {team: decay(u, now - snap.now, snap.policy.half_life) for team, u in snap.usage.items()}
         for team, seconds in used.items():
             usage[team] = usage.get(team, 0.0) + seconds
-        current = replace(snap, now=now, pending=waiting.jobs(), running=tuple(running.values()), usage=usage)
+        current = replace(snap, now=now, pending=index.pending_view, running=index.running_view, usage=usage)
         for start in plan(current, explain=False).starts:
-            job = waiting.pop(start.job_id)
+            job = index.remove(start.job_id)
             starts[job.id] = now
             run = _as_running(job, start.gpus, now, start.wall_time)
-            running[job.id] = run
+            index.start(run)
             heapq.heappush(ends, (_expected_end(run, ratios), job.id))
-        if wanted <= starts.keys() or not waiting or (most is not None and len(starts) >= most):
+        if wanted <= starts.keys() or not index.pending or (most is not None and len(starts) >= most):
             break
         # the next thing that can change the plan: a running job's end, or a --begin time coming
-        following = min(ends[0][0] if ends else INF, waiting.next_begin(now))
+        following = min(ends[0][0] if ends else INF, _next_begin(index, now))
         if following == INF:
             break  # nothing we can see will free GPUs
         # what runs until then is charged to its team, as the store's usage counts it (fairshare.py)
-        for run in running.values():
-            used[run.team] = used.get(run.team, 0.0) + len(run.gpus) * (following - now)
+        for team, gpus in index.team_gpus.items():
+            if gpus:
+                used[team] = used.get(team, 0.0) + gpus * (following - now)
         now = following
         while ends and ends[0][0] <= now:
-            running.pop(heapq.heappop(ends)[1], None)
-    for job_id in waiting.left():
+            job_id = heapq.heappop(ends)[1]
+            if job_id in index.running:
+                index.stop(job_id)
+    for job_id in index.pending:
         starts.setdefault(job_id, None)
     return {k: v for k, v in starts.items() if targets is None or k in wanted}
+
+
+def _replay_index(snap: Snapshot) -> QueueIndex:
+    """The replay's own index: a copy of the one the caller keeps (O(n)), else one built for the snapshot."""
+    kept = index_of(snap.pending, snap.running)
+    if kept is not None and kept.policy is snap.policy and kept.gpus is snap.gpus and kept.ranked.now <= snap.now:
+        return kept.copy()
+    return QueueIndex.of(snap.gpus, snap.policy, snap.pending, snap.running, snap.now)
+
+
+def _next_begin(index: QueueIndex, now: float) -> float:
+    return min((job.begin for job in index.gated_jobs() if job.begin is not None and job.begin > now), default=INF)
 
 
 def _expected_end(run: RunningJob, ratios: dict[str, float], job: PendingJob | None = None) -> float:
@@ -121,81 +132,3 @@ def _as_running(job: PendingJob, gpus: tuple[int, ...], now: float, granted: flo
     return RunningJob(id=job.id, team=job.team, user=job.user, gpus=gpus, started_at=now, cpus=job.cpus,
                       memory=job.memory, group=job.group, wall_time=wall_time, expected_runtime=expected,
                       exclusive=job.exclusive)
-
-
-class _Window:
-    """The pending jobs a replayed pass is handed. Jobs alike but for their
-    age (one bucket: tier, team, user, an array with a limit, resources,
-    limits, nice) are served oldest first, and a pass starts at most as many
-    of one bucket as fit the machine at once; so each bucket shows its first
-    that many (plus the reservations a pass may give), and a job further back
-    joins as those start. Jobs the gate may treat apart (a dependency, a
-    --begin) are always in; held ones never start in a replay (nothing
-    releases them), so one per team stays in, which keeps the team's share
-    counted. A singleton dependency reads every pending job: no window then."""
-
-    def __init__(self, snap: Snapshot, *, whole: bool = False):
-        gpus = len(snap.gpus)
-        self.always: dict[str, PendingJob] = {}
-        self.held: dict[str, PendingJob] = {}
-        self.buckets: dict[tuple, deque[PendingJob]] = {}
-        self.fits: dict[tuple, int] = {}
-        whole = whole or any(j.dependency and "singleton" in j.dependency for j in snap.pending)
-        extra = max(0, snap.policy.reservation_depth) + 1
-        for job in sorted(snap.pending, key=lambda j: (j.submitted_at, j.seq, j.id)):
-            if whole or job.dependency or job.begin is not None:
-                self.always[job.id] = job
-            elif job.held or job.user_hold:
-                self.held[job.id] = job
-            else:
-                key = _bucket(job)
-                if key not in self.buckets:
-                    self.buckets[key] = deque()
-                    self.fits[key] = _at_once(job, gpus, snap.cpus) + extra
-                self.buckets[key].append(job)
-        self.teams: dict[str, PendingJob] = {}
-        for job in self.held.values():
-            self.teams.setdefault(job.team, job)
-
-    def __bool__(self) -> bool:
-        return bool(self.always) or any(self.buckets.values())
-
-    def jobs(self) -> tuple[PendingJob, ...]:
-        out = list(self.always.values()) + list(self.teams.values())
-        for key, bucket in self.buckets.items():
-            fits = self.fits[key]
-            out += bucket if len(bucket) <= fits else [bucket[i] for i in range(fits)]
-        return tuple(out)
-
-    def pop(self, job_id: str) -> PendingJob:
-        job = self.always.pop(job_id, None)
-        if job is not None:
-            return job
-        for key, bucket in self.buckets.items():   # a started job is near its bucket's head
-            for n in range(min(len(bucket), self.fits[key])):
-                if bucket[n].id == job_id:
-                    job = bucket[n]
-                    del bucket[n]
-                    return job
-        raise KeyError(job_id)   # held jobs never start in a replay
-
-    def next_begin(self, now: float) -> float:
-        return min((j.begin for j in self.always.values() if j.begin is not None and j.begin > now), default=INF)
-
-    def left(self) -> list[str]:
-        return [*self.always, *self.held, *(j.id for b in self.buckets.values() for j in b)]
-
-
-def _bucket(job: PendingJob) -> tuple:
-    return (job.tier, job.team, job.user, job.group if job.group_limit else None, job.gpus, job.gpu_type,
-            job.gpu_types, job.cpus, job.memory, job.wall_time, job.expected_runtime, job.time_min, job.spot,
-            job.reclaims, job.exclusive, job.max_gpu_hours, job.nice)
-
-
-def _at_once(job: PendingJob, gpus: int, cpus: int | None) -> int:
-    """How many such jobs one pass could start together (every pending job when nothing bounds them)."""
-    if job.exclusive:
-        return 1
-    if job.gpus:
-        return gpus // job.gpus
-    return cpus // job.cpus_counted if cpus is not None else 1 << 30

@@ -131,6 +131,22 @@ class QueueIndex:
             index._note_pending(job)
         return index
 
+    def copy(self) -> "QueueIndex":
+        """An independent copy in O(n) (an ETA replay runs one forward without touching the caller's)."""
+        new = QueueIndex(self.gpus, self.policy)
+        new.pending, new.running = dict(self.pending), dict(self.running)
+        new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
+        new.limits = defaultdict(SortedList, {size: limits.copy() for size, limits in self.limits.items()})
+        new.free, new.free_in = dict(self.free), {pool: set(gpus) for pool, gpus in self.free_in.items()}
+        new.busy = {pool: entries.copy() for pool, entries in self.busy.items()}
+        new.holders = {gpu: dict(jobs) for gpu, jobs in self.holders.items()}
+        new.until = dict(self.until)
+        new.team_gpus, new.user_gpus = Counter(self.team_gpus), Counter(self.user_gpus)
+        new.group_jobs, new.team_jobs = Counter(self.group_jobs), Counter(self.team_jobs)
+        new.cpus_used, new.memory_used = self.cpus_used, self.memory_used
+        new.exclusive, new.cpu_only_ends = dict(self.exclusive), dict(self.cpu_only_ends)
+        return new
+
     # -- changes ---------------------------------------------------------------------
     def add(self, job: PendingJob) -> None:
         if job.id in self.pending:
@@ -256,10 +272,19 @@ class RankedJobs:
         # tier -> team -> SortedList; FIFO keeps one list (FIFO_TIER, team "")
         self.young: dict[int, dict[str, SortedList]] = defaultdict(dict)
         self.old: dict[int, dict[str, SortedList]] = defaultdict(dict)
-        self.where: dict[str, tuple] = {}                     # job id -> (lists, tier, team, entry)
+        self.where: dict[str, tuple] = {}                     # job id -> (old?, tier, team, entry)
         self.ageing: list[tuple[float, str]] = []             # (submitted, job id) of young jobs, lazily pruned
         self.team_count: Counter[str] = Counter()
         self.now = -math.inf                                  # the latest `advance`
+
+    def copy(self) -> "RankedJobs":
+        new = RankedJobs(self.policy, self.total_gpus)
+        for mine, theirs in ((self.young, new.young), (self.old, new.old)):
+            for tier, teams in mine.items():
+                theirs[tier] = {team: entries.copy() for team, entries in teams.items()}
+        new.where, new.ageing = dict(self.where), list(self.ageing)
+        new.team_count, new.now = Counter(self.team_count), self.now
+        return new
 
     def _constant(self, job: PendingJob) -> float:
         """The job's score without its age term."""
@@ -297,7 +322,7 @@ class RankedJobs:
             slot = lists[tier][team] = SortedList()
         entry = self._entry(job, old)
         slot.add(entry)
-        self.where[job.id] = (lists, tier, team, entry)
+        self.where[job.id] = (old, tier, team, entry)
         self.team_count[job.team] += 1
         if not self.fifo and not self.sjf and not old and self.age_rate:
             heapq.heappush(self.ageing, (job.submitted_at, job.id))
@@ -311,7 +336,7 @@ class RankedJobs:
             tier, team = self._slot(job)
             entry = self._entry(job, old)
             groups[(old, tier, team)].append(entry)
-            self.where[job.id] = (self.old if old else self.young, tier, team, entry)
+            self.where[job.id] = (old, tier, team, entry)
             self.team_count[job.team] += 1
             if not self.fifo and not self.sjf and not old and self.age_rate:
                 ageing.append((job.submitted_at, job.id))
@@ -326,7 +351,8 @@ class RankedJobs:
             heapq.heapify(self.ageing)
 
     def remove(self, job: PendingJob) -> None:
-        lists, tier, team, entry = self.where.pop(job.id)
+        old, tier, team, entry = self.where.pop(job.id)
+        lists = self.old if old else self.young
         slot = lists[tier][team]
         slot.remove(entry)
         if not slot:
@@ -344,7 +370,7 @@ class RankedJobs:
         while self.ageing and now - self.ageing[0][0] >= self.max_age:
             _, job_id = heapq.heappop(self.ageing)
             place = self.where.get(job_id)
-            if place is None or place[0] is self.old:
+            if place is None or place[0]:
                 continue   # gone, or already moved
             job = place[3][-1]
             self.remove(job)

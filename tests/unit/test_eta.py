@@ -6,9 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gqa.scheduling import Snapshot, eta, plan
 from gqa.scheduling.eta import expected_runtime, predict_starts, runtime_ratio
+from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import NAMES, preset
-from tests.builders import pending, running, snapshot
+from tests.builders import gpus, pending, running, snapshot
 
 NOW = snapshot().now
 MF = preset("multifactor")
@@ -107,10 +109,51 @@ def long_queues(draw):
                     cpus=draw(st.none() | st.integers(2, 8)))
 
 
+def replayed_afresh(snap):
+    """The prediction's specification: every replayed pass over plain tuples of what waits and runs."""
+    waiting, running = {j.id: j for j in snap.pending}, {r.id: r for r in snap.running}
+    ends = sorted((eta._not_before(eta._expected_end(r, {}), r, snap.now), r.id) for r in snap.running)
+    starts, now, used = {}, snap.now, {}
+    while True:
+        usage = {t: eta.decay(u, now - snap.now, snap.policy.half_life) for t, u in snap.usage.items()}
+        for team, seconds in used.items():
+            usage[team] = usage.get(team, 0.0) + seconds
+        current = replace(snap, now=now, pending=tuple(waiting.values()), running=tuple(running.values()),
+                          usage=usage)
+        for start in plan(current, explain=False).starts:
+            job = waiting.pop(start.job_id)
+            starts[job.id] = now
+            running[job.id] = run = eta._as_running(job, start.gpus, now, start.wall_time)
+            ends = sorted(ends + [(eta._expected_end(run, {}), job.id)])
+        begins = [j.begin for j in waiting.values() if j.begin is not None and j.begin > now]
+        following = min([e for e, _ in ends[:1]] + begins, default=eta.INF)
+        if not waiting or following == eta.INF:
+            break
+        for run in running.values():
+            used[run.team] = used.get(run.team, 0.0) + len(run.gpus) * (following - now)
+        now = following
+        while ends and ends[0][0] <= now:
+            running.pop(ends.pop(0)[1], None)
+    return {**starts, **{j: None for j in waiting}}
+
+
 @settings(max_examples=100, deadline=None)
 @given(long_queues())
-def test_the_window_predicts_what_the_whole_queue_would(snap):
-    # each replayed pass sees a window of the queue; the same starts, at the same times, in the same order
-    whole, windowed = predict_starts(snap, window=False), predict_starts(snap)
-    assert windowed == whole
-    assert [j for j, at in windowed.items() if at is not None] == [j for j, at in whole.items() if at is not None]
+def test_the_replay_predicts_what_passes_over_fresh_snapshots_would(snap):
+    # the replay keeps an index, changed by each start and end; the same starts, at the same times, in order
+    kept, afresh = predict_starts(snap), replayed_afresh(snap)
+    assert kept == afresh
+    assert [j for j, at in kept.items() if at is not None] == [j for j, at in afresh.items() if at is not None]
+
+
+def test_a_replay_from_the_callers_index_predicts_the_same_and_leaves_that_index_as_it_was():
+    index = QueueIndex(gpus(4), preset("gqa"))
+    index.start(running("r", gpus=(0, 1, 2), started_at=NOW - 100, wall_time=600.0))
+    for n in range(6):
+        index.add(pending(f"p{n}", gpus=1 + n % 2, submitted_at=NOW - n, seq=n, wall_time=300.0 * (n + 1)))
+    kept = Snapshot(now=NOW, gpus=index.gpus, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    before = (list(index.pending), list(index.running), dict(index.free))
+    assert predict_starts(kept) == predict_starts(replace(kept, pending=tuple(kept.pending),
+                                                          running=tuple(kept.running)))
+    assert (list(index.pending), list(index.running), dict(index.free)) == before
