@@ -29,25 +29,25 @@ user and wall time are derived (see `gqa simulate`'s assumption lines)."""
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gqa.sim import cluster, derive, load_trace, ratios, summarize  # noqa: E402
+from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
+from gqa.sim.engine import production_eta  # noqa: E402
+from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import NAMES, run_policy  # noqa: E402
-from gqa.sim.estimates import MODES, Estimates  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
 TARGETS = (0.70, 0.85, 0.95)
 QUICK_JOBS = {"itp": 4000, "alibaba": 1500}      # --quick: the first N arrivals (~5 and ~22 days)
-SHOWN = (("mean_wait", "mean wait", "t"), ("p99_wait", "p99 wait", "t"), ("mean_jct", "mean JCT", "t"),
-         ("mean_slowdown", "slowdown", "f"), ("utilisation", "util", "%"),
-         ("utilisation_during_arrivals", "util (arr.)", "%"),
-         ("max_team_slowdown", "max team sd", "f"), ("jain_fairness", "Jain", "f"))
+ETA_JOBS = 500                                    # arrivals whose ETA is checked per gqa replay
 
 
 def offered_gpus(jobs, target: float) -> int:
@@ -58,14 +58,24 @@ def offered_gpus(jobs, target: float) -> int:
     return max(max(j.gpus for j in jobs), round(demand / span / target))
 
 
-def replay(args) -> tuple[str, dict, float]:
-    """One policy on one workload (a separate process: the machine's cores run them side by side)."""
-    path, gpus, policy, limit, seed, estimates = args
-    trace = load_trace(path)
-    work = derive(trace.jobs, cluster_gpus=gpus, seed=seed, limit=limit, estimates=Estimates(estimates))
-    began = time.perf_counter()
-    result = run_policy(policy, work, cluster(gpus))
-    return policy, summarize(result), time.perf_counter() - began
+@lru_cache(maxsize=8)
+def _workload(path: str, limit: int | None, seed: int, mode: str):
+    """The derived workload of one trace under one estimates mode, once per worker process: the
+    cluster is at least the largest job, so the workload is the same at every load."""
+    return derive(load_trace(path).jobs, cluster_gpus=10**9, seed=seed, limit=limit, estimates=Estimates(mode))
+
+
+def replay(task: tuple) -> dict:
+    """One policy on one workload (a separate process: the machine's cores run them side by side).
+    Seconds are the process's CPU time, so two replays side by side do not slow each other's figure."""
+    path, gpus, policy, limit, seed, mode, eta_every = task
+    work = _workload(path, limit, seed, mode)
+    options = {"eta": production_eta(), "eta_every": eta_every} if policy == "gqa" and eta_every else {}
+    began = time.process_time()
+    result = run_policy(policy, work, cluster(gpus), **options)
+    took = time.process_time() - began
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
+    return {"policy": policy, "summary": summarize(result), "cpu_s": took, "max_rss_mib": rss_mib}
 
 
 def main() -> int:
@@ -76,59 +86,147 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(TRACES), help="itp, alibaba or both")
     parser.add_argument("--targets", default=",".join(f"{t:g}" for t in TARGETS), help="utilisation targets")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--estimates", default="model", choices=MODES,
-                        help="the wall times users ask for (see gqa simulate --estimates)")
+    parser.add_argument("--estimates", default=",".join(MODES),
+                        help=f"the wall times users ask for, any of {', '.join(MODES)} (see gqa simulate --estimates)")
     parser.add_argument("--policies", default=",".join(NAMES), help=f"any of {', '.join(NAMES)}")
+    parser.add_argument("--eta-jobs", type=int, default=ETA_JOBS,
+                        help="gqa's ETA is checked for about this many arrivals per replay (0: none)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--plot", help="draw mean JCT against the oracle's per load, mode and trace to this PNG")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
-    targets = [float(t) for t in args.targets.split(",")]
-    rows = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for name in args.only.split(","):
-            path = Path(args.traces) / TRACES[name]
-            if not path.exists():
-                print(f"skipping {name}: {path} not found (use --traces DIR)", file=sys.stderr)
-                continue
-            trace = load_trace(path)
-            limit = QUICK_JOBS[name] if args.quick else None
-            sized = derive(trace.jobs, cluster_gpus=10**9, seed=args.seed, limit=limit,
-                           estimates=Estimates(args.estimates)).jobs
+    try:
+        targets = [float(t) for t in args.targets.split(",")]
+        modes = [Estimates(m).mode for m in args.estimates.split(",")]
+    except (ValueError, EstimatesError) as exc:
+        parser.error(str(exc))
+    policies = args.policies.split(",")
+    unknown = [p for p in policies if p not in NAMES]
+    if unknown:
+        parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+    began = time.perf_counter()
+    rows, tasks = [], []
+    for name in args.only.split(","):
+        path = Path(args.traces) / TRACES[name]
+        if not path.exists():
+            print(f"skipping {name}: {path} not found (use --traces DIR)", file=sys.stderr)
+            continue
+        limit = QUICK_JOBS[name] if args.quick else None
+        for mode in modes:
+            jobs = _workload(str(path), limit, args.seed, mode).jobs
+            eta_every = max(1, len(jobs) // args.eta_jobs) if args.eta_jobs else 0
             for target in targets:
-                gpus = offered_gpus(sized, target)
-                print(f"{name} {target:.0%}: {gpus} GPUs", file=sys.stderr)
-                jobs = [(str(path), gpus, p, limit, args.seed, args.estimates) for p in args.policies.split(",")]
-                summaries, seconds = {}, {}
-                for policy, summary, took in pool.map(replay, jobs):
-                    summaries[policy], seconds[policy] = summary, took
-                    print(f"  {policy}: {summary['jobs']} jobs in {took:.0f}s", file=sys.stderr)
-                jobs_replayed = next(iter(summaries.values()))["jobs"]
-                rows.append({"trace": name, "target": target, "gpus": gpus, "jobs": jobs_replayed,
-                             "estimates": args.estimates,
-                             "policies": summaries, "ratios_vs_fifo": ratios(summaries), "seconds": seconds})
-                if args.output == "table":
-                    _print_rows(rows[-1:])
+                row = {"trace": name, "estimates": mode, "target": target, "gpus": offered_gpus(jobs, target),
+                       "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
+                rows.append(row)
+                tasks += [(row, (str(path), row["gpus"], p, limit, args.seed, mode, eta_every)) for p in policies]
+    # the longest replays first, so neither core idles at the end
+    tasks.sort(key=lambda t: (t[0]["jobs"], t[1][2] != "las"), reverse=True)
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = [(row, pool.submit(replay, task)) for row, task in tasks]
+        for row, future in futures:
+            out = future.result()
+            row["policies"][out["policy"]] = out["summary"]
+            row["cpu_s"][out["policy"]], row["max_rss_mib"][out["policy"]] = out["cpu_s"], out["max_rss_mib"]
+            print(f"  {row['trace']} {row['estimates']} {row['target']:.0%} {out['policy']}: "
+                  f"{out['cpu_s']:.1f} s of CPU", file=sys.stderr)
+    for row in rows:
+        row["goals"] = goals(row)
+    wall = time.perf_counter() - began
+    if args.plot:
+        plot(rows, args.plot)
     if args.output == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"rows": rows, "wall_s": wall}, indent=2))
+    else:
+        print_table(rows, wall)
     return 0
 
 
-def _print_rows(rows) -> None:
+def goals(row: dict) -> dict[str, float | None]:
+    """The issue's goals for gqa in one row, as the ratios they are judged by (None: a policy missing)."""
+    s = row["policies"]
+    gqa = s.get("gqa")
+
+    def ratio(key: str, other: str) -> float | None:
+        theirs = s.get(other, {}).get(key)
+        return gqa[key] / theirs if gqa and theirs and gqa.get(key) is not None else None
+
+    util = (gqa["utilisation"] - s["fifo-easy"]["utilisation"]) * 100 \
+        if gqa and "fifo-easy" in s and gqa["utilisation"] is not None else None
+    return {"jct_vs_las": ratio("mean_jct", "las"), "jct_vs_oracle": ratio("mean_jct", "sjf-oracle"),
+            "worst_team_vs_fifo_easy": ratio("max_team_slowdown", "fifo-easy"),
+            "util_points_vs_fifo_easy": util, "eta_error_of_wait": gqa.get("eta_error_of_wait") if gqa else None}
+
+
+def print_table(rows: list[dict], wall: float) -> None:
     from gqa.models.units import format_duration
 
-    def cell(value, kind):
-        if value is None:
-            return "-"
-        return format_duration(value) if kind == "t" else f"{value:.1%}" if kind == "%" else f"{value:.2f}"
+    policies = [p for p in NAMES if any(p in r["policies"] for r in rows)]
+    head = f"{'trace':<8}{'estimates':<10}{'load':>5} {'GPUs':>5}" + "".join(f"{p:>12}" for p in policies)
+    print("mean JCT per policy; then gqa's goals: JCT / las (<= 1), JCT / sjf-oracle (<= 1.15 with the model's "
+          "estimates), worst team's slowdown / fifo-easy's (<= 1), utilisation - fifo-easy's (>= -2 points), "
+          "ETA mean error / mean wait of those that waited (<= 0.3)")
+    print(head + f"{'/las':>7}{'/oracle':>8}{'team':>6}{'util':>6}{'ETA':>6}")
+    for r in rows:
+        jct = "".join(f"{format_duration(r['policies'][p]['mean_jct']) if p in r['policies'] else '-':>12}"
+                      for p in policies)
+        g = r["goals"]
+        cells = [_x(g["jct_vs_las"]), _x(g["jct_vs_oracle"]), _x(g["worst_team_vs_fifo_easy"]),
+                 "-" if g["util_points_vs_fifo_easy"] is None else f"{g['util_points_vs_fifo_easy']:+.1f}",
+                 "-" if g["eta_error_of_wait"] is None else f"{g['eta_error_of_wait']:.2f}"]
+        print(f"{r['trace']:<8}{r['estimates']:<10}{r['target']:>5.0%} {r['gpus']:>5}{jct}"
+              f"{cells[0]:>7}{cells[1]:>8}{cells[2]:>6}{cells[3]:>6}{cells[4]:>6}")
+    cpu = max((s, r["trace"], p) for r in rows for p, s in r["cpu_s"].items())
+    rss = max(m for r in rows for m in r["max_rss_mib"].values())
+    print(f"\nslowest replay: {cpu[2]} on {cpu[1]}, {cpu[0]:.1f} s of one core; largest replay process "
+          f"{rss:.0f} MiB; {sum(len(r['cpu_s']) for r in rows)} replays in {wall / 60:.1f} min")
+    for name, test, limit in GOAL_TESTS:
+        values = [(r["goals"][name], r) for r in rows if r["goals"][name] is not None
+                  and (name != "jct_vs_oracle" or r["estimates"] == "model")]
+        met = sum(1 for v, _ in values if test(v, limit))
+        print(f"goal {name}: met in {met} of {len(values)} rows")
 
-    for row in rows:
-        print(f"\n{row['trace']}: {row['jobs']} jobs on {row['gpus']} GPUs (target {row['target']:.0%})")
-        print(f"  {'policy':<12}" + "".join(f"{label:>13}" for _, label, _ in SHOWN))
-        for policy, s in row["policies"].items():
-            print(f"  {policy:<12}" + "".join(f"{cell(s[key], kind):>13}" for key, _, kind in SHOWN))
-        for policy, r in row["ratios_vs_fifo"].items():
-            print(f"  {policy + '/fifo':<12}" + "".join(
-                f"{(f'{r[key]:.2f}x' if r.get(key) is not None else '-'):>13}" for key, _, _ in SHOWN))
+
+GOAL_TESTS = (("jct_vs_las", lambda v, lim: v <= lim, 1.0), ("jct_vs_oracle", lambda v, lim: v <= lim, 1.15),
+              ("worst_team_vs_fifo_easy", lambda v, lim: v <= lim, 1.0),
+              ("util_points_vs_fifo_easy", lambda v, lim: v >= lim, -2.0),
+              ("eta_error_of_wait", lambda v, lim: v <= lim, 0.3))
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """One panel per trace and estimates mode: each policy's mean JCT over the oracle's, by load."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    traces = sorted({r["trace"] for r in rows})
+    modes = [m for m in MODES if any(r["estimates"] == m for r in rows)]
+    fig, axes = plt.subplots(len(traces), len(modes), figsize=(3.2 * len(modes), 2.8 * len(traces)),
+                             squeeze=False, sharex=True)
+    for i, trace in enumerate(traces):
+        for j, mode in enumerate(modes):
+            ax = axes[i][j]
+            mine = sorted((r for r in rows if r["trace"] == trace and r["estimates"] == mode),
+                          key=lambda r: r["target"])
+            for policy in NAMES:
+                points = [(r["target"] * 100, r["policies"][policy]["mean_jct"] / oracle["mean_jct"])
+                          for r in mine if policy in r["policies"] and (oracle := r["policies"].get("sjf-oracle"))]
+                if points:
+                    ax.plot(*zip(*points), marker="o", label=policy, linewidth=2.4 if policy == "gqa" else 1.2)
+            ax.set_yscale("log")
+            ax.set_title(f"{trace}, {mode} estimates", fontsize=9)
+            if j == 0:
+                ax.set_ylabel("mean JCT / sjf-oracle's")
+            if i == len(traces) - 1:
+                ax.set_xlabel("load (%)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

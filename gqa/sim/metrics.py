@@ -82,6 +82,10 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
         "eta_checked": len(errors), "eta_waited_checked": len(waited),
         "eta_waited_median_abs_error": percentile(waited, 50), "eta_waited_p90_abs_error": percentile(waited, 90),
         "eta_waited_mean_wait": mean([o.start - o.submit for o in done if o.eta is not None and o.start > o.submit]),
+        "eta_waited_mean_abs_error": mean(waited),
+        # the goal's measure: the mean error of the waiting jobs' ETAs over their mean wait
+        "eta_error_of_wait": _share(mean(waited), mean([o.start - o.submit for o in done
+                                                        if o.eta is not None and o.start > o.submit])),
         "preemptions": sum(o.preemptions for o in result.outcomes),
         "reclaims": sum(o.reclaims for o in result.outcomes),
         "timed_out": sum(1 for o in done if o.timed_out),
@@ -92,6 +96,10 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
     if costs is not None:
         summary.update(costs)
     return summary
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    return part / whole if part is not None and whole else None
 
 
 def _slowdown(o: _Done) -> float:

@@ -1,0 +1,60 @@
+"""benchmarks/simulate_traces.py: the whole table (traces x estimates x loads x
+policies) from one run, its goals as the ratios they are judged by, and its plot,
+on a small trace in the Alibaba format."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gqa.sim.policies import NAMES
+
+ROOT = Path(__file__).resolve().parents[2]
+COLUMNS = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+           "creation_time,deletion_time,scheduled_time")
+
+
+def alibaba_trace(folder: Path, pods: int = 80) -> None:
+    rng = random.Random(7)
+    rows, t = [COLUMNS], 0.0
+    for n in range(pods):
+        t += rng.expovariate(1 / 200)
+        run = rng.choice([60, 300, 1_800, 7_200, 36_000])
+        rows.append(f"pod-{n},1000,1024,{rng.choice([1, 1, 1, 2, 4])},1000,,BE,Succeeded,{t:.0f},{t + run:.0f},{t:.0f}")
+    place = folder / "alibaba-gpu-v2023"
+    place.mkdir(parents=True)
+    (place / "openb_pod_list_default.csv").write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.slow
+def test_one_run_gives_every_row_its_goals_and_draws_the_plot(tmp_path):
+    alibaba_trace(tmp_path)
+    plot = tmp_path / "table.png"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces", str(tmp_path),
+                           "--only", "alibaba", "--targets", "0.8,0.95", "--estimates", "model,max", "--workers", "1",
+                           "--eta-jobs", "20", "--plot", str(plot), "-o", "json"],
+                          capture_output=True, text=True, timeout=300, check=True)
+    out = json.loads(done.stdout)
+    rows = out["rows"]
+    assert [(r["estimates"], r["target"]) for r in rows] == [("model", 0.8), ("model", 0.95), ("max", 0.8),
+                                                             ("max", 0.95)]
+    for row in rows:
+        assert sorted(row["policies"]) == sorted(NAMES) and row["jobs"] == 80
+        gqa, las, oracle, easy = (row["policies"][p] for p in ("gqa", "las", "sjf-oracle", "fifo-easy"))
+        goals = row["goals"]
+        assert goals["jct_vs_las"] == pytest.approx(gqa["mean_jct"] / las["mean_jct"])
+        assert goals["jct_vs_oracle"] == pytest.approx(gqa["mean_jct"] / oracle["mean_jct"])
+        assert goals["worst_team_vs_fifo_easy"] == pytest.approx(gqa["max_team_slowdown"] / easy["max_team_slowdown"])
+        assert goals["util_points_vs_fifo_easy"] == pytest.approx((gqa["utilisation"] - easy["utilisation"]) * 100)
+        assert gqa["eta_checked"] > 0 and all(0 <= s < 300 for s in row["cpu_s"].values())
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_unknown_mode_or_policy_is_one_line_and_exit_2(tmp_path):
+    for flag, value in (("--estimates", "guess"), ("--policies", "gqa,lottery")):
+        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
+                               str(tmp_path), flag, value], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and value.split(",")[-1] in done.stderr
