@@ -67,7 +67,7 @@ class Capacity:
         self.cpu_ends: list[float] = list(index.cpu_only_ends.values())   # CPU-only jobs' ends
         self._free_sorted: tuple[int, list[int]] = (-1, [])        # (free count, the free GPUs in order)
         self.reservations = 0                                       # made in this pass (a version for horizons)
-        self._horizons: tuple[tuple[int, int], list[float]] = ((-1, -1), [])
+        self._horizons: tuple[tuple[int, int], dict[Pool, list[float]]] = ((-1, -1), {})
 
     # -- gates -------------------------------------------------------------------
     def behind(self, job: PendingJob) -> str | None:
@@ -142,15 +142,18 @@ class Capacity:
             return None, short, None
         return tuple(chosen), "", granted
 
-    def horizons(self) -> list[float]:
-        """For each free GPU, how long a job could hold it before a reservation needs it (inf: none
-        does), longest first: a job of n GPUs can start now only if it fits in the n-th (in one pool,
-        which this ignores: it is a bound, for stopping a pass early)."""
+    def horizons(self) -> dict[Pool, list[float]]:
+        """Per pool, for each of its free GPUs, how long a job could hold it before a reservation
+        needs it (inf: none does), longest first: a job of n GPUs can start now in a pool only if
+        it fits in the pool's n-th (a bound, for stopping a pass early)."""
         version = (len(self.ledger.free), self.reservations)
         if self._horizons[0] != version:
-            booked, now = self.booked, self.now
-            spans = [booked[i][0] - now if i in booked else INF for i in self.ledger.free]
-            spans.sort(reverse=True)
+            booked, now, pool_of = self.booked, self.now, self.pool_of
+            spans: dict[Pool, list[float]] = {pool: [] for pool in self.pools}
+            for index in self.ledger.free:
+                spans[pool_of[index]].append(booked[index][0] - now if index in booked else INF)
+            for values in spans.values():
+                values.sort(reverse=True)
             self._horizons = (version, spans)
         return self._horizons[1]
 

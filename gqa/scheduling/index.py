@@ -100,7 +100,8 @@ class QueueIndex:
         self.pending_view, self.running_view = PendingView(self), RunningView(self)
         # the pending side
         self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
-        self.limits: dict[int, SortedList] = defaultdict(SortedList)   # GPU count -> shortest_limit()s
+        # (fit class, GPU count) -> shortest_limit()s: what a pass may stop on (plan.Remaining)
+        self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
         self.ranked = RankedJobs(policy, len(gpus))
         # the running side: the pass's ledger and timeline, kept
@@ -136,7 +137,7 @@ class QueueIndex:
         new = QueueIndex(self.gpus, self.policy)
         new.pending, new.running = dict(self.pending), dict(self.running)
         new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
-        new.limits = defaultdict(SortedList, {size: limits.copy() for size, limits in self.limits.items()})
+        new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
         new.free, new.free_in = dict(self.free), {pool: set(gpus) for pool, gpus in self.free_in.items()}
         new.busy = {pool: entries.copy() for pool, entries in self.busy.items()}
         new.holders = {gpu: dict(jobs) for gpu, jobs in self.holders.items()}
@@ -157,7 +158,7 @@ class QueueIndex:
     def _note_pending(self, job: PendingJob) -> None:
         self.pending[job.id] = job
         self.sizes[job.gpus] += 1
-        self.limits[job.gpus].add(shortest_limit(job))
+        self.limits[self.kind(job)].add(shortest_limit(job))
         if gated(job):
             self.gated.add(job.id)
 
@@ -167,7 +168,7 @@ class QueueIndex:
         self.sizes[job.gpus] -= 1
         if not self.sizes[job.gpus]:
             del self.sizes[job.gpus]
-        self.limits[job.gpus].remove(shortest_limit(job))
+        self.limits[self.kind(job)].remove(shortest_limit(job))
         self.gated.discard(job_id)
         return job
 
@@ -179,8 +180,8 @@ class QueueIndex:
             raise ValueError(f"job {job.id}: replace() keeps a job's size and gates; remove and add it instead")
         self.ranked.remove(was)
         self.ranked.add(job)
-        self.limits[job.gpus].remove(shortest_limit(was))
-        self.limits[job.gpus].add(shortest_limit(job))
+        self.limits[self.kind(was)].remove(shortest_limit(was))
+        self.limits[self.kind(job)].add(shortest_limit(job))
         self.pending[job.id] = job
 
     def start(self, run: RunningJob) -> None:
@@ -244,9 +245,18 @@ class QueueIndex:
     def min_size(self) -> int | None:
         return min(self.sizes) if self.sizes else None
 
-    def count_within(self, gpus: int, limit: float) -> int:
-        """Pending jobs of `gpus` GPUs that could run within `limit` seconds (shortest_limit)."""
-        limits = self.limits.get(gpus)
+    def kind(self, job: PendingJob) -> tuple:
+        """What decides where a job may fit: its GPU types, whether spot is still open to it, its
+        size (pools.py: `pools_for`)."""
+        return job.types(), job.spot and job.reclaims < self.policy.spot_fallback_after, job.gpus
+
+    def kinds(self) -> dict[tuple, int]:
+        """Pending jobs per kind."""
+        return {kind: len(limits) for kind, limits in self.limits.items() if limits}
+
+    def count_within(self, kind: tuple, limit: float) -> int:
+        """Pending jobs of a kind that could run within `limit` seconds (shortest_limit)."""
+        limits = self.limits.get(kind)
         return limits.bisect_right(limit) if limits else 0
 
     def teams_active(self) -> set[str]:

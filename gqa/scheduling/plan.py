@@ -15,7 +15,7 @@ never preempts: it waits for the machine to empty.
 """
 
 from bisect import bisect_right, insort
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from .budget import BudgetLedger
 from .dependencies import gate
@@ -112,32 +112,44 @@ def indexed(snap: Snapshot) -> QueueIndex:
 
 class Remaining:
     """The jobs a pass has not looked at yet, and whether any of them could still start: one of
-    n GPUs needs n free GPUs a reservation leaves it for at least its shortest limit (the index
-    counts pending jobs by size and limit; those looked at are taken off). A bound, not a fit:
-    it only lets a pass that explains nothing stop early."""
+    n GPUs needs n free GPUs in one pool open to it that a reservation leaves it for at least its
+    shortest limit (the index counts pending jobs by kind and limit; those looked at are taken
+    off). A bound, not a fit: it only lets a pass that explains nothing stop early."""
 
     def __init__(self, index: QueueIndex, ledger: Ledger, capacity: Capacity):
         self.index, self.ledger, self.capacity = index, ledger, capacity
-        self.sizes = Counter(index.sizes)
-        self.seen: dict[int, list[float]] = defaultdict(list)   # size -> limits looked at, sorted
+        self.left = index.kinds()
+        self.cpu_only = index.sizes.get(0, 0)
+        self.seen: dict[tuple, list[float]] = defaultdict(list)   # kind -> limits looked at, sorted
+        self.pools_of: dict[tuple, list] = {}                      # kind -> the pools open to it
 
     def looked_at(self, job: PendingJob) -> None:
-        self.sizes[job.gpus] -= 1
-        insort(self.seen[job.gpus], shortest_limit(job))
+        kind = self.index.kind(job)
+        self.left[kind] -= 1
+        self.cpu_only -= job.gpus == 0
+        insort(self.seen[kind], shortest_limit(job))
 
     def cpu_room(self) -> bool:
         led = self.ledger
-        return bool(self.sizes[0]) and led.exclusive is None and (led.cpus_free is None or led.cpus_free > 0)
+        return bool(self.cpu_only) and led.exclusive is None and (led.cpus_free is None or led.cpus_free > 0)
 
     def may_start(self) -> bool:
         if self.cpu_room():
             return True
-        free = len(self.ledger.free)
-        spans = self.capacity.horizons() if self.capacity.booked else None
-        for size, n in self.sizes.items():
-            if not n or not size or size > free:
+        spans = self.capacity.horizons()
+        for kind, n in self.left.items():
+            size = kind[2]
+            if not n or not size:
                 continue
-            span = spans[size - 1] if spans is not None else INF
-            if span == INF or self.index.count_within(size, span) > bisect_right(self.seen[size], span):
-                return True
+            if kind not in self.pools_of:
+                types, spot_open, _ = kind
+                self.pools_of[kind] = [p for p in spans if (types is None or p[0] in types)
+                                       and (spot_open or not p[1])] if spans else []
+            for pool in self.pools_of[kind]:
+                free = spans[pool]
+                if len(free) < size:
+                    continue
+                span = free[size - 1]
+                if span == INF or self.index.count_within(kind, span) > bisect_right(self.seen[kind], span):
+                    return True
         return False

@@ -73,7 +73,9 @@ def test_changes_keep_the_books_a_pass_reads():
     index = QueueIndex(gpus({"a100": 4, "l4": 2}), Policy())
     index.add(pending("a", team="vision", gpus=2, wall_time=3_600.0))
     index.add(pending("b", team="nlp", gpus=0, dependency="afterok:a"))
-    assert (dict(index.sizes), index.gated, index.count_within(2, 3_600.0), index.count_within(2, 3_599.0)) == \
+    kind = index.kind(index.pending["a"])
+    assert kind == (None, False, 2)
+    assert (dict(index.sizes), index.gated, index.count_within(kind, 3_600.0), index.count_within(kind, 3_599.0)) == \
         ({2: 1, 0: 1}, {"b"}, 1, 0)
     index.remove("a")
     index.start(running("a", team="vision", gpus=(0, 1), started_at=100.0, wall_time=3_600.0, cpus=4))
@@ -134,3 +136,21 @@ def test_a_pass_that_explains_nothing_looks_at_a_few_jobs_however_long_the_queue
     quick = plan(snap, explain=False)
     assert quick.starts == [] and len(quick.order) <= 2
     assert len(plan(snap).order) == queued + 1   # explaining, it looks at every job
+
+
+def test_a_pass_stops_when_free_gpus_are_only_in_pools_the_queue_may_not_use():
+    """Spot GPUs stand free while every waiting job has fallen back to on demand, which is full:
+    nothing can start, and the pass says so after looking at one job, not the whole queue."""
+    inventory = tuple(Gpu(i, "a100", spot=i >= 4) for i in range(8))
+    index = QueueIndex(inventory, Policy())
+    for i in range(4):
+        index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=1_000.0))
+    for n in range(2_000):
+        index.add(pending(f"q{n}", submitted_at=float(n), seq=n, wall_time=600.0, spot=True, reclaims=2))
+    snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    quick = plan(snap, explain=False)
+    assert quick.starts == [] and len(quick.order) <= 1
+    assert plan(fresh(snap), explain=False).starts == []
+    spot_open = replace(snap, pending=(pending("new", spot=True, wall_time=600.0),))
+    assert [s.gpus for s in plan(spot_open, explain=False).starts] == [(4,)]
