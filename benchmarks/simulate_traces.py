@@ -151,14 +151,24 @@ def goals(row: dict) -> dict[str, float | None]:
         theirs = s.get(other, {}).get(key)
         return gqa[key] / theirs if gqa and theirs and gqa.get(key) is not None else None
 
-    util = (gqa["utilisation"] - s["fifo-easy"]["utilisation"]) * 100 \
-        if gqa and "fifo-easy" in s and gqa["utilisation"] is not None else None
+    def points(key: str) -> float | None:
+        theirs = s.get("fifo-easy", {}).get(key)
+        return (gqa[key] - theirs) * 100 if gqa and gqa.get(key) is not None and theirs is not None else None
+
     # the oracle is not preemptive either: where it loses to las, so must any order without preemption
     oracle_vs_las = s["sjf-oracle"]["mean_jct"] / s["las"]["mean_jct"] if {"sjf-oracle", "las"} <= s.keys() else None
     return {"jct_vs_las": ratio("mean_jct", "las"), "oracle_vs_las": oracle_vs_las,
             "jct_vs_oracle": ratio("mean_jct", "sjf-oracle"),
             "worst_team_vs_fifo_easy": ratio("max_team_slowdown", "fifo-easy"),
-            "util_points_vs_fifo_easy": util, "eta_error_of_wait": gqa.get("eta_error_of_wait") if gqa else None}
+            # utilisation over the makespan, and between the first and last arrival: the first also
+            # counts the drain of the few longest jobs, which gqa starts last
+            "util_points_vs_fifo_easy": points("utilisation"),
+            "util_in_arrivals_points_vs_fifo_easy": points("utilisation_during_arrivals"),
+            # the mean error of the waiting jobs' ETAs over their mean wait, and the median error's
+            "eta_error_of_wait": gqa.get("eta_error_of_wait") if gqa else None,
+            "eta_median_error_of_wait": (gqa["eta_waited_median_abs_error"] / gqa["eta_waited_mean_wait"]
+                                         if gqa and gqa.get("eta_waited_median_abs_error") is not None
+                                         and gqa.get("eta_waited_mean_wait") else None)}
 
 
 def print_table(rows: list[dict], wall: float) -> None:
@@ -167,19 +177,21 @@ def print_table(rows: list[dict], wall: float) -> None:
     policies = [p for p in NAMES if any(p in r["policies"] for r in rows)]
     head = f"{'trace':<8}{'estimates':<10}{'load':>5} {'GPUs':>5}" + "".join(f"{p:>12}" for p in policies)
     print("mean JCT per policy; then gqa's goals: JCT / las (<= 1), JCT / sjf-oracle (<= 1.15 with the model's "
-          "estimates), worst team's slowdown / fifo-easy's (<= 1), utilisation - fifo-easy's (>= -2 points), "
-          "ETA mean error / mean wait of those that waited (<= 0.3)")
+          "estimates), worst team's slowdown / fifo-easy's (<= 1), utilisation - fifo-easy's over the makespan "
+          "and between the first and last arrival (>= -2 points), the mean and the median ETA error over the mean "
+          "wait of those that waited (<= 0.3)")
     print("(oracle/las: the oracle's own JCT over las's; above 1, no order without preemption reaches las)")
-    print(head + f"{'/las':>7}{'/oracle':>8}{'team':>6}{'util':>6}{'ETA':>6}{'oracle/las':>11}")
+    print(head + f"{'/las':>7}{'/oracle':>8}{'team':>6}{'util':>6}{'arr.':>6}{'ETA':>6}{'med.':>6}{'oracle/las':>11}")
     for r in rows:
         jct = "".join(f"{format_duration(r['policies'][p]['mean_jct']) if p in r['policies'] else '-':>12}"
                       for p in policies)
         g = r["goals"]
         cells = [_x(g["jct_vs_las"]), _x(g["jct_vs_oracle"]), _x(g["worst_team_vs_fifo_easy"]),
-                 "-" if g["util_points_vs_fifo_easy"] is None else f"{g['util_points_vs_fifo_easy']:+.1f}",
-                 "-" if g["eta_error_of_wait"] is None else f"{g['eta_error_of_wait']:.2f}", _x(g["oracle_vs_las"])]
+                 _pts(g["util_points_vs_fifo_easy"]), _pts(g["util_in_arrivals_points_vs_fifo_easy"]),
+                 _x(g["eta_error_of_wait"]), _x(g["eta_median_error_of_wait"]), _x(g["oracle_vs_las"])]
         print(f"{r['trace']:<8}{r['estimates']:<10}{r['target']:>5.0%} {r['gpus']:>5}{jct}"
-              f"{cells[0]:>7}{cells[1]:>8}{cells[2]:>6}{cells[3]:>6}{cells[4]:>6}{cells[5]:>11}")
+              f"{cells[0]:>7}{cells[1]:>8}{cells[2]:>6}{cells[3]:>6}{cells[4]:>6}{cells[5]:>6}{cells[6]:>6}"
+              f"{cells[7]:>11}")
     cpu = max((s, r["trace"], p) for r in rows for p, s in r["cpu_s"].items())
     rss = max(m for r in rows for m in r["max_rss_mib"].values())
     print(f"\nslowest replay: {cpu[2]} on {cpu[1]}, {cpu[0]:.1f} s of one core; largest replay process "
@@ -197,7 +209,13 @@ def print_table(rows: list[dict], wall: float) -> None:
 GOAL_TESTS = (("jct_vs_las", lambda v, lim: v <= lim, 1.0), ("jct_vs_oracle", lambda v, lim: v <= lim, 1.15),
               ("worst_team_vs_fifo_easy", lambda v, lim: v <= lim, 1.0),
               ("util_points_vs_fifo_easy", lambda v, lim: v >= lim, -2.0),
-              ("eta_error_of_wait", lambda v, lim: v <= lim, 0.3))
+              ("util_in_arrivals_points_vs_fifo_easy", lambda v, lim: v >= lim, -2.0),
+              ("eta_error_of_wait", lambda v, lim: v <= lim, 0.3),
+              ("eta_median_error_of_wait", lambda v, lim: v <= lim, 0.3))
+
+
+def _pts(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}"
 
 
 def _x(value: float | None) -> str:
