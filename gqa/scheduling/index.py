@@ -21,8 +21,10 @@ A snapshot carries the index through its `pending` and `running` fields
 or running jobs (a `dataclasses.replace`, an ETA replay) simply has no index,
 and the pass builds what it needs from scratch, as it always could."""
 
+import gc
 import heapq
 import math
+from contextlib import contextmanager
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
@@ -90,6 +92,20 @@ def gated(job: PendingJob) -> bool:
     return bool(job.dependency or job.user_hold or job.begin is not None)
 
 
+@contextmanager
+def _no_cycle_collection():
+    """A bulk build allocates a few objects per job, none of them cyclic garbage, yet the cyclic
+    collector would walk the growing heap over and over meanwhile: over half the build's time
+    at 100,000 jobs. Paused for the build, and resumed as it was."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class QueueIndex:
     def __init__(self, gpus: tuple[Gpu, ...], policy: Policy):
         self.gpus, self.policy = gpus, policy
@@ -121,15 +137,27 @@ class QueueIndex:
     @classmethod
     def of(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
         """Built from scratch, as a pass without one needs it (O(n log n))."""
+        with _no_cycle_collection():
+            return cls._built(gpus, policy, pending, running, now)
+
+    @classmethod
+    def _built(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
         index = cls(gpus, policy)
         for run in running:
             index.start(run)
+        jobs = pending if isinstance(pending, (list, tuple)) else list(pending)
         index.ranked.now = now
-        index.ranked.bulk_add(pending)
-        for job in pending:
-            if job.id in index.pending:
-                raise ValueError(f"job {job.id} is pending twice")
-            index._note_pending(job)
+        index.ranked.bulk_add(jobs)
+        waiting, kinds, kind = index.pending, defaultdict(list), index.kind
+        for job in jobs:   # one loop for the books `add` keeps one job at a time
+            waiting[job.id] = job
+            kinds[kind(job)].append(shortest_limit(job))
+            if gated(job):
+                index.gated.add(job.id)
+        if len(waiting) != len(jobs):
+            raise ValueError("a job is pending twice")
+        index.sizes = Counter(job.gpus for job in jobs)
+        index.limits = defaultdict(SortedList, {k: SortedList(limits) for k, limits in kinds.items()})
         return index
 
     def copy(self) -> "QueueIndex":
@@ -279,28 +307,48 @@ class RankedJobs:
         self.age_rate = w.age / policy.max_age if policy.max_age > 0 else 0.0
         self.w_size, self.w_dur, self.w_age = w.size, w.duration, w.age
         self.log_max_runtime = math.log1p(max(1.0, policy.max_runtime))
+        self._durations: dict[float, float] = {}              # expected run time -> its duration factor
         # tier -> team -> SortedList; FIFO keeps one list (FIFO_TIER, team "")
         self.young: dict[int, dict[str, SortedList]] = defaultdict(dict)
         self.old: dict[int, dict[str, SortedList]] = defaultdict(dict)
         self.where: dict[str, tuple] = {}                     # job id -> (old?, tier, team, entry)
+        self.where_built = True                               # False: `where` is rebuilt from the lists when wanted
         self.ageing: list[tuple[float, str]] = []             # (submitted, job id) of young jobs, lazily pruned
+        self.ageing_built = True                              # False: rebuild `ageing` from `where` when wanted
         self.team_count: Counter[str] = Counter()
         self.now = -math.inf                                  # the latest `advance`
+
+    def _places(self) -> dict[str, tuple]:
+        if not self.where_built:
+            for old, lists in ((False, self.young), (True, self.old)):
+                for tier, teams in lists.items():
+                    for team, entries in teams.items():
+                        for entry in entries:
+                            self.where[entry[-2]] = (old, tier, team, entry)
+            self.where_built = True
+        return self.where
 
     def copy(self) -> "RankedJobs":
         new = RankedJobs(self.policy, self.total_gpus)
         for mine, theirs in ((self.young, new.young), (self.old, new.old)):
             for tier, teams in mine.items():
                 theirs[tier] = {team: entries.copy() for team, entries in teams.items()}
-        new.where, new.ageing = dict(self.where), list(self.ageing)
+        new.where, new.ageing, new.ageing_built = dict(self._places()), list(self.ageing), self.ageing_built
         new.team_count, new.now = Counter(self.team_count), self.now
         return new
 
     def _constant(self, job: PendingJob) -> float:
         """The job's score without its age term."""
-        size = min(1.0, job.gpus / self.total_gpus) if self.total_gpus else 0.0
+        size = 0.0
+        if self.w_size and self.total_gpus:
+            size = job.gpus / self.total_gpus if job.gpus < self.total_gpus else 1.0
+        duration = 0.0
         expected = job.expected_runtime or job.wall_time
-        duration = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime) if expected else 0.0
+        if self.w_dur and expected:
+            known = self._durations.get(expected)
+            if known is None:   # a queue's jobs share a few wall times: each log once
+                known = self._durations[expected] = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime)
+            duration = known
         return self.w_size * size + self.w_dur * duration - job.nice / NICE_SCALE
 
     def _entry(self, job: PendingJob, old: bool) -> tuple:
@@ -340,28 +388,25 @@ class RankedJobs:
     def bulk_add(self, jobs) -> None:
         """Many jobs at once: one sort per list rather than an insertion per job."""
         groups: dict[tuple, list] = defaultdict(list)
-        ageing = []
+        ages = not self.fifo and not self.sjf and bool(self.age_rate)
         for job in jobs:
-            old = not self.fifo and self._is_old(job)
+            old = ages and self.now - job.submitted_at >= self.max_age
             tier, team = self._slot(job)
             entry = self._entry(job, old)
             groups[(old, tier, team)].append(entry)
-            self.where[job.id] = (old, tier, team, entry)
-            self.team_count[job.team] += 1
-            if not self.fifo and not self.sjf and not old and self.age_rate:
-                ageing.append((job.submitted_at, job.id))
+        self.where_built = False   # each job's place is wanted only once one is removed or moves
+        self.team_count.update(job.team for job in jobs)
+        if ages:   # the young ones' ageing order is wanted only once time moves on (advance)
+            self.ageing_built = False
         for (old, tier, team), entries in groups.items():
             lists = self.old if old else self.young
             if team in lists[tier]:
                 lists[tier][team].update(entries)
             else:
                 lists[tier][team] = SortedList(entries)
-        if ageing:
-            self.ageing.extend(ageing)
-            heapq.heapify(self.ageing)
 
     def remove(self, job: PendingJob) -> None:
-        old, tier, team, entry = self.where.pop(job.id)
+        old, tier, team, entry = self._places().pop(job.id)
         lists = self.old if old else self.young
         slot = lists[tier][team]
         slot.remove(entry)
@@ -376,10 +421,17 @@ class RankedJobs:
         False if `now` is earlier than an earlier call's (the lists no longer tell)."""
         if now < self.now:
             return False
+        if now == self.now:
+            return True
         self.now = now
+        if not self.ageing_built:
+            self.ageing = [(entry[-1].submitted_at, job_id) for job_id, (old, _, _, entry) in self._places().items()
+                           if not old]
+            heapq.heapify(self.ageing)
+            self.ageing_built = True
         while self.ageing and now - self.ageing[0][0] >= self.max_age:
             _, job_id = heapq.heappop(self.ageing)
-            place = self.where.get(job_id)
+            place = self._places().get(job_id)
             if place is None or place[0]:
                 continue   # gone, or already moved
             job = place[3][-1]
