@@ -24,58 +24,47 @@ and the pass builds what it needs from scratch, as it always could."""
 import gc
 import heapq
 import math
-from contextlib import contextmanager
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Generic, TypeVar
 
 from sortedcontainers import SortedList
 
 from .inventory import Pool, tables
 from .snapshot import Gpu, PendingJob, Policy, RunningJob
 
+J = TypeVar("J", PendingJob, RunningJob)
 FIFO_TIER = -1           # FIFO ignores tiers and teams: its one list
 NICE_SCALE = 10_000.0   # nice 100 = 0.01 of the score, the whole range (+-10,000) = +-1.0
 
 
-class PendingView:
-    """The index's pending jobs as a snapshot's `pending` (read-only, live)."""
+class LiveView(Generic[J]):
+    """One of the index's job tables (`pending` or `running`) as a snapshot's field: read-only,
+    live, and found again by `index_of`."""
 
-    __slots__ = ("index",)
+    __slots__ = ("index", "table")
 
-    def __init__(self, index: "QueueIndex"):
-        self.index = index
+    def __init__(self, index: "QueueIndex", table: str):
+        self.index, self.table = index, table
 
-    def __iter__(self) -> Iterator[PendingJob]:
-        return iter(self.index.pending.values())
+    def _jobs(self) -> dict:
+        return getattr(self.index, self.table)
+
+    def __iter__(self) -> Iterator[J]:
+        return iter(self._jobs().values())
 
     def __len__(self) -> int:
-        return len(self.index.pending)
+        return len(self._jobs())
 
     def __contains__(self, job: object) -> bool:
-        return isinstance(job, PendingJob) and self.index.pending.get(job.id) is job
-
-
-class RunningView:
-    """The index's running jobs as a snapshot's `running` (read-only, live)."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: "QueueIndex"):
-        self.index = index
-
-    def __iter__(self) -> Iterator[RunningJob]:
-        return iter(self.index.running.values())
-
-    def __len__(self) -> int:
-        return len(self.index.running)
-
-    def __contains__(self, run: object) -> bool:
-        return isinstance(run, RunningJob) and self.index.running.get(run.id) is run
+        return self._jobs().get(getattr(job, "id", None)) is job
 
 
 def index_of(pending: object, running: object) -> "QueueIndex | None":
-    """The index a snapshot's jobs come from, if both are views of the same one."""
-    if isinstance(pending, PendingView) and isinstance(running, RunningView) and pending.index is running.index:
+    """The index a snapshot's jobs come from, if they are its two tables' views."""
+    if isinstance(pending, LiveView) and isinstance(running, LiveView) and pending.index is running.index \
+            and (pending.table, running.table) == ("pending", "running"):
         return pending.index
     return None
 
@@ -113,7 +102,8 @@ class QueueIndex:
         self.type_of, self.pool_of = inventory.type_of, inventory.pool_of
         self.pending: dict[str, PendingJob] = {}
         self.running: dict[str, RunningJob] = {}
-        self.pending_view, self.running_view = PendingView(self), RunningView(self)
+        self.pending_view: LiveView[PendingJob] = LiveView(self, "pending")
+        self.running_view: LiveView[RunningJob] = LiveView(self, "running")
         # the pending side
         self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
         # (fit class, GPU count) -> shortest_limit()s: what a pass may stop on (plan.Remaining)
