@@ -133,19 +133,22 @@ class QueueIndex:
     @classmethod
     def _built(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
         index = cls(gpus, policy)
-        for run in running:
+        for run in {run.id: run for run in running}.values():
             index.start(run)
         jobs = pending if isinstance(pending, (list, tuple)) else list(pending)
-        index.ranked.now = now
-        index.ranked.bulk_add(jobs)
         waiting, kinds, kind = index.pending, defaultdict(list), index.kind
         for job in jobs:   # one loop for the books `add` keeps one job at a time
             waiting[job.id] = job
+        if len(waiting) != len(jobs):
+            # a snapshot read while a job changed may list it twice: it counts once, as its
+            # latest listing says (a pass must not fail, or the queue stops)
+            jobs = list(waiting.values())
+        for job in jobs:
             kinds[kind(job)].append(shortest_limit(job))
             if gated(job):
                 index.gated.add(job.id)
-        if len(waiting) != len(jobs):
-            raise ValueError("a job is pending twice")
+        index.ranked.now = now
+        index.ranked.bulk_add(jobs)
         index.sizes = Counter(job.gpus for job in jobs)
         index.limits = defaultdict(SortedList, {k: SortedList(limits) for k, limits in kinds.items()})
         return index

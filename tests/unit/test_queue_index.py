@@ -154,3 +154,12 @@ def test_a_pass_stops_when_free_gpus_are_only_in_pools_the_queue_may_not_use():
     assert plan(fresh(snap), explain=False).starts == []
     spot_open = replace(snap, pending=(pending("new", spot=True, wall_time=600.0),))
     assert [s.gpus for s in plan(spot_open, explain=False).starts] == [(4,)]
+
+
+def test_a_snapshot_listing_a_job_twice_plans_it_once():
+    """A store read while a job changed may list it twice; the pass must go on (or the queue stops)."""
+    snap = Snapshot(now=0.0, gpus=gpus(4), pending=(pending("a", gpus=1), pending("b", gpus=2), pending("a", gpus=1)),
+                    running=(running("r", gpus=(0,)), running("r", gpus=(0,))), policy=Policy())
+    starts = plan(snap).starts
+    assert sorted(s.job_id for s in starts) == ["a", "b"]
+    assert sorted(g for s in starts for g in s.gpus) == [1, 2, 3]
