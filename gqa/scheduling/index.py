@@ -114,8 +114,9 @@ class QueueIndex:
         self.free: dict[int, str] = dict(inventory.type_of)  # free GPU -> type
         self.free_in: dict[Pool, set[int]] = {p: set(ix) for p, ix in inventory.pools.items()}
         self.busy: dict[Pool, SortedList] = {p: SortedList() for p in inventory.pools}   # (until, GPU)
-        self.holders: dict[int, dict[str, float]] = {}      # busy GPU -> its running jobs -> their ends
         self.until: dict[int, float] = {}                    # busy GPU -> when its last holder ends
+        self.holder: dict[int, str] = {}                     # busy GPU -> the one job holding it
+        self.shared: dict[int, dict[str, float]] = {}       # a GPU two or more hold -> their ends
         self.team_gpus: Counter[str] = Counter()
         self.user_gpus: Counter[tuple[str, str]] = Counter()
         self.group_jobs: Counter[str] = Counter()
@@ -133,8 +134,7 @@ class QueueIndex:
     @classmethod
     def _built(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
         index = cls(gpus, policy)
-        for run in {run.id: run for run in running}.values():
-            index.start(run)
+        index._start_all({run.id: run for run in running}.values())
         jobs = pending if isinstance(pending, (list, tuple)) else list(pending)
         waiting, kinds, kind = index.pending, defaultdict(list), index.kind
         for job in jobs:   # one loop for the books `add` keeps one job at a time
@@ -153,6 +153,47 @@ class QueueIndex:
         index.limits = defaultdict(SortedList, {k: SortedList(limits) for k, limits in kinds.items()})
         return index
 
+    def _start_all(self, runs) -> None:
+        """`start` for many at once: each pool's busy GPUs sorted once, not inserted one by one
+        (a job sharing a GPU with an earlier one takes `start`'s way, after the rest)."""
+        until, holder, later, running = self.until, self.holder, [], self.running
+        team_gpus, user_gpus, team_jobs, group_jobs = self.team_gpus, self.user_gpus, self.team_jobs, self.group_jobs
+        cpus = memory = 0
+        for run in runs:   # `start` and `_count`, inlined: a pass builds this for every running job
+            gpus, team = run.gpus, run.team
+            if gpus and not until.keys().isdisjoint(gpus):
+                later.append(run)
+                continue
+            running[run.id] = run
+            end = run.ends_by
+            for index in gpus:
+                holder[index] = run.id
+                until[index] = end
+            if not gpus:
+                self.cpu_only_ends[run.id] = end
+            team_gpus[team] += len(gpus)
+            user_gpus[(team, run.user)] += len(gpus)
+            team_jobs[team] += 1
+            if run.group:
+                group_jobs[run.group] += 1
+            cpus += run.cpus or (0 if gpus else 1)
+            memory += run.memory or 0
+            if run.exclusive:
+                self.exclusive[run.id] = None
+        self.cpus_used += cpus
+        self.memory_used += memory
+        busy: dict[Pool, list[tuple[float, int]]] = defaultdict(list)
+        for index, end in until.items():
+            self.free.pop(index, None)
+            pool = self.pool_of.get(index)
+            if pool is not None:
+                self.free_in[pool].discard(index)
+                busy[pool].append((end, index))
+        for pool, entries in busy.items():
+            self.busy[pool] = SortedList(entries)
+        for run in later:
+            self.start(run)
+
     def copy(self) -> "QueueIndex":
         """An independent copy in O(n) (an ETA replay runs one forward without touching the caller's)."""
         new = QueueIndex(self.gpus, self.policy)
@@ -161,8 +202,8 @@ class QueueIndex:
         new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
         new.free, new.free_in = dict(self.free), {pool: set(gpus) for pool, gpus in self.free_in.items()}
         new.busy = {pool: entries.copy() for pool, entries in self.busy.items()}
-        new.holders = {gpu: dict(jobs) for gpu, jobs in self.holders.items()}
-        new.until = dict(self.until)
+        new.until, new.holder = dict(self.until), dict(self.holder)
+        new.shared = {gpu: dict(jobs) for gpu, jobs in self.shared.items()}
         new.team_gpus, new.user_gpus = Counter(self.team_gpus), Counter(self.user_gpus)
         new.group_jobs, new.team_jobs = Counter(self.group_jobs), Counter(self.team_jobs)
         new.cpus_used, new.memory_used = self.cpus_used, self.memory_used
@@ -211,8 +252,15 @@ class QueueIndex:
         self.running[run.id] = run
         end = run.ends_by
         for index in run.gpus:
-            self.holders.setdefault(index, {})[run.id] = end
-            self._place(index)
+            if index in self.until:   # a second job on a busy GPU: both are kept
+                shared = self.shared.get(index)
+                if shared is None:
+                    shared = self.shared[index] = {self.holder.pop(index): self.until[index]}
+                shared[run.id] = end
+                self._place(index, max(shared.values()))
+            else:
+                self.holder[index] = run.id
+                self._place(index, end)
         if not run.gpus:
             self.cpu_only_ends[run.id] = end
         self._count(run, +1)
@@ -220,25 +268,31 @@ class QueueIndex:
     def stop(self, job_id: str) -> RunningJob:
         run = self.running.pop(job_id)
         for index in run.gpus:
-            holders = self.holders[index]
-            del holders[job_id]
-            if not holders:
-                del self.holders[index]
-            self._place(index)
+            shared = self.shared.get(index)
+            if shared is None:
+                del self.holder[index]
+                self._place(index, None)
+                continue
+            del shared[job_id]
+            if len(shared) == 1:
+                del self.shared[index]
+                (self.holder[index], until), = shared.items()
+            else:
+                until = max(shared.values())
+            self._place(index, until)
         self.cpu_only_ends.pop(job_id, None)
         self._count(run, -1)
         return run
 
-    def _place(self, index: int) -> None:
+    def _place(self, index: int, until: float | None) -> None:
         """A GPU is busy until its last holder's end (a snapshot may show two jobs on one GPU, one
-        of them stopping, or a GPU no longer in the inventory), else free."""
+        of them stopping, or a GPU no longer in the inventory), else (None) free."""
         pool = self.pool_of.get(index)
         was = self.until.pop(index, None)
         if pool is not None and was is not None:
             self.busy[pool].remove((was, index))
-        holders = self.holders.get(index)
-        if holders:
-            until = self.until[index] = max(holders.values())
+        if until is not None:
+            self.until[index] = until
             self.free.pop(index, None)
             if pool is not None:
                 self.free_in[pool].discard(index)

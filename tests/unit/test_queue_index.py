@@ -163,3 +163,22 @@ def test_a_snapshot_listing_a_job_twice_plans_it_once():
     starts = plan(snap).starts
     assert sorted(s.job_id for s in starts) == ["a", "b"]
     assert sorted(g for s in starts for g in s.gpus) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("built", [False, True])
+def test_three_jobs_on_one_gpu_free_it_only_when_the_last_ends(built):
+    runs = [running("a", gpus=(0, 1), wall_time=100.0), running("b", gpus=(0,), wall_time=300.0),
+            running("c", gpus=(0,), wall_time=200.0)]
+    if built:   # as a pass builds it from a snapshot
+        index = QueueIndex.of(gpus(2), Policy(), (), runs, 0.0)
+    else:
+        index = QueueIndex(gpus(2), Policy())
+        for run in runs:
+            index.start(run)
+    assert list(index.busy[("gpu", False)]) == [(100.0, 1), (300.0, 0)]
+    index.stop("b")
+    assert list(index.busy[("gpu", False)]) == [(100.0, 1), (200.0, 0)]
+    index.stop("a")
+    assert list(index.busy[("gpu", False)]) == [(200.0, 0)] and sorted(index.free) == [1]
+    index.stop("c")
+    assert sorted(index.free) == [0, 1] and not index.until
