@@ -76,6 +76,22 @@ def shortest_limit(job: PendingJob) -> float:
     return job.wall_time or math.inf
 
 
+def in_order(entries) -> Iterator:
+    """A sorted list's entries, or a heap's in order without changing it (each read O(log k))."""
+    if not isinstance(entries, list):
+        yield from entries
+        return
+    if not entries:
+        return
+    frontier = [(entries[0], 0)]
+    while frontier:
+        entry, at = heapq.heappop(frontier)
+        yield entry
+        for child in (2 * at + 1, 2 * at + 2):
+            if child < len(entries):
+                heapq.heappush(frontier, (entries[child], child))
+
+
 def gated(job: PendingJob) -> bool:
     """A job the gate phase must look at: a dependency, its owner's hold or a --begin."""
     return bool(job.dependency or job.user_hold or job.begin is not None)
@@ -108,6 +124,7 @@ class QueueIndex:
         self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
         # (fit class, GPU count) -> shortest_limit()s: what a pass may stop on (plan.Remaining)
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
+        self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
         self.ranked = RankedJobs(policy, len(gpus))
         # the running side: the pass's ledger and timeline, kept
@@ -135,23 +152,36 @@ class QueueIndex:
     def _built(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
         index = cls(gpus, policy)
         index._start_all({run.id: run for run in running}.values())
-        jobs = pending if isinstance(pending, (list, tuple)) else list(pending)
-        waiting, kinds, kind = index.pending, defaultdict(list), index.kind
-        for job in jobs:   # one loop for the books `add` keeps one job at a time
+        jobs = list(pending)
+        waiting = index.pending
+        for job in jobs:
             waiting[job.id] = job
         if len(waiting) != len(jobs):
             # a snapshot read while a job changed may list it twice: it counts once, as its
             # latest listing says (a pass must not fail, or the queue stops)
             jobs = list(waiting.values())
+        index.gated = {job.id for job in jobs if gated(job)}
+        index.sizes = Counter(job.gpus for job in jobs)
+        index.ranked.now = now
+        # ranked and counted by kind only when a pass looks at a job: with no GPU free it does not
+        index.unranked = jobs
+        return index
+
+    def _rank(self) -> None:
+        """Ranks and counts by kind the jobs a build left unranked."""
+        jobs, self.unranked = self.unranked, None
+        if jobs is None:
+            return
+        kinds, kind = defaultdict(list), self.kind
         for job in jobs:
             kinds[kind(job)].append(shortest_limit(job))
-            if gated(job):
-                index.gated.add(job.id)
-        index.ranked.now = now
-        index.ranked.bulk_add(jobs)
-        index.sizes = Counter(job.gpus for job in jobs)
-        index.limits = defaultdict(SortedList, {k: SortedList(limits) for k, limits in kinds.items()})
-        return index
+        self.limits = defaultdict(SortedList, {k: SortedList(limits) for k, limits in kinds.items()})
+        self.ranked.bulk_add(jobs)
+
+    def rank(self) -> "RankedJobs":
+        """The pending jobs in rank order (ranked now, if a build left them unranked)."""
+        self._rank()
+        return self.ranked
 
     def _start_all(self, runs) -> None:
         """`start` for many at once: each pool's busy GPUs sorted once, not inserted one by one
@@ -196,6 +226,7 @@ class QueueIndex:
 
     def copy(self) -> "QueueIndex":
         """An independent copy in O(n) (an ETA replay runs one forward without touching the caller's)."""
+        self._rank()
         new = QueueIndex(self.gpus, self.policy)
         new.pending, new.running = dict(self.pending), dict(self.running)
         new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
@@ -212,6 +243,7 @@ class QueueIndex:
 
     # -- changes ---------------------------------------------------------------------
     def add(self, job: PendingJob) -> None:
+        self._rank()
         if job.id in self.pending:
             raise ValueError(f"job {job.id} is already pending")
         self.ranked.add(job)
@@ -225,6 +257,7 @@ class QueueIndex:
             self.gated.add(job.id)
 
     def remove(self, job_id: str) -> PendingJob:
+        self._rank()
         job = self.pending.pop(job_id)
         self.ranked.remove(job)
         self.sizes[job.gpus] -= 1
@@ -237,6 +270,7 @@ class QueueIndex:
     def replace(self, job: PendingJob) -> None:
         """A pending job whose ranking inputs changed (say, a new expected run time); it keeps
         its place in the queue's order, as a fresh snapshot lists it."""
+        self._rank()
         was = self.pending[job.id]
         if was.gpus != job.gpus or gated(was) != gated(job):
             raise ValueError(f"job {job.id}: replace() keeps a job's size and gates; remove and add it instead")
@@ -327,15 +361,19 @@ class QueueIndex:
 
     def kinds(self) -> dict[tuple, int]:
         """Pending jobs per kind."""
+        self._rank()
         return {kind: len(limits) for kind, limits in self.limits.items() if limits}
 
     def count_within(self, kind: tuple, limit: float) -> int:
         """Pending jobs of a kind that could run within `limit` seconds (shortest_limit)."""
+        self._rank()
         limits = self.limits.get(kind)
         return limits.bisect_right(limit) if limits else 0
 
     def teams_active(self) -> set[str]:
-        return {t for t, n in self.ranked.team_count.items() if n} | {t for t, n in self.team_jobs.items() if n}
+        waiting = {j.team for j in self.unranked} if self.unranked is not None else \
+            {t for t, n in self.ranked.team_count.items() if n}
+        return waiting | {t for t, n in self.team_jobs.items() if n}
 
     def gated_jobs(self) -> list[PendingJob]:
         """In queue order, as a fresh gate pass meets them."""
@@ -360,10 +398,20 @@ class RankedJobs:
         self.old: dict[int, dict[str, SortedList]] = defaultdict(dict)
         self.where: dict[str, tuple] = {}                     # job id -> (old?, tier, team, entry)
         self.where_built = True                               # False: `where` is rebuilt from the lists when wanted
+        self.heaped = False                                   # the lists are heaps (a fresh build), not sorted
         self.ageing: list[tuple[float, str]] = []             # (submitted, job id) of young jobs, lazily pruned
         self.ageing_built = True                              # False: rebuild `ageing` from `where` when wanted
         self.team_count: Counter[str] = Counter()
         self.now = -math.inf                                  # the latest `advance`
+
+    def _sorted(self) -> None:
+        """Heaps (a fresh build's) become sorted lists, before the first change."""
+        if self.heaped:
+            for lists in (self.young, self.old):
+                for teams in lists.values():
+                    for team, entries in teams.items():
+                        teams[team] = SortedList(entries)
+            self.heaped = False
 
     def _places(self) -> dict[str, tuple]:
         if not self.where_built:
@@ -376,6 +424,7 @@ class RankedJobs:
         return self.where
 
     def copy(self) -> "RankedJobs":
+        self._sorted()
         new = RankedJobs(self.policy, self.total_gpus)
         for mine, theirs in ((self.young, new.young), (self.old, new.old)):
             for tier, teams in mine.items():
@@ -419,6 +468,7 @@ class RankedJobs:
         return job.tier, ("" if self.sjf else job.team)
 
     def add(self, job: PendingJob) -> None:
+        self._sorted()
         old = not self.fifo and self._is_old(job)
         tier, team = self._slot(job)
         lists = self.old if old else self.young
@@ -445,14 +495,23 @@ class RankedJobs:
         self.team_count.update(job.team for job in jobs)
         if ages:   # the young ones' ageing order is wanted only once time moves on (advance)
             self.ageing_built = False
+        if self.young or self.old:   # into kept lists: sorted in
+            self._sorted()
+            for (old, tier, team), entries in groups.items():
+                lists = self.old if old else self.young
+                if team in lists[tier]:
+                    lists[tier][team].update(entries)
+                else:
+                    lists[tier][team] = SortedList(entries)
+            return
+        # a fresh build: heaps, O(n), read in order lazily; sorted only if the index is then changed
         for (old, tier, team), entries in groups.items():
-            lists = self.old if old else self.young
-            if team in lists[tier]:
-                lists[tier][team].update(entries)
-            else:
-                lists[tier][team] = SortedList(entries)
+            heapq.heapify(entries)
+            (self.old if old else self.young)[tier][team] = entries
+        self.heaped = True
 
     def remove(self, job: PendingJob) -> None:
+        self._sorted()
         old, tier, team, entry = self._places().pop(job.id)
         lists = self.old if old else self.young
         slot = lists[tier][team]
@@ -498,8 +557,8 @@ class RankedJobs:
             out[team] = heapq.merge(*(self._at_now(s) for s in (old, young) if s))
         return out
 
-    def _at_now(self, entries: SortedList) -> Iterator[tuple]:
-        for entry in entries:
+    def _at_now(self, entries) -> Iterator[tuple]:
+        for entry in in_order(entries):
             job = entry[-1]
             yield (-self.score(job), job.submitted_at, job.seq, job.id, job)
 
@@ -521,5 +580,5 @@ class RankedJobs:
         """FIFO and SJF: tier by tier (FIFO has one), each tier's one list in order."""
         for tier in self.tiers():
             for slot in self.young.get(tier, {}).values():
-                for entry in slot:
+                for entry in in_order(slot):
                     yield entry[-1]

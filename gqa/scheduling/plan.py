@@ -15,7 +15,7 @@ never preempts: it waits for the machine to empty.
 """
 
 from bisect import bisect_right, insort
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from .budget import BudgetLedger
 from .dependencies import gate
@@ -51,9 +51,14 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     gated = gate(snap, index.gated_jobs())
     out = Plan(never=gated.never)
     may_stop = not explain and not preemptor.enabled and not budget.active
-    for job, factors in ranking.ordered():
-        if may_stop and not left.may_start():
+    ordered = ranking.ordered()
+    while True:
+        if may_stop and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
+        following = next(ordered, None)
+        if following is None:
+            break
+        job, factors = following
         left.looked_at(job)
         out.order.append(job.id)
         out.factors[job.id] = factors
@@ -118,14 +123,15 @@ class Remaining:
 
     def __init__(self, index: QueueIndex, ledger: Ledger, capacity: Capacity):
         self.index, self.ledger, self.capacity = index, ledger, capacity
-        self.left = index.kinds()
+        self.kinds: dict[tuple, int] | None = None                 # jobs per kind, read when first wanted
+        self.looked: Counter[tuple] = Counter()                    # kind -> jobs looked at
         self.cpu_only = index.sizes.get(0, 0)
         self.seen: dict[tuple, list[float]] = defaultdict(list)   # kind -> limits looked at, sorted
         self.pools_of: dict[tuple, list] = {}                      # kind -> the pools open to it
 
     def looked_at(self, job: PendingJob) -> None:
         kind = self.index.kind(job)
-        self.left[kind] -= 1
+        self.looked[kind] += 1
         self.cpu_only -= job.gpus == 0
         insort(self.seen[kind], shortest_limit(job))
 
@@ -136,10 +142,14 @@ class Remaining:
     def may_start(self) -> bool:
         if self.cpu_room():
             return True
+        if not self.ledger.free:
+            return False   # no GPU free: asked before the queue is even ranked
+        if self.kinds is None:
+            self.kinds = self.index.kinds()
         spans = self.capacity.horizons()
-        for kind, n in self.left.items():
+        for kind, n in self.kinds.items():
             size = kind[2]
-            if not n or not size:
+            if n <= self.looked[kind] or not size:
                 continue
             if kind not in self.pools_of:
                 types, spot_open, _ = kind

@@ -30,7 +30,7 @@ def nice_adjustment(nice: int) -> float:
 
 class Ranking:
     def __init__(self, snap: Snapshot, ledger: Ledger, index: QueueIndex):
-        self.snap, self.ledger, self.ranked = snap, ledger, index.ranked
+        self.snap, self.ledger, self.index = snap, ledger, index
         self.w_fs = snap.policy.weights.fair_share
         total_usage = sum(max(0.0, u) for u in snap.usage.values())
         self.past = {t: (max(0.0, u) / total_usage if total_usage > 0 else 0.0) for t, u in snap.usage.items()}
@@ -46,7 +46,7 @@ class Ranking:
     def ordered(self) -> Iterator[tuple[PendingJob, Factors]]:
         """Every pending job, tier by tier, in the order a pass considers them (lazily: fair share
         moves as the pass hands out GPUs)."""
-        ranked = self.ranked
+        ranked = self.index.rank()   # a pass that stops before its first job never ranks the queue
         if ranked.fifo or ranked.sjf:   # arrival order, or shortest expected run time first: no factors
             none = Factors(fair_share=0.0, age=0.0, size=0.0, score=0.0)
             for job in ranked.in_list_order():
