@@ -8,7 +8,7 @@ out earlier in this pass), S its share among the teams that want GPUs.
 A job's --nice (Slurm's) shifts its score by -nice / 10,000 (NICE_SCALE):
 nice 100 takes 0.01 off, nice -10000 adds 1.0; it never moves a job out of
 its tier. Job-level factors do not change during a pass, so each team's jobs
-are kept sorted (index.RankedJobs) and only the team heads compete: a pass
+are kept sorted (ranked.RankedJobs) and only the team heads compete: a pass
 costs O(log n) per job it looks at. The "fifo" ordering is arrival order and
 nothing else; "sjf" is the shortest expected run time first within a tier
 (handed true run times, the simulator's oracle baseline)."""
@@ -16,7 +16,8 @@ nothing else; "sjf" is the shortest expected run time first within a tier
 from collections.abc import Iterator
 
 from .fairshare import fair_share_factor
-from .index import NICE_SCALE, QueueIndex
+from .index import QueueIndex
+from .ranked import NICE_SCALE
 from .ledger import Ledger
 from .snapshot import Factors, PendingJob, Snapshot
 

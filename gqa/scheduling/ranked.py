@@ -1,0 +1,243 @@
+"""The pending jobs in rank order, under keys that hold still while time passes
+(the QueueIndex's ranking: index.py).
+
+Rank order within a tier moves with time only through the age factor, which
+grows at the same rate for every job until it saturates at `max_age`. So each
+(tier, team) keeps two sorted lists: jobs younger than `max_age`, by their
+score less the shared `now` term, and older ones, by their score with age at 1.
+A job moves from the first to the second once (`advance`). The ranking
+compares the heads of the two lists, and of every team, at `now`, with the
+same score formula a fresh pass uses. A fresh build keeps heaps (O(n)), read
+in order lazily, and sorts them only if the index is then changed."""
+
+import heapq
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+
+from sortedcontainers import SortedList
+
+from .snapshot import PendingJob, Policy
+
+FIFO_TIER = -1           # FIFO ignores tiers and teams: its one list
+NICE_SCALE = 10_000.0   # nice 100 = 0.01 of the score, the whole range (+-10,000) = +-1.0
+
+
+def in_order(entries) -> Iterator:
+    """A sorted list's entries, or a heap's in order without changing it (each read O(log k))."""
+    if not isinstance(entries, list):
+        yield from entries
+        return
+    if not entries:
+        return
+    frontier = [(entries[0], 0)]
+    while frontier:
+        entry, at = heapq.heappop(frontier)
+        yield entry
+        for child in (2 * at + 1, 2 * at + 2):
+            if child < len(entries):
+                heapq.heappush(frontier, (entries[child], child))
+
+
+class RankedJobs:
+    """The pending jobs in rank order, under keys that hold still while time passes."""
+
+    def __init__(self, policy: Policy, total_gpus: int):
+        w = policy.weights
+        self.policy, self.total_gpus = policy, total_gpus
+        self.fifo = policy.ordering == "fifo"
+        self.sjf = policy.ordering == "sjf"       # shortest expected run time first, per tier
+        self.max_age = policy.max_age
+        self.age_rate = w.age / policy.max_age if policy.max_age > 0 else 0.0
+        self.w_size, self.w_dur, self.w_age = w.size, w.duration, w.age
+        self.log_max_runtime = math.log1p(max(1.0, policy.max_runtime))
+        self._durations: dict[float, float] = {}              # expected run time -> its duration factor
+        # tier -> team -> SortedList; FIFO keeps one list (FIFO_TIER, team "")
+        self.young: dict[int, dict[str, SortedList]] = defaultdict(dict)
+        self.old: dict[int, dict[str, SortedList]] = defaultdict(dict)
+        self.where: dict[str, tuple] = {}                     # job id -> (old?, tier, team, entry)
+        self.where_built = True                               # False: `where` is rebuilt from the lists when wanted
+        self.heaped = False                                   # the lists are heaps (a fresh build), not sorted
+        self.ageing: list[tuple[float, str]] = []             # (submitted, job id) of young jobs, lazily pruned
+        self.ageing_built = True                              # False: rebuild `ageing` from `where` when wanted
+        self.team_count: Counter[str] = Counter()
+        self.now = -math.inf                                  # the latest `advance`
+
+    def _sorted(self) -> None:
+        """Heaps (a fresh build's) become sorted lists, before the first change."""
+        if self.heaped:
+            for lists in (self.young, self.old):
+                for teams in lists.values():
+                    for team, entries in teams.items():
+                        teams[team] = SortedList(entries)
+            self.heaped = False
+
+    def _places(self) -> dict[str, tuple]:
+        if not self.where_built:
+            for old, lists in ((False, self.young), (True, self.old)):
+                for tier, teams in lists.items():
+                    for team, entries in teams.items():
+                        for entry in entries:
+                            self.where[entry[-2]] = (old, tier, team, entry)
+            self.where_built = True
+        return self.where
+
+    def copy(self) -> "RankedJobs":
+        self._sorted()
+        new = RankedJobs(self.policy, self.total_gpus)
+        for mine, theirs in ((self.young, new.young), (self.old, new.old)):
+            for tier, teams in mine.items():
+                theirs[tier] = {team: entries.copy() for team, entries in teams.items()}
+        new.where, new.ageing, new.ageing_built = dict(self._places()), list(self.ageing), self.ageing_built
+        new.team_count, new.now = Counter(self.team_count), self.now
+        return new
+
+    def _constant(self, job: PendingJob) -> float:
+        """The job's score without its age term."""
+        size = 0.0
+        if self.w_size and self.total_gpus:
+            size = job.gpus / self.total_gpus if job.gpus < self.total_gpus else 1.0
+        duration = 0.0
+        expected = job.expected_runtime or job.wall_time
+        if self.w_dur and expected:
+            known = self._durations.get(expected)
+            if known is None:   # a queue's jobs share a few wall times: each log once
+                known = self._durations[expected] = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime)
+            duration = known
+        return self.w_size * size + self.w_dur * duration - job.nice / NICE_SCALE
+
+    def _entry(self, job: PendingJob, old: bool) -> tuple:
+        if self.fifo:
+            return (job.submitted_at, job.seq, job.id, job)
+        if self.sjf:
+            return (job.expected_runtime or job.wall_time or math.inf, job.submitted_at, job.seq, job.id, job)
+        if old or not self.age_rate:
+            key = -(self._constant(job) + (self.w_age if self.age_rate else 0.0))
+        else:
+            key = -(self._constant(job) - self.age_rate * job.submitted_at)
+        return (key, job.submitted_at, job.seq, job.id, job)
+
+    def _is_old(self, job: PendingJob) -> bool:
+        return bool(self.age_rate) and not self.sjf and self.now - job.submitted_at >= self.max_age
+
+    def _slot(self, job: PendingJob) -> tuple[int, str]:
+        """(tier, team) of the list a job is kept in: FIFO keeps one, SJF one per tier."""
+        if self.fifo:
+            return FIFO_TIER, ""
+        return job.tier, ("" if self.sjf else job.team)
+
+    def add(self, job: PendingJob) -> None:
+        self._sorted()
+        old = not self.fifo and self._is_old(job)
+        tier, team = self._slot(job)
+        lists = self.old if old else self.young
+        slot = lists[tier].get(team)
+        if slot is None:
+            slot = lists[tier][team] = SortedList()
+        entry = self._entry(job, old)
+        slot.add(entry)
+        self.where[job.id] = (old, tier, team, entry)
+        self.team_count[job.team] += 1
+        if not self.fifo and not self.sjf and not old and self.age_rate:
+            heapq.heappush(self.ageing, (job.submitted_at, job.id))
+
+    def bulk_add(self, jobs) -> None:
+        """Many jobs at once: one sort per list rather than an insertion per job."""
+        groups: dict[tuple, list] = defaultdict(list)
+        ages = not self.fifo and not self.sjf and bool(self.age_rate)
+        for job in jobs:
+            old = ages and self.now - job.submitted_at >= self.max_age
+            tier, team = self._slot(job)
+            entry = self._entry(job, old)
+            groups[(old, tier, team)].append(entry)
+        self.where_built = False   # each job's place is wanted only once one is removed or moves
+        self.team_count.update(job.team for job in jobs)
+        if ages:   # the young ones' ageing order is wanted only once time moves on (advance)
+            self.ageing_built = False
+        if self.young or self.old:   # into kept lists: sorted in
+            self._sorted()
+            for (old, tier, team), entries in groups.items():
+                lists = self.old if old else self.young
+                if team in lists[tier]:
+                    lists[tier][team].update(entries)
+                else:
+                    lists[tier][team] = SortedList(entries)
+            return
+        # a fresh build: heaps, O(n), read in order lazily; sorted only if the index is then changed
+        for (old, tier, team), entries in groups.items():
+            heapq.heapify(entries)
+            (self.old if old else self.young)[tier][team] = entries
+        self.heaped = True
+
+    def remove(self, job: PendingJob) -> None:
+        self._sorted()
+        old, tier, team, entry = self._places().pop(job.id)
+        lists = self.old if old else self.young
+        slot = lists[tier][team]
+        slot.remove(entry)
+        if not slot:
+            del lists[tier][team]
+            if not lists[tier]:
+                del lists[tier]
+        self.team_count[job.team] -= 1
+
+    def advance(self, now: float) -> bool:
+        """Moves the jobs that reached `max_age` by `now` to their tier's old list;
+        False if `now` is earlier than an earlier call's (the lists no longer tell)."""
+        if now < self.now:
+            return False
+        if now == self.now:
+            return True
+        self.now = now
+        if not self.ageing_built:
+            self.ageing = [(entry[-1].submitted_at, job_id) for job_id, (old, _, _, entry) in self._places().items()
+                           if not old]
+            heapq.heapify(self.ageing)
+            self.ageing_built = True
+        while self.ageing and now - self.ageing[0][0] >= self.max_age:
+            _, job_id = heapq.heappop(self.ageing)
+            place = self._places().get(job_id)
+            if place is None or place[0]:
+                continue   # gone, or already moved
+            job = place[3][-1]
+            self.remove(job)
+            self.add(job)
+        return True
+
+    def tiers(self) -> list[int]:
+        return sorted(set(self.young) | set(self.old))
+
+    def teams_in(self, tier: int) -> dict[str, Iterator[tuple]]:
+        """Per team, its jobs of the tier in rank order at `now`, as (neg part, submitted, seq, id, job)
+        with the part as a fresh pass computes it; `score(job)` gives that part."""
+        out: dict[str, Iterator[tuple]] = {}
+        for team in set(self.young.get(tier, ())) | set(self.old.get(tier, ())):
+            young, old = self.young.get(tier, {}).get(team), self.old.get(tier, {}).get(team)
+            out[team] = heapq.merge(*(self._at_now(s) for s in (old, young) if s))
+        return out
+
+    def _at_now(self, entries) -> Iterator[tuple]:
+        for entry in in_order(entries):
+            job = entry[-1]
+            yield (-self.score(job), job.submitted_at, job.seq, job.id, job)
+
+    def factors(self, job: PendingJob) -> tuple[float, float, float, float]:
+        """Its age, size, duration and nice terms at `now`, each as a fresh pass computes it."""
+        age = min(1.0, max(0.0, self.now - job.submitted_at) / self.max_age) if self.max_age > 0 else 0.0
+        size = min(1.0, job.gpus / self.total_gpus) if self.total_gpus else 0.0
+        expected = job.expected_runtime or job.wall_time
+        # log scale: 10 minutes vs 1 hour matters as much as 1 day vs 6 days
+        duration = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime) if expected else 0.0
+        return age, size, duration, -job.nice / NICE_SCALE
+
+    def score(self, job: PendingJob) -> float:
+        """The job's part of the score at `now` (all but fair share)."""
+        age, size, duration, nice = self.factors(job)
+        return self.w_age * age + self.w_size * size + self.w_dur * duration + nice
+
+    def in_list_order(self) -> Iterator[PendingJob]:
+        """FIFO and SJF: tier by tier (FIFO has one), each tier's one list in order."""
+        for tier in self.tiers():
+            for slot in self.young.get(tier, {}).values():
+                for entry in in_order(slot):
+                    yield entry[-1]
