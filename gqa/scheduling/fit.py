@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from .index import QueueIndex
-from .inventory import tables
+from .inventory import pool_rounds, spot_open, tables
 from .ledger import Ledger
 from .snapshot import PendingJob, Snapshot
 
@@ -42,12 +42,7 @@ Placement = tuple[tuple[int, ...] | None, str, float | None]
 
 def pools_for(job: PendingJob, pools, policy) -> list[list[Pool]]:
     """The pools a job may use, in rounds of preference (spot first for a spot-tolerant job)."""
-    types = job.types()
-    usable = [p for p in pools if types is None or p[0] in types]
-    if job.spot and job.reclaims < policy.spot_fallback_after:
-        return [r for r in ([p for p in usable if p[1]], [p for p in usable if not p[1]]) if r]
-    on_demand = [p for p in usable if not p[1]]
-    return [on_demand] if on_demand else []
+    return pool_rounds(job.types(), spot_open(job, policy), pools)
 
 
 class Capacity:

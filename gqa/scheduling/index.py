@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 
 from sortedcontainers import SortedList
 
-from .inventory import Pool, tables
+from .inventory import Pool, spot_open, tables
 from .ranked import RankedJobs
 from .snapshot import Gpu, PendingJob, Policy, RunningJob
 
@@ -328,13 +328,10 @@ class QueueIndex:
                 self.exclusive.pop(run.id, None)
 
     # -- reads ---------------------------------------------------------------------------
-    def min_size(self) -> int | None:
-        return min(self.sizes) if self.sizes else None
-
     def kind(self, job: PendingJob) -> tuple:
-        """What decides where a job may fit: its GPU types, whether spot is still open to it, its
-        size (pools.py: `pools_for`)."""
-        return job.types(), job.spot and job.reclaims < self.policy.spot_fallback_after, job.gpus
+        """What decides where a job may fit: its GPU types, whether spot is still open to it
+        (inventory.pool_rounds), its size."""
+        return job.types(), spot_open(job, self.policy), job.gpus
 
     def kinds(self) -> dict[tuple, int]:
         """Pending jobs per kind."""

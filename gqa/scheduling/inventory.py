@@ -8,7 +8,7 @@ cache holds a reference, so identity is a safe key."""
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .snapshot import Gpu
+from .snapshot import Gpu, PendingJob, Policy
 
 Pool = tuple[str, bool]   # (GPU type, spot)
 
@@ -36,3 +36,18 @@ def tables(gpus: tuple[Gpu, ...]) -> InventoryTables:
                             price={g.index: g.price for g in gpus})
     _last[0], _last[1] = gpus, built
     return built
+
+
+def spot_open(job: PendingJob, policy: Policy) -> bool:
+    """Spot is tried first for a spot-tolerant job until `spot_fallback_after` reclaims."""
+    return job.spot and job.reclaims < policy.spot_fallback_after
+
+
+def pool_rounds(types: tuple[str, ...] | None, spot: bool, pools) -> list[list[Pool]]:
+    """The pools open to jobs of these GPU types, in rounds of preference: spot, then on
+    demand, where spot is open to them; else on demand only."""
+    usable = [p for p in pools if types is None or p[0] in types]
+    if spot:
+        return [r for r in ([p for p in usable if p[1]], [p for p in usable if not p[1]]) if r]
+    on_demand = [p for p in usable if not p[1]]
+    return [on_demand] if on_demand else []

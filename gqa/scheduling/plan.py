@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from .budget import BudgetLedger
 from .dependencies import gate
 from .fit import Capacity
+from .inventory import pool_rounds
 from .index import QueueIndex, index_of, shortest_limit
 from .ledger import Ledger
 from .ledger import account
@@ -152,9 +153,8 @@ class Remaining:
             if n <= self.looked[kind] or not size:
                 continue
             if kind not in self.pools_of:
-                types, spot_open, _ = kind
-                self.pools_of[kind] = [p for p in spans if (types is None or p[0] in types)
-                                       and (spot_open or not p[1])] if spans else []
+                types, spot, _ = kind
+                self.pools_of[kind] = [p for r in pool_rounds(types, spot, spans) for p in r]
             for pool in self.pools_of[kind]:
                 free = spans[pool]
                 if len(free) < size:
