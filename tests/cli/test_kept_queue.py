@@ -127,14 +127,20 @@ def test_a_queue_that_keeps_changing_is_kept_after_the_longest_wait(cli, monkeyp
     monkeypatch.setattr("daemon.queue_keeper.SETTLE", 0.3)
     monkeypatch.setattr("daemon.queue_keeper.LONGEST", 0.8)
     k = keeper(cli)
-    kept_after = None
+    kept_after, refused = None, []
     first = time.monotonic()
-    while time.monotonic() - first < 1.5 and kept_after is None:   # a change every 0.1 s: never quiet for 0.3 s
+    while time.monotonic() - first < 5 and kept_after is None:   # a change every 0.1 s: never quiet for 0.3 s
         cli("submit", "--", "true")
+        asked = time.monotonic() - first
         if k.refresh():
-            kept_after = time.monotonic() - first
+            kept_after = asked
+        else:
+            refused.append(asked)
         time.sleep(0.1)
-    assert kept_after is not None and 0.8 <= kept_after < 1.3
+    # kept at the first refresh LONGEST after the change was first seen (the first refresh), not
+    # before and not later, however long each submit takes on a loaded machine
+    assert kept_after is not None and kept_after >= refused[0] + 0.8
+    assert all(asked < refused[0] + 0.8 for asked in refused)
 
 
 def test_the_keeper_waits_between_views_and_answers_the_route_only_while_current(cli):
