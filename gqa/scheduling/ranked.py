@@ -143,15 +143,16 @@ class RankedJobs:
 
     def bulk_add(self, jobs) -> None:
         """Many jobs at once: one sort per list rather than an insertion per job."""
-        groups: dict[tuple, list] = defaultdict(list)
         ages = not self.fifo and not self.sjf and bool(self.age_rate)
-        for job in jobs:
-            old = ages and self.now - job.submitted_at >= self.max_age
-            tier, team = self._slot(job)
-            entry = self._entry(job, old)
-            groups[(old, tier, team)].append(entry)
+        if self.fifo or self.sjf:
+            groups: dict[tuple, list] = defaultdict(list)
+            for job in jobs:
+                tier, team = self._slot(job)
+                groups[(False, tier, team)].append(self._entry(job, False))
+        else:
+            groups = self._scored(jobs, ages)
         self.where_built = False   # each job's place is wanted only once one is removed or moves
-        self.team_count.update(job.team for job in jobs)
+        self.team_count.update(Counter([job.team for job in jobs]))
         if ages:   # the young ones' ageing order is wanted only once time moves on (advance)
             self.ageing_built = False
         if self.young or self.old:   # into kept lists: sorted in
@@ -168,6 +169,38 @@ class RankedJobs:
             heapq.heapify(entries)
             (self.old if old else self.young)[tier][team] = entries
         self.heaped = True
+
+    def _scored(self, jobs, ages: bool) -> dict[tuple, list]:
+        """The multifactor entries of many jobs, grouped by (old?, tier, team): `_entry` and
+        `_constant` inlined, term for term, since a pass that builds its index pays this for
+        every pending job (a third of a 100,000-job pass when called per job)."""
+        groups: dict[tuple, list] = {}
+        now, max_age, age_rate, w_age = self.now, self.max_age, self.age_rate, self.w_age
+        w_size, w_dur, total, log_max = self.w_size, self.w_dur, self.total_gpus, self.log_max_runtime
+        sizing = bool(w_size and total)
+        durations, log1p = self._durations, math.log1p
+        old_key = w_age if age_rate else 0.0
+        for job in jobs:
+            submitted = job.submitted_at
+            size = 0.0
+            if sizing:
+                gpus = job.gpus
+                size = gpus / total if gpus < total else 1.0
+            duration = 0.0
+            expected = job.expected_runtime or job.wall_time
+            if w_dur and expected:
+                duration = durations.get(expected)   # type: ignore[assignment]
+                if duration is None:
+                    duration = durations[expected] = max(0.0, 1.0 - log1p(expected) / log_max)
+            constant = w_size * size + w_dur * duration - job.nice / NICE_SCALE
+            old = ages and now - submitted >= max_age
+            key = -(constant + old_key) if old or not age_rate else -(constant - age_rate * submitted)
+            slot = (old, job.tier, job.team)
+            group = groups.get(slot)
+            if group is None:
+                group = groups[slot] = []
+            group.append((key, submitted, job.seq, job.id, job))
+        return groups
 
     def remove(self, job: PendingJob) -> None:
         self._sorted()

@@ -182,3 +182,25 @@ def test_three_jobs_on_one_gpu_free_it_only_when_the_last_ends(built):
     assert list(index.busy[("gpu", False)]) == [(200.0, 0)] and sorted(index.free) == [1]
     index.stop("c")
     assert sorted(index.free) == [0, 1] and not index.until
+
+
+@pytest.mark.parametrize("name", ["gqa", "multifactor"])
+def test_a_built_index_ranks_and_counts_each_job_as_adding_it_alone_does(name):
+    """A build scores and sorts many jobs in loops of its own (RankedJobs._scored, QueueIndex._by_kind):
+    the same keys, bit for bit, and the same kinds as one `add` at a time gives."""
+    rng, policy, now = random.Random(7), POLICIES[name], 10_000.0
+    jobs = [random_job(rng, n, now) for n in range(400)]
+    jobs += [replace(job, spot=True, reclaims=rng.choice([0, 5])) for job in jobs[:40]]
+    jobs = [replace(job, id=f"k{n}") for n, job in enumerate(jobs)]
+    built = QueueIndex.of(INVENTORY, policy, jobs, (), now)
+    one_by_one = QueueIndex(INVENTORY, policy)
+    one_by_one.ranked.advance(now)
+    for job in jobs:
+        one_by_one.add(job)
+    built.rank()
+
+    def entries(index):
+        return sorted(entry for lists in (index.ranked.young, index.ranked.old)
+                      for teams in lists.values() for slot in teams.values() for entry in slot)
+    assert entries(built) == entries(one_by_one)
+    assert {k: list(v) for k, v in built.limits.items() if v} == {k: list(v) for k, v in one_by_one.limits.items() if v}
