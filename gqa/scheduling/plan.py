@@ -45,13 +45,13 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     ledger = account(snap, index)
     ranking = Ranking(snap, ledger, index)
     capacity = Capacity(snap, ledger, index, explain=explain)
-    left = Remaining(index, ledger, capacity)
     preemptor = Preemptor(snap, ledger.free)
     budget = BudgetLedger(snap)
+    may_stop = not explain and not preemptor.enabled and not budget.active
+    left = Remaining(index, ledger, capacity, may_stop)
     # for every gated job first: a pass that stops early still lists the never-met
     gated = gate(snap, index.gated_jobs())
     out = Plan(never=gated.never)
-    may_stop = not explain and not preemptor.enabled and not budget.active
     ordered = ranking.ordered()
     while True:
         if may_stop and not left.may_start():   # asked before the next job: the queue is ranked lazily
@@ -122,8 +122,10 @@ class Remaining:
     shortest limit (the index counts pending jobs by kind and limit; those looked at are taken
     off). A bound, not a fit: it only lets a pass that explains nothing stop early."""
 
-    def __init__(self, index: QueueIndex, ledger: Ledger, capacity: Capacity):
-        self.index, self.ledger, self.capacity = index, ledger, capacity
+    def __init__(self, index: QueueIndex, ledger: Ledger, capacity: Capacity, may_stop: bool = True):
+        """`may_stop`: the pass asks `may_start`; one that cannot stop early only asks `cpu_room`,
+        so the jobs it looks at are only counted, not sorted by kind and limit."""
+        self.index, self.ledger, self.capacity, self.may_stop = index, ledger, capacity, may_stop
         self.kinds: dict[tuple, int] | None = None                 # jobs per kind, read when first wanted
         self.looked: Counter[tuple] = Counter()                    # kind -> jobs looked at
         self.cpu_only = index.sizes.get(0, 0)
@@ -131,10 +133,11 @@ class Remaining:
         self.pools_of: dict[tuple, list] = {}                      # kind -> the pools open to it
 
     def looked_at(self, job: PendingJob) -> None:
-        kind = self.index.kind(job)
-        self.looked[kind] += 1
         self.cpu_only -= job.gpus == 0
-        insort(self.seen[kind], shortest_limit(job))
+        if self.may_stop:
+            kind = self.index.kind(job)
+            self.looked[kind] += 1
+            insort(self.seen[kind], shortest_limit(job))
 
     def cpu_room(self) -> bool:
         led = self.ledger

@@ -14,6 +14,7 @@ import heapq
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from itertools import islice
 
 from sortedcontainers import SortedList
 
@@ -23,16 +24,25 @@ FIFO_TIER = -1           # FIFO ignores tiers and teams: its one list
 NICE_SCALE = 10_000.0   # nice 100 = 0.01 of the score, the whole range (+-10,000) = +-1.0
 
 
+LAZY_READS = 64   # a heap read further than this is sorted instead: a pass that reads it all sorts once
+
+
 def in_order(entries) -> Iterator:
-    """A sorted list's entries, or a heap's in order without changing it (each read O(log k))."""
+    """A sorted list's entries, or a heap's in order without changing it: the first LAZY_READS
+    one by one (each O(log k)), so a pass that stops early never sorts; past them, a sorted copy
+    of the rest, since reading a whole heap entry by entry costs several times a sort."""
     if not isinstance(entries, list):
         yield from entries
         return
     if not entries:
         return
-    frontier = [(entries[0], 0)]
+    frontier, read = [(entries[0], 0)], 0
     while frontier:
+        if read == LAZY_READS:
+            yield from islice(sorted(entries), read, None)   # entries are unique: the first `read` were these
+            return
         entry, at = heapq.heappop(frontier)
+        read += 1
         yield entry
         for child in (2 * at + 1, 2 * at + 2):
             if child < len(entries):

@@ -3,13 +3,16 @@ change at a time, it must give every pass exactly what a pass over a fresh
 snapshot of the same jobs gives, and a pass that explains nothing must stop
 as soon as nothing more can start, whatever the queue's length."""
 
+import heapq
 import random
 from dataclasses import replace
+from itertools import islice
 
 import pytest
 
 from gqa.scheduling import Gpu, Policy, Snapshot, plan
 from gqa.scheduling.index import QueueIndex, index_of
+from gqa.scheduling.ranked import LAZY_READS, in_order
 from gqa.scheduling.presets import preset
 from tests.builders import gpus, pending, running
 
@@ -204,3 +207,16 @@ def test_a_built_index_ranks_and_counts_each_job_as_adding_it_alone_does(name):
                       for teams in lists.values() for slot in teams.values() for entry in slot)
     assert entries(built) == entries(one_by_one)
     assert {k: list(v) for k, v in built.limits.items() if v} == {k: list(v) for k, v in one_by_one.limits.items() if v}
+
+
+@pytest.mark.parametrize("size", [0, 1, LAZY_READS - 1, LAZY_READS, LAZY_READS + 1, 1_000])
+@pytest.mark.parametrize("read", [0, 5, LAZY_READS, 2_000])
+def test_a_heap_is_read_in_order_without_being_changed_however_far_a_pass_reads(size, read):
+    """A fresh build's lists are heaps: read one entry at a time at first, then from a sorted copy."""
+    rng = random.Random(size * 7 + read)
+    heap = [(rng.random(), n) for n in range(size)]
+    heapq.heapify(heap)
+    kept = list(heap)
+    got = list(islice(in_order(heap), read))
+    assert got == sorted(heap)[:read]
+    assert heap == kept
