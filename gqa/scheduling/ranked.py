@@ -154,8 +154,11 @@ class RankedJobs:
     def bulk_add(self, jobs) -> None:
         """Many jobs at once: one sort per list rather than an insertion per job."""
         ages = not self.fifo and not self.sjf and bool(self.age_rate)
-        if self.fifo or self.sjf:
-            groups: dict[tuple, list] = defaultdict(list)
+        if self.fifo:   # one list: `_entry`'s, for every job at once
+            groups: dict[tuple, list] = {(False, FIFO_TIER, ""): [(job.submitted_at, job.seq, job.id, job)
+                                                                  for job in jobs]} if jobs else {}
+        elif self.sjf:
+            groups = defaultdict(list)
             for job in jobs:
                 tier, team = self._slot(job)
                 groups[(False, tier, team)].append(self._entry(job, False))

@@ -187,9 +187,9 @@ def test_three_jobs_on_one_gpu_free_it_only_when_the_last_ends(built):
     assert sorted(index.free) == [0, 1] and not index.until
 
 
-@pytest.mark.parametrize("name", ["gqa", "multifactor"])
+@pytest.mark.parametrize("name", sorted(POLICIES))
 def test_a_built_index_ranks_and_counts_each_job_as_adding_it_alone_does(name):
-    """A build scores and sorts many jobs in loops of its own (RankedJobs._scored, QueueIndex._by_kind):
+    """A build scores and sorts many jobs in loops of its own (RankedJobs.bulk_add, QueueIndex._by_kind):
     the same keys, bit for bit, and the same kinds as one `add` at a time gives."""
     rng, policy, now = random.Random(7), POLICIES[name], 10_000.0
     jobs = [random_job(rng, n, now) for n in range(400)]
