@@ -137,7 +137,7 @@ class QueueIndex:
             # a snapshot read while a job changed may list it twice: it counts once, as its
             # latest listing says (a pass must not fail, or the queue stops)
             jobs = list(waiting.values())
-        index.gated = {job.id for job in jobs if job.dependency or job.user_hold or job.begin is not None}   # gated()
+        index.gated = {job.id for job in jobs if gated(job)}
         index.sizes = Counter([job.gpus for job in jobs])
         index.ranked.now = now
         # ranked and counted by kind only when a pass looks at a job: with no GPU free it does not
@@ -158,14 +158,12 @@ class QueueIndex:
         pending job, so jobs are grouped by the fields a kind is made of, and each group's
         kind is worked out once, from its first job."""
         fields: dict[tuple, tuple[PendingJob, list[float]]] = {}
-        inf = math.inf
         for job in jobs:
             key = (job.gpu_types, job.gpu_type, job.spot, job.reclaims, job.gpus)
             group = fields.get(key)
             if group is None:
                 group = fields[key] = (job, [])
-            limit = job.time_min   # shortest_limit(), inlined
-            group[1].append(limit if limit is not None else (job.wall_time or inf))
+            group[1].append(shortest_limit(job))
         kinds: dict[tuple, list[float]] = {}
         for first, limits in fields.values():
             kinds.setdefault(self.kind(first), []).extend(limits)
