@@ -344,7 +344,8 @@ class QueueIndex:
     # -- reads ---------------------------------------------------------------------------
     def kind(self, job: PendingJob) -> tuple:
         """What decides where a job may fit: its GPU types, whether spot is still open to it
-        (inventory.pool_rounds), its size."""
+        (inventory.pool_rounds), its size. `_by_kind` groups a build's jobs by the fields this
+        reads: a field read here must join its key."""
         return job.types(), spot_open(job, self.policy), job.gpus
 
     def kinds(self) -> dict[tuple, int]:
