@@ -6,7 +6,8 @@
               can never be met is listed to be cancelled (dependencies.py)
 4. admit    - quotas: team and user GPU caps, array limits; skip, never block (quotas.py)
 5. fit      - gang, then FIFO blocking or EASY backfill with reservations (fit.py)
-6. preempt  - a blocked job may stop lower, preemptible tiers (preempt.py)
+6. preempt  - a blocked job may stop lower, preemptible tiers, and in a tier with time
+              slicing, jobs of its own tier that have had their slice (preempt.py, slicing.py)
 Budgets (budget.py) are checked with the quotas: over budget, a job is HELD.
 
 CPU-only jobs (0 GPUs) go through the same phases: they count 0 GPUs against
@@ -47,19 +48,23 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     capacity = Capacity(snap, ledger, index, explain=explain)
     preemptor = Preemptor(snap, ledger.free)
     budget = BudgetLedger(snap)
-    may_stop = not explain and not preemptor.enabled and not budget.active
+    # time slicing alone lets a pass stop once preemption can help no job left (may_help_from)
+    may_stop = not explain and not budget.active and not snap.policy.preempt_tiers
+    slicing = bool(preemptor.slicing)
     left = Remaining(index, ledger, capacity, may_stop)
     # for every gated job first: a pass that stops early still lists the never-met
     gated = gate(snap, index.gated_jobs())
     out = Plan(never=gated.never)
     ordered = ranking.ordered()
     while True:
-        if may_stop and not left.may_start():   # asked before the next job: the queue is ranked lazily
+        if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
         following = next(ordered, None)
         if following is None:
             break
         job, factors = following
+        if may_stop and slicing and not preemptor.may_help_from(job) and not left.may_start():
+            return out
         left.looked_at(job)
         out.order.append(job.id)
         out.factors[job.id] = factors
@@ -95,7 +100,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 victims, shortfall = preemption
                 out.preempt += victims
             out.waiting[job.id] = shortfall
-            start = capacity.blocked(job, job.tier)
+            # time slicing reserves nothing (slicing.py): its jobs get GPUs by preempting instead
+            start = None if job.tier in preemptor.slicing else capacity.blocked(job, job.tier)
             if start is not None:
                 out.reserved[job.id] = start
             continue

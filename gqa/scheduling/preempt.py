@@ -1,6 +1,8 @@
 """Preemption (opt-in per tier): a waiting job may stop running jobs of lower,
 preemptible tiers. Victims are chosen to lose the least work: the least time
-since their last checkpoint, then the least elapsed. They are sent back to the
+since their last checkpoint, then the least elapsed. In a tier with time
+slicing (slicing.py), a job that is not demoted may also stop jobs of its own
+tier that have had their slice, those that have had the most service first. They are sent back to the
 queue keeping their place; the waiting job starts once their GPUs are free.
 GPUs of jobs already being stopped count first, so one shortage never
 preempts twice."""
@@ -9,6 +11,7 @@ from collections import defaultdict
 
 from .fit import pools_for
 from .inventory import Pool, tables
+from .slicing import demoted, slicing_tiers, stoppable
 from .snapshot import PendingJob, RunningJob, Snapshot
 
 
@@ -17,40 +20,69 @@ class Preemptor:
     GPUs are counted per pool (type, spot): a job runs in one pool."""
 
     def __init__(self, snap: Snapshot, free: dict[int, str]):
-        self.enabled = bool(snap.policy.preempt_tiers)
+        self.slicing = slicing_tiers(snap.policy)
+        self.enabled = bool(snap.policy.preempt_tiers or self.slicing)
         self.now = snap.now
         self.policy = snap.policy
         self.free = free
         self.stopping: dict[Pool, list[int]] = defaultdict(list)   # pool -> GPUs already on their way back
-        self.candidates: list[RunningJob] = []
-        self.chosen: list[str] = []
+        self.candidates: list[RunningJob] = []   # of preemptible tiers
+        self.sliced: dict[int, list[RunningJob]] = defaultdict(list)   # tier -> those slicing may stop
+        self.chosen: set[str] = set()
         if not self.enabled:
             return
         self.pool_of = tables(snap.gpus).pool_of   # index -> pool (type, spot)
+        policy, slicing, now = snap.policy, self.slicing, self.now
         for run in snap.running:
             if run.stopping:
                 for index in run.gpus:
                     self.stopping[self.pool_of[index]].append(index)
-            elif run.tier in snap.policy.preempt_tiers:
+            elif run.tier in policy.preempt_tiers:
                 self.candidates.append(run)
+        if slicing:
+            self.sliced = stoppable(snap.running, policy, slicing, now)
         self.candidates.sort(key=lambda r: (self.now - (r.checkpointed_at or r.started_at), -r.started_at, r.id))
+        self.in_order: set[int] = set()   # tiers whose `sliced` is sorted: when a job first wants them
+        # (tier, pools) -> the fewest GPUs preemption could not find there: victims are only ever
+        # taken, so a job as large, looked at later in the pass, cannot find them either
+        self.short: dict[tuple, int] = {}
+
+    def may_help_from(self, job: PendingJob) -> bool:
+        """Whether preemption might start `job` or a job ranked after it: a pass that explains
+        nothing and has no GPU left for anything stops when it cannot (plan.py). Only time
+        slicing is asked: jobs it may stop, in this job's tier if it is not demoted, or below."""
+        tier = job.tier
+        if any(runs and t > tier for t, runs in self.sliced.items()):
+            return True
+        return bool(self.sliced.get(tier)) and tier in self.slicing and \
+            not demoted(job, self.policy, self.slicing, self.now)
 
     def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str] | None:
         """Jobs to stop so `job` can start, and a reason; None if preemption cannot help."""
         if not self.enabled:
             return None
         best = None
+        lower = [r for r in self.candidates if r.tier > tier]
+        slices = tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
+        if slices and tier not in self.in_order:   # LAS: the most service first
+            self.sliced.get(tier, []).sort(key=lambda r: (-r.attained(self.now), r.id))
+            self.in_order.add(tier)
+        if slices:
+            lower += self.sliced.get(tier, [])
         pools = sorted({p for r in pools_for(job, set(self.pool_of.values()), self.policy) for p in r})
+        short = (tier, slices, tuple(pools))
+        if job.gpus >= self.short.get(short, job.gpus + 1):
+            return None
         for pool in pools:
             free_now = self._free_in(pool)
             if free_now >= job.gpus:
                 return None  # enough GPUs: it waits for another reason (a reservation), not for capacity
             have = free_now + len(self.stopping[pool])
             picked = []
-            for run in self.candidates:
+            for run in lower:
                 if have >= job.gpus:
                     break
-                if run.tier <= tier or run.id in self.chosen:
+                if run.id in self.chosen:
                     continue
                 mine = [i for i in run.gpus if self.pool_of[i] == pool]
                 if mine:
@@ -60,17 +92,22 @@ class Preemptor:
             if have >= job.gpus and (best is None or len(picked) < len(best[1])):
                 best = (pool, picked)
         if best is None:
+            if not any(self._free_in(pool) >= job.gpus for pool in pools):
+                self.short[short] = min(job.gpus, self.short.get(short, job.gpus))
             return None
         pool, picked = best
         # what it takes: keep the stopping GPUs and these victims for this job
         need = job.gpus - self._free_in(pool)
         self.stopping[pool] = self.stopping[pool][max(0, need):]
-        self.chosen += [r.id for r in picked]
+        self.chosen.update(r.id for r in picked)
         lost = sum(self.now - (r.checkpointed_at or r.started_at) for r in picked)
         if not picked:
             return [], "starts when the preempted jobs have stopped"
         names = ", ".join(r.id for r in picked)
-        return [r.id for r in picked], (f"preempting {names} (lower tier; {lost / 60:.0f} GPU-job-minutes "
+        why = "lower tier" if all(r.tier > tier for r in picked) else \
+            f"had their {self.policy.slice_after / 3600:.2g} GPU-hour slice" if all(r.tier == tier for r in picked) \
+            else "lower tier, or had their slice"
+        return [r.id for r in picked], (f"preempting {names} ({why}; {lost / 60:.0f} GPU-job-minutes "
                                         "since their last checkpoints)")
 
     def _without_spares(self, picked: list[RunningJob], pool: Pool, spare: int) -> list[RunningJob]:

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from .snapshot import Policy, Weights
 
-NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "sjf-oracle")
+NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "gqa-slice", "sjf-oracle")
 
 
 def preset(name: str, base: Policy | None = None) -> Policy:
@@ -21,6 +21,8 @@ def preset(name: str, base: Policy | None = None) -> Policy:
     if name == "gqa":  # multifactor plus a preference for short expected run times
         return replace(base, ordering="multifactor", backfill=True,
                        weights=Weights(fair_share=1.0, age=0.25, size=0.0, duration=1.0))
+    if name == "gqa-slice":  # gqa with every tier time-sliced (slicing.py): for jobs that checkpoint when stopped
+        return replace(preset("gqa", base), slice_tiers=(0, 1, 2))
     if name == "sjf-oracle":  # shortest expected run time first, plus EASY backfill: handed the true run
         # times (gqa.sim's oracle), it is the lower bound no real scheduler reaches
         return replace(base, ordering="sjf", backfill=True)

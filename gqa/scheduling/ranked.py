@@ -18,6 +18,7 @@ from itertools import islice
 
 from sortedcontainers import SortedList
 
+from .slicing import demoted, promoted_at, slicing_tiers
 from .snapshot import PendingJob, Policy
 
 FIFO_TIER = -1           # FIFO ignores tiers and teams: its one list
@@ -61,6 +62,12 @@ class RankedJobs:
         self.age_rate = w.age / policy.max_age if policy.max_age > 0 else 0.0
         self.w_size, self.w_dur, self.w_age = w.size, w.duration, w.age
         self.log_max_runtime = math.log1p(max(1.0, policy.max_runtime))
+        # time slicing (slicing.py): a demoted job ranks after the rest of its tier, its score
+        # lowered by more than the whole range of scores, nice included
+        self.slicing = slicing_tiers(policy)
+        self.demotion = abs(w.fair_share) + abs(w.age) + abs(w.size) + abs(w.duration) + 3.0
+        self.promoting: list[tuple[float, str]] = []          # (promoted at, job id) of demoted jobs, lazily pruned
+        self.promoting_built = True                           # False: rebuild `promoting` from `where` when wanted
         self._durations: dict[float, float] = {}              # expected run time -> its duration factor
         # tier -> team -> SortedList; FIFO keeps one list (FIFO_TIER, team "")
         self.young: dict[int, dict[str, SortedList]] = defaultdict(dict)
@@ -100,6 +107,7 @@ class RankedJobs:
                 theirs[tier] = {team: entries.copy() for team, entries in teams.items()}
         new.where, new.ageing, new.ageing_built = dict(self._places()), list(self.ageing), self.ageing_built
         new.team_count, new.now = Counter(self.team_count), self.now
+        new.promoting, new.promoting_built = list(self.promoting), self.promoting_built
         return new
 
     def _constant(self, job: PendingJob) -> float:
@@ -114,7 +122,11 @@ class RankedJobs:
             if known is None:   # a queue's jobs share a few wall times: each log once
                 known = self._durations[expected] = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime)
             duration = known
-        return self.w_size * size + self.w_dur * duration - job.nice / NICE_SCALE
+        return self.w_size * size + self.w_dur * duration - job.nice / NICE_SCALE + self.service(job)
+
+    def service(self, job: PendingJob) -> float:
+        """What time slicing adds to its score at `now`: minus `demotion` while it is demoted, else 0."""
+        return -self.demotion if self.slicing and demoted(job, self.policy, self.slicing, self.now) else 0.0
 
     def _entry(self, job: PendingJob, old: bool) -> tuple:
         if self.fifo:
@@ -150,6 +162,8 @@ class RankedJobs:
         self.team_count[job.team] += 1
         if not self.fifo and not self.sjf and not old and self.age_rate:
             heapq.heappush(self.ageing, (job.submitted_at, job.id))
+        if self.promoting_built and self.service(job):
+            heapq.heappush(self.promoting, (promoted_at(job, self.policy), job.id))
 
     def bulk_add(self, jobs) -> None:
         """Many jobs at once: one sort per list rather than an insertion per job."""
@@ -168,6 +182,8 @@ class RankedJobs:
         self.team_count.update(Counter([job.team for job in jobs]))
         if ages:   # the young ones' ageing order is wanted only once time moves on (advance)
             self.ageing_built = False
+        if self.slicing:   # so is the demoted ones' promotion order
+            self.promoting_built = False
         if self.young or self.old:   # into kept lists: sorted in
             self._sorted()
             for (old, tier, team), entries in groups.items():
@@ -192,6 +208,7 @@ class RankedJobs:
         w_size, w_dur, total, log_max = self.w_size, self.w_dur, self.total_gpus, self.log_max_runtime
         sizing = bool(w_size and total)
         durations, log1p = self._durations, math.log1p
+        slicing, slice_after, demotion, policy = self.slicing, self.policy.slice_after, self.demotion, self.policy
         old_key = w_age if age_rate else 0.0
         for job in jobs:
             submitted = job.submitted_at
@@ -206,6 +223,8 @@ class RankedJobs:
                 if duration is None:
                     duration = durations[expected] = max(0.0, 1.0 - log1p(expected) / log_max)
             constant = w_size * size + w_dur * duration - job.nice / NICE_SCALE
+            if slicing and job.served >= slice_after and job.tier in slicing and now < promoted_at(job, policy):
+                constant -= demotion
             old = ages and now - submitted >= max_age
             key = -(constant + old_key) if old or not age_rate else -(constant - age_rate * submitted)
             slot = (old, job.tier, job.team)
@@ -248,7 +267,28 @@ class RankedJobs:
             job = place[3][-1]
             self.remove(job)
             self.add(job)
+        if self.slicing:
+            self._promote()
         return True
+
+    def _promote(self) -> None:
+        """Re-ranks the demoted jobs whose starvation guard promoted them by `now`."""
+        if not self.promoting_built:
+            # every job that has had its slice: those not demoted are skipped when their time comes
+            after, tiers = self.policy.slice_after, self.slicing
+            self.promoting = [(promoted_at(entry[-1], self.policy), job_id)
+                              for job_id, (_, _, _, entry) in self._places().items()
+                              if entry[-1].served >= after and entry[-1].tier in tiers]
+            heapq.heapify(self.promoting)
+            self.promoting_built = True
+        while self.promoting and self.promoting[0][0] <= self.now:
+            _, job_id = heapq.heappop(self.promoting)
+            place = self._places().get(job_id)
+            if place is None or place[3][0] == self._entry(place[3][-1], place[0])[0]:
+                continue   # gone, or already re-ranked
+            job = place[3][-1]
+            self.remove(job)
+            self.add(job)
 
     def tiers(self) -> list[int]:
         return sorted(set(self.young) | set(self.old))
@@ -267,19 +307,19 @@ class RankedJobs:
             job = entry[-1]
             yield (-self.score(job), job.submitted_at, job.seq, job.id, job)
 
-    def factors(self, job: PendingJob) -> tuple[float, float, float, float]:
-        """Its age, size, duration and nice terms at `now`, each as a fresh pass computes it."""
+    def factors(self, job: PendingJob) -> tuple[float, float, float, float, float]:
+        """Its age, size, duration, nice and service terms at `now`, each as a fresh pass computes it."""
         age = min(1.0, max(0.0, self.now - job.submitted_at) / self.max_age) if self.max_age > 0 else 0.0
         size = min(1.0, job.gpus / self.total_gpus) if self.total_gpus else 0.0
         expected = job.expected_runtime or job.wall_time
         # log scale: 10 minutes vs 1 hour matters as much as 1 day vs 6 days
         duration = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime) if expected else 0.0
-        return age, size, duration, -job.nice / NICE_SCALE
+        return age, size, duration, -job.nice / NICE_SCALE, self.service(job)
 
     def score(self, job: PendingJob) -> float:
         """The job's part of the score at `now` (all but fair share)."""
-        age, size, duration, nice = self.factors(job)
-        return self.w_age * age + self.w_size * size + self.w_dur * duration + nice
+        age, size, duration, nice, service = self.factors(job)
+        return self.w_age * age + self.w_size * size + self.w_dur * duration + nice + service
 
     def in_list_order(self) -> Iterator[PendingJob]:
         """FIFO and SJF: tier by tier (FIFO has one), each tier's one list in order."""

@@ -70,6 +70,6 @@ class Ranking:
                     del heads[best_team]
                 else:
                     heads[best_team] = following
-                age, size, duration, nice = ranked.factors(job)
+                age, size, duration, nice, service = ranked.factors(job)
                 yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration,
-                                   nice=nice)
+                                   nice=nice, service=service)

@@ -49,6 +49,7 @@ class PendingJob:
     user_hold: bool = False                # held by its owner (gqa hold): only `gqa release` frees it
     begin: float | None = None             # not started before this time (--begin)
     time_min: float | None = None          # Slurm's --time-min: backfill may grant a wall time this short
+    served: float = 0.0                    # GPU-seconds its earlier attempts ran: past policy.slice_after, demoted
 
     @property
     def cpus_counted(self) -> int:
@@ -80,10 +81,16 @@ class RunningJob:
                                            # is still the previous attempt's (or 0) and nothing costs yet
     exclusive: bool = False                # holds the whole machine while it runs
     name: str = ""                         # with `user`, what a singleton dependency goes by
+    served: float = 0.0                    # GPU-seconds its earlier attempts ran (this one not included)
+    submitted_at: float = 0.0              # time slicing's starvation guard counts its wait from here
 
     @property
     def cpus_counted(self) -> int:
         return self.cpus or (0 if self.gpus else 1)
+
+    def attained(self, now: float) -> float:
+        """GPU-seconds of service so far, this attempt included (time slicing reads it)."""
+        return self.served + (len(self.gpus) * max(0.0, now - self.started_at) if self.started else 0.0)
 
     @property
     def ends_by(self) -> float:
@@ -122,6 +129,13 @@ class Policy:
     reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
     max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
     preempt_tiers: tuple[int, ...] = ()  # running jobs of these tiers may be preempted by higher tiers
+    # time slicing (Tiresias' two-queue LAS within a tier, slicing.py): in these tiers a job that
+    # has had slice_after GPU-seconds of service ranks after the rest of its tier, which may preempt
+    # it once it has run slice_min_run seconds in its attempt
+    slice_tiers: tuple[int, ...] = ()
+    slice_after: float = 3250.0          # GPU-seconds: Tiresias' first queue
+    slice_min_run: float = 120.0         # seconds an attempt runs before slicing may stop it
+    slice_starve: float = 16.0           # a demoted job that waited this many times its run is promoted (0: never)
     spot_fallback_after: int = 2         # reclaims after which a spot-tolerant job runs on demand
     approval_gpus: int | None = None     # jobs over these wait for approval (None: no threshold)
     approval_gpu_hours: float | None = None
@@ -171,6 +185,7 @@ class Factors:
     score: float
     duration: float = 0.0
     nice: float = 0.0      # added to the score as it is: -nice / 10,000 (ranking.NICE_SCALE)
+    service: float = 0.0   # time slicing: below the rest of its tier once past its slice (ranked.service)
 
 
 @dataclass

@@ -22,6 +22,8 @@ POLICIES = {
     "fifo": preset("fifo"),
     "fifo-easy": preset("fifo-easy"),
     "sjf": preset("sjf-oracle"),
+    # time slicing in the normal and low tiers: demoted jobs, and promotions as time passes
+    "gqa-slice": replace(preset("gqa", Policy(max_age=5_000.0)), slice_tiers=(1, 2), slice_starve=4.0),
 }
 INVENTORY = tuple(Gpu(i, "a100" if i < 12 else "l4", spot=i % 5 == 0) for i in range(20))
 
@@ -33,7 +35,8 @@ def fresh(snap: Snapshot) -> Snapshot:
 
 def random_job(rng: random.Random, n: int, now: float):
     wall = rng.choice([None, 600.0, 3_600.0, 7_200.0, 86_400.0])
-    extra = {"time_min": 300.0} if wall and rng.random() < 0.1 else {}
+    extra: dict = {"time_min": 300.0} if wall and rng.random() < 0.1 else {}
+    extra["served"] = rng.choice([0.0, 0.0, 1_000.0, 5_000.0, 40_000.0])   # GPU-seconds of earlier attempts
     if rng.random() < 0.1:
         extra["gpu_type"] = rng.choice(["a100", "l4"])
     return pending(f"j{n}", team=rng.choice(["vision", "nlp", "speech"]), user=rng.choice(["ann", "bob"]),

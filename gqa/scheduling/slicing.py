@@ -1,0 +1,78 @@
+"""Time slicing within a tier: Tiresias' discretised two-queue LAS (Gu et al.,
+NSDI'19), opt-in per tier (`policy.slice_tiers`), for tiers whose jobs
+checkpoint when stopped.
+
+A job's service is the GPU-seconds it has run, over all its attempts. In a
+slicing tier:
+
+- A waiting job that has had its slice (`slice_after` GPU-seconds) is demoted:
+  it ranks after every job of its tier that has not (ranked.py), and gets no
+  reservation (fit.py): with no knowledge of run times, the jobs that have run
+  least go first, as in LAS.
+- A waiting job that has not had its slice may preempt a running job of its
+  tier that has, once that job has run `slice_min_run` seconds in its attempt
+  (preempt.py): the stop costs a restart, and the minimum keeps two jobs from
+  trading the GPUs back and forth.
+- Starvation guard (Tiresias' PROMOTEKNOB): a demoted job is promoted back once
+  it has waited `slice_starve` times as long as it ran. Waited and ran are
+  counted from its submission, so the time it is promoted is fixed while it
+  waits and the index moves it then (ranked.RankedJobs.advance). As Tiresias
+  forgets a promoted job's service, an attempt started after its promotion
+  runs a whole slice of its own before slicing may stop it.
+
+Policies ordered by FIFO or SJF do not slice."""
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+
+from .snapshot import PendingJob, Policy, RunningJob
+
+
+def slicing_tiers(policy: Policy) -> frozenset[int]:
+    return frozenset(policy.slice_tiers) if policy.ordering == "multifactor" else frozenset()
+
+
+def promoted_at(job: PendingJob | RunningJob, policy: Policy) -> float:
+    """When a demoted job is promoted back: it has waited `slice_starve` times its run time
+    (its service before this attempt over its GPUs) since its submission; never with the guard
+    off (0)."""
+    if policy.slice_starve <= 0:
+        return math.inf
+    gpus = job.gpus if isinstance(job.gpus, int) else len(job.gpus)
+    ran = job.served / max(1, gpus)
+    return job.submitted_at + ran * (1.0 + policy.slice_starve)
+
+
+def demoted(job: PendingJob, policy: Policy, tiers: frozenset[int], now: float) -> bool:
+    """It has had its slice in a slicing tier (`tiers`: slicing_tiers(policy)) and is not yet promoted."""
+    return job.served >= policy.slice_after and job.tier in tiers and now < promoted_at(job, policy)
+
+
+def may_stop(run: RunningJob, policy: Policy, tiers: frozenset[int], now: float) -> bool:
+    """A running job a waiting job of its tier that is not demoted may preempt."""
+    return bool(stoppable((run,), policy, tiers, now))
+
+
+def stoppable(running: Iterable[RunningJob], policy: Policy, tiers: frozenset[int],
+              now: float) -> dict[int, list[RunningJob]]:
+    """Per tier, the running jobs a waiting job of their tier that is not demoted may preempt: they
+    have had their slice and run `slice_min_run` in this attempt. One loop, since a pass asks it
+    of every running job."""
+    out: dict[int, list[RunningJob]] = defaultdict(list)
+    after, starve = policy.slice_after, policy.slice_starve
+    long_enough = now - policy.slice_min_run
+    for run in running:
+        started_at = run.started_at
+        if started_at > long_enough or run.tier not in tiers or not run.started or run.stopping:
+            continue
+        gpus = len(run.gpus)
+        own, served = gpus * (now - started_at), run.served
+        if served >= after and starve > 0 and \
+                started_at >= run.submitted_at + served / max(1, gpus) * (1.0 + starve):   # promoted_at
+            had = own >= after   # it started promoted: a slice of its own first
+        else:
+            had = served + own >= after
+        if had:
+            out[run.tier].append(run)
+    return out

@@ -1,0 +1,108 @@
+"""Time slicing within a tier (gqa.scheduling.slicing): jobs that have had their
+slice of GPU time rank after those that have not, which may preempt them; a
+starved job is promoted back; nothing else changes when it is off."""
+
+from dataclasses import replace
+
+import pytest
+
+from gqa.scheduling import plan
+from gqa.scheduling.presets import preset
+from gqa.scheduling.slicing import demoted, may_stop, promoted_at, slicing_tiers
+from tests.builders import pending, running, snapshot
+
+NOW = snapshot().now
+SLICED = replace(preset("gqa"), slice_tiers=(1,), slice_after=3_600.0, slice_min_run=120.0, slice_starve=4.0)
+TIERS = slicing_tiers(SLICED)
+
+
+@pytest.mark.parametrize("served, tier, submitted, gpus, expected", [
+    pytest.param(0.0, "normal", NOW - 10, 1, False, id="never ran"),
+    pytest.param(3_599.0, "normal", NOW - 10, 1, False, id="just under its slice"),
+    pytest.param(3_600.0, "normal", NOW - 10, 1, True, id="had its slice"),
+    pytest.param(3_600.0, "low", NOW - 10, 1, False, id="a tier that is not sliced"),
+    # ran 1 hour on 1 GPU: promoted 1 + 4 hours after its submission
+    pytest.param(3_600.0, "normal", NOW - 5 * 3_600 + 1, 1, True, id="one second before its promotion"),
+    pytest.param(3_600.0, "normal", NOW - 5 * 3_600, 1, False, id="promoted"),
+    # 4 GPUs: 3,600 GPU-seconds is 15 minutes run, so promoted 75 minutes after submission
+    pytest.param(3_600.0, "normal", NOW - 75 * 60, 4, False, id="run time is service over GPUs"),
+])
+def test_which_waiting_jobs_are_demoted(served, tier, submitted, gpus, expected):
+    job = pending("j", tier=tier, served=served, submitted_at=submitted, gpus=gpus)
+    assert demoted(job, SLICED, TIERS, NOW) is expected
+
+
+def test_the_guard_off_never_promotes_and_fifo_and_sjf_never_slice():
+    job = pending("j", served=9e9, submitted_at=0.0)
+    assert promoted_at(job, replace(SLICED, slice_starve=0.0)) == float("inf")
+    assert not slicing_tiers(replace(SLICED, ordering="fifo")) and not slicing_tiers(replace(SLICED, ordering="sjf"))
+
+
+@pytest.mark.parametrize("run, expected", [
+    pytest.param(running("r", started_at=NOW - 3_600), True, id="ran its slice"),
+    pytest.param(running("r", started_at=NOW - 3_000), False, id="not yet its slice"),
+    pytest.param(running("r", started_at=NOW - 200, served=5_000.0, submitted_at=NOW - 5_000), True,
+                 id="restarted demoted: stopped after the minimum run"),
+    pytest.param(running("r", started_at=NOW - 60, served=5_000.0), False, id="under the minimum run"),
+    # served 5,000 s, promoted at submitted + 25,000 s: it started promoted, so it gets a slice of its own
+    pytest.param(running("r", started_at=NOW - 600, served=5_000.0, submitted_at=NOW - 30_000), False,
+                 id="started promoted: a slice of its own first"),
+    pytest.param(running("r", started_at=NOW - 3_600, served=5_000.0, submitted_at=NOW - 30_000), True,
+                 id="started promoted, had that slice too"),
+    pytest.param(running("r", started_at=NOW - 9_999, tier=2), False, id="a tier that is not sliced"),
+    pytest.param(running("r", started_at=NOW - 9_999, stopping=True), False, id="already stopping"),
+    pytest.param(running("r", started_at=NOW - 9_999, started=False), False, id="still starting"),
+    pytest.param(running("r", gpus=(0, 1), started_at=NOW - 1_800), True, id="service counts every GPU"),
+])
+def test_which_running_jobs_slicing_may_stop(run, expected):
+    assert may_stop(run, SLICED, TIERS, NOW) is expected
+
+
+def test_a_demoted_job_ranks_after_its_tier_whatever_its_other_factors():
+    favoured = pending("served", served=3_600.0, submitted_at=NOW - 3_600, team="idle", nice=-10_000,
+                       wall_time=60)
+    fresh = pending("fresh", submitted_at=NOW, team="busy", nice=10_000, wall_time=7 * 86_400)
+    low = pending("low", tier="low", submitted_at=NOW)
+    result = plan(snapshot(0, pending=[favoured, fresh, low], usage={"busy": 1e9}, policy=SLICED))
+    assert result.order == ["fresh", "served", "low"]
+    assert result.factors["served"].service < 0 == result.factors["fresh"].service
+    off = plan(snapshot(0, pending=[favoured, fresh, low], usage={"busy": 1e9}, policy=preset("gqa")))
+    assert off.order == ["served", "fresh", "low"]
+
+
+def test_a_job_that_has_not_had_its_slice_preempts_the_one_that_has_had_the_most():
+    runs = [running("long", gpus=[0], started_at=NOW - 7_200), running("longer", gpus=[1], started_at=NOW - 9_000),
+            running("young", gpus=[2], started_at=NOW - 60)]
+    result = plan(snapshot(3, running=runs, pending=[pending("new", submitted_at=NOW)], policy=SLICED))
+    assert result.preempt == ["longer"]
+    assert "had their 1 GPU-hour slice" in result.waiting["new"]
+
+
+def test_a_demoted_job_preempts_nothing_and_a_preempted_job_does_not_come_straight_back():
+    runs = [running("long", gpus=[0], started_at=NOW - 7_200)]
+    demoted_job = pending("back", served=3_600.0, submitted_at=NOW - 100)
+    assert plan(snapshot(1, running=runs, pending=[demoted_job], policy=SLICED)).preempt == []
+    # the victim, requeued with its service, waits behind the job that preempted it
+    result = plan(snapshot(1, pending=[pending("long", served=7_200.0, submitted_at=NOW - 8_000),
+                                       pending("new", submitted_at=NOW)], policy=SLICED))
+    assert [s.job_id for s in result.starts] == ["new"]
+
+
+def test_slicing_reserves_nothing_so_a_demoted_job_backfills_freely():
+    """No EASY reservation in a sliced tier: a job that cannot start leaves the free GPUs to the
+    next that fits (its GPUs come from preemption instead)."""
+    runs = [running("a", gpus=[0], started_at=NOW - 60, wall_time=86_400)]
+    waiting = [pending("big", gpus=2, submitted_at=NOW - 10, wall_time=3_600),
+               pending("small", gpus=1, submitted_at=NOW, served=4_000.0, wall_time=7 * 86_400)]
+    sliced = plan(snapshot(2, running=runs, pending=waiting, policy=SLICED))
+    assert [s.job_id for s in sliced.starts] == ["small"] and not sliced.reserved
+    easy = plan(snapshot(2, running=runs, pending=waiting, policy=preset("gqa")))
+    assert easy.starts == [] and "big" in easy.reserved
+
+
+def test_off_by_default_in_every_preset():
+    runs = [running("long", gpus=[0], started_at=NOW - 86_400)]
+    for name in ("fifo", "fifo-easy", "multifactor", "gqa", "sjf-oracle"):
+        policy = preset(name)
+        assert policy.slice_tiers == ()
+        assert plan(snapshot(1, running=runs, pending=[pending("new", submitted_at=NOW)], policy=policy)).preempt == []
