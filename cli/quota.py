@@ -130,6 +130,16 @@ def policy(
     age_weight: Annotated[Optional[float], typer.Option(help="Weight of the age factor.")] = None,
     preempt: Annotated[Optional[str], typer.Option(help="Tiers whose running jobs higher tiers may preempt: "
                                                    "e.g. low, or low,normal; none to turn preemption off.")] = None,
+    time_slice: Annotated[Optional[str], typer.Option("--slice", help="Tiers to time-slice (their jobs checkpoint "
+                                                      "when stopped): a job that has had its slice of GPU time "
+                                                      "ranks after the tier's others, which may preempt it; e.g. "
+                                                      "normal, or normal,low; none to turn it off.")] = None,
+    slice_after: Annotated[Optional[str], typer.Option(help="A job's slice, in GPU time (GPUs x run time), "
+                                                       "e.g. 1h.")] = None,
+    slice_min_run: Annotated[Optional[str], typer.Option(help="Slicing stops a job only after its attempt ran "
+                                                         "this long, e.g. 2m.")] = None,
+    slice_starve: Annotated[Optional[float], typer.Option(help="A demoted job that has waited this many times "
+                                                          "as long as it ran is promoted back (0: never).")] = None,
     approve_over_gpus: Annotated[Optional[int], typer.Option(help="Jobs with more GPUs wait for approval "
                                                              "(-1: no threshold).")] = None,
     approve_over_gpu_hours: Annotated[Optional[float], typer.Option(help="...more GPU-hours (-1: none).")] = None,
@@ -160,6 +170,17 @@ def policy(
         if any(t not in names for t in wanted):
             fail(f"--preempt takes low and/or normal (or none), got {preempt!r}")
         tiers = tuple(names[t] for t in wanted)
+    sliced = None
+    if time_slice is not None:
+        from gqa.models.priority import Priority
+
+        every = {p.value: p.rank for p in Priority}
+        wanted = [t.strip() for t in time_slice.split(",") if t.strip() and t.strip() != "none"]
+        if any(t not in every for t in wanted):
+            fail(f"--slice takes high, normal and/or low (or none), got {time_slice!r}")
+        sliced = tuple(every[t] for t in wanted)
+    if slice_starve is not None and slice_starve < 0:
+        fail(f"--slice-starve must be >= 0, got {slice_starve:g}")
     thresholds = None
     if budget_alerts is not None:
         thresholds = _thresholds(budget_alerts)
@@ -189,7 +210,9 @@ def policy(
             approval_gpu_hours=approve_over_gpu_hours, approval_cost=approve_over_cost,
             alert_pending_after=seconds("--alert-pending-after", alert_pending_after, True),
             budget_alerts=thresholds, idle_gpu_percent=idle_gpu_below,
-            idle_gpu_window=seconds("--idle-gpu-window", idle_gpu_window, True))
+            idle_gpu_window=seconds("--idle-gpu-window", idle_gpu_window, True), slice_tiers=sliced,
+            slice_after=seconds("--slice-after", slice_after, False),
+            slice_min_run=seconds("--slice-min-run", slice_min_run, False), slice_starve=slice_starve)
         quota = backend().quota()
         # with nothing to change it only reads: anyone may look, only admins may set (on AWS)
         if any(v is not None for v in changes.values()):
@@ -200,11 +223,14 @@ def policy(
     from gqa.models.units import format_duration
 
     preemptible = [Priority.of_rank(t).value for t in current.preempt_tiers]
+    sliced_names = [Priority.of_rank(t).value for t in current.slice_tiers]
     data = {"max_gpus_per_job": current.max_gpus_per_job, "max_wall_time": current.max_wall_time,
             "half_life": current.half_life, "approval": {"gpus": current.approval_gpus,
                                                          "gpu_hours": current.approval_gpu_hours,
                                                          "cost": current.approval_cost},
             "preempt": preemptible,
+            "time_slice": {"tiers": sliced_names, "after_gpu_seconds": current.slice_after,
+                           "min_run": current.slice_min_run, "starve": current.slice_starve},
             "alerts": {"budget_percent": list(current.budget_alerts),
                        "pending_after": current.alert_pending_after,
                        "idle_gpu_below": current.idle_gpu_percent, "idle_gpu_window": current.idle_gpu_window},
@@ -219,6 +245,13 @@ def policy(
     print(f"weights            fair share {current.weights.fair_share:g}, age {current.weights.age:g}, "
           f"size {current.weights.size:g}, duration {current.weights.duration:g}")
     print(f"preemptible tiers  {', '.join(preemptible) or 'none'}")
+    if sliced_names:
+        starve = f"promoted after waiting {current.slice_starve:g}x its run" if current.slice_starve \
+            else "never promoted"
+        print(f"time-sliced tiers  {', '.join(sliced_names)}: a {current.slice_after / 3600:.2g} GPU-hour slice, "
+              f"stopped after {format_duration(current.slice_min_run)} at least; {starve}")
+    else:
+        print("time-sliced tiers  none")
     approval = [f"{name} > {value:g}" for name, value in (("GPUs", current.approval_gpus), (
         "GPU-hours", current.approval_gpu_hours), ("cost", current.approval_cost)) if value is not None]
     print(f"approval needed    {', '.join(approval) or 'never'}")

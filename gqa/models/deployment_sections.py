@@ -180,9 +180,28 @@ class Tiers(_Strict):
     """The priority tiers are a job spec's `priority` (high, normal, low): each
     has its own intake queue, and higher tiers start first. Running jobs of a
     preemptible tier are stopped (they checkpoint and go back to the queue,
-    keeping their place) for waiting jobs of a higher tier."""
+    keeping their place) for waiting jobs of a higher tier. In a time-sliced
+    tier, a job that has had `slice_after` of GPU time ranks after the jobs of
+    its tier that have not, and they may preempt it (Tiresias' two-queue LAS:
+    for tiers whose jobs checkpoint when stopped)."""
 
     preemptible: list[str] = []
+    time_sliced: list[str] = []
+    slice_after: Annotated[Duration, Field(ge=60)] = 3250   # GPU-time: GPUs x seconds run
+
+    @field_validator("time_sliced")
+    @classmethod
+    def _time_sliced(cls, values: list[str]) -> list[str]:
+        tiers = [p.value for p in Priority]
+        for i, value in enumerate(values):
+            if value not in tiers:
+                raise _at((i,), f"must be one of {', '.join(tiers)}, got {value!r}")
+        _unique(values, "tier")
+        return values
+
+    @property
+    def slice_ranks(self) -> tuple[int, ...]:
+        return tuple(sorted(Priority(t).rank for t in self.time_sliced))
 
     @field_validator("preemptible")
     @classmethod

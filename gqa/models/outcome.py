@@ -135,8 +135,8 @@ def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict, *, finished: b
         return Outcome(JobState.RETRY_WAIT, "requeued by user; resumes from its last checkpoint", interrupted)
     if job.kill_reason == PREEMPT:
         return _not_requeued(job, PREEMPT, base) or Outcome(
-            JobState.RETRY_WAIT, "preempted for a higher-priority job; resumes from its last checkpoint, keeping "
-            "its place", interrupted)
+            JobState.RETRY_WAIT, "preempted for a job of a higher tier, or of its own tier under time slicing; "
+            "resumes from its last checkpoint", interrupted)
     if job.kill_reason == SHUTDOWN:
         return _not_requeued(job, SHUTDOWN, base) or Outcome(
             JobState.RETRY_WAIT, "queue daemon stopped; resumes from its last checkpoint", interrupted)

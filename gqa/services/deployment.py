@@ -15,7 +15,8 @@ def queue_policy(config: Deployment) -> Policy:
                   max_wall_time=None if queue.max_wall_time is None else float(queue.max_wall_time),
                   half_life=float(queue.half_life), approval_gpus=approval.gpus,
                   approval_gpu_hours=approval.gpu_hours, approval_cost=approval.cost,
-                  preempt_tiers=config.tiers.preempt_ranks)
+                  preempt_tiers=config.tiers.preempt_ranks, slice_tiers=config.tiers.slice_ranks,
+                  slice_after=float(config.tiers.slice_after))
 
 
 def team_policies(config: Deployment) -> dict[str, TeamPolicy]:

@@ -80,22 +80,28 @@ class QuotaService:
                    approval_gpus: int | None = None, approval_gpu_hours: float | None = None,
                    approval_cost: float | None = None, alert_pending_after: float | None = None,
                    budget_alerts: tuple[float, ...] | None = None, idle_gpu_percent: float | None = None,
-                   idle_gpu_window: float | None = None):
+                   idle_gpu_window: float | None = None, slice_tiers: tuple[int, ...] | None = None,
+                   slice_after: float | None = None, slice_min_run: float | None = None,
+                   slice_starve: float | None = None):
         """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit
         (for alert_pending_after: no pending alerts; for idle_gpu_window: no idle alerts)."""
         _check_policy(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
                       fair_share_weight=fair_share_weight, age_weight=age_weight, preempt_tiers=preempt_tiers,
                       approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours, approval_cost=approval_cost,
                       alert_pending_after=alert_pending_after, budget_alerts=budget_alerts,
-                      idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window)
+                      idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window,
+                      slice_tiers=slice_tiers, slice_after=slice_after, slice_min_run=slice_min_run,
+                      slice_starve=slice_starve)
         policy = self.store.policy()
         changes = _given(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
                          approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours,
                          approval_cost=approval_cost, alert_pending_after=alert_pending_after,
-                         idle_gpu_percent=idle_gpu_percent)
+                         idle_gpu_percent=idle_gpu_percent, slice_after=slice_after,
+                         slice_min_run=slice_min_run, slice_starve=slice_starve)
         if idle_gpu_window is not None:   # the policy keeps "never" as a zero window, not None
             changes["idle_gpu_window"] = 0.0 if idle_gpu_window == NO_CAP else idle_gpu_window
-        for name, values in (("budget_alerts", budget_alerts), ("preempt_tiers", preempt_tiers)):
+        for name, values in (("budget_alerts", budget_alerts), ("preempt_tiers", preempt_tiers),
+                             ("slice_tiers", slice_tiers)):
             if values is not None:
                 changes[name] = tuple(sorted(set(values)))
         weights = _given(fair_share=fair_share_weight, age=age_weight)
@@ -166,6 +172,14 @@ def _check_policy(**values) -> None:
     tiers = values["preempt_tiers"]
     if tiers is not None and not set(tiers) <= {1, 2}:
         raise SpecError(f"preempt_tiers takes 1 (normal) and/or 2 (low), got {list(tiers)}")
+    sliced = values["slice_tiers"]
+    if sliced is not None and not set(sliced) <= {0, 1, 2}:
+        raise SpecError(f"slice_tiers takes 0 (high), 1 (normal) and/or 2 (low), got {list(sliced)}")
+    if values["slice_after"] is not None and values["slice_after"] <= 0:
+        raise SpecError(f"slice_after must be positive GPU-seconds, got {values['slice_after']:g}")
+    for name in ("slice_min_run", "slice_starve"):
+        if values[name] is not None and values[name] < 0:
+            raise SpecError(f"{name} must be >= 0, got {values[name]:g}")
     for name in ("approval_gpus", "approval_gpu_hours", "approval_cost"):
         if values[name] is not None and values[name] < 0 and values[name] != NO_CAP:
             raise SpecError(f"{name} must be >= 0, or -1 for no threshold; got {values[name]:g}")

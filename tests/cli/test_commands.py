@@ -133,6 +133,25 @@ def test_preemption_is_opt_in_per_tier(cli):
     assert cli.json("quota", "policy", "--preempt", "none")["preempt"] == []
 
 
+def test_time_slicing_is_opt_in_per_tier(cli):
+    assert cli.json("quota", "policy")["time_slice"]["tiers"] == []
+    shown = cli.json("quota", "policy", "--slice", "normal,low", "--slice-after", "2h", "--slice-min-run", "5m",
+                     "--slice-starve", "8")["time_slice"]
+    assert shown == {"tiers": ["normal", "low"], "after_gpu_seconds": 7_200.0, "min_run": 300.0, "starve": 8.0}
+    policy = cli.store.policy()
+    assert (policy.slice_tiers, policy.slice_after, policy.slice_min_run, policy.slice_starve) == \
+        ((1, 2), 7_200.0, 300.0, 8.0)
+    code, out, _ = cli("quota", "policy")
+    assert code == 0 and "time-sliced tiers  normal, low: a 2 GPU-hour slice" in out
+    for args, message in ((("--slice", "urgent"), "--slice takes high, normal and/or low"),
+                          (("--slice-starve", "-1"), "--slice-starve must be >= 0"),
+                          (("--slice-after", "soon"), "--slice-after")):
+        code, _, err = cli("quota", "policy", *args)
+        assert code == 2 and message in err
+    assert cli.store.policy().slice_tiers == (1, 2)   # refused changes changed nothing
+    assert cli.json("quota", "policy", "--slice", "none")["time_slice"]["tiers"] == []
+
+
 def test_budgets_and_approval_thresholds(cli):
     assert cli.json("quota", "set", "vision", "--budget", "500")["budget"] == 500
     policy = cli.json("quota", "policy", "--approve-over-gpus", "2")

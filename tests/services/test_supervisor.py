@@ -436,9 +436,32 @@ def test_a_high_job_preempts_a_low_one_which_keeps_its_place(make_queue):
     back = queue.get(low.id)
     assert back.state.value == "QUEUED" and back.submitted_at == low.submitted_at
     assert back.interruptions == 1 and back.error_retries == 0
-    assert "preempted for a higher-priority job" in " ".join(t.reason for t in back.history)
+    assert "preempted for a job of a higher tier" in " ".join(t.reason for t in back.history)
     [started] = queue.supervisor.dispatch()
     assert started.id == high.id
+
+
+def test_time_slicing_stops_a_job_that_had_its_slice_for_one_of_its_tier_that_had_none(make_queue):
+    """Through the real store: the service a job had is what its record's GPU-seconds say, and the
+    job stopped for slicing comes back behind the one that stopped it."""
+    from dataclasses import replace as _replace
+
+    queue = make_queue(1)
+    queue.store.set_policy(_replace(queue.store.policy(), slice_tiers=(1,), slice_after=600.0, slice_min_run=60.0))
+    long = queue.start()
+    queue.clock.advance(300)
+    short = queue.submit_one()
+    assert queue.supervisor.dispatch() == [] and queue.get(long.id).kill_reason is None   # not yet its slice
+    queue.clock.advance(400)
+    assert queue.supervisor.dispatch() == []
+    assert queue.get(long.id).kill_reason == "preempt"
+    queue.exit(long.id, 143)
+    back = queue.get(long.id)
+    assert back.state.value == "QUEUED" and back.gpu_seconds == pytest.approx(700.0)
+    [started] = queue.supervisor.dispatch()
+    assert started.id == short.id
+    queue.clock.advance(30)
+    assert queue.supervisor.dispatch() == [] and queue.get(short.id).kill_reason is None   # it has had no slice
 
 
 def test_over_budget_jobs_are_held_and_released_when_the_budget_allows(make_queue):

@@ -374,6 +374,20 @@ def test_preemptible_tiers_reach_the_queue_policy():
     assert queue_policy(validate_deployment(raw)).preempt_tiers == ()
 
 
+def test_time_sliced_tiers_and_their_slice_reach_the_queue_policy():
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["tiers"] = {"time_sliced": ["normal", "high"], "slice_after": "2h"}
+    policy = queue_policy(validate_deployment(raw))
+    assert (policy.slice_tiers, policy.slice_after) == ((0, 1), 7_200.0)
+    raw["tiers"] = {}
+    assert queue_policy(validate_deployment(raw)).slice_tiers == ()
+    for tiers, slice_after, message in ((["urgent"], "1h", "tiers.time_sliced[0]: must be one of high, normal, low"),
+                                        (["low"], "30s", "tiers.slice_after")):
+        raw["tiers"] = {"time_sliced": tiers, "slice_after": slice_after}
+        with pytest.raises(SpecError, match=re.escape(message)):
+            validate_deployment(raw)
+
+
 def test_settings_that_would_not_fit_a_functions_environment_are_refused():
     """Lambda refuses an environment over 4 KB at deploy time, after the stack is half made: the
     file is refused first, naming what takes the room."""

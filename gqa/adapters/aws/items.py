@@ -183,7 +183,7 @@ def pending_job(item: dict[str, Any]) -> PendingJob:
                       begin=g("begin"), nice=g("nice") or 0,   # absent unless set
                       # on AWS a machine is an instance: an exclusive job asks Batch for a whole one
                       # (batch_resources.py), and the pass does not wait for the whole cluster to empty
-                      time_min=g("time_min"))
+                      time_min=g("time_min"), served=float(g("gpu_seconds") or 0.0))
 
 
 def running_job(item: dict[str, Any]) -> RunningJob:
@@ -192,7 +192,8 @@ def running_job(item: dict[str, Any]) -> RunningJob:
                       started_at=g("started_at") or 0.0, cpus=g("cpus"), memory=g("memory"), group=item[t.GROUP],
                       wall_time=g("time_limit") or g("wall_time"), tier=g("tier"),
                       stopping=item.get("kill_reason") is not None, started=item[t.STATE] == S.RUNNING.value,
-                      name=g("name") or "")
+                      name=g("name") or "", served=float(g("gpu_seconds") or 0.0),
+                      submitted_at=g("submitted_at") or 0.0)
 
 
 # -- settings (JSON, as the SQLite adapter stores them) ----------------------------------------

@@ -157,20 +157,21 @@ class SqliteJobs(SqliteSettings):
                 cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
                 max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16],
                 name=r[17], dependency=r[18], user_hold=bool(r[19]), begin=r[20], nice=r[21],
-                exclusive=bool(r[22]), time_min=r[23]))
+                exclusive=bool(r[22]), time_min=r[23], served=r[24] or 0.0))
             for r in self.db.execute(
                 "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
                 "group_limit, seq, max_gpu_hours, state, spot, reclaims, name, dependency, user_hold, begin, nice, "
-                "exclusive, time_min FROM jobs WHERE state IN ('QUEUED', 'HELD')")
+                "exclusive, time_min, gpu_seconds FROM jobs WHERE state IN ('QUEUED', 'HELD')")
         ]
         running = [
             RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
                        memory=r[6], group=r[7], wall_time=r[8], tier=r[9], stopping=r[10] is not None,
-                       started=r[11] == "RUNNING", name=r[12], exclusive=bool(r[13]))
+                       started=r[11] == "RUNNING", name=r[12], exclusive=bool(r[13]), served=r[14] or 0.0,
+                       submitted_at=r[15] or 0.0)
             for r in self.db.execute(
                 "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, "
                 "COALESCE(time_limit, wall_time), tier, kill_reason, "
-                "state, name, exclusive "
+                "state, name, exclusive, gpu_seconds, submitted_at "
                 "FROM jobs "
                 "WHERE state IN ('STARTING', 'RUNNING')")
         ]
