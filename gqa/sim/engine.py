@@ -74,7 +74,7 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
              checkpoint_interval: float = 1800.0, pool_of: dict[int, str] | None = None,
              reclaim_per_hour: dict[str, float] | None = None, seed: int = 0, eta=None,
              eta_every: int = 1, may_preempt: bool | None = None, oracle: bool = False,
-             save_on_notice: bool = False, restart_cost: float = 0.0) -> SimResult:
+             save_on_notice: bool = False, save_on_preempt: bool = False, restart_cost: float = 0.0) -> SimResult:
     """`pool_of`: GPU index -> pool name for the books (default: the GPU type);
     `reclaim_per_hour`: pool -> the chance per hour that a running job there
     loses its (spot) capacity. `eta(snapshot, job ids) -> {id: predicted start}`
@@ -92,16 +92,16 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
     if restart_cost < 0:
         raise ValueError(f"restart_cost must be >= 0 seconds, not {restart_cost}")
     if may_preempt is None:
-        may_preempt = bool(getattr(policy, "preempt_tiers", ()))
+        may_preempt = bool(getattr(policy, "preempt_tiers", ()) or getattr(policy, "slice_tiers", ()))
     pool_of = pool_of or {g.index: g.type for g in gpus}
     engine = _Engine(work, tuple(gpus), policy, name, checkpoint_interval, pool_of, reclaim_per_hour or {},
                      seed, eta, max(1, eta_every), may_preempt, oracle)
-    engine.save_on_notice, engine.restart_cost = save_on_notice, restart_cost
+    engine.save_on_notice, engine.save_on_preempt, engine.restart_cost = save_on_notice, save_on_preempt, restart_cost
     return engine.run()
 
 
 class _Engine:
-    save_on_notice, restart_cost = False, 0.0   # see simulate()
+    save_on_notice, save_on_preempt, restart_cost = False, False, 0.0   # see simulate()
 
     def __init__(self, work, gpus, policy, name, checkpoint_interval, pool_of, reclaim_per_hour, seed, eta,
                  eta_every, may_preempt, oracle=False):
@@ -169,7 +169,9 @@ class _Engine:
 
     def _snapshot(self, now: float, count: bool = True) -> Snapshot:
         self.result.passes += count
-        if self.may_preempt:  # victims are chosen by the work they would lose: tell plan() their checkpoints
+        if self.may_preempt and getattr(self.policy, "preempt_tiers", ()):
+            # victims of a higher tier are chosen by the work they would lose: tell plan() their checkpoints
+            # (time slicing chooses by service, which the running jobs carry)
             running = tuple(replace(r, checkpointed_at=self._checkpointed_at(r, now)) for r in self.running.values())
             return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()), running=running,
                             teams=self.teams, usage=self._usage(now), policy=self.policy)
@@ -195,7 +197,7 @@ class _Engine:
         self.index.add(PendingJob(
             id=job.id, team=job.team, user=job.user, tier=job.tier, gpus=job.gpus, submitted_at=job.submit,
             wall_time=wall, seq=job.seq, spot=job.spot, expected_runtime=expected,
-            reclaims=self.out[job.id].reclaims))
+            reclaims=self.out[job.id].reclaims, served=self.out[job.id].gpu_seconds))
 
     def _start(self, job_id: str, gpus: tuple[int, ...], now: float) -> None:
         job = self.pending.get(job_id)
@@ -206,7 +208,8 @@ class _Engine:
             raise SimulationError(f"plan() started {job_id} on GPUs {gpus}: needs {job.gpus}, busy {busy}")
         self.index.remove(job_id)
         self.index.start(RunningJob(id=job_id, team=job.team, user=job.user, gpus=tuple(gpus), started_at=now,
-                                    wall_time=job.wall_time, expected_runtime=job.expected_runtime, tier=job.tier))
+                                    wall_time=job.wall_time, expected_runtime=job.expected_runtime, tier=job.tier,
+                                    submitted_at=job.submitted_at, served=self.out[job_id].gpu_seconds))
         self.held_gpus[job.team] += job.gpus
         self.held_since[job.team] += job.gpus * now
         out = self.out[job_id]
@@ -274,6 +277,8 @@ class _Engine:
         saved = self._checkpointed_at_time(started, now)
         if cause == "reclaim" and self.save_on_notice:
             saved = max(saved, now - NOTICE_SECONDS)
+        elif cause == "preempt" and self.save_on_preempt:
+            saved = now
         out = self.out[job_id]
         owed = self.restart_cost if out.preemptions + out.reclaims else 0.0  # this attempt was a resume
         kept = max(saved - started, owed)

@@ -1,6 +1,10 @@
 """Every policy a replay can run, by name: the production pass under a preset
 (gqa's own and the baselines it is measured against), the same pass handed
-the true run times (the oracle), or the Tiresias-style LAS replay."""
+the true run times (the oracle), or the Tiresias-style LAS replay.
+
+`gqa-slice` and `las` both preempt, and are replayed on the same terms: a
+stopped job checkpoints as it stops (gqa.runtime saves on SIGTERM), and each
+resume costs `restart_cost` (las.RESTART when none is given)."""
 
 from ..scheduling import Gpu
 from ..scheduling.presets import preset
@@ -8,7 +12,7 @@ from .engine import SimResult, simulate
 from .las import RESTART, simulate_las
 from .workload import Workload
 
-NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "las", "sjf-oracle")
+NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "gqa-slice", "las", "sjf-oracle")
 ORACLES = {"sjf-oracle"}   # handed each job's true run time
 
 
@@ -37,4 +41,7 @@ def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_option
         price = gpus[0].price if gpus else 0.0
         return simulate_las(work, len(gpus), name=name, price=price, pool=next(iter(pool_of.values()), "gpu"),
                             restart=engine_options.get("restart_cost") or RESTART)
+    if name == "gqa-slice":
+        engine_options = {**engine_options, "save_on_preempt": True,
+                          "restart_cost": engine_options.get("restart_cost") or RESTART}
     return simulate(work, gpus, preset(name), name=name, oracle=name in ORACLES, **engine_options)
