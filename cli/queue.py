@@ -66,8 +66,8 @@ def queue(
         w = listing["weights"] or dict.fromkeys(("fair_share", "age", "size", "duration"), 0.0)
         lines += textwrap.wrap(f"score = {w['fair_share']:g} x fair share + {w['age']:g} x age + "
                                f"{w['size']:g} x size + {w['duration']:g} x duration + nice", width())
-        lines += textwrap.wrap("(each factor in [0, 1]; nice is -nice/10,000 of Slurm's --nice; tiers are strict)",
-                               width())
+        lines += textwrap.wrap("(each factor in [0, 1]; nice is -nice/10,000 of Slurm's --nice; tiers are strict; "
+                               "in a time-sliced tier a job that has had its slice scores below the rest)", width())
     lines += _pending(pending, array, explain, width(), at)
     import sys
 
@@ -201,5 +201,6 @@ def _pending_dict(row: dict, weights: dict | None, at: float) -> dict:
         if weights is not None:
             data["weighted"] = {"fair_share": weights["fair_share"] * f["fair_share"],
                                 "age": weights["age"] * f["age"], "size": weights["size"] * f["size"],
-                                "duration": weights["duration"] * f["duration"], "nice": f["nice"]}
+                                "duration": weights["duration"] * f["duration"], "nice": f["nice"],
+                                "service": f.get("service", 0.0)}
     return data

@@ -23,8 +23,9 @@ def simulate(
     pools: Annotated[Optional[str], Opt("--pools", help="A YAML list of pools with prices (instead of "
                                                         "or matching --gpus): cost and spot saving.")] = None,
     policies: Annotated[Optional[str], Opt(
-        "--policies", help="Comma-separated: fifo, fifo-easy (FIFO with EASY backfill), multifactor, gqa, las "
-                           "(Tiresias-style, preemptive), sjf-oracle (knows true run times: a bound). Default: "
+        "--policies", help="Comma-separated: fifo, fifo-easy (FIFO with EASY backfill), multifactor, gqa, "
+                           "gqa-slice (gqa with time slicing: preemptive), las (Tiresias-style, preemptive), "
+                           "sjf-oracle (knows true run times: a bound). Default: "
                            "all (las left out where --pools has several pools or reclaims).")] = None,
     base: Annotated[Optional[str], Opt("--base", help="The policy the others' ratios are against (default: "
                                                       "fifo, where replayed).")] = None,

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 # bump when a key below changes meaning: a listing of another format is not read, it is computed again
 FORMAT = 1
-FACTORS = ("fair_share", "age", "size", "duration", "nice", "score")
+# service last: a view kept before time slicing lists the others only (factors_of reads what it has)
+FACTORS = ("fair_share", "age", "size", "duration", "nice", "score", "service")
 WEIGHTS = ("fair_share", "age", "size", "duration")
 
 

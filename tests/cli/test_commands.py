@@ -48,7 +48,7 @@ def test_queue_json_orders_pending_with_positions_and_reasons(cli):
     assert data["gpus"] == {"total": 4, "free": 4}
     assert data["pending"][0]["reason"] == "starting now"
     assert data["pending"][1]["reason"] == "needs 1 GPU, 0 free"
-    assert set(data["pending"][0]["factors"]) == {"fair_share", "age", "size", "duration", "nice", "score"}
+    assert set(data["pending"][0]["factors"]) == {"fair_share", "age", "size", "duration", "nice", "score", "service"}
     weighted = data["pending"][0]["weighted"]
     assert sum(weighted.values()) == pytest.approx(data["pending"][0]["factors"]["score"])
 

@@ -9,6 +9,7 @@ from gqa.scheduling import Policy, Start, TeamPolicy
 from gqa.scheduling.presets import preset
 from gqa.sim import engine as engine_module
 from gqa.sim.engine import SimulationError, cluster, simulate
+from gqa.sim.policies import run_policy
 from gqa.sim.pools import Pool, pool_gpus, reclaim_rates
 from gqa.sim.trace import TraceJob
 from gqa.sim.workload import SimJob, Workload, derive
@@ -63,6 +64,32 @@ def test_a_preempted_job_resumes_from_its_last_checkpoint(monkeypatch):
     assert long.gpu_seconds == 100 + 910
     assert (urgent.start, urgent.end) == (100, 150)
     assert result.gpu_seconds_by_pool == {"gpu": 1010 + 50}
+
+
+def test_a_job_that_saves_when_stopped_keeps_all_its_work_and_pays_the_restart(monkeypatch):
+    """save_on_preempt: the stopped job checkpoints on SIGTERM (gqa.runtime), as las assumes."""
+    monkeypatch.setattr(engine_module, "plan", scripted({
+        0: ([("long", (0,))], []),
+        100: ([("urgent", (0,))], ["long"]),
+        150: ([("long", (0,))], []),
+    }))
+    w = work(job("long", 0, 1000, wall=2000, seq=0), job("urgent", 100, 50, seq=1))
+    result = simulate(w, cluster(1), Policy(), checkpoint_interval=30, may_preempt=True, save_on_preempt=True,
+                      restart_cost=60)
+    long, _ = result.outcomes
+    assert long.end == 150 + (1000 - 100) + 60      # all 100 s kept; the resume reloads for 60 s
+
+
+def test_a_sliced_replay_tells_the_pass_each_jobs_service_and_slices():
+    """gqa-slice end to end in the engine: the long job has its slice, the short one arriving
+    later preempts it and finishes first; the long one then resumes, its work kept."""
+    w = work(job("long", 0, 20_000, wall=40_000, seq=0), job("short", 5_000, 100, wall=200, seq=1))
+    result = run_policy("gqa-slice", w, cluster(1))
+    long, short = result.outcomes
+    assert (short.start, short.end) == (5_000, 5_100)
+    assert long.preemptions == 1 and long.end == 20_000 + 100 + 60
+    plain = run_policy("gqa", w, cluster(1))
+    assert plain.outcomes[1].start == 20_000 and plain.outcomes[0].preemptions == 0
 
 
 def test_plan_starting_a_job_on_a_busy_gpu_is_an_error(monkeypatch):
