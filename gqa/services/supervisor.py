@@ -13,6 +13,7 @@ from ..models.units import format_duration
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
 from ..scheduling import Start, plan
+from ..scheduling.slicing import next_change
 from .launched import record_launch
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
 from .settle import apply_holding, settle
@@ -274,9 +275,16 @@ class Supervisor:
 
     def next_deadline(self) -> float | None:
         """When something must happen even if nothing wakes us: a retry's
-        backoff ends, a wall time runs out, a --begin time comes."""
+        backoff ends, a wall time runs out, a --begin time comes, time slicing
+        lets a waiting job stop a running one or promotes a starved one."""
         now = self.clock.now()
         times = [t for t in [self.store.next_wakeup()] if t is not None]
+        policy = self.store.policy()
+        if policy.slice_tiers:   # read only where slicing is on: the whole queue, as a pass reads it
+            pending, running = self.store.scheduling_view()
+            wake = next_change(running, pending, policy, now) if pending else None
+            if wake is not None:
+                times.append(wake)
         begins = self._begins
         if begins is None:
             begins = [j.begin for j in self.store.scheduling_view()[0] if j.begin is not None]

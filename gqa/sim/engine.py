@@ -17,10 +17,11 @@ from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
 from ..scheduling.eta import expected_runtime, runtime_ratio
 from ..scheduling.fairshare import decay
+from ..scheduling.slicing import next_change
 from .spot_facts import NOTICE_SECONDS
 from .workload import SimJob, Workload
 
-END, RECLAIM = 0, 1          # event kinds; at one moment ends are handled before reclaims
+END, RECLAIM, WAKE = 0, 1, 2   # event kinds; at one moment ends are handled before reclaims. WAKE: a pass only
 MAX_PASSES_AT_ONCE = 8       # after preemptions free GPUs, plan() is asked again at the same moment
 RATIO_SAMPLES = 500          # per team, as the local store keeps its recent run times
 RATIO_REFRESH = 200          # finished jobs between refreshes of the teams' run-time ratios
@@ -117,6 +118,8 @@ class _Engine:
         self.rng = random.Random(seed)
         self.eta, self.eta_every, self.may_preempt = eta, eta_every, may_preempt
         self.oracle = oracle
+        self.slicing = bool(getattr(policy, "slice_tiers", ()))
+        self.waking = math.inf   # the WAKE event due, if any
         # the replay reads only the decisions: spare plan() the explanations where it can
         self.plan_options = {"explain": False} if "explain" in inspect.signature(plan).parameters else {}
         self.out = {j.id: Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time) for j in self.jobs}
@@ -147,7 +150,9 @@ class _Engine:
                 now = self.events[0][0]
             while self.events and self.events[0][0] == now:
                 _, kind, _, job_id, attempt = heapq.heappop(self.events)
-                if self.attempt[job_id] == attempt and job_id in self.running:  # else a stale event
+                if kind == WAKE:
+                    self.waking = math.inf
+                elif self.attempt[job_id] == attempt and job_id in self.running:  # else a stale event
                     self._finish(job_id, now) if kind == END else self._requeue(job_id, now, "reclaim")
             arrived = []
             while i < n and arrivals[i].submit == now:
@@ -165,7 +170,21 @@ class _Engine:
                     break
                 if not self._apply(plan(self._snapshot(now), **self.plan_options), now):
                     break  # nothing was preempted: nothing more to do at this moment
+            if self.slicing and self.pending:
+                self._wake_for_slicing(now)
         return self.result
+
+    def _wake_for_slicing(self, now: float) -> None:
+        """A pass when time slicing next changes what a pass decides, as the local daemon wakes
+        for it (slicing.next_change): the promotions are the index's to keep, their earliest
+        is its heap's head."""
+        wake = next_change(self.running.values(), (), self.policy, now)
+        promoting = self.index.ranked.promoting
+        if promoting and promoting[0][0] > now:
+            wake = min(wake if wake is not None else math.inf, promoting[0][0])
+        if wake is not None and wake < self.waking:
+            self.waking = wake
+            heapq.heappush(self.events, (wake, WAKE, -1, "", 0))
 
     def _snapshot(self, now: float, count: bool = True) -> Snapshot:
         self.result.passes += count

@@ -464,6 +464,23 @@ def test_time_slicing_stops_a_job_that_had_its_slice_for_one_of_its_tier_that_ha
     assert queue.supervisor.dispatch() == [] and queue.get(short.id).kill_reason is None   # it has had no slice
 
 
+def test_the_loop_wakes_when_slicing_lets_a_waiting_job_stop_a_running_one(make_queue):
+    """Nothing else happens: the daemon must still wake when the running job has had its slice."""
+    from dataclasses import replace as _replace
+
+    queue = make_queue(1)
+    queue.store.set_policy(_replace(queue.store.policy(), slice_tiers=(1,), slice_after=600.0, slice_min_run=60.0))
+    running = queue.start(limits={"wall_time": "1d"})
+    started = queue.clock.now()
+    queue.clock.advance(100)
+    assert queue.supervisor.next_deadline() == started + 86_400   # nothing waits: only its wall time
+    queue.submit_one()
+    assert queue.supervisor.next_deadline() == started + 600   # 600 GPU-seconds on 1 GPU
+    queue.store.set_policy(_replace(queue.store.policy(), slice_tiers=()))
+    assert queue.supervisor.next_deadline() == started + 86_400
+    assert queue.get(running.id).kill_reason is None
+
+
 def test_over_budget_jobs_are_held_and_released_when_the_budget_allows(make_queue):
     from dataclasses import replace as _replace
 

@@ -8,7 +8,7 @@ import pytest
 
 from gqa.scheduling import plan
 from gqa.scheduling.presets import preset
-from gqa.scheduling.slicing import demoted, may_stop, promoted_at, slicing_tiers
+from gqa.scheduling.slicing import demoted, may_stop, next_change, promoted_at, slicing_tiers, stoppable_at
 from tests.builders import pending, running, snapshot
 
 NOW = snapshot().now
@@ -106,3 +106,18 @@ def test_off_by_default_in_every_preset():
         policy = preset(name)
         assert policy.slice_tiers == ()
         assert plan(snapshot(1, running=runs, pending=[pending("new", submitted_at=NOW)], policy=policy)).preempt == []
+
+
+def test_the_next_time_slicing_changes_a_decision():
+    """What a loop that sleeps until something happens must wake for: a running job becoming one
+    slicing may stop, or a demoted job's promotion; never a time already past."""
+    runs = [running("r1", started_at=NOW - 600),                      # its slice at NOW + 3,000
+            running("r2", gpus=(0, 1), started_at=NOW - 600),         # 2 GPUs: at NOW + 1,200
+            running("hi", tier="high", started_at=NOW)]              # a tier not sliced
+    assert [stoppable_at(r, SLICED) for r in runs[:2]] == [NOW + 3_000, NOW + 1_200]
+    assert next_change(runs, [], SLICED, NOW) == NOW + 1_200
+    starved = pending("d", served=3_600.0, submitted_at=NOW - 17_000)   # promoted at NOW + 1,000
+    assert next_change(runs, [starved], SLICED, NOW) == NOW + 1_000
+    assert next_change(runs, [starved], SLICED, NOW + 5_000) is None   # all past
+    assert next_change(runs, [starved], preset("gqa"), NOW) is None
+    assert stoppable_at(running("cpu", gpus=(), started_at=NOW), SLICED) == float("inf")
