@@ -358,10 +358,10 @@ def test_scheduling_view(store):
                        "resources": {"gpus": 2, "gpu_type": "h100", "cpus": 4, "memory": "8Gi"},
                        "limits": {"wall_time": "2h"}})
     [task] = store.create([new_job(array_index=0, group_limit=1, spec={"team": "nlp"})])
-    running = put(store, S.RUNNING, fields={"assigned": (2, 3), "started_at": T0 + 7},
+    running = put(store, S.RUNNING, fields={"assigned": (2, 3), "started_at": T0 + 7, "gpu_seconds": 50.0},
                   spec={"team": "vision", "resources": {"gpus": 2, "cpus": 2, "memory": "1Gi"}})
     starting = put(store, S.STARTING, fields={"assigned": (5,)})
-    held = put(store, S.HELD)
+    held = put(store, S.HELD, fields={"gpu_seconds": 7_200.0})   # run before: time slicing reads it as service
     for state in (S.RETRY_WAIT, S.SUCCEEDED, S.CANCELLED):
         put(store, state)
 
@@ -374,13 +374,13 @@ def test_scheduling_view(store):
         PendingJob(id=task.id, team="nlp", user="alice", tier=1, gpus=1, submitted_at=T0, group=task.group,
                    group_limit=1, seq=task.seq, name=task.name),
         PendingJob(id=held.id, team="default", user="alice", tier=1, gpus=1, submitted_at=T0, group=held.group,
-                   seq=held.seq, held=True, name=held.name),  # HELD jobs are seen so the pass can release them
+                   seq=held.seq, held=True, name=held.name, served=7_200.0),  # HELD: seen so the pass can release them
     ]
     by_id = {r.id: r for r in holding}
     assert set(by_id) == {running.id, starting.id}
     assert by_id[running.id] == RunningJob(id=running.id, team="vision", user="alice", gpus=(2, 3),
                                            started_at=T0 + 7, cpus=2, memory=1024**3, group=running.group,
-                                           name=running.name)
+                                           name=running.name, served=50.0, submitted_at=T0)
     assert by_id[starting.id].gpus == (5,)
     # a STARTING job's attempt has not begun: what it costs counts from its start, not from a stale started_at
     assert (by_id[running.id].started, by_id[starting.id].started) == (True, False)
