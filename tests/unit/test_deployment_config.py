@@ -73,7 +73,15 @@ def _set(path: str, value):
     return change
 
 
-DELETE = object()
+class _Delete:
+    """The value that removes a field; named in test ids, which must read the same in every
+    process (the run's workers each collect the tests, and their ids must agree)."""
+
+    def __repr__(self) -> str:
+        return "DELETE"
+
+
+DELETE = _Delete()
 EXISTING = {"vpc_id": "vpc-0123456789abcdef0", "subnet_ids": ["subnet-0123456789abcdef0"]}
 
 BAD = [
