@@ -161,24 +161,11 @@ def policy(
             fail(f"{flag} must be >= 0, got {value}")
     if max_gpus_per_job is not None and (max_gpus_per_job == 0 or max_gpus_per_job < -1):
         fail(f"--max-gpus-per-job must be a GPU count, or -1 for no limit; got {max_gpus_per_job}")
-    tiers = None
-    if preempt is not None:
-        from gqa.models.priority import Priority
+    from gqa.models.priority import Priority
 
-        names = {p.value: p.rank for p in Priority if p is not Priority.HIGH}   # nothing is above high
-        wanted = [t.strip() for t in preempt.split(",") if t.strip() and t.strip() != "none"]
-        if any(t not in names for t in wanted):
-            fail(f"--preempt takes low and/or normal (or none), got {preempt!r}")
-        tiers = tuple(names[t] for t in wanted)
-    sliced = None
-    if time_slice is not None:
-        from gqa.models.priority import Priority
-
-        every = {p.value: p.rank for p in Priority}
-        wanted = [t.strip() for t in time_slice.split(",") if t.strip() and t.strip() != "none"]
-        if any(t not in every for t in wanted):
-            fail(f"--slice takes high, normal and/or low (or none), got {time_slice!r}")
-        sliced = tuple(every[t] for t in wanted)
+    # nothing is above high: it is never preempted by a higher tier
+    tiers = _tier_ranks("--preempt", preempt, [p for p in Priority if p is not Priority.HIGH], "low and/or normal")
+    sliced = _tier_ranks("--slice", time_slice, list(Priority), "high, normal and/or low")
     if slice_starve is not None and slice_starve < 0:
         fail(f"--slice-starve must be >= 0, got {slice_starve:g}")
     thresholds = None
@@ -261,6 +248,17 @@ def policy(
     idle = (f"under {current.idle_gpu_percent:g}% for {format_duration(current.idle_gpu_window)}"
             if current.idle_gpu_window else "never")
     print(f"idle GPU alert     {idle}")
+
+
+def _tier_ranks(flag: str, text: str | None, allowed: list, spelled: str) -> tuple[int, ...] | None:
+    """'low,normal' -> the tiers' ranks, from `allowed` (Priority members); 'none' -> (); None: not given."""
+    if text is None:
+        return None
+    names = {p.value: p.rank for p in allowed}
+    wanted = [t.strip() for t in text.split(",") if t.strip() and t.strip() != "none"]
+    if any(t not in names for t in wanted):
+        fail(f"{flag} takes {spelled} (or none), got {text!r}")
+    return tuple(names[t] for t in wanted)
 
 
 def _thresholds(text: str) -> tuple[float, ...]:

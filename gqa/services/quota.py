@@ -166,7 +166,7 @@ def _check_policy(**values) -> None:
         raise SpecError(f"max_wall_time must be positive, or -1 for no limit; got {wall:g}")
     if values["half_life"] is not None and values["half_life"] <= 0:
         raise SpecError(f"half_life must be positive, got {values['half_life']:g}")
-    for name in ("fair_share_weight", "age_weight"):
+    for name in ("fair_share_weight", "age_weight", "slice_min_run", "slice_starve"):
         if values[name] is not None and values[name] < 0:
             raise SpecError(f"{name} must be >= 0, got {values[name]:g}")
     tiers = values["preempt_tiers"]
@@ -177,9 +177,6 @@ def _check_policy(**values) -> None:
         raise SpecError(f"slice_tiers takes 0 (high), 1 (normal) and/or 2 (low), got {list(sliced)}")
     if values["slice_after"] is not None and values["slice_after"] <= 0:
         raise SpecError(f"slice_after must be positive GPU-seconds, got {values['slice_after']:g}")
-    for name in ("slice_min_run", "slice_starve"):
-        if values[name] is not None and values[name] < 0:
-            raise SpecError(f"{name} must be >= 0, got {values[name]:g}")
     for name in ("approval_gpus", "approval_gpu_hours", "approval_cost"):
         if values[name] is not None and values[name] < 0 and values[name] != NO_CAP:
             raise SpecError(f"{name} must be >= 0, or -1 for no threshold; got {values[name]:g}")
