@@ -250,7 +250,9 @@ def plot(rows: list[dict], path: str) -> None:
                 points = [(r["target"] * 100, r["policies"][policy]["mean_jct"] / oracle["mean_jct"])
                           for r in mine if policy in r["policies"] and (oracle := r["policies"].get("sjf-oracle"))]
                 if points:
-                    ax.plot(*zip(*points), marker="o", label=policy, linewidth=2.4 if policy == "gqa" else 1.2)
+                    # one colour per policy in every panel, whichever policies a panel has
+                    ax.plot(*zip(*points), marker="o", label=policy, color=f"C{NAMES.index(policy)}",
+                            linewidth=2.4 if policy.startswith("gqa") else 1.2)
             ax.set_yscale("log")
             ax.set_title(f"{trace}, {mode} estimates", fontsize=9)
             if j == 0:
