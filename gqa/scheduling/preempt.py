@@ -1,11 +1,13 @@
 """Preemption (opt-in per tier): a waiting job may stop running jobs of lower,
 preemptible tiers. Victims are chosen to lose the least work: the least time
-since their last checkpoint, then the least elapsed. In a tier with time
-slicing (slicing.py), a job that is not demoted may also stop jobs of its own
-tier that have had their slice, those that have had the most service first. They are sent back to the
+since their last checkpoint, then the least elapsed. They are sent back to the
 queue keeping their place; the waiting job starts once their GPUs are free.
 GPUs of jobs already being stopped count first, so one shortage never
-preempts twice."""
+preempts twice.
+
+In a tier with time slicing (slicing.py), a job that is not demoted may also
+stop jobs of its own tier that have had their slice, those with the most
+service first; back in the queue they rank behind it, demoted."""
 
 from collections import defaultdict
 
