@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.host_locks import host_lock
+
 from .harness import ROOT, Chaos, kill_tagged, one_line_error
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.slow,
@@ -30,6 +32,11 @@ def _run(*argv: str, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def bob():
+    with host_lock("unix-users"):   # one test at a time plays bob (test_slurm_as_owner.py too)
+        yield from _bob()
+
+
+def _bob():
     _run("userdel", BOB)      # left by a run that was killed before its own clean-up: start afresh
     made = _run("useradd", "--no-create-home", "--shell", "/bin/sh", BOB).returncode == 0
     if not made:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.host_locks import host_lock
+
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"),
                                  reason="needs root, useradd and runuser to play several Unix users")]
@@ -31,6 +33,11 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def users():
     """alice, bob, and carol in the admin group; removed afterwards."""
+    with host_lock("unix-users"):   # never at once with another test's useradd or userdel
+        yield from _users()
+
+
+def _users():
     made_group = _run("groupadd", ADMINS, check=False).returncode == 0
     made = []
     try:
