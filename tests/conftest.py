@@ -1,6 +1,7 @@
 """Shared test setup: the repository root is importable, so every suite says
 `from tests.builders import ...`."""
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -25,29 +26,77 @@ def no_user_config(tmp_path_factory, monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def no_cgroups_left_behind():
-    """Daemons the tests kill with SIGKILL leave their jobs' cgroups behind (a
-    daemon stopped normally removes its own): the session removes the empty
-    ones it made, so runs on one machine do not pile them up."""
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pyproject.toml's addopts): two workers per core, at most 8.
+    Much of the run waits on real processes (the daemon, its jobs, the CDK's
+    Node.js), so a core has work while one of its workers waits; more than 8
+    would cost more in start-up and memory than they save.
+    PYTEST_XDIST_AUTO_NUM_WORKERS overrides this; `-n 0` runs in this process."""
+    return min(8, 2 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+def _in_worker(config) -> bool:
+    """True in a pytest-xdist worker (the run is split between several processes)."""
+    return hasattr(config, "workerinput")
+
+
+def _test_cgroups() -> set[Path]:
+    """Where daemons started by the tests put their cgroups: gqa-* below this
+    process's cgroup (only read here)."""
     from gqa.adapters.local import containment
 
-    def roots() -> set[Path]:
-        # where daemons started by the tests put them: gqa-* below this process's cgroup (only read here)
-        try:
-            mount = containment.cgroup2_mount(Path("/proc/self/mountinfo").read_text())
-            own = containment.own_cgroup(Path("/proc/self/cgroup").read_text())
-        except OSError:
-            return set()
-        if mount is None or own is None or mount[1] != "/":
-            return set()
-        return set(Path(mount[0] + own.rstrip("/")).glob("gqa-*"))
+    try:
+        mount = containment.cgroup2_mount(Path("/proc/self/mountinfo").read_text())
+        own = containment.own_cgroup(Path("/proc/self/cgroup").read_text())
+    except OSError:
+        return set()
+    if mount is None or own is None or mount[1] != "/":
+        return set()
+    return set(Path(mount[0] + own.rstrip("/")).glob("gqa-*"))
 
-    before = roots()
-    yield
-    for root in roots() - before:
+
+_CGROUPS_BEFORE = pytest.StashKey[set[Path]]()
+
+
+def pytest_sessionstart(session):
+    if not _in_worker(session.config):
+        session.config.stash[_CGROUPS_BEFORE] = _test_cgroups()
+
+
+def pytest_sessionfinish(session):
+    """Daemons the tests kill with SIGKILL leave their jobs' cgroups behind (a
+    daemon stopped normally removes its own): the run removes the empty ones
+    it made, so runs on one machine do not pile them up. Only the process that
+    started the run does it, once every test is over: a worker that finished
+    early would otherwise remove the still empty cgroup of a daemon another
+    worker's test has just started."""
+    if _in_worker(session.config) or _CGROUPS_BEFORE not in session.config.stash:
+        return
+    for root in _test_cgroups() - session.config.stash[_CGROUPS_BEFORE]:
         for cell in [p for p in root.iterdir() if p.is_dir()] + [root]:
             try:
                 cell.rmdir()
             except OSError:   # still holds processes, or not a cgroup of ours
                 pass
+
+
+# -- the chaos suite's figures ---------------------------------------------------------------------
+# Each scenario's row comes with its test's report (tests/chaos/conftest.py), also from a worker.
+_FIGURES: list[dict] = []
+
+
+def pytest_runtest_logreport(report):
+    from tests.chaos.harness import FIGURE_PROPERTY
+
+    _FIGURES.extend(value for name, value in report.user_properties if name == FIGURE_PROPERTY)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FIGURES:
+        return
+    terminalreporter.section("chaos figures")
+    keys = ["scenario", "jobs", "kills", "lost", "twice", "stuck", "tracebacks"]
+    terminalreporter.write_line("  ".join(f"{k:>10}" if k != "scenario" else f"{k:<34}" for k in keys) + "  extra")
+    for row in _FIGURES:
+        cells = [f"{row[k]:<34}" if k == "scenario" else f"{row[k]:>10}" for k in keys]
+        terminalreporter.write_line("  ".join(cells) + "  " + json.dumps(row["extra"]))

@@ -1,11 +1,10 @@
 """Fixtures of the chaos suite (the harness is harness.py); the figures of
-every scenario are printed at the end of the run."""
-
-import json
+every scenario travel with its test's report (tests/conftest.py prints them at
+the end of the run, whichever process ran the test)."""
 
 import pytest
 
-from .harness import FIGURES, Chaos
+from .harness import FIGURE_PROPERTY, FIGURES, Chaos
 
 
 @pytest.fixture
@@ -29,12 +28,10 @@ def chaos(make_chaos) -> Chaos:
     return make_chaos()
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not FIGURES:
-        return
-    terminalreporter.section("chaos figures")
-    keys = ["scenario", "jobs", "kills", "lost", "twice", "stuck", "tracebacks"]
-    terminalreporter.write_line("  ".join(f"{k:>10}" if k != "scenario" else f"{k:<34}" for k in keys) + "  extra")
-    for row in FIGURES:
-        cells = [f"{row[k]:<34}" if k == "scenario" else f"{row[k]:>10}" for k in keys]
-        terminalreporter.write_line("  ".join(cells) + "  " + json.dumps(row["extra"]))
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and FIGURES:
+        report.user_properties.extend((FIGURE_PROPERTY, row) for row in FIGURES)
+        FIGURES.clear()

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("job.py")
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "REJECTED")
 UNFINISHED = ("SUBMITTED", "QUEUED", "STARTING", "RUNNING", "RETRY_WAIT", "HELD", "PENDING_APPROVAL")
-FIGURES: list[dict] = []   # one row per scenario, printed at the end of the run
+FIGURES: list[dict] = []   # one row per scenario, moved to its test's report (conftest.py)
+FIGURE_PROPERTY = "chaos figures"   # the name of those rows among the report's user_properties
 
 
 def gqa_executable() -> list[str]:
