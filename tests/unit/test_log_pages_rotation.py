@@ -312,8 +312,9 @@ def test_following_while_rotations_run_gives_each_line_once_in_order(tmp_path):
     numbers = [int(line.split()[1]) for line in body]
     assert sum(rotations) >= 2   # rotations ran under the follower (a loaded machine's rotator managed 3)
     assert numbers == sorted(set(numbers)), "lines repeated or out of order"
-    assert numbers[-1] == total - 1
-    assert total - len(numbers) <= 100 * sum(rotations)   # a window of a few ms, on a loaded machine
+    # a window of a few ms per rotation, on a loaded machine; it may fall on the last lines too,
+    # so the tail is not asserted apart (a run in five lost 299 of them)
+    assert total - len(numbers) <= 100 * sum(rotations)
 
 
 def test_a_page_read_while_a_rotation_is_half_done_is_read_again(tmp_path, monkeypatch):
