@@ -27,6 +27,7 @@ from sortedcontainers import SortedList
 
 from .inventory import Pool, spot_open, tables
 from .ranked import RankedJobs
+from .slicing import in_slicing, slicing_tiers, stoppable_at
 from .snapshot import Gpu, PendingJob, Policy, RunningJob
 
 J = TypeVar("J", PendingJob, RunningJob)
@@ -117,7 +118,12 @@ class QueueIndex:
         self.team_jobs: Counter[str] = Counter()             # running jobs per team, CPU-only ones too
         self.cpus_used = self.memory_used = 0
         self.exclusive: dict[str, None] = {}                 # running exclusive jobs, in start order
+        self.stopping: dict[str, None] = {}                  # running jobs being stopped
         self.cpu_only_ends: dict[str, float] = {}            # CPU-only running job -> its wall-time end
+        # time slicing (slicing.py): per slicing tier, (stoppable_at, id) of the running jobs in it,
+        # so a pass finds those it may stop, and the loop the next to become so, in O(log n)
+        self.slicing = slicing_tiers(policy)
+        self.sliceable: dict[int, SortedList] = defaultdict(SortedList)
 
     @classmethod
     def of(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
@@ -201,6 +207,8 @@ class QueueIndex:
             memory += run.memory or 0
             if run.exclusive:
                 self.exclusive[run.id] = None
+            if run.stopping:
+                self.stopping[run.id] = None
         self.cpus_used += cpus
         self.memory_used += memory
         busy: dict[Pool, list[tuple[float, int]]] = defaultdict(list)
@@ -212,6 +220,12 @@ class QueueIndex:
                 busy[pool].append((end, index))
         for pool, entries in busy.items():
             self.busy[pool] = SortedList(entries)
+        if self.slicing:
+            sliceable: dict[int, list[tuple[float, str]]] = defaultdict(list)
+            for run in running.values():
+                if in_slicing(run, self.slicing):
+                    sliceable[run.tier].append((stoppable_at(run, self.policy), run.id))
+            self.sliceable.update((tier, SortedList(entries)) for tier, entries in sliceable.items())
         for run in later:
             self.start(run)
 
@@ -230,6 +244,8 @@ class QueueIndex:
         new.group_jobs, new.team_jobs = Counter(self.group_jobs), Counter(self.team_jobs)
         new.cpus_used, new.memory_used = self.cpus_used, self.memory_used
         new.exclusive, new.cpu_only_ends = dict(self.exclusive), dict(self.cpu_only_ends)
+        new.stopping = dict(self.stopping)
+        new.sliceable = defaultdict(SortedList, {tier: runs.copy() for tier, runs in self.sliceable.items()})
         return new
 
     # -- changes ---------------------------------------------------------------------
@@ -288,6 +304,8 @@ class QueueIndex:
                 self._place(index, end)
         if not run.gpus:
             self.cpu_only_ends[run.id] = end
+        if self.slicing and in_slicing(run, self.slicing):
+            self.sliceable[run.tier].add((stoppable_at(run, self.policy), run.id))
         self._count(run, +1)
 
     def stop(self, job_id: str) -> RunningJob:
@@ -306,6 +324,8 @@ class QueueIndex:
                 until = max(shared.values())
             self._place(index, until)
         self.cpu_only_ends.pop(job_id, None)
+        if self.slicing and in_slicing(run, self.slicing):
+            self.sliceable[run.tier].remove((stoppable_at(run, self.policy), run.id))
         self._count(run, -1)
         return run
 
@@ -335,11 +355,11 @@ class QueueIndex:
             self.group_jobs[run.group] += sign
         self.cpus_used += run.cpus_counted * sign
         self.memory_used += (run.memory or 0) * sign
-        if run.exclusive:
-            if sign > 0:
-                self.exclusive[run.id] = None
-            else:
-                self.exclusive.pop(run.id, None)
+        for flag, ids in ((run.exclusive, self.exclusive), (run.stopping, self.stopping)):
+            if flag and sign > 0:
+                ids[run.id] = None
+            elif flag:
+                ids.pop(run.id, None)
 
     # -- reads ---------------------------------------------------------------------------
     def kind(self, job: PendingJob) -> tuple:
@@ -363,6 +383,26 @@ class QueueIndex:
         waiting = {j.team for j in self.unranked} if self.unranked is not None else \
             {t for t, n in self.ranked.team_count.items() if n}
         return waiting | {t for t, n in self.team_jobs.items() if n}
+
+    def sliced(self, tier: int, now: float) -> list[RunningJob]:
+        """The running jobs of a slicing tier that slicing may stop at `now` (slicing.may_stop)."""
+        runs = self.sliceable.get(tier)
+        if not runs or runs[0][0] > now:
+            return []
+        return [self.running[job_id] for _, job_id in runs[:runs.bisect_left((math.nextafter(now, math.inf),))]]
+
+    def may_slice(self, tier: int, now: float) -> bool:
+        """Whether slicing may stop some running job of the tier at `now`."""
+        runs = self.sliceable.get(tier)
+        return runs is not None and bool(runs) and runs[0][0] <= now
+
+    def next_sliceable(self, now: float) -> float | None:
+        """When the next running job becomes one slicing may stop, after `now` (slicing.next_change
+        for the running jobs), or None."""
+        after = (math.nextafter(now, math.inf),)
+        times = [runs[i][0] for runs in self.sliceable.values() if (i := runs.bisect_left(after)) < len(runs)]
+        times = [t for t in times if t < math.inf]
+        return min(times, default=None)
 
     def gated_jobs(self) -> list[PendingJob]:
         """In queue order, as a fresh gate pass meets them."""

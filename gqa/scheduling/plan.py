@@ -46,7 +46,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     ledger = account(snap, index)
     ranking = Ranking(snap, ledger, index)
     capacity = Capacity(snap, ledger, index, explain=explain)
-    preemptor = Preemptor(snap, ledger.free)
+    preemptor = Preemptor(snap, ledger.free, index)
     budget = BudgetLedger(snap)
     # time slicing alone lets a pass stop once preemption can help no job left (may_help_from)
     may_stop = not explain and not budget.active and not snap.policy.preempt_tiers

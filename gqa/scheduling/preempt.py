@@ -12,8 +12,9 @@ service first; back in the queue they rank behind it, demoted."""
 from collections import defaultdict
 
 from .fit import pools_for
-from .inventory import Pool, tables
-from .slicing import demoted, slicing_tiers, stoppable
+from .inventory import Pool
+from .index import QueueIndex
+from .slicing import demoted, slicing_tiers
 from .snapshot import PendingJob, RunningJob, Snapshot
 
 
@@ -21,7 +22,7 @@ class Preemptor:
     """`free`: the GPUs no job holds, index -> type (the ledger's free list).
     GPUs are counted per pool (type, spot): a job runs in one pool."""
 
-    def __init__(self, snap: Snapshot, free: dict[int, str]):
+    def __init__(self, snap: Snapshot, free: dict[int, str], index: QueueIndex):
         self.slicing = slicing_tiers(snap.policy)
         self.enabled = bool(snap.policy.preempt_tiers or self.slicing)
         self.now = snap.now
@@ -29,22 +30,22 @@ class Preemptor:
         self.free = free
         self.stopping: dict[Pool, list[int]] = defaultdict(list)   # pool -> GPUs already on their way back
         self.candidates: list[RunningJob] = []   # of preemptible tiers
-        self.sliced: dict[int, list[RunningJob]] = defaultdict(list)   # tier -> those slicing may stop
+        self.index = index   # which running jobs slicing may stop: asked per tier when first wanted
+        self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
         self.chosen: set[str] = set()
         if not self.enabled:
             return
-        self.pool_of = tables(snap.gpus).pool_of   # index -> pool (type, spot)
-        policy, slicing, now = snap.policy, self.slicing, self.now
-        for run in snap.running:
+        self.pool_of = index.pool_of   # GPU index -> pool (type, spot)
+        policy = snap.policy
+        # the running jobs are walked only where preemption across tiers may pick them, or GPUs
+        # are on their way back: a pass that may only slice reads the index's order instead
+        for run in snap.running if policy.preempt_tiers or index.stopping else ():
             if run.stopping:
-                for index in run.gpus:
-                    self.stopping[self.pool_of[index]].append(index)
+                for gpu in run.gpus:
+                    self.stopping[self.pool_of[gpu]].append(gpu)
             elif run.tier in policy.preempt_tiers:
                 self.candidates.append(run)
-        if slicing:
-            self.sliced = stoppable(snap.running, policy, slicing, now)
         self.candidates.sort(key=lambda r: (self.now - (r.checkpointed_at or r.started_at), -r.started_at, r.id))
-        self.in_order: set[int] = set()   # tiers whose `sliced` is sorted: when a job first wants them
         # (tier, pools) -> the fewest GPUs preemption could not find there: victims are only ever
         # taken, so a job as large, looked at later in the pass, cannot find them either
         self.short: dict[tuple, int] = {}
@@ -53,11 +54,10 @@ class Preemptor:
         """Whether preemption might start `job` or a job ranked after it: a pass that explains
         nothing and has no GPU left for anything stops when it cannot (plan.py). Only time
         slicing is asked: jobs it may stop, in this job's tier if it is not demoted, or below."""
-        tier = job.tier
-        if any(runs and t > tier for t, runs in self.sliced.items()):
+        tier, index, now = job.tier, self.index, self.now
+        if any(t > tier and index.may_slice(t, now) for t in self.slicing):
             return True
-        return bool(self.sliced.get(tier)) and tier in self.slicing and \
-            not demoted(job, self.policy, self.slicing, self.now)
+        return tier in self.slicing and index.may_slice(tier, now) and not demoted(job, self.policy, self.slicing, now)
 
     def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str] | None:
         """Jobs to stop so `job` can start, and a reason; None if preemption cannot help."""
@@ -66,11 +66,8 @@ class Preemptor:
         best = None
         lower = [r for r in self.candidates if r.tier > tier]
         slices = tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
-        if slices and tier not in self.in_order:   # LAS: the most service first
-            self.sliced.get(tier, []).sort(key=lambda r: (-r.attained(self.now), r.id))
-            self.in_order.add(tier)
         if slices:
-            lower += self.sliced.get(tier, [])
+            lower += self._sliced(tier)
         pools = sorted({p for r in pools_for(job, set(self.pool_of.values()), self.policy) for p in r})
         short = (tier, slices, tuple(pools))
         if job.gpus >= self.short.get(short, job.gpus + 1):
@@ -111,6 +108,13 @@ class Preemptor:
             else "lower tier, or had their slice"
         return [r.id for r in picked], (f"preempting {names} ({why}; {lost / 60:.0f} GPU-job-minutes "
                                         "since their last checkpoints)")
+
+    def _sliced(self, tier: int) -> list[RunningJob]:
+        runs = self.sliced.get(tier)
+        if runs is None:   # LAS: the most service first
+            now = self.now
+            runs = self.sliced[tier] = sorted(self.index.sliced(tier, now), key=lambda r: (-r.attained(now), r.id))
+        return runs
 
     def _without_spares(self, picked: list[RunningJob], pool: Pool, spare: int) -> list[RunningJob]:
         """`picked` less the victims the others make unneeded (a later, larger victim can cover an

@@ -23,7 +23,6 @@ slicing tier:
 Policies ordered by FIFO or SJF do not slice."""
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable
 
 from .snapshot import PendingJob, Policy, RunningJob
@@ -51,16 +50,19 @@ def demoted(job: PendingJob, policy: Policy, tiers: frozenset[int], now: float) 
 
 def may_stop(run: RunningJob, policy: Policy, tiers: frozenset[int], now: float) -> bool:
     """A running job a waiting job of its tier that is not demoted may preempt."""
-    return bool(stoppable((run,), policy, tiers, now))
+    return in_slicing(run, tiers) and now >= stoppable_at(run, policy)
+
+
+def in_slicing(run: RunningJob, tiers: frozenset[int]) -> bool:
+    """A running job slicing may come to stop: its attempt runs, in a slicing tier."""
+    return run.tier in tiers and run.started and not run.stopping
 
 
 def stoppable_at(run: RunningJob, policy: Policy) -> float:
     """From when slicing may stop the running job: it has had its slice (an attempt started after
-    its promotion, a slice of its own) and has run `slice_min_run` in this attempt."""
-    return _stoppable_at(run, policy.slice_after, policy.slice_starve, policy.slice_min_run)
-
-
-def _stoppable_at(run: RunningJob, after: float, starve: float, min_run: float) -> float:
+    its promotion, a slice of its own) and has run `slice_min_run` in this attempt. Fixed while the
+    attempt runs, so the index keeps the running jobs in this order (QueueIndex.sliceable)."""
+    after, starve, min_run = policy.slice_after, policy.slice_starve, policy.slice_min_run
     gpus, served, started_at = len(run.gpus), run.served, run.started_at
     if served >= after and starve > 0 and started_at >= run.submitted_at + served / max(1, gpus) * (1.0 + starve):
         need = after   # started promoted (promoted_at): a slice of its own first
@@ -71,31 +73,15 @@ def _stoppable_at(run: RunningJob, after: float, starve: float, min_run: float) 
     return started_at + max(min_run, need / gpus)
 
 
-def stoppable(running: Iterable[RunningJob], policy: Policy, tiers: frozenset[int],
-              now: float) -> dict[int, list[RunningJob]]:
-    """Per tier, the running jobs a waiting job of their tier that is not demoted may preempt
-    (stoppable_at). One loop, since a pass asks it of every running job."""
-    out: dict[int, list[RunningJob]] = defaultdict(list)
-    after, starve, min_run = policy.slice_after, policy.slice_starve, policy.slice_min_run
-    long_enough = now - min_run
-    for run in running:
-        if run.started_at > long_enough or run.tier not in tiers or not run.started or run.stopping:
-            continue
-        if now >= _stoppable_at(run, after, starve, min_run):
-            out[run.tier].append(run)
-    return out
-
-
 def next_change(running: Iterable[RunningJob], pending: Iterable[PendingJob], policy: Policy,
                 now: float) -> float | None:
     """The next time slicing alone changes a pass's decisions (a running job becomes one it may
-    stop, a demoted job is promoted), or None: a loop that sleeps until something happens wakes
-    then."""
+    stop, a demoted job is promoted), or None (never): a loop that sleeps until something happens
+    wakes then."""
     tiers = slicing_tiers(policy)
     if not tiers:
         return None
-    times = [at for run in running if run.tier in tiers and run.started and not run.stopping
-             and (at := stoppable_at(run, policy)) > now]
+    times = [at for run in running if in_slicing(run, tiers) and math.inf > (at := stoppable_at(run, policy)) > now]
     times += [at for job in pending if job.tier in tiers and job.served >= policy.slice_after
               and (at := promoted_at(job, policy)) > now]
     return min(times, default=None)

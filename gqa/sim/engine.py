@@ -17,7 +17,6 @@ from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
 from ..scheduling.eta import expected_runtime, runtime_ratio
 from ..scheduling.fairshare import decay
-from ..scheduling.slicing import next_change
 from .spot_facts import NOTICE_SECONDS
 from .workload import SimJob, Workload
 
@@ -176,9 +175,9 @@ class _Engine:
 
     def _wake_for_slicing(self, now: float) -> None:
         """A pass when time slicing next changes what a pass decides, as the local daemon wakes
-        for it (slicing.next_change): the promotions are the index's to keep, their earliest
-        is its heap's head."""
-        wake = next_change(self.running.values(), (), self.policy, now)
+        for it (slicing.next_change), from what the index keeps: the running jobs in the order
+        slicing may stop them, and the promotions in a heap."""
+        wake = self.index.next_sliceable(now)
         promoting = self.index.ranked.promoting
         if promoting and promoting[0][0] > now:
             wake = min(wake if wake is not None else math.inf, promoting[0][0])
