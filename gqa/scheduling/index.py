@@ -19,7 +19,7 @@ and the pass builds what it needs from scratch, as it always could."""
 import gc
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
@@ -396,11 +396,13 @@ class QueueIndex:
         runs = self.sliceable.get(tier)
         return runs is not None and bool(runs) and runs[0][0] <= now
 
-    def next_sliceable(self, now: float) -> float | None:
-        """When the next running job becomes one slicing may stop, after `now` (slicing.next_change
-        for the running jobs), or None."""
+    def next_sliceable(self, now: float, tiers: Iterable[int] | None = None) -> float | None:
+        """When the next running job (of `tiers`, else any) becomes one slicing may stop, after
+        `now` (slicing.next_change for the running jobs), or None."""
         after = (math.nextafter(now, math.inf),)
-        times = [runs[i][0] for runs in self.sliceable.values() if (i := runs.bisect_left(after)) < len(runs)]
+        kept = self.sliceable
+        lists = kept.values() if tiers is None else [kept[t] for t in tiers if t in kept]
+        times = [runs[i][0] for runs in lists if (i := runs.bisect_left(after)) < len(runs)]
         times = [t for t in times if t < math.inf]
         return min(times, default=None)
 

@@ -290,6 +290,15 @@ class RankedJobs:
             self.remove(job)
             self.add(job)
 
+    def undemoted_waits(self, tier: int) -> bool:
+        """Whether a job of the tier that is not demoted waits at `now`: a demoted job ranks after
+        every one that is not in its list, so each list's head tells."""
+        for lists in (self.young, self.old):
+            for entries in lists.get(tier, {}).values():
+                if entries and not demoted(entries[0][-1], self.policy, self.slicing, self.now):
+                    return True
+        return False
+
     def tiers(self) -> list[int]:
         return sorted(set(self.young) | set(self.old))
 

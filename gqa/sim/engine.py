@@ -176,9 +176,13 @@ class _Engine:
     def _wake_for_slicing(self, now: float) -> None:
         """A pass when time slicing next changes what a pass decides, as the local daemon wakes
         for it (slicing.next_change), from what the index keeps: the running jobs in the order
-        slicing may stop them, and the promotions in a heap."""
-        wake = self.index.next_sliceable(now)
-        promoting = self.index.ranked.promoting
+        slicing may stop them, and the promotions in a heap. A running job becoming one slicing
+        may stop changes a decision only for a job of its tier that is not demoted; which tiers
+        wait on one changes only at an event or a promotion, each followed by this call."""
+        ranked = self.index.ranked
+        ranked.advance(now)
+        wake = self.index.next_sliceable(now, [t for t in self.index.slicing if ranked.undemoted_waits(t)])
+        promoting = ranked.promoting
         if promoting and promoting[0][0] > now:
             wake = min(wake if wake is not None else math.inf, promoting[0][0])
         if wake is not None and wake < self.waking:

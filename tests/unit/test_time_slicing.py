@@ -7,9 +7,10 @@ from dataclasses import replace
 import pytest
 
 from gqa.scheduling import plan
+from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import preset
 from gqa.scheduling.slicing import demoted, may_stop, next_change, promoted_at, slicing_tiers, stoppable_at
-from tests.builders import pending, running, snapshot
+from tests.builders import gpus, pending, running, snapshot
 
 NOW = snapshot().now
 SLICED = replace(preset("gqa"), slice_tiers=(1,), slice_after=3_600.0, slice_min_run=120.0, slice_starve=4.0)
@@ -121,3 +122,25 @@ def test_the_next_time_slicing_changes_a_decision():
     assert next_change(runs, [starved], SLICED, NOW + 5_000) is None   # all past
     assert next_change(runs, [starved], preset("gqa"), NOW) is None
     assert stoppable_at(running("cpu", gpus=(), started_at=NOW), SLICED) == float("inf")
+
+
+def test_the_index_knows_which_tiers_wait_on_slicing_and_when_it_next_may_stop_a_job():
+    """What the replay wakes for, read from the index: a running job becoming one slicing may stop
+    matters only to a tier where a job that is not demoted waits."""
+    index = QueueIndex(gpus(4), SLICED)
+    index.start(running("r1", started_at=NOW - 600))                    # stoppable at NOW + 3,000
+    index.start(running("r2", gpus=(1, 2), started_at=NOW - 600))       # at NOW + 1,200
+    index.add(pending("d", served=3_600.0, submitted_at=NOW - 17_000))   # demoted until NOW + 1,000
+    ranked = index.ranked
+    ranked.advance(NOW)
+    assert not ranked.undemoted_waits(1)
+    assert index.next_sliceable(NOW) == NOW + 1_200 == next_change(index.running.values(), (), SLICED, NOW)
+    assert index.next_sliceable(NOW, tiers=[]) is None
+    assert not index.may_slice(1, NOW) and index.sliced(1, NOW) == []
+    ranked.advance(NOW + 1_000)   # promoted: it may now stop jobs that have had their slice
+    assert ranked.undemoted_waits(1)
+    assert index.may_slice(1, NOW + 1_200) and [r.id for r in index.sliced(1, NOW + 1_200)] == ["r2"]
+    index.stop("r2")
+    assert index.next_sliceable(NOW + 1_200) == NOW + 3_000
+    index.add(pending("new", submitted_at=NOW))
+    assert ranked.undemoted_waits(1) and not ranked.undemoted_waits(2)
