@@ -10,6 +10,7 @@ stop jobs of its own tier that have had their slice, those with the most
 service first; back in the queue they rank behind it, demoted."""
 
 from collections import defaultdict
+from itertools import chain
 
 from .fit import pools_for
 from .inventory import Pool
@@ -36,6 +37,7 @@ class Preemptor:
         if not self.enabled:
             return
         self.pool_of = index.pool_of   # GPU index -> pool (type, spot)
+        self.all_pools = set(index.free_in)
         policy = snap.policy
         # the running jobs are walked only where preemption across tiers may pick them, or GPUs
         # are on their way back: a pass that may only slice reads the index's order instead
@@ -64,21 +66,21 @@ class Preemptor:
         if not self.enabled:
             return None
         best = None
-        lower = [r for r in self.candidates if r.tier > tier]
         slices = tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
-        if slices:
-            lower += self._sliced(tier)
-        pools = sorted({p for r in pools_for(job, set(self.pool_of.values()), self.policy) for p in r})
+        pools = sorted({p for r in pools_for(job, self.all_pools, self.policy) for p in r})
         short = (tier, slices, tuple(pools))
         if job.gpus >= self.short.get(short, job.gpus + 1):
             return None
+        # lower tiers' jobs, then (LAS) its own tier's that had their slice: walked, not copied
+        lower = [r for r in self.candidates if r.tier > tier] if self.candidates else []
+        own = self._sliced(tier) if slices else []
         for pool in pools:
             free_now = self._free_in(pool)
             if free_now >= job.gpus:
                 return None  # enough GPUs: it waits for another reason (a reservation), not for capacity
             have = free_now + len(self.stopping[pool])
             picked = []
-            for run in lower:
+            for run in chain(lower, own):
                 if have >= job.gpus:
                     break
                 if run.id in self.chosen:
