@@ -126,7 +126,9 @@ class RankedJobs:
 
     def service(self, job: PendingJob) -> float:
         """What time slicing adds to its score at `now`: minus `demotion` while it is demoted, else 0."""
-        return -self.demotion if self.slicing and demoted(job, self.policy, self.slicing, self.now) else 0.0
+        if self.slicing and job.served >= self.policy.slice_after and demoted(job, self.policy, self.slicing, self.now):
+            return -self.demotion
+        return 0.0
 
     def _entry(self, job: PendingJob, old: bool) -> tuple:
         if self.fifo:
@@ -303,8 +305,9 @@ class RankedJobs:
         return sorted(set(self.young) | set(self.old))
 
     def teams_in(self, tier: int) -> dict[str, Iterator[tuple]]:
-        """Per team, its jobs of the tier in rank order at `now`, as (neg part, submitted, seq, id, job)
-        with the part as a fresh pass computes it; `score(job)` gives that part."""
+        """Per team, its jobs of the tier in rank order at `now`, as (neg part, submitted, seq, id, job,
+        factors) with the part as a fresh pass computes it (`score`) and the factors it is made of
+        (`factors(job)`; never compared: the ids differ)."""
         out: dict[str, Iterator[tuple]] = {}
         for team in set(self.young.get(tier, ())) | set(self.old.get(tier, ())):
             young, old = self.young.get(tier, {}).get(team), self.old.get(tier, {}).get(team)
@@ -314,20 +317,24 @@ class RankedJobs:
     def _at_now(self, entries) -> Iterator[tuple]:
         for entry in in_order(entries):
             job = entry[-1]
-            yield (-self.score(job), job.submitted_at, job.seq, job.id, job)
+            factors = self.factors(job)
+            yield (-self.score(factors), job.submitted_at, job.seq, job.id, job, factors)
 
     def factors(self, job: PendingJob) -> tuple[float, float, float, float, float]:
         """Its age, size, duration, nice and service terms at `now`, each as a fresh pass computes it."""
         age = min(1.0, max(0.0, self.now - job.submitted_at) / self.max_age) if self.max_age > 0 else 0.0
         size = min(1.0, job.gpus / self.total_gpus) if self.total_gpus else 0.0
         expected = job.expected_runtime or job.wall_time
-        # log scale: 10 minutes vs 1 hour matters as much as 1 day vs 6 days
-        duration = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime) if expected else 0.0
+        duration = 0.0
+        if expected:   # log scale: 10 minutes vs 1 hour matters as much as 1 day vs 6 days (as `_constant`)
+            duration = self._durations.get(expected)   # type: ignore[assignment]
+            if duration is None:
+                duration = self._durations[expected] = max(0.0, 1.0 - math.log1p(expected) / self.log_max_runtime)
         return age, size, duration, -job.nice / NICE_SCALE, self.service(job)
 
-    def score(self, job: PendingJob) -> float:
-        """The job's part of the score at `now` (all but fair share)."""
-        age, size, duration, nice, service = self.factors(job)
+    def score(self, factors: tuple[float, float, float, float, float]) -> float:
+        """A job's part of the score at `now` (all but fair share), from its `factors`."""
+        age, size, duration, nice, service = factors
         return self.w_age * age + self.w_size * size + self.w_dur * duration + nice + service
 
     def in_list_order(self) -> Iterator[PendingJob]:

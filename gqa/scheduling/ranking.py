@@ -58,18 +58,17 @@ class Ranking:
             heads = {team: head for team, stream in streams.items() if (head := next(stream, None)) is not None}
             while heads:
                 best_key, best_team, best_fs = None, "", 0.0
-                for team, (neg_part, submitted, seq, job_id, _) in heads.items():
+                for team, (neg_part, submitted, seq, job_id, _, _) in heads.items():
                     fs = self.fair_share(team)
                     key = (-(self.w_fs * fs - neg_part), submitted, seq, job_id)
                     if best_key is None or key < best_key:
                         best_key, best_team, best_fs = key, team, fs
                 assert best_key is not None   # heads is not empty
-                job = heads[best_team][4]
+                _, _, _, _, job, (age, size, duration, nice, service) = heads[best_team]
                 following = next(streams[best_team], None)
                 if following is None:
                     del heads[best_team]
                 else:
                     heads[best_team] = following
-                age, size, duration, nice, service = ranked.factors(job)
                 yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration,
                                    nice=nice, service=service)
