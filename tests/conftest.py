@@ -17,6 +17,13 @@ if ROOT not in sys.path:
 import pytest  # noqa: E402
 
 
+def pytest_configure(config):
+    """moto answers DynamoDB's requests the same, faster (tests/aws/lean_moto.py)."""
+    from tests.aws.lean_moto import lean_everywhere
+
+    lean_everywhere()
+
+
 @pytest.fixture(autouse=True)
 def no_user_config(tmp_path_factory, monkeypatch):
     """Tests never read the developer's `gqa config`: each starts on the local

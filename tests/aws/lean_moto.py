@@ -12,7 +12,22 @@ and time; what it answers is unchanged:
 
 Rollback is what moto does: on a cancelled transaction, every item it named
 is as it was before (tests/aws/test_lean_moto.py checks Put, Update, Delete
-and ConditionCheck, on tables with and without a sort key)."""
+and ConditionCheck, on tables with and without a sort key).
+
+`lean_everywhere` (installed for the whole run by tests/conftest.py) takes
+two costs out of every DynamoDB request on moto, answering the same:
+
+- moto writes each attribute value of an answer by looking up all ten
+  members of AttributeValue (S, N, B, ... BOOL) under up to a dozen
+  candidate names each, though a value holds one: reading back 10,000 items
+  took minutes. Only the members the value holds are written, each through
+  moto's own code for its type, so the body is the same text;
+- moto checks an item's 400 KB limit as it builds the item, by summing the
+  sizes of every attribute so far at each attribute it adds (the square of
+  the attributes). The sizes are summed once: every partial sum is at most
+  the whole, so the item is refused exactly when moto refuses it.
+
+test_lean_moto.py compares both with moto's own on generated values."""
 
 from __future__ import annotations
 
@@ -23,8 +38,11 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from moto.core import serialize as moto_serialize
 from moto.dynamodb import models as dynamodb_models
-from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.exceptions import ItemSizeTooLarge
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+from moto.dynamodb.models.utilities import bytesize
 from moto.dynamodb.models.table import Table
 
 
@@ -87,3 +105,51 @@ def lean_dynamodb() -> Iterator[None]:
             yield
     finally:
         Item.instances_tracked = tracked
+
+
+_ATTRIBUTE_VALUE = "AttributeValue"
+_original_structure = moto_serialize.BaseJSONSerializer._serialize_type_structure
+
+
+def _serialize_type_structure(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+    """moto's, for an attribute value that is a plain dict of its members'
+    names: only the members present are written (an absent one, or None, is
+    left out by moto's too), in the model's order, each as moto writes it."""
+    members = shape.members
+    if (shape.name != _ATTRIBUTE_VALUE or type(value) is not dict or not value.keys() <= members.keys()
+            or getattr(self._value_picker, "response_transformers", None)):
+        return _original_structure(self, serialized, value, shape, key)
+    wrapper = self.MAP_TYPE() if key else serialized
+    for member_key, member_shape in members.items():
+        member_value = value.get(member_key)
+        if member_value is not None:
+            member_shape.parent = shape
+            self._serialize(wrapper, member_value, member_shape, member_key)
+    if key:
+        self._default_serialize(serialized, wrapper, shape, key)
+
+
+_original_item_init = Item.__init__
+ITEM_LIMIT = 405000     # moto's own figure (dynamo_type.LimitedSizeDict): between AWS's 400 KB and what it takes
+
+
+def _item_init(self: Item, hash_key: DynamoType, range_key: DynamoType | None, attrs: dict[str, Any]) -> None:
+    """moto's Item.__init__, the size summed once (see the module's doc)."""
+    self.hash_key = hash_key
+    self.range_key = range_key
+    values = {key: DynamoType(value) for key, value in attrs.items()}
+    if sum(bytesize(key) + value.size() for key, value in values.items()) > ITEM_LIMIT:
+        raise ItemSizeTooLarge
+    self.attrs = LimitedSizeDict(values)   # its update() adds them without checking each again
+
+
+def lean_everywhere() -> None:
+    """Install the two shortcuts above for the rest of the process (see the module's doc)."""
+    from moto.core.responses import get_service_model
+
+    attribute_value = get_service_model("dynamodb").shape_for(_ATTRIBUTE_VALUE)
+    # Plain member names are the only ones moto could pick from a plain dict: no member is serialised
+    # under another name, and none is named like a member's shape or its snake_case form.
+    assert not any(m.serialization.get("name") for m in attribute_value.members.values())
+    moto_serialize.BaseJSONSerializer._serialize_type_structure = _serialize_type_structure  # type: ignore[method-assign]
+    Item.__init__ = _item_init  # type: ignore[method-assign]
