@@ -75,13 +75,18 @@ def stoppable_at(run: RunningJob, policy: Policy) -> float:
 
 def next_change(running: Iterable[RunningJob], pending: Iterable[PendingJob], policy: Policy,
                 now: float) -> float | None:
-    """The next time slicing alone changes a pass's decisions (a running job becomes one it may
-    stop, a demoted job is promoted), or None (never): a loop that sleeps until something happens
-    wakes then."""
+    """The next time slicing alone changes a pass's decisions, or None (never): a loop that sleeps
+    until something happens wakes then. That is a demoted job's promotion, or a running job becoming
+    one slicing may stop in a tier where a job that is not demoted waits (a demoted one may stop
+    nothing). Which tiers have such a job changes only when a job arrives, starts or ends, or at a
+    promotion: each wakes the loop, which asks again."""
     tiers = slicing_tiers(policy)
     if not tiers:
         return None
-    times = [at for run in running if in_slicing(run, tiers) and math.inf > (at := stoppable_at(run, policy)) > now]
+    pending = list(pending)
+    waiting = {job.tier for job in pending if job.tier in tiers and not demoted(job, policy, tiers, now)}
+    times = [at for run in running if run.tier in waiting and in_slicing(run, tiers)
+             and math.inf > (at := stoppable_at(run, policy)) > now]
     times += [at for job in pending if job.tier in tiers and job.served >= policy.slice_after
               and (at := promoted_at(job, policy)) > now]
     return min(times, default=None)

@@ -176,9 +176,8 @@ class _Engine:
     def _wake_for_slicing(self, now: float) -> None:
         """A pass when time slicing next changes what a pass decides, as the local daemon wakes
         for it (slicing.next_change), from what the index keeps: the running jobs in the order
-        slicing may stop them, and the promotions in a heap. A running job becoming one slicing
-        may stop changes a decision only for a job of its tier that is not demoted; which tiers
-        wait on one changes only at an event or a promotion, each followed by this call."""
+        slicing may stop them, in the tiers where a job that is not demoted waits, and the
+        promotions in a heap."""
         ranked = self.index.ranked
         ranked.advance(now)
         wake = self.index.next_sliceable(now, [t for t in self.index.slicing if ranked.undemoted_waits(t)])

@@ -66,8 +66,12 @@ def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
             if explain:
                 assert (kept.order, kept.waiting, kept.reserved, kept.factors) == \
                     (built.order, built.waiting, built.reserved, built.factors)
-        # what the loop wakes for: the index's order of running jobs, as the rule reads them
-        assert index.next_sliceable(now) == next_change(index.running.values(), (), policy, now)
+        # what the loop wakes for: the index's order of running jobs in the tiers a job that is
+        # not demoted waits in, as the rule reads them (handed those jobs only: no promotion to come)
+        ranked = index.rank()
+        serving = [t for t in index.slicing if ranked.undemoted_waits(t)]
+        undemoted = [job for job in index.pending.values() if not ranked.service(job)]
+        assert index.next_sliceable(now, serving) == next_change(index.running.values(), undemoted, policy, now)
         for job_id in kept.preempt:   # back to the queue with the service it had
             run = index.stop(job_id)
             index.add(replace(random_job(rng, n, now), id=job_id, gpus=len(run.gpus), tier=run.tier,

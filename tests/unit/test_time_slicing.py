@@ -116,11 +116,14 @@ def test_the_next_time_slicing_changes_a_decision():
             running("r2", gpus=(0, 1), started_at=NOW - 600),         # 2 GPUs: at NOW + 1,200
             running("hi", tier="high", started_at=NOW)]              # a tier not sliced
     assert [stoppable_at(r, SLICED) for r in runs[:2]] == [NOW + 3_000, NOW + 1_200]
-    assert next_change(runs, [], SLICED, NOW) == NOW + 1_200
+    new = pending("new", submitted_at=NOW)                             # has not had its slice
+    assert next_change(runs, [new], SLICED, NOW) == NOW + 1_200
+    assert next_change(runs, [], SLICED, NOW) is None                 # no job that slicing serves waits
     starved = pending("d", served=3_600.0, submitted_at=NOW - 17_000)   # promoted at NOW + 1,000
-    assert next_change(runs, [starved], SLICED, NOW) == NOW + 1_000
-    assert next_change(runs, [starved], SLICED, NOW + 5_000) is None   # all past
-    assert next_change(runs, [starved], preset("gqa"), NOW) is None
+    assert next_change(runs, [starved], SLICED, NOW) == NOW + 1_000   # demoted till then: stops nothing
+    assert next_change(runs, [starved], SLICED, NOW + 1_000) == NOW + 1_200   # promoted, it may
+    assert next_change(runs, [starved, new], SLICED, NOW + 5_000) is None   # all past
+    assert next_change(runs, [new], preset("gqa"), NOW) is None
     assert stoppable_at(running("cpu", gpus=(), started_at=NOW), SLICED) == float("inf")
 
 
@@ -134,7 +137,8 @@ def test_the_index_knows_which_tiers_wait_on_slicing_and_when_it_next_may_stop_a
     ranked = index.ranked
     ranked.advance(NOW)
     assert not ranked.undemoted_waits(1)
-    assert index.next_sliceable(NOW) == NOW + 1_200 == next_change(index.running.values(), (), SLICED, NOW)
+    assert index.next_sliceable(NOW) == NOW + 1_200
+    assert next_change(index.running.values(), index.pending.values(), SLICED, NOW) == NOW + 1_000   # promotion
     assert index.next_sliceable(NOW, tiers=[]) is None
     assert not index.may_slice(1, NOW) and index.sliced(1, NOW) == []
     ranked.advance(NOW + 1_000)   # promoted: it may now stop jobs that have had their slice
