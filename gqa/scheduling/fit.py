@@ -60,9 +60,13 @@ class Capacity:
         self.machine_booked: tuple[float, str] | None = None     # (held from, job): an exclusive job's reservation
         self.machine_held: str | None = None                       # without backfill: exclusive job first in line
         self.cpu_ends: list[float] = list(index.cpu_only_ends.values())   # CPU-only jobs' ends
-        self._free_sorted: tuple[int, list[int]] = (-1, [])        # (free count, the free GPUs in order)
+        # a pass reads the index's free GPUs per pool (kept in order) and what it changed itself,
+        # so a fit costs the GPUs it takes and those it skips, not the cluster's free GPUs
+        self.free_in = index.free_in                                # pool -> free GPUs at the pass's start
+        self.taken_in: dict[Pool, int] = defaultdict(int)           # pool -> GPUs started on in this pass
+        self.booked_in: dict[Pool, dict[int, float]] = defaultdict(dict)   # pool -> GPU -> held from
         self.reservations = 0                                       # made in this pass (a version for horizons)
-        self._horizons: tuple[tuple[int, int], dict[Pool, list[float]]] = ((-1, -1), {})
+        self._horizons: tuple[tuple[int, int], dict[Pool, Spans]] = ((-1, -1), {})
 
     # -- gates -------------------------------------------------------------------
     def behind(self, job: PendingJob) -> str | None:
@@ -103,62 +107,91 @@ class Capacity:
         if not rounds and self.pools:
             return (None, f"needs {gpus_text(job.gpus)}{of} on demand; this cluster has only spot capacity for them",
                     None)
-        allowed = {p for r in rounds for p in r}
-        free: dict[Pool, list[int]] = defaultdict(list)
-        usable: dict[Pool, list[int]] = defaultdict(list)
         limit_end = self.now + job.wall_time if job.wall_time else INF
-        blocker = None
-        for index in self._free_in_order():
-            pool = self.pool_of[index]
-            if pool not in allowed:
-                continue
-            free[pool].append(index)
-            if not self.backfill and pool[0] in self.held_types:
-                blocker = blocker or (self.held_types[pool[0]], pool[0])
-                continue
-            booking = self.booked.get(index)
-            if booking is not None and limit_end > booking[0]:
-                blocker = blocker or (booking[1], pool[0])
-                continue
-            usable[pool].append(index)
         chosen: list[int] | None = None
         granted = None
         for pools in rounds:  # best fit within a round: the pool with the fewest usable GPUs that holds the gang
-            candidates = sorted((len(usable[p]), p) for p in pools if len(usable[p]) >= job.gpus)
+            candidates = sorted((n, p) for p in pools if (n := self._usable_count(p, limit_end)) >= job.gpus)
             if candidates:
-                chosen = usable[candidates[0][1]][: job.gpus]
+                chosen = self._first_usable(candidates[0][1], job.gpus, limit_end)
                 break
-        if chosen is None and blocker is not None and self._may_shorten(job):
-            chosen, granted = self._shortened(job, rounds, free)
+        if chosen is None and (self.explain or self._may_shorten(job)):
+            free, blocker = self._survey({p for r in rounds for p in r}, limit_end)
+            if blocker is not None and self._may_shorten(job):
+                chosen, granted = self._shortened(job, rounds, free)
+            if chosen is None:
+                return None, (self._shortfall(job, free, blocker, of) if self.explain else ""), None
         if chosen is None:
-            return None, (self._shortfall(job, free, blocker, of) if self.explain else ""), None
+            return None, "", None
         short = self._resources_short(job)
         if short is not None:
             return None, short, None
         return tuple(chosen), "", granted
 
-    def horizons(self) -> dict[Pool, list[float]]:
+    def horizons(self) -> dict[Pool, "Spans"]:
         """Per pool, for each of its free GPUs, how long a job could hold it before a reservation
         needs it (inf: none does), longest first: a job of n GPUs can start now in a pool only if
         it fits in the pool's n-th (a bound, for stopping a pass early)."""
         version = (len(self.ledger.free), self.reservations)
         if self._horizons[0] != version:
-            booked, now, pool_of = self.booked, self.now, self.pool_of
-            spans: dict[Pool, list[float]] = {pool: [] for pool in self.pools}
-            for index in self.ledger.free:
-                spans[pool_of[index]].append(booked[index][0] - now if index in booked else INF)
-            for values in spans.values():
-                values.sort(reverse=True)
+            free, now = self.ledger.free, self.now
+            spans: dict[Pool, Spans] = {}
+            for pool in self.pools:
+                count = self._free_count(pool)
+                booked = sorted((start - now for gpu, start in self.booked_in[pool].items() if gpu in free),
+                                reverse=True) if pool in self.booked_in else []
+                spans[pool] = Spans(count - len(booked), booked)
             self._horizons = (version, spans)
         return self._horizons[1]
 
-    def _free_in_order(self) -> list[int]:
-        """The free GPUs by index; a pass only takes GPUs, so the count says when to sort again."""
-        count, ordered = self._free_sorted
-        if count != len(self.ledger.free):
-            ordered = sorted(self.ledger.free)
-            self._free_sorted = (len(ordered), ordered)
-        return ordered
+    # -- the free GPUs of a pool, as this pass has changed them ---------------------------
+    def _free_count(self, pool: Pool) -> int:
+        if self.ledger.exclusive is not None:
+            return 0
+        return len(self.free_in.get(pool, ())) - self.taken_in[pool]
+
+    def _usable_count(self, pool: Pool, limit_end: float) -> int:
+        """The pool's free GPUs a job ending at `limit_end` may take: none of a type held for a blocked
+        job (no backfill), and none booked by a reservation that begins before it would end."""
+        count = self._free_count(pool)
+        if not count or (not self.backfill and pool[0] in self.held_types):
+            return 0
+        booked = self.booked_in.get(pool)
+        if booked:
+            free = self.ledger.free
+            count -= sum(1 for gpu, start in booked.items() if limit_end > start and gpu in free)
+        return count
+
+    def _first_usable(self, pool: Pool, n: int, limit_end: float) -> list[int]:
+        """The first n usable GPUs of the pool by index (the caller counted that there are n)."""
+        free, booked = self.ledger.free, self.booked_in.get(pool, {})
+        chosen: list[int] = []
+        for gpu in self.free_in[pool]:
+            if gpu in free and not (gpu in booked and limit_end > booked[gpu]):
+                chosen.append(gpu)
+                if len(chosen) == n:
+                    break
+        return chosen
+
+    def _survey(self, allowed: set[Pool], limit_end: float) -> tuple[dict[Pool, list[int]], tuple | None]:
+        """For a job that does not fit and whose reason is wanted: the free GPUs of its pools, and
+        the first of them held back (by the job holding it, and its type). O(free GPUs)."""
+        free: dict[Pool, list[int]] = defaultdict(list)
+        blocker = None
+        for index in sorted(self.ledger.free):
+            pool = self.pool_of[index]
+            if pool not in allowed:
+                continue
+            free[pool].append(index)
+            if blocker is not None:
+                continue
+            if not self.backfill and pool[0] in self.held_types:
+                blocker = (self.held_types[pool[0]], pool[0])
+                continue
+            booking = self.booked.get(index)
+            if booking is not None and limit_end > booking[0]:
+                blocker = (booking[1], pool[0])
+        return free, blocker
 
     def _resources_short(self, job: PendingJob) -> str | None:
         led = self.ledger
@@ -246,6 +279,7 @@ class Capacity:
             self.cpu_ends.append(end)
         for index in gpus:
             self.timeline.set(index, end)
+            self.taken_in[self.pool_of[index]] += 1
         return bool(self.booked) or self.machine_booked is not None
 
     def blocked(self, job: PendingJob, tier: int) -> float | None:
@@ -287,8 +321,7 @@ class Capacity:
         hold_from = start if start < INF else self.now
         end = start + job.wall_time if job.wall_time and start < INF else INF
         for index in busy_until:
-            if index not in self.booked or hold_from < self.booked[index][0]:
-                self.booked[index] = (hold_from, job.id)
+            self._book(index, hold_from, job.id)
             self.timeline.set(index, end)
         if self.machine_booked is None or hold_from < self.machine_booked[0]:
             self.machine_booked = (hold_from, job.id)
@@ -320,10 +353,17 @@ class Capacity:
         hold_from = start if start < INF else self.now
         end = start + job.wall_time if job.wall_time and start < INF else INF
         for index in chosen:
-            if index not in self.booked or hold_from < self.booked[index][0]:
-                self.booked[index] = (hold_from, job.id)
+            self._book(index, hold_from, job.id)
             self.timeline.set(index, end)
         return start
+
+    def _book(self, gpu: int, hold_from: float, job_id: str) -> None:
+        """A reservation holds the GPU from `hold_from`; the earliest reservation on a GPU is the one kept."""
+        if gpu not in self.booked or hold_from < self.booked[gpu][0]:
+            self.booked[gpu] = (hold_from, job_id)
+            pool = self.pool_of.get(gpu)
+            if pool is not None:
+                self.booked_in[pool][gpu] = hold_from
 
     def _could_ever_fit(self, job: PendingJob) -> bool:
         pools = [p for r in pools_for(job, self.pools, self.snap.policy) for p in r]
@@ -344,6 +384,21 @@ def _in(seconds: float) -> str:
         return "an unknown time (running jobs have no wall time)"
     from ..models.units import format_duration
     return format_duration(seconds)
+
+
+class Spans:
+    """A pool's horizons, longest first, as a sequence: its free GPUs no reservation holds (inf)
+    are counted, not listed, so reading one costs the booked GPUs, not the free ones."""
+    __slots__ = ("open", "booked")
+
+    def __init__(self, open_count: int, booked: list[float]):
+        self.open, self.booked = open_count, booked    # booked: longest first
+
+    def __len__(self) -> int:
+        return self.open + len(self.booked)
+
+    def __getitem__(self, i: int) -> float:
+        return INF if i < self.open else self.booked[i - self.open]
 
 
 def until(entries: Iterator[tuple[float, int]], limit: float) -> Iterator[tuple[float, int]]:
@@ -372,7 +427,7 @@ class Timeline:
         changed, now = self.changed, self.now
         pool_of = self.index.pool_of
         mine = sorted((until, gpu) for gpu, until in changed.items() if pool_of[gpu] == pool)
-        free = ((now, gpu) for gpu in sorted(self.index.free_in[pool]) if gpu not in changed)
+        free = ((now, gpu) for gpu in self.index.free_in[pool] if gpu not in changed)
         busy = (entry for entry in self.index.busy[pool] if entry[1] not in changed)
         return heapq.merge(free, busy, mine)
 

@@ -107,7 +107,7 @@ class QueueIndex:
         self.ranked = RankedJobs(policy, len(gpus))
         # the running side: the pass's ledger and timeline, kept
         self.free: dict[int, str] = dict(inventory.type_of)  # free GPU -> type
-        self.free_in: dict[Pool, set[int]] = {p: set(ix) for p, ix in inventory.pools.items()}
+        self.free_in: dict[Pool, SortedList] = {p: SortedList(ix) for p, ix in inventory.pools.items()}   # in order
         self.busy: dict[Pool, SortedList] = {p: SortedList() for p in inventory.pools}   # (until, GPU)
         self.until: dict[int, float] = {}                    # busy GPU -> when its last holder ends
         self.holder: dict[int, str] = {}                     # busy GPU -> the one job holding it
@@ -236,7 +236,7 @@ class QueueIndex:
         new.pending, new.running = dict(self.pending), dict(self.running)
         new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
         new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
-        new.free, new.free_in = dict(self.free), {pool: set(gpus) for pool, gpus in self.free_in.items()}
+        new.free, new.free_in = dict(self.free), {pool: gpus.copy() for pool, gpus in self.free_in.items()}
         new.busy = {pool: entries.copy() for pool, entries in self.busy.items()}
         new.until, new.holder = dict(self.until), dict(self.holder)
         new.shared = {gpu: dict(jobs) for gpu, jobs in self.shared.items()}
