@@ -66,7 +66,7 @@ class Capacity:
         self.taken_in: dict[Pool, int] = defaultdict(int)           # pool -> GPUs started on in this pass
         self.booked_in: dict[Pool, dict[int, float]] = defaultdict(dict)   # pool -> GPU -> held from
         self.reservations = 0                                       # made in this pass (a version for horizons)
-        self._horizons: tuple[tuple[int, int], dict[Pool, Spans]] = ((-1, -1), {})
+        self._horizons: tuple[tuple[int, int, bool], dict[Pool, Spans]] = ((-1, -1, False), {})
 
     # -- gates -------------------------------------------------------------------
     def behind(self, job: PendingJob) -> str | None:
@@ -132,17 +132,26 @@ class Capacity:
         """Per pool, for each of its free GPUs, how long a job could hold it before a reservation
         needs it (inf: none does), longest first: a job of n GPUs can start now in a pool only if
         it fits in the pool's n-th (a bound, for stopping a pass early)."""
-        version = (len(self.ledger.free), self.reservations)
+        version = self.version()
         if self._horizons[0] != version:
             free, now = self.ledger.free, self.now
             spans: dict[Pool, Spans] = {}
             for pool in self.pools:
                 count = self._free_count(pool)
                 booked = sorted((start - now for gpu, start in self.booked_in[pool].items() if gpu in free),
-                                reverse=True) if pool in self.booked_in else []
+                                reverse=True) if count and pool in self.booked_in else []
                 spans[pool] = Spans(count - len(booked), booked)
             self._horizons = (version, spans)
         return self._horizons[1]
+
+    def version(self) -> tuple[int, int, bool]:
+        """Changes when the horizons may: a pass only takes GPUs (or the machine) and adds reservations."""
+        return (len(self.ledger.free), self.reservations, self.ledger.exclusive is not None)
+
+    def reserves_nothing_for(self, job: PendingJob) -> bool:
+        """Whether `blocked` would hold nothing back for the job: its tier has had its reservation
+        and none is left (an exclusive job and FIFO without backfill always hold something)."""
+        return self.backfill and self.depth_left <= 0 and job.tier in self.tiers_reserved and not job.exclusive
 
     # -- the free GPUs of a pool, as this pass has changed them ---------------------------
     def _free_count(self, pool: Pool) -> int:

@@ -82,6 +82,10 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 out.hold[job.id] = over_budget
             out.waiting[job.id] = over_budget
             continue
+        if not explain and not left.may_fit(job) and capacity.reserves_nothing_for(job) \
+                and not preemptor.may_help(job):
+            out.waiting[job.id] = ""   # it cannot start, hold anything back or make room: nothing to decide
+            continue
         reason = over_quota(job, snap, ledger)
         if reason is None and not capacity.backfill:
             # a job waits first for every GPU (or the machine): nothing after it can start
@@ -137,13 +141,38 @@ class Remaining:
         self.cpu_only = index.sizes.get(0, 0)
         self.seen: dict[tuple, list[float]] = defaultdict(list)   # kind -> limits looked at, sorted
         self.pools_of: dict[tuple, list] = {}                      # kind -> the pools open to it
+        # the last `may_start` that said yes: (horizons' version, kind, span, how many unlooked jobs of
+        # the kind fit the span); while the horizons stand and some are left, the answer stands
+        self.witness: tuple[tuple, tuple, float, int] | None = None
 
     def looked_at(self, job: PendingJob) -> None:
         self.cpu_only -= job.gpus == 0
         if self.may_stop:
-            kind = self.index.kind(job)
+            kind, limit = self.index.kind(job), shortest_limit(job)
             self.looked[kind] += 1
-            insort(self.seen[kind], shortest_limit(job))
+            insort(self.seen[kind], limit)
+            witness = self.witness
+            if witness is not None and witness[1] == kind and limit <= witness[2]:
+                self.witness = (witness[0], kind, witness[2], witness[3] - 1)
+
+    def may_fit(self, job: PendingJob) -> bool:
+        """Whether the job passes the bound `may_start` uses: n GPUs free in one pool open to it
+        that no reservation needs within its shortest limit. False: `fit` cannot place it."""
+        if not job.gpus:
+            return True
+        spans, limit = self.capacity.horizons(), shortest_limit(job)
+        for pool in self._pools(self.index.kind(job), spans):
+            free = spans[pool]
+            if len(free) >= job.gpus and free[job.gpus - 1] >= limit:
+                return True
+        return False
+
+    def _pools(self, kind: tuple, spans) -> list:
+        pools = self.pools_of.get(kind)
+        if pools is None:
+            types, spot, _ = kind
+            pools = self.pools_of[kind] = [p for r in pool_rounds(types, spot, spans) for p in r]
+        return pools
 
     def cpu_room(self) -> bool:
         led = self.ledger
@@ -154,6 +183,10 @@ class Remaining:
             return True
         if not self.ledger.free:
             return False   # no GPU free: asked before the queue is even ranked
+        version = self.capacity.version()
+        witness = self.witness
+        if witness is not None and witness[0] == version and witness[3] > 0:
+            return True
         if self.kinds is None:
             self.kinds = self.index.kinds()
         spans = self.capacity.horizons()
@@ -161,14 +194,14 @@ class Remaining:
             size = kind[2]
             if n <= self.looked[kind] or not size:
                 continue
-            if kind not in self.pools_of:
-                types, spot, _ = kind
-                self.pools_of[kind] = [p for r in pool_rounds(types, spot, spans) for p in r]
-            for pool in self.pools_of[kind]:
+            for pool in self._pools(kind, spans):
                 free = spans[pool]
                 if len(free) < size:
                     continue
                 span = free[size - 1]
-                if span == INF or self.index.count_within(kind, span) > bisect_right(self.seen[kind], span):
+                left = n - self.looked[kind] if span == INF else \
+                    self.index.count_within(kind, span) - bisect_right(self.seen[kind], span)
+                if left > 0:
+                    self.witness = (version, kind, span, left)
                     return True
         return False

@@ -55,20 +55,22 @@ class Ranking:
             return
         for tier in ranked.tiers():
             streams = ranked.teams_in(tier)
-            heads = {team: head for team, stream in streams.items() if (head := next(stream, None)) is not None}
+            # team -> (key, fair share, head): a team's key changes only when its head is taken (and
+            # its fair share only when that job starts, before the next job is asked for)
+            heads = {team: self._keyed(team, head) for team, stream in streams.items()
+                     if (head := next(stream, None)) is not None}
             while heads:
-                best_key, best_team, best_fs = None, "", 0.0
-                for team, (neg_part, submitted, seq, job_id, _, _) in heads.items():
-                    fs = self.fair_share(team)
-                    key = (-(self.w_fs * fs - neg_part), submitted, seq, job_id)
-                    if best_key is None or key < best_key:
-                        best_key, best_team, best_fs = key, team, fs
-                assert best_key is not None   # heads is not empty
-                _, _, _, _, job, (age, size, duration, nice, service) = heads[best_team]
+                best_team = min(heads, key=lambda team: heads[team][0])
+                best_key, best_fs, (_, _, _, _, job, (age, size, duration, nice, service)) = heads[best_team]
+                yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration,
+                                   nice=nice, service=service)
                 following = next(streams[best_team], None)
                 if following is None:
                     del heads[best_team]
                 else:
-                    heads[best_team] = following
-                yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration,
-                                   nice=nice, service=service)
+                    heads[best_team] = self._keyed(best_team, following)
+
+    def _keyed(self, team: str, head: tuple) -> tuple[tuple, float, tuple]:
+        neg_part, submitted, seq, job_id = head[:4]
+        fs = self.fair_share(team)
+        return (-(self.w_fs * fs - neg_part), submitted, seq, job_id), fs, head
