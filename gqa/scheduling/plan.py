@@ -82,8 +82,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 out.hold[job.id] = over_budget
             out.waiting[job.id] = over_budget
             continue
-        if not explain and not left.may_fit(job) and capacity.reserves_nothing_for(job) \
-                and not preemptor.may_help(job):
+        if not explain and capacity.reserves_nothing_for(job) and not preemptor.may_help(job) \
+                and not left.may_fit(job):
             out.waiting[job.id] = ""   # it cannot start, hold anything back or make room: nothing to decide
             continue
         reason = over_quota(job, snap, ledger)
@@ -144,11 +144,13 @@ class Remaining:
         # the last `may_start` that said yes: (horizons' version, kind, span, how many unlooked jobs of
         # the kind fit the span); while the horizons stand and some are left, the answer stands
         self.witness: tuple[tuple, tuple, float, int] | None = None
+        self.last: tuple[str, tuple] = ("", ())                    # the job last looked at, and its kind
 
     def looked_at(self, job: PendingJob) -> None:
         self.cpu_only -= job.gpus == 0
         if self.may_stop:
             kind, limit = self.index.kind(job), shortest_limit(job)
+            self.last = (job.id, kind)
             self.looked[kind] += 1
             insort(self.seen[kind], limit)
             witness = self.witness
@@ -161,7 +163,8 @@ class Remaining:
         if not job.gpus:
             return True
         spans, limit = self.capacity.horizons(), shortest_limit(job)
-        for pool in self._pools(self.index.kind(job), spans):
+        kind = self.last[1] if self.last[0] == job.id else self.index.kind(job)
+        for pool in self._pools(kind, spans):
             free = spans[pool]
             if len(free) >= job.gpus and free[job.gpus - 1] >= limit:
                 return True
