@@ -148,10 +148,10 @@ class Capacity:
         """Changes when the horizons may: a pass only takes GPUs (or the machine) and adds reservations."""
         return (len(self.ledger.free), self.reservations, self.ledger.exclusive is not None)
 
-    def reserves_nothing_for(self, job: PendingJob) -> bool:
-        """Whether `blocked` would hold nothing back for the job: its tier has had its reservation
-        and none is left (an exclusive job and FIFO without backfill always hold something)."""
-        return self.backfill and self.depth_left <= 0 and job.tier in self.tiers_reserved and not job.exclusive
+    def reserves_nothing_for(self, job: PendingJob, tier: int) -> bool:
+        """Whether `blocked` holds nothing back for the job: its tier has had its reservation and
+        none is left (an exclusive job and FIFO without backfill always hold something)."""
+        return self.backfill and self.depth_left <= 0 and tier in self.tiers_reserved and not job.exclusive
 
     # -- the free GPUs of a pool, as this pass has changed them ---------------------------
     def _free_count(self, pool: Pool) -> int:
@@ -293,7 +293,7 @@ class Capacity:
 
     def blocked(self, job: PendingJob, tier: int) -> float | None:
         """Hold capacity for a job that does not fit; the reserved start, if one was made."""
-        if self.backfill and self.depth_left <= 0 and tier in self.tiers_reserved and not job.exclusive:
+        if self.reserves_nothing_for(job, tier):
             return None   # no reservation left for it (checked first: the cheap answer for a long queue)
         if not self._could_ever_fit(job):
             return None  # it can never run here: it must not block the rest

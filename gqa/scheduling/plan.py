@@ -65,7 +65,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         job, factors = following
         if may_stop and slicing and not preemptor.may_help_from(job) and not left.may_start():
             return out
-        left.looked_at(job)
+        kind = left.looked_at(job)
         out.order.append(job.id)
         out.factors[job.id] = factors
         if job.id in gated.waiting:
@@ -82,8 +82,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 out.hold[job.id] = over_budget
             out.waiting[job.id] = over_budget
             continue
-        if not explain and capacity.reserves_nothing_for(job) and not preemptor.may_help(job) \
-                and not left.may_fit(job):
+        if not explain and capacity.reserves_nothing_for(job, job.tier) and not preemptor.may_help(job, job.tier) \
+                and not left.may_fit(job, kind):
             out.waiting[job.id] = ""   # it cannot start, hold anything back or make room: nothing to decide
             continue
         reason = over_quota(job, snap, ledger)
@@ -144,27 +144,28 @@ class Remaining:
         # the last `may_start` that said yes: (horizons' version, kind, span, how many unlooked jobs of
         # the kind fit the span); while the horizons stand and some are left, the answer stands
         self.witness: tuple[tuple, tuple, float, int] | None = None
-        self.last: tuple[str, tuple] = ("", ())                    # the job last looked at, and its kind
 
-    def looked_at(self, job: PendingJob) -> None:
+    def looked_at(self, job: PendingJob) -> tuple | None:
+        """Counts the job as looked at; its kind, where the pass counts kinds (else None)."""
         self.cpu_only -= job.gpus == 0
-        if self.may_stop:
-            kind, limit = self.index.kind(job), shortest_limit(job)
-            self.last = (job.id, kind)
-            self.looked[kind] += 1
-            insort(self.seen[kind], limit)
-            witness = self.witness
-            if witness is not None and witness[1] == kind and limit <= witness[2]:
-                self.witness = (witness[0], kind, witness[2], witness[3] - 1)
+        if not self.may_stop:
+            return None
+        kind, limit = self.index.kind(job), shortest_limit(job)
+        self.looked[kind] += 1
+        insort(self.seen[kind], limit)
+        witness = self.witness
+        if witness is not None and witness[1] == kind and limit <= witness[2]:
+            self.witness = (witness[0], kind, witness[2], witness[3] - 1)
+        return kind
 
-    def may_fit(self, job: PendingJob) -> bool:
+    def may_fit(self, job: PendingJob, kind: tuple | None = None) -> bool:
         """Whether the job passes the bound `may_start` uses: n GPUs free in one pool open to it
-        that no reservation needs within its shortest limit. False: `fit` cannot place it."""
+        that no reservation needs within its shortest limit. False: `fit` cannot place it.
+        `kind`: the job's, where `looked_at` gave it."""
         if not job.gpus:
             return True
         spans, limit = self.capacity.horizons(), shortest_limit(job)
-        kind = self.last[1] if self.last[0] == job.id else self.index.kind(job)
-        for pool in self._pools(kind, spans):
+        for pool in self._pools(kind or self.index.kind(job), spans):
             free = spans[pool]
             if len(free) >= job.gpus and free[job.gpus - 1] >= limit:
                 return True

@@ -61,18 +61,18 @@ class Preemptor:
             return True
         return tier in self.slicing and index.may_slice(tier, now) and not demoted(job, self.policy, self.slicing, now)
 
-    def may_help(self, job: PendingJob) -> bool:
+    def may_help(self, job: PendingJob, tier: int) -> bool:
         """Whether `victims_for` might find room for the job (False: it surely returns None): only
         with jobs of preemptible tiers running, GPUs on their way back, or slices its tier may take."""
         if not self.enabled:
             return False
         if self.candidates or any(self.stopping.values()):
             return True
-        return job.tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
+        return tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
 
     def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str] | None:
         """Jobs to stop so `job` can start, and a reason; None if preemption cannot help."""
-        if not self.enabled:
+        if not self.may_help(job, tier):
             return None
         best = None
         slices = tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
