@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import sys
 import time
 from typing import Annotated, Optional
@@ -20,6 +19,7 @@ import typer
 from .app import app
 from .options import Output, check_output
 from .output import fail, print_json, user_errors
+from .stop_signals import StopRequest, stop_on_signals
 
 QUIT_KEYS = frozenset("qQ")
 HEAD, MOST_ROWS = 20, 200    # pending jobs a frame asks for: the overview's default, the most GET /overview gives
@@ -75,49 +75,48 @@ def _live(source, interval: float) -> None:
 
     console = Console(highlight=False)
     view, error = None, None
-    try:
-        with _keys() as keys, Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
-            while True:
-                width, height = console.size
-                try:   # as many pending jobs as a tall terminal could show, the default at least
-                    view, error = source.overview(head=min(MOST_ROWS, max(HEAD, height))), None
-                except GqaError as exc:     # the daemon restarting, the API throttled: shown, then tried again
-                    error = f"{exc} (retrying every {interval:g}s)"
-                live.update(Group(*_frame(view, width, height, error, interval)), refresh=True)
-                if keys.wait_for_quit(interval):
-                    return
-    except KeyboardInterrupt:      # Ctrl-C is how top is left too: not an error
-        return
+    # Ctrl-C is how top is left too, not an error: it ends the wait between frames (cli/stop_signals.py)
+    with stop_on_signals() as stop, _keys(stop) as keys, \
+            Live(console=console, screen=True, auto_refresh=False, transient=True) as live:
+        while not stop.requested:
+            width, height = console.size
+            try:   # as many pending jobs as a tall terminal could show, the default at least
+                view, error = source.overview(head=min(MOST_ROWS, max(HEAD, height))), None
+            except GqaError as exc:     # the daemon restarting, the API throttled: shown, then tried again
+                error = f"{exc} (retrying every {interval:g}s)"
+            if stop.requested:
+                return
+            live.update(Group(*_frame(view, width, height, error, interval)), refresh=True)
+            if keys.wait_for_quit(interval):
+                return
 
 
 class _Keys:
     """Keys typed while a frame shows; a terminal in cbreak mode hands them over one by one."""
 
-    def __init__(self, fd: int | None):
+    def __init__(self, fd: int | None, stop: StopRequest):
         self.fd = fd
+        self.stop = stop
 
     def wait_for_quit(self, seconds: float) -> bool:
-        """Wait `seconds` (less when a key comes); whether a quit key came."""
+        """Wait `seconds` (less when a key or a stop comes); whether to quit."""
         deadline = time.monotonic() + seconds
-        while True:
+        while not self.stop.requested:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            if self.fd is None:
-                time.sleep(left)
-                return False
-            ready, _, _ = select.select([self.fd], [], [], left)
-            if ready:
-                typed = os.read(self.fd, 64).decode(errors="replace")
+            for fd in self.stop.wait(left, () if self.fd is None else (self.fd,)):
+                typed = os.read(fd, 64).decode(errors="replace")
                 if not typed or QUIT_KEYS & set(typed):   # end of input quits too
                     return True
+        return True
 
 
 @contextlib.contextmanager
-def _keys():
-    """stdin in cbreak mode (keys without Enter, unechoed; Ctrl-C still interrupts), restored on the way out."""
+def _keys(stop: StopRequest):
+    """stdin in cbreak mode (keys without Enter, unechoed; Ctrl-C still signals), restored on the way out."""
     if not sys.stdin.isatty():
-        yield _Keys(None)
+        yield _Keys(None, stop)
         return
     import termios
     import tty
@@ -126,6 +125,6 @@ def _keys():
     saved = termios.tcgetattr(fd)
     try:
         tty.setcbreak(fd)
-        yield _Keys(fd)
+        yield _Keys(fd, stop)
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)

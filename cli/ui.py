@@ -9,6 +9,7 @@ import typer
 from .app import app
 from .options import Output, check_output
 from .output import fail, note, user_errors
+from .stop_signals import stop_on_signals
 
 DEFAULT_PORT = 8765
 
@@ -35,30 +36,34 @@ def ui(
     listener, loopback = _listen(host, port)
     bound = listener.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
-    if not loopback:
-        note(f"gqa: warning: the page has no authentication: anyone who can reach {host}:{bound} sees the queue "
-             "(job names, owners, teams and spend)")
-    if fmt == "json":
-        import json
-        import sys
-
-        sys.stdout.write(json.dumps({"url": url, "host": host, "port": bound, "source": source}) + "\n")
-        sys.stdout.flush()
-    else:
-        note(f"gqa ui: {source} at {url} (Ctrl-C to stop)")
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(url)      # the socket already listens: the browser's request waits for the server
-    try:
-        _serve(be, source, listener, loopback)
-    except KeyboardInterrupt:
-        pass                      # the server has shut down; the signal it caught came back as this
-    finally:
+    server = _server(be, source, loopback)
+    # from the first word that says where it listens, Ctrl-C or SIGTERM is a clean stop, exit 0, wherever it
+    # lands (whoever reads that word may send one at once); uvicorn takes the signals over while it serves
+    with stop_on_signals() as stop:
+        stop.tell(lambda: setattr(server, "should_exit", True))
         try:
-            listener.close()
-        except OSError:
-            pass
+            if not loopback:
+                note(f"gqa: warning: the page has no authentication: anyone who can reach {host}:{bound} sees "
+                     "the queue (job names, owners, teams and spend)")
+            if fmt == "json":
+                import json
+                import sys
+
+                sys.stdout.write(json.dumps({"url": url, "host": host, "port": bound, "source": source}) + "\n")
+                sys.stdout.flush()
+            else:
+                note(f"gqa ui: {source} at {url} (Ctrl-C to stop)")
+            if open_browser and not stop.requested:
+                import webbrowser
+
+                webbrowser.open(url)      # the socket already listens: the browser's request waits for the server
+            if not stop.requested:
+                server.run(sockets=[listener])
+        finally:
+            try:
+                listener.close()
+            except OSError:
+                pass
     note("gqa ui: stopped")
 
 
@@ -96,7 +101,8 @@ def _listen(host: str, port: int):
     return sock, loopback
 
 
-def _serve(be, source: str, listener, loopback: bool) -> None:
+def _server(be, source: str, loopback: bool):
+    """The web server, made (its modules imported) before the command says where it listens."""
     import uvicorn
 
     from .ui_server import REFRESH, create_app
@@ -105,7 +111,7 @@ def _serve(be, source: str, listener, loopback: bool) -> None:
     refresh = max(REFRESH, be.poll_interval)
     config = uvicorn.Config(create_app(be, source, loopback_only=loopback, refresh=refresh), log_level="warning",
                             access_log=False, lifespan="on", timeout_graceful_shutdown=5)
-    uvicorn.Server(config).run(sockets=[listener])
+    return uvicorn.Server(config)
 
 
 def _source(be) -> str:

@@ -1,7 +1,7 @@
 """`gqa top` in a real terminal: the command runs on a pseudo-terminal of
 80x24 against a real daemon, and pyte plays the screen it draws on. It must
 show the GPUs and their job, the queue's head with reasons and the teams,
-redraw when a job is submitted after it started, and on `q` or Ctrl-C give
+redraw when a job is submitted after it started, and on `q`, Ctrl-C or SIGTERM give
 the terminal back (the alternate screen left, the cursor shown) and exit 0."""
 
 import os
@@ -96,12 +96,14 @@ def test_top_draws_the_queue_redraws_it_and_gives_the_terminal_back_on_q(busy):
     assert "Traceback" not in term.raw and tail
 
 
-def test_ctrl_c_quits_cleanly_too(busy):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_quits_cleanly_too(busy, signum):
     queue, _ = busy
     term = Terminal(queue, "--interval", "0.3")
     term.wait_for("GPUs  2 of 2 busy")
-    term.child.kill(signal.SIGINT)
-    assert term.ended() == 0
+    term.child.kill(signum)
+    code = term.ended()
+    assert code == 0, f"exit {code}, signal {term.child.signalstatus}; the last output: {term.raw[-1500:]!r}"
     assert LEAVE_ALTERNATE_SCREEN in term.raw and "Traceback" not in term.raw
     assert SHOW_CURSOR in term.raw[term.raw.rindex("\x1b[?25l"):]
 

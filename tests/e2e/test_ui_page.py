@@ -148,13 +148,35 @@ def test_ctrl_c_stops_it_cleanly_and_a_port_in_use_is_one_line_and_exit_2(make_q
 
 
 @pytest.mark.slow
+def test_ctrl_c_or_sigterm_the_moment_it_says_where_it_listens_is_a_clean_stop(make_queue):
+    """A script that reads the address and at once sends Ctrl-C (or SIGTERM) gets exit 0, never click's
+    "Aborted!" or death by the signal: from the first word it says about where it listens, a signal is a stop."""
+    q = make_queue(gpus=2, start=False)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGINT):
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", "--host", "0.0.0.0", "--port", "0",
+                                 "-o", "json"], env=q.env, cwd=str(q.home), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            said = json.loads(proc.stdout.readline())
+            proc.send_signal(signum)             # no pause: inside the window right after the line
+            code, err = proc.wait(10), proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        assert said["host"] == "0.0.0.0" and said["port"] > 0
+        assert code == 0, err
+        assert err.endswith("gqa ui: stopped\n") and "Aborted" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
 def test_serving_beyond_this_machine_warns_that_the_page_has_no_authentication(make_queue, ui):
     q = make_queue(gpus=2, start=False)
     page = ui(q, "--host", "0.0.0.0", "--port", "0")
     page.url()
     assert "warning: the page has no authentication" in page.err
-    assert page.interrupt() == 0
+    assert page.interrupt() == 0, page.err
     local = ui(q, "--port", "0")
     local.url()
     assert "warning" not in local.err
-    assert local.interrupt() == 0
+    assert local.interrupt() == 0, local.err
