@@ -37,7 +37,9 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     """With explain=False the pass stops once nothing is left to give (fewer GPUs
     free than the smallest job still to look at needs, and no CPU-only job left
     or no CPU for one), so a dispatcher with a long queue pays for the jobs it
-    can start, not for explaining the rest.
+    can start, not for explaining the rest; where nothing preempts, the jobs
+    between that decide nothing are passed over unscored, and its `order`,
+    `waiting` and `factors` leave them out.
 
     A snapshot whose pending and running jobs are views of a QueueIndex the
     caller keeps (index.py) is passed through it as it stands; any other is
@@ -55,7 +57,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     # for every gated job first: a pass that stops early still lists the never-met
     gated = gate(snap, index.gated_jobs())
     out = Plan(never=gated.never)
-    ordered = ranking.ordered()
+    ordered = ranking.ordered(_passed_over(gated.waiting, capacity, left) if may_stop and not preemptor.enabled
+                              else None)
     while True:
         if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
@@ -115,6 +118,19 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
             out.backfilled.add(job.id)
         out.starts.append(Start(job.id, gpus, granted))
     return out
+
+
+def _passed_over(gated: dict[str, str], capacity: Capacity, left: "Remaining"):
+    """For a pass that explains nothing and preempts nothing: whether a job decides nothing, so the
+    ranking may pass over it unscored and unlisted (Ranking.ordered). Such a job is not held or
+    gated, its tier's reservation is made and none is left, and no pool has its GPUs free long
+    enough (the loop's own pass-over test without preemption). Within a pass GPUs are only taken
+    and reservations only added, so a job this is true of when the ranking reads it ahead (a team's
+    next head) is still passed over when its turn comes."""
+    def passed_over(job: PendingJob) -> bool:
+        return not job.held and job.id not in gated and capacity.reserves_nothing_for(job, job.tier) \
+            and not left.may_fit(job)
+    return passed_over
 
 
 def indexed(snap: Snapshot) -> QueueIndex:

@@ -13,7 +13,7 @@ in order lazily, and sorts them only if the index is then changed."""
 import heapq
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 
 from sortedcontainers import SortedList
@@ -304,19 +304,24 @@ class RankedJobs:
     def tiers(self) -> list[int]:
         return sorted(set(self.young) | set(self.old))
 
-    def teams_in(self, tier: int) -> dict[str, Iterator[tuple]]:
+    def teams_in(self, tier: int, passed_over: Callable[[PendingJob], bool] | None = None) \
+            -> dict[str, Iterator[tuple]]:
         """Per team, its jobs of the tier in rank order at `now`, as (neg part, submitted, seq, id, job,
         factors) with the part as a fresh pass computes it (`score`) and the factors it is made of
-        (`factors(job)`; never compared: the ids differ)."""
+        (`factors(job)`; never compared: the ids differ); without the jobs `passed_over` (read when
+        the stream reaches them, before they are scored)."""
         out: dict[str, Iterator[tuple]] = {}
         for team in set(self.young.get(tier, ())) | set(self.old.get(tier, ())):
             young, old = self.young.get(tier, {}).get(team), self.old.get(tier, {}).get(team)
-            out[team] = heapq.merge(*(self._at_now(s) for s in (old, young) if s))
+            out[team] = heapq.merge(self._at_now(old, passed_over), self._at_now(young, passed_over)) \
+                if old and young else self._at_now(old or young or [], passed_over)
         return out
 
-    def _at_now(self, entries) -> Iterator[tuple]:
+    def _at_now(self, entries, passed_over: Callable[[PendingJob], bool] | None) -> Iterator[tuple]:
         for entry in in_order(entries):
             job = entry[-1]
+            if passed_over is not None and passed_over(job):
+                continue
             factors = self.factors(job)
             yield (-self.score(factors), job.submitted_at, job.seq, job.id, job, factors)
 

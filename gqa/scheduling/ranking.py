@@ -13,7 +13,8 @@ costs O(log n) per job it looks at. The "fifo" ordering is arrival order and
 nothing else; "sjf" is the shortest expected run time first within a tier
 (handed true run times, the simulator's oracle baseline)."""
 
-from collections.abc import Iterator
+import heapq
+from collections.abc import Callable, Iterator
 
 from .fairshare import fair_share_factor
 from .index import QueueIndex
@@ -44,31 +45,35 @@ class Ranking:
         usage = 0.5 * self.past.get(team, 0.0) + 0.5 * held
         return fair_share_factor(usage, self.share.get(team, 0.0))
 
-    def ordered(self) -> Iterator[tuple[PendingJob, Factors]]:
+    def ordered(self, passed_over: Callable[[PendingJob], bool] | None = None) \
+            -> Iterator[tuple[PendingJob, Factors]]:
         """Every pending job, tier by tier, in the order a pass considers them (lazily: fair share
-        moves as the pass hands out GPUs)."""
+        moves as the pass hands out GPUs), but those `passed_over` says decide nothing, which are
+        neither scored nor handed out (plan.py)."""
         ranked = self.index.rank()   # a pass that stops before its first job never ranks the queue
         if ranked.fifo or ranked.sjf:   # arrival order, or shortest expected run time first: no factors
             none = Factors(fair_share=0.0, age=0.0, size=0.0, score=0.0)
             for job in ranked.in_list_order():
-                yield job, none
+                if passed_over is None or not passed_over(job):
+                    yield job, none
             return
         for tier in ranked.tiers():
-            streams = ranked.teams_in(tier)
-            # team -> (key, fair share, head): a team's key changes only when its head is taken (and
-            # its fair share only when that job starts, before the next job is asked for)
-            heads = {team: self._keyed(team, head) for team, stream in streams.items()
-                     if (head := next(stream, None)) is not None}
+            streams = ranked.teams_in(tier, passed_over)
+            # a heap of the teams' heads as (key, fair share, head, team): a team's key changes only when
+            # its head is taken (and its fair share only when that job starts, before the next job is
+            # asked for); keys end in the job's id, so two never tie and the rest is never compared
+            heads = [(*self._keyed(team, head), team) for team, stream in streams.items()
+                     if (head := next(stream, None)) is not None]
+            heapq.heapify(heads)
             while heads:
-                best_team = min(heads, key=lambda team: heads[team][0])
-                best_key, best_fs, (_, _, _, _, job, (age, size, duration, nice, service)) = heads[best_team]
+                best_key, best_fs, (_, _, _, _, job, (age, size, duration, nice, service)), team = heads[0]
                 yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration,
                                    nice=nice, service=service)
-                following = next(streams[best_team], None)
+                following = next(streams[team], None)
                 if following is None:
-                    del heads[best_team]
+                    heapq.heappop(heads)
                 else:
-                    heads[best_team] = self._keyed(best_team, following)
+                    heapq.heapreplace(heads, (*self._keyed(team, following), team))
 
     def _keyed(self, team: str, head: tuple) -> tuple[tuple, float, tuple]:
         neg_part, submitted, seq, job_id = head[:4]

@@ -162,6 +162,33 @@ def test_a_pass_that_explains_nothing_looks_at_a_few_jobs_however_long_the_queue
     assert len(plan(snap).order) == queued + 1   # explaining, it looks at every job
 
 
+@pytest.mark.parametrize("policy", [Policy(), Policy(ordering="fifo", backfill=True)], ids=["multifactor", "fifo-easy"])
+def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_without_scoring_the_rest(policy):
+    """2 GPUs free; the head (8 GPUs) reserves all 8; 3,000 jobs of 4 GPUs behind it can neither
+    start nor reserve; the one 1-GPU job short enough to run before the reservation, ranked last
+    (the youngest, smallest and longest), starts. The jobs between decide nothing: the ranking
+    passes over them unscored and unlisted, and the pass decides what an explaining pass does."""
+    inventory = gpus(8)
+    index = QueueIndex(inventory, policy)
+    for i in range(6):
+        index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=1_000.0))
+    index.add(pending("head", gpus=8, submitted_at=0.0, wall_time=200.0))
+    for n in range(3_000):
+        index.add(pending(f"q{n}", gpus=4, submitted_at=1.0 + n, seq=n + 1, wall_time=300.0))
+    index.add(pending("small", gpus=1, submitted_at=5_000.0, seq=5_000, wall_time=600.0))
+    snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    scored = []
+    factors = index.ranked.factors
+    index.ranked.factors = lambda job: scored.append(job.id) or factors(job)   # type: ignore[method-assign]
+    quick = plan(snap, explain=False)
+    assert [s.job_id for s in quick.starts] == ["small"] and quick.reserved == {"head": 1_000.0}
+    assert quick.order == ["head", "small"]
+    assert len(scored) <= 3                  # the head, the first job behind it (read ahead), the small one
+    full = plan(fresh(snap))
+    assert full.starts == quick.starts and len(full.order) == 3_002 and full.order[-1] == "small"
+
+
 def test_a_pass_stops_when_free_gpus_are_only_in_pools_the_queue_may_not_use():
     """Spot GPUs stand free while every waiting job has fallen back to on demand, which is full:
     nothing can start, and the pass says so after looking at one job, not the whole queue."""
