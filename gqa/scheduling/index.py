@@ -104,6 +104,7 @@ class QueueIndex:
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
         self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
+        self.kinds_known: dict[str, tuple[PendingJob, tuple]] = {}   # id -> (job, its kind): pending_kind
         self.ranked = RankedJobs(policy, len(gpus))
         # the running side: the pass's ledger and timeline, kept
         self.free: dict[int, str] = dict(inventory.type_of)  # free GPU -> type
@@ -235,6 +236,7 @@ class QueueIndex:
         new = QueueIndex(self.gpus, self.policy)
         new.pending, new.running = dict(self.pending), dict(self.running)
         new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
+        new.kinds_known = dict(self.kinds_known)
         new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
         new.free, new.free_in = dict(self.free), {pool: gpus.copy() for pool, gpus in self.free_in.items()}
         new.busy = {pool: entries.copy() for pool, entries in self.busy.items()}
@@ -272,6 +274,7 @@ class QueueIndex:
             del self.sizes[job.gpus]
         self.limits[self.kind(job)].remove(shortest_limit(job))
         self.gated.discard(job_id)
+        self.kinds_known.pop(job_id, None)
         return job
 
     def replace(self, job: PendingJob) -> None:
@@ -367,6 +370,16 @@ class QueueIndex:
         (inventory.pool_rounds), its size. `_by_kind` groups a build's jobs by the fields this
         reads: a field read here must join its key."""
         return job.types(), spot_open(job, self.policy), job.gpus
+
+    def pending_kind(self, job: PendingJob) -> tuple:
+        """`kind(job)`, kept for as long as the job is pending as this very record: pass after
+        pass looks at the same jobs (a record that replaced it is worked out anew)."""
+        known = self.kinds_known.get(job.id)
+        if known is not None and known[0] is job:
+            return known[1]
+        kind = self.kind(job)
+        self.kinds_known[job.id] = (job, kind)
+        return kind
 
     def kinds(self) -> dict[tuple, int]:
         """Pending jobs per kind."""

@@ -160,13 +160,14 @@ class Remaining:
         # the last `may_start` that said yes: (horizons' version, kind, span, how many unlooked jobs of
         # the kind fit the span); while the horizons stand and some are left, the answer stands
         self.witness: tuple[tuple, tuple, float, int] | None = None
+        self.fits: tuple[tuple | None, dict[tuple, bool]] = (None, {})   # horizons' version, (kind, limit) -> may_fit
 
     def looked_at(self, job: PendingJob) -> tuple | None:
         """Counts the job as looked at; its kind, where the pass counts kinds (else None)."""
         self.cpu_only -= job.gpus == 0
         if not self.may_stop:
             return None
-        kind, limit = self.index.kind(job), shortest_limit(job)
+        kind, limit = self.index.pending_kind(job), shortest_limit(job)
         self.looked[kind] += 1
         insort(self.seen[kind], limit)
         witness = self.witness
@@ -180,12 +181,15 @@ class Remaining:
         `kind`: the job's, where `looked_at` gave it."""
         if not job.gpus:
             return True
-        spans, limit = self.capacity.horizons(), shortest_limit(job)
-        for pool in self._pools(kind or self.index.kind(job), spans):
-            free = spans[pool]
-            if len(free) >= job.gpus and free[job.gpus - 1] >= limit:
-                return True
-        return False
+        kind, limit, version = kind or self.index.pending_kind(job), shortest_limit(job), self.capacity.version()
+        if self.fits[0] != version:
+            self.fits = (version, {})
+        fits = self.fits[1].get((kind, limit))   # jobs of a kind share few limits: asked once per horizons
+        if fits is None:
+            spans, n = self.capacity.horizons(), job.gpus
+            fits = self.fits[1][kind, limit] = any(
+                len(spans[pool]) >= n and spans[pool][n - 1] >= limit for pool in self._pools(kind, spans))
+        return fits
 
     def _pools(self, kind: tuple, spans) -> list:
         pools = self.pools_of.get(kind)
