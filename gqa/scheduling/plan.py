@@ -57,8 +57,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     # for every gated job first: a pass that stops early still lists the never-met
     gated = gate(snap, index.gated_jobs())
     out = Plan(never=gated.never)
-    ordered = ranking.ordered(_passed_over(gated.waiting, capacity, left) if may_stop and not preemptor.enabled
-                              else None)
+    ordered = ranking.ordered(_passed_over(gated.waiting, capacity, preemptor, left)
+                              if may_stop and not preemptor.enabled else None)
     while True:
         if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
@@ -68,7 +68,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         job, factors = following
         if may_stop and slicing and not preemptor.may_help_from(job) and not left.may_start():
             return out
-        kind = left.looked_at(job)
+        left.looked_at(job)
         out.order.append(job.id)
         out.factors[job.id] = factors
         if job.id in gated.waiting:
@@ -85,9 +85,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 out.hold[job.id] = over_budget
             out.waiting[job.id] = over_budget
             continue
-        if not explain and capacity.reserves_nothing_for(job, job.tier) and not preemptor.may_help(job, job.tier) \
-                and not left.may_fit(job, kind):
-            out.waiting[job.id] = ""   # it cannot start, hold anything back or make room: nothing to decide
+        if not explain and _decides_nothing(job, capacity, preemptor, left):
+            out.waiting[job.id] = ""
             continue
         reason = over_quota(job, snap, ledger)
         if reason is None and not capacity.backfill:
@@ -120,16 +119,22 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     return out
 
 
-def _passed_over(gated: dict[str, str], capacity: Capacity, left: "Remaining"):
-    """For a pass that explains nothing and preempts nothing: whether a job decides nothing, so the
-    ranking may pass over it unscored and unlisted (Ranking.ordered). Such a job is not held or
-    gated, its tier's reservation is made and none is left, and no pool has its GPUs free long
-    enough (the loop's own pass-over test without preemption). Within a pass GPUs are only taken
-    and reservations only added, so a job this is true of when the ranking reads it ahead (a team's
-    next head) is still passed over when its turn comes."""
+def _decides_nothing(job: PendingJob, capacity: Capacity, preemptor: Preemptor, left: "Remaining") -> bool:
+    """Whether a job that is not held or gated can neither start, hold anything back nor make room:
+    its tier's reservation is made and none is left, preemption cannot help it, and no pool has its
+    GPUs free long enough (Remaining.may_fit). A pass that explains nothing passes over it."""
+    return capacity.reserves_nothing_for(job, job.tier) and not preemptor.may_help(job, job.tier) \
+        and not left.may_fit(job)
+
+
+def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor, left: "Remaining"):
+    """For a pass that explains nothing and preempts nothing: whether the ranking may pass over a
+    job unscored and unlisted (Ranking.ordered), the loop's own test ahead of the loop. Within such
+    a pass GPUs are only taken and reservations only added, so a job this is true of when the
+    ranking reads it ahead (a team's next head) is still passed over when its turn comes. (With
+    preemption it is not: a victim chosen on the way makes later jobs worth a look again.)"""
     def passed_over(job: PendingJob) -> bool:
-        return not job.held and job.id not in gated and capacity.reserves_nothing_for(job, job.tier) \
-            and not left.may_fit(job)
+        return not job.held and job.id not in gated and _decides_nothing(job, capacity, preemptor, left)
     return passed_over
 
 
@@ -162,26 +167,24 @@ class Remaining:
         self.witness: tuple[tuple, tuple, float, int] | None = None
         self.fits: tuple[tuple | None, dict[tuple, bool]] = (None, {})   # horizons' version, (kind, limit) -> may_fit
 
-    def looked_at(self, job: PendingJob) -> tuple | None:
-        """Counts the job as looked at; its kind, where the pass counts kinds (else None)."""
+    def looked_at(self, job: PendingJob) -> None:
+        """Counts the job as looked at (by kind and limit where the pass may stop early)."""
         self.cpu_only -= job.gpus == 0
         if not self.may_stop:
-            return None
+            return
         kind, limit = self.index.pending_kind(job), shortest_limit(job)
         self.looked[kind] += 1
         insort(self.seen[kind], limit)
         witness = self.witness
         if witness is not None and witness[1] == kind and limit <= witness[2]:
             self.witness = (witness[0], kind, witness[2], witness[3] - 1)
-        return kind
 
-    def may_fit(self, job: PendingJob, kind: tuple | None = None) -> bool:
+    def may_fit(self, job: PendingJob) -> bool:
         """Whether the job passes the bound `may_start` uses: n GPUs free in one pool open to it
-        that no reservation needs within its shortest limit. False: `fit` cannot place it.
-        `kind`: the job's, where `looked_at` gave it."""
+        that no reservation needs within its shortest limit. False: `fit` cannot place it."""
         if not job.gpus:
             return True
-        kind, limit, version = kind or self.index.pending_kind(job), shortest_limit(job), self.capacity.version()
+        kind, limit, version = self.index.pending_kind(job), shortest_limit(job), self.capacity.version()
         if self.fits[0] != version:
             self.fits = (version, {})
         fits = self.fits[1].get((kind, limit))   # jobs of a kind share few limits: asked once per horizons
