@@ -63,6 +63,9 @@ def index_of(pending: object, running: object) -> "QueueIndex | None":
     return None
 
 
+REBUILD_SHARE = 4   # replace_many ranks the whole queue again when given a quarter of it or more
+
+
 def shortest_limit(job: PendingJob) -> float:
     """The shortest time a job could be started for: its --time-min, else its wall time (inf: none)."""
     if job.time_min is not None:
@@ -289,6 +292,24 @@ class QueueIndex:
         self.limits[self.kind(was)].remove(shortest_limit(was))
         self.limits[self.kind(job)].add(shortest_limit(job))
         self.pending[job.id] = job
+
+    def replace_many(self, jobs: list[PendingJob]) -> None:
+        """`replace` for many pending jobs at once (the teams' run-time ratios refreshed):
+        when they are a good part of the queue, it is ranked again as a build ranks it,
+        O(n) and lazily, rather than each job taken out of its list and put back."""
+        if len(jobs) * REBUILD_SHARE < len(self.pending):
+            for job in jobs:
+                self.replace(job)
+            return
+        for job in jobs:
+            was = self.pending[job.id]
+            if was.gpus != job.gpus or gated(was) != gated(job):
+                raise ValueError(f"job {job.id}: replace() keeps a job's size and gates; remove and add it instead")
+        for job in jobs:
+            self.pending[job.id] = job
+        now, self.ranked = self.ranked.now, RankedJobs(self.policy, len(self.gpus))
+        self.ranked.now = now
+        self.unranked = list(self.pending.values())
 
     def start(self, run: RunningJob) -> None:
         if run.id in self.running:

@@ -292,6 +292,14 @@ class RankedJobs:
             self.remove(job)
             self.add(job)
 
+    def next_promotion(self) -> float | None:
+        """When the starvation guard next promotes a demoted job, after `now` (None: no job is
+        demoted); a job promoted since, or gone, may still be listed: a wake for nothing."""
+        if not self.slicing:
+            return None
+        self._promote()   # those due by `now` are re-ranked: what is left is later
+        return self.promoting[0][0] if self.promoting else None
+
     def undemoted_waits(self, tier: int) -> bool:
         """Whether a job of the tier that is not demoted waits at `now`: a demoted job ranks after
         every one that is not in its list, so each list's head tells."""

@@ -11,10 +11,11 @@ import inspect
 import math
 import random
 from collections import Counter, defaultdict, deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
+from ..scheduling.snapshot import with_changes
 from ..scheduling.eta import expected_runtime, runtime_ratio
 from ..scheduling.fairshare import decay
 from .spot_facts import NOTICE_SECONDS
@@ -178,12 +179,12 @@ class _Engine:
         for it (slicing.next_change), from what the index keeps: the running jobs in the order
         slicing may stop them, in the tiers where a job that is not demoted waits, and the
         promotions in a heap."""
-        ranked = self.index.ranked
+        ranked = self.index.rank()
         ranked.advance(now)
         wake = self.index.next_sliceable(now, [t for t in self.index.slicing if ranked.undemoted_waits(t)])
-        promoting = ranked.promoting
-        if promoting and promoting[0][0] > now:
-            wake = min(wake if wake is not None else math.inf, promoting[0][0])
+        promotion = ranked.next_promotion()
+        if promotion is not None:
+            wake = min(wake if wake is not None else math.inf, promotion)
         if wake is not None and wake < self.waking:
             self.waking = wake
             heapq.heappush(self.events, (wake, WAKE, -1, "", 0))
@@ -193,7 +194,8 @@ class _Engine:
         if self.may_preempt and getattr(self.policy, "preempt_tiers", ()):
             # victims of a higher tier are chosen by the work they would lose: tell plan() their checkpoints
             # (time slicing chooses by service, which the running jobs carry)
-            running = tuple(replace(r, checkpointed_at=self._checkpointed_at(r, now)) for r in self.running.values())
+            running = tuple(with_changes(r, checkpointed_at=self._checkpointed_at(r, now))
+                            for r in self.running.values())
             return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()), running=running,
                             teams=self.teams, usage=self._usage(now), policy=self.policy)
         return Snapshot(now=now, gpus=self.gpus, pending=self.index.pending_view, running=self.index.running_view,
@@ -284,9 +286,12 @@ class _Engine:
         self.ratios = {team: runtime_ratio(list(s)) for team, s in self.samples.items()}
         if self.oracle:
             return  # what waits already knows its true run time
-        for job in list(self.pending.values()):
-            self.index.replace(replace(job, expected_runtime=expected_runtime(
-                job.wall_time, self.ratios.get(job.team, 1.0))))
+        changed = []
+        for job in self.pending.values():
+            expected = expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0))
+            if expected != job.expected_runtime:
+                changed.append(with_changes(job, expected_runtime=expected))
+        self.index.replace_many(changed)
 
     def _requeue(self, job_id: str, now: float, cause: str) -> None:
         """Back to pending in its old place; only work up to the last periodic

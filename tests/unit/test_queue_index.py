@@ -90,6 +90,10 @@ def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
                 index.stop(run.id)
         if rng.random() < 0.1:   # a copy keeps every table, slicing's order among them
             index = index.copy()
+        if rng.random() < 0.15:   # new run-time ratios: some or all of the queue re-estimated at once
+            jobs = [job for job in index.pending.values() if job.wall_time and rng.random() < rng.choice([0.1, 1.0])]
+            index.replace_many([replace(job, expected_runtime=job.wall_time * rng.choice([0.2, 0.6, 1.0]))
+                                for job in jobs])
         now += rng.choice([0.0, 60.0, 900.0, 4_000.0])
 
 
@@ -132,6 +136,25 @@ def test_replacing_a_job_keeps_its_place_in_the_queue_and_refuses_a_new_size():
         index.replace(pending("b", gpus=2))
     with pytest.raises(ValueError, match="already pending"):
         index.add(pending("c"))
+
+
+@pytest.mark.parametrize("share", [1, 5])   # one job of five: each moved; all five: ranked again
+def test_replacing_many_jobs_keeps_their_places_and_refuses_a_new_size(share):
+    index = QueueIndex(gpus(4), preset("gqa"))   # the expected run time weighs in its score
+    walls = {"a": 600.0, "b": 3_600.0, "c": 86_400.0, "d": 90_000.0, "e": 95_000.0}
+    for name, wall in walls.items():
+        index.add(pending(name, wall_time=wall, expected_runtime=wall, submitted_at=0.0))
+    # c's run time turns out short: it now ranks first (the shortest expected run time scores most)
+    changed = [pending(name, wall_time=wall, expected_runtime=60.0 if name == "c" else wall, submitted_at=0.0)
+               for name, wall in sorted(walls.items(), key=lambda item: item[0] != "c")][:share]
+    index.replace_many(changed)
+    assert list(index.pending) == ["a", "b", "c", "d", "e"] and index.pending["c"].expected_runtime == 60.0
+    snap = Snapshot(now=0.0, gpus=index.gpus, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    assert plan(snap).order == plan(fresh(snap)).order == ["c", "a", "b", "d", "e"]
+    assert index.count_within(index.kind(index.pending["a"]), 3_600.0) == 2
+    with pytest.raises(ValueError, match="size"):
+        index.replace_many([pending("b", gpus=2)] * share)
 
 
 def test_a_snapshot_changed_by_replace_is_indexed_afresh():
