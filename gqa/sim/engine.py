@@ -92,17 +92,21 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
     checkpoint and warming up before it does new work."""
     if restart_cost < 0:
         raise ValueError(f"restart_cost must be >= 0 seconds, not {restart_cost}")
+    slices_only = False   # plan() preempts only by time slicing: a pass is worth it only where slicing may
     if may_preempt is None:
         may_preempt = bool(getattr(policy, "preempt_tiers", ()) or getattr(policy, "slice_tiers", ()))
+        slices_only = may_preempt and not getattr(policy, "preempt_tiers", ())
     pool_of = pool_of or {g.index: g.type for g in gpus}
     engine = _Engine(work, tuple(gpus), policy, name, checkpoint_interval, pool_of, reclaim_per_hour or {},
                      seed, eta, max(1, eta_every), may_preempt, oracle)
+    engine.slices_only = slices_only
     engine.save_on_notice, engine.save_on_preempt, engine.restart_cost = save_on_notice, save_on_preempt, restart_cost
     return engine.run()
 
 
 class _Engine:
     save_on_notice, save_on_preempt, restart_cost = False, False, 0.0   # see simulate()
+    slices_only = False
 
     def __init__(self, work, gpus, policy, name, checkpoint_interval, pool_of, reclaim_per_hour, seed, eta,
                  eta_every, may_preempt, oracle=False):
@@ -163,16 +167,26 @@ class _Engine:
             if self.eta and arrived:  # asked before the pass, as a submitter asks on arrival
                 self._predict(self._snapshot(now, count=False), arrived)
             for _ in range(MAX_PASSES_AT_ONCE):
-                # plan() can start a job only on free GPUs, all of a gang at once;
-                # when not even the smallest pending job fits, a pass would be a
-                # no-op, so it is skipped, unless plan() may make room by preempting
-                if not self.pending or not (self.may_preempt or len(self.free) >= min(self.sizes)):
+                if not self.pending or not self._pass_may_decide(now):
                     break
                 if not self._apply(plan(self._snapshot(now), **self.plan_options), now):
                     break  # nothing was preempted: nothing more to do at this moment
             if self.slicing and self.pending:
                 self._wake_for_slicing(now)
         return self.result
+
+    def _pass_may_decide(self, now: float) -> bool:
+        """Whether a pass at `now` may start or preempt anything (one that may not is skipped). plan()
+        starts a job only on free GPUs, all of a gang at once, so not even the smallest pending job
+        fitting leaves preemption; time slicing alone stops only jobs it may stop now, and only for a
+        waiting job of their tier that is not demoted (preempt.Preemptor.victims_for)."""
+        if len(self.free) >= min(self.sizes):
+            return True
+        if not self.may_preempt or not self.slices_only:
+            return self.may_preempt
+        ranked = self.index.rank()
+        ranked.advance(now)
+        return any(self.index.may_slice(tier, now) and ranked.undemoted_waits(tier) for tier in self.index.slicing)
 
     def _wake_for_slicing(self, now: float) -> None:
         """A pass when time slicing next changes what a pass decides, as the local daemon wakes

@@ -1,5 +1,6 @@
 """The event loop's books: fair-share usage, requeues, spot reclaims, and plan() misbehaving."""
 
+import random
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -90,6 +91,29 @@ def test_a_sliced_replay_tells_the_pass_each_jobs_service_and_slices():
     assert long.preemptions == 1 and long.end == 20_000 + 100 + 60
     plain = run_policy("gqa", w, cluster(1))
     assert plain.outcomes[1].start == 20_000 and plain.outcomes[0].preemptions == 0
+
+
+def test_a_sliced_replay_skips_only_the_passes_that_can_neither_start_nor_preempt(monkeypatch):
+    """With no GPU free, a time-sliced pass may still stop a job that has had its slice, but only
+    for a waiting job of its tier that is not demoted: any other pass is skipped, and the replay
+    ends exactly as one that runs every pass (may_preempt given: plan() is not second-guessed)."""
+    rng = random.Random(7)
+    jobs = [job(f"j{n}", n * 900 + rng.choice([0, 300]), rng.choice([600, 7_200, 30_000]),
+                gpus=rng.choice([1, 1, 2, 4]), team=rng.choice(["x", "y"]), seq=n) for n in range(50)]
+    real, passes = engine_module.plan, []
+
+    def counted(snap, **kw):
+        decision = real(snap, **kw)
+        passes.append((snap.now, bool(decision.starts or decision.preempt)))
+        return decision
+
+    monkeypatch.setattr(engine_module, "plan", counted)
+    skipping = run_policy("gqa-slice", work(*jobs), cluster(4))
+    ran, passes[:] = list(passes), []
+    every = run_policy("gqa-slice", work(*jobs), cluster(4), may_preempt=True)
+    assert skipping.outcomes == every.outcomes and sum(o.preemptions for o in skipping.outcomes) > 0
+    skipped = [now for now, _ in passes if now not in {now for now, _ in ran}]
+    assert skipped and not [now for now, decided in passes if decided and now in skipped]
 
 
 def test_plan_starting_a_job_on_a_busy_gpu_is_an_error(monkeypatch):
