@@ -107,7 +107,7 @@ class QueueIndex:
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
         self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
-        self.kinds_known: dict[str, tuple[PendingJob, tuple]] = {}   # id -> (job, its kind): pending_kind
+        self.kinds_known: dict[str, tuple[PendingJob, tuple]] = {}   # id -> (job, its kind and limit): pending_kind
         self.ranked = RankedJobs(policy, len(gpus))
         # the running side: the pass's ledger and timeline, kept
         self.free: dict[int, str] = dict(inventory.type_of)  # free GPU -> type
@@ -392,13 +392,13 @@ class QueueIndex:
         reads: a field read here must join its key."""
         return job.types(), spot_open(job, self.policy), job.gpus
 
-    def pending_kind(self, job: PendingJob) -> tuple:
-        """`kind(job)`, kept for as long as the job is pending as this very record: pass after
-        pass looks at the same jobs (a record that replaced it is worked out anew)."""
+    def pending_kind(self, job: PendingJob) -> tuple[tuple, float]:
+        """`(kind(job), shortest_limit(job))`, kept for as long as the job is pending as this very
+        record: pass after pass looks at the same jobs (a record that replaced it is worked out anew)."""
         known = self.kinds_known.get(job.id)
         if known is not None and known[0] is job:
             return known[1]
-        kind = self.kind(job)
+        kind = (self.kind(job), shortest_limit(job))
         self.kinds_known[job.id] = (job, kind)
         return kind
 

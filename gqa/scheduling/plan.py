@@ -22,7 +22,7 @@ from .budget import BudgetLedger
 from .dependencies import gate
 from .fit import Capacity
 from .inventory import pool_rounds
-from .index import QueueIndex, index_of, shortest_limit
+from .index import QueueIndex, index_of
 from .ledger import Ledger
 from .ledger import account
 from .preempt import Preemptor
@@ -172,7 +172,7 @@ class Remaining:
         self.cpu_only -= job.gpus == 0
         if not self.may_stop:
             return
-        kind, limit = self.index.pending_kind(job), shortest_limit(job)
+        kind, limit = self.index.pending_kind(job)
         self.looked[kind] += 1
         insort(self.seen[kind], limit)
         witness = self.witness
@@ -184,13 +184,13 @@ class Remaining:
         that no reservation needs within its shortest limit. False: `fit` cannot place it."""
         if not job.gpus:
             return True
-        kind, limit, version = self.index.pending_kind(job), shortest_limit(job), self.capacity.version()
+        kind_limit, version = self.index.pending_kind(job), self.capacity.version()
         if self.fits[0] != version:
             self.fits = (version, {})
-        fits = self.fits[1].get((kind, limit))   # jobs of a kind share few limits: asked once per horizons
+        fits = self.fits[1].get(kind_limit)   # jobs of a kind share few limits: asked once per horizons
         if fits is None:
-            spans, n = self.capacity.horizons(), job.gpus
-            fits = self.fits[1][kind, limit] = any(
+            (kind, limit), spans, n = kind_limit, self.capacity.horizons(), job.gpus
+            fits = self.fits[1][kind_limit] = any(
                 len(spans[pool]) >= n and spans[pool][n - 1] >= limit for pool in self._pools(kind, spans))
         return fits
 
