@@ -37,9 +37,9 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     """With explain=False the pass stops once nothing is left to give (fewer GPUs
     free than the smallest job still to look at needs, and no CPU-only job left
     or no CPU for one), so a dispatcher with a long queue pays for the jobs it
-    can start, not for explaining the rest; where nothing preempts, the jobs
-    between that decide nothing are passed over unscored, and its `order`,
-    `waiting` and `factors` leave them out.
+    can start, not for explaining the rest; unless a tier preempts across
+    tiers, the jobs between that decide nothing are passed over unscored, and
+    its `order`, `waiting` and `factors` leave them out.
 
     A snapshot whose pending and running jobs are views of a QueueIndex the
     caller keeps (index.py) is passed through it as it stands; any other is
@@ -57,8 +57,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     # for every gated job first: a pass that stops early still lists the never-met
     gated = gate(snap, index.gated_jobs())
     out = Plan(never=gated.never)
-    ordered = ranking.ordered(_passed_over(gated.waiting, capacity, preemptor, left)
-                              if may_stop and not preemptor.enabled else None)
+    ordered = ranking.ordered(_passed_over(gated.waiting, capacity, preemptor, left) if may_stop else None)
     while True:
         if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
@@ -128,11 +127,11 @@ def _decides_nothing(job: PendingJob, capacity: Capacity, preemptor: Preemptor, 
 
 
 def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor, left: "Remaining"):
-    """For a pass that explains nothing and preempts nothing: whether the ranking may pass over a
-    job unscored and unlisted (Ranking.ordered), the loop's own test ahead of the loop. Within such
-    a pass GPUs are only taken and reservations only added, so a job this is true of when the
-    ranking reads it ahead (a team's next head) is still passed over when its turn comes. (With
-    preemption it is not: a victim chosen on the way makes later jobs worth a look again.)"""
+    """For a pass that explains nothing: whether the ranking may pass over a job unscored and
+    unlisted (Ranking.ordered), the loop's own test ahead of the loop. Within a pass GPUs are only
+    taken, reservations only added, and victims only chosen (the GPUs already on their way back
+    only given out), so a job this is true of when the ranking reads it ahead (a team's next head)
+    is still passed over when its turn comes."""
     def passed_over(job: PendingJob) -> bool:
         return not job.held and job.id not in gated and _decides_nothing(job, capacity, preemptor, left)
     return passed_over

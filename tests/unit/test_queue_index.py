@@ -185,12 +185,14 @@ def test_a_pass_that_explains_nothing_looks_at_a_few_jobs_however_long_the_queue
     assert len(plan(snap).order) == queued + 1   # explaining, it looks at every job
 
 
-@pytest.mark.parametrize("policy", [Policy(), Policy(ordering="fifo", backfill=True)], ids=["multifactor", "fifo-easy"])
+@pytest.mark.parametrize("policy", [Policy(), Policy(ordering="fifo", backfill=True), Policy(slice_tiers=(2,))],
+                         ids=["multifactor", "fifo-easy", "slicing-another-tier"])
 def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_without_scoring_the_rest(policy):
     """2 GPUs free; the head (8 GPUs) reserves all 8; 3,000 jobs of 4 GPUs behind it can neither
     start nor reserve; the one 1-GPU job short enough to run before the reservation, ranked last
     (the youngest, smallest and longest), starts. The jobs between decide nothing: the ranking
-    passes over them unscored and unlisted, and the pass decides what an explaining pass does."""
+    passes over them unscored and unlisted, and the pass decides what an explaining pass does.
+    So too where time slicing preempts in a tier these jobs are not in: it cannot help them."""
     inventory = gpus(8)
     index = QueueIndex(inventory, policy)
     for i in range(6):
