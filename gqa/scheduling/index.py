@@ -398,9 +398,9 @@ class QueueIndex:
         known = self.kinds_known.get(job.id)
         if known is not None and known[0] is job:
             return known[1]
-        kind = (self.kind(job), shortest_limit(job))
-        self.kinds_known[job.id] = (job, kind)
-        return kind
+        kind_limit = (self.kind(job), shortest_limit(job))
+        self.kinds_known[job.id] = (job, kind_limit)
+        return kind_limit
 
     def kinds(self) -> dict[tuple, int]:
         """Pending jobs per kind."""
