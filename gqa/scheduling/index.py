@@ -425,6 +425,13 @@ class QueueIndex:
             return []
         return [self.running[job_id] for _, job_id in runs[:runs.bisect_left((math.nextafter(now, math.inf),))]]
 
+    def undemoted_tiers(self, now: float) -> list[int]:
+        """The slicing tiers where a job that is not demoted waits at `now`: only for such a job does
+        time slicing stop a running job of its tier (preempt.Preemptor.victims_for)."""
+        ranked = self.rank()
+        ranked.advance(now)
+        return [tier for tier in sorted(self.slicing) if ranked.undemoted_waits(tier)]
+
     def may_slice(self, tier: int, now: float) -> bool:
         """Whether slicing may stop some running job of the tier at `now`."""
         runs = self.sliceable.get(tier)

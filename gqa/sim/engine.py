@@ -184,19 +184,15 @@ class _Engine:
             return True
         if not self.may_preempt or not self.slices_only:
             return self.may_preempt
-        ranked = self.index.rank()
-        ranked.advance(now)
-        return any(self.index.may_slice(tier, now) and ranked.undemoted_waits(tier) for tier in self.index.slicing)
+        return any(self.index.may_slice(tier, now) for tier in self.index.undemoted_tiers(now))
 
     def _wake_for_slicing(self, now: float) -> None:
         """A pass when time slicing next changes what a pass decides, as the local daemon wakes
         for it (slicing.next_change), from what the index keeps: the running jobs in the order
         slicing may stop them, in the tiers where a job that is not demoted waits, and the
         promotions in a heap."""
-        ranked = self.index.rank()
-        ranked.advance(now)
-        wake = self.index.next_sliceable(now, [t for t in self.index.slicing if ranked.undemoted_waits(t)])
-        promotion = ranked.next_promotion()
+        wake = self.index.next_sliceable(now, self.index.undemoted_tiers(now))
+        promotion = self.index.rank().next_promotion()
         if promotion is not None:
             wake = min(wake if wake is not None else math.inf, promotion)
         if wake is not None and wake < self.waking:

@@ -72,9 +72,10 @@ def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
         # what the loop wakes for: the index's order of running jobs in the tiers a job that is
         # not demoted waits in, as the rule reads them (handed those jobs only: no promotion to come)
         ranked = index.rank()
-        serving = [t for t in index.slicing if ranked.undemoted_waits(t)]
         undemoted = [job for job in index.pending.values() if not ranked.service(job)]
-        assert index.next_sliceable(now, serving) == next_change(index.running.values(), undemoted, policy, now)
+        assert index.undemoted_tiers(now) == sorted({job.tier for job in undemoted if job.tier in index.slicing})
+        assert index.next_sliceable(now, index.undemoted_tiers(now)) == \
+            next_change(index.running.values(), undemoted, policy, now)
         for job_id in kept.preempt:   # back to the queue with the service it had
             run = index.stop(job_id)
             index.add(replace(random_job(rng, n, now), id=job_id, gpus=len(run.gpus), tier=run.tier,
