@@ -284,9 +284,7 @@ class QueueIndex:
         """A pending job whose ranking inputs changed (say, a new expected run time); it keeps
         its place in the queue's order, as a fresh snapshot lists it."""
         self._rank()
-        was = self.pending[job.id]
-        if was.gpus != job.gpus or gated(was) != gated(job):
-            raise ValueError(f"job {job.id}: replace() keeps a job's size and gates; remove and add it instead")
+        was = self._replaced(job)
         self.ranked.remove(was)
         self.ranked.add(job)
         self.limits[self.kind(was)].remove(shortest_limit(was))
@@ -296,20 +294,27 @@ class QueueIndex:
     def replace_many(self, jobs: list[PendingJob]) -> None:
         """`replace` for many pending jobs at once (the teams' run-time ratios refreshed):
         when they are a good part of the queue, it is ranked again as a build ranks it,
-        O(n) and lazily, rather than each job taken out of its list and put back."""
+        O(n) and lazily, rather than each job taken out of its list and put back. All of them are
+        checked before any is replaced: one refused leaves the index as it was."""
+        for job in jobs:
+            self._replaced(job)
         if len(jobs) * REBUILD_SHARE < len(self.pending):
             for job in jobs:
                 self.replace(job)
             return
         for job in jobs:
-            was = self.pending[job.id]
-            if was.gpus != job.gpus or gated(was) != gated(job):
-                raise ValueError(f"job {job.id}: replace() keeps a job's size and gates; remove and add it instead")
-        for job in jobs:
             self.pending[job.id] = job
         now, self.ranked = self.ranked.now, RankedJobs(self.policy, len(self.gpus))
         self.ranked.now = now
         self.unranked = list(self.pending.values())
+
+    def _replaced(self, job: PendingJob) -> PendingJob:
+        """The pending record `job` replaces, if it may: the same size and gates (else the job's
+        counts and the gate phase's set would go stale)."""
+        was = self.pending[job.id]
+        if was.gpus != job.gpus or gated(was) != gated(job):
+            raise ValueError(f"job {job.id}: replace() keeps a job's size and gates; remove and add it instead")
+        return was
 
     def start(self, run: RunningJob) -> None:
         if run.id in self.running:

@@ -158,6 +158,21 @@ def test_replacing_many_jobs_keeps_their_places_and_refuses_a_new_size(share):
         index.replace_many([pending("b", gpus=2)] * share)
 
 
+@pytest.mark.parametrize("queued", [3, 10])   # two of three: ranked again; two of ten: each moved
+def test_replacing_many_jobs_replaces_none_when_one_is_refused(queued):
+    index = QueueIndex(gpus(4), preset("gqa"))
+    for n in range(queued):
+        index.add(pending(f"j{n}", wall_time=3_600.0, expected_runtime=3_600.0, seq=n))
+    before = plan(Snapshot(now=0.0, gpus=index.gpus, pending=index.pending_view, running=index.running_view,
+                           policy=index.policy)).order
+    with pytest.raises(ValueError, match="size"):
+        index.replace_many([pending(f"j{queued - 1}", wall_time=3_600.0, expected_runtime=60.0, seq=queued - 1),
+                            pending("j0", gpus=2)])
+    assert index.pending[f"j{queued - 1}"].expected_runtime == 3_600.0
+    assert plan(Snapshot(now=0.0, gpus=index.gpus, pending=index.pending_view, running=index.running_view,
+                         policy=index.policy)).order == before
+
+
 def test_a_snapshot_changed_by_replace_is_indexed_afresh():
     index = QueueIndex(gpus(2), Policy())
     index.add(pending("a"))
