@@ -124,7 +124,8 @@ class Preemptor:
         runs = self.sliced.get(tier)
         if runs is None:   # LAS: the most service first
             now = self.now
-            runs = self.sliced[tier] = sorted(self.index.sliced(tier, now), key=lambda r: (-r.attained(now), r.id))
+            ranked = sorted([(-run.attained(now), run.id, run) for run in self.index.sliced(tier, now)])
+            runs = self.sliced[tier] = [run for _, _, run in ranked]   # ids differ: runs are never compared
         return runs
 
     def _without_spares(self, picked: list[RunningJob], pool: Pool, spare: int) -> list[RunningJob]:

@@ -34,15 +34,23 @@ class Ranking:
     def __init__(self, snap: Snapshot, ledger: Ledger, index: QueueIndex):
         self.snap, self.ledger, self.index = snap, ledger, index
         self.w_fs = snap.policy.weights.fair_share
+        # each team's past usage and share: worked out when a score first needs them (FIFO and SJF never do)
+        self.past: dict[str, float] | None = None
+        self.share: dict[str, float] = {}
+
+    def _shares(self) -> dict[str, float]:
+        snap = self.snap
         total_usage = sum(max(0.0, u) for u in snap.usage.values())
         self.past = {t: (max(0.0, u) / total_usage if total_usage > 0 else 0.0) for t, u in snap.usage.items()}
-        shares = {t: max(0.0, snap.team(t).share) for t in index.teams_active()}
+        shares = {t: max(0.0, snap.team(t).share) for t in self.index.teams_active()}
         total_share = sum(shares.values()) or 1.0
         self.share = {t: s / total_share for t, s in shares.items()}
+        return self.past
 
     def fair_share(self, team: str) -> float:
+        past = self.past if self.past is not None else self._shares()
         held = self.ledger.team.get(team, 0) / self.ledger.total_gpus if self.ledger.total_gpus else 0.0
-        usage = 0.5 * self.past.get(team, 0.0) + 0.5 * held
+        usage = 0.5 * past.get(team, 0.0) + 0.5 * held
         return fair_share_factor(usage, self.share.get(team, 0.0))
 
     def ordered(self, passed_over: Callable[[PendingJob], bool] | None = None) \

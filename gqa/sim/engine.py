@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
-from ..scheduling.snapshot import with_changes
+from ..scheduling.snapshot import rebuilt_with, with_changes
 from ..scheduling.eta import expected_runtime, runtime_ratio
 from ..scheduling.fairshare import decay
 from .spot_facts import NOTICE_SECONDS
@@ -300,7 +300,7 @@ class _Engine:
         for job in self.pending.values():
             expected = expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0))
             if expected != job.expected_runtime:
-                changed.append(with_changes(job, expected_runtime=expected))
+                changed.append(rebuilt_with(job, expected_runtime=expected))   # kept: read pass after pass
         self.index.replace_many(changed)
 
     def _requeue(self, job_id: str, now: float, cause: str) -> None:

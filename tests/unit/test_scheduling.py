@@ -1,5 +1,7 @@
 """gqa.scheduling.plan, one rule per table, and the hard limits checked at submit."""
 
+import dataclasses
+
 import pytest
 
 from tests.builders import gpus, pending, running, snapshot
@@ -94,6 +96,26 @@ def test_factors_are_normalised():
         assert 0.0 <= f.fair_share <= 1.0 and 0.0 <= f.age <= 1.0 and 0.0 <= f.size <= 1.0
     assert factors["a"].age == 1.0                      # saturates at max_age (7 days)
     assert factors["b"].fair_share > factors["a"].fair_share
+
+
+class _UsageNotToRead(dict):
+    """Past usage a pass must not read: every way a pass could read it fails the test."""
+    def _refuse(self, *args, **kwargs):
+        raise AssertionError("the pass read the teams' past usage")
+    values = items = keys = get = __getitem__ = __iter__ = _refuse
+
+
+@pytest.mark.parametrize("ordering, reads", [("fifo", False), ("sjf", False), ("multifactor", True)])
+def test_only_a_multifactor_pass_works_out_the_teams_fair_share(ordering, reads):
+    """FIFO and SJF rank without it: a replay's every pass would otherwise pay for it."""
+    snap = snapshot(2, pending=[pending("a", team="x", wall_time=60.0), pending("b", team="y", wall_time=30.0)],
+                    usage=None, policy=Policy(ordering=ordering))
+    snap = dataclasses.replace(snap, usage=_UsageNotToRead({"x": 500.0}))
+    if reads:
+        with pytest.raises(AssertionError, match="past usage"):
+            plan(snap)
+    else:
+        assert set(starts(snap)) == {"a", "b"}
 
 
 # -- quotas: skip, never block -----------------------------------------------------------
