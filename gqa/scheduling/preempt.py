@@ -34,6 +34,7 @@ class Preemptor:
         self.index = index   # which running jobs slicing may stop: asked per tier when first wanted
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
         self.chosen: set[str] = set()
+        self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
         if not self.enabled:
             return
         self.pool_of = index.pool_of   # GPU index -> pool (type, spot)
@@ -56,10 +57,19 @@ class Preemptor:
         """Whether preemption might start `job` or a job ranked after it: a pass that explains
         nothing and has no GPU left for anything stops when it cannot (plan.py). Only time
         slicing is asked: jobs it may stop, in this job's tier if it is not demoted, or below."""
-        tier, index, now = job.tier, self.index, self.now
-        if any(t > tier and index.may_slice(t, now) for t in self.slicing):
-            return True
-        return tier in self.slicing and index.may_slice(tier, now) and not demoted(job, self.policy, self.slicing, now)
+        below, own = self._slices_from(job.tier)
+        return below or (own and not demoted(job, self.policy, self.slicing, self.now))
+
+    def _slices_from(self, tier: int) -> tuple[bool, bool]:
+        """Whether slicing may stop a job of a tier below `tier`, and of `tier` itself: fixed within a
+        pass (the index does not change during one), so asked once per tier, not per job looked at."""
+        known = self.slices_from.get(tier)
+        if known is None:
+            index, now = self.index, self.now
+            known = self.slices_from[tier] = (
+                any(t > tier and index.may_slice(t, now) for t in self.slicing),
+                tier in self.slicing and index.may_slice(tier, now))
+        return known
 
     def may_help(self, job: PendingJob, tier: int) -> bool:
         """Whether `victims_for` might find room for the job (False: it surely returns None): only

@@ -131,6 +131,9 @@ class _Engine:
         if self.jobs:
             self.result.arrival_window = (self.jobs[0].submit, self.jobs[-1].submit)
         self.sizes = self.index.sizes                  # GPU counts of pending jobs, for the fast path
+        # what every pass's snapshot shares (the index's live views): a pass copies it with its time and usage
+        self.kept = Snapshot(now=0.0, gpus=self.gpus, pending=self.index.pending_view,
+                             running=self.index.running_view, teams=self.teams, policy=self.policy)
         # running jobs' GPU-seconds so far per team, as GPUs x now - sum(GPUs x started): O(teams) a pass
         self.held_gpus: Counter[str] = Counter()
         self.held_since: dict[str, float] = defaultdict(float)
@@ -208,8 +211,7 @@ class _Engine:
                             for r in self.running.values())
             return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()), running=running,
                             teams=self.teams, usage=self._usage(now), policy=self.policy)
-        return Snapshot(now=now, gpus=self.gpus, pending=self.index.pending_view, running=self.index.running_view,
-                        teams=self.teams, usage=self._usage(now), policy=self.policy)
+        return with_changes(self.kept, now=now, usage=self._usage(now))
 
     def _apply(self, decision, now: float) -> bool:
         """Applies a pass's decisions; True if it preempted (the freed GPUs await another pass)."""
