@@ -209,8 +209,8 @@ class _Engine:
             # (time slicing chooses by service, which the running jobs carry)
             running = tuple(with_changes(r, checkpointed_at=self._checkpointed_at(r, now))
                             for r in self.running.values())
-            return Snapshot(now=now, gpus=self.gpus, pending=tuple(self.pending.values()), running=running,
-                            teams=self.teams, usage=self._usage(now), policy=self.policy)
+            return with_changes(self.kept, now=now, usage=self._usage(now), pending=tuple(self.pending.values()),
+                                running=running)
         return with_changes(self.kept, now=now, usage=self._usage(now))
 
     def _apply(self, decision, now: float) -> bool:
