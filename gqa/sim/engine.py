@@ -122,6 +122,11 @@ class _Engine:
         self.rng = random.Random(seed)
         self.eta, self.eta_every, self.may_preempt = eta, eta_every, may_preempt
         self.oracle = oracle
+        # whether a decision reads a waiting job's expected run time: SJF and a duration weight rank by it,
+        # ETAs add it up; else re-estimating what waits is work nothing reads (a start estimates afresh)
+        ordering = getattr(policy, "ordering", "multifactor")
+        self.ranks_estimates = eta is not None or ordering == "sjf" or (
+            ordering == "multifactor" and bool(getattr(getattr(policy, "weights", None), "duration", 1.0)))
         self.slicing = bool(getattr(policy, "slice_tiers", ()))
         self.waking = math.inf   # the WAKE event due, if any
         # the replay reads only the decisions: spare plan() the explanations where it can
@@ -242,8 +247,11 @@ class _Engine:
         if busy or len(gpus) != job.gpus or len(set(gpus)) != len(gpus):
             raise SimulationError(f"plan() started {job_id} on GPUs {gpus}: needs {job.gpus}, busy {busy}")
         self.index.remove(job_id)
+        expected = job.expected_runtime
+        if not self.ranks_estimates and not self.oracle:   # not kept current while it waited
+            expected = expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0))
         self.index.start(RunningJob(id=job_id, team=job.team, user=job.user, gpus=tuple(gpus), started_at=now,
-                                    wall_time=job.wall_time, expected_runtime=job.expected_runtime, tier=job.tier,
+                                    wall_time=job.wall_time, expected_runtime=expected, tier=job.tier,
                                     submitted_at=job.submitted_at, served=self.out[job_id].gpu_seconds))
         self.held_gpus[job.team] += job.gpus
         self.held_since[job.team] += job.gpus * now
@@ -296,8 +304,8 @@ class _Engine:
         """New run-time ratios, applied to what waits (as a fresh snapshot would)."""
         self.finished_since_refresh = 0
         self.ratios = {team: runtime_ratio(list(s)) for team, s in self.samples.items()}
-        if self.oracle:
-            return  # what waits already knows its true run time
+        if self.oracle or not self.ranks_estimates:
+            return  # what waits already knows its true run time, or nothing reads its estimate
         changed = []
         for job in self.pending.values():
             expected = expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0))

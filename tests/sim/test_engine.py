@@ -200,3 +200,35 @@ def test_gpu_time_inside_the_arrival_window_is_booked():
     result = simulate(w, cluster(1), preset("fifo"))
     assert result.arrival_window == (0, 200)
     assert result.gpu_seconds_in_window == 50 + 100  # a wholly, b from 100 to 200; c starts at 1000
+
+
+@pytest.mark.parametrize("policy, re_estimated", [
+    ("fifo", False), ("fifo-easy", False), ("multifactor", False),   # no decision reads a waiting job's estimate
+    ("gqa", True),                                                    # its duration weight ranks by it
+])
+def test_what_waits_is_re_estimated_only_where_a_decision_reads_it(monkeypatch, policy, re_estimated):
+    from gqa.scheduling.eta import expected_runtime, runtime_ratio
+    from gqa.scheduling.index import QueueIndex
+
+    monkeypatch.setattr(engine_module, "RATIO_REFRESH", 2)
+    waiting, started = [], {}
+    real_plan, real_start = engine_module.plan, QueueIndex.start
+
+    def spy(snap, **kw):
+        waiting.extend(j for j in snap.pending if j.id == "d")
+        return real_plan(snap, **kw)
+
+    def start(index, run):
+        started[run.id] = run.expected_runtime
+        return real_start(index, run)
+
+    monkeypatch.setattr(engine_module, "plan", spy)
+    monkeypatch.setattr(QueueIndex, "start", start)
+    # one GPU; a, b and c use a tenth of the 100 s they ask for: after a and b, the ratio is 0.1
+    w = work(*(job(n, 0, 10, wall=100, seq=i) for i, n in enumerate("abc")), job("d", 0, 50, wall=100, seq=3))
+    simulate(w, cluster(1), preset(policy))
+    estimated = expected_runtime(100, runtime_ratio([(10, 100)] * 2))
+    assert waiting[0].expected_runtime == 100                     # at arrival: no history, the wall time
+    assert (waiting[-1].expected_runtime == estimated) is re_estimated
+    assert (waiting[-1] is waiting[0]) is not re_estimated       # left as it was: no copy made
+    assert started["d"] == estimated                              # a start estimates from the ratios it finds
