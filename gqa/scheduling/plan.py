@@ -132,9 +132,19 @@ def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor
     taken, reservations only added, and victims only chosen (the GPUs already on their way back
     only given out), so a job this is true of when the ranking reads it ahead (a team's next head)
     is still passed over when its turn comes."""
-    def passed_over(job: PendingJob) -> bool:
-        return not job.held and job.id not in gated and _decides_nothing(job, capacity, preemptor, left)
-    return passed_over
+    if not capacity.backfill:
+        return None   # without backfill every job holds something back (reserves_nothing_for): none is passed over
+    if preemptor.enabled:
+        def passed_over(job: PendingJob) -> bool:
+            return not job.held and job.id not in gated and _decides_nothing(job, capacity, preemptor, left)
+        return passed_over
+    # the same test where preemption is off (may_help: False), asked of most of a long queue: inlined
+    reserved, may_fit = capacity.tiers_reserved, left.may_fit
+
+    def passed_over_unpreempted(job: PendingJob) -> bool:
+        return capacity.depth_left <= 0 and job.tier in reserved and not job.exclusive and not job.held \
+            and job.id not in gated and not may_fit(job)
+    return passed_over_unpreempted
 
 
 def indexed(snap: Snapshot) -> QueueIndex:

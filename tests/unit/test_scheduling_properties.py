@@ -201,3 +201,18 @@ def test_the_plan_does_not_depend_on_input_order(snap, rnd):
     assert again.starts == first.starts
     assert again.order == first.order
     assert again.waiting == first.waiting
+
+
+@SETTINGS
+@given(snapshots(), st.sampled_from(["fifo", "fifo-easy", "multifactor", "gqa", "gqa-slice", "sjf-oracle"]),
+       st.booleans())
+def test_a_pass_that_explains_nothing_decides_the_same(snap, name, preempts):
+    """explain=False passes over the jobs that decide nothing, and stops once nothing is left to
+    give; what it starts, stops, holds and releases is what a fully explained pass decides."""
+    from gqa.scheduling.presets import preset
+
+    policy = preset(name, snap.policy)
+    snap = replace(snap, policy=replace(policy, preempt_tiers=(2,)) if preempts else policy)
+    quick, full = plan(snap, explain=False), plan(snap)
+    assert (quick.starts, quick.preempt, quick.hold, quick.release) == (
+        full.starts, full.preempt, full.hold, full.release)
