@@ -50,7 +50,11 @@ def test_the_wait_hands_back_the_files_that_became_readable():
 
 # Why a flag and not a KeyboardInterrupt: one raised while Python runs a string of code (a dataclass
 # being made, at any import) makes CPython end the process with SIGINT even after the script caught it.
+# Python's own handler is put back first: a shell starts a background job with SIGINT ignored, and a
+# Python started so never raises KeyboardInterrupt at all.
 CAUGHT = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 try:
     exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(100000): pass")
 except KeyboardInterrupt:
