@@ -22,6 +22,7 @@ every one of them."""
 
 import heapq
 import statistics
+from collections.abc import Mapping
 from dataclasses import replace
 
 from .fairshare import decay
@@ -48,18 +49,28 @@ def expected_runtime(wall_time: float | None, ratio: float) -> float | None:
 
 def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
                    targets: set[str] | None = None, max_passes: int = 10_000,
-                   most: int | None = None) -> dict[str, float | None]:
+                   most: int | None = None, runtimes: Mapping[str, float] | None = None) -> dict[str, float | None]:
     """Predicted start time of each pending job (or of `targets` only, which
     can stop the replay early), in predicted start order. `ratios`: per-team
     runtime ratio. `most`: stop once that many starts are told (the rest None),
-    as Slurm's backfill tests a bounded number of jobs."""
+    as Slurm's backfill tests a bounded number of jobs. `runtimes`: job id ->
+    its true run time, where known (a what-if for measuring what estimates
+    cost an ETA): such a job ends after it, within its wall time, though it
+    is still ranked by its estimate, as the pass ranks it."""
     ratios = ratios or {}
+
+    def end_of(run: RunningJob) -> float:
+        known = runtimes.get(run.id) if runtimes else None
+        if known is None:
+            return _expected_end(run, ratios)
+        return run.started_at + (min(known, run.wall_time) if run.wall_time else known)
+
     wanted = set(targets) if targets is not None else {j.id for j in snap.pending}
     starts: dict[str, float | None] = {}
     index = _replay_index(snap)
     ends: list[tuple[float, str]] = []       # (expected end, job id) of running jobs
     for run in index.running.values():
-        heapq.heappush(ends, (_not_before(_expected_end(run, ratios), run, snap.now), run.id))
+        heapq.heappush(ends, (_not_before(end_of(run), run, snap.now), run.id))
     now = snap.now
     used: dict[str, float] = {}     # GPU-seconds the replay's runs add to each team's usage since snap.now
     for _ in range(max_passes):
@@ -72,7 +83,7 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
             starts[job.id] = now
             run = _as_running(job, start.gpus, now, start.wall_time)
             index.start(run)
-            heapq.heappush(ends, (_expected_end(run, ratios), job.id))
+            heapq.heappush(ends, (end_of(run), job.id))
         if wanted <= starts.keys() or not index.pending or (most is not None and len(starts) >= most):
             break
         # the next thing that can change the plan: a running job's end, or a --begin time coming

@@ -47,6 +47,24 @@ def test_team_history_shortens_the_expected_ends():
     assert predict_starts(snap, ratios={"vision": 0.25}) == {"a": NOW + 250}
 
 
+def test_known_run_times_set_the_ends_but_not_the_order():
+    # r is expected to end at +250 (a quarter of its limit) and a at +50 of its start; told that r
+    # runs 600 s and a 30 s, the replay ends them then, within their limits; with no estimate (no
+    # wall time) r's end is still known. Under the duration weight c (expected 100 s) still ranks
+    # ahead of b (expected 250 s), though b is known to run 10 s: ranks are the estimates'
+    snap = snapshot(1, policy=MF, running=[running("r", team="vision", gpus=[0], started_at=NOW, wall_time=1000)],
+                    pending=[pending("a", wall_time=200, seq=0)])
+    assert predict_starts(snap, ratios={"vision": 0.25}, runtimes={"r": 600, "a": 30}) == {"a": NOW + 600}
+    assert predict_starts(snap, ratios={"vision": 0.25}, runtimes={"r": 5000}) == {"a": NOW + 1000}  # its limit
+    unknown = snapshot(1, policy=MF, running=[running("r", gpus=[0], started_at=NOW)], pending=[pending("a")])
+    assert predict_starts(unknown) == {"a": None} and predict_starts(unknown, runtimes={"r": 60}) == {"a": NOW + 60}
+    weighted = replace(MF, weights=replace(MF.weights, duration=1.0, age=0.0))
+    ranked = snapshot(1, policy=weighted, running=[running("r", gpus=[0], started_at=NOW, wall_time=100)],
+                      pending=[pending("b", wall_time=1000, seq=0), pending("c", wall_time=400, seq=1)])
+    told = predict_starts(ranked, ratios={"default": 0.25}, runtimes={"r": 100, "b": 10, "c": 100})
+    assert told == {"c": NOW + 100, "b": NOW + 200}
+
+
 def test_a_job_started_now_has_eta_now_and_unknown_ends_give_none():
     snap = snapshot(2, policy=MF, running=[running("r", gpus=[0], started_at=NOW)],
                     pending=[pending("now", seq=0), pending("later", gpus=2, seq=1, submitted_at=1)])

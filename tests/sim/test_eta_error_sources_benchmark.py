@@ -1,0 +1,55 @@
+"""benchmarks/eta_error_sources.py: the ETA's error as in production and with what it cannot know handed
+over (true run times, later arrivals, both), on a small trace in the Alibaba format."""
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.sim.test_simulate_traces_benchmark import COLUMNS
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "eta_error_sources.py"
+
+
+def bursty_trace(folder: Path, bursts: int = 10, size: int = 12) -> None:
+    """Pods in the Alibaba format arriving `size` at a time every hour: a queue forms at each burst."""
+    rng = random.Random(3)
+    rows = [COLUMNS]
+    for b in range(bursts):
+        for n in range(size):
+            t, run = b * 3600 + n, rng.choice([600, 1_800, 3_600, 7_200])
+            rows.append(f"pod-{b}-{n},1000,1024,{rng.choice([1, 2, 4])},1000,,BE,Succeeded,{t},{t + run},{t}")
+    place = folder / "alibaba-gpu-v2023"
+    place.mkdir(parents=True)
+    (place / "openb_pod_list_default.csv").write_text("\n".join(rows) + "\n")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_handed_what_it_cannot_know_the_forward_replay_predicts_the_starts(tmp_path):
+    bursty_trace(tmp_path)
+    done = run("--traces", str(tmp_path), "--trace", "alibaba", "--jobs", "120", "--target", "0.95",
+               "--estimates", "model", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    rows = {r["handed"]: r for r in out["rows"]}
+    assert list(rows) == ["as in production", "true run times", "later arrivals", "both"]
+    production, both = rows["as in production"], rows["both"]
+    assert production["waited"] > 10 and production["eta_error_of_wait"] > 0.1   # jobs waited, and ETAs missed
+    # the same replay, handed every run time and every later arrival: it is the production pass run forward
+    assert both["eta_error_of_wait"] < 0.1 * production["eta_error_of_wait"]
+    assert all(r["waited"] == production["waited"] and r["waits_beyond_horizon"] == 0 for r in rows.values())
+
+
+def test_bad_input_is_refused_with_a_message(tmp_path):
+    for args, words in ((("--target", "1.5"), "--target"), (("--estimates", "guess"), "guess"),
+                        (("--traces", str(tmp_path)), "not found")):
+        done = run(*args)
+        assert done.returncode == 2 and words in done.stderr and not done.stdout
