@@ -41,6 +41,7 @@ from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import run_policy  # noqa: E402
 
 ETA_JOBS = 500
+TITLES = {"itp": "ITP", "alibaba": "Alibaba"}
 VARIANTS = ((False, False, "as in production"), (True, False, "true run times"),
             (False, True, "later arrivals"), (True, True, "both"))
 
@@ -103,8 +104,8 @@ def main() -> int:
     if args.output == "json":
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{args.trace}'s first {out['jobs']:,} jobs, {mode} estimates, {args.target:.0%} load ({out['gpus']} GPUs); "
-          f"later arrivals up to {args.horizon / 3600:g} h ahead")
+    print(f"{TITLES[args.trace]}'s first {out['jobs']:,} jobs, {mode} estimates, {args.target:.0%} load "
+          f"({out['gpus']} GPUs); later arrivals up to {args.horizon / 3600:g} h ahead")
     print(f"{'the forward replay is handed':<30}{'mean/wait':>10}{'median/wait':>12}{'signed (h)':>11}"
           f"{'waited':>8}{'mean wait (h)':>14}")
     for r in out["rows"]:
