@@ -138,12 +138,11 @@ def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor
         def passed_over(job: PendingJob) -> bool:
             return not job.held and job.id not in gated and _decides_nothing(job, capacity, preemptor, left)
         return passed_over
-    # the same test where preemption is off (may_help: False), asked of most of a long queue: inlined
-    reserved, may_fit = capacity.tiers_reserved, left.may_fit
+    # the same test where preemption is off (may_help: False), asked of most of a long queue
+    reserves_nothing_for, may_fit = capacity.reserves_nothing_for, left.may_fit
 
     def passed_over_unpreempted(job: PendingJob) -> bool:
-        return capacity.depth_left <= 0 and job.tier in reserved and not job.exclusive and not job.held \
-            and job.id not in gated and not may_fit(job)
+        return not job.held and job.id not in gated and reserves_nothing_for(job, job.tier) and not may_fit(job)
     return passed_over_unpreempted
 
 

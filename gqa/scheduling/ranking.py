@@ -20,9 +20,15 @@ from .fairshare import fair_share_factor
 from .index import QueueIndex
 from .ranked import NICE_SCALE
 from .ledger import Ledger
-from .snapshot import Factors, PendingJob, Snapshot
+from .snapshot import Factors, PendingJob, Policy, Snapshot
 
-__all__ = ["NICE_SCALE", "Ranking", "nice_adjustment"]
+__all__ = ["NICE_SCALE", "Ranking", "nice_adjustment", "ranks_by_expected_runtime"]
+
+
+def ranks_by_expected_runtime(policy: Policy) -> bool:
+    """Whether the order reads the pending jobs' expected run times: SJF's key, or a duration weight.
+    (Fit reads limits, never estimates: elsewhere only ETAs read them.)"""
+    return policy.ordering == "sjf" or (policy.ordering == "multifactor" and bool(policy.weights.duration))
 
 
 def nice_adjustment(nice: int) -> float:

@@ -18,6 +18,7 @@ from ..scheduling.index import QueueIndex
 from ..scheduling.snapshot import rebuilt_with, with_changes
 from ..scheduling.eta import expected_runtime, runtime_ratio
 from ..scheduling.fairshare import decay
+from ..scheduling.ranking import ranks_by_expected_runtime
 from .spot_facts import NOTICE_SECONDS
 from .workload import SimJob, Workload
 
@@ -122,11 +123,9 @@ class _Engine:
         self.rng = random.Random(seed)
         self.eta, self.eta_every, self.may_preempt = eta, eta_every, may_preempt
         self.oracle = oracle
-        # whether a decision reads a waiting job's expected run time: SJF and a duration weight rank by it,
-        # ETAs add it up; else re-estimating what waits is work nothing reads (a start estimates afresh)
-        ordering = getattr(policy, "ordering", "multifactor")
-        self.ranks_estimates = eta is not None or ordering == "sjf" or (
-            ordering == "multifactor" and bool(getattr(getattr(policy, "weights", None), "duration", 1.0)))
+        # whether a decision reads a waiting job's expected run time (the order, or ETAs adding them up);
+        # else re-estimating what waits is work nothing reads (a start estimates afresh)
+        self.ranks_estimates = eta is not None or ranks_by_expected_runtime(policy)
         self.slicing = bool(getattr(policy, "slice_tiers", ()))
         self.waking = math.inf   # the WAKE event due, if any
         # the replay reads only the decisions: spare plan() the explanations where it can
