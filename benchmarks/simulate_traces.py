@@ -43,6 +43,7 @@ from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
 from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import NAMES, run_policy  # noqa: E402
+from gqa.sim.workload import PRIORITIES  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
 TARGETS = (0.70, 0.85, 0.95)
@@ -59,17 +60,18 @@ def offered_gpus(jobs, target: float) -> int:
 
 
 @lru_cache(maxsize=8)
-def _workload(path: str, limit: int | None, seed: int, mode: str):
+def _workload(path: str, limit: int | None, seed: int, mode: str, priorities: str = "trace"):
     """The derived workload of one trace under one estimates mode, once per worker process: the
     cluster is at least the largest job, so the workload is the same at every load."""
-    return derive(load_trace(path).jobs, cluster_gpus=10**9, seed=seed, limit=limit, estimates=Estimates(mode))
+    return derive(load_trace(path).jobs, cluster_gpus=10**9, seed=seed, limit=limit, estimates=Estimates(mode),
+                  priorities=priorities)
 
 
 def replay(task: tuple) -> dict:
     """One policy on one workload (a separate process: the machine's cores run them side by side).
     Seconds are the process's CPU time, so two replays side by side do not slow each other's figure."""
-    path, gpus, policy, limit, seed, mode, eta_every = task
-    work = _workload(path, limit, seed, mode)
+    path, gpus, policy, limit, seed, mode, priorities, eta_every = task
+    work = _workload(path, limit, seed, mode, priorities)
     options = {"eta": production_eta(), "eta_every": eta_every} if policy == "gqa" and eta_every else {}
     began = time.process_time()
     result = run_policy(policy, work, cluster(gpus), **options)
@@ -89,6 +91,9 @@ def main() -> int:
     parser.add_argument("--estimates", default=",".join(MODES),
                         help=f"the wall times users ask for, any of {', '.join(MODES)} (see gqa simulate --estimates)")
     parser.add_argument("--policies", default=",".join(NAMES), help=f"any of {', '.join(NAMES)}")
+    parser.add_argument("--priorities", default=",".join(PRIORITIES),
+                        help="trace (the tiers the trace gives), one (every job normal, as fifo and las see "
+                             "them) or both; one is replayed only for a trace that gives several tiers")
     parser.add_argument("--eta-jobs", type=int, default=ETA_JOBS,
                         help="gqa's ETA is checked for about this many arrivals per replay (0: none)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -104,6 +109,9 @@ def main() -> int:
     unknown = [p for p in policies if p not in NAMES]
     if unknown:
         parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+    tiers_asked = args.priorities.split(",")
+    if not tiers_asked or any(p not in PRIORITIES for p in tiers_asked):
+        parser.error(f"--priorities: choose from {', '.join(PRIORITIES)}, not {args.priorities!r}")
     began = time.perf_counter()
     rows, tasks = [], []
     for name in args.only.split(","):
@@ -112,14 +120,21 @@ def main() -> int:
             print(f"skipping {name}: {path} not found (use --traces DIR)", file=sys.stderr)
             continue
         limit = QUICK_JOBS[name] if args.quick else None
-        for mode in modes:
-            jobs = _workload(str(path), limit, args.seed, mode).jobs
-            eta_every = max(1, len(jobs) // args.eta_jobs) if args.eta_jobs else 0
-            for target in targets:
-                row = {"trace": name, "estimates": mode, "target": target, "gpus": offered_gpus(jobs, target),
-                       "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
-                rows.append(row)
-                tasks += [(row, (str(path), row["gpus"], p, limit, args.seed, mode, eta_every)) for p in policies]
+        for priorities in tiers_asked:
+            for mode in modes:
+                jobs = _workload(str(path), limit, args.seed, mode, priorities).jobs
+                given = len({j.tier for j in _workload(str(path), limit, args.seed, mode).jobs})
+                if priorities == "one" and given < 2:
+                    continue   # the trace gives one tier (or none): the rows would be the trace's own
+                tiers = given if priorities == "trace" else 1
+                eta_every = max(1, len(jobs) // args.eta_jobs) if args.eta_jobs else 0
+                for target in targets:
+                    row = {"trace": name, "estimates": mode, "priorities": priorities, "tiers": tiers,
+                           "target": target, "gpus": offered_gpus(jobs, target),
+                           "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
+                    rows.append(row)
+                    tasks += [(row, (str(path), row["gpus"], p, limit, args.seed, mode, priorities, eta_every))
+                              for p in policies]
     # the longest replays first, so neither core idles at the end
     tasks.sort(key=lambda t: (t[0]["jobs"], t[1][2] != "las"), reverse=True)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -128,7 +143,7 @@ def main() -> int:
             out = future.result()
             row["policies"][out["policy"]] = out["summary"]
             row["cpu_s"][out["policy"]], row["max_rss_mib"][out["policy"]] = out["cpu_s"], out["max_rss_mib"]
-            print(f"  {row['trace']} {row['estimates']} {row['target']:.0%} {out['policy']}: "
+            print(f"  {row['trace']} {row['estimates']} {row['priorities']} {row['target']:.0%} {out['policy']}: "
                   f"{out['cpu_s']:.1f} s of CPU", file=sys.stderr)
     for row in rows:
         row["goals"] = goals(row)
@@ -179,12 +194,14 @@ def print_table(rows: list[dict], wall: float) -> None:
     from gqa.models.units import format_duration
 
     policies = [p for p in NAMES if any(p in r["policies"] for r in rows)]
-    head = f"{'trace':<8}{'estimates':<10}{'load':>5} {'GPUs':>5}" + "".join(f"{p:>12}" for p in policies)
+    head = f"{'trace':<8}{'estimates':<10}{'tiers':>5}{'load':>5} {'GPUs':>5}" + "".join(f"{p:>12}" for p in policies)
     print("mean JCT per policy; then gqa's goals: JCT / las (<= 1), JCT / sjf-oracle (<= 1.15 with the model's "
           "estimates), worst team's slowdown / fifo-easy's (<= 1), utilisation - fifo-easy's over the makespan "
           "and between the first and last arrival (>= -2 points), the mean and the median ETA error over the mean "
           "wait of those that waited (<= 0.3); gqa-slice's JCT / las and / sjf-oracle")
-    print("(oracle/las: the oracle's own JCT over las's; above 1, no order without preemption reaches las)")
+    print("(oracle/las: the oracle's own JCT over las's; above 1, no order without preemption reaches las; "
+          "tiers: the priority tiers the jobs are in, 1 where every job is put in one (--priorities one) "
+          "as fifo, fifo-easy and las see them)")
     print(head + f"{'/las':>7}{'/oracle':>8}{'team':>6}{'util':>6}{'arr.':>6}{'ETA':>6}{'med.':>6}{'oracle/las':>11}"
           f"{'slice/las':>10}{'/oracle':>8}")
     for r in rows:
@@ -195,21 +212,27 @@ def print_table(rows: list[dict], wall: float) -> None:
                  _pts(g["util_points_vs_fifo_easy"]), _pts(g["util_in_arrivals_points_vs_fifo_easy"]),
                  _x(g["eta_error_of_wait"]), _x(g["eta_median_error_of_wait"]), _x(g["oracle_vs_las"]),
                  _x(g["slice_jct_vs_las"]), _x(g["slice_jct_vs_oracle"])]
-        print(f"{r['trace']:<8}{r['estimates']:<10}{r['target']:>5.0%} {r['gpus']:>5}{jct}"
+        print(f"{r['trace']:<8}{r['estimates']:<10}{r['tiers']:>5}{r['target']:>5.0%} {r['gpus']:>5}{jct}"
               f"{cells[0]:>7}{cells[1]:>8}{cells[2]:>6}{cells[3]:>6}{cells[4]:>6}{cells[5]:>6}{cells[6]:>6}"
               f"{cells[7]:>11}{cells[8]:>10}{cells[9]:>8}")
     cpu = max((s, r["trace"], p) for r in rows for p, s in r["cpu_s"].items())
     rss = max(m for r in rows for m in r["max_rss_mib"].values())
     print(f"\nslowest replay: {cpu[2]} on {cpu[1]}, {cpu[0]:.1f} s of one core; largest replay process "
           f"{rss:.0f} MiB; {sum(len(r['cpu_s']) for r in rows)} replays in {wall / 60:.1f} min")
-    for name, test, limit in GOAL_TESTS:
-        values = [(r["goals"][name], r) for r in rows if r["goals"][name] is not None
-                  and (not name.endswith("jct_vs_oracle") or r["estimates"] == "model")]
-        met = sum(1 for v, _ in values if test(v, limit))
-        print(f"goal {name}: met in {met} of {len(values)} rows")
-    beyond = [r for r in rows if r["goals"]["jct_vs_las"] and r["goals"]["jct_vs_las"] > 1
-              and (r["goals"]["oracle_vs_las"] or 0) > 1]
-    print(f"  of the rows where gqa is above las, {len(beyond)} have the oracle above las too")
+    for priorities in PRIORITIES:
+        mine = [r for r in rows if r["priorities"] == priorities]
+        if not mine:
+            continue
+        if priorities != "trace":
+            print(f"with every job in one tier ({', '.join(sorted({r['trace'] for r in mine}))}):")
+        for name, test, limit in GOAL_TESTS:
+            values = [r["goals"][name] for r in mine if r["goals"][name] is not None
+                      and (not name.endswith("jct_vs_oracle") or r["estimates"] == "model")]
+            met = sum(1 for v in values if test(v, limit))
+            print(f"goal {name}: met in {met} of {len(values)} rows")
+        beyond = [r for r in mine if r["goals"]["jct_vs_las"] and r["goals"]["jct_vs_las"] > 1
+                  and (r["goals"]["oracle_vs_las"] or 0) > 1]
+        print(f"  of the rows where gqa is above las, {len(beyond)} have the oracle above las too")
 
 
 GOAL_TESTS = (("jct_vs_las", lambda v, lim: v <= lim, 1.0), ("jct_vs_oracle", lambda v, lim: v <= lim, 1.15),
@@ -237,15 +260,15 @@ def plot(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    traces = sorted({r["trace"] for r in rows})
+    traces = sorted({(r["trace"], r["priorities"] != "trace") for r in rows})
     modes = [m for m in MODES if any(r["estimates"] == m for r in rows)]
     fig, axes = plt.subplots(len(traces), len(modes), figsize=(3.2 * len(modes), 2.8 * len(traces)),
                              squeeze=False, sharex=True)
-    for i, trace in enumerate(traces):
+    for i, (trace, one_tier) in enumerate(traces):
         for j, mode in enumerate(modes):
             ax = axes[i][j]
-            mine = sorted((r for r in rows if r["trace"] == trace and r["estimates"] == mode),
-                          key=lambda r: r["target"])
+            mine = sorted((r for r in rows if (r["trace"], r["priorities"] != "trace") == (trace, one_tier)
+                           and r["estimates"] == mode), key=lambda r: r["target"])
             for policy in NAMES:
                 points = [(r["target"] * 100, r["policies"][policy]["mean_jct"] / oracle["mean_jct"])
                           for r in mine if policy in r["policies"] and (oracle := r["policies"].get("sjf-oracle"))]
@@ -254,7 +277,7 @@ def plot(rows: list[dict], path: str) -> None:
                     ax.plot(*zip(*points), marker="o", label=policy, color=f"C{NAMES.index(policy)}",
                             linewidth=2.4 if policy.startswith("gqa") else 1.2)
             ax.set_yscale("log")
-            ax.set_title(f"{trace}, {mode} estimates", fontsize=9)
+            ax.set_title(f"{trace}{', one tier' if one_tier else ''}, {mode} estimates", fontsize=9)
             if j == 0:
                 ax.set_ylabel("mean JCT / sjf-oracle's")
             if i == len(traces) - 1:

@@ -38,6 +38,10 @@ def simulate(
         = "model",
     default_share: Annotated[float, Opt("--default-share", help="With --estimates default: the share of jobs "
                                                                 "asking the partition default.")] = 0.4,
+    priorities: Annotated[str, Opt("--priorities", help="trace (each job's priority tier as the trace gives "
+                                                        "it) or one (every job normal, as fifo and las see "
+                                                        "them): what honouring the tiers costs or gains.")]
+        = "trace",
     checkpoint: Annotated[str, Opt("--checkpoint-interval",
                                    help="How often requeued jobs had checkpointed.")] = "30m",
     on_notice: Annotated[bool, Opt("--checkpoint-on-notice", help="Jobs save a checkpoint on the 2-minute spot "
@@ -70,6 +74,7 @@ def simulate(
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
+    from gqa.sim.workload import PRIORITIES
 
     fmt = check_output(output)
     names = [p.strip().lower() for p in policies.split(",") if p.strip()] if policies is not None else list(NAMES)
@@ -89,6 +94,9 @@ def simulate(
         asked = Estimates(estimates.strip().lower(), default_share)
     except EstimatesError as exc:
         fail(f"--estimates: {exc}")
+    priorities = priorities.strip().lower()
+    if priorities not in PRIORITIES:
+        fail(f"--priorities must be one of {', '.join(PRIORITIES)}, got {priorities!r}")
     try:
         interval = float(parse_duration(checkpoint, bare_unit="s"))
     except SpecError as exc:
@@ -124,7 +132,7 @@ def simulate(
     if las_left_out:
         names.remove("las")
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
-                  notes=loaded.notes, estimates=asked)
+                  notes=loaded.notes, estimates=asked, priorities=priorities)
     if not work.jobs:
         fail(f"{trace}: no jobs to replay")
     if pool_list:

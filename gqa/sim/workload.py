@@ -6,6 +6,7 @@ depends only on the seed and the job's id (never on the job's position), so a
 prefix of a trace (`--limit`) gets the same values as the whole trace, and
 every choice ends up as one plain sentence in `Workload.assumptions`."""
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..models.priority import Priority
@@ -15,6 +16,9 @@ from .trace import TraceJob
 
 DEFAULT_TEAMS = (("team-a", 0.4), ("team-b", 0.3), ("team-c", 0.2), ("team-d", 0.1))
 USERS_PER_TEAM = 8
+# the trace's priorities, or one tier for all: what gqa gains or pays for honouring them, against
+# references that never read them
+PRIORITIES = ("trace", "one")
 
 
 @dataclass(slots=True)
@@ -40,14 +44,18 @@ class Workload:
 
 def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load: float = 1.0,
            shares: dict[str, float] | None = None, limit: int | None = None, spot: bool = False,
-           notes: list[str] | None = None, estimates: Estimates = MODEL) -> Workload:
+           notes: list[str] | None = None, estimates: Estimates = MODEL, priorities: str = "trace") -> Workload:
     """`cluster_gpus`: the largest gang that can ever start (jobs over it are
     dropped and counted); `load` multiplies the arrival rate; `limit` keeps the
     first N arrivals; `shares` overrides the equal team shares; `spot`: every
     job may run on spot capacity; `estimates`: the wall times of jobs the trace
-    gives none (gqa/sim/estimates.py)."""
+    gives none (gqa/sim/estimates.py); `priorities`: "trace" keeps the
+    priority each job has in the trace, "one" puts every job in the normal
+    tier, as the references that ignore tiers (fifo, las) see them."""
     if load <= 0:
         raise ValueError("load must be positive")
+    if priorities not in PRIORITIES:
+        raise ValueError(f"priorities must be one of {', '.join(PRIORITIES)}, got {priorities!r}")
     said = list(notes or [])
     picked = trace_jobs[:limit] if limit else trace_jobs
     fits = [j for j in picked if j.gpus <= cluster_gpus]
@@ -67,17 +75,23 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
         if not tj.wall_time:
             asked.append((tj.duration, wall))
         jobs.append(SimJob(id=job_id, seq=seq, submit=(tj.submit_time - t0) / load, duration=tj.duration,
-                           gpus=tj.gpus, team=team, user=user, tier=Priority(tj.priority or Priority.NORMAL).rank,
+                           gpus=tj.gpus, team=team, user=user, tier=_tier(tj, priorities),
                            wall_time=wall, spot=spot))
     if asked:
         said.append(describe(estimates, asked, seed))
-    said += _assumptions(fits, load, shares)
+    said += _assumptions(fits, load, shares, priorities)
     names = sorted({j.team for j in jobs} | set(shares or {}))
     teams = {t: TeamPolicy(share=(shares or {}).get(t, 1.0)) for t in names}
     return Workload(jobs=jobs, teams=teams, assumptions=said)
 
 
-def _assumptions(jobs: list[TraceJob], load: float, shares: dict[str, float] | None) -> list[str]:
+def _tier(job: TraceJob, priorities: str) -> int:
+    named = job.priority if priorities == "trace" else None
+    return Priority(named or Priority.NORMAL).rank
+
+
+def _assumptions(jobs: list[TraceJob], load: float, shares: dict[str, float] | None,
+                 priorities: str) -> list[str]:
     out = ["schedulers never see the true duration: they see the wall time, and (as in production) "
            "expect a run time of wall time x the median share of it the team's past jobs used"]
     if any(j.team is None for j in jobs):
@@ -87,7 +101,12 @@ def _assumptions(jobs: list[TraceJob], load: float, shares: dict[str, float] | N
     out.append(f"fair share: {what}")
     if any(j.user is None for j in jobs):
         out.append(f"users (none in the trace): {USERS_PER_TEAM} per team, by a hash of the job id")
-    if any(j.priority is None for j in jobs):
+    given = Counter(j.priority for j in jobs if j.priority is not None)
+    if priorities == "one" and given:
+        split = ", ".join(f"{n} {p}" for p, n in sorted(given.items()))
+        out.append(f"priority: every job normal (--priorities one), though the trace gives {split}; "
+                   "fifo, fifo-easy and las never read it")
+    elif any(j.priority is None for j in jobs):
         out.append("priority: normal where the trace gives none")
     if load != 1.0:
         out.append(f"load x{load:g}: arrival times divided by {load:g} (run times unchanged)")

@@ -84,6 +84,7 @@ def test_limit_load_and_pools(tmp_path, capsys):
     (["--gpus", "4", "--estimates", "oracle"], "--estimates: unknown estimates mode 'oracle'; choose from model, "
                                                "default, max, fitted"),
     (["--gpus", "4", "--estimates", "default", "--default-share", "2"], "between 0 and 1, not 2"),
+    (["--gpus", "4", "--priorities", "flat"], "--priorities must be one of trace, one, got 'flat'"),
     (["--gpus", "4", "--policies", "fifo,gqa", "--base", "las"], "--base las is not among the policies replayed"),
 ])
 def test_bad_options_exit_2(capsys, args, message):
@@ -133,6 +134,20 @@ def test_bad_trace_exits_2_with_the_line(tmp_path, capsys):
     code, _, err = run(capsys, str(tmp_path / "missing.csv"), "--gpus", "2")
     assert code == 2 and "no such file" in err
 
+
+def test_one_tier_replays_the_trace_as_if_it_gave_no_priorities(tmp_path, capsys):
+    # one GPU: A runs; B (low, short) and C (high, long) wait for it
+    trace = tmp_path / "tiers.csv"
+    trace.write_text("id,submit_time,duration,gpus,priority,wall_time,team\n"
+                     "A,0,100,1,normal,100,t\nB,1,10,1,low,10,t\nC,2,300,1,high,300,t\n")
+    kept = as_json(capsys, str(trace), "--gpus", "1", "--policies", "fifo,gqa", "--eta-every", "0")
+    one = as_json(capsys, str(trace), "--gpus", "1", "--policies", "fifo,gqa", "--eta-every", "0",
+                  "--priorities", "one")
+    assert kept["policies"]["gqa"]["mean_wait"] == (0 + (100 - 2) + (400 - 1)) / 3   # C first: its tier
+    assert one["policies"]["gqa"]["mean_wait"] == (0 + (100 - 1) + (110 - 2)) / 3    # B first: shorter
+    assert one["policies"]["fifo"] == kept["policies"]["fifo"]                       # fifo never reads tiers
+    assert any(line.startswith("priority: every job normal (--priorities one), though the trace gives 1 high, "
+                               "1 low, 1 normal") for line in one["assumptions"])
 
 
 @pytest.mark.slow

@@ -23,7 +23,9 @@ def alibaba_trace(folder: Path, pods: int = 80) -> None:
     for n in range(pods):
         t += rng.expovariate(1 / 200)
         run = rng.choice([60, 300, 1_800, 7_200, 36_000])
-        rows.append(f"pod-{n},1000,1024,{rng.choice([1, 1, 1, 2, 4])},1000,,BE,Succeeded,{t:.0f},{t + run:.0f},{t:.0f}")
+        qos = rng.choice(["BE", "BE", "Burstable", "LS"])
+        rows.append(f"pod-{n},1000,1024,{rng.choice([1, 1, 1, 2, 4])},1000,,{qos},Succeeded,{t:.0f},{t + run:.0f},"
+                    f"{t:.0f}")
     place = folder / "alibaba-gpu-v2023"
     place.mkdir(parents=True)
     (place / "openb_pod_list_default.csv").write_text("\n".join(rows) + "\n")
@@ -39,8 +41,13 @@ def test_one_run_gives_every_row_its_goals_and_draws_the_plot(tmp_path):
                           capture_output=True, text=True, timeout=300, check=True)
     out = json.loads(done.stdout)
     rows = out["rows"]
-    assert [(r["estimates"], r["target"]) for r in rows] == [("model", 0.8), ("model", 0.95), ("max", 0.8),
-                                                             ("max", 0.95)]
+    # the trace's three qos tiers, then every job in one, at every mode and load
+    assert [(r["priorities"], r["tiers"], r["estimates"], r["target"]) for r in rows] == [
+        (p, tiers, mode, load) for p, tiers in (("trace", 3), ("one", 1)) for mode in ("model", "max")
+        for load in (0.8, 0.95)]
+    for kept, one in zip(rows[:4], rows[4:]):
+        assert one["gpus"] == kept["gpus"]
+        assert one["policies"]["fifo"] == kept["policies"]["fifo"]   # fifo never reads a tier
     for row in rows:
         assert sorted(row["policies"]) == sorted(NAMES) and row["jobs"] == 80
         gqa, las, oracle, easy = (row["policies"][p] for p in ("gqa", "las", "sjf-oracle", "fifo-easy"))
@@ -54,7 +61,7 @@ def test_one_run_gives_every_row_its_goals_and_draws_the_plot(tmp_path):
 
 
 def test_an_unknown_mode_or_policy_is_one_line_and_exit_2(tmp_path):
-    for flag, value in (("--estimates", "guess"), ("--policies", "gqa,lottery")):
+    for flag, value in (("--estimates", "guess"), ("--policies", "gqa,lottery"), ("--priorities", "trace,flat")):
         done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
                                str(tmp_path), flag, value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and value.split(",")[-1] in done.stderr

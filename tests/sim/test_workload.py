@@ -1,5 +1,7 @@
 """What traces lack, derived: wall times, teams, users, load."""
 
+import pytest
+
 from gqa.sim.trace import TraceJob
 from gqa.sim.estimates import WALL_STEPS, wall_time_for
 from gqa.sim.workload import DEFAULT_TEAMS, derive
@@ -52,6 +54,25 @@ def test_given_team_user_priority_are_kept_and_shares_applied():
     job = work.jobs[0]
     assert (job.team, job.user, job.tier) == ("nlp", "bob", 0)
     assert work.teams["nlp"].share == 3.0 and work.teams["vision"].share == 1.0
+
+
+def test_one_tier_puts_every_job_in_normal_and_says_what_the_trace_gave():
+    trace = [TraceJob("a", 0, 60, 1, priority="high"), TraceJob("b", 1, 60, 1, priority="low"),
+             TraceJob("c", 2, 60, 1, priority="low"), TraceJob("d", 3, 60, 1)]
+    kept = derive(trace, cluster_gpus=1)
+    one = derive(trace, cluster_gpus=1, priorities="one")
+    assert [j.tier for j in kept.jobs] == [0, 2, 2, 1]
+    assert [j.tier for j in one.jobs] == [1, 1, 1, 1]
+    assert [(j.id, j.wall_time) for j in one.jobs] == [(j.id, j.wall_time) for j in kept.jobs]   # nothing else moves
+    said = [line for line in one.assumptions if line.startswith("priority:")]
+    assert said == ["priority: every job normal (--priorities one), though the trace gives 1 high, 2 low; "
+                    "fifo, fifo-easy and las never read it"]
+    assert "priority: normal where the trace gives none" in kept.assumptions
+
+
+def test_an_unknown_priorities_choice_is_refused():
+    with pytest.raises(ValueError, match="priorities must be one of trace, one, got 'flat'"):
+        derive([TraceJob("a", 0, 60, 1)], cluster_gpus=1, priorities="flat")
 
 
 def test_load_scales_arrivals_from_zero_and_oversize_jobs_are_dropped():
