@@ -14,8 +14,9 @@ the makespan is mostly the drain of its longest jobs (ITP has 18-day jobs),
 so only the second says how busy the cluster was. That drain is also why the
 GPU count is set from the offered load rather than searched for on a
 prefix's measured utilisation.
-Then the policies (all six of gqa.sim.policies.NAMES unless --policies)
-replay the same workload on that cluster. The headline is each policy's
+Then the policies (all seven of gqa.sim.policies.NAMES unless --policies)
+replay the same workload on that cluster; for a trace that puts its jobs in
+several priority tiers, again with every job in one (--priorities). The headline is each policy's
 ratio to FIFO's, from one run. `--estimates MODE` picks the wall times
 users ask for (as `gqa simulate --estimates`); the cluster is then sized
 from the run times those wall times allow, as jobs killed at their limit
