@@ -291,6 +291,14 @@ class Capacity:
             self.taken_in[self.pool_of[index]] += 1
         return bool(self.booked) or self.machine_booked is not None
 
+    def hold(self, gpus: list[int]) -> None:
+        """Free GPUs a job that preempts counts on: taken for it for the rest of the pass, as a start
+        takes them (its victims' GPUs join them once they have stopped)."""
+        for index in gpus:
+            del self.ledger.free[index]
+            self.timeline.set(index, INF)
+            self.taken_in[self.pool_of[index]] += 1
+
     def blocked(self, job: PendingJob, tier: int) -> float | None:
         """Hold capacity for a job that does not fit; the reserved start, if one was made."""
         if self.reserves_nothing_for(job, tier):

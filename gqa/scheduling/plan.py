@@ -104,6 +104,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
             if preemption is not None:
                 victims, shortfall = preemption
                 out.preempt += victims
+                capacity.hold(preemptor.counted.pop(job.id))
             out.waiting[job.id] = shortfall
             # time slicing reserves nothing (slicing.py): its jobs get GPUs by preempting instead
             start = None if job.tier in preemptor.slicing else capacity.blocked(job, job.tier)

@@ -34,6 +34,10 @@ class Preemptor:
         self.index = index   # which running jobs slicing may stop: asked per tier when first wanted
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
         self.chosen: set[str] = set()
+        # job id -> the free GPUs its preemption counts on: held for it for the rest of the pass
+        # (Capacity.hold), or a job ranked below would start on them and the victims would have
+        # stopped for nothing, to be preempted again in the next pass
+        self.counted: dict[str, list[int]] = {}
         self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
         if not self.enabled:
             return
@@ -116,7 +120,8 @@ class Preemptor:
                 self.short[short] = min(job.gpus, self.short.get(short, job.gpus))
             return None
         pool, picked = best
-        # what it takes: keep the stopping GPUs and these victims for this job
+        # what it takes: the free GPUs, the stopping ones and these victims, kept for this job
+        self.counted[job.id] = [index for index in self.free if self.pool_of[index] == pool]
         need = job.gpus - self._free_in(pool)
         self.stopping[pool] = self.stopping[pool][max(0, need):]
         self.chosen.update(r.id for r in picked)
