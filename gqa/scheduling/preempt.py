@@ -3,7 +3,9 @@ preemptible tiers. Victims are chosen to lose the least work: the least time
 since their last checkpoint, then the least elapsed. They are sent back to the
 queue keeping their place; the waiting job starts once their GPUs are free.
 GPUs of jobs already being stopped count first, so one shortage never
-preempts twice.
+preempts twice, and the free GPUs it counts on are held for it for the rest
+of the pass (fit.Capacity.hold), so its victims never stop for a job ranked
+below it.
 
 In a tier with time slicing (slicing.py), a job that is not demoted may also
 stop jobs of its own tier that have had their slice, those with the most
