@@ -86,21 +86,27 @@ def test_a_larger_victim_makes_a_smaller_one_chosen_before_it_unneeded():
     assert result.preempt == ["large"]
 
 
+def draw_low_tier(data, ran_up_to: int):
+    """A cluster of 2-8 GPUs, some free, the rest held by low-tier jobs of random sizes that have
+    run up to `ran_up_to` seconds, and a gang size more than the free GPUs hold."""
+    gpus = data.draw(st.integers(2, 8), label="gpus")
+    free = data.draw(st.sets(st.integers(0, gpus - 1), max_size=gpus - 1), label="free")
+    busy = [i for i in range(gpus) if i not in free]
+    runs = []
+    while busy:
+        size = data.draw(st.integers(1, len(busy)), label="size")
+        held, busy = busy[:size], busy[size:]
+        runs.append(running(f"low{len(runs)}", tier=2, gpus=held,
+                            started_at=NOW - data.draw(st.integers(1, ran_up_to))))
+    return gpus, free, runs, data.draw(st.integers(len(free) + 1, gpus), label="want")
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_victims_suffice_and_none_is_stopped_for_nothing(data):
     """Whatever runs and whatever is free, the victims free enough GPUs, and dropping any
     one of them would not: preemption never stops more work than it needs."""
-    gpus = data.draw(st.integers(2, 8), label="gpus")
-    free = data.draw(st.sets(st.integers(0, gpus - 1), max_size=gpus - 1), label="free")
-    busy = [i for i in range(gpus) if i not in free]
-    runs, n = [], 0
-    while busy:
-        size = data.draw(st.integers(1, len(busy)), label="size")
-        held, busy = busy[:size], busy[size:]
-        runs.append(running(f"low{n}", tier=2, gpus=held, started_at=NOW - data.draw(st.integers(1, 9999))))
-        n += 1
-    want = data.draw(st.integers(len(free) + 1, gpus), label="want")
+    gpus, free, runs, want = draw_low_tier(data, ran_up_to=9999)
     result = plan(full(*runs, gpus=gpus, waiting=pending("hi", tier=0, gpus=want, wall_time=60)))
     freed = {r.id: len(r.gpus) for r in runs}
     stopped = sum(freed[v] for v in result.preempt)
@@ -133,17 +139,8 @@ def test_a_gang_that_preempts_starts_in_the_next_pass(data):
     """Whatever runs and waits below it, once its victims have stopped (at once: they checkpoint
     on the way out) the next pass starts the job that preempted, and stops nothing more."""
     policy = data.draw(st.sampled_from([POLICY, SLICING]), label="policy")
-    gpus = data.draw(st.integers(2, 8), label="gpus")
-    free = data.draw(st.sets(st.integers(0, gpus - 1), max_size=gpus - 1), label="free")
-    busy = [i for i in range(gpus) if i not in free]
-    runs, n = [], 0
-    while busy:
-        size = data.draw(st.integers(1, len(busy)), label="size")
-        held, busy = busy[:size], busy[size:]
-        # under 2 minutes in: slicing stops none of them, so a stop in the second pass is churn
-        runs.append(running(f"low{n}", tier=2, gpus=held, started_at=NOW - data.draw(st.integers(1, 100))))
-        n += 1
-    want = data.draw(st.integers(len(free) + 1, gpus), label="want")
+    # under 2 minutes in: slicing stops none of them, so a stop in the second pass is churn
+    gpus, free, runs, want = draw_low_tier(data, ran_up_to=100)
     small = [pending(f"small{i}", tier=2, gpus=data.draw(st.integers(1, gpus), label="small gpus"),
                      wall_time=data.draw(st.sampled_from([60, 600, 36000]), label="wall"), seq=1 + i,
                      submitted_at=1 + i) for i in range(data.draw(st.integers(0, 4), label="smalls"))]
