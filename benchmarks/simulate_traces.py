@@ -16,8 +16,8 @@ GPU count is set from the offered load rather than searched for on a
 prefix's measured utilisation.
 Then the policies (all seven of gqa.sim.policies.NAMES unless --policies)
 replay the same workload on that cluster; for a trace that puts its jobs in
-several priority tiers, again with every job in one (--priorities). The headline is each policy's
-ratio to FIFO's, from one run. `--estimates MODE` picks the wall times
+several priority tiers, again with every job in one (--priorities). The
+headline is each policy's ratio to FIFO's, from one run. `--estimates MODE` picks the wall times
 users ask for (as `gqa simulate --estimates`); the cluster is then sized
 from the run times those wall times allow, as jobs killed at their limit
 offer less.

@@ -102,9 +102,9 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         if gpus is None:
             preemption = None if job.exclusive else preemptor.victims_for(job, job.tier)
             if preemption is not None:
-                victims, shortfall = preemption
+                victims, shortfall, counted = preemption
                 out.preempt += victims
-                capacity.hold(preemptor.counted.pop(job.id))
+                capacity.hold(counted)
             out.waiting[job.id] = shortfall
             # time slicing reserves nothing (slicing.py): its jobs get GPUs by preempting instead
             start = None if job.tier in preemptor.slicing else capacity.blocked(job, job.tier)

@@ -36,10 +36,6 @@ class Preemptor:
         self.index = index   # which running jobs slicing may stop: asked per tier when first wanted
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
         self.chosen: set[str] = set()
-        # job id -> the free GPUs its preemption counts on: held for it for the rest of the pass
-        # (Capacity.hold), or a job ranked below would start on them and the victims would have
-        # stopped for nothing, to be preempted again in the next pass
-        self.counted: dict[str, list[int]] = {}
         self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
         if not self.enabled:
             return
@@ -86,8 +82,11 @@ class Preemptor:
             return True
         return tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
 
-    def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str] | None:
-        """Jobs to stop so `job` can start, and a reason; None if preemption cannot help."""
+    def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str, list[int]] | None:
+        """Jobs to stop so `job` can start, a reason, and the free GPUs it counts on beside theirs,
+        which the pass must hold for it (Capacity.hold): a job ranked below that started on them
+        would leave the victims stopped for nothing, to be preempted again in the next pass. None
+        if preemption cannot help."""
         if not self.may_help(job, tier):
             return None
         best = None
@@ -123,19 +122,19 @@ class Preemptor:
             return None
         pool, picked = best
         # what it takes: the free GPUs, the stopping ones and these victims, kept for this job
-        self.counted[job.id] = [index for index in self.free if self.pool_of[index] == pool]
-        need = job.gpus - self._free_in(pool)
+        counted = [index for index in self.free if self.pool_of[index] == pool]
+        need = job.gpus - len(counted)
         self.stopping[pool] = self.stopping[pool][max(0, need):]
         self.chosen.update(r.id for r in picked)
         lost = sum(self.now - (r.checkpointed_at or r.started_at) for r in picked)
         if not picked:
-            return [], "starts when the preempted jobs have stopped"
+            return [], "starts when the preempted jobs have stopped", counted
         names = ", ".join(r.id for r in picked)
         why = "lower tier" if all(r.tier > tier for r in picked) else \
             f"had their {self.policy.slice_after / 3600:.2g} GPU-hour slice" if all(r.tier == tier for r in picked) \
             else "lower tier, or had their slice"
         return [r.id for r in picked], (f"preempting {names} ({why}; {lost / 60:.0f} GPU-job-minutes "
-                                        "since their last checkpoints)")
+                                        "since their last checkpoints)"), counted
 
     def _sliced(self, tier: int) -> list[RunningJob]:
         runs = self.sliced.get(tier)
