@@ -45,7 +45,7 @@ from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
 from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import NAMES, run_policy  # noqa: E402
-from gqa.sim.workload import PRIORITIES  # noqa: E402
+from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
 TARGETS = (0.70, 0.85, 0.95)
@@ -117,15 +117,13 @@ def main() -> int:
     try:
         targets = [float(t) for t in args.targets.split(",")]
         modes = [Estimates(m).mode for m in args.estimates.split(",")]
+        tiers_asked = [priorities_choice(p) for p in args.priorities.split(",")]
     except (ValueError, EstimatesError) as exc:
         parser.error(str(exc))
     policies = args.policies.split(",")
     unknown = [p for p in policies if p not in NAMES]
     if unknown:
         parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(NAMES)}")
-    tiers_asked = args.priorities.split(",")
-    if not tiers_asked or any(p not in PRIORITIES for p in tiers_asked):
-        parser.error(f"--priorities: choose from {', '.join(PRIORITIES)}, not {args.priorities!r}")
     began = time.perf_counter()
     rows, tasks = [], []
     for name in args.only.split(","):

@@ -74,7 +74,7 @@ def simulate(
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
-    from gqa.sim.workload import PRIORITIES
+    from gqa.sim.workload import priorities_choice
 
     fmt = check_output(output)
     names = [p.strip().lower() for p in policies.split(",") if p.strip()] if policies is not None else list(NAMES)
@@ -94,9 +94,10 @@ def simulate(
         asked = Estimates(estimates.strip().lower(), default_share)
     except EstimatesError as exc:
         fail(f"--estimates: {exc}")
-    priorities = priorities.strip().lower()
-    if priorities not in PRIORITIES:
-        fail(f"--priorities must be one of {', '.join(PRIORITIES)}, got {priorities!r}")
+    try:
+        priorities = priorities_choice(priorities)
+    except ValueError as exc:
+        fail(f"--{exc}")
     try:
         interval = float(parse_duration(checkpoint, bare_unit="s"))
     except SpecError as exc:

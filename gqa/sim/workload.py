@@ -54,8 +54,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     tier, as the references that ignore tiers (fifo, las) see them."""
     if load <= 0:
         raise ValueError("load must be positive")
-    if priorities not in PRIORITIES:
-        raise ValueError(f"priorities must be one of {', '.join(PRIORITIES)}, got {priorities!r}")
+    priorities = priorities_choice(priorities)
     said = list(notes or [])
     picked = trace_jobs[:limit] if limit else trace_jobs
     fits = [j for j in picked if j.gpus <= cluster_gpus]
@@ -83,6 +82,14 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     names = sorted({j.team for j in jobs} | set(shares or {}))
     teams = {t: TeamPolicy(share=(shares or {}).get(t, 1.0)) for t in names}
     return Workload(jobs=jobs, teams=teams, assumptions=said)
+
+
+def priorities_choice(text: str) -> str:
+    """One of PRIORITIES, as typed (case and spaces aside); ValueError naming the choices else."""
+    choice = text.strip().lower()
+    if choice not in PRIORITIES:
+        raise ValueError(f"priorities must be one of {', '.join(PRIORITIES)}, got {text!r}")
+    return choice
 
 
 def _tier(job: TraceJob, priorities: str) -> int:
