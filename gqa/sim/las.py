@@ -3,8 +3,11 @@ scheduler that knows nothing of run times or wall times, only the service
 each job has had. It is not the production pass, so it is its own small
 event-driven replay over the same Workload, giving the same SimResult.
 
-- Attained service: GPUs x seconds run (restart overheads included), since
-  the job arrived or was last promoted. Under THRESHOLD GPU-seconds a job is
+- Attained service: GPUs x seconds of work done (a resume's reload is not
+  service), since the job arrived or was last promoted.  Counting the reload
+  would demote a gang wider than THRESHOLD / RESTART GPUs (55 at the
+  defaults) before it does any new work, and two such jobs, promoted in
+  turn, could preempt each other forever with no work done. Under THRESHOLD GPU-seconds a job is
   in the first queue, from there on in the second (K = 2 queues, as Tiresias
   runs by default; 3,250 GPU-seconds, about 0.9 GPU-hour, is the first
   queue's limit in the authors' public simulator). Within a queue: submit
@@ -51,7 +54,7 @@ class _Job:
     seq: int
     left: float                 # work still to do, seconds
     queue: int = 0
-    served: float = 0.0         # seconds run since arrival or the last promotion
+    served: float = 0.0         # seconds of work done since arrival or the last promotion
     waited: float = 0.0         # seconds waiting since the last promotion, once it has run
     since: float = 0.0          # when it last started or stopped
     overhead: float = 0.0       # of the running attempt
@@ -211,7 +214,7 @@ class _Las:
         insort(self.running, job.key())
         heapq.heappush(self.events, (now + job.overhead + job.left, END, job.index, job.stint))
         if job.queue == 0:
-            crosses = now + self.threshold / job.gpus - job.served
+            crosses = now + job.overhead + self.threshold / job.gpus - job.served
             if crosses < now + job.overhead + job.left:
                 heapq.heappush(self.events, (crosses, DEMOTE, job.index, job.stint))
 
@@ -228,7 +231,7 @@ class _Las:
         self.free += job.gpus
         self.running_gpus[job.queue] -= job.gpus
         elapsed = now - job.since
-        job.served += elapsed
+        job.served += max(0.0, elapsed - job.overhead)
         job.running = False
         out = self.out[job.index]
         out.gpu_seconds += job.gpus * elapsed

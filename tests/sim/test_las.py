@@ -86,3 +86,17 @@ def test_books_and_utilisation():
     assert summary["finished"] == 3 and summary["unfinished"] == 0
     assert result.gpu_seconds_by_pool == {"gpu": 100 + 100 + 200}
     assert summary["utilisation"] == pytest.approx(400 / (2 * 200))
+
+
+def test_gangs_whose_reload_outlasts_their_slice_still_progress():
+    # 2-GPU jobs reach 100 GPU-s in 50 s, less than a resume's 60 s reload: counted as service, the
+    # reload demoted them before any new work, and these three preempted each other forever
+    out, result = las(2, job("a", 30, 273, gpus=2), job("b", 120, 353, gpus=2), job("c", 145, 52, gpus=2),
+                      starve=2.0, restart=60)
+    assert all(o.end is not None and not o.timed_out for o in out.values())
+    for o in out.values():   # its work, and at most a reload per resume (one may be cut short)
+        assert 2 * o.duration < o.gpu_seconds <= 2 * (o.duration + 60 * (o.attempts - 1))
+    busy = sum(o.gpu_seconds for o in out.values()) / 2
+    assert max(o.end for o in out.values()) == 30 + busy   # never idle from the first arrival
+    assert summarize(result)["preemptions"] == 16
+
