@@ -25,8 +25,9 @@ def simulate(
     policies: Annotated[Optional[str], Opt(
         "--policies", help="Comma-separated: fifo, fifo-easy (FIFO with EASY backfill), multifactor, gqa, "
                            "gqa-slice (gqa with time slicing: preemptive), las (Tiresias-style, preemptive), "
-                           "sjf-oracle (knows true run times: a bound). Default: "
-                           "all (las left out where --pools has several pools or reclaims).")] = None,
+                           "las-tiers (las honouring the trace's tiers), sjf-oracle (knows true run times: a "
+                           "bound). Default: all (las-tiers left out where every job is in one tier, both las "
+                           "left out where --pools has several pools or reclaims).")] = None,
     base: Annotated[Optional[str], Opt("--base", help="The policy the others' ratios are against (default: "
                                                       "fifo, where replayed).")] = None,
     load: Annotated[float, Opt("--load", help="Arrival-rate multiplier: 2 halves the gaps.")] = 1.0,
@@ -69,7 +70,7 @@ def simulate(
     from gqa.models.units import parse_duration
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.policies import NAMES, las_refuses, run_policy
+    from gqa.sim.policies import LAS, NAMES, las_refuses, run_policy
     from gqa.sim.pools import PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
@@ -131,11 +132,14 @@ def simulate(
     spot = any(p.spot for p in pool_list)
     las_left_out = policies is None and las_refuses(inventory, pool_of, reclaim_rates(pool_list))
     if las_left_out:
-        names.remove("las")
+        names = [n for n in names if n not in LAS]
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
                   notes=loaded.notes, estimates=asked, priorities=priorities)
     if not work.jobs:
         fail(f"{trace}: no jobs to replay")
+    if policies is None and "las-tiers" in names and len({job.tier for job in work.jobs}) == 1:
+        names.remove("las-tiers")
+        work.assumptions.append("las-tiers left out: every job is in one tier, where it replays as las")
     if pool_list:
         work.assumptions.append(
             f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}"
@@ -143,7 +147,7 @@ def simulate(
                f"requeues the job from its last checkpoint (every {checkpoint})"
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
     if las_left_out:
-        work.assumptions.append(f"las left out: {las_left_out}")
+        work.assumptions.append(f"las and las-tiers left out: {las_left_out}")
     if restart_cost:
         work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
                                 "its checkpoint before new work")

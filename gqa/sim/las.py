@@ -23,6 +23,11 @@ event-driven replay over the same Workload, giving the same SimResult.
   its work, and pays RESTART seconds on the GPUs each time it resumes.
 - A job whose wall time is shorter than its run is killed once it has done
   its wall time of work (the scheduler never reads it: the job's own limit).
+- With `tiers` (the `las-tiers` policy) it honours the jobs' priority tiers as
+  a priority-class scheduler does: each tier has its own two queues, a higher
+  tier's jobs come before every job of a lower tier and may preempt them at
+  once, whatever service either has had; demotion and promotion stay within
+  the tier. Without it every job is in one tier, as Tiresias has it.
 
 GPUs are counted, not placed: one pool of identical GPUs."""
 
@@ -53,7 +58,8 @@ class _Job:
     submit: float
     seq: int
     left: float                 # work still to do, seconds
-    queue: int = 0
+    first: int = 0              # its first queue's level: 2 x its tier where tiers are honoured, else 0
+    queue: int = 0              # 0 or 1: its level is first + queue
     served: float = 0.0         # seconds of work done since arrival or the last promotion
     waited: float = 0.0         # seconds waiting since the last promotion, once it has run
     since: float = 0.0          # when it last started or stopped
@@ -61,25 +67,31 @@ class _Job:
     stint: int = 0              # bumped at every start and stop: older events are stale
     running: bool = False
 
+    def level(self) -> int:
+        return self.first + self.queue
+
     def key(self) -> tuple[int, float, int, int]:
-        return (self.queue, self.submit, self.seq, self.index)
+        return (self.level(), self.submit, self.seq, self.index)
 
 
 def simulate_las(work: Workload, gpus: int, *, name: str = "las", threshold: float = THRESHOLD,
                  starve: float = STARVE, restart: float = RESTART, price: float = 0.0,
-                 pool: str = "gpu") -> SimResult:
+                 pool: str = "gpu", tiers: bool = False) -> SimResult:
     """`gpus`: the cluster's GPU count; `price`: per GPU-hour, for the cost;
-    `starve` 0 turns the starvation guard off."""
-    return _Las(work, gpus, name, threshold, starve, restart, price, pool).run()
+    `starve` 0 turns the starvation guard off; `tiers`: honour the jobs' tiers
+    (module docstring)."""
+    return _Las(work, gpus, name, threshold, starve, restart, price, pool, tiers).run()
 
 
 class _Las:
     def __init__(self, work: Workload, gpus: int, name: str, threshold: float, starve: float, restart: float,
-                 price: float, pool: str):
+                 price: float, pool: str, tiers: bool = False):
         self.sim = sorted(work.jobs, key=lambda j: (j.submit, j.seq))
         self.total, self.free = gpus, gpus
         self.threshold, self.starve, self.restart, self.price, self.pool = threshold, starve, restart, price, pool
-        self.jobs = [_Job(i, j.gpus, j.submit, j.seq, min(j.duration, j.wall_time)) for i, j in enumerate(self.sim)]
+        self.jobs = [_Job(i, j.gpus, j.submit, j.seq, min(j.duration, j.wall_time), 2 * j.tier if tiers else 0)
+                     for i, j in enumerate(self.sim)]
+        levels = 2 + max((j.first for j in self.jobs), default=0)   # two queues per tier
         self.out = [Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time) for j in self.sim]
         self.result = SimResult(policy=name, gpus=gpus, outcomes=self.out)
         if self.sim:
@@ -87,7 +99,7 @@ class _Las:
         self.pending: list[tuple] = []     # keys, in priority order
         self.running: list[tuple] = []     # keys, in priority order
         self.sizes: Counter[int] = Counter()           # GPU counts of waiting jobs
-        self.running_gpus = [0, 0]                     # per queue
+        self.running_gpus = [0] * levels               # per level (tier x 2 + queue)
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job, stint)
 
     # -- the loop ----------------------------------------------------------------
@@ -157,11 +169,11 @@ class _Las:
 
     def _room_below(self, key: tuple, need: int) -> bool:
         """Free GPUs plus those of running jobs below `key` hold `need`: first the
-        queues' totals (cheap), then the jobs themselves."""
+        levels' totals (cheap), then the jobs themselves."""
         if self.free + sum(self.running_gpus[key[0]:]) < need:
             return False
-        if key[0] == 0 and self.free + self.running_gpus[1] >= need:
-            return True   # every job in the second queue is below one in the first
+        if self.free + sum(self.running_gpus[key[0] + 1:]) >= need:
+            return True   # every job of a later level is below it
         held = self.free
         for other in reversed(self.running):
             if other <= key:
@@ -210,7 +222,7 @@ class _Las:
         job.running, job.since = True, now
         job.stint += 1
         self.free -= job.gpus
-        self.running_gpus[job.queue] += job.gpus
+        self.running_gpus[job.level()] += job.gpus
         insort(self.running, job.key())
         heapq.heappush(self.events, (now + job.overhead + job.left, END, job.index, job.stint))
         if job.queue == 0:
@@ -229,7 +241,7 @@ class _Las:
     def _off(self, job: _Job, now: float) -> None:
         del self.running[bisect_left(self.running, job.key())]
         self.free += job.gpus
-        self.running_gpus[job.queue] -= job.gpus
+        self.running_gpus[job.level()] -= job.gpus
         elapsed = now - job.since
         job.served += max(0.0, elapsed - job.overhead)
         job.running = False
@@ -252,9 +264,9 @@ class _Las:
     def _demote(self, job: _Job) -> None:
         """A running job's attained service reached the threshold: the second queue."""
         del self.running[bisect_left(self.running, job.key())]
-        self.running_gpus[0] -= job.gpus
+        self.running_gpus[job.level()] -= job.gpus
         job.queue = 1
-        self.running_gpus[1] += job.gpus
+        self.running_gpus[job.level()] += job.gpus
         insort(self.running, job.key())
 
     def _promote(self, job: _Job, now: float) -> None:

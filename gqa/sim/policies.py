@@ -1,8 +1,9 @@
 """Every policy a replay can run, by name: the production pass under a preset
 (gqa's own and the baselines it is measured against), the same pass handed
-the true run times (the oracle), or the Tiresias-style LAS replay.
+the true run times (the oracle), or the Tiresias-style LAS replay (`las`
+blind to the jobs' tiers, as Tiresias is; `las-tiers` honouring them).
 
-`gqa-slice` and `las` both preempt, and are replayed on the same terms: a
+`gqa-slice` and the LAS replays preempt, and are replayed on the same terms: a
 stopped job checkpoints as it stops (gqa.runtime saves on SIGTERM), and each
 resume costs `restart_cost` (las.RESTART when none is given)."""
 
@@ -12,7 +13,8 @@ from .engine import SimResult, simulate
 from .las import RESTART, simulate_las
 from .workload import Workload
 
-NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "gqa-slice", "las", "sjf-oracle")
+NAMES = ("fifo", "fifo-easy", "multifactor", "gqa", "gqa-slice", "las", "las-tiers", "sjf-oracle")
+LAS = {"las": False, "las-tiers": True}   # the LAS replays: whether each honours the jobs' tiers
 ORACLES = {"sjf-oracle"}   # handed each job's true run time
 
 
@@ -28,19 +30,19 @@ def las_refuses(gpus: tuple[Gpu, ...], pool_of: dict[int, str] | None = None,
 
 
 def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_options) -> SimResult:
-    """`engine_options` are `simulate()`'s. The LAS replay takes only `restart_cost`
+    """`engine_options` are `simulate()`'s. The LAS replays take only `restart_cost`
     (its own RESTART when none is given) and the pools, and refuses those it cannot
     model (`las_refuses`)."""
     if name not in NAMES:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(NAMES)}")
-    if name == "las":
+    if name in LAS:
         pool_of = engine_options.get("pool_of") or {g.index: g.type for g in gpus}
         refused = las_refuses(gpus, pool_of, engine_options.get("reclaim_per_hour"))
         if refused:
             raise ValueError(refused)
         price = gpus[0].price if gpus else 0.0
         return simulate_las(work, len(gpus), name=name, price=price, pool=next(iter(pool_of.values()), "gpu"),
-                            restart=engine_options.get("restart_cost") or RESTART)
+                            restart=engine_options.get("restart_cost") or RESTART, tiers=LAS[name])
     if name == "gqa-slice":
         engine_options = {**engine_options, "save_on_preempt": True,
                           "restart_cost": engine_options.get("restart_cost") or RESTART}

@@ -30,7 +30,9 @@ def test_json_shape(capsys):
     data = as_json(capsys, GOLDEN, "--gpus", "4")
     assert {"trace", "gpus", "jobs", "assumptions", "policies"} <= set(data)
     assert (data["trace"], data["gpus"], data["jobs"]) == ("golden.csv", 4, 8)
-    assert list(data["policies"]) == list(NAMES)   # every policy unless --policies
+    # every policy unless --policies; las-tiers, with every job in one tier, would replay as las
+    assert list(data["policies"]) == [n for n in NAMES if n != "las-tiers"]
+    assert "las-tiers left out: every job is in one tier, where it replays as las" in data["assumptions"]
     for summary in data["policies"].values():
         assert POLICY_KEYS <= set(summary)
         assert summary["eta_median_abs_error"] is None or summary["eta_median_abs_error"] >= 0
@@ -110,8 +112,8 @@ def test_las_refuses_pools_it_cannot_model(tmp_path, capsys):
     code, out, err = run(capsys, GOLDEN, "--pools", str(pools), "--policies", "las")
     assert code == 2 and out == "" and "las counts one pool of identical GPUs" in err
     data = as_json(capsys, GOLDEN, "--pools", str(pools), "--eta-every", "0")   # by default it is left out, said so
-    assert list(data["policies"]) == [n for n in NAMES if n != "las"]
-    assert any(line.startswith("las left out: las counts one pool") for line in data["assumptions"])
+    assert list(data["policies"]) == [n for n in NAMES if n not in ("las", "las-tiers")]
+    assert any(line.startswith("las and las-tiers left out: las counts one pool") for line in data["assumptions"])
 
 
 def test_estimates_mode_named_in_json_and_under_asked_jobs_killed(tmp_path, capsys):
@@ -146,6 +148,11 @@ def test_one_tier_replays_the_trace_as_if_it_gave_no_priorities(tmp_path, capsys
     assert kept["policies"]["gqa"]["mean_wait"] == (0 + (100 - 2) + (400 - 1)) / 3   # C first: its tier
     assert one["policies"]["gqa"]["mean_wait"] == (0 + (100 - 1) + (110 - 2)) / 3    # B first: shorter
     assert one["policies"]["fifo"] == kept["policies"]["fifo"]                       # fifo never reads tiers
+    both = as_json(capsys, str(trace), "--gpus", "1", "--eta-every", "0")   # by default, with several tiers
+    assert {"las", "las-tiers"} <= set(both["policies"])
+    assert both["policies"]["las"]["mean_jct"] == (100 + (110 - 1) + (410 - 2)) / 3   # las: first come, first served
+    # las-tiers: C preempts A at once; A resumes at 302 (60 s reload, 98 s left), then B
+    assert both["policies"]["las-tiers"]["mean_jct"] == (460 + (470 - 1) + 300) / 3
     assert any(line.startswith("priority: every job normal (--priorities one), though the trace gives 1 high, "
                                "1 low, 1 normal") for line in one["assumptions"])
 

@@ -8,14 +8,14 @@ from gqa.sim.metrics import summarize
 from gqa.sim.workload import SimJob, Workload
 
 
-def job(id, submit, duration, gpus=1, wall=None, seq=None):
+def job(id, submit, duration, gpus=1, wall=None, seq=None, tier=1):
     return SimJob(id=id, seq=int(submit) if seq is None else seq, submit=submit, duration=duration, gpus=gpus,
-                  team="t", user="u", tier=1, wall_time=wall or duration)
+                  team="t", user="u", tier=tier, wall_time=wall or duration)
 
 
-def las(gpus, *jobs, threshold=100.0, starve=0.0, restart=0.0):
+def las(gpus, *jobs, threshold=100.0, starve=0.0, restart=0.0, tiers=False):
     result = simulate_las(Workload(jobs=list(jobs), teams={"t": TeamPolicy()}), gpus, threshold=threshold,
-                          starve=starve, restart=restart)
+                          starve=starve, restart=restart, tiers=tiers)
     return {o.id: o for o in result.outcomes}, result
 
 
@@ -100,3 +100,44 @@ def test_gangs_whose_reload_outlasts_their_slice_still_progress():
     assert max(o.end for o in out.values()) == 30 + busy   # never idle from the first arrival
     assert summarize(result)["preemptions"] == 16
 
+
+# -- las-tiers: the same replay honouring the jobs' tiers --------------------------------------------
+
+HIGH, NORMAL, LOW = 0, 1, 2
+
+
+@pytest.mark.parametrize("tiers, order", [
+    pytest.param(False, ["normal", "low", "high"], id="blind: first come first served in the first queue"),
+    pytest.param(True, ["high", "normal", "low"], id="tiers: high preempts normal at once, low waits for both"),
+])
+def test_tiers_come_before_attained_service_only_where_honoured(tiers, order):
+    out, _ = las(1, job("normal", 0, 100, tier=NORMAL), job("low", 1, 10, tier=LOW), job("high", 2, 300, tier=HIGH),
+                 threshold=1e9, restart=60, tiers=tiers)
+    assert sorted(out, key=lambda i: out[i].end) == order
+    if tiers:   # normal ran 2 s, resumes at 302 with a 60 s restart: 302 + 60 + 98; low after it
+        assert (out["high"].start, out["normal"].end, out["normal"].preemptions) == (2, 460, 1)
+        assert (out["low"].start, out["low"].end) == (460, 470)
+
+
+def test_a_lower_tier_never_preempts_a_higher_one_however_much_service_it_had():
+    # high is far past the threshold; a fresh low job waits for it to end, as a fresh high one would not
+    out, _ = las(1, job("high", 0, 1000, tier=HIGH), job("low", 500, 10, tier=LOW), job("high2", 600, 10, tier=HIGH),
+                 tiers=True)
+    assert (out["high"].preemptions, out["high2"].start) == (1, 600)
+    assert out["low"].start == out["high"].end == 1010
+
+
+def test_within_a_tier_it_is_las_and_a_demoted_higher_tier_still_comes_first():
+    # two normal jobs: the fresh one preempts the demoted one (its tier's LAS); the low job, though
+    # fresh, ranks below both, demoted or not
+    out, _ = las(1, job("old", 0, 1000, tier=NORMAL), job("low", 200, 50, tier=LOW), job("new", 300, 50, tier=NORMAL),
+                 tiers=True)
+    assert (out["new"].start, out["old"].preemptions) == (300, 1)
+    assert out["low"].start == out["old"].end == 1050
+
+
+def test_with_every_job_in_one_tier_honouring_tiers_changes_nothing():
+    jobs = [job(f"j{k}", 37.0 * k, 50 + 91 * (k % 5), gpus=1 + k % 3) for k in range(40)]
+    blind, _ = las(4, *jobs, restart=60, starve=2.0)
+    tiered, _ = las(4, *jobs, restart=60, starve=2.0, tiers=True)
+    assert blind == tiered
