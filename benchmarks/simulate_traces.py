@@ -247,8 +247,8 @@ def print_table(rows: list[dict], wall: float) -> None:
         for name, test, limit in GOAL_TESTS:
             values = [r["goals"][name] for r in mine if r["goals"][name] is not None
                       and (not name.endswith("jct_vs_oracle") or r["estimates"] == "model")]
-            met = sum(1 for v in values if test(v, limit))
-            print(f"goal {name}: met in {met} of {len(values)} rows")
+            if values:   # none: the policies it compares were not replayed (las-tiers in one tier)
+                print(f"goal {name}: met in {sum(1 for v in values if test(v, limit))} of {len(values)} rows")
         beyond = [r for r in mine if r["goals"]["jct_vs_las"] and r["goals"]["jct_vs_las"] > 1
                   and (r["goals"]["oracle_vs_las"] or 0) > 1]
         print(f"  of the rows where gqa is above las, {len(beyond)} have the oracle above las too")
