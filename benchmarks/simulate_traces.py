@@ -40,7 +40,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gqa.models.priority import Priority  # noqa: E402
 from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
 from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
@@ -79,19 +78,7 @@ def replay(task: tuple) -> dict:
     result = run_policy(policy, work, cluster(gpus), **options)
     took = time.process_time() - began
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
-    summary = {**summarize(result), "tier_mean_jct": tier_mean_jct(result, work)}
-    return {"policy": policy, "summary": summary, "cpu_s": took, "max_rss_mib": rss_mib}
-
-
-def tier_mean_jct(result, work) -> dict[str, float]:
-    """Mean JCT of the finished jobs of each tier the workload puts them in (high, normal, low):
-    what ranking by tier first buys the higher tiers, and costs the rest."""
-    tier_of = {job.id: job.tier for job in work.jobs}
-    jcts: dict[int, list[float]] = {}
-    for out in result.outcomes:
-        if out.end is not None:
-            jcts.setdefault(tier_of[out.id], []).append(out.end - out.submit)
-    return {Priority.of_rank(tier).value: sum(v) / len(v) for tier, v in sorted(jcts.items())}
+    return {"policy": policy, "summary": summarize(result), "cpu_s": took, "max_rss_mib": rss_mib}
 
 
 def main() -> int:

@@ -51,6 +51,7 @@ class Outcome:
     cost: float = 0.0                 # those GPU-seconds at their GPUs' price per hour
     gpu_type: str | None = None       # the type of the GPUs its last attempt held
     eta: float | None = None          # the start predicted at submit, where an ETA was asked for
+    tier: int = 1                     # its priority tier (0 high, 1 normal, 2 low), as the workload gives it
 
 
 @dataclass
@@ -130,7 +131,8 @@ class _Engine:
         self.waking = math.inf   # the WAKE event due, if any
         # the replay reads only the decisions: spare plan() the explanations where it can
         self.plan_options = {"explain": False} if "explain" in inspect.signature(plan).parameters else {}
-        self.out = {j.id: Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time) for j in self.jobs}
+        self.out = {j.id: Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time, tier=j.tier)
+                    for j in self.jobs}
         self.result = SimResult(policy=name, gpus=len(gpus), outcomes=[self.out[j.id] for j in self.jobs])
         if self.jobs:
             self.result.arrival_window = (self.jobs[0].submit, self.jobs[-1].submit)

@@ -92,7 +92,7 @@ class _Las:
         self.jobs = [_Job(i, j.gpus, j.submit, j.seq, min(j.duration, j.wall_time), 2 * j.tier if tiers else 0)
                      for i, j in enumerate(self.sim)]
         levels = 2 + max((j.first for j in self.jobs), default=0)   # two queues per tier
-        self.out = [Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time) for j in self.sim]
+        self.out = [Outcome(j.id, j.team, j.gpus, j.submit, j.duration, j.wall_time, tier=j.tier) for j in self.sim]
         self.result = SimResult(policy=name, gpus=gpus, outcomes=self.out)
         if self.sim:
             self.result.arrival_window = (self.sim[0].submit, self.sim[-1].submit)

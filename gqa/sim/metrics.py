@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..models.priority import Priority
 from ..models.stats import percentile
 from .engine import Outcome, SimResult
 
@@ -40,10 +41,11 @@ class _Done:
     wall_time: float
     eta: float | None
     timed_out: bool
+    tier: int
 
 
 def _finished(outcomes: Iterable[Outcome]) -> list[_Done]:
-    return [_Done(o.team, o.submit, o.start, o.end, o.duration, o.wall_time, o.eta, o.timed_out)
+    return [_Done(o.team, o.submit, o.start, o.end, o.duration, o.wall_time, o.eta, o.timed_out, o.tier)
             for o in outcomes if o.start is not None and o.end is not None]
 
 
@@ -56,6 +58,9 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
     for o, s in zip(done, slowdowns):
         by_team[o.team].append(s)
     team_slowdown = {team: math.fsum(values) / len(values) for team, values in sorted(by_team.items())}
+    by_tier: dict[int, list[float]] = defaultdict(list)
+    for o, jct in zip(done, jcts):
+        by_tier[o.tier].append(jct)
     makespan = (max(o.end for o in done) - min(o.submit for o in result.outcomes)) if done else None
     used = math.fsum(o.gpu_seconds for o in result.outcomes)
     errors = [abs(o.eta - o.start) for o in done if o.eta is not None]
@@ -77,6 +82,8 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
         "makespan": makespan, "gpu_hours": used / 3600,
         "team_slowdown": team_slowdown,
         "max_team_slowdown": max(team_slowdown.values()) if team_slowdown else None,
+        # what ranking by tier first buys the higher tiers and costs the rest
+        "tier_mean_jct": {Priority.of_rank(tier).value: math.fsum(v) / len(v) for tier, v in sorted(by_tier.items())},
         "jain_fairness": jain(list(team_slowdown.values())),
         "eta_median_abs_error": percentile(errors, 50), "eta_p90_abs_error": percentile(errors, 90),
         "eta_checked": len(errors), "eta_waited_checked": len(waited),

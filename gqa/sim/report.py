@@ -50,6 +50,10 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
     for name, r in ratios(summaries, base).items():
         parts = [f"{label} {r[key]:.2f}x" for key, label in RATIO_LINE if r.get(key) is not None]
         console.print(f"{name} / {base}: " + ", ".join(parts), soft_wrap=True)
+    if any(len(s.get("tier_mean_jct") or ()) > 1 for s in summaries.values()):
+        for name, s in summaries.items():
+            console.print(f"{name} mean JCT by tier: "
+                          + ", ".join(f"{tier} {_t(jct)}" for tier, jct in s["tier_mean_jct"].items()), soft_wrap=True)
     if any(s.get("eta_median_abs_error") is not None for s in summaries.values()):
         for name, s in summaries.items():
             console.print(f"{name} ETA error at submit: median {_t(s['eta_median_abs_error'])}, "

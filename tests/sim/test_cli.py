@@ -147,12 +147,17 @@ def test_one_tier_replays_the_trace_as_if_it_gave_no_priorities(tmp_path, capsys
                   "--priorities", "one")
     assert kept["policies"]["gqa"]["mean_wait"] == (0 + (100 - 2) + (400 - 1)) / 3   # C first: its tier
     assert one["policies"]["gqa"]["mean_wait"] == (0 + (100 - 1) + (110 - 2)) / 3    # B first: shorter
-    assert one["policies"]["fifo"] == kept["policies"]["fifo"]                       # fifo never reads tiers
+    # fifo never reads tiers: the same replay, only its jobs counted by other tiers
+    assert {**one["policies"]["fifo"], "tier_mean_jct": None} == {**kept["policies"]["fifo"], "tier_mean_jct": None}
+    assert kept["policies"]["gqa"]["tier_mean_jct"] == {"high": 400 - 2, "normal": 100, "low": 410 - 1}
+    assert one["policies"]["gqa"]["tier_mean_jct"] == {"normal": (100 + (110 - 1) + (410 - 2)) / 3}
     both = as_json(capsys, str(trace), "--gpus", "1", "--eta-every", "0")   # by default, with several tiers
     assert {"las", "las-tiers"} <= set(both["policies"])
     assert both["policies"]["las"]["mean_jct"] == (100 + (110 - 1) + (410 - 2)) / 3   # las: first come, first served
     # las-tiers: C preempts A at once; A resumes at 302 (60 s reload, 98 s left), then B
     assert both["policies"]["las-tiers"]["mean_jct"] == (460 + (470 - 1) + 300) / 3
+    code, out, err = run(capsys, str(trace), "--gpus", "1", "--eta-every", "0", "--policies", "las,las-tiers")
+    assert code == 0 and "las-tiers mean JCT by tier: high 5m00s, normal 7m40s, low 7m49s" in out
     assert any(line.startswith("priority: every job normal (--priorities one), though the trace gives 1 high, "
                                "1 low, 1 normal") for line in one["assumptions"])
 
