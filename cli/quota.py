@@ -137,7 +137,8 @@ def policy(
     slice_after: Annotated[Optional[str], typer.Option(help="A job's slice, in GPU time (GPUs x run time), "
                                                        "e.g. 1h.")] = None,
     slice_min_run: Annotated[Optional[str], typer.Option(help="Slicing stops a job only after its attempt ran "
-                                                         "this long, e.g. 2m.")] = None,
+                                                         "this long, e.g. 2m; keep it above the time a job "
+                                                         "takes to reload its checkpoint.")] = None,
     slice_starve: Annotated[Optional[float], typer.Option(help="A demoted job that has waited this many times "
                                                           "as long as it ran is promoted back (0: never).")] = None,
     approve_over_gpus: Annotated[Optional[int], typer.Option(help="Jobs with more GPUs wait for approval "

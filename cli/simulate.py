@@ -70,7 +70,7 @@ def simulate(
     from gqa.models.units import parse_duration
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.policies import LAS, NAMES, las_refuses, run_policy
+    from gqa.sim.policies import LAS, NAMES, las_refuses, run_policy, slicing_stalls
     from gqa.sim.pools import PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
@@ -130,6 +130,9 @@ def simulate(
     except TraceError as exc:
         fail(str(exc))
     spot = any(p.spot for p in pool_list)
+    stall = slicing_stalls(restart_cost) if policies is None and "gqa-slice" in names else None
+    if stall:   # asked for by name, run_policy refuses it below
+        names.remove("gqa-slice")
     las_left_out = policies is None and las_refuses(inventory, pool_of, reclaim_rates(pool_list))
     if las_left_out:
         names = [n for n in names if n not in LAS]
@@ -148,6 +151,8 @@ def simulate(
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
     if las_left_out:
         work.assumptions.append(f"las and las-tiers left out: {las_left_out}")
+    if stall:
+        work.assumptions.append(f"gqa-slice left out: {stall}")
     if restart_cost:
         work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
                                 "its checkpoint before new work")

@@ -7,6 +7,7 @@ blind to the jobs' tiers, as Tiresias is; `las-tiers` honouring them).
 stopped job checkpoints as it stops (gqa.runtime saves on SIGTERM), and each
 resume costs `restart_cost` (las.RESTART when none is given)."""
 
+from ..models.units import format_duration
 from ..scheduling import Gpu
 from ..scheduling.presets import preset
 from .engine import SimResult, simulate
@@ -29,6 +30,17 @@ def las_refuses(gpus: tuple[Gpu, ...], pool_of: dict[int, str] | None = None,
     return None
 
 
+def slicing_stalls(restart_cost: float | None) -> str | None:
+    """Why gqa-slice cannot be replayed with this reload per resume, or None: a resume that reloads
+    for as long as slicing lets an attempt run may be stopped before any new work, again and again
+    (the replay would never end, nor would the job in a queue)."""
+    least_run = preset("gqa-slice").slice_min_run
+    if (restart_cost or RESTART) < least_run:
+        return None
+    return (f"a resume's reload of {format_duration(restart_cost)} is at least its {format_duration(least_run)} "
+            "least run, so slicing could stop a resumed job before any new work, again and again")
+
+
 def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_options) -> SimResult:
     """`engine_options` are `simulate()`'s. The LAS replays take only `restart_cost`
     (its own RESTART when none is given) and the pools, and refuses those it cannot
@@ -44,6 +56,10 @@ def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_option
         return simulate_las(work, len(gpus), name=name, price=price, pool=next(iter(pool_of.values()), "gpu"),
                             restart=engine_options.get("restart_cost") or RESTART, tiers=LAS[name])
     if name == "gqa-slice":
+        stalls = slicing_stalls(engine_options.get("restart_cost"))
+        if stalls:
+            raise ValueError(f"gqa-slice: {stalls}; give a restart cost under "
+                             f"{format_duration(preset(name).slice_min_run)}")
         engine_options = {**engine_options, "save_on_preempt": True,
                           "restart_cost": engine_options.get("restart_cost") or RESTART}
     return simulate(work, gpus, preset(name), name=name, oracle=name in ORACLES, **engine_options)

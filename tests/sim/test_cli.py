@@ -116,6 +116,21 @@ def test_las_refuses_pools_it_cannot_model(tmp_path, capsys):
     assert any(line.startswith("las and las-tiers left out: las counts one pool") for line in data["assumptions"])
 
 
+def test_gqa_slice_is_refused_a_reload_as_long_as_its_least_run(capsys):
+    """A resume reloading for 2 minutes or more could be stopped again before any new work, forever."""
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "gqa-slice", "--restart-cost", "5m")
+    assert code == 2 and out == ""
+    assert "gqa-slice: a resume's reload of 5m00s is at least its 2m00s least run" in err
+    assert "give a restart cost under 2m00s" in err
+    data = as_json(capsys, GOLDEN, "--gpus", "4", "--restart-cost", "2m", "--eta-every", "0")   # by default: left out
+    assert "gqa-slice" not in data["policies"] and {"gqa", "las"} <= set(data["policies"])
+    left_out = "gqa-slice left out: a resume's reload of 2m00s is at least"
+    assert any(line.startswith(left_out) for line in data["assumptions"])
+    data = as_json(capsys, GOLDEN, "--gpus", "4", "--policies", "gqa-slice", "--restart-cost", "119s",
+                   "--eta-every", "0")
+    assert data["policies"]["gqa-slice"]["finished"] == 8
+
+
 def test_estimates_mode_named_in_json_and_under_asked_jobs_killed(tmp_path, capsys):
     trace = synthetic(tmp_path)
     model = as_json(capsys, trace, "--gpus", "6", "--policies", "gqa", "--eta-every", "0")
