@@ -4,14 +4,14 @@ each job has had. It is not the production pass, so it is its own small
 event-driven replay over the same Workload, giving the same SimResult.
 
 - Attained service: GPUs x seconds of work done (a resume's reload is not
-  service), since the job arrived or was last promoted.  Counting the reload
+  service), since the job arrived or was last promoted. Counting the reload
   would demote a gang wider than THRESHOLD / RESTART GPUs (55 at the
-  defaults) before it does any new work, and two such jobs, promoted in
-  turn, could preempt each other forever with no work done. Under THRESHOLD GPU-seconds a job is
-  in the first queue, from there on in the second (K = 2 queues, as Tiresias
-  runs by default; 3,250 GPU-seconds, about 0.9 GPU-hour, is the first
-  queue's limit in the authors' public simulator). Within a queue: submit
-  time, then arrival order (FIFO).
+  defaults) before it does any new work, and such jobs, promoted in turn,
+  could preempt each other forever with no work done. Under THRESHOLD
+  GPU-seconds a job is in the first queue, from there on in the second
+  (K = 2 queues, as Tiresias runs by default; 3,250 GPU-seconds, about 0.9
+  GPU-hour, is the first queue's limit in the authors' public simulator).
+  Within a queue: submit time, then arrival order (FIFO).
 - At every event (an arrival, an end, a job crossing the threshold, a
   promotion) the waiting jobs are taken in priority order: each starts on
   free GPUs, or on GPUs taken from the lowest-priority running jobs below it
