@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
 from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
-from gqa.sim.policies import NAMES, run_policy  # noqa: E402
+from gqa.sim.policies import NAMES, left_out, run_policy  # noqa: E402
 from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
@@ -121,7 +121,8 @@ def main() -> int:
         limit = QUICK_JOBS[name] if args.quick else None
         for priorities in tiers_asked:
             for mode in modes:
-                jobs = _workload(str(path), limit, args.seed, mode, priorities).jobs
+                work = _workload(str(path), limit, args.seed, mode, priorities)
+                jobs = work.jobs
                 given = len({j.tier for j in _workload(str(path), limit, args.seed, mode).jobs})
                 if priorities == "one" and given < 2:
                     continue   # the trace gives one tier (or none): the rows would be the trace's own
@@ -132,9 +133,9 @@ def main() -> int:
                            "target": target, "gpus": offered_gpus(jobs, target),
                            "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
                     rows.append(row)
-                    # with every job in one tier, las-tiers would replay as las
+                    skipped = left_out(work, cluster(row["gpus"]))   # las-tiers where every job is in one tier
                     tasks += [(row, (str(path), row["gpus"], p, limit, args.seed, mode, priorities, eta_every))
-                              for p in policies if p != "las-tiers" or tiers > 1]
+                              for p in policies if p not in skipped]
     # the longest replays first, so neither core idles at the end
     tasks.sort(key=lambda t: (t[0]["jobs"], not t[1][2].startswith("las")), reverse=True)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:

@@ -70,7 +70,7 @@ def simulate(
     from gqa.models.units import parse_duration
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.policies import LAS, NAMES, las_refuses, run_policy, slicing_stalls
+    from gqa.sim.policies import NAMES, left_out, run_policy
     from gqa.sim.pools import PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
@@ -130,29 +130,20 @@ def simulate(
     except TraceError as exc:
         fail(str(exc))
     spot = any(p.spot for p in pool_list)
-    stall = slicing_stalls(restart_cost) if policies is None and "gqa-slice" in names else None
-    if stall:   # asked for by name, run_policy refuses it below
-        names.remove("gqa-slice")
-    las_left_out = policies is None and las_refuses(inventory, pool_of, reclaim_rates(pool_list))
-    if las_left_out:
-        names = [n for n in names if n not in LAS]
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
                   notes=loaded.notes, estimates=asked, priorities=priorities)
     if not work.jobs:
         fail(f"{trace}: no jobs to replay")
-    if policies is None and "las-tiers" in names and len({job.tier for job in work.jobs}) == 1:
-        names.remove("las-tiers")
-        work.assumptions.append("las-tiers left out: every job is in one tier, where it replays as las")
     if pool_list:
         work.assumptions.append(
             f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}"
             + ("; every job tolerates spot (tried first; on demand after repeated reclaims); a reclaim "
                f"requeues the job from its last checkpoint (every {checkpoint})"
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
-    if las_left_out:
-        work.assumptions.append(f"las and las-tiers left out: {las_left_out}")
-    if stall:
-        work.assumptions.append(f"gqa-slice left out: {stall}")
+    if policies is None:   # asked for by name, run_policy refuses what it cannot replay
+        for name, why in left_out(work, inventory, pool_of, reclaim_rates(pool_list), restart_cost).items():
+            names.remove(name)
+            work.assumptions.append(f"{name} left out: {why}")
     if restart_cost:
         work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
                                 "its checkpoint before new work")

@@ -38,7 +38,25 @@ def slicing_stalls(restart_cost: float | None) -> str | None:
     if (restart_cost or RESTART) < least_run:
         return None
     return (f"a resume's reload of {format_duration(restart_cost)} is at least its {format_duration(least_run)} "
-            "least run, so slicing could stop a resumed job before any new work, again and again")
+            "least run, so slicing could stop a resumed job before any new work, again and again; give a "
+            f"restart cost under {format_duration(least_run)}")
+
+
+def left_out(work: Workload, gpus: tuple[Gpu, ...], pool_of: dict[int, str] | None = None,
+             reclaim_per_hour: dict[str, float] | None = None, restart_cost: float | None = None) -> dict[str, str]:
+    """The policies a replay of every policy leaves out, each with why: those that cannot model
+    the cluster or the reload per resume (asked for by name, run_policy refuses them), and
+    las-tiers where every job is in one tier, where it would replay as las."""
+    out = {}
+    refused = las_refuses(gpus, pool_of, reclaim_per_hour)
+    if refused:
+        out.update({name: refused for name in LAS})
+    elif len({job.tier for job in work.jobs}) <= 1:
+        out["las-tiers"] = "every job is in one tier, where it replays as las"
+    stalls = slicing_stalls(restart_cost)
+    if stalls:
+        out["gqa-slice"] = stalls
+    return out
 
 
 def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_options) -> SimResult:
@@ -58,8 +76,7 @@ def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_option
     if name == "gqa-slice":
         stalls = slicing_stalls(engine_options.get("restart_cost"))
         if stalls:
-            raise ValueError(f"gqa-slice: {stalls}; give a restart cost under "
-                             f"{format_duration(preset(name).slice_min_run)}")
+            raise ValueError(f"gqa-slice: {stalls}")
         engine_options = {**engine_options, "save_on_preempt": True,
                           "restart_cost": engine_options.get("restart_cost") or RESTART}
     return simulate(work, gpus, preset(name), name=name, oracle=name in ORACLES, **engine_options)

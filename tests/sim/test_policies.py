@@ -5,12 +5,12 @@ import pytest
 from gqa.scheduling import Gpu, TeamPolicy
 from gqa.sim.engine import cluster
 from gqa.sim.metrics import ratios, summarize
-from gqa.sim.policies import NAMES, run_policy
+from gqa.sim.policies import NAMES, left_out, run_policy
 from gqa.sim.workload import SimJob, Workload
 
 
-def job(id, submit, duration, gpus=1, wall=None, seq=0):
-    return SimJob(id=id, seq=seq, submit=submit, duration=duration, gpus=gpus, team="t", user="u", tier=1,
+def job(id, submit, duration, gpus=1, wall=None, seq=0, tier=1):
+    return SimJob(id=id, seq=seq, submit=submit, duration=duration, gpus=gpus, team="t", user="u", tier=tier,
                   wall_time=wall or duration)
 
 
@@ -75,3 +75,24 @@ def test_unknown_names_and_las_on_several_pools_are_refused():
     priced = run_policy("las", WAITING, (Gpu(0, "h100", price=3.6),))
     assert priced.gpu_seconds_by_pool == {"h100": 550.0}
     assert sum(o.cost for o in priced.outcomes) == pytest.approx(550 / 3600 * 3.6)
+
+
+MIXED = (Gpu(0, "a100", price=4.0), Gpu(1, "a100", price=1.5, spot=True))
+TIERED = work(job("hi", 0, 10, tier=0), job("lo", 1, 10, tier=2, seq=1))
+
+
+@pytest.mark.parametrize("w, gpus, restart, left", [
+    pytest.param(TIERED, cluster(2), None, set(), id="several tiers, one pool: every policy"),
+    pytest.param(WAITING, cluster(2), None, {"las-tiers"}, id="one tier: las-tiers would replay as las"),
+    pytest.param(TIERED, MIXED, None, {"las", "las-tiers"}, id="pools las cannot model"),
+    pytest.param(TIERED, cluster(2), 119.0, set(), id="a reload under the 2-minute least run"),
+    pytest.param(TIERED, cluster(2), 120.0, {"gqa-slice"}, id="a reload as long as the least run"),
+])
+def test_what_a_replay_of_every_policy_leaves_out_and_why(w, gpus, restart, left):
+    out = left_out(w, gpus, restart_cost=restart)
+    assert set(out) == left
+    for name, why in out.items():   # what it says is what run_policy refuses with, where it refuses
+        if name != "las-tiers" or "pool" in why:
+            with pytest.raises(ValueError) as refused:
+                run_policy(name, w, gpus, restart_cost=restart)
+            assert why in str(refused.value)
