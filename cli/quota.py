@@ -128,6 +128,8 @@ def policy(
     half_life: Annotated[Optional[str], typer.Option(help="Fair-share usage half-life, e.g. 7d.")] = None,
     fair_share_weight: Annotated[Optional[float], typer.Option(help="Weight of the fair-share factor.")] = None,
     age_weight: Annotated[Optional[float], typer.Option(help="Weight of the age factor.")] = None,
+    duration_weight: Annotated[Optional[float], typer.Option(help="Weight of the expected-run-time factor "
+                                                            "(shorter wall times rank higher; 0: ignore them).")] = None,
     preempt: Annotated[Optional[str], typer.Option(help="Tiers whose running jobs higher tiers may preempt: "
                                                    "e.g. low, or low,normal; none to turn preemption off.")] = None,
     time_slice: Annotated[Optional[str], typer.Option("--slice", help="Tiers to time-slice (their jobs checkpoint "
@@ -157,7 +159,8 @@ def policy(
 ):
     """Show or set the queue-wide limits per job and the priority weights."""
     fmt = check_output(output)
-    for flag, value in (("--fair-share-weight", fair_share_weight), ("--age-weight", age_weight)):
+    for flag, value in (("--fair-share-weight", fair_share_weight), ("--age-weight", age_weight),
+                        ("--duration-weight", duration_weight)):
         if value is not None and value < 0:
             fail(f"{flag} must be >= 0, got {value}")
     if max_gpus_per_job is not None and (max_gpus_per_job == 0 or max_gpus_per_job < -1):
@@ -194,7 +197,7 @@ def policy(
         changes = dict(
             max_gpus_per_job=max_gpus_per_job, max_wall_time=seconds("--max-wall-time", max_wall_time, True),
             half_life=seconds("--half-life", half_life, False), fair_share_weight=fair_share_weight,
-            age_weight=age_weight, preempt_tiers=tiers, approval_gpus=approve_over_gpus,
+            age_weight=age_weight, duration_weight=duration_weight, preempt_tiers=tiers, approval_gpus=approve_over_gpus,
             approval_gpu_hours=approve_over_gpu_hours, approval_cost=approve_over_cost,
             alert_pending_after=seconds("--alert-pending-after", alert_pending_after, True),
             budget_alerts=thresholds, idle_gpu_percent=idle_gpu_below,
@@ -222,8 +225,8 @@ def policy(
             "alerts": {"budget_percent": list(current.budget_alerts),
                        "pending_after": current.alert_pending_after,
                        "idle_gpu_below": current.idle_gpu_percent, "idle_gpu_window": current.idle_gpu_window},
-            "weights": {"fair_share": current.weights.fair_share,
-                                                        "age": current.weights.age, "size": current.weights.size}}
+            "weights": {"fair_share": current.weights.fair_share, "age": current.weights.age,
+                        "size": current.weights.size, "duration": current.weights.duration}}
     if fmt == "json":
         print_json(data)
         return

@@ -76,7 +76,8 @@ class QuotaService:
 
     def set_policy(self, *, max_gpus_per_job: int | None = None, max_wall_time: float | None = None,
                    half_life: float | None = None, fair_share_weight: float | None = None,
-                   age_weight: float | None = None, preempt_tiers: tuple[int, ...] | None = None,
+                   age_weight: float | None = None, duration_weight: float | None = None,
+                   preempt_tiers: tuple[int, ...] | None = None,
                    approval_gpus: int | None = None, approval_gpu_hours: float | None = None,
                    approval_cost: float | None = None, alert_pending_after: float | None = None,
                    budget_alerts: tuple[float, ...] | None = None, idle_gpu_percent: float | None = None,
@@ -86,7 +87,8 @@ class QuotaService:
         """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit
         (for alert_pending_after: no pending alerts; for idle_gpu_window: no idle alerts)."""
         _check_policy(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
-                      fair_share_weight=fair_share_weight, age_weight=age_weight, preempt_tiers=preempt_tiers,
+                      fair_share_weight=fair_share_weight, age_weight=age_weight,
+                      duration_weight=duration_weight, preempt_tiers=preempt_tiers,
                       approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours, approval_cost=approval_cost,
                       alert_pending_after=alert_pending_after, budget_alerts=budget_alerts,
                       idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window,
@@ -104,7 +106,7 @@ class QuotaService:
                              ("slice_tiers", slice_tiers)):
             if values is not None:
                 changes[name] = tuple(sorted(set(values)))
-        weights = _given(fair_share=fair_share_weight, age=age_weight)
+        weights = _given(fair_share=fair_share_weight, age=age_weight, duration=duration_weight)
         if weights:
             changes["weights"] = replace(policy.weights, **weights)
         policy = replace(policy, **changes)
@@ -166,7 +168,7 @@ def _check_policy(**values) -> None:
         raise SpecError(f"max_wall_time must be positive, or -1 for no limit; got {wall:g}")
     if values["half_life"] is not None and values["half_life"] <= 0:
         raise SpecError(f"half_life must be positive, got {values['half_life']:g}")
-    for name in ("fair_share_weight", "age_weight", "slice_min_run", "slice_starve"):
+    for name in ("fair_share_weight", "age_weight", "duration_weight", "slice_min_run", "slice_starve"):
         if values[name] is not None and values[name] < 0:
             raise SpecError(f"{name} must be >= 0, got {values[name]:g}")
     tiers = values["preempt_tiers"]

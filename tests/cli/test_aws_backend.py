@@ -97,6 +97,7 @@ def test_approvals_quotas_and_policy_by_role(aws):
     assert code == 2 and "alice may not set the queue policy: only admins may" in err
     assert aws.json("root-ops", "quota", "policy", "--approve-over-gpus", "1")["approval"]["gpus"] == 1
     assert aws.json("alice", "quota", "policy")["approval"]["gpus"] == 1          # anyone may read it
+    assert aws.json("root-ops", "quota", "policy", "--duration-weight", "2")["weights"]["duration"] == 2.0
 
     aws.json("alice", "submit", "--gpus", "2", "--", "true")
     aws.json("alice", "submit", "--gpus", "2", "--", "true")

@@ -36,6 +36,7 @@ def test_bad_team_changes_are_refused_and_nothing_is_written(queue, team, change
     ({"max_wall_time": 0}, "max_wall_time must be positive"),
     ({"half_life": -1}, "half_life must be positive"),
     ({"age_weight": -0.5}, "age_weight must be >= 0"),
+    ({"duration_weight": -1.0}, "duration_weight must be >= 0"),
     ({"preempt_tiers": (0,)}, "preempt_tiers takes 1"),
     ({"approval_cost": -2}, "approval_cost must be >= 0"),
     ({"alert_pending_after": 0}, "alert_pending_after must be positive"),
