@@ -18,9 +18,8 @@ def preset(name: str, base: Policy | None = None) -> Policy:
     if name == "multifactor":  # Slurm's priority/multifactor with fair share and age, plus EASY backfill
         return replace(base, ordering="multifactor", backfill=True,
                        weights=Weights(fair_share=1.0, age=0.25, size=0.0, duration=0.0))
-    if name == "gqa":  # multifactor plus a preference for short expected run times
-        return replace(base, ordering="multifactor", backfill=True,
-                       weights=Weights(fair_share=1.0, age=0.25, size=0.0, duration=1.0))
+    if name == "gqa":  # multifactor plus a preference for short expected run times: the queue's defaults
+        return replace(base, ordering="multifactor", backfill=True, weights=Weights())
     if name == "gqa-slice":  # gqa with every tier time-sliced (slicing.py): for jobs that checkpoint when stopped
         return replace(preset("gqa", base), slice_tiers=(0, 1, 2))
     if name == "sjf-oracle":  # shortest expected run time first, plus EASY backfill: handed the true run

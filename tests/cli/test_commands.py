@@ -118,6 +118,18 @@ def test_queue_policy_limits_are_enforced_at_submit(cli):
     assert code == 2 and "--half-life" in err
 
 
+def test_priority_weights_are_shown_and_set(cli):
+    assert cli.json("quota", "policy")["weights"] == {"fair_share": 1.0, "age": 1.0, "size": 0.0, "duration": 5.0}
+    shown = cli.json("quota", "policy", "--duration-weight", "0", "--age-weight", "0.5")["weights"]
+    assert (shown["duration"], shown["age"], shown["fair_share"]) == (0.0, 0.5, 1.0)
+    assert cli.store.policy().weights.duration == 0.0
+    code, out, _ = cli("quota", "policy")
+    assert code == 0 and "fair share 1, age 0.5, size 0, duration 0" in out
+    code, _, err = cli("quota", "policy", "--duration-weight", "-1")
+    assert code == 2 and "--duration-weight must be >= 0" in err
+    assert cli.store.policy().weights.duration == 0.0
+
+
 def test_per_user_cap_is_a_hard_limit_at_submit(cli):
     cli("quota", "set", "vision", "--max-gpus-per-user", "2")
     code, _, err = cli("submit", "--team", "vision", "--gpus", "3", "--", "true")

@@ -41,8 +41,9 @@ def test_the_head_of_the_queue_says_why_each_job_waits(busy):
     queue, _ = busy
     view = OverviewService(queue.store, queue.store, queue.clock).overview()
     assert view.pending == 2
+    # tune asks 1 hour, embed no wall time (ranked as the longest): tune first, though its team is at its cap
     assert [(e.position, e.name, e.reason) for e in view.head] == [
-        (1, "embed", "needs 2 GPUs, 0 free"), (2, "tune", "team vision at 3 of 3 GPUs; needs 2 more")]
+        (1, "tune", "team vision at 3 of 3 GPUs; needs 2 more"), (2, "embed", "needs 2 GPUs, 0 free")]
     assert len(OverviewService(queue.store, queue.store, queue.clock).overview(head=1).head) == 1
 
 

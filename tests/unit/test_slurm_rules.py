@@ -155,16 +155,16 @@ def test_an_exclusive_job_does_not_preempt():
     (-10_000, 0, "a"),
 ])
 def test_nice_moves_a_job_within_its_tier(nice_a, nice_b, first):
-    # a's age lead: 0.25 x 0.2 day / 7 days = 0.0071 of the score, less than nice 100's 0.01;
+    # a's age lead: 1 x 0.05 day / 7 days = 0.0071 of the score, less than nice 100's 0.01;
     # two teams with equal shares, so a's start does not change b's fair share
     day = 86400.0
     snap = snapshot(1, now=day, pending=[pending("a", team="x", submitted_at=0.0, nice=nice_a),
-                                         pending("b", team="y", submitted_at=0.2 * day, seq=1, nice=nice_b)])
+                                         pending("b", team="y", submitted_at=0.05 * day, seq=1, nice=nice_b)])
     result = plan(snap)
     assert result.order[0] == first
     assert result.factors["a"].nice == pytest.approx(-nice_a / NICE_SCALE)
     assert result.factors["a"].score - result.factors["b"].score == pytest.approx(
-        0.25 * 0.2 / 7 + (nice_b - nice_a) / NICE_SCALE)
+        1.0 * 0.05 / 7 + (nice_b - nice_a) / NICE_SCALE)
 
 
 def test_nice_never_moves_a_job_out_of_its_tier():
