@@ -1,6 +1,6 @@
 """Spot pools: what they save against what they cost in job completion time.
 
-    python benchmarks/spot_saving.py                  # whole traces: hours (see below)
+    python benchmarks/spot_saving.py                  # whole traces: minutes (see below)
     python benchmarks/spot_saving.py --mixes 1 --levels low,medium   # whole traces, some cases
     python benchmarks/spot_saving.py --quick          # a prefix of each trace (ITP 4,000 jobs, Alibaba 1,500)
     python benchmarks/spot_saving.py --trace jobs.csv --limit 200 -o json
@@ -28,8 +28,9 @@ did not advance a job (work since the last save, notices, reloads) over the
 GPU time the jobs needed. The goal: saving >= 60% for a JCT penalty <= 10%.
 
 A replay at the high reclaim rate on a mix with on demand costs ten to
-fifty times one all on demand: jobs that fell back to on demand queue for
-it while spot GPUs stand free, so every event is a full pass over them.
+fifteen times one all on demand (whole ITP, 75% spot: about 2 minutes
+against 9 s): jobs that fell back to on demand queue for it while spot GPUs
+stand free, so the queue stays long.
 
 Alibaba's cluster at 85% is 13 GPUs, too small to split into two pools that
 each hold its 8-GPU gangs: its arrivals are compressed (load x N, run times
