@@ -128,8 +128,8 @@ def policy(
     half_life: Annotated[Optional[str], typer.Option(help="Fair-share usage half-life, e.g. 7d.")] = None,
     fair_share_weight: Annotated[Optional[float], typer.Option(help="Weight of the fair-share factor.")] = None,
     age_weight: Annotated[Optional[float], typer.Option(help="Weight of the age factor.")] = None,
-    duration_weight: Annotated[Optional[float], typer.Option(help="Weight of the expected-run-time factor "
-                                                            "(shorter wall times rank higher; 0: ignore them).")] = None,
+    duration_weight: Annotated[Optional[float], typer.Option(
+        help="Weight of the expected-run-time factor (shorter wall times rank higher; 0: ignore them).")] = None,
     preempt: Annotated[Optional[str], typer.Option(help="Tiers whose running jobs higher tiers may preempt: "
                                                    "e.g. low, or low,normal; none to turn preemption off.")] = None,
     time_slice: Annotated[Optional[str], typer.Option("--slice", help="Tiers to time-slice (their jobs checkpoint "
@@ -197,7 +197,8 @@ def policy(
         changes = dict(
             max_gpus_per_job=max_gpus_per_job, max_wall_time=seconds("--max-wall-time", max_wall_time, True),
             half_life=seconds("--half-life", half_life, False), fair_share_weight=fair_share_weight,
-            age_weight=age_weight, duration_weight=duration_weight, preempt_tiers=tiers, approval_gpus=approve_over_gpus,
+            age_weight=age_weight, duration_weight=duration_weight, preempt_tiers=tiers,
+            approval_gpus=approve_over_gpus,
             approval_gpu_hours=approve_over_gpu_hours, approval_cost=approve_over_cost,
             alert_pending_after=seconds("--alert-pending-after", alert_pending_after, True),
             budget_alerts=thresholds, idle_gpu_percent=idle_gpu_below,
