@@ -74,8 +74,8 @@ def start(
     from gqa.adapters.local.lock import daemon_running
     from gqa.adapters.local.paths import StatePaths
 
-    if grace < 0:
-        fail(f"--grace must be >= 0, got {grace}")
+    if not 0 <= grace < float("inf"):   # NaN too: the daemon would wait on it when it stops a job
+        fail(f"--grace must be a number of seconds >= 0, got {grace:g}")
     if keep_history < 0:
         fail(f"--keep-history must be a number of days >= 0 (0: keep every job), got {keep_history}")
     rules = price_rules(prices, kwh_price, watts)
@@ -146,8 +146,8 @@ def stop(
     from gqa.adapters.local.lock import daemon_running
     from gqa.adapters.local.paths import StatePaths
 
-    if timeout < 0:
-        fail(f"--timeout must be >= 0, got {timeout:g}")
+    if not 0 <= timeout < float("inf"):
+        fail(f"--timeout must be a number of seconds >= 0, got {timeout:g}")
     with user_errors():
         paths = StatePaths.from_env()
         pid = daemon_running(paths)

@@ -85,8 +85,8 @@ def simulate(
     if base is not None and base.strip().lower() not in names:
         fail(f"--base {base} is not among the policies replayed ({', '.join(names)})")
     base = (base or "fifo").strip().lower()
-    if load <= 0:
-        fail("--load must be positive")
+    if not 0 < load < float("inf"):   # NaN too: it would time every arrival at NaN, and the replay never ends
+        fail(f"--load must be a positive number, got {load:g}")
     if eta_sample is not None and eta_sample < 0:
         fail("--eta-every must be 0 (never) or more")
     if limit is not None and limit < 1:

@@ -82,8 +82,8 @@ def price_rules(prices: Iterable[str] = (), kwh: float | None = None, watts: Ite
     """The rules the options say; SpecError (one line, the option named) for a bad value."""
     per_type, rest = _per_type("--price", prices)
     watts_per_type, watts_rest = _per_type("--watts", watts)
-    if kwh is not None and kwh < 0:
-        raise SpecError(f"--kwh-price must be >= 0, got {kwh:g}")
+    if kwh is not None and not 0 <= kwh < float("inf"):   # NaN too
+        raise SpecError(f"--kwh-price must be a price >= 0, got {kwh:g}")
     if any(w <= 0 for w in [*watts_per_type.values(), *([watts_rest] if watts_rest is not None else [])]):
         raise SpecError("--watts must be more than 0")
     if (watts_per_type or watts_rest is not None) and kwh is None:

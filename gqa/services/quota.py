@@ -1,5 +1,6 @@
 """Team quotas: fair-share weight and GPU caps, and who is in each team."""
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -147,9 +148,19 @@ def _given(**values) -> dict:
 
 # The same rules whoever asks (the CLI checks its flags first, with their names;
 # an API request reaches only these).
+def _check_finite(values: dict) -> None:
+    """NaN passes every `< 0` test, and infinity is no cap written the wrong way: a score or a sum
+    that reads either is meaningless, so no setting may be one."""
+    for name, value in values.items():
+        numbers = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
+            raise SpecError(f"{name} must be a finite number, got {value}")
+
+
 def _check_team(team: str, *, share, max_gpus, max_gpus_per_user, budget) -> None:
     if not NAME_RE.match(team):
         raise SpecError(f"{team!r} is not a valid team name")
+    _check_finite({"share": share, "budget": budget})
     if share is not None and share <= 0:
         raise SpecError(f"share must be positive, got {share:g}")
     for name, value in (("max_gpus", max_gpus), ("max_gpus_per_user", max_gpus_per_user)):
@@ -160,6 +171,7 @@ def _check_team(team: str, *, share, max_gpus, max_gpus_per_user, budget) -> Non
 
 
 def _check_policy(**values) -> None:
+    _check_finite(values)
     gpus = values["max_gpus_per_job"]
     if gpus is not None and (gpus == 0 or gpus < NO_CAP):
         raise SpecError(f"max_gpus_per_job must be a GPU count, or -1 for no limit; got {gpus}")

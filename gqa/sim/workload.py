@@ -52,8 +52,8 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     gives none (gqa/sim/estimates.py); `priorities`: "trace" keeps the
     priority each job has in the trace, "one" puts every job in the normal
     tier, as the references that ignore tiers (fifo, las) see them."""
-    if load <= 0:
-        raise ValueError("load must be positive")
+    if not 0 < load < float("inf"):
+        raise ValueError(f"load must be a positive number, got {load:g}")
     priorities = priorities_choice(priorities)
     said = list(notes or [])
     picked = trace_jobs[:limit] if limit else trace_jobs

@@ -130,6 +130,21 @@ def test_priority_weights_are_shown_and_set(cli):
     assert cli.store.policy().weights.duration == 0.0
 
 
+@pytest.mark.parametrize("args, message", [
+    (("local", "start", "--gpus", "1", "--grace", "nan"), "--grace must be a number of seconds >= 0, got nan"),
+    (("local", "start", "--gpus", "1", "--grace", "-1"), "--grace must be a number of seconds >= 0, got -1"),
+    (("local", "stop", "--timeout", "nan"), "--timeout must be a number of seconds >= 0, got nan"),
+    (("quota", "policy", "--age-weight", "nan"), "age_weight must be a finite number, got nan"),
+    (("quota", "set", "vision", "--share", "inf"), "share must be a finite number, got inf"),
+])
+def test_numbers_that_are_not_numbers_are_refused(cli, args, message):
+    """NaN passes every `< 0` test: each option says so instead of storing it or waiting on it."""
+    before = cli.store.policy()
+    code, out, err = cli(*args)
+    assert code == 2 and message in err and out == ""
+    assert cli.store.policy() == before and cli.store.teams() == {}
+
+
 def test_per_user_cap_is_a_hard_limit_at_submit(cli):
     cli("quota", "set", "vision", "--max-gpus-per-user", "2")
     code, _, err = cli("submit", "--team", "vision", "--gpus", "3", "--", "true")

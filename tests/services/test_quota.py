@@ -1,6 +1,8 @@
 """QuotaService: the view `gqa quota show` prints on both backends, and the
 rules every change must meet whoever sends it (CLI or API)."""
 
+import math
+
 import pytest
 
 from gqa.models.errors import SpecError
@@ -24,6 +26,8 @@ def test_the_view_lists_configured_teams_and_teams_holding_gpus(queue):
     ("vision", {"max_gpus": -2}, "max_gpus must be a GPU count"),
     ("vision", {"max_gpus_per_user": -5}, "max_gpus_per_user must be a GPU count"),
     ("vision", {"budget": -3}, "budget must be an amount >= 0"),
+    ("vision", {"share": math.nan}, "share must be a finite number, got nan"),
+    ("vision", {"budget": math.inf}, "budget must be a finite number, got inf"),
 ])
 def test_bad_team_changes_are_refused_and_nothing_is_written(queue, team, changes, words):
     with pytest.raises(SpecError, match=words):
@@ -37,6 +41,11 @@ def test_bad_team_changes_are_refused_and_nothing_is_written(queue, team, change
     ({"half_life": -1}, "half_life must be positive"),
     ({"age_weight": -0.5}, "age_weight must be >= 0"),
     ({"duration_weight": -1.0}, "duration_weight must be >= 0"),
+    ({"age_weight": math.nan}, "age_weight must be a finite number, got nan"),
+    ({"duration_weight": math.inf}, "duration_weight must be a finite number, got inf"),
+    ({"slice_starve": math.nan}, "slice_starve must be a finite number"),
+    ({"max_wall_time": math.inf}, "max_wall_time must be a finite number"),
+    ({"budget_alerts": (50.0, math.nan)}, r"budget_alerts must be a finite number, got \(50.0, nan\)"),
     ({"preempt_tiers": (0,)}, "preempt_tiers takes 1"),
     ({"approval_cost": -2}, "approval_cost must be >= 0"),
     ({"alert_pending_after": 0}, "alert_pending_after must be positive"),

@@ -81,7 +81,9 @@ def test_limit_load_and_pools(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--gpus", "4", "--policies", "lifo"], "unknown policy lifo"),
     ([], "--gpus N"),
-    (["--gpus", "4", "--load", "0"], "--load must be positive"),
+    (["--gpus", "4", "--load", "0"], "--load must be a positive number, got 0"),
+    (["--gpus", "4", "--load", "nan"], "--load must be a positive number, got nan"),   # a replay that never ended
+    (["--gpus", "4", "--load", "inf"], "--load must be a positive number, got inf"),
     (["--gpus", "4", "-o", "xml"], "unknown output format"),
     (["--gpus", "4", "--estimates", "oracle"], "--estimates: unknown estimates mode 'oracle'; choose from model, "
                                                "default, max, fitted"),

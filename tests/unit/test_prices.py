@@ -40,7 +40,10 @@ def test_the_price_explains_itself():
     (["a10g=nan"], None, [], "must be a number >= 0"),
     (["1", "2"], None, [], "given twice for the rest"),
     (["a10g=1", "A10G=2"], None, [], "given twice for a10g"),
-    ([], -0.1, [], "--kwh-price must be >= 0"),
+    ([], -0.1, [], "--kwh-price must be a price >= 0, got -0.1"),
+    ([], float("nan"), [], "--kwh-price must be a price >= 0, got nan"),
+    ([], float("inf"), [], "--kwh-price must be a price >= 0, got inf"),
+    ([], 0.3, ["nan"], "must be a number"),
     ([], 0.3, ["0"], "--watts must be more than 0"),
     ([], None, ["300"], "--watts counts only with --kwh-price"),
 ])
