@@ -89,7 +89,10 @@ NonNegative = Annotated[float, Field(ge=0)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, str_strip_whitespace=True)
+    # allow_inf_nan: YAML's .inf and .nan pass a gt/ge bound (or, for NaN, slip past checks of the kind
+    # x < 0): a share, budget or price must be a number
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, str_strip_whitespace=True,
+                              allow_inf_nan=False)
 
 
 def _slug(key: str) -> str:

@@ -68,7 +68,8 @@ Size = Annotated[int, BeforeValidator(_size), PlainSerializer(lambda v: f"{v}B",
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    # YAML's .inf and .nan are no numbers a job means (.inf passes gt=0; begin: .inf would never start)
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
 
 
 class Resources(_Strict):
