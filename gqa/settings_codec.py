@@ -12,7 +12,7 @@ writer's), and turn JSON's lists back into the tuples the settings hold."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 from .ports import Inventory
@@ -61,9 +61,21 @@ def inventory_from(raw: str) -> Inventory:
     return inventory_from_dict(json.loads(raw))
 
 
+# A stored policy says which defaults its weights were written under. Before version 2 the
+# duration weight could not be set and the defaults were these, so a stored policy of version 1
+# holding exactly them never chose its weights (an admin set a limit, and the whole policy was
+# kept): it reads as today's defaults. One that chose other weights keeps them.
+WEIGHTS_VERSION = 2
+VERSION_1_DEFAULT_WEIGHTS = Weights(fair_share=1.0, age=0.25, size=0.0, duration=1.0)
+
+
 def policy_json(policy: Policy) -> str:
-    return json.dumps(policy_to_dict(policy))
+    return json.dumps({**policy_to_dict(policy), "weights_version": WEIGHTS_VERSION})
 
 
 def policy_from(raw: str) -> Policy:
-    return policy_from_dict(json.loads(raw))
+    data = json.loads(raw)
+    policy = policy_from_dict(data)
+    if data.get("weights_version", 1) < WEIGHTS_VERSION and policy.weights == VERSION_1_DEFAULT_WEIGHTS:
+        return replace(policy, weights=Weights())
+    return policy

@@ -48,6 +48,25 @@ def test_a_policy_round_trips_with_its_tuples(policy):
     assert codec.policy_from(codec.policy_json(policy)) == policy
 
 
+def stored_before_version_2(policy: Policy) -> str:
+    """A policy as a store kept it before the weights' defaults changed: no version."""
+    return json.dumps(codec.policy_to_dict(policy))
+
+
+@pytest.mark.parametrize("stored, weights", [
+    pytest.param(stored_before_version_2(Policy(weights=codec.VERSION_1_DEFAULT_WEIGHTS, max_gpus_per_job=8)),
+                 Weights(), id="the old defaults, never chosen: today's"),
+    pytest.param(stored_before_version_2(Policy(weights=Weights(2.0, 0.25, 0.0, 1.0))),
+                 Weights(2.0, 0.25, 0.0, 1.0), id="weights an admin chose before: kept"),
+    pytest.param(codec.policy_json(Policy(weights=codec.VERSION_1_DEFAULT_WEIGHTS)),
+                 codec.VERSION_1_DEFAULT_WEIGHTS, id="the old defaults chosen since: kept"),
+])
+def test_a_stored_policy_that_never_chose_its_weights_takes_todays_defaults(stored, weights):
+    policy = codec.policy_from(stored)
+    assert policy.weights == weights
+    assert policy.max_gpus_per_job == json.loads(stored)["max_gpus_per_job"]   # the rest as stored
+
+
 @pytest.mark.parametrize("team", TEAMS.values(), ids=TEAMS.keys())
 def test_a_team_policy_round_trips(team):
     assert codec.team_policy_from_dict(through_json(codec.team_policy_to_dict(team))) == team
