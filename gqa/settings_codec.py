@@ -62,9 +62,10 @@ def inventory_from(raw: str) -> Inventory:
 
 
 # A stored policy says which defaults its weights were written under. Before version 2 the
-# duration weight could not be set and the defaults were these, so a stored policy of version 1
-# holding exactly them never chose its weights (an admin set a limit, and the whole policy was
-# kept): it reads as today's defaults. One that chose other weights keeps them.
+# whole policy was kept whenever an admin set any of it, with the defaults of the time, and the
+# duration weight could not be set at all: a weight a version-1 policy holds at its version-1
+# default was never chosen (the duration weight always), so it reads as today's default, while a
+# weight an admin set to something else is kept.
 WEIGHTS_VERSION = 2
 VERSION_1_DEFAULT_WEIGHTS = Weights(fair_share=1.0, age=0.25, size=0.0, duration=1.0)
 
@@ -76,6 +77,8 @@ def policy_json(policy: Policy) -> str:
 def policy_from(raw: str) -> Policy:
     data = json.loads(raw)
     policy = policy_from_dict(data)
-    if data.get("weights_version", 1) < WEIGHTS_VERSION and policy.weights == VERSION_1_DEFAULT_WEIGHTS:
-        return replace(policy, weights=Weights())
-    return policy
+    if data.get("weights_version", 1) >= WEIGHTS_VERSION:
+        return policy
+    old, today = asdict(VERSION_1_DEFAULT_WEIGHTS), asdict(Weights())
+    chosen = {name: value for name, value in asdict(policy.weights).items() if value != old[name]}
+    return replace(policy, weights=Weights(**{**today, **chosen}))

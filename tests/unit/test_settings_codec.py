@@ -57,11 +57,14 @@ def stored_before_version_2(policy: Policy) -> str:
     pytest.param(stored_before_version_2(Policy(weights=codec.VERSION_1_DEFAULT_WEIGHTS, max_gpus_per_job=8)),
                  Weights(), id="the old defaults, never chosen: today's"),
     pytest.param(stored_before_version_2(Policy(weights=Weights(2.0, 0.25, 0.0, 1.0))),
-                 Weights(2.0, 0.25, 0.0, 1.0), id="weights an admin chose before: kept"),
+                 Weights(2.0, Weights().age, 0.0, Weights().duration),
+                 id="a weight an admin chose before is kept, the others take today's"),
+    pytest.param(stored_before_version_2(Policy(weights=Weights(1.0, 0.5, 0.1, 1.0))),
+                 Weights(1.0, 0.5, 0.1, Weights().duration), id="the duration weight could not be chosen before"),
     pytest.param(codec.policy_json(Policy(weights=codec.VERSION_1_DEFAULT_WEIGHTS)),
                  codec.VERSION_1_DEFAULT_WEIGHTS, id="the old defaults chosen since: kept"),
 ])
-def test_a_stored_policy_that_never_chose_its_weights_takes_todays_defaults(stored, weights):
+def test_a_stored_weight_that_was_never_chosen_takes_todays_default(stored, weights):
     policy = codec.policy_from(stored)
     assert policy.weights == weights
     assert policy.max_gpus_per_job == json.loads(stored)["max_gpus_per_job"]   # the rest as stored
