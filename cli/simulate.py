@@ -31,7 +31,7 @@ def simulate(
     base: Annotated[Optional[str], Opt("--base", help="The policy the others' ratios are against (default: "
                                                       "fifo, where replayed).")] = None,
     load: Annotated[float, Opt("--load", help="Arrival-rate multiplier: 2 halves the gaps.")] = 1.0,
-    seed: Annotated[int, Opt("--seed", help="Seed for what the trace lacks (wall times, reclaims).")] = 0,
+    seed: Annotated[int, Opt("--seed", help="Seed for what the trace lacks (wall times, teams, users, reclaims).")] = 0,
     limit: Annotated[Optional[int], Opt("--limit", help="Only the first N jobs.")] = None,
     estimates: Annotated[str, Opt("--estimates", help="Wall times the trace lacks: model (actual x a lognormal "
                                                       "over-estimate), default (a share asks 1d whatever it needs), "

@@ -68,8 +68,8 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
         while job_id in seen:  # plan() needs unique ids; traces rarely repeat one
             job_id += "'"
         seen.add(job_id)
-        team = tj.team or _weighted(tj.id, DEFAULT_TEAMS)
-        user = tj.user or f"{team}-u{_bucket(tj.id, 'user', USERS_PER_TEAM)}"
+        team = tj.team or _weighted(tj.id, DEFAULT_TEAMS, seed)
+        user = tj.user or f"{team}-u{_bucket(tj.id, _salt('user', seed), USERS_PER_TEAM)}"
         wall = tj.wall_time if tj.wall_time else wall_time(tj.duration, tj.id, seed, estimates)
         if not tj.wall_time:
             asked.append((tj.duration, wall))
@@ -78,7 +78,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
                            wall_time=wall, spot=spot))
     if asked:
         said.append(describe(estimates, asked, seed))
-    said += _assumptions(fits, load, shares, priorities)
+    said += _assumptions(fits, load, shares, priorities, seed)
     names = sorted({j.team for j in jobs} | set(shares or {}))
     teams = {t: TeamPolicy(share=(shares or {}).get(t, 1.0)) for t in names}
     return Workload(jobs=jobs, teams=teams, assumptions=said)
@@ -98,16 +98,16 @@ def _tier(job: TraceJob, priorities: str) -> int:
 
 
 def _assumptions(jobs: list[TraceJob], load: float, shares: dict[str, float] | None,
-                 priorities: str) -> list[str]:
+                 priorities: str, seed: int) -> list[str]:
     out = ["schedulers never see the true duration: they see the wall time, and (as in production) "
            "expect a run time of wall time x the median share of it the team's past jobs used"]
     if any(j.team is None for j in jobs):
         split = ", ".join(f"{t} {w:.0%}" for t, w in DEFAULT_TEAMS)
-        out.append(f"teams (none in the trace): by a hash of the job id: {split}")
+        out.append(f"teams (none in the trace): by a hash of the job id and seed {seed}: {split}")
     what = ", ".join(f"{t}={s:g}" for t, s in sorted(shares.items())) if shares else "equal shares"
     out.append(f"fair share: {what}")
     if any(j.user is None for j in jobs):
-        out.append(f"users (none in the trace): {USERS_PER_TEAM} per team, by a hash of the job id")
+        out.append(f"users (none in the trace): {USERS_PER_TEAM} per team, by a hash of the job id and seed {seed}")
     given = Counter(j.priority for j in jobs if j.priority is not None)
     if priorities == "one" and given:
         split = ", ".join(f"{n} {p}" for p, n in sorted(given.items()))
@@ -124,8 +124,14 @@ def _bucket(job_id: str, salt: str, n: int) -> int:
     return int(_uniform(f"{salt}:{job_id}") * n)
 
 
-def _weighted(job_id: str, choices: tuple[tuple[str, float], ...]) -> str:
-    u = _uniform(f"team:{job_id}") * sum(w for _, w in choices)
+def _salt(what: str, seed: int) -> str:
+    """The hash's salt for one derivation under `seed`. Seed 0 draws as before seeds reached teams
+    and users, so the figures published for it still stand."""
+    return what if seed == 0 else f"{what}{seed}"
+
+
+def _weighted(job_id: str, choices: tuple[tuple[str, float], ...], seed: int = 0) -> str:
+    u = _uniform(f"{_salt('team', seed)}:{job_id}") * sum(w for _, w in choices)
     for name, weight in choices:
         u -= weight
         if u < 0:

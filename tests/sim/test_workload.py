@@ -7,6 +7,10 @@ from gqa.sim.estimates import WALL_STEPS, wall_time_for
 from gqa.sim.workload import DEFAULT_TEAMS, derive
 
 
+PUBLISHED_SEED_0 = [("team-a", "team-a-u6"), ("team-c", "team-c-u0"), ("team-a", "team-a-u3"),
+                    ("team-a", "team-a-u2"), ("team-c", "team-c-u6"), ("team-b", "team-b-u5")]
+
+
 def jobs(n: int, **fields) -> list[TraceJob]:
     return [TraceJob(id=f"j{i}", submit_time=100.0 + 10 * i, duration=float(60 + 997 * i % 50000),
                      gpus=1 + i % 4, **fields) for i in range(n)]
@@ -36,16 +40,27 @@ def test_a_given_wall_time_is_kept():
     assert work.jobs[0].wall_time == 300  # shorter than the run: killed at its limit, as it would be
 
 
-def test_teams_by_hash_deterministic_and_roughly_weighted():
-    a = derive(jobs(4000), cluster_gpus=8, seed=0)
-    b = derive(jobs(4000), cluster_gpus=8, seed=99)
-    assert [(j.team, j.user) for j in a.jobs] == [(j.team, j.user) for j in b.jobs]
+@pytest.mark.parametrize("seed", [0, 99])
+def test_teams_by_hash_deterministic_and_roughly_weighted(seed):
+    a = derive(jobs(4000), cluster_gpus=8, seed=seed)
+    again = derive(jobs(4000), cluster_gpus=8, seed=seed)
+    assert [(j.team, j.user) for j in a.jobs] == [(j.team, j.user) for j in again.jobs]
     for team, weight in DEFAULT_TEAMS:
         share = sum(j.team == team for j in a.jobs) / len(a.jobs)
         assert abs(share - weight) < 0.03, (team, share)
     assert all(j.user.startswith(j.team + "-u") for j in a.jobs)
     assert set(a.teams) == {t for t, _ in DEFAULT_TEAMS} and all(p.share == 1.0 for p in a.teams.values())
-    assert any("hash of the job id" in line for line in a.assumptions)
+    assert f"teams (none in the trace): by a hash of the job id and seed {seed}: team-a 40%, team-b 30%, " \
+           "team-c 20%, team-d 10%" in a.assumptions
+
+
+def test_teams_and_users_move_with_the_seed_and_seed_0_draws_as_published():
+    zero, other = derive(jobs(4000), cluster_gpus=8, seed=0), derive(jobs(4000), cluster_gpus=8, seed=5)
+    moved = sum(a.team != b.team for a, b in zip(zero.jobs, other.jobs)) / 4000
+    assert 0.5 < moved < 0.85     # about 1 - (0.4^2 + 0.3^2 + 0.2^2 + 0.1^2) = 0.7 draw another team
+    assert [j.user for j in zero.jobs] != [j.user for j in other.jobs]
+    # seed 0's draws, pinned: the README's tables were replayed on them
+    assert [(j.team, j.user) for j in zero.jobs[:6]] == PUBLISHED_SEED_0
 
 
 def test_given_team_user_priority_are_kept_and_shares_applied():
