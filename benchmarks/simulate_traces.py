@@ -112,42 +112,9 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(NAMES)}")
     began = time.perf_counter()
-    rows, tasks = [], []
-    for name in args.only.split(","):
-        path = Path(args.traces) / TRACES[name]
-        if not path.exists():
-            print(f"skipping {name}: {path} not found (use --traces DIR)", file=sys.stderr)
-            continue
-        limit = QUICK_JOBS[name] if args.quick else None
-        for priorities in tiers_asked:
-            for mode in modes:
-                work = _workload(str(path), limit, args.seed, mode, priorities)
-                jobs = work.jobs
-                given = len({j.tier for j in _workload(str(path), limit, args.seed, mode).jobs})
-                if priorities == "one" and given < 2:
-                    continue   # the trace gives one tier (or none): the rows would be the trace's own
-                tiers = given if priorities == "trace" else 1
-                eta_every = max(1, len(jobs) // args.eta_jobs) if args.eta_jobs else 0
-                for target in targets:
-                    row = {"trace": name, "estimates": mode, "priorities": priorities, "tiers": tiers,
-                           "target": target, "gpus": offered_gpus(jobs, target),
-                           "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
-                    rows.append(row)
-                    skipped = left_out(work, cluster(row["gpus"]))   # las-tiers where every job is in one tier
-                    tasks += [(row, (str(path), row["gpus"], p, limit, args.seed, mode, priorities, eta_every))
-                              for p in policies if p not in skipped]
-    # the longest replays first, so neither core idles at the end
-    tasks.sort(key=lambda t: (t[0]["jobs"], not t[1][2].startswith("las")), reverse=True)
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [(row, pool.submit(replay, task)) for row, task in tasks]
-        for row, future in futures:
-            out = future.result()
-            row["policies"][out["policy"]] = out["summary"]
-            row["cpu_s"][out["policy"]], row["max_rss_mib"][out["policy"]] = out["cpu_s"], out["max_rss_mib"]
-            print(f"  {row['trace']} {row['estimates']} {row['priorities']} {row['target']:.0%} {out['policy']}: "
-                  f"{out['cpu_s']:.1f} s of CPU", file=sys.stderr)
-    for row in rows:
-        row["goals"] = goals(row)
+    rows, tasks = plan_rows(args.traces, args.only.split(","), args.quick, args.seed, modes, tiers_asked, targets,
+                            policies, args.eta_jobs)
+    run_replays(tasks, args.workers)
     wall = time.perf_counter() - began
     if args.plot:
         plot(rows, args.plot)
@@ -156,6 +123,52 @@ def main() -> int:
     else:
         print_table(rows, wall)
     return 0
+
+
+def plan_rows(traces: str, names: list[str], quick: bool, seed: int, modes: list[str], tiers_asked: list[str],
+              targets: list[float], policies: list[str], eta_jobs: int) -> tuple[list[dict], list[tuple]]:
+    """The table's rows (policies still empty) and the replays that fill them, as (row, task)."""
+    rows, tasks = [], []
+    for name in names:
+        path = Path(traces) / TRACES[name]
+        if not path.exists():
+            print(f"skipping {name}: {path} not found (use --traces DIR)", file=sys.stderr)
+            continue
+        limit = QUICK_JOBS[name] if quick else None
+        for priorities in tiers_asked:
+            for mode in modes:
+                work = _workload(str(path), limit, seed, mode, priorities)
+                jobs = work.jobs
+                given = len({j.tier for j in _workload(str(path), limit, seed, mode).jobs})
+                if priorities == "one" and given < 2:
+                    continue   # the trace gives one tier (or none): the rows would be the trace's own
+                tiers = given if priorities == "trace" else 1
+                eta_every = max(1, len(jobs) // eta_jobs) if eta_jobs else 0
+                for target in targets:
+                    row = {"trace": name, "estimates": mode, "priorities": priorities, "tiers": tiers,
+                           "target": target, "gpus": offered_gpus(jobs, target), "seed": seed,
+                           "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
+                    rows.append(row)
+                    skipped = left_out(work, cluster(row["gpus"]))   # las-tiers where every job is in one tier
+                    tasks += [(row, (str(path), row["gpus"], p, limit, seed, mode, priorities, eta_every))
+                              for p in policies if p not in skipped]
+    return rows, tasks
+
+
+def run_replays(tasks: list[tuple], workers: int) -> None:
+    """Every (row, task) replayed, `workers` at a time, its summary put in its row; then each row's goals."""
+    # the longest replays first, so no core idles at the end
+    tasks = sorted(tasks, key=lambda t: (t[0]["jobs"], not t[1][2].startswith("las")), reverse=True)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [(row, pool.submit(replay, task)) for row, task in tasks]
+        for row, future in futures:
+            out = future.result()
+            row["policies"][out["policy"]] = out["summary"]
+            row["cpu_s"][out["policy"]], row["max_rss_mib"][out["policy"]] = out["cpu_s"], out["max_rss_mib"]
+            print(f"  {row['trace']} {row['estimates']} {row['priorities']} {row['target']:.0%} seed {row['seed']} "
+                  f"{out['policy']}: {out['cpu_s']:.1f} s of CPU", file=sys.stderr)
+    for row in {id(row): row for row, _ in tasks}.values():
+        row["goals"] = goals(row)
 
 
 def goals(row: dict) -> dict[str, float | None]:
@@ -232,27 +245,49 @@ def print_table(rows: list[dict], wall: float) -> None:
             continue
         if priorities != "trace":
             print(f"with every job in one tier ({', '.join(sorted({r['trace'] for r in mine}))}):")
-        for name, test, limit in GOAL_TESTS:
-            values = [r["goals"][name] for r in mine if r["goals"][name] is not None
-                      and (not name.endswith("jct_vs_oracle") or r["estimates"] == "model")]
-            if values:   # none: the policies it compares were not replayed (las-tiers in one tier)
-                print(f"goal {name}: met in {sum(1 for v in values if test(v, limit))} of {len(values)} rows")
+        for name, (met, of) in goals_met(mine).items():
+            print(f"goal {name}: met in {met} of {of} rows")
         beyond = [r for r in mine if r["goals"]["jct_vs_las"] and r["goals"]["jct_vs_las"] > 1
                   and (r["goals"]["oracle_vs_las"] or 0) > 1]
         print(f"  of the rows where gqa is above las, {len(beyond)} have the oracle above las too")
 
 
-GOAL_TESTS = (("jct_vs_las", lambda v, lim: v <= lim, 1.0), ("jct_vs_oracle", lambda v, lim: v <= lim, 1.15),
-              ("worst_team_vs_fifo_easy", lambda v, lim: v <= lim, 1.0),
-              ("util_points_vs_fifo_easy", lambda v, lim: v >= lim, -2.0),
-              ("util_in_arrivals_points_vs_fifo_easy", lambda v, lim: v >= lim, -2.0),
-              ("eta_error_of_wait", lambda v, lim: v <= lim, 0.3),
-              ("eta_median_error_of_wait", lambda v, lim: v <= lim, 0.3),
-              ("slice_jct_vs_las", lambda v, lim: v <= lim, 1.0),
-              ("slice_jct_vs_oracle", lambda v, lim: v <= lim, 1.15),
-              ("slice_worst_team_vs_fifo_easy", lambda v, lim: v <= lim, 1.0),
-              ("jct_vs_las_tiers", lambda v, lim: v <= lim, 1.0),
-              ("slice_jct_vs_las_tiers", lambda v, lim: v <= lim, 1.0))
+def _at_most(value: float, limit: float) -> bool:
+    return value <= limit
+
+
+def _at_least(value: float, limit: float) -> bool:
+    return value >= limit
+
+
+# each goal: (its test, its limit)
+GOALS = {"jct_vs_las": (_at_most, 1.0), "jct_vs_oracle": (_at_most, 1.15),
+         "worst_team_vs_fifo_easy": (_at_most, 1.0),
+         "util_points_vs_fifo_easy": (_at_least, -2.0), "util_in_arrivals_points_vs_fifo_easy": (_at_least, -2.0),
+         "eta_error_of_wait": (_at_most, 0.3), "eta_median_error_of_wait": (_at_most, 0.3),
+         "slice_jct_vs_las": (_at_most, 1.0), "slice_jct_vs_oracle": (_at_most, 1.15),
+         "slice_worst_team_vs_fifo_easy": (_at_most, 1.0),
+         "jct_vs_las_tiers": (_at_most, 1.0), "slice_jct_vs_las_tiers": (_at_most, 1.0)}
+
+
+def goal_met(row: dict, name: str) -> bool | None:
+    """Whether the row meets the goal; None where it is not judged there (a policy it compares was not
+    replayed, as las-tiers in one tier; or the oracle's goal, judged under today's estimates only)."""
+    value = row["goals"][name]
+    if value is None or (name.endswith("jct_vs_oracle") and row["estimates"] != "model"):
+        return None
+    test, limit = GOALS[name]
+    return test(value, limit)
+
+
+def goals_met(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    """Each goal judged in some of the rows: (rows that meet it, rows where it is judged)."""
+    out = {}
+    for name in GOALS:
+        judged = [met for r in rows if (met := goal_met(r, name)) is not None]
+        if judged:
+            out[name] = (sum(judged), len(judged))
+    return out
 
 
 def _pts(value: float | None) -> str:

@@ -1,0 +1,152 @@
+"""How much of the table is the seed's: simulate_traces.py's rows under several seeds.
+
+    python benchmarks/seed_spread.py --traces DIR                     # Alibaba, seeds 0-9
+    python benchmarks/seed_spread.py --traces DIR --only itp --quick --seeds 0-4
+
+What a trace lacks is drawn from the seed (gqa simulate's assumption lines):
+each job's wall time (under `model`, `default` and `fitted`; under `max`
+every job asks the same) and its team and user. On a small cluster a few
+long jobs decide a row (Alibaba's rows run on 8 to 16 GPUs, with pods that
+run for days), so a goal met or missed in one seed's row may be the draw's.
+This replays the same rows under each seed and prints, per goal, how many
+rows meet it in each seed, and per row and goal, in how many seeds it is met
+and the spread of the ratio it is judged by."""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
+from gqa.sim.policies import NAMES  # noqa: E402
+from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
+from simulate_traces import GOALS, TARGETS, TRACES, goal_met, goals_met, plan_rows, run_replays  # noqa: E402
+
+# the goals shown row by row: gqa's and gqa-slice's JCT, the worst team's slowdown, utilisation
+ROW_GOALS = ("jct_vs_las", "jct_vs_oracle", "slice_jct_vs_las", "slice_jct_vs_las_tiers", "worst_team_vs_fifo_easy",
+             "util_points_vs_fifo_easy", "util_in_arrivals_points_vs_fifo_easy")
+SHORT = {"jct_vs_las": "gqa/las", "jct_vs_oracle": "gqa/oracle", "slice_jct_vs_las": "slice/las",
+         "slice_jct_vs_las_tiers": "slice/las-tiers", "worst_team_vs_fifo_easy": "worst team",
+         "util_points_vs_fifo_easy": "util", "util_in_arrivals_points_vs_fifo_easy": "util (arrivals)"}
+
+
+def seeds_of(text: str) -> list[int]:
+    """'0-9', '3' or '0,2,5' as a list of seeds; ValueError naming the text else."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            first, dash, last = part.strip().partition("-")
+            low, high = int(first), int(last if dash else first)
+            if high < low:
+                raise ValueError
+            seeds += range(low, high + 1)
+    except ValueError:
+        raise ValueError(f"seeds must be numbers or ranges such as 0-9 or 0,2,5, not {text!r}") from None
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"seeds must be distinct numbers of 0 or more, not {text!r}")
+    return seeds
+
+
+def row_key(row: dict) -> tuple:
+    return row["trace"], row["estimates"], row["tiers"], row["target"]
+
+
+def spread(rows_by_seed: dict[int, list[dict]]) -> dict:
+    """Per seed, each goal's (met, judged) over the rows with the traces' tiers and over those in one;
+    per row, each shown goal's seeds met and its ratio's least, median and most."""
+    per_seed = {seed: {p: goals_met([r for r in rows if r["priorities"] == p]) for p in PRIORITIES}
+                for seed, rows in rows_by_seed.items()}
+    by_row: dict[tuple, list[dict]] = {}
+    for rows in rows_by_seed.values():
+        for row in rows:
+            by_row.setdefault(row_key(row), []).append(row)
+    per_row = []
+    for key, rows in by_row.items():
+        cells = {}
+        for name in ROW_GOALS:
+            judged = [(met, r["goals"][name]) for r in rows if (met := goal_met(r, name)) is not None]
+            if judged:
+                values = [v for _, v in judged]
+                cells[name] = {"met": sum(m for m, _ in judged), "of": len(judged), "least": min(values),
+                               "median": statistics.median(values), "most": max(values)}
+        per_row.append({"trace": key[0], "estimates": key[1], "tiers": key[2], "target": key[3],
+                        "gpus": sorted({r["gpus"] for r in rows}), "goals": cells})
+    return {"per_seed": per_seed, "per_row": per_row}
+
+
+def print_spread(out: dict, seeds: list[int], wall: float) -> None:
+    print(f"goals met per seed, in rows where each is judged ({len(seeds)} seeds, {wall / 60:.1f} min)")
+    print(f"{'goal':<40}" + "".join(f"{'seed ' + str(s):>9}" for s in seeds))
+    for priorities in PRIORITIES:
+        names = [n for n in GOALS if any(n in out["per_seed"][s][priorities] for s in seeds)]
+        if names:
+            print("the traces' own tiers:" if priorities == "trace" else "every job in one tier:")
+        for name in names:
+            cells = [out["per_seed"][s][priorities].get(name) for s in seeds]
+            print(f"  {name:<38}" + "".join(f"{f'{m}/{n}' if (m, n) != (None, None) else '-':>9}"
+                                           for m, n in (c or (None, None) for c in cells)))
+    print("\nper row: seeds meeting each goal, and its ratio (least / median / most over the seeds)")
+    for row in out["per_row"]:
+        cells = []
+        for name, c in row["goals"].items():
+            fmt = "{:+.1f}" if name.startswith("util") else "{:.2f}x"
+            values = " / ".join(fmt.format(c[k]) for k in ("least", "median", "most"))
+            cells.append(f"{SHORT[name]} {c['met']}/{c['of']} ({values})")
+        print(f"{row['trace']} {row['estimates']} tiers {row['tiers']} {row['target']:.0%}: " + "; ".join(cells))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", default=os.environ.get("GQA_TRACES", str(ROOT / "traces")),
+                        help="the folder holding the trace files (default: $GQA_TRACES, else traces/)")
+    parser.add_argument("--only", default="alibaba", help="itp, alibaba or both (default: alibaba)")
+    parser.add_argument("--seeds", default="0-9", help="seeds to replay: a range (0-9) or a list (0,2,5)")
+    parser.add_argument("--quick", action="store_true", help="a prefix of each trace")
+    parser.add_argument("--targets", default=",".join(f"{t:g}" for t in TARGETS), help="utilisation targets")
+    parser.add_argument("--estimates", default=",".join(MODES), help=f"any of {', '.join(MODES)}")
+    parser.add_argument("--priorities", default=",".join(PRIORITIES), help="trace, one or both")
+    parser.add_argument("--eta-jobs", type=int, default=0,
+                        help="gqa's ETA is checked for about this many arrivals per replay (default 0: none)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
+    args = parser.parse_args()
+    try:
+        seeds = seeds_of(args.seeds)
+        targets = [float(t) for t in args.targets.split(",")]
+        modes = [Estimates(m).mode for m in args.estimates.split(",")]
+        tiers_asked = [priorities_choice(p) for p in args.priorities.split(",")]
+    except (ValueError, EstimatesError) as exc:
+        parser.error(str(exc))
+    unknown = [t for t in args.only.split(",") if t not in TRACES]
+    if unknown:
+        parser.error(f"unknown trace {', '.join(unknown)}; choose from {', '.join(TRACES)}")
+    began = time.perf_counter()
+    rows_by_seed, tasks = {}, []
+    for seed in seeds:
+        rows, mine = plan_rows(args.traces, args.only.split(","), args.quick, seed, modes, tiers_asked, targets,
+                               list(NAMES), args.eta_jobs)
+        rows_by_seed[seed] = rows
+        tasks += mine
+    if not tasks:
+        print("no trace to replay: see the messages above", file=sys.stderr)
+        return 2
+    run_replays(tasks, args.workers)
+    out = spread(rows_by_seed)
+    wall = time.perf_counter() - began
+    if args.output == "json":
+        print(json.dumps({**out, "per_seed": {str(s): v for s, v in out["per_seed"].items()}, "seeds": seeds,
+                          "wall_s": wall}, indent=2, default=list))
+    else:
+        print_spread(out, seeds, wall)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
