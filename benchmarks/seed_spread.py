@@ -10,24 +10,35 @@ long jobs decide a row (Alibaba's rows run on 8 to 16 GPUs, with pods that
 run for days), so a goal met or missed in one seed's row may be the draw's.
 This replays the same rows under each seed and prints, per goal, how many
 rows meet it in each seed, and per row and goal, in how many seeds it is met
-and the spread of the ratio it is judged by."""
+and the spread of the ratio it is judged by. `--weights` replays gqa again
+with other weights on the same rows and counts, for each, the goals met over
+all the seeds: a choice of weights judged on one seed's table may be that
+draw's."""
 
 import argparse
+import copy
 import json
 import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from gqa.scheduling.presets import preset  # noqa: E402
+from gqa.scheduling.snapshot import Weights  # noqa: E402
+from gqa.sim import cluster, summarize  # noqa: E402
+from gqa.sim.engine import simulate  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import NAMES  # noqa: E402
 from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
-from simulate_traces import GOALS, TARGETS, TRACES, goal_met, goals_met, plan_rows, run_replays  # noqa: E402
+from simulate_traces import (GOALS, QUICK_JOBS, TARGETS, TRACES, _workload, goal_met, goals,  # noqa: E402
+                             goals_met, plan_rows, run_replays)
 
 # the goals shown row by row: gqa's and gqa-slice's JCT, the worst team's slowdown, utilisation
 ROW_GOALS = ("jct_vs_las", "jct_vs_oracle", "slice_jct_vs_las", "slice_jct_vs_las_tiers", "worst_team_vs_fifo_easy",
@@ -52,6 +63,51 @@ def seeds_of(text: str) -> list[int]:
     if len(set(seeds)) < len(seeds):
         raise ValueError(f"seeds must be distinct numbers of 0 or more, not {text!r}")
     return seeds
+
+
+def weights_of(text: str) -> list[Weights]:
+    """'5:1:1,8:1:1' (duration:age:fair share, each set) as Weights; ValueError naming the text else."""
+    out = []
+    for part in text.split(","):
+        try:
+            duration, age, fair_share = (float(v) for v in part.split(":"))
+        except ValueError:
+            raise ValueError(f"weights must be duration:age:fair-share sets such as 5:1:1,8:1:1, "
+                             f"not {part!r}") from None
+        if not all(0 <= v < float("inf") for v in (duration, age, fair_share)):
+            raise ValueError(f"weights must be finite numbers of 0 or more, not {part!r}")
+        out.append(Weights(fair_share=fair_share, age=age, duration=duration))
+    return out
+
+
+def replay_weighted(task: tuple) -> dict:
+    """gqa with other weights on one row's workload (in a worker process, as simulate_traces.replay)."""
+    traces, name, quick, seed, mode, priorities, gpus, weights = task
+    work = _workload(str(Path(traces) / TRACES[name]), QUICK_JOBS[name] if quick else None, seed, mode, priorities)
+    return summarize(simulate(work, cluster(gpus), replace(preset("gqa"), weights=weights), name="gqa"))
+
+
+def weights_met(rows: list[dict], choices: list[Weights], traces: str, quick: bool, workers: int) -> list[dict]:
+    """The goals met over all the rows, with the traces' tiers and in one: first with the default
+    weights, as the rows were replayed, then for each choice, gqa replayed with it on every row (the
+    other policies' replays kept)."""
+    tasks = [(traces, r["trace"], quick, r["seed"], r["estimates"], r["priorities"], r["gpus"], w)
+             for w in choices for r in rows]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        summaries = list(pool.map(replay_weighted, tasks, chunksize=4))
+    out = [_weights_row(preset("gqa").weights, rows)]   # the default's, as the rows replayed it
+    for i, weights in enumerate(choices):
+        mine = copy.deepcopy(rows)
+        for row, summary in zip(mine, summaries[i * len(rows):(i + 1) * len(rows)]):
+            row["policies"]["gqa"] = summary
+            row["goals"] = goals(row)
+        out.append(_weights_row(weights, mine))
+    return out
+
+
+def _weights_row(weights: Weights, rows: list[dict]) -> dict:
+    return {"weights": {"duration": weights.duration, "age": weights.age, "fair_share": weights.fair_share},
+            "met": {p: goals_met([r for r in rows if r["priorities"] == p]) for p in PRIORITIES}}
 
 
 def row_key(row: dict) -> tuple:
@@ -102,6 +158,22 @@ def print_spread(out: dict, seeds: list[int], wall: float) -> None:
         print(f"{row['trace']} {row['estimates']} tiers {row['tiers']} {row['target']:.0%}: " + "; ".join(cells))
 
 
+WEIGHT_GOALS = ("jct_vs_las", "jct_vs_oracle", "worst_team_vs_fifo_easy", "util_points_vs_fifo_easy",
+                "util_in_arrivals_points_vs_fifo_easy", "jct_vs_las_tiers")
+
+
+def print_weights(choices: list[dict]) -> None:
+    print("\ngqa's weights (duration, age, fair share): goals met over every seed's rows")
+    print(f"{'weights':<16}{'tiers':<7}" + "".join(f"{SHORT.get(g, 'gqa/las-tiers'):>17}" for g in WEIGHT_GOALS))
+    for choice in choices:
+        w = choice["weights"]
+        label = f"{w['duration']:g}, {w['age']:g}, {w['fair_share']:g}"
+        for priorities, met in choice["met"].items():
+            if met:
+                cells = [f"{met[g][0]}/{met[g][1]}" if g in met else "-" for g in WEIGHT_GOALS]
+                print(f"{label:<16}{priorities:<7}" + "".join(f"{c:>17}" for c in cells))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", default=os.environ.get("GQA_TRACES", str(ROOT / "traces")),
@@ -114,10 +186,14 @@ def main() -> int:
     parser.add_argument("--priorities", default=",".join(PRIORITIES), help="trace, one or both")
     parser.add_argument("--eta-jobs", type=int, default=0,
                         help="gqa's ETA is checked for about this many arrivals per replay (default 0: none)")
+    parser.add_argument("--weights", help="also replay gqa with these weights, duration:age:fair-share each "
+                                           "(5:1:1 is the default), counting the goals each meets beside the "
+                                           "default's")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
     try:
+        choices = weights_of(args.weights) if args.weights else []
         seeds = seeds_of(args.seeds)
         targets = [float(t) for t in args.targets.split(",")]
         modes = [Estimates(m).mode for m in args.estimates.split(",")]
@@ -139,12 +215,16 @@ def main() -> int:
         return 2
     run_replays(tasks, args.workers)
     out = spread(rows_by_seed)
+    every_row = [row for rows in rows_by_seed.values() for row in rows]
+    out["weights"] = weights_met(every_row, choices, args.traces, args.quick, args.workers) if choices else []
     wall = time.perf_counter() - began
     if args.output == "json":
         print(json.dumps({**out, "per_seed": {str(s): v for s, v in out["per_seed"].items()}, "seeds": seeds,
                           "wall_s": wall}, indent=2, default=list))
     else:
         print_spread(out, seeds, wall)
+        if out["weights"]:
+            print_weights(out["weights"])
     return 0
 
 

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "seed_spread.py"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from seed_spread import seeds_of  # noqa: E402
+from gqa.scheduling.snapshot import Weights  # noqa: E402
+from seed_spread import seeds_of, weights_of  # noqa: E402
 
 
 @pytest.mark.parametrize("text, seeds", [("0-3", [0, 1, 2, 3]), ("7", [7]), ("0,2,5", [0, 2, 5]),
@@ -29,8 +30,19 @@ def test_bad_seeds_are_refused(text):
         seeds_of(text)
 
 
+def test_weights_are_duration_age_fair_share_sets():
+    assert weights_of("5:1:1,8:0.5:0") == [Weights(duration=5, age=1, fair_share=1),
+                                           Weights(duration=8, age=0.5, fair_share=0)]
+
+
+@pytest.mark.parametrize("text", ["5:1", "5:1:1:1", "a:1:1", "5:-1:1", "inf:1:1", "5:nan:1", "5:1:1,"])
+def test_bad_weights_are_refused(text):
+    with pytest.raises(ValueError, match="weights must be"):
+        weights_of(text)
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    for flag, value in (("--seeds", "x"), ("--only", "philly"), ("--estimates", "guess")):
+    for flag, value in (("--seeds", "x"), ("--only", "philly"), ("--estimates", "guess"), ("--weights", "5:1")):
         done = subprocess.run([sys.executable, str(SCRIPT), "--traces", str(tmp_path), flag, value],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and value in done.stderr, done.stderr
@@ -43,7 +55,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 def test_every_seed_counts_the_goals_of_the_same_rows(tmp_path):
     alibaba_trace(tmp_path, pods=300)
     done = subprocess.run([sys.executable, str(SCRIPT), "--traces", str(tmp_path), "--seeds", "0,1,2",
-                           "--targets", "0.95", "--estimates", "model", "--workers", "1", "-o", "json"],
+                           "--targets", "0.95", "--estimates", "model", "--workers", "1", "-o", "json",
+                           "--weights", "5:1:1,5:1:0"],
                           capture_output=True, text=True, timeout=300, check=True)
     out = json.loads(done.stdout)
     assert out["seeds"] == [0, 1, 2] and set(out["per_seed"]) == {"0", "1", "2"}
@@ -63,6 +76,12 @@ def test_every_seed_counts_the_goals_of_the_same_rows(tmp_path):
             assert all(judged == 1 for _, judged in counted)
             assert sum(met for met, _ in counted) == cell["met"], goal
         assert "eta_error_of_wait" not in out["per_seed"]["0"][priorities]   # no ETAs asked for: not judged
+    # the default's counts, then each choice's: the default again, replayed anew, counts the same
+    default, again, unfair = out["weights"]
+    assert default["weights"] == again["weights"] == {"duration": 5.0, "age": 1.0, "fair_share": 1.0}
+    assert again["met"] == default["met"]
+    assert default["met"]["trace"]["jct_vs_las"][0] == out["per_row"][0]["goals"]["jct_vs_las"]["met"]
+    assert unfair["weights"]["fair_share"] == 0.0 and unfair["met"]["trace"]["jct_vs_las"][1] == 3
     # the seeds draw other wall times and teams: the ratios differ between them
     worst = out["per_row"][0]["goals"]["worst_team_vs_fifo_easy"]
     assert worst["least"] < worst["most"]
