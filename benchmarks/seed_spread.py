@@ -44,7 +44,8 @@ from simulate_traces import (GOALS, QUICK_JOBS, TARGETS, TRACES, _workload, goal
 ROW_GOALS = ("jct_vs_las", "jct_vs_oracle", "slice_jct_vs_las", "slice_jct_vs_las_tiers", "worst_team_vs_fifo_easy",
              "util_points_vs_fifo_easy", "util_in_arrivals_points_vs_fifo_easy")
 SHORT = {"jct_vs_las": "gqa/las", "jct_vs_oracle": "gqa/oracle", "slice_jct_vs_las": "slice/las",
-         "slice_jct_vs_las_tiers": "slice/las-tiers", "worst_team_vs_fifo_easy": "worst team",
+         "slice_jct_vs_las_tiers": "slice/las-tiers", "jct_vs_las_tiers": "gqa/las-tiers",
+         "worst_team_vs_fifo_easy": "worst team",
          "util_points_vs_fifo_easy": "util", "util_in_arrivals_points_vs_fifo_easy": "util (arrivals)"}
 
 
@@ -61,7 +62,7 @@ def seeds_of(text: str) -> list[int]:
     except ValueError:
         raise ValueError(f"seeds must be numbers or ranges such as 0-9 or 0,2,5, not {text!r}") from None
     if len(set(seeds)) < len(seeds):
-        raise ValueError(f"seeds must be distinct numbers of 0 or more, not {text!r}")
+        raise ValueError(f"seeds must be distinct, not {text!r}")
     return seeds
 
 
@@ -145,9 +146,7 @@ def print_spread(out: dict, seeds: list[int], wall: float) -> None:
         if names:
             print("the traces' own tiers:" if priorities == "trace" else "every job in one tier:")
         for name in names:
-            cells = [out["per_seed"][s][priorities].get(name) for s in seeds]
-            print(f"  {name:<38}" + "".join(f"{f'{m}/{n}' if (m, n) != (None, None) else '-':>9}"
-                                           for m, n in (c or (None, None) for c in cells)))
+            print(f"  {name:<38}" + "".join(f"{_count(out['per_seed'][s][priorities].get(name)):>9}" for s in seeds))
     print("\nper row: seeds meeting each goal, and its ratio (least / median / most over the seeds)")
     for row in out["per_row"]:
         cells = []
@@ -162,16 +161,20 @@ WEIGHT_GOALS = ("jct_vs_las", "jct_vs_oracle", "worst_team_vs_fifo_easy", "util_
                 "util_in_arrivals_points_vs_fifo_easy", "jct_vs_las_tiers")
 
 
+def _count(met: tuple[int, int] | list[int] | None) -> str:
+    """(met, judged) as 'met/judged'; '-' where the goal is not judged."""
+    return f"{met[0]}/{met[1]}" if met else "-"
+
+
 def print_weights(choices: list[dict]) -> None:
     print("\ngqa's weights (duration, age, fair share): goals met over every seed's rows")
-    print(f"{'weights':<16}{'tiers':<7}" + "".join(f"{SHORT.get(g, 'gqa/las-tiers'):>17}" for g in WEIGHT_GOALS))
+    print(f"{'weights':<16}{'tiers':<7}" + "".join(f"{SHORT[g]:>17}" for g in WEIGHT_GOALS))
     for choice in choices:
         w = choice["weights"]
         label = f"{w['duration']:g}, {w['age']:g}, {w['fair_share']:g}"
         for priorities, met in choice["met"].items():
             if met:
-                cells = [f"{met[g][0]}/{met[g][1]}" if g in met else "-" for g in WEIGHT_GOALS]
-                print(f"{label:<16}{priorities:<7}" + "".join(f"{c:>17}" for c in cells))
+                print(f"{label:<16}{priorities:<7}" + "".join(f"{_count(met.get(g)):>17}" for g in WEIGHT_GOALS))
 
 
 def main() -> int:
