@@ -133,7 +133,13 @@ def simulate(
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
                   notes=loaded.notes, estimates=asked, priorities=priorities)
     if not work.jobs:
-        fail(f"{trace}: no jobs to replay")
+        asked = loaded.jobs[:limit] if limit else loaded.jobs
+        too_wide = sum(1 for job in asked if job.gpus > largest)
+        why = ""
+        if too_wide:
+            who = "its job asks" if too_wide == 1 else f"all {too_wide} jobs ask"
+            why = f": {who} for more than {largest} GPUs, the largest gang this cluster can start"
+        fail(f"{trace}: no jobs to replay{why}")
     if pool_list:
         work.assumptions.append(
             f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}"

@@ -155,6 +155,17 @@ def test_bad_trace_exits_2_with_the_line(tmp_path, capsys):
     assert code == 2 and "no such file" in err
 
 
+@pytest.mark.parametrize("rows, message", [
+    ("0,10,4\n", "its job asks for more than 2 GPUs, the largest gang this cluster can start"),
+    ("0,10,4\n1,10,3\n", "all 2 jobs ask for more than 2 GPUs"),
+])
+def test_a_trace_whose_every_job_is_too_wide_says_so(tmp_path, capsys, rows, message):
+    wide = tmp_path / "wide.csv"
+    wide.write_text("submit_time,duration,gpus\n" + rows)
+    code, out, err = run(capsys, str(wide), "--gpus", "2")
+    assert code == 2 and out == "" and f"wide.csv: no jobs to replay: {message}" in err
+
+
 def test_one_tier_replays_the_trace_as_if_it_gave_no_priorities(tmp_path, capsys):
     # one GPU: A runs; B (low, short) and C (high, long) wait for it
     trace = tmp_path / "tiers.csv"
