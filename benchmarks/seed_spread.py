@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from gqa.scheduling.horizon import BACKFILL_BY, LIMITS  # noqa: E402
 from gqa.scheduling.presets import preset  # noqa: E402
-from gqa.scheduling.snapshot import Weights  # noqa: E402
+from gqa.scheduling.snapshot import Policy, Weights  # noqa: E402
 from gqa.sim import cluster, summarize  # noqa: E402
 from gqa.sim.engine import simulate  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
@@ -83,16 +84,17 @@ def weights_of(text: str) -> list[Weights]:
 
 def replay_weighted(task: tuple) -> dict:
     """gqa with other weights on one row's workload (in a worker process, as simulate_traces.replay)."""
-    traces, name, quick, seed, mode, priorities, gpus, weights = task
+    traces, name, quick, seed, mode, priorities, gpus, weights, backfill_by = task
     work = _workload(str(Path(traces) / TRACES[name]), QUICK_JOBS[name] if quick else None, seed, mode, priorities)
-    return summarize(simulate(work, cluster(gpus), replace(preset("gqa"), weights=weights), name="gqa"))
+    policy = replace(preset("gqa", Policy(backfill_by=backfill_by)), weights=weights)
+    return summarize(simulate(work, cluster(gpus), policy, name="gqa"))
 
 
 def weights_met(rows: list[dict], choices: list[Weights], traces: str, quick: bool, workers: int) -> list[dict]:
     """The goals met over all the rows, with the traces' tiers and in one: first with the default
     weights, as the rows were replayed, then for each choice, gqa replayed with it on every row (the
     other policies' replays kept)."""
-    tasks = [(traces, r["trace"], quick, r["seed"], r["estimates"], r["priorities"], r["gpus"], w)
+    tasks = [(traces, r["trace"], quick, r["seed"], r["estimates"], r["priorities"], r["gpus"], w, r["backfill_by"])
              for w in choices for r in rows]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         summaries = list(pool.map(replay_weighted, tasks, chunksize=4))
@@ -192,6 +194,8 @@ def main() -> int:
     parser.add_argument("--weights", help="also replay gqa with these weights, duration:age:fair-share each "
                                            "(5:1:1 is the default), counting the goals each meets beside the "
                                            "default's")
+    parser.add_argument("--backfill-by", default=LIMITS, choices=BACKFILL_BY,
+                        help="what gqa and gqa-slice count a job's run as when they backfill (as simulate_traces.py)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
@@ -210,7 +214,7 @@ def main() -> int:
     rows_by_seed, tasks = {}, []
     for seed in seeds:
         rows, mine = plan_rows(args.traces, args.only.split(","), args.quick, seed, modes, tiers_asked, targets,
-                               list(NAMES), args.eta_jobs)
+                               list(NAMES), args.eta_jobs, args.backfill_by)
         rows_by_seed[seed] = rows
         tasks += mine
     if not tasks:

@@ -40,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gqa.scheduling.horizon import BACKFILL_BY, LIMITS  # noqa: E402
 from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
 from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
@@ -71,11 +72,11 @@ def _workload(path: str, limit: int | None, seed: int, mode: str, priorities: st
 def replay(task: tuple) -> dict:
     """One policy on one workload (a separate process: the machine's cores run them side by side).
     Seconds are the process's CPU time, so two replays side by side do not slow each other's figure."""
-    path, gpus, policy, limit, seed, mode, priorities, eta_every = task
+    path, gpus, policy, limit, seed, mode, priorities, eta_every, backfill_by = task
     work = _workload(path, limit, seed, mode, priorities)
     options = {"eta": production_eta(), "eta_every": eta_every} if policy == "gqa" and eta_every else {}
     began = time.process_time()
-    result = run_policy(policy, work, cluster(gpus), **options)
+    result = run_policy(policy, work, cluster(gpus), backfill_by=backfill_by, **options)
     took = time.process_time() - began
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # Linux: KiB
     return {"policy": policy, "summary": summarize(result), "cpu_s": took, "max_rss_mib": rss_mib}
@@ -97,6 +98,9 @@ def main() -> int:
                              "them) or both; one is replayed only for a trace that gives several tiers")
     parser.add_argument("--eta-jobs", type=int, default=ETA_JOBS,
                         help="gqa's ETA is checked for about this many arrivals per replay (0: none)")
+    parser.add_argument("--backfill-by", default=LIMITS, choices=BACKFILL_BY,
+                        help="what gqa and gqa-slice count a job's run as when they backfill: its wall time "
+                             "(limits, as the baselines) or its expected run time (predictions)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--plot", help="draw mean JCT against the oracle's per load, mode and trace to this PNG")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
@@ -113,7 +117,7 @@ def main() -> int:
         parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(NAMES)}")
     began = time.perf_counter()
     rows, tasks = plan_rows(args.traces, args.only.split(","), args.quick, args.seed, modes, tiers_asked, targets,
-                            policies, args.eta_jobs)
+                            policies, args.eta_jobs, args.backfill_by)
     run_replays(tasks, args.workers)
     wall = time.perf_counter() - began
     if args.plot:
@@ -126,8 +130,10 @@ def main() -> int:
 
 
 def plan_rows(traces: str, names: list[str], quick: bool, seed: int, modes: list[str], tiers_asked: list[str],
-              targets: list[float], policies: list[str], eta_jobs: int) -> tuple[list[dict], list[tuple]]:
-    """The table's rows (policies still empty) and the replays that fill them, as (row, task)."""
+              targets: list[float], policies: list[str], eta_jobs: int,
+              backfill_by: str = LIMITS) -> tuple[list[dict], list[tuple]]:
+    """The table's rows (policies still empty) and the replays that fill them, as (row, task);
+    `backfill_by` is gqa's and gqa-slice's (the baselines backfill by limits)."""
     rows, tasks = [], []
     for name in names:
         path = Path(traces) / TRACES[name]
@@ -147,10 +153,11 @@ def plan_rows(traces: str, names: list[str], quick: bool, seed: int, modes: list
                 for target in targets:
                     row = {"trace": name, "estimates": mode, "priorities": priorities, "tiers": tiers,
                            "target": target, "gpus": offered_gpus(jobs, target), "seed": seed,
+                           "backfill_by": backfill_by,
                            "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
                     rows.append(row)
                     skipped = left_out(work, cluster(row["gpus"]))   # las-tiers where every job is in one tier
-                    tasks += [(row, (str(path), row["gpus"], p, limit, seed, mode, priorities, eta_every))
+                    tasks += [(row, (str(path), row["gpus"], p, limit, seed, mode, priorities, eta_every, backfill_by))
                               for p in policies if p not in skipped]
     return rows, tasks
 

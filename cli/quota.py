@@ -143,6 +143,10 @@ def policy(
                                                          "takes to reload its checkpoint.")] = None,
     slice_starve: Annotated[Optional[float], typer.Option(help="A demoted job that has waited this many times "
                                                           "as long as it ran is promoted back (0: never).")] = None,
+    backfill_by: Annotated[Optional[str], typer.Option(
+        help="What backfill counts a job's run as: limits (its wall time: a backfilled job never delays a "
+             "reserved one) or predictions (its expected run time, from its team's history: reserved jobs "
+             "start sooner when jobs ask far more than they use, but may be delayed).")] = None,
     approve_over_gpus: Annotated[Optional[int], typer.Option(help="Jobs with more GPUs wait for approval "
                                                              "(-1: no threshold).")] = None,
     approve_over_gpu_hours: Annotated[Optional[float], typer.Option(help="...more GPU-hours (-1: none).")] = None,
@@ -170,6 +174,11 @@ def policy(
     # nothing is above high: it is never preempted by a higher tier
     tiers = _tier_ranks("--preempt", preempt, [p for p in Priority if p is not Priority.HIGH], "low and/or normal")
     sliced = _tier_ranks("--slice", time_slice, list(Priority), "high, normal and/or low")
+    if backfill_by is not None:
+        from gqa.scheduling.horizon import BACKFILL_BY
+
+        if backfill_by not in BACKFILL_BY:
+            fail(f"--backfill-by must be {' or '.join(BACKFILL_BY)}, got {backfill_by!r}")
     if slice_starve is not None and slice_starve < 0:
         fail(f"--slice-starve must be >= 0, got {slice_starve:g}")
     thresholds = None
@@ -204,7 +213,8 @@ def policy(
             budget_alerts=thresholds, idle_gpu_percent=idle_gpu_below,
             idle_gpu_window=seconds("--idle-gpu-window", idle_gpu_window, True), slice_tiers=sliced,
             slice_after=seconds("--slice-after", slice_after, False),
-            slice_min_run=seconds("--slice-min-run", slice_min_run, False), slice_starve=slice_starve)
+            slice_min_run=seconds("--slice-min-run", slice_min_run, False), slice_starve=slice_starve,
+            backfill_by=backfill_by)
         quota = backend().quota()
         # with nothing to change it only reads: anyone may look, only admins may set (on AWS)
         if any(v is not None for v in changes.values()):
@@ -220,7 +230,7 @@ def policy(
             "half_life": current.half_life, "approval": {"gpus": current.approval_gpus,
                                                          "gpu_hours": current.approval_gpu_hours,
                                                          "cost": current.approval_cost},
-            "preempt": preemptible,
+            "preempt": preemptible, "backfill_by": current.backfill_by,
             "time_slice": {"tiers": sliced_names, "after_gpu_seconds": current.slice_after,
                            "min_run": current.slice_min_run, "starve": current.slice_starve},
             "alerts": {"budget_percent": list(current.budget_alerts),
@@ -236,6 +246,7 @@ def policy(
     print(f"fair-share half-life {format_duration(current.half_life)}")
     print(f"weights            fair share {current.weights.fair_share:g}, age {current.weights.age:g}, "
           f"size {current.weights.size:g}, duration {current.weights.duration:g}")
+    print(f"backfill by        {_BACKFILL_BY.get(current.backfill_by, current.backfill_by)}")
     print(f"preemptible tiers  {', '.join(preemptible) or 'none'}")
     if sliced_names:
         starve = f"promoted after waiting {current.slice_starve:g}x its run" if current.slice_starve \
@@ -253,6 +264,10 @@ def policy(
     idle = (f"under {current.idle_gpu_percent:g}% for {format_duration(current.idle_gpu_window)}"
             if current.idle_gpu_window else "never")
     print(f"idle GPU alert     {idle}")
+
+
+_BACKFILL_BY = {"limits": "limits (a job's wall time)",
+                "predictions": "predictions (a job's expected run time, longer once outlived)"}
 
 
 def _tier_ranks(flag: str, text: str | None, allowed: list, spelled: str) -> tuple[int, ...] | None:

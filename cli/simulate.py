@@ -51,6 +51,10 @@ def simulate(
     restart: Annotated[Optional[str], Opt("--restart-cost", help="Time a resumed attempt (after a preemption or "
                                                                  "a reclaim) spends reloading before new work, "
                                                                  "e.g. 60s (default: none).")] = None,
+    backfill_by: Annotated[str, Opt("--backfill-by", help="What gqa and gqa-slice count a job's run as when they "
+                                                          "backfill: limits (its wall time, as the baselines "
+                                                          "do) or predictions (its expected run time; gqa quota "
+                                                          "policy --backfill-by).")] = "limits",
     plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG.")] = None,
     report: Annotated[Optional[str], Opt("--report", help="Write each policy's report (as gqa report's) "
                                                           "to DIR/<policy>/report.html.")] = None,
@@ -76,6 +80,7 @@ def simulate(
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
     from gqa.sim.workload import priorities_choice
+    from gqa.scheduling.horizon import LIMITS, backfill_by_choice
 
     fmt = check_output(output)
     names = [p.strip().lower() for p in policies.split(",") if p.strip()] if policies is not None else list(NAMES)
@@ -99,6 +104,10 @@ def simulate(
         priorities = priorities_choice(priorities)
     except ValueError as exc:
         fail(f"--{exc}")
+    try:
+        backfill_by = backfill_by_choice(backfill_by.strip().lower())
+    except ValueError as exc:
+        fail(f"--backfill-by: {exc}")
     try:
         interval = float(parse_duration(checkpoint, bare_unit="s"))
     except SpecError as exc:
@@ -133,8 +142,8 @@ def simulate(
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
                   notes=loaded.notes, estimates=asked, priorities=priorities)
     if not work.jobs:
-        asked = loaded.jobs[:limit] if limit else loaded.jobs
-        too_wide = sum(1 for job in asked if job.gpus > largest)
+        considered = loaded.jobs[:limit] if limit else loaded.jobs
+        too_wide = sum(1 for job in considered if job.gpus > largest)
         why = ""
         if too_wide:
             who = "its job asks" if too_wide == 1 else f"all {too_wide} jobs ask"
@@ -153,6 +162,10 @@ def simulate(
     if restart_cost:
         work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
                                 "its checkpoint before new work")
+    if backfill_by != LIMITS and {"gqa", "gqa-slice"} & set(names):
+        work.assumptions.append("gqa and gqa-slice backfill by predictions: a job's expected run time stands in "
+                                "for its wall time, twice as long each time a running job outlives it; the "
+                                "other policies count wall times")
     eta = production_eta() if eta_sample != 0 else None
     eta_every = 1
     if eta:
@@ -166,7 +179,7 @@ def simulate(
         try:
             result = run_policy(name, work, inventory, checkpoint_interval=interval, pool_of=pool_of,
                                 reclaim_per_hour=reclaim_rates(pool_list), seed=seed, eta=eta, eta_every=eta_every,
-                                save_on_notice=on_notice, restart_cost=restart_cost)
+                                save_on_notice=on_notice, restart_cost=restart_cost, backfill_by=backfill_by)
         except ValueError as exc:
             fail(str(exc))
         costs = cost(result.gpu_seconds_by_pool, pool_list) if pool_list else None
@@ -189,7 +202,8 @@ def simulate(
             for name, page in pages.items():
                 note(f"{name}: report in {page}")
     if fmt == "json":
-        data = as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode, base)
+        data = {**as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode, base),
+                "backfill_by": backfill_by}
         print_json({**data, "reports": pages} if report else data)
     else:
         print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, base)

@@ -257,7 +257,7 @@ POLICY_CHANGES = {"max_gpus_per_job": int, "max_wall_time": float, "half_life": 
                   "age_weight": float, "duration_weight": float, "preempt_tiers": INTS, "approval_gpus": int,
                   "approval_gpu_hours": float, "approval_cost": float, "alert_pending_after": float,
                   "budget_alerts": NUMBERS, "idle_gpu_percent": float, "idle_gpu_window": float, "slice_tiers": INTS,
-                  "slice_after": float, "slice_min_run": float, "slice_starve": float}
+                  "slice_after": float, "slice_min_run": float, "slice_starve": float, "backfill_by": str}
 
 
 def changes_to_dict(changes: dict[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,11 @@ backfill (EASY), it gets a reservation instead: the earliest time enough GPUs
 free up, from the running jobs' wall-time limits (hard bounds: a job is killed
 at its limit). A later job may start now only on GPUs it will have released,
 by its own limit, before any reservation on them begins, so it provably
-delays no reserved job. The first `reservation_depth` blocked jobs and the
-first blocked job of every tier get reservations.
+delays no reserved job. With `policy.backfill_by` "predictions", expected run
+times stand in for the limits (horizon.py): reservations start when jobs are
+expected to end, and a backfilled job that runs longer than expected may
+delay one. The first `reservation_depth` blocked jobs and the first blocked
+job of every tier get reservations.
 
 A job with a --time-min that does not fit with its whole wall time may be
 backfilled with a shorter one, ending before the reservation it would
@@ -29,6 +32,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from itertools import islice
 
+from .horizon import PREDICTIONS, counted_run
 from .index import QueueIndex
 from .inventory import pool_rounds, spot_open, tables
 from .ledger import Ledger
@@ -107,7 +111,8 @@ class Capacity:
         if not rounds and self.pools:
             return (None, f"needs {gpus_text(job.gpus)}{of} on demand; this cluster has only spot capacity for them",
                     None)
-        limit_end = self.now + job.wall_time if job.wall_time else INF
+        length = counted_run(job, self.snap.policy)
+        limit_end = self.now + length if length else INF
         chosen: list[int] | None = None
         granted = None
         for pools in rounds:  # best fit within a round: the pool with the fewest usable GPUs that holds the gang
@@ -219,7 +224,8 @@ class Capacity:
         if short is not None:
             return None, short, None
         booked = self.machine_booked
-        end = self.now + job.wall_time if job.wall_time else INF
+        length = counted_run(job, self.snap.policy)
+        end = self.now + length if length else INF
         if booked is None or end <= booked[0]:
             return (), "", None
         if self._may_shorten(job) and booked[0] - self.now >= (job.time_min or INF):
@@ -269,8 +275,13 @@ class Capacity:
         if start == INF:
             return (f"waiting behind job {holder}, which holds {what} until running jobs end "
                     "(they have no wall time, so nothing can be backfilled safely)")
-        why = "it has no wall time" if not job.wall_time else \
-            f"its wall time of {_in(job.wall_time)} would run past that"
+        length = counted_run(job, self.snap.policy)
+        if not length:
+            why = "it has no wall time"
+        elif self.snap.policy.backfill_by == PREDICTIONS and length != job.wall_time:
+            why = f"its expected run of {_in(length)} would run past that"
+        else:
+            why = f"its wall time of {_in(length)} would run past that"
         if job.time_min is not None:
             why += f", and so would its --time-min of {_in(job.time_min)}"
         return f"waiting behind job {holder}, reserved to start in {_in(start - self.now)}; {why}"
@@ -282,7 +293,7 @@ class Capacity:
     def started(self, job: PendingJob, gpus: tuple[int, ...], granted: float | None = None) -> bool:
         """Record a start (with the wall time backfill granted it, if shorter); True if it started
         ahead of a reserved job (backfill)."""
-        limit = granted or job.wall_time
+        limit = granted or counted_run(job, self.snap.policy)
         end = self.now + limit if limit else INF
         if not gpus:
             self.cpu_ends.append(end)
@@ -336,7 +347,8 @@ class Capacity:
         start = max([self.now, *busy_until.values(), *self.cpu_ends])
         self.reserved_start[job.id] = start
         hold_from = start if start < INF else self.now
-        end = start + job.wall_time if job.wall_time and start < INF else INF
+        length = counted_run(job, self.snap.policy)
+        end = start + length if length and start < INF else INF
         for index in busy_until:
             self._book(index, hold_from, job.id)
             self.timeline.set(index, end)
@@ -368,7 +380,8 @@ class Capacity:
         self.reserved_start[job.id] = start
         # unknown ends make the start unknowable: then nothing may borrow these GPUs at all
         hold_from = start if start < INF else self.now
-        end = start + job.wall_time if job.wall_time and start < INF else INF
+        length = counted_run(job, self.snap.policy)
+        end = start + length if length and start < INF else INF
         for index in chosen:
             self._book(index, hold_from, job.id)
             self.timeline.set(index, end)

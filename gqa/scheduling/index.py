@@ -25,6 +25,7 @@ from typing import Generic, TypeVar
 
 from sortedcontainers import SortedList
 
+from .horizon import busy_until, counted_run
 from .inventory import Pool, spot_open, tables
 from .ranked import RankedJobs
 from .slicing import in_slicing, slicing_tiers, stoppable_at
@@ -66,11 +67,11 @@ def index_of(pending: object, running: object) -> "QueueIndex | None":
 REBUILD_SHARE = 4   # replace_many ranks the whole queue again when given a quarter of it or more
 
 
-def shortest_limit(job: PendingJob) -> float:
-    """The shortest time a job could be started for: its --time-min, else its wall time (inf: none)."""
-    if job.time_min is not None:
-        return job.time_min
-    return job.wall_time or math.inf
+def shortest_limit(job: PendingJob, policy: Policy) -> float:
+    """The shortest time backfill could count on a job holding its GPUs: its --time-min, else
+    its run as backfill counts it (horizon.counted_run; inf: no end)."""
+    length = counted_run(job, policy) or math.inf
+    return min(job.time_min, length) if job.time_min is not None else length
 
 
 def gated(job: PendingJob) -> bool:
@@ -123,7 +124,12 @@ class QueueIndex:
         self.cpus_used = self.memory_used = 0
         self.exclusive: dict[str, None] = {}                 # running exclusive jobs, in start order
         self.stopping: dict[str, None] = {}                  # running jobs being stopped
-        self.cpu_only_ends: dict[str, float] = {}            # CPU-only running job -> its wall-time end
+        self.cpu_only_ends: dict[str, float] = {}            # CPU-only running job -> its end (busy_until)
+        # with backfill by predictions, the running jobs whose end (busy_until) is a prediction that
+        # moves once outlived, as (end, id): a pass brought to a later `now` moves those (advance_ends)
+        self.now = 0.0
+        self.predicted: SortedList = SortedList()
+        self.predicted_end: dict[str, float] = {}
         # time slicing (slicing.py): per slicing tier, (stoppable_at, id) of the running jobs in it,
         # so a pass finds those it may stop, and the loop the next to become so, in O(log n)
         self.slicing = slicing_tiers(policy)
@@ -138,6 +144,7 @@ class QueueIndex:
     @classmethod
     def _built(cls, gpus: tuple[Gpu, ...], policy: Policy, pending, running, now: float) -> "QueueIndex":
         index = cls(gpus, policy)
+        index.now = now
         index._start_all({run.id: run for run in running}.values())
         jobs = list(pending)
         waiting = index.pending
@@ -173,7 +180,7 @@ class QueueIndex:
             group = fields.get(key)
             if group is None:
                 group = fields[key] = (job, [])
-            group[1].append(shortest_limit(job))
+            group[1].append(shortest_limit(job, self.policy))
         kinds: dict[tuple, list[float]] = {}
         for first, limits in fields.values():
             kinds.setdefault(self.kind(first), []).extend(limits)
@@ -196,7 +203,7 @@ class QueueIndex:
                 later.append(run)
                 continue
             running[run.id] = run
-            end = run.ends_by
+            end = self._end_of(run)
             for index in gpus:
                 holder[index] = run.id
                 until[index] = end
@@ -250,6 +257,7 @@ class QueueIndex:
         new.cpus_used, new.memory_used = self.cpus_used, self.memory_used
         new.exclusive, new.cpu_only_ends = dict(self.exclusive), dict(self.cpu_only_ends)
         new.stopping = dict(self.stopping)
+        new.now, new.predicted, new.predicted_end = self.now, self.predicted.copy(), dict(self.predicted_end)
         new.sliceable = defaultdict(SortedList, {tier: runs.copy() for tier, runs in self.sliceable.items()})
         return new
 
@@ -264,7 +272,7 @@ class QueueIndex:
     def _note_pending(self, job: PendingJob) -> None:
         self.pending[job.id] = job
         self.sizes[job.gpus] += 1
-        self.limits[self.kind(job)].add(shortest_limit(job))
+        self.limits[self.kind(job)].add(shortest_limit(job, self.policy))
         if gated(job):
             self.gated.add(job.id)
 
@@ -275,7 +283,7 @@ class QueueIndex:
         self.sizes[job.gpus] -= 1
         if not self.sizes[job.gpus]:
             del self.sizes[job.gpus]
-        self.limits[self.kind(job)].remove(shortest_limit(job))
+        self.limits[self.kind(job)].remove(shortest_limit(job, self.policy))
         self.gated.discard(job_id)
         self.kinds_known.pop(job_id, None)
         return job
@@ -287,8 +295,8 @@ class QueueIndex:
         was = self._replaced(job)
         self.ranked.remove(was)
         self.ranked.add(job)
-        self.limits[self.kind(was)].remove(shortest_limit(was))
-        self.limits[self.kind(job)].add(shortest_limit(job))
+        self.limits[self.kind(was)].remove(shortest_limit(was, self.policy))
+        self.limits[self.kind(job)].add(shortest_limit(job, self.policy))
         self.pending[job.id] = job
 
     def replace_many(self, jobs: list[PendingJob]) -> None:
@@ -320,7 +328,7 @@ class QueueIndex:
         if run.id in self.running:
             raise ValueError(f"job {run.id} is already running")
         self.running[run.id] = run
-        end = run.ends_by
+        end = self._end_of(run)
         for index in run.gpus:
             if index in self.until:   # a second job on a busy GPU: both are kept
                 shared = self.shared.get(index)
@@ -353,10 +361,31 @@ class QueueIndex:
                 until = max(shared.values())
             self._place(index, until)
         self.cpu_only_ends.pop(job_id, None)
+        end = self.predicted_end.pop(job_id, None)
+        if end is not None:
+            self.predicted.remove((end, job_id))
         if self.slicing and in_slicing(run, self.slicing):
             self.sliceable[run.tier].remove((stoppable_at(run, self.policy), run.id))
         self._count(run, -1)
         return run
+
+    def _end_of(self, run: RunningJob) -> float:
+        """When backfill counts on the running job's GPUs coming back (horizon.busy_until, as of the
+        index's `now`); a prediction that may move is kept in `predicted`."""
+        end = busy_until(run, self.policy, self.now)
+        if end < run.ends_by:
+            self.predicted_end[run.id] = end
+            self.predicted.add((end, run.id))
+        return end
+
+    def advance_ends(self, now: float) -> None:
+        """Brings the running jobs' predicted ends to `now`: each one outlived moves on, as a
+        build at `now` would place it (O(log n) each; nothing to do with backfill by limits)."""
+        self.now = max(self.now, now)
+        predicted = self.predicted
+        while predicted and predicted[0][0] <= now:
+            _, job_id = predicted[0]
+            self.start(self.stop(job_id))
 
     def _place(self, index: int, until: float | None) -> None:
         """A GPU is busy until its last holder's end (a snapshot may show two jobs on one GPU, one
@@ -403,7 +432,7 @@ class QueueIndex:
         known = self.kinds_known.get(job.id)
         if known is not None and known[0] is job:
             return known[1]
-        kind_limit = (self.kind(job), shortest_limit(job))
+        kind_limit = (self.kind(job), shortest_limit(job, self.policy))
         self.kinds_known[job.id] = (job, kind_limit)
         return kind_limit
 

@@ -152,6 +152,7 @@ def indexed(snap: Snapshot) -> QueueIndex:
     index = index_of(snap.pending, snap.running)
     if index is not None and index.policy is snap.policy and index.gpus is snap.gpus \
             and index.ranked.advance(snap.now):
+        index.advance_ends(snap.now)
         return index
     return QueueIndex.of(snap.gpus, snap.policy, snap.pending, snap.running, snap.now)
 

@@ -177,6 +177,9 @@ class Policy:
     default_team: TeamPolicy = TeamPolicy()
     ordering: str = "multifactor"    # or "fifo": arrival order only, tiers and factors ignored; or "sjf"
     backfill: bool = True            # EASY: later jobs may start if they cannot delay a reserved one
+    # what backfill counts a job's run as: "limits" (its wall time, Slurm's) or "predictions" (its
+    # expected run time, lengthened when outlived; horizon.py)
+    backfill_by: str = "limits"
     reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
     max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
     preempt_tiers: tuple[int, ...] = ()  # running jobs of these tiers may be preempted by higher tiers

@@ -9,6 +9,7 @@ from ..models.deployment_shapes import ARN_PATTERN_RE, NAME_PATTERN_RE
 from ..models.errors import SpecError
 from ..models.spec import NAME_RE
 from ..ports import SchedulingInputs
+from ..scheduling.horizon import backfill_by_choice
 from ..scheduling.snapshot import Policy, TeamPolicy
 
 NO_CAP = -1
@@ -84,9 +85,10 @@ class QuotaService:
                    budget_alerts: tuple[float, ...] | None = None, idle_gpu_percent: float | None = None,
                    idle_gpu_window: float | None = None, slice_tiers: tuple[int, ...] | None = None,
                    slice_after: float | None = None, slice_min_run: float | None = None,
-                   slice_starve: float | None = None):
+                   slice_starve: float | None = None, backfill_by: str | None = None):
         """Change the queue-wide limits and priority weights that are given; NO_CAP removes a limit
-        (for alert_pending_after: no pending alerts; for idle_gpu_window: no idle alerts)."""
+        (for alert_pending_after: no pending alerts; for idle_gpu_window: no idle alerts).
+        `backfill_by`: "limits" or "predictions" (scheduling/horizon.py)."""
         _check_policy(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
                       fair_share_weight=fair_share_weight, age_weight=age_weight,
                       duration_weight=duration_weight, preempt_tiers=preempt_tiers,
@@ -94,13 +96,13 @@ class QuotaService:
                       alert_pending_after=alert_pending_after, budget_alerts=budget_alerts,
                       idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window,
                       slice_tiers=slice_tiers, slice_after=slice_after, slice_min_run=slice_min_run,
-                      slice_starve=slice_starve)
+                      slice_starve=slice_starve, backfill_by=backfill_by)
         policy = self.store.policy()
         changes = _given(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
                          approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours,
                          approval_cost=approval_cost, alert_pending_after=alert_pending_after,
                          idle_gpu_percent=idle_gpu_percent, slice_after=slice_after,
-                         slice_min_run=slice_min_run, slice_starve=slice_starve)
+                         slice_min_run=slice_min_run, slice_starve=slice_starve, backfill_by=backfill_by)
         if idle_gpu_window is not None:   # the policy keeps "never" as a zero window, not None
             changes["idle_gpu_window"] = 0.0 if idle_gpu_window == NO_CAP else idle_gpu_window
         for name, values in (("budget_alerts", budget_alerts), ("preempt_tiers", preempt_tiers),
@@ -172,6 +174,11 @@ def _check_team(team: str, *, share, max_gpus, max_gpus_per_user, budget) -> Non
 
 def _check_policy(**values) -> None:
     _check_finite(values)
+    if values["backfill_by"] is not None:
+        try:
+            backfill_by_choice(values["backfill_by"])
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
     gpus = values["max_gpus_per_job"]
     if gpus is not None and (gpus == 0 or gpus < NO_CAP):
         raise SpecError(f"max_gpus_per_job must be a GPU count, or -1 for no limit; got {gpus}")

@@ -8,7 +8,8 @@ stopped job checkpoints as it stops (gqa.runtime saves on SIGTERM), and each
 resume costs `restart_cost` (las.RESTART when none is given)."""
 
 from ..models.units import format_duration
-from ..scheduling import Gpu
+from ..scheduling import Gpu, Policy
+from ..scheduling.horizon import LIMITS, backfill_by_choice
 from ..scheduling.presets import preset
 from .engine import SimResult, simulate
 from .las import RESTART, simulate_las
@@ -59,12 +60,15 @@ def left_out(work: Workload, gpus: tuple[Gpu, ...], pool_of: dict[int, str] | No
     return out
 
 
-def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_options) -> SimResult:
-    """`engine_options` are `simulate()`'s. The LAS replays take only `restart_cost`
-    (its own RESTART when none is given) and the pools, and refuses those it cannot
-    model (`las_refuses`)."""
+def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], *, backfill_by: str = LIMITS,
+               **engine_options) -> SimResult:
+    """`engine_options` are `simulate()`'s. `backfill_by`: what gqa's own policies (gqa,
+    gqa-slice) count a job's run as when they backfill (scheduling/horizon.py); the baselines
+    count limits, as Slurm does. The LAS replays take only `restart_cost` (its own RESTART
+    when none is given) and the pools, and refuses those it cannot model (`las_refuses`)."""
     if name not in NAMES:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(NAMES)}")
+    base = Policy(backfill_by=backfill_by_choice(backfill_by))
     if name in LAS:
         pool_of = engine_options.get("pool_of") or {g.index: g.type for g in gpus}
         refused = las_refuses(gpus, pool_of, engine_options.get("reclaim_per_hour"))
@@ -79,4 +83,4 @@ def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], **engine_option
             raise ValueError(f"gqa-slice: {stalls}")
         engine_options = {**engine_options, "save_on_preempt": True,
                           "restart_cost": engine_options.get("restart_cost") or RESTART}
-    return simulate(work, gpus, preset(name), name=name, oracle=name in ORACLES, **engine_options)
+    return simulate(work, gpus, preset(name, base), name=name, oracle=name in ORACLES, **engine_options)

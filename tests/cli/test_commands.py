@@ -179,6 +179,18 @@ def test_time_slicing_is_opt_in_per_tier(cli):
     assert cli.json("quota", "policy", "--slice", "none")["time_slice"]["tiers"] == []
 
 
+def test_backfill_counts_limits_unless_set_to_predictions(cli):
+    assert cli.json("quota", "policy")["backfill_by"] == "limits"
+    assert cli.json("quota", "policy", "--backfill-by", "predictions")["backfill_by"] == "predictions"
+    assert cli.store.policy().backfill_by == "predictions"
+    code, out, _ = cli("quota", "policy")
+    assert code == 0 and "backfill by        predictions (a job's expected run time, longer once outlived)" in out
+    code, _, err = cli("quota", "policy", "--backfill-by", "guesses")
+    assert code == 2 and "--backfill-by must be limits or predictions, got 'guesses'" in err
+    assert cli.store.policy().backfill_by == "predictions"   # a refused change changed nothing
+    assert cli.json("quota", "policy", "--backfill-by", "limits")["backfill_by"] == "limits"
+
+
 def test_budgets_and_approval_thresholds(cli):
     assert cli.json("quota", "set", "vision", "--budget", "500")["budget"] == 500
     policy = cli.json("quota", "policy", "--approve-over-gpus", "2")

@@ -51,6 +51,7 @@ def test_bad_team_changes_are_refused_and_nothing_is_written(queue, team, change
     ({"alert_pending_after": 0}, "alert_pending_after must be positive"),
     ({"idle_gpu_percent": 120}, "idle_gpu_percent must be from 0 to 100"),
     ({"budget_alerts": (50.0, 0.0)}, "budget_alerts are percentages"),
+    ({"backfill_by": "guesses"}, "backfill counts run times by limits or predictions, not 'guesses'"),
 ])
 def test_bad_policy_changes_are_refused_and_nothing_is_written(queue, changes, words):
     before = queue.store.policy()

@@ -134,6 +134,22 @@ def test_gqa_slice_is_refused_a_reload_as_long_as_its_least_run(capsys):
     assert data["policies"]["gqa-slice"]["finished"] == 8
 
 
+def test_gqa_backfills_by_predictions_when_asked_and_the_baselines_never(tmp_path, capsys):
+    # 4 GPUs: "r" asks 10 hours and runs 1; "head" needs all 4; "mid" asks 8 hours, runs 30 minutes
+    trace = tmp_path / "asks.csv"
+    trace.write_text("id,submit_time,duration,gpus,team,wall_time\n"
+                     "r,0,3600,2,t,36000\nhead,10,600,4,t,3600\nmid,20,1800,2,t,28800\n")
+    args = [str(trace), "--gpus", "4", "--policies", "fifo-easy,gqa", "--eta-every", "0"]
+    limits, predictions = as_json(capsys, *args), as_json(capsys, *args, "--backfill-by", "predictions")
+    assert (limits["backfill_by"], predictions["backfill_by"]) == ("limits", "predictions")
+    assert any(line.startswith("gqa and gqa-slice backfill by predictions") for line in predictions["assumptions"])
+    assert not any("by predictions" in line for line in limits["assumptions"])
+    # no history yet: gqa expects each job to use its whole limit, so predictions change nothing here
+    assert predictions["policies"] == limits["policies"]
+    code, out, err = run(capsys, *args, "--backfill-by", "guesses")
+    assert code == 2 and out == "" and "--backfill-by: backfill counts run times by limits or predictions" in err
+
+
 def test_estimates_mode_named_in_json_and_under_asked_jobs_killed(tmp_path, capsys):
     trace = synthetic(tmp_path)
     model = as_json(capsys, trace, "--gpus", "6", "--policies", "gqa", "--eta-every", "0")

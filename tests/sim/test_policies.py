@@ -96,3 +96,30 @@ def test_what_a_replay_of_every_policy_leaves_out_and_why(w, gpus, restart, left
             with pytest.raises(ValueError) as refused:
                 run_policy(name, w, gpus, restart_cost=restart)
             assert why in str(refused.value)
+
+
+def test_gqa_backfilling_by_predictions_starts_a_reserved_job_when_jobs_are_expected_to_end():
+    """Team t's 200 past jobs used a tenth of what they asked, so its "r" (asks 10 hours, runs 1) is
+    expected to free its GPUs in an hour. "head" needs all 4 GPUs. "mid", of team u with no history,
+    asks 9 hours and uses them. By limits head is reserved for r's 10 hours, mid ends before that and
+    is backfilled onto the free GPUs, and head waits for mid; by predictions head is reserved for r's
+    expected end, mid would run past it and waits. fifo-easy counts limits either way."""
+    history = [SimJob(id=f"h{n}", seq=n, submit=n * 100.0, duration=360.0, gpus=1, team="t", user="u", tier=1,
+                      wall_time=3_600.0) for n in range(200)]
+    t0 = 20_500.0
+    scenario = [SimJob(id="r", seq=200, submit=t0, duration=3_600.0, gpus=2, team="t", user="u", tier=1,
+                       wall_time=36_000.0),
+                SimJob(id="head", seq=201, submit=t0 + 1, duration=600.0, gpus=4, team="t", user="u", tier=1,
+                       wall_time=3_600.0),
+                SimJob(id="mid", seq=202, submit=t0 + 2, duration=32_400.0, gpus=2, team="u", user="v", tier=1,
+                       wall_time=32_400.0)]
+    w = Workload(jobs=history + scenario, teams={"t": TeamPolicy(), "u": TeamPolicy()})
+
+    def started(name, by):
+        return {o.id: o.start for o in run_policy(name, w, cluster(4), backfill_by=by).outcomes
+                if o.id in ("r", "head", "mid")}
+    assert started("gqa", "limits") == {"r": t0, "head": t0 + 2 + 32_400.0, "mid": t0 + 2}
+    assert started("gqa", "predictions") == {"r": t0, "head": t0 + 3_600.0, "mid": t0 + 3_600.0 + 600.0}
+    assert started("fifo-easy", "predictions") == started("fifo-easy", "limits") == started("gqa", "limits")
+    with pytest.raises(ValueError, match="backfill counts run times by limits or predictions"):
+        run_policy("gqa", w, cluster(4), backfill_by="guesses")

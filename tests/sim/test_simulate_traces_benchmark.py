@@ -71,7 +71,22 @@ def test_one_run_gives_every_row_its_goals_and_draws_the_plot(tmp_path):
 
 
 def test_an_unknown_mode_or_policy_is_one_line_and_exit_2(tmp_path):
-    for flag, value in (("--estimates", "guess"), ("--policies", "gqa,lottery"), ("--priorities", "trace,flat")):
+    for flag, value in (("--estimates", "guess"), ("--policies", "gqa,lottery"), ("--priorities", "trace,flat"),
+                        ("--backfill-by", "guesses")):
         done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
                                str(tmp_path), flag, value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and value.split(",")[-1] in done.stderr
+
+
+def test_backfill_by_predictions_reaches_gqa_and_not_the_baselines(tmp_path):
+    alibaba_trace(tmp_path, pods=800)   # past 200 finished jobs, the teams have run-time ratios to predict with
+    common = [sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces", str(tmp_path), "--only",
+              "alibaba", "--targets", "0.95", "--estimates", "max", "--priorities", "trace", "--workers", "1",
+              "--eta-jobs", "0", "--policies", "fifo-easy,gqa", "-o", "json"]
+    runs = {}
+    for by in ("limits", "predictions"):
+        done = subprocess.run(common + ["--backfill-by", by], capture_output=True, text=True, timeout=300, check=True)
+        runs[by] = json.loads(done.stdout)["rows"][0]
+    assert (runs["limits"]["backfill_by"], runs["predictions"]["backfill_by"]) == ("limits", "predictions")
+    assert runs["limits"]["policies"]["fifo-easy"] == runs["predictions"]["policies"]["fifo-easy"]
+    assert runs["limits"]["policies"]["gqa"]["mean_jct"] != runs["predictions"]["policies"]["gqa"]["mean_jct"]

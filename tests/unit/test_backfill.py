@@ -134,3 +134,40 @@ def test_sjf_orders_by_expected_run_time_within_a_tier():
                              pending("tie", wall_time=50, submitted_at=10, seq=2),
                              pending("urgent", tier=0, expected_runtime=9_000, submitted_at=20, seq=3)])
     assert plan(snap).order == ["urgent", "short", "tie", "long"]
+
+
+# backfill by predictions (horizon.py): expected run times stand in for the limits
+PREDICTING = replace(MULTIFACTOR, backfill_by="predictions")
+
+
+def test_by_predictions_a_job_expected_to_end_before_the_reservation_is_backfilled():
+    # r is expected to end at +100 (its limit +150 would be the same, counted by limits: see head_blocked)
+    later = pending("long-limit", wall_time=3_600, expected_runtime=90, submitted_at=1, seq=1)
+    assert started(plan(head_blocked(later))) == []
+    result = plan(head_blocked(later, policy=PREDICTING))
+    assert started(result) == ["long-limit"] and result.backfilled == {"long-limit"}
+
+
+def test_by_predictions_the_reservation_counts_on_the_expected_ends():
+    # r asks 10 hours and is expected to run 1: head is reserved for when r is expected to end
+    snap = snapshot(4, policy=PREDICTING,
+                    running=[running("r", gpus=[0, 1], started_at=NOW, wall_time=36_000, expected_runtime=3_600)],
+                    pending=[pending("head", gpus=4, seq=0), pending("job", wall_time=7_200, expected_runtime=5_400,
+                                                                    submitted_at=1, seq=1)])
+    result = plan(snap)
+    assert result.reserved == {"head": NOW + 3_600}
+    assert result.waiting["job"] == ("waiting behind job head, reserved to start in 1h00m; "
+                                     "its expected run of 1h30m would run past that")
+    assert plan(replace(snap, policy=MULTIFACTOR)).reserved == {"head": NOW + 36_000}
+
+
+def test_by_predictions_a_job_that_outlived_its_prediction_is_counted_twice_as_long():
+    snap = snapshot(4, policy=PREDICTING,
+                    running=[running("r", gpus=[0, 1], started_at=NOW - 4_000, wall_time=36_000,
+                                     expected_runtime=3_600)],
+                    pending=[pending("head", gpus=4, seq=0)])
+    assert plan(snap).reserved == {"head": NOW - 4_000 + 7_200}
+
+
+def test_by_predictions_jobs_without_estimates_count_their_limits():
+    assert plan(head_blocked(pending("long", wall_time=200, submitted_at=1, seq=1), policy=PREDICTING)).starts == []

@@ -25,6 +25,8 @@ POLICIES = {
     "sjf": preset("sjf-oracle"),
     # time slicing in the normal and low tiers: demoted jobs, and promotions as time passes
     "gqa-slice": replace(preset("gqa", Policy(max_age=5_000.0)), slice_tiers=(1, 2), slice_starve=4.0),
+    # backfill counts expected run times: predicted ends that move on as running jobs outlive them
+    "gqa-predictions": preset("gqa", Policy(max_age=5_000.0, backfill_by="predictions")),
 }
 INVENTORY = tuple(Gpu(i, "a100" if i < 12 else "l4", spot=i % 5 == 0) for i in range(20))
 
@@ -85,6 +87,7 @@ def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
             job = index.remove(start.job_id)
             index.start(running(job.id, team=job.team, user=job.user, gpus=start.gpus, started_at=now,
                                 wall_time=start.wall_time or job.wall_time, tier=job.tier,
+                                expected_runtime=job.expected_runtime and job.expected_runtime * rng.choice([0.1, 1.0]),
                                 submitted_at=job.submitted_at, served=job.served))
         for run in list(index.running.values()):
             if rng.random() < 0.15:

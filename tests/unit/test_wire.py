@@ -145,6 +145,8 @@ def test_quota_changes_travel_without_the_unchanged_ones():
     alerts = {"budget_alerts": (50.0, 90.5), "idle_gpu_window": -1.0}
     assert wire.changes_from_dict(over_the_wire(wire.changes_to_dict(alerts)), wire.POLICY_CHANGES) == alerts
     assert wire.changes_from_dict({"stop_at_budget": False}, wire.TEAM_CHANGES) == {"stop_at_budget": False}
+    backfill = {"backfill_by": "predictions"}
+    assert wire.changes_from_dict(over_the_wire(wire.changes_to_dict(backfill)), wire.POLICY_CHANGES) == backfill
 
 
 @pytest.mark.parametrize("body, words", [
@@ -164,6 +166,7 @@ def test_bad_quota_changes_are_spec_errors(body, words):
     ({"preempt_tiers": ["low"]}, "preempt_tiers must be a list of integers"),
     ({"preempt_tiers": [1.5]}, "preempt_tiers must be a list of integers"),
     ({"budget_alerts": "50,80"}, "budget_alerts must be a list of numbers"),
+    ({"backfill_by": 1}, "backfill_by must be text, got 1"),
 ])
 def test_bad_policy_lists_are_spec_errors(body, words):
     with pytest.raises(SpecError, match=words):
