@@ -466,7 +466,8 @@ def test_inventory_round_trip(store):
 def test_policy_round_trip(store):
     assert store.policy() == Policy()
     policy = Policy(weights=Weights(fair_share=2.0, age=0.5, size=0.1), half_life=HOUR, max_age=2 * HOUR,
-                    max_gpus_per_job=4, max_wall_time=24 * HOUR, default_team=TeamPolicy(share=0.5, max_gpus=2))
+                    max_gpus_per_job=4, max_wall_time=24 * HOUR, default_team=TeamPolicy(share=0.5, max_gpus=2),
+                    backfill_by="predictions")
 
     store.set_policy(policy)
 

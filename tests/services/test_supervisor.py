@@ -564,3 +564,29 @@ def test_a_refusal_of_gqas_own_rights_ends_the_job_with_the_reason_not_a_loop(ma
     failed = queue.get(job.id)
     assert failed.state.value == "FAILED" and failed.assigned == ()
     assert "access denied" in failed.reason and "3 times in a row" in failed.reason
+
+
+@pytest.mark.parametrize("backfill_by, mid_starts", [("limits", True), ("predictions", False)])
+def test_dispatch_backfills_by_the_queue_s_choice_of_limits_or_predictions(queue, backfill_by, mid_starts):
+    """Team vision's past job used a tenth of its 10-hour limit, so its running "r" (asks 10 hours)
+    is expected to end in an hour. "head" needs all 4 GPUs; "mid", of team nlp with no history, asks
+    9 hours. By limits mid ends before head's reservation (r's limit) and starts on the 2 free GPUs;
+    by predictions head is reserved for r's expected end, which mid would run past."""
+    from gqa.services.quota import QuotaService
+
+    QuotaService(queue.store).set_policy(backfill_by=backfill_by)
+    past = queue.start(team="vision", resources={"gpus": 1}, limits={"wall_time": "10h"})
+    queue.clock.advance(3_600)
+    queue.exit(past.id, 0)
+    r = queue.start(team="vision", resources={"gpus": 2}, limits={"wall_time": "10h"})
+    queue.clock.advance(60)
+    head = queue.submit_one(team="vision", resources={"gpus": 4}, limits={"wall_time": "1h"})
+    mid = queue.submit_one(team="nlp", resources={"gpus": 2}, limits={"wall_time": "9h"})
+
+    started = [j.id for j in queue.supervisor.dispatch()]
+
+    assert started == ([mid.id] if mid_starts else [])
+    result = plan(read_snapshot(queue.store, queue.clock.now()))
+    expected_end = r.started_at + 3_600 if backfill_by == "predictions" else r.started_at + 36_000
+    assert result.reserved == {head.id: expected_end}
+    assert queue.store.policy().backfill_by == backfill_by
