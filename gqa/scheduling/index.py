@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 
 from sortedcontainers import SortedList
 
-from .horizon import busy_until, counted_run
+from .horizon import PREDICTIONS, busy_until, counted_run
 from .inventory import Pool, spot_open, tables
 from .ranked import RankedJobs
 from .slicing import in_slicing, slicing_tiers, stoppable_at
@@ -67,11 +67,23 @@ def index_of(pending: object, running: object) -> "QueueIndex | None":
 REBUILD_SHARE = 4   # replace_many ranks the whole queue again when given a quarter of it or more
 
 
-def shortest_limit(job: PendingJob, policy: Policy) -> float:
-    """The shortest time backfill could count on a job holding its GPUs: its --time-min, else
-    its run as backfill counts it (horizon.counted_run; inf: no end)."""
-    length = counted_run(job, policy) or math.inf
-    return min(job.time_min, length) if job.time_min is not None else length
+def _shortest_limit_of(policy: Policy):
+    """The shortest time backfill could count on a job holding its GPUs, as a function of the job:
+    its --time-min, else its run as backfill counts it (horizon.counted_run; inf: no end). A build
+    calls it for every pending job, so backfill by limits reads the wall time directly."""
+    if policy.backfill_by != PREDICTIONS:
+        return _shortest_by_limits
+
+    def by_predictions(job: PendingJob) -> float:
+        length = counted_run(job, policy) or math.inf
+        return min(job.time_min, length) if job.time_min is not None else length
+    return by_predictions
+
+
+def _shortest_by_limits(job: PendingJob) -> float:
+    if job.time_min is not None:
+        return job.time_min
+    return job.wall_time or math.inf
 
 
 def gated(job: PendingJob) -> bool:
@@ -104,12 +116,13 @@ class QueueIndex:
         self.running_view: LiveView[RunningJob] = LiveView(self, "running")
         # the pending side
         self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
-        # (fit class, GPU count) -> shortest_limit()s: what a pass may stop on (plan.Remaining)
+        # (fit class, GPU count) -> shortest limits (_shortest_limit_of): what a pass may stop on (plan.Remaining)
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
         self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
         self.kinds_known: dict[str, tuple[PendingJob, tuple]] = {}   # id -> (job, its kind and limit): pending_kind
         self.ranked = RankedJobs(policy, len(gpus))
+        self.shortest_limit = _shortest_limit_of(policy)
         # the running side: the pass's ledger and timeline, kept
         self.free: dict[int, str] = dict(inventory.type_of)  # free GPU -> type
         self.free_in: dict[Pool, SortedList] = {p: SortedList(ix) for p, ix in inventory.pools.items()}   # in order
@@ -171,16 +184,17 @@ class QueueIndex:
             self.ranked.bulk_add(jobs)
 
     def _by_kind(self, jobs: list[PendingJob]) -> dict[tuple, list[float]]:
-        """Each kind's shortest_limit()s. A pass that builds its index pays this for every
+        """Each kind's shortest limits. A pass that builds its index pays this for every
         pending job, so jobs are grouped by the fields a kind is made of, and each group's
         kind is worked out once, from its first job."""
         fields: dict[tuple, tuple[PendingJob, list[float]]] = {}
+        shortest_limit = self.shortest_limit
         for job in jobs:
             key = (job.gpu_types, job.gpu_type, job.spot, job.reclaims, job.gpus)
             group = fields.get(key)
             if group is None:
                 group = fields[key] = (job, [])
-            group[1].append(shortest_limit(job, self.policy))
+            group[1].append(shortest_limit(job))
         kinds: dict[tuple, list[float]] = {}
         for first, limits in fields.values():
             kinds.setdefault(self.kind(first), []).extend(limits)
@@ -272,7 +286,7 @@ class QueueIndex:
     def _note_pending(self, job: PendingJob) -> None:
         self.pending[job.id] = job
         self.sizes[job.gpus] += 1
-        self.limits[self.kind(job)].add(shortest_limit(job, self.policy))
+        self.limits[self.kind(job)].add(self.shortest_limit(job))
         if gated(job):
             self.gated.add(job.id)
 
@@ -283,7 +297,7 @@ class QueueIndex:
         self.sizes[job.gpus] -= 1
         if not self.sizes[job.gpus]:
             del self.sizes[job.gpus]
-        self.limits[self.kind(job)].remove(shortest_limit(job, self.policy))
+        self.limits[self.kind(job)].remove(self.shortest_limit(job))
         self.gated.discard(job_id)
         self.kinds_known.pop(job_id, None)
         return job
@@ -295,8 +309,8 @@ class QueueIndex:
         was = self._replaced(job)
         self.ranked.remove(was)
         self.ranked.add(job)
-        self.limits[self.kind(was)].remove(shortest_limit(was, self.policy))
-        self.limits[self.kind(job)].add(shortest_limit(job, self.policy))
+        self.limits[self.kind(was)].remove(self.shortest_limit(was))
+        self.limits[self.kind(job)].add(self.shortest_limit(job))
         self.pending[job.id] = job
 
     def replace_many(self, jobs: list[PendingJob]) -> None:
@@ -427,12 +441,12 @@ class QueueIndex:
         return job.types(), spot_open(job, self.policy), job.gpus
 
     def pending_kind(self, job: PendingJob) -> tuple[tuple, float]:
-        """`(kind(job), shortest_limit(job))`, kept for as long as the job is pending as this very
+        """`(kind(job), its shortest limit)`, kept for as long as the job is pending as this very
         record: pass after pass looks at the same jobs (a record that replaced it is worked out anew)."""
         known = self.kinds_known.get(job.id)
         if known is not None and known[0] is job:
             return known[1]
-        kind_limit = (self.kind(job), shortest_limit(job, self.policy))
+        kind_limit = (self.kind(job), self.shortest_limit(job))
         self.kinds_known[job.id] = (job, kind_limit)
         return kind_limit
 
@@ -442,7 +456,7 @@ class QueueIndex:
         return {kind: len(limits) for kind, limits in self.limits.items() if limits}
 
     def count_within(self, kind: tuple, limit: float) -> int:
-        """Pending jobs of a kind that could run within `limit` seconds (shortest_limit)."""
+        """Pending jobs of a kind that could run within `limit` seconds (their shortest limits)."""
         self._rank()
         limits = self.limits.get(kind)
         return limits.bisect_right(limit) if limits else 0
