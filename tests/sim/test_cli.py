@@ -135,17 +135,20 @@ def test_gqa_slice_is_refused_a_reload_as_long_as_its_least_run(capsys):
 
 
 def test_gqa_backfills_by_predictions_when_asked_and_the_baselines_never(tmp_path, capsys):
-    # 4 GPUs: "r" asks 10 hours and runs 1; "head" needs all 4; "mid" asks 8 hours, runs 30 minutes
+    # 200 past jobs of team t use a tenth of their hour; then "r" (asks 10 hours, runs 1) holds 2 of 4
+    # GPUs, "head" needs all 4 and "mid" (team u, no history) asks 9 hours and uses them
+    rows = [f"h{n},{n * 100},360,1,t,3600" for n in range(200)]
+    rows += ["r,20500,3600,2,t,36000", "head,20501,600,4,t,3600", "mid,20502,32400,2,u,32400"]
     trace = tmp_path / "asks.csv"
-    trace.write_text("id,submit_time,duration,gpus,team,wall_time\n"
-                     "r,0,3600,2,t,36000\nhead,10,600,4,t,3600\nmid,20,1800,2,t,28800\n")
+    trace.write_text("id,submit_time,duration,gpus,team,wall_time\n" + "\n".join(rows) + "\n")
     args = [str(trace), "--gpus", "4", "--policies", "fifo-easy,gqa", "--eta-every", "0"]
     limits, predictions = as_json(capsys, *args), as_json(capsys, *args, "--backfill-by", "predictions")
     assert (limits["backfill_by"], predictions["backfill_by"]) == ("limits", "predictions")
     assert any(line.startswith("gqa and gqa-slice backfill by predictions") for line in predictions["assumptions"])
     assert not any("by predictions" in line for line in limits["assumptions"])
-    # no history yet: gqa expects each job to use its whole limit, so predictions change nothing here
-    assert predictions["policies"] == limits["policies"]
+    assert predictions["policies"]["fifo-easy"] == limits["policies"]["fifo-easy"]
+    # head no longer waits 9 hours behind mid: it starts when r ends, and mid after it
+    assert predictions["policies"]["gqa"]["mean_jct"] < limits["policies"]["gqa"]["mean_jct"]
     code, out, err = run(capsys, *args, "--backfill-by", "guesses")
     assert code == 2 and out == "" and "--backfill-by: backfill counts run times by limits or predictions" in err
 
