@@ -175,10 +175,12 @@ def policy(
     tiers = _tier_ranks("--preempt", preempt, [p for p in Priority if p is not Priority.HIGH], "low and/or normal")
     sliced = _tier_ranks("--slice", time_slice, list(Priority), "high, normal and/or low")
     if backfill_by is not None:
-        from gqa.scheduling.horizon import BACKFILL_BY
+        from gqa.scheduling.horizon import backfill_by_choice
 
-        if backfill_by not in BACKFILL_BY:
-            fail(f"--backfill-by must be {' or '.join(BACKFILL_BY)}, got {backfill_by!r}")
+        try:
+            backfill_by_choice(backfill_by)
+        except ValueError as exc:
+            fail(f"--backfill-by: {exc}")
     if slice_starve is not None and slice_starve < 0:
         fail(f"--slice-starve must be >= 0, got {slice_starve:g}")
     thresholds = None

@@ -186,7 +186,7 @@ def test_backfill_counts_limits_unless_set_to_predictions(cli):
     code, out, _ = cli("quota", "policy")
     assert code == 0 and "backfill by        predictions (a job's expected run time, longer once outlived)" in out
     code, _, err = cli("quota", "policy", "--backfill-by", "guesses")
-    assert code == 2 and "--backfill-by must be limits or predictions, got 'guesses'" in err
+    assert code == 2 and "--backfill-by: backfill counts run times by limits or predictions, not 'guesses'" in err
     assert cli.store.policy().backfill_by == "predictions"   # a refused change changed nothing
     assert cli.json("quota", "policy", "--backfill-by", "limits")["backfill_by"] == "limits"
 
