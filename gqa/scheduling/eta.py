@@ -1,7 +1,9 @@
 """When will each pending job start? The production pass, run forward.
 
 Running jobs end at their expected end (their wall-time limit, scaled by how
-much of its limits the team's past jobs actually used); at each end, and when
+much of its limits the team's past jobs actually used; a job that outlives
+it is expected to run twice as long, and again, up to its limit, as backfill
+by predictions counts it in horizon.py); at each end, and when
 a pending job's --begin time comes, the pass runs again on what is left,
 exactly as the dispatcher would. A job whose dependency is unmet never starts
 in the replay (the states of the jobs it names stay as they are now), and a
@@ -26,12 +28,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .fairshare import decay
+from .horizon import doubled_past
 from .index import QueueIndex, index_of
 from .plan import plan
 from .snapshot import PendingJob, RunningJob, Snapshot
 
 INF = float("inf")
-MIN_RATIO, DEFAULT_RATIO = 0.05, 1.0
+DEFAULT_RATIO = 1.0
+# A team's history says what share of its limits its jobs use. The ETA's ends take that share as it
+# is (floored only so no job is expected to end the moment it starts); the pass's ranking and its
+# backfill by predictions take at least RANK_FLOOR of a limit, so a team's history shortens its jobs
+# there at most 20-fold: else a team that ran many trivial jobs would rank its week-long ones as
+# minutes under the duration weight.
+MIN_RATIO, RANK_FLOOR = 0.0001, 0.05
 
 
 def runtime_ratio(samples: list[tuple[float, float]]) -> float:
@@ -44,7 +53,9 @@ def runtime_ratio(samples: list[tuple[float, float]]) -> float:
 
 
 def expected_runtime(wall_time: float | None, ratio: float) -> float | None:
-    return wall_time * ratio if wall_time else None
+    """The run time the pass counts for a job: its wall time times its team's ratio, at least
+    RANK_FLOOR of it."""
+    return wall_time * max(ratio, RANK_FLOOR) if wall_time else None
 
 
 def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
@@ -58,11 +69,12 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
     cost an ETA): such a job ends after it, within its wall time, though it
     is still ranked by its estimate, as the pass ranks it."""
     ratios = ratios or {}
+    asked: dict[str, float | None] = {}     # job id -> its own wall time, where backfill granted a shorter one
 
     def end_of(run: RunningJob) -> float:
         known = runtimes.get(run.id) if runtimes else None
         if known is None:
-            return _expected_end(run, ratios)
+            return _expected_end(run, ratios, asked.get(run.id))
         return run.started_at + (min(known, run.wall_time) if run.wall_time else known)
 
     wanted = set(targets) if targets is not None else {j.id for j in snap.pending}
@@ -82,6 +94,8 @@ def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
             job = index.remove(start.job_id)
             starts[job.id] = now
             run = _as_running(job, start.gpus, now, start.wall_time)
+            if start.wall_time and job.wall_time != start.wall_time:
+                asked[job.id] = job.wall_time
             index.start(run)
             heapq.heappush(ends, (end_of(run), job.id))
         if wanted <= starts.keys() or not index.pending or (most is not None and len(starts) >= most):
@@ -116,24 +130,33 @@ def _next_begin(index: QueueIndex, now: float) -> float:
     return min((job.begin for job in index.gated_jobs() if job.begin is not None and job.begin > now), default=INF)
 
 
-def _expected_end(run: RunningJob, ratios: dict[str, float], job: PendingJob | None = None) -> float:
-    if job is not None and job.expected_runtime:
-        return run.started_at + job.expected_runtime
+def _expected_end(run: RunningJob, ratios: Mapping[str, float], asked: float | None = None) -> float:
+    """When a run is expected to end: its start plus `asked` (the wall time its job asked, where
+    backfill granted it a shorter one; else its own) times its team's ratio, where the replay has
+    the team's history (as it is: the run's own expected run time is the pass's count, floored at
+    RANK_FLOOR); else plus that expected run time; else at its limit. Never after its limit."""
+    asked = asked or run.wall_time
+    if asked and run.team in ratios:
+        return min(run.started_at + asked * ratios[run.team], run.ends_by)
     if run.expected_runtime:
-        return run.started_at + run.expected_runtime
+        return min(run.started_at + run.expected_runtime, run.ends_by)
     if run.wall_time:
-        return run.started_at + run.wall_time * ratios.get(run.team, DEFAULT_RATIO)
+        return run.started_at + run.wall_time * DEFAULT_RATIO
     return INF
 
 
 def _not_before(end: float, run: RunningJob, now: float) -> float:
-    """A job already past its expected end is still running: expect it halfway
-    to its wall-time limit (nothing better is known), never in the past."""
+    """A job already past its expected end is still running: expect it to run twice as long as
+    expected, and again while that is past (as backfill by predictions counts it, horizon.py),
+    never past its limit and never before now. With no limit, no end is known."""
     if end >= now:
         return end
-    if run.wall_time:
-        return now + max(0.0, run.ends_by - now) / 2
-    return INF
+    if not run.wall_time:
+        return INF
+    expected = end - run.started_at
+    if expected <= 0:
+        return max(now, run.ends_by)
+    return max(now, doubled_past(run.started_at, expected, now, run.ends_by))
 
 
 def _as_running(job: PendingJob, gpus: tuple[int, ...], now: float, granted: float | None = None) -> RunningJob:

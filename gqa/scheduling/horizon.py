@@ -49,8 +49,14 @@ def busy_until(run: RunningJob, policy: Policy, now: float) -> float:
     expected = run.expected_runtime
     if policy.backfill_by != PREDICTIONS or not run.started or not expected or expected <= 0:
         return limit_end
-    end = run.started_at + expected
+    return doubled_past(run.started_at, expected, now, limit_end)
+
+
+def doubled_past(start: float, expected: float, now: float, limit_end: float) -> float:
+    """`start + expected`, the expected run doubled for as long as that end is not after `now`,
+    never past `limit_end` (`expected` > 0). The ETA (eta.py) expects outlived runs to end so too."""
+    end = start + expected
     while end <= now and end < limit_end:
         expected *= 2
-        end = run.started_at + expected
+        end = start + expected
     return min(end, limit_end)

@@ -103,6 +103,21 @@ def test_each_pending_job_has_an_eta_from_the_running_jobs_expected_ends(make_qu
     assert entry.eta == running.started_at + 150
 
 
+def test_the_eta_takes_a_teams_history_as_it_is_where_the_ranking_floors_it(make_queue):
+    # vision's last job used 6 s of its 2-hour limit (0.08%): the pass counts the running job as 6
+    # minutes at least (eta.RANK_FLOOR), but its expected end is 6 s after its start
+    queue = make_queue(1)
+    done = queue.start(limits={"wall_time": "2h"}, team="vision")
+    queue.clock.advance(6)
+    queue.exit(done.id, 0)
+    running = queue.start(limits={"wall_time": "2h"}, team="vision")
+    waiting = queue.submit_one(limits={"wall_time": "10m"})
+
+    [entry] = queue.queries.queue().pending
+    assert entry.job.id == waiting.id
+    assert entry.eta == running.started_at + 6
+
+
 # -- QueryService.jobs(): a job accepted but not admitted yet ---------------------------------------
 
 def accepted(queue, **overrides):

@@ -19,7 +19,8 @@ MF = preset("multifactor")
 @pytest.mark.parametrize("samples, ratio", [
     ([], 1.0),
     ([(30, 60), (45, 60), (60, 60)], 0.75),
-    ([(1, 100)], 0.05),                    # floored: a job that died at once says little
+    ([(1, 100)], 0.01),                    # as it is: a week asked for minutes run is a team's habit
+    ([(0, 100), (0, 50)], eta.MIN_RATIO),   # floored only so no job is expected to end as it starts
     ([(200, 100)], 1.0),                   # over the limit (killed at it) counts as 1
     ([(10, 0), (10, None)], 1.0),          # no limit: no information
 ])
@@ -29,6 +30,47 @@ def test_runtime_ratio(samples, ratio):
 
 def test_expected_runtime():
     assert expected_runtime(3600, 0.5) == 1800 and expected_runtime(None, 0.5) is None
+    # the pass counts at least a twentieth of the wall time, however little the team's jobs used
+    assert expected_runtime(3600, 0.001) == 3600 * eta.RANK_FLOOR == 180
+
+
+def test_the_eta_ends_runs_by_the_teams_history_below_the_passs_floor():
+    # vision's jobs use 0.1% of their week-long limits: the pass ranks r as if it ran at least 5% of its
+    # limit (its expected_runtime, as read_snapshot sets it), but the ETA expects it to end after 0.1%
+    week = 7 * 86400.0
+    r = running("r", team="vision", gpus=[0], started_at=NOW, wall_time=week,
+                expected_runtime=expected_runtime(week, 0.001))
+    snap = snapshot(1, policy=MF, running=[r], pending=[pending("a", wall_time=60)])
+    assert r.expected_runtime == week * eta.RANK_FLOOR
+    assert predict_starts(snap, ratios={"vision": 0.001}) == {"a": NOW + week * 0.001}
+    assert predict_starts(snap) == {"a": NOW + week * eta.RANK_FLOOR}   # no history given: the run's count
+
+
+@pytest.mark.parametrize("started_ago, wall, ratio, ends_in", [
+    (50, 1000, 0.1, 50),         # expected 100 s, 50 s run: 50 s to go
+    (300, 1000, 0.1, 100),       # outlived 100 s and 200 s: expected to run 400 s
+    (900, 1000, 0.1, 100),       # doubled to 1600 s, but killed at its limit
+    (1200, 1000, 0.1, 0),        # past its limit, still running: expected now
+    (300, None, 0.1, None),      # no limit: no end known, so no ETA behind it
+])
+def test_a_run_that_outlives_its_expected_end_is_expected_to_run_twice_as_long(started_ago, wall, ratio,
+                                                                                  ends_in):
+    r = running("r", team="vision", gpus=[0], started_at=NOW - started_ago, wall_time=wall,
+                expected_runtime=expected_runtime(wall, ratio))
+    snap = snapshot(1, policy=MF, running=[r], pending=[pending("a", wall_time=60)])
+    assert predict_starts(snap, ratios={"vision": ratio}) == {"a": None if ends_in is None else NOW + ends_in}
+
+
+def test_a_run_backfilled_with_a_shorter_wall_time_is_expected_by_what_its_job_asked():
+    # in FIFO order with EASY backfill: big waits for r's end (+200); b asks 1000 s and may run as
+    # little as 100 (--time-min), so backfill grants it the 200 s before then. It is expected to run
+    # 1000 * 0.1 = 100 s (not a tenth of its grant), and d goes on its GPU when it ends
+    snap = snapshot(2, policy=preset("fifo-easy"), running=[running("r", gpus=[0], started_at=NOW, wall_time=200)],
+                    pending=[pending("big", gpus=2, wall_time=50, seq=0),
+                             pending("b", team="vision", wall_time=1000, time_min=100, seq=1, submitted_at=1),
+                             pending("d", wall_time=50, seq=2, submitted_at=2)])
+    got = predict_starts(snap, ratios={"vision": 0.1})
+    assert got == {"b": NOW, "d": NOW + 100, "big": NOW + 200}
 
 
 def test_jobs_start_when_the_running_ones_are_expected_to_end():
@@ -75,13 +117,6 @@ def test_targets_limit_the_answer():
     snap = snapshot(1, policy=MF, running=[running("r", gpus=[0], started_at=NOW, wall_time=60)],
                     pending=[pending("a", wall_time=60, seq=0), pending("b", wall_time=60, seq=1, submitted_at=1)])
     assert predict_starts(snap, targets={"a"}) == {"a": NOW + 60}
-
-
-def test_a_job_past_its_expected_end_is_expected_halfway_to_its_limit_never_in_the_past():
-    # started 900 s ago with a 1000 s limit, expected 100 s (ratio 0.1): overdue
-    snap = snapshot(1, policy=MF, running=[running("r", gpus=[0], started_at=NOW - 900, wall_time=1000)],
-                    pending=[pending("a", wall_time=10)])
-    assert predict_starts(snap, ratios={"default": 0.1}) == {"a": NOW + 50}
 
 
 def test_two_teams_bursts_are_predicted_to_start_interleaved_by_fair_share():

@@ -4,7 +4,7 @@ with predictions its expected run time, lengthened each time it is outlived."""
 import pytest
 
 from gqa.scheduling import Policy
-from gqa.scheduling.horizon import BACKFILL_BY, backfill_by_choice, busy_until, counted_run
+from gqa.scheduling.horizon import BACKFILL_BY, backfill_by_choice, busy_until, counted_run, doubled_past
 from tests.builders import pending, running
 
 LIMITS, PREDICTIONS = Policy(), Policy(backfill_by="predictions")
@@ -45,6 +45,18 @@ def test_busy_until_moves_only_when_a_prediction_is_outlived():
     ends = [busy_until(run, PREDICTIONS, t * HOUR / 4) for t in range(0, 40)]
     assert sorted(set(ends)) == [HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 16 * HOUR]
     assert all(end > t * HOUR / 4 for t, end in enumerate(ends))
+
+
+@pytest.mark.parametrize("now, expected, limit_end, end", [
+    (1 * HOUR, 2 * HOUR, 10 * HOUR, 2 * HOUR),      # not outlived
+    (2 * HOUR, 2 * HOUR, 10 * HOUR, 4 * HOUR),      # ending now counts as outlived
+    (5 * HOUR, 2 * HOUR, 10 * HOUR, 8 * HOUR),      # 2, 4, then 8
+    (9 * HOUR, 2 * HOUR, 10 * HOUR, 10 * HOUR),     # 16 would pass the limit
+    (12 * HOUR, 2 * HOUR, 10 * HOUR, 10 * HOUR),    # past the limit: the limit, however late
+    (5 * HOUR, 2 * HOUR, float("inf"), 8 * HOUR),   # no limit: doubled all the same
+])
+def test_an_outlived_prediction_is_doubled_until_it_is_ahead(now, expected, limit_end, end):
+    assert doubled_past(0.0, expected, now, limit_end) == end
 
 
 def test_a_running_job_without_a_limit_is_predicted_all_the_same():
