@@ -90,32 +90,23 @@ def test_jobs_resolves_a_job_or_a_group(queue):
     assert [t.state for t in queue.queries.jobs("1")[0].history] == [S.SUBMITTED, S.QUEUED]
 
 
-def test_each_pending_job_has_an_eta_from_the_running_jobs_expected_ends(make_queue):
+@pytest.mark.parametrize("wall_time, ran", [
+    ("10m", 150),   # the team used a quarter of its 10 minutes
+    # 6 s of 2 hours (0.08%): the pass counts the running job as 6 minutes at least (eta.RANK_FLOOR),
+    # but the ETA takes the team's history as it is
+    ("2h", 6),
+])
+def test_each_pending_job_has_an_eta_from_the_running_jobs_expected_ends(make_queue, wall_time, ran):
     queue = make_queue(1)
-    done = queue.start(resources={"gpus": 1}, limits={"wall_time": "10m"}, team="vision")
-    queue.clock.advance(150)  # the team used a quarter of its 10 minutes
+    done = queue.start(limits={"wall_time": wall_time}, team="vision")
+    queue.clock.advance(ran)
     queue.exit(done.id, 0)
-    running = queue.start(limits={"wall_time": "10m"}, team="vision")
+    running = queue.start(limits={"wall_time": wall_time}, team="vision")
     waiting = queue.submit_one(limits={"wall_time": "10m"})
 
     [entry] = queue.queries.queue().pending
     assert entry.job.id == waiting.id
-    assert entry.eta == running.started_at + 150
-
-
-def test_the_eta_takes_a_teams_history_as_it_is_where_the_ranking_floors_it(make_queue):
-    # vision's last job used 6 s of its 2-hour limit (0.08%): the pass counts the running job as 6
-    # minutes at least (eta.RANK_FLOOR), but its expected end is 6 s after its start
-    queue = make_queue(1)
-    done = queue.start(limits={"wall_time": "2h"}, team="vision")
-    queue.clock.advance(6)
-    queue.exit(done.id, 0)
-    running = queue.start(limits={"wall_time": "2h"}, team="vision")
-    waiting = queue.submit_one(limits={"wall_time": "10m"})
-
-    [entry] = queue.queries.queue().pending
-    assert entry.job.id == waiting.id
-    assert entry.eta == running.started_at + 6
+    assert entry.eta == running.started_at + ran
 
 
 # -- QueryService.jobs(): a job accepted but not admitted yet ---------------------------------------
