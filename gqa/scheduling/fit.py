@@ -111,8 +111,7 @@ class Capacity:
         if not rounds and self.pools:
             return (None, f"needs {gpus_text(job.gpus)}{of} on demand; this cluster has only spot capacity for them",
                     None)
-        length = counted_run(job, self.snap.policy)
-        limit_end = self.now + length if length else INF
+        limit_end = self._counted_end(job, self.now)
         chosen: list[int] | None = None
         granted = None
         for pools in rounds:  # best fit within a round: the pool with the fewest usable GPUs that holds the gang
@@ -224,8 +223,7 @@ class Capacity:
         if short is not None:
             return None, short, None
         booked = self.machine_booked
-        length = counted_run(job, self.snap.policy)
-        end = self.now + length if length else INF
+        end = self._counted_end(job, self.now)
         if booked is None or end <= booked[0]:
             return (), "", None
         if self._may_shorten(job) and booked[0] - self.now >= (job.time_min or INF):
@@ -289,6 +287,11 @@ class Capacity:
     def booked_start(self, job_id: str) -> float:
         return self.reserved_start.get(job_id, INF)
 
+    def _counted_end(self, job: PendingJob, start: float) -> float:
+        """When backfill counts on `job`, started at `start`, giving its GPUs back (inf: never)."""
+        length = counted_run(job, self.snap.policy)
+        return start + length if length else INF
+
     # -- outcomes ------------------------------------------------------------------
     def started(self, job: PendingJob, gpus: tuple[int, ...], granted: float | None = None) -> bool:
         """Record a start (with the wall time backfill granted it, if shorter); True if it started
@@ -347,8 +350,7 @@ class Capacity:
         start = max([self.now, *busy_until.values(), *self.cpu_ends])
         self.reserved_start[job.id] = start
         hold_from = start if start < INF else self.now
-        length = counted_run(job, self.snap.policy)
-        end = start + length if length and start < INF else INF
+        end = self._counted_end(job, start)
         for index in busy_until:
             self._book(index, hold_from, job.id)
             self.timeline.set(index, end)
@@ -380,8 +382,7 @@ class Capacity:
         self.reserved_start[job.id] = start
         # unknown ends make the start unknowable: then nothing may borrow these GPUs at all
         hold_from = start if start < INF else self.now
-        length = counted_run(job, self.snap.policy)
-        end = start + length if length and start < INF else INF
+        end = self._counted_end(job, start)
         for index in chosen:
             self._book(index, hold_from, job.id)
             self.timeline.set(index, end)
