@@ -1,9 +1,9 @@
 """When will each pending job start? The production pass, run forward.
 
-Running jobs end at their expected end (their wall-time limit, scaled by how
-much of its limits the team's past jobs actually used; a job that outlives
-it is expected to run twice as long, and again, up to its limit, as backfill
-by predictions counts it in horizon.py); at each end, and when
+Running jobs end at their expected end (their wall-time limit, scaled by the
+mean share of their limits the team's past jobs actually used; a job that
+outlives it is expected to run twice as long, and again, up to its limit, as
+backfill by predictions counts it in horizon.py); at each end, and when
 a pending job's --begin time comes, the pass runs again on what is left,
 exactly as the dispatcher would. A job whose dependency is unmet never starts
 in the replay (the states of the jobs it names stay as they are now), and a
@@ -35,21 +35,33 @@ from .snapshot import PendingJob, RunningJob, Snapshot
 
 INF = float("inf")
 DEFAULT_RATIO = 1.0
-# A team's history says what share of its limits its jobs use. The ETA's ends take that share as it
-# is (floored only so no job is expected to end the moment it starts); the pass's ranking and its
-# backfill by predictions take at least RANK_FLOOR of a limit, so a team's history shortens its jobs
-# there at most 20-fold: else a team that ran many trivial jobs would rank its week-long ones as
-# minutes under the duration weight.
+# A team's history says what share of its limits its jobs use. The pass ranks a job by the median
+# share (one job's typical run) and the ETA ends runs by the mean (a start waits on the sum of the
+# runs ahead of it, and run times are skewed: a median counts the many short runs and misses the few
+# long ones that hold the GPUs). The ETA takes its share as it is (floored only so no job is expected
+# to end the moment it starts); the pass's ranking and its backfill by predictions take at least
+# RANK_FLOOR of a limit, so a team's history shortens its jobs there at most 20-fold: else a team that
+# ran many trivial jobs would rank its week-long ones as minutes under the duration weight.
 MIN_RATIO, RANK_FLOOR = 0.0001, 0.05
+
+
+def _shares(samples: list[tuple[float, float]]) -> list[float]:
+    """Each run's share of its limit (one killed at it counts 1); runs with no limit say nothing."""
+    return [min(1.0, actual / limit) for actual, limit in samples if limit and limit > 0 and actual >= 0]
 
 
 def runtime_ratio(samples: list[tuple[float, float]]) -> float:
     """Median of actual run time / wall-time limit over (actual, limit) samples:
-    users ask for more than they use, and teams do so consistently."""
-    ratios = [min(1.0, actual / limit) for actual, limit in samples if limit and limit > 0 and actual >= 0]
-    if not ratios:
-        return DEFAULT_RATIO
-    return max(MIN_RATIO, statistics.median(ratios))
+    users ask for more than they use, and teams do so consistently. The pass ranks by it."""
+    shares = _shares(samples)
+    return max(MIN_RATIO, statistics.median(shares)) if shares else DEFAULT_RATIO
+
+
+def mean_share(samples: list[tuple[float, float]]) -> float:
+    """Mean of actual run time / wall-time limit over (actual, limit) samples: the ETA ends runs by
+    it, since what a waiting job waits for is the sum of the runs ahead of it."""
+    shares = _shares(samples)
+    return max(MIN_RATIO, statistics.fmean(shares)) if shares else DEFAULT_RATIO
 
 
 def expected_runtime(wall_time: float | None, ratio: float) -> float | None:
@@ -58,23 +70,24 @@ def expected_runtime(wall_time: float | None, ratio: float) -> float | None:
     return wall_time * max(ratio, RANK_FLOOR) if wall_time else None
 
 
-def predict_starts(snap: Snapshot, *, ratios: dict[str, float] | None = None,
+def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
                    targets: set[str] | None = None, max_passes: int = 10_000,
                    most: int | None = None, runtimes: Mapping[str, float] | None = None) -> dict[str, float | None]:
     """Predicted start time of each pending job (or of `targets` only, which
-    can stop the replay early), in predicted start order. `ratios`: per-team
-    runtime ratio. `most`: stop once that many starts are told (the rest None),
-    as Slurm's backfill tests a bounded number of jobs. `runtimes`: job id ->
+    can stop the replay early), in predicted start order. `shares`: per team,
+    the mean share of their limits its runs use (mean_share). `most`: stop
+    once that many starts are told (the rest None), as Slurm's backfill tests
+    a bounded number of jobs. `runtimes`: job id ->
     its true run time, where known (a what-if for measuring what estimates
     cost an ETA): such a job ends after it, within its wall time, though it
     is still ranked by its estimate, as the pass ranks it."""
-    ratios = ratios or {}
+    shares = shares or {}
     asked: dict[str, float | None] = {}     # job id -> its own wall time, where backfill granted a shorter one
 
     def end_of(run: RunningJob) -> float:
         known = runtimes.get(run.id) if runtimes else None
         if known is None:
-            return _expected_end(run, ratios, asked.get(run.id))
+            return _expected_end(run, shares, asked.get(run.id))
         return run.started_at + (min(known, run.wall_time) if run.wall_time else known)
 
     wanted = set(targets) if targets is not None else {j.id for j in snap.pending}
@@ -130,14 +143,14 @@ def _next_begin(index: QueueIndex, now: float) -> float:
     return min((job.begin for job in index.gated_jobs() if job.begin is not None and job.begin > now), default=INF)
 
 
-def _expected_end(run: RunningJob, ratios: Mapping[str, float], asked: float | None = None) -> float:
+def _expected_end(run: RunningJob, shares: Mapping[str, float], asked: float | None = None) -> float:
     """When a run is expected to end: its start plus `asked` (the wall time its job asked, where
-    backfill granted it a shorter one; else its own) times its team's ratio, where the replay has
-    the team's history (as it is: the run's own expected run time is the pass's count, floored at
-    RANK_FLOOR); else plus that expected run time; else at its limit. Never after its limit."""
+    backfill granted it a shorter one; else its own) times its team's mean share, where the replay has
+    the team's history (as it is: the run's own expected run time is the pass's count, the median
+    floored at RANK_FLOOR); else plus that expected run time; else at its limit. Never after its limit."""
     asked = asked or run.wall_time
-    if asked and run.team in ratios:
-        return min(run.started_at + asked * ratios[run.team], run.ends_by)
+    if asked and run.team in shares:
+        return min(run.started_at + asked * shares[run.team], run.ends_by)
     if run.expected_runtime:
         return min(run.started_at + run.expected_runtime, run.ends_by)
     if run.wall_time:

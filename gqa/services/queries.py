@@ -20,7 +20,7 @@ from ..scheduling.snapshot import Factors, Snapshot, Weights
 from ..scheduling.eta import predict_starts
 from . import lookup
 from .launched import awaiting_start, waiting_reason
-from .snapshot import dependency_states, read_snapshot, team_ratios
+from .snapshot import dependency_states, read_snapshot, team_ratios, team_samples, team_shares
 
 
 # starts the replay tells: past them a job's ETA is not told, and its position follows the ranking
@@ -53,10 +53,10 @@ class QueryService:
 
     def queue(self, *, group: str | None = None) -> QueueView:
         """The queue; `group`: only this array or sweep, or this one job (an id)."""
-        ratios = team_ratios(self.store)
-        snap = read_snapshot(self.store, self.clock.now(), ratios)
+        samples = team_samples(self.store)
+        snap = read_snapshot(self.store, self.clock.now(), team_ratios(self.store, samples))
         decision = plan(snap)
-        etas = predict_starts(snap, ratios=ratios, most=ETA_DEPTH)
+        etas = predict_starts(snap, shares=team_shares(samples), most=ETA_DEPTH)
         by_id = {j.id: j for j in self.store.list(PENDING)}
         starting = {s.job_id for s in decision.starts}
         # predicted starts first, in their order; then the rest in this pass's ranking

@@ -10,14 +10,27 @@ from ..ports import SchedulingInputs
 from ..scheduling import Snapshot
 from ..scheduling.snapshot import PendingJob, with_changes
 from ..scheduling.budget import period_of, running_cost
-from ..scheduling.eta import expected_runtime, runtime_ratio
+from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
 
 
-def team_ratios(store: SchedulingInputs) -> dict[str, float]:
+def team_samples(store: SchedulingInputs) -> dict[str, list[tuple[float, float]]]:
+    """Each team's (actual run time, wall-time limit) of its past runs."""
     samples: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for team, actual, limit in store.runtime_samples():
         samples[team].append((actual, limit))
+    return samples
+
+
+def team_ratios(store: SchedulingInputs, samples: dict[str, list[tuple[float, float]]] | None = None,
+                ) -> dict[str, float]:
+    """Per team, the median share of its limits its runs use: the pass ranks by it."""
+    samples = team_samples(store) if samples is None else samples
     return {team: runtime_ratio(s) for team, s in samples.items()}
+
+
+def team_shares(samples: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    """Per team, the mean share of its limits its runs use: the ETA ends runs by it."""
+    return {team: mean_share(s) for team, s in samples.items()}
 
 
 def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] | None = None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
 from ..scheduling.snapshot import rebuilt_with, with_changes
-from ..scheduling.eta import expected_runtime, runtime_ratio
+from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
 from ..scheduling.fairshare import decay
 from ..scheduling.ranking import ranks_by_expected_runtime
 from .spot_facts import NOTICE_SECONDS
@@ -80,8 +80,10 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
              save_on_notice: bool = False, save_on_preempt: bool = False, restart_cost: float = 0.0) -> SimResult:
     """`pool_of`: GPU index -> pool name for the books (default: the GPU type);
     `reclaim_per_hour`: pool -> the chance per hour that a running job there
-    loses its (spot) capacity. `eta(snapshot, job ids) -> {id: predicted start}`
-    is asked as every `eta_every`-th job arrives. `may_preempt`: plan() may stop
+    loses its (spot) capacity. `eta(snapshot, job ids, ratios, shares) -> {id:
+    predicted start}` is asked as every `eta_every`-th job arrives, with each
+    team's median and mean share of its limits used (the ranking's and the
+    ETA's, eta.py). `may_preempt`: plan() may stop
     running jobs, so a pass is worth it even with no GPU free (default: the
     policy preempts some tier). `oracle`: plan() is handed each job's true run
     time (as cut by its wall time) as both its expected run time and its wall
@@ -151,7 +153,8 @@ class _Engine:
         self.charged: dict[str, tuple[float, float]] = {}     # team -> (GPU-seconds, as of)
         # what each team's jobs used of their wall time: the production estimate of run times
         self.samples: dict[str, deque] = defaultdict(lambda: deque(maxlen=RATIO_SAMPLES))
-        self.ratios: dict[str, float] = {}
+        self.ratios: dict[str, float] = {}      # median shares: the ranking's
+        self.shares: dict[str, float] = {}      # mean shares: the ETA's
         self.finished_since_refresh = 0
 
     # -- the loop ----------------------------------------------------------------
@@ -305,6 +308,7 @@ class _Engine:
         """New run-time ratios, applied to what waits (as a fresh snapshot would)."""
         self.finished_since_refresh = 0
         self.ratios = {team: runtime_ratio(list(s)) for team, s in self.samples.items()}
+        self.shares = {team: mean_share(list(s)) for team, s in self.samples.items()}
         if self.oracle or not self.ranks_estimates:
             return  # what waits already knows its true run time, or nothing reads its estimate
         changed = []
@@ -356,7 +360,7 @@ class _Engine:
         return usage
 
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
-        predicted = self.eta(snap, arrived, self.ratios) or {}
+        predicted = self.eta(snap, arrived, self.ratios, self.shares) or {}
         for job_id in arrived:
             self.out[job_id].eta = predicted.get(job_id)
 
@@ -373,6 +377,7 @@ def production_eta():
     if predict is None:
         return None
 
-    def eta(snap: Snapshot, job_ids: list[str], ratios: dict[str, float] | None = None) -> dict[str, float | None]:
-        return predict(snap, targets=set(job_ids), ratios=ratios)
+    def eta(snap: Snapshot, job_ids: list[str], ratios: dict[str, float] | None = None,
+            shares: dict[str, float] | None = None) -> dict[str, float | None]:
+        return predict(snap, targets=set(job_ids), shares=shares)
     return eta

@@ -109,6 +109,21 @@ def test_each_pending_job_has_an_eta_from_the_running_jobs_expected_ends(make_qu
     assert entry.eta == running.started_at + ran
 
 
+def test_the_eta_ends_runs_by_the_teams_mean_share_of_its_limits(make_queue):
+    # vision's runs used 60, 60 and 480 s of 10 minutes: the median (a tenth) is one typical run, the
+    # pass's count; the mean (a third) is what a queue of such runs holds the GPUs for, the ETA's
+    queue = make_queue(1)
+    for ran in (60, 60, 480):
+        done = queue.start(limits={"wall_time": "10m"}, team="vision")
+        queue.clock.advance(ran)
+        queue.exit(done.id, 0)
+    running = queue.start(limits={"wall_time": "10m"}, team="vision")
+    queue.submit_one(limits={"wall_time": "10m"})
+
+    [entry] = queue.queries.queue().pending
+    assert entry.eta == running.started_at + 200
+
+
 # -- QueryService.jobs(): a job accepted but not admitted yet ---------------------------------------
 
 def accepted(queue, **overrides):

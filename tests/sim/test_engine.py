@@ -155,7 +155,7 @@ def test_spot_reclaims_requeue_jobs_deterministically():
 def test_eta_hook_is_asked_for_each_arrival():
     asked = []
 
-    def eta(snap, ids, ratios=None):
+    def eta(snap, ids, ratios=None, shares=None):
         asked.append((snap.now, ids))
         return {j: snap.now + 7 for j in ids}
 

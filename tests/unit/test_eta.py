@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gqa.scheduling import Snapshot, eta, plan
-from gqa.scheduling.eta import expected_runtime, predict_starts, runtime_ratio
+from gqa.scheduling.eta import expected_runtime, mean_share, predict_starts, runtime_ratio
 from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import NAMES, preset
 from tests.builders import gpus, pending, running, snapshot
@@ -28,6 +28,33 @@ def test_runtime_ratio(samples, ratio):
     assert runtime_ratio(samples) == ratio
 
 
+@pytest.mark.parametrize("samples, share", [
+    ([], 1.0),
+    ([(30, 60), (45, 60), (60, 60)], 0.75),
+    ([(1, 100), (1, 100), (97, 100)], 0.33),   # skewed: the median is 0.01, the few long runs count here
+    ([(0, 100), (0, 50)], eta.MIN_RATIO),
+    ([(200, 100), (0, 100)], 0.5),            # over the limit (killed at it) counts as 1
+    ([(10, 0), (10, None), (25, 100)], 0.25),  # no limit: no information
+])
+def test_mean_share(samples, share):
+    assert mean_share(samples) == pytest.approx(share)
+
+
+def test_the_eta_counts_the_mean_share_where_the_ranking_counts_the_median():
+    # vision's last runs used 1%, 1% and 98% of their limits. Three of its jobs wait behind r: the pass
+    # ranks each as a 1% run (the median), but the queue ahead holds the GPU for a third of each limit
+    # on average, so x, behind r, a and b, is expected to start after three of those thirds
+    samples = [(1, 100), (1, 100), (98, 100)]
+    ratio, share = runtime_ratio(samples), mean_share(samples)
+    wall = 3000.0
+    r = running("r", team="vision", gpus=[0], started_at=NOW, wall_time=wall,
+                expected_runtime=expected_runtime(wall, ratio))
+    waiting = [pending(j, team="vision", wall_time=wall, seq=i, submitted_at=i,
+                       expected_runtime=expected_runtime(wall, ratio)) for i, j in enumerate("abx")]
+    snap = snapshot(1, policy=MF, running=[r], pending=waiting)
+    assert predict_starts(snap, shares={"vision": share}, targets={"x"}) == {"x": pytest.approx(NOW + 3 * 1000)}
+
+
 def test_expected_runtime():
     assert expected_runtime(3600, 0.5) == 1800 and expected_runtime(None, 0.5) is None
     # the pass counts at least a twentieth of the wall time, however little the team's jobs used
@@ -42,7 +69,7 @@ def test_the_eta_ends_runs_by_the_teams_history_below_the_passs_floor():
                 expected_runtime=expected_runtime(week, 0.001))
     snap = snapshot(1, policy=MF, running=[r], pending=[pending("a", wall_time=60)])
     assert r.expected_runtime == week * eta.RANK_FLOOR
-    assert predict_starts(snap, ratios={"vision": 0.001}) == {"a": NOW + week * 0.001}
+    assert predict_starts(snap, shares={"vision": 0.001}) == {"a": NOW + week * 0.001}
     assert predict_starts(snap) == {"a": NOW + week * eta.RANK_FLOOR}   # no history given: the run's count
 
 
@@ -58,7 +85,7 @@ def test_a_run_that_outlives_its_expected_end_is_expected_to_run_twice_as_long(s
     r = running("r", team="vision", gpus=[0], started_at=NOW - started_ago, wall_time=wall,
                 expected_runtime=expected_runtime(wall, ratio))
     snap = snapshot(1, policy=MF, running=[r], pending=[pending("a", wall_time=60)])
-    assert predict_starts(snap, ratios={"vision": ratio}) == {"a": None if ends_in is None else NOW + ends_in}
+    assert predict_starts(snap, shares={"vision": ratio}) == {"a": None if ends_in is None else NOW + ends_in}
 
 
 def test_a_run_backfilled_with_a_shorter_wall_time_is_expected_by_what_its_job_asked():
@@ -69,7 +96,7 @@ def test_a_run_backfilled_with_a_shorter_wall_time_is_expected_by_what_its_job_a
                     pending=[pending("big", gpus=2, wall_time=50, seq=0),
                              pending("b", team="vision", wall_time=1000, time_min=100, seq=1, submitted_at=1),
                              pending("d", wall_time=50, seq=2, submitted_at=2)])
-    got = predict_starts(snap, ratios={"vision": 0.1})
+    got = predict_starts(snap, shares={"vision": 0.1})
     assert got == {"b": NOW, "d": NOW + 100, "big": NOW + 200}
 
 
@@ -86,7 +113,7 @@ def test_jobs_start_when_the_running_ones_are_expected_to_end():
 def test_team_history_shortens_the_expected_ends():
     snap = snapshot(1, policy=MF, running=[running("r", team="vision", gpus=[0], started_at=NOW, wall_time=1000)],
                     pending=[pending("a", wall_time=10)])
-    assert predict_starts(snap, ratios={"vision": 0.25}) == {"a": NOW + 250}
+    assert predict_starts(snap, shares={"vision": 0.25}) == {"a": NOW + 250}
 
 
 def test_known_run_times_set_the_ends_but_not_the_order():
@@ -96,14 +123,14 @@ def test_known_run_times_set_the_ends_but_not_the_order():
     # ahead of b (expected 250 s), though b is known to run 10 s: ranks are the estimates'
     snap = snapshot(1, policy=MF, running=[running("r", team="vision", gpus=[0], started_at=NOW, wall_time=1000)],
                     pending=[pending("a", wall_time=200, seq=0)])
-    assert predict_starts(snap, ratios={"vision": 0.25}, runtimes={"r": 600, "a": 30}) == {"a": NOW + 600}
-    assert predict_starts(snap, ratios={"vision": 0.25}, runtimes={"r": 5000}) == {"a": NOW + 1000}  # its limit
+    assert predict_starts(snap, shares={"vision": 0.25}, runtimes={"r": 600, "a": 30}) == {"a": NOW + 600}
+    assert predict_starts(snap, shares={"vision": 0.25}, runtimes={"r": 5000}) == {"a": NOW + 1000}  # its limit
     unknown = snapshot(1, policy=MF, running=[running("r", gpus=[0], started_at=NOW)], pending=[pending("a")])
     assert predict_starts(unknown) == {"a": None} and predict_starts(unknown, runtimes={"r": 60}) == {"a": NOW + 60}
     weighted = replace(MF, weights=replace(MF.weights, duration=1.0, age=0.0))
     ranked = snapshot(1, policy=weighted, running=[running("r", gpus=[0], started_at=NOW, wall_time=100)],
                       pending=[pending("b", wall_time=1000, seq=0), pending("c", wall_time=400, seq=1)])
-    told = predict_starts(ranked, ratios={"default": 0.25}, runtimes={"r": 100, "b": 10, "c": 100})
+    told = predict_starts(ranked, shares={"default": 0.25}, runtimes={"r": 100, "b": 10, "c": 100})
     assert told == {"c": NOW + 100, "b": NOW + 200}
 
 
