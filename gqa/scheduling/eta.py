@@ -3,9 +3,13 @@
 Running jobs end at their expected end (their wall-time limit, scaled by the
 mean share of their limits the team's past jobs actually used; a job that
 outlives it is expected to run twice as long, and again, up to its limit, as
-backfill by predictions counts it in horizon.py); at each end, and when
-a pending job's --begin time comes, the pass runs again on what is left,
-exactly as the dispatcher would. A job whose dependency is unmet never starts
+backfill by predictions counts it in horizon.py); at each end, when a
+pending job's --begin time comes, and when time slicing next changes what a
+pass decides, the pass runs again on what is left, exactly as the dispatcher
+would. Where the pass preempts (a higher tier, or time slicing), its victims
+stop and queue again with the service they had, and the next pass runs at
+once, as it does once their GPUs come back; past MAX_STOPS stops the replay
+lets runs go on to their ends. A job whose dependency is unmet never starts
 in the replay (the states of the jobs it names stay as they are now), and a
 job whose start depends on a job with no known end gets no ETA (None), rather
 than a guess presented as a prediction.
@@ -43,6 +47,10 @@ DEFAULT_RATIO = 1.0
 # RANK_FLOOR of a limit, so a team's history shortens its jobs there at most 20-fold: else a team that
 # ran many trivial jobs would rank its week-long ones as minutes under the duration weight.
 MIN_RATIO, RANK_FLOOR = 0.0001, 0.05
+# Time slicing may rotate long gangs a slice at a time for days: replaying each stop for a job far
+# behind them costs thousands of passes, so past this many stops the replay lets runs go on to their
+# expected ends (as it would with no preemption), and what it tells of far starts is that rougher
+MAX_STOPS = 200
 
 
 def _shares(samples: list[tuple[float, float]]) -> list[float]:
@@ -71,13 +79,14 @@ def expected_runtime(wall_time: float | None, ratio: float) -> float | None:
 
 
 def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
-                   targets: set[str] | None = None, max_passes: int = 10_000,
+                   targets: set[str] | None = None, max_passes: int = 10_000, max_stops: int = MAX_STOPS,
                    most: int | None = None, runtimes: Mapping[str, float] | None = None) -> dict[str, float | None]:
     """Predicted start time of each pending job (or of `targets` only, which
     can stop the replay early), in predicted start order. `shares`: per team,
     the mean share of their limits its runs use (mean_share). `most`: stop
     once that many starts are told (the rest None), as Slurm's backfill tests
-    a bounded number of jobs. `runtimes`: job id ->
+    a bounded number of jobs. `max_stops`: the preemptions the replay makes
+    before it lets every run go on to its expected end. `runtimes`: job id ->
     its true run time, where known (a what-if for measuring what estimates
     cost an ETA): such a job ends after it, within its wall time, though it
     is still ranked by its estimate, as the pass ranks it."""
@@ -93,9 +102,11 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
     wanted = set(targets) if targets is not None else {j.id for j in snap.pending}
     starts: dict[str, float | None] = {}
     index = _replay_index(snap)
-    ends: list[tuple[float, str]] = []       # (expected end, job id) of running jobs
+    ends: list[tuple[float, str, int]] = []   # (expected end, job id, attempt) of running jobs
+    attempt: dict[str, int] = {}              # a preempted job's earlier attempt's end is stale
+    began: dict[str, PendingJob] = {}         # what each job the replay started was, to queue it again
     for run in index.running.values():
-        heapq.heappush(ends, (_not_before(end_of(run), run, snap.now), run.id))
+        heapq.heappush(ends, (_not_before(end_of(run), run, snap.now), run.id, 0))
     now = snap.now
     used: dict[str, float] = {}     # GPU-seconds the replay's runs add to each team's usage since snap.now
     for _ in range(max_passes):
@@ -103,18 +114,32 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
         for team, seconds in used.items():
             usage[team] = usage.get(team, 0.0) + seconds
         current = replace(snap, now=now, pending=index.pending_view, running=index.running_view, usage=usage)
-        for start in plan(current, explain=False).starts:
+        decision = plan(current, explain=False)
+        stopped = decision.preempt if max_stops > 0 else []
+        max_stops -= len(stopped)
+        for job_id in stopped:   # stopped and queued again, as the dispatcher requeues them
+            victim = index.stop(job_id)
+            index.add(_requeued(victim, began.get(job_id), snap, now))
+            attempt[job_id] = attempt.get(job_id, 0) + 1
+            asked.pop(job_id, None)
+        for start in decision.starts:
             job = index.remove(start.job_id)
-            starts[job.id] = now
+            if job.id in wanted:
+                starts[job.id] = now
+            began[job.id] = job
             run = _as_running(job, start.gpus, now, start.wall_time)
             if start.wall_time and job.wall_time != start.wall_time:
                 asked[job.id] = job.wall_time
             index.start(run)
-            heapq.heappush(ends, (end_of(run), job.id))
+            heapq.heappush(ends, (end_of(run), job.id, attempt.get(job.id, 0)))
         if wanted <= starts.keys() or not index.pending or (most is not None and len(starts) >= most):
             break
-        # the next thing that can change the plan: a running job's end, or a --begin time coming
-        following = min(ends[0][0] if ends else INF, _next_begin(index, now))
+        if stopped:
+            continue   # the victims' GPUs are free now: the next pass, at once, starts what they were stopped for
+        # the next thing that can change the plan: a running job's end, a --begin time coming, or time
+        # slicing stopping a run that has had its slice or promoting a demoted job (slicing.next_change)
+        following = min(ends[0][0] if ends else INF, _next_begin(index, now),
+                        _next_slicing(index, now) if max_stops > 0 else INF)
         if following == INF:
             break  # nothing we can see will free GPUs
         # what runs until then is charged to its team, as the store's usage counts it (fairshare.py)
@@ -123,11 +148,12 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
                 used[team] = used.get(team, 0.0) + gpus * (following - now)
         now = following
         while ends and ends[0][0] <= now:
-            job_id = heapq.heappop(ends)[1]
-            if job_id in index.running:
+            _, job_id, which = heapq.heappop(ends)
+            if job_id in index.running and attempt.get(job_id, 0) == which:
                 index.stop(job_id)
     for job_id in index.pending:
-        starts.setdefault(job_id, None)
+        if job_id in wanted:
+            starts.setdefault(job_id, None)
     return {k: v for k, v in starts.items() if targets is None or k in wanted}
 
 
@@ -141,6 +167,27 @@ def _replay_index(snap: Snapshot) -> QueueIndex:
 
 def _next_begin(index: QueueIndex, now: float) -> float:
     return min((job.begin for job in index.gated_jobs() if job.begin is not None and job.begin > now), default=INF)
+
+
+def _next_slicing(index: QueueIndex, now: float) -> float:
+    """When time slicing next changes what a pass decides (as the engine and the daemon wake for it)."""
+    if not index.slicing:
+        return INF
+    times = (index.next_sliceable(now, index.undemoted_tiers(now)), index.rank().next_promotion())
+    return min((t for t in times if t is not None and t > now), default=INF)
+
+
+def _requeued(run: RunningJob, job: PendingJob | None, snap: Snapshot, now: float) -> PendingJob:
+    """A preempted run queued again, with the service it has had: as it was queued before the replay
+    started it, else as its running record tells it (on the GPU type it held)."""
+    served = run.attained(now)
+    if job is not None:
+        return replace(job, served=served)
+    held = sorted({gpu.type for gpu in snap.gpus if gpu.index in run.gpus})
+    return PendingJob(id=run.id, team=run.team, user=run.user, tier=run.tier, gpus=len(run.gpus),
+                      submitted_at=run.submitted_at, gpu_type=",".join(held) or None, cpus=run.cpus,
+                      memory=run.memory, wall_time=run.wall_time, group=run.group,
+                      expected_runtime=run.expected_runtime, exclusive=run.exclusive, name=run.name, served=served)
 
 
 def _expected_end(run: RunningJob, shares: Mapping[str, float], asked: float | None = None) -> float:
@@ -178,4 +225,5 @@ def _as_running(job: PendingJob, gpus: tuple[int, ...], now: float, granted: flo
     expected = min(job.expected_runtime, granted) if job.expected_runtime and granted else job.expected_runtime
     return RunningJob(id=job.id, team=job.team, user=job.user, gpus=gpus, started_at=now, cpus=job.cpus,
                       memory=job.memory, group=job.group, wall_time=wall_time, expected_runtime=expected,
-                      exclusive=job.exclusive)
+                      exclusive=job.exclusive, tier=job.tier, name=job.name, served=job.served,
+                      submitted_at=job.submitted_at)

@@ -145,3 +145,14 @@ def test_a_begin_time_is_the_estimate_of_a_job_nothing_else_holds_back():
     assert predict_starts(snap) == {"b": NOW + 600, "w": None}
     busy = running("r", gpus=[0, 1, 2, 3], started_at=NOW, wall_time=3600, expected_runtime=1800)
     assert predict_starts(snapshot(4, pending=[pending("b", begin=NOW + 600)], running=[busy]))["b"] == NOW + 1800
+
+
+def test_a_singleton_is_expected_after_the_earlier_job_of_its_name_runs_in_the_replay():
+    # 3 starts at once and runs 600 s; j, a singleton of the same name and owner, waits for it
+    # though GPUs are free when r ends (+100): the replayed run carries its name as a real one does
+    from gqa.scheduling.eta import predict_starts
+
+    first = pending("3", name="train", seq=3, wall_time=600, expected_runtime=600)
+    later = pending("j", name="train", dependency="singleton", seq=5, wall_time=60)
+    r = running("r", gpus=[3], started_at=NOW, wall_time=100, expected_runtime=100)
+    assert predict_starts(snapshot(4, pending=[later, first], running=[r])) == {"3": NOW, "j": NOW + 600}
