@@ -44,13 +44,14 @@ from gqa.scheduling.horizon import BACKFILL_BY, LIMITS  # noqa: E402
 from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
 from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
-from gqa.sim.policies import NAMES, left_out, run_policy  # noqa: E402
+from gqa.sim.policies import LAS, NAMES, left_out, run_policy  # noqa: E402
 from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
 TARGETS = (0.70, 0.85, 0.95)
 QUICK_JOBS = {"itp": 4000, "alibaba": 1500}      # --quick: the first N arrivals (~5 and ~22 days)
 ETA_JOBS = 500                                    # arrivals whose ETA is checked per gqa replay
+ETA_POLICIES = tuple(p for p in NAMES if p not in LAS)   # those whose replays run the production pass
 
 
 def offered_gpus(jobs, target: float) -> int:
@@ -74,7 +75,7 @@ def replay(task: tuple) -> dict:
     Seconds are the process's CPU time, so two replays side by side do not slow each other's figure."""
     path, gpus, policy, limit, seed, mode, priorities, eta_every, backfill_by = task
     work = _workload(path, limit, seed, mode, priorities)
-    options = {"eta": production_eta(), "eta_every": eta_every} if policy == "gqa" and eta_every else {}
+    options = {"eta": production_eta(), "eta_every": eta_every} if eta_every else {}
     began = time.process_time()
     result = run_policy(policy, work, cluster(gpus), backfill_by=backfill_by, **options)
     took = time.process_time() - began
@@ -98,6 +99,10 @@ def main() -> int:
                              "them) or both; one is replayed only for a trace that gives several tiers")
     parser.add_argument("--eta-jobs", type=int, default=ETA_JOBS,
                         help="gqa's ETA is checked for about this many arrivals per replay (0: none)")
+    parser.add_argument("--eta-for", default="gqa",
+                        help=f"the policies whose ETAs are checked, any of {', '.join(ETA_POLICIES)} (the las "
+                             "replays run no scheduling pass to predict with); the table shows gqa's, the JSON "
+                             "each one's eta_* figures")
     parser.add_argument("--backfill-by", default=LIMITS, choices=BACKFILL_BY,
                         help="what gqa and gqa-slice count a job's run as when they backfill: its wall time "
                              "(limits, as the baselines) or its expected run time (predictions)")
@@ -115,9 +120,12 @@ def main() -> int:
     unknown = [p for p in policies if p not in NAMES]
     if unknown:
         parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+    wrong = [p for p in args.eta_for.split(",") if p not in ETA_POLICIES]
+    if wrong:
+        parser.error(f"--eta-for: no ETA for {', '.join(wrong)}; choose from {', '.join(ETA_POLICIES)}")
     began = time.perf_counter()
     rows, tasks = plan_rows(args.traces, args.only.split(","), args.quick, args.seed, modes, tiers_asked, targets,
-                            policies, args.eta_jobs, args.backfill_by)
+                            policies, args.eta_jobs, args.backfill_by, tuple(args.eta_for.split(",")))
     run_replays(tasks, args.workers)
     wall = time.perf_counter() - began
     if args.plot:
@@ -131,7 +139,7 @@ def main() -> int:
 
 def plan_rows(traces: str, names: list[str], quick: bool, seed: int, modes: list[str], tiers_asked: list[str],
               targets: list[float], policies: list[str], eta_jobs: int,
-              backfill_by: str = LIMITS) -> tuple[list[dict], list[tuple]]:
+              backfill_by: str = LIMITS, eta_for: tuple[str, ...] = ("gqa",)) -> tuple[list[dict], list[tuple]]:
     """The table's rows (policies still empty) and the replays that fill them, as (row, task);
     `backfill_by` is gqa's and gqa-slice's (the baselines backfill by limits)."""
     rows, tasks = [], []
@@ -157,7 +165,8 @@ def plan_rows(traces: str, names: list[str], quick: bool, seed: int, modes: list
                            "jobs": len(jobs), "policies": {}, "cpu_s": {}, "max_rss_mib": {}}
                     rows.append(row)
                     skipped = left_out(work, cluster(row["gpus"]))   # las-tiers where every job is in one tier
-                    tasks += [(row, (str(path), row["gpus"], p, limit, seed, mode, priorities, eta_every, backfill_by))
+                    tasks += [(row, (str(path), row["gpus"], p, limit, seed, mode, priorities,
+                                     eta_every if p in eta_for else 0, backfill_by))
                               for p in policies if p not in skipped]
     return rows, tasks
 

@@ -72,7 +72,7 @@ def test_one_run_gives_every_row_its_goals_and_draws_the_plot(tmp_path):
 
 def test_an_unknown_mode_or_policy_is_one_line_and_exit_2(tmp_path):
     for flag, value in (("--estimates", "guess"), ("--policies", "gqa,lottery"), ("--priorities", "trace,flat"),
-                        ("--backfill-by", "guesses")):
+                        ("--backfill-by", "guesses"), ("--eta-for", "gqa,las")):
         done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
                                str(tmp_path), flag, value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and value.split(",")[-1] in done.stderr
@@ -90,3 +90,15 @@ def test_backfill_by_predictions_reaches_gqa_and_not_the_baselines(tmp_path):
     assert (runs["limits"]["backfill_by"], runs["predictions"]["backfill_by"]) == ("limits", "predictions")
     assert runs["limits"]["policies"]["fifo-easy"] == runs["predictions"]["policies"]["fifo-easy"]
     assert runs["limits"]["policies"]["gqa"]["mean_jct"] != runs["predictions"]["policies"]["gqa"]["mean_jct"]
+
+
+def test_eta_for_checks_the_etas_of_the_policies_named(tmp_path):
+    # gqa-slice's ETAs checked, gqa's not (none counted)
+    alibaba_trace(tmp_path, pods=300)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces", str(tmp_path),
+                           "--only", "alibaba", "--targets", "0.95", "--estimates", "model", "--priorities", "trace",
+                           "--workers", "1", "--policies", "gqa,gqa-slice", "--eta-for", "gqa-slice", "-o", "json"],
+                          capture_output=True, text=True, timeout=300, check=True)
+    [row] = json.loads(done.stdout)["rows"]
+    assert row["policies"]["gqa-slice"]["eta_checked"] > 0
+    assert row["policies"]["gqa"]["eta_checked"] == 0
