@@ -138,8 +138,8 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
             continue   # the victims' GPUs are free now: the next pass, at once, starts what they were stopped for
         # the next thing that can change the plan: a running job's end, a --begin time coming, or time
         # slicing stopping a run that has had its slice or promoting a demoted job (slicing.next_change)
-        following = min(ends[0][0] if ends else INF, _next_begin(index, now),
-                        _next_slicing(index, now) if max_stops > 0 else INF)
+        change = index.next_slicing_change(now) if max_stops > 0 else None
+        following = min(ends[0][0] if ends else INF, _next_begin(index, now), INF if change is None else change)
         if following == INF:
             break  # nothing we can see will free GPUs
         # what runs until then is charged to its team, as the store's usage counts it (fairshare.py)
@@ -167,14 +167,6 @@ def _replay_index(snap: Snapshot) -> QueueIndex:
 
 def _next_begin(index: QueueIndex, now: float) -> float:
     return min((job.begin for job in index.gated_jobs() if job.begin is not None and job.begin > now), default=INF)
-
-
-def _next_slicing(index: QueueIndex, now: float) -> float:
-    """When time slicing next changes what a pass decides (as the engine and the daemon wake for it)."""
-    if not index.slicing:
-        return INF
-    times = (index.next_sliceable(now, index.undemoted_tiers(now)), index.rank().next_promotion())
-    return min((t for t in times if t is not None and t > now), default=INF)
 
 
 def _requeued(run: RunningJob, job: PendingJob | None, snap: Snapshot, now: float) -> PendingJob:

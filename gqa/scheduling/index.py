@@ -495,6 +495,15 @@ class QueueIndex:
         times = [t for t in times if t < math.inf]
         return min(times, default=None)
 
+    def next_slicing_change(self, now: float) -> float | None:
+        """When time slicing alone next changes what a pass decides, after `now` (slicing.next_change,
+        from what the index keeps): a running job becoming one slicing may stop, in a tier where a job
+        that is not demoted waits, or a demoted job's promotion; None: never."""
+        if not self.slicing:
+            return None
+        times = (self.next_sliceable(now, self.undemoted_tiers(now)), self.rank().next_promotion())
+        return min((t for t in times if t is not None and t > now), default=None)
+
     def gated_jobs(self) -> list[PendingJob]:
         """In queue order, as a fresh gate pass meets them."""
         return [job for job in self.pending.values() if job.id in self.gated] if self.gated else []

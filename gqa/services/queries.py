@@ -54,7 +54,7 @@ class QueryService:
     def queue(self, *, group: str | None = None) -> QueueView:
         """The queue; `group`: only this array or sweep, or this one job (an id)."""
         samples = team_samples(self.store)
-        snap = read_snapshot(self.store, self.clock.now(), team_ratios(self.store, samples))
+        snap = read_snapshot(self.store, self.clock.now(), team_ratios(samples))
         decision = plan(snap)
         etas = predict_starts(snap, shares=team_shares(samples), most=ETA_DEPTH)
         by_id = {j.id: j for j in self.store.list(PENDING)}

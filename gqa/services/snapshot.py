@@ -21,10 +21,8 @@ def team_samples(store: SchedulingInputs) -> dict[str, list[tuple[float, float]]
     return samples
 
 
-def team_ratios(store: SchedulingInputs, samples: dict[str, list[tuple[float, float]]] | None = None,
-                ) -> dict[str, float]:
+def team_ratios(samples: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
     """Per team, the median share of its limits its runs use: the pass ranks by it."""
-    samples = team_samples(store) if samples is None else samples
     return {team: runtime_ratio(s) for team, s in samples.items()}
 
 
@@ -38,7 +36,7 @@ def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] 
     """`view`: the store's scheduling_view() when the caller has just read it."""
     inventory = store.inventory()
     policy = store.policy()
-    ratios = team_ratios(store) if ratios is None else ratios
+    ratios = team_ratios(team_samples(store)) if ratios is None else ratios
     pending, running = store.scheduling_view() if view is None else view
     pending = [with_changes(j, expected_runtime=expected_runtime(j.wall_time, ratios.get(j.team, 1.0)))
                for j in pending]

@@ -200,13 +200,8 @@ class _Engine:
 
     def _wake_for_slicing(self, now: float) -> None:
         """A pass when time slicing next changes what a pass decides, as the local daemon wakes
-        for it (slicing.next_change), from what the index keeps: the running jobs in the order
-        slicing may stop them, in the tiers where a job that is not demoted waits, and the
-        promotions in a heap."""
-        wake = self.index.next_sliceable(now, self.index.undemoted_tiers(now))
-        promotion = self.index.rank().next_promotion()
-        if promotion is not None:
-            wake = min(wake if wake is not None else math.inf, promotion)
+        for it (QueueIndex.next_slicing_change)."""
+        wake = self.index.next_slicing_change(now)
         if wake is not None and wake < self.waking:
             self.waking = wake
             heapq.heappush(self.events, (wake, WAKE, -1, "", 0))
