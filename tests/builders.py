@@ -52,6 +52,7 @@ def pending(id: str, *, team: str = "default", user: str = "alice", gpus: int = 
 
 def running(id: str, *, team: str = "default", user: str = "alice", gpus: Iterable[int] = (0,),
             started_at: float = 0.0, **fields: Any) -> RunningJob:
+    fields.setdefault("submitted_at", started_at)   # started as soon as it was submitted, unless told
     return RunningJob(id=id, team=team, user=user, gpus=tuple(gpus), started_at=started_at, **fields)
 
 

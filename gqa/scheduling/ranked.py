@@ -18,7 +18,7 @@ from itertools import islice
 
 from sortedcontainers import SortedList
 
-from .slicing import demoted, promoted_at, slicing_tiers
+from .slicing import demoted, had_slice_at, promoted_at, slicing_tiers
 from .snapshot import PendingJob, Policy
 
 FIFO_TIER = -1           # FIFO ignores tiers and teams: its one list
@@ -126,7 +126,7 @@ class RankedJobs:
 
     def service(self, job: PendingJob) -> float:
         """What time slicing adds to its score at `now`: minus `demotion` while it is demoted, else 0."""
-        if self.slicing and job.served >= self.policy.slice_after and demoted(job, self.policy, self.slicing, self.now):
+        if self.slicing and demoted(job, self.policy, self.slicing, self.now):
             return -self.demotion
         return 0.0
 
@@ -210,7 +210,7 @@ class RankedJobs:
         w_size, w_dur, total, log_max = self.w_size, self.w_dur, self.total_gpus, self.log_max_runtime
         sizing = bool(w_size and total)
         durations, log1p = self._durations, math.log1p
-        slicing, slice_after, demotion, policy = self.slicing, self.policy.slice_after, self.demotion, self.policy
+        slicing, had_slice, demotion, policy = self.slicing, had_slice_at(self.policy), self.demotion, self.policy
         old_key = w_age if age_rate else 0.0
         for job in jobs:
             submitted = job.submitted_at
@@ -225,7 +225,7 @@ class RankedJobs:
                 if duration is None:
                     duration = durations[expected] = max(0.0, 1.0 - log1p(expected) / log_max)
             constant = w_size * size + w_dur * duration - job.nice / NICE_SCALE
-            if slicing and job.served >= slice_after and job.tier in slicing and now < promoted_at(job, policy):
+            if slicing and job.served >= had_slice and job.tier in slicing and now < promoted_at(job, policy):
                 constant -= demotion
             old = ages and now - submitted >= max_age
             key = -(constant + old_key) if old or not age_rate else -(constant - age_rate * submitted)
@@ -277,7 +277,7 @@ class RankedJobs:
         """Re-ranks the demoted jobs whose starvation guard promoted them by `now`."""
         if not self.promoting_built:
             # every job that has had its slice: those not demoted are skipped when their time comes
-            after, tiers = self.policy.slice_after, self.slicing
+            after, tiers = had_slice_at(self.policy), self.slicing
             self.promoting = [(promoted_at(entry[-1], self.policy), job_id)
                               for job_id, (_, _, _, entry) in self._places().items()
                               if entry[-1].served >= after and entry[-1].tier in tiers]

@@ -5,11 +5,14 @@ starved job is promoted back; nothing else changes when it is off."""
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gqa.scheduling import plan
 from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import preset
-from gqa.scheduling.slicing import demoted, may_stop, next_change, promoted_at, slicing_tiers, stoppable_at
+from gqa.scheduling.slicing import (CATCH_UP_SLICES, demoted, may_stop, next_change, promoted_at, slicing_tiers,
+                                    stoppable_at)
 from tests.builders import gpus, pending, running, snapshot
 
 NOW = snapshot().now
@@ -50,6 +53,15 @@ def test_the_guard_off_never_promotes_and_fifo_and_sjf_never_slice():
                  id="started promoted: a slice of its own first"),
     pytest.param(running("r", started_at=NOW - 3_600, served=5_000.0, submitted_at=NOW - 30_000), True,
                  id="started promoted, had that slice too"),
+    # waited 20,000 s for its first start: queued again before it has run 20,000 / 4 s, it would
+    # be promoted at once and take the GPUs back from the job it was stopped for
+    pytest.param(running("r", started_at=NOW - 3_600, submitted_at=NOW - 23_600), False,
+                 id="waited long: runs a quarter of its wait"),
+    pytest.param(running("r", started_at=NOW - 5_002, submitted_at=NOW - 25_002), True,
+                 id="waited long, ran a quarter of it"),
+    # promoted at NOW - 75,000 (ran 5,000 s), started 71,400 s later: runs 71,400 / 4 s
+    pytest.param(running("r", started_at=NOW - 3_600, served=5_000.0, submitted_at=NOW - 100_000), False,
+                 id="started long after its promotion: up to 4 slices"),
     pytest.param(running("r", started_at=NOW - 9_999, tier=2), False, id="a tier that is not sliced"),
     pytest.param(running("r", started_at=NOW - 9_999, stopping=True), False, id="already stopping"),
     pytest.param(running("r", started_at=NOW - 9_999, started=False), False, id="still starting"),
@@ -57,6 +69,49 @@ def test_the_guard_off_never_promotes_and_fifo_and_sjf_never_slice():
 ])
 def test_which_running_jobs_slicing_may_stop(run, expected):
     assert may_stop(run, SLICED, TIERS, NOW) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(gpus=st.integers(1, 8), ran=st.floats(0, 50_000), waited=st.floats(0, 500_000),
+       starve=st.sampled_from([1.0, 4.0, 16.0]))
+def test_a_job_slicing_stops_is_demoted_when_queued_again(gpus, ran, waited, starve):
+    """Whatever its history, a run slicing may stop, queued again with the service it has then,
+    ranks after the jobs of its tier that have not had their slice: it cannot outrank the job it
+    was stopped for and take its GPUs back. Unless it has run CATCH_UP_SLICES slices in its
+    attempt: then it may be stopped however long it starved."""
+    policy = replace(SLICED, slice_starve=starve)
+    run = running("r", gpus=range(gpus), served=ran * gpus, submitted_at=0.0, started_at=waited + ran)
+    at = stoppable_at(run, policy)
+    caught_up = run.started_at + CATCH_UP_SLICES * policy.slice_after / gpus
+    assert run.started_at + policy.slice_min_run <= at <= max(caught_up, run.started_at + policy.slice_min_run)
+    queued = pending("r", gpus=gpus, submitted_at=0.0, served=run.attained(at))
+    assert demoted(queued, policy, TIERS, at) or at == caught_up
+
+
+def test_a_job_stopped_for_another_of_its_tier_does_not_swap_back():
+    """An old gang, promoted after starving, runs on past its slice until it would be demoted when
+    queued again: stopped at its slice's end it ranked, queued still promoted, above the job it was
+    stopped for by age, and the two traded the GPUs every slice."""
+    old = running("old", gpus=(0, 1), served=7_200.0, submitted_at=NOW - 41_600, started_at=NOW - 3_600)
+    new = pending("new", gpus=2, submitted_at=NOW - 100)
+    assert promoted_at(old, SLICED) == NOW - 23_600   # ran 3,600 s: promoted 5 x that after submission
+    swapped = pending("old", gpus=2, submitted_at=NOW - 41_600, served=old.attained(NOW))
+    assert plan(snapshot(2, pending=[swapped, new], policy=SLICED)).order[0] == "old"   # what stopping it now did
+    waits = plan(snapshot(2, running=[old], pending=[new], policy=SLICED))   # its slice (1,800 s) is up
+    assert waits.preempt == [] and "2 GPUs" in waits.waiting["new"]
+    then = stoppable_at(old, SLICED)   # started 20,000 s after its promotion: runs a quarter of that
+    assert then == NOW - 3_600 + 20_000 / 4 + 1
+    assert plan(snapshot(2, running=[old], pending=[new], policy=SLICED, now=then)).preempt == ["old"]
+    queued = pending("old", gpus=2, submitted_at=NOW - 41_600, served=old.attained(then))
+    after = plan(snapshot(2, pending=[queued, new], policy=SLICED, now=then))
+    assert [s.job_id for s in after.starts] == ["new"] and after.order == ["new", "old"]
+
+
+def test_a_job_that_starved_for_long_runs_a_few_slices_before_slicing_may_stop_it():
+    """Promoted 178,400 s before it started, it would need 44,600 s to be demoted when queued again:
+    slicing waits CATCH_UP_SLICES slices (4 x 1,800 s on 2 GPUs), not half a day."""
+    old = running("old", gpus=(0, 1), served=7_200.0, submitted_at=NOW - 200_000, started_at=NOW - 3_600)
+    assert stoppable_at(old, SLICED) == NOW - 3_600 + CATCH_UP_SLICES * 1_800
 
 
 def test_a_demoted_job_ranks_after_its_tier_whatever_its_other_factors():
