@@ -142,7 +142,9 @@ def policy(
                                                          "this long, e.g. 2m; keep it above the time a job "
                                                          "takes to reload its checkpoint.")] = None,
     slice_starve: Annotated[Optional[float], typer.Option(help="A demoted job that has waited this many times "
-                                                          "as long as it ran is promoted back (0: never).")] = None,
+                                                          "as long as it ran is promoted back (0: never); "
+                                                          "slicing stops a run only once it would be demoted "
+                                                          "again, or 4 slices into its attempt.")] = None,
     backfill_by: Annotated[Optional[str], typer.Option(
         help="What backfill counts a job's run as: limits (its wall time: a backfilled job never delays a "
              "reserved one) or predictions (its expected run time, from its team's history: reserved jobs "
