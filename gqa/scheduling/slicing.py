@@ -25,9 +25,9 @@ slicing tier:
   its submission, runs `w / slice_starve`). Else a job stopped for a waiting
   job of its tier was queued promoted, outranked that job by age and took its
   GPUs back at the next pass: the two swapped every slice, each swap a
-  restart. At most `CATCH_UP_SLICES` slices, though: a job that starved for
-  weeks then trades its GPUs every few slices rather than holding them for
-  days.
+  restart. At most `CATCH_UP_SLICES` slices, though: a job that waited days
+  then trades its GPUs every few slices rather than holding them for hours
+  while its tier waits.
 
 Policies ordered by FIFO or SJF do not slice."""
 
@@ -39,8 +39,9 @@ from .snapshot import PendingJob, Policy, RunningJob
 
 SLICE_ROUNDING = 1e-3   # GPU-seconds
 # the most slices an attempt runs before slicing may stop it, however long the job waited: on
-# Alibaba's 8-16 GPU replays, unbounded, an 8-GPU pod that starved for weeks held its GPUs for days
-# and one row's mean JCT rose 3.7 times; 4 came out best of 1, 2, 4, 8, 16 and no bound (seeds 0-9)
+# Alibaba's 8-16 GPU replays, unbounded, 8-GPU pods that had waited days ran 3-10 hours past their
+# slice, and one row's mean JCT rose 3.7 times; 4 came out best of 1, 2, 4, 8, 16 and no bound
+# (seeds 0-9)
 CATCH_UP_SLICES = 4
 
 
