@@ -140,7 +140,8 @@ def policy(
                                                        "e.g. 1h.")] = None,
     slice_min_run: Annotated[Optional[str], typer.Option(help="Slicing stops a job only after its attempt ran "
                                                          "this long, e.g. 2m; keep it above the time a job "
-                                                         "takes to reload its checkpoint.")] = None,
+                                                         "takes to reload its checkpoint. An attempt started "
+                                                         "while its job was demoted runs 2 slices first.")] = None,
     slice_starve: Annotated[Optional[float], typer.Option(help="A demoted job that has waited this many times "
                                                           "as long as it ran is promoted back (0: never); "
                                                           "slicing stops a run only once it would be demoted "

@@ -160,6 +160,18 @@ def test_preemption_is_opt_in_per_tier(cli):
     assert cli.json("quota", "policy", "--preempt", "none")["preempt"] == []
 
 
+def test_the_slicing_options_help_names_the_rules_numbers():
+    """The CLI keeps the scheduling package out of its start-up, so these numbers are written there
+    by hand: this holds them to the rules'."""
+    import typer.main
+
+    from cli.quota import app
+    from gqa.scheduling.slicing import CATCH_UP_SLICES, DEMOTED_SLICES
+    helps = {p.name: p.help for p in typer.main.get_command(app).commands["policy"].params}
+    assert f"or {CATCH_UP_SLICES} slices into its attempt" in helps["slice_starve"]
+    assert f"was demoted runs {DEMOTED_SLICES} slices first" in helps["slice_min_run"]
+
+
 def test_time_slicing_is_opt_in_per_tier(cli):
     assert cli.json("quota", "policy")["time_slice"]["tiers"] == []
     shown = cli.json("quota", "policy", "--slice", "normal,low", "--slice-after", "2h", "--slice-min-run", "5m",

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from gqa.scheduling import plan
 from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import preset
-from gqa.scheduling.slicing import (CATCH_UP_SLICES, demoted, may_stop, next_change, promoted_at, slicing_tiers,
-                                    stoppable_at)
+from gqa.scheduling.slicing import (CATCH_UP_SLICES, DEMOTED_SLICES, demoted, may_stop, next_change, promoted_at,
+                                    slicing_tiers, stoppable_at)
 from tests.builders import gpus, pending, running, snapshot
 
 NOW = snapshot().now
@@ -45,9 +45,17 @@ def test_the_guard_off_never_promotes_and_fifo_and_sjf_never_slice():
 @pytest.mark.parametrize("run, expected", [
     pytest.param(running("r", started_at=NOW - 3_600), True, id="ran its slice"),
     pytest.param(running("r", started_at=NOW - 3_000), False, id="not yet its slice"),
-    pytest.param(running("r", started_at=NOW - 200, served=5_000.0, submitted_at=NOW - 5_000), True,
-                 id="restarted demoted: stopped after the minimum run"),
-    pytest.param(running("r", started_at=NOW - 60, served=5_000.0), False, id="under the minimum run"),
+    pytest.param(running("r", started_at=NOW - 60, served=3_590.0), False, id="under the minimum run"),
+    # served 5,000 s, promoted at submitted + 25,000 s: started before that, on GPUs no job above it
+    # wanted, it runs two slices' worth (DEMOTED_SLICES), not just the minimum, before it may be stopped
+    pytest.param(running("r", started_at=NOW - 200, served=5_000.0, submitted_at=NOW - 5_000), False,
+                 id="started demoted: two slices' worth first"),
+    pytest.param(running("r", started_at=NOW - 7_201, served=5_000.0, submitted_at=NOW - 12_000), True,
+                 id="started demoted, ran two slices' worth"),
+    pytest.param(running("r", gpus=(0, 1), started_at=NOW - 3_601, served=5_000.0, submitted_at=NOW - 12_000),
+                 True, id="started demoted on 2 GPUs: two slices' worth of service"),
+    pytest.param(running("r", gpus=(0, 1), started_at=NOW - 3_000, served=5_000.0, submitted_at=NOW - 12_000),
+                 False, id="started demoted on 2 GPUs, short of two slices' worth"),
     # served 5,000 s, promoted at submitted + 25,000 s: it started promoted, so it gets a slice of its own
     pytest.param(running("r", started_at=NOW - 600, served=5_000.0, submitted_at=NOW - 30_000), False,
                  id="started promoted: a slice of its own first"),
@@ -112,6 +120,19 @@ def test_a_job_that_starved_for_long_runs_a_few_slices_before_slicing_may_stop_i
     slicing waits CATCH_UP_SLICES slices (4 x 1,800 s on 2 GPUs), not half a day."""
     old = running("old", gpus=(0, 1), served=7_200.0, submitted_at=NOW - 200_000, started_at=NOW - 3_600)
     assert stoppable_at(old, SLICED) == NOW - 3_600 + CATCH_UP_SLICES * 1_800
+
+
+def test_a_demoted_job_that_backfilled_runs_two_slices_worth_before_a_fresh_job_stops_it():
+    """It started on a GPU no job above it wanted: stopped after the least run by each fresh job of
+    its tier, it would restart once a job; it runs the lower queue's quantum, twice the slice."""
+    backfilled = running("old", served=5_000.0, submitted_at=NOW - 10_000, started_at=NOW - 600)
+    assert promoted_at(backfilled, SLICED) > NOW   # started demoted, and still is
+    fresh = pending("new", submitted_at=NOW)
+    waits = plan(snapshot(1, running=[backfilled], pending=[fresh], policy=SLICED))
+    assert waits.preempt == [] and "1 GPU" in waits.waiting["new"]
+    then = stoppable_at(backfilled, SLICED)
+    assert then == NOW - 600 + DEMOTED_SLICES * 3_600 and DEMOTED_SLICES == 2
+    assert plan(snapshot(1, running=[backfilled], pending=[fresh], policy=SLICED, now=then)).preempt == ["old"]
 
 
 def test_a_demoted_job_ranks_after_its_tier_whatever_its_other_factors():
