@@ -124,7 +124,7 @@ def test_a_job_that_starved_for_long_runs_a_few_slices_before_slicing_may_stop_i
 
 def test_a_demoted_job_that_backfilled_runs_two_slices_worth_before_a_fresh_job_stops_it():
     """It started on a GPU no job above it wanted: stopped after the least run by each fresh job of
-    its tier, it would restart once a job; it runs the lower queue's quantum, twice the slice."""
+    its tier, it would restart once an arrival; it runs two slices' worth first."""
     backfilled = running("old", served=5_000.0, submitted_at=NOW - 10_000, started_at=NOW - 600)
     assert promoted_at(backfilled, SLICED) > NOW   # started demoted, and still is
     fresh = pending("new", submitted_at=NOW)
