@@ -101,7 +101,7 @@ def stoppable_at(run: RunningJob, policy: Policy) -> float:
     after, starve, min_run = policy.slice_after, policy.slice_starve, policy.slice_min_run
     gpus, served, started_at = len(run.gpus), run.served, run.started_at
     had_slice = served >= had_slice_at(policy)
-    promoted = had_slice and starve > 0 and started_at >= promoted_at(run, policy)
+    promoted = had_slice and started_at >= promoted_at(run, policy)   # never with the guard off (inf)
     need = after if promoted else max(0.0, after - served)   # started promoted: a slice of its own first
     if not gpus:
         return math.inf if need > 0 else started_at + min_run   # a CPU-only job earns no GPU service
