@@ -13,9 +13,8 @@ sizes it, and the gqa policy replays the same workload on it:
   each reclaim level (gqa.sim.spot_facts.RECLAIM_LEVELS: the Spot Instance
   Advisor's worst band, the measured 4- and 16-node groups, the measured
   single V100, a bad zone), with and without a checkpoint on the notice.
-Every job tolerates spot (tried first); after 2 reclaims it runs on demand
-(the production default), except on an all-spot cluster, which has no on
-demand to fall back to. GPUs are A100s at p4d.24xlarge's prices: on demand
+Every job tolerates spot (tried first); after 2 reclaims it tries on demand
+first, and spot where on demand has no room (the production rule). GPUs are A100s at p4d.24xlarge's prices: on demand
 $4.10 per GPU-hour, spot the middle of the range seen, $0.92. A resumed
 attempt pays RESTART seconds of reload; periodic checkpoints every 30
 minutes. Reclaimed capacity comes back at once (the pool keeps its size):
@@ -43,7 +42,6 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,8 +96,6 @@ def replay(args) -> dict:
     pools = pools_for(gpus, spot_share, level)
     work = derive(load_trace(path).jobs, cluster_gpus=gpus, seed=seed, limit=limit, load=load, spot=True)
     policy = preset("gqa")
-    if all(p.spot for p in pools):  # nothing to fall back to
-        policy = replace(policy, spot_fallback_after=10**9)
     inventory, pool_of = pool_gpus(pools)
     began = time.perf_counter()
     result = simulate(work, inventory, policy, name="gqa", pool_of=pool_of, reclaim_per_hour=reclaim_rates(pools),

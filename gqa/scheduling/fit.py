@@ -1,7 +1,7 @@
 """Phase 4 of a pass: fit. Gang: a job gets all its GPUs from one pool (a GPU
 type bought spot or on demand), or none. A spot-tolerant job tries spot pools
-first, then on-demand ones; after `spot_fallback_after` reclaims, on demand
-only. A job may accept several GPU types.
+first, then on-demand ones; after `spot_fallback_after` reclaims, on-demand
+ones first, then spot. A job may accept several GPU types.
 
 A job that does not fit keeps its place. Without backfill, the GPU types it
 can use are held for it: nothing later starts on them (FIFO blocking). With
@@ -34,7 +34,7 @@ from itertools import islice
 
 from .horizon import PREDICTIONS, counted_run
 from .index import QueueIndex
-from .inventory import pool_rounds, spot_open, tables
+from .inventory import pool_rounds, spot_first, spot_open, tables
 from .ledger import Ledger
 from .snapshot import PendingJob, Snapshot
 
@@ -45,8 +45,8 @@ Placement = tuple[tuple[int, ...] | None, str, float | None]
 
 
 def pools_for(job: PendingJob, pools, policy) -> list[list[Pool]]:
-    """The pools a job may use, in rounds of preference (spot first for a spot-tolerant job)."""
-    return pool_rounds(job.types(), spot_open(job, policy), pools)
+    """The pools a job may use, in rounds of preference (inventory.pool_rounds)."""
+    return pool_rounds(job.types(), spot_open(job), pools, prefer_spot=spot_first(job, policy))
 
 
 class Capacity:

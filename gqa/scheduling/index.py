@@ -190,7 +190,7 @@ class QueueIndex:
         fields: dict[tuple, tuple[PendingJob, list[float]]] = {}
         shortest_limit = self.shortest_limit
         for job in jobs:
-            key = (job.gpu_types, job.gpu_type, job.spot, job.reclaims, job.gpus)
+            key = (job.gpu_types, job.gpu_type, job.spot, job.gpus)
             group = fields.get(key)
             if group is None:
                 group = fields[key] = (job, [])
@@ -435,10 +435,10 @@ class QueueIndex:
 
     # -- reads ---------------------------------------------------------------------------
     def kind(self, job: PendingJob) -> tuple:
-        """What decides where a job may fit: its GPU types, whether spot is still open to it
-        (inventory.pool_rounds), its size. `_by_kind` groups a build's jobs by the fields this
-        reads: a field read here must join its key."""
-        return job.types(), spot_open(job, self.policy), job.gpus
+        """What decides where a job may fit: its GPU types, whether spot is open to it (the
+        pools of inventory.pool_rounds, whatever their order), its size. `_by_kind` groups a
+        build's jobs by the fields this reads: a field read here must join its key."""
+        return job.types(), spot_open(job), job.gpus
 
     def pending_kind(self, job: PendingJob) -> tuple[tuple, float]:
         """`(kind(job), its shortest limit)`, kept for as long as the job is pending as this very

@@ -38,16 +38,25 @@ def tables(gpus: tuple[Gpu, ...]) -> InventoryTables:
     return built
 
 
-def spot_open(job: PendingJob, policy: Policy) -> bool:
-    """Spot is tried first for a spot-tolerant job until `spot_fallback_after` reclaims."""
+def spot_open(job: PendingJob) -> bool:
+    """Spot is open to a spot-tolerant job, however often it was reclaimed."""
+    return job.spot
+
+
+def spot_first(job: PendingJob, policy: Policy) -> bool:
+    """Spot is tried first until `spot_fallback_after` reclaims; after that, on demand first."""
     return job.spot and job.reclaims < policy.spot_fallback_after
 
 
-def pool_rounds(types: tuple[str, ...] | None, spot: bool, pools) -> list[list[Pool]]:
-    """The pools open to jobs of these GPU types, in rounds of preference: spot, then on
-    demand, where spot is open to them; else on demand only."""
+def pool_rounds(types: tuple[str, ...] | None, spot: bool, pools, *, prefer_spot: bool = True) -> list[list[Pool]]:
+    """The pools open to jobs of these GPU types, in rounds of preference. A spot-tolerant job:
+    spot, then on demand; once reclaimed too often (not `prefer_spot`), on demand, then spot,
+    so that it does not wait for on demand while spot GPUs stand free. Any other job: on
+    demand only."""
     usable = [p for p in pools if types is None or p[0] in types]
-    if spot:
-        return [r for r in ([p for p in usable if p[1]], [p for p in usable if not p[1]]) if r]
     on_demand = [p for p in usable if not p[1]]
-    return [on_demand] if on_demand else []
+    if not spot:
+        return [on_demand] if on_demand else []
+    spot_pools = [p for p in usable if p[1]]
+    rounds = (spot_pools, on_demand) if prefer_spot else (on_demand, spot_pools)
+    return [r for r in rounds if r]

@@ -3,7 +3,6 @@ the interruption notice, the restart cost of a resumed attempt, and the
 published facts turned into rates and prices."""
 
 import math
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -44,9 +43,7 @@ def reclaims_after(monkeypatch, *delays):
 def replay(**options):
     gpus, pool_of = pool_gpus(SPOT)
     w = Workload(jobs=[spot_job()], teams={"t": TeamPolicy()})
-    # a spot-only cluster: never fall back to on demand, which it has none of
-    policy = replace(preset("gqa"), spot_fallback_after=10)
-    [out] = simulate(w, gpus, policy, pool_of=pool_of, reclaim_per_hour=reclaim_rates(SPOT),
+    [out] = simulate(w, gpus, preset("gqa"), pool_of=pool_of, reclaim_per_hour=reclaim_rates(SPOT),
                      checkpoint_interval=1800.0, **options).outcomes
     return out
 
@@ -70,6 +67,15 @@ def test_a_resume_reclaimed_during_its_warm_up_loses_only_the_time_it_ran(monkey
     out = replay(save_on_notice=True, restart_cost=60.0)
     assert (out.reclaims, out.attempts) == (2, 3)
     assert out.end == 10_000 + NOTICE_SECONDS + 30 + 60
+
+
+def test_on_a_spot_only_cluster_a_job_reclaimed_past_the_fallback_limit_still_runs(monkeypatch):
+    """Past `spot_fallback_after` reclaims a job tries on demand first; with none, spot again."""
+    times = preset("gqa").spot_fallback_after + 2
+    reclaims_after(monkeypatch, *[2000.0] * times)
+    out = replay(save_on_notice=True)
+    assert (out.reclaims, out.attempts) == (times, times + 1)
+    assert out.end == 10_000 + times * NOTICE_SECONDS
 
 
 def test_the_notice_never_keeps_less_than_the_periodic_checkpoint(monkeypatch):

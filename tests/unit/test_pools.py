@@ -1,11 +1,11 @@
 """Pools: a GPU type bought spot or on demand. Spot first for spot-tolerant
-jobs, on demand after repeated reclaims; a gang never spans pools."""
+jobs, on demand first after repeated reclaims; a gang never spans pools."""
 
 import pytest
 
 from gqa.scheduling import Gpu, plan
 from gqa.scheduling.presets import preset
-from tests.builders import pending, snapshot
+from tests.builders import pending, running, snapshot
 
 POLICY = preset("gqa")
 
@@ -25,7 +25,7 @@ MIXED = cluster(("a10g", False, 2, 1.0), ("a10g", True, 2, 0.4))  # 0-1 on deman
 
 @pytest.mark.parametrize("job, gpus", [
     pytest.param(pending("s", spot=True), (2,), id="spot-tolerant: spot first"),
-    pytest.param(pending("s", spot=True, reclaims=2), (0,), id="after 2 reclaims: on demand"),
+    pytest.param(pending("s", spot=True, reclaims=2), (0,), id="after 2 reclaims: on demand first"),
     pytest.param(pending("o"), (0,), id="not spot-tolerant: on demand only"),
     pytest.param(pending("g", spot=True, gpus=2), (2, 3), id="a gang stays in one pool"),
 ])
@@ -38,6 +38,31 @@ def test_spot_full_falls_back_to_on_demand_before_the_reclaim_limit():
     jobs = [pending(f"s{i}", spot=True, seq=i, submitted_at=i) for i in range(3)]
     starts = {s.job_id: s.gpus for s in plan(snapshot(MIXED, policy=POLICY, pending=jobs)).starts}
     assert starts == {"s0": (2,), "s1": (3,), "s2": (0,)}
+
+
+ON_DEMAND_BUSY = [running(f"od{i}", gpus=(i,), started_at=0.0, wall_time=3_600.0) for i in range(2)]
+SPOT_BUSY = [running(f"sp{i}", gpus=(2 + i,), started_at=0.0, wall_time=3_600.0) for i in range(2)]
+
+
+@pytest.mark.parametrize("reclaims, busy, gpus", [
+    pytest.param(2, ON_DEMAND_BUSY, (2,), id="past the limit, on demand full, spot free: spot"),
+    pytest.param(7, ON_DEMAND_BUSY, (2,), id="far past the limit: still spot before waiting"),
+    pytest.param(2, ON_DEMAND_BUSY + SPOT_BUSY, None, id="both full: waits"),
+    pytest.param(0, ON_DEMAND_BUSY, (2,), id="under the limit: spot first anyway"),
+])
+def test_a_job_reclaimed_too_often_takes_spot_when_on_demand_is_full(reclaims, busy, gpus):
+    """A job past `spot_fallback_after` reclaims prefers on demand but does not wait for it while
+    spot GPUs stand free: a mix's small on demand would fill up with such jobs, queued behind
+    each other, and their JCT grow without bound."""
+    job = pending("late", spot=True, reclaims=reclaims, submitted_at=10.0)
+    result = plan(snapshot(MIXED, policy=POLICY, pending=[job], running=busy, now=60.0))
+    assert {s.job_id: s.gpus for s in result.starts}.get("late") == gpus
+
+
+def test_a_job_reclaimed_too_often_still_prefers_free_on_demand_to_free_spot():
+    jobs = [pending(f"f{i}", spot=True, reclaims=2, seq=i, submitted_at=i) for i in range(3)]
+    starts = {s.job_id: s.gpus for s in plan(snapshot(MIXED, policy=POLICY, pending=jobs)).starts}
+    assert starts == {"f0": (0,), "f1": (1,), "f2": (2,)}
 
 
 def test_a_gang_never_spans_pools():

@@ -234,14 +234,14 @@ def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_withou
 
 
 def test_a_pass_stops_when_free_gpus_are_only_in_pools_the_queue_may_not_use():
-    """Spot GPUs stand free while every waiting job has fallen back to on demand, which is full:
-    nothing can start, and the pass says so after looking at one job, not the whole queue."""
+    """Spot GPUs stand free while every waiting job runs on demand only, which is full: nothing
+    can start, and the pass says so after looking at one job, not the whole queue."""
     inventory = tuple(Gpu(i, "a100", spot=i >= 4) for i in range(8))
     index = QueueIndex(inventory, Policy())
     for i in range(4):
         index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=1_000.0))
     for n in range(2_000):
-        index.add(pending(f"q{n}", submitted_at=float(n), seq=n, wall_time=600.0, spot=True, reclaims=2))
+        index.add(pending(f"q{n}", submitted_at=float(n), seq=n, wall_time=600.0))
     snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
                     policy=index.policy)
     quick = plan(snap, explain=False)
