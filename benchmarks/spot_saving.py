@@ -13,8 +13,9 @@ sizes it, and the gqa policy replays the same workload on it:
   each reclaim level (gqa.sim.spot_facts.RECLAIM_LEVELS: the Spot Instance
   Advisor's worst band, the measured 4- and 16-node groups, the measured
   single V100, a bad zone), with and without a checkpoint on the notice.
-Every job tolerates spot (tried first); after 2 reclaims it tries on demand
-first, and spot where on demand has no room (the production rule). GPUs are A100s at p4d.24xlarge's prices: on demand
+Every job tolerates spot (tried first); reclaimed more than twice and more
+than once per 4 hours run, it tries on demand first, and spot where on demand
+has no room (the production rule). GPUs are A100s at p4d.24xlarge's prices: on demand
 $4.10 per GPU-hour, spot the middle of the range seen, $0.92. A resumed
 attempt pays RESTART seconds of reload; periodic checkpoints every 30
 minutes. Reclaimed capacity comes back at once (the pool keeps its size):

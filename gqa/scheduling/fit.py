@@ -1,7 +1,8 @@
 """Phase 4 of a pass: fit. Gang: a job gets all its GPUs from one pool (a GPU
 type bought spot or on demand), or none. A spot-tolerant job tries spot pools
-first, then on-demand ones; after `spot_fallback_after` reclaims, on-demand
-ones first, then spot. A job may accept several GPU types.
+first, then on-demand ones; once reclaimed too often for how long it has run
+(inventory.spot_first), on-demand ones first, then spot. A job may accept
+several GPU types.
 
 A job that does not fit keeps its place. Without backfill, the GPU types it
 can use are held for it: nothing later starts on them (FIFO blocking). With

@@ -85,7 +85,7 @@ class PendingJob:
     held: bool = False                     # HELD for its team's budget: released when it fits again
     gpu_types: tuple[str, ...] = ()        # acceptable types, when more than one will do
     spot: bool = False                     # may run on spot capacity (tried first)
-    reclaims: int = 0                      # spot reclaims so far: after policy.spot_fallback_after, on demand first
+    reclaims: int = 0                      # spot reclaims so far: too many for its run, on demand first
     exclusive: bool = False                # the whole machine: starts when nothing runs, and nothing starts beside it
     nice: int = 0                          # Slurm's --nice: positive lowers it within its tier
     name: str = ""                         # with `user`, what a singleton dependency goes by
@@ -190,7 +190,7 @@ class Policy:
     slice_after: float = 3250.0          # GPU-seconds: Tiresias' first queue
     slice_min_run: float = 120.0         # seconds an attempt runs before slicing may stop it
     slice_starve: float = 16.0           # a demoted job that waited this many times its run is promoted (0: never)
-    spot_fallback_after: int = 2         # reclaims after which a spot-tolerant job tries on demand first
+    spot_fallback_after: int = 2         # reclaims (and one per 4 h run) before on demand comes first
     approval_gpus: int | None = None     # jobs over these wait for approval (None: no threshold)
     approval_gpu_hours: float | None = None
     approval_cost: float | None = None

@@ -8,7 +8,7 @@ spot, how often capacity is taken back. A pools file (YAML) is a list:
 The replay hands plan() GPUs with their type, price and purchase option; a
 pool there is (type, spot), so two pools here may not share both. plan()
 keeps a gang in one pool, tries spot first for jobs that tolerate it, and
-on demand first after repeated reclaims."""
+on demand first for a job reclaimed too often for how long it has run."""
 
 from dataclasses import dataclass
 

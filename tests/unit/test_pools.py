@@ -1,9 +1,11 @@
 """Pools: a GPU type bought spot or on demand. Spot first for spot-tolerant
-jobs, on demand first after repeated reclaims; a gang never spans pools."""
+jobs, on demand first for a job reclaimed too often for how long it ran; a gang
+never spans pools."""
 
 import pytest
 
 from gqa.scheduling import Gpu, plan
+from gqa.scheduling.inventory import SPOT_HOURS_PER_RECLAIM, spot_first
 from gqa.scheduling.presets import preset
 from tests.builders import pending, running, snapshot
 
@@ -63,6 +65,35 @@ def test_a_job_reclaimed_too_often_still_prefers_free_on_demand_to_free_spot():
     jobs = [pending(f"f{i}", spot=True, reclaims=2, seq=i, submitted_at=i) for i in range(3)]
     starts = {s.job_id: s.gpus for s in plan(snapshot(MIXED, policy=POLICY, pending=jobs)).starts}
     assert starts == {"f0": (0,), "f1": (1,), "f2": (2,)}
+
+
+HOUR = 3600.0
+
+
+@pytest.mark.parametrize("job, first", [
+    pytest.param(pending("j", spot=True, reclaims=1), True, id="1 reclaim, no run: spot first"),
+    pytest.param(pending("j", spot=True, reclaims=2), False, id="2 reclaims, no run: on demand first"),
+    pytest.param(pending("j", spot=True, reclaims=2, served=3.9 * HOUR), False, id="2 in 3.9 h: on demand first"),
+    pytest.param(pending("j", spot=True, reclaims=2, served=4 * HOUR), True, id="2 in 4 h: spot first"),
+    pytest.param(pending("j", spot=True, reclaims=5, served=15 * HOUR), False, id="5 in 15 h: on demand first"),
+    pytest.param(pending("j", spot=True, reclaims=5, served=16 * HOUR), True, id="5 in 16 h: spot first"),
+    pytest.param(pending("j", spot=True, gpus=8, reclaims=2, served=8 * 3.9 * HOUR), False,
+                 id="a gang's hours are its GPU time over its GPUs"),
+    pytest.param(pending("j", spot=True, gpus=8, reclaims=2, served=8 * 4 * HOUR), True, id="8 GPUs, 4 h each"),
+    pytest.param(pending("j", reclaims=0, served=100 * HOUR), False, id="not spot-tolerant: never"),
+])
+def test_spot_stays_first_for_a_job_reclaimed_rarely_for_how_long_it_runs(job, first):
+    """A reclaim costs the work since the last save: a job that runs for days is reclaimed a few
+    times even where spot is calm, and moving it to on demand would cost far more than that."""
+    assert spot_first(job, POLICY) is first
+    assert POLICY.spot_fallback_after == 2 and SPOT_HOURS_PER_RECLAIM == 4.0   # the rows' numbers
+
+
+def test_a_long_job_reclaimed_a_few_times_stays_on_spot_in_a_pass():
+    long_run = pending("long", spot=True, reclaims=3, served=30 * HOUR)
+    quick_losses = pending("quick", spot=True, reclaims=3, served=1 * HOUR, seq=1)
+    starts = {s.job_id: s.gpus for s in plan(snapshot(MIXED, policy=POLICY, pending=[long_run, quick_losses])).starts}
+    assert starts == {"long": (2,), "quick": (0,)}
 
 
 def test_a_gang_never_spans_pools():
