@@ -27,10 +27,9 @@ JCT = mean JCT / all-on-demand's; reclaims per job; lost = GPU time that
 did not advance a job (work since the last save, notices, reloads) over the
 GPU time the jobs needed. The goal: saving >= 60% for a JCT penalty <= 10%.
 
-A replay at the high reclaim rate on a mix with on demand costs ten to
-fifteen times one all on demand (whole ITP, 75% spot: about 2 minutes
-against 9 s): jobs that fell back to on demand queue for it while spot GPUs
-stand free, so the queue stays long.
+A replay at the high reclaim rate costs three to five times one all on
+demand (whole ITP, 75% spot: 32-38 s against 10 s; all spot 40-50 s): every
+reclaim is another start.
 
 Alibaba's cluster at 85% is 13 GPUs, too small to split into two pools that
 each hold its 8-GPU gangs: its arrivals are compressed (load x N, run times

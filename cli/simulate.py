@@ -80,7 +80,9 @@ def simulate(
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
     from gqa.sim.workload import priorities_choice
+    from gqa.scheduling import Policy
     from gqa.scheduling.horizon import LIMITS, backfill_by_choice
+    from gqa.scheduling.inventory import SPOT_HOURS_PER_RECLAIM
 
     fmt = check_output(output)
     names = [p.strip().lower() for p in policies.split(",") if p.strip()] if policies is not None else list(NAMES)
@@ -152,7 +154,9 @@ def simulate(
     if pool_list:
         work.assumptions.append(
             f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}"
-            + ("; every job tolerates spot (tried first; on demand after repeated reclaims); a reclaim "
+            + (f"; every job tolerates spot (tried first; on demand first once reclaimed more than "
+               f"{Policy().spot_fallback_after} times and more than once per {SPOT_HOURS_PER_RECLAIM:g} hours run); "
+               "a reclaim "
                f"requeues the job from its last checkpoint (every {checkpoint})"
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
     if policies is None:   # asked for by name, run_policy refuses what it cannot replay

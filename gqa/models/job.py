@@ -145,7 +145,7 @@ class JobRecord:
     attempts: int = 0            # launches so far; GQA_ATTEMPT of the next is attempts + 1
     error_retries: int = 0       # application errors retried so far
     interruptions: int = 0       # requeues, restarts, timeouts-with-requeue, reclaims: never errors
-    reclaims: int = 0            # attempts whose instance was reclaimed: the scheduler falls back to on demand
+    reclaims: int = 0            # attempts whose instance was reclaimed: too many for its run, on demand first
     spot: bool = False           # may use spot: the spec says, cleared when capacity failures move it to on demand
     not_before: float | None = None
     started_at: float | None = None

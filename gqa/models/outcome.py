@@ -178,7 +178,7 @@ def _infrastructure(job: JobRecord, kind: ExitKind, detail: str, base: dict, now
     delay = backoff_delay(n, retries.backoff, retries.max_backoff, draw)
     fields = dict(base, interruptions=n, not_before=now + delay, ended_at=None)
     if kind == ExitKind.RECLAIMED:
-        fields["reclaims"] = job.reclaims + 1   # the scheduler moves it to on-demand after a few
+        fields["reclaims"] = job.reclaims + 1   # too many for its run, and the pass tries on demand first
         what = "its instance was reclaimed"
     elif kind == ExitKind.LOST:
         what = "the compute backend lost track of it"

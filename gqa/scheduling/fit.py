@@ -35,7 +35,7 @@ from itertools import islice
 
 from .horizon import PREDICTIONS, counted_run
 from .index import QueueIndex
-from .inventory import pool_rounds, spot_first, spot_open, tables
+from .inventory import pool_rounds, spot_first, tables
 from .ledger import Ledger
 from .snapshot import PendingJob, Snapshot
 
@@ -47,7 +47,7 @@ Placement = tuple[tuple[int, ...] | None, str, float | None]
 
 def pools_for(job: PendingJob, pools, policy) -> list[list[Pool]]:
     """The pools a job may use, in rounds of preference (inventory.pool_rounds)."""
-    return pool_rounds(job.types(), spot_open(job), pools, prefer_spot=spot_first(job, policy))
+    return pool_rounds(job.types(), job.spot, pools, prefer_spot=spot_first(job, policy))
 
 
 class Capacity:

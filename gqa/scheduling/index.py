@@ -26,7 +26,7 @@ from typing import Generic, TypeVar
 from sortedcontainers import SortedList
 
 from .horizon import PREDICTIONS, busy_until, counted_run
-from .inventory import Pool, spot_open, tables
+from .inventory import Pool, tables
 from .ranked import RankedJobs
 from .slicing import in_slicing, slicing_tiers, stoppable_at
 from .snapshot import Gpu, PendingJob, Policy, RunningJob
@@ -435,10 +435,10 @@ class QueueIndex:
 
     # -- reads ---------------------------------------------------------------------------
     def kind(self, job: PendingJob) -> tuple:
-        """What decides where a job may fit: its GPU types, whether spot is open to it (the
+        """What decides where a job may fit: its GPU types, whether it may run on spot (the
         pools of inventory.pool_rounds, whatever their order), its size. `_by_kind` groups a
         build's jobs by the fields this reads: a field read here must join its key."""
-        return job.types(), spot_open(job), job.gpus
+        return job.types(), job.spot, job.gpus
 
     def pending_kind(self, job: PendingJob) -> tuple[tuple, float]:
         """`(kind(job), its shortest limit)`, kept for as long as the job is pending as this very

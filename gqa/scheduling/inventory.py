@@ -38,11 +38,6 @@ def tables(gpus: tuple[Gpu, ...]) -> InventoryTables:
     return built
 
 
-def spot_open(job: PendingJob) -> bool:
-    """Spot is open to a spot-tolerant job, however often it was reclaimed."""
-    return job.spot
-
-
 # A reclaim costs a job the work since its last save (with 30-minute checkpoints, 15 minutes
 # on average) and a reload: one in every 4 hours run costs it about 7% of its run, less than
 # spot saves, so spot stays the better place for it.

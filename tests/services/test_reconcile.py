@@ -278,7 +278,14 @@ SPOT_AND_ON_DEMAND = Inventory(gpus=(Gpu(0, "a10g", 0.4, spot=True), Gpu(1, "a10
                                      Gpu(2, "a10g", 1.2), Gpu(3, "a10g", 1.2)))
 
 
-def test_after_repeated_reclaims_the_next_dispatch_picks_on_demand(queue, reconcile):
+@pytest.mark.parametrize("runs_for, then_spot", [
+    pytest.param(60, False, id="reclaimed a minute in, each time: on demand next"),
+    pytest.param(5 * 3600, True, id="reclaimed 5 hours in, each time: spot still first"),
+])
+def test_after_repeated_reclaims_the_next_dispatch_picks_by_how_long_the_job_ran(queue, reconcile, runs_for,
+                                                                                then_spot):
+    """The GPU time each reclaimed attempt used is settled on the record, and the pass counts the
+    reclaims against it (one more allowed per 4 hours run)."""
     queue.store.set_inventory(SPOT_AND_ON_DEMAND)
     fallback_after = queue.store.policy().spot_fallback_after
     job = queue.submit_one(spot=True, retries={"on_error": 0})
@@ -288,7 +295,7 @@ def test_after_repeated_reclaims_the_next_dispatch_picks_on_demand(queue, reconc
         [started] = queue.supervisor.dispatch()
         pools.append(SPOT_AND_ON_DEMAND.gpus[started.assigned[0]].spot)
         started = queue.get(job.id)
-        queue.clock.advance(60)
+        queue.clock.advance(runs_for)
         reconcile.handle(event(started, "FAILED", reason=RECLAIM, at=queue.clock.now(), started=started.started_at))
         waiting = queue.get(job.id)
         assert (waiting.state, waiting.reclaims, waiting.error_retries) == (S.RETRY_WAIT, reclaim, 0)
@@ -297,8 +304,9 @@ def test_after_repeated_reclaims_the_next_dispatch_picks_on_demand(queue, reconc
 
     [started] = queue.supervisor.dispatch()
     pools.append(SPOT_AND_ON_DEMAND.gpus[started.assigned[0]].spot)
-    assert pools == [True] * fallback_after + [False]
+    assert pools == [True] * fallback_after + [then_spot]
     assert started.attempts == fallback_after + 1
+    assert queue.get(job.id).gpu_seconds == pytest.approx(fallback_after * runs_for, abs=1)
 
 
 def test_a_job_that_does_not_allow_spot_never_runs_there(queue):

@@ -169,6 +169,7 @@ def test_gqa_simulate_checkpoint_on_notice_and_restart_cost(tmp_path, capsys):
     assert lost["notice"] < lost["periodic"]
     said = " ".join(on_notice["assumptions"])
     assert "or from the 2-minute notice" in said and "spends 60s reloading" in said
+    assert "on demand first once reclaimed more than 2 times and more than once per 4 hours run" in said
 
 
 def test_gqa_simulate_refuses_a_bad_restart_cost(tmp_path, capsys):
