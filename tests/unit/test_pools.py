@@ -96,6 +96,15 @@ def test_a_long_job_reclaimed_a_few_times_stays_on_spot_in_a_pass():
     assert starts == {"long": (2,), "quick": (0,)}
 
 
+def test_a_job_that_may_not_use_spot_is_told_why_it_waits_beside_free_spot_gpus():
+    result = plan(snapshot(MIXED, policy=POLICY, pending=[pending("od")], running=ON_DEMAND_BUSY, now=60.0))
+    assert result.waiting["od"] == ("needs 1 GPU, 0 free on demand; 2 free on spot, which its spec does not "
+                                    "allow (spot: false)")
+    both_busy = plan(snapshot(MIXED, policy=POLICY, pending=[pending("od")], running=ON_DEMAND_BUSY + SPOT_BUSY,
+                              now=60.0))
+    assert both_busy.waiting["od"] == "needs 1 GPU, 0 free"
+
+
 def test_a_gang_never_spans_pools():
     result = plan(snapshot(MIXED, policy=POLICY, pending=[pending("g", spot=True, gpus=3)]))
     assert result.starts == [] and result.waiting["g"] == "needs 3 GPUs, 4 free, at most 2 in one pool"
