@@ -103,6 +103,9 @@ def test_a_job_that_may_not_use_spot_is_told_why_it_waits_beside_free_spot_gpus(
     both_busy = plan(snapshot(MIXED, policy=POLICY, pending=[pending("od")], running=ON_DEMAND_BUSY + SPOT_BUSY,
                               now=60.0))
     assert both_busy.waiting["od"] == "needs 1 GPU, 0 free"
+    # spot could not hold it either: nothing to say about spot
+    gang = plan(snapshot(MIXED, policy=POLICY, pending=[pending("od", gpus=3)], running=ON_DEMAND_BUSY, now=60.0))
+    assert gang.waiting["od"] == "needs 3 GPUs, 0 free"
 
 
 def test_a_gang_never_spans_pools():
