@@ -264,20 +264,12 @@ class Capacity:
         most = max((len(v) for v in free.values()), default=0)
         unit = "in one pool" if any(p[1] for p in free) else "of one type"
         detail = f"{total} free" if len(free) <= 1 else f"{total} free, at most {most} {unit}"
-        idle = {} if job.spot else self._free_on_spot(job)
-        if idle and max(idle.values()) >= job.gpus:   # else "0 free" reads wrong beside spot GPUs it would fit
-            detail += (f" on demand; {sum(idle.values())} free on spot, which its spec does not allow "
-                       "(spot: false)")
+        types = job.types()
+        idle = [] if job.spot else [self._free_count(p) for p in self.pools
+                                    if p[1] and (types is None or p[0] in types)]
+        if idle and max(idle) >= job.gpus:   # else "0 free" reads wrong beside spot GPUs it would fit
+            detail += f" on demand; {sum(idle)} free on spot, which its spec does not allow (spot: false)"
         return f"needs {gpus_text(job.gpus)}{of}, {detail}"
-
-    def _free_on_spot(self, job: PendingJob) -> dict[Pool, int]:
-        """Free GPUs per spot pool of the job's types (explanations only: O(free GPUs))."""
-        types, idle = job.types(), defaultdict[Pool, int](int)
-        for gpu in self.ledger.free:
-            pool = self.pool_of[gpu]
-            if pool[1] and (types is None or pool[0] in types):
-                idle[pool] += 1
-        return idle
 
     def _behind(self, holder: str, job: PendingJob) -> str:
         """Why a job that would run past a reservation waits (backfill)."""
