@@ -158,6 +158,10 @@ class Capacity:
         none is left (an exclusive job and FIFO without backfill always hold something)."""
         return self.backfill and self.depth_left <= 0 and tier in self.tiers_reserved and not job.exclusive
 
+    def reserves_nothing_in(self, tier: int) -> bool:
+        """Whether `blocked` holds nothing back for any job of the tier that is not exclusive."""
+        return self.backfill and self.depth_left <= 0 and tier in self.tiers_reserved
+
     # -- the free GPUs of a pool, as this pass has changed them ---------------------------
     def _free_count(self, pool: Pool) -> int:
         if self.ledger.exclusive is not None:

@@ -105,6 +105,7 @@ def _no_cycle_collection():
             gc.enable()
 
 
+
 class QueueIndex:
     def __init__(self, gpus: tuple[Gpu, ...], policy: Policy):
         self.gpus, self.policy = gpus, policy
@@ -116,10 +117,14 @@ class QueueIndex:
         self.running_view: LiveView[RunningJob] = LiveView(self, "running")
         # the pending side
         self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
-        # (fit class, GPU count) -> shortest limits (_shortest_limit_of): what a pass may stop on (plan.Remaining)
+        # kind -> (shortest limit (_shortest_limit_of), job id), in order: what a pass may stop on
+        # (plan.Remaining), and which jobs of a kind could run within a span (within)
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
         self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
+        self.held: set[str] = set()                          # pending jobs held for a budget
+        self.exclusive_waiting: set[str] = set()             # pending exclusive jobs
+        self.tier_count: Counter[int] = Counter()            # pending jobs per tier
         self.kinds_known: dict[str, tuple[PendingJob, tuple]] = {}   # id -> (job, its kind and limit): pending_kind
         self.ranked = RankedJobs(policy, len(gpus))
         self.shortest_limit = _shortest_limit_of(policy)
@@ -168,7 +173,10 @@ class QueueIndex:
             # latest listing says (a pass must not fail, or the queue stops)
             jobs = list(waiting.values())
         index.gated = {job.id for job in jobs if gated(job)}
+        index.held = {job.id for job in jobs if job.held}
+        index.exclusive_waiting = {job.id for job in jobs if job.exclusive}
         index.sizes = Counter([job.gpus for job in jobs])
+        index.tier_count = Counter([job.tier for job in jobs])
         index.ranked.now = now
         # ranked and counted by kind only when a pass looks at a job: with no GPU free it does not
         index.unranked = jobs
@@ -183,19 +191,19 @@ class QueueIndex:
             self.limits = defaultdict(SortedList, {k: SortedList(limits) for k, limits in self._by_kind(jobs).items()})
             self.ranked.bulk_add(jobs)
 
-    def _by_kind(self, jobs: list[PendingJob]) -> dict[tuple, list[float]]:
-        """Each kind's shortest limits. A pass that builds its index pays this for every
+    def _by_kind(self, jobs: list[PendingJob]) -> dict[tuple, list[tuple[float, str]]]:
+        """Each kind's (shortest limit, job id)s. A pass that builds its index pays this for every
         pending job, so jobs are grouped by the fields a kind is made of, and each group's
         kind is worked out once, from its first job."""
-        fields: dict[tuple, tuple[PendingJob, list[float]]] = {}
+        fields: dict[tuple, tuple[PendingJob, list[tuple[float, str]]]] = {}
         shortest_limit = self.shortest_limit
         for job in jobs:
             key = (job.gpu_types, job.gpu_type, job.spot, job.gpus)
             group = fields.get(key)
             if group is None:
                 group = fields[key] = (job, [])
-            group[1].append(shortest_limit(job))
-        kinds: dict[tuple, list[float]] = {}
+            group[1].append((shortest_limit(job), job.id))
+        kinds: dict[tuple, list[tuple[float, str]]] = {}
         for first, limits in fields.values():
             kinds.setdefault(self.kind(first), []).extend(limits)
         return kinds
@@ -260,6 +268,8 @@ class QueueIndex:
         new = QueueIndex(self.gpus, self.policy)
         new.pending, new.running = dict(self.pending), dict(self.running)
         new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
+        new.held, new.exclusive_waiting = set(self.held), set(self.exclusive_waiting)
+        new.tier_count = Counter(self.tier_count)
         new.kinds_known = dict(self.kinds_known)
         new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
         new.free, new.free_in = dict(self.free), {pool: gpus.copy() for pool, gpus in self.free_in.items()}
@@ -286,9 +296,14 @@ class QueueIndex:
     def _note_pending(self, job: PendingJob) -> None:
         self.pending[job.id] = job
         self.sizes[job.gpus] += 1
-        self.limits[self.kind(job)].add(self.shortest_limit(job))
+        self.tier_count[job.tier] += 1
+        self.limits[self.kind(job)].add((self.shortest_limit(job), job.id))
         if gated(job):
             self.gated.add(job.id)
+        if job.held:
+            self.held.add(job.id)
+        if job.exclusive:
+            self.exclusive_waiting.add(job.id)
 
     def remove(self, job_id: str) -> PendingJob:
         self._rank()
@@ -297,8 +312,13 @@ class QueueIndex:
         self.sizes[job.gpus] -= 1
         if not self.sizes[job.gpus]:
             del self.sizes[job.gpus]
-        self.limits[self.kind(job)].remove(self.shortest_limit(job))
+        self.tier_count[job.tier] -= 1
+        if not self.tier_count[job.tier]:
+            del self.tier_count[job.tier]
+        self.limits[self.kind(job)].remove((self.shortest_limit(job), job.id))
         self.gated.discard(job_id)
+        self.held.discard(job_id)
+        self.exclusive_waiting.discard(job_id)
         self.kinds_known.pop(job_id, None)
         return job
 
@@ -309,8 +329,9 @@ class QueueIndex:
         was = self._replaced(job)
         self.ranked.remove(was)
         self.ranked.add(job)
-        self.limits[self.kind(was)].remove(self.shortest_limit(was))
-        self.limits[self.kind(job)].add(self.shortest_limit(job))
+        self.limits[self.kind(was)].remove((self.shortest_limit(was), was.id))
+        self.limits[self.kind(job)].add((self.shortest_limit(job), job.id))
+        self._note_kept(was, job)
         self.pending[job.id] = job
 
     def replace_many(self, jobs: list[PendingJob]) -> None:
@@ -325,10 +346,25 @@ class QueueIndex:
                 self.replace(job)
             return
         for job in jobs:
+            self._note_kept(self.pending[job.id], job)
             self.pending[job.id] = job
         now, self.ranked = self.ranked.now, RankedJobs(self.policy, len(self.gpus))
         self.ranked.now = now
         self.unranked = list(self.pending.values())
+
+    def _note_kept(self, was: PendingJob, job: PendingJob) -> None:
+        """What a replaced record may change: its tier, and whether it is held or exclusive."""
+        if was.tier == job.tier and was.held == job.held and was.exclusive == job.exclusive:
+            return   # most often: a new expected run time only
+        self.tier_count[was.tier] -= 1
+        if not self.tier_count[was.tier]:
+            del self.tier_count[was.tier]
+        self.tier_count[job.tier] += 1
+        for ids, has in ((self.held, job.held), (self.exclusive_waiting, job.exclusive)):
+            if has:
+                ids.add(job.id)
+            else:
+                ids.discard(job.id)
 
     def _replaced(self, job: PendingJob) -> PendingJob:
         """The pending record `job` replaces, if it may: the same size and gates (else the job's
@@ -455,11 +491,27 @@ class QueueIndex:
         self._rank()
         return {kind: len(limits) for kind, limits in self.limits.items() if limits}
 
+    def waiting_kinds(self) -> list[tuple]:
+        """The kinds of the pending jobs."""
+        self._rank()
+        return [kind for kind, limits in self.limits.items() if limits]
+
     def count_within(self, kind: tuple, limit: float) -> int:
         """Pending jobs of a kind that could run within `limit` seconds (their shortest limits)."""
         self._rank()
         limits = self.limits.get(kind)
-        return limits.bisect_right(limit) if limits else 0
+        if not limits:
+            return 0
+        # (the next float above it, "") follows every (limit, id) entry within it, whatever the ids
+        return len(limits) if limit == math.inf else limits.bisect_left((math.nextafter(limit, math.inf), ""))
+
+    def within(self, kind: tuple, limit: float) -> Iterator[str]:
+        """The ids of the pending jobs of a kind that could run within `limit` seconds."""
+        self._rank()
+        limits = self.limits.get(kind)
+        if limits:
+            for _, job_id in limits.islice(0, self.count_within(kind, limit)):
+                yield job_id
 
     def teams_active(self) -> set[str]:
         waiting = {j.team for j in self.unranked} if self.unranked is not None else \

@@ -27,10 +27,12 @@ from .ledger import Ledger
 from .ledger import account
 from .preempt import Preemptor
 from .quotas import over_quota
+from .ranked import FIFO_TIER
 from .ranking import Ranking
 from .snapshot import PendingJob, Plan, Snapshot, Start
 
 INF = float("inf")
+SKIP_SHARE = 8   # candidates at most this share of a tier's jobs, or the walk is cheaper (_candidates)
 
 
 def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
@@ -51,13 +53,20 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     preemptor = Preemptor(snap, ledger.free, index)
     budget = BudgetLedger(snap)
     # time slicing alone lets a pass stop once preemption can help no job left (may_help_from)
-    may_stop = not explain and not budget.active and not snap.policy.preempt_tiers
+    # and not while a job is held for a budget no longer set: the pass releases it, wherever it is
+    may_stop = not explain and not budget.active and not snap.policy.preempt_tiers and not index.held
     slicing = bool(preemptor.slicing)
     left = Remaining(index, ledger, capacity, may_stop)
     # for every gated job first: a pass that stops early still lists the never-met
-    gated = gate(snap, index.gated_jobs())
+    gated_jobs = index.gated_jobs()
+    gated = gate(snap, gated_jobs)
     out = Plan(never=gated.never)
-    ordered = ranking.ordered(_passed_over(gated.waiting, capacity, preemptor, left) if may_stop else None)
+    for job in gated_jobs:   # queued with its owner's hold (approved since): held, however far back
+        if job.user_hold and not job.held and job.id in gated.waiting and job.id not in gated.never:
+            out.hold[job.id] = gated.waiting[job.id]
+    passed_over = _passed_over(gated.waiting, capacity, preemptor, left) if may_stop else None
+    ordered = ranking.ordered(passed_over, _candidates(index, capacity, left) if passed_over and
+                              not preemptor.enabled else None)
     while True:
         if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
@@ -72,8 +81,6 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         out.factors[job.id] = factors
         if job.id in gated.waiting:
             out.waiting[job.id] = gated.waiting[job.id]
-            if job.user_hold and not job.held and job.id not in gated.never:
-                out.hold[job.id] = out.waiting[job.id]   # queued with its owner's hold (approved since)
             continue
         over_budget = budget.over(job)
         if job.held or over_budget:
@@ -147,6 +154,43 @@ def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor
     return passed_over_unpreempted
 
 
+def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining"):
+    """For a pass that explains nothing and stops no job: the ids of a tier's jobs (every tier's,
+    for FIFO_TIER) that `_passed_over` may not pass over now: held, gated and exclusive jobs, and
+    those of a kind with n GPUs free in a pool open to it for their shortest limit. Its test only
+    grows more true within a pass, so these are a superset of the jobs it will not pass over later
+    in the pass. None where that would not spare a walk: a tier without its reservation yet (it
+    passes over none there), or where these are more than 1 in SKIP_SHARE of the tier's jobs (a
+    walk meets one soon). With tens of thousands waiting and a few of them able to fit, the
+    ranking reads these instead of passing the rest one by one."""
+    refused: set[tuple] = set()   # (tier, horizons' version) found with too many: so while they stand
+
+    def candidates(tier: int) -> set[str] | None:
+        tiers = list(index.tier_count) if tier == FIFO_TIER else [tier]
+        if not all(capacity.reserves_nothing_in(t) for t in tiers) or (tier, capacity.version()) in refused:
+            return None
+        spans, reaches = capacity.horizons(), {}
+        ids = index.gated | index.held | index.exclusive_waiting
+        count = len(ids)
+        for kind in index.waiting_kinds():
+            n = kind[2]
+            reach = max((spans[p][n - 1] for p in left.pools_for(kind, spans) if len(spans[p]) >= n),
+                        default=None) if n else INF
+            if reach is not None:
+                reaches[kind] = reach
+                count += index.count_within(kind, reach)
+        if count * SKIP_SHARE > sum(index.tier_count[t] for t in tiers):
+            refused.add((tier, capacity.version()))
+            return None
+        for kind, reach in reaches.items():
+            ids.update(index.within(kind, reach))
+        if tier == FIFO_TIER:
+            return ids
+        pending = index.pending
+        return {job_id for job_id in ids if pending[job_id].tier == tier}
+    return candidates
+
+
 def indexed(snap: Snapshot) -> QueueIndex:
     """The index the snapshot's jobs are views of, brought up to its `now`; else one built for it."""
     index = index_of(snap.pending, snap.running)
@@ -201,10 +245,10 @@ class Remaining:
         if fits is None:
             (kind, limit), spans, n = kind_limit, self.capacity.horizons(), job.gpus
             fits = self.fits[1][kind_limit] = any(
-                len(spans[pool]) >= n and spans[pool][n - 1] >= limit for pool in self._pools(kind, spans))
+                len(spans[pool]) >= n and spans[pool][n - 1] >= limit for pool in self.pools_for(kind, spans))
         return fits
 
-    def _pools(self, kind: tuple, spans) -> list:
+    def pools_for(self, kind: tuple, spans) -> list:
         pools = self.pools_of.get(kind)
         if pools is None:
             types, spot, _ = kind
@@ -231,7 +275,7 @@ class Remaining:
             size = kind[2]
             if n <= self.looked[kind] or not size:
                 continue
-            for pool in self._pools(kind, spans):
+            for pool in self.pools_for(kind, spans):
                 free = spans[pool]
                 if len(free) < size:
                     continue

@@ -10,6 +10,7 @@ compares the heads of the two lists, and of every team, at `now`, with the
 same score formula a fresh pass uses. A fresh build keeps heaps (O(n)), read
 in order lazily, and sorts them only if the index is then changed."""
 
+import bisect
 import heapq
 import math
 from collections import Counter, defaultdict
@@ -26,6 +27,7 @@ NICE_SCALE = 10_000.0   # nice 100 = 0.01 of the score, the whole range (+-10,00
 
 
 LAZY_READS = 64   # a heap read further than this is sorted instead: a pass that reads it all sorts once
+SKIP_AFTER = 16   # jobs passed over in a row before a list reads only the candidates after them
 
 
 def in_order(entries) -> Iterator:
@@ -312,26 +314,52 @@ class RankedJobs:
     def tiers(self) -> list[int]:
         return sorted(set(self.young) | set(self.old))
 
-    def teams_in(self, tier: int, passed_over: Callable[[PendingJob], bool] | None = None) \
-            -> dict[str, Iterator[tuple]]:
+    def teams_in(self, tier: int, passed_over: Callable[[PendingJob], bool] | None = None,
+                 candidates: Callable[[int], set[str] | None] | None = None) -> dict[str, Iterator[tuple]]:
         """Per team, its jobs of the tier in rank order at `now`, as (neg part, submitted, seq, id, job,
         factors) with the part as a fresh pass computes it (`score`) and the factors it is made of
         (`factors(job)`; never compared: the ids differ); without the jobs `passed_over` (read when
-        the stream reaches them, before they are scored)."""
+        the stream reaches them, before they are scored), and, once a list has passed over a run of
+        them, reading only the `candidates` of the tier after it (Skips)."""
         out: dict[str, Iterator[tuple]] = {}
+        skips = Skips(self, tier, candidates) if candidates is not None else None
         for team in set(self.young.get(tier, ())) | set(self.old.get(tier, ())):
             young, old = self.young.get(tier, {}).get(team), self.old.get(tier, {}).get(team)
-            out[team] = heapq.merge(self._at_now(old, passed_over), self._at_now(young, passed_over)) \
-                if old and young else self._at_now(old or young or [], passed_over)
+            streams = [self._at_now(entries, passed_over, skips.of(is_old, team) if skips else None)
+                       for is_old, entries in ((True, old), (False, young)) if entries]
+            out[team] = heapq.merge(*streams) if len(streams) == 2 else \
+                streams[0] if streams else iter(())
         return out
 
-    def _at_now(self, entries, passed_over: Callable[[PendingJob], bool] | None) -> Iterator[tuple]:
-        for entry in in_order(entries):
+    def _at_now(self, entries, passed_over: Callable[[PendingJob], bool] | None,
+                skip: Callable[[], list | None] | None = None) -> Iterator[tuple]:
+        for entry in self._unpassed(entries, passed_over, skip) if passed_over is not None else in_order(entries):
             job = entry[-1]
-            if passed_over is not None and passed_over(job):
-                continue
             factors = self.factors(job)
             yield (-self.score(factors), job.submitted_at, job.seq, job.id, job, factors)
+
+    @staticmethod
+    def _unpassed(entries, passed_over: Callable[[PendingJob], bool],
+                  skip: Callable[[], list | None] | None) -> Iterator[tuple]:
+        """A list's entries in order but those `passed_over`; after SKIP_AFTER passed over in a row,
+        only the entries `skip()` lists after the last one read, where it lists any (else it asks
+        again after twice as long a run)."""
+        run, needed, source = 0, SKIP_AFTER, in_order(entries)
+        while True:
+            for entry in source:
+                if not passed_over(entry[-1]):
+                    run = 0
+                    yield entry
+                    continue
+                run += 1
+                if run == needed and skip is not None:
+                    rest = skip()
+                    if rest is not None:
+                        source, skip = iter(rest[bisect.bisect_right(rest, entry):]), None
+                        break
+                    run, needed = 0, 2 * needed   # not now (too many may fit, or no reservation yet): later
+            else:
+                return
 
     def factors(self, job: PendingJob) -> tuple[float, float, float, float, float]:
         """Its age, size, duration, nice and service terms at `now`, each as a fresh pass computes it."""
@@ -350,9 +378,44 @@ class RankedJobs:
         age, size, duration, nice, service = factors
         return self.w_age * age + self.w_size * size + self.w_dur * duration + nice + service
 
-    def in_list_order(self) -> Iterator[PendingJob]:
-        """FIFO and SJF: tier by tier (FIFO has one), each tier's one list in order."""
+    def in_list_order(self, passed_over: Callable[[PendingJob], bool] | None = None,
+                      candidates: Callable[[int], set[str] | None] | None = None) -> Iterator[PendingJob]:
+        """FIFO and SJF: tier by tier (FIFO has one), each tier's one list in order, but the jobs
+        `passed_over` (as teams_in)."""
         for tier in self.tiers():
-            for slot in self.young.get(tier, {}).values():
-                for entry in in_order(slot):
+            skips = Skips(self, tier, candidates) if candidates is not None else None
+            for team, slot in self.young.get(tier, {}).items():
+                if passed_over is None:
+                    for entry in in_order(slot):
+                        yield entry[-1]
+                    continue
+                for entry in self._unpassed(slot, passed_over, skips.of(False, team) if skips else None):
                     yield entry[-1]
+
+
+class Skips:
+    """A pass's candidates of one tier (plan._candidates), asked for when a list of the tier first
+    passes over a run of jobs (once they are known, kept for the pass: they only shrink within it),
+    and handed to each list as its sorted entries: the jobs a pass that explains nothing may not
+    pass over, so a list with tens of thousands waiting reads those few, not every job between."""
+
+    def __init__(self, ranked: RankedJobs, tier: int, candidates: Callable[[int], set[str] | None]):
+        self.ranked, self.tier, self.candidates = ranked, tier, candidates
+        self.lists: dict[tuple[bool, str], list] | None = None   # (old?, team) -> sorted entries
+
+    def of(self, old: bool, team: str) -> Callable[[], list | None]:
+        return lambda: self._entries(old, team)
+
+    def _entries(self, old: bool, team: str) -> list | None:
+        if self.lists is None:
+            ids = self.candidates(self.tier)
+            if ids is None:
+                return None
+            places, lists = self.ranked._places(), defaultdict(list)
+            for job_id in ids:
+                place = places[job_id]
+                lists[(place[0], place[2])].append(place[3])
+            for entries in lists.values():
+                entries.sort()
+            self.lists = lists
+        return self.lists.get((old, team), [])

@@ -59,20 +59,20 @@ class Ranking:
         usage = 0.5 * past.get(team, 0.0) + 0.5 * held
         return fair_share_factor(usage, self.share.get(team, 0.0))
 
-    def ordered(self, passed_over: Callable[[PendingJob], bool] | None = None) \
-            -> Iterator[tuple[PendingJob, Factors]]:
+    def ordered(self, passed_over: Callable[[PendingJob], bool] | None = None,
+                candidates: Callable[[int], set[str] | None] | None = None) -> Iterator[tuple[PendingJob, Factors]]:
         """Every pending job, tier by tier, in the order a pass considers them (lazily: fair share
         moves as the pass hands out GPUs), but those `passed_over` says decide nothing, which are
-        neither scored nor handed out (plan.py)."""
+        neither scored nor handed out (plan.py). `candidates(tier)`: the ids of the tier's jobs it
+        might not pass over (None: any), read once a list has passed over a run of jobs."""
         ranked = self.index.rank()   # a pass that stops before its first job never ranks the queue
         if ranked.fifo or ranked.sjf:   # arrival order, or shortest expected run time first: no factors
             none = Factors(fair_share=0.0, age=0.0, size=0.0, score=0.0)
-            for job in ranked.in_list_order():
-                if passed_over is None or not passed_over(job):
-                    yield job, none
+            for job in ranked.in_list_order(passed_over, candidates):
+                yield job, none
             return
         for tier in ranked.tiers():
-            streams = ranked.teams_in(tier, passed_over)
+            streams = ranked.teams_in(tier, passed_over, candidates)
             # a heap of the teams' heads as (key, fair share, head, team): a team's key changes only when
             # its head is taken (and its fair share only when that job starts, before the next job is
             # asked for); keys end in the job's id, so two never tie and the rest is never compared

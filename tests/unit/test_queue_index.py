@@ -4,6 +4,7 @@ snapshot of the same jobs gives, and a pass that explains nothing must stop
 as soon as nothing more can start, whatever the queue's length."""
 
 import heapq
+import importlib
 import random
 from dataclasses import replace
 from itertools import islice
@@ -11,11 +12,14 @@ from itertools import islice
 import pytest
 
 from gqa.scheduling import Gpu, Policy, Snapshot, plan
+from gqa.scheduling import ranked as ranked_module
 from gqa.scheduling.index import QueueIndex, index_of
 from gqa.scheduling.ranked import LAZY_READS, in_order
 from gqa.scheduling.presets import preset
 from gqa.scheduling.slicing import next_change
 from tests.builders import gpus, pending, running
+
+plan_module = importlib.import_module("gqa.scheduling.plan")   # the package's `plan` is the function
 
 POLICIES = {
     "gqa": preset("gqa", Policy(max_age=5_000.0)),          # a short max_age: jobs reach it within the run
@@ -99,6 +103,89 @@ def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
             index.replace_many([replace(job, expected_runtime=job.wall_time * rng.choice([0.2, 0.6, 1.0]))
                                 for job in jobs])
         now += rng.choice([0.0, 60.0, 900.0, 4_000.0])
+
+
+def _long_queue_job(rng: random.Random, n: int, now: float):
+    """random_job, now and then exclusive or gated (its owner's hold, a --begin, a dependency)."""
+    job = random_job(rng, n, now)
+    roll = rng.random()
+    if roll < 0.02:
+        return replace(job, exclusive=True)
+    if roll < 0.04:
+        return replace(job, user_hold=True)
+    if roll < 0.06:
+        return replace(job, begin=now + rng.choice([-60.0, 600.0]))
+    if roll < 0.08 and n:
+        return replace(job, dependency=f"afterany:j{rng.randrange(n)}")
+    return job
+
+
+@pytest.mark.parametrize("name", ["fifo-easy", "multifactor", "gqa", "sjf", "gqa-predictions"])
+@pytest.mark.parametrize("seed", range(5))
+def test_a_pass_over_a_long_queue_reads_only_what_may_fit_and_decides_as_an_explained_pass(name, seed, monkeypatch):
+    """Hundreds waiting on a busy cluster: once a list passes over a few jobs in a row, a pass that
+    explains nothing reads only the jobs that may still fit after them (and the held, gated and
+    exclusive ones). Set to jump after 2 and whatever the candidates' share, so that it jumps
+    often, it must start, stop, hold and release what an explaining pass over a fresh snapshot does."""
+    monkeypatch.setattr(ranked_module, "SKIP_AFTER", 2)
+    monkeypatch.setattr(plan_module, "SKIP_SHARE", 1)
+    jumps = []
+    candidates = plan_module._candidates
+
+    def counted(index, capacity, left):
+        ask = candidates(index, capacity, left)
+        return lambda tier: (ids := ask(tier)) is not None and jumps.append(len(ids)) or ids
+    monkeypatch.setattr(plan_module, "_candidates", counted)
+    rng, policy = random.Random(seed), POLICIES[name]
+    index = QueueIndex(INVENTORY, policy)
+    now, n = 1_000.0, 0
+    for gpu in range(len(INVENTORY)):
+        if rng.random() < 0.85:
+            index.start(running(f"r{gpu}", gpus=(gpu,), started_at=now - 100.0,
+                                wall_time=rng.choice([300.0, 1_800.0, 7_200.0, 90_000.0])))
+    for _ in range(300):
+        index.add(_long_queue_job(rng, n, now))
+        n += 1
+    for _ in range(25):
+        snap = Snapshot(now=now, gpus=INVENTORY, pending=index.pending_view, running=index.running_view,
+                        policy=policy, usage={"vision": 5e4, "nlp": 1e3}, cpus=64)
+        quick, full = plan(snap, explain=False), plan(fresh(snap))
+        assert (quick.starts, quick.preempt, quick.hold, quick.release) == \
+            (full.starts, full.preempt, full.hold, full.release)
+        for start in quick.starts:
+            job = index.remove(start.job_id)
+            index.start(running(job.id, team=job.team, user=job.user, gpus=start.gpus, started_at=now,
+                                wall_time=start.wall_time or job.wall_time, tier=job.tier,
+                                exclusive=job.exclusive, submitted_at=job.submitted_at))
+        for run in list(index.running.values()):
+            if rng.random() < 0.1:
+                index.stop(run.id)
+        for _ in range(rng.choice([0, 5, 20])):
+            index.add(_long_queue_job(rng, n, now))
+            n += 1
+        now += rng.choice([0.0, 60.0, 900.0])
+    assert jumps   # the pass did read only the candidates, and some of those many times
+
+
+@pytest.mark.parametrize("name", ["fifo-easy", "multifactor"])
+def test_a_job_held_for_a_budget_no_longer_set_is_released_however_deep_in_the_queue(name):
+    """No team has a budget now, so a pass releases a job still held for one. A pass that explains
+    nothing would stop after the head (nothing else fits), so while a job is held it does not stop
+    early: it releases the job 2,000 places back, as an explaining pass does."""
+    inventory = gpus(8)
+    index = QueueIndex(inventory, POLICIES[name])
+    for i in range(6):
+        index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=1_000.0))
+    index.add(pending("head", gpus=8, submitted_at=0.0, wall_time=200.0))
+    for n in range(2_000):
+        index.add(pending(f"q{n}", gpus=4, submitted_at=1.0 + n, seq=n + 1, wall_time=300.0))
+    index.add(pending("held", gpus=4, submitted_at=5_000.0, seq=5_000, wall_time=300.0, held=True))
+    snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    assert plan(snap, explain=False).release == plan(fresh(snap)).release == ["held"]
+    index.replace(replace(index.pending["held"], held=False))   # released: the pass may stop early again
+    quick = plan(snap, explain=False)
+    assert quick.release == [] and len(quick.order) <= 2
 
 
 def test_changes_keep_the_books_a_pass_reads():
