@@ -117,14 +117,14 @@ class QueueIndex:
         self.running_view: LiveView[RunningJob] = LiveView(self, "running")
         # the pending side
         self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
-        # kind -> (shortest limit (_shortest_limit_of), job id), in order: what a pass may stop on
-        # (plan.Remaining), and which jobs of a kind could run within a span (within)
+        # (fit class, GPU count) -> shortest limits (_shortest_limit_of): what a pass may stop on (plan.Remaining)
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
+        # which pending jobs a pass may not pass over (plan._candidates), built when first asked (a pass
+        # asks only with a long queue to walk), then kept: SkipBooks
         self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
         self.held: set[str] = set()                          # pending jobs held for a budget
-        self.exclusive_waiting: set[str] = set()             # pending exclusive jobs
-        self.tier_count: Counter[int] = Counter()            # pending jobs per tier
+        self.books: SkipBooks | None = None
         self.kinds_known: dict[str, tuple[PendingJob, tuple]] = {}   # id -> (job, its kind and limit): pending_kind
         self.ranked = RankedJobs(policy, len(gpus))
         self.shortest_limit = _shortest_limit_of(policy)
@@ -172,11 +172,8 @@ class QueueIndex:
             # a snapshot read while a job changed may list it twice: it counts once, as its
             # latest listing says (a pass must not fail, or the queue stops)
             jobs = list(waiting.values())
-        index.gated = {job.id for job in jobs if gated(job)}
-        index.held = {job.id for job in jobs if job.held}
-        index.exclusive_waiting = {job.id for job in jobs if job.exclusive}
+        index.gated, index.held = _gated_and_held(jobs)
         index.sizes = Counter([job.gpus for job in jobs])
-        index.tier_count = Counter([job.tier for job in jobs])
         index.ranked.now = now
         # ranked and counted by kind only when a pass looks at a job: with no GPU free it does not
         index.unranked = jobs
@@ -191,19 +188,19 @@ class QueueIndex:
             self.limits = defaultdict(SortedList, {k: SortedList(limits) for k, limits in self._by_kind(jobs).items()})
             self.ranked.bulk_add(jobs)
 
-    def _by_kind(self, jobs: list[PendingJob]) -> dict[tuple, list[tuple[float, str]]]:
-        """Each kind's (shortest limit, job id)s. A pass that builds its index pays this for every
+    def _by_kind(self, jobs: list[PendingJob]) -> dict[tuple, list[float]]:
+        """Each kind's shortest limits. A pass that builds its index pays this for every
         pending job, so jobs are grouped by the fields a kind is made of, and each group's
         kind is worked out once, from its first job."""
-        fields: dict[tuple, tuple[PendingJob, list[tuple[float, str]]]] = {}
+        fields: dict[tuple, tuple[PendingJob, list[float]]] = {}
         shortest_limit = self.shortest_limit
         for job in jobs:
             key = (job.gpu_types, job.gpu_type, job.spot, job.gpus)
             group = fields.get(key)
             if group is None:
                 group = fields[key] = (job, [])
-            group[1].append((shortest_limit(job), job.id))
-        kinds: dict[tuple, list[tuple[float, str]]] = {}
+            group[1].append(shortest_limit(job))
+        kinds: dict[tuple, list[float]] = {}
         for first, limits in fields.values():
             kinds.setdefault(self.kind(first), []).extend(limits)
         return kinds
@@ -268,8 +265,7 @@ class QueueIndex:
         new = QueueIndex(self.gpus, self.policy)
         new.pending, new.running = dict(self.pending), dict(self.running)
         new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
-        new.held, new.exclusive_waiting = set(self.held), set(self.exclusive_waiting)
-        new.tier_count = Counter(self.tier_count)
+        new.held, new.books = set(self.held), self.books and self.books.copy()
         new.kinds_known = dict(self.kinds_known)
         new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
         new.free, new.free_in = dict(self.free), {pool: gpus.copy() for pool, gpus in self.free_in.items()}
@@ -296,14 +292,14 @@ class QueueIndex:
     def _note_pending(self, job: PendingJob) -> None:
         self.pending[job.id] = job
         self.sizes[job.gpus] += 1
-        self.tier_count[job.tier] += 1
-        self.limits[self.kind(job)].add((self.shortest_limit(job), job.id))
+        kind, limit = self.kind(job), self.shortest_limit(job)
+        self.limits[kind].add(limit)
+        if self.books is not None:
+            self.books.add(job, kind, limit)
         if gated(job):
             self.gated.add(job.id)
         if job.held:
             self.held.add(job.id)
-        if job.exclusive:
-            self.exclusive_waiting.add(job.id)
 
     def remove(self, job_id: str) -> PendingJob:
         self._rank()
@@ -312,13 +308,12 @@ class QueueIndex:
         self.sizes[job.gpus] -= 1
         if not self.sizes[job.gpus]:
             del self.sizes[job.gpus]
-        self.tier_count[job.tier] -= 1
-        if not self.tier_count[job.tier]:
-            del self.tier_count[job.tier]
-        self.limits[self.kind(job)].remove((self.shortest_limit(job), job.id))
+        kind, limit = self.kind(job), self.shortest_limit(job)
+        self.limits[kind].remove(limit)
+        if self.books is not None:
+            self.books.remove(job, kind, limit)
         self.gated.discard(job_id)
         self.held.discard(job_id)
-        self.exclusive_waiting.discard(job_id)
         self.kinds_known.pop(job_id, None)
         return job
 
@@ -329,8 +324,13 @@ class QueueIndex:
         was = self._replaced(job)
         self.ranked.remove(was)
         self.ranked.add(job)
-        self.limits[self.kind(was)].remove((self.shortest_limit(was), was.id))
-        self.limits[self.kind(job)].add((self.shortest_limit(job), job.id))
+        (old_kind, old_limit), (kind, limit) = (self.kind(was), self.shortest_limit(was)), \
+            (self.kind(job), self.shortest_limit(job))
+        self.limits[old_kind].remove(old_limit)
+        self.limits[kind].add(limit)
+        if self.books is not None:
+            self.books.remove(was, old_kind, old_limit)
+            self.books.add(job, kind, limit)
         self._note_kept(was, job)
         self.pending[job.id] = job
 
@@ -350,21 +350,14 @@ class QueueIndex:
             self.pending[job.id] = job
         now, self.ranked = self.ranked.now, RankedJobs(self.policy, len(self.gpus))
         self.ranked.now = now
-        self.unranked = list(self.pending.values())
+        self.unranked, self.books = list(self.pending.values()), None
 
     def _note_kept(self, was: PendingJob, job: PendingJob) -> None:
-        """What a replaced record may change: its tier, and whether it is held or exclusive."""
-        if was.tier == job.tier and was.held == job.held and was.exclusive == job.exclusive:
-            return   # most often: a new expected run time only
-        self.tier_count[was.tier] -= 1
-        if not self.tier_count[was.tier]:
-            del self.tier_count[was.tier]
-        self.tier_count[job.tier] += 1
-        for ids, has in ((self.held, job.held), (self.exclusive_waiting, job.exclusive)):
-            if has:
-                ids.add(job.id)
-            else:
-                ids.discard(job.id)
+        """Whether a replaced record is held for a budget."""
+        if job.held:
+            self.held.add(job.id)
+        elif was.held:
+            self.held.discard(job.id)
 
     def _replaced(self, job: PendingJob) -> PendingJob:
         """The pending record `job` replaces, if it may: the same size and gates (else the job's
@@ -500,18 +493,21 @@ class QueueIndex:
         """Pending jobs of a kind that could run within `limit` seconds (their shortest limits)."""
         self._rank()
         limits = self.limits.get(kind)
-        if not limits:
-            return 0
-        # (the next float above it, "") follows every (limit, id) entry within it, whatever the ids
-        return len(limits) if limit == math.inf else limits.bisect_left((math.nextafter(limit, math.inf), ""))
+        return limits.bisect_right(limit) if limits else 0
 
     def within(self, kind: tuple, limit: float) -> Iterator[str]:
         """The ids of the pending jobs of a kind that could run within `limit` seconds."""
-        self._rank()
-        limits = self.limits.get(kind)
-        if limits:
-            for _, job_id in limits.islice(0, self.count_within(kind, limit)):
+        ids = self.skip_books().by_limit.get(kind)
+        if ids:
+            for _, job_id in ids.islice(0, self.count_within(kind, limit)):
                 yield job_id
+
+    def skip_books(self) -> "SkipBooks":
+        """The books plan._candidates reads, built from the pending jobs when first asked."""
+        self._rank()
+        if self.books is None:
+            self.books = SkipBooks.of(self.pending.values(), self.kind, self.shortest_limit)
+        return self.books
 
     def teams_active(self) -> set[str]:
         waiting = {j.team for j in self.unranked} if self.unranked is not None else \
@@ -559,3 +555,55 @@ class QueueIndex:
     def gated_jobs(self) -> list[PendingJob]:
         """In queue order, as a fresh gate pass meets them."""
         return [job for job in self.pending.values() if job.id in self.gated] if self.gated else []
+
+
+def _gated_and_held(jobs: list[PendingJob]) -> tuple[set[str], set[str]]:
+    """The ids of the jobs the gate phase looks at, and of those held for a budget: one loop, as a
+    pass that builds its index pays this for every pending job."""
+    gates, holds = set(), set()
+    for job in jobs:
+        if job.dependency or job.user_hold or job.begin is not None:   # gated(job)
+            gates.add(job.id)
+        if job.held:
+            holds.add(job.id)
+    return gates, holds
+
+
+class SkipBooks:
+    """What a pass reads to list the jobs it may not pass over (plan._candidates): each kind's
+    (shortest limit, id) in order, the pending jobs per tier, the exclusive ones."""
+
+    def __init__(self) -> None:
+        self.by_limit: dict[tuple, SortedList] = defaultdict(SortedList)
+        self.tiers: Counter[int] = Counter()
+        self.exclusive: set[str] = set()
+
+    @classmethod
+    def of(cls, jobs: Iterable[PendingJob], kind_of, limit_of) -> "SkipBooks":
+        books, by_limit = cls(), defaultdict(list)
+        for job in jobs:
+            by_limit[kind_of(job)].append((limit_of(job), job.id))
+            books.tiers[job.tier] += 1
+            if job.exclusive:
+                books.exclusive.add(job.id)
+        books.by_limit.update({kind: SortedList(ids) for kind, ids in by_limit.items()})
+        return books
+
+    def copy(self) -> "SkipBooks":
+        new = SkipBooks()
+        new.by_limit.update({kind: ids.copy() for kind, ids in self.by_limit.items()})
+        new.tiers, new.exclusive = Counter(self.tiers), set(self.exclusive)
+        return new
+
+    def add(self, job: PendingJob, kind: tuple, limit: float) -> None:
+        self.by_limit[kind].add((limit, job.id))
+        self.tiers[job.tier] += 1
+        if job.exclusive:
+            self.exclusive.add(job.id)
+
+    def remove(self, job: PendingJob, kind: tuple, limit: float) -> None:
+        self.by_limit[kind].remove((limit, job.id))
+        self.tiers[job.tier] -= 1
+        if not self.tiers[job.tier]:
+            del self.tiers[job.tier]
+        self.exclusive.discard(job.id)

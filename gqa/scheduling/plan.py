@@ -166,11 +166,12 @@ def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining"):
     refused: set[tuple] = set()   # (tier, horizons' version) found with too many: so while they stand
 
     def candidates(tier: int) -> set[str] | None:
-        tiers = list(index.tier_count) if tier == FIFO_TIER else [tier]
+        books = index.skip_books()
+        tiers = list(books.tiers) if tier == FIFO_TIER else [tier]
         if not all(capacity.reserves_nothing_in(t) for t in tiers) or (tier, capacity.version()) in refused:
             return None
         spans, reaches = capacity.horizons(), {}
-        ids = index.gated | index.held | index.exclusive_waiting
+        ids = index.gated | index.held | books.exclusive
         count = len(ids)
         for kind in index.waiting_kinds():
             n = kind[2]
@@ -179,7 +180,7 @@ def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining"):
             if reach is not None:
                 reaches[kind] = reach
                 count += index.count_within(kind, reach)
-        if count * SKIP_SHARE > sum(index.tier_count[t] for t in tiers):
+        if count * SKIP_SHARE > sum(books.tiers[t] for t in tiers):
             refused.add((tier, capacity.version()))
             return None
         for kind, reach in reaches.items():

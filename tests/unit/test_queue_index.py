@@ -13,7 +13,7 @@ import pytest
 
 from gqa.scheduling import Gpu, Policy, Snapshot, plan
 from gqa.scheduling import ranked as ranked_module
-from gqa.scheduling.index import QueueIndex, index_of
+from gqa.scheduling.index import QueueIndex, SkipBooks, index_of
 from gqa.scheduling.ranked import LAZY_READS, in_order
 from gqa.scheduling.presets import preset
 from gqa.scheduling.slicing import next_change
@@ -186,6 +186,40 @@ def test_a_job_held_for_a_budget_no_longer_set_is_released_however_deep_in_the_q
     index.replace(replace(index.pending["held"], held=False))   # released: the pass may stop early again
     quick = plan(snap, explain=False)
     assert quick.release == [] and len(quick.order) <= 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_skip_books_kept_through_changes_are_those_a_build_makes(seed):
+    """Once a pass has asked for them, the books of which jobs may fit are kept through every add,
+    removal, replacement (one, or many at once) and copy, and stay what building them afresh from
+    the pending jobs gives; a rebuild of the ranking drops them, to be built again when asked."""
+    rng, index = random.Random(seed), QueueIndex(INVENTORY, POLICIES["gqa"])
+    now, n = 1_000.0, 0
+    for _ in range(40):
+        index.add(_long_queue_job(rng, n, now))
+        n += 1
+    index.skip_books()
+    for _ in range(200):
+        roll = rng.random()
+        if roll < 0.4 or not index.pending:
+            index.add(_long_queue_job(rng, n, now))
+            n += 1
+        elif roll < 0.7:
+            index.remove(rng.choice(list(index.pending)))
+        elif roll < 0.9:
+            job = index.pending[rng.choice(list(index.pending))]
+            index.replace(replace(job, tier=rng.choice([0, 1, 2]), wall_time=rng.choice([None, 600.0, 86_400.0]),
+                                  held=rng.random() < 0.2))
+        elif roll < 0.95:
+            index = index.copy()
+        else:
+            index.replace_many([replace(job, expected_runtime=60.0) for job in list(index.pending.values())[:5]])
+        books = index.skip_books()
+        fresh_books = SkipBooks.of(index.pending.values(), index.kind, index.shortest_limit)
+        assert {k: list(v) for k, v in books.by_limit.items() if v} == \
+            {k: list(v) for k, v in fresh_books.by_limit.items() if v}
+        assert (+books.tiers, books.exclusive) == (fresh_books.tiers, fresh_books.exclusive)
+        assert index.held == {job.id for job in index.pending.values() if job.held}
 
 
 def test_changes_keep_the_books_a_pass_reads():
