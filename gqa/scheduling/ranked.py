@@ -325,25 +325,26 @@ class RankedJobs:
         skips = Skips(self, tier, candidates) if candidates is not None else None
         for team in set(self.young.get(tier, ())) | set(self.old.get(tier, ())):
             young, old = self.young.get(tier, {}).get(team), self.old.get(tier, {}).get(team)
-            streams = [self._at_now(entries, passed_over, skips.of(is_old, team) if skips else None)
+            streams = [self._at_now(entries, passed_over, skips, (is_old, team))
                        for is_old, entries in ((True, old), (False, young)) if entries]
             out[team] = heapq.merge(*streams) if len(streams) == 2 else \
                 streams[0] if streams else iter(())
         return out
 
     def _at_now(self, entries, passed_over: Callable[[PendingJob], bool] | None,
-                skip: Callable[[], list | None] | None = None) -> Iterator[tuple]:
-        for entry in self._unpassed(entries, passed_over, skip) if passed_over is not None else in_order(entries):
+                skips: "Skips | None" = None, place: tuple[bool, str] = (False, "")) -> Iterator[tuple]:
+        for entry in self._unpassed(entries, passed_over, skips, place) if passed_over is not None \
+                else in_order(entries):
             job = entry[-1]
             factors = self.factors(job)
             yield (-self.score(factors), job.submitted_at, job.seq, job.id, job, factors)
 
     @staticmethod
-    def _unpassed(entries, passed_over: Callable[[PendingJob], bool],
-                  skip: Callable[[], list | None] | None) -> Iterator[tuple]:
+    def _unpassed(entries, passed_over: Callable[[PendingJob], bool], skips: "Skips | None",
+                  place: tuple[bool, str]) -> Iterator[tuple]:
         """A list's entries in order but those `passed_over`; after SKIP_AFTER passed over in a row,
-        only the entries `skip()` lists after the last one read, where it lists any (else it asks
-        again after twice as long a run)."""
+        only the entries `skips` lists for it (its place: old?, team) after the last one read, where it
+        lists any (else it asks again after twice as long a run)."""
         run, needed, source = 0, SKIP_AFTER, in_order(entries)
         while True:
             for entry in source:
@@ -352,10 +353,10 @@ class RankedJobs:
                     yield entry
                     continue
                 run += 1
-                if run == needed and skip is not None:
-                    rest = skip()
+                if run == needed and skips is not None:
+                    rest = skips.entries(place)
                     if rest is not None:
-                        source, skip = iter(rest[bisect.bisect_right(rest, entry):]), None
+                        source, skips = iter(rest[bisect.bisect_right(rest, entry):]), None
                         break
                     run, needed = 0, 2 * needed   # not now (too many may fit, or no reservation yet): later
             else:
@@ -389,7 +390,7 @@ class RankedJobs:
                     for entry in in_order(slot):
                         yield entry[-1]
                     continue
-                for entry in self._unpassed(slot, passed_over, skips.of(False, team) if skips else None):
+                for entry in self._unpassed(slot, passed_over, skips, (False, team)):
                     yield entry[-1]
 
 
@@ -403,19 +404,17 @@ class Skips:
         self.ranked, self.tier, self.candidates = ranked, tier, candidates
         self.lists: dict[tuple[bool, str], list] | None = None   # (old?, team) -> sorted entries
 
-    def of(self, old: bool, team: str) -> Callable[[], list | None]:
-        return lambda: self._entries(old, team)
-
-    def _entries(self, old: bool, team: str) -> list | None:
+    def entries(self, place: tuple[bool, str]) -> list | None:
+        """The candidates in the list at `place` (old?, team), sorted; None: none known yet."""
         if self.lists is None:
             ids = self.candidates(self.tier)
             if ids is None:
                 return None
             places, lists = self.ranked._places(), defaultdict(list)
             for job_id in ids:
-                place = places[job_id]
-                lists[(place[0], place[2])].append(place[3])
+                old, _, team, entry = places[job_id]
+                lists[(old, team)].append(entry)
             for entries in lists.values():
                 entries.sort()
             self.lists = lists
-        return self.lists.get((old, team), [])
+        return self.lists.get(place, [])
