@@ -82,7 +82,8 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
                    targets: set[str] | None = None, max_passes: int = 10_000, max_stops: int = MAX_STOPS,
                    most: int | None = None, runtimes: Mapping[str, float] | None = None) -> dict[str, float | None]:
     """Predicted start time of each pending job (or of `targets` only, which
-    can stop the replay early), in predicted start order. `shares`: per team,
+    can stop the replay early), in predicted start order: its first start in
+    the replay, which a later preemption does not move. `shares`: per team,
     the mean share of their limits its runs use (mean_share). `most`: stop
     once that many starts are told (the rest None), as Slurm's backfill tests
     a bounded number of jobs. `max_stops`: the preemptions the replay makes
@@ -125,7 +126,7 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
         for start in decision.starts:
             job = index.remove(start.job_id)
             if job.id in wanted:
-                starts[job.id] = now
+                starts.setdefault(job.id, now)   # when it starts: a stop and a later restart do not move it
             began[job.id] = job
             run = _as_running(job, start.gpus, now, start.wall_time)
             if start.wall_time and job.wall_time != start.wall_time:

@@ -242,7 +242,7 @@ def replayed_afresh(snap, max_stops):
         for start in decision.starts:
             job = began[start.job_id] = waiting.pop(start.job_id)
             if job.id in asked_for:
-                starts[job.id] = now
+                starts.setdefault(job.id, now)   # its first start: what a submitter is told
             running[job.id] = run = eta._as_running(job, start.gpus, now, start.wall_time)
             ends = sorted(ends + [(eta._expected_end(run, {}), job.id, attempt.get(job.id, 0))])
         if not waiting:
