@@ -65,7 +65,10 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         if job.user_hold and not job.held and job.id in gated.waiting and job.id not in gated.never:
             out.hold[job.id] = gated.waiting[job.id]
     passed_over = _passed_over(gated.waiting, capacity, preemptor, left) if may_stop else None
-    ordered = ranking.ordered(passed_over, _candidates(index, capacity, left) if passed_over and
+    # the candidates' books pay for themselves over the passes of an index kept between them (the
+    # replay's, the ETA's); one built for this pass alone (a dispatcher reading its queue afresh) walks
+    kept = index_of(snap.pending, snap.running) is index
+    ordered = ranking.ordered(passed_over, _candidates(index, capacity, left) if passed_over and kept and
                               not preemptor.enabled else None)
     while True:
         if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily

@@ -354,6 +354,29 @@ def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_withou
     assert full.starts == quick.starts and len(full.order) == 3_002 and full.order[-1] == "small"
 
 
+def test_only_an_index_kept_between_passes_builds_the_books_of_what_may_fit(monkeypatch):
+    """The books cost a pass over all pending jobs: a kept index (the replay's, the ETA's) builds them
+    once for many passes; a pass over a snapshot indexed for it alone (a dispatcher's) walks instead.
+    Both start the one small job deep in the queue."""
+    built = []
+    of = SkipBooks.of
+    monkeypatch.setattr(SkipBooks, "of", classmethod(lambda cls, *a: built.append(1) or of(*a)))
+    inventory = gpus(8)
+    index = QueueIndex(inventory, Policy())
+    for i in range(6):
+        index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=1_000.0))
+    index.add(pending("head", gpus=8, submitted_at=0.0, wall_time=200.0))
+    for n in range(3_000):
+        index.add(pending(f"q{n}", gpus=4, submitted_at=1.0 + n, seq=n + 1, wall_time=300.0))
+    index.add(pending("small", gpus=1, submitted_at=5_000.0, seq=5_000, wall_time=600.0))
+    snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    assert [s.job_id for s in plan(fresh(snap), explain=False).starts] == ["small"] and built == []
+    assert [s.job_id for s in plan(snap, explain=False).starts] == ["small"] and built == [1]
+    plan(snap, explain=False)
+    assert built == [1]   # kept with the index
+
+
 def test_a_pass_stops_when_free_gpus_are_only_in_pools_the_queue_may_not_use():
     """Spot GPUs stand free while every waiting job runs on demand only, which is full: nothing
     can start, and the pass says so after looking at one job, not the whole queue."""
