@@ -325,14 +325,9 @@ def test_a_pass_that_explains_nothing_looks_at_a_few_jobs_however_long_the_queue
     assert len(plan(snap).order) == queued + 1   # explaining, it looks at every job
 
 
-@pytest.mark.parametrize("policy", [Policy(), Policy(ordering="fifo", backfill=True), Policy(slice_tiers=(2,))],
-                         ids=["multifactor", "fifo-easy", "slicing-another-tier"])
-def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_without_scoring_the_rest(policy):
-    """2 GPUs free; the head (8 GPUs) reserves all 8; 3,000 jobs of 4 GPUs behind it can neither
-    start nor reserve; the one 1-GPU job short enough to run before the reservation, ranked last
-    (the youngest, smallest and longest), starts. The jobs between decide nothing: the ranking
-    passes over them unscored and unlisted, and the pass decides what an explaining pass does.
-    So too where time slicing preempts in a tier these jobs are not in: it cannot help them."""
+def _small_job_deep_in_the_queue(policy: Policy) -> tuple[QueueIndex, Snapshot]:
+    """6 of 8 GPUs busy until 1,000 s; the head (8 GPUs) reserves them all from then; 3,000 jobs of 4
+    GPUs behind it; last, one 1-GPU job short enough to run on a free GPU before the reservation."""
     inventory = gpus(8)
     index = QueueIndex(inventory, policy)
     for i in range(6):
@@ -341,8 +336,19 @@ def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_withou
     for n in range(3_000):
         index.add(pending(f"q{n}", gpus=4, submitted_at=1.0 + n, seq=n + 1, wall_time=300.0))
     index.add(pending("small", gpus=1, submitted_at=5_000.0, seq=5_000, wall_time=600.0))
-    snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
-                    policy=index.policy)
+    return index, Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
+                           policy=index.policy)
+
+
+@pytest.mark.parametrize("policy", [Policy(), Policy(ordering="fifo", backfill=True), Policy(slice_tiers=(2,))],
+                         ids=["multifactor", "fifo-easy", "slicing-another-tier"])
+def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_without_scoring_the_rest(policy):
+    """2 GPUs free; the head (8 GPUs) reserves all 8; 3,000 jobs of 4 GPUs behind it can neither
+    start nor reserve; the one 1-GPU job short enough to run before the reservation, ranked last
+    (the youngest, smallest and longest), starts. The jobs between decide nothing: the ranking
+    passes over them unscored and unlisted, and the pass decides what an explaining pass does.
+    So too where time slicing preempts in a tier these jobs are not in: it cannot help them."""
+    index, snap = _small_job_deep_in_the_queue(policy)
     scored = []
     factors = index.ranked.factors
     index.ranked.factors = lambda job: scored.append(job.id) or factors(job)   # type: ignore[method-assign]
@@ -361,16 +367,7 @@ def test_only_an_index_kept_between_passes_builds_the_books_of_what_may_fit(monk
     built = []
     of = SkipBooks.of
     monkeypatch.setattr(SkipBooks, "of", classmethod(lambda cls, *a: built.append(1) or of(*a)))
-    inventory = gpus(8)
-    index = QueueIndex(inventory, Policy())
-    for i in range(6):
-        index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=1_000.0))
-    index.add(pending("head", gpus=8, submitted_at=0.0, wall_time=200.0))
-    for n in range(3_000):
-        index.add(pending(f"q{n}", gpus=4, submitted_at=1.0 + n, seq=n + 1, wall_time=300.0))
-    index.add(pending("small", gpus=1, submitted_at=5_000.0, seq=5_000, wall_time=600.0))
-    snap = Snapshot(now=10.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
-                    policy=index.policy)
+    index, snap = _small_job_deep_in_the_queue(Policy())
     assert [s.job_id for s in plan(fresh(snap), explain=False).starts] == ["small"] and built == []
     assert [s.job_id for s in plan(snap, explain=False).starts] == ["small"] and built == [1]
     plan(snap, explain=False)
