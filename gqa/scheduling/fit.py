@@ -156,7 +156,7 @@ class Capacity:
     def reserves_nothing_for(self, job: PendingJob, tier: int) -> bool:
         """Whether `blocked` holds nothing back for the job: its tier has had its reservation and
         none is left (an exclusive job and FIFO without backfill always hold something)."""
-        return self.backfill and self.depth_left <= 0 and tier in self.tiers_reserved and not job.exclusive
+        return self.reserves_nothing_in(tier) and not job.exclusive
 
     def reserves_nothing_in(self, tier: int) -> bool:
         """Whether `blocked` holds nothing back for any job of the tier that is not exclusive."""

@@ -105,7 +105,6 @@ def _no_cycle_collection():
             gc.enable()
 
 
-
 class QueueIndex:
     def __init__(self, gpus: tuple[Gpu, ...], policy: Policy):
         self.gpus, self.policy = gpus, policy
@@ -119,11 +118,11 @@ class QueueIndex:
         self.sizes: Counter[int] = Counter()                 # GPU counts of pending jobs
         # (fit class, GPU count) -> shortest limits (_shortest_limit_of): what a pass may stop on (plan.Remaining)
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
-        # which pending jobs a pass may not pass over (plan._candidates), built when first asked (a pass
-        # asks only with a long queue to walk), then kept: SkipBooks
         self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
         self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
         self.held: set[str] = set()                          # pending jobs held for a budget
+        # which pending jobs a pass may not pass over (plan._candidates): built when a pass over a kept
+        # index first asks (it asks only with a long queue to walk), then kept
         self.books: SkipBooks | None = None
         self.kinds_known: dict[str, tuple[PendingJob, tuple]] = {}   # id -> (job, its kind and limit): pending_kind
         self.ranked = RankedJobs(policy, len(gpus))
@@ -562,7 +561,7 @@ def _gated_and_held(jobs: list[PendingJob]) -> tuple[set[str], set[str]]:
     pass that builds its index pays this for every pending job."""
     gates, holds = set(), set()
     for job in jobs:
-        if job.dependency or job.user_hold or job.begin is not None:   # gated(job)
+        if gated(job):
             gates.add(job.id)
         if job.held:
             holds.add(job.id)

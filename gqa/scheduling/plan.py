@@ -173,13 +173,11 @@ def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining"):
         tiers = list(books.tiers) if tier == FIFO_TIER else [tier]
         if not all(capacity.reserves_nothing_in(t) for t in tiers) or (tier, capacity.version()) in refused:
             return None
-        spans, reaches = capacity.horizons(), {}
+        reaches = {}
         ids = index.gated | index.held | books.exclusive
         count = len(ids)
         for kind in index.waiting_kinds():
-            n = kind[2]
-            reach = max((spans[p][n - 1] for p in left.pools_for(kind, spans) if len(spans[p]) >= n),
-                        default=None) if n else INF
+            reach = left.reach(kind)
             if reach is not None:
                 reaches[kind] = reach
                 count += index.count_within(kind, reach)
@@ -247,10 +245,19 @@ class Remaining:
             self.fits = (version, {})
         fits = self.fits[1].get(kind_limit)   # jobs of a kind share few limits: asked once per horizons
         if fits is None:
-            (kind, limit), spans, n = kind_limit, self.capacity.horizons(), job.gpus
-            fits = self.fits[1][kind_limit] = any(
-                len(spans[pool]) >= n and spans[pool][n - 1] >= limit for pool in self.pools_for(kind, spans))
+            reach = self.reach(kind_limit[0])
+            fits = self.fits[1][kind_limit] = reach is not None and kind_limit[1] <= reach
         return fits
+
+    def reach(self, kind: tuple) -> float | None:
+        """The longest a job of this kind could run if it started now: its n-th freest GPU's span in the
+        best pool open to it, before a reservation needs it (inf for a CPU-only kind); None: no pool
+        has n GPUs free."""
+        n = kind[2]
+        if not n:
+            return INF
+        spans = self.capacity.horizons()
+        return max((spans[p][n - 1] for p in self.pools_for(kind, spans) if len(spans[p]) >= n), default=None)
 
     def pools_for(self, kind: tuple, spans) -> list:
         pools = self.pools_of.get(kind)
