@@ -37,6 +37,7 @@ from .horizon import PREDICTIONS, counted_run
 from .index import QueueIndex
 from .inventory import pool_rounds, spot_first, tables
 from .ledger import Ledger
+from .slicing import slicing_tiers
 from .snapshot import PendingJob, Snapshot
 
 INF = float("inf")
@@ -62,6 +63,7 @@ class Capacity:
         self.held_types: dict[str | None, str] = {}               # without backfill: type -> blocking job
         self.depth_left = snap.policy.reservation_depth
         self.tiers_reserved: set[int] = set()
+        self.sliced_tiers = slicing_tiers(snap.policy)   # reserve nothing: their jobs get GPUs by preempting
         self.machine_booked: tuple[float, str] | None = None     # (held from, job): an exclusive job's reservation
         self.machine_held: str | None = None                       # without backfill: exclusive job first in line
         self.cpu_ends: list[float] = list(index.cpu_only_ends.values())   # CPU-only jobs' ends
@@ -159,8 +161,9 @@ class Capacity:
         return self.reserves_nothing_in(tier) and not job.exclusive
 
     def reserves_nothing_in(self, tier: int) -> bool:
-        """Whether `blocked` holds nothing back for any job of the tier that is not exclusive."""
-        return self.backfill and self.depth_left <= 0 and tier in self.tiers_reserved
+        """Whether `blocked` holds nothing back for any job of the tier that is not exclusive: a
+        time-sliced tier never does, any other once it has had its reservation and none is left."""
+        return self.backfill and (tier in self.sliced_tiers or (self.depth_left <= 0 and tier in self.tiers_reserved))
 
     # -- the free GPUs of a pool, as this pass has changed them ---------------------------
     def _free_count(self, pool: Pool) -> int:
@@ -324,7 +327,10 @@ class Capacity:
             self.taken_in[self.pool_of[index]] += 1
 
     def blocked(self, job: PendingJob, tier: int) -> float | None:
-        """Hold capacity for a job that does not fit; the reserved start, if one was made."""
+        """Hold capacity for a job that does not fit; the reserved start, if one was made. Time slicing
+        holds nothing for its tiers' jobs (slicing.py): they get GPUs by preempting instead."""
+        if tier in self.sliced_tiers:
+            return None
         if self.reserves_nothing_for(job, tier):
             return None   # no reservation left for it (checked first: the cheap answer for a long queue)
         if not self._could_ever_fit(job):

@@ -68,8 +68,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     # the candidates' books pay for themselves over the passes of an index kept between them (the
     # replay's, the ETA's); one built for this pass alone (a dispatcher reading its queue afresh) walks
     kept = index_of(snap.pending, snap.running) is index
-    ordered = ranking.ordered(passed_over, _candidates(index, capacity, left) if passed_over and kept and
-                              not preemptor.enabled else None)
+    ordered = ranking.ordered(passed_over, _candidates(index, capacity, left) if passed_over and kept else None)
     while True:
         if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
@@ -116,8 +115,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 out.preempt += victims
                 capacity.hold(counted)
             out.waiting[job.id] = shortfall
-            # time slicing reserves nothing (slicing.py): its jobs get GPUs by preempting instead
-            start = None if job.tier in preemptor.slicing else capacity.blocked(job, job.tier)
+            start = capacity.blocked(job, job.tier)
             if start is not None:
                 out.reserved[job.id] = start
             continue
@@ -158,14 +156,18 @@ def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor
 
 
 def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining"):
-    """For a pass that explains nothing and stops no job: the ids of a tier's jobs (every tier's,
-    for FIFO_TIER) that `_passed_over` may not pass over now: held, gated and exclusive jobs, and
-    those of a kind with n GPUs free in a pool open to it for their shortest limit. Its test only
-    grows more true within a pass, so these are a superset of the jobs it will not pass over later
-    in the pass. None where that would not spare a walk: a tier without its reservation yet (it
-    passes over none there), or where these are more than 1 in SKIP_SHARE of the tier's jobs (a
-    walk meets one soon). With tens of thousands waiting and a few of them able to fit, the
-    ranking reads these instead of passing the rest one by one."""
+    """For a pass that explains nothing: the ids of a tier's jobs (every tier's, for FIFO_TIER) that
+    `_passed_over` may not pass over now, bar those preemption may help: held, gated and exclusive
+    jobs, and those of a kind with n GPUs free in a pool open to it for their shortest limit. Its
+    test only grows more true within a pass, so after a job it passed over, these are a superset of
+    the jobs of its list it will not pass over later in the pass. Preemption need not be counted:
+    where it may help one job but not another, they are a time-sliced tier's jobs that have not had
+    their slice and one that has (the rest of Preemptor.may_help holds for every job or none), and
+    in a list those that have had it rank after every one that has not (ranked.py). None where
+    that would not spare a walk: a tier without its reservation yet (it passes over none there),
+    or where these are more than 1 in SKIP_SHARE of the tier's jobs (a walk meets one soon). With
+    tens of thousands waiting and a few of them able to fit, the ranking reads these instead of
+    passing the rest one by one."""
     refused: set[tuple] = set()   # (tier, horizons' version) found with too many: so while they stand
 
     def candidates(tier: int) -> set[str] | None:

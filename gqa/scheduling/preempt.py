@@ -37,6 +37,7 @@ class Preemptor:
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
         self.chosen: set[str] = set()
         self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
+        self.demoted: dict[str, bool] = {}   # job -> demoted now: asked of each job several times a pass
         if not self.enabled:
             return
         self.pool_of = index.pool_of   # GPU index -> pool (type, spot)
@@ -60,7 +61,13 @@ class Preemptor:
         nothing and has no GPU left for anything stops when it cannot (plan.py). Only time
         slicing is asked: jobs it may stop, in this job's tier if it is not demoted, or below."""
         below, own = self._slices_from(job.tier)
-        return below or (own and not demoted(job, self.policy, self.slicing, self.now))
+        return below or (own and not self._demoted(job))
+
+    def _demoted(self, job: PendingJob) -> bool:
+        known = self.demoted.get(job.id)
+        if known is None:
+            known = self.demoted[job.id] = demoted(job, self.policy, self.slicing, self.now)
+        return known
 
     def _slices_from(self, tier: int) -> tuple[bool, bool]:
         """Whether slicing may stop a job of a tier below `tier`, and of `tier` itself: fixed within a
@@ -75,12 +82,13 @@ class Preemptor:
 
     def may_help(self, job: PendingJob, tier: int) -> bool:
         """Whether `victims_for` might find room for the job (False: it surely returns None): only
-        with jobs of preemptible tiers running, GPUs on their way back, or slices its tier may take."""
+        with jobs of preemptible tiers running, GPUs on their way back, or, if it has not had its
+        slice, a running job of its tier that slicing may stop."""
         if not self.enabled:
             return False
         if self.candidates or any(self.stopping.values()):
             return True
-        return tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
+        return tier in self.slicing and self._slices_from(tier)[1] and not self._demoted(job)
 
     def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str, list[int]] | None:
         """Jobs to stop so `job` can start, a reason, and the free GPUs it counts on beside theirs,
@@ -90,7 +98,7 @@ class Preemptor:
         if not self.may_help(job, tier):
             return None
         best = None
-        slices = tier in self.slicing and not demoted(job, self.policy, self.slicing, self.now)
+        slices = tier in self.slicing and not self._demoted(job)
         pools = sorted({p for r in pools_for(job, self.all_pools, self.policy) for p in r})
         short = (tier, slices, tuple(pools))
         if job.gpus >= self.short.get(short, job.gpus + 1):

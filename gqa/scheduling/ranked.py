@@ -344,7 +344,8 @@ class RankedJobs:
                   place: tuple[bool, str]) -> Iterator[tuple]:
         """A list's entries in order but those `passed_over`; after SKIP_AFTER passed over in a row,
         only the entries `skips` lists for it (its place: old?, team) after the last one read, where it
-        lists any (else it asks again after twice as long a run)."""
+        lists any (else it asks again after twice as long a run). Once another list of the tier has
+        had them in this pass, after the first passed over: asking again costs nothing."""
         run, needed, source = 0, SKIP_AFTER, in_order(entries)
         while True:
             for entry in source:
@@ -353,7 +354,7 @@ class RankedJobs:
                     yield entry
                     continue
                 run += 1
-                if run == needed and skips is not None:
+                if skips is not None and (run == needed or skips.lists is not None):
                     rest = skips.entries(place)
                     if rest is not None:
                         source, skips = iter(rest[bisect.bisect_right(rest, entry):]), None

@@ -120,7 +120,7 @@ def _long_queue_job(rng: random.Random, n: int, now: float):
     return job
 
 
-@pytest.mark.parametrize("name", ["fifo-easy", "multifactor", "gqa", "sjf", "gqa-predictions"])
+@pytest.mark.parametrize("name", ["fifo-easy", "multifactor", "gqa", "sjf", "gqa-predictions", "gqa-slice"])
 @pytest.mark.parametrize("seed", range(5))
 def test_a_pass_over_a_long_queue_reads_only_what_may_fit_and_decides_as_an_explained_pass(name, seed, monkeypatch):
     """Hundreds waiting on a busy cluster: once a list passes over a few jobs in a row, a pass that
@@ -358,6 +358,32 @@ def test_a_pass_that_explains_nothing_finds_a_small_job_deep_in_the_queue_withou
     assert len(scored) <= 3                  # the head, the first job behind it (read ahead), the small one
     full = plan(fresh(snap))
     assert full.starts == quick.starts and len(full.order) == 3_002 and full.order[-1] == "small"
+
+
+def test_a_pass_that_explains_nothing_reads_past_a_time_sliced_tiers_demoted_jobs():
+    """Time slicing in the queue's own tier, which reserves nothing: 2 of 8 GPUs free, and no running
+    job has had its slice yet. A fresh 4-GPU job cannot start or stop one; 3,000 demoted 4-GPU jobs
+    behind it cannot either; last, a demoted 1-GPU job fits the free GPUs. The pass passes over the
+    4-GPU jobs unscored and unlisted, reads only what may fit once it has passed over a run of
+    them, and starts what an explaining pass starts."""
+    inventory = gpus(8)
+    index = QueueIndex(inventory, Policy(slice_tiers=(1,)))
+    for i in range(6):
+        index.start(running(f"r{i}", gpus=(i,), started_at=0.0, wall_time=86_400.0))
+    index.add(pending("fresh", gpus=4, submitted_at=0.0, wall_time=3_600.0))
+    for n in range(3_000):   # 5,000 s run each: demoted until 85,000 s after submission
+        index.add(pending(f"q{n}", gpus=4, submitted_at=n * 0.3, seq=n + 1, wall_time=3_600.0, served=20_000.0))
+    index.add(pending("small", gpus=1, submitted_at=950.0, seq=5_000, wall_time=7_200.0, served=4_000.0))
+    snap = Snapshot(now=1_000.0, gpus=inventory, pending=index.pending_view, running=index.running_view,
+                    policy=index.policy)
+    scored = []
+    factors = index.ranked.factors
+    index.ranked.factors = lambda job: scored.append(job.id) or factors(job)   # type: ignore[method-assign]
+    quick = plan(snap, explain=False)
+    assert [s.job_id for s in quick.starts] == ["small"] and quick.preempt == [] and quick.order == ["small"]
+    assert len(scored) <= 3
+    full = plan(fresh(snap))
+    assert full.starts == quick.starts and full.preempt == [] and len(full.order) == 3_002
 
 
 def test_only_an_index_kept_between_passes_builds_the_books_of_what_may_fit(monkeypatch):
