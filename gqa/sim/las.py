@@ -37,6 +37,8 @@ from bisect import bisect_left, insort
 from collections import Counter
 from dataclasses import dataclass
 
+from sortedcontainers import SortedList
+
 from .engine import Outcome, SimResult
 from .workload import Workload
 
@@ -49,6 +51,7 @@ STARVE = 16.0
 RESTART = 60.0       # seconds a resumed job spends on its GPUs before doing new work
 
 END, DEMOTE, PROMOTE = 0, 1, 2   # event kinds; at one moment ends come first
+STALE_KEPT = 4096    # stale events the heap may hold before they are dropped (once they are half of it)
 
 
 @dataclass(slots=True)
@@ -65,6 +68,7 @@ class _Job:
     since: float = 0.0          # when it last started or stopped
     overhead: float = 0.0       # of the running attempt
     stint: int = 0              # bumped at every start and stop: older events are stale
+    queued: int = 0             # its events in the heap of this stint
     running: bool = False
 
     def level(self) -> int:
@@ -96,11 +100,13 @@ class _Las:
         self.result = SimResult(policy=name, gpus=gpus, outcomes=self.out)
         if self.sim:
             self.result.arrival_window = (self.sim[0].submit, self.sim[-1].submit)
-        self.pending: list[tuple] = []     # keys, in priority order
+        # keys, in priority order: with tens of thousands waiting, a list's insert moves them all
+        self.pending: SortedList = SortedList()
         self.running: list[tuple] = []     # keys, in priority order
         self.sizes: Counter[int] = Counter()           # GPU counts of waiting jobs
         self.running_gpus = [0] * levels               # per level (tier x 2 + queue)
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job, stint)
+        self.stale = 0   # events in the heap of an earlier stint: dropped in one go once they are half of it
 
     # -- the loop ----------------------------------------------------------------
     def run(self) -> SimResult:
@@ -116,7 +122,9 @@ class _Las:
                 _, kind, index, stint = heapq.heappop(events)
                 job = self.jobs[index]
                 if job.stint != stint:
+                    self.stale -= 1
                     continue
+                job.queued -= 1
                 if kind == END:
                     self._finish(job, now)
                     changed = True
@@ -132,7 +140,28 @@ class _Las:
                 i += 1
             if changed and self.pending:
                 self._pass(now)
+            if self.stale > STALE_KEPT and 2 * self.stale > len(events):
+                self._drop_stale()
         return self.result
+
+    def _drop_stale(self) -> None:
+        """The heap without its stale events: a preempted job's end stays in it until its time, so
+        under heavy preemption most of a heap is stale and every push and pop pays for it. The live
+        events keep their order (each is a distinct tuple), so nothing else changes."""
+        jobs = self.jobs
+        self.events[:] = [event for event in self.events if jobs[event[2]].stint == event[3]]
+        heapq.heapify(self.events)
+        self.stale = 0
+
+    def _push(self, at: float, kind: int, job: _Job) -> None:
+        heapq.heappush(self.events, (at, kind, job.index, job.stint))
+        job.queued += 1
+
+    def _next_stint(self, job: _Job) -> None:
+        """A start or a stop: the job's events in the heap are stale."""
+        job.stint += 1
+        self.stale += job.queued
+        job.queued = 0
 
     def _may_start(self, job: _Job) -> bool:
         """A waiting job fits what is free, or is above some running job."""
@@ -202,11 +231,10 @@ class _Las:
     # -- transitions ---------------------------------------------------------------
     def _wait(self, job: _Job, now: float) -> None:
         job.since = now
-        insort(self.pending, job.key())
+        self.pending.add(job.key())
         self.sizes[job.gpus] += 1
         if job.queue and self.starve > 0:
-            heapq.heappush(self.events, (now + max(0.0, self.starve * job.served - job.waited), PROMOTE,
-                                         job.index, job.stint))
+            self._push(now + max(0.0, self.starve * job.served - job.waited), PROMOTE, job)
 
     def _start(self, job: _Job, now: float) -> None:
         self.sizes[job.gpus] -= 1
@@ -220,22 +248,22 @@ class _Las:
         if out.start is None:
             out.start = now
         job.running, job.since = True, now
-        job.stint += 1
+        self._next_stint(job)
         self.free -= job.gpus
         self.running_gpus[job.level()] += job.gpus
         insort(self.running, job.key())
-        heapq.heappush(self.events, (now + job.overhead + job.left, END, job.index, job.stint))
+        self._push(now + job.overhead + job.left, END, job)
         if job.queue == 0:
             crosses = now + job.overhead + self.threshold / job.gpus - job.served
             if crosses < now + job.overhead + job.left:
-                heapq.heappush(self.events, (crosses, DEMOTE, job.index, job.stint))
+                self._push(crosses, DEMOTE, job)
 
     def _stop(self, job: _Job, now: float) -> None:
         """Ends the running attempt (its work kept), and books it; the job waits again."""
         self._off(job, now)
         job.left -= max(0.0, now - job.since - job.overhead)
         job.since = now
-        job.stint += 1
+        self._next_stint(job)
         self._wait(job, now)
 
     def _off(self, job: _Job, now: float) -> None:
@@ -256,7 +284,7 @@ class _Las:
 
     def _finish(self, job: _Job, now: float) -> None:
         self._off(job, now)
-        job.stint += 1
+        self._next_stint(job)
         out = self.out[job.index]
         out.end = now
         out.timed_out = out.duration > out.wall_time
@@ -271,7 +299,7 @@ class _Las:
 
     def _promote(self, job: _Job, now: float) -> None:
         """Waited too long: back to the first queue, its attained service forgotten."""
-        del self.pending[bisect_left(self.pending, job.key())]
+        self.pending.remove(job.key())
         job.queue, job.served, job.waited = 0, 0.0, 0.0
         job.since = now
-        insort(self.pending, job.key())
+        self.pending.add(job.key())
