@@ -69,6 +69,7 @@ class _Job:
     overhead: float = 0.0       # of the running attempt
     stint: int = 0              # bumped at every start and stop: older events are stale
     queued: int = 0             # its events in the heap of this stint
+    ends_at: float = 0.0        # when the running attempt ends, if not stopped first
     running: bool = False
 
     def level(self) -> int:
@@ -130,6 +131,7 @@ class _Las:
                     changed = True
                 elif kind == DEMOTE:
                     self._demote(job)
+                    self._push(job.ends_at, END, job)
                     changed = changed or (bool(self.pending) and self.pending[0] < job.key())
                 else:
                     self._promote(job, now)
@@ -252,11 +254,14 @@ class _Las:
         self.free -= job.gpus
         self.running_gpus[job.level()] += job.gpus
         insort(self.running, job.key())
-        self._push(now + job.overhead + job.left, END, job)
-        if job.queue == 0:
-            crosses = now + job.overhead + self.threshold / job.gpus - job.served
-            if crosses < now + job.overhead + job.left:
-                self._push(crosses, DEMOTE, job)
+        # its end, or first its demotion, which pushes its end: under overload most attempts are
+        # stopped after their demotion, and an end pushed for them would only be stale
+        job.ends_at = now + job.overhead + job.left
+        crosses = now + job.overhead + self.threshold / job.gpus - job.served if job.queue == 0 else math.inf
+        if crosses < job.ends_at:
+            self._push(crosses, DEMOTE, job)
+        else:
+            self._push(job.ends_at, END, job)
 
     def _stop(self, job: _Job, now: float) -> None:
         """Ends the running attempt (its work kept), and books it; the job waits again."""
