@@ -37,7 +37,7 @@ class Preemptor:
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
         self.chosen: set[str] = set()
         self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
-        self.demoted: dict[str, bool] = {}   # job -> demoted now: asked of each job several times a pass
+        self.demoted_now: dict[str, bool] = {}   # job -> demoted: asked of each job several times a pass
         if not self.enabled:
             return
         self.pool_of = index.pool_of   # GPU index -> pool (type, spot)
@@ -64,9 +64,9 @@ class Preemptor:
         return below or (own and not self._demoted(job))
 
     def _demoted(self, job: PendingJob) -> bool:
-        known = self.demoted.get(job.id)
+        known = self.demoted_now.get(job.id)
         if known is None:
-            known = self.demoted[job.id] = demoted(job, self.policy, self.slicing, self.now)
+            known = self.demoted_now[job.id] = demoted(job, self.policy, self.slicing, self.now)
         return known
 
     def _slices_from(self, tier: int) -> tuple[bool, bool]:
