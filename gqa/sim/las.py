@@ -51,6 +51,8 @@ STARVE = 16.0
 RESTART = 60.0       # seconds a resumed job spends on its GPUs before doing new work
 
 END, DEMOTE, PROMOTE = 0, 1, 2   # event kinds; at one moment ends come first
+LEVEL_SHIFT = 40    # a key's level bits sit above its index's
+INDEX_MASK = (1 << LEVEL_SHIFT) - 1
 STALE_KEPT = 4096    # stale events the heap may hold before they are dropped (once they are half of it)
 
 
@@ -71,12 +73,19 @@ class _Job:
     queued: int = 0             # its events in the heap of this stint
     ends_at: float = 0.0        # when the running attempt ends, if not stopped first
     running: bool = False
+    # its rank, lowest first: its level, then its index (the jobs are indexed in submit,
+    # seq order), in one int. Kept, not built at each look, and an int, not a tuple: under
+    # overload the waiting and running lists compare keys hundreds of millions of times
+    key: int = 0
 
     def level(self) -> int:
         return self.first + self.queue
 
-    def key(self) -> tuple[int, float, int, int]:
-        return (self.level(), self.submit, self.seq, self.index)
+    def __post_init__(self) -> None:
+        self.rank()
+
+    def rank(self) -> None:
+        self.key = (self.first + self.queue) << LEVEL_SHIFT | self.index
 
 
 def simulate_las(work: Workload, gpus: int, *, name: str = "las", threshold: float = THRESHOLD,
@@ -101,9 +110,11 @@ class _Las:
         self.result = SimResult(policy=name, gpus=gpus, outcomes=self.out)
         if self.sim:
             self.result.arrival_window = (self.sim[0].submit, self.sim[-1].submit)
+        self.first, self.last = self.result.arrival_window
+        self.booked = 0.0   # GPU-seconds held, all attempts: the pool's books, once the replay is over
         # keys, in priority order: with tens of thousands waiting, a list's insert moves them all
         self.pending: SortedList = SortedList()
-        self.running: list[tuple] = []     # keys, in priority order
+        self.running: list[int] = []     # keys, in priority order
         self.sizes: Counter[int] = Counter()           # GPU counts of waiting jobs
         self.running_gpus = [0] * levels               # per level (tier x 2 + queue)
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job, stint)
@@ -132,7 +143,7 @@ class _Las:
                 elif kind == DEMOTE:
                     self._demote(job)
                     self._push(job.ends_at, END, job)
-                    changed = changed or (bool(self.pending) and self.pending[0] < job.key())
+                    changed = changed or (bool(self.pending) and self.pending[0] < job.key)
                 else:
                     self._promote(job, now)
                     changed = changed or self._may_start(job)
@@ -144,6 +155,10 @@ class _Las:
                 self._pass(now)
             if self.stale > STALE_KEPT and 2 * self.stale > len(events):
                 self._drop_stale()
+        if self.sim:
+            self.result.gpu_seconds_by_pool[self.pool] = self.booked
+            for out in self.out:
+                out.gpu_type = self.pool
         return self.result
 
     def _drop_stale(self) -> None:
@@ -167,7 +182,7 @@ class _Las:
 
     def _may_start(self, job: _Job) -> bool:
         """A waiting job fits what is free, or is above some running job."""
-        return job.gpus <= self.free or (bool(self.running) and self.running[-1] > job.key())
+        return job.gpus <= self.free or (bool(self.running) and self.running[-1] > job.key)
 
     def _pass(self, now: float) -> None:
         """The waiting jobs in priority order: start each that fits, making room by
@@ -177,7 +192,7 @@ class _Las:
         no_room = math.inf   # the smallest gang found no room below it: later jobs have less
         while at < len(pending):
             key = pending[at]
-            job = jobs[key[3]]
+            job = jobs[key & INDEX_MASK]
             need = job.gpus
             below = bool(running) and running[-1] > key   # some running job has a lower priority
             if need <= self.free:
@@ -198,29 +213,29 @@ class _Las:
                 break   # nothing after it may preempt, and nothing waiting fits what is free
             at += 1
 
-    def _room_below(self, key: tuple, need: int) -> bool:
+    def _room_below(self, key: int, need: int) -> bool:
         """Free GPUs plus those of running jobs below `key` hold `need`: first the
         levels' totals (cheap), then the jobs themselves."""
-        if self.free + sum(self.running_gpus[key[0]:]) < need:
+        if self.free + sum(self.running_gpus[key >> LEVEL_SHIFT:]) < need:
             return False
-        if self.free + sum(self.running_gpus[key[0] + 1:]) >= need:
+        if self.free + sum(self.running_gpus[(key >> LEVEL_SHIFT) + 1:]) >= need:
             return True   # every job of a later level is below it
         held = self.free
         for other in reversed(self.running):
             if other <= key:
                 return False
-            held += self.jobs[other[3]].gpus
+            held += self.jobs[other & INDEX_MASK].gpus
             if held >= need:
                 return True
         return False
 
-    def _victims(self, key: tuple, need: int) -> list[_Job]:
+    def _victims(self, key: int, need: int) -> list[_Job]:
         """The lowest-priority running jobs that make room, less any whose GPUs turn out not to be needed."""
         chosen, held = [], self.free
         for other in reversed(self.running):
             if held >= need:
                 break
-            chosen.append(self.jobs[other[3]])
+            chosen.append(self.jobs[other & INDEX_MASK])
             held += chosen[-1].gpus
         kept = []
         for victim in reversed(chosen):   # the highest priority first: spared if the rest make room
@@ -233,7 +248,7 @@ class _Las:
     # -- transitions ---------------------------------------------------------------
     def _wait(self, job: _Job, now: float) -> None:
         job.since = now
-        self.pending.add(job.key())
+        self.pending.add(job.key)
         self.sizes[job.gpus] += 1
         if job.queue and self.starve > 0:
             self._push(now + max(0.0, self.starve * job.served - job.waited), PROMOTE, job)
@@ -253,7 +268,7 @@ class _Las:
         self._next_stint(job)
         self.free -= job.gpus
         self.running_gpus[job.level()] += job.gpus
-        insort(self.running, job.key())
+        insort(self.running, job.key)
         # its end, or first its demotion, which pushes its end: under overload most attempts are
         # stopped after their demotion, and an end pushed for them would only be stale
         job.ends_at = now + job.overhead + job.left
@@ -272,7 +287,7 @@ class _Las:
         self._wait(job, now)
 
     def _off(self, job: _Job, now: float) -> None:
-        del self.running[bisect_left(self.running, job.key())]
+        del self.running[bisect_left(self.running, job.key)]
         self.free += job.gpus
         self.running_gpus[job.level()] -= job.gpus
         elapsed = now - job.since
@@ -281,11 +296,8 @@ class _Las:
         out = self.out[job.index]
         out.gpu_seconds += job.gpus * elapsed
         out.cost += job.gpus * elapsed / 3600 * self.price
-        out.gpu_type = self.pool
-        books = self.result.gpu_seconds_by_pool
-        books[self.pool] = books.get(self.pool, 0.0) + job.gpus * elapsed
-        first, last = self.result.arrival_window
-        self.result.gpu_seconds_in_window += job.gpus * max(0.0, min(now, last) - max(job.since, first))
+        self.booked += job.gpus * elapsed
+        self.result.gpu_seconds_in_window += job.gpus * max(0.0, min(now, self.last) - max(job.since, self.first))
 
     def _finish(self, job: _Job, now: float) -> None:
         self._off(job, now)
@@ -296,15 +308,17 @@ class _Las:
 
     def _demote(self, job: _Job) -> None:
         """A running job's attained service reached the threshold: the second queue."""
-        del self.running[bisect_left(self.running, job.key())]
+        del self.running[bisect_left(self.running, job.key)]
         self.running_gpus[job.level()] -= job.gpus
         job.queue = 1
+        job.rank()
         self.running_gpus[job.level()] += job.gpus
-        insort(self.running, job.key())
+        insort(self.running, job.key)
 
     def _promote(self, job: _Job, now: float) -> None:
         """Waited too long: back to the first queue, its attained service forgotten."""
-        self.pending.remove(job.key())
+        self.pending.remove(job.key)
         job.queue, job.served, job.waited = 0, 0.0, 0.0
+        job.rank()
         job.since = now
-        self.pending.add(job.key())
+        self.pending.add(job.key)
