@@ -36,6 +36,14 @@ def test_within_the_first_queue_it_is_fifo_until_the_threshold_is_crossed():
     assert out["long"].end == 150 + 60 + 900
 
 
+def test_within_a_queue_jobs_rank_by_submit_then_seq_whatever_order_the_trace_lists_them():
+    # a job's rank packs its level above its index in (submit, seq) order: listed out of order,
+    # c (submitted first, the highest seq) runs first, then a and b by seq at the same submit
+    jobs = [job("busy", 0, 100, seq=0), job("b", 10, 10, seq=5), job("a", 10, 10, seq=3), job("c", 5, 10, seq=9)]
+    out, _ = las(1, *jobs, threshold=1e9)
+    assert [out[k].start for k in ("c", "a", "b")] == [100, 110, 120]
+
+
 def test_attained_service_counts_gpus_times_time():
     # 4 GPUs reach 100 GPU-s in 25 s: the single-GPU job arriving at 30 preempts the gang
     out, _ = las(4, job("gang", 0, 1000, gpus=4), job("one", 30, 10))
