@@ -56,6 +56,9 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
                           + ", ".join(f"{tier} {_t(jct)}" for tier, jct in s["tier_mean_jct"].items()), soft_wrap=True)
     if any(s.get("eta_median_abs_error") is not None for s in summaries.values()):
         for name, s in summaries.items():
+            if not s.get("eta_checked"):   # las and las-tiers replay outside the pass that predicts starts
+                console.print(f"{name} ETA error at submit: none predicted (only the scheduling pass predicts starts)")
+                continue
             console.print(f"{name} ETA error at submit: median {_t(s['eta_median_abs_error'])}, "
                           f"p90 {_t(s['eta_p90_abs_error'])} over {s.get('eta_checked')} jobs; over the "
                           f"{s.get('eta_waited_checked')} that waited: median "

@@ -42,9 +42,12 @@ def test_json_shape(capsys):
 
 
 def test_table_output(capsys):
-    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa")
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa,las")
     assert code == 0, err
     assert "golden.csv" in out and "gqa / fifo" in out and "fifo:" in err
+    # the pass predicts starts for the policies it replays; las, its own replay, predicts none
+    assert "gqa ETA error at submit: median" in out
+    assert "las ETA error at submit: none predicted" in out
 
 
 def synthetic(tmp_path) -> str:
