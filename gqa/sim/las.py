@@ -37,9 +37,8 @@ from bisect import bisect_left, insort
 from collections import Counter
 from dataclasses import dataclass
 
-from sortedcontainers import SortedList
-
 from .engine import Outcome, SimResult
+from .sorted_ints import SortedInts
 from .workload import Workload
 
 THRESHOLD = 3250.0   # GPU-seconds of attained service in the first queue
@@ -111,9 +110,10 @@ class _Las:
         if self.sim:
             self.result.arrival_window = (self.sim[0].submit, self.sim[-1].submit)
         self.first, self.last = self.result.arrival_window
-        self.booked = 0.0   # GPU-seconds held, all attempts: the pool's books, once the replay is over
+        # GPU-seconds held, all attempts, and those between the first and last arrival: the books, once it is over
+        self.booked = self.in_window = 0.0
         # keys, in priority order: with tens of thousands waiting, a list's insert moves them all
-        self.pending: SortedList = SortedList()
+        self.pending = SortedInts()
         self.running: list[int] = []     # keys, in priority order
         self.sizes: Counter[int] = Counter()           # GPU counts of waiting jobs
         self.running_gpus = [0] * levels               # per level (tier x 2 + queue)
@@ -143,7 +143,7 @@ class _Las:
                 elif kind == DEMOTE:
                     self._demote(job)
                     self._push(job.ends_at, END, job)
-                    changed = changed or (bool(self.pending) and self.pending[0] < job.key)
+                    changed = changed or (bool(self.pending) and self.pending.first() < job.key)
                 else:
                     self._promote(job, now)
                     changed = changed or self._may_start(job)
@@ -157,6 +157,7 @@ class _Las:
                 self._drop_stale()
         if self.sim:
             self.result.gpu_seconds_by_pool[self.pool] = self.booked
+            self.result.gpu_seconds_in_window = self.in_window
             for out in self.out:
                 out.gpu_type = self.pool
         return self.result
@@ -188,30 +189,41 @@ class _Las:
         """The waiting jobs in priority order: start each that fits, making room by
         preempting running jobs of lower priority where that is enough."""
         self.result.passes += 1
-        pending, running, jobs, at = self.pending, self.running, self.jobs, 0
+        pending, running, jobs = self.pending, self.running, self.jobs
+        buckets = pending.buckets
         no_room = math.inf   # the smallest gang found no room below it: later jobs have less
-        while at < len(pending):
-            key = pending[at]
-            job = jobs[key & INDEX_MASK]
-            need = job.gpus
-            below = bool(running) and running[-1] > key   # some running job has a lower priority
-            if need <= self.free:
-                del pending[at]
-                self._start(job, now)
+        at, first = 0, 0     # where the walk goes on: buckets[at][first]
+        while at < len(buckets):
+            bucket = buckets[at]
+            for i in range(first, len(bucket)):
+                key = bucket[i]
+                job = jobs[key & INDEX_MASK]
+                need = job.gpus
+                if need <= self.free:
+                    preempted = False
+                    break
+                below = bool(running) and running[-1] > key   # some running job has a lower priority
+                if below and need < no_room and self._room_below(key, need):
+                    for victim in self._victims(key, need):
+                        self._stop(victim, now)   # waits again, behind this job
+                        self.out[victim.index].preemptions += 1
+                    no_room = math.inf   # what it left free may make room for others
+                    preempted = True
+                    break
+                if below:
+                    if need < no_room:
+                        no_room = need
+                elif self.free == 0 or self.free < min(self.sizes):
+                    return   # nothing after it may preempt, and nothing waiting fits what is free
+            else:
+                at, first = at + 1, 0
                 continue
-            if below and need < no_room and self._room_below(key, need):
-                for victim in self._victims(key, need):
-                    self._stop(victim, now)   # waits again, behind this job
-                    self.out[victim.index].preemptions += 1
-                no_room = math.inf   # what it left free may make room for others
-                del pending[at]
-                self._start(job, now)
-                continue
-            if below:
-                no_room = min(no_room, need)
-            elif (self.free == 0 or self.free < min(self.sizes)):
-                break   # nothing after it may preempt, and nothing waiting fits what is free
-            at += 1
+            if preempted:   # its victims wait again after it, and may have split a bucket: found again
+                pending.remove(key)
+                at, first = pending.after(key)
+            else:
+                at, first = pending.take(at, i)
+            self._start(job, now)
 
     def _room_below(self, key: int, need: int) -> bool:
         """Free GPUs plus those of running jobs below `key` hold `need`: first the
@@ -297,7 +309,11 @@ class _Las:
         out.gpu_seconds += job.gpus * elapsed
         out.cost += job.gpus * elapsed / 3600 * self.price
         self.booked += job.gpus * elapsed
-        self.result.gpu_seconds_in_window += job.gpus * max(0.0, min(now, self.last) - max(job.since, self.first))
+        # (conditionals, not min and max: a stop's books run millions of times under overload)
+        began = job.since if job.since > self.first else self.first
+        ended = now if now < self.last else self.last
+        if ended > began:
+            self.in_window += job.gpus * (ended - began)
 
     def _finish(self, job: _Job, now: float) -> None:
         self._off(job, now)

@@ -172,3 +172,62 @@ def test_dropping_stale_events_from_the_heap_changes_nothing(seed, monkeypatch):
     never, result = replay(10**9)
     assert sum(o.preemptions for o in result.outcomes) > 100 and result.passes > 300
     assert replay(4)[0] == never
+
+
+def test_the_waiting_keys_stay_sorted_through_adds_removes_and_takes(monkeypatch):
+    """The replay's own sorted container, against a sorted list, with buckets of 2 to 4 keys so
+    that they split and empty all the time."""
+    import random
+
+    from gqa.sim.sorted_ints import SortedInts
+
+    monkeypatch.setattr(SortedInts, "LOAD", 2)
+    rng, keys, want = random.Random(7), SortedInts(), []
+    for _ in range(3_000):
+        roll = rng.random()
+        if roll < 0.5 or not want:
+            key = rng.randrange(10**6)
+            if key not in want:
+                keys.add(key)
+                want.append(key)
+                want.sort()
+        elif roll < 0.75:
+            key = rng.choice(want)
+            keys.remove(key)
+            want.remove(key)
+        else:   # take the key at a place found with after(), as a pass does
+            key = rng.choice(want)
+            at, i = keys.after(key - 1)
+            assert keys.buckets[at][i] == key
+            at, i = keys.take(at, i)
+            want.remove(key)
+            later = [k for k in want if k > key]
+            assert (keys.buckets[at][i] if at < len(keys.buckets) else None) == (later[0] if later else None)
+        assert list(keys) == want and len(keys) == len(want)
+        assert all(bucket and bucket[-1] == top for bucket, top in zip(keys.buckets, keys.maxes, strict=True))
+        assert all(len(bucket) <= 4 for bucket in keys.buckets)
+    with pytest.raises(KeyError):
+        keys.remove(10**6 + 1)
+
+
+@pytest.mark.parametrize("load", [1, 3])
+def test_a_pass_walks_the_same_with_buckets_that_split_under_it(load, monkeypatch):
+    """A preemption adds its victims behind the job it starts, splitting the bucket the pass is
+    walking; with buckets of a few keys that happens at almost every preemption, and the replay
+    decides every job as with the default buckets."""
+    import random
+
+    from gqa.sim.sorted_ints import SortedInts
+
+    rng = random.Random(load)
+    jobs = [job(f"j{n}", round(rng.uniform(0, 5_000)), rng.choice([30, 300, 3_000]),
+                gpus=rng.choice([1, 1, 2, 4]), seq=n) for n in range(200)]
+
+    def replay():
+        out, result = las(6, *jobs, threshold=200.0, starve=2.0, restart=10.0)
+        return [(o.id, o.start, o.end, o.attempts, o.preemptions) for o in out.values()], result
+
+    default, result = replay()
+    assert sum(o.preemptions for o in result.outcomes) > 50
+    monkeypatch.setattr(SortedInts, "LOAD", load)
+    assert replay()[0] == default
