@@ -90,7 +90,10 @@ def main() -> int:
     parser.add_argument("--load", type=float, default=3.0, help="arrival-rate multiplier (default 3)")
     parser.add_argument("--gpus", type=int, default=None, help="the cluster (default: the table's at 95%%)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N jobs (default: all)")
-    parser.add_argument("--policies", default="fifo,fifo-easy,multifactor,gqa,sjf-oracle")
+    # gqa-slice only when named: under this overload its slicing churns (a pass at each slice's end),
+    # the more the longer it lasts: 341 s of CPU for ITP's first 30,000 jobs
+    parser.add_argument("--policies", default="fifo,fifo-easy,multifactor,gqa,sjf-oracle,las",
+                        help="comma-separated (default: all but gqa-slice and las-tiers)")
     parser.add_argument("--against", default=None, metavar="REV", help="a revision to replay side by side")
     parser.add_argument("--rounds", type=int, default=1, help="with --against: interleaved rounds (median)")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
