@@ -109,7 +109,7 @@ class _Las:
         self.result = SimResult(policy=name, gpus=gpus, outcomes=self.out)
         if self.sim:
             self.result.arrival_window = (self.sim[0].submit, self.sim[-1].submit)
-        self.first, self.last = self.result.arrival_window
+        self.arrivals_from, self.arrivals_to = self.result.arrival_window
         # GPU-seconds held, all attempts, and those between the first and last arrival: the books, once it is over
         self.booked = self.in_window = 0.0
         # keys, in priority order: with tens of thousands waiting, a list's insert moves them all
@@ -310,8 +310,8 @@ class _Las:
         out.cost += job.gpus * elapsed / 3600 * self.price
         self.booked += job.gpus * elapsed
         # (conditionals, not min and max: a stop's books run millions of times under overload)
-        began = job.since if job.since > self.first else self.first
-        ended = now if now < self.last else self.last
+        began = job.since if job.since > self.arrivals_from else self.arrivals_from
+        ended = now if now < self.arrivals_to else self.arrivals_to
         if ended > began:
             self.in_window += job.gpus * (ended - began)
 
