@@ -84,7 +84,7 @@ class _Job:
         self.rank()
 
     def rank(self) -> None:
-        self.key = (self.first + self.queue) << LEVEL_SHIFT | self.index
+        self.key = self.level() << LEVEL_SHIFT | self.index
 
 
 def simulate_las(work: Workload, gpus: int, *, name: str = "las", threshold: float = THRESHOLD,
