@@ -28,7 +28,7 @@ from sortedcontainers import SortedList
 from .horizon import PREDICTIONS, busy_until, counted_run
 from .inventory import Pool, tables
 from .ranked import RankedJobs
-from .slicing import in_slicing, slicing_tiers, stoppable_at
+from .slicing import in_slicing, preemptible_below, room_at, slicing_tiers, stoppable_at
 from .snapshot import Gpu, PendingJob, Policy, RunningJob
 
 J = TypeVar("J", PendingJob, RunningJob)
@@ -520,21 +520,23 @@ class QueueIndex:
             return []
         return [self.running[job_id] for _, job_id in runs[:runs.bisect_left((math.nextafter(now, math.inf),))]]
 
-    def undemoted_tiers(self, now: float) -> list[int]:
-        """The slicing tiers where a job that is not demoted waits at `now`: only for such a job does
-        time slicing stop a running job of its tier (preempt.Preemptor.victims_for)."""
-        ranked = self.rank()
-        ranked.advance(now)
-        return [tier for tier in sorted(self.slicing) if ranked.undemoted_waits(tier)]
-
     def may_slice(self, tier: int, now: float) -> bool:
         """Whether slicing may stop some running job of the tier at `now`."""
         runs = self.sliceable.get(tier)
         return runs is not None and bool(runs) and runs[0][0] <= now
 
+    def slicing_may_stop(self, now: float) -> frozenset[int]:
+        """The slicing tiers where slicing may stop a run at `now` for a waiting job that is not
+        demoted: some run may be stopped, and the smallest such job needs no more GPUs than are free,
+        on their way back, or held by runs slicing may stop now (slicing.room_at, all pools together).
+        Within a pass GPUs are only taken and victims only chosen, so in any other tier slicing
+        stops nothing for the whole pass (preempt.Preemptor)."""
+        return frozenset(tier for tier, at in self._slicing_rooms(now).items()
+                         if at is not None and at <= now and self.may_slice(tier, now))
+
     def next_sliceable(self, now: float, tiers: Iterable[int] | None = None) -> float | None:
         """When the next running job (of `tiers`, else any) becomes one slicing may stop, after
-        `now` (slicing.next_change for the running jobs), or None."""
+        `now`, or None."""
         after = (math.nextafter(now, math.inf),)
         kept = self.sliceable
         lists = kept.values() if tiers is None else [kept[t] for t in tiers if t in kept]
@@ -544,12 +546,35 @@ class QueueIndex:
 
     def next_slicing_change(self, now: float) -> float | None:
         """When time slicing alone next changes what a pass decides, after `now` (slicing.next_change,
-        from what the index keeps): a running job becoming one slicing may stop, in a tier where a job
-        that is not demoted waits, or a demoted job's promotion; None: never."""
+        from what the index keeps): the time slicing may first make room for a job that is not demoted
+        (then each further run it may stop), or a demoted job's promotion; None: never."""
         if not self.slicing:
             return None
-        times = (self.next_sliceable(now, self.undemoted_tiers(now)), self.rank().next_promotion())
+        times = (self.next_slicing_room(now), self.rank().next_promotion())
         return min((t for t in times if t is not None and t > now), default=None)
+
+    def next_slicing_room(self, now: float) -> float | None:
+        """When slicing next may make room for a waiting job that is not demoted, after `now`: the
+        time its runs first hold enough GPUs for the smallest such job of their tier, else, where
+        they already do, the next run it may stop; None: never without a promotion."""
+        times = [at if at > now else self.next_sliceable(now, (tier,))
+                 for tier, at in self._slicing_rooms(now).items() if at is not None]
+        return min((t for t in times if t is not None and t > now), default=None)
+
+    def _slicing_rooms(self, now: float) -> dict[int, float | None]:
+        """Per slicing tier where a job that is not demoted waits at `now`: when slicing may first make
+        room for the smallest such job (slicing.room_at)."""
+        ranked = self.rank()
+        ranked.advance(now)
+        base = len(self.free) + sum(len(self.running[job_id].gpus) for job_id in self.stopping)
+        rooms = {}
+        for tier in sorted(self.slicing):
+            start = base + preemptible_below(self.running.values(), tier, self.policy)
+            least = ranked.least_undemoted(tier, start)
+            if least is not None:
+                stops = ((at, len(self.running[job_id].gpus)) for at, job_id in self.sliceable.get(tier, ()))
+                rooms[tier] = room_at(least, start, stops)
+        return rooms
 
     def gated_jobs(self) -> list[PendingJob]:
         """In queue order, as a fresh gate pass meets them."""

@@ -37,6 +37,9 @@ class Preemptor:
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
         self.chosen: set[str] = set()
         self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
+        # the tiers where slicing may stop a run for some job of theirs that is not demoted, GPUs
+        # counted: asked once, when first wanted (QueueIndex.slicing_may_stop)
+        self.slice_room: frozenset[int] | None = None
         self.demoted_now: dict[str, bool] = {}   # job -> demoted: asked of each job several times a pass
         if not self.enabled:
             return
@@ -70,14 +73,14 @@ class Preemptor:
         return known
 
     def _slices_from(self, tier: int) -> tuple[bool, bool]:
-        """Whether slicing may stop a job of a tier below `tier`, and of `tier` itself: fixed within a
-        pass (the index does not change during one), so asked once per tier, not per job looked at."""
+        """Whether slicing may stop a job of a tier below `tier`, and of `tier` itself, for a job there
+        that is not demoted, with GPUs enough for the smallest (QueueIndex.slicing_may_stop): asked
+        of the index once a pass, as its answer only grows more false within one."""
         known = self.slices_from.get(tier)
         if known is None:
-            index, now = self.index, self.now
-            known = self.slices_from[tier] = (
-                any(t > tier and index.may_slice(t, now) for t in self.slicing),
-                tier in self.slicing and index.may_slice(tier, now))
+            if self.slice_room is None:
+                self.slice_room = self.index.slicing_may_stop(self.now)
+            known = self.slices_from[tier] = (any(t > tier for t in self.slice_room), tier in self.slice_room)
         return known
 
     def may_help(self, job: PendingJob, tier: int) -> bool:

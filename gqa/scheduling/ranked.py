@@ -302,14 +302,23 @@ class RankedJobs:
         self._promote()   # those due by `now` are re-ranked: what is left is later
         return self.promoting[0][0] if self.promoting else None
 
-    def undemoted_waits(self, tier: int) -> bool:
-        """Whether a job of the tier that is not demoted waits at `now`: a demoted job ranks after
-        every one that is not in its list, so each list's head tells."""
+    def least_undemoted(self, tier: int, enough: int = 0) -> int | None:
+        """The fewest GPUs a job of the tier that is not demoted waits for at `now`, or the first
+        such job's found to need at most `enough`; None: none waits. A demoted job ranks after every
+        one that is not in its list, so each list is read up to its first demoted job."""
+        least = None
+        policy, tiers, now = self.policy, self.slicing, self.now
         for lists in (self.young, self.old):
             for entries in lists.get(tier, {}).values():
-                if entries and not demoted(entries[0][-1], self.policy, self.slicing, self.now):
-                    return True
-        return False
+                for entry in in_order(entries):
+                    job = entry[-1]
+                    if demoted(job, policy, tiers, now):
+                        break
+                    if least is None or job.gpus < least:
+                        least = job.gpus
+                        if least <= enough:
+                            return least
+        return least
 
     def tiers(self) -> list[int]:
         return sorted(set(self.young) | set(self.old))

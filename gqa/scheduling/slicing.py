@@ -119,19 +119,56 @@ def stoppable_at(run: RunningJob, policy: Policy) -> float:
 
 
 def next_change(running: Iterable[RunningJob], pending: Iterable[PendingJob], policy: Policy,
-                now: float) -> float | None:
+                now: float, free: int) -> float | None:
     """The next time slicing alone changes a pass's decisions, or None (never): a loop that sleeps
-    until something happens wakes then. That is a demoted job's promotion, or a running job becoming
-    one slicing may stop in a tier where a job that is not demoted waits (a demoted one may stop
-    nothing). Which tiers have such a job changes only when a job arrives, starts or ends, or at a
-    promotion: each wakes the loop, which asks again."""
+    until something happens wakes then. `free`: the GPUs no running job holds. That is a demoted
+    job's promotion, or, in a tier where a job that is not demoted waits, the first time the GPUs
+    slicing may stop there, with those free and those on their way back, number as many as the
+    smallest such job needs (`room_at`; a demoted job may stop nothing, and fewer GPUs start
+    nothing; where lower tiers are preemptible, their running jobs count as free); once they do,
+    each further run slicing may stop. Which tiers have such a job, and the free GPUs, change only
+    when a job arrives, starts or ends, or at a promotion: each wakes the loop, which asks again."""
     tiers = slicing_tiers(policy)
     if not tiers:
         return None
-    pending = list(pending)
-    waiting = {job.tier for job in pending if job.tier in tiers and not demoted(job, policy, tiers, now)}
-    times = [at for run in running if run.tier in waiting and in_slicing(run, tiers)
-             and math.inf > (at := stoppable_at(run, policy)) > now]
+    running, pending = list(running), list(pending)
+    base = free + sum(len(run.gpus) for run in running if run.stopping)
+    times = []
+    for tier in tiers:
+        least = min((job.gpus for job in pending if job.tier == tier and not demoted(job, policy, tiers, now)),
+                    default=None)
+        if least is None:
+            continue
+        stops = sorted((stoppable_at(run, policy), len(run.gpus)) for run in running
+                       if run.tier == tier and in_slicing(run, tiers))
+        at = room_at(least, base + preemptible_below(running, tier, policy), stops)
+        if at is not None:
+            times.append(at if at > now else min((t for t, _ in stops if now < t < math.inf), default=math.inf))
     times += [at for job in pending if job.tier in tiers and job.served >= had_slice_at(policy)
               and (at := promoted_at(job, policy)) > now]
+    times = [t for t in times if t < math.inf]
     return min(times, default=None)
+
+
+def preemptible_below(running: Iterable[RunningJob], tier: int, policy: Policy) -> int:
+    """The GPUs of running jobs of preemptible tiers below `tier` (preempt.py may stop them at any time)."""
+    if not policy.preempt_tiers:
+        return 0
+    return sum(len(run.gpus) for run in running
+               if run.tier > tier and run.tier in policy.preempt_tiers and not run.stopping)
+
+
+def room_at(need: int, base: int, stops: Iterable[tuple[float, int]]) -> float | None:
+    """When `base` GPUs (free, or on their way back) and those of the runs slicing may stop first
+    number `need`: `stops` are the runs' (stoppable_at, GPUs) in order; -inf if `base` is enough
+    already, None if they never will. A bound over every pool together: before then, slicing can
+    make room for no job of that size, so a pass stops nothing for one."""
+    if need <= base:
+        return -math.inf
+    for at, gpus in stops:
+        if at == math.inf:
+            return None
+        base += gpus
+        if base >= need:
+            return at
+    return None

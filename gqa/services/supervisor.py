@@ -282,7 +282,10 @@ class Supervisor:
         policy = self.store.policy()
         if policy.slice_tiers:   # read only where slicing is on: the whole queue, as a pass reads it
             pending, running = self.store.scheduling_view()
-            wake = next_change(running, pending, policy, now) if pending else None
+            inventory = self.store.inventory()
+            held = {index for run in running for index in run.gpus}
+            free = sum(1 for gpu in (inventory.gpus if inventory else ()) if gpu.index not in held)
+            wake = next_change(running, pending, policy, now, free) if pending else None
             if wake is not None:
                 times.append(wake)
         begins = self._begins

@@ -190,13 +190,14 @@ class _Engine:
     def _pass_may_decide(self, now: float) -> bool:
         """Whether a pass at `now` may start or preempt anything (one that may not is skipped). plan()
         starts a job only on free GPUs, all of a gang at once, so not even the smallest pending job
-        fitting leaves preemption; time slicing alone stops only jobs it may stop now, and only for a
-        waiting job of their tier that is not demoted (preempt.Preemptor.victims_for)."""
+        fitting leaves preemption; time slicing alone stops only jobs it may stop now, only for a
+        waiting job of their tier that is not demoted (preempt.Preemptor.victims_for), and only where
+        they hold enough GPUs for one (QueueIndex.slicing_may_stop)."""
         if len(self.free) >= min(self.sizes):
             return True
         if not self.may_preempt or not self.slices_only:
             return self.may_preempt
-        return any(self.index.may_slice(tier, now) for tier in self.index.undemoted_tiers(now))
+        return bool(self.index.slicing_may_stop(now))
 
     def _wake_for_slicing(self, now: float) -> None:
         """A pass when time slicing next changes what a pass decides, as the local daemon wakes

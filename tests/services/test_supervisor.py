@@ -465,16 +465,20 @@ def test_time_slicing_stops_a_job_that_had_its_slice_for_one_of_its_tier_that_ha
 
 
 def test_the_loop_wakes_when_slicing_lets_a_waiting_job_stop_a_running_one(make_queue):
-    """Nothing else happens: the daemon must still wake when the running job has had its slice."""
+    """Nothing else happens: the daemon must still wake when the running job has had its slice, if
+    stopping it would make room for a waiting job."""
     from dataclasses import replace as _replace
 
-    queue = make_queue(1)
+    queue = make_queue(3)
     queue.store.set_policy(_replace(queue.store.policy(), slice_tiers=(1,), slice_after=600.0, slice_min_run=60.0))
+    queue.start(priority="high", limits={"wall_time": "2d"})   # a tier not sliced
     running = queue.start(limits={"wall_time": "1d"})
     started = queue.clock.now()
     queue.clock.advance(100)
     assert queue.supervisor.next_deadline() == started + 86_400   # nothing waits: only its wall time
-    queue.submit_one()
+    queue.submit_one(resources={"gpus": 3})   # one GPU free, one to stop, one high: never enough
+    assert queue.supervisor.next_deadline() == started + 86_400
+    queue.submit_one(resources={"gpus": 2})   # one free and one to stop are enough
     assert queue.supervisor.next_deadline() == started + 600   # 600 GPU-seconds on 1 GPU
     queue.store.set_policy(_replace(queue.store.policy(), slice_tiers=()))
     assert queue.supervisor.next_deadline() == started + 86_400

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from gqa.scheduling import Policy, Start, TeamPolicy
+from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import preset
 from gqa.sim import engine as engine_module
 from gqa.sim.engine import SimulationError, cluster, simulate
@@ -114,6 +115,23 @@ def test_a_sliced_replay_skips_only_the_passes_that_can_neither_start_nor_preemp
     assert skipping.outcomes == every.outcomes and sum(o.preemptions for o in skipping.outcomes) > 0
     skipped = [now for now, _ in passes if now not in {now for now, _ in ran}]
     assert skipped and not [now for now, decided in passes if decided and now in skipped]
+
+
+def test_a_sliced_replay_wakes_only_once_slicing_may_make_room_and_ends_as_one_woken_at_every_stop(monkeypatch):
+    """Gangs on a small cluster: a run becoming one slicing may stop wakes the replay only once
+    such runs, with the free GPUs, hold enough for the smallest waiting job that has not had its
+    slice (QueueIndex.next_slicing_room). Woken at every run slicing may stop, and asking slicing
+    in every tier where it may stop one, the replay ends the same after more passes."""
+    rng = random.Random(11)
+    jobs = [job(f"j{n}", n * 600 + rng.choice([0, 300]), rng.choice([900, 7_200, 30_000]),
+                gpus=rng.choice([1, 2, 4, 8]), team=rng.choice(["x", "y"]), seq=n) for n in range(60)]
+    counting = run_policy("gqa-slice", work(*jobs), cluster(8))
+    monkeypatch.setattr(QueueIndex, "next_slicing_room", lambda self, now: self.next_sliceable(now))
+    monkeypatch.setattr(QueueIndex, "slicing_may_stop",
+                        lambda self, now: frozenset(t for t in self.slicing if self.may_slice(t, now)))
+    every = run_policy("gqa-slice", work(*jobs), cluster(8))
+    assert counting.outcomes == every.outcomes and sum(o.preemptions for o in counting.outcomes) > 0
+    assert counting.passes < every.passes
 
 
 def test_plan_starting_a_job_on_a_busy_gpu_is_an_error(monkeypatch):

@@ -250,7 +250,9 @@ def replayed_afresh(snap, max_stops):
         if stopped:
             continue
         begins = [j.begin for j in waiting.values() if j.begin is not None and j.begin > now]
-        change = slicing.next_change(running.values(), waiting.values(), snap.policy, now) if max_stops > 0 else None
+        free = len({gpu.index for gpu in snap.gpus} - {i for run in running.values() for i in run.gpus})
+        change = slicing.next_change(running.values(), waiting.values(), snap.policy, now, free) \
+            if max_stops > 0 else None
         following = min([e for e, _, _ in ends[:1]] + begins + ([change] if change else []), default=eta.INF)
         if following == eta.INF:
             break

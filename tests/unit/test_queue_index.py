@@ -55,7 +55,7 @@ def random_job(rng: random.Random, n: int, now: float):
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
 @pytest.mark.parametrize("seed", range(4))
-def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
+def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed, monkeypatch):
     rng, policy = random.Random(seed), POLICIES[name]
     index = QueueIndex(INVENTORY, policy)
     now, n = 1_000.0, 0
@@ -75,13 +75,20 @@ def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
                 assert (kept.order, kept.waiting, kept.reserved, kept.factors) == \
                     (built.order, built.waiting, built.reserved, built.factors)
         assert len(decided) == 1   # a pass that explains nothing (and skips what cannot start) decides the same
+        if index.slicing:   # slicing asked in every tier where it may stop a run, GPUs not counted: the same
+            with monkeypatch.context() as patched:
+                patched.setattr(QueueIndex, "slicing_may_stop", _sliceable_tiers)
+                uncounted = plan(fresh(snap), explain=False)
+            assert (uncounted.starts, uncounted.preempt) == (kept.starts, kept.preempt)
         # what the loop wakes for: the index's order of running jobs in the tiers a job that is
-        # not demoted waits in, as the rule reads them (handed those jobs only: no promotion to come)
+        # not demoted waits in, and the GPUs each holds, as the rule reads them (handed those jobs
+        # only: no promotion to come)
         ranked = index.rank()
         undemoted = [job for job in index.pending.values() if not ranked.service(job)]
-        assert index.undemoted_tiers(now) == sorted({job.tier for job in undemoted if job.tier in index.slicing})
-        assert index.next_sliceable(now, index.undemoted_tiers(now)) == \
-            next_change(index.running.values(), undemoted, policy, now)
+        for tier in index.slicing:
+            assert ranked.least_undemoted(tier) == min((j.gpus for j in undemoted if j.tier == tier), default=None)
+        assert index.next_slicing_room(now) == \
+            next_change(index.running.values(), undemoted, policy, now, free=len(index.free))
         for job_id in kept.preempt:   # back to the queue with the service it had
             run = index.stop(job_id)
             index.add(replace(random_job(rng, n, now), id=job_id, gpus=len(run.gpus), tier=run.tier,
@@ -103,6 +110,11 @@ def test_a_kept_index_plans_exactly_as_a_fresh_snapshot_does(name, seed):
             index.replace_many([replace(job, expected_runtime=job.wall_time * rng.choice([0.2, 0.6, 1.0]))
                                 for job in jobs])
         now += rng.choice([0.0, 60.0, 900.0, 4_000.0])
+
+
+def _sliceable_tiers(index: QueueIndex, now: float) -> frozenset[int]:
+    """The tiers where slicing may stop a run, however few GPUs it holds."""
+    return frozenset(tier for tier in index.slicing if index.may_slice(tier, now))
 
 
 def _long_queue_job(rng: random.Random, n: int, now: float):

@@ -12,7 +12,7 @@ from gqa.scheduling import plan
 from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import preset
 from gqa.scheduling.slicing import (CATCH_UP_SLICES, DEMOTED_SLICES, demoted, may_stop, next_change, promoted_at,
-                                    slicing_tiers, stoppable_at)
+                                    room_at, slicing_tiers, stoppable_at)
 from tests.builders import gpus, pending, running, snapshot
 
 NOW = snapshot().now
@@ -193,34 +193,101 @@ def test_the_next_time_slicing_changes_a_decision():
             running("hi", tier="high", started_at=NOW)]              # a tier not sliced
     assert [stoppable_at(r, SLICED) for r in runs[:2]] == [NOW + 3_000, NOW + 1_200]
     new = pending("new", submitted_at=NOW)                             # has not had its slice
-    assert next_change(runs, [new], SLICED, NOW) == NOW + 1_200
-    assert next_change(runs, [], SLICED, NOW) is None                 # no job that slicing serves waits
+    assert next_change(runs, [new], SLICED, NOW, free=0) == NOW + 1_200
+    assert next_change(runs, [], SLICED, NOW, free=0) is None                 # no job that slicing serves waits
     starved = pending("d", served=3_600.0, submitted_at=NOW - 17_000)   # promoted at NOW + 1,000
-    assert next_change(runs, [starved], SLICED, NOW) == NOW + 1_000   # demoted till then: stops nothing
-    assert next_change(runs, [starved], SLICED, NOW + 1_000) == NOW + 1_200   # promoted, it may
-    assert next_change(runs, [starved, new], SLICED, NOW + 5_000) is None   # all past
-    assert next_change(runs, [new], preset("gqa"), NOW) is None
+    assert next_change(runs, [starved], SLICED, NOW, free=0) == NOW + 1_000   # demoted till then: stops nothing
+    assert next_change(runs, [starved], SLICED, NOW + 1_000, free=0) == NOW + 1_200   # promoted, it may
+    assert next_change(runs, [starved, new], SLICED, NOW + 5_000, free=0) is None   # all past
+    assert next_change(runs, [new], preset("gqa"), NOW, free=0) is None
     assert stoppable_at(running("cpu", gpus=(), started_at=NOW), SLICED) == float("inf")
+
+
+@pytest.mark.parametrize("waiting, free, expected", [
+    pytest.param([1], 0, NOW + 1_200, id="one GPU: the first run slicing may stop"),
+    pytest.param([3], 0, NOW + 3_000, id="three GPUs: once both may be stopped"),
+    pytest.param([3], 1, NOW + 1_200, id="three, one free: the first is enough"),
+    pytest.param([4], 0, NOW + 17_990, id="more than free and sliced together: only the promotion"),
+    pytest.param([4], 1, NOW + 3_000, id="four, one free"),
+    pytest.param([4, 3], 0, NOW + 3_000, id="the smallest job that is not demoted decides"),
+    pytest.param([3], 3, NOW + 1_200, id="enough free already: each run that becomes stoppable"),
+])
+def test_slicing_wakes_a_loop_only_once_it_may_stop_enough_gpus_for_a_waiting_job(waiting, free, expected):
+    """A run that becomes one slicing may stop changes nothing while the GPUs it and those before it
+    would give back, with the free ones, are fewer than the smallest waiting job that is not demoted
+    needs: a loop that woke then would run a pass that decides nothing."""
+    runs = [running("r1", gpus=(2,), started_at=NOW - 600), running("r2", gpus=(0, 1), started_at=NOW - 600)]
+    jobs = [pending(f"w{n}", gpus=size, submitted_at=NOW) for n, size in enumerate(waiting)]
+    jobs.append(pending("had-slice", served=3_600.0, submitted_at=NOW - 10))   # demoted until NOW + 17,990
+    assert next_change(runs, jobs, SLICED, NOW, free=free) == expected
+
+
+@pytest.mark.parametrize("need, base, stops, expected", [
+    (2, 2, [], -float("inf")),
+    (2, 0, [(5.0, 1), (7.0, 1), (9.0, 4)], 7.0),
+    (2, 1, [(5.0, 4)], 5.0),
+    (6, 0, [(5.0, 1), (7.0, 1)], None),
+    (2, 0, [(5.0, 1), (float("inf"), 4)], None),   # a run slicing never stops gives nothing
+])
+def test_room_at_counts_gpus_in_the_order_slicing_may_stop_them(need, base, stops, expected):
+    assert room_at(need, base, stops) == expected
 
 
 def test_the_index_knows_which_tiers_wait_on_slicing_and_when_it_next_may_stop_a_job():
     """What the replay wakes for, read from the index: a running job becoming one slicing may stop
-    matters only to a tier where a job that is not demoted waits."""
+    matters only to a tier where a job that is not demoted waits, and only once the GPUs slicing
+    may stop there, with the free ones, are enough for the smallest such job."""
     index = QueueIndex(gpus(4), SLICED)
     index.start(running("r1", started_at=NOW - 600))                    # stoppable at NOW + 3,000
     index.start(running("r2", gpus=(1, 2), started_at=NOW - 600))       # at NOW + 1,200
     index.add(pending("d", served=3_600.0, submitted_at=NOW - 17_000))   # demoted until NOW + 1,000
     ranked = index.ranked
     ranked.advance(NOW)
-    assert not ranked.undemoted_waits(1)
+    assert ranked.least_undemoted(1) is None
     assert index.next_sliceable(NOW) == NOW + 1_200
-    assert next_change(index.running.values(), index.pending.values(), SLICED, NOW) == NOW + 1_000   # promotion
+    assert index.next_slicing_change(NOW) == NOW + 1_000   # its promotion
+    assert next_change(index.running.values(), index.pending.values(), SLICED, NOW, free=1) == NOW + 1_000
     assert index.next_sliceable(NOW, tiers=[]) is None
-    assert not index.may_slice(1, NOW) and index.sliced(1, NOW) == []
+    assert not index.may_slice(1, NOW) and index.sliced(1, NOW) == [] and not index.slicing_may_stop(NOW)
     ranked.advance(NOW + 1_000)   # promoted: it may now stop jobs that have had their slice
-    assert ranked.undemoted_waits(1)
+    assert ranked.least_undemoted(1) == 1
+    assert index.next_slicing_change(NOW + 1_000) == NOW + 1_200
     assert index.may_slice(1, NOW + 1_200) and [r.id for r in index.sliced(1, NOW + 1_200)] == ["r2"]
+    assert index.slicing_may_stop(NOW + 1_200) == {1}
     index.stop("r2")
     assert index.next_sliceable(NOW + 1_200) == NOW + 3_000
     index.add(pending("new", submitted_at=NOW))
-    assert ranked.undemoted_waits(1) and not ranked.undemoted_waits(2)
+    assert ranked.least_undemoted(1) == 1 and ranked.least_undemoted(2) is None
+    index.remove("d")
+    index.remove("new")
+    index.add(pending("gang", gpus=4, submitted_at=NOW))   # 3 free and r1's 1 GPU at NOW + 3,000
+    assert index.next_slicing_change(NOW + 1_200) == NOW + 3_000
+    assert not index.slicing_may_stop(NOW + 2_000)
+    index.start(running("r3", gpus=(1,), started_at=NOW + 1_200))   # 2 free: r1's GPU is not enough
+    r3_at = stoppable_at(index.running["r3"], SLICED)
+    assert r3_at > NOW + 3_000 and index.next_slicing_change(NOW + 2_000) == r3_at
+    assert not index.slicing_may_stop(NOW + 3_000) and index.slicing_may_stop(r3_at) == {1}
+
+
+def test_a_pass_asks_slicing_only_where_it_may_stop_enough_gpus_for_a_waiting_job(monkeypatch):
+    """One GPU free and one run slicing may stop: a waiting 4-GPU gang that has not had its slice
+    cannot get room, so a pass asks slicing nothing for it, and decides what one that asks does;
+    a 2-GPU job can, and stops that run."""
+    runs = [running("r1", started_at=NOW - 4_000),                  # stoppable since NOW - 400
+            running("r2", gpus=(1, 2), started_at=NOW - 600)]       # from NOW + 1,200
+    gang, pair = pending("gang", gpus=4, submitted_at=NOW - 60), pending("pair", gpus=2, submitted_at=NOW - 30)
+    index = QueueIndex(gpus(4), SLICED)
+    for run in runs:
+        index.start(run)
+    index.add(gang)
+    index.rank().advance(NOW)
+    assert not index.slicing_may_stop(NOW) and index.next_slicing_change(NOW) == NOW + 1_200
+    alone = snapshot(running=runs, pending=[gang], policy=SLICED)
+    assert (plan(alone, explain=False).preempt, plan(alone).preempt) == ([], [])
+    index.add(pair)
+    assert index.slicing_may_stop(NOW) == {1}
+    both = snapshot(running=runs, pending=[gang, pair], policy=SLICED)
+    assert plan(both, explain=False).preempt == plan(both).preempt == ["r1"]
+    monkeypatch.setattr(QueueIndex, "slicing_may_stop",   # GPUs not counted: asked for the gang too
+                        lambda self, now: frozenset(t for t in self.slicing if self.may_slice(t, now)))
+    assert plan(alone).preempt == [] and plan(both).preempt == ["r1"]
