@@ -16,7 +16,7 @@ With --against REV the same replays run from that revision of this
 repository (its sources read with git archive, this environment's packages),
 interleaved with this checkout's, --rounds times; each row gives the median
 CPU time of each and their ratio, and says whether the two decided the same
-(the same mean JCT and passes)."""
+(every job's start, end and stops; the passes that decide nothing may differ)."""
 
 import argparse
 import json
@@ -39,7 +39,7 @@ GPUS = {"itp": 1196, "alibaba": 12}   # the trace table's clusters at 95% load u
 
 # one replay, run in a fresh process from the sources on its sys.path: prints one JSON line
 ONE = r"""
-import json, resource, sys, time
+import hashlib, json, resource, sys, time
 from gqa.sim import cluster, derive, load_trace, summarize
 from gqa.sim.estimates import Estimates
 from gqa.sim.policies import run_policy
@@ -55,9 +55,10 @@ waiting = most = 0
 for _, step in marks:
     waiting += step
     most = max(most, waiting)
+schedule = hashlib.sha256(repr([(o.start, o.end, o.preemptions) for o in result.outcomes]).encode()).hexdigest()
 print(json.dumps({"cpu_s": took, "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "most_waiting": most, "jobs": len(work.jobs), "passes": result.passes,
-                  "mean_jct_s": summarize(result)["mean_jct"]}))
+                  "mean_jct_s": summarize(result)["mean_jct"], "schedule": schedule[:16]}))
 """
 
 
@@ -124,8 +125,10 @@ def main() -> int:
             if base:
                 row["against_cpu_s"] = statistics.median(r["cpu_s"] for r in theirs)
                 row["ratio"] = row["cpu_s"] / row["against_cpu_s"] if row["against_cpu_s"] else None
-                row["same_decisions"] = all((r["mean_jct_s"], r["passes"]) == (t["mean_jct_s"], t["passes"])
+                # the same decisions: every job's starts, end and stops; passes that decide nothing may differ
+                row["same_decisions"] = all((r["mean_jct_s"], r["schedule"]) == (t["mean_jct_s"], t["schedule"])
                                             for r, t in zip(mine, theirs))
+                row["against_passes"] = theirs[-1]["passes"]
             rows.append(row)
             if args.output == "text":
                 print(line(row, args.against), flush=True)
@@ -140,6 +143,8 @@ def line(row: dict, against: str | None) -> str:
             f"{row['cpu_s']:.1f} s of CPU, {row['max_rss_mib']:.0f} MiB, mean JCT {row['mean_jct_s']:,.0f} s")
     if against:
         same = "same decisions" if row["same_decisions"] else "DIFFERENT decisions"
+        if row["passes"] != row["against_passes"]:
+            same += f" in {row['passes']:,} passes against {row['against_passes']:,}"
         text += f"; at {against} {row['against_cpu_s']:.1f} s ({row['ratio']:.2f}x), {same}"
     return text
 

@@ -570,7 +570,7 @@ class QueueIndex:
         rooms = {}
         for tier in sorted(self.slicing):
             start = base + preemptible_below(self.running.values(), tier, self.policy)
-            least = ranked.least_undemoted(tier, start)
+            least = ranked.least_undemoted(tier)
             if least is not None:
                 stops = ((at, len(self.running[job_id].gpus)) for at, job_id in self.sliceable.get(tier, ()))
                 rooms[tier] = room_at(least, start, stops)

@@ -68,7 +68,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     # the candidates' books pay for themselves over the passes of an index kept between them (the
     # replay's, the ETA's); one built for this pass alone (a dispatcher reading its queue afresh) walks
     kept = index_of(snap.pending, snap.running) is index
-    ordered = ranking.ordered(passed_over, _candidates(index, capacity, left) if passed_over and kept else None)
+    ordered = ranking.ordered(passed_over, _candidates(index, capacity, left, preemptor) if passed_over and kept
+                              else None)
     while True:
         if may_stop and not slicing and not left.may_start():   # asked before the next job: the queue is ranked lazily
             return out
@@ -155,19 +156,17 @@ def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor
     return passed_over_unpreempted
 
 
-def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining"):
+def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining", preemptor: Preemptor):
     """For a pass that explains nothing: the ids of a tier's jobs (every tier's, for FIFO_TIER) that
-    `_passed_over` may not pass over now, bar those preemption may help: held, gated and exclusive
-    jobs, and those of a kind with n GPUs free in a pool open to it for their shortest limit. Its
-    test only grows more true within a pass, so after a job it passed over, these are a superset of
-    the jobs of its list it will not pass over later in the pass. Preemption need not be counted:
-    where it may help one job but not another, they are a time-sliced tier's jobs that have not had
-    their slice and one that has (the rest of Preemptor.may_help holds for every job or none), and
-    in a list those that have had it rank after every one that has not (ranked.py). None where
-    that would not spare a walk: a tier without its reservation yet (it passes over none there),
-    or where these are more than 1 in SKIP_SHARE of the tier's jobs (a walk meets one soon). With
-    tens of thousands waiting and a few of them able to fit, the ranking reads these instead of
-    passing the rest one by one."""
+    `_passed_over` may not pass over now: held, gated and exclusive jobs, those of a kind with n GPUs
+    free in a pool open to it for their shortest limit, and those preemption may help
+    (Preemptor.helped_in: a time-sliced tier's jobs that have not had their slice and need no more
+    GPUs than slicing could give). Its test only grows more true within a pass, so after a job it
+    passed over, these are a superset of the jobs of its list it will not pass over later in the
+    pass. None where that would not spare a walk: a tier without its reservation yet (it passes
+    over none there), or where these are more than 1 in SKIP_SHARE of the tier's jobs (a walk meets
+    one soon). With tens of thousands waiting and a few of them able to fit, the ranking reads
+    these instead of passing the rest one by one."""
     refused: set[tuple] = set()   # (tier, horizons' version) found with too many: so while they stand
 
     def candidates(tier: int) -> set[str] | None:
@@ -175,8 +174,14 @@ def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining"):
         tiers = list(books.tiers) if tier == FIFO_TIER else [tier]
         if not all(capacity.reserves_nothing_in(t) for t in tiers) or (tier, capacity.version()) in refused:
             return None
+        helped: set[str] = set()
+        for t in tiers:
+            more = preemptor.helped_in(t)
+            if more is None:
+                return None
+            helped |= more
         reaches = {}
-        ids = index.gated | index.held | books.exclusive
+        ids = index.gated | index.held | books.exclusive | helped
         count = len(ids)
         for kind in index.waiting_kinds():
             reach = left.reach(kind)

@@ -9,7 +9,11 @@ below it.
 
 In a tier with time slicing (slicing.py), a job that is not demoted may also
 stop jobs of its own tier that have had their slice, those with the most
-service first; back in the queue they rank behind it, demoted."""
+service first; back in the queue they rank behind it, demoted. Slicing is asked
+only for a job no larger than the GPUs free and those of the runs it may stop,
+all pools together: under a long overload the jobs that have not had their
+slice are often gangs far larger than that, and a pass that explains nothing
+passes them over."""
 
 from collections import defaultdict
 from itertools import chain
@@ -39,7 +43,8 @@ class Preemptor:
         self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
         # the tiers where slicing may stop a run for some job of theirs that is not demoted, GPUs
         # counted: asked once, when first wanted (QueueIndex.slicing_may_stop)
-        self.slice_room: frozenset[int] | None = None
+        self.slices_in: frozenset[int] | None = None
+        self.slice_gpus: dict[int, int] = {}   # tier -> _slice_gpus(tier)
         self.demoted_now: dict[str, bool] = {}   # job -> demoted: asked of each job several times a pass
         if not self.enabled:
             return
@@ -78,20 +83,43 @@ class Preemptor:
         of the index once a pass, as its answer only grows more false within one."""
         known = self.slices_from.get(tier)
         if known is None:
-            if self.slice_room is None:
-                self.slice_room = self.index.slicing_may_stop(self.now)
-            known = self.slices_from[tier] = (any(t > tier for t in self.slice_room), tier in self.slice_room)
+            if self.slices_in is None:
+                self.slices_in = self.index.slicing_may_stop(self.now)
+            known = self.slices_from[tier] = (any(t > tier for t in self.slices_in), tier in self.slices_in)
         return known
 
     def may_help(self, job: PendingJob, tier: int) -> bool:
         """Whether `victims_for` might find room for the job (False: it surely returns None): only
         with jobs of preemptible tiers running, GPUs on their way back, or, if it has not had its
-        slice, a running job of its tier that slicing may stop."""
+        slice, running jobs of its tier that slicing may stop, holding with the free GPUs as many
+        as it needs (`_slice_gpus`)."""
         if not self.enabled:
             return False
         if self.candidates or any(self.stopping.values()):
             return True
-        return tier in self.slicing and self._slices_from(tier)[1] and not self._demoted(job)
+        return tier in self.slicing and self._slices_from(tier)[1] and not self._demoted(job) \
+            and job.gpus <= self._slice_gpus(tier)
+
+    def helped_in(self, tier: int) -> set[str] | None:
+        """The ids of the tier's waiting jobs `may_help` is true of (None: it may be of any): a pass
+        that explains nothing reads them beside the jobs that may fit (plan._candidates)."""
+        if not self.enabled:
+            return set()
+        if self.candidates or any(self.stopping.values()):
+            return None
+        if not (tier in self.slicing and self._slices_from(tier)[1]):
+            return set()
+        room = self._slice_gpus(tier)
+        return {job.id for job in self.index.rank().undemoted(tier) if job.gpus <= room}
+
+    def _slice_gpus(self, tier: int) -> int:
+        """The most GPUs slicing could give a job of the tier in this pass, every pool together: those
+        free when first asked and those of the runs it may stop (only taken within a pass, so fixed)."""
+        room = self.slice_gpus.get(tier)
+        if room is None:
+            room = self.slice_gpus[tier] = len(self.free) + sum(len(run.gpus)
+                                                                 for run in self.index.sliced(tier, self.now))
+        return room
 
     def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str, list[int]] | None:
         """Jobs to stop so `job` can start, a reason, and the free GPUs it counts on beside theirs,

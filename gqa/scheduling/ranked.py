@@ -81,6 +81,8 @@ class RankedJobs:
         self.ageing_built = True                              # False: rebuild `ageing` from `where` when wanted
         self.team_count: Counter[str] = Counter()
         self.now = -math.inf                                  # the latest `advance`
+        # tier -> least_undemoted(tier), kept while known: an add lowers it, a remove may forget it
+        self.least: dict[int, int | None] = {}
 
     def _sorted(self) -> None:
         """Heaps (a fresh build's) become sorted lists, before the first change."""
@@ -164,6 +166,9 @@ class RankedJobs:
         slot.add(entry)
         self.where[job.id] = (old, tier, team, entry)
         self.team_count[job.team] += 1
+        if job.tier in self.least and not demoted(job, self.policy, self.slicing, self.now):
+            least = self.least[job.tier]
+            self.least[job.tier] = job.gpus if least is None else min(least, job.gpus)
         if not self.fifo and not self.sjf and not old and self.age_rate:
             heapq.heappush(self.ageing, (job.submitted_at, job.id))
         if self.promoting_built and self.service(job):
@@ -183,6 +188,7 @@ class RankedJobs:
         else:
             groups = self._scored(jobs, ages)
         self.where_built = False   # each job's place is wanted only once one is removed or moves
+        self.least.clear()
         self.team_count.update(Counter([job.team for job in jobs]))
         if ages:   # the young ones' ageing order is wanted only once time moves on (advance)
             self.ageing_built = False
@@ -249,6 +255,9 @@ class RankedJobs:
             if not lists[tier]:
                 del lists[tier]
         self.team_count[job.team] -= 1
+        least = self.least.get(job.tier)
+        if least is not None and job.gpus <= least and not demoted(job, self.policy, self.slicing, self.now):
+            del self.least[job.tier]   # it may have been the smallest
 
     def advance(self, now: float) -> bool:
         """Moves the jobs that reached `max_age` by `now` to their tier's old list;
@@ -302,11 +311,19 @@ class RankedJobs:
         self._promote()   # those due by `now` are re-ranked: what is left is later
         return self.promoting[0][0] if self.promoting else None
 
-    def least_undemoted(self, tier: int, enough: int = 0) -> int | None:
-        """The fewest GPUs a job of the tier that is not demoted waits for at `now`, or the first
-        such job's found to need at most `enough`; None: none waits. A demoted job ranks after every
-        one that is not in its list, so each list is read up to its first demoted job."""
-        least = None
+    def least_undemoted(self, tier: int) -> int | None:
+        """The fewest GPUs a job of the tier that is not demoted waits for at `now`; None: none waits.
+        Kept between calls while jobs are only added (a promotion re-adds its job)."""
+        if tier in self.least:
+            return self.least[tier]
+        least = min((job.gpus for job in self.undemoted(tier)), default=None)
+        if self.slicing:
+            self.least[tier] = least
+        return least
+
+    def undemoted(self, tier: int) -> Iterator[PendingJob]:
+        """The jobs of the tier that are not demoted at `now`, list by list: in each, a demoted job
+        ranks after every one that is not, so each is read up to its first demoted job."""
         policy, tiers, now = self.policy, self.slicing, self.now
         for lists in (self.young, self.old):
             for entries in lists.get(tier, {}).values():
@@ -314,11 +331,7 @@ class RankedJobs:
                     job = entry[-1]
                     if demoted(job, policy, tiers, now):
                         break
-                    if least is None or job.gpus < least:
-                        least = job.gpus
-                        if least <= enough:
-                            return least
-        return least
+                    yield job
 
     def tiers(self) -> list[int]:
         return sorted(set(self.young) | set(self.old))

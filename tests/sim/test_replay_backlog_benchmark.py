@@ -28,6 +28,7 @@ def test_a_backlog_replays_against_a_revision_with_the_same_decisions(tmp_path):
     for row in rows.values():
         assert row["jobs"] == 300 and row["most_waiting"] > 100   # 4 GPUs for bursts of 30: a queue
         assert row["same_decisions"] and row["cpu_s"] > 0 and row["against_cpu_s"] > 0 and row["mean_jct_s"] > 0
+        assert len(row["schedule"]) == 16 and row["against_passes"] == row["passes"] > 0
 
 
 def test_bad_input_is_refused_with_a_message(tmp_path):

@@ -144,8 +144,8 @@ def test_a_pass_over_a_long_queue_reads_only_what_may_fit_and_decides_as_an_expl
     jumps = []
     candidates = plan_module._candidates
 
-    def counted(index, capacity, left):
-        ask = candidates(index, capacity, left)
+    def counted(index, capacity, left, preemptor):
+        ask = candidates(index, capacity, left, preemptor)
         return lambda tier: (ids := ask(tier)) is not None and jumps.append(len(ids)) or ids
     monkeypatch.setattr(plan_module, "_candidates", counted)
     rng, policy = random.Random(seed), POLICIES[name]
@@ -177,6 +177,30 @@ def test_a_pass_over_a_long_queue_reads_only_what_may_fit_and_decides_as_an_expl
             n += 1
         now += rng.choice([0.0, 60.0, 900.0])
     assert jumps   # the pass did read only the candidates, and some of those many times
+
+
+def test_a_pass_that_jumps_past_gangs_slicing_cannot_make_room_for_still_reads_a_job_it_can(monkeypatch):
+    """Every GPU busy, one run slicing may stop: the 4-GPU gangs ranked first cannot get room and
+    are passed over; a pass that then jumps to the candidates must still read the 1-GPU job ranked
+    after them, which slicing can start, as an explaining pass does."""
+    monkeypatch.setattr(ranked_module, "SKIP_AFTER", 2)
+    monkeypatch.setattr(plan_module, "SKIP_SHARE", 1)
+    policy, now = POLICIES["gqa-slice"], 100_000.0
+    index = QueueIndex(gpus(8), policy)
+    index.start(running("sliced", gpus=(0,), started_at=now - 20_000.0, wall_time=90_000.0))
+    for gpu in range(1, 8):
+        index.start(running(f"r{gpu}", gpus=(gpu,), started_at=now - 100.0, wall_time=90_000.0))
+    for n in range(3):   # expected to run 10 minutes: ranked before the 2-hour job
+        index.add(pending(f"gang{n}", gpus=4, submitted_at=now - 10.0, seq=n, wall_time=600.0,
+                          expected_runtime=600.0))
+    index.add(pending("small", submitted_at=now - 10.0, seq=3, wall_time=7_200.0, expected_runtime=7_200.0))
+    for n in range(20):   # demoted: ranked after all of them
+        index.add(pending(f"had{n}", submitted_at=now - 50.0, seq=4 + n, wall_time=600.0, served=1e6))
+    snap = Snapshot(now=now, gpus=index.gpus, pending=index.pending_view, running=index.running_view,
+                    policy=policy)
+    quick, full = plan(snap, explain=False), plan(fresh(snap))
+    assert quick.preempt == full.preempt == ["sliced"] and "small" in quick.order
+    assert not {"gang0", "gang1", "gang2"} & set(quick.order)   # passed over unscored
 
 
 @pytest.mark.parametrize("name", ["fifo-easy", "multifactor"])
