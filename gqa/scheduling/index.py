@@ -527,12 +527,25 @@ class QueueIndex:
 
     def slicing_may_stop(self, now: float) -> frozenset[int]:
         """The slicing tiers where slicing may stop a run at `now` for a waiting job that is not
-        demoted: some run may be stopped, and the smallest such job needs no more GPUs than are free,
-        on their way back, or held by runs slicing may stop now (slicing.room_at, all pools together).
-        Within a pass GPUs are only taken and victims only chosen, so in any other tier slicing
-        stops nothing for the whole pass (preempt.Preemptor)."""
-        return frozenset(tier for tier, at in self._slicing_rooms(now).items()
-                         if at is not None and at <= now and self.may_slice(tier, now))
+        demoted: some run may be stopped, and some such job needs no more GPUs than are free, on
+        their way back, or held by runs slicing may stop now (all pools together). Within a pass
+        GPUs are only taken and victims only chosen, so in any other tier slicing stops nothing
+        for the whole pass (preempt.Preemptor)."""
+        ranked = self.rank()
+        ranked.advance(now)
+        base, tiers = self._free_or_freeing(), []
+        for tier in sorted(self.slicing):
+            if not self.may_slice(tier, now):
+                continue
+            start = base + preemptible_below(self.running.values(), tier, self.policy)
+            if ranked.least_kept(tier):   # the runs counted only until they are enough
+                least = ranked.least_undemoted(tier)
+                at = None if least is None else room_at(least, start, self._stops(tier))
+                if at is not None and at <= now:
+                    tiers.append(tier)
+            elif ranked.undemoted_within(tier, start + sum(len(run.gpus) for run in self.sliced(tier, now))):
+                tiers.append(tier)
+        return frozenset(tiers)
 
     def next_sliceable(self, now: float, tiers: Iterable[int] | None = None) -> float | None:
         """When the next running job (of `tiers`, else any) becomes one slicing may stop, after
@@ -561,20 +574,27 @@ class QueueIndex:
                  for tier, at in self._slicing_rooms(now).items() if at is not None]
         return min((t for t in times if t is not None and t > now), default=None)
 
+    def _free_or_freeing(self) -> int:
+        """The GPUs free and those of running jobs being stopped."""
+        return len(self.free) + sum(len(self.running[job_id].gpus) for job_id in self.stopping)
+
     def _slicing_rooms(self, now: float) -> dict[int, float | None]:
         """Per slicing tier where a job that is not demoted waits at `now`: when slicing may first make
         room for the smallest such job (slicing.room_at)."""
         ranked = self.rank()
         ranked.advance(now)
-        base = len(self.free) + sum(len(self.running[job_id].gpus) for job_id in self.stopping)
+        base = self._free_or_freeing()
         rooms = {}
         for tier in sorted(self.slicing):
             start = base + preemptible_below(self.running.values(), tier, self.policy)
             least = ranked.least_undemoted(tier)
             if least is not None:
-                stops = ((at, len(self.running[job_id].gpus)) for at, job_id in self.sliceable.get(tier, ()))
-                rooms[tier] = room_at(least, start, stops)
+                rooms[tier] = room_at(least, start, self._stops(tier))
         return rooms
+
+    def _stops(self, tier: int) -> Iterator[tuple[float, int]]:
+        """The tier's running jobs slicing may come to stop, as (stoppable_at, GPUs) in that order."""
+        return ((at, len(self.running[job_id].gpus)) for at, job_id in self.sliceable.get(tier, ()))
 
     def gated_jobs(self) -> list[PendingJob]:
         """In queue order, as a fresh gate pass meets them."""
