@@ -150,6 +150,7 @@ class QueueIndex:
         # time slicing (slicing.py): per slicing tier, (stoppable_at, id) of the running jobs in it,
         # so a pass finds those it may stop, and the loop the next to become so, in O(log n)
         self.slicing = slicing_tiers(policy)
+        self.slicing_order = tuple(sorted(self.slicing))
         self.sliceable: dict[int, SortedList] = defaultdict(SortedList)
 
     @classmethod
@@ -520,6 +521,14 @@ class QueueIndex:
             return []
         return [self.running[job_id] for _, job_id in runs[:runs.bisect_left((math.nextafter(now, math.inf),))]]
 
+    def slice_stops(self, tier: int, now: float) -> Iterator[int]:
+        """The GPUs of each running job of the tier slicing may stop at `now`, in the order it may."""
+        running = self.running
+        for at, job_id in self.sliceable.get(tier, ()):
+            if at > now:
+                return
+            yield len(running[job_id].gpus)
+
     def may_slice(self, tier: int, now: float) -> bool:
         """Whether slicing may stop some running job of the tier at `now`."""
         runs = self.sliceable.get(tier)
@@ -531,21 +540,39 @@ class QueueIndex:
         their way back, or held by runs slicing may stop now (all pools together). Within a pass
         GPUs are only taken and victims only chosen, so in any other tier slicing stops nothing
         for the whole pass (preempt.Preemptor)."""
+        may = [tier for tier in self.slicing_order if self.may_slice(tier, now)]
+        if not may:
+            return frozenset()
         ranked = self.rank()
         ranked.advance(now)
         base, tiers = self._free_or_freeing(), []
-        for tier in sorted(self.slicing):
-            if not self.may_slice(tier, now):
-                continue
+        for tier in may:
             start = base + preemptible_below(self.running.values(), tier, self.policy)
             if ranked.least_kept(tier):   # the runs counted only until they are enough
                 least = ranked.least_undemoted(tier)
                 at = None if least is None else room_at(least, start, self._stops(tier))
                 if at is not None and at <= now:
                     tiers.append(tier)
-            elif ranked.undemoted_within(tier, start + sum(len(run.gpus) for run in self.sliced(tier, now))):
+            elif self._undemoted_fits(tier, start, now):
                 tiers.append(tier)
         return frozenset(tiers)
+
+    def _undemoted_fits(self, tier: int, room: int, now: float) -> bool:
+        """Whether a waiting job of the tier that is not demoted needs no more than `room` GPUs and
+        those of the runs slicing may stop at `now`: both read only as far as the answer needs (a
+        pass over a queue built for it alone would otherwise read every job that has not had its
+        slice)."""
+        stops: Iterator[int] | None = self.slice_stops(tier, now)
+        for job in self.ranked.undemoted(tier):
+            while job.gpus > room and stops is not None:
+                gpus = next(stops, None)
+                if gpus is None:
+                    stops = None
+                else:
+                    room += gpus
+            if job.gpus <= room:
+                return True
+        return False
 
     def next_sliceable(self, now: float, tiers: Iterable[int] | None = None) -> float | None:
         """When the next running job (of `tiers`, else any) becomes one slicing may stop, after
@@ -570,12 +597,18 @@ class QueueIndex:
         """When slicing next may make room for a waiting job that is not demoted, after `now`: the
         time its runs first hold enough GPUs for the smallest such job of their tier, else, where
         they already do, the next run it may stop; None: never without a promotion."""
-        times = [at if at > now else self.next_sliceable(now, (tier,))
-                 for tier, at in self._slicing_rooms(now).items() if at is not None]
-        return min((t for t in times if t is not None and t > now), default=None)
+        first = None
+        for tier, at in self._slicing_rooms(now).items():
+            if at is not None and at <= now:
+                at = self.next_sliceable(now, (tier,))
+            if at is not None and at > now and (first is None or at < first):
+                first = at
+        return first
 
     def _free_or_freeing(self) -> int:
         """The GPUs free and those of running jobs being stopped."""
+        if not self.stopping:
+            return len(self.free)
         return len(self.free) + sum(len(self.running[job_id].gpus) for job_id in self.stopping)
 
     def _slicing_rooms(self, now: float) -> dict[int, float | None]:
@@ -585,7 +618,7 @@ class QueueIndex:
         ranked.advance(now)
         base = self._free_or_freeing()
         rooms = {}
-        for tier in sorted(self.slicing):
+        for tier in self.slicing_order:
             start = base + preemptible_below(self.running.values(), tier, self.policy)
             least = ranked.least_undemoted(tier)
             if least is not None:

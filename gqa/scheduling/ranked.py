@@ -325,15 +325,6 @@ class RankedJobs:
         """Whether `least_undemoted(tier)` is kept, so costs nothing to ask."""
         return tier in self.least
 
-    def undemoted_within(self, tier: int, gpus: int) -> bool:
-        """Whether a job of the tier that is not demoted, needing at most `gpus` GPUs, waits at `now`:
-        read from `least_undemoted` where it is kept, else up to the first such job (a pass over a
-        queue built for it alone would otherwise read every job that has not had its slice)."""
-        if tier in self.least:
-            least = self.least[tier]
-            return least is not None and least <= gpus
-        return any(job.gpus <= gpus for job in self.undemoted(tier))
-
     def undemoted(self, tier: int) -> Iterator[PendingJob]:
         """The jobs of the tier that are not demoted at `now`, list by list: in each, a demoted job
         ranks after every one that is not, so each is read up to its first demoted job."""
