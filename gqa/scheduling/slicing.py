@@ -133,7 +133,7 @@ def next_change(running: Iterable[RunningJob], pending: Iterable[PendingJob], po
         return None
     running, pending = list(running), list(pending)
     base = free + sum(len(run.gpus) for run in running if run.stopping)
-    times = []
+    times: list[float] = []
     for tier in tiers:
         least = min((job.gpus for job in pending if job.tier == tier and not demoted(job, policy, tiers, now)),
                     default=None)
@@ -141,9 +141,9 @@ def next_change(running: Iterable[RunningJob], pending: Iterable[PendingJob], po
             continue
         stops = sorted((stoppable_at(run, policy), len(run.gpus)) for run in running
                        if run.tier == tier and in_slicing(run, tiers))
-        at = room_at(least, base + preemptible_below(running, tier, policy), stops)
-        if at is not None:
-            times.append(at if at > now else min((t for t, _ in stops if now < t < math.inf), default=math.inf))
+        room = room_at(least, base + preemptible_below(running, tier, policy), stops)
+        if room is not None:
+            times.append(room if room > now else min((t for t, _ in stops if now < t < math.inf), default=math.inf))
     times += [at for job in pending if job.tier in tiers and job.served >= had_slice_at(policy)
               and (at := promoted_at(job, policy)) > now]
     times = [t for t in times if t < math.inf]
