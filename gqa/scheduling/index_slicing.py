@@ -73,22 +73,13 @@ class SlicingReads:
                 tiers.append(tier)
         return frozenset(tiers)
 
-    def _undemoted_fits(self, tier: int, room: int, now: float) -> bool:
-        """Whether a waiting job of the tier that is not demoted needs no more than `room` GPUs and
+    def _undemoted_fits(self, tier: int, start: int, now: float) -> bool:
+        """Whether a waiting job of the tier that is not demoted needs no more than `start` GPUs and
         those of the runs slicing may stop at `now`: both read only as far as the answer needs (a
         pass over a queue built for it alone would otherwise read every job that has not had its
         slice)."""
-        stops: Iterator[int] | None = self.slice_stops(tier, now)
-        for job in self.ranked.undemoted(tier):
-            while job.gpus > room and stops is not None:
-                gpus = next(stops, None)
-                if gpus is None:
-                    stops = None
-                else:
-                    room += gpus
-            if job.gpus <= room:
-                return True
-        return False
+        room = Room(start, self.slice_stops(tier, now))
+        return any(room.holds(job.gpus) for job in self.ranked.undemoted(tier))
 
     def next_sliceable(self, now: float, tiers: Iterable[int] | None = None) -> float | None:
         """When the next running job (of `tiers`, else any) becomes one slicing may stop, after
@@ -144,3 +135,25 @@ class SlicingReads:
     def _stops(self, tier: int) -> Iterator[tuple[float, int]]:
         """The tier's running jobs slicing may come to stop, as (stoppable_at, GPUs) in that order."""
         return ((at, len(self.running[job_id].gpus)) for at, job_id in self.sliceable.get(tier, ()))
+
+
+class Room:
+    """GPUs counted lazily: `start` (free, or on their way back), then those of each run slicing
+    may stop, in the order it may stop them, only as far as any question has needed."""
+
+    def __init__(self, start: int, stops: Iterator[int]):
+        self.gpus, self.stops = start, stops
+        self.counted_all = False
+
+    def holds(self, gpus: float) -> bool:
+        while self.gpus < gpus and not self.counted_all:
+            more = next(self.stops, None)
+            if more is None:
+                self.counted_all = True
+            else:
+                self.gpus += more
+        return self.gpus >= gpus
+
+    def total(self) -> int:
+        self.holds(math.inf)
+        return self.gpus

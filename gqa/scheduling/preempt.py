@@ -15,13 +15,13 @@ all pools together: under a long overload the jobs that have not had their
 slice are often gangs far larger than that, and a pass that explains nothing
 passes them over."""
 
-import math
 from collections import defaultdict
 from itertools import chain
 
 from .fit import pools_for
 from .inventory import Pool
 from .index import QueueIndex
+from .index_slicing import Room
 from .slicing import demoted, slicing_tiers
 from .snapshot import PendingJob, RunningJob, Snapshot
 
@@ -45,7 +45,7 @@ class Preemptor:
         # the tiers where slicing may stop a run for some job of theirs that is not demoted, GPUs
         # counted: asked once, when first wanted (QueueIndex.slicing_may_stop)
         self.slices_in: frozenset[int] | None = None
-        self.slice_gpus: dict[int, list] = {}   # tier -> [GPUs counted, the runs left to count] (_slice_gpus)
+        self.slice_rooms: dict[int, Room] = {}   # tier -> _slice_room(tier)
         self.demoted_now: dict[str, bool] = {}   # job -> demoted: asked of each job several times a pass
         if not self.enabled:
             return
@@ -93,13 +93,13 @@ class Preemptor:
         """Whether `victims_for` might find room for the job (False: it surely returns None): only
         with jobs of preemptible tiers running, GPUs on their way back, or, if it has not had its
         slice, running jobs of its tier that slicing may stop, holding with the free GPUs as many
-        as it needs (`_slice_gpus`)."""
+        as it needs (`_slice_room`)."""
         if not self.enabled:
             return False
         if self.candidates or any(self.stopping.values()):
             return True
         return tier in self.slicing and self._slices_from(tier)[1] and not self._demoted(job) \
-            and self._slice_gpus(tier, job.gpus) >= job.gpus
+            and self._slice_room(tier).holds(job.gpus)
 
     def helped_in(self, tier: int) -> set[str] | None:
         """The ids of the tier's waiting jobs `may_help` is true of (None: it may be of any): a pass
@@ -110,23 +110,17 @@ class Preemptor:
             return None
         if not (tier in self.slicing and self._slices_from(tier)[1]):
             return set()
-        room = self._slice_gpus(tier, math.inf)
+        room = self._slice_room(tier).total()
         return {job.id for job in self.index.rank().undemoted(tier) if job.gpus <= room}
 
-    def _slice_gpus(self, tier: int, enough: float) -> int:
-        """The GPUs slicing could give a job of the tier in this pass, every pool together, counted
-        until they are `enough`: those free when first asked, then those of the runs it may stop in
-        the order it may stop them, as far as any ask has needed (the runs are fixed within a pass)."""
-        walk = self.slice_gpus.get(tier)
-        if walk is None:
-            walk = self.slice_gpus[tier] = [len(self.free), self.index.slice_stops(tier, self.now)]
-        while walk[0] < enough and walk[1] is not None:
-            gpus = next(walk[1], None)
-            if gpus is None:
-                walk[1] = None
-            else:
-                walk[0] += gpus
-        return walk[0]
+    def _slice_room(self, tier: int) -> Room:
+        """The GPUs slicing could give a job of the tier in this pass, every pool together: those
+        free when first asked, then those of the runs it may stop (fixed within a pass), counted as
+        far as any ask has needed."""
+        room = self.slice_rooms.get(tier)
+        if room is None:
+            room = self.slice_rooms[tier] = Room(len(self.free), self.index.slice_stops(tier, self.now))
+        return room
 
     def victims_for(self, job: PendingJob, tier: int) -> tuple[list[str], str, list[int]] | None:
         """Jobs to stop so `job` can start, a reason, and the free GPUs it counts on beside theirs,

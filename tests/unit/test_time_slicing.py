@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from gqa.scheduling import plan
 from gqa.scheduling.index import QueueIndex
+from gqa.scheduling.index_slicing import Room
 from gqa.scheduling.presets import preset
 from gqa.scheduling.slicing import (CATCH_UP_SLICES, DEMOTED_SLICES, demoted, may_stop, next_change, promoted_at,
                                     room_at, slicing_tiers, stoppable_at)
@@ -291,3 +292,12 @@ def test_a_pass_asks_slicing_only_where_it_may_stop_enough_gpus_for_a_waiting_jo
     monkeypatch.setattr(QueueIndex, "slicing_may_stop",   # GPUs not counted: asked for the gang too
                         lambda self, now: frozenset(t for t in self.slicing if self.may_slice(t, now)))
     assert plan(alone).preempt == [] and plan(both).preempt == ["r1"]
+
+
+def test_a_room_counts_the_runs_slicing_may_stop_only_as_far_as_asked():
+    stops = iter([2, 4, 1])
+    room = Room(1, stops)
+    assert room.holds(1) and room.gpus == 1            # the free GPUs were enough: no run counted
+    assert room.holds(3) and room.gpus == 3            # one run counted
+    assert not room.holds(9) and room.total() == 8     # all counted, and still too few
+    assert next(stops, None) is None
