@@ -141,12 +141,17 @@ def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor
     unlisted (Ranking.ordered), the loop's own test ahead of the loop. Within a pass GPUs are only
     taken, reservations only added, and victims only chosen (the GPUs already on their way back
     only given out), so a job this is true of when the ranking reads it ahead (a team's next head)
-    is still passed over when its turn comes."""
+    is still passed over when its turn comes. Under time slicing, a job where the loop would stop
+    the pass is not passed over: the loop meets it and stops."""
     if not capacity.backfill:
         return None   # without backfill every job holds something back (reserves_nothing_for): none is passed over
-    if preemptor.enabled:
+    if preemptor.enabled:   # time slicing alone: a pass that may stop early does not preempt across tiers
         def passed_over(job: PendingJob) -> bool:
-            return not job.held and job.id not in gated and _decides_nothing(job, capacity, preemptor, left)
+            if job.held or job.id in gated or not _decides_nothing(job, capacity, preemptor, left):
+                return False
+            # else, once slicing has nothing left to give, the ranking would pass over the rest of
+            # the tier one by one (a dispatcher's index has no candidates' books to jump with)
+            return preemptor.may_help_from(job) or left.may_start()
         return passed_over
     # the same test where preemption is off (may_help: False), asked of most of a long queue
     reserves_nothing_for, may_fit = capacity.reserves_nothing_for, left.may_fit
@@ -174,9 +179,10 @@ def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining", preemp
         tiers = list(books.tiers) if tier == FIFO_TIER else [tier]
         if not all(capacity.reserves_nothing_in(t) for t in tiers) or (tier, capacity.version()) in refused:
             return None
+        most = sum(books.tiers[t] for t in tiers) // SKIP_SHARE   # more: a walk meets one soon
         helped: set[str] = set()
         for t in tiers:
-            more = preemptor.helped_in(t)
+            more = preemptor.helped_in(t, most - len(helped))
             if more is None:
                 return None
             helped |= more

@@ -40,8 +40,9 @@ class Preemptor:
         self.candidates: list[RunningJob] = []   # of preemptible tiers
         self.index = index   # which running jobs slicing may stop: asked per tier when first wanted
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
+        self.sliced_left: dict[int, int] = {}   # tier -> the GPUs of those not chosen yet
         self.chosen: set[str] = set()
-        self.slices_from: dict[int, tuple[bool, bool]] = {}   # tier -> _slices_from(tier)
+        self.slices_from: dict[int, tuple[tuple[int, ...], bool]] = {}   # tier -> _slices_from(tier)
         # the tiers where slicing may stop a run for some job of theirs that is not demoted, GPUs
         # counted: asked once, when first wanted (QueueIndex.slicing_may_stop)
         self.slices_in: frozenset[int] | None = None
@@ -68,9 +69,28 @@ class Preemptor:
     def may_help_from(self, job: PendingJob) -> bool:
         """Whether preemption might start `job` or a job ranked after it: a pass that explains
         nothing and has no GPU left for anything stops when it cannot (plan.py). Only time
-        slicing is asked: jobs it may stop, in this job's tier if it is not demoted, or below."""
+        slicing is asked: jobs it may stop, in this job's tier if it is not demoted, or below,
+        while the pass has left it GPUs enough to give (`_spent`)."""
         below, own = self._slices_from(job.tier)
-        return below or (own and not self._demoted(job))
+        for tier in below:
+            if not self._spent(tier):
+                return True
+        return own and not self._demoted(job) and not self._spent(job.tier)
+
+    def _spent(self, tier: int) -> bool:
+        """Whether slicing has nothing left to give in the tier for the rest of the pass: once it
+        has chosen victims there (so its runs are read), the GPUs free, on their way back and held
+        by its runs not chosen are fewer than the smallest job there that is not demoted needs (1
+        where the index does not keep that size). Within a pass these only shrink. A pass that
+        stopped every run it may for the first jobs would else look at every job of the tier
+        behind them."""
+        left = self.sliced_left.get(tier)
+        if left is None:
+            return False
+        left += len(self.free) + sum(len(gpus) for gpus in self.stopping.values())
+        ranked = self.index.rank()
+        least = ranked.least_undemoted(tier) if ranked.least_kept(tier) else 1
+        return least is None or left < least
 
     def _demoted(self, job: PendingJob) -> bool:
         known = self.demoted_now.get(job.id)
@@ -78,15 +98,16 @@ class Preemptor:
             known = self.demoted_now[job.id] = demoted(job, self.policy, self.slicing, self.now)
         return known
 
-    def _slices_from(self, tier: int) -> tuple[bool, bool]:
-        """Whether slicing may stop a job of a tier below `tier`, and of `tier` itself, for a job there
-        that is not demoted, with GPUs enough for the smallest (QueueIndex.slicing_may_stop): asked
-        of the index once a pass, as its answer only grows more false within one."""
+    def _slices_from(self, tier: int) -> tuple[tuple[int, ...], bool]:
+        """The tiers below `tier` where slicing may stop a job for a job there that is not demoted,
+        with GPUs enough for the smallest (QueueIndex.slicing_may_stop), and whether `tier` is one:
+        asked of the index once a pass, as its answer only grows more false within one."""
         known = self.slices_from.get(tier)
         if known is None:
             if self.slices_in is None:
                 self.slices_in = self.index.slicing_may_stop(self.now)
-            known = self.slices_from[tier] = (any(t > tier for t in self.slices_in), tier in self.slices_in)
+            known = self.slices_from[tier] = (tuple(sorted(t for t in self.slices_in if t > tier)),
+                                              tier in self.slices_in)
         return known
 
     def may_help(self, job: PendingJob, tier: int) -> bool:
@@ -98,20 +119,32 @@ class Preemptor:
             return False
         if self.candidates or any(self.stopping.values()):
             return True
-        return tier in self.slicing and self._slices_from(tier)[1] and not self._demoted(job) \
-            and self._slice_room(tier).holds(job.gpus)
+        if not (tier in self.slicing and self._slices_from(tier)[1] and not self._demoted(job)):
+            return False
+        left = self.sliced_left.get(tier)
+        if left is not None:   # victims chosen in the tier: count what is left exactly
+            return left + len(self.free) >= job.gpus
+        return self._slice_room(tier).holds(job.gpus)
 
-    def helped_in(self, tier: int) -> set[str] | None:
+    def helped_in(self, tier: int, most: int) -> set[str] | None:
         """The ids of the tier's waiting jobs `may_help` is true of (None: it may be of any): a pass
-        that explains nothing reads them beside the jobs that may fit (plan._candidates)."""
+        that explains nothing reads them beside the jobs that may fit (plan._candidates). Read no
+        further than `most` + 1 of them: more are too many to spare a walk."""
         if not self.enabled:
             return set()
         if self.candidates or any(self.stopping.values()):
             return None
-        if not (tier in self.slicing and self._slices_from(tier)[1]):
+        if not (tier in self.slicing and self._slices_from(tier)[1]) or self._spent(tier):
             return set()
-        room = self._slice_room(tier).total()
-        return {job.id for job in self.index.rank().undemoted(tier) if job.gpus <= room}
+        left = self.sliced_left.get(tier)
+        room = self._slice_room(tier).total() if left is None else left + len(self.free)
+        helped: set[str] = set()
+        for job in self.index.rank().undemoted(tier):
+            if job.gpus <= room:
+                helped.add(job.id)
+                if len(helped) > most:
+                    break
+        return helped
 
     def _slice_room(self, tier: int) -> Room:
         """The GPUs slicing could give a job of the tier in this pass, every pool together: those
@@ -166,6 +199,9 @@ class Preemptor:
         need = job.gpus - len(counted)
         self.stopping[pool] = self.stopping[pool][max(0, need):]
         self.chosen.update(r.id for r in picked)
+        for run in picked:
+            if run.tier in self.sliced_left:
+                self.sliced_left[run.tier] -= len(run.gpus)
         lost = sum(self.now - (r.checkpointed_at or r.started_at) for r in picked)
         if not picked:
             return [], "starts when the preempted jobs have stopped", counted
@@ -182,6 +218,7 @@ class Preemptor:
             now = self.now
             ranked = sorted([(-run.attained(now), run.id, run) for run in self.index.sliced(tier, now)])
             runs = self.sliced[tier] = [run for _, _, run in ranked]   # ids differ: runs are never compared
+            self.sliced_left[tier] = sum(len(run.gpus) for run in runs if run.id not in self.chosen)
         return runs
 
     def _without_spares(self, picked: list[RunningJob], pool: Pool, spare: int) -> list[RunningJob]:

@@ -301,3 +301,22 @@ def test_a_room_counts_the_runs_slicing_may_stop_only_as_far_as_asked():
     assert room.holds(3) and room.gpus == 3            # one run counted
     assert not room.holds(9) and room.total() == 8     # all counted, and still too few
     assert next(stops, None) is None
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["built for the pass", "kept between passes"])
+def test_a_pass_that_has_stopped_every_run_slicing_may_stop_reads_no_further(kept):
+    """No GPU free, three 1-GPU runs slicing may stop, and 200 fresh jobs: a pass that explains
+    nothing stops the three for the first three jobs, then has nothing left to give, so it stops
+    there rather than look at the 197 behind them (a dispatcher's pass at 100,000 pending looked
+    at two thirds of them). It decides what an explaining pass decides."""
+    runs = [running(f"r{i}", gpus=(i,), started_at=NOW - 4_000 - i) for i in range(3)]
+    jobs = [pending(f"j{i:03}", submitted_at=NOW - 1_000 + i) for i in range(200)]
+    snap = snapshot(3, running=runs, pending=jobs, policy=SLICED)
+    explained = plan(snap)
+    if kept:
+        index = QueueIndex.of(snap.gpus, snap.policy, snap.pending, snap.running, snap.now)
+        snap = replace(snap, pending=index.pending_view, running=index.running_view)
+    fast = plan(snap, explain=False)
+    assert sorted(fast.preempt) == sorted(explained.preempt) == ["r0", "r1", "r2"]
+    assert fast.starts == explained.starts == []
+    assert fast.order == ["j000", "j001", "j002"] and len(explained.order) == 200
