@@ -92,7 +92,7 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=None, help="the cluster (default: the table's at 95%%)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N jobs (default: all)")
     # gqa-slice only when named: under this overload its slicing churns (a pass at each slice's end),
-    # the more the longer it lasts: 341 s of CPU for ITP's first 30,000 jobs
+    # the more the longer it lasts: 29 minutes of CPU for the whole ITP trace
     parser.add_argument("--policies", default="fifo,fifo-easy,multifactor,gqa,sjf-oracle,las",
                         help="comma-separated (default: all but gqa-slice and las-tiers)")
     parser.add_argument("--against", default=None, metavar="REV", help="a revision to replay side by side")
