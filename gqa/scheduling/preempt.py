@@ -84,13 +84,21 @@ class Preemptor:
         where the index does not keep that size). Within a pass these only shrink. A pass that
         stopped every run it may for the first jobs would else look at every job of the tier
         behind them."""
-        left = self.sliced_left.get(tier)
+        left = self._left_in(tier)
         if left is None:
             return False
-        left += len(self.free) + sum(len(gpus) for gpus in self.stopping.values())
         ranked = self.index.rank()
         least = ranked.least_undemoted(tier) if ranked.least_kept(tier) else 1
         return least is None or left < least
+
+    def _left_in(self, tier: int) -> int | None:
+        """The GPUs slicing could still give a job of the tier in this pass, counted exactly once it
+        has chosen victims there (its runs are read then): free, on their way back, and held by its
+        runs not chosen. None before: `_slice_room` bounds them."""
+        left = self.sliced_left.get(tier)
+        if left is None:
+            return None
+        return left + len(self.free) + sum(len(gpus) for gpus in self.stopping.values())
 
     def _demoted(self, job: PendingJob) -> bool:
         known = self.demoted_now.get(job.id)
@@ -121,10 +129,8 @@ class Preemptor:
             return True
         if not (tier in self.slicing and self._slices_from(tier)[1] and not self._demoted(job)):
             return False
-        left = self.sliced_left.get(tier)
-        if left is not None:   # victims chosen in the tier: count what is left exactly
-            return left + len(self.free) >= job.gpus
-        return self._slice_room(tier).holds(job.gpus)
+        left = self._left_in(tier)
+        return self._slice_room(tier).holds(job.gpus) if left is None else left >= job.gpus
 
     def helped_in(self, tier: int, most: int) -> set[str] | None:
         """The ids of the tier's waiting jobs `may_help` is true of (None: it may be of any): a pass
@@ -136,8 +142,8 @@ class Preemptor:
             return None
         if not (tier in self.slicing and self._slices_from(tier)[1]) or self._spent(tier):
             return set()
-        left = self.sliced_left.get(tier)
-        room = self._slice_room(tier).total() if left is None else left + len(self.free)
+        left = self._left_in(tier)
+        room = self._slice_room(tier).total() if left is None else left
         helped: set[str] = set()
         for job in self.index.rank().undemoted(tier):
             if job.gpus <= room:
