@@ -40,6 +40,7 @@ class Preemptor:
         self.candidates: list[RunningJob] = []   # of preemptible tiers
         self.index = index   # which running jobs slicing may stop: asked per tier when first wanted
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
+        self.sliced_ids: dict[int, set[str]] = {}   # tier -> their ids
         self.sliced_left: dict[int, int] = {}   # tier -> the GPUs of those not chosen yet
         self.chosen: set[str] = set()
         self.slices_from: dict[int, tuple[tuple[int, ...], bool]] = {}   # tier -> _slices_from(tier)
@@ -122,7 +123,7 @@ class Preemptor:
         """Whether `victims_for` might find room for the job (False: it surely returns None): only
         with jobs of preemptible tiers running, GPUs on their way back, or, if it has not had its
         slice, running jobs of its tier that slicing may stop, holding with the free GPUs as many
-        as it needs (`_slice_room`)."""
+        as it needs (`_slice_room`; once victims are chosen there, `_left_in`)."""
         if not self.enabled:
             return False
         if self.candidates or any(self.stopping.values()):
@@ -206,7 +207,7 @@ class Preemptor:
         self.stopping[pool] = self.stopping[pool][max(0, need):]
         self.chosen.update(r.id for r in picked)
         for run in picked:
-            if run.tier in self.sliced_left:
+            if run.id in self.sliced_ids.get(run.tier, ()):   # a lower tier's victim may not be one
                 self.sliced_left[run.tier] -= len(run.gpus)
         lost = sum(self.now - (r.checkpointed_at or r.started_at) for r in picked)
         if not picked:
@@ -224,6 +225,7 @@ class Preemptor:
             now = self.now
             ranked = sorted([(-run.attained(now), run.id, run) for run in self.index.sliced(tier, now)])
             runs = self.sliced[tier] = [run for _, _, run in ranked]   # ids differ: runs are never compared
+            self.sliced_ids[tier] = {run.id for run in runs}
             self.sliced_left[tier] = sum(len(run.gpus) for run in runs if run.id not in self.chosen)
         return runs
 
