@@ -77,7 +77,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         if following is None:
             break
         job, factors = following
-        if may_stop and slicing and not preemptor.may_help_from(job) and not left.may_start():
+        if may_stop and slicing and _ends_at(job, preemptor, left):
             return out
         left.looked_at(job)
         out.order.append(job.id)
@@ -128,6 +128,12 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     return out
 
 
+def _ends_at(job: PendingJob, preemptor: Preemptor, left: "Remaining") -> bool:
+    """Whether a pass that explains nothing and may stop early, under time slicing alone, stops at
+    this job: preemption can start neither it nor a job after it, and no GPU is left for any."""
+    return not preemptor.may_help_from(job) and not left.may_start()
+
+
 def _decides_nothing(job: PendingJob, capacity: Capacity, preemptor: Preemptor, left: "Remaining") -> bool:
     """Whether a job that is not held or gated can neither start, hold anything back nor make room:
     its tier's reservation is made and none is left, preemption cannot help it, and no pool has its
@@ -151,7 +157,7 @@ def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor
                 return False
             # else, once slicing has nothing left to give, the ranking would pass over the rest of
             # the tier one by one (a dispatcher's index has no candidates' books to jump with)
-            return preemptor.may_help_from(job) or left.may_start()
+            return not _ends_at(job, preemptor, left)
         return passed_over
     # the same test where preemption is off (may_help: False), asked of most of a long queue
     reserves_nothing_for, may_fit = capacity.reserves_nothing_for, left.may_fit

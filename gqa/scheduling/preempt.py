@@ -40,7 +40,6 @@ class Preemptor:
         self.candidates: list[RunningJob] = []   # of preemptible tiers
         self.index = index   # which running jobs slicing may stop: asked per tier when first wanted
         self.sliced: dict[int, list[RunningJob]] = {}   # tier -> those slicing may stop, most service first
-        self.sliced_ids: dict[int, set[str]] = {}   # tier -> their ids
         self.sliced_left: dict[int, int] = {}   # tier -> the GPUs of those not chosen yet
         self.chosen: set[str] = set()
         self.slices_from: dict[int, tuple[tuple[int, ...], bool]] = {}   # tier -> _slices_from(tier)
@@ -206,9 +205,9 @@ class Preemptor:
         need = job.gpus - len(counted)
         self.stopping[pool] = self.stopping[pool][max(0, need):]
         self.chosen.update(r.id for r in picked)
-        for run in picked:
-            if run.id in self.sliced_ids.get(run.tier, ()):   # a lower tier's victim may not be one
-                self.sliced_left[run.tier] -= len(run.gpus)
+        if slices:   # its own tier's victims came from `_sliced(tier)`; a lower tier's stay counted in
+            # theirs, an overcount that only keeps a pass going (one preempting across tiers never stops early)
+            self.sliced_left[tier] -= sum(len(r.gpus) for r in picked if r.tier == tier)
         lost = sum(self.now - (r.checkpointed_at or r.started_at) for r in picked)
         if not picked:
             return [], "starts when the preempted jobs have stopped", counted
@@ -225,7 +224,6 @@ class Preemptor:
             now = self.now
             ranked = sorted([(-run.attained(now), run.id, run) for run in self.index.sliced(tier, now)])
             runs = self.sliced[tier] = [run for _, _, run in ranked]   # ids differ: runs are never compared
-            self.sliced_ids[tier] = {run.id for run in runs}
             self.sliced_left[tier] = sum(len(run.gpus) for run in runs if run.id not in self.chosen)
         return runs
 
