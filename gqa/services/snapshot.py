@@ -2,13 +2,14 @@
 (wall time scaled by what each team's past jobs used of theirs)."""
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 
 from ..models.dependency import parse_dependency
 from ..models.errors import SpecError
 from ..models.job import JobState
 from ..ports import SchedulingInputs
 from ..scheduling import Snapshot
-from ..scheduling.snapshot import PendingJob, with_changes
+from ..scheduling.snapshot import PendingJob, RunningJob, rebuilt_with, with_changes
 from ..scheduling.budget import period_of, running_cost
 from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
 
@@ -31,19 +32,64 @@ def team_shares(samples: dict[str, list[tuple[float, float]]]) -> dict[str, floa
     return {team: mean_share(s) for team, s in samples.items()}
 
 
+class Estimated:
+    """The records a pass plans from: the store's, each with its expected run time (its wall time
+    scaled by its team's ratio). A caller that plans pass after pass keeps one (`kept=True`), and
+    a job's record is made again only when the store hands back another record for it or its
+    team's ratio moved: a store that keeps its view between passes (the dispatch function's)
+    hands back the same record for a job that did not change. Kept records are built by their
+    class's __init__ (`rebuilt_with`), since passes read them again and again."""
+
+    def __init__(self, *, kept: bool = False):
+        self.kept = kept
+        self._copy = rebuilt_with if kept else with_changes
+        self._pending: dict[str, tuple[PendingJob, float, PendingJob]] = {}
+        self._running: dict[str, tuple[RunningJob, float, RunningJob]] = {}
+
+    def pending(self, jobs: Iterable[PendingJob], ratios: Mapping[str, float]) -> list[PendingJob]:
+        seen, made, out, copy = self._pending, {}, [], self._copy
+        for job in jobs:
+            ratio = ratios.get(job.team, 1.0)
+            known = seen.get(job.id)
+            if known is None or known[0] is not job or known[1] != ratio:
+                known = (job, ratio, copy(job, expected_runtime=expected_runtime(job.wall_time, ratio)))
+            made[job.id] = known
+            out.append(known[2])
+        if self.kept:
+            self._pending = made
+        return out
+
+    def running(self, jobs: Iterable[RunningJob], ratios: Mapping[str, float], now: float) -> list[RunningJob]:
+        seen, made, out, copy = self._running, {}, [], self._copy
+        for run in jobs:
+            ratio = ratios.get(run.team, 1.0)
+            if not run.started:
+                # an attempt not started yet (STARTING) still carries its previous attempt's start: seen
+                # from now it begins now, so backfill, ETAs and preemption give it its whole wall time
+                # ahead and nothing to lose (made again at every pass, as `now` moves)
+                out.append(copy(run, expected_runtime=expected_runtime(run.wall_time, ratio), started_at=now))
+                continue
+            known = seen.get(run.id)
+            if known is None or known[0] is not run or known[1] != ratio:
+                known = (run, ratio, copy(run, expected_runtime=expected_runtime(run.wall_time, ratio)))
+            made[run.id] = known
+            out.append(known[2])
+        if self.kept:
+            self._running = made
+        return out
+
+
 def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] | None = None,
-                  view: tuple[list, list] | None = None) -> Snapshot:
-    """`view`: the store's scheduling_view() when the caller has just read it."""
+                  view: tuple[list, list] | None = None, estimated: Estimated | None = None) -> Snapshot:
+    """`view`: the store's scheduling_view() when the caller has just read it. `estimated`: what a
+    caller that plans pass after pass keeps of the records it planned from."""
     inventory = store.inventory()
     policy = store.policy()
     ratios = team_ratios(team_samples(store)) if ratios is None else ratios
     pending, running = store.scheduling_view() if view is None else view
-    pending = [with_changes(j, expected_runtime=expected_runtime(j.wall_time, ratios.get(j.team, 1.0)))
-               for j in pending]
-    # an attempt not started yet (STARTING) still carries its previous attempt's start: seen from now it
-    # begins now, so backfill, ETAs and preemption give it its whole wall time ahead and nothing to lose
-    running = [with_changes(r, expected_runtime=expected_runtime(r.wall_time, ratios.get(r.team, 1.0)),
-                       started_at=r.started_at if r.started else now) for r in running]
+    estimated = estimated or Estimated()
+    pending = estimated.pending(pending, ratios)
+    running = estimated.running(running, ratios, now)
     gpus = inventory.gpus if inventory else ()
     named = dependency_states(store, pending)
     return Snapshot(now=now, gpus=gpus, pending=tuple(pending),

@@ -17,7 +17,7 @@ from ..scheduling.slicing import next_change
 from .launched import record_launch
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
 from .settle import apply_holding, settle
-from .snapshot import read_snapshot
+from .snapshot import Estimated, read_snapshot
 
 log = logging.getLogger("gqa.supervisor")
 DEFAULT_GRACE = 10.0
@@ -49,6 +49,8 @@ class Supervisor:
         # the --begin times the last pass saw: next_deadline() reads them instead of the whole queue again
         # (a job submitted since wakes the loop, whose pass sees it)
         self._begins: list[float] | None = None
+        # the records the passes plan from, kept between them: each made again only when its job changed
+        self._estimated = Estimated(kept=True)
 
     # -- the control loop ------------------------------------------------------
     def tick(self) -> list[JobRecord]:
@@ -73,7 +75,8 @@ class Supervisor:
             self._begins = [j.begin for j in view[0] if j.begin is not None]
             if not view[0]:
                 return []   # nothing waits: no decision to make, so no snapshot to read
-            decision = plan(read_snapshot(self.store, self.clock.now(), view=view), explain=False)
+            decision = plan(read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated),
+                            explain=False)
             # a cancel may settle its successors' dependencies (afterany, afternotok): decide those now
             if not self._cancel_never_met(decision.never, {j.id: j.held for j in view[0]}):
                 break

@@ -74,6 +74,35 @@ def test_a_warm_pass_reads_only_what_changed_since_the_previous_one(tables, cloc
     assert held.held
 
 
+def test_a_warm_pass_makes_records_only_of_the_jobs_that_changed(tables, clock):
+    """The records the scheduler reads are made once per job version: a job that did not change
+    since the pass before is the very record that pass planned from, and the pass's own writes
+    show at once."""
+    writer, dispatcher = tables(), tables()
+    queued = [put(writer, S.QUEUED).id for _ in range(4)]
+    running = put(writer, S.RUNNING).id
+
+    def view(changed=None):
+        with dispatcher.pass_reads(changed):
+            pending, active = dispatcher.scheduling_view()
+            return {p.id: p for p in pending}, {r.id: r for r in active}
+
+    first, first_running = view()
+    writer.apply([Change(queued[1], S.QUEUED, S.HELD, "held", T0)])
+    second, second_running = view({queued[1]})
+    assert list(second) == queued
+    assert second[queued[1]].held and not first[queued[1]].held                    # made again
+    assert all(second[i] is first[i] for i in queued if i != queued[1])            # the same records
+    assert second_running[running] is first_running[running]
+    with dispatcher.pass_reads(set()):
+        before = dispatcher.scheduling_view()[0]
+        dispatcher.apply([Change(queued[0], S.QUEUED, S.STARTING, "assigned", T0, {"assigned": (0,)})])
+        after, active = dispatcher.scheduling_view()
+    assert [p.id for p in before] == queued and [p.id for p in after] == queued[1:]
+    assert {r.id for r in active} == {running, queued[0]}
+    assert all(a is b for a, b in zip(after, before[1:]))
+
+
 def test_a_pass_reads_a_projection_and_the_whole_items_only_of_the_jobs_it_changes(tables, clock):
     writer, dispatcher = tables(), tables()
     ids = [put(writer, S.QUEUED).id for _ in range(3)]

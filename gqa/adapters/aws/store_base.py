@@ -185,6 +185,7 @@ class DynamoDBBase:
         job_id = item[t.ID]
         self._known.remember(job_id, item)
         if self._pass is not None and self._pass.live is not None:
+            self._pass.ordered = None
             if t.LIVE in item:
                 self._pass.live[job_id] = it.projected(item)
             else:

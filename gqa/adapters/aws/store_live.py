@@ -20,6 +20,17 @@ from .admissions import ADMISSION
 from .store_base import _JOB_ID, ACTIVE, PENDING, PREFETCH, DynamoDBBase, List, S
 
 
+_RETRY_WAIT = S.RETRY_WAIT.value   # read per live job: an enum member's value is a property
+
+
+def _seq(item: dict[str, Any]) -> Any:
+    return item[t.SEQ]
+
+
+def _tier(job: PendingJob) -> int:
+    return job.tier
+
+
 class DynamoDBLive(DynamoDBBase):
     """The live jobs (_live) and the reads the control loop makes of them."""
 
@@ -28,10 +39,12 @@ class DynamoDBLive(DynamoDBBase):
         """The live jobs as the changes index projects them, in seq order: a
         read of every shard (outside a pass), or the pass's view (once per pass)."""
         if self._pass is None:
-            return sorted(self._read_changes(None).values(), key=lambda i: i[t.SEQ])
+            return sorted(self._read_changes(None).values(), key=_seq)
         if self._pass.live is None:
             self._pass.live = self._refresh()
-        return sorted(self._pass.live.values(), key=lambda i: i[t.SEQ])   # our own writes may have added some
+        if self._pass.ordered is None:   # sorted once a pass, and again after our own writes (_seen_written)
+            self._pass.ordered = sorted(self._pass.live.values(), key=_seq)
+        return self._pass.ordered
 
     def _refresh(self) -> dict[str, dict[str, Any]]:
         """Bring the container's view of the live jobs up to this pass: all of
@@ -160,10 +173,30 @@ class DynamoDBLive(DynamoDBBase):
                 if i[t.STATE] in ACTIVE and i.get("request") is not None and i.get("kill_reason") is None]
 
     def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
-        live = self._live()
-        # tier first, then submission order
-        pending = sorted((i for i in live if i[t.STATE] in PENDING), key=lambda i: (int(i["tier"]), i[t.SEQ]))
-        return [it.pending_job(i) for i in pending], [it.running_job(i) for i in live if i[t.STATE] in ACTIVE]
+        """The pending jobs, tier first and then in submission order, and the running ones. In a
+        pass, an item the container's view kept from the pass before gives the record made of it
+        then: at 10,000 queued jobs, making every record again was most of a warm pass."""
+        live = self._live()   # in submission order
+        kept = self._queue.records if self._pass is not None else {}
+        records: dict[str, tuple[dict[str, Any], PendingJob | RunningJob]] = {}
+        pending: list[PendingJob] = []
+        running: list[RunningJob] = []
+        for item in live:
+            job_id, state = item[t.ID], item[t.STATE]
+            seen = kept.get(job_id)
+            if seen is None or seen[0] is not item:
+                if state in PENDING:
+                    seen = (item, it.pending_job(item))
+                elif state in ACTIVE:
+                    seen = (item, it.running_job(item))
+                else:
+                    continue
+            records[job_id] = seen
+            (pending if state in PENDING else running).append(seen[1])   # type: ignore[arg-type]
+        if self._pass is not None:
+            self._queue.records = records
+        pending.sort(key=_tier)   # stable: in submission order within a tier
+        return pending, running
 
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
         """One Query of each group named, projecting ids and states only, strongly
@@ -239,9 +272,9 @@ class DynamoDBLive(DynamoDBBase):
 
     def next_wakeup(self) -> float | None:
         times = [float(i["not_before"]) for i in self._live()
-                 if i[t.STATE] == S.RETRY_WAIT.value and i.get("not_before") is not None]
+                 if i[t.STATE] == _RETRY_WAIT and i.get("not_before") is not None]
         return min(times) if times else None
 
     def due_retries(self, now: float) -> List[JobRecord]:
         return [it.job_record(i, history=False) for i in self._live()
-                if i[t.STATE] == S.RETRY_WAIT.value and (i.get("not_before") is None or float(i["not_before"]) <= now)]
+                if i[t.STATE] == _RETRY_WAIT and (i.get("not_before") is None or float(i["not_before"]) <= now)]

@@ -109,8 +109,9 @@ class DynamoDBSettings(DynamoDBLive):
             team = item["team"]
             out[team] = out.get(team, 0.0) + ledger.decayed(
                 float(item["total"]), float(item["epoch"]), float(item["half_life"]), now)
+        running = S.RUNNING.value   # read once: an enum member's value is a property
         return with_running(out, ((i[t.TEAM], int(i["gpus"]), float(i["started_at"])) for i in self._live()
-                                  if i[t.STATE] == S.RUNNING.value and i.get("started_at") is not None), now)
+                                  if i[t.STATE] == running and i.get("started_at") is not None), now)
 
     def spend(self, period: str) -> dict[str, float]:
         out: dict[str, float] = {}

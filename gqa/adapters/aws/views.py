@@ -64,6 +64,7 @@ class PassView:
     """One pass's reads: None until first asked for."""
 
     live: dict[str, Item] | None = None          # job id -> item, the live index
+    ordered: list[Item] | None = None            # `live` in submission order (None: not sorted since it changed)
     ledger: list[Item] | None = None             # the ledger partition
     settings: dict[str, Item] | None = None      # sk -> item, the settings partition
     samples: dict[int, Any] = field(default_factory=dict)
@@ -89,6 +90,10 @@ class QueueView:
     jobs: dict[str, Item] = field(default_factory=dict)
     watermark: float | None = None       # wall-clock start of the last index read (None: never read)
     resynced: float | None = None        # views.now() of the last whole read
+    # job id -> (its item, the scheduling record made of it): a pass makes records only of the
+    # items that changed since the one before. An item is replaced when its job changes, never
+    # edited in place, so the same item means the same record
+    records: dict[str, tuple[Item, Any]] = field(default_factory=dict)
 
     def stale(self) -> bool:
         return self.watermark is None or self.resynced is None or now() - self.resynced >= RESYNC_EVERY
