@@ -37,8 +37,10 @@ class Estimated:
     scaled by its team's ratio). A caller that plans pass after pass keeps one (`kept=True`), and
     a job's record is made again only when the store hands back another record for it or its
     team's ratio moved: a store that keeps its view between passes (the dispatch function's)
-    hands back the same record for a job that did not change. Kept records are built by their
-    class's __init__ (`rebuilt_with`), since passes read them again and again."""
+    hands back the same record for a job that did not change, and one that reads its rows afresh
+    (SQLite) an equal one. Kept records are built by their class's __init__ (`rebuilt_with`),
+    since passes read them again and again; the index a dispatcher keeps (scheduling/kept.py)
+    knows an unchanged job by its very record."""
 
     def __init__(self, *, kept: bool = False):
         self.kept = kept
@@ -51,7 +53,7 @@ class Estimated:
         for job in jobs:
             ratio = ratios.get(job.team, 1.0)
             known = seen.get(job.id)
-            if known is None or known[0] is not job or known[1] != ratio:
+            if known is None or known[1] != ratio or (known[0] is not job and known[0] != job):
                 known = (job, ratio, copy(job, expected_runtime=expected_runtime(job.wall_time, ratio)))
             made[job.id] = known
             out.append(known[2])
@@ -70,7 +72,7 @@ class Estimated:
                 out.append(copy(run, expected_runtime=expected_runtime(run.wall_time, ratio), started_at=now))
                 continue
             known = seen.get(run.id)
-            if known is None or known[0] is not run or known[1] != ratio:
+            if known is None or known[1] != ratio or (known[0] is not run and known[0] != run):
                 known = (run, ratio, copy(run, expected_runtime=expected_runtime(run.wall_time, ratio)))
             made[run.id] = known
             out.append(known[2])

@@ -13,6 +13,7 @@ from ..models.units import format_duration
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
 from ..scheduling import Start, plan
+from ..scheduling.kept import KeptQueue
 from ..scheduling.slicing import next_change
 from .launched import record_launch
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
@@ -49,8 +50,10 @@ class Supervisor:
         # the --begin times the last pass saw: next_deadline() reads them instead of the whole queue again
         # (a job submitted since wakes the loop, whose pass sees it)
         self._begins: list[float] | None = None
-        # the records the passes plan from, kept between them: each made again only when its job changed
+        # the records the passes plan from, and their index, kept between passes: a pass costs what
+        # changed since the one before and what it looks at, not a build over the whole queue
         self._estimated = Estimated(kept=True)
+        self.kept = KeptQueue()
 
     # -- the control loop ------------------------------------------------------
     def tick(self) -> list[JobRecord]:
@@ -75,8 +78,8 @@ class Supervisor:
             self._begins = [j.begin for j in view[0] if j.begin is not None]
             if not view[0]:
                 return []   # nothing waits: no decision to make, so no snapshot to read
-            decision = plan(read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated),
-                            explain=False)
+            snap = read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated)
+            decision = plan(self.kept.over(snap), explain=False)
             # a cancel may settle its successors' dependencies (afterany, afternotok): decide those now
             if not self._cancel_never_met(decision.never, {j.id: j.held for j in view[0]}):
                 break

@@ -48,6 +48,24 @@ def test_dispatch_launches_attempt_one_on_the_gpus_the_plan_chose(queue):
     assert queue.state(waiting.id) == S.QUEUED
 
 
+def test_passes_keep_their_index_and_start_what_a_pass_over_the_queue_alone_starts(make_queue):
+    """The daemon's store reads its rows afresh at every pass: an unchanged job is known by its
+    equal record, so the index is built once and then brought along by what changed (the jobs
+    fail, so no run-time sample moves the team's estimates, which would re-estimate the queue)."""
+    queue = make_queue(4)
+    for n in range(40):
+        queue.submit_one(resources={"gpus": 1 + n % 2}, limits={"wall_time": f"{1 + n % 5}h"})
+    first = [j.id for j in queue.supervisor.dispatch()]
+    assert first and queue.supervisor.kept.built == 1
+    for job_id in first:
+        queue.clock.advance(60)
+        queue.exit(job_id, 1)
+        chosen = plan(read_snapshot(queue.store, queue.clock.now())).starts   # a pass over the queue alone
+        started = queue.supervisor.dispatch()
+        assert [(j.id, j.assigned) for j in started] == [(s.job_id, s.gpus) for s in chosen]
+    assert queue.supervisor.kept.built == 1
+
+
 def test_dispatch_with_nothing_to_start_launches_nothing(queue):
     queue.start(resources={"gpus": 4})
     queue.submit_one()

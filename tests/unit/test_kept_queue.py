@@ -1,0 +1,153 @@
+"""The index a dispatcher keeps between its passes (gqa.scheduling.kept): brought to
+each pass's snapshot one change at a time, it must give every pass what a pass over
+that snapshot alone gives, and be built afresh only where it cannot be brought."""
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from gqa.scheduling import Gpu, Policy, Snapshot, plan
+from gqa.scheduling.index import index_of
+from gqa.scheduling import kept as kept_module
+from gqa.scheduling.kept import KeptQueue
+from tests.builders import pending, running
+from tests.unit.test_queue_index import INVENTORY, POLICIES, random_job
+
+
+def decided(result):
+    return (result.starts, sorted(result.preempt), result.hold, sorted(result.release), result.never,
+            result.reserved)
+
+
+class Store:
+    """A queue as a dispatcher reads it: the same record for a job that did not change, a
+    new one for a job that did, listed in the store's own order (tier, then submission)."""
+
+    def __init__(self, rng: random.Random):
+        self.rng, self.n = rng, 0
+        self.pending: dict[str, object] = {}
+        self.running: dict[str, object] = {}
+
+    def snapshot(self, now: float, policy: Policy) -> Snapshot:
+        ordered = sorted(self.pending.values(), key=lambda j: (j.tier, j.seq))
+        return Snapshot(now=now, gpus=tuple(INVENTORY), pending=tuple(ordered), running=tuple(self.running.values()),
+                        policy=policy, usage={"vision": 5e4, "nlp": 1e3}, cpus=64)
+
+    def arrive(self, now: float, count: int) -> None:
+        for _ in range(count):
+            job = random_job(self.rng, self.n, now)
+            self.pending[job.id] = job
+            self.n += 1
+
+    def carry_out(self, result, now: float) -> None:
+        rng = self.rng
+        for job_id in result.preempt:   # back to the queue with the service it had
+            run = self.running.pop(job_id)
+            self.pending[job_id] = replace(random_job(rng, self.n, now), id=job_id, gpus=len(run.gpus), tier=run.tier,
+                                           submitted_at=run.submitted_at, served=run.attained(now), seq=self.n)
+            self.n += 1
+        for start in result.starts:
+            job = self.pending.pop(start.job_id)
+            self.running[job.id] = running(job.id, team=job.team, user=job.user, gpus=start.gpus, started_at=now,
+                                           wall_time=start.wall_time or job.wall_time, tier=job.tier,
+                                           expected_runtime=job.expected_runtime, submitted_at=job.submitted_at,
+                                           served=job.served, started=rng.random() < 0.8)
+        for job_id in list(result.release):
+            self.pending[job_id] = replace(self.pending[job_id], held=False)
+        for job_id, _ in result.hold.items():
+            self.pending[job_id] = replace(self.pending[job_id], held=True)
+
+    def churn(self, now: float) -> None:
+        rng = self.rng
+        for run_id, run in list(self.running.items()):
+            roll = rng.random()
+            if roll < 0.12:
+                del self.running[run_id]                                # ended
+            elif roll < 0.16:
+                self.running[run_id] = replace(run, stopping=True)     # being stopped
+            elif roll < 0.2 and not run.started:
+                self.running[run_id] = replace(run, started=True, started_at=now)
+        for job_id, job in list(self.pending.items()):
+            roll = rng.random()
+            if roll < 0.04:
+                del self.pending[job_id]                                # cancelled
+            elif roll < 0.08:
+                self.pending[job_id] = replace(job, nice=rng.choice([0, 50, -20]))
+            elif roll < 0.1:
+                self.pending[job_id] = replace(job, gpus=rng.choice([1, 2, 4]))   # resized: moved, not replaced
+            elif roll < 0.12 and job.wall_time:
+                self.pending[job_id] = replace(job, expected_runtime=job.wall_time * rng.choice([0.2, 1.0]))
+            elif roll < 0.13:
+                self.pending[job_id] = replace(job, user_hold=not job.user_hold)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("rebuilds", [True, False])   # False: brought however much changed
+def test_a_kept_queue_plans_every_pass_as_a_pass_over_its_snapshot_alone(name, seed, rebuilds, monkeypatch):
+    rng, policy = random.Random(seed), POLICIES[name]
+    if not rebuilds:
+        monkeypatch.setattr(kept_module, "REBUILD_SHARE", 0)
+    store, kept = Store(rng), KeptQueue()
+    now = 1_000.0
+    for _ in range(100):
+        store.arrive(now, rng.choice([0, 1, 3, 8]))
+        snap = store.snapshot(now, replace(policy))   # an equal policy read again: the index stands
+        over = kept.over(snap)
+        assert index_of(over.pending, over.running) is kept.index
+        assert sorted(j.id for j in over.pending) == sorted(j.id for j in snap.pending)
+        for explain in (False, True):
+            assert decided(plan(over, explain=explain)) == decided(plan(snap, explain=explain))
+        store.carry_out(plan(over, explain=False), now)
+        store.churn(now)
+        now += rng.choice([0.0, 60.0, 900.0, 4_000.0])
+    assert kept.built == 1 or rebuilds
+
+
+def test_a_pass_that_changed_little_keeps_the_index_and_one_that_cannot_builds_it_afresh():
+    jobs = [pending(f"j{i}", seq=i, wall_time=3600.0, gpus=1 + i % 2) for i in range(40)]
+    runs = [running("r0", gpus=(0, 1), wall_time=7200.0, started=True)]
+    gpus = tuple(Gpu(i, "a100") for i in range(4))
+    snap = Snapshot(now=100.0, gpus=gpus, pending=tuple(jobs), running=tuple(runs), policy=Policy())
+    kept = KeptQueue()
+    first = kept.over(snap)
+    index = kept.index
+    steps = [
+        ("a job arrives", replace(snap, now=160.0, pending=snap.pending + (pending("new", seq=99),)), True),
+        ("equal inventory and policy, read again", replace(snap, now=200.0, gpus=tuple(gpus), policy=Policy()), True),
+        ("a job ended", replace(snap, now=260.0, running=()), True),
+        ("another policy", replace(snap, now=300.0, policy=Policy(max_age=60.0)), False),
+        ("another inventory", replace(snap, now=400.0, gpus=gpus[:3]), False),
+        ("time went back", replace(snap, now=50.0), False),
+        ("most of the queue changed", replace(snap, now=500.0, pending=tuple(replace(j, nice=5) for j in jobs)), False),
+    ]
+    assert index_of(first.pending, first.running) is index and kept.built == 1
+    for what, step, keeps in steps:
+        built = kept.built
+        over = kept.over(step)
+        assert (kept.index is index) == keeps and kept.built == built + (not keeps), what
+        assert decided(plan(over, explain=False)) == decided(plan(step, explain=False)), what
+        index = kept.index
+
+
+def test_a_change_that_fails_halfway_leaves_no_index_behind():
+    jobs = tuple(pending(f"j{i}", seq=i) for i in range(20))
+    snap = Snapshot(now=100.0, gpus=(Gpu(0, "a100"),), pending=jobs, running=(), policy=Policy())
+    kept = KeptQueue()
+    kept.over(snap)
+    # one job resized (taken out, then added: the add fails) and one new
+    broken = replace(snap, now=200.0, pending=(replace(jobs[0], gpus=2),) + jobs[1:] + (pending("new", seq=20),))
+    index = kept.index
+    original = index.add
+
+    def fails_once(job):
+        index.add = original
+        raise RuntimeError("disk full")
+    index.add = fails_once
+    with pytest.raises(RuntimeError):
+        kept.over(broken)
+    assert kept.index is None
+    over = kept.over(broken)   # the next pass builds afresh
+    assert sorted(j.id for j in over.pending) == sorted(j.id for j in broken.pending) and kept.built == 2
+    assert next(j for j in over.pending if j.id == "j0").gpus == 2
