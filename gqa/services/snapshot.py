@@ -49,36 +49,35 @@ class Estimated:
         self._running: dict[str, tuple[RunningJob, float, RunningJob]] = {}
 
     def pending(self, jobs: Iterable[PendingJob], ratios: Mapping[str, float]) -> list[PendingJob]:
-        seen, made, out, copy = self._pending, {}, [], self._copy
-        for job in jobs:
-            ratio = ratios.get(job.team, 1.0)
-            known = seen.get(job.id)
-            if known is None or known[1] != ratio or (known[0] is not job and known[0] != job):
-                known = (job, ratio, copy(job, expected_runtime=expected_runtime(job.wall_time, ratio)))
-            made[job.id] = known
-            out.append(known[2])
+        made: dict[str, tuple] = {}
+        out = [self._estimated(self._pending, made, job, ratios.get(job.team, 1.0)) for job in jobs]
         if self.kept:
             self._pending = made
         return out
 
     def running(self, jobs: Iterable[RunningJob], ratios: Mapping[str, float], now: float) -> list[RunningJob]:
-        seen, made, out, copy = self._running, {}, [], self._copy
+        made: dict[str, tuple] = {}
+        out = []
         for run in jobs:
             ratio = ratios.get(run.team, 1.0)
-            if not run.started:
+            if run.started:
+                out.append(self._estimated(self._running, made, run, ratio))
+            else:
                 # an attempt not started yet (STARTING) still carries its previous attempt's start: seen
                 # from now it begins now, so backfill, ETAs and preemption give it its whole wall time
                 # ahead and nothing to lose (made again at every pass, as `now` moves)
-                out.append(copy(run, expected_runtime=expected_runtime(run.wall_time, ratio), started_at=now))
-                continue
-            known = seen.get(run.id)
-            if known is None or known[1] != ratio or (known[0] is not run and known[0] != run):
-                known = (run, ratio, copy(run, expected_runtime=expected_runtime(run.wall_time, ratio)))
-            made[run.id] = known
-            out.append(known[2])
+                out.append(self._copy(run, expected_runtime=expected_runtime(run.wall_time, ratio), started_at=now))
         if self.kept:
             self._running = made
         return out
+
+    def _estimated(self, seen: dict, made: dict, job, ratio: float):
+        """The job's estimated record: the one kept in `seen` while its store record and ratio stand."""
+        known = seen.get(job.id)
+        if known is None or known[1] != ratio or (known[0] is not job and known[0] != job):
+            known = (job, ratio, self._copy(job, expected_runtime=expected_runtime(job.wall_time, ratio)))
+        made[job.id] = known
+        return known[2]
 
 
 def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] | None = None,
