@@ -40,7 +40,7 @@ class KeptQueue:
 def _brought(index: QueueIndex, snap: Snapshot) -> bool:
     """Brings `index` to the snapshot's time and jobs; False where a build is the better way
     (the index is then left as it was, or half changed: the caller drops it)."""
-    if index.gpus != snap.gpus or index.policy != snap.policy or not index.ranked.advance(snap.now):
+    if index.gpus != snap.gpus or index.policy != snap.policy or snap.now < index.ranked.now:
         return False
     pending: dict[str, PendingJob] = {job.id: job for job in snap.pending}   # the latest listing counts
     running: dict[str, RunningJob] = {run.id: run for run in snap.running}
@@ -52,6 +52,9 @@ def _brought(index: QueueIndex, snap: Snapshot) -> bool:
     changes = len(gone) + len(changed) + len(ended) + len(begun)
     if changes and changes * REBUILD_SHARE >= len(pending) + len(running):
         return False   # a build ranks the queue in O(n), lazily: cheaper than a good part of it moved
+    # brought to `now` only once it is kept: advancing may first rebuild the ranked lists' books of
+    # places and ages (RankedJobs._places), a read of every job, wasted on an index dropped
+    index.ranked.advance(snap.now)
     index.advance_ends(snap.now)
     for run_id in ended:   # first: a run that began since may hold GPUs one that ended held
         index.stop(run_id)
