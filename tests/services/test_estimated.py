@@ -63,3 +63,24 @@ def test_a_one_off_read_keeps_nothing():
     jobs = [pending("1", wall_time=3600.0)]
     once = Estimated()
     assert once.pending(jobs, {})[0] is not once.pending(jobs, {})[0]
+
+
+@pytest.mark.parametrize("before, now, settled", [
+    ({"a": 0.5}, {"a": 0.52}, {"a": 0.5}),           # 4% off: kept, nothing re-estimated
+    ({"a": 0.5}, {"a": 0.524}, {"a": 0.5}),          # just under 5% off: kept
+    ({"a": 0.5}, {"a": 0.53}, {"a": 0.53}),          # 6% off: taken
+    ({"a": 0.5}, {"a": 0.47}, {"a": 0.47}),          # 6% off, down: taken
+    ({"a": 0.5}, {"a": 0.5, "b": 0.9}, {"a": 0.5, "b": 0.9}),   # a team's first ratio: taken as it comes
+    ({"a": 0.5, "b": 0.9}, {"a": 0.51}, {"a": 0.5}),             # a team whose samples aged out: dropped
+])
+def test_a_kept_caller_goes_on_with_a_teams_ratio_until_it_moves_by_more_than_the_drift(before, now, settled):
+    kept = Estimated(kept=True)
+    assert kept.settled(before) == before
+    assert kept.settled(now) == settled
+    assert Estimated().settled(now) == now   # a one-off read takes them as they are
+
+
+def test_a_ratio_drifting_by_small_steps_is_taken_once_it_is_the_drift_away_from_the_one_in_use():
+    kept = Estimated(kept=True)
+    used = [kept.settled({"a": 0.5 + step * 0.01})["a"] for step in range(8)]
+    assert used == [0.5, 0.5, 0.5, 0.53, 0.53, 0.53, 0.56, 0.56]

@@ -66,6 +66,30 @@ def test_passes_keep_their_index_and_start_what_a_pass_over_the_queue_alone_star
     assert queue.supervisor.kept.built == 1
 
 
+@pytest.mark.parametrize("drift", [0.0, None])
+def test_successes_rebuild_the_index_only_once_their_teams_ratio_moved_past_the_drift(make_queue, monkeypatch, drift):
+    """Every success is a run-time sample, and nearly every one moves its team's median a hair: with
+    no drift each pass after one re-estimates the queue and builds its index afresh."""
+    import gqa.services.snapshot as snapshot
+
+    if drift is not None:
+        monkeypatch.setattr(snapshot, "RATIO_DRIFT", drift)
+    queue = make_queue(1)
+    for n in range(60):
+        queue.submit_one(limits={"wall_time": "1h"})
+    [job] = queue.supervisor.dispatch()
+    for n in range(40):   # runs of 28-32% of their hour, one at a time
+        queue.clock.advance(3600 * (0.28 + 0.01 * (n * 3 % 5)))
+        queue.exit(job.id, 0)
+        chosen = plan(read_snapshot(queue.store, queue.clock.now())).starts   # one team: the ratio orders nothing
+        [job] = queue.supervisor.dispatch()
+        assert [(job.id, job.assigned)] == [(s.job_id, s.gpus) for s in chosen]
+    if drift is None:
+        assert queue.supervisor.kept.built <= 3   # the first pass, the first ratio, one move at most
+    else:
+        assert queue.supervisor.kept.built > 5   # 9: the median moved with most successes
+
+
 def test_dispatch_with_nothing_to_start_launches_nothing(queue):
     queue.start(resources={"gpus": 4})
     queue.submit_one()
