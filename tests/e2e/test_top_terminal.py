@@ -49,12 +49,17 @@ class Terminal:
         self.stream.feed(chunk)
 
     def wait_for(self, *texts: str, timeout: float = 10.0) -> str:
+        return self.wait_until(lambda screen: all(t in screen for t in texts), f"{texts}", timeout=timeout)
+
+    def wait_until(self, shows, what: str, timeout: float = 10.0) -> str:
+        """The screen once `shows(screen)`: a frame may be read half drawn, so what a test asserts
+        of a whole frame it waits for."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.pump()
-            if all(t in self.text() for t in texts):
+            if shows(self.text()):
                 return self.text()
-        raise AssertionError(f"{texts} never all showed; the screen:\n{self.text()}")
+        raise AssertionError(f"{what} never showed; the screen:\n{self.text()}")
 
     def ended(self, timeout: float = 10.0) -> int:
         deadline = time.monotonic() + timeout
@@ -136,8 +141,13 @@ def test_a_tall_terminal_shows_more_of_the_queue_than_the_default_head(make_queu
     for n in range(30):
         queue.submit(["true"], name=f"sweep-{n:02d}")
     term = Terminal(queue, "--interval", "5", lines=60)
-    screen = term.wait_for("pending  30", "sweep-29")
-    head = [line for line in screen.splitlines() if "needs 1 GPU, 0 free" in line]
+
+    def head_of(screen):
+        return [line for line in screen.splitlines() if "needs 1 GPU, 0 free" in line]
+
+    # "sweep-29" is also in the latest transitions: a frame read half drawn showed it with 10 of the head
+    screen = term.wait_until(lambda s: "pending  30" in s and len(head_of(s)) == 30, "30 jobs in the head")
+    head = head_of(screen)
     lines = screen.splitlines()
     pending = lines[next(i for i, line in enumerate(lines) if line.startswith("pending")):
                     next(i for i, line in enumerate(lines) if line.startswith("teams"))]
