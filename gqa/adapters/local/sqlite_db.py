@@ -16,7 +16,7 @@ from ...models.errors import BackendUnavailable, QueueMismatch, SpecError, Stora
 from .paths import StatePaths, marker_for
 from .storage_errors import connect, storage_errors
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEFAULT_LOCK_TIMEOUT = 30.0   # seconds; GQA_LOCK_TIMEOUT overrides
 _QUEUE_ID = re.compile(r"[0-9a-f]{16}")
 _INDEX = re.compile(r"^(?=CREATE INDEX IF NOT EXISTS (\w+))(.*?);", re.M)   # (name, statement) in SCHEMA
@@ -36,12 +36,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     request TEXT, kill_reason TEXT, gpu_seconds REAL NOT NULL DEFAULT 0, max_gpu_hours REAL,
     capacity_failures INTEGER NOT NULL DEFAULT 0, dependency TEXT, user_hold INTEGER NOT NULL DEFAULT 0,
     begin REAL, nice INTEGER NOT NULL DEFAULT 0, exclusive INTEGER NOT NULL DEFAULT 0, time_min REAL,
-    time_limit REAL, cost REAL NOT NULL DEFAULT 0, gpu_util REAL, gpu_memory REAL
+    time_limit REAL, cost REAL NOT NULL DEFAULT 0, gpu_util REAL, gpu_memory REAL, rev INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, tier, seq);
 CREATE INDEX IF NOT EXISTS jobs_by_group ON jobs(grp);
 CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs(ended_at, seq) WHERE ended_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_by_owner_end ON jobs(owner, ended_at, seq) WHERE ended_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_by_rev ON jobs(rev);
 CREATE TABLE IF NOT EXISTS history (
     job_id TEXT NOT NULL, n INTEGER NOT NULL, state TEXT NOT NULL, at REAL NOT NULL, reason TEXT NOT NULL,
     PRIMARY KEY (job_id, n)
@@ -72,7 +73,27 @@ ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
                  # version 5: what a job used, for history, reports and `gqa cost` per job
                  ("jobs", "cost", "REAL NOT NULL DEFAULT 0"),
                  ("jobs", "gpu_util", "REAL"),
-                 ("jobs", "gpu_memory", "REAL"))
+                 ("jobs", "gpu_memory", "REAL"),
+                 # version 6: the revision that last changed the row (TRIGGERS), so the daemon reads only
+                 # the jobs changed since its last pass (live_view.py)
+                 ("jobs", "rev", "INTEGER"))
+
+# Every row of jobs carries the store revision its change commits as (meta's `revision` is bumped
+# as a transaction that changed a row commits: one more than the value read inside it), and the
+# removal of a live job is counted: a reader that saw revision R reads what changed since as the
+# rows past R. The store's own writes stamp their rows (_stamp: no second write of the row); the
+# triggers stamp a row any other write leaves unstamped. Whole statements: SCHEMA is split at semicolons
+_STAMP = ("UPDATE jobs SET rev = COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'revision'), 0) + 1 "
+          "WHERE id = NEW.id;")
+TRIGGERS = (
+    f"CREATE TRIGGER IF NOT EXISTS jobs_rev_on_insert AFTER INSERT ON jobs WHEN NEW.rev IS NULL BEGIN {_STAMP} END",
+    # a write that left the stamp as it was (never its own stamp: recursive triggers are off)
+    f"CREATE TRIGGER IF NOT EXISTS jobs_rev_on_update AFTER UPDATE ON jobs WHEN NEW.rev IS OLD.rev BEGIN {_STAMP} END",
+    "CREATE TRIGGER IF NOT EXISTS jobs_live_deleted AFTER DELETE ON jobs "
+    "WHEN OLD.state IN ('QUEUED', 'HELD', 'STARTING', 'RUNNING') BEGIN "
+    "INSERT INTO meta VALUES ('live_deleted', '1') "
+    "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1; END",
+)
 
 
 class SqliteDatabase:
@@ -172,7 +193,7 @@ class SqliteDatabase:
                     self.db.execute("PRAGMA journal_mode=WAL")
                     with self._tx():
                         new_id = _new_queue_id()
-                        for statement in SCHEMA.split(";"):
+                        for statement in (*SCHEMA.split(";"), *TRIGGERS):
                             if statement.strip():
                                 self.db.execute(statement)
                         self.db.executemany("INSERT INTO meta VALUES (?, ?)", [
@@ -216,10 +237,12 @@ class SqliteDatabase:
         if version > SCHEMA_VERSION:
             raise BackendUnavailable(f"{self.path} was written by a newer gqa (schema {version}); upgrade gqa")
         with self._tx():
-            for statement in SCHEMA.split(";"):
-                if statement.strip():
+            for statement in SCHEMA.split(";"):   # the tables first: an index may be on a column added below
+                if statement.strip() and not statement.strip().startswith("CREATE INDEX"):
                     self.db.execute(statement)
             self._add_columns()
+            for statement in (*dict(_INDEX.findall(SCHEMA)).values(), *TRIGGERS):
+                self.db.execute(statement)
             self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def _add_indexes(self) -> None:
@@ -252,6 +275,10 @@ class SqliteDatabase:
         """The queue's identity, as its marker file holds it."""
         with storage_errors(self.path, timeout=self.lock_timeout):
             return self._meta("queue_id") or ""
+
+    def _stamp(self) -> int:
+        """Inside a write transaction: the revision it commits as, which the rows it writes carry."""
+        return read_revision(self.db) + 1
 
     def _meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

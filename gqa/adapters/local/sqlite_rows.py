@@ -12,8 +12,10 @@ from ...ports import Change
 
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
 _DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
-_INSERT = f"INSERT INTO jobs ({', '.join(_DB_COLUMNS)}) VALUES ({', '.join('?' for _ in _DB_COLUMNS)})"
-_UPDATE = f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _DB_COLUMNS if c != 'id')} WHERE id = ? AND state = ?"
+# each write stamps the rows it writes with the revision it commits as (sqlite_db.TRIGGERS): the last value
+_INSERT = f"INSERT INTO jobs ({', '.join(_DB_COLUMNS)}, rev) VALUES ({', '.join('?' for _ in _DB_COLUMNS)}, ?)"
+_UPDATE = (f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in _DB_COLUMNS if c != 'id')}, rev = ? "
+           "WHERE id = ? AND state = ?")
 _SELECT = f"SELECT {', '.join(_DB_COLUMNS)} FROM jobs"
 _NO_HISTORY: dict[str, object] = {"history": ()}
 T = TypeVar("T")

@@ -45,7 +45,7 @@ class SqliteChanges(SqliteJobs, GuardedChanges):
             if change.to is not None:
                 self.db.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
                                 (job.id, len(job.history), change.to.value, change.at, change.reason))
-            cursor = self.db.execute(_UPDATE, _row(step.after)[1:] + (job.id, change.expect.value))
+            cursor = self.db.execute(_UPDATE, _row(step.after)[1:] + (self._stamp(), job.id, change.expect.value))
             if cursor.rowcount != 1:
                 raise Conflict(f"job {job.id} changed while being updated")
             half_life = self._charge(job.team, change.at, change.cost, change.usage, half_life)
@@ -64,16 +64,18 @@ class SqliteChanges(SqliteJobs, GuardedChanges):
             found = {job_id: (state, team) for job_id, state, team in
                      self._rows_of([c.job_id for c in changes], "id, state, team")}
             kinds: dict[tuple[str, ...], list[tuple]] = {}
+            stamp = self._stamp()
             for i, change in enumerate(changes):
                 if found.get(change.job_id, (None,))[0] != change.expect.value:
                     continue
                 if change.to is not None:
                     check_transition(change.expect, change.to)
                 columns = _encoded(change)
-                kinds.setdefault(tuple(columns), []).append((*columns.values(), change.job_id, change.expect.value))
+                kinds.setdefault(tuple(columns), []).append((*columns.values(), stamp, change.job_id,
+                                                             change.expect.value))
                 applied[i] = True
             for names, rows in kinds.items():
-                cursor = self.db.executemany(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in names)} "
+                cursor = self.db.executemany(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in names)}, rev = ? "
                                              "WHERE id = ? AND state = ?", rows)
                 if cursor.rowcount != len(rows):   # cannot happen inside the transaction; never write half
                     raise Conflict("jobs changed while being updated")

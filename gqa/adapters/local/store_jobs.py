@@ -6,17 +6,17 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import MISSING, fields, replace
+from dataclasses import replace
 
 from ...models.errors import Conflict, NotFound, StorageCorrupt
 from ...models.job import JobRecord, JobState, Transition
 from ...ports.store import JobEvent
 from ...scheduling.snapshot import PendingJob, RunningJob
-from .sqlite_rows import _INSERT, _SELECT, _built, _indices, _record, _records_of_group, _row
+from .live_view import LiveView
+from .sqlite_rows import _INSERT, _SELECT, _record, _records_of_group, _row
 from .store_settings import SqliteSettings
 
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
-_PENDING = {f.name: f.default for f in fields(PendingJob) if f.default is not MISSING}
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = list
 
@@ -79,7 +79,8 @@ class SqliteJobs(SqliteSettings):
                 raise Conflict("a freshly reserved job id already exists: was the queue database's counter reset?")
             new = [j for j in records if j.id not in found]
             try:
-                self.db.executemany(_INSERT, [_row(j) for j in new])
+                stamp = self._stamp()
+                self.db.executemany(_INSERT, [(*_row(j), stamp) for j in new])
             except sqlite3.IntegrityError as exc:   # a reserved seq taken by another job
                 raise Conflict(f"cannot record jobs {', '.join(j.id for j in new)}: {exc}") from None
             self.db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
@@ -151,31 +152,11 @@ class SqliteJobs(SqliteSettings):
         return [_record(r) for r in rows]
 
     def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
-        pending = [
-            _built(PendingJob, _PENDING, dict(
-                id=r[0], team=r[1], user=r[2], tier=r[3], gpus=r[4], submitted_at=r[5], gpu_type=r[6],
-                cpus=r[7], memory=r[8], wall_time=r[9], group=r[10], group_limit=r[11], seq=r[12],
-                max_gpu_hours=r[13], held=r[14] == "HELD", spot=bool(r[15]), reclaims=r[16],
-                name=r[17], dependency=r[18], user_hold=bool(r[19]), begin=r[20], nice=r[21],
-                exclusive=bool(r[22]), time_min=r[23], served=r[24] or 0.0))
-            for r in self.db.execute(
-                "SELECT id, team, owner, tier, gpus, submitted_at, gpu_type, cpus, memory, wall_time, grp, "
-                "group_limit, seq, max_gpu_hours, state, spot, reclaims, name, dependency, user_hold, begin, nice, "
-                "exclusive, time_min, gpu_seconds FROM jobs WHERE state IN ('QUEUED', 'HELD')")
-        ]
-        running = [
-            RunningJob(id=r[0], team=r[1], user=r[2], gpus=_indices(r[3]), started_at=r[4] or 0.0, cpus=r[5],
-                       memory=r[6], group=r[7], wall_time=r[8], tier=r[9], stopping=r[10] is not None,
-                       started=r[11] == "RUNNING", name=r[12], exclusive=bool(r[13]), served=r[14] or 0.0,
-                       submitted_at=r[15] or 0.0)
-            for r in self.db.execute(
-                "SELECT id, team, owner, assigned, started_at, cpus, memory, grp, "
-                "COALESCE(time_limit, wall_time), tier, kill_reason, "
-                "state, name, exclusive, gpu_seconds, submitted_at "
-                "FROM jobs "
-                "WHERE state IN ('STARTING', 'RUNNING')")
-        ]
-        return pending, running
+        """Kept by this store object between reads: only the rows changed since are read (live_view.py)."""
+        view = self.__dict__.get("_live_view")
+        if view is None:
+            view = self.__dict__["_live_view"] = LiveView()
+        return view.read(self.db)
 
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
         refs = list(dict.fromkeys(refs))

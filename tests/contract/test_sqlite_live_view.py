@@ -1,0 +1,160 @@
+"""The daemon's store keeps its scheduling view between reads and reads only the rows changed since
+(adapters/local/live_view.py): what it hands back is always what a store opened afresh reads, and
+an unchanged job keeps its very record."""
+
+import random
+import sqlite3
+
+import pytest
+
+from gqa.adapters.local.store import SqliteStore
+from gqa.models.job import JobState
+from gqa.ports import Change
+from tests.builders import job_record
+
+S = JobState
+
+
+def as_read(view):
+    pending, running = view
+    return {j.id: j for j in pending}, {r.id: r for r in running}
+
+
+def fresh(path):
+    store = SqliteStore(path)
+    try:
+        return as_read(store.scheduling_view())
+    finally:
+        store.close()
+
+
+def whole_reads(store):
+    return store.__dict__["_live_view"].whole_reads
+
+
+def create(store, n, at=0.0):
+    return store.create([job_record(id="", group="", submitted_at=at, wall_time=3600 * (1 + i % 4))
+                         for i in range(n)])
+
+
+# what each kind of change does to one job: (from, to, fields)
+MOVES = [
+    (S.QUEUED, S.STARTING, lambda j, at: {"assigned": (0,), "attempts": j.attempts + 1}),
+    (S.STARTING, S.RUNNING, lambda j, at: {"started_at": at, "pid": 100}),
+    (S.RUNNING, S.SUCCEEDED, lambda j, at: {"ended_at": at, "assigned": ()}),
+    (S.RUNNING, S.RETRY_WAIT, lambda j, at: {"assigned": ()}),
+    (S.RETRY_WAIT, S.QUEUED, lambda j, at: {}),
+    (S.QUEUED, S.HELD, lambda j, at: {}),
+    (S.HELD, S.QUEUED, lambda j, at: {}),
+    (S.QUEUED, S.CANCELLED, lambda j, at: {"ended_at": at}),
+    (S.RUNNING, None, lambda j, at: {"gpu_util": 50.0, "gpu_seconds": at}),   # a sample, no transition
+    (S.QUEUED, None, lambda j, at: {"nice": 10}),                            # an update of a waiting job
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_kept_view_reads_what_a_fresh_store_reads_after_every_kind_of_change(tmp_path, seed):
+    rng = random.Random(seed)
+    path = tmp_path / "queue.db"
+    store, other = SqliteStore(path), SqliteStore(path)   # the daemon, and a CLI beside it
+    try:
+        create(store, 30)
+        before = as_read(store.scheduling_view())
+        for step in range(60):
+            writer, job = rng.choice((store, other)), None
+            if rng.random() < 0.1:
+                create(writer, rng.randint(1, 3), at=float(step))
+            else:
+                jobs = [j for j in writer.list() if any(j.state == m[0] for m in MOVES)]
+                job = rng.choice(jobs)
+                expect, to, fields = rng.choice([m for m in MOVES if m[0] == job.state])
+                writer.apply([Change(job.id, expect, to, "test", float(step), fields(job, float(step)))])
+            after = as_read(store.scheduling_view())
+            assert after == fresh(path)
+            for now, then in zip(after, before):   # a job whose row did not change keeps its record
+                for job_id, record in now.items():
+                    if job_id in then and then[job_id] == record and (job is None or job_id != job.id):
+                        assert then[job_id] is record
+            before = after
+        assert whole_reads(store) == 1
+    finally:
+        store.close()
+        other.close()
+
+
+def test_a_write_outside_a_transaction_is_seen_though_it_bumps_no_revision(tmp_path):
+    path = tmp_path / "queue.db"
+    store = SqliteStore(path)
+    try:
+        [job] = create(store, 1)
+        store.scheduling_view()
+        raw = sqlite3.connect(path, isolation_level=None)   # autocommit: no revision bump
+        raw.execute("UPDATE jobs SET nice = 7 WHERE id = ?", (job.id,))
+        raw.close()
+        [pending], _ = store.scheduling_view()
+        assert pending.nice == 7 and whole_reads(store) == 1
+    finally:
+        store.close()
+
+
+def test_a_live_job_deleted_or_a_revision_gone_back_makes_the_next_read_whole(tmp_path):
+    path = tmp_path / "queue.db"
+    store = SqliteStore(path)
+    try:
+        jobs = create(store, 3)
+        store.scheduling_view()
+        raw = sqlite3.connect(path, isolation_level=None)
+        raw.execute("DELETE FROM jobs WHERE id = ?", (jobs[0].id,))
+        assert as_read(store.scheduling_view()) == fresh(path) and len(fresh(path)[0]) == 2
+        assert whole_reads(store) == 2
+        raw.execute("UPDATE meta SET value = '1' WHERE key = 'revision'")   # a copy of the file put back
+        raw.close()
+        store.scheduling_view()
+        assert whole_reads(store) == 3
+    finally:
+        store.close()
+
+
+def test_a_read_inside_a_write_that_is_rolled_back_is_not_kept(tmp_path):
+    path = tmp_path / "queue.db"
+    store = SqliteStore(path)
+    try:
+        [job] = create(store, 1)
+        store.scheduling_view()
+        with pytest.raises(RuntimeError):
+            with store._tx():
+                store.db.execute("UPDATE jobs SET state = 'HELD' WHERE id = ?", (job.id,))
+                [inside], _ = store.scheduling_view()
+                assert inside.held
+                raise RuntimeError("the write fails after the read")
+        [after], _ = store.scheduling_view()
+        assert not after.held and as_read(store.scheduling_view()) == fresh(path)
+    finally:
+        store.close()
+
+
+def test_a_version_5_file_gains_the_stamps_and_its_view_follows_changes(tmp_path):
+    path = tmp_path / "queue.db"
+    store = SqliteStore(path)
+    [job] = create(store, 1)
+    store.close()
+    old = sqlite3.connect(path)      # as version 5 left it: no stamps, no triggers
+    for trigger in ("jobs_rev_on_insert", "jobs_rev_on_update", "jobs_live_deleted"):
+        old.execute(f"DROP TRIGGER {trigger}")
+    old.execute("DROP INDEX jobs_by_rev")
+    old.execute("ALTER TABLE jobs DROP COLUMN rev")
+    old.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    old.commit()
+    old.close()
+
+    store = SqliteStore(path)
+    try:
+        assert store._meta("schema_version") == "6"
+        [pending], _ = store.scheduling_view()
+        assert pending.id == job.id
+        store.apply([Change(job.id, S.QUEUED, S.HELD, "test", 1.0)])
+        create(store, 1)
+        assert as_read(store.scheduling_view()) == fresh(path) and whole_reads(store) == 1
+        assert [j.held for j in store.scheduling_view()[0]] == [True, False]
+    finally:
+        store.close()
