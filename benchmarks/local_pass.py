@@ -1,0 +1,119 @@
+"""What one pass of the local daemon costs with a long queue, against a revision.
+
+    python benchmarks/local_pass.py                          # 3,000 and 10,000 queued
+    python benchmarks/local_pass.py --sizes 3000 --against HEAD~1 --rounds 3
+
+A queue of N jobs on SQLite (two teams, wall times of 1-8 hours, one GPU
+each, in arrays of 100) on 8 GPUs, with the daemon's supervisor over fake compute: each of
+--passes turns the clock on, one running job succeeds (a run-time sample for
+its team) and the supervisor dispatches, as the daemon does after every exit.
+The figure is the median time of a dispatch (the store's read, the estimates,
+the kept index and the plan), with how many passes built their index afresh.
+Each size runs in a process of its own; with --against REV the same runs
+from that revision of this repository (its sources read with git archive),
+interleaved, --rounds times, and the row says whether both started the same
+jobs on the same GPUs in the same passes."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from replay_backlog import checkout  # noqa: E402
+
+# one run, in a fresh process from the sources on its sys.path: prints one JSON line
+ONE = r"""
+import hashlib, json, random, statistics, sys, tempfile, time
+from pathlib import Path
+from gqa.adapters.local.store import SqliteStore
+from tests.services.conftest import Queue
+size, passes = int(sys.argv[1]), int(sys.argv[2])
+rng = random.Random(0)
+with tempfile.TemporaryDirectory() as tmp:
+    queue = Queue(SqliteStore(Path(tmp) / "gqa.db"), 8)
+    from tests.builders import spec
+    for first in range(0, size, 100):   # arrays of 100 tasks, each its team and wall time
+        queue.submitter.submit(spec(team=rng.choice(("vision", "nlp")), array=f"0-{min(size - first, 100) - 1}",
+                                    limits={"wall_time": f"{rng.randint(1, 8)}h"}))
+    running = [j.id for j in queue.supervisor.dispatch()]
+    started, took = [list(running)], []
+    for n in range(passes):
+        queue.clock.advance(rng.uniform(60, 600))
+        queue.exit(running.pop(rng.randrange(len(running))), 0)
+        began = time.perf_counter()
+        jobs = queue.supervisor.dispatch()
+        took.append(time.perf_counter() - began)
+        running += [j.id for j in jobs]
+        started.append([(j.id, j.assigned) for j in jobs])
+    queue.store.close()
+print(json.dumps({"pass_ms": statistics.median(took) * 1000, "builds": getattr(queue.supervisor, "kept", None)
+                  and queue.supervisor.kept.built, "passes": passes + 1,
+                  "starts": hashlib.sha256(repr(started).encode()).hexdigest()[:16]}))
+"""
+
+
+def run(sources: Path, size: int, passes: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", ONE, str(size), str(passes)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(sources)), cwd=sources, timeout=3600)
+    if done.returncode:
+        raise SystemExit(f"a run from {sources} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="3000,10000", help="queued jobs, comma-separated")
+    parser.add_argument("--passes", type=int, default=200, help="passes after the first (default 200)")
+    parser.add_argument("--against", default=None, metavar="REV", help="a revision to run side by side")
+    parser.add_argument("--rounds", type=int, default=1, help="with --against: interleaved rounds (median)")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    args = parser.parse_args()
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes takes whole numbers, not {args.sizes!r}")
+    if not sizes or min(sizes) < 8 or args.passes < 1 or args.rounds < 1:
+        parser.error("--sizes must be at least 8 (the GPUs), --passes and --rounds at least 1")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gqa-local-pass-") as tmp:
+        try:
+            base = checkout(args.against, Path(tmp) / "base") if args.against else None
+        except ValueError as exc:
+            parser.error(str(exc))
+        for size in sizes:
+            mine, theirs = [], []
+            for _ in range(args.rounds if base else 1):
+                mine.append(run(ROOT, size, args.passes))
+                if base:
+                    theirs.append(run(base, size, args.passes))
+            row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine))
+            if base:
+                row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
+                row["against_builds"] = theirs[-1]["builds"]
+                row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
+            rows.append(row)
+            if args.output == "text":
+                print(line(row, args.against), flush=True)
+    if args.output == "json":
+        print(json.dumps({"against": args.against, "rounds": args.rounds, "rows": rows}, indent=2))
+    return 0
+
+
+def line(row: dict, against: str | None) -> str:
+    text = (f"{row['queued']:,} queued: a pass {row['pass_ms']:.1f} ms, "
+            f"{row['builds']} of {row['passes']} passes built the index")
+    if against:
+        text += (f"; at {against} {row['against_ms']:.1f} ms ({row['pass_ms'] / row['against_ms']:.2f}x), "
+                 f"{row['against_builds']} built; {'the same' if row['same_starts'] else 'other'} starts")
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())
