@@ -75,7 +75,7 @@ def test_successes_rebuild_the_index_only_once_their_teams_ratio_moved_past_the_
     if drift is not None:
         monkeypatch.setattr(snapshot, "RATIO_DRIFT", drift)
     queue = make_queue(1)
-    for n in range(60):
+    for _ in range(60):
         queue.submit_one(limits={"wall_time": "1h"})
     [job] = queue.supervisor.dispatch()
     for n in range(40):   # runs of 28-32% of their hour, one at a time
