@@ -1,6 +1,7 @@
 """The QueueIndex a dispatcher keeps between its passes (the local daemon, the
 dispatch function's container). Such a dispatcher reads its whole queue at
-every pass; a pass over a snapshot of plain tuples builds its index from
+every pass (from the records its store keeps, reading again only what
+changed); a pass over a snapshot of plain tuples builds its index from
 scratch, O(n log n) in the queue, however little changed since the pass
 before. `KeptQueue` brings an index kept from that pass to the new snapshot,
 one change at a time (a job queued, started, changed or gone), so a pass costs

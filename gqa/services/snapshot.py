@@ -42,9 +42,10 @@ class Estimated:
     """The records a pass plans from: the store's, each with its expected run time (its wall time
     scaled by its team's ratio). A caller that plans pass after pass keeps one (`kept=True`), and
     a job's record is made again only when the store hands back another record for it or its
-    team's ratio moved: a store that keeps its view between passes (the dispatch function's)
-    hands back the same record for a job that did not change, and one that reads its rows afresh
-    (SQLite) an equal one. Kept records are built by their class's __init__ (`rebuilt_with`),
+    team's ratio moved by more than RATIO_DRIFT: a store that keeps its view between passes
+    (both do: the dispatch function's by item, SQLite's by the revision each row carries) hands
+    back the same record for a job that did not change, and one that reads a row again an equal
+    one. Kept records are built by their class's __init__ (`rebuilt_with`),
     since passes read them again and again; the index a dispatcher keeps (scheduling/kept.py)
     knows an unchanged job by its very record."""
 
