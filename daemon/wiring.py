@@ -96,7 +96,8 @@ class DaemonWiring:
     def queries(self) -> QueryService:
         from gqa.services.queries import QueryService
 
-        return QueryService(self.store, self.clock)
+        # ranked by the ratios the passes plan by: `gqa queue` shows what the daemon will do
+        return QueryService(self.store, self.clock, ratios=self.supervisor.ratios_in_use)
 
     def history(self) -> HistoryService:
         from gqa.services.history import HistoryService
@@ -116,7 +117,7 @@ class DaemonWiring:
     def overview(self) -> OverviewService:
         from gqa.services.overview import OverviewService
 
-        return OverviewService(self.store, self.store, self.clock)
+        return OverviewService(self.store, self.store, self.clock, ratios=self.supervisor.ratios_in_use)
 
     def logs(self) -> LogService:
         from gqa.adapters.local.log_pages import LocalLogFiles

@@ -9,6 +9,7 @@ team holds QuotaService's, spend CostService's, and a running job's time
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -93,13 +94,15 @@ class Overview:
 
 
 class OverviewService:
-    def __init__(self, store: JobStore, events: RecentEvents, clock: Clock, admissions: Admissions | None = None):
-        """`events` is usually the store itself (its RecentEvents reads)."""
+    def __init__(self, store: JobStore, events: RecentEvents, clock: Clock, admissions: Admissions | None = None,
+                 ratios: Callable[[Mapping[str, float]], dict[str, float]] | None = None):
+        """`events` is usually the store itself (its RecentEvents reads); `ratios` as QueryService's."""
         self.store, self.events, self.clock, self.admissions = store, events, clock, admissions
+        self.ratios = ratios
 
     def overview(self, *, head: int = HEAD, events: int = EVENTS) -> Overview:
         store = cast(JobStore, _ReadOnce(self.store))    # one read of the live jobs for every service below
-        queue = QueryService(store, self.clock, self.admissions).queue()
+        queue = QueryService(store, self.clock, self.admissions, self.ratios).queue()
         now = self.clock.now()
         running = [_running(job, now) for job in queue.running]
         on_gpu = {index: job for job in running for index in job.gpus}

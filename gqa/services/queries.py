@@ -9,6 +9,7 @@ jobs the replay cannot place (an unmet dependency, a hold, no known end
 ahead, or past ETA_DEPTH) follow in the current pass's ranking. `gqa queue`
 and `gqa status` both read it here."""
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..models.errors import NotAdmitted, NotFound
@@ -47,14 +48,18 @@ class QueueView:
 
 
 class QueryService:
-    def __init__(self, store: JobStore, clock: Clock, admissions: Admissions | None = None):
-        """`admissions`: how far large arrays admitted in chunks have got (AWS)."""
+    def __init__(self, store: JobStore, clock: Clock, admissions: Admissions | None = None,
+                 ratios: Callable[[Mapping[str, float]], dict[str, float]] | None = None):
+        """`admissions`: how far large arrays admitted in chunks have got (AWS). `ratios`: the
+        teams' run-time ratios a dispatcher beside it plans by, given those the samples give
+        (the local daemon's `Supervisor.ratios_in_use`), so the queue shows what its passes do."""
         self.store, self.clock, self.admissions = store, clock, admissions
+        self.ratios = ratios or dict
 
     def queue(self, *, group: str | None = None) -> QueueView:
         """The queue; `group`: only this array or sweep, or this one job (an id)."""
         samples = team_samples(self.store)
-        snap = read_snapshot(self.store, self.clock.now(), team_ratios(samples))
+        snap = read_snapshot(self.store, self.clock.now(), self.ratios(team_ratios(samples)))
         decision = plan(snap)
         etas = predict_starts(snap, shares=team_shares(samples), most=ETA_DEPTH)
         by_id = {j.id: j for j in self.store.list(PENDING)}

@@ -60,14 +60,21 @@ class Estimated:
         """The teams' ratios to estimate by, given the ones their samples give now: a kept caller
         goes on with a team's ratio while the new one is within RATIO_DRIFT of it (a team's first
         ratio is taken as it comes); a one-off caller takes them as they are."""
+        settled = self.in_use(ratios)
+        if self.kept:
+            self._ratios = settled
+        return settled
+
+    def in_use(self, ratios: Mapping[str, float]) -> dict[str, float]:
+        """What settled() would hand back now, kept nowhere: for a view of the queue beside the
+        passes (gqa queue, gqa top) to rank as they do."""
         if not self.kept:
             return dict(ratios)
-        settled = {}
+        out = {}
         for team, ratio in ratios.items():
             was = self._ratios.get(team)
-            settled[team] = was if was is not None and abs(ratio - was) <= RATIO_DRIFT * was else ratio
-        self._ratios = settled
-        return settled
+            out[team] = was if was is not None and abs(ratio - was) <= RATIO_DRIFT * was else ratio
+        return out
 
     def pending(self, jobs: Iterable[PendingJob], ratios: Mapping[str, float]) -> list[PendingJob]:
         made: dict[str, tuple] = {}

@@ -4,7 +4,7 @@ retries, and recover after a restart. The loop itself (an entry point)
 decides when to call them; every rule lives here or below."""
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from ..models.errors import BackendUnavailable, Conflict, LaunchFailed, Misconfigured, NotFound
@@ -54,6 +54,11 @@ class Supervisor:
         # changed since the one before and what it looks at, not a build over the whole queue
         self._estimated = Estimated(kept=True)
         self.kept = KeptQueue()
+
+    def ratios_in_use(self, ratios: Mapping[str, float]) -> dict[str, float]:
+        """The teams' run-time ratios this supervisor's passes plan by, given those the samples give
+        now (a team's holds until it moves by more than snapshot.RATIO_DRIFT): for the queue's views."""
+        return self._estimated.in_use(ratios)
 
     # -- the control loop ------------------------------------------------------
     def tick(self) -> list[JobRecord]:

@@ -84,3 +84,11 @@ def test_a_ratio_drifting_by_small_steps_is_taken_once_it_is_the_drift_away_from
     kept = Estimated(kept=True)
     used = [kept.settled({"a": 0.5 + step * 0.01})["a"] for step in range(8)]
     assert used == [0.5, 0.5, 0.5, 0.53, 0.53, 0.53, 0.56, 0.56]
+
+
+def test_the_ratios_in_use_are_what_the_next_settling_hands_back_and_keep_nothing():
+    kept = Estimated(kept=True)
+    kept.settled({"a": 0.5})
+    assert kept.in_use({"a": 0.51, "b": 0.9}) == {"a": 0.5, "b": 0.9}
+    assert kept.in_use({"a": 0.6}) == {"a": 0.6}
+    assert kept.settled({"a": 0.51}) == {"a": 0.5}   # the look at 0.6 moved nothing

@@ -219,3 +219,28 @@ def test_one_jobs_standing_is_the_queues(make_queue):
     whole = {e.job.id: e for e in queue.queries.queue().pending}
     [entry] = queue.queries.queue(group=one.id).pending
     assert entry == whole[one.id] and entry.position == 2
+
+
+def test_the_queue_ranks_by_the_ratios_the_dispatchers_passes_plan_by(make_queue, monkeypatch):
+    """A team's ratio holds in the supervisor until it moves past the drift; the queue's view beside
+    it (the daemon's) ranks by the same, and a view on its own by the samples as they are."""
+    import gqa.services.queries as queries
+    from gqa.services.overview import OverviewService
+
+    queue = make_queue(1)
+    for _ in range(6):
+        queue.submit_one(limits={"wall_time": "1h"})
+    [job] = queue.supervisor.dispatch()
+    for share in (0.50, 0.51):   # the median: 0.5, then 0.505, within 5% of it
+        queue.clock.advance(3600 * share)
+        queue.exit(job.id, 0)
+        [job] = queue.supervisor.dispatch()
+    seen = []
+    real = queries.read_snapshot
+    monkeypatch.setattr(queries, "read_snapshot", lambda store, now, ratios: seen.append(ratios) or real(
+        store, now, ratios))
+    QueryService(queue.store, queue.clock, ratios=queue.supervisor.ratios_in_use).queue()
+    QueryService(queue.store, queue.clock).queue()
+    OverviewService(queue.store, queue.store, queue.clock, ratios=queue.supervisor.ratios_in_use).overview()
+    assert seen == [{"default": 0.5}, {"default": 0.505}, {"default": 0.5}]
+    assert queue.supervisor.ratios_in_use({"default": 0.505}) == {"default": 0.5}   # and kept nothing new
