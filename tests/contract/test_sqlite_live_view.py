@@ -29,7 +29,7 @@ def fresh(path):
 
 
 def whole_reads(store):
-    return store.__dict__["_live_view"].whole_reads
+    return store.live_view.whole_reads
 
 
 def create(store, n, at=0.0):

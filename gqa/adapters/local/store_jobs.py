@@ -24,6 +24,8 @@ List = list
 class SqliteJobs(SqliteSettings):
     """Job records and the control loop's reads; their guarded changes are store_changes.py's."""
 
+    live_view: LiveView | None = None   # the scheduling view, once read
+
     def reserve_ids(self, jobs: list[JobRecord]) -> list[JobRecord]:
         with self._tx():
             return self._reserve(jobs)
@@ -153,10 +155,9 @@ class SqliteJobs(SqliteSettings):
 
     def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
         """Kept by this store object between reads: only the rows changed since are read (live_view.py)."""
-        view = self.__dict__.get("_live_view")
-        if view is None:
-            view = self.__dict__["_live_view"] = LiveView()
-        return view.read(self.db)
+        if self.live_view is None:
+            self.live_view = LiveView()
+        return self.live_view.read(self.db)
 
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
         refs = list(dict.fromkeys(refs))
