@@ -15,6 +15,19 @@ from tests.builders import job_record
 S = JobState
 
 
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "queue.db"
+
+
+@pytest.fixture
+def store(path):
+    """The daemon's store object, over a queue of its own."""
+    store = SqliteStore(path)
+    yield store
+    store.close()
+
+
 def as_read(view):
     pending, running = view
     return {j.id: j for j in pending}, {r.id: r for r in running}
@@ -82,55 +95,40 @@ def test_a_kept_view_reads_what_a_fresh_store_reads_after_every_kind_of_change(t
         other.close()
 
 
-def test_a_write_outside_a_transaction_is_seen_though_it_bumps_no_revision(tmp_path):
-    path = tmp_path / "queue.db"
-    store = SqliteStore(path)
-    try:
-        [job] = create(store, 1)
-        store.scheduling_view()
-        raw = sqlite3.connect(path, isolation_level=None)   # autocommit: no revision bump
-        raw.execute("UPDATE jobs SET nice = 7 WHERE id = ?", (job.id,))
-        raw.close()
-        [pending], _ = store.scheduling_view()
-        assert pending.nice == 7 and whole_reads(store) == 1
-    finally:
-        store.close()
+def test_a_write_outside_a_transaction_is_seen_though_it_bumps_no_revision(path, store):
+    [job] = create(store, 1)
+    store.scheduling_view()
+    raw = sqlite3.connect(path, isolation_level=None)   # autocommit: no revision bump
+    raw.execute("UPDATE jobs SET nice = 7 WHERE id = ?", (job.id,))
+    raw.close()
+    [pending], _ = store.scheduling_view()
+    assert pending.nice == 7 and whole_reads(store) == 1
 
 
-def test_a_live_job_deleted_or_a_revision_gone_back_makes_the_next_read_whole(tmp_path):
-    path = tmp_path / "queue.db"
-    store = SqliteStore(path)
-    try:
-        jobs = create(store, 3)
-        store.scheduling_view()
-        raw = sqlite3.connect(path, isolation_level=None)
-        raw.execute("DELETE FROM jobs WHERE id = ?", (jobs[0].id,))
-        assert as_read(store.scheduling_view()) == fresh(path) and len(fresh(path)[0]) == 2
-        assert whole_reads(store) == 2
-        raw.execute("UPDATE meta SET value = '1' WHERE key = 'revision'")   # a copy of the file put back
-        raw.close()
-        store.scheduling_view()
-        assert whole_reads(store) == 3
-    finally:
-        store.close()
+def test_a_live_job_deleted_or_a_revision_gone_back_makes_the_next_read_whole(path, store):
+    jobs = create(store, 3)
+    store.scheduling_view()
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("DELETE FROM jobs WHERE id = ?", (jobs[0].id,))
+    assert as_read(store.scheduling_view()) == fresh(path) and len(fresh(path)[0]) == 2
+    assert whole_reads(store) == 2
+    raw.execute("UPDATE meta SET value = '1' WHERE key = 'revision'")   # a copy of the file put back
+    raw.close()
+    store.scheduling_view()
+    assert whole_reads(store) == 3
 
 
-def test_a_read_inside_a_write_that_is_rolled_back_is_not_kept(tmp_path):
-    path = tmp_path / "queue.db"
-    store = SqliteStore(path)
-    try:
-        [job] = create(store, 1)
-        store.scheduling_view()
-        with pytest.raises(RuntimeError):
-            with store._tx():
-                store.db.execute("UPDATE jobs SET state = 'HELD' WHERE id = ?", (job.id,))
-                [inside], _ = store.scheduling_view()
-                assert inside.held
-                raise RuntimeError("the write fails after the read")
-        [after], _ = store.scheduling_view()
-        assert not after.held and as_read(store.scheduling_view()) == fresh(path)
-    finally:
-        store.close()
+def test_a_read_inside_a_write_that_is_rolled_back_is_not_kept(path, store):
+    [job] = create(store, 1)
+    store.scheduling_view()
+    with pytest.raises(RuntimeError):
+        with store._tx():
+            store.db.execute("UPDATE jobs SET state = 'HELD' WHERE id = ?", (job.id,))
+            [inside], _ = store.scheduling_view()
+            assert inside.held
+            raise RuntimeError("the write fails after the read")
+    [after], _ = store.scheduling_view()
+    assert not after.held and as_read(store.scheduling_view()) == fresh(path)
 
 
 def test_a_version_5_file_gains_the_stamps_and_its_view_follows_changes(tmp_path):
