@@ -6,13 +6,14 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Collection
 
 from .cells import (CELL_VAR, CPU_PERIOD_US, Cell, KILL_DEADLINE_S, LIMIT_CONTROLLERS, PROC, PROCS_VAR,
                     RELEASE_DEADLINE_S, _read, _write, cell_name, instance_token)
-from .processes import _marked_everywhere, _needle, _sigkill, _sweep
+from .processes import _marked_everywhere, _needle, _signal, _sweep
 
 
 class CgroupContainment:
@@ -146,7 +147,7 @@ class CgroupContainment:
                 if not pids:
                     return
                 for pid in pids:
-                    _sigkill(pid)
+                    _signal(pid, signal.SIGKILL)
                 time.sleep(0.005)
         finally:
             if frozen:

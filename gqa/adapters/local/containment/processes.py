@@ -33,8 +33,12 @@ def _sweep(find: Callable[[], Found]) -> None:
                 break
         else:
             quiet = 0
+            # all stopped before any is killed: a parent must not see its children die
+            # and end on its own (a shell's `wait` returning 0) before its SIGKILL lands
+            for pid in found:
+                _signal(pid, signal.SIGSTOP)
             for pid, session in found.items():
-                _sigkill(pid)
+                _signal(pid, signal.SIGKILL)
                 killed.setdefault(pid, pid != session)
         _reap(killed)
         if time.monotonic() >= deadline:
@@ -144,8 +148,8 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         return None
 
 
-def _sigkill(pid: int) -> None:
+def _signal(pid: int, signum: signal.Signals) -> None:
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
