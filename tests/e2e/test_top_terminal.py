@@ -31,7 +31,10 @@ class Terminal:
         self.screen = pyte.Screen(COLUMNS, lines)
         self.stream = pyte.Stream(self.screen)
         self.raw = ""
-        self.child = pexpect.spawn(sys.executable, ["-m", "cli.main", "top", *args], env=queue.env,
+        # the pty's size is the terminal's: LINES or COLUMNS inherited (pytest-xdist's workers set
+        # 24 and 80) would override it, as they do for a user who exports them
+        env = {k: v for k, v in queue.env.items() if k not in ("LINES", "COLUMNS")}
+        self.child = pexpect.spawn(sys.executable, ["-m", "cli.main", "top", *args], env=env,
                                    cwd=str(queue.home), dimensions=(lines, COLUMNS), encoding="utf-8",
                                    codec_errors="replace", timeout=10)
 
