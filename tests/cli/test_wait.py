@@ -6,6 +6,7 @@ process waits (the daemon's part is tests/e2e/test_cli_daemon.py)."""
 import json
 import os
 import pty
+import select
 import subprocess
 import sys
 import time
@@ -95,48 +96,59 @@ def test_the_timeout_exits_124_and_says_how_many_had_not_ended(cli):
 
 
 def _wait_process(home, *args, tty: bool):
-    """`gqa wait` as a real process, its stderr on a terminal (pty) or a pipe."""
+    """`gqa wait` as a real process, its stderr on a terminal (pty) or a pipe, and what it writes there."""
     env = dict(os.environ, GQA_HOME=str(home), PYTHONPATH=ROOT)
     if not tty:
-        return subprocess.Popen([sys.executable, "-m", "cli.main", "wait", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), None
+        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "wait", *args], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return proc, _Written(proc.stderr.fileno())
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "cli.main", "wait", *args], env=env,
                             stdout=subprocess.PIPE, stderr=follower)
     os.close(follower)
-    return proc, leader
+    return proc, _Written(leader)
 
 
-def _read_all(fd) -> str:
-    chunks = []
-    while True:
+class _Written:
+    """What a process writes to an fd, read as it comes."""
+
+    def __init__(self, fd: int):
+        self.fd, self.text = fd, ""
+
+    def _read(self, timeout: float) -> bool:
+        if not select.select([self.fd], [], [], timeout)[0]:
+            return True
         try:
-            chunk = os.read(fd, 4096)
-        except OSError:        # the process ended and closed its side
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(fd)
-    return b"".join(chunks).decode()
+            chunk = os.read(self.fd, 4096)
+        except OSError:        # a pty whose process ended and closed its side
+            chunk = b""
+        self.text += chunk.decode(errors="replace")
+        return bool(chunk)
 
+    def until(self, text: str, timeout: float = 20.0) -> None:
+        """Read until `text` was written: a loaded machine may take seconds to start Python."""
+        deadline = time.monotonic() + timeout
+        while text not in self.text:
+            left = deadline - time.monotonic()
+            assert left > 0 and self._read(min(left, 0.1)), f"never wrote {text!r}; wrote {self.text!r}"
 
-def _until_waiting(proc):
-    """Give the process time to start and read the queue (it polls every 0.2 s)."""
-    time.sleep(1.5)
-    assert proc.poll() is None, "gqa wait ended before its jobs did"
+    def all(self) -> str:
+        """Everything, once the process has ended and closed its side."""
+        while select.select([self.fd], [], [], 10)[0] and self._read(0):
+            pass
+        return self.text
 
 
 @pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
 def test_a_real_wait_follows_the_jobs_as_they_end(cli, tty):
     cli("submit", "--array", "0-1", "--", "true")
-    proc, leader = _wait_process(cli.home, "1", tty=tty)
-    _until_waiting(proc)
+    proc, written = _wait_process(cli.home, "1", tty=tty)
+    written.until("0 of 2 done")
     cli("cancel", "1_0")
-    time.sleep(0.6)
+    written.until("1 of 2 done")
     cli("cancel", "1_1")
     proc.wait(timeout=10)
-    err = _read_all(leader) if tty else proc.stderr.read()
+    err = written.all()
     assert proc.returncode == 1
     assert "1 of 2 done: 1 cancelled; 1 pending" in err and "2 of 2 done: 2 cancelled" in err
     assert "job 1_0 cancelled" in err and "job 1_1 cancelled" in err
