@@ -4,11 +4,11 @@ request that the supervisor carries out (SIGTERM, grace, SIGKILL) and settles
 on exit. Hold, release and update act on pending jobs only."""
 
 from collections.abc import Callable, Iterable, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
-from ..models.job import JobRecord, JobState, Request, Transition, held_by
+from ..models.job import JobRecord, JobState, Request, Transition, changed, held_by
 from ..models.priority import Priority
 from ..ports import Admissions, Change, Clock, JobsAndSettings, Waker
 from . import lookup
@@ -106,7 +106,7 @@ class ControlService:
             if not plan.fields:
                 return None, ControlResult(job, "unchanged", plan.detail)
             return (Change(job.id, job.state, None, "", now, plan.fields),
-                    ControlResult(replace(job, **plan.fields), "updated", plan.detail))
+                    ControlResult(changed(job, **plan.fields), "updated", plan.detail))
         return self._carry_out(jobs, decide)
 
     def requeue(self, refs: list[str]) -> list[ControlResult]:
@@ -233,7 +233,7 @@ class ControlService:
         jobs = []
         for job_id in job_ids:
             try:
-                jobs.append(replace(self.store.get(job_id), history=()))
+                jobs.append(changed(self.store.get(job_id), history=()))
             except NotFound:
                 pass
         return jobs
@@ -253,23 +253,23 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
             return None, ControlResult(job, "cancelling", "already being cancelled")
         fields: dict[str, Any] = {"request": Request.CANCEL}
         return (Change(job.id, job.state, None, "", now, fields),
-                ControlResult(replace(job, **fields), "cancelling", "stopping its processes"))
+                ControlResult(changed(job, **fields), "cancelling", "stopping its processes"))
     fields = {"ended_at": now, "not_before": None}
     return (Change(job.id, job.state, JobState.CANCELLED, CANCELLED_BY_USER, now, fields),
-            ControlResult(replace(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
+            ControlResult(changed(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
 
 
 def _hold(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlResult]:
     if job.state == JobState.QUEUED:
         fields: dict[str, Any] = {"user_hold": True}
         return (Change(job.id, job.state, JobState.HELD, why, now, fields),
-                ControlResult(replace(job, state=JobState.HELD, reason=why, **fields), "held"))
+                ControlResult(changed(job, state=JobState.HELD, reason=why, **fields), "held"))
     if job.state == JobState.HELD and job.user_hold:
         return None, ControlResult(job, "unchanged", "already held")
     if job.state == JobState.HELD:     # held by its team's budget: now by its owner too
         fields = {"user_hold": True}
         return (Change(job.id, job.state, None, "", now, fields),
-                ControlResult(replace(job, **fields), "held", "its team's budget holds it too"))
+                ControlResult(changed(job, **fields), "held", "its team's budget holds it too"))
     return None, ControlResult(job, "unchanged", f"not pending ({job.status})")
 
 
@@ -277,7 +277,7 @@ def _release(job: JobRecord, now: float, why: str) -> tuple[Change | None, Contr
     if job.state == JobState.HELD and job.user_hold:
         fields: dict[str, Any] = {"user_hold": False}
         return (Change(job.id, job.state, JobState.QUEUED, why, now, fields),
-                ControlResult(replace(job, state=JobState.QUEUED, reason=why, **fields), "released"))
+                ControlResult(changed(job, state=JobState.QUEUED, reason=why, **fields), "released"))
     if job.state == JobState.HELD:
         return None, ControlResult(job, "unchanged", "held by its team's budget, not by a user: it is released "
                                                      "when the budget allows")

@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import replace
 
 from ...models.errors import Conflict, NotFound, StorageCorrupt
-from ...models.job import JobRecord, JobState, Transition
+from ...models.job import JobRecord, JobState, Transition, changed
 from ...ports.store import JobEvent
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
@@ -56,7 +55,7 @@ class SqliteJobs(SqliteSettings):
             else:
                 job_id = group = str(group_no + groups)
                 groups += 1
-            reserved.append(replace(job, id=job_id, group=group, seq=seq))
+            reserved.append(changed(job, id=job_id, group=group, seq=seq))
             seq += 1
         self.db.execute("UPDATE meta SET value = ? WHERE key = 'next_group'", (str(group_no + max(groups, 1)),))
         self.db.execute("INSERT INTO meta VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -82,7 +81,8 @@ class SqliteJobs(SqliteSettings):
             new = [j for j in records if j.id not in found]
             try:
                 stamp = self._stamp()
-                self.db.executemany(_INSERT, [(*_row(j), stamp) for j in new])
+                encoded: dict[int, str | None] = {}     # the dicts stay alive in `new` meanwhile
+                self.db.executemany(_INSERT, [(*_row(j, encoded), stamp) for j in new])
             except sqlite3.IntegrityError as exc:   # a reserved seq taken by another job
                 raise Conflict(f"cannot record jobs {', '.join(j.id for j in new)}: {exc}") from None
             self.db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
@@ -138,7 +138,7 @@ class SqliteJobs(SqliteSettings):
         out = []
         for job in jobs:
             rows = self.db.execute("SELECT state, at, reason FROM history WHERE job_id = ? ORDER BY n", (job.id,))
-            out.append(replace(job, history=tuple(Transition(JobState(s), at, r) for s, at, r in rows)))
+            out.append(changed(job, history=tuple(Transition(JobState(s), at, r) for s, at, r in rows)))
         return out
 
     def recent_events(self, *, since: float, limit: int) -> List[JobEvent]:
