@@ -21,19 +21,29 @@ _NO_HISTORY: dict[str, object] = {"history": ()}
 T = TypeVar("T")
 
 
-def _row(job: JobRecord) -> tuple:
-    values = []
-    for name in _COLUMNS:
-        value = getattr(job, name)
-        if name == "state":
-            value = value.value
-        elif name == "request":
-            value = value.value if value is not None else None
-        elif name == "assigned":
-            value = ",".join(str(i) for i in value)
-        elif name in ("extra_env", "submit_env"):
-            value = json.dumps(value) if value is not None else None
-        values.append(value)
+_STATE, _REQUEST, _ASSIGNED = (_COLUMNS.index(c) for c in ("state", "request", "assigned"))
+_ENVS = tuple(_COLUMNS.index(c) for c in ("extra_env", "submit_env"))
+
+
+def _row(job: JobRecord, encoded: dict[int, str | None] | None = None) -> tuple:
+    """The job's column values. `encoded`: environments already encoded, by
+    the id of their dict, for a batch whose records share one (an array's
+    tasks): each is encoded once. It lives no longer than the batch."""
+    values = [getattr(job, name) for name in _COLUMNS]
+    values[_STATE] = values[_STATE].value
+    request = values[_REQUEST]
+    values[_REQUEST] = request.value if request is not None else None
+    values[_ASSIGNED] = ",".join(str(i) for i in values[_ASSIGNED])
+    for at in _ENVS:
+        env = values[at]
+        if env is None:
+            continue
+        if encoded is None:
+            values[at] = json.dumps(env)
+        elif (text := encoded.get(id(env))) is not None:
+            values[at] = text
+        else:
+            values[at] = encoded[id(env)] = json.dumps(env)
     return tuple(values)
 
 
