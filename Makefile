@@ -3,7 +3,8 @@
 # pinned CDK command line (package.json) for its `cdk synth` test (skipped
 # where node is not installed) and Chromium for `gqa ui`'s browser test, and
 # runs the linter and the type checker (both from the `test` extra, configured
-# in pyproject.toml) before pytest.
+# in pyproject.toml) before pytest, which splits the suite between a worker
+# process per core (tests/conftest.py).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -36,7 +37,7 @@ chromium:
 test: $(BIN)/.installed node_modules/.package-lock.json chromium
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/local_queue.py

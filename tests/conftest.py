@@ -34,12 +34,12 @@ def no_user_config(tmp_path_factory, monkeypatch):
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto` (pyproject.toml's addopts): two workers per core, at most 8.
-    Much of the run waits on real processes (the daemon, its jobs, the CDK's
-    Node.js), so a core has work while one of its workers waits; more than 8
-    would cost more in start-up and memory than they save.
+    """`-n auto` (`make test`): a worker per core the run may use, at most 8.
+    With two per core, a few tests that race the wall clock (the stand-in API
+    Gateway's 29 s, a pty's first frame) lost on a loaded machine.
     PYTEST_XDIST_AUTO_NUM_WORKERS overrides this; `-n 0` runs in this process."""
-    return min(8, 2 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cores))
 
 
 def _in_worker(config) -> bool:
