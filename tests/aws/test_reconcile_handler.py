@@ -297,11 +297,13 @@ def test_logs_carry_the_job_id_as_correlation_id(lambda_module, store):
     job = launched(store)
     out = io.StringIO()
     handler = lambda_module.logger.registered_handler   # the JSON lines Lambda sends to CloudWatch Logs
-    previous = handler.setStream(out)
+    # swapped, not setStream(): that flushes the stream the handler was made with, the stdout of
+    # whichever test first imported the module, which pytest may have closed since
+    previous, handler.stream = handler.stream, out
     try:
         call(lambda_module, batch_event(job, "RUNNING"))
     finally:
-        handler.setStream(previous)
+        handler.stream = previous
 
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     reconciled = [line for line in lines if line.get("message") == "reconciled"]
