@@ -25,7 +25,7 @@ _STATE, _REQUEST, _ASSIGNED = (_COLUMNS.index(c) for c in ("state", "request", "
 _ENVS = tuple(_COLUMNS.index(c) for c in ("extra_env", "submit_env"))
 
 
-def _row(job: JobRecord, encoded: dict[int, str | None] | None = None) -> tuple:
+def _row(job: JobRecord, encoded: dict[int, str] | None = None) -> tuple:
     """The job's column values. `encoded`: environments already encoded, by
     the id of their dict, for a batch whose records share one (an array's
     tasks): each is encoded once. It lives no longer than the batch."""

@@ -81,7 +81,7 @@ class SqliteJobs(SqliteSettings):
             new = [j for j in records if j.id not in found]
             try:
                 stamp = self._stamp()
-                encoded: dict[int, str | None] = {}     # the dicts stay alive in `new` meanwhile
+                encoded: dict[int, str] = {}     # the dicts stay alive in `new` meanwhile
                 self.db.executemany(_INSERT, [(*_row(j, encoded), stamp) for j in new])
             except sqlite3.IntegrityError as exc:   # a reserved seq taken by another job
                 raise Conflict(f"cannot record jobs {', '.join(j.id for j in new)}: {exc}") from None
