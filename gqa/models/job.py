@@ -5,11 +5,12 @@ Two vocabularies: `JobState` is the scheduler's, written only through
 `transition()`; `UserStatus` is what people read, derived only by
 `user_status()`."""
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from enum import StrEnum
 
 from .errors import InvalidTransition
+from .records import with_changes
 
 
 class JobState(StrEnum):
@@ -199,31 +200,10 @@ class JobRecord:
         return None
 
 
-_FIELDS = frozenset(f.name for f in fields(JobRecord))
-_CACHED = tuple(name for name, value in vars(JobRecord).items() if isinstance(value, cached_property))
-
-
-def changed(job: JobRecord, **values) -> JobRecord:
-    """`dataclasses.replace(job, **values)` without the frozen __init__'s
-    object.__setattr__ for each of its fields: an array of 100,000 tasks is
-    given its ids, and cancelled, a copy per task. No field is checked, as
-    replace checks none; what is cached of the old record is not kept."""
-    unknown = values.keys() - _FIELDS
-    if unknown:
-        raise TypeError(f"JobRecord has no field {', '.join(sorted(unknown))}")
-    made = object.__new__(JobRecord)
-    state = made.__dict__
-    state.update(job.__dict__)
-    state.update(values)
-    for name in _CACHED:
-        state.pop(name, None)
-    return made
-
-
 def transition(job: JobRecord, to: JobState, at: float, reason: str, **changes) -> JobRecord:
     """The one way a state changes: checked against ALLOWED, recorded in history."""
     check_transition(job.state, to)
-    return changed(job, state=to, reason=reason, history=job.history + (Transition(to, at, reason),), **changes)
+    return with_changes(job, state=to, reason=reason, history=job.history + (Transition(to, at, reason),), **changes)
 
 
 def id_order(job_id: str) -> tuple[int, ...]:

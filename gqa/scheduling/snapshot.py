@@ -1,55 +1,11 @@
 """What a scheduling pass sees and what it returns."""
 
 from collections.abc import Collection
-from dataclasses import dataclass, field, fields
-from operator import attrgetter
-from typing import TypeVar
+from dataclasses import dataclass, field
 
 from ..models.job import JobState
 
 DAY = 86400.0
-T = TypeVar("T")
-
-
-def with_changes(record: T, **changes: object) -> T:
-    """dataclasses.replace for the scheduler's plain frozen records, a tenth of its cost
-    (it reads no field list): 10,000 pending jobs are copied in milliseconds. For a record a
-    pass reads once: the copy's fields sit in a __dict__ handed out, which reads each several
-    times slower than an instance __init__ built (see `rebuilt_with`)."""
-    _checked(type(record), changes)
-    copy = object.__new__(type(record))
-    copy.__dict__.update(record.__dict__, **changes)
-    return copy
-
-
-def rebuilt_with(record: T, **changes: object) -> T:
-    """`with_changes` for a record that is kept and read pass after pass (the replay's waiting
-    jobs, re-estimated every 200 finished jobs and read at every look): built by the class's
-    own __init__, at half dataclasses.replace's cost, so each field reads as fast as on any
-    instance."""
-    positions, values_of = _checked(type(record), changes)
-    values = list(values_of(record))
-    for name, value in changes.items():
-        values[positions[name]] = value
-    return type(record)(*values)
-
-
-_Layout = tuple[dict[str, int], attrgetter]   # each field's position, and a getter of all of them in order
-_LAYOUTS: dict[type, _Layout] = {}
-
-
-def _checked(cls: type, changes: dict[str, object]) -> _Layout:
-    """The record class's layout, once `changes` names only its fields (else TypeError, as replace)."""
-    layout = _LAYOUTS.get(cls)
-    if layout is None:
-        if any(not f.init or f.kw_only for f in fields(cls)):
-            raise TypeError(f"{cls.__name__} is not a plain record: its __init__ does not take every field in order")
-        names = [f.name for f in fields(cls)]
-        layout = _LAYOUTS[cls] = ({name: at for at, name in enumerate(names)}, attrgetter(*names))
-    unknown = changes.keys() - layout[0].keys()
-    if unknown:
-        raise TypeError(f"{cls.__name__} has no field {', '.join(map(repr, sorted(unknown)))}")
-    return layout
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
-from ..models.job import JobRecord, JobState, Request, Transition, changed, held_by
+from ..models.job import JobRecord, JobState, Request, Transition, held_by
 from ..models.priority import Priority
+from ..models.records import with_changes
 from ..ports import Admissions, Change, Clock, JobsAndSettings, Waker
 from . import lookup
 from .updates import UPDATABLE, Update, planned_updates
@@ -106,7 +107,7 @@ class ControlService:
             if not plan.fields:
                 return None, ControlResult(job, "unchanged", plan.detail)
             return (Change(job.id, job.state, None, "", now, plan.fields),
-                    ControlResult(changed(job, **plan.fields), "updated", plan.detail))
+                    ControlResult(with_changes(job, **plan.fields), "updated", plan.detail))
         return self._carry_out(jobs, decide)
 
     def requeue(self, refs: list[str]) -> list[ControlResult]:
@@ -233,7 +234,7 @@ class ControlService:
         jobs = []
         for job_id in job_ids:
             try:
-                jobs.append(changed(self.store.get(job_id), history=()))
+                jobs.append(with_changes(self.store.get(job_id), history=()))
             except NotFound:
                 pass
         return jobs
@@ -253,23 +254,23 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
             return None, ControlResult(job, "cancelling", "already being cancelled")
         fields: dict[str, Any] = {"request": Request.CANCEL}
         return (Change(job.id, job.state, None, "", now, fields),
-                ControlResult(changed(job, **fields), "cancelling", "stopping its processes"))
+                ControlResult(with_changes(job, **fields), "cancelling", "stopping its processes"))
     fields = {"ended_at": now, "not_before": None}
     return (Change(job.id, job.state, JobState.CANCELLED, CANCELLED_BY_USER, now, fields),
-            ControlResult(changed(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
+            ControlResult(with_changes(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
 
 
 def _hold(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlResult]:
     if job.state == JobState.QUEUED:
         fields: dict[str, Any] = {"user_hold": True}
         return (Change(job.id, job.state, JobState.HELD, why, now, fields),
-                ControlResult(changed(job, state=JobState.HELD, reason=why, **fields), "held"))
+                ControlResult(with_changes(job, state=JobState.HELD, reason=why, **fields), "held"))
     if job.state == JobState.HELD and job.user_hold:
         return None, ControlResult(job, "unchanged", "already held")
     if job.state == JobState.HELD:     # held by its team's budget: now by its owner too
         fields = {"user_hold": True}
         return (Change(job.id, job.state, None, "", now, fields),
-                ControlResult(changed(job, **fields), "held", "its team's budget holds it too"))
+                ControlResult(with_changes(job, **fields), "held", "its team's budget holds it too"))
     return None, ControlResult(job, "unchanged", f"not pending ({job.status})")
 
 
@@ -277,7 +278,7 @@ def _release(job: JobRecord, now: float, why: str) -> tuple[Change | None, Contr
     if job.state == JobState.HELD and job.user_hold:
         fields: dict[str, Any] = {"user_hold": False}
         return (Change(job.id, job.state, JobState.QUEUED, why, now, fields),
-                ControlResult(changed(job, state=JobState.QUEUED, reason=why, **fields), "released"))
+                ControlResult(with_changes(job, state=JobState.QUEUED, reason=why, **fields), "released"))
     if job.state == JobState.HELD:
         return None, ControlResult(job, "unchanged", "held by its team's budget, not by a user: it is released "
                                                      "when the budget allows")

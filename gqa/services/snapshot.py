@@ -7,9 +7,10 @@ from collections.abc import Iterable, Mapping
 from ..models.dependency import parse_dependency
 from ..models.errors import SpecError
 from ..models.job import JobState
+from ..models.records import rebuilt_with, with_changes
 from ..ports import SchedulingInputs
 from ..scheduling import Snapshot
-from ..scheduling.snapshot import PendingJob, RunningJob, rebuilt_with, with_changes
+from ..scheduling.snapshot import PendingJob, RunningJob
 from ..scheduling.budget import period_of, running_cost
 from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
 

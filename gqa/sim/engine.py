@@ -13,9 +13,9 @@ import random
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
+from ..models.records import rebuilt_with, with_changes
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
-from ..scheduling.snapshot import rebuilt_with, with_changes
 from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
 from ..scheduling.fairshare import decay
 from ..scheduling.ranking import ranks_by_expected_runtime

@@ -1,7 +1,6 @@
 """gqa.models.job: the lifecycle, its user-facing names, and id ordering."""
 
 import re
-from dataclasses import replace
 
 import pytest
 
@@ -11,11 +10,9 @@ from gqa.models.job import (
     ALLOWED,
     PENDING,
     TERMINAL,
-    JobRecord,
     JobState,
     Transition,
     UserStatus,
-    changed,
     check_transition,
     id_order,
     transition,
@@ -122,25 +119,3 @@ def test_first_start_is_the_first_running_transition():
 ])
 def test_id_order(ids, ordered):
     assert sorted(ids, key=id_order) == ordered
-
-
-@pytest.mark.parametrize("values", [
-    {"id": "12_3", "group": "12", "seq": 40},
-    {"state": JobState.CANCELLED, "reason": "cancelled by user", "ended_at": 9.0, "not_before": None},
-    {"history": ()},
-    {"spec_json": '{"command": ["python", "other.py"]}'},
-])
-def test_changed_is_dataclasses_replace(values):
-    """`changed` is replace without the frozen __init__: equal records, the
-    old one untouched, and nothing cached of it carried over (the spec)."""
-    job = job_record(id="1", state=JobState.QUEUED, spec={"command": ["python", "train.py"]})
-    assert job.spec.command == ["python", "train.py"]      # parsed and cached on the old record
-    new = changed(job, **values)
-    assert new == replace(job, **values) and type(new) is JobRecord
-    assert new.spec == replace(job, **values).spec
-    assert job == job_record(id="1", state=JobState.QUEUED, spec={"command": ["python", "train.py"]})
-
-
-def test_changed_refuses_a_field_the_record_has_not():
-    with pytest.raises(TypeError, match="no field colour"):
-        changed(job_record(), colour="red")

@@ -1,13 +1,14 @@
-"""with_changes and rebuilt_with: dataclasses.replace for the scheduler's records, cheaper, and
-equal to it (one copies through __dict__, for a record a pass reads once; the other through
-__init__, for a record kept and read pass after pass)."""
+"""with_changes and rebuilt_with: dataclasses.replace for frozen records (the scheduler's and the
+store's), cheaper, and equal to it (one copies through __dict__, for a record read once; the other
+through __init__, for a record kept and read pass after pass)."""
 
 import dataclasses
 
 import pytest
 
-from gqa.scheduling.snapshot import rebuilt_with, with_changes
-from tests.builders import pending, running
+from gqa.models.job import JobRecord, JobState
+from gqa.models.records import rebuilt_with, with_changes
+from tests.builders import job_record, pending, running
 
 COPIES = [with_changes, rebuilt_with]
 
@@ -46,3 +47,29 @@ def test_a_record_whose_init_does_not_take_every_field_in_order_is_refused(copy_
 
     with pytest.raises(TypeError, match="not a plain record"):
         copy_of(Keyworded(1, b=2), a=3)
+
+
+@pytest.mark.parametrize("copy_of", COPIES)
+@pytest.mark.parametrize("values", [
+    {"id": "12_3", "group": "12", "seq": 40},
+    {"state": JobState.CANCELLED, "reason": "cancelled by user", "ended_at": 9.0, "not_before": None},
+    {"history": ()},
+    {"spec_json": '{"command": ["python", "other.py"]}'},
+])
+def test_a_job_record_copy_keeps_nothing_cached_of_the_old_record(copy_of, values):
+    """A job record caches its parsed spec; the copy parses its own, as replace's would."""
+    job = job_record(id="1", state=JobState.QUEUED, spec={"command": ["python", "train.py"]})
+    assert job.spec.command == ["python", "train.py"]      # parsed and cached on the old record
+    new = copy_of(job, **values)
+    assert new == dataclasses.replace(job, **values) and type(new) is JobRecord
+    assert new.spec == dataclasses.replace(job, **values).spec
+    assert job == job_record(id="1", state=JobState.QUEUED, spec={"command": ["python", "train.py"]})
+
+
+def test_a_record_of_one_field_is_rebuilt():
+    @dataclasses.dataclass(frozen=True)
+    class One:
+        a: int
+
+    assert rebuilt_with(One(1), a=2) == with_changes(One(1), a=2) == One(2)
+    assert rebuilt_with(One(1)) == One(1)

@@ -8,7 +8,8 @@ import sqlite3
 from collections.abc import Iterable
 
 from ...models.errors import Conflict, NotFound, StorageCorrupt
-from ...models.job import JobRecord, JobState, Transition, changed
+from ...models.job import JobRecord, JobState, Transition
+from ...models.records import with_changes
 from ...ports.store import JobEvent
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
@@ -55,7 +56,7 @@ class SqliteJobs(SqliteSettings):
             else:
                 job_id = group = str(group_no + groups)
                 groups += 1
-            reserved.append(changed(job, id=job_id, group=group, seq=seq))
+            reserved.append(with_changes(job, id=job_id, group=group, seq=seq))
             seq += 1
         self.db.execute("UPDATE meta SET value = ? WHERE key = 'next_group'", (str(group_no + max(groups, 1)),))
         self.db.execute("INSERT INTO meta VALUES ('next_seq', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -138,7 +139,7 @@ class SqliteJobs(SqliteSettings):
         out = []
         for job in jobs:
             rows = self.db.execute("SELECT state, at, reason FROM history WHERE job_id = ? ORDER BY n", (job.id,))
-            out.append(changed(job, history=tuple(Transition(JobState(s), at, r) for s, at, r in rows)))
+            out.append(with_changes(job, history=tuple(Transition(JobState(s), at, r) for s, at, r in rows)))
         return out
 
     def recent_events(self, *, since: float, limit: int) -> List[JobEvent]:
