@@ -12,7 +12,7 @@ from ..models.job import JobRecord, JobState, Request
 from ..models.units import format_duration
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
-from ..scheduling import Start, plan
+from ..scheduling import PendingJob, Start, plan
 from ..scheduling.kept import KeptQueue
 from ..scheduling.slicing import next_change
 from .launched import record_launch
@@ -86,7 +86,7 @@ class Supervisor:
             snap = read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated)
             decision = plan(self.kept.over(snap), explain=False)
             # a cancel may settle its successors' dependencies (afterany, afternotok): decide those now
-            if not self._cancel_never_met(decision.never, {j.id: j.held for j in view[0]}):
+            if not decision.never or not self._cancel_never_met(decision.never, view[0]):
                 break
         for victim in decision.preempt:
             try:
@@ -194,11 +194,12 @@ class Supervisor:
                 out.append(replace(job, state=JobState.STARTING, **(claim.fields or {})))
         return out
 
-    def _cancel_never_met(self, never: dict[str, str], held: dict[str, bool]) -> int:
+    def _cancel_never_met(self, never: dict[str, str], pending: list[PendingJob]) -> int:
         """Jobs whose dependency can never be met end CANCELLED with the reason,
         as Slurm's kill_invalid_depend does; guarded on the state the pass saw.
         How many it cancelled."""
         now = self.clock.now()
+        held = {j.id: j.held for j in pending if j.id in never}
         changes = [Change(j, JobState.HELD if held.get(j) else JobState.QUEUED, JobState.CANCELLED, reason, now,
                           {"ended_at": now, "not_before": None}) for j, reason in never.items()]
         cancelled = apply_holding(self.store, changes)   # one that moved meanwhile is decided again next pass

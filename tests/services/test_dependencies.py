@@ -56,6 +56,23 @@ def test_a_failed_parent_ends_its_afterok_child_cancelled_once(queue):
     assert [t.state for t in queue.get(child.id).history].count(S.CANCELLED) == 1
 
 
+def test_a_held_child_whose_dependency_fails_is_cancelled_from_held(queue):
+    """The cancel is guarded on the state the pass saw: HELD here, beside a QUEUED sibling."""
+    parent = queue.start()
+    held = queue.submit_one(after=f"afterok:{parent.id}", hold=True)
+    queued = queue.submit_one(after=f"afterok:{parent.id}")
+    queue.exit(parent.id, 3)
+    queue.clock.advance(1)
+
+    queue.supervisor.dispatch()
+
+    for job in (held, queued):
+        stored = queue.get(job.id)
+        assert (stored.state, stored.reason) == (
+            S.CANCELLED, f"dependency can never be met: job {parent.id} failed (afterok)")
+    assert [t.state for t in queue.get(held.id).history][-2:] == [S.HELD, S.CANCELLED]
+
+
 def test_a_dependency_on_a_job_that_does_not_exist_is_refused_and_nothing_is_written(queue):
     real = queue.submit_one()
     before = queue.store.state_counts()
