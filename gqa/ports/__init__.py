@@ -9,15 +9,16 @@ from .intake import AdmissionProgress, Admissions, Intake, Submission
 from .observe import (AttemptLog, BudgetRecords, Checkpoints, GpuUtilization, JobLogs, LiveSpend, LogChunk, Metrics,
                       Notifier)
 from .store import (HISTORY_STATES, Change, HistoryQuery, HistoryReads, Inventory, JobEvent, JobRecords,
-                    JobsAndSettings, JobStore, QueueReads, RecentEvents, SchedulingInputs, Settings, UsageLedger,
-                    apply_all_else_each)
+                    JobsAndSettings, JobStore, PendingChanges, PendingFeed, QueueReads, RecentEvents,
+                    SchedulingInputs, Settings, UsageLedger, apply_all_else_each)
 from .triggers import BurstTimer, Manifests, TriggerStore
 
 __all__ = [
     "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BudgetRecords", "BurstTimer", "Change",
     "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization", "HISTORY_STATES", "HistoryQuery",
     "HistoryReads", "Intake", "Inventory", "JobEvent", "JobLogs", "JobRecords", "JobsAndSettings", "JobStore",
-    "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests", "Metrics", "Notifier", "QueueReads", "Random",
+    "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests", "Metrics", "Notifier", "PendingChanges",
+    "PendingFeed", "QueueReads", "Random",
     "RecentEvents", "SchedulingInputs", "Settings", "Submission", "TriggerStore", "UsageLedger", "Waker",
     "apply_all_else_each",
 ]

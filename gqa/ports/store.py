@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ..models.errors import Conflict
 from ..models.job import JobRecord, JobState
@@ -154,6 +154,22 @@ class QueueReads(Protocol):
 
     def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:
         """(team, actual run time, wall-time limit) of recent successful jobs that had a limit."""
+
+
+# the pending jobs' changes in the order the store made them: each job's record now, or None where
+# it left the pending jobs since (a job may appear more than once)
+PendingChanges = list[tuple[str, PendingJob | None]]
+
+
+@runtime_checkable
+class PendingFeed(Protocol):
+    """A store that says which pending jobs changed between two of its reads: a dispatcher that
+    keeps its records and index between passes then looks at those jobs alone (the local store)."""
+
+    def scheduling_feed(self, mark: object | None) -> tuple[list[PendingJob], list[RunningJob], object,
+                                                             PendingChanges | None]:
+        """scheduling_view(), a mark for it, and the pending jobs' changes since `mark` (a mark an
+        earlier call returned): None where they are not known (no mark, or a whole read since)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from ..models.dependency import parse_dependency
 from ..models.errors import SpecError
 from ..models.job import JobState
 from ..models.records import rebuilt_with, with_changes
-from ..ports import SchedulingInputs
+from ..ports import PendingChanges, SchedulingInputs
 from ..scheduling import Snapshot
 from ..scheduling.snapshot import PendingJob, RunningJob
 from ..scheduling.budget import period_of, running_cost
@@ -56,6 +56,16 @@ class Estimated:
         self._ratios: dict[str, float] = {}
         self._pending: dict[str, tuple[PendingJob, float, PendingJob]] = {}
         self._running: dict[str, tuple[RunningJob, float, RunningJob]] = {}
+        # fed the store's changes (a kept caller over a store that says what changed, ports.PendingFeed):
+        # the estimated pending jobs in the store's own order, the ratios they were made with, and the
+        # store's mark they stand at
+        self._listed: dict[str, PendingJob] | None = None
+        self._listed_ratios: dict[str, float] = {}
+        self.mark: object | None = None
+        # each pending() call's number, and the jobs it handed back new records for since the call
+        # before, by id (None: gone), where it knows them: what the kept index is brought by
+        self.version = 0
+        self.changes: dict[str, PendingJob | None] | None = None
 
     def settled(self, ratios: Mapping[str, float]) -> dict[str, float]:
         """The teams' ratios to estimate by, given the ones their samples give now: a kept caller
@@ -77,11 +87,45 @@ class Estimated:
             out[team] = was if was is not None and abs(ratio - was) <= RATIO_DRIFT * was else ratio
         return out
 
-    def pending(self, jobs: Iterable[PendingJob], ratios: Mapping[str, float]) -> list[PendingJob]:
+    def pending(self, jobs: Iterable[PendingJob], ratios: Mapping[str, float],
+                feed: tuple[object, PendingChanges | None] | None = None) -> list[PendingJob]:
+        """The jobs' estimated records. `feed`: the store's mark for `jobs` and its changes since
+        self.mark (ports.PendingFeed), which a kept caller applies alone where it can: a pass then
+        looks at what changed, not at every pending job."""
+        self.version += 1
+        self.changes = None
+        if self.kept and feed is not None:
+            mark, changes = feed
+            if changes is not None and self._listed is not None and ratios == self._listed_ratios:
+                self.mark = None   # until the changes are in: one that fails halfway leaves a whole read next
+                self.changes = self._applied(changes, ratios)
+                jobs = jobs if isinstance(jobs, list) else list(jobs)
+                if len(self._listed) == len(jobs):   # else a store that broke its word: every job is looked at
+                    self.mark = mark
+                    return list(self._listed.values())
+                self.changes = None
+        jobs = jobs if isinstance(jobs, list) else list(jobs)
         made: dict[str, tuple] = {}
         out = [self._estimated(self._pending, made, job, ratios.get(job.team, 1.0)) for job in jobs]
         if self.kept:
             self._pending = made
+            if feed is not None:
+                self._listed = {job.id: estimated for job, estimated in zip(jobs, out)}   # the store's order
+                self._listed_ratios, self.mark = dict(ratios), feed[0]
+        return out
+
+    def _applied(self, changes: PendingChanges, ratios: Mapping[str, float]) -> dict[str, PendingJob | None]:
+        """The store's changes applied, in the order it made them, so the listing keeps its order."""
+        seen, listed = self._pending, self._listed
+        assert listed is not None
+        out: dict[str, PendingJob | None] = {}
+        for job_id, job in changes:
+            if job is None:
+                seen.pop(job_id, None)
+                listed.pop(job_id, None)
+                out[job_id] = None
+            else:
+                listed[job_id] = out[job_id] = self._estimated(seen, seen, job, ratios.get(job.team, 1.0))
         return out
 
     def running(self, jobs: Iterable[RunningJob], ratios: Mapping[str, float], now: float) -> list[RunningJob]:
@@ -110,15 +154,17 @@ class Estimated:
 
 
 def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] | None = None,
-                  view: tuple[list, list] | None = None, estimated: Estimated | None = None) -> Snapshot:
+                  view: tuple[list, list] | None = None, estimated: Estimated | None = None,
+                  feed: tuple[object, PendingChanges | None] | None = None) -> Snapshot:
     """`view`: the store's scheduling_view() when the caller has just read it. `estimated`: what a
-    caller that plans pass after pass keeps of the records it planned from."""
+    caller that plans pass after pass keeps of the records it planned from. `feed`: the store's
+    mark and changes read with `view` (ports.PendingFeed)."""
     inventory = store.inventory()
     policy = store.policy()
     estimated = estimated or Estimated()
     ratios = estimated.settled(team_ratios(team_samples(store)) if ratios is None else ratios)
     pending, running = store.scheduling_view() if view is None else view
-    pending = estimated.pending(pending, ratios)
+    pending = estimated.pending(pending, ratios, feed)
     running = estimated.running(running, ratios, now)
     gpus = inventory.gpus if inventory else ()
     named = dependency_states(store, pending)

@@ -11,7 +11,8 @@ from ..models.errors import BackendUnavailable, Conflict, LaunchFailed, Misconfi
 from ..models.job import JobRecord, JobState, Request
 from ..models.units import format_duration
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
-from ..ports import Change, Clock, Compute, Exit, JobStore, LaunchLookup, Random
+from ..ports import (Change, Clock, Compute, Exit, JobStore, LaunchLookup, PendingChanges, PendingFeed,
+                     Random)
 from ..scheduling import PendingJob, Start, plan
 from ..scheduling.kept import KeptQueue
 from ..scheduling.slicing import next_change
@@ -79,12 +80,18 @@ class Supervisor:
         """One scheduling pass; start what it decides. Returns the started jobs
         (where a launch is not a start: the launched ones, still STARTING)."""
         for _ in range(NEVER_MET_ROUNDS):
-            view = self.store.scheduling_view()
+            feed: tuple[object, PendingChanges | None] | None = None
+            if isinstance(self.store, PendingFeed):   # the store says what changed: a pass looks at that alone
+                waiting, holding, mark, changed = self.store.scheduling_feed(self._estimated.mark)
+                view, feed = (waiting, holding), (mark, changed)
+            else:
+                view = self.store.scheduling_view()
             self._begins = [j.begin for j in view[0] if j.begin is not None]
             if not view[0]:
                 return []   # nothing waits: no decision to make, so no snapshot to read
-            snap = read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated)
-            decision = plan(self.kept.over(snap), explain=False)
+            snap = read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated, feed=feed)
+            estimated = self._estimated
+            decision = plan(self.kept.over(snap, version=estimated.version, changes=estimated.changes), explain=False)
             # a cancel may settle its successors' dependencies (afterany, afternotok): decide those now
             if not decision.never or not self._cancel_never_met(decision.never, view[0]):
                 break

@@ -95,6 +95,96 @@ def test_a_kept_view_reads_what_a_fresh_store_reads_after_every_kind_of_change(t
         other.close()
 
 
+class Follower:
+    """A reader of the store's feed that keeps its own copy of the pending jobs, as the daemon's
+    passes do (services/snapshot.Estimated): the changes replayed in order, or a whole read."""
+
+    def __init__(self, store):
+        self.store, self.mark, self.copy, self.whole = store, None, {}, 0
+
+    def follow(self):
+        pending, _, self.mark, changes = self.store.scheduling_feed(self.mark)
+        if changes is None:
+            self.copy, self.whole = {j.id: j for j in pending}, self.whole + 1
+        else:
+            for job_id, job in changes:
+                if job is None:
+                    self.copy.pop(job_id, None)
+                else:
+                    self.copy[job_id] = job
+        return pending
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_feed_s_changes_replayed_in_order_give_the_view_in_its_order_and_records(tmp_path, seed):
+    """Reads by the store's other callers between two of the follower's take nothing from it."""
+    rng = random.Random(seed)
+    path = tmp_path / "queue.db"
+    store, other = SqliteStore(path), SqliteStore(path)
+    follower = Follower(store)
+    try:
+        create(store, 30)
+        follower.follow()
+        for step in range(120):
+            writer = rng.choice((store, other))
+            if rng.random() < 0.1:
+                create(writer, rng.randint(1, 3), at=float(step))
+            else:
+                jobs = [j for j in writer.list() if any(j.state == m[0] for m in MOVES)]
+                job = rng.choice(jobs)
+                expect, to, fields = rng.choice([m for m in MOVES if m[0] == job.state])
+                writer.apply([Change(job.id, expect, to, "test", float(step), fields(job, float(step)))])
+            if rng.random() < 0.5:
+                store.scheduling_view()     # another caller of the same store object (gqa queue, a deadline)
+            if rng.random() < 0.6:
+                pending = follower.follow()
+                assert list(follower.copy) == [j.id for j in pending]
+                assert all(a is b for a, b in zip(follower.copy.values(), pending))
+        assert follower.whole == 1 and whole_reads(store) == 1
+    finally:
+        store.close()
+        other.close()
+
+
+def test_a_job_that_left_the_queue_and_came_back_between_two_follows_is_listed_last(store):
+    """As the view lists it, read by another caller as the job moved: a replay that only updated
+    the job where it stood would list it first."""
+    first, *others = create(store, 3)
+    follower = Follower(store)
+    follower.follow()
+    for expect, to, fields in [MOVES[0], MOVES[1], MOVES[3], MOVES[4]]:   # started, requeued, queued again
+        job = store.get(first.id)
+        store.apply([Change(first.id, expect, to, "test", 1.0, fields(job, 1.0))])
+        store.scheduling_view()
+    pending = follower.follow()
+    assert [j.id for j in pending] == [j.id for j in others] + [first.id] == list(follower.copy)
+
+
+def test_the_feed_says_it_does_not_know_where_a_whole_read_came_between(path, store, monkeypatch):
+    from gqa.adapters.local import live_view
+    create(store, 5)
+    follower = Follower(store)
+    follower.follow()
+    stale = follower.mark
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("UPDATE meta SET value = '1' WHERE key = 'revision'")   # a copy of the file put back
+    raw.close()
+    store.scheduling_view()                                           # read whole by another caller
+    assert store.scheduling_feed(stale)[3] is None
+    assert store.scheduling_feed(("another", 0))[3] is None and store.scheduling_feed(None)[3] is None
+    # a follower left behind by more changes than the log keeps reads whole
+    monkeypatch.setattr(live_view, "LOG_AT_LEAST", 4)
+    follower.follow()
+    jobs = store.list([S.QUEUED])
+    for n in range(2 * len(jobs) + 1):   # past twice the pending jobs
+        store.apply([Change(jobs[n % len(jobs)].id, S.QUEUED, None, "test", 1.0, {"nice": n + 1})])
+        store.scheduling_view()
+    assert store.scheduling_feed(follower.mark)[3] is None
+    # and inside a write, which may be rolled back, nothing is kept or told
+    with store._tx():
+        assert store.scheduling_feed(None)[2:] == (None, None)
+
+
 def test_a_write_outside_a_transaction_is_seen_though_it_bumps_no_revision(path, store):
     [job] = create(store, 1)
     store.scheduling_view()

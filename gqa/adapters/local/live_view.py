@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
+from ...ports.store import PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .sqlite_rows import _built, _indices
 
@@ -46,6 +47,7 @@ _RUNNING_SELECT = (
     "kill_reason, state, name, exclusive, gpu_seconds, submitted_at FROM jobs")
 _RUNNING_STATE = 11
 _PENDING = {f.name: f.default for f in fields(PendingJob) if f.default is not MISSING}
+LOG_AT_LEAST = 4096   # the changes kept for `feed`: at least this many, else twice the pending jobs
 
 
 def pending_job(r: tuple) -> PendingJob:
@@ -65,13 +67,18 @@ def running_job(r: tuple) -> RunningJob:
 
 
 class LiveView:
-    """What one store object last read of the live jobs, and the revision it read them at."""
+    """What one store object last read of the live jobs, and the revision it read them at; and,
+    since its last whole read, which pending jobs each read changed, in order (`feed`)."""
 
     def __init__(self) -> None:
         self._seen: tuple[int, int] | None = None   # (revision, live deletions) at the last read
         self._pending: dict[str, PendingJob] = {}
         self._running: dict[str, RunningJob] = {}
         self.whole_reads = 0   # reads of every live row, the first included: what a test reads
+        # the pending jobs set (True) or dropped (False) since the whole read numbered `_era`, in the
+        # order made: replayed in order on a copy of `_pending`, they give its very order
+        self._era = 0
+        self._log: list[tuple[str, bool]] = []
 
     def read(self, db: sqlite3.Connection) -> tuple[list[PendingJob], list[RunningJob]]:
         if db.in_transaction:
@@ -83,15 +90,37 @@ class LiveView:
         marks = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('revision', 'live_deleted')"))
         seen = (int(marks.get("revision") or 0), int(marks.get("live_deleted") or 0))
         if self._seen is None or seen[1] != self._seen[1] or seen[0] < self._seen[0]:
+            self._forget()
             self._pending, self._running = {}, {}
             _whole(db, self._pending, self._running)
             self.whole_reads += 1
         else:
             since = self._seen[0]
-            _changed(db, _PENDING_SELECT, _PENDING_STATE, since, PENDING_STATES, self._pending, pending_job)
+            _changed(db, _PENDING_SELECT, _PENDING_STATE, since, PENDING_STATES, self._pending, pending_job,
+                     self._log)
             _changed(db, _RUNNING_SELECT, _RUNNING_STATE, since, RUNNING_STATES, self._running, running_job)
+            if len(self._log) > max(LOG_AT_LEAST, 2 * len(self._pending)):
+                self._forget()   # a reader that far behind reads whole: cheaper than the log
         self._seen = seen
         return list(self._pending.values()), list(self._running.values())
+
+    def feed(self, db: sqlite3.Connection, mark: object | None
+             ) -> tuple[list[PendingJob], list[RunningJob], object, PendingChanges | None]:
+        """read(), its mark, and the pending jobs' changes since `mark`: each with its record now
+        (None: no longer pending), in the order made; None where not known."""
+        pending, running = self.read(db)
+        if self._seen is None:   # read inside a write transaction: nothing was kept
+            return pending, running, None, None
+        now = (self._era, len(self._log))
+        if not (isinstance(mark, tuple) and len(mark) == 2 and mark[0] == self._era and mark[1] <= now[1]):
+            return pending, running, now, None
+        kept = self._pending
+        return pending, running, now, [(job_id, kept.get(job_id) if present else None)
+                                       for job_id, present in self._log[mark[1]:]]
+
+    def _forget(self) -> None:
+        self._era += 1
+        self._log = []
 
 
 def _whole(db: sqlite3.Connection, pending: dict[str, PendingJob], running: dict[str, RunningJob]) -> None:
@@ -102,10 +131,13 @@ def _whole(db: sqlite3.Connection, pending: dict[str, PendingJob], running: dict
 
 
 def _changed(db: sqlite3.Connection, select: str, state_at: int, since: int, live: tuple[str, ...],
-             kept: dict, make: Callable[[tuple], Any]) -> None:
-    """The rows stamped past `since`: a live one's record made again, any other's dropped."""
+             kept: dict, make: Callable[[tuple], Any], log: list[tuple[str, bool]] | None = None) -> None:
+    """The rows stamped past `since`: a live one's record made again, any other's dropped; each
+    set or drop noted in `log`, where given."""
     for r in db.execute(f"{select} WHERE rev > ?", (since,)):
         if r[state_at] in live:
             kept[r[0]] = make(r)
-        else:
-            kept.pop(r[0], None)
+            if log is not None:
+                log.append((r[0], True))
+        elif kept.pop(r[0], None) is not None and log is not None:
+            log.append((r[0], False))

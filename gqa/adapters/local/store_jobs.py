@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from ...models.errors import Conflict, NotFound, StorageCorrupt
 from ...models.job import JobRecord, JobState, Transition
 from ...models.records import with_changes
-from ...ports.store import JobEvent
+from ...ports.store import JobEvent, PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
 from .sqlite_rows import _INSERT, _SELECT, _record, _records_of_group, _row
@@ -159,6 +159,13 @@ class SqliteJobs(SqliteSettings):
         if self.live_view is None:
             self.live_view = LiveView()
         return self.live_view.read(self.db)
+
+    def scheduling_feed(self, mark: object | None) -> tuple[List[PendingJob], List[RunningJob], object,
+                                                             PendingChanges | None]:
+        """scheduling_view() with the pending jobs' changes since `mark` (ports.PendingFeed)."""
+        if self.live_view is None:
+            self.live_view = LiveView()
+        return self.live_view.feed(self.db, mark)
 
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
         refs = list(dict.fromkeys(refs))
