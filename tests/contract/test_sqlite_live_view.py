@@ -65,6 +65,17 @@ MOVES = [
 ]
 
 
+def random_step(rng, writer, at):
+    """One write by `writer`: a few jobs created, or one job moved by one of MOVES (that job)."""
+    if rng.random() < 0.1:
+        create(writer, rng.randint(1, 3), at=at)
+        return None
+    job = rng.choice([j for j in writer.list() if any(j.state == m[0] for m in MOVES)])
+    expect, to, fields = rng.choice([m for m in MOVES if m[0] == job.state])
+    writer.apply([Change(job.id, expect, to, "test", at, fields(job, at))])
+    return job
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_kept_view_reads_what_a_fresh_store_reads_after_every_kind_of_change(tmp_path, seed):
     rng = random.Random(seed)
@@ -74,14 +85,7 @@ def test_a_kept_view_reads_what_a_fresh_store_reads_after_every_kind_of_change(t
         create(store, 30)
         before = as_read(store.scheduling_view())
         for step in range(60):
-            writer, job = rng.choice((store, other)), None
-            if rng.random() < 0.1:
-                create(writer, rng.randint(1, 3), at=float(step))
-            else:
-                jobs = [j for j in writer.list() if any(j.state == m[0] for m in MOVES)]
-                job = rng.choice(jobs)
-                expect, to, fields = rng.choice([m for m in MOVES if m[0] == job.state])
-                writer.apply([Change(job.id, expect, to, "test", float(step), fields(job, float(step)))])
+            job = random_step(rng, rng.choice((store, other)), float(step))
             after = as_read(store.scheduling_view())
             assert after == fresh(path)
             for now, then in zip(after, before):   # a job whose row did not change keeps its record
@@ -126,14 +130,7 @@ def test_the_feed_s_changes_replayed_in_order_give_the_view_in_its_order_and_rec
         create(store, 30)
         follower.follow()
         for step in range(120):
-            writer = rng.choice((store, other))
-            if rng.random() < 0.1:
-                create(writer, rng.randint(1, 3), at=float(step))
-            else:
-                jobs = [j for j in writer.list() if any(j.state == m[0] for m in MOVES)]
-                job = rng.choice(jobs)
-                expect, to, fields = rng.choice([m for m in MOVES if m[0] == job.state])
-                writer.apply([Change(job.id, expect, to, "test", float(step), fields(job, float(step)))])
+            random_step(rng, rng.choice((store, other)), float(step))
             if rng.random() < 0.5:
                 store.scheduling_view()     # another caller of the same store object (gqa queue, a deadline)
             if rng.random() < 0.6:
