@@ -1,8 +1,8 @@
 """Read the scheduler's snapshot from a store, with expected run times
 (wall time scaled by what each team's past jobs used of theirs)."""
 
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable, Mapping
 
 from ..models.dependency import parse_dependency
 from ..models.errors import SpecError
@@ -66,6 +66,11 @@ class Estimated:
         # before, by id (None: gone), where it knows them: what the kept index is brought by
         self.version = 0
         self.changes: dict[str, PendingJob | None] | None = None
+        # kept with the listing, for the pass's other reads of every pending job: how many name each
+        # dependency, and each --begin time; `_fed`: whether they stand for the last call's jobs
+        self._dependencies: Counter[str] = Counter()
+        self._begins: dict[str, float] = {}
+        self._fed = False
 
     def settled(self, ratios: Mapping[str, float]) -> dict[str, float]:
         """The teams' ratios to estimate by, given the ones their samples give now: a kept caller
@@ -93,7 +98,7 @@ class Estimated:
         self.mark (ports.PendingFeed), which a kept caller applies alone where it can: a pass then
         looks at what changed, not at every pending job."""
         self.version += 1
-        self.changes = None
+        self.changes, self._fed = None, False
         if self.kept and feed is not None:
             mark, changes = feed
             if changes is not None and self._listed is not None and ratios == self._listed_ratios:
@@ -101,7 +106,7 @@ class Estimated:
                 self.changes = self._applied(changes, ratios)
                 jobs = jobs if isinstance(jobs, list) else list(jobs)
                 if len(self._listed) == len(jobs):   # else a store that broke its word: every job is looked at
-                    self.mark = mark
+                    self.mark, self._fed = mark, True
                     return list(self._listed.values())
                 self.changes = None
         jobs = jobs if isinstance(jobs, list) else list(jobs)
@@ -111,21 +116,42 @@ class Estimated:
             self._pending = made
             if feed is not None:
                 self._listed = {job.id: estimated for job, estimated in zip(jobs, out)}   # the store's order
-                self._listed_ratios, self.mark = dict(ratios), feed[0]
+                self._listed_ratios, self.mark, self._fed = dict(ratios), feed[0], True
+                self._dependencies = Counter(job.dependency for job in jobs if job.dependency)
+                self._begins = {job.id: job.begin for job in jobs if job.begin is not None}
         return out
+
+    def dependencies(self) -> Collection[str] | None:
+        """The dependencies the last call's jobs name, where kept with a fed listing (else None)."""
+        return self._dependencies.keys() if self._fed else None
+
+    def begin_times(self) -> list[float] | None:
+        """The --begin times of the last call's jobs, where kept with a fed listing (else None)."""
+        return list(self._begins.values()) if self._fed else None
 
     def _applied(self, changes: PendingChanges, ratios: Mapping[str, float]) -> dict[str, PendingJob | None]:
         """The store's changes applied, in the order it made them, so the listing keeps its order."""
         seen, listed = self._pending, self._listed
         assert listed is not None
         out: dict[str, PendingJob | None] = {}
+        dependencies, begins = self._dependencies, self._begins
         for job_id, job in changes:
+            was = listed.get(job_id)
+            if was is not None and was.dependency:
+                dependencies[was.dependency] -= 1
+                if not dependencies[was.dependency]:
+                    del dependencies[was.dependency]
+            begins.pop(job_id, None)
             if job is None:
                 seen.pop(job_id, None)
                 listed.pop(job_id, None)
                 out[job_id] = None
-            else:
-                listed[job_id] = out[job_id] = self._estimated(seen, seen, job, ratios.get(job.team, 1.0))
+                continue
+            listed[job_id] = out[job_id] = self._estimated(seen, seen, job, ratios.get(job.team, 1.0))
+            if job.dependency:
+                dependencies[job.dependency] += 1
+            if job.begin is not None:
+                begins[job_id] = job.begin
         return out
 
     def running(self, jobs: Iterable[RunningJob], ratios: Mapping[str, float], now: float) -> list[RunningJob]:
@@ -167,7 +193,7 @@ def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] 
     pending = estimated.pending(pending, ratios, feed)
     running = estimated.running(running, ratios, now)
     gpus = inventory.gpus if inventory else ()
-    named = dependency_states(store, pending)
+    named = dependency_states(store, pending, estimated.dependencies())
     return Snapshot(now=now, gpus=gpus, pending=tuple(pending),
                     running=tuple(running), teams=store.teams(), usage=store.usage(now, policy.half_life),
                     policy=policy, cpus=inventory.cpus if inventory else None,
@@ -175,10 +201,14 @@ def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] 
                     named=named)
 
 
-def dependency_states(store: SchedulingInputs, pending: list[PendingJob]) -> dict[str, dict[JobState, int]]:
-    """The states of the jobs the pending jobs' dependencies name (one narrow read; none without any)."""
+def dependency_states(store: SchedulingInputs, pending: list[PendingJob],
+                      texts: Collection[str] | None = None) -> dict[str, dict[JobState, int]]:
+    """The states of the jobs the pending jobs' dependencies name (one narrow read; none without any).
+    `texts`: those dependencies, where the caller keeps them (else read off every pending job)."""
     refs: dict[str, None] = {}
-    for text in {job.dependency for job in pending if job.dependency}:   # an array's tasks share theirs
+    if texts is None:
+        texts = {job.dependency for job in pending if job.dependency}   # an array's tasks share theirs
+    for text in texts:
         try:
             refs.update(dict.fromkeys(parse_dependency(text).jobs))
         except SpecError:

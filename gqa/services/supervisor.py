@@ -86,11 +86,13 @@ class Supervisor:
                 view, feed = (waiting, holding), (mark, changed)
             else:
                 view = self.store.scheduling_view()
-            self._begins = [j.begin for j in view[0] if j.begin is not None]
             if not view[0]:
+                self._begins = []
                 return []   # nothing waits: no decision to make, so no snapshot to read
             snap = read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated, feed=feed)
             estimated = self._estimated
+            begins = estimated.begin_times()
+            self._begins = [j.begin for j in view[0] if j.begin is not None] if begins is None else begins
             decision = plan(self.kept.over(snap, version=estimated.version, changes=estimated.changes), explain=False)
             # a cancel may settle its successors' dependencies (afterany, afternotok): decide those now
             if not decision.never or not self._cancel_never_met(decision.never, view[0]):

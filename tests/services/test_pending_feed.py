@@ -1,6 +1,6 @@
 """The daemon's passes over a store that says which pending jobs changed (ports.PendingFeed): the
-estimated records and the kept index are brought by those changes alone, and every pass must start
-what a pass over the store's whole listing starts."""
+estimated records, the kept index, the dependencies and --begin times are brought by those changes
+alone, and every pass must start, cancel and wake when a pass over the store's whole listing does."""
 
 import random
 
@@ -29,8 +29,14 @@ def run_workload(store: SqliteStore, seed: int, steps: int) -> tuple[list, Queue
         roll = rng.random()
         queued = [j.id for j in queue.store.list([S.QUEUED])]
         if roll < 0.25 or not queued:
+            extra: dict = {}
+            if queued and rng.random() < 0.3:   # after a job that may fail, start or be cancelled
+                extra["after"] = f"{rng.choice(('afterok', 'afterany'))}:{rng.choice(queued)}"
+            if rng.random() < 0.2:
+                extra["begin"] = queue.clock.now() + rng.uniform(60, 7200)
             queue.submit(team=rng.choice(("vision", "nlp", "audio")), array=f"0-{rng.randint(0, 30)}",
-                         resources={"gpus": rng.choice((1, 1, 2, 4))}, limits={"wall_time": f"{rng.randint(1, 8)}h"})
+                         resources={"gpus": rng.choice((1, 1, 2, 4))}, limits={"wall_time": f"{rng.randint(1, 8)}h"},
+                         **extra)
         elif roll < 0.3:
             queue.control.cancel(rng.sample(queued, min(3, len(queued))))
         elif roll < 0.35:
@@ -47,7 +53,7 @@ def run_workload(store: SqliteStore, seed: int, steps: int) -> tuple[list, Queue
         started = queue.supervisor.dispatch()
         running += [j.id for j in started]
         running = [j for j in running if queue.get(j).state in (S.STARTING, S.RUNNING)]
-        starts.append(sorted((j.id, j.assigned) for j in started))
+        starts.append((sorted((j.id, j.assigned) for j in started), queue.supervisor.next_deadline()))
     return starts, queue
 
 
@@ -57,7 +63,9 @@ def test_passes_fed_the_changes_start_what_passes_over_the_whole_listing_start(t
     listed, listed_queue = run_workload(ListingOnly(tmp_path / "listed.db"), seed, 160)
     try:
         assert isinstance(fed_queue.store, PendingFeed) and not isinstance(listed_queue.store, PendingFeed)
-        assert fed == listed and sum(map(len, fed)) > 50
+        assert fed == listed and sum(len(s) for s, _ in fed) > 50
+        assert sum(1 for j in fed_queue.store.list() if j.dependency) > 20   # dependencies were read as kept
+        assert sum(1 for j in fed_queue.store.list() if j.begin) > 10        # and --begin times
         kept = fed_queue.supervisor.kept
         assert kept.hinted > 100 and listed_queue.supervisor.kept.hinted == 0
         assert [(j.id, j.state) for j in fed_queue.store.list()] == [(j.id, j.state) for j in listed_queue.store.list()]
@@ -95,3 +103,38 @@ def test_changes_that_do_not_add_up_to_the_listing_are_not_trusted():
     assert kept.changes is None and kept.mark == "m2"
     assert kept.pending(now[1:], {}, ("m3", [("0", None)])) == Estimated().pending(now[1:], {})
     assert kept.changes == {"0": None}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_dependencies_and_begin_times_kept_with_a_fed_listing_are_those_of_its_jobs(seed):
+    rng = random.Random(seed)
+    listing: dict[str, object] = {}
+    kept, n = Estimated(kept=True), 0
+
+    def made(job_id):
+        return pending(job_id, wall_time=3600.0, dependency=rng.choice((None, None, "afterok:1", "afterany:2_3")),
+                       begin=rng.choice((None, None, 5_000.0 + n)))
+
+    for _ in range(20):
+        listing[str(n)] = made(str(n))
+        n += 1
+    kept.pending(list(listing.values()), {}, (0, None))
+    for mark in range(1, 60):
+        changes = []
+        for _ in range(rng.randint(0, 4)):
+            roll, job_id = rng.random(), rng.choice(list(listing) or ["none"])
+            if roll < 0.3 or not listing:
+                job_id, n = str(n), n + 1
+            elif roll < 0.5:
+                del listing[job_id]
+                changes.append((job_id, None))
+                continue
+            listing[job_id] = made(job_id)
+            changes.append((job_id, listing[job_id]))
+        jobs = list(listing.values())
+        assert kept.pending(jobs, {}, (mark, changes)) == Estimated().pending(jobs, {})
+        assert kept.changes is not None   # the changes alone were taken
+        assert set(kept.dependencies()) == {j.dependency for j in jobs if j.dependency}
+        assert sorted(kept.begin_times()) == sorted(j.begin for j in jobs if j.begin is not None)
+    kept.pending(jobs, {})   # not fed: nothing kept stands for these jobs
+    assert kept.dependencies() is None and kept.begin_times() is None
