@@ -138,3 +138,27 @@ def test_the_dependencies_and_begin_times_kept_with_a_fed_listing_are_those_of_i
         assert sorted(kept.begin_times()) == sorted(j.begin for j in jobs if j.begin is not None)
     kept.pending(jobs, {})   # not fed: nothing kept stands for these jobs
     assert kept.dependencies() is None and kept.begin_times() is None
+
+
+def test_changes_that_fail_halfway_leave_a_whole_look_for_the_next_call():
+    """An estimate that raises midway through the changes (the pass dies there): the kept listing
+    is half changed, so the next call must not take changes against it, but look at every job."""
+    jobs = [pending(str(i), wall_time=3600.0) for i in range(4)]
+    kept = Estimated(kept=True)
+    kept.pending(jobs, {}, ("m1", None))
+    made, calls = kept._estimated, []
+
+    def fails_on_the_second(seen, into, job, ratio):
+        calls.append(job.id)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return made(seen, into, job, ratio)
+    kept._estimated = fails_on_the_second
+    now = [jobs[0], pending("1", wall_time=60.0), jobs[2], jobs[3], pending("new", wall_time=600.0)]
+    with pytest.raises(OSError):
+        kept.pending(now, {}, ("m2", [("1", now[1]), ("new", now[4])]))
+    assert kept.mark is None   # the next feed hands back no changes against a mark it cannot match
+    kept._estimated = made
+    assert kept.pending(now, {}, ("m3", None)) == Estimated().pending(now, {})
+    assert kept.changes is None and kept.mark == "m3"
+    assert kept.pending(now, {}, ("m4", [])) == Estimated().pending(now, {}) and kept.changes == {}
