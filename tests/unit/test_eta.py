@@ -263,7 +263,17 @@ def replayed_afresh(snap, max_stops):
             _, job_id, which = ends.pop(0)
             if attempt.get(job_id, 0) == which:
                 running.pop(job_id, None)
-    return {**starts, **{j: None for j in waiting if j in asked_for}}
+    # a job stopped after its first start and waiting at the end keeps that start
+    return {**starts, **{j: None for j in waiting if j in asked_for and j not in starts}}
+
+
+def test_a_job_preempted_after_its_first_start_keeps_that_start_though_it_never_starts_again():
+    # low starts at once; at its --begin time high (tier 0) stops it, and high has no end in sight
+    policy = replace(preset("gqa"), preempt_tiers=(1,))
+    snap = snapshot(1, policy=policy, pending=[
+        pending("low", tier=1, wall_time=600, seq=0),
+        pending("high", tier=0, wall_time=None, begin=NOW + 100, seq=1)])
+    assert predict_starts(snap) == replayed_afresh(snap, max_stops=25) == {"low": NOW, "high": NOW + 100}
 
 
 @settings(max_examples=100, deadline=None)
