@@ -13,6 +13,8 @@ def preset(name: str, base: Policy | None = None) -> Policy:
     """`base` keeps the queue's limits, half-life and team defaults, and for gqa's own its
     `backfill_by`; the baselines backfill by limits, as Slurm does."""
     base = base or Policy()
+    if name in ("fifo", "fifo-easy"):   # arrival order preempts nothing (Policy)
+        base = replace(base, preempt_tiers=())
     if name == "fifo":  # arrival order, the first job that does not fit blocks the rest
         return replace(base, ordering="fifo", backfill=False, backfill_by=LIMITS)
     if name == "fifo-easy":  # Slurm's default sched/backfill with priority = age: arrival order plus EASY backfill

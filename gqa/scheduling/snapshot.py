@@ -155,6 +155,14 @@ class Policy:
     idle_gpu_percent: float = 5.0        # a running job whose GPUs average under this...
     idle_gpu_window: float = 1800.0      # ...over this long (seconds) is reported idle (0: never)
 
+    def __post_init__(self):
+        # a pass stops a run for a job that ranks ahead of it once both are queued; arrival order
+        # never reads a tier, so the stopped run would start again at once, pass after pass (time
+        # slicing, by service, is off there already: slicing.slicing_tiers)
+        if self.ordering == "fifo" and self.preempt_tiers:
+            raise ValueError("the fifo ordering ranks by arrival alone, so it cannot preempt by tier "
+                             f"(preempt_tiers {list(self.preempt_tiers)})")
+
 
 @dataclass(frozen=True)
 class Snapshot:

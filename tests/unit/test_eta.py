@@ -211,10 +211,12 @@ def long_queues(draw):
     teams = {t: {"max_gpus": draw(st.none() | st.integers(1, 4)),
                  "max_gpus_per_user": draw(st.none() | st.integers(1, 3))} for t in ("vision", "nlp")}
     # slices short enough to come up (gqa-slice), and the normal tier preemptible by the high one
-    policy = replace(preset(draw(st.sampled_from(NAMES))), reservation_depth=draw(st.integers(0, 2)),
+    # (arrival order preempts nothing: Policy refuses it)
+    base = preset(draw(st.sampled_from(NAMES)))
+    policy = replace(base, reservation_depth=draw(st.integers(0, 2)),
                      backfill=draw(st.booleans()), slice_after=draw(st.sampled_from((3250.0, 30.0, 120.0))),
                      slice_min_run=draw(st.sampled_from((120.0, 10.0))),
-                     preempt_tiers=draw(st.sampled_from(((), (), (1,)))))
+                     preempt_tiers=() if base.ordering == "fifo" else draw(st.sampled_from(((), (), (1,)))))
     return snapshot(gpu_count, policy=policy, pending=jobs, running=runs, teams=teams,
                     cpus=draw(st.none() | st.integers(2, 8)))
 

@@ -44,6 +44,30 @@ def test_off_by_default_and_in_the_presets():
         assert plan(full(*runs, policy=policy)).preempt == []
 
 
+@pytest.mark.parametrize("name", ["gqa", "multifactor", "sjf-oracle"])
+def test_a_victim_queued_again_in_its_place_ranks_behind_the_job_it_was_stopped_for(name):
+    # low arrived first and keeps its place when queued again: were it ranked ahead of hi then, it
+    # would start again on the GPU it gave up, and be stopped again, pass after pass
+    policy = replace(preset(name), preempt_tiers=(2,))
+    hi = pending("hi", tier=0, submitted_at=50.0, wall_time=600, seq=1)
+    first = plan(snapshot(1, policy=policy, pending=[hi],
+                          running=[running("low", tier=2, gpus=[0], started_at=NOW - 60, submitted_at=0.0,
+                                           wall_time=600)]))
+    assert first.preempt == ["low"]
+    low = pending("low", tier=2, submitted_at=0.0, wall_time=600, seq=0, served=60.0)
+    second = plan(snapshot(1, policy=policy, now=NOW + 1, pending=[hi, low]))
+    assert [s.job_id for s in second.starts] == ["hi"] and second.preempt == []
+
+
+def test_arrival_order_cannot_preempt_by_tier():
+    # it never reads a tier, so the victim above would start again at once; the fifo presets drop
+    # the tiers a queue's policy preempts
+    with pytest.raises(ValueError, match="fifo ordering ranks by arrival alone.*preempt_tiers \\[2\\]"):
+        replace(preset("fifo"), preempt_tiers=(2,))
+    assert preset("fifo", POLICY).preempt_tiers == () == preset("fifo-easy", POLICY).preempt_tiers
+    assert preset("gqa", POLICY).preempt_tiers == (2,)
+
+
 def test_a_gang_gets_enough_victims_of_one_type():
     runs = [running(f"l{i}", tier=2, gpus=[i], started_at=NOW - i) for i in range(4)]
     result = plan(full(*runs, gpus=4, waiting=pending("hi", tier=0, gpus=3, wall_time=60)))
