@@ -22,6 +22,8 @@ from . import history
 from . import tables as t
 
 S = JobState
+PENDING = frozenset({S.QUEUED.value, S.HELD.value})     # the live states a pass reads as waiting
+ACTIVE = frozenset({S.STARTING.value, S.RUNNING.value})   # and as holding GPUs
 _FIELDS = {f.name: f for f in fields(JobRecord)}
 _HINTS = typing.get_type_hints(JobRecord)
 _FLOATS = {n for n, h in _HINTS.items() if h is float or float in typing.get_args(h)}

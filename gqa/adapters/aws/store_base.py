@@ -22,11 +22,11 @@ from . import history, views
 from . import items as it
 from . import tables as t
 from .errors import CONDITION_FAILED, TRANSIENT_REASONS, Retrying, cancellation_reasons, code_of
+from .listing import LiveListing
 
 log = logging.getLogger(__name__)
 S = JobState
-PENDING = frozenset({S.QUEUED.value, S.HELD.value})
-ACTIVE = frozenset({S.STARTING.value, S.RUNNING.value})
+PENDING, ACTIVE = it.PENDING, it.ACTIVE
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = builtins.list
 # apply_each's transactions: a job's update plus at most a usage and a spend item, well within one of 100
@@ -79,6 +79,7 @@ class DynamoDBBase:
         self._known = views.KnownItems(KNOWN_FOR)
         self._pass: views.PassView | None = None
         self._queue = views.QueueView()   # the live jobs between passes (the dispatch function's container)
+        self._listing = LiveListing()     # their scheduling records, brought up to the view in a pass
         self._named: dict[str, dict[str, Any] | None] | None = None
         self._keys_until: float | None = None   # add_change_keys again at whole reads until then
         self._keys_checked = 0.0
@@ -187,9 +188,9 @@ class DynamoDBBase:
         if self._pass is not None and self._pass.live is not None:
             self._pass.ordered = None
             if t.LIVE in item:
-                self._pass.live[job_id] = it.projected(item)
+                self._queue.put(job_id, it.projected(item))
             else:
-                self._pass.live.pop(job_id, None)
+                self._queue.drop(job_id)
 
     def _transact(self, transact_items: List[dict[str, Any]]) -> None:
         # the token makes our own retries of this request idempotent: a retry after a

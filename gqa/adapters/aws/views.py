@@ -90,10 +90,27 @@ class QueueView:
     jobs: dict[str, Item] = field(default_factory=dict)
     watermark: float | None = None       # wall-clock start of the last index read (None: never read)
     resynced: float | None = None        # views.now() of the last whole read
-    # job id -> (its item, the scheduling record made of it): a pass makes records only of the
-    # items that changed since the one before. An item is replaced when its job changes, never
-    # edited in place, so the same item means the same record
-    records: dict[str, tuple[Item, Any]] = field(default_factory=dict)
+    # the jobs whose item was replaced or dropped since the scheduling records were last brought up
+    # to date (listing.LiveListing); None: unknown, after a whole read. An item is replaced when its
+    # job changes, never edited in place
+    dirty: set[str] | None = None
+
+    def put(self, job_id: str, item: Item) -> None:
+        self.jobs[job_id] = item
+        if self.dirty is not None:
+            self.dirty.add(job_id)
+
+    def drop(self, job_id: str) -> None:
+        if self.jobs.pop(job_id, None) is not None and self.dirty is not None:
+            self.dirty.add(job_id)
+
+    def whole(self, jobs: dict[str, Item]) -> None:
+        self.jobs, self.dirty = jobs, None
+
+    def taken_dirty(self) -> set[str] | None:
+        """The jobs changed since the last call (None: all may have), and a fresh count from now."""
+        dirty, self.dirty = self.dirty, set()
+        return dirty
 
     def stale(self) -> bool:
         return self.watermark is None or self.resynced is None or now() - self.resynced >= RESYNC_EVERY

@@ -1,0 +1,131 @@
+"""What a warm pass of the dispatch function costs with a long queue, against a revision.
+
+    python benchmarks/aws_warm_pass.py                         # 5,000 and 20,000 queued
+    python benchmarks/aws_warm_pass.py --sizes 20000 --against HEAD~1 --rounds 3
+
+The queue is written straight into the jobs table on moto (aws_pass_cost.fill:
+100 GPUs busy with running jobs, the rest queued), the container's first pass
+reads it whole, then each of --passes ends one running job, as the
+settlement does, and runs the dispatch function's real handler woken by the
+settlement's wake-up (which carries the ended job: moto is asked for few
+items, so the pass's own work shows). The figure is the median time of a
+warm pass, moto's share included, and the process's CPU time over them.
+Each size runs in a process of its own; with --against REV the same runs
+from that revision of this repository (its sources read with git archive),
+interleaved, --rounds times, and the row says whether both started the same
+jobs in the same passes."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from replay_backlog import checkout  # noqa: E402
+
+# one run, in a fresh process from the sources on its sys.path: prints one JSON line
+ONE = r"""
+import hashlib, json, logging, statistics, sys, time
+import boto3
+from benchmarks import aws_pass_cost as cost
+from gqa.adapters.aws import wakeups
+from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.resources import Pool
+from gqa.models.job import JobState as S
+from gqa.ports import Change
+from tests.aws.fake_batch import CONTEXT, NAMES, REGION, WAKEUP_EVENT, deployment
+logging.disable(logging.INFO)
+size, passes = int(sys.argv[1]), int(sys.argv[2])
+session = boto3.session.Session(region_name=REGION)
+pools = (Pool("a10g", spot=True, max_gpus=cost.GPUS, price=0.4),)
+with deployment(now=time.time(), session=session, pools=pools) as world:
+    world.dispatch.container()
+    client = world.client("dynamodb")
+    cost.fill(client, size, cost.GPUS, world.clock.now())
+    writer = DynamoDBStore(client, NAMES)
+    world.clock.advance(120)
+    world.dispatch.handler(WAKEUP_EVENT, CONTEXT)
+    took, started, cpu = [], [], time.process_time()
+    for n in range(passes):
+        world.clock.advance(120)
+        ended = str(n + 1)
+        writer.apply([Change(ended, S.RUNNING, S.SUCCEEDED, "exit code 0", world.clock.now(),
+                             {"ended_at": world.clock.now(), "assigned": ()})])
+        body = wakeups.body([ended], writer.wakeup_items([ended]))
+        began = time.perf_counter()
+        out = world.dispatch.handler({"Records": [{**WAKEUP_EVENT["Records"][0], "body": body}]}, CONTEXT)
+        took.append(time.perf_counter() - began)
+        started.append(out["started"])
+    cpu = time.process_time() - cpu
+print(json.dumps({"pass_ms": statistics.median(took) * 1000, "cpu_s": cpu, "passes": passes,
+                  "started": sum(len(s) for s in started),
+                  "starts": hashlib.sha256(repr(started).encode()).hexdigest()[:16]}))
+"""
+
+
+def run(sources: Path, size: int, passes: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", ONE, str(size), str(passes)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(sources)), cwd=sources, timeout=3600)
+    if done.returncode:
+        raise SystemExit(f"a run from {sources} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="5000,20000", help="queued jobs, comma-separated")
+    parser.add_argument("--passes", type=int, default=30, help="warm passes (default 30)")
+    parser.add_argument("--against", default=None, metavar="REV", help="a revision to run side by side")
+    parser.add_argument("--rounds", type=int, default=1, help="with --against: interleaved rounds (median)")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    args = parser.parse_args()
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes takes whole numbers, not {args.sizes!r}")
+    if not sizes or min(sizes) < 1 or not 1 <= args.passes <= 100 or args.rounds < 1:
+        parser.error("--sizes must be at least 1, --passes from 1 to 100 (the running jobs), --rounds at least 1")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gqa-aws-pass-") as tmp:
+        try:
+            base = checkout(args.against, Path(tmp) / "base") if args.against else None
+        except ValueError as exc:
+            parser.error(str(exc))
+        for size in sizes:
+            mine, theirs = [], []
+            for _ in range(args.rounds if base else 1):
+                mine.append(run(ROOT, size, args.passes))
+                if base:
+                    theirs.append(run(base, size, args.passes))
+            row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine),
+                       cpu_s=statistics.median(r["cpu_s"] for r in mine))
+            if base:
+                row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
+                row["against_cpu_s"] = statistics.median(r["cpu_s"] for r in theirs)
+                row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
+            rows.append(row)
+            if args.output == "text":
+                print(line(row, args.against), flush=True)
+    if args.output == "json":
+        print(json.dumps({"against": args.against, "rounds": args.rounds, "rows": rows}, indent=2))
+    return 0
+
+
+def line(row: dict, against: str | None) -> str:
+    text = (f"{row['queued']:,} queued: a warm pass {row['pass_ms']:.0f} ms on moto, "
+            f"{row['cpu_s']:.1f} s of CPU over {row['passes']} passes, {row['started']} started")
+    if against:
+        text += (f"; at {against} {row['against_ms']:.0f} ms ({row['pass_ms'] / row['against_ms']:.2f}x), "
+                 f"{row['against_cpu_s']:.1f} s of CPU ({row['cpu_s'] / row['against_cpu_s']:.2f}x); "
+                 f"{'the same' if row['same_starts'] else 'other'} starts")
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())
