@@ -1,6 +1,6 @@
 """The dispatch container's scheduling records (gqa/adapters/aws/listing.py), brought up to date by
 the jobs that changed: always the listing a whole read gives, in its order, and a feed whose changes,
-replayed, give its pending jobs."""
+replayed, give its pending jobs; and the items of the running jobs and of those waiting to retry."""
 
 import random
 
@@ -23,10 +23,10 @@ def item(job_id: str, seq: int, state: JobState, tier: int, revision: int) -> di
     return it.projected(it.job_item(record, revision))
 
 
-def whole(live: dict) -> tuple[list, list]:
+def whole(live: dict) -> LiveListing:
     fresh = LiveListing()
     fresh.brought_up(live, None)
-    return fresh.view()
+    return fresh
 
 
 def replayed(on: dict, changes) -> None:
@@ -64,8 +64,10 @@ def test_a_listing_brought_up_by_what_changed_is_the_whole_listing_and_its_feed_
         dirty |= set(rng.sample(list(live), min(2, len(live))))   # named but unchanged: the same item
         kept.brought_up(live, dirty)
         pending, running = kept.view()
-        fresh_pending, fresh_running = whole(live)
-        assert pending == fresh_pending and running == fresh_running   # the same records, in the same order
+        fresh = whole(live)
+        assert (pending, running) == fresh.view()   # the same records, in the same order
+        assert kept.running_items() == fresh.running_items() and kept.retrying_items() == fresh.retrying_items()
+        assert {i["id"] for i in kept.retrying_items()} == {k for k, i in live.items() if i["state"] == "RETRY_WAIT"}
         assert all(j.tier <= k.tier for j, k in zip(pending, pending[1:]))
         if rng.random() < 0.3:   # read now and then, so the changes pile up between reads
             mark, changes = kept.feed(mark)
@@ -101,4 +103,4 @@ def test_a_whole_listing_or_a_long_log_answers_not_known():
         live["9"] = item("9", 9, S.QUEUED, 1, 3 + revision)
         kept.brought_up(live, {"9"})
     assert kept.feed(mark)[1] is None
-    assert kept.view() == whole(live)
+    assert kept.view() == whole(live).view()

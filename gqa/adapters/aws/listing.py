@@ -22,14 +22,19 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
+from ...models.job import JobState
 from ...ports.store import PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from . import items as it
 from . import tables as t
 from .items import ACTIVE, PENDING
 
-R = TypeVar("R", PendingJob, RunningJob)
+RETRY_WAIT = JobState.RETRY_WAIT.value
+
+R = TypeVar("R")
 Item = dict[str, Any]
+# a live job's item, the scheduling record made of it (None: waiting to retry) and its key in its list
+Entry = tuple[Item, PendingJob | RunningJob | None, tuple]
 LOG_AT_LEAST = 4096   # the changes kept for `feed`: at least this many, else twice the pending jobs
 
 
@@ -63,16 +68,26 @@ class LiveListing:
     """What scheduling_view() answers in a pass, kept between passes."""
 
     def __init__(self) -> None:
-        # job id -> (its item, its record, its key): an item is replaced when its job changes,
-        # never edited in place, so the same item means the same record
-        self.kept: dict[str, tuple[Item, PendingJob | RunningJob, tuple]] = {}
+        # job id -> its entry: an item is replaced when its job changes, never edited in place, so
+        # the same item means the same record
+        self.kept: dict[str, Entry] = {}
         self.pending: _Sorted[PendingJob] = _Sorted()
         self.running: _Sorted[RunningJob] = _Sorted()
+        self.retrying: _Sorted[Item] = _Sorted()   # the items of jobs waiting to retry, in seq order
         self.era = 0
         self.log: list[tuple[str, bool]] = []   # pending jobs set (True) or dropped (False) in this era
 
     def view(self) -> tuple[list[PendingJob], list[RunningJob]]:
         return list(self.pending.records), list(self.running.records)
+
+    def running_items(self) -> list[Item]:
+        """The running jobs' items (STARTING and RUNNING), in seq order."""
+        kept = self.kept
+        return [kept[run.id][0] for run in self.running.records]
+
+    def retrying_items(self) -> list[Item]:
+        """The items of the jobs waiting to retry, in seq order."""
+        return list(self.retrying.records)
 
     def brought_up(self, live: dict[str, Item], dirty: Iterable[str] | None) -> None:
         """Up to `live` (job id -> projected item): the jobs in `dirty` alone, or all (None)."""
@@ -94,7 +109,10 @@ class LiveListing:
                     self.pending.add(key, record)
                     log.append((job_id, True))
                     continue
-                self.running.add(key, record)
+                if record is None:
+                    self.retrying.add(key, made[0])
+                else:
+                    self.running.add(key, record)
             elif seen is not None:
                 del kept[job_id]
             if was_pending:
@@ -102,13 +120,13 @@ class LiveListing:
         if len(log) > max(LOG_AT_LEAST, 2 * len(self.pending.records)):
             self._forget()   # a reader that far behind looks at every job: cheaper than the log
 
-    def _take(self, seen: tuple[Item, PendingJob | RunningJob, tuple]) -> bool:
-        """Out of the lists; whether it was pending."""
+    def _take(self, seen: Entry) -> bool:
+        """Out of its list; whether it was pending."""
         _, record, key = seen
         if isinstance(record, PendingJob):
             self.pending.remove(key)
             return True
-        self.running.remove(key)
+        (self.retrying if record is None else self.running).remove(key)
         return False
 
     def feed(self, mark: object | None) -> tuple[object, PendingChanges | None]:
@@ -123,10 +141,11 @@ class LiveListing:
                      for job_id, present in self.log[mark[1]:]]
 
     def _whole(self, live: dict[str, Item]) -> None:
-        kept: dict[str, tuple[Item, PendingJob | RunningJob, tuple]] = {}
+        kept: dict[str, Entry] = {}
         old = self.kept
         pending: list[tuple[tuple, PendingJob]] = []
         running: list[tuple[tuple, RunningJob]] = []
+        retrying: list[tuple[tuple, Item]] = []
         for job_id, item in live.items():
             seen = old.get(job_id)
             made = seen if seen is not None and seen[0] is item else _made(item)
@@ -135,11 +154,14 @@ class LiveListing:
             kept[job_id] = made
             if isinstance(made[1], PendingJob):
                 pending.append((made[2], made[1]))
+            elif made[1] is None:
+                retrying.append((made[2], item))
             else:
                 running.append((made[2], made[1]))
         self.kept = kept
         self.pending.rebuilt(pending)
         self.running.rebuilt(running)
+        self.retrying.rebuilt(retrying)
         self._forget()
 
     def _forget(self) -> None:
@@ -147,17 +169,18 @@ class LiveListing:
         self.log = []
 
 
-def _pending(seen: tuple[Item, PendingJob | RunningJob, tuple] | None) -> PendingJob | None:
+def _pending(seen: Entry | None) -> PendingJob | None:
     return seen[1] if seen is not None and isinstance(seen[1], PendingJob) else None
 
 
-def _made(item: Item) -> tuple[Item, PendingJob | RunningJob, tuple] | None:
-    """The record a live item gives, with its key in the listing; None for a job neither pending
-    nor running (waiting to retry)."""
+def _made(item: Item) -> Entry | None:
+    """A live item's entry: a pending job's key is its tier first; None for an item in no live state."""
     state = item[t.STATE]
     if state in PENDING:
         job = it.pending_job(item)
         return item, job, (job.tier, item[t.SEQ], job.id)
     if state in ACTIVE:
         return item, it.running_job(item), (item[t.SEQ], item[t.ID])
+    if state == RETRY_WAIT:
+        return item, None, (item[t.SEQ], item[t.ID])
     return None

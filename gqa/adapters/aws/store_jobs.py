@@ -148,8 +148,7 @@ class DynamoDBJobs(DynamoDBSettings):
         if self._pass is not None and team is None and set(wanted) <= it.LIVE_STATES:
             # in a pass, live jobs come from the pass's view: the scheduling columns only, so
             # the whole items when their history is asked for (a read of those jobs alone)
-            values = {s.value for s in wanted}
-            found = (i for i in self._live() if i[t.STATE] in values)
+            found = iter(self.live_items(frozenset(s.value for s in wanted)))
             if history:
                 found = iter(self._whole_items(builtins.list(islice(found, limit))))
         elif team is not None:

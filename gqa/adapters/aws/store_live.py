@@ -22,6 +22,7 @@ from .store_base import _JOB_ID, ACTIVE, PREFETCH, DynamoDBBase, List, S
 
 
 _RETRY_WAIT = S.RETRY_WAIT.value   # read per live job: an enum member's value is a property
+_RETRYING = frozenset({_RETRY_WAIT})
 
 
 def _seq(item: dict[str, Any]) -> Any:
@@ -166,8 +167,20 @@ class DynamoDBLive(DynamoDBBase):
         return []
 
     def with_requests(self) -> List[JobRecord]:
-        return [it.job_record(i, history=False) for i in self._live()
-                if i[t.STATE] in ACTIVE and i.get("request") is not None and i.get("kill_reason") is None]
+        return [it.job_record(i, history=False) for i in self.live_items(ACTIVE)
+                if i.get("request") is not None and i.get("kill_reason") is None]
+
+    def live_items(self, states: frozenset[str]) -> List[dict[str, Any]]:
+        """The live items in these states, in seq order: in a pass, those of the running jobs or
+        those waiting to retry from the kept listing (a few, however long the queue), else a walk."""
+        if self._pass is not None:
+            if states <= ACTIVE:
+                self._brought_up()
+                return [i for i in self._listing.running_items() if i[t.STATE] in states]
+            if states == {_RETRY_WAIT}:
+                self._brought_up()
+                return self._listing.retrying_items()
+        return [i for i in self._live() if i[t.STATE] in states]
 
     def scheduling_view(self) -> tuple[List[PendingJob], List[RunningJob]]:
         """The pending jobs, tier first and then in submission order, and the running ones in
@@ -269,10 +282,9 @@ class DynamoDBLive(DynamoDBBase):
         return kept[1]
 
     def next_wakeup(self) -> float | None:
-        times = [float(i["not_before"]) for i in self._live()
-                 if i[t.STATE] == _RETRY_WAIT and i.get("not_before") is not None]
+        times = [float(i["not_before"]) for i in self.live_items(_RETRYING) if i.get("not_before") is not None]
         return min(times) if times else None
 
     def due_retries(self, now: float) -> List[JobRecord]:
-        return [it.job_record(i, history=False) for i in self._live()
-                if i[t.STATE] == _RETRY_WAIT and (i.get("not_before") is None or float(i["not_before"]) <= now)]
+        return [it.job_record(i, history=False) for i in self.live_items(_RETRYING)
+                if i.get("not_before") is None or float(i["not_before"]) <= now]
