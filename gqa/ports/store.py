@@ -164,7 +164,9 @@ PendingChanges = list[tuple[str, PendingJob | None]]
 @runtime_checkable
 class PendingFeed(Protocol):
     """A store that says which pending jobs changed between two of its reads: a dispatcher that
-    keeps its records and index between passes then looks at those jobs alone (the local store)."""
+    keeps its records and index between passes then looks at those jobs alone (SQLite's store, and
+    DynamoDB's in a pass of the dispatch function's container). Replayed in order on the listing of
+    the earlier read, the changes give the jobs of this one, not necessarily in its order."""
 
     def scheduling_feed(self, mark: object | None) -> tuple[list[PendingJob], list[RunningJob], object,
                                                              PendingChanges | None]:

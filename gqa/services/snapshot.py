@@ -57,8 +57,8 @@ class Estimated:
         self._pending: dict[str, tuple[PendingJob, float, PendingJob]] = {}
         self._running: dict[str, tuple[RunningJob, float, RunningJob]] = {}
         # fed the store's changes (a kept caller over a store that says what changed, ports.PendingFeed):
-        # the estimated pending jobs in the store's own order, the ratios they were made with, and the
-        # store's mark they stand at
+        # the estimated pending jobs (in the store's order where it appends, as SQLite's does; a pass
+        # does not depend on the order), the ratios they were made with, and the store's mark they stand at
         self._listed: dict[str, PendingJob] | None = None
         self._listed_ratios: dict[str, float] = {}
         self.mark: object | None = None
@@ -115,7 +115,7 @@ class Estimated:
         if self.kept:
             self._pending = made
             if feed is not None:
-                self._listed = {job.id: estimated for job, estimated in zip(jobs, out)}   # the store's order
+                self._listed = {job.id: estimated for job, estimated in zip(jobs, out)}   # the store's order, here
                 self._listed_ratios, self.mark, self._fed = dict(ratios), feed[0], True
                 self._dependencies = Counter(job.dependency for job in jobs if job.dependency)
                 self._begins = {job.id: job.begin for job in jobs if job.begin is not None}
@@ -130,7 +130,7 @@ class Estimated:
         return list(self._begins.values()) if self._fed else None
 
     def _applied(self, changes: PendingChanges, ratios: Mapping[str, float]) -> dict[str, PendingJob | None]:
-        """The store's changes applied, in the order it made them, so the listing keeps its order."""
+        """The store's changes applied, in the order it made them: a job new or back in the queue last."""
         seen, listed = self._pending, self._listed
         assert listed is not None
         out: dict[str, PendingJob | None] = {}

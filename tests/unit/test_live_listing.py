@@ -104,3 +104,26 @@ def test_a_whole_listing_or_a_long_log_answers_not_known():
         kept.brought_up(live, {"9"})
     assert kept.feed(mark)[1] is None
     assert kept.view() == whole(live).view()
+
+
+def test_a_bringing_up_that_fails_halfway_leaves_a_whole_listing_in_a_new_era_next(monkeypatch):
+    live = {str(n): item(str(n), n, S.QUEUED, 1, 1) for n in range(4)}
+    kept = LiveListing()
+    kept.brought_up(live, None)
+    mark, _ = kept.feed(None)
+    made = listing._made
+
+    def malformed_on_2(entry):
+        if entry["id"] == "2":
+            raise KeyError("tier")
+        return made(entry)
+    monkeypatch.setattr(listing, "_made", malformed_on_2)
+    live["1"], live["2"] = item("1", 1, S.RUNNING, 1, 2), item("2", 2, S.HELD, 1, 2)
+    with pytest.raises(KeyError):
+        kept.brought_up(live, ["1", "2"])   # "2" was taken out of its list, its new entry never made
+    monkeypatch.setattr(listing, "_made", made)
+    kept.brought_up(live, set())            # told of nothing more: still lists whole
+    assert kept.view() == whole(live).view() and kept.feed(mark)[1] is None
+    live["2"] = item("2", 2, S.QUEUED, 0, 3)
+    kept.brought_up(live, {"2"})            # and takes changes again after that
+    assert kept.view() == whole(live).view()

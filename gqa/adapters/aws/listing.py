@@ -76,6 +76,9 @@ class LiveListing:
         self.retrying: _Sorted[Item] = _Sorted()   # the items of jobs waiting to retry, in seq order
         self.era = 0
         self.log: list[tuple[str, bool]] = []   # pending jobs set (True) or dropped (False) in this era
+        # while a bringing up is under way: one that failed halfway (a malformed item) leaves the
+        # lists and `kept` out of step, so the next lists whole, in a new era
+        self._unsure = False
 
     def view(self) -> tuple[list[PendingJob], list[RunningJob]]:
         return list(self.pending.records), list(self.running.records)
@@ -91,9 +94,12 @@ class LiveListing:
 
     def brought_up(self, live: dict[str, Item], dirty: Iterable[str] | None) -> None:
         """Up to `live` (job id -> projected item): the jobs in `dirty` alone, or all (None)."""
-        if dirty is None:
+        if dirty is None or self._unsure:
+            self._unsure = True
             self._whole(live)
+            self._unsure = False
             return
+        self._unsure = True
         kept, log = self.kept, self.log
         for job_id in dirty:
             item = live.get(job_id)
@@ -119,6 +125,7 @@ class LiveListing:
                 log.append((job_id, False))
         if len(log) > max(LOG_AT_LEAST, 2 * len(self.pending.records)):
             self._forget()   # a reader that far behind looks at every job: cheaper than the log
+        self._unsure = False
 
     def _take(self, seen: Entry) -> bool:
         """Out of its list; whether it was pending."""
