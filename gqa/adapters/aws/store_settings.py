@@ -20,6 +20,9 @@ from .store_base import MEMBERS, TEAM_PREFIX, List, S
 from .store_live import DynamoDBLive
 
 
+_RUNNING = frozenset({S.RUNNING.value})
+
+
 class DynamoDBSettings(DynamoDBLive):
     """Settings are read as one Query, kept `settings_ttl` seconds (and once per pass)."""
 
@@ -109,9 +112,8 @@ class DynamoDBSettings(DynamoDBLive):
             team = item["team"]
             out[team] = out.get(team, 0.0) + ledger.decayed(
                 float(item["total"]), float(item["epoch"]), float(item["half_life"]), now)
-        running = S.RUNNING.value   # read once: an enum member's value is a property
-        return with_running(out, ((i[t.TEAM], int(i["gpus"]), float(i["started_at"])) for i in self._live()
-                                  if i[t.STATE] == running and i.get("started_at") is not None), now)
+        return with_running(out, ((i[t.TEAM], int(i["gpus"]), float(i["started_at"]))
+                                  for i in self.live_items(_RUNNING) if i.get("started_at") is not None), now)
 
     def spend(self, period: str) -> dict[str, float]:
         out: dict[str, float] = {}
