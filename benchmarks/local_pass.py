@@ -16,17 +16,15 @@ jobs on the same GPUs in the same passes."""
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_backlog import checkout  # noqa: E402
+from side_by_side import checkout, interleaved, run_snippet  # noqa: E402
 
 # one run, in a fresh process from the sources on its sys.path: prints one JSON line
 ONE = r"""
@@ -60,11 +58,7 @@ print(json.dumps({"pass_ms": statistics.median(took) * 1000, "builds": getattr(q
 
 
 def run(sources: Path, size: int, passes: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", ONE, str(size), str(passes)], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(sources)), cwd=sources, timeout=3600)
-    if done.returncode:
-        raise SystemExit(f"a run from {sources} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_snippet(ONE, sources, size, passes)
 
 
 def main() -> int:
@@ -88,11 +82,7 @@ def main() -> int:
         except ValueError as exc:
             parser.error(str(exc))
         for size in sizes:
-            mine, theirs = [], []
-            for _ in range(args.rounds if base else 1):
-                mine.append(run(ROOT, size, args.passes))
-                if base:
-                    theirs.append(run(base, size, args.passes))
+            mine, theirs = interleaved(partial(run, size=size, passes=args.passes), base, args.rounds)
             row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine))
             if base:
                 row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)

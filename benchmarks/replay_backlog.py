@@ -22,15 +22,16 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from side_by_side import checkout, interleaved, run_snippet  # noqa: E402
 from simulate_traces import TRACES  # noqa: E402
 
 from gqa.sim.policies import NAMES  # noqa: E402
@@ -63,24 +64,7 @@ print(json.dumps({"cpu_s": took, "max_rss_mib": resource.getrusage(resource.RUSA
 
 
 def replay(sources: Path, path: str, policy: str, gpus: int, load: float, limit: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(sources))
-    done = subprocess.run([sys.executable, "-c", ONE, path, policy, str(gpus), str(load), str(limit)],
-                          capture_output=True, text=True, env=env, cwd=sources, timeout=3600)
-    if done.returncode:
-        raise SystemExit(f"{policy} from {sources} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def checkout(rev: str, into: Path) -> Path:
-    into.mkdir()
-    try:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev],
-                                 capture_output=True, check=True, timeout=120).stdout
-    except subprocess.CalledProcessError as exc:
-        raise ValueError(f"--against: cannot read revision {rev} of this repository: "
-                         f"{exc.stderr.decode().strip()}") from None
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True, timeout=120)
-    return into
+    return run_snippet(ONE, sources, path, policy, gpus, load, limit, what=policy)
 
 
 def main() -> int:
@@ -116,11 +100,8 @@ def main() -> int:
         except ValueError as exc:
             parser.error(str(exc))
         for policy in policies:
-            mine, theirs = [], []
-            for _ in range(args.rounds if base else 1):
-                mine.append(replay(ROOT, str(path), policy, gpus, args.load, args.limit))
-                if base:
-                    theirs.append(replay(base, str(path), policy, gpus, args.load, args.limit))
+            mine, theirs = interleaved(partial(replay, path=str(path), policy=policy, gpus=gpus, load=args.load,
+                                               limit=args.limit), base, args.rounds)
             row = dict(mine[-1], policy=policy, cpu_s=statistics.median(r["cpu_s"] for r in mine))
             if base:
                 row["against_cpu_s"] = statistics.median(r["cpu_s"] for r in theirs)

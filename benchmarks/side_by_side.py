@@ -1,0 +1,47 @@
+"""A benchmark's runs from this checkout and from another revision of it, in
+turns on the same machine: shared machines are noisy, so a figure is a ratio
+of two runs made side by side, never a bare time."""
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """Revision `rev` of this repository's sources, written into `into` (git archive): ValueError
+    where git cannot read it."""
+    into.mkdir()
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev],
+                                 capture_output=True, check=True, timeout=120).stdout
+    except subprocess.CalledProcessError as exc:
+        raise ValueError(f"--against: cannot read revision {rev} of this repository: "
+                         f"{exc.stderr.decode().strip()}") from None
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True, timeout=120)
+    return into
+
+
+def run_snippet(code: str, sources: Path, *argv: object, what: str = "a run") -> dict:
+    """`code` run in a fresh process that imports from `sources`: the JSON object its last line prints."""
+    done = subprocess.run([sys.executable, "-c", code, *map(str, argv)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(sources)), cwd=sources, timeout=3600)
+    if done.returncode:
+        raise SystemExit(f"{what} from {sources} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def interleaved(measure: Callable[[Path], dict], base: Path | None, rounds: int) -> tuple[list[dict], list[dict]]:
+    """`measure` from this checkout and, where `base` is given, from it, in turns, `rounds` times
+    (once without a base)."""
+    mine: list[dict] = []
+    theirs: list[dict] = []
+    for _ in range(rounds if base else 1):
+        mine.append(measure(ROOT))
+        if base:
+            theirs.append(measure(base))
+    return mine, theirs
