@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from side_by_side import checkout, interleaved, run_snippet  # noqa: E402
+from side_by_side import add_options, checkout, interleaved, run_snippet  # noqa: E402
 
 # one run, in a fresh process from the sources on its sys.path: prints one JSON line
 ONE = r"""
@@ -65,9 +65,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="3000,10000", help="queued jobs, comma-separated")
     parser.add_argument("--passes", type=int, default=200, help="passes after the first (default 200)")
-    parser.add_argument("--against", default=None, metavar="REV", help="a revision to run side by side")
-    parser.add_argument("--rounds", type=int, default=1, help="with --against: interleaved rounds (median)")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_options(parser)
     args = parser.parse_args()
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]

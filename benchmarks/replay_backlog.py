@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from side_by_side import checkout, interleaved, run_snippet  # noqa: E402
+from side_by_side import add_options, checkout, interleaved, run_snippet  # noqa: E402
 from simulate_traces import TRACES  # noqa: E402
 
 from gqa.sim.policies import NAMES  # noqa: E402
@@ -79,9 +79,7 @@ def main() -> int:
     # the more the longer it lasts: 29 minutes of CPU for the whole ITP trace
     parser.add_argument("--policies", default="fifo,fifo-easy,multifactor,gqa,sjf-oracle,las",
                         help="comma-separated (default: all but gqa-slice and las-tiers)")
-    parser.add_argument("--against", default=None, metavar="REV", help="a revision to replay side by side")
-    parser.add_argument("--rounds", type=int, default=1, help="with --against: interleaved rounds (median)")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_options(parser, "replay")
     args = parser.parse_args()
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in NAMES]

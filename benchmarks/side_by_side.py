@@ -2,6 +2,7 @@
 turns on the same machine: shared machines are noisy, so a figure is a ratio
 of two runs made side by side, never a bare time."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -45,3 +46,10 @@ def interleaved(measure: Callable[[Path], dict], base: Path | None, rounds: int)
         if base:
             theirs.append(measure(base))
     return mine, theirs
+
+
+def add_options(parser: argparse.ArgumentParser, what: str = "run") -> None:
+    """--against, --rounds and -o, as each benchmark run side by side takes them."""
+    parser.add_argument("--against", default=None, metavar="REV", help=f"a revision to {what} side by side")
+    parser.add_argument("--rounds", type=int, default=1, help="with --against: interleaved rounds (median)")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
