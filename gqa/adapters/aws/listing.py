@@ -7,8 +7,9 @@ them again: at 20,000 queued jobs most of a warm pass that started one job.
 The view now notes which jobs it took a new item of or dropped since the
 listing was last brought up (`QueueView.dirty`; None after a whole read), so
 the listing makes records of those alone and keeps the rest in place: the
-pending jobs in (tier, seq) order, the running ones in seq order, as a whole
-listing orders them. It also logs, in order, which pending jobs each update
+pending jobs in (tier, seq) order, the running ones and the items of those
+waiting to retry in seq order, as a whole listing orders them (a pass's
+requests, limits and retries read those few). It also logs, in order, which pending jobs each update
 set or dropped, and hands the log out against a mark (ports.PendingFeed), so
 the supervisor's estimates and index look at those jobs alone.
 
