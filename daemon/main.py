@@ -82,6 +82,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
     rotate, limits = _log_cap(args)
     if limits is not None:
         log.info("%s", limits.describe())
+    _settle_rotations(paths.logs)
 
     def status() -> dict:
         return {"pid": os.getpid(), "home": str(paths.home), "containment": containment.describe(),
@@ -130,6 +131,18 @@ def _log_cap(args):
                 failing.add(path)
 
     return rotate, limits
+
+
+def _settle_rotations(logs) -> None:
+    """Rotations the daemon was killed in the middle of: finished or undone
+    before any job's output is read again, those of jobs that ended since included."""
+    from gqa.adapters.local import log_recovery
+
+    for path, outcome in log_recovery.finish_all(logs):
+        if isinstance(outcome, OSError):
+            log.warning("cannot settle the rotation left half done of %s: %s", path, outcome)
+        elif outcome is not None:
+            log.info("the rotation left half done of %s was %s", path, outcome)
 
 
 if __name__ == "__main__":

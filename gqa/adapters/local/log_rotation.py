@@ -14,21 +14,28 @@ log with "ab"), so its next write lands at the new end of the file, never
 past a hole. What is guaranteed: bytes written before the copy finished are
 in `.1`, bytes written after the truncation are in the live file; bytes
 written in between (a few renames and one small copy long) may be lost.
+Before it moves anything a rotation writes its intent beside the log, so
+that a rotation a crash left half done is finished or undone, never kept
+twice (log_recovery.py).
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...models.errors import SpecError
 from ...models.units import parse_size
+from . import log_recovery
+from .log_records import Rotations, create_like, marker, record, rotations_of, sibling
+from .log_recovery import Intent
+
+__all__ = ["LogLimits", "Rotations", "marker", "parts", "read_from", "rotate_if_needed", "rotations_of"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 BLOCK = 1 << 20          # bytes per read or copy: memory stays at this whatever the log's size
@@ -75,46 +82,6 @@ def human_size(size: int) -> str:
     return f"{size} bytes"
 
 
-# -- the record of rotations -----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Rotations:
-    """What `<log>.rotations` says: rotations so far, bytes dropped with the
-    oldest parts, and the cap they were made under."""
-
-    count: int = 0
-    dropped: int = 0
-    cap: str = ""
-    keep: int = 0
-
-
-def rotations_of(path: Path) -> Rotations:
-    try:
-        with open(_sibling(path, "rotations"), encoding="utf-8") as fh:
-            raw = json.load(fh)
-        return Rotations(int(raw["count"]), int(raw["dropped"]), str(raw["cap"]), int(raw["keep"]))
-    except (OSError, ValueError, TypeError, KeyError):
-        return Rotations()
-
-
-def _record(path: Path, rotations: Rotations, like: os.stat_result) -> None:
-    """Written aside then renamed: a reader sees the old record or the new one."""
-    tmp = _sibling(path, "rotations.tmp")
-    fd = _create(tmp, like)
-    with open(fd, "w", encoding="utf-8") as fh:
-        json.dump({"count": rotations.count, "dropped": rotations.dropped, "cap": rotations.cap,
-                   "keep": rotations.keep}, fh)
-    os.replace(tmp, _sibling(path, "rotations"))
-
-
-def marker(dropped: int, cap: str) -> bytes:
-    return f"--- gqa: {dropped:,} bytes of earlier output rotated away (log cap {cap})\n".encode()
-
-
-def _sibling(path: Path, suffix: str | int) -> Path:
-    return path.with_name(f"{path.name}.{suffix}")
-
-
 # -- rotation -----------------------------------------------------------------------------------------
 
 def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
@@ -128,6 +95,7 @@ def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
     name, and is copied and truncated through that one descriptor; the
     parts it makes get the live file's owner and mode."""
     path = Path(path)
+    log_recovery.finish(path)     # a rotation a crash left half done is settled first
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
@@ -141,33 +109,53 @@ def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
         if not stat.S_ISREG(live.st_mode) or live.st_nlink != 1 or live.st_size <= limits.max_bytes:
             return False
         before = rotations_of(path)
-        if limits.keep == 0:
-            dropped = live.st_size
-        else:
-            dropped = _copy_aside(path, fd, live, limits.keep)
-        os.ftruncate(fd, 0)
+        then = Rotations(before.count + 1, before.dropped, limits.cap, limits.keep)
+        try:
+            if limits.keep == 0:
+                intent = Intent(replace(then, dropped=before.dropped + live.st_size), size=live.st_size)
+                log_recovery.intend(path, intent, live)
+            else:
+                intent = _copy_aside(path, fd, live, then)
+            os.ftruncate(fd, 0)
+        except BaseException:
+            _undo(path)
+            raise
     finally:
         os.close(fd)
     # recorded after the truncation: a follower that sees the count change knows the live file restarted.
-    # The rotation itself is done: a record that cannot be written (a full disk) only leaves followers
-    # taking it for a truncation, so it is no error of the rotation
+    # The rotation itself is done: a record that cannot be written (a full disk) leaves the intent, and
+    # the next call writes it (log_recovery.finish); followers meanwhile take it for a truncation
     try:
-        _record(path, Rotations(before.count + 1, before.dropped + dropped, limits.cap, limits.keep), live)
+        record(path, intent.then, live)
+        log_recovery.done(path)
     except OSError:
         pass
     return True
 
 
-def _copy_aside(path: Path, src: int, live: os.stat_result, keep: int) -> int:
-    """Copy the live log to `.1`, shifting the older parts; the bytes dropped
-    with the oldest. On any error the copy is removed (the caller then does
-    not truncate, so nothing is lost)."""
-    tmp, first = _sibling(path, "1.tmp"), _sibling(path, 1)
-    dst = _create(tmp, live)
+def _undo(path: Path) -> None:
+    """Undo a rotation that failed before the live file was cut: the live file is whole."""
+    try:
+        log_recovery.finish(path)
+    except OSError:
+        pass    # the intent stays, settled at the next call
+
+
+def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations) -> Intent:
+    """Copy the live log to `.1`, shifting the older parts and dropping the
+    oldest; the intent, written before anything moved. On any error the copy
+    is removed (the caller then does not truncate, so nothing is lost)."""
+    tmp, first = sibling(path, "1.tmp"), sibling(path, 1)
+    dst = create_like(tmp, live)
     copy = tmp
     try:
         _copy(src, dst)                 # the long part, while the job keeps writing
-        dropped = _shift(path, keep)    # .1 -> .2 ... ; the oldest kept is dropped
+        oldest = _part_stat(sibling(path, then.keep))
+        intent = Intent(replace(then, dropped=then.dropped + (oldest.st_size if oldest else 0)),
+                        copy=os.fstat(dst).st_ino, oldest=oldest.st_ino if oldest else None,
+                        oldest_size=oldest.st_size if oldest else 0)
+        log_recovery.intend(path, intent, live)
+        _shift(path, then.keep)         # .1 -> .2 ... ; the oldest kept is dropped
         os.replace(tmp, first)
         copy = first
         _copy(src, dst)                 # what came during the copy and the renames: the window stays small
@@ -178,7 +166,7 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, keep: int) -> int:
             # rest the truncation discards. Lost whole rather than torn; a line the job left
             # unfinished with no write after it is kept
             _end_at_line(dst)
-        return dropped
+        return intent
     except BaseException:
         try:
             os.unlink(copy)
@@ -189,20 +177,12 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, keep: int) -> int:
         os.close(dst)
 
 
-def _create(path: Path, like: os.stat_result) -> int:
-    """A new file at `path` (whatever was there, a link included, is replaced),
-    with the owner and mode of `like` where the daemon may give them."""
+def _part_stat(name: Path) -> os.stat_result | None:
     try:
-        os.unlink(path)
+        st = os.stat(name, follow_symlinks=False)
     except FileNotFoundError:
-        pass
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchown(fd, like.st_uid, like.st_gid)
-    except PermissionError:   # not root: the file is ours, as the log is
-        pass
-    os.fchmod(fd, stat.S_IMODE(like.st_mode))
-    return fd
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
 
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -223,21 +203,17 @@ def _end_at_line(fd: int, window: int = 64 << 10) -> None:
         os.ftruncate(fd, size - len(tail) + cut + 1)
 
 
-def _shift(path: Path, keep: int) -> int:
-    """Move `.1` to `.2` ... `.keep-1` to `.keep`, dropping `.keep`; the bytes dropped."""
-    dropped = 0
-    oldest = _sibling(path, keep)
+def _shift(path: Path, keep: int) -> None:
+    """Move `.1` to `.2` ... `.keep-1` to `.keep`, dropping `.keep`."""
     try:
-        dropped = os.stat(oldest).st_size
-        os.unlink(oldest)
+        os.unlink(sibling(path, keep))
     except FileNotFoundError:
         pass
     for n in range(keep - 1, 0, -1):
         try:
-            os.replace(_sibling(path, n), _sibling(path, n + 1))
+            os.replace(sibling(path, n), sibling(path, n + 1))
         except FileNotFoundError:
             pass
-    return dropped
 
 
 def _copy(src: int, dst: int) -> int:
@@ -274,7 +250,7 @@ def parts(path: Path, rotations: Rotations | None = None) -> list[Path]:
     Probed from `.1` up (the record may be missing), at least as far as the record's K."""
     rotations = rotations_of(path) if rotations is None else rotations
     older, n = [], 1
-    while (p := _sibling(path, n)).exists() or n <= rotations.keep:
+    while (p := sibling(path, n)).exists() or n <= rotations.keep:
         if p.exists():
             older.append(p)
         n += 1

@@ -9,7 +9,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .log_rotation import BLOCK, Rotations, _sibling, marker, parts, read_from, rotations_of
+from .log_records import sibling
+from .log_rotation import BLOCK, Rotations, marker, parts, read_from, rotations_of
 
 TAIL_BLOCK = 64 << 10    # bytes per backwards step when looking for the last lines
 
@@ -93,7 +94,7 @@ class JobLog:
             first, offset = r, self._offset
         for n in range(first, 0, -1):
             try:
-                fd = os.open(_sibling(self.path, n), os.O_RDONLY)
+                fd = os.open(sibling(self.path, n), os.O_RDONLY)
             except FileNotFoundError:
                 continue
             try:

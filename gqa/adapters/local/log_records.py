@@ -1,0 +1,85 @@
+"""The small files beside a job's log (log_rotation.py lays the log out):
+`<log>.rotations`, the record of the rotations made, and `<log>.rotating`,
+a rotation's intent (log_recovery.py). Each is written aside and renamed
+into place, so a reader sees the old file or the new one, never half."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Rotations:
+    """What `<log>.rotations` says: rotations so far, bytes dropped with the
+    oldest parts, and the cap they were made under."""
+
+    count: int = 0
+    dropped: int = 0
+    cap: str = ""
+    keep: int = 0
+
+    def as_json(self) -> dict:
+        return {"count": self.count, "dropped": self.dropped, "cap": self.cap, "keep": self.keep}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "Rotations":
+        return cls(int(raw["count"]), int(raw["dropped"]), str(raw["cap"]), int(raw["keep"]))
+
+
+def rotations_of(path: Path) -> Rotations:
+    raw = read_json(sibling(path, "rotations"))
+    try:
+        return Rotations.from_json(raw) if raw is not None else Rotations()
+    except (ValueError, TypeError, KeyError):
+        return Rotations()
+
+
+def record(path: Path, rotations: Rotations, like: os.stat_result) -> None:
+    write_json(sibling(path, "rotations"), rotations.as_json(), like)
+
+
+def read_json(path: Path) -> dict | None:
+    """The file's JSON object; None where it is missing, unreadable or not an object."""
+    try:
+        with open(path, "rb") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def write_json(path: Path, value: dict, like: os.stat_result) -> None:
+    """Written aside then renamed: a reader sees the old file or the new one."""
+    tmp = path.with_name(f"{path.name}.tmp")
+    fd = create_like(tmp, like)
+    with open(fd, "w", encoding="utf-8") as fh:
+        json.dump(value, fh)
+    os.replace(tmp, path)
+
+
+def marker(dropped: int, cap: str) -> bytes:
+    return f"--- gqa: {dropped:,} bytes of earlier output rotated away (log cap {cap})\n".encode()
+
+
+def sibling(path: Path, suffix: str | int) -> Path:
+    return path.with_name(f"{path.name}.{suffix}")
+
+
+def create_like(path: Path, like: os.stat_result) -> int:
+    """A new file at `path` (whatever was there, a link included, is replaced),
+    with the owner and mode of `like` where the daemon may give them."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchown(fd, like.st_uid, like.st_gid)
+    except PermissionError:   # not root: the file is ours, as the log is
+        pass
+    os.fchmod(fd, stat.S_IMODE(like.st_mode))
+    return fd

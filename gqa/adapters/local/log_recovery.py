@@ -1,0 +1,197 @@
+"""A rotation that a crash left half done (log_rotation.py), finished or undone.
+
+Rotation copies the live log to `.1` and then cuts the live file to nothing.
+A daemon killed between the two leaves the copy in place and the live file
+whole: every reader would show that part twice, and the next rotation would
+keep both. So before it moves anything, a rotation writes its intent to
+`<log>.rotating`: the record it will write, the inode of its copy and of the
+oldest part it drops. The intent is removed once the record is written.
+
+An intent whose record was not written is settled by whether the live file
+was cut. That happens only once the copy is at `.1`; until then the live
+file holds everything. Once the copy is there, a live file that no longer
+starts with the copy's bytes was cut. (One that does may also have been cut
+and then rewritten with the very same bytes, as long as the whole part:
+taken as not cut, such a part is lost as a repeat, the one case where this
+guesses.)
+- Cut: the record is written, as the rotation would have.
+- Not cut: the copy is removed and the parts are numbered again from `.1`;
+  only the oldest part, if it was already dropped, counts as dropped.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .log_records import Rotations, read_json, record, rotations_of, sibling, write_json
+
+BLOCK = 1 << 20
+FINISHED, UNDONE = "finished", "undone"
+
+
+@dataclass(frozen=True)
+class Intent:
+    """`<log>.rotating`: the rotation under way."""
+
+    then: Rotations              # the record it writes when done
+    copy: int | None = None      # the inode of its copy (`.1.tmp`, then `.1`); None keeping no parts
+    oldest: int | None = None    # the inode of the part it drops, if any
+    oldest_size: int = 0
+    size: int = 0                # keeping no parts: the bytes it cuts
+
+    def as_json(self) -> dict:
+        return {"then": self.then.as_json(), "copy": self.copy, "oldest": self.oldest,
+                "oldest_size": self.oldest_size, "size": self.size}
+
+
+def intent_of(path: Path) -> Intent | None:
+    raw = read_json(sibling(path, "rotating"))
+    if raw is None:
+        return None
+    try:
+        return Intent(Rotations.from_json(raw["then"]), _inode(raw["copy"]), _inode(raw["oldest"]),
+                      int(raw["oldest_size"]), int(raw["size"]))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def intend(path: Path, intent: Intent, like: os.stat_result) -> None:
+    write_json(sibling(path, "rotating"), intent.as_json(), like)
+
+
+def done(path: Path) -> None:
+    _remove(sibling(path, "rotating"))
+
+
+def finish(path: Path | str) -> str | None:
+    """Settle the rotation a crash left half done at the log `path`: FINISHED
+    (the live file had been cut: the record is written), UNDONE (it had not:
+    the copy is removed), or None (there was none). OSError (a full disk)
+    leaves the intent, to be settled at the next try."""
+    path = Path(path)
+    intent = intent_of(path)
+    if intent is None:
+        for left in (sibling(path, "rotating"), sibling(path, "1.tmp"), sibling(path, "rotating.tmp")):
+            # an intent unreadable (not one a rotation wrote: they are renamed in whole), a copy
+            # a crash cut short before its intent, or that intent half written: nothing moved yet
+            if os.path.lexists(left):
+                _remove(left)
+        return None
+    before = rotations_of(path)
+    if before.count >= intent.then.count:           # the record was written, the intent not yet removed
+        done(path)
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            raise
+        done(path)                                  # the log itself is gone (or is not one gqa writes)
+        return None
+    try:
+        live = os.fstat(fd)
+        if not stat.S_ISREG(live.st_mode):
+            done(path)
+            return None
+        copy = _part_with(path, intent.copy, [sibling(path, 1)]) if intent.copy is not None else None
+        if intent.copy is None:
+            cut = live.st_size < intent.size
+        else:
+            cut = copy is not None and not _starts_with(fd, copy)
+    finally:
+        os.close(fd)
+    if cut:
+        record(path, intent.then, live)
+        done(path)
+        return FINISHED
+    if intent.copy is not None:
+        for name in (sibling(path, 1), sibling(path, "1.tmp")):
+            if _inode_of(name) == intent.copy:
+                _remove(name)
+    oldest_gone = intent.oldest is not None and _part_with(path, intent.oldest, _older(path)) is None
+    _renumber(path)
+    if oldest_gone:
+        record(path, Rotations(before.count, before.dropped + intent.oldest_size, intent.then.cap,
+                               intent.then.keep), live)
+    done(path)
+    return UNDONE
+
+
+def finish_all(logs: Path) -> Iterator[tuple[Path, str | None | OSError]]:
+    """Settle every half-done rotation under `logs`, and remove the copies
+    cut short before their intent (at the daemon's start: the logs of jobs
+    that ended meanwhile are rotated no more)."""
+    try:
+        logs_left = sorted({p.with_name(p.name[:p.name.rindex(".log.") + 4]) for p in logs.iterdir()
+                            if p.name.endswith((".log.rotating", ".log.1.tmp"))})
+    except FileNotFoundError:
+        return
+    for log in logs_left:
+        try:
+            yield log, finish(log)
+        except OSError as exc:
+            yield log, exc
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+
+def _inode(value) -> int | None:
+    return None if value is None else int(value)
+
+
+def _inode_of(name: Path) -> int | None:
+    try:
+        st = os.stat(name, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_ino if stat.S_ISREG(st.st_mode) else None
+
+
+def _older(path: Path) -> list[Path]:
+    """The rotated parts there are, `.1` up, gaps skipped."""
+    pattern = re.compile(re.escape(path.name) + r"\.([1-9]\d{0,5})")
+    found = [(int(m[1]), p) for p in path.parent.iterdir() if (m := pattern.fullmatch(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def _part_with(path: Path, inode: int | None, names: list[Path]) -> Path | None:
+    return next((name for name in names if inode is not None and _inode_of(name) == inode), None)
+
+
+def _starts_with(fd: int, copy: Path) -> bool:
+    """Whether the live file (fd) starts with all of the copy's bytes."""
+    src = os.open(copy, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        size = os.fstat(src).st_size
+        if os.fstat(fd).st_size < size:
+            return False
+        at = 0
+        while at < size:
+            want = min(BLOCK, size - at)
+            if os.pread(src, want, at) != os.pread(fd, want, at):
+                return False
+            at += want
+        return True
+    finally:
+        os.close(src)
+
+
+def _renumber(path: Path) -> None:
+    """Number the rotated parts `.1` up again, in order, closing the gaps an
+    undone shift leaves (readers probe from `.1`)."""
+    for n, name in enumerate(_older(path), 1):
+        if name != sibling(path, n):
+            os.replace(name, sibling(path, n))
+
+
+def _remove(name: Path) -> None:
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,216 @@
+"""A daemon killed in the middle of a log's rotation: whatever step it died
+after, once the rotation is settled (at the daemon's start, or at the next
+rotation) the log reads as written, each line once and in order, and the
+marker counts exactly the bytes that are no longer there."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from gqa.adapters.local import log_records, log_recovery, log_rotation
+from gqa.adapters.local.log_pages import LocalLogFiles
+from gqa.adapters.local.log_recovery import FINISHED, UNDONE, finish, finish_all, intent_of
+from gqa.adapters.local.log_rotation import LogLimits, parts, rotate_if_needed, rotations_of
+from gqa.adapters.local.log_stream import JobLog
+from gqa.adapters.local.paths import StatePaths
+from gqa.models.job import JobState
+from tests.builders import history, job_record
+from tests.log_crashes import CRASHES, crash
+
+
+class Log:
+    """Job 12's log: lines written through an O_APPEND descriptor, as the job writes."""
+
+    def __init__(self, tmp_path: Path, keep: int = 2):
+        self.paths = StatePaths(tmp_path)
+        self.paths.logs.mkdir(parents=True)
+        self.path = self.paths.log_for("12")
+        self.limits = LogLimits(40, keep)
+        self.written = 0
+
+    def write(self, lines: int) -> None:
+        with open(self.path, "ab", buffering=0) as job:
+            for _ in range(lines):
+                job.write(b"line %d\n" % self.written)
+                self.written += 1
+
+    def numbers_and_marker(self) -> tuple[list[int], int]:
+        text = b"".join(JobLog(self.path).start(0)).decode()
+        marked, numbers = 0, []
+        for line in text.splitlines():
+            if line.startswith("--- gqa: "):
+                marked = int(line.split()[2].replace(",", ""))
+            else:
+                numbers.append(int(line.split()[1]))
+        return numbers, marked
+
+    def check(self) -> None:
+        """Each line once, in order, none missing after the first kept, and
+        the marker counts the bytes of the lines before it."""
+        numbers, marked = self.numbers_and_marker()
+        assert numbers == list(range(numbers[0] if numbers else self.written, self.written)), numbers
+        assert marked == sum(len(b"line %d\n" % n) for n in range(numbers[0] if numbers else self.written))
+        assert rotations_of(self.path).dropped == marked
+        older = sorted(int(p.name.rsplit(".", 1)[1]) for p in self.path.parent.iterdir()
+                       if p.name.rsplit(".", 1)[1].isdigit())
+        assert older == list(range(1, len(older) + 1)) and len(older) <= self.limits.keep, older
+
+    def page(self) -> list[str]:
+        job = job_record(id="12", group="12", state=JobState.RUNNING, attempts=1,
+                         spec={"command": ["t"]}, history=history("RUNNING@0"))
+        files = LocalLogFiles(self.paths)
+        return list(files.read(files.attempt(job, 1), "0", 10_000).lines)
+
+
+def rotated(log: Log, times: int) -> None:
+    for _ in range(times):
+        log.write(6)
+        assert rotate_if_needed(log.path, log.limits) is True
+
+
+# what each crash leaves (where the copy is, if an intent names one) and how it is settled
+LEFT = {
+    "during the long copy": (None, None),
+    "after writing its intent": ("12.log.1.tmp", UNDONE),
+    "having dropped the oldest part only": ("12.log.1.tmp", UNDONE),
+    "having shifted the parts": ("12.log.1.tmp", UNDONE),
+    "having put the copy at .1": ("12.log.1", UNDONE),
+    "after the catch-up copy": ("12.log.1", UNDONE),
+    "having cut the live file": ("12.log.1", FINISHED),
+    "having written its record": ("12.log.1", None),
+}
+
+
+def test_every_crash_is_told_what_it_leaves():
+    assert set(LEFT) == set(CRASHES)
+
+
+@pytest.mark.parametrize("step", list(CRASHES))
+@pytest.mark.parametrize("more", [0, 3], ids=["nothing written since", "written on since"])
+def test_a_rotation_killed_at_any_step_is_settled_at_the_daemon_s_start(tmp_path, step, more):
+    log = Log(tmp_path)
+    rotated(log, 3)                      # .1 and .2 there, so the rotation drops the oldest
+    log.write(6)
+    crash(log.path, log.limits, CRASHES[step])
+    copy_at, outcome = LEFT[step]
+    intent = intent_of(log.path)
+    assert (intent is not None) == (copy_at is not None)
+    if intent is not None:
+        assert (log.path.parent / copy_at).stat().st_ino == intent.copy
+    log.write(more)                      # the job goes on while the daemon is down
+    assert dict(finish_all(log.paths.logs)) == {log.path: outcome}
+    assert not [p for p in log.path.parent.iterdir() if p.name.endswith((".tmp", ".rotating"))]
+    log.check()
+    assert [line for line in log.page() if not line.startswith("---")] == \
+        [f"line {n}" for n in log.numbers_and_marker()[0]]
+    rotated(log, 3)                      # and rotation goes on as before
+    log.check()
+    assert not [p for p in log.path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("step, outcome", [("after writing its intent", UNDONE),
+                                           ("having cut the live file", FINISHED)])
+def test_the_next_rotation_settles_it_first_when_the_daemon_never_restarted_it(tmp_path, step, outcome, monkeypatch):
+    log = Log(tmp_path)
+    rotated(log, 2)
+    log.write(6)
+    crash(log.path, log.limits, CRASHES[step])
+    calls = []
+    real = log_recovery.finish
+    monkeypatch.setattr(log_recovery, "finish", lambda path: calls.append(real(path)))
+    rotated(log, 1)
+    assert calls[0] == outcome
+    log.check()
+
+
+@pytest.mark.parametrize("step, outcome", [("after writing its intent", UNDONE),
+                                           ("having cut the live file", FINISHED)])
+def test_keeping_no_parts_a_killed_rotation_counts_what_it_cut(tmp_path, step, outcome):
+    log = Log(tmp_path, keep=0)
+    log.write(6)
+    crash(log.path, log.limits, CRASHES[step])
+    log.write(2)
+    assert finish(log.path) == outcome
+    log.check()
+
+
+def test_a_record_the_full_disk_refused_is_written_at_the_next_call(tmp_path, monkeypatch):
+    log = Log(tmp_path)
+    rotated(log, 1)
+    real = log_rotation.record
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(log_rotation, "record", full)
+    rotated(log, 1)
+    assert rotations_of(log.path).count == 1 and log_records.sibling(log.path, "rotating").exists()
+    monkeypatch.setattr(log_rotation, "record", real)
+    log.write(1)
+    assert rotate_if_needed(log.path, log.limits) is False      # under the cap: only settled
+    assert rotations_of(log.path).count == 2 and not log_records.sibling(log.path, "rotating").exists()
+    log.check()
+
+
+def test_an_intent_with_its_record_written_is_only_removed(tmp_path):
+    log = Log(tmp_path)
+    rotated(log, 1)
+    log.write(6)
+    crash(log.path, log.limits, CRASHES["having written its record"])
+    before = sorted(p.name for p in log.path.parent.iterdir())
+    assert finish(log.path) is None
+    assert sorted(p.name for p in log.path.parent.iterdir()) == [n for n in before if n != "12.log.rotating"]
+    log.check()
+
+
+def test_an_intent_not_written_by_a_rotation_is_dropped_and_moves_nothing(tmp_path):
+    log = Log(tmp_path)
+    rotated(log, 2)
+    log_records.sibling(log.path, "rotating").write_text("{not json")
+    names = sorted(p.name for p in log.path.parent.iterdir())
+    assert finish(log.path) is None
+    assert sorted(p.name for p in log.path.parent.iterdir()) == [n for n in names if n != "12.log.rotating"]
+    log.check()
+
+
+def test_the_intent_of_a_log_since_deleted_is_removed(tmp_path):
+    log = Log(tmp_path)
+    rotated(log, 1)
+    log.write(6)
+    crash(log.path, log.limits, CRASHES["having put the copy at .1"])
+    for part in parts(log.path):
+        part.unlink()
+    assert dict(finish_all(log.paths.logs)) == {log.path: None}
+    assert not log_records.sibling(log.path, "rotating").exists()
+
+
+def test_a_full_disk_while_settling_leaves_the_intent_for_the_next_try(tmp_path, monkeypatch):
+    log = Log(tmp_path)
+    rotated(log, 1)
+    log.write(6)
+    crash(log.path, log.limits, CRASHES["having cut the live file"])
+    real = log_recovery.record
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(log_recovery, "record", full)
+    [(path, outcome)] = finish_all(log.paths.logs)
+    assert isinstance(outcome, OSError) and log_records.sibling(log.path, "rotating").exists()
+    monkeypatch.setattr(log_recovery, "record", real)
+    assert dict(finish_all(log.paths.logs)) == {log.path: FINISHED}
+    log.check()
+
+
+def test_the_intent_is_the_log_owner_s_file_with_the_log_s_mode(tmp_path):
+    """A root daemon rotates its users' logs: what it writes beside one is as private as the log."""
+    log = Log(tmp_path)
+    log.write(6)
+    os.chmod(log.path, 0o640)
+    crash(log.path, log.limits, CRASHES["after writing its intent"])
+    intent = log_records.sibling(log.path, "rotating").stat()
+    assert (intent.st_mode & 0o777, intent.st_uid) == (0o640, log.path.stat().st_uid)
