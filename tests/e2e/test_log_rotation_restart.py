@@ -1,14 +1,14 @@
-"""A real daemon killed while a job's log was half rotated: started again, it
-settles the rotation before anyone reads the log, so `gqa logs` gives each
-line once and the marker counts what was dropped."""
+"""A real daemon killed while a job's log was half rotated: `gqa logs` gives
+each line once even before the daemon is back, and started again, the
+daemon settles the rotation, so the files hold each line once too."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from gqa.adapters.local.log_records import sibling
-from gqa.adapters.local.log_rotation import LogLimits
-from gqa.adapters.local.log_stream import JobLog
+from gqa.adapters.local.log_rotation import LogLimits, parts, rotations_of
 from tests.log_crashes import CRASHES, crash
 
 LINES = 400
@@ -24,17 +24,21 @@ def test_a_rotation_half_done_when_the_daemon_died_is_settled_at_its_start(make_
     log = queue.home / "logs" / f"{job_id}.log"
     crash(log, LogLimits(64, 2), CRASHES["having put the copy at .1"])   # as if the daemon died there
     assert sibling(log, "rotating").exists()
-    before = numbers(log)
-    assert len(before) > len(set(before)), "the half-done rotation shows no repeat"
+    on_disk = in_files(log)
+    assert len(on_disk) > len(set(on_disk)), "the half-done rotation holds no part twice"
+    shown = shown_lines(queue, job_id)
+    assert shown == [f"line {n}" for n in range(int(shown[0].split()[1]), LINES)]
 
     queue.start(OPTIONS)
     assert not sibling(log, "rotating").exists()
-    after = numbers(log)
-    assert after == list(range(after[0], LINES))     # the daemon may have dropped the oldest as the job ran
-    shown = [line for line in queue.cli("logs", job_id, check=True).stdout.splitlines() if line.startswith("line ")]
-    assert shown == [f"line {n}" for n in after]
+    assert in_files(log) == list(range(in_files(log)[0], LINES))   # the daemon may have dropped the oldest
+    assert shown_lines(queue, job_id) == shown
 
 
-def numbers(log) -> list[int]:
-    return [int(line.split()[1]) for line in b"".join(JobLog(log).start(0)).decode().splitlines()
-            if line.startswith("line ")]
+def in_files(log: Path) -> list[int]:
+    return [int(line.split()[1]) for name in parts(log, rotations_of(log))
+            for line in name.read_text().splitlines() if line.startswith("line ")]
+
+
+def shown_lines(queue, job_id: str) -> list[str]:
+    return [line for line in queue.cli("logs", job_id, check=True).stdout.splitlines() if line.startswith("line ")]

@@ -48,16 +48,29 @@ class Log:
                 numbers.append(int(line.split()[1]))
         return numbers, marked
 
-    def check(self) -> None:
+    def check_reading(self) -> list[int]:
         """Each line once, in order, none missing after the first kept, and
-        the marker counts the bytes of the lines before it."""
+        the marker counts the bytes of the lines before it; a page of the
+        attempt gives the same lines. The numbers read."""
         numbers, marked = self.numbers_and_marker()
         assert numbers == list(range(numbers[0] if numbers else self.written, self.written)), numbers
         assert marked == sum(len(b"line %d\n" % n) for n in range(numbers[0] if numbers else self.written))
-        assert rotations_of(self.path).dropped == marked
+        assert [line for line in self.page() if not line.startswith("---")] == [f"line {n}" for n in numbers]
+        return numbers
+
+    def check(self) -> None:
+        """As check_reading, and settled: the record counts what the marker
+        does, and the parts are numbered from `.1` with no gap."""
+        numbers = self.check_reading()
+        assert rotations_of(self.path).dropped == sum(len(b"line %d\n" % n) for n in range(numbers[0]))
         older = sorted(int(p.name.rsplit(".", 1)[1]) for p in self.path.parent.iterdir()
                        if p.name.rsplit(".", 1)[1].isdigit())
         assert older == list(range(1, len(older) + 1)) and len(older) <= self.limits.keep, older
+
+    def raw(self) -> list[int]:
+        """The line numbers in the files as they lie, oldest part first."""
+        return [int(line.split()[1]) for name in parts(self.path, rotations_of(self.path))
+                for line in name.read_bytes().decode().splitlines()]
 
     def page(self) -> list[str]:
         job = job_record(id="12", group="12", state=JobState.RUNNING, attempts=1,
@@ -102,11 +115,10 @@ def test_a_rotation_killed_at_any_step_is_settled_at_the_daemon_s_start(tmp_path
     if intent is not None:
         assert (log.path.parent / copy_at).stat().st_ino == intent.copy
     log.write(more)                      # the job goes on while the daemon is down
+    log.check_reading()                  # readers read it as it will be settled
     assert dict(finish_all(log.paths.logs)) == {log.path: outcome}
     assert not [p for p in log.path.parent.iterdir() if p.name.endswith((".tmp", ".rotating"))]
     log.check()
-    assert [line for line in log.page() if not line.startswith("---")] == \
-        [f"line {n}" for n in log.numbers_and_marker()[0]]
     rotated(log, 3)                      # and rotation goes on as before
     log.check()
     assert not [p for p in log.path.parent.iterdir() if p.name.endswith(".tmp")]
@@ -204,6 +216,37 @@ def test_a_full_disk_while_settling_leaves_the_intent_for_the_next_try(tmp_path,
     monkeypatch.setattr(log_recovery, "record", real)
     assert dict(finish_all(log.paths.logs)) == {log.path: FINISHED}
     log.check()
+
+
+@pytest.mark.parametrize("step", ["having put the copy at .1", "after the catch-up copy"])
+def test_the_files_a_half_done_rotation_leaves_hold_a_part_twice_which_no_reader_shows(tmp_path, step):
+    log = Log(tmp_path)
+    rotated(log, 2)
+    log.write(6)
+    crash(log.path, log.limits, CRASHES[step])
+    raw = log.raw()
+    assert len(raw) > len(set(raw))
+    log.check_reading()
+
+
+@pytest.mark.parametrize("step", list(CRASHES))
+def test_a_follower_reads_each_line_once_through_a_half_done_rotation_and_its_settling(tmp_path, step):
+    log = Log(tmp_path)
+    rotated(log, 2)
+    follower = JobLog(log.path)
+    got = b"".join(follower.start(0))
+    log.write(6)
+    crash(log.path, log.limits, CRASHES[step])
+    got += b"".join(follower.new())
+    log.write(2)
+    got += b"".join(follower.new())
+    finish(log.path)
+    got += b"".join(follower.new())
+    for _ in range(3):
+        rotated(log, 1)
+        got += b"".join(follower.new())
+    numbers = [int(line.split()[1]) for line in got.decode().splitlines() if line.startswith("line ")]
+    assert numbers == list(range(numbers[0], log.written))
 
 
 def test_the_intent_is_the_log_owner_s_file_with_the_log_s_mode(tmp_path):

@@ -21,10 +21,13 @@ kept starts with its output (the first attempt line kept is the next
 attempt's, or there is none and it is the job's latest attempt); otherwise
 all of its output was rotated away and the marker is all it gives.
 
-Each page is read from the parts opened at once, with sizes taken then, and
-checked against the rotations afterwards: a page read while a rotation moved
-things is read again (a few times at most), so a page never gives bytes
-twice or a truncated file's new bytes at old positions. Bytes the job wrote
+Each page is read from the parts opened at once, with sizes taken then, as
+log_rotation.as_read lays them out: a rotation under way, or one a crash
+left half done, is read as it will be settled, its copy no part until the
+live file is cut. The page is checked against the rotations afterwards: one
+read while a rotation moved things (or a part vanished as it was opened) is
+read again (a few times at most), so a page never gives bytes twice or a
+truncated file's new bytes at old positions. Bytes the job wrote
 inside a rotation's window (log_rotation.py) are not in the log and take no
 position; a token past the end of the log (a file cut short by someone
 else) continues at the top of the live file.
@@ -44,14 +47,14 @@ from pathlib import Path
 from ...models.errors import NotFound, SpecError
 from ...models.job import JobRecord, JobState
 from ...ports import AttemptLog, LogChunk
-from .log_rotation import BLOCK, Rotations, marker, parts, read_from, rotations_of
+from .log_records import sibling
+from .log_rotation import BLOCK, Rotations, as_read, marker, read_from, rotations_of
 from .paths import StatePaths
 
 MAX_LINE = 1 << 20      # a longer line (a progress bar without newlines) is given in pieces
 LIVE, ENDED, RETRIED = "RUNNING", "ENDED", "RETRIED"   # RETRIED: over, and a later attempt started
 TRIES = 20              # reads of a page while rotations keep moving the parts under it
 PAUSE = 0.01            # seconds between them
-SETTLE_NS = 2 * 10**9   # a part changed after the record and this recent: a rotation under way
 
 
 class LocalLogFiles:
@@ -72,13 +75,13 @@ class LocalLogFiles:
             before = _stamp(path)
             whole = _Log.open(path)
             try:
-                if whole.settled(before) or last:
+                if whole.whole or last:
                     chunk = _page(whole, log, job_id, position, limit)
                     if last or (_stamp(path) == before and whole.live_intact()):
                         return chunk
             finally:
                 whole.close()
-            time.sleep(PAUSE)   # a rotation is moving the parts: let it finish, then read again
+            time.sleep(PAUSE)   # a rotation moved the parts as they were read: read again
         raise AssertionError("unreachable")
 
 
@@ -90,7 +93,6 @@ class _Part:
     fd: int
     start: int      # the position of its first byte in the whole log
     size: int       # as it was when opened: a page reads no further
-    ctime_ns: int
 
 
 @dataclass
@@ -100,16 +102,18 @@ class _Log:
     path: Path
     rotations: Rotations
     parts: list[_Part]
+    whole: bool = True      # every part it was to read was there to open
 
     @classmethod
     def open(cls, path: Path) -> "_Log":
-        rotations = rotations_of(path)
-        opened, at = [], rotations.dropped
+        rotations, names = as_read(path)
+        opened, at, whole = [], rotations.dropped, True
         try:
-            for name in parts(path, rotations):
+            for name in names:
                 try:
                     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
                 except (FileNotFoundError, NotADirectoryError):
+                    whole = whole and name == path     # a part moved or dropped since it was listed
                     continue
                 except OSError as exc:
                     if exc.errno == errno.ELOOP:   # a link where a part should be: not a file gqa wrote
@@ -119,7 +123,7 @@ class _Log:
                 if not stat.S_ISREG(st.st_mode):
                     os.close(fd)
                     continue
-                opened.append(_Part(name, fd, at, st.st_size, st.st_ctime_ns))
+                opened.append(_Part(name, fd, at, st.st_size))
                 at += st.st_size
         except BaseException:
             for part in opened:
@@ -127,7 +131,7 @@ class _Log:
             raise
         if not opened:
             raise NotFound(f"{path} does not exist")
-        return cls(path, rotations, opened)
+        return cls(path, rotations, opened, whole)
 
     def close(self) -> None:
         for part in self.parts:
@@ -146,19 +150,6 @@ class _Log:
     @property
     def live(self) -> _Part | None:
         return self.parts[-1] if self.parts[-1].path == self.path else None
-
-    def settled(self, stamp: tuple) -> bool:
-        """Whether no rotation was half done when the parts were opened: one is
-        from shifting the parts until it writes its record, and a part renamed
-        or made since the record was written is recent (a record that could
-        not be written, on a full disk, leaves one older, taken as settled)."""
-        rotations, _, record, copying = stamp
-        older = [p for p in self.parts if p.path != self.path]
-        if copying and len(older) < min(rotations.count, rotations.keep):
-            return False                        # the oldest part dropped, the others not yet shifted
-        written = record[1] if record else 0
-        now = time.time_ns()
-        return not any(p.ctime_ns > written and now - p.ctime_ns < SETTLE_NS for p in older)
 
     def live_intact(self) -> bool:
         """The live file was not truncated while it was read (a rotation keeping no parts)."""
@@ -214,7 +205,7 @@ _HEADER = rb"--- gqa: attempt (\d{1,9}) of job "
 
 def _stamp(path: Path) -> tuple:
     """What changes when a rotation moves things: the record, `.1`, the record
-    file itself, and whether a copy is being made."""
+    file itself and the rotation's intent."""
     def ident(p: Path, field: str) -> tuple[int, int] | None:
         try:
             st = os.stat(p, follow_symlinks=False)
@@ -222,12 +213,8 @@ def _stamp(path: Path) -> tuple:
             return None
         return st.st_ino, getattr(st, field)
 
-    one, record = ident(_sibling(path, "1"), "st_ctime_ns"), ident(_sibling(path, "rotations"), "st_mtime_ns")
-    return rotations_of(path), one, record, _sibling(path, "1.tmp").exists()
-
-
-def _sibling(path: Path, suffix: str) -> Path:
-    return path.with_name(f"{path.name}.{suffix}")
+    return (rotations_of(path), ident(sibling(path, 1), "st_ctime_ns"),
+            ident(sibling(path, "rotations"), "st_mtime_ns"), ident(sibling(path, "rotating"), "st_mtime_ns"))
 
 
 # -- a page ------------------------------------------------------------------------------------------

@@ -69,56 +69,84 @@ def done(path: Path) -> None:
     _remove(sibling(path, "rotating"))
 
 
+@dataclass(frozen=True)
+class Settled:
+    """What a rotation under way (or left half done) comes to, as things are
+    now: `cut` whether the live file was cut; `rotations` the record that
+    then holds; `copy` its copy's name while that is not a part yet."""
+
+    cut: bool
+    rotations: Rotations
+    copy: Path | None
+    live: os.stat_result
+
+
+def pending(path: Path) -> tuple[Intent, Rotations] | None:
+    """The intent of a rotation whose record is not written, with the record there is."""
+    intent = intent_of(path)
+    if intent is None:
+        return None
+    before = rotations_of(path)
+    return (intent, before) if before.count < intent.then.count else None
+
+
+def settled(path: Path, intent: Intent, before: Rotations) -> Settled | None:
+    """Read only: what the rotation comes to if settled now; None where the log is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            raise
+        return None
+    try:
+        live = os.fstat(fd)
+        if not stat.S_ISREG(live.st_mode):
+            return None
+        if intent.copy is None:
+            cut, copy = live.st_size < intent.size, None
+        else:
+            copy = _part_with(path, intent.copy, [sibling(path, 1), sibling(path, "1.tmp")])
+            cut = copy is not None and copy == sibling(path, 1) and not _starts_with(fd, copy)
+    finally:
+        os.close(fd)
+    if cut:
+        return Settled(True, intent.then, None, live)
+    oldest_gone = intent.oldest is not None and _part_with(path, intent.oldest, _older(path)) is None
+    dropped = before.dropped + (intent.oldest_size if oldest_gone else 0)
+    return Settled(False, Rotations(before.count, dropped, intent.then.cap, intent.then.keep), copy, live)
+
+
 def finish(path: Path | str) -> str | None:
     """Settle the rotation a crash left half done at the log `path`: FINISHED
     (the live file had been cut: the record is written), UNDONE (it had not:
     the copy is removed), or None (there was none). OSError (a full disk)
     leaves the intent, to be settled at the next try."""
     path = Path(path)
-    intent = intent_of(path)
-    if intent is None:
+    if intent_of(path) is None:
         for left in (sibling(path, "rotating"), sibling(path, "1.tmp"), sibling(path, "rotating.tmp")):
             # an intent unreadable (not one a rotation wrote: they are renamed in whole), a copy
             # a crash cut short before its intent, or that intent half written: nothing moved yet
             if os.path.lexists(left):
                 _remove(left)
         return None
-    before = rotations_of(path)
-    if before.count >= intent.then.count:           # the record was written, the intent not yet removed
+    under_way = pending(path)
+    if under_way is None:                           # the record was written, the intent not yet removed
         done(path)
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
-            raise
-        done(path)                                  # the log itself is gone (or is not one gqa writes)
+    intent, before = under_way
+    outcome = settled(path, intent, before)
+    if outcome is None:                             # the log itself is gone (or is not one gqa writes)
+        done(path)
         return None
-    try:
-        live = os.fstat(fd)
-        if not stat.S_ISREG(live.st_mode):
-            done(path)
-            return None
-        copy = _part_with(path, intent.copy, [sibling(path, 1)]) if intent.copy is not None else None
-        if intent.copy is None:
-            cut = live.st_size < intent.size
-        else:
-            cut = copy is not None and not _starts_with(fd, copy)
-    finally:
-        os.close(fd)
-    if cut:
-        record(path, intent.then, live)
+    if outcome.cut:
+        record(path, outcome.rotations, outcome.live)
         done(path)
         return FINISHED
-    if intent.copy is not None:
-        for name in (sibling(path, 1), sibling(path, "1.tmp")):
-            if _inode_of(name) == intent.copy:
-                _remove(name)
-    oldest_gone = intent.oldest is not None and _part_with(path, intent.oldest, _older(path)) is None
+    if outcome.copy is not None:
+        _remove(outcome.copy)
     _renumber(path)
-    if oldest_gone:
-        record(path, Rotations(before.count, before.dropped + intent.oldest_size, intent.then.cap,
-                               intent.then.keep), live)
+    if (outcome.rotations.count, outcome.rotations.dropped) != (before.count, before.dropped):
+        record(path, outcome.rotations, outcome.live)
     done(path)
     return UNDONE
 

@@ -6,7 +6,7 @@ appends to; `12.log.1` (newest) ... `12.log.K` (oldest) are earlier parts
 moved aside by rotation; `12.log.rotations` records how many rotations
 there were, how many bytes the oldest parts took with them, and the cap.
 Readers treat `.K ... .1, live` as one log in order, headed by a one-line
-marker once earlier parts were dropped.
+marker once earlier parts were dropped (`as_read`).
 
 Rotation copies the live file to `.1` and truncates it in place. The job
 writes through a descriptor opened with O_APPEND (the executor opens the
@@ -35,7 +35,8 @@ from . import log_recovery
 from .log_records import Rotations, create_like, marker, record, rotations_of, sibling
 from .log_recovery import Intent
 
-__all__ = ["LogLimits", "Rotations", "marker", "parts", "read_from", "rotate_if_needed", "rotations_of"]
+__all__ = ["LogLimits", "Rotations", "as_read", "marker", "parts", "read_from", "rotate_if_needed",
+           "rotations_of"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 BLOCK = 1 << 20          # bytes per read or copy: memory stays at this whatever the log's size
@@ -255,6 +256,22 @@ def parts(path: Path, rotations: Rotations | None = None) -> list[Path]:
             older.append(p)
         n += 1
     return older[::-1] + ([path] if path.exists() else [])
+
+
+def as_read(path: Path) -> tuple[Rotations, list[Path]]:
+    """The record and the parts a reader reads the log by now. While a
+    rotation is under way (or was left half done) they are what it comes to
+    if settled now (log_recovery.settled): its copy is no part until the live
+    file is cut, and then the record it will write holds. So a reader never
+    sees a part twice, nor a copy being made."""
+    rotations = rotations_of(path)
+    under_way = log_recovery.pending(path)
+    if under_way is None:
+        return rotations, parts(path, rotations)
+    outcome = log_recovery.settled(path, *under_way)
+    if outcome is None:
+        return rotations, parts(path, rotations)
+    return outcome.rotations, [p for p in parts(path, outcome.rotations) if p != outcome.copy]
 
 
 def read_from(fd: int, offset: int, limit: int | None, block: int) -> Iterator[bytes]:

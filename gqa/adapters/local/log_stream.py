@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .log_records import sibling
-from .log_rotation import BLOCK, Rotations, marker, parts, read_from, rotations_of
+from .log_rotation import BLOCK, Rotations, as_read, marker, parts, read_from
 
 TAIL_BLOCK = 64 << 10    # bytes per backwards step when looking for the last lines
 
@@ -33,8 +33,8 @@ class JobLog:
     def start(self, tail: int = 0) -> Iterator[bytes]:
         """What the log holds now: all of it (tail 0), or its last `tail` lines;
         a marker first when output was rotated away before what is shown."""
-        self._seen = rotations_of(self.path)
-        files = _open_all(parts(self.path, self._seen))
+        self._seen, names = as_read(self.path)
+        files = _open_all(names)
         try:
             live = files[-1] if files and files[-1][0] == self.path else None
             end = os.fstat(live[1]).st_size if live else 0
@@ -60,7 +60,7 @@ class JobLog:
 
     def new(self) -> Iterator[bytes]:
         """What was written since the last read, the parts rotated away meanwhile included."""
-        now = rotations_of(self.path)
+        now, _ = as_read(self.path)
         if now.count != self._seen.count:
             yield from self._rotated(now)
             self._offset, self._seen, self._shrunk = 0, now, False
