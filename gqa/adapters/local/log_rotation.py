@@ -36,7 +36,7 @@ from .log_records import Rotations, create_like, marker, record, rotations_of, s
 from .log_recovery import Intent
 
 __all__ = ["LogLimits", "Rotations", "as_read", "marker", "parts", "read_from", "rotate_if_needed",
-           "rotations_of"]
+           "rotations_as_read", "rotations_of"]
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 BLOCK = 1 << 20          # bytes per read or copy: memory stays at this whatever the log's size
@@ -264,14 +264,21 @@ def as_read(path: Path) -> tuple[Rotations, list[Path]]:
     if settled now (log_recovery.settled): its copy is no part until the live
     file is cut, and then the record it will write holds. So a reader never
     sees a part twice, nor a copy being made."""
-    rotations = rotations_of(path)
+    rotations, copy = _rotations_as_read(path)
+    return rotations, [p for p in parts(path, rotations) if p != copy]
+
+
+def rotations_as_read(path: Path) -> Rotations:
+    """as_read's record alone (a follower's poll)."""
+    return _rotations_as_read(path)[0]
+
+
+def _rotations_as_read(path: Path) -> tuple[Rotations, Path | None]:
     under_way = log_recovery.pending(path)
-    if under_way is None:
-        return rotations, parts(path, rotations)
-    outcome = log_recovery.settled(path, *under_way)
+    outcome = log_recovery.settled(path, *under_way) if under_way is not None else None
     if outcome is None:
-        return rotations, parts(path, rotations)
-    return outcome.rotations, [p for p in parts(path, outcome.rotations) if p != outcome.copy]
+        return (under_way[1] if under_way else rotations_of(path)), None
+    return outcome.rotations, outcome.copy
 
 
 def read_from(fd: int, offset: int, limit: int | None, block: int) -> Iterator[bytes]:

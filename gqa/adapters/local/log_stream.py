@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .log_records import sibling
-from .log_rotation import BLOCK, Rotations, as_read, marker, parts, read_from
+from .log_rotation import BLOCK, Rotations, as_read, marker, parts, read_from, rotations_as_read
 
 TAIL_BLOCK = 64 << 10    # bytes per backwards step when looking for the last lines
 
@@ -60,7 +60,7 @@ class JobLog:
 
     def new(self) -> Iterator[bytes]:
         """What was written since the last read, the parts rotated away meanwhile included."""
-        now, _ = as_read(self.path)
+        now = rotations_as_read(self.path)
         if now.count != self._seen.count:
             yield from self._rotated(now)
             self._offset, self._seen, self._shrunk = 0, now, False
