@@ -168,21 +168,17 @@ def test_a_record_the_full_disk_refused_is_written_at_the_next_call(tmp_path, mo
     log.check()
 
 
-def test_an_intent_with_its_record_written_is_only_removed(tmp_path):
-    log = Log(tmp_path)
-    rotated(log, 1)
-    log.write(6)
-    crash(log.path, log.limits, CRASHES["having written its record"])
-    before = sorted(p.name for p in log.path.parent.iterdir())
-    assert finish(log.path) is None
-    assert sorted(p.name for p in log.path.parent.iterdir()) == [n for n in before if n != "12.log.rotating"]
-    log.check()
+def planted(log: Log) -> None:
+    log_records.sibling(log.path, "rotating").write_text("{not json")
 
 
-def test_an_intent_not_written_by_a_rotation_is_dropped_and_moves_nothing(tmp_path):
+@pytest.mark.parametrize("leave", [lambda log: crash(log.path, log.limits, CRASHES["having written its record"]),
+                                   planted], ids=["its record written", "not written by a rotation"])
+def test_an_intent_with_nothing_left_to_settle_is_only_removed(tmp_path, leave):
     log = Log(tmp_path)
     rotated(log, 2)
-    log_records.sibling(log.path, "rotating").write_text("{not json")
+    log.write(6)
+    leave(log)
     names = sorted(p.name for p in log.path.parent.iterdir())
     assert finish(log.path) is None
     assert sorted(p.name for p in log.path.parent.iterdir()) == [n for n in names if n != "12.log.rotating"]
