@@ -1,6 +1,7 @@
-"""A real daemon killed while a job's log was half rotated: `gqa logs` gives
-each line once even before the daemon is back, and started again, the
-daemon settles the rotation, so the files hold each line once too."""
+"""A real daemon rotating its jobs' logs: a running job's log is moved aside
+as it writes and read whole; and, killed while a log was half rotated,
+`gqa logs` gives each line once even before the daemon is back, and started
+again, the daemon settles the rotation, so the files hold each line once too."""
 
 from __future__ import annotations
 
@@ -42,3 +43,21 @@ def in_files(log: Path) -> list[int]:
 
 def shown_lines(queue, job_id: str) -> list[str]:
     return [line for line in queue.cli("logs", job_id, check=True).stdout.splitlines() if line.startswith("line ")]
+
+
+def test_the_daemon_rotates_a_running_job_s_log_and_gqa_logs_reads_it_whole(make_queue):
+    """Over a 1 KiB cap, the daemon's rotations (one every few seconds) move the log aside
+    while the job writes; `gqa logs` reads the parts and the live file as one log."""
+    queue = make_queue(start=False)
+    queue.start(("--log-max-size", "1K", "--log-files", "50"))   # keep every part: nothing may go
+    written = 400   # 12 s of 50-byte lines: over the cap within a second, and two of the daemon's checks
+    job = f"import time\nfor n in range({written}):\n    print('line', n, 'x' * 40, flush=True); time.sleep(0.03)"
+    [job_id] = queue.submit([sys.executable, "-c", job])
+    assert queue.wait(job_id, timeout=60).state.value == "SUCCEEDED"
+    log = queue.home / "logs" / f"{job_id}.log"
+    assert rotations_of(log).count >= 1 and len(parts(log)) >= 2
+    assert not sibling(log, "rotating").exists()
+    shown = shown_lines(queue, job_id)
+    numbers = [int(line.split()[1]) for line in shown]
+    # a rotation may lose what the job writes in its window (a copy and a cut apart), never more
+    assert numbers == sorted(set(numbers)) and numbers[-1] == written - 1 and len(numbers) >= written - 20, numbers
