@@ -253,3 +253,26 @@ def test_the_intent_is_the_log_owner_s_file_with_the_log_s_mode(tmp_path):
     crash(log.path, log.limits, CRASHES["after writing its intent"])
     intent = log_records.sibling(log.path, "rotating").stat()
     assert (intent.st_mode & 0o777, intent.st_uid) == (0o640, log.path.stat().st_uid)
+
+
+@pytest.mark.parametrize("rotations", [0, 2], ids=["no older part", "older parts"])
+def test_a_reader_whose_copy_is_undone_as_it_looks_reads_the_log_as_undone(tmp_path, monkeypatch, rotations):
+    """The daemon's start settles a half-done rotation while a reader lays the log out: the
+    copy it found may be gone when it opens it, or an older part numbered `.1` in its place."""
+    log = Log(tmp_path)
+    rotated(log, rotations)
+    log.write(6)
+    crash(log.path, log.limits, CRASHES["having put the copy at .1"])
+    real, undone = log_recovery._part_with, []
+
+    def found_then_undone(path, inode, names):
+        found = real(path, inode, names)
+        if found is not None and found.name == "12.log.1" and not undone:
+            undone.append(None)
+            undone[0] = finish(log.path)
+        return found
+
+    monkeypatch.setattr(log_recovery, "_part_with", found_then_undone)
+    assert log_rotation.rotations_as_read(log.path).count == rotations
+    assert undone == [UNDONE]
+    log.check()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -106,12 +105,12 @@ def settled(path: Path, intent: Intent, before: Rotations) -> Settled | None:
             cut, copy = live.st_size < intent.size, None
         else:
             copy = _part_with(path, intent.copy, [sibling(path, 1), sibling(path, "1.tmp")])
-            cut = copy is not None and copy == sibling(path, 1) and not _starts_with(fd, copy)
+            cut = copy is not None and copy == sibling(path, 1) and not _starts_with(fd, copy, intent.copy)
     finally:
         os.close(fd)
     if cut:
         return Settled(True, intent.then, None, live)
-    oldest_gone = intent.oldest is not None and _part_with(path, intent.oldest, _older(path)) is None
+    oldest_gone = intent.oldest is not None and _part_with(path, intent.oldest, _older(path, intent.then.keep)) is None
     dropped = before.dropped + (intent.oldest_size if oldest_gone else 0)
     return Settled(False, Rotations(before.count, dropped, intent.then.cap, intent.then.keep), copy, live)
 
@@ -144,7 +143,7 @@ def finish(path: Path | str) -> str | None:
         return FINISHED
     if outcome.copy is not None:
         _remove(outcome.copy)
-    _renumber(path)
+    _renumber(path, outcome.rotations.keep)
     if (outcome.rotations.count, outcome.rotations.dropped) != (before.count, before.dropped):
         record(path, outcome.rotations, outcome.live)
     done(path)
@@ -181,21 +180,26 @@ def _inode_of(name: Path) -> int | None:
     return st.st_ino if stat.S_ISREG(st.st_mode) else None
 
 
-def _older(path: Path) -> list[Path]:
-    """The rotated parts there are, `.1` up, gaps skipped."""
-    pattern = re.compile(re.escape(path.name) + r"\.([1-9]\d{0,5})")
-    found = [(int(m[1]), p) for p in path.parent.iterdir() if (m := pattern.fullmatch(p.name))]
-    return [p for _, p in sorted(found)]
+def _older(path: Path, keep: int) -> list[Path]:
+    """The rotated parts there are, `.1` up to `.keep` (as far as a rotation shifts them), gaps
+    skipped: probed by name, since a logs directory may hold the files of many thousand jobs."""
+    return [name for n in range(1, keep + 1) if os.path.lexists(name := sibling(path, n))]
 
 
 def _part_with(path: Path, inode: int | None, names: list[Path]) -> Path | None:
     return next((name for name in names if inode is not None and _inode_of(name) == inode), None)
 
 
-def _starts_with(fd: int, copy: Path) -> bool:
-    """Whether the live file (fd) starts with all of the copy's bytes."""
-    src = os.open(copy, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def _starts_with(fd: int, copy: Path, inode: int) -> bool:
+    """Whether the live file (fd) starts with all of the copy's bytes (the file `copy` names, if it
+    is still the copy: one the rotation's undoing removed or numbered over counts as never cut)."""
     try:
+        src = os.open(copy, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        if os.fstat(src).st_ino != inode:
+            return True
         size = os.fstat(src).st_size
         if os.fstat(fd).st_size < size:
             return False
@@ -210,10 +214,10 @@ def _starts_with(fd: int, copy: Path) -> bool:
         os.close(src)
 
 
-def _renumber(path: Path) -> None:
+def _renumber(path: Path, keep: int) -> None:
     """Number the rotated parts `.1` up again, in order, closing the gaps an
     undone shift leaves (readers probe from `.1`)."""
-    for n, name in enumerate(_older(path), 1):
+    for n, name in enumerate(_older(path, keep), 1):
         if name != sibling(path, n):
             os.replace(name, sibling(path, n))
 
