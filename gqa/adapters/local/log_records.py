@@ -1,7 +1,8 @@
 """The small files beside a job's log (log_rotation.py lays the log out):
 `<log>.rotations`, the record of the rotations made, and `<log>.rotating`,
-a rotation's intent (log_recovery.py). Each is written aside and renamed
-into place, so a reader sees the old file or the new one, never half."""
+a rotation's intent (log_recovery.py), each written aside and renamed into
+place, so a reader sees the old file or the new one, never half; and the
+names of the log's parts."""
 
 from __future__ import annotations
 
@@ -83,3 +84,15 @@ def create_like(path: Path, like: os.stat_result) -> int:
         pass
     os.fchmod(fd, stat.S_IMODE(like.st_mode))
     return fd
+
+
+def parts(path: Path, rotations: Rotations | None = None) -> list[Path]:
+    """The log's files that exist, oldest first: `.K ... .1`, then the live file.
+    Probed from `.1` up (the record may be missing), at least as far as the record's K."""
+    rotations = rotations_of(path) if rotations is None else rotations
+    older, n = [], 1
+    while (p := sibling(path, n)).exists() or n <= rotations.keep:
+        if p.exists():
+            older.append(p)
+        n += 1
+    return older[::-1] + ([path] if path.exists() else [])

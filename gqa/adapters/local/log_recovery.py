@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .log_records import Rotations, read_json, record, rotations_of, sibling, write_json
+from .log_records import Rotations, parts, read_json, record, rotations_of, sibling, write_json
 
 BLOCK = 1 << 20
 FINISHED, UNDONE = "finished", "undone"
@@ -121,18 +121,18 @@ def finish(path: Path | str) -> str | None:
     the copy is removed), or None (there was none). OSError (a full disk)
     leaves the intent, to be settled at the next try."""
     path = Path(path)
-    if intent_of(path) is None:
+    intent = intent_of(path)
+    if intent is None:
         for left in (sibling(path, "rotating"), sibling(path, "1.tmp"), sibling(path, "rotating.tmp")):
             # an intent unreadable (not one a rotation wrote: they are renamed in whole), a copy
             # a crash cut short before its intent, or that intent half written: nothing moved yet
             if os.path.lexists(left):
                 _remove(left)
         return None
-    under_way = pending(path)
-    if under_way is None:                           # the record was written, the intent not yet removed
+    before = rotations_of(path)
+    if before.count >= intent.then.count:           # the record was written, the intent not yet removed
         done(path)
         return None
-    intent, before = under_way
     outcome = settled(path, intent, before)
     if outcome is None:                             # the log itself is gone (or is not one gqa writes)
         done(path)
@@ -181,9 +181,8 @@ def _inode_of(name: Path) -> int | None:
 
 
 def _older(path: Path, keep: int) -> list[Path]:
-    """The rotated parts there are, `.1` up to `.keep` (as far as a rotation shifts them), gaps
-    skipped: probed by name, since a logs directory may hold the files of many thousand jobs."""
-    return [name for n in range(1, keep + 1) if os.path.lexists(name := sibling(path, n))]
+    """The rotated parts there are, `.1` up (gaps skipped), as readers find them."""
+    return [name for name in reversed(parts(path, Rotations(keep=keep))) if name != path]
 
 
 def _part_with(path: Path, inode: int | None, names: list[Path]) -> Path | None:

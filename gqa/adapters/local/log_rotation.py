@@ -32,7 +32,7 @@ from pathlib import Path
 from ...models.errors import SpecError
 from ...models.units import parse_size
 from . import log_recovery
-from .log_records import Rotations, create_like, marker, record, rotations_of, sibling
+from .log_records import Rotations, create_like, marker, parts, record, rotations_of, sibling
 from .log_recovery import Intent
 
 __all__ = ["LogLimits", "Rotations", "as_read", "marker", "parts", "read_from", "rotate_if_needed",
@@ -125,7 +125,7 @@ def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
         os.close(fd)
     # recorded after the truncation: a follower that sees the count change knows the live file restarted.
     # The rotation itself is done: a record that cannot be written (a full disk) leaves the intent, and
-    # the next call writes it (log_recovery.finish); followers meanwhile take it for a truncation
+    # the next call writes it (log_recovery.finish); readers meanwhile read by the intent (as_read)
     try:
         record(path, intent.then, live)
         log_recovery.done(path)
@@ -245,18 +245,6 @@ def _copy_plain(src: int, dst: int) -> int:
 
 
 # -- reading ---------------------------------------------------------------------------------------------
-
-def parts(path: Path, rotations: Rotations | None = None) -> list[Path]:
-    """The log's files that exist, oldest first: `.K ... .1`, then the live file.
-    Probed from `.1` up (the record may be missing), at least as far as the record's K."""
-    rotations = rotations_of(path) if rotations is None else rotations
-    older, n = [], 1
-    while (p := sibling(path, n)).exists() or n <= rotations.keep:
-        if p.exists():
-            older.append(p)
-        n += 1
-    return older[::-1] + ([path] if path.exists() else [])
-
 
 def as_read(path: Path) -> tuple[Rotations, list[Path]]:
     """The record and the parts a reader reads the log by now. While a
