@@ -153,7 +153,3 @@ class Room:
             else:
                 self.gpus += more
         return self.gpus >= gpus
-
-    def total(self) -> int:
-        self.holds(math.inf)
-        return self.gpus

@@ -143,10 +143,11 @@ class Preemptor:
         if not (tier in self.slicing and self._slices_from(tier)[1]) or self._spent(tier):
             return set()
         left = self._left_in(tier)
-        room = self._slice_room(tier).total() if left is None else left
+        # the runs slicing may stop are counted only as far as the largest job read needs
+        holds = self._slice_room(tier).holds if left is None else left.__ge__
         helped: set[str] = set()
         for job in self.index.rank().undemoted(tier):
-            if job.gpus <= room:
+            if holds(job.gpus):
                 helped.add(job.id)
                 if len(helped) > most:
                     break

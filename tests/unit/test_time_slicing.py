@@ -299,7 +299,7 @@ def test_a_room_counts_the_runs_slicing_may_stop_only_as_far_as_asked():
     room = Room(1, stops)
     assert room.holds(1) and room.gpus == 1            # the free GPUs were enough: no run counted
     assert room.holds(3) and room.gpus == 3            # one run counted
-    assert not room.holds(9) and room.total() == 8     # all counted, and still too few
+    assert not room.holds(9) and room.gpus == 8        # all counted, and still too few
     assert next(stops, None) is None
 
 
