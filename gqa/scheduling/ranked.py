@@ -28,6 +28,9 @@ NICE_SCALE = 10_000.0   # nice 100 = 0.01 of the score, the whole range (+-10,00
 
 LAZY_READS = 64   # a heap read further than this is sorted instead: a pass that reads it all sorts once
 SKIP_AFTER = 16   # jobs passed over in a row before a list reads only the candidates after them
+# how far (relative) `least_part` stays below a list's first key: a bound as a key computes it may
+# be rounded otherwise than the part a job is scored with, by far less than this
+BOUND_SLACK = 1e-9
 
 
 def in_order(entries) -> Iterator:
@@ -356,6 +359,19 @@ class RankedJobs:
             out[team] = heapq.merge(*streams) if len(streams) == 2 else \
                 streams[0] if streams else iter(())
         return out
+
+    def least_part(self, tier: int, team: str) -> float | None:
+        """A bound below the part (minus its score but fair share, as `teams_in` yields it) of
+        every job of the team's stream in the tier at `now`, read off the first key of each of its
+        lists, with no job scored (None: it has none). A young job's key is its part at time 0."""
+        least = None
+        for entries, shift in ((self.young.get(tier, {}).get(team), self.age_rate * self.now),
+                               (self.old.get(tier, {}).get(team), 0.0)):
+            if entries:   # a heap's first is its least, as a sorted list's
+                key = entries[0][0]
+                part = key - shift - BOUND_SLACK * (1.0 + abs(key) + shift)
+                least = part if least is None else min(least, part)
+        return least
 
     def _at_now(self, entries, passed_over: Callable[[PendingJob], bool] | None,
                 skips: "Skips | None" = None, place: tuple[bool, str] = (False, "")) -> Iterator[tuple]:

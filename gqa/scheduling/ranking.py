@@ -14,6 +14,7 @@ nothing else; "sjf" is the shortest expected run time first within a tier
 (handed true run times, the simulator's oracle baseline)."""
 
 import heapq
+import math
 from collections.abc import Callable, Iterator
 
 from .fairshare import fair_share_factor
@@ -75,12 +76,28 @@ class Ranking:
             streams = ranked.teams_in(tier, passed_over, candidates)
             # a heap of the teams' heads as (key, fair share, head, team): a team's key changes only when
             # its head is taken (and its fair share only when that job starts, before the next job is
-            # asked for); keys end in the job's id, so two never tie and the rest is never compared
-            heads = [(*self._keyed(team, head), team) for team, stream in streams.items()
-                     if (head := next(stream, None)) is not None]
+            # asked for); keys end in the job's id, so two never tie and the rest is never compared.
+            # A team enters under a bound below its jobs' keys, with no head: its stream is read (and
+            # the jobs it passes over walked) only once that bound tops the heap, so a pass that ends
+            # first never walks the list of a team ranked after its last job
+            heads: list[tuple[tuple, float, tuple | None, str]] = []
+            for team in streams:
+                least = ranked.least_part(tier, team)
+                if least is not None:
+                    fs = self.fair_share(team)
+                    # before any job's key that ties it (submitted at -inf), and apart from other bounds by team
+                    heads.append(((least - self.w_fs * fs, -math.inf, team), fs, None, team))
             heapq.heapify(heads)
             while heads:
-                best_key, best_fs, (_, _, _, _, job, (age, size, duration, nice, service)), team = heads[0]
+                best_key, best_fs, head, team = heads[0]
+                if head is None:   # a bound: the team's real head, if it has one left
+                    first = next(streams[team], None)
+                    if first is None:
+                        heapq.heappop(heads)
+                    else:
+                        heapq.heapreplace(heads, (*self._keyed(team, first), team))
+                    continue
+                _, _, _, _, job, (age, size, duration, nice, service) = head
                 yield job, Factors(fair_share=best_fs, age=age, size=size, score=-best_key[0], duration=duration,
                                    nice=nice, service=service)
                 following = next(streams[team], None)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import gpus as gpu_list, pending, running, snapshot
-from gqa.scheduling import PendingJob, Snapshot, TeamPolicy, plan
+from gqa.scheduling import PendingJob, Policy, Snapshot, TeamPolicy, plan
 
 TEAMS = ("vision", "nlp", "speech")
 USERS = ("alice", "bob")
@@ -46,6 +46,7 @@ def snapshots(draw, *, accounting: bool = True) -> Snapshot:
             tier=draw(st.integers(0, 2)), gpus=draw(st.integers(0, 4)),
             exclusive=draw(st.integers(0, 9)) == 0, nice=draw(st.sampled_from([0, 0, 100, -100])),
             submitted_at=float(draw(st.integers(0, 5))), seq=i,
+            wall_time=draw(st.sampled_from([None, 60.0, 3_600.0, 7 * 86_400.0])),
             gpu_type=draw(st.sampled_from([None, None, *TYPES, "v100"])),
             cpus=draw(st.none() | st.integers(1, 8)) if accounting else None,
             memory=draw(st.none() | st.integers(1, 16)) if accounting else None,
@@ -55,7 +56,11 @@ def snapshots(draw, *, accounting: bool = True) -> Snapshot:
                                  max_gpus_per_user=draw(st.none() | st.integers(1, 4)))
                 for team in draw(st.lists(st.sampled_from(TEAMS), unique=True))}
     usage = {team: float(draw(st.integers(0, 10_000))) for team in draw(st.lists(st.sampled_from(TEAMS), unique=True))}
+    # a short max_age: some jobs have reached it and some not, so a team's jobs are in both of its
+    # ranked lists, which are keyed apart (ranked.py)
+    max_age = draw(st.sampled_from([Policy().max_age, 7.0]))
     return snapshot(inventory, pending=jobs, running=runs, teams=policies, usage=usage, now=10.0,
+                    policy=Policy(max_age=max_age),
                     cpus=draw(st.none() | st.integers(1, 24)) if accounting else None,
                     memory=draw(st.none() | st.integers(1, 48)) if accounting else None)
 
@@ -153,10 +158,20 @@ def tiers_considered_strictly_in_order(snap, result):
     assert ranks == sorted(ranks)
 
 
+def ranked_by_score_within_each_tier(snap, result):
+    # fair share only falls for a team as its jobs start, so the pass meets each tier's jobs best
+    # score first (ties: the earlier submitted, then seq, then id), however it reads its lists
+    if snap.policy.ordering != "multifactor":
+        return
+    job = {j.id: j for j in snap.pending}
+    keys = [(job[i].tier, -result.factors[i].score, job[i].submitted_at, job[i].seq, i) for i in result.order]
+    assert keys == sorted(keys)
+
+
 INVARIANTS = [only_free_gpus_and_never_twice, gang_all_or_nothing_on_one_type, team_and_user_caps_hold,
               array_limits_hold, cpus_and_memory_not_overcommitted, exclusive_jobs_run_alone,
               every_pending_job_accounted_for,
-              tiers_considered_strictly_in_order]
+              tiers_considered_strictly_in_order, ranked_by_score_within_each_tier]
 
 
 @SETTINGS
