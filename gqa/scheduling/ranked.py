@@ -361,15 +361,16 @@ class RankedJobs:
         return out
 
     def least_part(self, tier: int, team: str) -> float | None:
-        """A bound below the part (minus its score but fair share, as `teams_in` yields it) of
-        every job of the team's stream in the tier at `now`, read off the first key of each of its
-        lists, with no job scored (None: it has none). A young job's key is its part at time 0."""
+        """A bound below the first item of everything the team's stream in the tier yields at `now`
+        (`teams_in`: minus a job's score but for fair share), read off the first key of each of its
+        lists, with no job scored (None: it has none). A young job's key is that item at time 0."""
         least = None
-        for entries, shift in ((self.young.get(tier, {}).get(team), self.age_rate * self.now),
+        age_shift = self.age_rate * self.now if self.age_rate else 0.0   # no ageing: keys are parts
+        for entries, shift in ((self.young.get(tier, {}).get(team), age_shift),
                                (self.old.get(tier, {}).get(team), 0.0)):
             if entries:   # a heap's first is its least, as a sorted list's
                 key = entries[0][0]
-                part = key - shift - BOUND_SLACK * (1.0 + abs(key) + shift)
+                part = key - shift - BOUND_SLACK * (1.0 + abs(key) + abs(shift))
                 least = part if least is None else min(least, part)
         return least
 

@@ -57,10 +57,11 @@ def snapshots(draw, *, accounting: bool = True) -> Snapshot:
                 for team in draw(st.lists(st.sampled_from(TEAMS), unique=True))}
     usage = {team: float(draw(st.integers(0, 10_000))) for team in draw(st.lists(st.sampled_from(TEAMS), unique=True))}
     # a short max_age: some jobs have reached it and some not, so a team's jobs are in both of its
-    # ranked lists, which are keyed apart (ranked.py)
+    # ranked lists, which are keyed apart (ranked.py); or no age weight, where none is old
     max_age = draw(st.sampled_from([Policy().max_age, 7.0]))
+    weights = replace(Policy().weights, age=draw(st.sampled_from([Policy().weights.age, 0.0])))
     return snapshot(inventory, pending=jobs, running=runs, teams=policies, usage=usage, now=10.0,
-                    policy=Policy(max_age=max_age),
+                    policy=Policy(max_age=max_age, weights=weights),
                     cpus=draw(st.none() | st.integers(1, 24)) if accounting else None,
                     memory=draw(st.none() | st.integers(1, 48)) if accounting else None)
 
