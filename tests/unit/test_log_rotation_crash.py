@@ -268,7 +268,7 @@ def test_a_reader_whose_copy_is_undone_as_it_looks_reads_the_log_as_undone(tmp_p
     def found_then_undone(path, inode, names):
         found = real(path, inode, names)
         if found is not None and found.name == "12.log.1" and not undone:
-            undone.append(None)
+            undone.append(None)   # marked before finish(), which looks for parts through this too
             undone[0] = finish(log.path)
         return found
 

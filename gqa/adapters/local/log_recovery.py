@@ -197,9 +197,10 @@ def _starts_with(fd: int, copy: Path, inode: int) -> bool:
     except FileNotFoundError:
         return True
     try:
-        if os.fstat(src).st_ino != inode:
+        copied = os.fstat(src)
+        if copied.st_ino != inode:
             return True
-        size = os.fstat(src).st_size
+        size = copied.st_size
         if os.fstat(fd).st_size < size:
             return False
         at = 0
