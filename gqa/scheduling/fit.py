@@ -475,13 +475,13 @@ class Timeline:
         pool_of = self.index.pool_of
         mine = sorted((until, gpu) for gpu, until in changed.items() if pool_of[gpu] == pool)
         free = ((now, gpu) for gpu in self.index.free_in[pool] if gpu not in changed)
-        busy = (entry for entry in self.index.busy[pool] if entry[1] not in changed)
+        busy = (entry for entry in self.index.busy_in(pool) if entry[1] not in changed)
         return heapq.merge(free, busy, mine)
 
     def everything(self) -> dict[int, float]:
         """Every GPU's time (O(GPUs): for whole-machine reservations only)."""
         out = dict.fromkeys(self.index.pool_of, self.now)
-        for entries in self.index.busy.values():
+        for entries in self.index.busy_books().values():
             for until, gpu in entries:
                 out[gpu] = until
         out.update(self.changed)

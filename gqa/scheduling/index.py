@@ -131,7 +131,11 @@ class QueueIndex(SlicingReads):
         # the running side: the pass's ledger and timeline, kept
         self.free: dict[int, str] = dict(inventory.type_of)  # free GPU -> type
         self.free_in: dict[Pool, SortedList] = {p: SortedList(ix) for p, ix in inventory.pools.items()}   # in order
-        self.busy: dict[Pool, SortedList] = {p: SortedList() for p in inventory.pools}   # (until, GPU)
+        # (until, GPU) per pool, read only by reservations (fit.Timeline, `busy_in`): brought up to date
+        # when read, from the GPUs placed since with the `until` each had in it (None: not in it), so
+        # a replay whose passes reserve nothing (time slicing) never sorts its gangs' GPUs
+        self.busy: dict[Pool, SortedList] = {p: SortedList() for p in inventory.pools}
+        self.busy_stale: dict[int, float | None] = {}
         self.until: dict[int, float] = {}                    # busy GPU -> when its last holder ends
         self.holder: dict[int, str] = {}                     # busy GPU -> the one job holding it
         self.shared: dict[int, dict[str, float]] = {}       # a GPU two or more hold -> their ends
@@ -242,6 +246,7 @@ class QueueIndex(SlicingReads):
                 self.stopping[run.id] = None
         self.cpus_used += cpus
         self.memory_used += memory
+        self._sync_busy()
         busy: dict[Pool, list[tuple[float, int]]] = defaultdict(list)
         for index, end in until.items():
             self.free.pop(index, None)
@@ -270,7 +275,7 @@ class QueueIndex(SlicingReads):
         new.kinds_known = dict(self.kinds_known)
         new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
         new.free, new.free_in = dict(self.free), {pool: gpus.copy() for pool, gpus in self.free_in.items()}
-        new.busy = {pool: entries.copy() for pool, entries in self.busy.items()}
+        new.busy = {pool: entries.copy() for pool, entries in self.busy_books().items()}
         new.until, new.holder = dict(self.until), dict(self.holder)
         new.shared = {gpu: dict(jobs) for gpu, jobs in self.shared.items()}
         new.team_gpus, new.user_gpus = Counter(self.team_gpus), Counter(self.user_gpus)
@@ -436,17 +441,38 @@ class QueueIndex(SlicingReads):
         of them stopping, or a GPU no longer in the inventory), else (None) free."""
         pool = self.pool_of.get(index)
         was = self.until.pop(index, None)
-        if pool is not None and was is not None:
-            self.busy[pool].remove((was, index))
+        if pool is not None and index not in self.busy_stale:
+            self.busy_stale[index] = was   # what `busy` holds for it until read again
         if until is not None:
             self.until[index] = until
             self.free.pop(index, None)
             if pool is not None:
                 self.free_in[pool].discard(index)
-                self.busy[pool].add((until, index))
         elif pool is not None:
             self.free[index] = self.type_of[index]
             self.free_in[pool].add(index)
+
+    def busy_in(self, pool: Pool) -> SortedList:
+        """The pool's busy GPUs as (until, GPU), soonest first."""
+        return self.busy_books()[pool]
+
+    def busy_books(self) -> dict[Pool, SortedList]:
+        """Every pool's `busy_in`."""
+        if self.busy_stale:
+            self._sync_busy()
+        return self.busy
+
+    def _sync_busy(self) -> None:
+        until, pool_of, busy = self.until, self.pool_of, self.busy
+        for index, was in self.busy_stale.items():
+            now = until.get(index)
+            if now != was:
+                entries = busy[pool_of[index]]
+                if was is not None:
+                    entries.remove((was, index))
+                if now is not None:
+                    entries.add((now, index))
+        self.busy_stale.clear()
 
     def _count(self, run: RunningJob, sign: int) -> None:
         n = len(run.gpus) * sign

@@ -240,7 +240,8 @@ class Remaining:
         # the last `may_start` that said yes: (horizons' version, kind, span, how many unlooked jobs of
         # the kind fit the span); while the horizons stand and some are left, the answer stands
         self.witness: tuple[tuple, tuple, float, int] | None = None
-        self.fits: tuple[tuple | None, dict[tuple, bool]] = (None, {})   # horizons' version, (kind, limit) -> may_fit
+        # horizons' version, (kind, limit) -> may_fit, kind -> reach
+        self.fits: tuple[tuple | None, dict[tuple, bool], dict[tuple, float | None]] = (None, {}, {})
 
     def looked_at(self, job: PendingJob) -> None:
         """Counts the job as looked at (by kind and limit where the pass may stop early)."""
@@ -261,10 +262,11 @@ class Remaining:
             return True
         kind_limit, version = self.index.pending_kind(job), self.capacity.version()
         if self.fits[0] != version:
-            self.fits = (version, {})
+            self.fits = (version, {}, {})
         fits = self.fits[1].get(kind_limit)   # jobs of a kind share few limits: asked once per horizons
         if fits is None:
-            reach = self.reach(kind_limit[0])
+            kind, reaches = kind_limit[0], self.fits[2]
+            reach = reaches[kind] if kind in reaches else reaches.setdefault(kind, self.reach(kind))
             fits = self.fits[1][kind_limit] = reach is not None and kind_limit[1] <= reach
         return fits
 

@@ -277,10 +277,10 @@ def test_changes_keep_the_books_a_pass_reads():
     index.remove("a")
     index.start(running("a", team="vision", gpus=(0, 1), started_at=100.0, wall_time=3_600.0, cpus=4))
     assert sorted(index.free) == [2, 3, 4, 5]
-    assert list(index.busy[("a100", False)]) == [(3_700.0, 0), (3_700.0, 1)]
+    assert list(index.busy_in(("a100", False))) == [(3_700.0, 0), (3_700.0, 1)]
     assert (index.team_gpus["vision"], index.cpus_used, index.teams_active()) == (2, 4, {"vision", "nlp"})
     index.stop("a")
-    assert sorted(index.free) == [0, 1, 2, 3, 4, 5] and not index.busy[("a100", False)]
+    assert sorted(index.free) == [0, 1, 2, 3, 4, 5] and not index.busy_in(("a100", False))
     assert (index.team_gpus["vision"], index.cpus_used) == (0, 0)
 
 
@@ -288,9 +288,9 @@ def test_a_gpu_two_jobs_hold_is_busy_until_the_last_of_them_ends():
     index = QueueIndex(gpus(2), Policy())
     index.start(running("stopping", gpus=(0,), started_at=0.0, wall_time=100.0, stopping=True))
     index.start(running("next", gpus=(0,), started_at=0.0, wall_time=50.0))
-    assert list(index.busy[("gpu", False)]) == [(100.0, 0)] and 0 not in index.free
+    assert list(index.busy_in(("gpu", False))) == [(100.0, 0)] and 0 not in index.free
     index.stop("stopping")
-    assert list(index.busy[("gpu", False)]) == [(50.0, 0)] and 0 not in index.free
+    assert list(index.busy_in(("gpu", False))) == [(50.0, 0)] and 0 not in index.free
     index.stop("next")
     assert 0 in index.free
 
@@ -481,11 +481,11 @@ def test_three_jobs_on_one_gpu_free_it_only_when_the_last_ends(built):
         index = QueueIndex(gpus(2), Policy())
         for run in runs:
             index.start(run)
-    assert list(index.busy[("gpu", False)]) == [(100.0, 1), (300.0, 0)]
+    assert list(index.busy_in(("gpu", False))) == [(100.0, 1), (300.0, 0)]
     index.stop("b")
-    assert list(index.busy[("gpu", False)]) == [(100.0, 1), (200.0, 0)]
+    assert list(index.busy_in(("gpu", False))) == [(100.0, 1), (200.0, 0)]
     index.stop("a")
-    assert list(index.busy[("gpu", False)]) == [(200.0, 0)] and sorted(index.free) == [1]
+    assert list(index.busy_in(("gpu", False))) == [(200.0, 0)] and sorted(index.free) == [1]
     index.stop("c")
     assert sorted(index.free) == [0, 1] and not index.until
 
