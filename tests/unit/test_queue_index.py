@@ -295,6 +295,42 @@ def test_a_gpu_two_jobs_hold_is_busy_until_the_last_of_them_ends():
     assert 0 in index.free
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_each_pools_busy_gpus_read_at_any_moment_are_those_running_jobs_hold(seed):
+    """The busy books are brought up to date only when read (a replay whose passes reserve nothing
+    never reads them): starts, stops and jobs sharing a GPU between reads, a copy taken with
+    changes unread, and every read in order of when the GPU frees up."""
+    rng = random.Random(seed)
+    index = QueueIndex(INVENTORY, Policy())
+    ends: dict[str, tuple[tuple[int, ...], float]] = {}
+    copies = []
+    for step in range(300):
+        free = sorted(index.free)
+        if free and (rng.random() < 0.55 or not ends):
+            chosen = tuple(rng.sample(free, rng.randint(1, min(4, len(free)))))
+            if ends and rng.random() < 0.1:   # a job starting on a GPU a stopping job still holds
+                chosen += (rng.choice(ends[rng.choice(sorted(ends))][0]),)
+            wall = float(rng.randint(1, 50) * 100)
+            index.start(running(f"j{step}", gpus=chosen, started_at=0.0, wall_time=wall))
+            ends[f"j{step}"] = (chosen, wall)
+        else:
+            gone = rng.choice(sorted(ends))
+            index.stop(gone)
+            del ends[gone]
+        if rng.random() < 0.2:
+            copies.append((index.copy(), dict(ends)))
+        if rng.random() < 0.3 or step == 299:
+            for books, held in [(index, ends), *copies[-1:]]:
+                until: dict[int, float] = {}
+                for chosen, wall in held.values():
+                    for gpu in chosen:
+                        until[gpu] = max(until.get(gpu, 0.0), wall)
+                for pool in {(g.type, g.spot) for g in INVENTORY}:
+                    expect = sorted((end, gpu) for gpu, end in until.items() if (INVENTORY[gpu].type,
+                                                                                 INVENTORY[gpu].spot) == pool)
+                    assert list(books.busy_in(pool)) == expect
+
+
 def test_replacing_a_job_keeps_its_place_in_the_queue_and_refuses_a_new_size():
     index = QueueIndex(gpus(4), Policy())
     for name in ("a", "b", "c"):
