@@ -82,8 +82,8 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
     `reclaim_per_hour`: pool -> the chance per hour that a running job there
     loses its (spot) capacity. `eta(snapshot, job ids, ratios, shares) -> {id:
     predicted start}` is asked as every `eta_every`-th job arrives, with each
-    team's median and mean share of its limits used (the ranking's and the
-    ETA's, eta.py). `may_preempt`: plan() may stop
+    team's median and mean share of its limits used (the ranking's, as of the
+    last refresh, and the ETA's, as the team's finished jobs stand then: eta.py). `may_preempt`: plan() may stop
     running jobs, so a pass is worth it even with no GPU free (default: the
     policy preempts some tier). `oracle`: plan() is handed each job's true run
     time (as cut by its wall time) as both its expected run time and its wall
@@ -154,7 +154,12 @@ class _Engine:
         # what each team's jobs used of their wall time: the production estimate of run times
         self.samples: dict[str, deque] = defaultdict(lambda: deque(maxlen=RATIO_SAMPLES))
         self.ratios: dict[str, float] = {}      # median shares: the ranking's
-        self.shares: dict[str, float] = {}      # mean shares: the ETA's
+        # mean shares: the ETA's, read as production reads them when it predicts (the samples as they
+        # are then, queries.py), not as of the last refresh: nothing is re-ranked by them, and before a
+        # replay's first RATIO_REFRESH finishes the ETA would else have no history and end every run at
+        # its limit (on Alibaba, low pods of minutes predicted to wait weeks)
+        self.shares: dict[str, float] = {}
+        self.shares_stale = False
         self.finished_since_refresh = 0
 
     # -- the loop ----------------------------------------------------------------
@@ -296,6 +301,7 @@ class _Engine:
         self.remaining[job_id] = 0.0
         if not out.timed_out and out.attempts == 1:  # as production samples its successful jobs
             self.samples[out.team].append((elapsed, out.wall_time))
+            self.shares_stale = True
             self.finished_since_refresh += 1
             if self.finished_since_refresh >= RATIO_REFRESH:
                 self._refresh_ratios()
@@ -304,7 +310,6 @@ class _Engine:
         """New run-time ratios, applied to what waits (as a fresh snapshot would)."""
         self.finished_since_refresh = 0
         self.ratios = {team: runtime_ratio(list(s)) for team, s in self.samples.items()}
-        self.shares = {team: mean_share(list(s)) for team, s in self.samples.items()}
         if self.oracle or not self.ranks_estimates:
             return  # what waits already knows its true run time, or nothing reads its estimate
         changed = []
@@ -356,6 +361,9 @@ class _Engine:
         return usage
 
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
+        if self.shares_stale:
+            self.shares = {team: mean_share(list(s)) for team, s in self.samples.items()}
+            self.shares_stale = False
         predicted = self.eta(snap, arrived, self.ratios, self.shares) or {}
         for job_id in arrived:
             self.out[job_id].eta = predicted.get(job_id)

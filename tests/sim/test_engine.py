@@ -183,6 +183,29 @@ def test_eta_hook_is_asked_for_each_arrival():
     assert [o.eta for o in result.outcomes] == [7, None, 27]
 
 
+def test_the_eta_is_handed_each_teams_history_as_it_stands_at_the_arrival():
+    """Production reads a team's finished jobs when it predicts; the replay refreshes the ranking's
+    ratios only every RATIO_REFRESH finishes, but hands the ETA the shares as they are: else, before
+    the first refresh, it had no history and expected every run to last its limit."""
+    handed = []
+
+    def eta(snap, ids, ratios=None, shares=None):
+        handed.append((snap.now, dict(shares or {})))
+        return {}
+
+    # x's first two runs use a tenth and a half of their limits; y uses all of its own; x's third
+    # is killed at its limit, which production does not sample either
+    w = work(job("a", 0, 10, team="x", wall=100, seq=0), job("b", 20, 50, team="x", wall=100, seq=1),
+             job("y", 100, 10, team="y", seq=2), job("c", 110, 500, team="x", wall=100, seq=3),
+             job("z", 300, 10, team="z", seq=4))
+    simulate(w, cluster(2), preset("fifo"), eta=eta)
+    assert engine_module.RATIO_REFRESH > 3   # not one refresh in this replay
+    assert [now for now, _ in handed] == [0, 20, 100, 110, 300]
+    assert [shares for _, shares in handed] == [{}, pytest.approx({"x": 0.1}), pytest.approx({"x": 0.3}),
+                                                 pytest.approx({"x": 0.3, "y": 1.0}),
+                                                 pytest.approx({"x": 0.3, "y": 1.0})]
+
+
 def test_production_eta_on_the_golden_trace():
     from pathlib import Path
 

