@@ -463,6 +463,7 @@ class QueueIndex(SlicingReads):
         return self.busy
 
     def _sync_busy(self) -> None:
+        """Moves each GPU placed since the last read from the end `busy` holds for it to its own."""
         until, pool_of, busy = self.until, self.pool_of, self.busy
         for index, was in self.busy_stale.items():
             now = until.get(index)

@@ -266,7 +266,9 @@ class Remaining:
         fits = self.fits[1].get(kind_limit)   # jobs of a kind share few limits: asked once per horizons
         if fits is None:
             kind, reaches = kind_limit[0], self.fits[2]
-            reach = reaches[kind] if kind in reaches else reaches.setdefault(kind, self.reach(kind))
+            if kind not in reaches:   # the kind's other limits ask the same reach
+                reaches[kind] = self.reach(kind)
+            reach = reaches[kind]
             fits = self.fits[1][kind_limit] = reach is not None and kind_limit[1] <= reach
         return fits
 

@@ -83,9 +83,10 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
     loses its (spot) capacity. `eta(snapshot, job ids, ratios, shares) -> {id:
     predicted start}` is asked as every `eta_every`-th job arrives, with each
     team's median and mean share of its limits used (the ranking's, as of the
-    last refresh, and the ETA's, as the team's finished jobs stand then: eta.py). `may_preempt`: plan() may stop
-    running jobs, so a pass is worth it even with no GPU free (default: the
-    policy preempts some tier). `oracle`: plan() is handed each job's true run
+    last refresh, and the ETA's, as the team's finished jobs stand then:
+    eta.py). `may_preempt`: plan() may stop running jobs, so a pass is worth
+    it even with no GPU free (default: the policy preempts some tier).
+    `oracle`: plan() is handed each job's true run
     time (as cut by its wall time) as both its expected run time and its wall
     time: exact reservations, the bound no real scheduler reaches.
     `save_on_notice`: a reclaimed job saves a checkpoint when the interruption
