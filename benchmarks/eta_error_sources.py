@@ -68,7 +68,7 @@ def measure(trace: str, jobs_limit: int, mode: str, target: float, horizon: floa
     gpus = offered_gpus(jobs, target)
     rows = []
     for exact, later, name in VARIANTS:
-        def eta(snap, ids, ratios=None, shares=None, exact=exact, later=later):
+        def eta(snap, ids, ratios=None, shares=None, longest=None, exact=exact, later=later):
             if later:
                 first, last = bisect.bisect_right(submits, snap.now), bisect.bisect_right(submits, snap.now + horizon)
                 coming = tuple(PendingJob(
@@ -77,7 +77,8 @@ def measure(trace: str, jobs_limit: int, mode: str, target: float, horizon: floa
                     expected_runtime=expected_runtime(j.wall_time, (ratios or {}).get(j.team, 1.0)))
                     for j in jobs[first:last])
                 snap = replace(snap, pending=tuple(snap.pending) + coming)
-            return predict_starts(snap, targets=set(ids), shares=shares, runtimes=true if exact else None)
+            return predict_starts(snap, targets=set(ids), shares=shares, longest=longest,
+                                  runtimes=true if exact else None)
 
         result = run_policy("gqa", work, cluster(gpus), eta=eta, eta_every=max(1, len(jobs) // ETA_JOBS))
         s = summarize(result)

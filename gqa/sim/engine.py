@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..models.records import rebuilt_with, with_changes
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
-from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
+from ..scheduling.eta import expected_runtime, longest_run, mean_share, runtime_ratio
 from ..scheduling.fairshare import decay
 from ..scheduling.ranking import ranks_by_expected_runtime
 from .spot_facts import NOTICE_SECONDS
@@ -80,11 +80,11 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
              save_on_notice: bool = False, save_on_preempt: bool = False, restart_cost: float = 0.0) -> SimResult:
     """`pool_of`: GPU index -> pool name for the books (default: the GPU type);
     `reclaim_per_hour`: pool -> the chance per hour that a running job there
-    loses its (spot) capacity. `eta(snapshot, job ids, ratios, shares) -> {id:
-    predicted start}` is asked as every `eta_every`-th job arrives, with each
-    team's median and mean share of its limits used (the ranking's, as of the
-    last refresh, and the ETA's, as the team's finished jobs stand then:
-    eta.py). `may_preempt`: plan() may stop running jobs, so a pass is worth
+    loses its (spot) capacity. `eta(snapshot, job ids, ratios, shares, longest)
+    -> {id: predicted start}` is asked as every `eta_every`-th job arrives, with
+    each team's median and mean share of its limits used (the ranking's, as of
+    the last refresh, and the ETA's, as the team's finished jobs stand then:
+    eta.py) and its longest run (the ETA's too). `may_preempt`: plan() may stop running jobs, so a pass is worth
     it even with no GPU free (default: the policy preempts some tier).
     `oracle`: plan() is handed each job's true run
     time (as cut by its wall time) as both its expected run time and its wall
@@ -160,6 +160,7 @@ class _Engine:
         # replay's first RATIO_REFRESH finishes the ETA would else have no history and end every run at
         # its limit (on Alibaba, low pods of minutes predicted to wait weeks)
         self.shares: dict[str, float] = {}
+        self.longest: dict[str, float] = {}     # each team's longest sampled run: the ETA's too
         self.shares_stale = False
         self.finished_since_refresh = 0
 
@@ -364,8 +365,9 @@ class _Engine:
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
         if self.shares_stale:
             self.shares = {team: mean_share(list(s)) for team, s in self.samples.items()}
+            self.longest = {team: run for team, s in self.samples.items() if (run := longest_run(list(s))) is not None}
             self.shares_stale = False
-        predicted = self.eta(snap, arrived, self.ratios, self.shares) or {}
+        predicted = self.eta(snap, arrived, self.ratios, self.shares, self.longest) or {}
         for job_id in arrived:
             self.out[job_id].eta = predicted.get(job_id)
 
@@ -383,6 +385,6 @@ def production_eta():
         return None
 
     def eta(snap: Snapshot, job_ids: list[str], ratios: dict[str, float] | None = None,
-            shares: dict[str, float] | None = None) -> dict[str, float | None]:
-        return predict(snap, targets=set(job_ids), shares=shares)
+            shares: dict[str, float] | None = None, longest: dict[str, float] | None = None) -> dict[str, float | None]:
+        return predict(snap, targets=set(job_ids), shares=shares, longest=longest)
     return eta

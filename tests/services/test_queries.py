@@ -124,6 +124,21 @@ def test_the_eta_ends_runs_by_the_teams_mean_share_of_its_limits(make_queue):
     assert entry.eta == running.started_at + 200
 
 
+def test_the_eta_expects_no_run_to_last_past_twice_its_teams_longest(make_queue):
+    # vision's runs used 60 s of 2 minutes (a mean share of a half); its next asks a day, which the
+    # share alone would expect to run 12 hours: at most twice its longest run, 2 minutes
+    queue = make_queue(1)
+    for _ in range(3):
+        done = queue.start(limits={"wall_time": "2m"}, team="vision")
+        queue.clock.advance(60)
+        queue.exit(done.id, 0)
+    running = queue.start(limits={"wall_time": "1d"}, team="vision")
+    queue.submit_one(limits={"wall_time": "10m"})
+
+    [entry] = queue.queries.queue().pending
+    assert entry.eta == running.started_at + 120
+
+
 # -- QueryService.jobs(): a job accepted but not admitted yet ---------------------------------------
 
 def accepted(queue, **overrides):

@@ -173,7 +173,7 @@ def test_spot_reclaims_requeue_jobs_deterministically():
 def test_eta_hook_is_asked_for_each_arrival():
     asked = []
 
-    def eta(snap, ids, ratios=None, shares=None):
+    def eta(snap, ids, ratios=None, shares=None, longest=None):
         asked.append((snap.now, ids))
         return {j: snap.now + 7 for j in ids}
 
@@ -185,12 +185,12 @@ def test_eta_hook_is_asked_for_each_arrival():
 
 def test_the_eta_is_handed_each_teams_history_as_it_stands_at_the_arrival():
     """Production reads a team's finished jobs when it predicts; the replay refreshes the ranking's
-    ratios only every RATIO_REFRESH finishes, but hands the ETA the shares as they are: else, before
-    the first refresh, it had no history and expected every run to last its limit."""
+    ratios only every RATIO_REFRESH finishes, but hands the ETA the shares (and longest runs) as they
+    are: else, before the first refresh, it had no history and expected every run to last its limit."""
     handed = []
 
-    def eta(snap, ids, ratios=None, shares=None):
-        handed.append((snap.now, dict(shares or {})))
+    def eta(snap, ids, ratios=None, shares=None, longest=None):
+        handed.append((snap.now, dict(shares or {}), dict(longest or {})))
         return {}
 
     # x's first two runs use a tenth and a half of their limits; y uses all of its own; x's third
@@ -200,10 +200,12 @@ def test_the_eta_is_handed_each_teams_history_as_it_stands_at_the_arrival():
              job("z", 300, 10, team="z", seq=4))
     simulate(w, cluster(2), preset("fifo"), eta=eta)
     assert engine_module.RATIO_REFRESH > 3   # not one refresh in this replay
-    assert [now for now, _ in handed] == [0, 20, 100, 110, 300]
-    assert [shares for _, shares in handed] == [{}, pytest.approx({"x": 0.1}), pytest.approx({"x": 0.3}),
-                                                 pytest.approx({"x": 0.3, "y": 1.0}),
-                                                 pytest.approx({"x": 0.3, "y": 1.0})]
+    assert [now for now, _, _ in handed] == [0, 20, 100, 110, 300]
+    assert [shares for _, shares, _ in handed] == [{}, pytest.approx({"x": 0.1}), pytest.approx({"x": 0.3}),
+                                                    pytest.approx({"x": 0.3, "y": 1.0}),
+                                                    pytest.approx({"x": 0.3, "y": 1.0})]
+    # and each team's longest run so far, the ETA's bound on how long a run goes on
+    assert [longest for _, _, longest in handed] == [{}, {"x": 10}, {"x": 50}, {"x": 50, "y": 10}, {"x": 50, "y": 10}]
 
 
 def test_production_eta_on_the_golden_trace():

@@ -116,6 +116,21 @@ def test_team_history_shortens_the_expected_ends():
     assert predict_starts(snap, shares={"vision": 0.25}) == {"a": NOW + 250}
 
 
+@pytest.mark.parametrize("longest, started_ago, starts_in", [
+    (None, 0, 50_000),            # no history of its longest: half its limit, its team's mean share
+    ({"nlp": 10}, 0, 50_000),     # another team's
+    ({"vision": 1000}, 0, 2000),  # at most twice the longest run the team has had
+    ({"vision": 1000}, 3000, 1000),  # past that already: twice as long again, 4000 s from its start
+    ({"vision": 60_000}, 0, 50_000),  # its share comes first
+    ({"vision": 0}, 0, 10),       # never under MIN_RATIO of its limit
+])
+def test_a_run_is_expected_to_end_by_twice_its_teams_longest_run(longest, started_ago, starts_in):
+    snap = snapshot(1, policy=MF, running=[running("r", team="vision", gpus=[0], started_at=NOW - started_ago,
+                                                   wall_time=100_000)],
+                    pending=[pending("a", wall_time=10)])
+    assert predict_starts(snap, shares={"vision": 0.5}, longest=longest) == {"a": pytest.approx(NOW + starts_in)}
+
+
 def test_known_run_times_set_the_ends_but_not_the_order():
     # r is expected to end at +250 (a quarter of its limit) and a at +50 of its start; told that r
     # runs 600 s and a 30 s, the replay ends them then, within their limits; with no estimate (no
@@ -227,7 +242,7 @@ def replayed_afresh(snap, max_stops):
     change (slicing.next_change) wakes the replay as an end does; past `max_stops` preemptions, none."""
     waiting, running = {j.id: j for j in snap.pending}, {r.id: r for r in snap.running}
     asked_for = set(waiting)
-    ends = sorted((eta._not_before(eta._expected_end(r, {}), r, snap.now), r.id, 0) for r in snap.running)
+    ends = sorted((eta._not_before(eta._expected_end(r, {}, {}), r, snap.now), r.id, 0) for r in snap.running)
     starts, now, used, attempt, began = {}, snap.now, {}, {}, {}
     while True:
         usage = {t: eta.decay(u, now - snap.now, snap.policy.half_life) for t, u in snap.usage.items()}
@@ -246,7 +261,7 @@ def replayed_afresh(snap, max_stops):
             if job.id in asked_for:
                 starts.setdefault(job.id, now)   # its first start: what a submitter is told
             running[job.id] = run = eta._as_running(job, start.gpus, now, start.wall_time)
-            ends = sorted(ends + [(eta._expected_end(run, {}), job.id, attempt.get(job.id, 0))])
+            ends = sorted(ends + [(eta._expected_end(run, {}, {}), job.id, attempt.get(job.id, 0))])
         if not waiting:
             break
         if stopped:
