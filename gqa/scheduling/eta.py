@@ -52,7 +52,9 @@ MIN_RATIO, RANK_FLOOR = 0.0001, 0.05
 # share of a limit reaches past anything the team has run where a job asks far more than its team's
 # jobs do: on Alibaba under `model` a running gang that asked 241 days was expected, at its team's
 # share of 0.23, to run 56 days, and two gangs queued behind it were told 1,162 and 1,116 hours; they
-# started after 97 and 66. Of 1, 2 and 4 times, 2 came out best on the table's Alibaba rows
+# started after 97 and 66. Of 1, 2 and 4 times, 2 came out best on the table's Alibaba rows. The
+# price: a team's first run far longer than its others is expected to end early, then later and later
+# as it outlives each expected end
 LONGEST_MULTIPLE = 2.0
 # Time slicing may rotate long gangs a slice at a time for days: replaying each stop for a job far
 # behind them costs thousands of passes, so past this many stops the replay lets runs go on to their
