@@ -131,6 +131,17 @@ def test_a_run_is_expected_to_end_by_twice_its_teams_longest_run(longest, starte
     assert predict_starts(snap, shares={"vision": 0.5}, longest=longest) == {"a": pytest.approx(NOW + starts_in)}
 
 
+def test_the_longest_run_counts_the_teams_other_runs_still_going():
+    # vision's history holds a 1000 s run, but q has been going 5000 s: r may go on to twice that,
+    # 10,000 s (half its limit would be 50,000). q's own 5000 s do not count for q: twice 1000 s,
+    # outlived, doubled to 8000 s from its start. The 2-GPU job waits for both
+    snap = snapshot(2, policy=MF, running=[running("r", team="vision", gpus=[0], started_at=NOW, wall_time=100_000),
+                                           running("q", team="vision", gpus=[1], started_at=NOW - 5000,
+                                                   wall_time=100_000)],
+                    pending=[pending("a", gpus=2, wall_time=10)])
+    assert predict_starts(snap, shares={"vision": 0.5}, longest={"vision": 1000}) == {"a": pytest.approx(NOW + 10_000)}
+
+
 def test_known_run_times_set_the_ends_but_not_the_order():
     # r is expected to end at +250 (a quarter of its limit) and a at +50 of its start; told that r
     # runs 600 s and a 30 s, the replay ends them then, within their limits; with no estimate (no
@@ -242,7 +253,7 @@ def replayed_afresh(snap, max_stops):
     change (slicing.next_change) wakes the replay as an end does; past `max_stops` preemptions, none."""
     waiting, running = {j.id: j for j in snap.pending}, {r.id: r for r in snap.running}
     asked_for = set(waiting)
-    ends = sorted((eta._not_before(eta._expected_end(r, {}, {}), r, snap.now), r.id, 0) for r in snap.running)
+    ends = sorted((eta._not_before(eta._expected_end(r, {}, None), r, snap.now), r.id, 0) for r in snap.running)
     starts, now, used, attempt, began = {}, snap.now, {}, {}, {}
     while True:
         usage = {t: eta.decay(u, now - snap.now, snap.policy.half_life) for t, u in snap.usage.items()}
@@ -261,7 +272,7 @@ def replayed_afresh(snap, max_stops):
             if job.id in asked_for:
                 starts.setdefault(job.id, now)   # its first start: what a submitter is told
             running[job.id] = run = eta._as_running(job, start.gpus, now, start.wall_time)
-            ends = sorted(ends + [(eta._expected_end(run, {}, {}), job.id, attempt.get(job.id, 0))])
+            ends = sorted(ends + [(eta._expected_end(run, {}, None), job.id, attempt.get(job.id, 0))])
         if not waiting:
             break
         if stopped:
