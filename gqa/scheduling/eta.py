@@ -51,13 +51,12 @@ MIN_RATIO, RANK_FLOOR = 0.0001, 0.05
 # the longest run the team has had: in its history, or still going besides it (early on, a history
 # holds none of the long runs, which have not ended yet; on ITP's first 4,000 jobs counting the
 # history alone took the mean error from 0.610 to 0.635 of the mean wait). A run that outlives it
-# doubles as any other does. A
-# share of a limit reaches past anything the team has run where a job asks far more than its team's
-# jobs do: on Alibaba under `model` a running gang that asked 241 days was expected, at its team's
-# share of 0.23, to run 56 days, and two gangs queued behind it were told 1,162 and 1,116 hours; they
-# started after 97 and 66. Of 1, 2 and 4 times, 2 came out best on the table's Alibaba rows. The
-# price: a team's first run far longer than its others is expected to end early, then later and later
-# as it outlives each expected end
+# doubles as any other does. A share of a limit reaches past anything the team has run where a job
+# asks far more than its team's jobs do: on Alibaba under `model` a running gang that asked 241 days
+# was expected, at its team's share of 0.23, to run 56 days, and two gangs queued behind it were told
+# 1,162 and 1,116 hours; they started after 97 and 66. Of 1, 2 and 4 times, 2 came out best on the
+# table's Alibaba rows. The price: a team's first run far longer than any it has had is expected to
+# end early, then later and later as it outlives each expected end
 LONGEST_MULTIPLE = 2.0
 # Time slicing may rotate long gangs a slice at a time for days: replaying each stop for a job far
 # behind them costs thousands of passes, so past this many stops the replay lets runs go on to their
