@@ -22,9 +22,8 @@ the outcomes, so that no correction of their kind does better: each
 predicted wait stretched by the one factor (of STRETCHES) that fits the
 outcomes best, and each band of predicted waits (under a minute, then
 doubling: 1-2 minutes, 2-4, ...) shifted by its own best shift, the median
-of its errors, which is the shift with the least absolute error. A band
-holds the jobs the ETA tells apart, so the second is what any correction
-that reads the predicted wait alone could reach at best.
+of its errors, which is the shift with the least absolute error: no
+correction by those bands of the predicted wait does better.
 
 It prints the mean and the median absolute error over the mean wait of the
 jobs that waited (the issue's figure, goal <= 0.3), and the mean signed
