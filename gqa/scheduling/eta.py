@@ -28,7 +28,7 @@ every one of them."""
 
 import heapq
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from .fairshare import decay
@@ -83,9 +83,11 @@ def mean_share(samples: list[tuple[float, float]]) -> float:
     return max(MIN_RATIO, statistics.fmean(shares)) if shares else DEFAULT_RATIO
 
 
-def longest_run(samples: list[tuple[float, float]]) -> float | None:
-    """The longest actual run over (actual, limit) samples; None for none."""
-    return max((actual for actual, _ in samples if actual >= 0), default=None)
+def longest_runs(samples: Mapping[str, Iterable[tuple[float, float]]]) -> dict[str, float]:
+    """Per team, its longest actual run over its (actual, limit) samples; a team with none is left out."""
+    longest = {team: max((actual for actual, _ in runs if actual >= 0), default=None)
+               for team, runs in samples.items()}
+    return {team: run for team, run in longest.items() if run is not None}
 
 
 def expected_runtime(wall_time: float | None, ratio: float) -> float | None:
@@ -102,7 +104,7 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
     can stop the replay early), in predicted start order: its first start in
     the replay, which a later preemption does not move. `shares`: per team,
     the mean share of their limits its runs use (mean_share); `longest`: per
-    team, its longest run (longest_run): a run is not expected to go on past
+    team, its longest run (longest_runs): a run is not expected to go on past
     LONGEST_MULTIPLE times that, or the longest of its team's other runs
     going now, unless it already has. `most`: stop
     once that many starts are told (the rest None), as Slurm's backfill tests
@@ -112,7 +114,7 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
     cost an ETA): such a job ends after it, within its wall time, though it
     is still ranked by its estimate, as the pass ranks it."""
     shares = shares or {}
-    longest_of = _team_longest(snap, longest or {})
+    longest_of = _longest_besides(snap, longest or {})
     asked: dict[str, float | None] = {}     # job id -> its own wall time, where backfill granted a shorter one
 
     def end_of(run: RunningJob) -> float:
@@ -204,7 +206,7 @@ def _requeued(run: RunningJob, job: PendingJob | None, snap: Snapshot, now: floa
                       expected_runtime=run.expected_runtime, exclusive=run.exclusive, name=run.name, served=served)
 
 
-def _team_longest(snap: Snapshot, longest: Mapping[str, float]) -> Callable[[RunningJob], float | None]:
+def _longest_besides(snap: Snapshot, longest: Mapping[str, float]) -> Callable[[RunningJob], float | None]:
     """For a run, the longest run its team has had besides it: the longest in its history
     (`longest`), or of its other runs going at `snap.now`; None for a team with no history."""
     going: dict[str, list[tuple[float, str]]] = {}

@@ -18,10 +18,10 @@ from ..ports import Admissions, Clock, JobStore
 from ..scheduling import plan
 from ..scheduling.dependencies import gate
 from ..scheduling.snapshot import Factors, Snapshot, Weights
-from ..scheduling.eta import predict_starts
+from ..scheduling.eta import longest_runs, predict_starts
 from . import lookup
 from .launched import awaiting_start, waiting_reason
-from .snapshot import dependency_states, read_snapshot, team_longest, team_ratios, team_samples, team_shares
+from .snapshot import dependency_states, read_snapshot, team_ratios, team_samples, team_shares
 
 
 # starts the replay tells: past them a job's ETA is not told, and its position follows the ranking
@@ -61,7 +61,7 @@ class QueryService:
         samples = team_samples(self.store)
         snap = read_snapshot(self.store, self.clock.now(), self.ratios(team_ratios(samples)))
         decision = plan(snap)
-        etas = predict_starts(snap, shares=team_shares(samples), longest=team_longest(samples), most=ETA_DEPTH)
+        etas = predict_starts(snap, shares=team_shares(samples), longest=longest_runs(samples), most=ETA_DEPTH)
         by_id = {j.id: j for j in self.store.list(PENDING)}
         starting = {s.job_id for s in decision.starts}
         # predicted starts first, in their order; then the rest in this pass's ranking

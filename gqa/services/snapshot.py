@@ -12,7 +12,7 @@ from ..ports import PendingChanges, SchedulingInputs
 from ..scheduling import Snapshot
 from ..scheduling.snapshot import PendingJob, RunningJob
 from ..scheduling.budget import period_of, running_cost
-from ..scheduling.eta import expected_runtime, longest_run, mean_share, runtime_ratio
+from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
 
 # a caller that plans pass after pass keeps a team's run-time ratio until the median its samples
 # give moves by more than this share of it. A median moves with most successes, by a hair, and
@@ -37,11 +37,6 @@ def team_ratios(samples: dict[str, list[tuple[float, float]]]) -> dict[str, floa
 def team_shares(samples: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
     """Per team, the mean share of its limits its runs use: the ETA ends runs by it."""
     return {team: mean_share(s) for team, s in samples.items()}
-
-
-def team_longest(samples: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
-    """Per team, its longest run: the ETA expects no run to last much longer until one does."""
-    return {team: run for team, s in samples.items() if (run := longest_run(s)) is not None}
 
 
 class Estimated:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..models.records import rebuilt_with, with_changes
 from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
-from ..scheduling.eta import expected_runtime, longest_run, mean_share, runtime_ratio
+from ..scheduling.eta import expected_runtime, longest_runs, mean_share, runtime_ratio
 from ..scheduling.fairshare import decay
 from ..scheduling.ranking import ranks_by_expected_runtime
 from .spot_facts import NOTICE_SECONDS
@@ -84,9 +84,9 @@ def simulate(work: Workload, gpus: tuple[Gpu, ...], policy: Policy, *, name: str
     -> {id: predicted start}` is asked as every `eta_every`-th job arrives, with
     each team's median and mean share of its limits used (the ranking's, as of
     the last refresh, and the ETA's, as the team's finished jobs stand then:
-    eta.py) and its longest run (the ETA's too). `may_preempt`: plan() may stop running jobs, so a pass is worth
-    it even with no GPU free (default: the policy preempts some tier).
-    `oracle`: plan() is handed each job's true run
+    eta.py) and its longest run (the ETA's too). `may_preempt`: plan() may stop
+    running jobs, so a pass is worth it even with no GPU free (default: the
+    policy preempts some tier). `oracle`: plan() is handed each job's true run
     time (as cut by its wall time) as both its expected run time and its wall
     time: exact reservations, the bound no real scheduler reaches.
     `save_on_notice`: a reclaimed job saves a checkpoint when the interruption
@@ -365,7 +365,7 @@ class _Engine:
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
         if self.shares_stale:
             self.shares = {team: mean_share(list(s)) for team, s in self.samples.items()}
-            self.longest = {team: run for team, s in self.samples.items() if (run := longest_run(list(s))) is not None}
+            self.longest = longest_runs(self.samples)
             self.shares_stale = False
         predicted = self.eta(snap, arrived, self.ratios, self.shares, self.longest) or {}
         for job_id in arrived:
