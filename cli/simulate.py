@@ -132,8 +132,10 @@ def simulate(
         if gpus is not None and gpus != len(inventory):
             fail(f"--gpus {gpus} does not match the {len(inventory)} GPUs in {pools}; give one or the other")
         largest = max(p.gpus for p in pool_list)
-    elif gpus is None or gpus < 1:
+    elif gpus is None:
         fail("say how many GPUs to simulate: --gpus N (or --pools FILE)")
+    elif gpus < 1:
+        fail(f"--gpus {gpus}: a cluster needs at least 1 GPU")
     else:
         inventory, pool_of, largest = cluster(gpus), None, gpus
     try:

@@ -84,6 +84,8 @@ def test_limit_load_and_pools(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--gpus", "4", "--policies", "lifo"], "unknown policy lifo"),
     ([], "--gpus N"),
+    (["--gpus", "0"], "--gpus 0: a cluster needs at least 1 GPU"),
+    (["--gpus", "-3"], "--gpus -3: a cluster needs at least 1 GPU"),
     (["--gpus", "4", "--load", "0"], "--load must be a positive number, got 0"),
     (["--gpus", "4", "--load", "nan"], "--load must be a positive number, got nan"),   # a replay that never ended
     (["--gpus", "4", "--load", "inf"], "--load must be a positive number, got inf"),
