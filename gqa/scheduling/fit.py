@@ -343,12 +343,19 @@ class Capacity:
             for gpu_type in (job.types() or (None,)):
                 self.held_types.setdefault(gpu_type, job.id)
             return None
-        if self.depth_left <= 0 and tier in self.tiers_reserved:
+        if not self._take_reservation(tier):
             return None
+        return self._reserve(job)
+
+    def _take_reservation(self, tier: int) -> bool:
+        """Books one of the pass's reservations for a job of the tier: False when none is left (the
+        depth spent and the tier's own first had)."""
+        if self.depth_left <= 0 and tier in self.tiers_reserved:
+            return False
         self.depth_left -= 1
         self.tiers_reserved.add(tier)
         self.reservations += 1
-        return self._reserve(job)
+        return True
 
     def _block_machine(self, job: PendingJob, tier: int) -> float | None:
         """An exclusive job that cannot start: without backfill, nothing after it starts; with it, the
@@ -357,11 +364,8 @@ class Capacity:
             self.machine_held = self.machine_held or job.id
             self.held_types.setdefault(None, job.id)
             return None
-        if self.depth_left <= 0 and tier in self.tiers_reserved:
+        if not self._take_reservation(tier):
             return None
-        self.depth_left -= 1
-        self.tiers_reserved.add(tier)
-        self.reservations += 1
         busy_until = self.timeline.everything()
         start = max([self.now, *busy_until.values(), *self.cpu_ends])
         self.reserved_start[job.id] = start
