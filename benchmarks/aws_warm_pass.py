@@ -16,16 +16,14 @@ interleaved, --rounds times, and the row says whether both started the same
 jobs in the same passes."""
 
 import argparse
-import json
 import statistics
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from side_by_side import add_options, checkout, interleaved, run_snippet  # noqa: E402
+from side_by_side import add_options, rows_by_size, run_snippet, sizes_of  # noqa: E402
 
 # one run, in a fresh process from the sources on its sys.path: prints one JSON line
 ONE = r"""
@@ -77,32 +75,21 @@ def main() -> int:
     parser.add_argument("--passes", type=int, default=30, help="warm passes (default 30)")
     add_options(parser)
     args = parser.parse_args()
-    try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError:
-        parser.error(f"--sizes takes whole numbers, not {args.sizes!r}")
+    sizes = sizes_of(parser, args.sizes)
     if not sizes or min(sizes) < 1 or not 1 <= args.passes <= 100 or args.rounds < 1:
         parser.error("--sizes must be at least 1, --passes from 1 to 100 (the running jobs), --rounds at least 1")
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="gqa-aws-pass-") as tmp:
-        try:
-            base = checkout(args.against, Path(tmp) / "base") if args.against else None
-        except ValueError as exc:
-            parser.error(str(exc))
-        for size in sizes:
-            mine, theirs = interleaved(partial(run, size=size, passes=args.passes), base, args.rounds)
-            row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine),
-                       cpu_s=statistics.median(r["cpu_s"] for r in mine))
-            if base:
-                row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
-                row["against_cpu_s"] = statistics.median(r["cpu_s"] for r in theirs)
-                row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
-            rows.append(row)
-            if args.output == "text":
-                print(line(row, args.against), flush=True)
-    if args.output == "json":
-        print(json.dumps({"against": args.against, "rounds": args.rounds, "rows": rows}, indent=2))
-    return 0
+    return rows_by_size(parser, args, sizes, partial(run, passes=args.passes), row_of, line,
+                        "gqa-aws-pass-")
+
+
+def row_of(size: int, mine: list[dict], theirs: list[dict]) -> dict:
+    row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine),
+               cpu_s=statistics.median(r["cpu_s"] for r in mine))
+    if theirs:
+        row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
+        row["against_cpu_s"] = statistics.median(r["cpu_s"] for r in theirs)
+        row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
+    return row
 
 
 def line(row: dict, against: str | None) -> str:

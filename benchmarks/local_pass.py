@@ -15,16 +15,14 @@ interleaved, --rounds times, and the row says whether both started the same
 jobs on the same GPUs in the same passes."""
 
 import argparse
-import json
 import statistics
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from side_by_side import add_options, checkout, interleaved, run_snippet  # noqa: E402
+from side_by_side import add_options, rows_by_size, run_snippet, sizes_of  # noqa: E402
 
 # one run, in a fresh process from the sources on its sys.path: prints one JSON line
 ONE = r"""
@@ -67,31 +65,20 @@ def main() -> int:
     parser.add_argument("--passes", type=int, default=200, help="passes after the first (default 200)")
     add_options(parser)
     args = parser.parse_args()
-    try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError:
-        parser.error(f"--sizes takes whole numbers, not {args.sizes!r}")
+    sizes = sizes_of(parser, args.sizes)
     if not sizes or min(sizes) < 8 or args.passes < 1 or args.rounds < 1:
         parser.error("--sizes must be at least 8 (the GPUs), --passes and --rounds at least 1")
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="gqa-local-pass-") as tmp:
-        try:
-            base = checkout(args.against, Path(tmp) / "base") if args.against else None
-        except ValueError as exc:
-            parser.error(str(exc))
-        for size in sizes:
-            mine, theirs = interleaved(partial(run, size=size, passes=args.passes), base, args.rounds)
-            row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine))
-            if base:
-                row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
-                row["against_builds"] = theirs[-1]["builds"]
-                row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
-            rows.append(row)
-            if args.output == "text":
-                print(line(row, args.against), flush=True)
-    if args.output == "json":
-        print(json.dumps({"against": args.against, "rounds": args.rounds, "rows": rows}, indent=2))
-    return 0
+    return rows_by_size(parser, args, sizes, partial(run, passes=args.passes), row_of, line,
+                        "gqa-local-pass-")
+
+
+def row_of(size: int, mine: list[dict], theirs: list[dict]) -> dict:
+    row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine))
+    if theirs:
+        row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
+        row["against_builds"] = theirs[-1]["builds"]
+        row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
+    return row
 
 
 def line(row: dict, against: str | None) -> str:

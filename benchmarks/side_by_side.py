@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,3 +55,34 @@ def add_options(parser: argparse.ArgumentParser, what: str = "run") -> None:
     parser.add_argument("--against", default=None, metavar="REV", help=f"a revision to {what} side by side")
     parser.add_argument("--rounds", type=int, default=1, help="with --against: interleaved rounds (median)")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+
+def sizes_of(parser: argparse.ArgumentParser, text: str) -> list[int]:
+    """--sizes as whole numbers, comma-separated; a clear refusal (exit 2) for anything else."""
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes takes whole numbers, not {text!r}")
+
+
+def rows_by_size(parser: argparse.ArgumentParser, args: argparse.Namespace, sizes: list[int],
+                 measure: Callable[..., dict], row_of: Callable[[int, list[dict], list[dict]], dict],
+                 line: Callable[[dict, str | None], str], prefix: str) -> int:
+    """`measure(sources, size=size)` for each size, here and, with --against, at that revision in turns
+    (--rounds times); `row_of(size, mine, theirs)` makes a size's row (theirs empty without a base).
+    Text prints each row's `line` as it comes; JSON prints every row at the end."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        try:
+            base = checkout(args.against, Path(tmp) / "base") if args.against else None
+        except ValueError as exc:
+            parser.error(str(exc))
+        for size in sizes:
+            mine, theirs = interleaved(partial(measure, size=size), base, args.rounds)
+            row = row_of(size, mine, theirs)
+            rows.append(row)
+            if args.output == "text":
+                print(line(row, args.against), flush=True)
+    if args.output == "json":
+        print(json.dumps({"against": args.against, "rounds": args.rounds, "rows": rows}, indent=2))
+    return 0
