@@ -12,13 +12,26 @@ from ..ports import PendingChanges, SchedulingInputs
 from ..scheduling import Snapshot
 from ..scheduling.snapshot import PendingJob, RunningJob
 from ..scheduling.budget import period_of, running_cost
-from ..scheduling.eta import expected_runtime, mean_share, runtime_ratio
+from ..scheduling.eta import RANK_FLOOR, expected_runtime, mean_share, runtime_ratio
 
 # a caller that plans pass after pass keeps a team's run-time ratio until the median its samples
-# give moves by more than this share of it. A median moves with most successes, by a hair, and
-# each move re-estimated the team's whole queue: on SQLite, with 3,000 queued, every pass after a
-# success built the index afresh (201 builds in 201 passes)
-RATIO_DRIFT = 0.05
+# give moves by more than this share of it. A median moves with most successes, and each move
+# re-estimated the team's whole queue: on SQLite, with 3,000 queued, every pass after a success
+# built the index afresh (201 builds in 201 passes). At 5%, a median that flips between two
+# neighbouring samples as their count turns odd and even still got through: 89 builds in 201
+# passes at 3,000 queued, 73 at 10,000; at 10%, 24 and 33 (benchmarks/local_pass.py). A ratio 10%
+# off moves a job's duration term by about 0.04 of the score at the default weights, as much as 6
+# hours of waiting
+RATIO_DRIFT = 0.1
+
+
+def _within_drift(ratio: float, was: float) -> bool:
+    """Whether a team's ratio moved from `was` by no more than RATIO_DRIFT, as the pass counts them:
+    below RANK_FLOOR every ratio estimates alike, so a team whose runs use a sliver of their limits
+    keeps its records (runs of minutes to hours on limits of 5-7 days, 3,000 queued: 32 of 200
+    passes built the index afresh; counted this way, 2)."""
+    ratio, was = max(ratio, RANK_FLOOR), max(was, RANK_FLOOR)
+    return abs(ratio - was) <= RATIO_DRIFT * was
 
 
 def team_samples(store: SchedulingInputs) -> dict[str, list[tuple[float, float]]]:
@@ -89,7 +102,7 @@ class Estimated:
         out = {}
         for team, ratio in ratios.items():
             was = self._ratios.get(team)
-            out[team] = was if was is not None and abs(ratio - was) <= RATIO_DRIFT * was else ratio
+            out[team] = was if was is not None and _within_drift(ratio, was) else ratio
         return out
 
     def pending(self, jobs: Iterable[PendingJob], ratios: Mapping[str, float],

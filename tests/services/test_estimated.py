@@ -67,11 +67,17 @@ def test_a_one_off_read_keeps_nothing():
 
 @pytest.mark.parametrize("before, now, settled", [
     ({"a": 0.5}, {"a": 0.52}, {"a": 0.5}),           # 4% off: kept, nothing re-estimated
-    ({"a": 0.5}, {"a": 0.524}, {"a": 0.5}),          # just under 5% off: kept
-    ({"a": 0.5}, {"a": 0.53}, {"a": 0.53}),          # 6% off: taken
-    ({"a": 0.5}, {"a": 0.47}, {"a": 0.47}),          # 6% off, down: taken
+    ({"a": 0.5}, {"a": 0.549}, {"a": 0.5}),          # just under 10% off: kept
+    ({"a": 0.5}, {"a": 0.56}, {"a": 0.56}),          # 12% off: taken
+    ({"a": 0.5}, {"a": 0.44}, {"a": 0.44}),          # 12% off, down: taken
     ({"a": 0.5}, {"a": 0.5, "b": 0.9}, {"a": 0.5, "b": 0.9}),   # a team's first ratio: taken as it comes
     ({"a": 0.5, "b": 0.9}, {"a": 0.51}, {"a": 0.5}),             # a team whose samples aged out: dropped
+    # below the rank floor (0.05) every ratio estimates alike: kept however far it moves there
+    ({"a": 0.001}, {"a": 0.04}, {"a": 0.001}),
+    ({"a": 0.04}, {"a": 0.0001}, {"a": 0.04}),
+    ({"a": 0.01}, {"a": 0.054}, {"a": 0.01}),        # 0.054 is under 10% past the floor: as good as it
+    ({"a": 0.01}, {"a": 0.056}, {"a": 0.056}),       # 12% past the floor: taken
+    ({"a": 0.06}, {"a": 0.001}, {"a": 0.001}),       # from 0.06 to the floor is 17%: taken
 ])
 def test_a_kept_caller_goes_on_with_a_teams_ratio_until_it_moves_by_more_than_the_drift(before, now, settled):
     kept = Estimated(kept=True)
@@ -82,8 +88,8 @@ def test_a_kept_caller_goes_on_with_a_teams_ratio_until_it_moves_by_more_than_th
 
 def test_a_ratio_drifting_by_small_steps_is_taken_once_it_is_the_drift_away_from_the_one_in_use():
     kept = Estimated(kept=True)
-    used = [kept.settled({"a": 0.5 + step * 0.01})["a"] for step in range(8)]
-    assert used == [0.5, 0.5, 0.5, 0.53, 0.53, 0.53, 0.56, 0.56]
+    used = [kept.settled({"a": 0.5 + step * 0.02})["a"] for step in range(8)]
+    assert used == [0.5, 0.5, 0.5, 0.56, 0.56, 0.56, 0.62, 0.62]
 
 
 def test_the_ratios_in_use_are_what_the_next_settling_hands_back_and_keep_nothing():

@@ -90,6 +90,31 @@ def test_successes_rebuild_the_index_only_once_their_teams_ratio_moved_past_the_
         assert queue.supervisor.kept.built > 5   # 9: the median moved with most successes
 
 
+@pytest.mark.parametrize("floored", [True, False])
+def test_a_team_whose_runs_use_a_sliver_of_their_limits_keeps_its_index_as_its_ratio_moves_below_the_floor(
+        make_queue, monkeypatch, floored):
+    """Runs of 3 to 60 minutes on 5-day limits: the median share moves with most successes, but
+    under RANK_FLOOR (5%) every share estimates alike, so none of those moves re-estimates the queue."""
+    import gqa.services.snapshot as snapshot
+
+    if not floored:   # the drift counted on the ratios as they come: the moves below the floor count
+        monkeypatch.setattr(snapshot, "_within_drift", lambda ratio, was: abs(ratio - was) <= 0.1 * was)
+    queue = make_queue(1)
+    for _ in range(60):
+        queue.submit_one(limits={"wall_time": "5d"})
+    [job] = queue.supervisor.dispatch()
+    for n in range(40):
+        queue.clock.advance(60 * (3 + n * 7 % 58))
+        queue.exit(job.id, 0)
+        chosen = plan(read_snapshot(queue.store, queue.clock.now())).starts
+        [job] = queue.supervisor.dispatch()
+        assert [(job.id, job.assigned)] == [(s.job_id, s.gpus) for s in chosen]
+    if floored:
+        assert queue.supervisor.kept.built <= 2, queue.supervisor.kept.built   # the first pass and the first ratio
+    else:
+        assert queue.supervisor.kept.built > 5, queue.supervisor.kept.built
+
+
 def test_dispatch_with_nothing_to_start_launches_nothing(queue):
     queue.start(resources={"gpus": 4})
     queue.submit_one()
