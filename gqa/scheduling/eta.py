@@ -27,6 +27,7 @@ over a long queue costs the passes it replays, not the queue's length at
 every one of them."""
 
 import heapq
+import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -58,6 +59,9 @@ MIN_RATIO, RANK_FLOOR = 0.0001, 0.05
 # table's Alibaba rows. The price: a team's first run far longer than any it has had is expected to
 # end early, then later and later as it outlives each expected end
 LONGEST_MULTIPLE = 2.0
+# the fewest samples whose median's band (median_band) a dispatcher reads: with 4, one standard
+# error either side spans every sample
+BAND_FROM = 20
 # Time slicing may rotate long gangs a slice at a time for days: replaying each stop for a job far
 # behind them costs thousands of passes, so past this many stops the replay lets runs go on to their
 # expected ends (as it would with no preemption), and what it tells of far starts is that rougher
@@ -74,6 +78,20 @@ def runtime_ratio(samples: list[tuple[float, float]]) -> float:
     users ask for more than they use, and teams do so consistently. The pass ranks by it."""
     shares = _shares(samples)
     return max(MIN_RATIO, statistics.median(shares)) if shares else DEFAULT_RATIO
+
+
+def median_band(samples: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The shares the median of `samples` could as well be (runtime_ratio's, floored alike): the
+    shares about one standard error of a median either side of it, counted in places, half the
+    square root of their count (the places below a median are binomial). None below BAND_FROM
+    samples, where a median is too loose for its band to say anything."""
+    shares = sorted(_shares(samples))
+    n = len(shares)
+    if n < BAND_FROM:
+        return None
+    reach = math.ceil(math.sqrt(n) / 2)
+    low, high = shares[(n - 1) // 2 - reach], shares[min(n - 1, n // 2 + reach)]
+    return max(MIN_RATIO, low), max(MIN_RATIO, high)
 
 
 def mean_share(samples: list[tuple[float, float]]) -> float:

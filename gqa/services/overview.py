@@ -9,7 +9,6 @@ team holds QuotaService's, spend CostService's, and a running job's time
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -18,6 +17,7 @@ from ..models.job import JobRecord, JobState
 from ..ports import Admissions, Clock, JobEvent, JobStore, RecentEvents
 from .cost import CostService
 from .queries import QueryService
+from .snapshot import RatiosInUse
 from .quota import QuotaService
 
 HEAD = 20                  # pending jobs an overview carries (a screen shows fewer)
@@ -95,7 +95,7 @@ class Overview:
 
 class OverviewService:
     def __init__(self, store: JobStore, events: RecentEvents, clock: Clock, admissions: Admissions | None = None,
-                 ratios: Callable[[Mapping[str, float]], dict[str, float]] | None = None):
+                 ratios: RatiosInUse | None = None):
         """`events` is usually the store itself (its RecentEvents reads); `ratios` as QueryService's."""
         self.store, self.events, self.clock, self.admissions = store, events, clock, admissions
         self.ratios = ratios

@@ -9,7 +9,6 @@ jobs the replay cannot place (an unmet dependency, a hold, no known end
 ahead, or past ETA_DEPTH) follow in the current pass's ranking. `gqa queue`
 and `gqa status` both read it here."""
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from ..models.errors import NotAdmitted, NotFound
@@ -21,7 +20,8 @@ from ..scheduling.snapshot import Factors, Snapshot, Weights
 from ..scheduling.eta import longest_runs, predict_starts
 from . import lookup
 from .launched import awaiting_start, waiting_reason
-from .snapshot import dependency_states, read_snapshot, team_ratios, team_samples, team_shares
+from .snapshot import (RatiosInUse, dependency_states, ratios_as_they_are, read_snapshot, team_bands,
+                       team_ratios, team_samples, team_shares)
 
 
 # starts the replay tells: past them a job's ETA is not told, and its position follows the ranking
@@ -49,17 +49,17 @@ class QueueView:
 
 class QueryService:
     def __init__(self, store: JobStore, clock: Clock, admissions: Admissions | None = None,
-                 ratios: Callable[[Mapping[str, float]], dict[str, float]] | None = None):
+                 ratios: RatiosInUse | None = None):
         """`admissions`: how far large arrays admitted in chunks have got (AWS). `ratios`: the
         teams' run-time ratios a dispatcher beside it plans by, given those the samples give
         (the local daemon's `Supervisor.ratios_in_use`), so the queue shows what its passes do."""
         self.store, self.clock, self.admissions = store, clock, admissions
-        self.ratios = ratios or dict
+        self.ratios = ratios or ratios_as_they_are
 
     def queue(self, *, group: str | None = None) -> QueueView:
         """The queue; `group`: only this array or sweep, or this one job (an id)."""
         samples = team_samples(self.store)
-        snap = read_snapshot(self.store, self.clock.now(), self.ratios(team_ratios(samples)))
+        snap = read_snapshot(self.store, self.clock.now(), self.ratios(team_ratios(samples), team_bands(samples)))
         decision = plan(snap)
         etas = predict_starts(snap, shares=team_shares(samples), longest=longest_runs(samples), most=ETA_DEPTH)
         by_id = {j.id: j for j in self.store.list(PENDING)}

@@ -19,7 +19,7 @@ from ..scheduling.slicing import next_change
 from .launched import record_launch
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
 from .settle import apply_holding, settle
-from .snapshot import Estimated, read_snapshot
+from .snapshot import Band, Estimated, read_snapshot
 
 log = logging.getLogger("gqa.supervisor")
 DEFAULT_GRACE = 10.0
@@ -56,10 +56,11 @@ class Supervisor:
         self._estimated = Estimated(kept=True)
         self.kept = KeptQueue()
 
-    def ratios_in_use(self, ratios: Mapping[str, float]) -> dict[str, float]:
+    def ratios_in_use(self, ratios: Mapping[str, float], bands: Mapping[str, Band] | None = None) -> dict[str, float]:
         """The teams' run-time ratios this supervisor's passes plan by, given those the samples give
-        now (a team's holds until it moves by more than snapshot.RATIO_DRIFT): for the queue's views."""
-        return self._estimated.in_use(ratios)
+        now and their medians' bands (a team's holds while it stands beside the new one,
+        snapshot._stands): for the queue's views."""
+        return self._estimated.in_use(ratios, bands)
 
     # -- the control loop ------------------------------------------------------
     def tick(self) -> list[JobRecord]:

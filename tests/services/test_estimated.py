@@ -86,6 +86,23 @@ def test_a_kept_caller_goes_on_with_a_teams_ratio_until_it_moves_by_more_than_th
     assert Estimated().settled(now) == now   # a one-off read takes them as they are
 
 
+@pytest.mark.parametrize("was, now, band, settled", [
+    (0.3, 0.4, (0.3, 0.4), 0.3),      # 33% off, but the samples cannot tell 0.3 from their median: kept
+    (0.4, 0.3, (0.3, 0.4), 0.4),      # and back
+    (0.3, 0.4, (0.35, 0.45), 0.4),    # out of the band and past the drift: taken
+    (0.3, 0.4, None, 0.4),            # too few samples for a band: the drift alone
+    (0.01, 0.2, (0.001, 0.03), 0.01),   # a band reaching below the floor keeps a ratio there
+    (0.01, 0.2, (0.06, 0.3), 0.2),
+])
+def test_a_kept_caller_goes_on_with_a_ratio_within_the_band_of_its_samples_median(was, now, band, settled):
+    kept = Estimated(kept=True)
+    kept.settled({"a": was})
+    bands = {"a": band} if band else {}
+    assert kept.in_use({"a": now}, bands) == {"a": settled}
+    assert kept.settled({"a": now}, bands) == {"a": settled}
+    assert Estimated().settled({"a": now}, bands) == {"a": now}   # a one-off read takes them as they are
+
+
 def test_a_ratio_drifting_by_small_steps_is_taken_once_it_is_the_drift_away_from_the_one_in_use():
     kept = Estimated(kept=True)
     used = [kept.settled({"a": 0.5 + step * 0.02})["a"] for step in range(8)]

@@ -30,8 +30,8 @@ def test_each_size_is_measured_here_and_at_a_revision_with_the_same_starts():
     assert [row["queued"] for row in out["rows"]] == [40, 120]
     for row in out["rows"]:
         # the first pass and 5 after it; the first always builds its index, a cold start
-        assert row["passes"] == 6 and 1 <= row["builds"] <= 6 and row["pass_ms"] > 0
-        assert row["against_ms"] > 0 and row["against_builds"] >= 1
+        assert row["passes"] == 6 and 1 <= row["builds"] <= 6 and row["pass_ms"] > 0 and row["mean_ms"] > 0
+        assert row["against_ms"] > 0 and row["against_mean_ms"] > 0 and row["against_builds"] >= 1
         # the same jobs on the same GPUs in the same passes, unless gqa has changes not committed
         assert row["same_starts"] or not unchanged_since_head("gqa", "tests")
 
@@ -39,7 +39,8 @@ def test_each_size_is_measured_here_and_at_a_revision_with_the_same_starts():
 def test_text_rows_say_the_pass_and_its_builds():
     done = run("--sizes", "40", "--passes", "3")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith("40 queued: a pass ") and "of 4 passes built the index" in done.stdout
+    assert done.stdout.startswith("40 queued: a pass ") and " ms (mean " in done.stdout
+    assert "of 4 passes built the index" in done.stdout
 
 
 @pytest.mark.parametrize("args, said", [

@@ -98,7 +98,7 @@ def test_a_team_whose_runs_use_a_sliver_of_their_limits_keeps_its_index_as_its_r
     import gqa.services.snapshot as snapshot
 
     if not floored:   # the drift counted on the ratios as they come: the moves below the floor count
-        monkeypatch.setattr(snapshot, "_within_drift", lambda ratio, was: abs(ratio - was) <= 0.1 * was)
+        monkeypatch.setattr(snapshot, "_stands", lambda was, ratio, band: abs(ratio - was) <= 0.1 * was)
     queue = make_queue(1)
     for _ in range(60):
         queue.submit_one(limits={"wall_time": "5d"})
@@ -113,6 +113,33 @@ def test_a_team_whose_runs_use_a_sliver_of_their_limits_keeps_its_index_as_its_r
         assert queue.supervisor.kept.built <= 2, queue.supervisor.kept.built   # the first pass and the first ratio
     else:
         assert queue.supervisor.kept.built > 5, queue.supervisor.kept.built
+
+
+@pytest.mark.parametrize("banded", [True, False])
+def test_a_median_flipping_between_two_samples_keeps_the_index_once_the_samples_are_enough(
+        make_queue, monkeypatch, banded):
+    """Runs alternating 18 and 24 minutes of their hour: the median flips between 0.3, 0.35 and 0.4
+    as the count turns odd and even, past the drift each time, but from BAND_FROM samples on the
+    band of the median holds both, so the ratio in use stands."""
+    from gqa.scheduling import eta
+
+    enough = eta.BAND_FROM
+    if not banded:
+        monkeypatch.setattr(eta, "BAND_FROM", 10**9)
+    queue = make_queue(1)
+    for _ in range(80):
+        queue.submit_one(limits={"wall_time": "1h"})
+    [job] = queue.supervisor.dispatch()
+    for n in range(60):
+        queue.clock.advance(60 * (18 if n % 2 else 24))
+        queue.exit(job.id, 0)
+        if n == enough:
+            built = queue.supervisor.kept.built   # the samples are enough for a band from here on
+        chosen = plan(read_snapshot(queue.store, queue.clock.now())).starts
+        [job] = queue.supervisor.dispatch()
+        assert [(job.id, job.assigned)] == [(s.job_id, s.gpus) for s in chosen]
+    later = queue.supervisor.kept.built - built
+    assert later == 0 if banded else later > 10, later
 
 
 def test_dispatch_with_nothing_to_start_launches_nothing(queue):

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gqa.scheduling import Snapshot, eta, plan, slicing
-from gqa.scheduling.eta import expected_runtime, mean_share, predict_starts, runtime_ratio
+from gqa.scheduling.eta import expected_runtime, mean_share, median_band, predict_starts, runtime_ratio
 from gqa.scheduling.index import QueueIndex
 from gqa.scheduling.presets import NAMES, preset
 from tests.builders import gpus, pending, running, snapshot
@@ -26,6 +26,28 @@ MF = preset("multifactor")
 ])
 def test_runtime_ratio(samples, ratio):
     assert runtime_ratio(samples) == ratio
+
+
+def shares_of(*shares: float) -> list[tuple[float, float]]:
+    return [(share * 100, 100) for share in shares]
+
+
+@pytest.mark.parametrize("samples, band", [
+    ([], None),
+    (shares_of(*[i / 100 for i in range(19)]), None),     # 19 samples: too few for a band
+    # 20: the median is between places 9 and 10; half the root of 20, rounded up, is 3 places
+    (shares_of(*[i / 100 for i in range(20)]), (0.06, 0.13)),
+    (shares_of(*[i / 100 for i in range(21)]), (0.07, 0.13)),   # 21: the median at place 10
+    (shares_of(*[i / 1000 for i in range(100)]), (0.044, 0.055)),   # 100: 5 places either side
+    (shares_of(*[i / 1000 for i in range(99, -1, -1)]), (0.044, 0.055)),   # in any order
+    (shares_of(*[0.0] * 30), (eta.MIN_RATIO, eta.MIN_RATIO)),   # floored as the ratio is
+    (shares_of(*[0.3, 0.4] * 15), (0.3, 0.4)),   # a median that flips between two: both in the band
+    ([(2 * i, 100) for i in range(20)] + [(5, 0), (5, None)], (0.12, 0.26)),   # no limit: no information
+])
+def test_median_band(samples, band):
+    assert median_band(samples) == (pytest.approx(band) if band else None)
+    if band:
+        assert band[0] <= runtime_ratio(samples) <= band[1]
 
 
 @pytest.mark.parametrize("samples, share", [
