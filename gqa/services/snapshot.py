@@ -32,6 +32,7 @@ RatiosInUse = Callable[[Mapping[str, float], Mapping[str, Band]], dict[str, floa
 
 
 def ratios_as_they_are(ratios: Mapping[str, float], bands: Mapping[str, Band] | None = None) -> dict[str, float]:
+    """The ratios a view with no dispatcher beside it ranks by: those the samples give now."""
     return dict(ratios)
 
 
