@@ -16,7 +16,6 @@ interleaved, --rounds times, and the row says whether both started the same
 jobs in the same passes."""
 
 import argparse
-import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -78,25 +77,15 @@ def main() -> int:
     sizes = sizes_of(parser, args.sizes)
     if not sizes or min(sizes) < 1 or not 1 <= args.passes <= 100 or args.rounds < 1:
         parser.error("--sizes must be at least 1, --passes from 1 to 100 (the running jobs), --rounds at least 1")
-    return rows_by_size(parser, args, sizes, partial(run, passes=args.passes), row_of, line,
+    return rows_by_size(parser, args, sizes, partial(run, passes=args.passes), ("pass_ms", "cpu_s"), line,
                         "gqa-aws-pass-")
-
-
-def row_of(size: int, mine: list[dict], theirs: list[dict]) -> dict:
-    row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine),
-               cpu_s=statistics.median(r["cpu_s"] for r in mine))
-    if theirs:
-        row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
-        row["against_cpu_s"] = statistics.median(r["cpu_s"] for r in theirs)
-        row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
-    return row
 
 
 def line(row: dict, against: str | None) -> str:
     text = (f"{row['queued']:,} queued: a warm pass {row['pass_ms']:.0f} ms on moto, "
             f"{row['cpu_s']:.1f} s of CPU over {row['passes']} passes, {row['started']} started")
     if against:
-        text += (f"; at {against} {row['against_ms']:.0f} ms ({row['pass_ms'] / row['against_ms']:.2f}x), "
+        text += (f"; at {against} {row['against_pass_ms']:.0f} ms ({row['pass_ms'] / row['against_pass_ms']:.2f}x), "
                  f"{row['against_cpu_s']:.1f} s of CPU ({row['cpu_s'] / row['against_cpu_s']:.2f}x); "
                  f"{'the same' if row['same_starts'] else 'other'} starts")
     return text

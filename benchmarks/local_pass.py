@@ -17,7 +17,6 @@ interleaved, --rounds times, and the row says whether both started the same
 jobs on the same GPUs in the same passes."""
 
 import argparse
-import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -71,26 +70,15 @@ def main() -> int:
     sizes = sizes_of(parser, args.sizes)
     if not sizes or min(sizes) < 8 or args.passes < 1 or args.rounds < 1:
         parser.error("--sizes must be at least 8 (the GPUs), --passes and --rounds at least 1")
-    return rows_by_size(parser, args, sizes, partial(run, passes=args.passes), row_of, line,
-                        "gqa-local-pass-")
-
-
-def row_of(size: int, mine: list[dict], theirs: list[dict]) -> dict:
-    row = dict(mine[-1], queued=size, pass_ms=statistics.median(r["pass_ms"] for r in mine),
-               mean_ms=statistics.median(r["mean_ms"] for r in mine))
-    if theirs:
-        row["against_ms"] = statistics.median(r["pass_ms"] for r in theirs)
-        row["against_mean_ms"] = statistics.median(r["mean_ms"] for r in theirs)
-        row["against_builds"] = theirs[-1]["builds"]
-        row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
-    return row
+    return rows_by_size(parser, args, sizes, partial(run, passes=args.passes), ("pass_ms", "mean_ms"), line,
+                        "gqa-local-pass-", theirs_last=("builds",))
 
 
 def line(row: dict, against: str | None) -> str:
     text = (f"{row['queued']:,} queued: a pass {row['pass_ms']:.1f} ms (mean {row['mean_ms']:.1f}), "
             f"{row['builds']} of {row['passes']} passes built the index")
     if against:
-        text += (f"; at {against} {row['against_ms']:.1f} ms ({row['pass_ms'] / row['against_ms']:.2f}x; "
+        text += (f"; at {against} {row['against_pass_ms']:.1f} ms ({row['pass_ms'] / row['against_pass_ms']:.2f}x; "
                  f"mean {row['against_mean_ms']:.1f}, {row['mean_ms'] / row['against_mean_ms']:.2f}x), "
                  f"{row['against_builds']} built; {'the same' if row['same_starts'] else 'other'} starts")
     return text
