@@ -163,7 +163,11 @@ class Capacity:
     def reserves_nothing_in(self, tier: int) -> bool:
         """Whether `blocked` holds nothing back for any job of the tier that is not exclusive: a
         time-sliced tier never does, any other once it has had its reservation and none is left."""
-        return self.backfill and (tier in self.sliced_tiers or (self.depth_left <= 0 and tier in self.tiers_reserved))
+        return self.backfill and (tier in self.sliced_tiers or self._reservations_spent(tier))
+
+    def _reservations_spent(self, tier: int) -> bool:
+        """No reservation is left for a job of the tier: the depth is spent and the tier has had its own first."""
+        return self.depth_left <= 0 and tier in self.tiers_reserved
 
     # -- the free GPUs of a pool, as this pass has changed them ---------------------------
     def _free_count(self, pool: Pool) -> int:
@@ -348,9 +352,8 @@ class Capacity:
         return self._reserve(job)
 
     def _take_reservation(self, tier: int) -> bool:
-        """Books one of the pass's reservations for a job of the tier: False when none is left (the
-        depth spent and the tier's own first had)."""
-        if self.depth_left <= 0 and tier in self.tiers_reserved:
+        """Books one of the pass's reservations for a job of the tier: False when none is left."""
+        if self._reservations_spent(tier):
             return False
         self.depth_left -= 1
         self.tiers_reserved.add(tier)
