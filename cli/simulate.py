@@ -75,7 +75,7 @@ def simulate(
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
     from gqa.sim.policies import NAMES, left_out, run_policy
-    from gqa.sim.pools import PoolError, cost, load_pools, pool_gpus, reclaim_rates
+    from gqa.sim.pools import MAX_GPUS, PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
@@ -122,10 +122,12 @@ def simulate(
     pool_list = []
     if pools:
         try:
-            with open(pools) as f:
+            with open(pools, encoding="utf-8") as f:
                 pool_list = load_pools(f.read(), pools)
         except OSError as exc:
             fail(f"{pools}: {exc.strerror}")
+        except UnicodeDecodeError as exc:
+            fail(f"{pools}: byte 0x{exc.object[exc.start]:02x} is not UTF-8 (a pools file is UTF-8 YAML)")
         except PoolError as exc:
             fail(str(exc))
         inventory, pool_of = pool_gpus(pool_list)
@@ -136,6 +138,8 @@ def simulate(
         fail("say how many GPUs to simulate: --gpus N (or --pools FILE)")
     elif gpus < 1:
         fail(f"--gpus {gpus}: a cluster needs at least 1 GPU")
+    elif gpus > MAX_GPUS:
+        fail(f"--gpus {gpus}: a replay may have at most {MAX_GPUS:,} GPUs")
     else:
         inventory, pool_of, largest = cluster(gpus), None, gpus
     try:

@@ -10,13 +10,50 @@ pool there is (type, spot), so two pools here may not share both. plan()
 keeps a gang in one pool, tries spot first for jobs that tolerate it, and
 on demand first for a job reclaimed too often for how long it has run."""
 
+import math
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from ..scheduling import Gpu
 
 
 class PoolError(ValueError):
     pass
+
+
+# A replay's cluster holds each GPU: 1,000,000 took 8 s and 0.9 GB for two jobs. The largest
+# clusters built have a few hundred thousand.
+MAX_GPUS = 1_000_000
+# A reclaim rate per hour a job runs on spot: 20 times the highest measured (spot_facts: 0.52 on
+# V100s over a week). An infinite rate reclaimed every start at once, and the replay never ended.
+MAX_RECLAIM_RATE = 10.0
+
+
+def _flag(value: object, what: str) -> bool:
+    """YAML's true or false (yes and no unquoted too); a quoted 'no' is a string, and bool() of
+    it is True."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, got {value!r}")
+    return value
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """A finite YAML int or float (YAML's true is an int to Python, and .inf a float)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(value: object, what: str) -> int:
+    if not _is_number(value) or value != int(value) or value < 1:
+        raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
+def _amount(value: object, what: str, most: float = math.inf) -> float:
+    """A price or a rate: a finite number from 0 to `most`."""
+    if not _is_number(value) or not 0 <= value <= most:
+        bound = "a finite number >= 0" if most == math.inf else f"a number from 0 to {most:g}"
+        raise ValueError(f"{what} must be {bound}, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -40,7 +77,7 @@ def load_pools(text: str, source: str = "pools") -> list[Pool]:
         raw = raw["pools"]
     if not isinstance(raw, list) or not raw:
         raise PoolError(f"{source}: expected a list of pools")
-    pools, names, kinds = [], set(), set()
+    pools, names, kinds, total = [], set(), set(), 0
     for n, item in enumerate(raw, 1):
         where = f"{source}: pool {n}"
         if not isinstance(item, dict):
@@ -53,13 +90,15 @@ def load_pools(text: str, source: str = "pools") -> list[Pool]:
             raise PoolError(f"{where}: unknown {', '.join(sorted(unknown))}")
         try:
             pool = Pool(name=str(item["name"]), gpu_type=str(item.get("gpu_type", item["name"])),
-                        spot=bool(item.get("spot", False)), gpus=int(item["gpus"]),
-                        price_per_gpu_hour=float(item["price_per_gpu_hour"]),
-                        reclaim_rate_per_hour=float(item.get("reclaim_rate_per_hour") or 0.0))
-        except (TypeError, ValueError) as exc:
+                        spot=_flag(item.get("spot", False), "spot"), gpus=_count(item["gpus"], "gpus"),
+                        price_per_gpu_hour=_amount(item["price_per_gpu_hour"], "price_per_gpu_hour"),
+                        reclaim_rate_per_hour=_amount(item.get("reclaim_rate_per_hour") or 0.0,
+                                                      "reclaim_rate_per_hour", MAX_RECLAIM_RATE))
+        except ValueError as exc:
             raise PoolError(f"{where}: {exc}") from None
-        if pool.gpus < 1 or pool.price_per_gpu_hour < 0 or pool.reclaim_rate_per_hour < 0:
-            raise PoolError(f"{where}: gpus must be >= 1, price and reclaim rate >= 0")
+        total += pool.gpus
+        if total > MAX_GPUS:
+            raise PoolError(f"{where}: the pools hold {total:,} GPUs, over the {MAX_GPUS:,} a replay may have")
         if pool.name in names:
             raise PoolError(f"{where}: duplicate name {pool.name!r}")
         if (pool.gpu_type, pool.spot) in kinds:

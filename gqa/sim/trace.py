@@ -9,8 +9,10 @@ Loaders keep only what the trace says; `workload.derive` fills in the rest."""
 
 import csv
 import io
+import math
 import re
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +22,11 @@ from ..models.priority import Priority
 PRIORITIES = tuple(p.value for p in Priority)
 _PRIORITY_ALIASES = {str(p.rank): p.value for p in Priority}   # a trace may give the rank
 _ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
+# Bounds on a trace's times, in seconds. The longest run in the public traces read here is 145 days
+# (an Alibaba pod); a run, or a wall time, of over 10 years is a unit mistake. Submit times may be
+# epoch seconds (1.7e9 today); 1e11 is over 3,000 years from 1970, so epoch milliseconds (1.7e12).
+MAX_RUN_SECONDS = 10 * 365 * 86400
+MAX_SUBMIT_SECONDS = 1e11
 
 
 class TraceError(ValueError):
@@ -78,23 +85,48 @@ def _split_selection(text: str) -> tuple[Path, list[str] | None]:
 
 def load_csv(path: str | Path) -> Trace:
     path = Path(path)
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in ("submit_time", "duration", "gpus") if c not in header]
-        if missing:
-            raise TraceError(f"{path}: line 1: the header needs submit_time,duration,gpus "
-                             f"(missing {','.join(missing)}); optional: id,team,priority,wall_time,user,name")
-        reader.fieldnames = header
-        jobs = []
-        for row in reader:
-            line = reader.line_num
-            try:
-                jobs.append(_csv_job(row, line))
-            except ValueError as exc:
-                raise TraceError(f"{path}: line {line}: {exc}") from None
+    reader = csv.DictReader(io.StringIO(_text(path.read_bytes(), str(path))))
+    header = _header(reader, str(path))
+    missing = [c for c in ("submit_time", "duration", "gpus") if c not in header]
+    if missing:
+        raise TraceError(f"{path}: line 1: the header needs submit_time,duration,gpus "
+                         f"(missing {','.join(missing)}); optional: id,team,priority,wall_time,user,name")
+    reader.fieldnames = header
+    jobs = []
+    for row in _rows(reader, str(path)):
+        line = reader.line_num
+        try:
+            jobs.append(_csv_job(row, line))
+        except ValueError as exc:
+            raise TraceError(f"{path}: line {line}: {exc}") from None
     jobs.sort(key=lambda j: j.submit_time)  # stable: equal times keep file order
     return Trace(name=path.name, format="csv", jobs=jobs)
+
+
+def _text(data: bytes, where: str) -> str:
+    """A trace file's text: UTF-8, a byte-order mark (as spreadsheets write) skipped."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceError(f"{where}: line {line}: byte 0x{data[exc.start]:02x} is not UTF-8 "
+                         "(a trace is UTF-8 text)") from None
+
+
+def _header(reader: csv.DictReader, where: str) -> list[str]:
+    try:
+        return [h.strip() for h in (reader.fieldnames or [])]
+    except csv.Error as exc:
+        raise TraceError(f"{where}: line 1: {exc}") from None
+
+
+def _rows(reader: csv.DictReader, where: str) -> Iterator[dict]:
+    """The rows; one the csv module refuses (a field over its size limit) named by its line (the
+    reader counts the lines it has read whole)."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise TraceError(f"{where}: line {reader.line_num + 1}: {exc}") from None
 
 
 def _csv_job(row: dict, line: int) -> TraceJob:
@@ -107,10 +139,10 @@ def _csv_job(row: dict, line: int) -> TraceJob:
     gpus = _number(text("gpus"), "gpus")
     if gpus != int(gpus) or gpus < 1:
         raise ValueError(f"gpus must be a whole number >= 1, got {text('gpus')!r}")
-    duration = _seconds(text("duration"), "duration")
+    duration = _run_seconds(_seconds(text("duration"), "duration"), "duration")
     if duration <= 0:
         raise ValueError(f"duration must be positive, got {text('duration')!r}")
-    wall = _seconds(text("wall_time"), "wall_time") if text("wall_time") else None
+    wall = _run_seconds(_seconds(text("wall_time"), "wall_time"), "wall_time") if text("wall_time") else None
     if wall is not None and wall <= 0:
         raise ValueError(f"wall_time must be positive, got {text('wall_time')!r}")
     priority = text("priority")
@@ -124,12 +156,31 @@ def _csv_job(row: dict, line: int) -> TraceJob:
 
 
 def _number(value: str | None, what: str) -> float:
+    """A finite number: float() also reads nan, inf and 1e400 (inf), which no time or count is."""
     if value is None:
         raise ValueError(f"{what} is empty")
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise ValueError(f"{what} is not a number: {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a finite number, got {value!r}")
+    return number
+
+
+def _run_seconds(seconds: float, what: str) -> float:
+    """A run's length or a wall time, within MAX_RUN_SECONDS."""
+    if seconds > MAX_RUN_SECONDS:
+        raise ValueError(f"{what} of {seconds:g} s is over 10 years: a trace gives its times in seconds")
+    return seconds
+
+
+def _submit_seconds(seconds: float, what: str = "submit_time") -> float:
+    """A submit time, within MAX_SUBMIT_SECONDS of the epoch either way."""
+    if abs(seconds) > MAX_SUBMIT_SECONDS:
+        raise ValueError(f"{what} {seconds:g} is over {MAX_SUBMIT_SECONDS:g} s (3,000 years) from 1970: "
+                         "a trace gives its times in seconds, not milliseconds")
+    return seconds
 
 
 def _seconds(value: str | None, what: str) -> float:
@@ -137,7 +188,7 @@ def _seconds(value: str | None, what: str) -> float:
     try:
         return _number(value, what)
     except ValueError:
-        if value is None:
+        if value is None or _looks_numeric(value):
             raise
     from ..models.errors import SpecError
     from ..models.units import parse_duration
@@ -150,9 +201,9 @@ def _seconds(value: str | None, what: str) -> float:
 def _timestamp(value: str | None) -> float:
     """Seconds, or an ISO-8601 time (a time without a zone is taken as UTC)."""
     try:
-        return _number(value, "submit_time")
+        return _submit_seconds(_number(value, "submit_time"))
     except ValueError:
-        if value is None:
+        if value is None or _looks_numeric(value):
             raise
     try:
         moment = datetime.fromisoformat(value)
@@ -160,7 +211,16 @@ def _timestamp(value: str | None) -> float:
         raise ValueError(f"submit_time is not seconds or an ISO-8601 time: {value!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
+    return _submit_seconds(moment.timestamp())
+
+
+def _looks_numeric(value: str) -> bool:
+    """Whether float() reads it (nan and inf too): its refusal is the one to give, not an ISO-8601 one."""
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
 
 
 # -- Microsoft ITP 2021 -------------------------------------------------------------
@@ -169,10 +229,10 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
     """All clusters merged into one queue by default: the submit times share an
     origin (the start of the collection), so the merge is one busy cluster."""
     path = Path(path)
-    members: dict[str, str] = {}
+    members: dict[str, bytes] = {}
     if path.is_dir():
         for f in sorted(path.glob("cluster[0-9]*.csv")):
-            members[f.stem] = f.read_text()
+            members[f.stem] = f.read_bytes()
     else:
         try:
             with tarfile.open(path, "r:*") as tar:
@@ -180,7 +240,7 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
                     match = _ITP_MEMBER.search(info.name)
                     member = tar.extractfile(info) if match and info.isfile() else None
                     if match and member is not None:
-                        members[match.group(1)] = member.read().decode()
+                        members[match.group(1)] = member.read()
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise TraceError(f"{path}: not a readable tar.gz ({exc})") from None
     if not members:
@@ -192,15 +252,14 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
         members = {name: members[name] for name in select}
     rows = []
     for cluster in sorted(members):
-        reader = csv.DictReader(io.StringIO(members[cluster]))
-        for row in reader:
+        where = f"{path}: {cluster}.csv"
+        reader = csv.DictReader(io.StringIO(_text(members[cluster], where)))
+        for row in _rows(reader, where):
             try:
-                rows.append((float(row["submission_time"]), cluster, reader.line_num, TraceJob(
-                    id=row["job_id"], submit_time=float(row["submission_time"]),
-                    duration=float(row["duration"]), gpus=int(row["num_gpu"]))))
+                job = _itp_job(row)
             except (KeyError, TypeError, ValueError) as exc:
-                raise TraceError(f"{path}: {cluster}.csv line {reader.line_num}: {exc!r} "
-                                 "(expected job_id,submission_time,duration,num_gpu)") from None
+                raise _row_error(f"{where}: line {reader.line_num}", exc, ITP_COLUMNS) from None
+            rows.append((job.submit_time, cluster, reader.line_num, job))
     rows.sort(key=lambda r: r[:3])
     jobs = [r[3] for r in rows if r[3].duration > 0 and r[3].gpus > 0]
     name = path.name + (":" + ",".join(select) if select else "")
@@ -208,6 +267,33 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
     if len(jobs) < len(rows):
         notes.append(f"dropped {len(rows) - len(jobs)} jobs with no duration or no GPUs")
     return Trace(name=name, format="itp", jobs=jobs, notes=notes)
+
+
+ITP_COLUMNS = "job_id,submission_time,duration,num_gpu"
+
+
+def _row_error(where: str, exc: Exception, columns: str) -> TraceError:
+    """A published trace's row that cannot be read: a column missing (KeyError), a row with fewer
+    fields than the header (a None value: TypeError), or a value out of bounds (ValueError)."""
+    if isinstance(exc, KeyError):
+        return TraceError(f"{where}: no {exc.args[0]} column (expected {columns})")
+    if isinstance(exc, TypeError):
+        return TraceError(f"{where}: fewer fields than the header has (expected {columns})")
+    return TraceError(f"{where}: {exc} (expected {columns})")
+
+
+def _itp_job(row: dict) -> TraceJob:
+    """One row of a clusterNN.csv; a row with no duration or no GPUs is read (and dropped later)."""
+    gpus = _number(row["num_gpu"], "num_gpu")
+    if gpus != int(gpus):
+        raise ValueError(f"num_gpu must be a whole number, got {row['num_gpu']!r}")
+    return TraceJob(id=row["job_id"], submit_time=_moment(row, "submission_time"),
+                    duration=_run_seconds(_number(row["duration"], "duration"), "duration"), gpus=int(gpus))
+
+
+def _moment(row: dict, column: str) -> float:
+    """A published trace's time of an event, in seconds."""
+    return _submit_seconds(_number(row[column], column), column)
 
 
 # -- Alibaba GPU v2023 ----------------------------------------------------------------
@@ -218,6 +304,9 @@ ALIBABA_TIERS = {"LS": Priority.HIGH.value, "Guaranteed": Priority.HIGH.value, "
                  "BE": Priority.LOW.value}
 
 
+ALIBABA_COLUMNS = "the openb pod list's name,num_gpu,qos,pod_phase,creation_time,deletion_time,..."
+
+
 def load_alibaba(path: str | Path) -> Trace:
     """Training-like pods only: at least one GPU (a GPU fraction counts as one),
     and either finished (Succeeded) or best-effort/burstable; many LS pods are
@@ -226,25 +315,25 @@ def load_alibaba(path: str | Path) -> Trace:
     README defines run time."""
     path = Path(path)
     jobs, total, unscheduled = [], 0, 0
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        for row in reader:
-            total += 1
-            try:
-                gpus, qos, phase = int(row["num_gpu"]), row["qos"], row["pod_phase"]
-                if gpus < 1 or not (phase == "Succeeded" or qos in ("BE", "Burstable")):
-                    continue
-                if not (row.get("scheduled_time") or "").strip():
-                    unscheduled += 1
-                    continue
-                created = float(row["creation_time"])
-                duration = float(row["deletion_time"]) - created
-            except (KeyError, TypeError, ValueError) as exc:
-                raise TraceError(f"{path}: line {reader.line_num}: {exc!r} (expected the openb pod list "
-                                 "columns name,num_gpu,qos,pod_phase,creation_time,deletion_time,...)") from None
-            if duration > 0:
-                jobs.append(TraceJob(id=row["name"], submit_time=created, duration=duration, gpus=gpus,
-                                     priority=ALIBABA_TIERS.get(qos, Priority.NORMAL.value), name=row["name"]))
+    reader = csv.DictReader(io.StringIO(_text(path.read_bytes(), str(path))))
+    for row in _rows(reader, str(path)):
+        total += 1
+        try:
+            gpus, qos, phase = _number(row["num_gpu"], "num_gpu"), row["qos"], row["pod_phase"]
+            if gpus != int(gpus):
+                raise ValueError(f"num_gpu must be a whole number, got {row['num_gpu']!r}")
+            if gpus < 1 or not (phase == "Succeeded" or qos in ("BE", "Burstable")):
+                continue
+            if not (row.get("scheduled_time") or "").strip():
+                unscheduled += 1
+                continue
+            created = _moment(row, "creation_time")
+            duration = _run_seconds(_number(row["deletion_time"], "deletion_time") - created, "a pod's life")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _row_error(f"{path}: line {reader.line_num}", exc, ALIBABA_COLUMNS) from None
+        if duration > 0:
+            jobs.append(TraceJob(id=row["name"], submit_time=created, duration=duration, gpus=int(gpus),
+                                 priority=ALIBABA_TIERS.get(qos, Priority.NORMAL.value), name=row["name"]))
     jobs.sort(key=lambda j: j.submit_time)
     notes = [f"Alibaba v2023: kept {len(jobs)} of {total} pods (GPU pods that succeeded or are BE/Burstable; "
              f"{unscheduled} never scheduled dropped); GPU fractions count as 1 GPU",

@@ -86,6 +86,7 @@ def test_limit_load_and_pools(tmp_path, capsys):
     ([], "--gpus N"),
     (["--gpus", "0"], "--gpus 0: a cluster needs at least 1 GPU"),
     (["--gpus", "-3"], "--gpus -3: a cluster needs at least 1 GPU"),
+    (["--gpus", "100000000000"], "--gpus 100000000000: a replay may have at most 1,000,000 GPUs"),  # ran out of memory
     (["--gpus", "4", "--load", "0"], "--load must be a positive number, got 0"),
     (["--gpus", "4", "--load", "nan"], "--load must be a positive number, got nan"),   # a replay that never ended
     (["--gpus", "4", "--load", "inf"], "--load must be a positive number, got inf"),
@@ -99,6 +100,18 @@ def test_limit_load_and_pools(tmp_path, capsys):
 def test_bad_options_exit_2(capsys, args, message):
     code, out, err = run(capsys, GOLDEN, *args)
     assert code == 2 and message in err and out == ""
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"- {name: a, gpus: 4, price_per_gpu_hour: 1, spot: true, reclaim_rate_per_hour: .inf}\n",
+     "pools.yaml: pool 1: reclaim_rate_per_hour must be a number from 0 to 10, got inf"),   # never ended
+    (b"- {name: a, gpus: 4, price_per_gpu_hour: 1}\n# caf\xe9\n", "pools.yaml: byte 0xe9 is not UTF-8"),
+])
+def test_bad_pools_file_exits_2(tmp_path, capsys, content, message):
+    pools = tmp_path / "pools.yaml"
+    pools.write_bytes(content)
+    code, out, err = run(capsys, GOLDEN, "--pools", str(pools))
+    assert (code, out) == (2, "") and message in err
 
 
 def test_every_policy_replays_through_the_cli_with_ratios_against_a_chosen_base(capsys):
@@ -177,6 +190,13 @@ def test_bad_trace_exits_2_with_the_line(tmp_path, capsys):
     assert code == 2 and "line 3" in err and "duration" in err
     code, _, err = run(capsys, str(tmp_path / "missing.csv"), "--gpus", "2")
     assert code == 2 and "no such file" in err
+    # a NaN submit time never comes due: read, it kept the replay going forever
+    bad.write_text("submit_time,duration,gpus\n0,10,1\nnan,10,1\n")
+    code, out, err = run(capsys, str(bad), "--gpus", "2")
+    assert (code, out) == (2, "") and "line 3: submit_time must be a finite number, got 'nan'" in err
+    bad.write_bytes(b"submit_time,duration,gpus\n0,10,1\n\xff\n")
+    code, out, err = run(capsys, str(bad), "--gpus", "2")
+    assert (code, out) == (2, "") and "line 3: byte 0xff is not UTF-8" in err
 
 
 @pytest.mark.parametrize("rows, message", [

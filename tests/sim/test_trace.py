@@ -41,10 +41,58 @@ def test_csv_optional_columns_iso_times_and_units(tmp_path):
     ("0,-5,1", "line 3: duration must be positive"),
     ("0,10,", "line 3: gpus is empty"),
     ("0,10,1,9", "line 3: more fields than the header has"),
+    # float() reads these; no time is one (a NaN submit time never came due: the replay never ended)
+    ("nan,10,1", "line 3: submit_time must be a finite number, got 'nan'"),
+    ("inf,10,1", "line 3: submit_time must be a finite number, got 'inf'"),
+    ("0,nan,1", "line 3: duration must be a finite number, got 'nan'"),
+    ("0,1e400,1", "line 3: duration must be a finite number, got '1e400'"),
+    ("0,10,nan", "line 3: gpus must be a finite number"),
+    # beyond any run or any date: a unit mistake
+    ("0,1e300,1", "line 3: duration of 1e\\+300 s is over 10 years"),
+    ("0,400000000,1", "line 3: duration of 4e\\+08 s is over 10 years"),
+    ("1700000000000,10,1", "line 3: submit_time 1.7e\\+12 is over 1e\\+11 s .* not milliseconds"),
+    ("-1e300,10,1", "line 3: submit_time -1e\\+300 is over"),
+    ("9999-01-01T00:00:00,10,1", "line 3: submit_time 2.5.*e\\+11 is over"),
 ])
 def test_csv_bad_row_names_the_line(tmp_path, row, message):
     path = write(tmp_path / "t.csv", f"submit_time,duration,gpus\n0,10,1\n{row}\n")
     with pytest.raises(TraceError, match=message):
+        load_trace(path)
+
+
+@pytest.mark.parametrize("wall, message", [
+    ("nan", "line 2: wall_time must be a finite number, got 'nan'"),
+    ("inf", "line 2: wall_time must be a finite number, got 'inf'"),
+    ("1e300", "line 2: wall_time of 1e\\+300 s is over 10 years"),
+])
+def test_csv_bad_wall_time(tmp_path, wall, message):
+    with pytest.raises(TraceError, match=message):
+        load_trace(write(tmp_path / "w.csv", f"submit_time,duration,gpus,wall_time\n0,10,1,{wall}\n"))
+
+
+def test_csv_at_the_bounds_is_read(tmp_path):
+    trace = load_trace(write(tmp_path / "t.csv", "submit_time,duration,gpus,wall_time\n"
+                             f"1e11,{10 * 365 * 86400},1,{10 * 365 * 86400}\n-1e11,1,1,\n"))
+    assert [(j.submit_time, j.duration) for j in trace.jobs] == [(-1e11, 1.0), (1e11, 315360000.0)]
+
+
+def test_csv_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"submit_time,duration,gpus,name\n0,10,1,ok\n5,10,1,caf\xe9\n")
+    with pytest.raises(TraceError, match="t.csv: line 3: byte 0xe9 is not UTF-8"):
+        load_trace(path)
+
+
+def test_csv_with_a_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes("submit_time,duration,gpus,name\n0,10,1,café\n".encode("utf-8-sig"))
+    [job] = load_trace(path).jobs
+    assert (job.submit_time, job.name) == (0.0, "café")
+
+
+def test_csv_field_over_the_csv_limit_names_the_line(tmp_path):
+    path = write(tmp_path / "t.csv", "submit_time,duration,gpus,name\n0,10,1,a\n1,10,1," + "x" * 200_000 + "\n")
+    with pytest.raises(TraceError, match="t.csv: line 3: field larger than field limit"):
         load_trace(path)
 
 
@@ -98,10 +146,37 @@ def test_itp_cluster_selection_and_folder(tmp_path):
     assert [j.id for j in load_trace(folder).jobs] == ["c1"]
 
 
-def test_itp_bad_row(tmp_path):
-    path = itp_tarball(tmp_path / "raw-traces.tar.gz", {"cluster01": "a1,10,100,8\na2,x,1,1\n"})
-    with pytest.raises(TraceError, match="cluster01.csv line 3"):
+@pytest.mark.parametrize("row, message", [
+    ("a2,x,1,1", "submission_time is not a number: 'x'"),
+    ("a2,nan,1,1", "submission_time must be a finite number, got 'nan'"),
+    ("a2,1,inf,1", "duration must be a finite number, got 'inf'"),
+    ("a2,1,1e12,1", "duration of 1e\\+12 s is over 10 years"),
+    ("a2,1,10,2.5", "num_gpu must be a whole number, got '2.5'"),
+    ("a2,1,10", "num_gpu is empty"),
+])
+def test_itp_bad_row(tmp_path, row, message):
+    path = itp_tarball(tmp_path / "raw-traces.tar.gz", {"cluster01": f"a1,10,100,8\n{row}\n"})
+    with pytest.raises(TraceError, match=f"cluster01.csv: line 3: {message}.* \\(expected job_id,"):
         load_trace(path)
+
+
+def test_itp_member_that_is_not_utf8(tmp_path):
+    path = tmp_path / "raw-traces.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        data = b"job_id,submission_time,duration,num_gpu\na1,10,100,8\n\xff\n"
+        info = tarfile.TarInfo("cluster01.csv")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(TraceError, match="cluster01.csv: line 3: byte 0xff is not UTF-8"):
+        load_trace(path)
+
+
+def test_itp_missing_column(tmp_path):
+    folder = tmp_path / "itp"
+    folder.mkdir()
+    write(folder / "cluster01.csv", "job_id,submitted,duration,num_gpu\na1,10,100,8\n")
+    with pytest.raises(TraceError, match="cluster01.csv: line 2: no submission_time column"):
+        load_trace(folder)
 
 
 # -- Alibaba v2023 ------------------------------------------------------------------
@@ -128,7 +203,23 @@ def test_alibaba_keeps_training_like_pods(tmp_path):
     assert load_trace(tmp_path).format == "alibaba"  # the folder holding it
 
 
-def test_alibaba_bad_row(tmp_path):
-    path = write(tmp_path / "openb_pod_list_default.csv", ALIBABA_HEADER + "p1,1,1,x,1000,,BE,Failed,1,2,1\n")
-    with pytest.raises(TraceError, match="line 2"):
+@pytest.mark.parametrize("row, message", [
+    ("p1,1,1,x,1000,,BE,Failed,1,2,1", "num_gpu is not a number: 'x'"),
+    ("p1,1,1,1,1000,,BE,Failed,nan,2,1", "creation_time must be a finite number, got 'nan'"),
+    ("p1,1,1,1,1000,,BE,Failed,1,inf,1", "deletion_time must be a finite number, got 'inf'"),
+    ("p1,1,1,1,1000,,BE,Failed,1,1e10,1", "a pod's life of 1e\\+10 s is over 10 years"),
+    ("p1,1,1,1,1000,,BE,Failed,2e12,3e12,1", "creation_time 2e\\+12 is over"),
+])
+def test_alibaba_bad_row(tmp_path, row, message):
+    path = write(tmp_path / "openb_pod_list_default.csv", ALIBABA_HEADER + row + "\n")
+    with pytest.raises(TraceError, match=f"line 2: {message}.* \\(expected the openb pod list's"):
+        load_trace(path)
+
+
+def test_alibaba_missing_column_and_bytes(tmp_path):
+    path = write(tmp_path / "openb_pod_list_default.csv", "name,num_gpu,pod_phase\np1,1,Succeeded\n")
+    with pytest.raises(TraceError, match="line 2: no qos column"):
+        load_trace(path)
+    path.write_bytes(ALIBABA_HEADER.encode() + b"p\x80,1,1,1,1000,,BE,Failed,1,2,1\n")
+    with pytest.raises(TraceError, match="line 2: byte 0x80 is not UTF-8"):
         load_trace(path)
