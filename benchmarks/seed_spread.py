@@ -38,8 +38,8 @@ from gqa.sim.engine import simulate  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import NAMES  # noqa: E402
 from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
-from simulate_traces import (GOALS, QUICK_JOBS, TARGETS, TRACES, _workload, goal_met, goals,  # noqa: E402
-                             goals_met, plan_rows, run_replays)
+from simulate_traces import (GOALS, QUICK_JOBS, TARGETS, TRACES, _workload, check_shared, goal_met,  # noqa: E402
+                             goals, goals_met, plan_rows, run_replays, targets_of)
 
 # the goals shown row by row: gqa's and gqa-slice's JCT, the worst team's slowdown, utilisation
 ROW_GOALS = ("jct_vs_las", "jct_vs_oracle", "slice_jct_vs_las", "slice_jct_vs_las_tiers", "worst_team_vs_fifo_easy",
@@ -199,17 +199,15 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
+    check_shared(parser, args)
     try:
         choices = weights_of(args.weights) if args.weights else []
         seeds = seeds_of(args.seeds)
-        targets = [float(t) for t in args.targets.split(",")]
+        targets = targets_of(args.targets)
         modes = [Estimates(m).mode for m in args.estimates.split(",")]
         tiers_asked = [priorities_choice(p) for p in args.priorities.split(",")]
     except (ValueError, EstimatesError) as exc:
         parser.error(str(exc))
-    unknown = [t for t in args.only.split(",") if t not in TRACES]
-    if unknown:
-        parser.error(f"unknown trace {', '.join(unknown)}; choose from {', '.join(TRACES)}")
     began = time.perf_counter()
     rows_by_seed, tasks = {}, []
     for seed in seeds:

@@ -28,6 +28,7 @@ files; a trace that is not there is skipped with a message. Team,
 user and wall time are derived (see `gqa simulate`'s assumption lines)."""
 
 import argparse
+import math
 import json
 import os
 import resource
@@ -110,8 +111,9 @@ def main() -> int:
     parser.add_argument("--plot", help="draw mean JCT against the oracle's per load, mode and trace to this PNG")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
+    check_shared(parser, args)
     try:
-        targets = [float(t) for t in args.targets.split(",")]
+        targets = targets_of(args.targets)
         modes = [Estimates(m).mode for m in args.estimates.split(",")]
         tiers_asked = [priorities_choice(p) for p in args.priorities.split(",")]
     except (ValueError, EstimatesError) as exc:
@@ -126,6 +128,9 @@ def main() -> int:
     began = time.perf_counter()
     rows, tasks = plan_rows(args.traces, args.only.split(","), args.quick, args.seed, modes, tiers_asked, targets,
                             policies, args.eta_jobs, args.backfill_by, tuple(args.eta_for.split(",")))
+    if not tasks:
+        print("no trace to replay: see the messages above", file=sys.stderr)
+        return 2
     run_replays(tasks, args.workers)
     wall = time.perf_counter() - began
     if args.plot:
@@ -135,6 +140,32 @@ def main() -> int:
     else:
         print_table(rows, wall)
     return 0
+
+
+def targets_of(text: str) -> list[float]:
+    """Utilisation targets, comma-separated: each a finite number above 0 (above 1, an overload)."""
+    targets = []
+    for t in text.split(","):
+        try:
+            target = float(t)
+        except ValueError:
+            target = math.nan
+        if not 0 < target < math.inf:
+            raise ValueError(f"--targets: each a number above 0 (0.85 for 85%), not {t!r}")
+        targets.append(target)
+    return targets
+
+
+def check_shared(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The options the trace benchmarks share, where a script has them: --only names known traces,
+    --workers at least 1, --eta-jobs at least 0."""
+    unknown = [t for t in getattr(args, "only", "").split(",") if t and t not in TRACES]
+    if unknown:
+        parser.error(f"unknown trace {', '.join(unknown)}; choose from {', '.join(TRACES)}")
+    if getattr(args, "workers", 1) < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
+    if getattr(args, "eta_jobs", 0) < 0:
+        parser.error(f"--eta-jobs must be at least 0, got {args.eta_jobs}")
 
 
 def plan_rows(traces: str, names: list[str], quick: bool, seed: int, modes: list[str], tiers_asked: list[str],

@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.simulate_traces import TRACES, offered_gpus  # noqa: E402
+from benchmarks.simulate_traces import TRACES, check_shared, offered_gpus  # noqa: E402
 from gqa.scheduling.presets import preset  # noqa: E402
 from gqa.sim import derive, load_trace, simulate, summarize  # noqa: E402
 from gqa.sim.pools import Pool, cost, pool_gpus, reclaim_rates  # noqa: E402
@@ -189,6 +189,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
+    check_shared(parser, args)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
     try:
@@ -214,6 +215,9 @@ def main() -> int:
         print(f"{name}: {len(results[name]['rows'])} replays in {time.perf_counter() - began:.0f}s", file=sys.stderr)
         if args.output == "table":
             print("\n".join(table(results[name], name)) + "\n", flush=True)
+    if not results:
+        print("no trace to replay: see the messages above", file=sys.stderr)
+        return 2
     if args.output == "json":
         print(json.dumps(results, indent=2))
     return 0

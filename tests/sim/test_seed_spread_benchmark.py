@@ -43,7 +43,7 @@ def test_bad_weights_are_refused(text):
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for flag, value in (("--seeds", "x"), ("--only", "philly"), ("--estimates", "guess"), ("--weights", "5:1"),
-                        ("--backfill-by", "guesses")):
+                        ("--backfill-by", "guesses"), ("--targets", "0"), ("--workers", "0")):
         done = subprocess.run([sys.executable, str(SCRIPT), "--traces", str(tmp_path), flag, value],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and value in done.stderr, done.stderr

@@ -71,11 +71,21 @@ def test_one_run_gives_every_row_its_goals_and_draws_the_plot(tmp_path):
 
 
 def test_an_unknown_mode_or_policy_is_one_line_and_exit_2(tmp_path):
-    for flag, value in (("--estimates", "guess"), ("--policies", "gqa,lottery"), ("--priorities", "trace,flat"),
-                        ("--backfill-by", "guesses"), ("--eta-for", "gqa,las")):
+    for flag, value, says in (("--estimates", "guess", "guess"), ("--policies", "gqa,lottery", "lottery"),
+                              ("--priorities", "trace,flat", "flat"), ("--backfill-by", "guesses", "guesses"),
+                              ("--eta-for", "gqa,las", "las"),
+                              # a zero target divided by zero, a NaN one raised: tracebacks before
+                              ("--targets", "0.85,0", "--targets: each a number above 0 (0.85 for 85%), not '0'"),
+                              ("--targets", "nan", "not 'nan'"), ("--only", "philly", "unknown trace philly"),
+                              ("--workers", "0", "--workers must be at least 1, got 0"),
+                              ("--eta-jobs", "-1", "--eta-jobs must be at least 0, got -1")):
         done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
                                str(tmp_path), flag, value], capture_output=True, text=True, timeout=60)
-        assert done.returncode == 2 and value.split(",")[-1] in done.stderr
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+    # no trace in the folder: each skipped, and nothing to tabulate (an empty max() raised before)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
+                           str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "not found" in done.stderr and "no trace to replay" in done.stderr
 
 
 def test_backfill_by_predictions_reaches_gqa_and_not_the_baselines(tmp_path):

@@ -1,6 +1,10 @@
 """benchmarks/spot_saving.py on a tiny trace: its table's arithmetic against
 the all-on-demand run, and the goal's verdict."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from benchmarks.spot_saving import (
@@ -69,3 +73,15 @@ def test_compare_needs_the_all_on_demand_run():
 def test_the_smaller_pool_of_every_mix():
     assert smallest_pool(40, (0.25, 0.5, 1.0)) == 10
     assert smallest_pool(13, (1.0,)) == 13
+
+
+def test_bad_input_and_no_trace_exit_2(tmp_path):
+    script = str(Path(__file__).resolve().parents[2] / "benchmarks" / "spot_saving.py")
+    for flag, value, says in (("--only", "philly", "unknown trace philly"),   # a KeyError before
+                              ("--workers", "0", "--workers must be at least 1, got 0")):
+        done = subprocess.run([sys.executable, script, "--traces", str(tmp_path), flag, value],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, script, "--traces", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)   # exit 0 with nothing done, before
+    assert done.returncode == 2 and "not found" in done.stderr and "no trace to replay" in done.stderr
