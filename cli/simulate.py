@@ -55,7 +55,7 @@ def simulate(
                                                           "backfill: limits (its wall time, as the baselines "
                                                           "do) or predictions (its expected run time; gqa quota "
                                                           "policy --backfill-by).")] = "limits",
-    plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG.")] = None,
+    plot: Annotated[Optional[str], Opt("--plot", help="Write wait-time CDFs to this PNG (or .svg, .pdf).")] = None,
     report: Annotated[Optional[str], Opt("--report", help="Write each policy's report (as gqa report's) "
                                                           "to DIR/<policy>/report.html.")] = None,
     eta_sample: Annotated[Optional[int], Opt(
@@ -98,6 +98,10 @@ def simulate(
         fail("--eta-every must be 0 (never) or more")
     if limit is not None and limit < 1:
         fail("--limit must be at least 1")
+    if plot is not None:   # refused before the replay, which on a whole trace takes minutes
+        _check_plot(plot)
+    if report is not None:
+        _check_report(report)
     try:
         asked = Estimates(estimates.strip().lower(), default_share)
     except EstimatesError as exc:
@@ -235,6 +239,31 @@ def _reports(results, work, inventory, trace: str, directory: str) -> dict[str, 
                                   title=f"{trace} replayed under {name}", relative=True, notes=work.assumptions))
         pages[name] = str(write_report(built, Path(directory) / name).page)
     return pages
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _check_plot(path: str) -> None:
+    from pathlib import Path
+
+    where = Path(path)
+    if where.suffix.lower() not in PLOT_SUFFIXES:
+        fail(f"--plot {path}: name a {', '.join(PLOT_SUFFIXES[:-1])} or {PLOT_SUFFIXES[-1]} file")
+    if where.is_dir():
+        fail(f"--plot {path}: is a folder; name a file in it")
+    if not where.parent.is_dir():
+        fail(f"--plot {path}: no folder {where.parent}")
+
+
+def _check_report(path: str) -> None:
+    """The folder, or the first of its parents that exists, is a folder (the rest are made)."""
+    from pathlib import Path
+
+    where = Path(path)
+    existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        fail(f"--report {path}: {existing} is not a folder")
 
 
 def _nth(n: int) -> str:

@@ -1,6 +1,8 @@
 """Showing a replay: one table row per policy plus ratios against a base
 policy (FIFO unless told) for people, one JSON object for scripts, wait-time CDFs as a picture."""
 
+from pathlib import Path
+
 from ..models.units import format_duration
 from .engine import SimResult
 from .metrics import ratios
@@ -87,8 +89,15 @@ def plot_waits(results: dict[str, SimResult], path: str, title: str) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    # whole or not at all: a full disk leaves no half-written picture under the name asked for
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        fig.savefig(partial, dpi=120, format=target.suffix.lstrip(".").lower() or "png")
+        partial.replace(target)
+    finally:
+        plt.close(fig)
+        partial.unlink(missing_ok=True)
 
 
 def _t(seconds: float | None) -> str:

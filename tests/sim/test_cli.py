@@ -102,6 +102,41 @@ def test_bad_options_exit_2(capsys, args, message):
     assert code == 2 and message in err and out == ""
 
 
+@pytest.mark.parametrize("make, args, message", [
+    # refused before the replay, which on a whole trace takes minutes (a traceback after it, before)
+    (None, ["--plot", "{tmp}/waits.txt"], "--plot {tmp}/waits.txt: name a .png, .svg or .pdf file"),
+    (None, ["--plot", "{tmp}/no/waits.png"], "--plot {tmp}/no/waits.png: no folder {tmp}/no"),
+    ("dir", ["--plot", "{tmp}/x.png"], "--plot {tmp}/x.png: is a folder"),
+    ("file", ["--report", "{tmp}/x"], "--report {tmp}/x: {tmp}/x is not a folder"),
+    ("file", ["--report", "{tmp}/x/a/b"], "--report {tmp}/x/a/b: {tmp}/x is not a folder"),
+])
+def test_outputs_that_cannot_be_written_are_refused_first(tmp_path, capsys, make, args, message):
+    if make == "dir":
+        (tmp_path / "x.png").mkdir()
+    elif make == "file":
+        (tmp_path / "x").write_text("")
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", *(a.format(tmp=tmp_path) for a in args))
+    assert (code, out) == (2, "") and message.format(tmp=tmp_path) in err and "replayed" not in err
+
+
+def test_plot_is_whole_or_absent(tmp_path, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    code, _, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa", "--plot", str(tmp_path / "w.svg"))
+    assert code == 0 and (tmp_path / "w.svg").read_text().lstrip().startswith("<?xml")
+    real = Figure.savefig
+
+    def disk_full(self, fname, **kwargs):
+        real(self, fname, **kwargs)
+        Path(fname).write_bytes(Path(fname).read_bytes()[:100])   # half written, then
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", disk_full)
+    code, _, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo", "--plot", str(tmp_path / "w.png"))
+    assert code == 2 and "No space left on device" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.svg"]   # no w.png, no partial file
+
+
 @pytest.mark.parametrize("content, message", [
     (b"- {name: a, gpus: 4, price_per_gpu_hour: 1, spot: true, reclaim_rate_per_hour: .inf}\n",
      "pools.yaml: pool 1: reclaim_rate_per_hour must be a number from 0 to 10, got inf"),   # never ended
