@@ -69,6 +69,7 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
     window = result.arrival_window[1] - result.arrival_window[0]
     summary = {
         "jobs": len(result.outcomes), "finished": len(done), "unfinished": result.unfinished,
+        "given_up": result.given_up,
         "mean_wait": mean(waits), "p50_wait": percentile(waits, 50), "p95_wait": percentile(waits, 95),
         "p99_wait": percentile(waits, 99),
         "mean_jct": mean(jcts), "p50_jct": percentile(jcts, 50), "p95_jct": percentile(jcts, 95),

@@ -176,3 +176,47 @@ def test_gqa_simulate_refuses_a_bad_restart_cost(tmp_path, capsys):
     code, out, err = simulate_cli(capsys, str(tmp_path / "none.csv"), "--gpus", "2", "--restart-cost", "soon")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "--restart-cost: invalid duration 'soon'" in err
+
+
+@pytest.mark.parametrize("delays, options, given_up, reclaims", [
+    pytest.param((1000.0,) * 3, {}, True, 3, id="never reaching a checkpoint: given up"),
+    pytest.param((1000.0, 1000.0, 2000.0, 1000.0, 1000.0), {}, False, 5,
+                 id="a checkpoint reached starts the count again"),
+    # with a save on notice a resume that is reclaimed before its reload is done keeps nothing new
+    pytest.param((1000.0,) + (100.0,) * 3, {"save_on_notice": True, "restart_cost": 200.0}, True, 4,
+                 id="reclaimed while reloading: no work kept"),
+])
+def test_a_job_reclaimed_again_and_again_keeping_nothing_is_given_up(monkeypatch, delays, options, given_up,
+                                                                      reclaims):
+    monkeypatch.setattr(engine_module, "FRUITLESS_RECLAIMS", 3)
+    reclaims_after(monkeypatch, *delays)
+    out = replay(**options)
+    assert (out.given_up, out.reclaims, out.end is None) == (given_up, reclaims, given_up)
+
+
+def test_a_run_that_cannot_outlast_its_reclaims_ends_the_replay(tmp_path):
+    """100 hours on spot alone at 0.5 reclaims an hour with no checkpoint inside it: reclaimed
+    forever before, and the replay never ended."""
+    from gqa.sim.metrics import summarize
+
+    pools = [Pool("spot", "a100", True, 2, 1.0, reclaim_rate_per_hour=0.5)]
+    gpus, pool_of = pool_gpus(pools)
+    w = Workload(jobs=[spot_job(duration=360_000.0)], teams={"t": TeamPolicy()})
+    result = simulate(w, gpus, preset("gqa"), pool_of=pool_of, reclaim_per_hour=reclaim_rates(pools),
+                      checkpoint_interval=1000 * 3600.0)
+    [out] = result.outcomes
+    assert out.given_up and out.end is None and out.reclaims >= engine_module.FRUITLESS_RECLAIMS
+    assert {k: summarize(result)[k] for k in ("finished", "unfinished", "given_up")} == \
+        {"finished": 0, "unfinished": 1, "given_up": 1}
+
+
+def test_gqa_simulate_says_which_jobs_it_gave_up(tmp_path, capsys):
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("submit_time,duration,gpus\n0,360000,1\n0,600,1\n")
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("- {name: spot, gpu_type: a100, spot: true, gpus: 2, price_per_gpu_hour: 1,"
+                     " reclaim_rate_per_hour: 0.5}\n")
+    code, out, err = simulate_cli(capsys, str(trace), "--pools", str(pools), "--policies", "gqa",
+                                  "--checkpoint-interval", "1000h", "--eta-every", "0")
+    assert code == 0, err
+    assert "gqa: 1 job was given up, unfinished, after 10,000 reclaims in a row that kept no work" in out
