@@ -44,13 +44,14 @@ def simulate(
                                                         "them): what honouring the tiers costs or gains.")]
         = "trace",
     checkpoint: Annotated[str, Opt("--checkpoint-interval",
-                                   help="How often requeued jobs had checkpointed.")] = "30m",
+                                   help="How often requeued jobs had checkpointed (none: never, "
+                                        "so a stop loses the whole attempt).")] = "30m",
     on_notice: Annotated[bool, Opt("--checkpoint-on-notice", help="Jobs save a checkpoint on the 2-minute spot "
                                                                  "interruption notice: a reclaim loses only the "
                                                                  "notice.")] = False,
     restart: Annotated[Optional[str], Opt("--restart-cost", help="Time a resumed attempt (after a preemption or "
                                                                  "a reclaim) spends reloading before new work, "
-                                                                 "e.g. 60s (default: none).")] = None,
+                                                                 "e.g. 60s (default: 0, none).")] = None,
     backfill_by: Annotated[str, Opt("--backfill-by", help="What gqa and gqa-slice count a job's run as when they "
                                                           "backfill: limits (its wall time, as the baselines "
                                                           "do) or predictions (its expected run time; gqa quota "
@@ -71,7 +72,6 @@ def simulate(
     import time
 
     from gqa.models.errors import SpecError
-    from gqa.models.units import parse_duration
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
     from gqa.sim.policies import NAMES, left_out, run_policy
@@ -115,14 +115,14 @@ def simulate(
     except ValueError as exc:
         fail(f"--backfill-by: {exc}")
     try:
-        interval = float(parse_duration(checkpoint, bare_unit="s"))
+        interval = _seconds_or_none(checkpoint)
     except SpecError as exc:
-        fail(f"--checkpoint-interval: {exc}")
+        fail(f"--checkpoint-interval: {exc}; or none, for jobs that never checkpoint")
     restart_cost = 0.0
     try:
-        restart_cost = float(parse_duration(restart, bare_unit="s")) if restart is not None else 0.0
+        restart_cost = _seconds_or_none(restart) if restart is not None else 0.0
     except SpecError as exc:
-        fail(f"--restart-cost: {exc}")
+        fail(f"--restart-cost: {exc}; or 0")
     pool_list = []
     if pools:
         try:
@@ -167,7 +167,8 @@ def simulate(
             + (f"; every job tolerates spot (tried first; on demand first once reclaimed more than "
                f"{Policy().spot_fallback_after} times and more than once per {SPOT_HOURS_PER_RECLAIM:g} hours run); "
                "a reclaim "
-               f"requeues the job from its last checkpoint (every {checkpoint})"
+               + (f"requeues the job from its last checkpoint (every {checkpoint})" if interval > 0 else
+                  "requeues the job from its start (no periodic checkpoint)")
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
     if policies is None:   # asked for by name, run_policy refuses what it cannot replay
         for name, why in left_out(work, inventory, pool_of, reclaim_rates(pool_list), restart_cost).items():
@@ -239,6 +240,16 @@ def _reports(results, work, inventory, trace: str, directory: str) -> dict[str, 
                                   title=f"{trace} replayed under {name}", relative=True, notes=work.assumptions))
         pages[name] = str(write_report(built, Path(directory) / name).page)
     return pages
+
+
+NONE = ("0", "0s", "none", "never")
+
+
+def _seconds_or_none(text: str) -> float:
+    """A duration (bare numbers are seconds), or 0 for none: no periodic checkpoint, no reload."""
+    from gqa.models.units import parse_duration
+
+    return 0.0 if text.strip().lower() in NONE else float(parse_duration(text, bare_unit="s"))
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")

@@ -178,6 +178,28 @@ def test_gqa_simulate_refuses_a_bad_restart_cost(tmp_path, capsys):
     assert "--restart-cost: invalid duration 'soon'" in err
 
 
+def test_gqa_simulate_takes_zero_for_no_restart_cost_and_none_for_no_checkpoint(tmp_path, capsys):
+    import json
+
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("submit_time,duration,gpus\n" + "\n".join(f"{i * 600},{3 * 3600},1" for i in range(12)) + "\n")
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("- {name: od, gpu_type: a100, gpus: 2, price_per_gpu_hour: 4.1}\n"
+                     "- {name: spot, gpu_type: a100, spot: true, gpus: 4, price_per_gpu_hour: 0.92,"
+                     " reclaim_rate_per_hour: 1.0}\n")
+    base = [str(trace), "--pools", str(pools), "--policies", "gqa", "--eta-every", "0", "-o", "json"]
+    runs = {}
+    for name, extra in (("default", []), ("zero", ["--restart-cost", "0"]),
+                        ("none", ["--checkpoint-interval", "none"])):
+        code, out, err = simulate_cli(capsys, *base, *extra)   # --restart-cost 0 was refused as not positive
+        assert code == 0, err
+        runs[name] = json.loads(out)
+    assert runs["zero"]["policies"] == runs["default"]["policies"]
+    assert any("requeues the job from its start (no periodic checkpoint)" in a for a in runs["none"]["assumptions"])
+    # a reclaim loses the whole attempt, not the work since a checkpoint: more GPU time for the same work
+    assert runs["none"]["policies"]["gqa"]["gpu_hours"] > runs["default"]["policies"]["gqa"]["gpu_hours"]
+
+
 @pytest.mark.parametrize("delays, options, given_up, reclaims", [
     pytest.param((1000.0,) * 3, {}, True, 3, id="never reaching a checkpoint: given up"),
     pytest.param((1000.0, 1000.0, 2000.0, 1000.0, 1000.0), {}, False, 5,
