@@ -2,6 +2,7 @@
 the interruption notice, the restart cost of a resumed attempt, and the
 published facts turned into rates and prices."""
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -142,9 +143,9 @@ def simulate_cli(capsys, *args):
     return code, out.out, out.err
 
 
-def test_gqa_simulate_checkpoint_on_notice_and_restart_cost(tmp_path, capsys):
-    import json
-
+def twelve_jobs_on_two_pools(tmp_path, capsys):
+    """`gqa simulate` of twelve 3-hour jobs on 2 on-demand and 4 spot GPUs (1 reclaim an hour)
+    under gqa, as a function of the extra options, giving the JSON."""
     trace = tmp_path / "jobs.csv"
     trace.write_text("submit_time,duration,gpus\n" + "\n".join(f"{i * 600},{3 * 3600},1" for i in range(12)) + "\n")
     pools = tmp_path / "pools.yaml"
@@ -157,7 +158,11 @@ def test_gqa_simulate_checkpoint_on_notice_and_restart_cost(tmp_path, capsys):
         code, out, err = simulate_cli(capsys, *base, *extra)
         assert code == 0, err
         return json.loads(out)
+    return replayed
 
+
+def test_gqa_simulate_checkpoint_on_notice_and_restart_cost(tmp_path, capsys):
+    replayed = twelve_jobs_on_two_pools(tmp_path, capsys)
     periodic, on_notice = replayed(), replayed("--checkpoint-on-notice", "--restart-cost", "60s")
     lost = {name: data["policies"]["gqa"]["gpu_hours"] - 12 * 3 for name, data in
             (("periodic", periodic), ("notice", on_notice))}
@@ -179,21 +184,10 @@ def test_gqa_simulate_refuses_a_bad_restart_cost(tmp_path, capsys):
 
 
 def test_gqa_simulate_takes_zero_for_no_restart_cost_and_none_for_no_checkpoint(tmp_path, capsys):
-    import json
-
-    trace = tmp_path / "jobs.csv"
-    trace.write_text("submit_time,duration,gpus\n" + "\n".join(f"{i * 600},{3 * 3600},1" for i in range(12)) + "\n")
-    pools = tmp_path / "pools.yaml"
-    pools.write_text("- {name: od, gpu_type: a100, gpus: 2, price_per_gpu_hour: 4.1}\n"
-                     "- {name: spot, gpu_type: a100, spot: true, gpus: 4, price_per_gpu_hour: 0.92,"
-                     " reclaim_rate_per_hour: 1.0}\n")
-    base = [str(trace), "--pools", str(pools), "--policies", "gqa", "--eta-every", "0", "-o", "json"]
-    runs = {}
-    for name, extra in (("default", []), ("zero", ["--restart-cost", "0"]),
-                        ("none", ["--checkpoint-interval", "none"])):
-        code, out, err = simulate_cli(capsys, *base, *extra)   # --restart-cost 0 was refused as not positive
-        assert code == 0, err
-        runs[name] = json.loads(out)
+    replayed = twelve_jobs_on_two_pools(tmp_path, capsys)
+    # --restart-cost 0 was refused as not positive
+    runs = {"default": replayed(), "zero": replayed("--restart-cost", "0"),
+            "none": replayed("--checkpoint-interval", "none")}
     assert runs["zero"]["policies"] == runs["default"]["policies"]
     assert any("requeues the job from its start (no periodic checkpoint)" in a for a in runs["none"]["assumptions"])
     # a reclaim loses the whole attempt, not the work since a checkpoint: more GPU time for the same work
