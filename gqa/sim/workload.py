@@ -42,6 +42,12 @@ class Workload:
     assumptions: list[str] = field(default_factory=list)
 
 
+# the slowest arrival rate a replay takes: a trace's span (submit times within 1e11 s either side of
+# 1970, trace.py) stretched 100-fold stays within the seconds a float counts exactly (9e15); at 1e-300
+# a replay's times ran to 300 digits
+MIN_LOAD = 0.01
+
+
 def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load: float = 1.0,
            shares: dict[str, float] | None = None, limit: int | None = None, spot: bool = False,
            notes: list[str] | None = None, estimates: Estimates = MODEL, priorities: str = "trace") -> Workload:
@@ -52,8 +58,9 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     gives none (gqa/sim/estimates.py); `priorities`: "trace" keeps the
     priority each job has in the trace, "one" puts every job in the normal
     tier, as the references that ignore tiers (fifo, las) see them."""
-    if not 0 < load < float("inf"):
-        raise ValueError(f"load must be a positive number, got {load:g}")
+    if not MIN_LOAD <= load < float("inf"):
+        raise ValueError(f"load must be a number from {MIN_LOAD:g} (arrivals {1 / MIN_LOAD:g} times as far "
+                         f"apart), got {load:g}")
     priorities = priorities_choice(priorities)
     said = list(notes or [])
     picked = trace_jobs[:limit] if limit else trace_jobs

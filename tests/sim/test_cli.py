@@ -87,9 +87,10 @@ def test_limit_load_and_pools(tmp_path, capsys):
     (["--gpus", "0"], "--gpus 0: a cluster needs at least 1 GPU"),
     (["--gpus", "-3"], "--gpus -3: a cluster needs at least 1 GPU"),
     (["--gpus", "100000000000"], "--gpus 100000000000: a replay may have at most 1,000,000 GPUs"),  # ran out of memory
-    (["--gpus", "4", "--load", "0"], "--load must be a positive number, got 0"),
-    (["--gpus", "4", "--load", "nan"], "--load must be a positive number, got nan"),   # a replay that never ended
-    (["--gpus", "4", "--load", "inf"], "--load must be a positive number, got inf"),
+    (["--gpus", "4", "--load", "0"], "--load must be a number from 0.01 (arrivals 100 times as far apart), got 0"),
+    (["--gpus", "4", "--load", "nan"], "--load must be a number from 0.01"),   # a replay that never ended
+    (["--gpus", "4", "--load", "inf"], "--load must be a number from 0.01 (arrivals 100 times as far apart), got inf"),
+    (["--gpus", "4", "--load", "1e-300"], "got 1e-300"),   # its times ran to 300 digits
     (["--gpus", "4", "-o", "xml"], "unknown output format"),
     (["--gpus", "4", "--estimates", "oracle"], "--estimates: unknown estimates mode 'oracle'; choose from model, "
                                                "default, max, fitted"),

@@ -1,10 +1,12 @@
 """What traces lack, derived: wall times, teams, users, load."""
 
+import math
+
 import pytest
 
 from gqa.sim.trace import TraceJob
 from gqa.sim.estimates import WALL_STEPS, wall_time_for
-from gqa.sim.workload import DEFAULT_TEAMS, derive
+from gqa.sim.workload import DEFAULT_TEAMS, MIN_LOAD, derive
 
 
 PUBLISHED_SEED_0 = [("team-a", "team-a-u6"), ("team-c", "team-c-u0"), ("team-a", "team-a-u3"),
@@ -33,6 +35,18 @@ def test_wall_times_depend_on_the_seed_not_on_the_position():
     assert walls == [j.wall_time for j in b.jobs]
     assert walls != [j.wall_time for j in c.jobs]
     assert walls[:50] == [j.wall_time for j in prefix.jobs]
+
+
+@pytest.mark.parametrize("load", [0.0, -1.0, MIN_LOAD / 2, 1e-300, math.inf, math.nan])
+def test_a_load_outside_its_bounds_is_refused(load):
+    with pytest.raises(ValueError, match=f"load must be a number from {MIN_LOAD:g}"):
+        derive(jobs(3), cluster_gpus=8, load=load)
+
+
+def test_the_slowest_load_stretches_the_gaps_100_fold():
+    slow = derive(jobs(3), cluster_gpus=8, load=MIN_LOAD)
+    plain = derive(jobs(3), cluster_gpus=8)
+    assert [j.submit for j in slow.jobs] == [j.submit * 100 for j in plain.jobs]
 
 
 def test_a_given_wall_time_is_kept():
