@@ -29,6 +29,13 @@ MAX_GPUS = 1_000_000
 MAX_RECLAIM_RATE = 10.0
 
 
+def _name(value: object, what: str) -> str:
+    """A name: text or a number (a100, 4090), not empty; YAML's null would be the pool 'None'."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
+        raise ValueError(f"{what} must be a name, got {value!r}")
+    return str(value).strip()
+
+
 def _flag(value: object, what: str) -> bool:
     """YAML's true or false (yes and no unquoted too); a quoted 'no' is a string, and bool() of
     it is True."""
@@ -89,11 +96,13 @@ def load_pools(text: str, source: str = "pools") -> list[Pool]:
         if unknown:
             raise PoolError(f"{where}: unknown {', '.join(sorted(unknown))}")
         try:
-            pool = Pool(name=str(item["name"]), gpu_type=str(item.get("gpu_type", item["name"])),
+            name = _name(item["name"], "name")
+            rate = item.get("reclaim_rate_per_hour")
+            pool = Pool(name=name, gpu_type=_name(item.get("gpu_type", name), "gpu_type"),
                         spot=_flag(item.get("spot", False), "spot"), gpus=_count(item["gpus"], "gpus"),
                         price_per_gpu_hour=_amount(item["price_per_gpu_hour"], "price_per_gpu_hour"),
-                        reclaim_rate_per_hour=_amount(item.get("reclaim_rate_per_hour") or 0.0,
-                                                      "reclaim_rate_per_hour", MAX_RECLAIM_RATE))
+                        reclaim_rate_per_hour=_amount(0.0 if rate is None else rate, "reclaim_rate_per_hour",
+                                                      MAX_RECLAIM_RATE))
         except ValueError as exc:
             raise PoolError(f"{where}: {exc}") from None
         total += pool.gpus

@@ -11,9 +11,10 @@ OD = "{name: od, gpu_type: a100, spot: false, gpus: 2, price_per_gpu_hour: 4.1}"
 
 def test_reads_pools_in_order_with_defaults():
     pools = load_pools(f"- {OD}\n- {{name: sp, gpu_type: a100, spot: yes, gpus: 4.0, price_per_gpu_hour: 1,"
-                       " reclaim_rate_per_hour: 0.5}\n- {name: h100, gpus: 1, price_per_gpu_hour: 0}\n")
+                       " reclaim_rate_per_hour: 0.5}\n- {name: h100, gpus: 1, price_per_gpu_hour: 0}\n"
+                       "- {name: 4090, gpus: 1, price_per_gpu_hour: 0.3, reclaim_rate_per_hour: null}\n")
     assert pools == [Pool("od", "a100", False, 2, 4.1), Pool("sp", "a100", True, 4, 1.0, 0.5),
-                     Pool("h100", "h100", False, 1, 0.0)]
+                     Pool("h100", "h100", False, 1, 0.0), Pool("4090", "4090", False, 1, 0.3)]
     assert load_pools(f"pools:\n  - {OD}\n") == pools[:1]
 
 
@@ -41,6 +42,11 @@ def test_reads_pools_in_order_with_defaults():
     ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: 1}", "spot must be true or false, got 1"),
     (f"{{name: a, gpus: {MAX_GPUS + 1}, price_per_gpu_hour: 1}}",
      f"the pools hold {MAX_GPUS + 3:,} GPUs, over the {MAX_GPUS:,} a replay may have"),   # od's 2 and these
+    ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: true, reclaim_rate_per_hour: false}",
+     "reclaim_rate_per_hour must be a number from 0 to 10, got False"),
+    ("{name: , gpus: 2, price_per_gpu_hour: 1}", "name must be a name, got None"),   # was the pool 'None'
+    ("{name: ' ', gpus: 2, price_per_gpu_hour: 1}", "name must be a name, got ' '"),
+    ("{name: a, gpu_type: [a100], gpus: 2, price_per_gpu_hour: 1}", "gpu_type must be a name, got ['a100']"),
     ("{name: a, gpus: 2}", "missing price_per_gpu_hour"),
     ("{name: a, gpus: 2, price_per_gpu_hour: 1, zone: b}", "unknown zone"),
     ("[a, b]", "expected a mapping with name, gpu_type, spot, gpus, price_per_gpu_hour"),
