@@ -4,7 +4,7 @@ policy (FIFO unless told) for people, one JSON object for scripts, wait-time CDF
 from pathlib import Path
 
 from ..models.units import format_duration
-from .engine import FRUITLESS_RECLAIMS, SimResult
+from .engine import MAX_RECLAIMS, SimResult
 from .metrics import ratios
 
 RATIO_LINE = (("mean_wait", "mean wait"), ("p99_wait", "p99 wait"), ("mean_jct", "mean JCT"),
@@ -48,9 +48,9 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
     for name, s in summaries.items():
         if s.get("given_up"):
             jobs_were = "1 job was" if s["given_up"] == 1 else f"{s['given_up']} jobs were"
-            console.print(f"{name}: {jobs_were} given up, unfinished, after {FRUITLESS_RECLAIMS:,} reclaims in a "
-                          "row that kept no work: no attempt outlasted a reclaim to its next checkpoint "
-                          "(--checkpoint-interval, --checkpoint-on-notice, or an on-demand pool)", soft_wrap=True)
+            console.print(f"{name}: {jobs_were} given up, unfinished, at {MAX_RECLAIMS:,} reclaims, losing work "
+                          "faster than checkpoints kept it (--checkpoint-interval, --checkpoint-on-notice, or an "
+                          "on-demand pool)", soft_wrap=True)
     for name, s in summaries.items():
         if s.get("cost") is not None:
             saving = f", spot saved ${s['spot_saving']:,.0f}" if s.get("spot_saving") is not None else ""
