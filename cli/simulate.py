@@ -74,7 +74,7 @@ def simulate(
     from gqa.models.errors import SpecError
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.policies import NAMES, left_out, run_policy
+    from gqa.sim.policies import LAS, NAMES, las_refuses, left_out, run_policy, slicing_stalls
     from gqa.sim.pools import MAX_GPUS, PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
@@ -171,10 +171,16 @@ def simulate(
                + (f"requeues the job from its last checkpoint (every {checkpoint})" if interval > 0 else
                   "requeues the job from its start (no periodic checkpoint)")
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
-    if policies is None:   # asked for by name, run_policy refuses what it cannot replay
+    if policies is None:
         for name, why in left_out(work, inventory, pool_of, reclaim_rates(pool_list), restart_cost).items():
             names.remove(name)
             work.assumptions.append(f"{name} left out: {why}")
+    else:   # asked for by name: refused before any replay, which on a whole trace takes minutes
+        for name in names:
+            refused = (las_refuses(inventory, pool_of, reclaim_rates(pool_list)) if name in LAS else
+                       slicing_stalls(restart_cost) if name == "gqa-slice" else None)
+            if refused:
+                fail(refused if name in LAS else f"{name}: {refused}")
     if restart_cost:
         work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
                                 "its checkpoint before new work")

@@ -167,6 +167,9 @@ def test_las_refuses_pools_it_cannot_model(tmp_path, capsys):
                      "- {name: spot, gpu_type: a100, spot: true, gpus: 2, price_per_gpu_hour: 1.5}\n")
     code, out, err = run(capsys, GOLDEN, "--pools", str(pools), "--policies", "las")
     assert code == 2 and out == "" and "las counts one pool of identical GPUs" in err
+    # named after another: refused before that one replays (on a whole trace, minutes to nothing)
+    code, out, err = run(capsys, GOLDEN, "--pools", str(pools), "--policies", "fifo,las")
+    assert code == 2 and out == "" and "las counts one pool" in err and "replayed" not in err
     data = as_json(capsys, GOLDEN, "--pools", str(pools), "--eta-every", "0")   # by default it is left out, said so
     assert list(data["policies"]) == [n for n in NAMES if n not in ("las", "las-tiers")]
     for name in ("las", "las-tiers"):
@@ -179,6 +182,8 @@ def test_gqa_slice_is_refused_a_reload_as_long_as_its_least_run(capsys):
     assert code == 2 and out == ""
     assert "gqa-slice: a resume's reload of 5m00s is at least its 2m00s least run" in err
     assert "give a restart cost under 2m00s" in err
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "gqa,gqa-slice", "--restart-cost", "5m")
+    assert code == 2 and out == "" and "gqa-slice: a resume's reload" in err and "replayed" not in err
     data = as_json(capsys, GOLDEN, "--gpus", "4", "--restart-cost", "2m", "--eta-every", "0")   # by default: left out
     assert "gqa-slice" not in data["policies"] and {"gqa", "las"} <= set(data["policies"])
     left_out = "gqa-slice left out: a resume's reload of 2m00s is at least"
