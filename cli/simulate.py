@@ -74,7 +74,7 @@ def simulate(
     from gqa.models.errors import SpecError
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.policies import LAS, NAMES, las_refuses, left_out, run_policy, slicing_stalls
+    from gqa.sim.policies import NAMES, left_out, refused, run_policy
     from gqa.sim.pools import MAX_GPUS, PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
@@ -177,10 +177,9 @@ def simulate(
             work.assumptions.append(f"{name} left out: {why}")
     else:   # asked for by name: refused before any replay, which on a whole trace takes minutes
         for name in names:
-            refused = (las_refuses(inventory, pool_of, reclaim_rates(pool_list)) if name in LAS else
-                       slicing_stalls(restart_cost) if name == "gqa-slice" else None)
-            if refused:
-                fail(refused if name in LAS else f"{name}: {refused}")
+            why_not = refused(name, inventory, pool_of, reclaim_rates(pool_list), restart_cost)
+            if why_not:
+                fail(why_not)
     if restart_cost:
         work.assumptions.append(f"a resumed attempt (after a preemption or a reclaim) spends {restart} reloading "
                                 "its checkpoint before new work")

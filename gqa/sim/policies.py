@@ -60,27 +60,34 @@ def left_out(work: Workload, gpus: tuple[Gpu, ...], pool_of: dict[int, str] | No
     return out
 
 
+def refused(name: str, gpus: tuple[Gpu, ...], pool_of: dict[int, str] | None = None,
+            reclaim_per_hour: dict[str, float] | None = None, restart_cost: float | None = None) -> str | None:
+    """Why run_policy refuses to replay `name` on this cluster with this reload per resume, or None."""
+    if name in LAS:
+        return las_refuses(gpus, pool_of, reclaim_per_hour)
+    stalls = slicing_stalls(restart_cost) if name == "gqa-slice" else None
+    return f"gqa-slice: {stalls}" if stalls else None
+
+
 def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], *, backfill_by: str = LIMITS,
                **engine_options) -> SimResult:
     """`engine_options` are `simulate()`'s. `backfill_by`: what gqa's own policies (gqa,
     gqa-slice) count a job's run as when they backfill (scheduling/horizon.py); the baselines
     count limits, as Slurm does. The LAS replays take only `restart_cost` (its own RESTART
-    when none is given) and the pools, and refuses those it cannot model (`las_refuses`)."""
+    when none is given) and the pools; a policy that cannot replay the cluster is refused (`refused`)."""
     if name not in NAMES:
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(NAMES)}")
     base = Policy(backfill_by=backfill_by_choice(backfill_by))
+    why = refused(name, gpus, engine_options.get("pool_of"), engine_options.get("reclaim_per_hour"),
+                  engine_options.get("restart_cost"))
+    if why:
+        raise ValueError(why)
     if name in LAS:
         pool_of = engine_options.get("pool_of") or {g.index: g.type for g in gpus}
-        refused = las_refuses(gpus, pool_of, engine_options.get("reclaim_per_hour"))
-        if refused:
-            raise ValueError(refused)
         price = gpus[0].price if gpus else 0.0
         return simulate_las(work, len(gpus), name=name, price=price, pool=next(iter(pool_of.values()), "gpu"),
                             restart=engine_options.get("restart_cost") or RESTART, tiers=LAS[name])
     if name == "gqa-slice":
-        stalls = slicing_stalls(engine_options.get("restart_cost"))
-        if stalls:
-            raise ValueError(f"gqa-slice: {stalls}")
         engine_options = {**engine_options, "save_on_preempt": True,
                           "restart_cost": engine_options.get("restart_cost") or RESTART}
     return simulate(work, gpus, preset(name, base), name=name, oracle=name in ORACLES, **engine_options)
