@@ -107,10 +107,10 @@ def _text(data: bytes, where: str) -> str:
     """A trace file's text: UTF-8, a byte-order mark (as spreadsheets write) skipped."""
     try:
         return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise TraceError(f"{where}: line {line}: byte 0x{data[exc.start]:02x} is not UTF-8 "
-                         "(a trace is UTF-8 text)") from None
+    except UnicodeDecodeError as exc:   # its offset is into what follows a byte-order mark
+        read, at = exc.object, exc.start
+        line = read.count(b"\n", 0, at) + 1
+        raise TraceError(f"{where}: line {line}: byte 0x{read[at]:02x} is not UTF-8 (a trace is UTF-8 text)") from None
 
 
 def _header(reader: csv.DictReader, where: str) -> list[str]:

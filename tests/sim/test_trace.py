@@ -88,6 +88,9 @@ def test_csv_with_a_byte_order_mark_is_read(tmp_path):
     path.write_bytes("submit_time,duration,gpus,name\n0,10,1,café\n".encode("utf-8-sig"))
     [job] = load_trace(path).jobs
     assert (job.submit_time, job.name) == (0.0, "café")
+    path.write_bytes("submit_time,duration,gpus,name\n0,10,1,a\n".encode("utf-8-sig") + b"1,10,1,caf\xe9\n")
+    with pytest.raises(TraceError, match="t.csv: line 3: byte 0xe9 is not UTF-8"):   # not 0x61, 3 bytes early
+        load_trace(path)
 
 
 def test_csv_field_over_the_csv_limit_names_the_line(tmp_path):
