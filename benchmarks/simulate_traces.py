@@ -46,6 +46,7 @@ from gqa.sim import cluster, derive, load_trace, summarize  # noqa: E402
 from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import LAS, NAMES, left_out, run_policy  # noqa: E402
+from gqa.sim.report import plot_path_problem, save_whole  # noqa: E402
 from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
@@ -112,6 +113,8 @@ def main() -> int:
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
     check_shared(parser, args)
+    if args.plot and (problem := plot_path_problem(args.plot)):   # before the table's quarter of an hour
+        parser.error(f"--plot {args.plot}: {problem}")
     try:
         targets = targets_of(args.targets)
         modes = [Estimates(m).mode for m in args.estimates.split(",")]
@@ -375,8 +378,10 @@ def plot(rows: list[dict], path: str) -> None:
                 ax.set_xlabel("load (%)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        save_whole(fig, path, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 if __name__ == "__main__":

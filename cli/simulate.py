@@ -258,19 +258,12 @@ def _seconds_or_none(text: str) -> float:
     return 0.0 if text.strip().lower() in NONE else float(parse_duration(text, bare_unit="s"))
 
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-
-
 def _check_plot(path: str) -> None:
-    from pathlib import Path
+    from gqa.sim.report import plot_path_problem
 
-    where = Path(path)
-    if where.suffix.lower() not in PLOT_SUFFIXES:
-        fail(f"--plot {path}: name a {', '.join(PLOT_SUFFIXES[:-1])} or {PLOT_SUFFIXES[-1]} file")
-    if where.is_dir():
-        fail(f"--plot {path}: is a folder; name a file in it")
-    if not where.parent.is_dir():
-        fail(f"--plot {path}: no folder {where.parent}")
+    problem = plot_path_problem(path)
+    if problem:
+        fail(f"--plot {path}: {problem}")
 
 
 def _check_report(path: str) -> None:

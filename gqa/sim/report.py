@@ -95,14 +95,37 @@ def plot_waits(results: dict[str, SimResult], path: str, title: str) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    # whole or not at all: a full disk leaves no half-written picture under the name asked for
+    try:
+        save_whole(fig, path, dpi=120)
+    finally:
+        plt.close(fig)
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def plot_path_problem(path: str) -> str | None:
+    """What keeps a picture from being written to `path`, checked before the replays that make it
+    (minutes on a whole trace), or None."""
+    where = Path(path)
+    if where.suffix.lower() not in PLOT_SUFFIXES:
+        return f"name a {', '.join(PLOT_SUFFIXES[:-1])} or {PLOT_SUFFIXES[-1]} file"
+    if where.is_dir():
+        return "is a folder; name a file in it"
+    if not where.parent.is_dir():
+        return f"no folder {where.parent}"
+    return None
+
+
+def save_whole(fig, path: str, dpi: int) -> None:
+    """Whole or not at all: written beside `path` and renamed, so a full disk leaves no
+    half-written picture under the name asked for."""
     target = Path(path)
     partial = target.with_name(f".{target.name}.partial")
     try:
-        fig.savefig(partial, dpi=120, format=target.suffix.lstrip(".").lower() or "png")
+        fig.savefig(partial, dpi=dpi, format=target.suffix.lstrip(".").lower() or "png")
         partial.replace(target)
     finally:
-        plt.close(fig)
         partial.unlink(missing_ok=True)
 
 

@@ -78,7 +78,9 @@ def test_an_unknown_mode_or_policy_is_one_line_and_exit_2(tmp_path):
                               ("--targets", "0.85,0", "--targets: each a number above 0 (0.85 for 85%), not '0'"),
                               ("--targets", "nan", "not 'nan'"), ("--only", "philly", "unknown trace philly"),
                               ("--workers", "0", "--workers must be at least 1, got 0"),
-                              ("--eta-jobs", "-1", "--eta-jobs must be at least 0, got -1")):
+                              ("--eta-jobs", "-1", "--eta-jobs must be at least 0, got -1"),
+                              # a matplotlib traceback after the whole table, before
+                              ("--plot", "table.txt", "--plot table.txt: name a .png, .svg or .pdf file")):
         done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
                                str(tmp_path), flag, value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and says in done.stderr, done.stderr
