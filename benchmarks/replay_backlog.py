@@ -20,7 +20,6 @@ CPU time of each and their ratio, and says whether the two decided the same
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -36,7 +35,7 @@ from side_by_side import add_options, checkout, interleaved, run_snippet  # noqa
 from simulate_traces import TRACES  # noqa: E402
 
 from gqa.sim.policies import NAMES  # noqa: E402
-from gqa.sim.workload import MIN_LOAD  # noqa: E402
+from gqa.sim.workload import load_problem  # noqa: E402
 
 GPUS = {"itp": 1196, "alibaba": 12}   # the trace table's clusters at 95% load under `model`
 
@@ -87,9 +86,10 @@ def main() -> int:
     unknown = [p for p in policies if p not in NAMES]
     if unknown or not policies:
         parser.error(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(NAMES)}")
-    if not MIN_LOAD <= args.load < math.inf or args.limit < 0 or args.rounds < 1 \
-            or (args.gpus is not None and args.gpus < 1):
-        parser.error(f"--load must be from {MIN_LOAD:g}, --gpus positive, --limit at least 0, --rounds at least 1")
+    if problem := load_problem(args.load):
+        parser.error(f"--{problem}")
+    if args.limit < 0 or args.rounds < 1 or (args.gpus is not None and args.gpus < 1):
+        parser.error("--gpus must be positive, --limit at least 0, --rounds at least 1")
     path = Path(args.traces) / TRACES[args.trace]
     if not path.exists():
         parser.error(f"no {args.trace} trace at {path} (--traces DIR)")

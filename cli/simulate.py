@@ -79,7 +79,7 @@ def simulate(
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
-    from gqa.sim.workload import MIN_LOAD, priorities_choice
+    from gqa.sim.workload import load_problem, priorities_choice
     from gqa.scheduling import Policy
     from gqa.scheduling.horizon import LIMITS, backfill_by_choice
     from gqa.scheduling.inventory import SPOT_HOURS_PER_RECLAIM
@@ -92,9 +92,8 @@ def simulate(
     if base is not None and base.strip().lower() not in names:
         fail(f"--base {base} is not among the policies replayed ({', '.join(names)})")
     base = (base or "fifo").strip().lower()
-    if not MIN_LOAD <= load < float("inf"):   # NaN too: it would time every arrival at NaN, and the replay never ends
-        fail(f"--load must be a number from {MIN_LOAD:g} (arrivals {1 / MIN_LOAD:g} times as far apart), "
-             f"got {load:g}")
+    if problem := load_problem(load):
+        fail(f"--{problem}")
     if eta_sample is not None and eta_sample < 0:
         fail("--eta-every must be 0 (never) or more")
     if limit is not None and limit < 1:

@@ -48,6 +48,14 @@ class Workload:
 MIN_LOAD = 0.01
 
 
+def load_problem(load: float) -> str | None:
+    """Why an arrival-rate multiplier cannot be replayed (NaN too: every arrival would be timed at
+    NaN, and the replay would never end), or None; callers check it before a trace's slow load too."""
+    if MIN_LOAD <= load < float("inf"):
+        return None
+    return f"load must be a number from {MIN_LOAD:g} (arrivals {1 / MIN_LOAD:g} times as far apart), got {load:g}"
+
+
 def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load: float = 1.0,
            shares: dict[str, float] | None = None, limit: int | None = None, spot: bool = False,
            notes: list[str] | None = None, estimates: Estimates = MODEL, priorities: str = "trace") -> Workload:
@@ -58,9 +66,9 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     gives none (gqa/sim/estimates.py); `priorities`: "trace" keeps the
     priority each job has in the trace, "one" puts every job in the normal
     tier, as the references that ignore tiers (fifo, las) see them."""
-    if not MIN_LOAD <= load < float("inf"):
-        raise ValueError(f"load must be a number from {MIN_LOAD:g} (arrivals {1 / MIN_LOAD:g} times as far "
-                         f"apart), got {load:g}")
+    problem = load_problem(load)
+    if problem:
+        raise ValueError(problem)
     priorities = priorities_choice(priorities)
     said = list(notes or [])
     picked = trace_jobs[:limit] if limit else trace_jobs
