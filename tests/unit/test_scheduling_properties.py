@@ -1,19 +1,22 @@
 """gqa.scheduling.plan on random snapshots: the invariants every pass keeps,
 whatever the queue looks like."""
 
+import re
 from collections import Counter
 from dataclasses import replace
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import gpus as gpu_list, pending, running, snapshot
 from gqa.scheduling import PendingJob, Policy, Snapshot, TeamPolicy, plan
+from gqa.scheduling.snapshot import Weights
 
 TEAMS = ("vision", "nlp", "speech")
 USERS = ("alice", "bob")
 TYPES = ("a10g", "h100")
 QUOTA_PREFIXES = ("team ", "user ", "array ")
+HOLDER = re.compile(r"waiting behind job ([^,\s]+)")   # fit.py's reasons for a job held back for another
 
 SETTINGS = settings(max_examples=200, deadline=None)
 
@@ -188,17 +191,37 @@ def fits(job: PendingJob, indices: set[int], types: dict[int, str]) -> bool:
     return max(per_type.values(), default=0) >= job.gpus
 
 
+def held_for_a_job_ahead() -> Snapshot:
+    """Found by the property below: the 4-GPU job starts first (ranked by its short wall time), the
+    exclusive p0 is then reserved the machine when it ends, in 60 s; p1, of the same tier but with no
+    wall time, may not run into that reservation, while p7 of the tier below, 60 s long, ends before it
+    (EASY backfill, as Slurm's backfill treats a lower priority job). GPU 0 is not p1's to take."""
+    jobs = [pending("p0", tier=0, gpus=0, exclusive=True, seq=0), pending("p1", tier=0, gpus=1, seq=1),
+            pending("p4", tier=0, gpus=4, wall_time=60.0, seq=2), pending("p7", tier=1, gpus=1, wall_time=60.0, seq=3)]
+    policy = Policy(weights=Weights(fair_share=1.0, age=1.0, size=0.0, duration=5.0), backfill=True,
+                    backfill_by="limits", reservation_depth=1)
+    return snapshot(gpu_list({"a10g": 1, "h100": 4}), now=10.0, policy=policy,
+                    pending=[replace(j, submitted_at=0.0) for j in jobs])
+
+
 @SETTINGS
 @given(snapshots(accounting=False))
+@example(held_for_a_job_ahead())
 def test_a_lower_tier_never_takes_gpus_a_waiting_higher_tier_job_needs(snap):
     result = plan(snap)
     types = {g.index: g.type for g in snap.gpus}
     leftover = free_indices(snap) - {i for s in result.starts for i in s.gpus}
     started = started_jobs(snap, result)
+    tier_of = {j.id: j.tier for j in snap.pending}
     for waiting in snap.pending:
         reason = result.waiting.get(waiting.id)
         # an exclusive job fits only on an empty machine, never in a few GPUs: its own invariant holds it
         if reason is None or reason.startswith(QUOTA_PREFIXES) or waiting.exclusive:
+            continue
+        # held back for a job ranked ahead of it (a reservation, backfill's rule): that job is of its
+        # tier or above, and a lower tier's job that ends before the reservation takes nothing from it
+        if (behind := HOLDER.match(reason)) is not None:
+            assert tier_of[behind[1]] <= waiting.tier, (waiting, reason)
             continue
         lower = {i for job, gpus in started if job.tier > waiting.tier for i in gpus}
         # fitting in what is still free is fine (it is held back for a job ahead of it);
