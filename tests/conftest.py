@@ -18,10 +18,20 @@ import pytest  # noqa: E402
 
 
 def pytest_configure(config):
-    """moto answers DynamoDB's requests the same, faster (tests/aws/lean_moto.py)."""
+    """moto answers DynamoDB's requests the same, faster (tests/aws/lean_moto.py).
+
+    Each `mock_aws()` would also drop boto3's default session, so the first
+    `boto3.client()` of every test (a Lambda container's, built per test)
+    loaded every service model again: about 0.4 s a test for the api's 15
+    clients. The session is kept instead (moto's `reset_boto3_session`): its
+    clients still reach moto, whose handler every session made after moto's
+    import carries, and its credentials are moto's fake ones in every test."""
+    from moto.core.config import default_user_config
+
     from tests.aws.lean_moto import lean_everywhere
 
     lean_everywhere()
+    default_user_config["core"]["reset_boto3_session"] = False
 
 
 @pytest.fixture(autouse=True)
