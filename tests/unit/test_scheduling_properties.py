@@ -9,8 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import gpus as gpu_list, pending, running, snapshot
-from gqa.scheduling import PendingJob, Policy, Snapshot, TeamPolicy, plan
-from gqa.scheduling.snapshot import Weights
+from gqa.scheduling import PendingJob, Policy, Snapshot, TeamPolicy, Weights, plan
 
 TEAMS = ("vision", "nlp", "speech")
 USERS = ("alice", "bob")
