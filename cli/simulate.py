@@ -16,7 +16,8 @@ ETA_SAMPLE = 500   # jobs whose ETA is checked by default: each check runs the p
 @app.command("simulate")
 def simulate(
     trace: Annotated[str, typer.Argument(
-        help="A trace: CSV (submit_time,duration,gpus[,team,priority,wall_time,user,name]), the ITP "
+        help="A trace: CSV (submit_time,duration,gpus[,team,priority,wall_time,user,name]), Slurm's "
+             "accounting as sacct -X -P prints it (JobID|Submit|Start|End|ElapsedRaw|AllocTRES|...), the ITP "
              "raw-traces.tar.gz (PATH:cluster04 for one cluster) or an Alibaba openb_pod_list csv.",
         show_default=False)],
     gpus: Annotated[Optional[int], Opt("--gpus", "-G", help="GPUs in the simulated cluster.")] = None,
@@ -67,7 +68,8 @@ def simulate(
     """Replay TRACE under each policy with the real scheduling pass; print waits,
     completion times, slowdown, utilisation and fairness, and ratios against FIFO (or --base).
 
-    Examples: gqa simulate raw-traces.tar.gz --gpus 1300 | gqa simulate jobs.csv --gpus 8 -o json
+    Examples: gqa simulate raw-traces.tar.gz --gpus 1300 | gqa simulate jobs.csv --gpus 8 -o json |
+    gqa simulate sacct.txt --gpus 64
     """
     import time
 
@@ -150,6 +152,8 @@ def simulate(
         loaded = load_trace(trace)
     except TraceError as exc:
         fail(str(exc))
+    except OSError as exc:   # there but unreadable: a folder where a file was meant, no permission
+        fail(f"{trace}: {exc.strerror or exc}")
     spot = any(p.spot for p in pool_list)
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
                   notes=loaded.notes, estimates=asked, priorities=priorities)
@@ -160,6 +164,8 @@ def simulate(
         if too_wide:
             who = "its job asks" if too_wide == 1 else f"all {too_wide} jobs ask"
             why = f": {who} for more than {largest} GPUs, the largest gang this cluster can start"
+        elif not considered and loaded.notes:   # the loader left every row out: say what it left
+            why = f" ({loaded.notes[0]})"
         fail(f"{trace}: no jobs to replay{why}")
     if pool_list:
         work.assumptions.append(

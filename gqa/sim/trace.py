@@ -1,6 +1,7 @@
-"""Cluster traces: what happened, as published. Three formats:
+"""Cluster traces: what happened, as published. Four formats:
 
 - generic CSV: `submit_time,duration,gpus` plus optional `id,team,priority,wall_time,user,name`;
+- Slurm's accounting, as `sacct --parsable2` prints it (sacct.py): a site's own history;
 - Microsoft ITP 2021 (ElasticFlow raw traces): `raw-traces.tar.gz` or its extracted
   folder, `clusterNN.csv` with `job_id,submission_time,duration,num_gpu`;
 - Alibaba GPU v2023 ("openb"): `openb_pod_list_default.csv`.
@@ -49,7 +50,7 @@ class TraceJob:
 @dataclass
 class Trace:
     name: str
-    format: str                  # csv | itp | alibaba
+    format: str                  # csv | sacct | itp | alibaba
     jobs: list[TraceJob]
     notes: list[str] = field(default_factory=list)  # what the loader kept and dropped, for the report
 
@@ -70,7 +71,17 @@ def load_trace(path: str | Path) -> Trace:
         return load_itp(path, select)
     if path.name.startswith("openb_pod_list") and path.suffix == ".csv":
         return load_alibaba(path)
+    from .sacct import is_sacct, load_sacct   # here: sacct.py builds on this module's readers
+    if is_sacct(_first_line(path)):
+        return load_sacct(path)
     return load_csv(path)
+
+
+def _first_line(path: Path) -> str:
+    """The file's first line, as far as a header goes (a byte-order mark skipped, bytes that are not
+    UTF-8 left for the loader to name)."""
+    with path.open("rb") as f:
+        return f.readline(65536).decode("utf-8-sig", errors="replace")
 
 
 def _split_selection(text: str) -> tuple[Path, list[str] | None]:

@@ -1,0 +1,246 @@
+"""Slurm's accounting as a trace: what `sacct --parsable2` prints, one job a row.
+
+    sacct -a -X -P -S 2026-01-01 -E now -o JobID,Submit,Eligible,Start,End,ElapsedRaw,AllocTRES,ReqTRES,\\
+        TimelimitRaw,Account,QOS,User,JobName,State > jobs.txt
+
+A row that ran on GPUs becomes a job: its arrival (Eligible where the dump has it, as a job held back by
+--begin or a dependency could not start before; else Submit), the time it ran (ElapsedRaw, else Elapsed,
+else End - Start), its GPUs (gres/gpu in AllocTRES, else in ReqTRES), the time limit its user asked
+(TimelimitRaw, minutes, else Timelimit; none where UNLIMITED or the partition's), its account as its
+team, its user, its name, and its QOS as its tier where the QOS is named high, normal or low. The rest
+is left out and counted: job steps (`12.batch`, `12.0`; -X leaves them out), jobs that never started
+(still waiting at the dump, or cancelled waiting, which sacct gives a start at its end and no
+AllocTRES), jobs still running at the dump, jobs that asked no GPU, and runs of 0 seconds. A
+requeued job's row is its last attempt, submitted when it was requeued (a job whose last row is
+REQUEUED waits again at the dump); with -D it has a row per attempt, and its attempts become one
+job, arriving with its first and running as long as all together."""
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..models.errors import SpecError
+from ..models.priority import Priority
+from ..models.units import parse_duration
+from .trace import PRIORITIES, Trace, TraceError, TraceJob, _run_seconds, _text, _timestamp
+
+DUMP = ("sacct -a -X -P -S START -E now -o JobID,Submit,Eligible,Start,End,ElapsedRaw,AllocTRES,ReqTRES,TimelimitRaw,"
+        "Account,QOS,User,JobName,State")
+# what a row must give, each as any one of its columns
+NEEDED = {"the job's id": ("JobID", "JobIDRaw"), "its submit time": ("Submit",), "its start": ("Start",),
+          "its run time": ("ElapsedRaw", "Elapsed", "End"), "its GPUs": ("AllocTRES", "ReqTRES")}
+NO_TIME = {"", "unknown", "none"}                     # a time sacct has not got
+NO_LIMIT = {"unlimited", "partition_limit", "invalid", ""}
+_ZERO = re.compile(r"^[0:-]+$")                       # 00:00:00, 0-00:00:00
+
+
+def is_sacct(first_line: str) -> bool:
+    """Whether a file's first line is sacct's parsable header (`JobID|Submit|...`)."""
+    names = {name.strip().lower() for name in first_line.split("|")}
+    return "|" in first_line and bool(names & {"jobid", "jobidraw"})
+
+
+@dataclass
+class _Row:
+    line: int
+    id: str
+    submit: float           # its arrival: Eligible, else Submit
+    start: float | None
+    running: bool           # no end yet: still running at the dump
+    requeued: bool          # this attempt was requeued: another follows (or waits, if this row is the last)
+    qos: str
+    seconds: float
+    job: TraceJob | None    # None: asked no GPU
+
+
+class _Columns:
+    """The header's columns by name (sacct's names, in any case), and a row's values by them."""
+
+    def __init__(self, header: str, where: str):
+        names = [n.strip().lower() for n in header.rstrip("\r\n").split("|")]
+        if names and names[-1] == "":   # --parsable (not --parsable2) ends each line with the delimiter
+            names.pop()
+        self.count, self.at = len(names), {n: i for i, n in enumerate(names)}
+        missing = [what for what, options in NEEDED.items() if not any(o.lower() in self.at for o in options)]
+        if missing:
+            needs = ", ".join(f"{what} ({' or '.join(NEEDED[what])})" for what in missing)
+            raise TraceError(f"{where}: line 1: Slurm's accounting needs {needs}; dump it with: {DUMP}")
+
+    def values(self, line: str) -> list[str]:
+        fields = line.rstrip("\r\n").split("|")
+        if len(fields) == self.count + 1 and fields[-1] == "":
+            fields.pop()
+        if len(fields) != self.count:
+            raise ValueError(f"{len(fields)} fields where the header has {self.count} (a job name with a '|' "
+                             "in it? sacct then needs another --delimiter, which this reader does not take)")
+        return fields
+
+    def get(self, fields: list[str], *names: str) -> str | None:
+        for name in names:
+            i = self.at.get(name.lower())
+            if i is not None:
+                return fields[i].strip()
+        return None
+
+
+def load_sacct(path: str | Path) -> Trace:
+    path = Path(path)
+    lines = _text(path.read_bytes(), str(path)).splitlines()
+    columns = _Columns(lines[0] if lines else "", str(path))
+    rows: dict[str, list[_Row]] = {}
+    steps = 0
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            fields = columns.values(line)
+            job_id = columns.get(fields, "JobID", "JobIDRaw") or ""
+            if not job_id:
+                raise ValueError("the job's id is empty")
+            if "." in job_id:   # a step of a job (12.batch, 12.extern, 12.0): the job's own row counts it
+                steps += 1
+                continue
+            row = _row(columns, fields, job_id, number)
+        except ValueError as exc:
+            raise TraceError(f"{path}: line {number}: {exc}") from None
+        rows.setdefault(job_id, []).append(row)
+    return _trace(path, rows, steps)
+
+
+def _row(columns: _Columns, fields: list[str], job_id: str, line: int) -> _Row:
+    def get(*names: str) -> str | None:
+        return columns.get(fields, *names)
+
+    submit = _time(get("Submit"), "Submit")
+    eligible = _time(get("Eligible"), "Eligible")
+    start = _time(get("Start"), "Start")
+    end_text = get("End")
+    state = (get("State") or "").split(" ")[0].upper()
+    # no end yet, or (its last row) requeued: REQUEUED, REQUEUE_HOLD, REQUEUE_FED
+    running = start is not None and (end_text.lower() in NO_TIME if end_text is not None else state == "RUNNING")
+    requeued = state.startswith("REQUEUE")
+    seconds = 0.0
+    if start is not None and not running:
+        seconds = _run_seconds(_elapsed(get, start), "the run")
+        if seconds == 0 and get("AllocTRES") == "":
+            start = None   # nothing allocated: cancelled waiting (sacct gives it a start at its end)
+    gpus = _gpus(get("AllocTRES"), "AllocTRES") or _gpus(get("ReqTRES"), "ReqTRES")
+    if submit is None:
+        raise ValueError("Submit is empty")
+    arrival = max(submit, eligible) if eligible is not None else submit
+    qos = (get("QOS") or "").lower()
+    if not gpus:
+        return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, None)
+    job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("Account") or None,
+                   priority=qos if qos in PRIORITIES else None, wall_time=_limit(get),
+                   user=get("User") or None, name=get("JobName") or None)
+    return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, job)
+
+
+def _time(text: str | None, what: str) -> float | None:
+    if text is None or text.lower() in NO_TIME:
+        return None
+    try:
+        return _timestamp(text)
+    except ValueError:
+        raise ValueError(f"{what} is not a time: {text!r}") from None
+
+
+def _elapsed(get: Callable[..., str | None], start: float) -> float:
+    """Seconds the row's job ran: ElapsedRaw, else Elapsed ([D-]HH:MM:SS), else End - Start."""
+    raw = get("ElapsedRaw")
+    if raw:
+        if not raw.isdigit():
+            raise ValueError(f"ElapsedRaw is not whole seconds: {raw!r}")
+        return float(raw)
+    text = get("Elapsed")
+    if text:
+        return 0.0 if _ZERO.match(text) else float(_slurm_time(text, "Elapsed", bare_unit="s"))
+    end = _time(get("End"), "End")
+    if end is None:
+        raise ValueError("End is empty for a job that ended")
+    return max(0.0, end - start)
+
+
+def _limit(get: Callable[..., str | None]) -> float | None:
+    """The time limit the job asked, in seconds; None where it has none of its own."""
+    raw = get("TimelimitRaw")
+    if raw is not None and raw.lower() not in NO_LIMIT:
+        if not raw.isdigit():
+            raise ValueError(f"TimelimitRaw is not whole minutes: {raw!r}")
+        return _run_seconds(int(raw) * 60.0, "the time limit") or None
+    text = get("Timelimit")
+    if raw is None and text is not None and text.lower() not in NO_LIMIT:
+        return _run_seconds(float(_slurm_time(text, "Timelimit", bare_unit="m")), "the time limit")
+    return None
+
+
+def _slurm_time(text: str, what: str, bare_unit: str) -> int:
+    try:
+        return parse_duration(text, bare_unit=bare_unit)
+    except SpecError:
+        raise ValueError(f"{what} is not a Slurm time ([D-]HH:MM:SS): {text!r}") from None
+
+
+def _gpus(text: str | None, what: str) -> int:
+    """GPUs in a TRES list (`cpu=4,gres/gpu=2,mem=8G`): gres/gpu's count, else the sum of its typed
+    counts (`gres/gpu:a100=2`); 0 where it names none."""
+    untyped, typed = None, 0
+    for item in (text or "").split(","):
+        key, _, value = item.partition("=")
+        key = key.strip().lower()
+        if key != "gres/gpu" and not key.startswith("gres/gpu:"):
+            continue
+        if not value.strip().isdigit():
+            raise ValueError(f"{what}: {key} is not a whole number: {value!r}")
+        if key == "gres/gpu":
+            untyped = int(value)
+        else:
+            typed += int(value)
+    return untyped if untyped is not None else typed
+
+
+def _trace(path: Path, rows: dict[str, list[_Row]], steps: int) -> Trace:
+    jobs: list[TraceJob] = []
+    other_qos: Counter = Counter()
+    never = running = cpu_only = zero = requeued = 0
+    for attempts in rows.values():
+        last = attempts[-1]
+        ran = [r for r in attempts if r.start is not None and not r.running]
+        if last.running or last.requeued or (last.start is None and ran):
+            running += 1    # still going, or requeued and waiting again, at the dump
+        elif not ran:
+            never += 1
+        elif last.job is None:
+            cpu_only += 1
+        elif sum(r.seconds for r in ran) <= 0:
+            zero += 1
+        else:
+            requeued += len(ran) > 1
+            if last.qos and last.qos not in PRIORITIES:
+                other_qos[last.qos] += 1
+            first = min(r.submit for r in attempts)
+            jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran)))
+    jobs.sort(key=lambda j: j.submit_time)
+    left = [f"{n} {what}" for n, what in ((steps, "job steps (sacct -X leaves them out)"),
+                                         (never, "that never started"),
+                                         (running, "running or requeued at the dump"),
+                                         (cpu_only, "that asked no GPU (no gres/gpu in AllocTRES or ReqTRES"
+                                          + ("; none has one: is gres/gpu in the cluster's AccountingStorageTRES?)"
+                                             if not jobs else ")")),
+                                         (zero, "that ran 0 s")) if n]
+    kept = f"Slurm accounting: {len(jobs)} jobs that ran on GPUs"
+    notes = [kept + (f"; left out: {', '.join(left)}" if left else "")]
+    if requeued:
+        notes.append(f"{requeued} jobs requeued: each replayed as one job, its attempts' run times together")
+    limited = sum(1 for j in jobs if j.wall_time)
+    notes.append(f"time limits as asked for {limited} of {len(jobs)} jobs"
+                 + (" (the rest, UNLIMITED or the partition's, get one from --estimates)" if limited < len(jobs)
+                    else ""))
+    if other_qos:
+        named = ", ".join(f"{q} ({n})" for q, n in sorted(other_qos.items()))
+        notes.append(f"priority from QOS high, normal and low; other QOS read as {Priority.NORMAL.value}: {named}")
+    return Trace(name=path.name, format="sacct", jobs=jobs, notes=notes)
+

@@ -1,0 +1,292 @@
+"""Slurm's accounting (`sacct --parsable2`) as a trace: rows built here for each rule, and the dumps
+in tests/data/sacct, which a real Slurm wrote (record.sh there)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gqa.sim import derive
+from gqa.sim.sacct import is_sacct
+from gqa.sim.trace import TraceError, load_trace
+
+DUMPS = Path(__file__).parents[1] / "data" / "sacct"
+HEADER = "JobID|Submit|Start|End|ElapsedRaw|AllocTRES|ReqTRES|TimelimitRaw|Account|QOS|User|JobName|State"
+
+
+def row(job_id="7", submit="2026-12-07T10:00:00", start="2026-12-07T10:01:00", end="2026-12-07T10:11:00",
+        elapsed="600", alloc="billing=2,cpu=2,gres/gpu=2,mem=1G,node=1", req="cpu=2,gres/gpu=2,mem=1G,node=1",
+        limit="30", account="vision", qos="normal", user="ana", name="train", state="COMPLETED") -> str:
+    return "|".join([job_id, submit, start, end, elapsed, alloc, req, limit, account, qos, user, name, state])
+
+
+def dump(tmp_path, *rows: str, header: str = HEADER, name: str = "jobs.txt") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def test_a_row_that_ran_on_gpus_is_a_job_with_the_limit_its_user_asked(tmp_path):
+    trace = load_trace(dump(tmp_path, row()))
+    assert trace.format == "sacct"
+    (job,) = trace.jobs
+    assert (job.id, job.duration, job.gpus, job.wall_time, job.team, job.priority, job.user, job.name) == \
+        ("7", 600.0, 2, 1800.0, "vision", "normal", "ana", "train")
+    assert trace.notes == ["Slurm accounting: 1 jobs that ran on GPUs", "time limits as asked for 1 of 1 jobs"]
+
+
+@pytest.mark.parametrize("changes, counted", [
+    ({"job_id": "7.batch"}, "1 job steps (sacct -X leaves them out)"),
+    ({"job_id": "7.0"}, "1 job steps"),
+    ({"start": "Unknown", "end": "2026-12-07T10:05:00", "elapsed": "0", "state": "CANCELLED by 1000"},
+     "1 that never started"),
+    ({"start": "None", "end": "Unknown", "elapsed": "0", "state": "PENDING"}, "1 that never started"),
+    # cancelled waiting, as Slurm 22.05 records it: a start at its end, nothing allocated
+    ({"start": "2026-12-07T10:05:00", "end": "2026-12-07T10:05:00", "elapsed": "0", "alloc": "",
+      "state": "CANCELLED by 0"}, "1 that never started"),
+    ({"end": "Unknown", "state": "RUNNING"}, "1 running or requeued at the dump"),
+    ({"alloc": "billing=1,cpu=1,mem=1G,node=1", "req": "cpu=1,mem=1G,node=1"},
+     "1 that asked no GPU (no gres/gpu in AllocTRES or ReqTRES)"),
+    ({"elapsed": "0", "end": "2026-12-07T10:01:00", "state": "FAILED"}, "1 that ran 0 s"),
+])
+def test_what_never_ran_on_a_gpu_is_left_out_and_counted(tmp_path, changes, counted):
+    trace = load_trace(dump(tmp_path, row(job_id="1"), row(**changes)))
+    assert [j.id for j in trace.jobs] == ["1"]
+    assert counted in trace.notes[0]
+
+
+def test_a_dump_where_no_job_has_gpus_asks_whether_slurm_accounts_them(tmp_path):
+    trace = load_trace(dump(tmp_path, row(alloc="cpu=1", req="cpu=1")))
+    assert trace.jobs == [] and "is gres/gpu in the cluster's AccountingStorageTRES?" in trace.notes[0]
+
+
+@pytest.mark.parametrize("alloc, req, gpus", [
+    ("cpu=8,gres/gpu:a100=4,gres/gpu=4,mem=64G", "", 4),     # the typed and the untyped count: once
+    ("cpu=8,gres/gpu:a100=2,gres/gpu:v100=1", "", 3),         # typed only: their sum
+    ("", "cpu=1,gres/gpu=1", 1),                              # nothing allocated recorded: what it asked
+    ("billing=1,cpu=1", "cpu=1,gres/gpu=2", 2),
+])
+def test_gpus_from_the_tres_lists(tmp_path, alloc, req, gpus):
+    assert load_trace(dump(tmp_path, row(alloc=alloc, req=req))).jobs[0].gpus == gpus
+
+
+@pytest.mark.parametrize("limit, seconds", [("30", 1800.0), ("UNLIMITED", None), ("Partition_Limit", None),
+                                            ("", None), ("0", None)])
+def test_time_limit_in_minutes_or_none_of_its_own(tmp_path, limit, seconds):
+    trace = load_trace(dump(tmp_path, row(limit=limit)))
+    assert trace.jobs[0].wall_time == seconds
+    if seconds is None:
+        assert "(the rest, UNLIMITED or the partition's, get one from --estimates)" in trace.notes[-1]
+
+
+def test_the_formatted_columns_serve_where_the_raw_ones_are_missing(tmp_path):
+    header = "JobID|Submit|Start|End|Elapsed|AllocTRES|Timelimit"
+    path = dump(tmp_path, "5_3|2026-12-07T10:00:00|2026-12-07T10:00:30|2026-12-07T11:30:30|01:30:00|gres/gpu=1|"
+                          "1-12:00:00",
+                "6|2026-12-07T10:00:00|2026-12-07T10:00:30|2026-12-07T10:00:40|00:00:10|gres/gpu=1|45",
+                header=header)
+    a, b = load_trace(path).jobs
+    assert (a.id, a.duration, a.wall_time, a.team, a.priority) == ("5_3", 5400.0, 36 * 3600.0, None, None)
+    assert (b.duration, b.wall_time) == (10.0, 45 * 60.0)   # a bare Timelimit is minutes, as in Slurm
+
+
+def test_run_time_from_end_and_start_where_no_elapsed_column(tmp_path):
+    header = "JobIDRaw|Submit|Start|End|ReqTRES"
+    path = dump(tmp_path, "9|2026-12-07T10:00:00|2026-12-07T10:00:30|2026-12-07T10:02:30|gres/gpu=8", header=header)
+    (job,) = load_trace(path).jobs
+    assert (job.id, job.duration, job.gpus) == ("9", 120.0, 8)
+
+
+def test_a_requeued_jobs_attempts_are_one_job(tmp_path):
+    path = dump(tmp_path,
+                row(job_id="3", submit="2026-12-07T09:00:00", elapsed="100", state="REQUEUED"),
+                row(job_id="3", submit="2026-12-07T09:30:00", elapsed="250"))
+    trace = load_trace(path)
+    (job,) = trace.jobs
+    assert (job.duration, job.submit_time) == (350.0, load_trace(dump(tmp_path, row(
+        submit="2026-12-07T09:00:00"), name="one.txt")).jobs[0].submit_time)
+    assert "1 jobs requeued" in trace.notes[1]
+
+
+def test_a_requeued_job_waiting_again_at_the_dump_is_left_out(tmp_path):
+    trace = load_trace(dump(tmp_path, row(job_id="3", state="REQUEUED"),
+                            row(job_id="3", start="Unknown", end="Unknown", elapsed="0", state="PENDING")))
+    assert trace.jobs == [] and "1 running or requeued at the dump" in trace.notes[0]
+
+
+def test_a_job_whose_last_attempt_was_requeued_waits_again_at_the_dump(tmp_path):
+    trace = load_trace(dump(tmp_path, row(job_id="1"), row(job_id="3", state="REQUEUED")))
+    assert [j.id for j in trace.jobs] == ["1"] and "1 running or requeued at the dump" in trace.notes[0]
+
+
+def test_a_job_arrives_when_it_was_eligible(tmp_path):
+    header = "JobID|Submit|Eligible|Start|End|ElapsedRaw|AllocTRES"
+    path = dump(tmp_path, "1|2026-12-07T10:00:00|2026-12-07T10:00:00|2026-12-07T10:00:05|2026-12-07T10:01:05|60|"
+                          "gres/gpu=1",
+                "2|2026-12-07T10:00:00|2026-12-07T10:30:00|2026-12-07T10:30:05|2026-12-07T10:31:05|60|gres/gpu=1",
+                "3|2026-12-07T10:00:00|Unknown|2026-12-07T10:00:05|2026-12-07T10:01:05|60|gres/gpu=1", header=header)
+    a, c, b = load_trace(path).jobs   # --begin or a dependency held 2 back half an hour
+    assert (b.id, b.submit_time - a.submit_time, c.submit_time - a.submit_time) == ("2", 1800.0, 0.0)
+
+
+def test_qos_names_the_tier_and_others_are_normal_and_said(tmp_path):
+    trace = load_trace(dump(tmp_path, row(job_id="1", qos="high"), row(job_id="2", qos="LOW"),
+                            row(job_id="3", qos="debug"), row(job_id="4", qos="debug"),
+                            row(job_id="5", qos="debug", alloc="cpu=1", req="cpu=1")))   # not replayed: not counted
+    assert [j.priority for j in trace.jobs] == ["high", "low", None, None]
+    assert trace.notes[-1] == "priority from QOS high, normal and low; other QOS read as normal: debug (2)"
+
+
+def test_parsable_with_a_trailing_delimiter_and_epoch_times(tmp_path):
+    header = "JobID|Submit|Start|End|ElapsedRaw|AllocTRES|"
+    path = dump(tmp_path, "1|1765100000|1765100060|1765100660|600|gres/gpu=1|", header=header)
+    (job,) = load_trace(path).jobs   # SLURM_TIME_FORMAT=%s prints epoch seconds
+    assert (job.submit_time, job.duration) == (1765100000.0, 600.0)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"submit": "yesterday"}, "line 2: Submit is not a time: 'yesterday'"),
+    ({"submit": ""}, "line 2: Submit is empty"),
+    ({"elapsed": "ten"}, "line 2: ElapsedRaw is not whole seconds: 'ten'"),
+    ({"limit": "1.5"}, "line 2: TimelimitRaw is not whole minutes: '1.5'"),
+    ({"alloc": "gres/gpu=two"}, "line 2: AllocTRES: gres/gpu is not a whole number: 'two'"),
+    ({"name": "a|b"}, "line 2: 14 fields where the header has 13 .*--delimiter"),
+    ({"job_id": ""}, "line 2: the job's id is empty"),
+    ({"elapsed": "400000000"}, "line 2: the run of 4e\\+08 s is over 10 years"),
+    ({"limit": "9999999999"}, "line 2: the time limit of .* is over 10 years"),
+])
+def test_a_bad_row_names_its_line(tmp_path, changes, message):
+    with pytest.raises(TraceError, match=message):
+        load_trace(dump(tmp_path, row(**changes), row(job_id="8")))
+
+
+def test_a_header_without_what_a_replay_needs_says_how_to_dump_it(tmp_path):
+    with pytest.raises(TraceError, match=r"line 1: Slurm's accounting needs its start \(Start\), its GPUs "
+                                         r"\(AllocTRES or ReqTRES\); dump it with: sacct -a -X -P"):
+        load_trace(dump(tmp_path, "1|2026-12-07T10:00:00|600", header="JobID|Submit|ElapsedRaw"))
+
+
+@pytest.mark.parametrize("line, is_it", [(HEADER, True), ("jobidraw|submit", True), ("JobID,Submit", False),
+                                         ("submit_time,duration,gpus", False), ("a|b|c", False), ("", False)])
+def test_what_is_read_as_sacct(line, is_it):
+    assert is_sacct(line) is is_it
+
+
+# -- the dumps a real Slurm wrote ---------------------------------------------------------------------
+
+
+def test_slurms_own_dump_of_allocations():
+    trace = load_trace(DUMPS / "allocations.txt")
+    by_name = {j.name: j for j in trace.jobs}
+    assert trace.format == "sacct"
+    # every job that ran on a GPU, array tasks one by one
+    assert sorted(j.name or "" for j in trace.jobs) == sorted(
+        ["train resnet", "eval", "big", "overrun", "crash", "forever", "later", "stopped", "requeued"] + ["sweep"] * 6)
+    group = by_name["sweep"].id.split("_")[0]
+    assert sorted(j.id for j in trace.jobs if j.name == "sweep") == [f"{group}_{i}" for i in range(6)]
+    assert (by_name["eval"].gpus, by_name["eval"].priority, by_name["eval"].team) == (2, "high", "teamb")
+    assert (by_name["big"].gpus, by_name["big"].priority, by_name["big"].wall_time) == (4, "low", 86400.0)
+    assert by_name["train resnet"].wall_time == 300.0 and 12 <= by_name["train resnet"].duration <= 15
+    assert by_name["overrun"].wall_time == 60.0 and by_name["overrun"].duration >= 60   # TIMEOUT
+    assert by_name["forever"].wall_time is None                                            # UNLIMITED
+    assert by_name["stopped"].duration < 600                                               # cancelled running
+    assert by_name["later"].submit_time >= by_name["eval"].submit_time + 20                # --begin=now+20
+    # never, cancelled waiting, and still-waiting; still-running; cpu-only
+    assert trace.notes[0] == ("Slurm accounting: 15 jobs that ran on GPUs; left out: 2 that never started, "
+                              "1 running or requeued at the dump, 1 that asked no GPU (no gres/gpu in "
+                              "AllocTRES or ReqTRES)")
+
+
+def test_slurms_dump_with_steps_and_requeues_gives_the_same_jobs_but_the_requeued_ones_run():
+    allocations = {j.id: j for j in load_trace(DUMPS / "allocations.txt").jobs}
+    every_row = load_trace(DUMPS / "steps-and-requeues.txt")
+    assert "job steps (sacct -X leaves them out)" in every_row.notes[0]
+    assert any("1 jobs requeued" in note for note in every_row.notes)
+    assert sorted(j.id for j in every_row.jobs) == sorted(allocations)
+    for job in every_row.jobs:
+        mine = allocations[job.id]
+        if job.name == "requeued":   # -X shows its last attempt; -D each, and the first's submit time
+            assert job.duration > mine.duration and job.submit_time <= mine.submit_time
+        else:
+            assert (job.submit_time, job.duration, job.gpus, job.wall_time) == \
+                (mine.submit_time, mine.duration, mine.gpus, mine.wall_time)
+
+
+def test_a_dump_replays_with_its_users_limits_and_estimates_for_the_rest():
+    work = derive(load_trace(DUMPS / "allocations.txt").jobs, cluster_gpus=4, seed=0)
+    asked = {j.id: j.wall_time for j in work.jobs}
+    trace = {j.id: j for j in load_trace(DUMPS / "allocations.txt").jobs}
+    assert all(asked[i] == j.wall_time for i, j in trace.items() if j.wall_time)
+    assert any("1 jobs without one" in line for line in work.assumptions)   # the UNLIMITED job's
+    assert {j.team for j in work.jobs} == {"teama", "teamb"}
+
+
+def test_gqa_simulate_replays_a_dump_and_says_what_it_left_out(capsys):
+    from cli.main import main
+
+    assert main(["simulate", str(DUMPS / "allocations.txt"), "--gpus", "4", "--policies", "fifo,gqa",
+                 "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["jobs"] == len(load_trace(DUMPS / "allocations.txt").jobs)
+    assert any(line.startswith("Slurm accounting: ") for line in out["assumptions"])
+
+
+# a spoilt byte anywhere in a real dump: a trace, or one TraceError naming the file and line
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(at=st.integers(0, 10**6), cut=st.integers(0, 40),
+       spoil=st.sampled_from([b"|", b"\xff", b"\n", b"x", b"-", b":", b"=", b"", b"99999999"]))
+def test_a_spoilt_dump_is_read_or_refused_with_its_line(tmp_path_factory, at, spoil, cut):
+    text = (DUMPS / "steps-and-requeues.txt").read_bytes()
+    at %= len(text)
+    path = tmp_path_factory.mktemp("spoilt") / "sacct.txt"
+    path.write_bytes(text[:at] + spoil + text[at + cut % 3:])
+    try:
+        trace = load_trace(path)
+    except TraceError as exc:
+        assert str(exc).startswith(f"{path}: line ") and "\n" not in str(exc)
+    else:
+        assert all(j.duration > 0 and j.gpus > 0 for j in trace.jobs)
+
+
+def test_the_estimates_fit_reads_a_dump_as_it_reads_a_public_log():
+    import subprocess
+    import sys
+
+    script = Path(__file__).parents[2] / "benchmarks" / "fit_estimates.py"
+    done = subprocess.run([sys.executable, str(script), str(DUMPS / "allocations.txt")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    jobs = load_trace(DUMPS / "allocations.txt").jobs
+    limited = [j for j in jobs if j.wall_time]
+    killed = sum(1 for j in limited if j.duration >= j.wall_time) / len(limited)   # the TIMEOUT job's
+    assert done.stdout.startswith(f"{len(limited)} jobs with both times ({len(jobs) - len(limited)} without)")
+    assert f"killed at their limit (used >= requested): {killed:.3f}" in done.stdout
+    # neither a dump nor a log: one line, exit 2
+    spoilt = subprocess.run([sys.executable, str(script), str(DUMPS / "record.sh")], capture_output=True,
+                            text=True, timeout=120)
+    assert (spoilt.returncode, spoilt.stdout) == (2, "") and spoilt.stderr.startswith(f"{DUMPS / 'record.sh'}: ")
+
+
+def test_gqa_simulate_says_why_a_dump_has_nothing_to_replay(tmp_path, capsys):
+    from cli.main import main
+
+    path = dump(tmp_path, row(alloc="cpu=1", req="cpu=1"), row(job_id="8", end="Unknown", state="RUNNING"))
+    assert main(["simulate", str(path), "--gpus", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gqa: error: {path}: no jobs to replay (Slurm accounting: 0 jobs that ran on GPUs; left out: "
+                   "1 running or requeued at the dump, 1 that asked no GPU (no gres/gpu in AllocTRES or ReqTRES; "
+                   "none has one: is gres/gpu in the cluster's AccountingStorageTRES?))\n")
+
+
+def test_gqa_simulate_names_a_trace_it_may_not_read(tmp_path, capsys, monkeypatch):
+    from cli.main import main
+
+    def refused(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", refused)   # as a file of another user's, mode 600, would be
+    path = dump(tmp_path, row())
+    assert main(["simulate", str(path), "--gpus", "4"]) == 2
+    assert capsys.readouterr().err == f"gqa: error: {path}: Permission denied\n"
