@@ -17,14 +17,16 @@ job, arriving with its first and running as long as all together."""
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from ..models.errors import SpecError
 from ..models.priority import Priority
 from ..models.units import parse_duration
-from .trace import PRIORITIES, Trace, TraceError, TraceJob, _run_seconds, _text, _timestamp
+from .trace import PRIORITIES, Trace, TraceError, TraceJob, _run_seconds, _submit_seconds, _text, _timestamp
 
 DUMP = ("sacct -a -X -P -S START -E now -o JobID,Submit,Eligible,Start,End,ElapsedRaw,AllocTRES,ReqTRES,TimelimitRaw,"
         "Account,QOS,User,JobName,State")
@@ -34,6 +36,9 @@ NEEDED = {"the job's id": ("JobID", "JobIDRaw"), "its submit time": ("Submit",),
 NO_TIME = {"", "unknown", "none"}                     # a time sacct has not got
 NO_LIMIT = {"unlimited", "partition_limit", "invalid", ""}
 _ZERO = re.compile(r"^[0:-]+$")                       # 00:00:00, 0-00:00:00
+_EPOCH = datetime(1970, 1, 1)
+READ = {"jobid", "jobidraw", "submit", "eligible", "start", "end", "elapsedraw", "elapsed", "alloctres", "reqtres",
+        "timelimitraw", "timelimit", "account", "qos", "user", "jobname", "state"}
 
 
 def is_sacct(first_line: str) -> bool:
@@ -63,6 +68,7 @@ class _Columns:
         if names and names[-1] == "":   # --parsable (not --parsable2) ends each line with the delimiter
             names.pop()
         self.count, self.at = len(names), {n: i for i, n in enumerate(names)}
+        self.wanted = [(n, i) for n, i in self.at.items() if n in READ]
         missing = [what for what, options in NEEDED.items() if not any(o.lower() in self.at for o in options)]
         if missing:
             needs = ", ".join(f"{what} ({' or '.join(NEEDED[what])})" for what in missing)
@@ -77,101 +83,110 @@ class _Columns:
                              "in it? sacct then needs another --delimiter, which this reader does not take)")
         return fields
 
-    def get(self, fields: list[str], *names: str) -> str | None:
-        for name in names:
-            i = self.at.get(name.lower())
-            if i is not None:
-                return fields[i].strip()
-        return None
+    def read(self, fields: list[str]) -> dict[str, str]:
+        """The row's values of the columns read here, stripped, by their names in lower case."""
+        return {name: fields[i].strip() for name, i in self.wanted}
 
 
 def load_sacct(path: str | Path) -> Trace:
     path = Path(path)
-    lines = _text(path.read_bytes(), str(path)).splitlines()
-    columns = _Columns(lines[0] if lines else "", str(path))
     rows: dict[str, list[_Row]] = {}
     steps = 0
-    for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        try:
-            fields = columns.values(line)
-            job_id = columns.get(fields, "JobID", "JobIDRaw") or ""
-            if not job_id:
-                raise ValueError("the job's id is empty")
-            if "." in job_id:   # a step of a job (12.batch, 12.extern, 12.0): the job's own row counts it
-                steps += 1
+    with path.open("rb") as f:   # a line at a time: a year of a busy cluster is millions of rows
+        columns = _Columns(_text(f.readline(), str(path)), str(path))
+        for number, line in enumerate(_lines(f, path), start=2):
+            if not line.strip():
                 continue
-            row = _row(columns, fields, job_id, number)
-        except ValueError as exc:
-            raise TraceError(f"{path}: line {number}: {exc}") from None
-        rows.setdefault(job_id, []).append(row)
+            try:
+                fields = columns.values(line)
+                values = columns.read(fields)
+                job_id = values.get("jobid", values.get("jobidraw")) or ""
+                if not job_id:
+                    raise ValueError("the job's id is empty")
+                if "." in job_id:   # a step of a job (12.batch, 12.extern, 12.0): the job's row counts it
+                    steps += 1
+                    continue
+                row = _row(values.get, job_id, number)
+            except ValueError as exc:
+                raise TraceError(f"{path}: line {number}: {exc}") from None
+            rows.setdefault(job_id, []).append(row)
     return _trace(path, rows, steps)
 
 
-def _row(columns: _Columns, fields: list[str], job_id: str, line: int) -> _Row:
-    def get(*names: str) -> str | None:
-        return columns.get(fields, *names)
+def _lines(f: BinaryIO, path: Path) -> Iterator[str]:
+    """The file's lines after the header, as text; one that is not UTF-8 named by its number."""
+    for number, raw in enumerate(f, start=2):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{path}: line {number}: byte 0x{raw[exc.start]:02x} is not UTF-8 "
+                             "(a trace is UTF-8 text)") from None
 
-    submit = _time(get("Submit"), "Submit")
-    eligible = _time(get("Eligible"), "Eligible")
-    start = _time(get("Start"), "Start")
-    end_text = get("End")
-    state = (get("State") or "").split(" ")[0].upper()
+
+def _row(get: Callable[[str], str | None], job_id: str, line: int) -> _Row:
+    submit = _time(get("submit"), "Submit")
+    eligible = _time(get("eligible"), "Eligible")
+    start = _time(get("start"), "Start")
+    end_text = get("end")
+    state = (get("state") or "").split(" ")[0].upper()
     # no end yet, or (its last row) requeued: REQUEUED, REQUEUE_HOLD, REQUEUE_FED
     running = start is not None and (end_text.lower() in NO_TIME if end_text is not None else state == "RUNNING")
     requeued = state.startswith("REQUEUE")
     seconds = 0.0
     if start is not None and not running:
         seconds = _run_seconds(_elapsed(get, start), "the run")
-        if seconds == 0 and get("AllocTRES") == "":
+        if seconds == 0 and get("alloctres") == "":
             start = None   # nothing allocated: cancelled waiting (sacct gives it a start at its end)
-    gpus = _gpus(get("AllocTRES"), "AllocTRES") or _gpus(get("ReqTRES"), "ReqTRES")
+    gpus = _gpus(get("alloctres"), "AllocTRES") or _gpus(get("reqtres"), "ReqTRES")
     if submit is None:
         raise ValueError("Submit is empty")
     arrival = max(submit, eligible) if eligible is not None else submit
-    qos = (get("QOS") or "").lower()
+    qos = (get("qos") or "").lower()
     if not gpus:
         return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, None)
-    job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("Account") or None,
+    job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("account") or None,
                    priority=qos if qos in PRIORITIES else None, wall_time=_limit(get),
-                   user=get("User") or None, name=get("JobName") or None)
+                   user=get("user") or None, name=get("jobname") or None)
     return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, job)
 
 
 def _time(text: str | None, what: str) -> float | None:
+    """Seconds: sacct's own format (2026-12-07T04:36:13, the cluster's local time, read as UTC as a
+    trace's times without a zone are), or what SLURM_TIME_FORMAT made of it (epoch seconds: %s)."""
     if text is None or text.lower() in NO_TIME:
         return None
     try:
+        if len(text) == 19 and text[10] == "T":   # the common case, read at once: a dump may have millions
+            return _submit_seconds((datetime.fromisoformat(text) - _EPOCH).total_seconds(), what)
         return _timestamp(text)
     except ValueError:
         raise ValueError(f"{what} is not a time: {text!r}") from None
 
 
-def _elapsed(get: Callable[..., str | None], start: float) -> float:
+def _elapsed(get: Callable[[str], str | None], start: float) -> float:
     """Seconds the row's job ran: ElapsedRaw, else Elapsed ([D-]HH:MM:SS), else End - Start."""
-    raw = get("ElapsedRaw")
+    raw = get("elapsedraw")
     if raw:
         if not raw.isdigit():
             raise ValueError(f"ElapsedRaw is not whole seconds: {raw!r}")
         return float(raw)
-    text = get("Elapsed")
+    text = get("elapsed")
     if text:
         return 0.0 if _ZERO.match(text) else float(_slurm_time(text, "Elapsed", bare_unit="s"))
-    end = _time(get("End"), "End")
+    end = _time(get("end"), "End")
     if end is None:
         raise ValueError("End is empty for a job that ended")
     return max(0.0, end - start)
 
 
-def _limit(get: Callable[..., str | None]) -> float | None:
+def _limit(get: Callable[[str], str | None]) -> float | None:
     """The time limit the job asked, in seconds; None where it has none of its own."""
-    raw = get("TimelimitRaw")
+    raw = get("timelimitraw")
     if raw is not None and raw.lower() not in NO_LIMIT:
         if not raw.isdigit():
             raise ValueError(f"TimelimitRaw is not whole minutes: {raw!r}")
         return _run_seconds(int(raw) * 60.0, "the time limit") or None
-    text = get("Timelimit")
+    text = get("timelimit")
     if raw is None and text is not None and text.lower() not in NO_LIMIT:
         return _run_seconds(float(_slurm_time(text, "Timelimit", bare_unit="m")), "the time limit")
     return None
@@ -221,8 +236,11 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int) -> Trace:
             requeued += len(ran) > 1
             if last.qos and last.qos not in PRIORITIES:
                 other_qos[last.qos] += 1
-            first = min(r.submit for r in attempts)
-            jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran)))
+            if len(attempts) == 1:
+                jobs.append(last.job)
+            else:
+                first = min(r.submit for r in attempts)
+                jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran)))
     jobs.sort(key=lambda j: j.submit_time)
     left = [f"{n} {what}" for n, what in ((steps, "job steps (sacct -X leaves them out)"),
                                          (never, "that never started"),

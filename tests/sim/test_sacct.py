@@ -162,6 +162,14 @@ def test_a_bad_row_names_its_line(tmp_path, changes, message):
         load_trace(dump(tmp_path, row(**changes), row(job_id="8")))
 
 
+def test_a_line_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "jobs.txt"
+    good = ("\ufeff" + HEADER + "\n" + row(job_id="1") + "\n").encode()
+    path.write_bytes(good + row(name="caf\xe9").encode("latin-1"))
+    with pytest.raises(TraceError, match=r"line 3: byte 0xe9 is not UTF-8"):
+        load_trace(path)   # the byte-order mark before the header is skipped
+
+
 def test_a_header_without_what_a_replay_needs_says_how_to_dump_it(tmp_path):
     with pytest.raises(TraceError, match=r"line 1: Slurm's accounting needs its start \(Start\), its GPUs "
                                          r"\(AllocTRES or ReqTRES\); dump it with: sacct -a -X -P"):
@@ -283,10 +291,10 @@ def test_gqa_simulate_says_why_a_dump_has_nothing_to_replay(tmp_path, capsys):
 def test_gqa_simulate_names_a_trace_it_may_not_read(tmp_path, capsys, monkeypatch):
     from cli.main import main
 
-    def refused(self):
+    def refused(self, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(self))
 
-    monkeypatch.setattr(Path, "read_bytes", refused)   # as a file of another user's, mode 600, would be
     path = dump(tmp_path, row())
+    monkeypatch.setattr(Path, "open", refused)   # as a file of another user's, mode 600, would be
     assert main(["simulate", str(path), "--gpus", "4"]) == 2
     assert capsys.readouterr().err == f"gqa: error: {path}: Permission denied\n"
