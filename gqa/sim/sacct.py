@@ -13,7 +13,9 @@ is left out and counted: job steps (`12.batch`, `12.0`; -X leaves them out), job
 AllocTRES), jobs still running at the dump, jobs that asked no GPU, and runs of 0 seconds. A
 requeued job's row is its last attempt, submitted when it was requeued (a job whose last row is
 REQUEUED waits again at the dump); with -D it has a row per attempt, and its attempts become one
-job, arriving with its first and running as long as all together."""
+job, arriving with its first and running as long as all together. Dumps put together with `cat`
+read as one: a repeated header is skipped, and a row repeated by overlapping periods read once, as
+the later dump has it."""
 
 import re
 from collections import Counter
@@ -90,12 +92,15 @@ class _Columns:
 
 def load_sacct(path: str | Path) -> Trace:
     path = Path(path)
-    rows: dict[str, list[_Row]] = {}
-    steps = 0
+    # each job's attempts by (arrival, start): dumps of overlapping periods put together (`cat`) repeat
+    # rows, and the later one, read later, says how it stood later (running, then ended)
+    rows: dict[str, dict[tuple[float, float | None], _Row]] = {}
+    steps = repeats = 0
     with path.open("rb") as f:   # a line at a time: a year of a busy cluster is millions of rows
-        columns = _Columns(_text(f.readline(), str(path)), str(path))
+        header = _text(f.readline(), str(path))
+        columns = _Columns(header, str(path))
         for number, line in enumerate(_lines(f, path), start=2):
-            if not line.strip():
+            if not line.strip() or line.strip() == header.strip():   # a blank line; the next dump's header
                 continue
             try:
                 fields = columns.values(line)
@@ -109,8 +114,10 @@ def load_sacct(path: str | Path) -> Trace:
                 row = _row(values.get, job_id, number)
             except ValueError as exc:
                 raise TraceError(f"{path}: line {number}: {exc}") from None
-            rows.setdefault(job_id, []).append(row)
-    return _trace(path, rows, steps)
+            attempts = rows.setdefault(job_id, {})
+            repeats += (row.submit, row.start) in attempts
+            attempts[(row.submit, row.start)] = row
+    return _trace(path, {job: list(attempts.values()) for job, attempts in rows.items()}, steps, repeats)
 
 
 def _lines(f: BinaryIO, path: Path) -> Iterator[str]:
@@ -217,7 +224,7 @@ def _gpus(text: str | None, what: str) -> int:
     return untyped if untyped is not None else typed
 
 
-def _trace(path: Path, rows: dict[str, list[_Row]], steps: int) -> Trace:
+def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) -> Trace:
     jobs: list[TraceJob] = []
     other_qos: Counter = Counter()
     never = running = cpu_only = zero = requeued = 0
@@ -243,6 +250,7 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int) -> Trace:
                 jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran)))
     jobs.sort(key=lambda j: j.submit_time)
     left = [f"{n} {what}" for n, what in ((steps, "job steps (sacct -X leaves them out)"),
+                                         (repeats, "rows repeated (dumps of overlapping periods: the later kept)"),
                                          (never, "that never started"),
                                          (running, "running or requeued at the dump"),
                                          (cpu_only, "that asked no GPU (no gres/gpu in AllocTRES or ReqTRES"

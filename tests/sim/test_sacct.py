@@ -131,6 +131,26 @@ def test_a_job_arrives_when_it_was_eligible(tmp_path):
     assert (b.id, b.submit_time - a.submit_time, c.submit_time - a.submit_time) == ("2", 1800.0, 0.0)
 
 
+def test_dumps_of_overlapping_periods_put_together_keep_each_job_once_as_it_stood_last(tmp_path):
+    november = [HEADER, row(job_id="1"), row(job_id="2", end="Unknown", state="RUNNING")]
+    december = [HEADER, row(job_id="2", elapsed="7200", end="2026-12-07T12:01:00"), row(job_id="3")]
+    path = tmp_path / "both.txt"
+    path.write_text("\n".join(november + december) + "\n")   # cat november.txt december.txt
+    trace = load_trace(path)
+    assert [(j.id, j.duration) for j in trace.jobs] == [("1", 600.0), ("2", 7200.0), ("3", 600.0)]
+    assert trace.notes[0] == ("Slurm accounting: 3 jobs that ran on GPUs; left out: 1 rows repeated (dumps of "
+                              "overlapping periods: the later kept)")
+
+
+def test_a_real_dump_twice_over_is_the_dump_once(tmp_path):
+    once = load_trace(DUMPS / "allocations.txt")
+    text = (DUMPS / "allocations.txt").read_text()
+    (tmp_path / "twice.txt").write_text(text + text)
+    twice = load_trace(tmp_path / "twice.txt")
+    assert twice.jobs == once.jobs
+    assert f"{len(text.splitlines()) - 1} rows repeated" in twice.notes[0]
+
+
 def test_qos_names_the_tier_and_others_are_normal_and_said(tmp_path):
     trace = load_trace(dump(tmp_path, row(job_id="1", qos="high"), row(job_id="2", qos="LOW"),
                             row(job_id="3", qos="debug"), row(job_id="4", qos="debug"),
