@@ -76,6 +76,7 @@ def simulate(
     from gqa.models.errors import SpecError
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
+    from gqa.sim.metrics import recorded
     from gqa.sim.policies import NAMES, left_out, refused, run_policy
     from gqa.sim.pools import MAX_GPUS, PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
@@ -192,6 +193,13 @@ def simulate(
         work.assumptions.append("gqa and gqa-slice backfill by predictions: a job's expected run time stands in "
                                 "for its wall time, twice as long each time a running job outlives it; the "
                                 "other policies count wall times")
+    as_it_ran = recorded(work.jobs, loaded.jobs) if load == 1.0 else None
+    if as_it_ran is not None:
+        work.assumptions.append(f"as it ran: the trace's own starts and ends of the {as_it_ran['jobs']} jobs "
+                                "replayed, on the cluster they ran on (with its nodes, CPUs, memory and any "
+                                "other work), measured as a replay is")
+    elif load != 1.0 and any(j.started is not None for j in loaded.jobs):
+        work.assumptions.append(f"as it ran: not shown, as --load {load:g} moves the arrivals")
     eta = production_eta() if eta_sample != 0 else None
     eta_every = 1
     if eta:
@@ -228,11 +236,12 @@ def simulate(
             for name, page in pages.items():
                 note(f"{name}: report in {page}")
     if fmt == "json":
-        data = {**as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode, base),
-                "backfill_by": backfill_by}
+        data = {**as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode, base,
+                          as_it_ran), "backfill_by": backfill_by}
         print_json({**data, "reports": pages} if report else data)
     else:
-        print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, base)
+        print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, base,
+                    as_it_ran)
 
 
 def _reports(results, work, inventory, trace: str, directory: str) -> dict[str, str]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from ..models.priority import Priority
 from ..models.stats import percentile
 from .engine import Outcome, SimResult
+from .trace import TraceJob
+from .workload import SimJob
 
 SLOWDOWN_FLOOR = 10.0   # bounded slowdown: jobs shorter than this count as this long
 
@@ -104,6 +106,30 @@ def summarize(result: SimResult, *, costs: dict[str, float | None] | None = None
     if costs is not None:
         summary.update(costs)
     return summary
+
+
+def recorded(jobs: Iterable[SimJob], trace_jobs: Iterable[TraceJob]) -> dict | None:
+    """What the trace says happened to the jobs replayed, where it records their starts and ends (a
+    Slurm dump does): their waits, JCT and slowdown measured as a replay's are, each job's team and wall
+    time as the replay gave them. None where it records none of them."""
+    happened = {j.id: j for j in trace_jobs if j.started is not None and j.ended is not None}
+    done = [_Done(job.team, ran.submit_time, ran.started, ran.ended, job.duration, job.wall_time, None, False,
+                  job.tier)
+            for job in jobs if (ran := happened.get(job.id)) is not None
+            and ran.started is not None and ran.ended is not None]
+    if not done:
+        return None
+    waits = [o.start - o.submit for o in done]
+    jcts = [o.end - o.submit for o in done]
+    by_team: dict[str, list[float]] = defaultdict(list)
+    for o in done:
+        by_team[o.team].append(_slowdown(o))
+    team_slowdown = {team: math.fsum(values) / len(values) for team, values in sorted(by_team.items())}
+    return {"jobs": len(done), "mean_wait": mean(waits), "p50_wait": percentile(waits, 50),
+            "p95_wait": percentile(waits, 95), "p99_wait": percentile(waits, 99), "mean_jct": mean(jcts),
+            "p99_jct": percentile(jcts, 99), "mean_slowdown": mean([_slowdown(o) for o in done]),
+            "makespan": max(o.end for o in done) - min(o.submit for o in done), "team_slowdown": team_slowdown,
+            "max_team_slowdown": max(team_slowdown.values()), "jain_fairness": jain(list(team_slowdown.values()))}
 
 
 def _share(part: float | None, whole: float | None) -> float | None:

@@ -7,21 +7,27 @@ from ..models.units import format_duration
 from .engine import MAX_RECLAIMS, SimResult
 from .metrics import ratios
 
+AS_IT_RAN = "as it ran"   # what the trace records of the same jobs: a Slurm dump's starts and ends
 RATIO_LINE = (("mean_wait", "mean wait"), ("p99_wait", "p99 wait"), ("mean_jct", "mean JCT"),
               ("mean_slowdown", "slowdown"), ("utilisation", "utilisation"),
               ("max_team_slowdown", "max team slowdown"), ("jain_fairness", "Jain"), ("cost", "cost"))
 
 
 def as_json(trace: str, gpus: int, jobs: int, assumptions: list[str], summaries: dict[str, dict],
-            estimates: str = "model", base: str = "fifo") -> dict:
+            estimates: str = "model", base: str = "fifo", as_it_ran: dict | None = None) -> dict:
     """`estimates`: how the wall times the trace lacks were filled in (gqa/sim/estimates.py);
-    `base`: the policy the ratios are against (their key names it: ratios_vs_fifo)."""
-    return {"trace": trace, "gpus": gpus, "jobs": jobs, "estimates": estimates, "assumptions": list(assumptions),
-            "policies": summaries, f"ratios_vs_{base}": ratios(summaries, base)}
+    `base`: the policy the ratios are against (their key names it: ratios_vs_fifo); `as_it_ran`: what
+    the trace records of the same jobs (metrics.recorded), where it records it."""
+    out = {"trace": trace, "gpus": gpus, "jobs": jobs, "estimates": estimates, "assumptions": list(assumptions),
+           "policies": summaries, f"ratios_vs_{base}": ratios(summaries, base)}
+    if as_it_ran is not None:
+        out["as_it_ran"] = as_it_ran
+        out["ratios_vs_as_it_ran"] = ratios({**summaries, AS_IT_RAN: as_it_ran}, AS_IT_RAN)
+    return out
 
 
 def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str],
-                summaries: dict[str, dict], base: str = "fifo") -> None:
+                summaries: dict[str, dict], base: str = "fifo", as_it_ran: dict | None = None) -> None:
     from rich.table import Table
 
     if not console.is_terminal:  # a file or a pipe has no width to keep to
@@ -44,6 +50,11 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
         row += [str(s["preemptions"] + s["reclaims"])] * with_requeues + [str(s["unfinished"])] * with_unfinished
         row += [_pct(s["timed_out_share"])] * with_killed
         table.add_row(*row)
+    if as_it_ran is not None:   # no utilisation: the cluster it ran on had what --gpus may not say
+        r = as_it_ran
+        table.add_row(AS_IT_RAN, _t(r["mean_wait"]), _t(r["p99_wait"]), _t(r["mean_jct"]), _x(r["mean_slowdown"]),
+                      "-", _t(r["makespan"]), _x(r["max_team_slowdown"]), _f(r["jain_fairness"], 2),
+                      *["-"] * (len(cols) - 9))
     console.print(table)
     for name, s in summaries.items():
         if s.get("given_up"):
@@ -58,6 +69,10 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
     for name, r in ratios(summaries, base).items():
         parts = [f"{label} {r[key]:.2f}x" for key, label in RATIO_LINE if r.get(key) is not None]
         console.print(f"{name} / {base}: " + ", ".join(parts), soft_wrap=True)
+    if as_it_ran is not None:
+        for name, r in ratios({**summaries, AS_IT_RAN: as_it_ran}, AS_IT_RAN).items():
+            parts = [f"{label} {r[key]:.2f}x" for key, label in RATIO_LINE if r.get(key) is not None]
+            console.print(f"{name} / {AS_IT_RAN}: " + ", ".join(parts), soft_wrap=True)
     if any(len(s.get("tier_mean_jct") or ()) > 1 for s in summaries.values()):
         for name, s in summaries.items():
             console.print(f"{name} mean JCT by tier: "

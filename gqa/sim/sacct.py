@@ -153,7 +153,8 @@ def _row(get: Callable[[str], str | None], job_id: str, line: int) -> _Row:
         return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, None)
     job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("account") or None,
                    priority=qos if qos in PRIORITIES else None, wall_time=_limit(get),
-                   user=get("user") or None, name=get("jobname") or None)
+                   user=get("user") or None, name=get("jobname") or None,
+                   started=start, ended=None if start is None else start + seconds)
     return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, job)
 
 
@@ -245,9 +246,10 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
                 other_qos[last.qos] += 1
             if len(attempts) == 1:
                 jobs.append(last.job)
-            else:
+            else:   # what happened: the first attempt's start, the last one's end (as the last row has it)
                 first = min(r.submit for r in attempts)
-                jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran)))
+                jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran),
+                                    started=min(r.start for r in ran if r.start is not None)))
     jobs.sort(key=lambda j: j.submit_time)
     left = [f"{n} {what}" for n, what in ((steps, "job steps (sacct -X leaves them out)"),
                                          (repeats, "rows repeated (dumps of overlapping periods: the later kept)"),

@@ -45,6 +45,8 @@ class TraceJob:
     wall_time: float | None = None
     user: str | None = None
     name: str | None = None
+    started: float | None = None  # where the trace records what happened (Slurm's accounting): its first
+    ended: float | None = None    # start and its last end, on submit_time's clock
 
 
 @dataclass

@@ -81,3 +81,30 @@ def test_utilisation_during_arrivals_leaves_out_the_drain():
     s = summarize(result)
     assert s["utilisation"] == pytest.approx(950 / 1000)
     assert s["utilisation_during_arrivals"] == pytest.approx(0.5)
+
+
+def test_as_it_ran_measures_the_traces_own_starts_as_a_replay_is_measured():
+    from gqa.sim.metrics import recorded
+    from gqa.sim.trace import TraceJob
+    from gqa.sim.workload import SimJob
+
+    def ran(id, submit, start, run, team="t1"):
+        trace = TraceJob(id=id, submit_time=1_000 + submit, duration=run, gpus=1, team=team,
+                         started=None if start is None else 1_000 + start,
+                         ended=None if start is None else 1_000 + start + run)
+        return trace, SimJob(id=id, seq=0, submit=submit, duration=run, gpus=1, team=team, user="u", tier=1,
+                             wall_time=run)
+
+    pairs = [ran("a", 0, 0, 100), ran("b", 0, 100, 100), ran("c", 50, 100, 300, "t2"), ran("d", 60, 64, 2, "t2"),
+             ran("e", 0, None, 10)]   # the trace records no start for e: left out of what it measures
+    traces, jobs = [t for t, _ in pairs], [j for _, j in pairs]
+    got = recorded(jobs, traces)
+    mirror = summarize(SimResult(policy="x", gpus=2, outcomes=[   # the same starts, replayed
+        outcome("a", "t1", 1, 0, 0, 100), outcome("b", "t1", 1, 0, 100, 100), outcome("c", "t2", 1, 50, 100, 300),
+        outcome("d", "t2", 1, 60, 64, 2)]))
+    assert got["jobs"] == 4
+    for key in ("mean_wait", "p50_wait", "p95_wait", "p99_wait", "mean_jct", "p99_jct", "mean_slowdown",
+                "makespan", "team_slowdown", "max_team_slowdown", "jain_fairness"):
+        assert got[key] == pytest.approx(mirror[key]), key
+    assert recorded(jobs[:1], traces[1:]) is None            # none of the replayed jobs is recorded
+    assert recorded(jobs, [t for t in traces if t.id == "e"]) is None

@@ -221,6 +221,9 @@ def test_slurms_own_dump_of_allocations():
     assert by_name["forever"].wall_time is None                                            # UNLIMITED
     assert by_name["stopped"].duration < 600                                               # cancelled running
     assert by_name["later"].submit_time >= by_name["eval"].submit_time + 20                # --begin=now+20
+    # what happened: each job's recorded start and end (big waited for all 4 GPUs)
+    assert all(j.submit_time <= j.started < j.ended == j.started + j.duration for j in trace.jobs)
+    assert by_name["big"].started - by_name["big"].submit_time > 60
     # never, cancelled waiting, and still-waiting; still-running; cpu-only
     assert trace.notes[0] == ("Slurm accounting: 15 jobs that ran on GPUs; left out: 2 that never started, "
                               "1 running or requeued at the dump, 1 that asked no GPU (no gres/gpu in "
@@ -237,6 +240,7 @@ def test_slurms_dump_with_steps_and_requeues_gives_the_same_jobs_but_the_requeue
         mine = allocations[job.id]
         if job.name == "requeued":   # -X shows its last attempt; -D each, and the first's submit time
             assert job.duration > mine.duration and job.submit_time <= mine.submit_time
+            assert job.started < mine.started and job.ended == mine.ended   # its first start, its last end
         else:
             assert (job.submit_time, job.duration, job.gpus, job.wall_time) == \
                 (mine.submit_time, mine.duration, mine.gpus, mine.wall_time)
@@ -295,6 +299,27 @@ def test_the_estimates_fit_reads_a_dump_as_it_reads_a_public_log():
     spoilt = subprocess.run([sys.executable, str(script), str(DUMPS / "record.sh")], capture_output=True,
                             text=True, timeout=120)
     assert (spoilt.returncode, spoilt.stdout) == (2, "") and spoilt.stderr.startswith(f"{DUMPS / 'record.sh'}: ")
+
+
+def test_gqa_simulate_shows_the_dump_as_it_ran_beside_the_replays(capsys):
+    from cli.main import main
+
+    dump_path = str(DUMPS / "allocations.txt")
+    assert main(["simulate", dump_path, "--gpus", "4", "--policies", "gqa", "--limit", "10", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["as_it_ran"]["jobs"] == out["jobs"] == 10       # the same jobs: the first 10 arrivals
+    gqa = out["policies"]["gqa"]
+    assert out["ratios_vs_as_it_ran"]["gqa"]["mean_jct"] == pytest.approx(gqa["mean_jct"] /
+                                                                          out["as_it_ran"]["mean_jct"])
+    assert any(line.startswith("as it ran: the trace's own starts and ends of the 10 jobs")
+               for line in out["assumptions"])
+    assert main(["simulate", dump_path, "--gpus", "4", "--policies", "gqa"]) == 0
+    table = capsys.readouterr().out
+    assert "\nas it ran " in table and "gqa / as it ran: mean wait " in table
+    # arrivals moved: what happened no longer compares, and the run says so
+    assert main(["simulate", dump_path, "--gpus", "4", "--policies", "gqa", "--load", "2", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "as_it_ran" not in out and "as it ran: not shown, as --load 2 moves the arrivals" in out["assumptions"]
 
 
 def test_gqa_simulate_says_why_a_dump_has_nothing_to_replay(tmp_path, capsys):
