@@ -51,8 +51,7 @@ def is_sacct(first_line: str) -> bool:
 
 @dataclass
 class _Row:
-    line: int
-    id: str
+    """One row of a job that is not a step: one attempt, as the dump has it."""
     submit: float           # its arrival: Eligible, else Submit
     start: float | None
     running: bool           # no end yet: still running at the dump
@@ -111,7 +110,7 @@ def load_sacct(path: str | Path) -> Trace:
                 if "." in job_id:   # a step of a job (12.batch, 12.extern, 12.0): the job's row counts it
                     steps += 1
                     continue
-                row = _row(values.get, job_id, number)
+                row = _row(values.get, job_id)
             except ValueError as exc:
                 raise TraceError(f"{path}: line {number}: {exc}") from None
             attempts = rows.setdefault(job_id, {})
@@ -130,13 +129,14 @@ def _lines(f: BinaryIO, path: Path) -> Iterator[str]:
                              "(a trace is UTF-8 text)") from None
 
 
-def _row(get: Callable[[str], str | None], job_id: str, line: int) -> _Row:
+def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
     submit = _time(get("submit"), "Submit")
     eligible = _time(get("eligible"), "Eligible")
     start = _time(get("start"), "Start")
     end_text = get("end")
     state = (get("state") or "").split(" ")[0].upper()
-    # no end yet, or (its last row) requeued: REQUEUED, REQUEUE_HOLD, REQUEUE_FED
+    # running: started with no end yet; requeued: REQUEUED, REQUEUE_HOLD or REQUEUE_FED (as a job's last
+    # row, it waits to run again)
     running = start is not None and (end_text.lower() in NO_TIME if end_text is not None else state == "RUNNING")
     requeued = state.startswith("REQUEUE")
     seconds = 0.0
@@ -150,12 +150,12 @@ def _row(get: Callable[[str], str | None], job_id: str, line: int) -> _Row:
     arrival = max(submit, eligible) if eligible is not None else submit
     qos = (get("qos") or "").lower()
     if not gpus:
-        return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, None)
+        return _Row(arrival, start, running, requeued, qos, seconds, None)
     job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("account") or None,
                    priority=qos if qos in PRIORITIES else None, wall_time=_limit(get),
                    user=get("user") or None, name=get("jobname") or None,
                    started=start, ended=None if start is None else start + seconds)
-    return _Row(line, job_id, arrival, start, running, requeued, qos, seconds, job)
+    return _Row(arrival, start, running, requeued, qos, seconds, job)
 
 
 def _time(text: str | None, what: str) -> float | None:
