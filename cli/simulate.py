@@ -40,6 +40,9 @@ def simulate(
         = "model",
     default_share: Annotated[float, Opt("--default-share", help="With --estimates default: the share of jobs "
                                                                 "asking the partition default.")] = 0.4,
+    shares: Annotated[Optional[str], Opt("--shares", help="Teams' fair shares, TEAM=SHARE comma-separated "
+                                                          "(as Slurm's Fairshare or gqa quota set --share; a team "
+                                                          "not named has 1). Default: equal.")] = None,
     priorities: Annotated[str, Opt("--priorities", help="trace (each job's priority tier as the trace gives "
                                                         "it) or one (every job normal, as fifo and las see "
                                                         "them): what honouring the tiers costs or gains.")]
@@ -82,7 +85,7 @@ def simulate(
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
-    from gqa.sim.workload import load_problem, priorities_choice
+    from gqa.sim.workload import load_problem, priorities_choice, shares_choice
     from gqa.scheduling import Policy
     from gqa.scheduling.horizon import LIMITS, backfill_by_choice
     from gqa.scheduling.inventory import SPOT_HOURS_PER_RECLAIM
@@ -113,6 +116,10 @@ def simulate(
         priorities = priorities_choice(priorities)
     except ValueError as exc:
         fail(f"--{exc}")
+    try:
+        team_shares = shares_choice(shares) if shares is not None else None
+    except ValueError as exc:
+        fail(f"--shares: {exc}")
     try:
         backfill_by = backfill_by_choice(backfill_by.strip().lower())
     except ValueError as exc:
@@ -157,7 +164,7 @@ def simulate(
         fail(f"{trace}: {exc.strerror or exc}")
     spot = any(p.spot for p in pool_list)
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
-                  notes=loaded.notes, estimates=asked, priorities=priorities)
+                  notes=loaded.notes, estimates=asked, priorities=priorities, shares=team_shares)
     if not work.jobs:
         considered = loaded.jobs[:limit] if limit else loaded.jobs
         too_wide = sum(1 for job in considered if job.gpus > largest)
@@ -168,6 +175,9 @@ def simulate(
         elif not considered and loaded.notes:   # the loader left every row out: say what it left
             why = f" ({loaded.notes[0]})"
         fail(f"{trace}: no jobs to replay{why}")
+    idle = sorted(set(team_shares or ()) - {j.team for j in work.jobs})
+    if idle:   # a list of every account may name some that submit nothing in this period: said, not refused
+        work.assumptions.append(f"teams given a share that submit no job here: {', '.join(idle)}")
     if pool_list:
         work.assumptions.append(
             f"pools: {', '.join(f'{p.name} ({p.gpus} GPUs)' for p in pool_list)}"

@@ -6,6 +6,7 @@ depends only on the seed and the job's id (never on the job's position), so a
 prefix of a trace (`--limit`) gets the same values as the whole trace, and
 every choice ends up as one plain sentence in `Workload.assumptions`."""
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -99,6 +100,27 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     return Workload(jobs=jobs, teams=teams, assumptions=said)
 
 
+def shares_choice(text: str) -> dict[str, float]:
+    """`TEAM=SHARE,...`: each team's fair share, relative to the others' (as Slurm's Fairshare and
+    `gqa quota set --share`; a team not named has 1). ValueError saying what is wrong else."""
+    shares: dict[str, float] = {}
+    for part in text.split(","):
+        team, named, value = part.partition("=")
+        team = team.strip()
+        if not named or not team:
+            raise ValueError(f"shares are TEAM=SHARE pairs, comma-separated (vision=2,nlp=1), not {part.strip()!r}")
+        try:
+            share = float(value)
+        except ValueError:
+            share = math.nan
+        if not 0 < share < math.inf:
+            raise ValueError(f"the share of {team} must be a number above 0, not {value.strip()!r}")
+        if team in shares:
+            raise ValueError(f"{team} is given a share twice")
+        shares[team] = share
+    return shares
+
+
 def priorities_choice(text: str) -> str:
     """One of PRIORITIES, as typed (case and spaces aside); ValueError naming the choices else."""
     choice = text.strip().lower()
@@ -119,7 +141,8 @@ def _assumptions(jobs: list[TraceJob], load: float, shares: dict[str, float] | N
     if any(j.team is None for j in jobs):
         split = ", ".join(f"{t} {w:.0%}" for t, w in DEFAULT_TEAMS)
         out.append(f"teams (none in the trace): by a hash of the job id and seed {seed}: {split}")
-    what = ", ".join(f"{t}={s:g}" for t, s in sorted(shares.items())) if shares else "equal shares"
+    what = (", ".join(f"{t}={s:g}" for t, s in sorted(shares.items())) + "; a team not named: 1") if shares \
+        else "equal shares"
     out.append(f"fair share: {what}")
     if any(j.user is None for j in jobs):
         out.append(f"users (none in the trace): {USERS_PER_TEAM} per team, by a hash of the job id and seed {seed}")

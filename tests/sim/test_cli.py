@@ -285,3 +285,38 @@ def test_report_of_each_policys_replay(capsys, tmp_path):
     assert (tmp_path / "r" / "fifo" / "waits.png").read_bytes().startswith(b"\x89PNG")
     code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo", "--report", str(tmp_path / "t"))
     assert code == 0 and f"fifo: report in {tmp_path / 't' / 'fifo' / 'report.html'}" in err + out
+
+
+def contended(folder: Path) -> str:
+    """Two teams submitting the same twenty 1-GPU, 100-second jobs at once to one GPU."""
+    rows = [f"{n},100,1,{team},,100" for n in range(20) for team in ("a", "b")]
+    (folder / "two.csv").write_text("submit_time,duration,gpus,team,priority,wall_time\n" + "\n".join(rows) + "\n")
+    return str(folder / "two.csv")
+
+
+def test_shares_weight_the_teams_as_slurms_fairshare_does(capsys, tmp_path):
+    trace = contended(tmp_path)
+    equal = as_json(capsys, trace, "--gpus", "1", "--policies", "gqa")
+    weighted = as_json(capsys, trace, "--gpus", "1", "--policies", "gqa", "--shares", "a=3,b=1,c=2")
+    slowdown = {name: data["policies"]["gqa"]["team_slowdown"] for name, data in
+                (("equal", equal), ("weighted", weighted))}
+    assert slowdown["equal"]["a"] == pytest.approx(slowdown["equal"]["b"], rel=0.1)
+    assert slowdown["weighted"]["a"] < 0.8 * slowdown["weighted"]["b"]   # a is served about 3 jobs to b's 1
+    assert "fair share: a=3, b=1, c=2; a team not named: 1" in weighted["assumptions"]
+    assert "teams given a share that submit no job here: c" in weighted["assumptions"]
+
+
+@pytest.mark.parametrize("shares, message", [
+    ("a", "--shares: shares are TEAM=SHARE pairs, comma-separated (vision=2,nlp=1), not 'a'"),
+    ("a=2,=1", "--shares: shares are TEAM=SHARE pairs"),
+    ("a=0", "--shares: the share of a must be a number above 0, not '0'"),
+    ("a=-1", "--shares: the share of a must be a number above 0, not '-1'"),
+    ("a=nan", "--shares: the share of a must be a number above 0, not 'nan'"),
+    ("a=inf", "--shares: the share of a must be a number above 0, not 'inf'"),
+    ("a=x", "--shares: the share of a must be a number above 0, not 'x'"),
+    ("a=1,a=2", "--shares: a is given a share twice"),
+])
+def test_bad_shares_are_refused_before_any_replay(capsys, tmp_path, shares, message):
+    code, out, err = run(capsys, contended(tmp_path), "--gpus", "1", "--shares", shares)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"gqa: error: {message}") and len(err.strip().splitlines()) == 1
