@@ -28,7 +28,6 @@ files; a trace that is not there is skipped with a message. Team,
 user and wall time are derived (see `gqa simulate`'s assumption lines)."""
 
 import argparse
-import math
 import json
 import os
 import resource
@@ -47,7 +46,7 @@ from gqa.sim.engine import production_eta  # noqa: E402
 from gqa.sim.estimates import MODES, Estimates, EstimatesError  # noqa: E402
 from gqa.sim.policies import LAS, NAMES, left_out, run_policy  # noqa: E402
 from gqa.sim.report import plot_path_problem, save_whole  # noqa: E402
-from gqa.sim.workload import PRIORITIES, priorities_choice  # noqa: E402
+from gqa.sim.workload import PRIORITIES, positive, priorities_choice  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
 TARGETS = (0.70, 0.85, 0.95)
@@ -149,11 +148,8 @@ def targets_of(text: str) -> list[float]:
     """Utilisation targets, comma-separated: each a finite number above 0 (above 1, an overload)."""
     targets = []
     for t in text.split(","):
-        try:
-            target = float(t)
-        except ValueError:
-            target = math.nan
-        if not 0 < target < math.inf:
+        target = positive(t)
+        if target is None:
             raise ValueError(f"--targets: each a number above 0 (0.85 for 85%), not {t!r}")
         targets.append(target)
     return targets

@@ -100,6 +100,15 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     return Workload(jobs=jobs, teams=teams, assumptions=said)
 
 
+def positive(text: str) -> float | None:
+    """The number `text` says, where it is finite and above 0 (not nan, inf or 1e400); None else."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if 0 < number < math.inf else None
+
+
 def shares_choice(text: str) -> dict[str, float]:
     """`TEAM=SHARE,...`: each team's fair share, relative to the others' (as Slurm's Fairshare and
     `gqa quota set --share`; a team not named has 1). ValueError saying what is wrong else."""
@@ -109,11 +118,8 @@ def shares_choice(text: str) -> dict[str, float]:
         team = team.strip()
         if not named or not team:
             raise ValueError(f"shares are TEAM=SHARE pairs, comma-separated (vision=2,nlp=1), not {part.strip()!r}")
-        try:
-            share = float(value)
-        except ValueError:
-            share = math.nan
-        if not 0 < share < math.inf:
+        share = positive(value)
+        if share is None:
             raise ValueError(f"the share of {team} must be a number above 0, not {value.strip()!r}")
         if team in shares:
             raise ValueError(f"{team} is given a share twice")
