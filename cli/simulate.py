@@ -16,13 +16,15 @@ ETA_SAMPLE = 500   # jobs whose ETA is checked by default: each check runs the p
 @app.command("simulate")
 def simulate(
     trace: Annotated[str, typer.Argument(
-        help="A trace: CSV (submit_time,duration,gpus[,team,priority,wall_time,user,name]), Slurm's "
+        help="A trace: CSV (submit_time,duration,gpus[,team,priority,wall_time,user,name,gpu_type]), Slurm's "
              "accounting as sacct -X -P prints it (JobID|Submit|Start|End|ElapsedRaw|AllocTRES|...), the ITP "
              "raw-traces.tar.gz (PATH:cluster04 for one cluster) or an Alibaba openb_pod_list csv.",
         show_default=False)],
     gpus: Annotated[Optional[int], Opt("--gpus", "-G", help="GPUs in the simulated cluster.")] = None,
     pools: Annotated[Optional[str], Opt("--pools", help="A YAML list of pools with prices (instead of "
-                                                        "or matching --gpus): cost and spot saving.")] = None,
+                                                        "or matching --gpus): cost and spot saving; a job the "
+                                                        "trace gives a GPU type runs only on pools of it.")]
+        = None,
     policies: Annotated[Optional[str], Opt(
         "--policies", help="Comma-separated: fifo, fifo-easy (FIFO with EASY backfill), multifactor, gqa, "
                            "gqa-slice (gqa with time slicing: preemptive), las (Tiresias-style, preemptive), "
@@ -163,8 +165,10 @@ def simulate(
     except OSError as exc:   # there but unreadable: a folder where a file was meant, no permission
         fail(f"{trace}: {exc.strerror or exc}")
     spot = any(p.spot for p in pool_list)
+    # with pools, each job runs only on the GPU type the trace gives it (a Slurm dump's gres/gpu:a100)
+    types = {p.gpu_type: max(q.gpus for q in pool_list if q.gpu_type == p.gpu_type) for p in pool_list} or None
     work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
-                  notes=loaded.notes, estimates=asked, priorities=priorities, shares=team_shares)
+                  notes=loaded.notes, estimates=asked, priorities=priorities, shares=team_shares, gpu_types=types)
     if not work.jobs:
         considered = loaded.jobs[:limit] if limit else loaded.jobs
         too_wide = sum(1 for job in considered if job.gpus > largest)
@@ -174,6 +178,8 @@ def simulate(
             why = f": {who} for more than {largest} GPUs, the largest gang this cluster can start"
         elif not considered and loaded.notes:   # the loader left every row out: say what it left
             why = f" ({loaded.notes[0]})"
+        elif dropped := [line for line in work.assumptions if line.startswith("dropped ")]:
+            why = f" ({'; '.join(dropped)})"
         fail(f"{trace}: no jobs to replay{why}")
     idle = sorted(set(team_shares or ()) - {j.team for j in work.jobs})
     if idle:   # a list of every account may name some that submit nothing in this period: said, not refused

@@ -254,7 +254,7 @@ class _Engine:
             wall = expected = min(self.remaining[job.id], job.wall_time)
         self.index.add(PendingJob(
             id=job.id, team=job.team, user=job.user, tier=job.tier, gpus=job.gpus, submitted_at=job.submit,
-            wall_time=wall, seq=job.seq, spot=job.spot, expected_runtime=expected,
+            wall_time=wall, seq=job.seq, spot=job.spot, expected_runtime=expected, gpu_type=job.gpu_type,
             reclaims=self.out[job.id].reclaims, served=self.out[job.id].gpu_seconds))
 
     def _start(self, job_id: str, gpus: tuple[int, ...], now: float) -> None:

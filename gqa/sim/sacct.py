@@ -5,9 +5,10 @@
 
 A row that ran on GPUs becomes a job: its arrival (Eligible where the dump has it, as a job held back by
 --begin or a dependency could not start before; else Submit), the time it ran (ElapsedRaw, else Elapsed,
-else End - Start), its GPUs (gres/gpu in AllocTRES, else in ReqTRES), the time limit its user asked
-(TimelimitRaw, minutes, else Timelimit; none where UNLIMITED or the partition's), its account as its
-team, its user, its name, and its QOS as its tier where the QOS is named high, normal or low. The rest
+else End - Start), its GPUs (gres/gpu in AllocTRES, else in ReqTRES; their type where one is named),
+the time limit its user asked (TimelimitRaw, minutes, else Timelimit; none where UNLIMITED or the
+partition's), its account as its team, its user, its name, and its QOS as its tier where the QOS is
+named high, normal or low. The rest
 is left out and counted: job steps (`12.batch`, `12.0`; -X leaves them out), jobs that never started
 (still waiting at the dump, or cancelled waiting, which sacct gives a start at its end and no
 AllocTRES), jobs still running at the dump, jobs that asked no GPU, and runs of 0 seconds. A
@@ -144,7 +145,9 @@ def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
         seconds = _run_seconds(_elapsed(get, start), "the run")
         if seconds == 0 and get("alloctres") == "":
             start = None   # nothing allocated: cancelled waiting (sacct gives it a start at its end)
-    gpus = _gpus(get("alloctres"), "AllocTRES") or _gpus(get("reqtres"), "ReqTRES")
+    gpus, gpu_type = _gpus(get("alloctres"), "AllocTRES")
+    if not gpus:
+        gpus, gpu_type = _gpus(get("reqtres"), "ReqTRES")
     if submit is None:
         raise ValueError("Submit is empty")
     arrival = max(submit, eligible) if eligible is not None else submit
@@ -154,7 +157,7 @@ def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
     job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("account") or None,
                    priority=qos if qos in PRIORITIES else None, wall_time=_limit(get),
                    user=get("user") or None, name=get("jobname") or None,
-                   started=start, ended=None if start is None else start + seconds)
+                   started=start, ended=None if start is None else start + seconds, gpu_type=gpu_type)
     return _Row(arrival, start, running, requeued, qos, seconds, job)
 
 
@@ -207,10 +210,10 @@ def _slurm_time(text: str, what: str, bare_unit: str) -> int:
         raise ValueError(f"{what} is not a Slurm time ([D-]HH:MM:SS): {text!r}") from None
 
 
-def _gpus(text: str | None, what: str) -> int:
-    """GPUs in a TRES list (`cpu=4,gres/gpu=2,mem=8G`): gres/gpu's count, else the sum of its typed
-    counts (`gres/gpu:a100=2`); 0 where it names none."""
-    untyped, typed = None, 0
+def _gpus(text: str | None, what: str) -> tuple[int, str | None]:
+    """GPUs in a TRES list (`cpu=4,gres/gpu:a100=2,gres/gpu=2,mem=8G`): gres/gpu's count, else the sum
+    of its typed counts; 0 where it names none. And their type, where one type is named."""
+    untyped, typed, types = None, 0, set()
     for item in (text or "").split(","):
         key, _, value = item.partition("=")
         key = key.strip().lower()
@@ -222,7 +225,8 @@ def _gpus(text: str | None, what: str) -> int:
             untyped = int(value)
         else:
             typed += int(value)
-    return untyped if untyped is not None else typed
+            types.add(key.partition(":")[2])
+    return (untyped if untyped is not None else typed), (types.pop() if len(types) == 1 else None)
 
 
 def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) -> Trace:

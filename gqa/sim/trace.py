@@ -1,6 +1,6 @@
 """Cluster traces: what happened, as published. Four formats:
 
-- generic CSV: `submit_time,duration,gpus` plus optional `id,team,priority,wall_time,user,name`;
+- generic CSV: `submit_time,duration,gpus` plus optional `id,team,priority,wall_time,user,name,gpu_type`;
 - Slurm's accounting, as `sacct --parsable2` prints it (sacct.py): a site's own history;
 - Microsoft ITP 2021 (ElasticFlow raw traces): `raw-traces.tar.gz` or its extracted
   folder, `clusterNN.csv` with `job_id,submission_time,duration,num_gpu`;
@@ -47,6 +47,7 @@ class TraceJob:
     name: str | None = None
     started: float | None = None  # where the trace records what happened (Slurm's accounting): its first
     ended: float | None = None    # start and its last end, on submit_time's clock
+    gpu_type: str | None = None   # the GPU type it ran on (a100), where the trace says
 
 
 @dataclass
@@ -103,7 +104,7 @@ def load_csv(path: str | Path) -> Trace:
     missing = [c for c in ("submit_time", "duration", "gpus") if c not in header]
     if missing:
         raise TraceError(f"{path}: line 1: the header needs submit_time,duration,gpus "
-                         f"(missing {','.join(missing)}); optional: id,team,priority,wall_time,user,name")
+                         f"(missing {','.join(missing)}); optional: id,team,priority,wall_time,user,name,gpu_type")
     reader.fieldnames = header
     jobs = []
     for row in _rows(reader, str(path)):
@@ -165,7 +166,7 @@ def _csv_job(row: dict, line: int) -> TraceJob:
             raise ValueError(f"priority must be high, normal or low (or 0, 1, 2), got {text('priority')!r}")
     return TraceJob(id=text("id") or f"job{line - 1}", submit_time=_timestamp(text("submit_time")),
                     duration=duration, gpus=int(gpus), team=text("team"), priority=priority,
-                    wall_time=wall, user=text("user"), name=text("name"))
+                    wall_time=wall, user=text("user"), name=text("name"), gpu_type=text("gpu_type"))
 
 
 def _number(value: str | None, what: str) -> float:

@@ -34,6 +34,7 @@ class SimJob:
     tier: int               # 0 high, 1 normal, 2 low
     wall_time: float        # what the user asked for: all the scheduler knows of run time
     spot: bool = False      # may run on spot capacity (tried first)
+    gpu_type: str | None = None   # only GPUs of this type will do (the trace's, where the pools have types)
 
 
 @dataclass
@@ -59,14 +60,17 @@ def load_problem(load: float) -> str | None:
 
 def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load: float = 1.0,
            shares: dict[str, float] | None = None, limit: int | None = None, spot: bool = False,
-           notes: list[str] | None = None, estimates: Estimates = MODEL, priorities: str = "trace") -> Workload:
+           notes: list[str] | None = None, estimates: Estimates = MODEL, priorities: str = "trace",
+           gpu_types: dict[str, int] | None = None) -> Workload:
     """`cluster_gpus`: the largest gang that can ever start (jobs over it are
     dropped and counted); `load` multiplies the arrival rate; `limit` keeps the
     first N arrivals; `shares` overrides the equal team shares; `spot`: every
     job may run on spot capacity; `estimates`: the wall times of jobs the trace
     gives none (gqa/sim/estimates.py); `priorities`: "trace" keeps the
     priority each job has in the trace, "one" puts every job in the normal
-    tier, as the references that ignore tiers (fifo, las) see them."""
+    tier, as the references that ignore tiers (fifo, las) see them; `gpu_types`: the cluster's GPU
+    types, each with its largest gang (its largest pool), to hold each job to the type the trace gives
+    it (None: every GPU alike, the trace's types set aside and said)."""
     problem = load_problem(load)
     if problem:
         raise ValueError(problem)
@@ -77,6 +81,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     if len(fits) < len(picked):
         said.append(f"dropped {len(picked) - len(fits)} jobs asking for more than {cluster_gpus} GPUs "
                     "(the largest gang this cluster can start)")
+    fits, typed = _typed(fits, gpu_types, said)
     t0 = min((j.submit_time for j in fits), default=0.0)
     jobs, seen, asked = [], set(), []
     for seq, tj in enumerate(fits):
@@ -91,7 +96,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
             asked.append((tj.duration, wall))
         jobs.append(SimJob(id=job_id, seq=seq, submit=(tj.submit_time - t0) / load, duration=tj.duration,
                            gpus=tj.gpus, team=team, user=user, tier=_tier(tj, priorities),
-                           wall_time=wall, spot=spot))
+                           wall_time=wall, spot=spot, gpu_type=tj.gpu_type if typed else None))
     if asked:
         said.append(describe(estimates, asked, seed))
     said += _assumptions(fits, load, shares, priorities, seed)
@@ -125,6 +130,30 @@ def shares_choice(text: str) -> dict[str, float]:
             raise ValueError(f"{team} is given a share twice")
         shares[team] = share
     return shares
+
+
+def _typed(jobs: list[TraceJob], gpu_types: dict[str, int] | None, said: list[str]) -> tuple[list[TraceJob], bool]:
+    """The jobs a cluster of these GPU types can run, each held to its type, and whether types are
+    honoured: with no types given, every GPU is alike and the trace's types are set aside (said)."""
+    given = Counter(j.gpu_type for j in jobs if j.gpu_type)
+    if not given:
+        return jobs, False
+    split = ", ".join(f"{t} {n}" for t, n in sorted(given.items()))
+    if gpu_types is None:
+        said.append(f"GPU types the trace gives ({split} jobs) set aside: every GPU alike (--pools with "
+                    "those gpu_type holds each job to its type)")
+        return jobs, False
+    unknown = Counter(j.gpu_type for j in jobs if j.gpu_type and j.gpu_type not in gpu_types)
+    wide = [j for j in jobs if j.gpu_type in gpu_types and j.gpus > gpu_types[j.gpu_type]]
+    if unknown:
+        said.append("dropped " + ", ".join(f"{n} jobs of {t}" for t, n in sorted(unknown.items()))
+                    + f": no pool has that type (the pools have {', '.join(sorted(gpu_types))})")
+    if wide:
+        said.append(f"dropped {len(wide)} jobs asking for more GPUs than the largest pool of their type has")
+    said.append(f"GPU types as the trace gives them ({split} jobs): each runs only on its type; "
+                "a job with none on any")
+    gone = {id(j) for j in wide}
+    return [j for j in jobs if id(j) not in gone and j.gpu_type not in unknown], True
 
 
 def priorities_choice(text: str) -> str:

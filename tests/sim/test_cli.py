@@ -320,3 +320,36 @@ def test_bad_shares_are_refused_before_any_replay(capsys, tmp_path, shares, mess
     code, out, err = run(capsys, contended(tmp_path), "--gpus", "1", "--shares", shares)
     assert (code, out) == (2, "")
     assert err.startswith(f"gqa: error: {message}") and len(err.strip().splitlines()) == 1
+
+
+def test_with_pools_each_job_runs_only_on_the_gpu_type_the_trace_gives_it(capsys, tmp_path):
+    trace, pools = tmp_path / "typed.csv", tmp_path / "pools.yaml"
+    # four 1-GPU a100 jobs at once, on two a100 and two v100: two of them wait for an a100
+    trace.write_text("submit_time,duration,gpus,gpu_type\n" + "".join(f"0,100,1,a100\n" for _ in range(4)))
+    pools.write_text("- {name: a, gpu_type: a100, spot: false, gpus: 2, price_per_gpu_hour: 4}\n"
+                     "- {name: v, gpu_type: v100, spot: false, gpus: 2, price_per_gpu_hour: 2}\n")
+    typed = as_json(capsys, str(trace), "--pools", str(pools), "--policies", "fifo,gqa")
+    alike = as_json(capsys, str(trace), "--gpus", "4", "--policies", "fifo,gqa")
+    for name in ("fifo", "gqa"):
+        assert typed["policies"][name]["mean_wait"] == 50.0 and typed["policies"][name]["makespan"] == 200.0
+        assert typed["policies"][name]["cost"] == pytest.approx(4 * 100 * 4 / 3600)   # all on the a100 pool
+        assert alike["policies"][name]["mean_wait"] == 0.0
+    assert "GPU types as the trace gives them (a100 4 jobs): each runs only on its type; a job with none on any" \
+        in typed["assumptions"]
+    assert ("GPU types the trace gives (a100 4 jobs) set aside: every GPU alike (--pools with those gpu_type "
+            "holds each job to its type)") in alike["assumptions"]
+
+
+def test_a_job_of_a_type_no_pool_has_is_dropped_and_said(capsys, tmp_path):
+    trace, pools = tmp_path / "typed.csv", tmp_path / "pools.yaml"
+    trace.write_text("submit_time,duration,gpus,gpu_type\n0,100,1,h100\n0,100,4,a100\n0,100,1,a100\n0,50,1,\n")
+    pools.write_text("- {name: a, gpu_type: a100, spot: false, gpus: 2, price_per_gpu_hour: 4}\n"
+                     "- {name: v, gpu_type: v100, spot: false, gpus: 4, price_per_gpu_hour: 2}\n")
+    data = as_json(capsys, str(trace), "--pools", str(pools), "--policies", "fifo")
+    assert data["jobs"] == 2   # the 1-GPU a100 job and the untyped one
+    assert "dropped 1 jobs of h100: no pool has that type (the pools have a100, v100)" in data["assumptions"]
+    assert "dropped 1 jobs asking for more GPUs than the largest pool of their type has" in data["assumptions"]
+    trace.write_text("submit_time,duration,gpus,gpu_type\n0,100,1,h100\n")
+    code, out, err = run(capsys, str(trace), "--pools", str(pools))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"gqa: error: {trace}: no jobs to replay (dropped 1 jobs of h100: no pool has that type")

@@ -62,14 +62,16 @@ def test_a_dump_where_no_job_has_gpus_asks_whether_slurm_accounts_them(tmp_path)
     assert trace.jobs == [] and "is gres/gpu in the cluster's AccountingStorageTRES?" in trace.notes[0]
 
 
-@pytest.mark.parametrize("alloc, req, gpus", [
-    ("cpu=8,gres/gpu:a100=4,gres/gpu=4,mem=64G", "", 4),     # the typed and the untyped count: once
-    ("cpu=8,gres/gpu:a100=2,gres/gpu:v100=1", "", 3),         # typed only: their sum
-    ("", "cpu=1,gres/gpu=1", 1),                              # nothing allocated recorded: what it asked
-    ("billing=1,cpu=1", "cpu=1,gres/gpu=2", 2),
+@pytest.mark.parametrize("alloc, req, gpus, gpu_type", [
+    ("cpu=8,gres/gpu:a100=4,gres/gpu=4,mem=64G", "", 4, "a100"),   # the typed and the untyped count: once
+    ("cpu=8,gres/gpu:a100=2,gres/gpu:v100=1", "", 3, None),         # two types: their sum, no one type
+    ("cpu=8,gres/gpu=2", "cpu=8,gres/gpu:h100=2", 2, None),         # its allocation names none
+    ("", "cpu=1,gres/gpu:l4=1,gres/gpu=1", 1, "l4"),                # nothing allocated recorded: what it asked
+    ("billing=1,cpu=1", "cpu=1,gres/gpu=2", 2, None),
 ])
-def test_gpus_from_the_tres_lists(tmp_path, alloc, req, gpus):
-    assert load_trace(dump(tmp_path, row(alloc=alloc, req=req))).jobs[0].gpus == gpus
+def test_gpus_and_their_type_from_the_tres_lists(tmp_path, alloc, req, gpus, gpu_type):
+    (job,) = load_trace(dump(tmp_path, row(alloc=alloc, req=req))).jobs
+    assert (job.gpus, job.gpu_type) == (gpus, gpu_type)
 
 
 @pytest.mark.parametrize("limit, seconds", [("30", 1800.0), ("UNLIMITED", None), ("Partition_Limit", None),

@@ -23,12 +23,13 @@ def test_csv_minimal_columns_in_seconds(tmp_path):
 
 
 def test_csv_optional_columns_iso_times_and_units(tmp_path):
-    text = ("id,submit_time,duration,gpus,team,priority,wall_time,user,name\n"
-            "x,2024-01-01T00:00:00Z,1h,8,nlp,high,4h,bob,pretrain\n"
-            "y,2024-01-01T00:10:00,600,1,vision,2,,,\n")
+    text = ("id,submit_time,duration,gpus,team,priority,wall_time,user,name,gpu_type\n"
+            "x,2024-01-01T00:00:00Z,1h,8,nlp,high,4h,bob,pretrain,a100\n"
+            "y,2024-01-01T00:10:00,600,1,vision,2,,,,\n")
     a, b = load_trace(write(tmp_path / "t.csv", text)).jobs
-    assert (a.id, a.duration, a.gpus, a.team, a.priority, a.wall_time, a.user, a.name) == \
-        ("x", 3600.0, 8, "nlp", "high", 14400.0, "bob", "pretrain")
+    assert (a.id, a.duration, a.gpus, a.team, a.priority, a.wall_time, a.user, a.name, a.gpu_type) == \
+        ("x", 3600.0, 8, "nlp", "high", 14400.0, "bob", "pretrain", "a100")
+    assert b.gpu_type is None
     assert b.submit_time - a.submit_time == 600.0  # a time without a zone is UTC
     assert (b.priority, b.wall_time, b.user) == ("low", None, None)
 
