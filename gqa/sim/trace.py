@@ -102,6 +102,9 @@ def load_csv(path: str | Path) -> Trace:
     reader = csv.DictReader(io.StringIO(_text(path.read_bytes(), str(path))))
     header = _header(reader, str(path))
     missing = [c for c in ("submit_time", "duration", "gpus") if c not in header]
+    if missing and {"jobid", "jobidraw"} & {h.lower() for h in header}:
+        raise TraceError(f"{path}: line 1: this reads as Slurm's accounting with ',' between its columns; "
+                         "dump it with -P (--parsable2), '|' between them")
     if missing:
         raise TraceError(f"{path}: line 1: the header needs submit_time,duration,gpus "
                          f"(missing {','.join(missing)}); optional: id,team,priority,wall_time,user,name,gpu_type")

@@ -325,7 +325,7 @@ def test_bad_shares_are_refused_before_any_replay(capsys, tmp_path, shares, mess
 def test_with_pools_each_job_runs_only_on_the_gpu_type_the_trace_gives_it(capsys, tmp_path):
     trace, pools = tmp_path / "typed.csv", tmp_path / "pools.yaml"
     # four 1-GPU a100 jobs at once, on two a100 and two v100: two of them wait for an a100
-    trace.write_text("submit_time,duration,gpus,gpu_type\n" + "".join(f"0,100,1,a100\n" for _ in range(4)))
+    trace.write_text("submit_time,duration,gpus,gpu_type\n" + "0,100,1,a100\n" * 4)
     pools.write_text("- {name: a, gpu_type: a100, spot: false, gpus: 2, price_per_gpu_hour: 4}\n"
                      "- {name: v, gpu_type: v100, spot: false, gpus: 2, price_per_gpu_hour: 2}\n")
     typed = as_json(capsys, str(trace), "--pools", str(pools), "--policies", "fifo,gqa")

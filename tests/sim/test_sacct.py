@@ -198,6 +198,13 @@ def test_a_header_without_what_a_replay_needs_says_how_to_dump_it(tmp_path):
         load_trace(dump(tmp_path, "1|2026-12-07T10:00:00|600", header="JobID|Submit|ElapsedRaw"))
 
 
+def test_a_dump_with_commas_between_its_columns_says_how_to_dump_it(tmp_path):
+    path = dump(tmp_path, row().replace("|", ","), header=HEADER.replace("|", ","))
+    with pytest.raises(TraceError, match=r"line 1: this reads as Slurm's accounting with ',' between its "
+                                         r"columns; dump it with -P \(--parsable2\), '\|' between them"):
+        load_trace(path)
+
+
 @pytest.mark.parametrize("line, is_it", [(HEADER, True), ("jobidraw|submit", True), ("JobID,Submit", False),
                                          ("submit_time,duration,gpus", False), ("a|b|c", False), ("", False)])
 def test_what_is_read_as_sacct(line, is_it):
