@@ -81,7 +81,7 @@ def simulate(
     from gqa.models.errors import SpecError
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.metrics import recorded
+    from gqa.sim.metrics import most_held, recorded
     from gqa.sim.policies import NAMES, left_out, refused, run_policy
     from gqa.sim.pools import MAX_GPUS, PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
@@ -151,7 +151,7 @@ def simulate(
             fail(f"--gpus {gpus} does not match the {len(inventory)} GPUs in {pools}; give one or the other")
         largest = max(p.gpus for p in pool_list)
     elif gpus is None:
-        fail("say how many GPUs to simulate: --gpus N (or --pools FILE)")
+        fail("say how many GPUs to simulate: --gpus N (or --pools FILE)" + _held_hint(trace))
     elif gpus < 1:
         fail(f"--gpus {gpus}: a cluster needs at least 1 GPU")
     elif gpus > MAX_GPUS:
@@ -213,7 +213,8 @@ def simulate(
     if as_it_ran is not None:
         work.assumptions.append(f"as it ran: the trace's own starts and ends of the {as_it_ran['jobs']} jobs "
                                 "replayed, on the cluster they ran on (with its nodes, CPUs, memory and any "
-                                "other work), measured as a replay is")
+                                f"other work), measured as a replay is; they held at most {most_held(loaded.jobs)} "
+                                "GPUs at once")
     elif load != 1.0 and any(j.started is not None for j in loaded.jobs):
         work.assumptions.append(f"as it ran: not shown, as --load {load:g} moves the arrivals")
     eta = production_eta() if eta_sample != 0 else None
@@ -304,6 +305,20 @@ def _check_report(path: str) -> None:
     existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
     if not existing.is_dir():
         fail(f"--report {path}: {existing} is not a folder")
+
+
+def _held_hint(trace: str) -> str:
+    """For a trace that records its runs (a Slurm dump): the most GPUs they held at once, the least
+    the cluster had. Read only to word the refusal; a trace that cannot be read says nothing here."""
+    from gqa.sim import load_trace
+    from gqa.sim.metrics import most_held
+    from gqa.sim.trace import TraceError
+
+    try:
+        held = most_held(load_trace(trace).jobs)
+    except (TraceError, OSError):
+        return ""
+    return f"; {trace}'s jobs held {held} GPUs at once at the most, so its cluster had at least that" if held else ""
 
 
 def _nth(n: int) -> str:

@@ -132,6 +132,18 @@ def recorded(jobs: Iterable[SimJob], trace_jobs: Iterable[TraceJob]) -> dict | N
             "max_team_slowdown": max(team_slowdown.values()), "jain_fairness": jain(list(team_slowdown.values()))}
 
 
+def most_held(trace_jobs: Iterable[TraceJob]) -> int | None:
+    """The most GPUs the trace's jobs held at once as they ran, where it records their runs (a
+    Slurm dump): at least the cluster they ran on. None where it records none."""
+    marks = sorted([(j.started, j.gpus) for j in trace_jobs if j.started is not None and j.ended is not None]
+                   + [(j.ended, -j.gpus) for j in trace_jobs if j.started is not None and j.ended is not None])
+    held = most = 0
+    for _, step in marks:   # at one moment the ends (negative) sort first: a GPU freed and taken is held once
+        held += step
+        most = max(most, held)
+    return most if marks else None
+
+
 def _share(part: float | None, whole: float | None) -> float | None:
     return part / whole if part is not None and whole else None
 

@@ -108,3 +108,16 @@ def test_as_it_ran_measures_the_traces_own_starts_as_a_replay_is_measured():
         assert got[key] == pytest.approx(mirror[key]), key
     assert recorded(jobs[:1], traces[1:]) is None            # none of the replayed jobs is recorded
     assert recorded(jobs, [t for t in traces if t.id == "e"]) is None
+
+
+def test_most_gpus_held_at_once_as_the_trace_ran():
+    from gqa.sim.metrics import most_held
+    from gqa.sim.trace import TraceJob
+
+    def ran(start, end, gpus):
+        return TraceJob(id=f"{start}-{gpus}", submit_time=0, duration=end - start, gpus=gpus, started=start, ended=end)
+
+    # 2 and 3 overlap (5); the 4-GPU job starts as they end: a GPU freed and taken at one moment is held once
+    assert most_held([ran(0, 100, 2), ran(50, 100, 3), ran(100, 200, 4)]) == 5
+    assert most_held([ran(0, 10, 1), ran(10, 20, 1)]) == 1
+    assert most_held([TraceJob(id="x", submit_time=0, duration=5, gpus=8)]) is None   # no runs recorded

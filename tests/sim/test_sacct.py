@@ -321,7 +321,12 @@ def test_gqa_simulate_shows_the_dump_as_it_ran_beside_the_replays(capsys):
     assert out["ratios_vs_as_it_ran"]["gqa"]["mean_jct"] == pytest.approx(gqa["mean_jct"] /
                                                                           out["as_it_ran"]["mean_jct"])
     assert any(line.startswith("as it ran: the trace's own starts and ends of the 10 jobs")
-               for line in out["assumptions"])
+               and line.endswith("they held at most 4 GPUs at once") for line in out["assumptions"])
+    # no --gpus: the refusal says how many the dump's jobs held at once
+    assert main(["simulate", dump_path]) == 2
+    assert capsys.readouterr().err == (f"gqa: error: say how many GPUs to simulate: --gpus N (or --pools FILE); "
+                                       f"{dump_path}'s jobs held 4 GPUs at once at the most, so its cluster had "
+                                       "at least that\n")
     assert main(["simulate", dump_path, "--gpus", "4", "--policies", "gqa"]) == 0
     table = capsys.readouterr().out
     assert "\nas it ran " in table and "gqa / as it ran: mean wait " in table
