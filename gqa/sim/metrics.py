@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..models.priority import Priority
 from ..models.stats import percentile
 from .engine import Outcome, SimResult
-from .trace import TraceJob
+from .trace_fields import TraceJob
 from .workload import SimJob
 
 SLOWDOWN_FLOOR = 10.0   # bounded slowdown: jobs shorter than this count as this long

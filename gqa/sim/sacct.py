@@ -29,7 +29,7 @@ from typing import BinaryIO
 from ..models.errors import SpecError
 from ..models.priority import Priority
 from ..models.units import parse_duration
-from .trace import PRIORITIES, Trace, TraceError, TraceJob, _run_seconds, _submit_seconds, _text, _timestamp
+from .trace_fields import PRIORITIES, Trace, TraceError, TraceJob, run_seconds, submit_seconds, text_of, timestamp
 
 DUMP = ("sacct -a -X -P -S START -E now -o JobID,Submit,Eligible,Start,End,ElapsedRaw,AllocTRES,ReqTRES,TimelimitRaw,"
         "Account,QOS,User,JobName,State")
@@ -97,7 +97,7 @@ def load_sacct(path: str | Path) -> Trace:
     rows: dict[str, dict[tuple[float, float | None], _Row]] = {}
     steps = repeats = 0
     with path.open("rb") as f:   # a line at a time: a year of a busy cluster is millions of rows
-        header = _text(f.readline(), str(path))
+        header = text_of(f.readline(), str(path))
         columns = _Columns(header, str(path))
         for number, line in enumerate(_lines(f, path), start=2):
             if not line.strip() or line.strip() == header.strip():   # a blank line; the next dump's header
@@ -142,7 +142,7 @@ def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
     requeued = state.startswith("REQUEUE")
     seconds = 0.0
     if start is not None and not running:
-        seconds = _run_seconds(_elapsed(get, start), "the run")
+        seconds = run_seconds(_elapsed(get, start), "the run")
         if seconds == 0 and get("alloctres") == "":
             start = None   # nothing allocated: cancelled waiting (sacct gives it a start at its end)
     gpus, gpu_type = _gpus(get("alloctres"), "AllocTRES")
@@ -168,8 +168,8 @@ def _time(text: str | None, what: str) -> float | None:
         return None
     try:
         if len(text) == 19 and text[10] == "T":   # the common case, read at once: a dump may have millions
-            return _submit_seconds((datetime.fromisoformat(text) - _EPOCH).total_seconds(), what)
-        return _timestamp(text)
+            return submit_seconds((datetime.fromisoformat(text) - _EPOCH).total_seconds(), what)
+        return timestamp(text)
     except ValueError:
         raise ValueError(f"{what} is not a time: {text!r}") from None
 
@@ -196,10 +196,10 @@ def _limit(get: Callable[[str], str | None]) -> float | None:
     if raw is not None and raw.lower() not in NO_LIMIT:
         if not raw.isdigit():
             raise ValueError(f"TimelimitRaw is not whole minutes: {raw!r}")
-        return _run_seconds(int(raw) * 60.0, "the time limit") or None
+        return run_seconds(int(raw) * 60.0, "the time limit") or None
     text = get("timelimit")
     if raw is None and text is not None and text.lower() not in NO_LIMIT:
-        return _run_seconds(float(_slurm_time(text, "Timelimit", bare_unit="m")), "the time limit")
+        return run_seconds(float(_slurm_time(text, "Timelimit", bare_unit="m")), "the time limit")
     return None
 
 

@@ -10,52 +10,20 @@ Loaders keep only what the trace says; `workload.derive` fills in the rest."""
 
 import csv
 import io
-import math
 import re
 import tarfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..models.priority import Priority
+from .sacct import is_sacct, load_sacct
+from .trace_fields import (MAX_RUN_SECONDS, MAX_SUBMIT_SECONDS, PRIORITIES, PRIORITY_ALIASES, Trace, TraceError,
+                           TraceJob, number, run_seconds, seconds_of, submit_seconds, text_of, timestamp)
 
-PRIORITIES = tuple(p.value for p in Priority)
-_PRIORITY_ALIASES = {str(p.rank): p.value for p in Priority}   # a trace may give the rank
+__all__ = ["MAX_RUN_SECONDS", "MAX_SUBMIT_SECONDS", "PRIORITIES", "Trace", "TraceError", "TraceJob", "load_alibaba",
+           "load_csv", "load_itp", "load_sacct", "load_trace"]
+
 _ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
-# Bounds on a trace's times, in seconds. The longest run in the public traces read here is 145 days
-# (an Alibaba pod); a run, or a wall time, of over 10 years is a unit mistake. Submit times may be
-# epoch seconds (1.7e9 today); 1e11 is over 3,000 years from 1970, so epoch milliseconds (1.7e12).
-MAX_RUN_SECONDS = 10 * 365 * 86400
-MAX_SUBMIT_SECONDS = 1e11
-
-
-class TraceError(ValueError):
-    """A trace that cannot be read; the message names the file and line."""
-
-
-@dataclass(frozen=True)
-class TraceJob:
-    id: str
-    submit_time: float          # seconds (any origin)
-    duration: float             # how long it really ran, seconds
-    gpus: int
-    team: str | None = None
-    priority: str | None = None  # high | normal | low
-    wall_time: float | None = None
-    user: str | None = None
-    name: str | None = None
-    started: float | None = None  # where the trace records what happened (Slurm's accounting): its first
-    ended: float | None = None    # start and its last end, on submit_time's clock
-    gpu_type: str | None = None   # the GPU type it ran on (a100), where the trace says
-
-
-@dataclass
-class Trace:
-    name: str
-    format: str                  # csv | sacct | itp | alibaba
-    jobs: list[TraceJob]
-    notes: list[str] = field(default_factory=list)  # what the loader kept and dropped, for the report
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -74,7 +42,6 @@ def load_trace(path: str | Path) -> Trace:
         return load_itp(path, select)
     if path.name.startswith("openb_pod_list") and path.suffix == ".csv":
         return load_alibaba(path)
-    from .sacct import is_sacct, load_sacct   # here: sacct.py builds on this module's readers
     if is_sacct(_first_line(path)):
         return load_sacct(path)
     return load_csv(path)
@@ -99,7 +66,7 @@ def _split_selection(text: str) -> tuple[Path, list[str] | None]:
 
 def load_csv(path: str | Path) -> Trace:
     path = Path(path)
-    reader = csv.DictReader(io.StringIO(_text(path.read_bytes(), str(path))))
+    reader = csv.DictReader(io.StringIO(text_of(path.read_bytes(), str(path))))
     header = _header(reader, str(path))
     missing = [c for c in ("submit_time", "duration", "gpus") if c not in header]
     if missing and {"jobid", "jobidraw"} & {h.lower() for h in header}:
@@ -118,16 +85,6 @@ def load_csv(path: str | Path) -> Trace:
             raise TraceError(f"{path}: line {line}: {exc}") from None
     jobs.sort(key=lambda j: j.submit_time)  # stable: equal times keep file order
     return Trace(name=path.name, format="csv", jobs=jobs)
-
-
-def _text(data: bytes, where: str) -> str:
-    """A trace file's text: UTF-8, a byte-order mark (as spreadsheets write) skipped."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:   # its offset is into what follows a byte-order mark
-        read, at = exc.object, exc.start
-        line = read.count(b"\n", 0, at) + 1
-        raise TraceError(f"{where}: line {line}: byte 0x{read[at]:02x} is not UTF-8 (a trace is UTF-8 text)") from None
 
 
 def _header(reader: csv.DictReader, where: str) -> list[str]:
@@ -153,91 +110,23 @@ def _csv_job(row: dict, line: int) -> TraceJob:
 
     if None in row:
         raise ValueError("more fields than the header has")
-    gpus = _number(text("gpus"), "gpus")
+    gpus = number(text("gpus"), "gpus")
     if gpus != int(gpus) or gpus < 1:
         raise ValueError(f"gpus must be a whole number >= 1, got {text('gpus')!r}")
-    duration = _run_seconds(_seconds(text("duration"), "duration"), "duration")
+    duration = run_seconds(seconds_of(text("duration"), "duration"), "duration")
     if duration <= 0:
         raise ValueError(f"duration must be positive, got {text('duration')!r}")
-    wall = _run_seconds(_seconds(text("wall_time"), "wall_time"), "wall_time") if text("wall_time") else None
+    wall = run_seconds(seconds_of(text("wall_time"), "wall_time"), "wall_time") if text("wall_time") else None
     if wall is not None and wall <= 0:
         raise ValueError(f"wall_time must be positive, got {text('wall_time')!r}")
     priority = text("priority")
     if priority is not None:
-        priority = _PRIORITY_ALIASES.get(priority, priority.lower())
+        priority = PRIORITY_ALIASES.get(priority, priority.lower())
         if priority not in PRIORITIES:
             raise ValueError(f"priority must be high, normal or low (or 0, 1, 2), got {text('priority')!r}")
-    return TraceJob(id=text("id") or f"job{line - 1}", submit_time=_timestamp(text("submit_time")),
+    return TraceJob(id=text("id") or f"job{line - 1}", submit_time=timestamp(text("submit_time")),
                     duration=duration, gpus=int(gpus), team=text("team"), priority=priority,
                     wall_time=wall, user=text("user"), name=text("name"), gpu_type=text("gpu_type"))
-
-
-def _number(value: str | None, what: str) -> float:
-    """A finite number: float() also reads nan, inf and 1e400 (inf), which no time or count is."""
-    if value is None:
-        raise ValueError(f"{what} is empty")
-    try:
-        number = float(value)
-    except ValueError:
-        raise ValueError(f"{what} is not a number: {value!r}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{what} must be a finite number, got {value!r}")
-    return number
-
-
-def _run_seconds(seconds: float, what: str) -> float:
-    """A run's length or a wall time, within MAX_RUN_SECONDS."""
-    if seconds > MAX_RUN_SECONDS:
-        raise ValueError(f"{what} of {seconds:g} s is over 10 years: a trace gives its times in seconds")
-    return seconds
-
-
-def _submit_seconds(seconds: float, what: str = "submit_time") -> float:
-    """A submit time, within MAX_SUBMIT_SECONDS of the epoch either way."""
-    if abs(seconds) > MAX_SUBMIT_SECONDS:
-        raise ValueError(f"{what} {seconds:g} is over {MAX_SUBMIT_SECONDS:g} s (3,000 years) from 1970: "
-                         "a trace gives its times in seconds, not milliseconds")
-    return seconds
-
-
-def _seconds(value: str | None, what: str) -> float:
-    """Seconds, or a duration with units (90m, 4h, 1-12:00:00)."""
-    try:
-        return _number(value, what)
-    except ValueError:
-        if value is None or _looks_numeric(value):
-            raise
-    from ..models.errors import SpecError
-    from ..models.units import parse_duration
-    try:
-        return float(parse_duration(value, bare_unit="s"))
-    except SpecError:
-        raise ValueError(f"{what} is not seconds or a duration like 90m or 4h: {value!r}") from None
-
-
-def _timestamp(value: str | None) -> float:
-    """Seconds, or an ISO-8601 time (a time without a zone is taken as UTC)."""
-    try:
-        return _submit_seconds(_number(value, "submit_time"))
-    except ValueError:
-        if value is None or _looks_numeric(value):
-            raise
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"submit_time is not seconds or an ISO-8601 time: {value!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return _submit_seconds(moment.timestamp())
-
-
-def _looks_numeric(value: str) -> bool:
-    """Whether float() reads it (nan and inf too): its refusal is the one to give, not an ISO-8601 one."""
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True
 
 
 # -- Microsoft ITP 2021 -------------------------------------------------------------
@@ -270,7 +159,7 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
     rows = []
     for cluster in sorted(members):
         where = f"{path}: {cluster}.csv"
-        reader = csv.DictReader(io.StringIO(_text(members[cluster], where)))
+        reader = csv.DictReader(io.StringIO(text_of(members[cluster], where)))
         for row in _rows(reader, where):
             try:
                 job = _itp_job(row)
@@ -301,16 +190,16 @@ def _row_error(where: str, exc: Exception, columns: str) -> TraceError:
 
 def _itp_job(row: dict) -> TraceJob:
     """One row of a clusterNN.csv; a row with no duration or no GPUs is read (and dropped later)."""
-    gpus = _number(row["num_gpu"], "num_gpu")
+    gpus = number(row["num_gpu"], "num_gpu")
     if gpus != int(gpus):
         raise ValueError(f"num_gpu must be a whole number, got {row['num_gpu']!r}")
     return TraceJob(id=row["job_id"], submit_time=_moment(row, "submission_time"),
-                    duration=_run_seconds(_number(row["duration"], "duration"), "duration"), gpus=int(gpus))
+                    duration=run_seconds(number(row["duration"], "duration"), "duration"), gpus=int(gpus))
 
 
 def _moment(row: dict, column: str) -> float:
     """A published trace's time of an event, in seconds."""
-    return _submit_seconds(_number(row[column], column), column)
+    return submit_seconds(number(row[column], column), column)
 
 
 # -- Alibaba GPU v2023 ----------------------------------------------------------------
@@ -332,11 +221,11 @@ def load_alibaba(path: str | Path) -> Trace:
     README defines run time."""
     path = Path(path)
     jobs, total, unscheduled = [], 0, 0
-    reader = csv.DictReader(io.StringIO(_text(path.read_bytes(), str(path))))
+    reader = csv.DictReader(io.StringIO(text_of(path.read_bytes(), str(path))))
     for row in _rows(reader, str(path)):
         total += 1
         try:
-            gpus, qos, phase = _number(row["num_gpu"], "num_gpu"), row["qos"], row["pod_phase"]
+            gpus, qos, phase = number(row["num_gpu"], "num_gpu"), row["qos"], row["pod_phase"]
             if gpus != int(gpus):
                 raise ValueError(f"num_gpu must be a whole number, got {row['num_gpu']!r}")
             if gpus < 1 or not (phase == "Succeeded" or qos in ("BE", "Burstable")):
@@ -345,7 +234,7 @@ def load_alibaba(path: str | Path) -> Trace:
                 unscheduled += 1
                 continue
             created = _moment(row, "creation_time")
-            duration = _run_seconds(_number(row["deletion_time"], "deletion_time") - created, "a pod's life")
+            duration = run_seconds(number(row["deletion_time"], "deletion_time") - created, "a pod's life")
         except (KeyError, TypeError, ValueError) as exc:
             raise _row_error(f"{path}: line {reader.line_num}", exc, ALIBABA_COLUMNS) from None
         if duration > 0:

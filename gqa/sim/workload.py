@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..models.priority import Priority
 from ..scheduling import TeamPolicy
 from .estimates import MODEL, Estimates, describe, uniform as _uniform, wall_time
-from .trace import TraceJob
+from .trace_fields import TraceJob
 
 DEFAULT_TEAMS = (("team-a", 0.4), ("team-b", 0.3), ("team-c", 0.2), ("team-d", 0.1))
 USERS_PER_TEAM = 8
