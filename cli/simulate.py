@@ -45,6 +45,10 @@ def simulate(
     shares: Annotated[Optional[str], Opt("--shares", help="Teams' fair shares, TEAM=SHARE comma-separated "
                                                           "(as Slurm's Fairshare or gqa quota set --share; a team "
                                                           "not named has 1). Default: equal.")] = None,
+    qos_tiers: Annotated[Optional[str], Opt("--qos-tiers", help="The tier each of the trace's QOS stands for, "
+                                                                "QOS=TIER comma-separated (urgent=high,"
+                                                                "scavenger=low); a Slurm dump reads QOS high, "
+                                                                "normal and low as those tiers.")] = None,
     priorities: Annotated[str, Opt("--priorities", help="trace (each job's priority tier as the trace gives "
                                                         "it) or one (every job normal, as fifo and las see "
                                                         "them): what honouring the tiers costs or gains.")]
@@ -87,7 +91,7 @@ def simulate(
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
-    from gqa.sim.workload import load_problem, priorities_choice, shares_choice
+    from gqa.sim.workload import load_problem, priorities_choice, qos_tiers_choice, shares_choice, with_qos_tiers
     from gqa.scheduling import Policy
     from gqa.scheduling.horizon import LIMITS, backfill_by_choice
     from gqa.scheduling.inventory import SPOT_HOURS_PER_RECLAIM
@@ -122,6 +126,10 @@ def simulate(
         team_shares = shares_choice(shares) if shares is not None else None
     except ValueError as exc:
         fail(f"--shares: {exc}")
+    try:
+        named_tiers = qos_tiers_choice(qos_tiers) if qos_tiers is not None else {}
+    except ValueError as exc:
+        fail(f"--qos-tiers: {exc}")
     try:
         backfill_by = backfill_by_choice(backfill_by.strip().lower())
     except ValueError as exc:
@@ -167,8 +175,10 @@ def simulate(
     spot = any(p.spot for p in pool_list)
     # with pools, each job runs only on the GPU type the trace gives it (a Slurm dump's gres/gpu:a100)
     types = {p.gpu_type: max(q.gpus for q in pool_list if q.gpu_type == p.gpu_type) for p in pool_list} or None
-    work = derive(loaded.jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
-                  notes=loaded.notes, estimates=asked, priorities=priorities, shares=team_shares, gpu_types=types)
+    jobs, tier_notes = with_qos_tiers(loaded.jobs, named_tiers) if named_tiers else (loaded.jobs, [])
+    work = derive(jobs, cluster_gpus=largest, seed=seed, load=load, limit=limit, spot=spot,
+                  notes=loaded.notes + tier_notes, estimates=asked, priorities=priorities, shares=team_shares,
+                  gpu_types=types)
     if not work.jobs:
         considered = loaded.jobs[:limit] if limit else loaded.jobs
         too_wide = sum(1 for job in considered if job.gpus > largest)

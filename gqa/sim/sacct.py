@@ -157,7 +157,8 @@ def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
     job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("account") or None,
                    priority=qos if qos in PRIORITIES else None, wall_time=_limit(get),
                    user=get("user") or None, name=get("jobname") or None,
-                   started=start, ended=None if start is None else start + seconds, gpu_type=gpu_type)
+                   started=start, ended=None if start is None else start + seconds, gpu_type=gpu_type,
+                   qos=qos or None)
     return _Row(arrival, start, running, requeued, qos, seconds, job)
 
 
@@ -273,6 +274,7 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
                     else ""))
     if other_qos:
         named = ", ".join(f"{q} ({n})" for q, n in sorted(other_qos.items()))
-        notes.append(f"priority from QOS high, normal and low; other QOS read as {Priority.NORMAL.value}: {named}")
+        notes.append(f"priority from QOS high, normal and low; other QOS read as {Priority.NORMAL.value}: {named} "
+                     "(--qos-tiers NAME=TIER says otherwise)")
     return Trace(name=path.name, format="sacct", jobs=jobs, notes=notes)
 

@@ -35,6 +35,7 @@ class TraceJob:
     started: float | None = None  # where the trace records what happened (Slurm's accounting): its first
     ended: float | None = None    # start and its last end, on submit_time's clock
     gpu_type: str | None = None   # the GPU type it ran on (a100), where the trace says
+    qos: str | None = None        # the class the trace's scheduler gave it (a Slurm QOS), lower case
 
 
 @dataclass

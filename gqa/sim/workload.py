@@ -8,12 +8,12 @@ every choice ends up as one plain sentence in `Workload.assumptions`."""
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..models.priority import Priority
 from ..scheduling import TeamPolicy
 from .estimates import MODEL, Estimates, describe, uniform as _uniform, wall_time
-from .trace_fields import TraceJob
+from .trace_fields import PRIORITIES as TIER_NAMES, PRIORITY_ALIASES, TraceJob
 
 DEFAULT_TEAMS = (("team-a", 0.4), ("team-b", 0.3), ("team-c", 0.2), ("team-d", 0.1))
 USERS_PER_TEAM = 8
@@ -154,6 +154,35 @@ def _typed(jobs: list[TraceJob], gpu_types: dict[str, int] | None, said: list[st
                 "a job with none on any")
     gone = {id(j) for j in wide}
     return [j for j in jobs if id(j) not in gone and j.gpu_type not in unknown], True
+
+
+def qos_tiers_choice(text: str) -> dict[str, str]:
+    """`QOS=TIER,...`: the tier (high, normal, low, or 0, 1, 2) each of a trace's scheduler classes
+    stands for, as a site names its QOS (urgent=high,scavenger=low). ValueError saying what is wrong."""
+    tiers: dict[str, str] = {}
+    for part in text.split(","):
+        qos, named, tier = (x.strip() for x in part.partition("="))
+        tier = PRIORITY_ALIASES.get(tier, tier.lower())
+        if not named or not qos:
+            raise ValueError(f"QOS tiers are QOS=TIER pairs, comma-separated (urgent=high,scavenger=low), "
+                             f"not {part.strip()!r}")
+        if tier not in TIER_NAMES:
+            raise ValueError(f"the tier of {qos} must be high, normal or low (or 0, 1, 2), not {tier!r}")
+        if qos.lower() in tiers:
+            raise ValueError(f"{qos} is given a tier twice")
+        tiers[qos.lower()] = tier
+    return tiers
+
+
+def with_qos_tiers(jobs: list[TraceJob], tiers: dict[str, str]) -> tuple[list[TraceJob], list[str]]:
+    """Each job whose class (QOS) is named in `tiers` put in that tier, and the lines that say so:
+    the classes named, with their jobs, and any named that no job has."""
+    counts = Counter(j.qos for j in jobs if j.qos in tiers)
+    said = ["QOS as tiers (--qos-tiers): " + ", ".join(f"{q}={t} ({counts[q]} jobs)" for q, t in tiers.items()
+                                                       if counts[q])] if counts else []
+    if unused := [q for q in tiers if not counts[q]]:
+        said.append(f"--qos-tiers names QOS no job has: {', '.join(unused)}")
+    return [replace(j, priority=tiers[j.qos]) if j.qos in tiers else j for j in jobs], said
 
 
 def priorities_choice(text: str) -> str:

@@ -158,7 +158,8 @@ def test_qos_names_the_tier_and_others_are_normal_and_said(tmp_path):
                             row(job_id="3", qos="debug"), row(job_id="4", qos="debug"),
                             row(job_id="5", qos="debug", alloc="cpu=1", req="cpu=1")))   # not replayed: not counted
     assert [j.priority for j in trace.jobs] == ["high", "low", None, None]
-    assert trace.notes[-1] == "priority from QOS high, normal and low; other QOS read as normal: debug (2)"
+    assert trace.notes[-1] == ("priority from QOS high, normal and low; other QOS read as normal: debug (2) "
+                               "(--qos-tiers NAME=TIER says otherwise)")
 
 
 def test_parsable_with_a_trailing_delimiter_and_epoch_times(tmp_path):
@@ -357,3 +358,32 @@ def test_gqa_simulate_names_a_trace_it_may_not_read(tmp_path, capsys, monkeypatc
     monkeypatch.setattr(Path, "open", refused)   # as a file of another user's, mode 600, would be
     assert main(["simulate", str(path), "--gpus", "4"]) == 2
     assert capsys.readouterr().err == f"gqa: error: {path}: Permission denied\n"
+
+
+def test_qos_tiers_name_the_tier_of_a_sites_own_qos(tmp_path, capsys):
+    from cli.main import main
+
+    path = dump(tmp_path, row(job_id="1", qos="urgent"), row(job_id="2", qos="scavenger"),
+                row(job_id="3", qos="normal"), row(job_id="4", qos="Scavenger"))
+    assert load_trace(path).notes[-1] == ("priority from QOS high, normal and low; other QOS read as normal: "
+                                          "scavenger (2), urgent (1) (--qos-tiers NAME=TIER says otherwise)")
+    assert main(["simulate", str(path), "--gpus", "2", "--policies", "gqa", "--qos-tiers",
+                 "urgent=high,SCAVENGER=2,debug=low", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "QOS as tiers (--qos-tiers): urgent=high (1 jobs), scavenger=low (2 jobs)" in out["assumptions"]
+    assert "--qos-tiers names QOS no job has: debug" in out["assumptions"]
+    assert set(out["policies"]["gqa"]["tier_mean_jct"]) == {"high", "normal", "low"}
+
+
+@pytest.mark.parametrize("tiers, message", [
+    ("urgent", "QOS tiers are QOS=TIER pairs, comma-separated (urgent=high,scavenger=low), not 'urgent'"),
+    ("=high", "QOS tiers are QOS=TIER pairs"),
+    ("urgent=top", "the tier of urgent must be high, normal or low (or 0, 1, 2), not 'top'"),
+    ("urgent=high,URGENT=low", "URGENT is given a tier twice"),
+])
+def test_bad_qos_tiers_are_refused_before_any_replay(tmp_path, capsys, tiers, message):
+    from cli.main import main
+
+    assert main(["simulate", str(dump(tmp_path, row())), "--gpus", "2", "--qos-tiers", tiers]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gqa: error: --qos-tiers: {message}") and len(err.strip().splitlines()) == 1
