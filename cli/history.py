@@ -17,8 +17,9 @@ DEFAULT_SINCE = "24h"
 FORMATS = ("table", "json", "csv")
 Output = Annotated[str, typer.Option("--output", "-o", help="Output format: table, json or csv.",
                                      case_sensitive=False)]
+# the last three with the rest make a trace `gqa simulate` replays (gqa/sim/queue_history.py)
 CSV_COLUMNS = ("id", "name", "team", "owner", "state", "submitted", "started", "ended", "wait", "elapsed", "gpus",
-               "gpu_hours", "cost", "attempts", "exit", "reason")
+               "gpu_hours", "cost", "attempts", "exit", "reason", "priority", "wall_time", "gpu_type")
 
 
 @app.command("history")
@@ -96,12 +97,16 @@ def _me(be) -> str:
 
 
 def _csv(rows) -> None:
+    from gqa.models.priority import Priority
+
     out = csv.writer(sys.stdout, lineterminator="\n")
     out.writerow(CSV_COLUMNS)
     for r in rows:
         out.writerow([r.id, r.name, r.team, r.owner, r.status.value, _iso(r.submitted_at), _iso(r.first_start),
                       _iso(r.ended_at), "" if r.wait is None else round(r.wait, 1), round(r.elapsed, 1), r.gpus,
-                      round(r.gpu_hours, 4), round(r.cost, 4), r.attempts, r.exit_text, r.reason])
+                      round(r.gpu_hours, 4), round(r.cost, 4), r.attempts, r.exit_text, r.reason,
+                      Priority.of_rank(r.tier).value, "" if r.wall_time is None else round(r.wall_time, 1),
+                      r.gpu_type or ""])
 
 
 def _iso(at: float | None) -> str:

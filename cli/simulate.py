@@ -17,7 +17,8 @@ ETA_SAMPLE = 500   # jobs whose ETA is checked by default: each check runs the p
 def simulate(
     trace: Annotated[str, typer.Argument(
         help="A trace: CSV (submit_time,duration,gpus[,team,priority,wall_time,user,name,gpu_type]), Slurm's "
-             "accounting as sacct -X -P prints it (JobID|Submit|Start|End|ElapsedRaw|AllocTRES|...), the ITP "
+             "accounting as sacct -X -P prints it (JobID|Submit|Start|End|ElapsedRaw|AllocTRES|...), gqa "
+             "history -o csv, the ITP "
              "raw-traces.tar.gz (PATH:cluster04 for one cluster) or an Alibaba openb_pod_list csv.",
         show_default=False)],
     gpus: Annotated[Optional[int], Opt("--gpus", "-G", help="GPUs in the simulated cluster.")] = None,

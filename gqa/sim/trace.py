@@ -1,7 +1,8 @@
-"""Cluster traces: what happened, as published. Four formats:
+"""Cluster traces: what happened, as published. Five formats:
 
 - generic CSV: `submit_time,duration,gpus` plus optional `id,team,priority,wall_time,user,name,gpu_type`;
 - Slurm's accounting, as `sacct --parsable2` prints it (sacct.py): a site's own history;
+- gqa's own, as `gqa history -o csv` writes it (queue_history.py);
 - Microsoft ITP 2021 (ElasticFlow raw traces): `raw-traces.tar.gz` or its extracted
   folder, `clusterNN.csv` with `job_id,submission_time,duration,num_gpu`;
 - Alibaba GPU v2023 ("openb"): `openb_pod_list_default.csv`.
@@ -16,12 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..models.priority import Priority
+from .queue_history import is_queue_history, load_queue_history
 from .sacct import is_sacct, load_sacct
 from .trace_fields import (MAX_RUN_SECONDS, MAX_SUBMIT_SECONDS, PRIORITIES, PRIORITY_ALIASES, Trace, TraceError,
                            TraceJob, number, run_seconds, seconds_of, submit_seconds, text_of, timestamp)
 
 __all__ = ["MAX_RUN_SECONDS", "MAX_SUBMIT_SECONDS", "PRIORITIES", "Trace", "TraceError", "TraceJob", "load_alibaba",
-           "load_csv", "load_itp", "load_sacct", "load_trace"]
+           "load_csv", "load_itp", "load_queue_history", "load_sacct", "load_trace"]
 
 _ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
 
@@ -42,8 +44,11 @@ def load_trace(path: str | Path) -> Trace:
         return load_itp(path, select)
     if path.name.startswith("openb_pod_list") and path.suffix == ".csv":
         return load_alibaba(path)
-    if is_sacct(_first_line(path)):
+    first = _first_line(path)
+    if is_sacct(first):
         return load_sacct(path)
+    if is_queue_history(first):
+        return load_queue_history(path)
     return load_csv(path)
 
 

@@ -41,7 +41,7 @@ class TraceJob:
 @dataclass
 class Trace:
     name: str
-    format: str                  # csv | sacct | itp | alibaba
+    format: str                  # csv | sacct | queue-history | itp | alibaba
     jobs: list[TraceJob]
     notes: list[str] = field(default_factory=list)  # what the loader kept and dropped, for the report
 

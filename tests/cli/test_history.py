@@ -148,3 +148,21 @@ def test_local_start_passes_the_retention_to_the_daemon_and_refuses_a_negative_o
     assert code == 2 and "--keep-history must be a number of days >= 0" in err
     assert parse(["--home", "h", "--inventory", "{}", "--keep-history", "30"]).keep_history == 30.0
     assert parse(["--home", "h", "--inventory", "{}"]).keep_history == 90.0
+
+
+def test_the_csv_is_a_trace_gqa_simulate_replays_beside_what_ran(cli, jobs, tmp_path):
+    finished(cli.store, S.SUCCEEDED, ended=NOW - 4 * HOUR, name="urgent", wall_time=2 * HOUR, tier=0,
+             gpu_type="a100")
+    code, out, err = cli("history", "--since", "3d", "--limit", "0", "-o", "csv")
+    assert code == 0, err
+    urgent = next(r for r in csv.DictReader(io.StringIO(out)) if r["name"] == "urgent")
+    assert (urgent["priority"], urgent["wall_time"], urgent["gpu_type"]) == ("high", "7200", "a100")
+    (tmp_path / "history.csv").write_text(out)
+    data = cli.json("simulate", str(tmp_path / "history.csv"), "--gpus", "4", "--policies", "fifo,gqa")
+    assert data["jobs"] == 5   # old, ok, bad, slow and urgent; not the one running
+    assert data["assumptions"][:2] == ["gqa history: 5 finished jobs that ran on GPUs; left out: 1 running at "
+                                       "the export", "wall times as asked for 1 of 5 jobs (the rest, unlimited, "
+                                       "get one from --estimates)"]
+    assert data["as_it_ran"]["jobs"] == 5 and data["as_it_ran"]["mean_wait"] == 60.0   # each waited a minute
+    assert data["as_it_ran"]["mean_jct"] == 60.0 + HOUR
+    assert set(data["policies"]["gqa"]["tier_mean_jct"]) == {"high", "normal"}

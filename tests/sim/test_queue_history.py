@@ -1,0 +1,69 @@
+"""`gqa history -o csv` as a trace: rows built here for each rule, with the columns the history writes
+(tests/cli/test_history.py replays a real local queue's export)."""
+
+import pytest
+
+from cli.history import CSV_COLUMNS
+from gqa.sim.queue_history import NEEDED, is_queue_history
+from gqa.sim.trace import TraceError, load_trace
+
+HEADER = ",".join(CSV_COLUMNS)
+
+
+def row(id="j1", state="completed", submitted="2026-12-01T10:00:00+0000", started="2026-12-01T10:01:00+0000",
+        ended="2026-12-01T11:01:00+0000", elapsed="3600", gpus="2", priority="normal", wall_time="7200",
+        gpu_type="", name="train", team="vision", owner="ana") -> str:
+    values = {"id": id, "name": name, "team": team, "owner": owner, "state": state, "submitted": submitted,
+              "started": started, "ended": ended, "wait": "60", "elapsed": elapsed, "gpus": gpus,
+              "gpu_hours": "2", "cost": "1.5", "attempts": "1", "exit": "0", "reason": "done",
+              "priority": priority, "wall_time": wall_time, "gpu_type": gpu_type}
+    return ",".join(values[c] for c in CSV_COLUMNS)
+
+
+def export(tmp_path, *rows: str):
+    path = tmp_path / "history.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    return path
+
+
+def test_the_history_writes_every_column_the_trace_reads():
+    assert set(NEEDED) | {"priority", "wall_time", "gpu_type", "team", "owner", "name"} <= set(CSV_COLUMNS)
+    assert is_queue_history(HEADER) and not is_queue_history("submit_time,duration,gpus")
+
+
+def test_a_finished_job_is_a_job_with_what_happened_to_it(tmp_path):
+    trace = load_trace(export(tmp_path, row(gpu_type="a100", priority="high")))
+    (job,) = trace.jobs
+    assert trace.format == "queue-history"
+    assert (job.id, job.duration, job.gpus, job.team, job.user, job.name, job.priority, job.wall_time,
+            job.gpu_type) == ("j1", 3600.0, 2, "vision", "ana", "train", "high", 7200.0, "a100")
+    assert (job.started - job.submit_time, job.ended - job.submit_time) == (60.0, 3660.0)
+
+
+@pytest.mark.parametrize("changes, counted", [
+    ({"state": "running", "ended": ""}, "1 running at the export"),
+    ({"state": "cancelled", "started": "", "elapsed": "0"}, "1 that never started"),
+    ({"gpus": "0"}, "1 that asked no GPU"),
+    ({"elapsed": "0"}, "1 that ran 0 s"),
+])
+def test_what_did_not_run_on_a_gpu_to_its_end_is_left_out_and_counted(tmp_path, changes, counted):
+    trace = load_trace(export(tmp_path, row(id="keep"), row(id="out", **changes)))
+    assert [j.id for j in trace.jobs] == ["keep"] and trace.notes[0].endswith(f"left out: {counted}")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"gpus": "1.5"}, "line 3: gpus must be a whole number, got '1.5'"),
+    ({"elapsed": "soon"}, "line 3: elapsed is not a number: 'soon'"),
+    ({"submitted": "yesterday"}, "line 3: submitted is not an ISO-8601 time: 'yesterday'"),
+    ({"priority": "urgent"}, "line 3: priority must be high, normal or low, got 'urgent'"),
+    ({"id": ""}, "line 3: id is empty"),
+    ({"wall_time": "nan"}, "line 3: wall_time must be a finite number"),
+])
+def test_a_bad_row_names_its_line(tmp_path, changes, message):
+    with pytest.raises(TraceError, match=message):
+        load_trace(export(tmp_path, row(), row(**changes)))
+
+
+def test_a_row_short_of_fields_names_its_line(tmp_path):
+    with pytest.raises(TraceError, match="line 3: not as many fields as the header has"):
+        load_trace(export(tmp_path, row(), "j2,train,vision"))
