@@ -86,7 +86,6 @@ def simulate(
     from gqa.models.errors import SpecError
     from gqa.sim import cluster, derive, load_trace, summarize
     from gqa.sim.engine import production_eta
-    from gqa.sim.metrics import most_held, recorded
     from gqa.sim.policies import NAMES, left_out, refused, run_policy
     from gqa.sim.pools import MAX_GPUS, PoolError, cost, load_pools, pool_gpus, reclaim_rates
     from gqa.sim.report import as_json, plot_waits, print_table
@@ -181,17 +180,7 @@ def simulate(
                   notes=loaded.notes + tier_notes, estimates=asked, priorities=priorities, shares=team_shares,
                   gpu_types=types)
     if not work.jobs:
-        considered = loaded.jobs[:limit] if limit else loaded.jobs
-        too_wide = sum(1 for job in considered if job.gpus > largest)
-        why = ""
-        if too_wide:
-            who = "its job asks" if too_wide == 1 else f"all {too_wide} jobs ask"
-            why = f": {who} for more than {largest} GPUs, the largest gang this cluster can start"
-        elif not considered and loaded.notes:   # the loader left every row out: say what it left
-            why = f" ({loaded.notes[0]})"
-        elif dropped := [line for line in work.assumptions if line.startswith("dropped ")]:
-            why = f" ({'; '.join(dropped)})"
-        fail(f"{trace}: no jobs to replay{why}")
+        fail(f"{trace}: no jobs to replay{_why_none(loaded, work, limit, largest)}")
     idle = sorted(set(team_shares or ()) - {j.team for j in work.jobs})
     if idle:   # a list of every account may name some that submit nothing in this period: said, not refused
         work.assumptions.append(f"teams given a share that submit no job here: {', '.join(idle)}")
@@ -220,14 +209,7 @@ def simulate(
         work.assumptions.append("gqa and gqa-slice backfill by predictions: a job's expected run time stands in "
                                 "for its wall time, twice as long each time a running job outlives it; the "
                                 "other policies count wall times")
-    as_it_ran = recorded(work.jobs, loaded.jobs) if load == 1.0 else None
-    if as_it_ran is not None:
-        work.assumptions.append(f"as it ran: the trace's own starts and ends of the {as_it_ran['jobs']} jobs "
-                                "replayed, on the cluster they ran on (with its nodes, CPUs, memory and any "
-                                f"other work), measured as a replay is; they held at most {most_held(loaded.jobs)} "
-                                "GPUs at once")
-    elif load != 1.0 and any(j.started is not None for j in loaded.jobs):
-        work.assumptions.append(f"as it ran: not shown, as --load {load:g} moves the arrivals")
+    as_it_ran = _as_it_ran(work, loaded, load)
     eta = production_eta() if eta_sample != 0 else None
     eta_every = 1
     if eta:
@@ -316,6 +298,36 @@ def _check_report(path: str) -> None:
     existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
     if not existing.is_dir():
         fail(f"--report {path}: {existing} is not a folder")
+
+
+def _why_none(loaded, work, limit: int | None, largest: int) -> str:
+    """Why a trace left no job to replay, for the refusal: too wide for the cluster, left out by its
+    loader, or dropped as the workload was derived (a GPU type no pool has)."""
+    considered = loaded.jobs[:limit] if limit else loaded.jobs
+    too_wide = sum(1 for job in considered if job.gpus > largest)
+    if too_wide:
+        who = "its job asks" if too_wide == 1 else f"all {too_wide} jobs ask"
+        return f": {who} for more than {largest} GPUs, the largest gang this cluster can start"
+    if not considered and loaded.notes:   # the loader left every row out: say what it left
+        return f" ({loaded.notes[0]})"
+    dropped = [line for line in work.assumptions if line.startswith("dropped ")]
+    return f" ({'; '.join(dropped)})" if dropped else ""
+
+
+def _as_it_ran(work, loaded, load: float) -> dict | None:
+    """What the trace records of the replayed jobs (a Slurm dump's or gqa history's starts and ends),
+    said in the assumptions; None, and said, where --load moves the arrivals."""
+    from gqa.sim.metrics import most_held, recorded
+
+    as_it_ran = recorded(work.jobs, loaded.jobs) if load == 1.0 else None
+    if as_it_ran is not None:
+        work.assumptions.append(f"as it ran: the trace's own starts and ends of the {as_it_ran['jobs']} jobs "
+                                "replayed, on the cluster they ran on (with its nodes, CPUs, memory and any "
+                                f"other work), measured as a replay is; they held at most {most_held(loaded.jobs)} "
+                                "GPUs at once")
+    elif load != 1.0 and any(j.started is not None for j in loaded.jobs):
+        work.assumptions.append(f"as it ran: not shown, as --load {load:g} moves the arrivals")
+    return as_it_ran
 
 
 def _held_hint(trace: str) -> str:
