@@ -3,12 +3,14 @@ time limit the user asked for and the time the job used.
 
     python benchmarks/fit_estimates.py PATH.swf [--modal 8]
     python benchmarks/fit_estimates.py sacct.txt            # a Slurm site's own history
+    python benchmarks/fit_estimates.py history.csv          # gqa's own: gqa history -n 0 -o csv
 
 PATH is a Standard Workload Format log (Parallel Workloads Archive style:
 field 4 run time, field 9 requested time, in seconds; ';' lines are comments),
-or Slurm's accounting as `gqa simulate` reads it (`sacct -a -X -P -o
-JobID,Submit,Eligible,Start,End,ElapsedRaw,AllocTRES,ReqTRES,TimelimitRaw,...`:
-the GPU jobs that ran, each its run time and the time limit it asked).
+or Slurm's accounting or gqa's history as `gqa simulate` reads them (`sacct
+-a -X -P -o JobID,Submit,Eligible,Start,End,ElapsedRaw,AllocTRES,ReqTRES,
+TimelimitRaw,...`; `gqa history -n 0 -o csv`): the GPU jobs that ran, each
+its run time and the time limit it asked.
 The figures printed are the constants of gqa/sim/estimates.py (FITTED_*):
 
 - the share of jobs killed at their limit: used >= requested (the log cannot
@@ -31,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gqa.sim.queue_history import is_queue_history  # noqa: E402
 from gqa.sim.sacct import is_sacct  # noqa: E402
 from gqa.sim.trace import TraceError, load_trace  # noqa: E402
 
@@ -60,8 +63,9 @@ def read_swf(path: str) -> tuple[list[tuple[float, float]], int]:
     return pairs, skipped
 
 
-def read_sacct(path: str) -> tuple[list[tuple[float, float]], int]:
-    """(used, requested) seconds per GPU job that ran with a limit of its own, and how many had none."""
+def read_trace(path: str) -> tuple[list[tuple[float, float]], int]:
+    """(used, requested) seconds per GPU job that ran with a limit of its own, and how many had none:
+    a Slurm dump or gqa's history, as gqa simulate reads them."""
     jobs = load_trace(path).jobs
     pairs = [(j.duration, j.wall_time) for j in jobs if j.wall_time]
     return pairs, len(jobs) - len(pairs)
@@ -70,7 +74,7 @@ def read_sacct(path: str) -> tuple[list[tuple[float, float]], int]:
 def read_pairs(path: str) -> tuple[list[tuple[float, float]], int]:
     with open(path, "rb") as f:
         first = f.readline(65536).decode("utf-8-sig", errors="replace")
-    return read_sacct(path) if is_sacct(first) else read_swf(path)
+    return read_trace(path) if is_sacct(first) or is_queue_history(first) else read_swf(path)
 
 
 def fit(pairs: list[tuple[float, float]], modal: int) -> dict:
@@ -101,7 +105,7 @@ def fit(pairs: list[tuple[float, float]], modal: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", help="an SWF log with run time (field 4) and requested time (field 9), or "
-                                     "Slurm's accounting as gqa simulate reads it")
+                                     "Slurm's accounting or gqa history -o csv, as gqa simulate reads them")
     parser.add_argument("--modal", type=int, default=8, help="how many of the commonest requests to keep")
     args = parser.parse_args()
     try:

@@ -67,3 +67,17 @@ def test_a_bad_row_names_its_line(tmp_path, changes, message):
 def test_a_row_short_of_fields_names_its_line(tmp_path):
     with pytest.raises(TraceError, match="line 3: not as many fields as the header has"):
         load_trace(export(tmp_path, row(), "j2,train,vision"))
+
+
+def test_the_estimates_fit_reads_an_export_as_it_reads_a_dump(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = export(tmp_path, row(id="a", elapsed="3600", wall_time="7200"), row(id="b", elapsed="600", wall_time="600"),
+                  row(id="c", wall_time=""))
+    script = Path(__file__).parents[2] / "benchmarks" / "fit_estimates.py"
+    done = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("2 jobs with both times (1 without)")
+    assert "killed at their limit (used >= requested): 0.500" in done.stdout   # b ran all of its 600 s
