@@ -50,7 +50,7 @@ def is_sacct(first_line: str) -> bool:
     return "|" in first_line and bool(names & {"jobid", "jobidraw"})
 
 
-@dataclass
+@dataclass(slots=True)
 class _Row:
     """One row of a job that is not a step: one attempt, as the dump has it."""
     submit: float           # its arrival: Eligible, else Submit
@@ -92,9 +92,9 @@ class _Columns:
 
 def load_sacct(path: str | Path) -> Trace:
     path = Path(path)
-    # each job's attempts by (arrival, start): dumps of overlapping periods put together (`cat`) repeat
-    # rows, and the later one, read later, says how it stood later (running, then ended)
-    rows: dict[str, dict[tuple[float, float | None], _Row]] = {}
+    # each job's attempts: dumps of overlapping periods put together (`cat`) repeat a row (the same
+    # arrival and start), and the later one, read later, says how it stood later (running, then ended)
+    rows: dict[str, list[_Row]] = {}
     steps = repeats = 0
     with path.open("rb") as f:   # a line at a time: a year of a busy cluster is millions of rows
         header = text_of(f.readline(), str(path))
@@ -114,10 +114,14 @@ def load_sacct(path: str | Path) -> Trace:
                 row = _row(values.get, job_id)
             except ValueError as exc:
                 raise TraceError(f"{path}: line {number}: {exc}") from None
-            attempts = rows.setdefault(job_id, {})
-            repeats += (row.submit, row.start) in attempts
-            attempts[(row.submit, row.start)] = row
-    return _trace(path, {job: list(attempts.values()) for job, attempts in rows.items()}, steps, repeats)
+            attempts = rows.setdefault(job_id, [])
+            same = next((i for i, r in enumerate(attempts) if (r.submit, r.start) == (row.submit, row.start)), None)
+            if same is None:
+                attempts.append(row)
+            else:   # a job has a few attempts at most: a walk is cheaper than a dict per job
+                attempts[same] = row
+                repeats += 1
+    return _trace(path, rows, steps, repeats)
 
 
 def _lines(f: BinaryIO, path: Path) -> Iterator[str]:

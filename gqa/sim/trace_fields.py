@@ -21,7 +21,7 @@ class TraceError(ValueError):
     """A trace that cannot be read; the message names the file and line."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)   # slots: a trace may hold millions
 class TraceJob:
     id: str
     submit_time: float          # seconds (any origin)
