@@ -152,8 +152,7 @@ def _typed(jobs: list[TraceJob], gpu_types: dict[str, int] | None, said: list[st
         said.append(f"dropped {len(wide)} jobs asking for more GPUs than the largest pool of their type has")
     said.append(f"GPU types as the trace gives them ({split} jobs): each runs only on its type; "
                 "a job with none on any")
-    gone = {id(j) for j in wide}
-    return [j for j in jobs if id(j) not in gone and j.gpu_type not in unknown], True
+    return [j for j in jobs if not j.gpu_type or (j.gpu_type in gpu_types and j.gpus <= gpu_types[j.gpu_type])], True
 
 
 def qos_tiers_choice(text: str) -> dict[str, str]:
