@@ -333,12 +333,14 @@ def _as_it_ran(work, loaded, load: float) -> dict | None:
 def _held_hint(trace: str) -> str:
     """For a trace that records its runs (a Slurm dump): the most GPUs they held at once, the least
     the cluster had. Read only to word the refusal; a trace that cannot be read says nothing here."""
+    from pathlib import Path
+
     from gqa.sim import load_trace
     from gqa.sim.metrics import most_held
-    from gqa.sim.trace import TraceError
+    from gqa.sim.trace import TraceError, records_runs
 
-    try:
-        held = most_held(load_trace(trace).jobs)
+    try:   # only a format that records runs is read: a published trace could take seconds for nothing
+        held = most_held(load_trace(trace).jobs) if records_runs(Path(trace)) else None
     except (TraceError, OSError):
         return ""
     return f"; {trace}'s jobs held {held} GPUs at once at the most, so its cluster had at least that" if held else ""

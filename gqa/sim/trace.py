@@ -23,7 +23,7 @@ from .trace_fields import (MAX_RUN_SECONDS, MAX_SUBMIT_SECONDS, PRIORITIES, PRIO
                            TraceJob, number, run_seconds, seconds_of, submit_seconds, text_of, timestamp)
 
 __all__ = ["MAX_RUN_SECONDS", "MAX_SUBMIT_SECONDS", "PRIORITIES", "Trace", "TraceError", "TraceJob", "load_alibaba",
-           "load_csv", "load_itp", "load_queue_history", "load_sacct", "load_trace"]
+           "load_csv", "load_itp", "load_queue_history", "load_sacct", "load_trace", "records_runs"]
 
 _ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
 
@@ -50,6 +50,15 @@ def load_trace(path: str | Path) -> Trace:
     if is_queue_history(first):
         return load_queue_history(path)
     return load_csv(path)
+
+
+def records_runs(path: Path) -> bool:
+    """Whether the file is of a format that records each job's start and end (Slurm's accounting,
+    gqa's history), told from its first line."""
+    if not path.is_file():
+        return False
+    first = _first_line(path)
+    return is_sacct(first) or is_queue_history(first)
 
 
 def _first_line(path: Path) -> str:
