@@ -13,11 +13,11 @@ import csv
 import io
 from pathlib import Path
 
-from .trace_fields import PRIORITIES, Trace, TraceError, TraceJob, number, run_seconds, text_of, timestamp
+from .trace_fields import (PRIORITIES, Trace, TraceError, TraceJob, limits_note, number, run_seconds, text_of,
+                           timestamp)
 
 # what a row must have: `gqa history -o csv`'s columns (cli/history.py, CSV_COLUMNS), of which these
 NEEDED = ("id", "state", "submitted", "started", "ended", "elapsed", "gpus")
-EXPORT = "gqa history --since 30d --limit 0 -o csv"
 
 
 def is_queue_history(first_line: str) -> bool:
@@ -51,11 +51,8 @@ def load_queue_history(path: str | Path) -> Trace:
     jobs.sort(key=lambda j: j.submit_time)
     left = [f"{n} {what}" for n, what in ((running, "running at the export"), (never, "that never started"),
                                          (cpu_only, "that asked no GPU"), (zero, "that ran 0 s")) if n]
-    limited = sum(1 for j in jobs if j.wall_time)
     notes = [f"gqa history: {len(jobs)} finished jobs that ran on GPUs"
-             + (f"; left out: {', '.join(left)}" if left else ""),
-             f"wall times as asked for {limited} of {len(jobs)} jobs"
-             + (" (the rest, unlimited, get one from --estimates)" if limited < len(jobs) else "")]
+             + (f"; left out: {', '.join(left)}" if left else ""), limits_note(jobs, "unlimited")]
     return Trace(name=path.name, format="queue-history", jobs=jobs, notes=notes)
 
 
@@ -78,6 +75,8 @@ def _job(row: dict) -> TraceJob | str:
     if elapsed <= 0:
         return "zero"
     wall = run_seconds(number(text("wall_time"), "wall_time"), "wall_time") if text("wall_time") else None
+    if wall is not None and wall <= 0:   # the export writes none as an empty cell
+        raise ValueError(f"wall_time must be positive, got {text('wall_time')!r}")
     priority = text("priority")
     if priority is not None and priority not in PRIORITIES:
         raise ValueError(f"priority must be high, normal or low, got {priority!r}")
@@ -85,7 +84,7 @@ def _job(row: dict) -> TraceJob | str:
     if job_id is None:
         raise ValueError("id is empty")
     return TraceJob(id=job_id, submit_time=_time(text("submitted"), "submitted"), duration=elapsed, gpus=int(gpus),
-                    team=text("team"), priority=priority, wall_time=wall if wall and wall > 0 else None,
+                    team=text("team"), priority=priority, wall_time=wall,
                     user=text("owner"), name=text("name"), started=_time(text("started"), "started"),
                     ended=_time(text("ended"), "ended"), gpu_type=text("gpu_type"))
 

@@ -5,18 +5,17 @@
 
 A row that ran on GPUs becomes a job: its arrival (Eligible where the dump has it, as a job held back by
 --begin or a dependency could not start before; else Submit), the time it ran (ElapsedRaw, else Elapsed,
-else End - Start), its GPUs (gres/gpu in AllocTRES, else in ReqTRES; their type where one is named),
-the time limit its user asked (TimelimitRaw, minutes, else Timelimit; none where UNLIMITED or the
+else End - Start), its GPUs (gres/gpu in AllocTRES, else in ReqTRES; their type where one is named), the
+time limit its user asked (TimelimitRaw, minutes, else Timelimit; none where UNLIMITED or the
 partition's), its account as its team, its user, its name, and its QOS as its tier where the QOS is
-named high, normal or low. The rest
-is left out and counted: job steps (`12.batch`, `12.0`; -X leaves them out), jobs that never started
-(still waiting at the dump, or cancelled waiting, which sacct gives a start at its end and no
-AllocTRES), jobs still running at the dump, jobs that asked no GPU, and runs of 0 seconds. A
-requeued job's row is its last attempt, submitted when it was requeued (a job whose last row is
-REQUEUED waits again at the dump); with -D it has a row per attempt, and its attempts become one
-job, arriving with its first and running as long as all together. Dumps put together with `cat`
-read as one: a repeated header is skipped, and a row repeated by overlapping periods read once, as
-the later dump has it."""
+named high, normal or low. The rest is left out and counted: job steps (`12.batch`, `12.0`; -X leaves
+them out), jobs that never started (still waiting at the dump, or cancelled waiting, which sacct gives a
+start at its end and no AllocTRES), jobs still running at the dump, jobs that asked no GPU, and runs of
+0 seconds. A requeued job's row is its last attempt, submitted when it was requeued (a job whose last
+row is REQUEUED waits again at the dump); with -D it has a row per attempt, and its attempts become one
+job, arriving with its first and running as long as all together. Dumps put together with `cat` read as
+one: a repeated header is skipped, and a row repeated by overlapping periods read once, as the later
+dump has it."""
 
 import re
 from collections import Counter
@@ -29,7 +28,8 @@ from typing import BinaryIO
 from ..models.errors import SpecError
 from ..models.priority import Priority
 from ..models.units import parse_duration
-from .trace_fields import PRIORITIES, Trace, TraceError, TraceJob, run_seconds, submit_seconds, text_of, timestamp
+from .trace_fields import (PRIORITIES, Trace, TraceError, TraceJob, limits_note, run_seconds, submit_seconds,
+                           text_of, timestamp)
 
 DUMP = ("sacct -a -X -P -S START -E now -o JobID,Submit,Eligible,Start,End,ElapsedRaw,AllocTRES,ReqTRES,TimelimitRaw,"
         "Account,QOS,User,JobName,State")
@@ -272,10 +272,7 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
     notes = [kept + (f"; left out: {', '.join(left)}" if left else "")]
     if requeued:
         notes.append(f"{requeued} jobs requeued: each replayed as one job, its attempts' run times together")
-    limited = sum(1 for j in jobs if j.wall_time)
-    notes.append(f"time limits as asked for {limited} of {len(jobs)} jobs"
-                 + (" (the rest, UNLIMITED or the partition's, get one from --estimates)" if limited < len(jobs)
-                    else ""))
+    notes.append(limits_note(jobs, "UNLIMITED or the partition's"))
     if other_qos:
         named = ", ".join(f"{q} ({n})" for q, n in sorted(other_qos.items()))
         notes.append(f"priority from QOS high, normal and low; other QOS read as {Priority.NORMAL.value}: {named} "

@@ -122,3 +122,11 @@ def _looks_numeric(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def limits_note(jobs: list[TraceJob], without: str) -> str:
+    """How many of a trace's jobs carry the limit their user asked; `without` names those that have
+    none of their own (they get one from --estimates)."""
+    limited = sum(1 for j in jobs if j.wall_time)
+    rest = f" (the rest, {without}, get one from --estimates)" if limited < len(jobs) else ""
+    return f"time limits as asked for {limited} of {len(jobs)} jobs{rest}"

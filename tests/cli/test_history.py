@@ -161,7 +161,7 @@ def test_the_csv_is_a_trace_gqa_simulate_replays_beside_what_ran(cli, jobs, tmp_
     data = cli.json("simulate", str(tmp_path / "history.csv"), "--gpus", "4", "--policies", "fifo,gqa")
     assert data["jobs"] == 5   # old, ok, bad, slow and urgent; not the one running
     assert data["assumptions"][:2] == ["gqa history: 5 finished jobs that ran on GPUs; left out: 1 running at "
-                                       "the export", "wall times as asked for 1 of 5 jobs (the rest, unlimited, "
+                                       "the export", "time limits as asked for 1 of 5 jobs (the rest, unlimited, "
                                        "get one from --estimates)"]
     assert data["as_it_ran"]["jobs"] == 5 and data["as_it_ran"]["mean_wait"] == 60.0   # each waited a minute
     assert data["as_it_ran"]["mean_jct"] == 60.0 + HOUR

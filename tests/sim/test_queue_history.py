@@ -58,6 +58,8 @@ def test_what_did_not_run_on_a_gpu_to_its_end_is_left_out_and_counted(tmp_path, 
     ({"priority": "urgent"}, "line 3: priority must be high, normal or low, got 'urgent'"),
     ({"id": ""}, "line 3: id is empty"),
     ({"wall_time": "nan"}, "line 3: wall_time must be a finite number"),
+    ({"wall_time": "-60"}, "line 3: wall_time must be positive, got '-60'"),
+    ({"wall_time": "0"}, "line 3: wall_time must be positive, got '0'"),
 ])
 def test_a_bad_row_names_its_line(tmp_path, changes, message):
     with pytest.raises(TraceError, match=message):
