@@ -141,6 +141,9 @@ class _Engine:
         # whether a decision reads a waiting job's expected run time (the order, or ETAs adding them up);
         # else re-estimating what waits is work nothing reads (a start estimates afresh)
         self.ranks_estimates = eta is not None or ranks_by_expected_runtime(policy)
+        # whether anything reads the teams' usage: the multifactor order's fair share, or ETAs; arrival
+        # order and SJF never do, so a replay under them spares every pass the sum
+        self.reads_usage = eta is not None or getattr(policy, "ordering", "multifactor") == "multifactor"
         self.slicing = bool(getattr(policy, "slice_tiers", ()))
         self.waking = math.inf   # the WAKE event due, if any
         # the replay reads only the decisions: spare plan() the explanations where it can
@@ -172,7 +175,10 @@ class _Engine:
         # its limit (on Alibaba, low pods of minutes predicted to wait weeks)
         self.shares: dict[str, float] = {}
         self.longest: dict[str, float] = {}     # each team's longest sampled run: the ETA's too
-        self.shares_stale = False
+        # the teams with runs sampled since the ratios', and since the ETA's shares', last refresh: only
+        # theirs are worked out again, and only the waiting jobs of a team whose ratio moved re-estimated
+        self.unrated: set[str] = set()
+        self.unshared: set[str] = set()
         self.finished_since_refresh = 0
 
     # -- the loop ----------------------------------------------------------------
@@ -314,7 +320,8 @@ class _Engine:
         self.remaining[job_id] = 0.0
         if not out.timed_out and out.attempts == 1:  # as production samples its successful jobs
             self.samples[out.team].append((elapsed, out.wall_time))
-            self.shares_stale = True
+            self.unrated.add(out.team)
+            self.unshared.add(out.team)
             self.finished_since_refresh += 1
             if self.finished_since_refresh >= RATIO_REFRESH:
                 self._refresh_ratios()
@@ -322,11 +329,19 @@ class _Engine:
     def _refresh_ratios(self) -> None:
         """New run-time ratios, applied to what waits (as a fresh snapshot would)."""
         self.finished_since_refresh = 0
-        self.ratios = {team: runtime_ratio(list(s)) for team, s in self.samples.items()}
-        if self.oracle or not self.ranks_estimates:
-            return  # what waits already knows its true run time, or nothing reads its estimate
+        moved = set()
+        for team in self.unrated:
+            ratio = runtime_ratio(list(self.samples[team]))
+            if self.ratios.get(team) != ratio:
+                moved.add(team)
+            self.ratios[team] = ratio
+        self.unrated.clear()
+        if self.oracle or not self.ranks_estimates or not moved:
+            return  # what waits already knows its true run time, nothing reads its estimate, or none moved
         changed = []
         for job in self.pending.values():
+            if job.team not in moved:
+                continue   # its expected run time is its team's ratio's, which stands
             expected = expected_runtime(job.wall_time, self.ratios.get(job.team, 1.0))
             if expected != job.expected_runtime:
                 changed.append(rebuilt_with(job, expected_runtime=expected))   # kept: read pass after pass
@@ -369,6 +384,8 @@ class _Engine:
 
     # -- books ---------------------------------------------------------------------
     def _usage(self, now: float) -> dict[str, float]:
+        if not self.reads_usage:
+            return {}
         half_life = self.policy.half_life
         usage = {team: decay(value, now - as_of, half_life) for team, (value, as_of) in self.charged.items()}
         for team, gpus in self.held_gpus.items():   # fairshare.with_running, from the running totals
@@ -377,10 +394,11 @@ class _Engine:
         return usage
 
     def _predict(self, snap: Snapshot, arrived: list[str]) -> None:
-        if self.shares_stale:
-            self.shares = {team: mean_share(list(s)) for team, s in self.samples.items()}
-            self.longest = longest_runs(self.samples)
-            self.shares_stale = False
+        if self.unshared:
+            teams = {team: self.samples[team] for team in self.unshared}
+            self.shares.update((team, mean_share(list(s))) for team, s in teams.items())
+            self.longest.update(longest_runs(teams))
+            self.unshared.clear()
         predicted = self.eta(snap, arrived, self.ratios, self.shares, self.longest) or {}
         for job_id in arrived:
             self.out[job_id].eta = predicted.get(job_id)

@@ -275,3 +275,52 @@ def test_what_waits_is_re_estimated_only_where_a_decision_reads_it(monkeypatch, 
     assert (waiting[-1].expected_runtime == estimated) is re_estimated
     assert (waiting[-1] is waiting[0]) is not re_estimated       # left as it was: no copy made
     assert started["d"] == estimated                              # a start estimates from the ratios it finds
+
+
+@pytest.mark.parametrize("policy, eta, summed", [
+    ("fifo", False, False), ("fifo-easy", False, False), ("sjf-oracle", False, False),   # no order reads usage
+    ("multifactor", False, True), ("gqa", False, True),                                  # fair share reads it
+    ("fifo", True, True),                                                                # the ETA reads it
+])
+def test_usage_is_summed_only_where_something_reads_it(monkeypatch, policy, eta, summed):
+    seen = []
+    real = engine_module.plan
+
+    def spy(snap, **kw):
+        seen.append(dict(snap.usage))
+        return real(snap, **kw)
+
+    monkeypatch.setattr(engine_module, "plan", spy)
+    w = work(job("a", 0, 100, team="x", seq=0), job("b", 150, 10, team="y", seq=1))
+    run_policy(policy, w, cluster(1), eta=(lambda *a: {}) if eta else None)
+    assert (seen[-1] == {"x": pytest.approx(100 * 0.5 ** (50 / (7 * 86400)))}) is summed
+    assert (seen[-1] == {}) is not summed
+
+
+def test_a_refresh_re_estimates_the_waiting_jobs_of_the_teams_whose_ratio_moved_and_no_others(monkeypatch):
+    from gqa.scheduling.eta import expected_runtime
+
+    monkeypatch.setattr(engine_module, "RATIO_REFRESH", 2)
+    records = {}   # each pass's time -> the waiting records of xw and yw
+    real = engine_module.plan
+
+    def spy(snap, **kw):
+        records[snap.now] = {j.id: j for j in snap.pending if j.id in ("xw", "yw")}
+        return real(snap, **kw)
+
+    monkeypatch.setattr(engine_module, "plan", spy)
+    # one GPU; xw and yw ask for two, so wait the whole replay. x1 and y1 use a tenth of what they
+    # ask (the first refresh: both teams at 0.1), then x2 and x3 half (the second: x's median 0.5, y's
+    # stands, with no new run); x4 arrives after, for a pass to read them
+    w = work(job("xw", 0, 10, gpus=2, team="x", wall=100, seq=0), job("yw", 0, 10, gpus=2, team="y", wall=100, seq=1),
+             job("x1", 0, 10, team="x", wall=100, seq=2), job("y1", 10, 10, team="y", wall=100, seq=3),
+             job("x2", 20, 50, team="x", wall=100, seq=4), job("x3", 70, 50, team="x", wall=100, seq=5),
+             job("x4", 120, 10, team="x", wall=100, seq=6))
+    simulate(w, cluster(1), preset("gqa"))
+    assert sorted(records) == [0, 10, 20, 70, 120]
+    assert records[0]["xw"].expected_runtime == records[0]["yw"].expected_runtime == 100   # no history
+    assert records[10]["xw"].expected_runtime == 100                                      # one finish
+    assert records[20]["xw"].expected_runtime == records[20]["yw"].expected_runtime == expected_runtime(100, 0.1)
+    assert records[70]["xw"] is records[20]["xw"]                                         # one finish
+    assert records[120]["xw"].expected_runtime == expected_runtime(100, 0.5)
+    assert records[120]["yw"] is records[20]["yw"]    # y ran nothing since: its record is left as it is
