@@ -32,6 +32,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
+from ..models.records import with_changes
 from .fairshare import decay
 from .horizon import doubled_past
 from .index import QueueIndex, index_of
@@ -151,11 +152,15 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
         heapq.heappush(ends, (_not_before(end_of(run), run, snap.now), run.id, 0))
     now = snap.now
     used: dict[str, float] = {}     # GPU-seconds the replay's runs add to each team's usage since snap.now
+    reads_usage = snap.policy.ordering == "multifactor"   # arrival order and SJF rank by no team's usage
+    usage: dict[str, float] = {}
     for _ in range(max_passes):
-        usage = {team: decay(u, now - snap.now, snap.policy.half_life) for team, u in snap.usage.items()}
-        for team, seconds in used.items():
-            usage[team] = usage.get(team, 0.0) + seconds
-        current = replace(snap, now=now, pending=index.pending_view, running=index.running_view, usage=usage)
+        if reads_usage:
+            usage = {team: decay(u, now - snap.now, snap.policy.half_life) for team, u in snap.usage.items()}
+            for team, seconds in used.items():
+                usage[team] = usage.get(team, 0.0) + seconds
+        # a copy that skips the frozen __init__ (records.py): a replay to a far start makes thousands
+        current = with_changes(snap, now=now, pending=index.pending_view, running=index.running_view, usage=usage)
         decision = plan(current, explain=False)
         stopped = decision.preempt if max_stops > 0 else []
         max_stops -= len(stopped)
