@@ -507,10 +507,11 @@ class QueueIndex(SlicingReads):
         self.kinds_known[job.id] = (job, kind_limit)
         return kind_limit
 
-    def kinds(self) -> dict[tuple, int]:
-        """Pending jobs per kind."""
+    def limits_by_kind(self) -> dict[tuple, SortedList]:
+        """Each kind's pending jobs' shortest limits, sorted (a kind none waits in may be listed,
+        empty): the index's own, read, never changed, by a pass, which the index does not change."""
         self._rank()
-        return {kind: len(limits) for kind, limits in self.limits.items() if limits}
+        return self.limits
 
     def waiting_kinds(self) -> list[tuple]:
         """The kinds of the pending jobs."""
