@@ -507,11 +507,10 @@ class QueueIndex(SlicingReads):
         self.kinds_known[job.id] = (job, kind_limit)
         return kind_limit
 
-    def limits_by_kind(self) -> dict[tuple, SortedList]:
-        """Each kind's pending jobs' shortest limits, sorted (a kind none waits in may be listed,
-        empty): the index's own, read, never changed, by a pass, which the index does not change."""
+    def kinds(self) -> dict[tuple, int]:
+        """Pending jobs per kind."""
         self._rank()
-        return self.limits
+        return {kind: len(limits) for kind, limits in self.limits.items() if limits}
 
     def waiting_kinds(self) -> list[tuple]:
         """The kinds of the pending jobs."""

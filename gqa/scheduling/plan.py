@@ -18,8 +18,6 @@ never preempts: it waits for the machine to empty.
 from bisect import bisect_right, insort
 from collections import Counter, defaultdict
 
-from sortedcontainers import SortedList
-
 from .budget import BudgetLedger
 from .dependencies import gate
 from .fit import Capacity
@@ -234,7 +232,7 @@ class Remaining:
         """`may_stop`: the pass asks `may_start`; one that cannot stop early only asks `cpu_room`,
         so the jobs it looks at are only counted, not sorted by kind and limit."""
         self.index, self.ledger, self.capacity, self.may_stop = index, ledger, capacity, may_stop
-        self.kinds: dict[tuple, SortedList] | None = None          # kind -> its jobs' limits, read when first wanted
+        self.kinds: dict[tuple, int] | None = None                 # jobs per kind, read when first wanted
         self.looked: Counter[tuple] = Counter()                    # kind -> jobs looked at
         self.cpu_only = index.sizes.get(0, 0)
         self.seen: dict[tuple, list[float]] = defaultdict(list)   # kind -> limits looked at, sorted
@@ -305,10 +303,10 @@ class Remaining:
         if witness is not None and witness[0] == version and witness[3] > 0:
             return True
         if self.kinds is None:
-            self.kinds = self.index.limits_by_kind()
+            self.kinds = self.index.kinds()
         spans = self.capacity.horizons()
-        for kind, limits in self.kinds.items():
-            size, n = kind[2], len(limits)
+        for kind, n in self.kinds.items():
+            size = kind[2]
             if n <= self.looked[kind] or not size:
                 continue
             for pool in self.pools_for(kind, spans):
