@@ -223,10 +223,7 @@ class Preemptor:
         runs = self.sliced.get(tier)
         if runs is None:   # LAS: the most service first
             now = self.now
-            # RunningJob.attained, inline: each of these has started, by `now` (its slice is behind it),
-            # and under a long overload a pass sorts hundreds of them
-            ranked = sorted([(-(run.served + len(run.gpus) * (now - run.started_at)), run.id, run)
-                             for run in self.index.sliced(tier, now)])
+            ranked = sorted([(-run.attained(now), run.id, run) for run in self.index.sliced(tier, now)])
             runs = self.sliced[tier] = [run for _, _, run in ranked]   # ids differ: runs are never compared
             self.sliced_left[tier] = sum(len(run.gpus) for run in runs if run.id not in self.chosen)
         return runs
