@@ -135,8 +135,8 @@ def recorded(jobs: Iterable[SimJob], trace_jobs: Iterable[TraceJob]) -> dict | N
 def most_held(trace_jobs: Iterable[TraceJob]) -> int | None:
     """The most GPUs the trace's jobs held at once as they ran, where it records their runs (a
     Slurm dump): at least the cluster they ran on. None where it records none."""
-    marks = sorted([(j.started, j.gpus) for j in trace_jobs if j.started is not None and j.ended is not None]
-                   + [(j.ended, -j.gpus) for j in trace_jobs if j.started is not None and j.ended is not None])
+    ran = [(j.started, j.ended, j.gpus) for j in trace_jobs if j.started is not None and j.ended is not None]
+    marks = sorted([(started, gpus) for started, _, gpus in ran] + [(ended, -gpus) for _, ended, gpus in ran])
     held = most = 0
     for _, step in marks:   # at one moment the ends (negative) sort first: a GPU freed and taken is held once
         held += step

@@ -121,3 +121,4 @@ def test_most_gpus_held_at_once_as_the_trace_ran():
     assert most_held([ran(0, 100, 2), ran(50, 100, 3), ran(100, 200, 4)]) == 5
     assert most_held([ran(0, 10, 1), ran(10, 20, 1)]) == 1
     assert most_held([TraceJob(id="x", submit_time=0, duration=5, gpus=8)]) is None   # no runs recorded
+    assert most_held(iter([ran(0, 10, 4), ran(20, 30, 4)])) == 4   # read once: any iterable, a generator too
