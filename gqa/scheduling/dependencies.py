@@ -32,17 +32,34 @@ ENDED = {S.SUCCEEDED: "succeeded", S.FAILED: "failed", S.TIMED_OUT: "timed out",
 
 @dataclass
 class Gate:
-    """What the phase decided: pending job -> why it may not start now, and the
-    jobs among them whose dependency can never be met (-> why)."""
+    """What the phase decided: the pending jobs that may not start now (`job_id in gate`), each
+    with why (`reason`), and the jobs among them whose dependency can never be met (-> why).
+    A wait for a --begin time is kept as that time and worded when asked: a pass asks only of the
+    jobs it reaches, and wording every such job's clock time at every pass took a forward replay
+    of a queue of 2,000 of them over three quarters of its time."""
 
-    waiting: dict[str, str] = field(default_factory=dict)
+    now: float = 0.0
     never: dict[str, str] = field(default_factory=dict)
+    told: dict[str, str | float] = field(default_factory=dict)   # job id -> its reason, or its --begin time
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self.told
+
+    def reason(self, job_id: str) -> str:
+        """Why a waiting job waits (KeyError for one that does not)."""
+        told = self.told[job_id]
+        return begin_reason(told, self.now) if isinstance(told, float) else told
+
+    @property
+    def waiting(self) -> dict[str, str]:
+        """Every waiting job's reason, in queue order."""
+        return {job_id: self.reason(job_id) for job_id in self.told}
 
 
 def gate(snap: Snapshot, jobs: Iterable[PendingJob] | None = None) -> Gate:
     """`jobs`: the pending jobs that have a dependency, a hold or a --begin, where
     the caller keeps them apart (the rest pass the gate untouched)."""
-    out = Gate()
+    out = Gate(now=snap.now)
     earliest: dict[tuple[str, str], tuple[int, str]] | None = None   # read once, if a singleton asks
     # an array's tasks share their dependency: its verdict is told once (a singleton's is each job's own)
     told: dict[str, tuple[str, str]] = {}
@@ -60,14 +77,18 @@ def gate(snap: Snapshot, jobs: Iterable[PendingJob] | None = None) -> Gate:
                 if "singleton" not in job.dependency:
                     told[job.dependency] = verdict, reason
         if verdict == NEVER:
-            out.never[job.id] = out.waiting[job.id] = reason
+            out.never[job.id] = out.told[job.id] = reason
         elif job.user_hold:
-            out.waiting[job.id] = held_by("its owner", f": gqa release {job.id}")
+            out.told[job.id] = held_by("its owner", f": gqa release {job.id}")
         elif job.begin is not None and job.begin > snap.now:
-            out.waiting[job.id] = f"waits until {clock_time(job.begin, snap.now)} (--begin)"
+            out.told[job.id] = float(job.begin)
         elif verdict == WAIT:
-            out.waiting[job.id] = reason
+            out.told[job.id] = reason
     return out
+
+
+def begin_reason(begin: float, now: float) -> str:
+    return f"waits until {clock_time(begin, now)} (--begin)"
 
 
 def dependency_verdict(job: PendingJob, snap: Snapshot,

@@ -120,7 +120,9 @@ class QueueIndex(SlicingReads):
         # (fit class, GPU count) -> shortest limits (_shortest_limit_of): what a pass may stop on (plan.Remaining)
         self.limits: dict[tuple, SortedList] = defaultdict(SortedList)
         self.unranked: list[PendingJob] | None = None       # a build's jobs, until a pass ranks them
-        self.gated: set[str] = set()                         # pending jobs with a dependency, hold or --begin
+        # pending jobs with a dependency, hold or --begin, in queue order (pending's: a job joins both
+        # at once), so that a pass reads them alone and not every pending job to find them
+        self.gated: dict[str, None] = {}
         self.held: set[str] = set()                          # pending jobs held for a budget
         # which pending jobs a pass may not pass over (plan._candidates): built when a pass over a kept
         # index first asks (it asks only with a long queue to walk), then kept
@@ -270,7 +272,7 @@ class QueueIndex(SlicingReads):
         self._rank()
         new = QueueIndex(self.gpus, self.policy)
         new.pending, new.running = dict(self.pending), dict(self.running)
-        new.sizes, new.gated, new.ranked = Counter(self.sizes), set(self.gated), self.ranked.copy()
+        new.sizes, new.gated, new.ranked = Counter(self.sizes), dict(self.gated), self.ranked.copy()
         new.held, new.books = set(self.held), self.books and self.books.copy()
         new.kinds_known = dict(self.kinds_known)
         new.limits = defaultdict(SortedList, {kind: limits.copy() for kind, limits in self.limits.items()})
@@ -303,7 +305,7 @@ class QueueIndex(SlicingReads):
         if self.books is not None:
             self.books.add(job, kind, limit)
         if gated(job):
-            self.gated.add(job.id)
+            self.gated[job.id] = None
         if job.held:
             self.held.add(job.id)
 
@@ -318,7 +320,7 @@ class QueueIndex(SlicingReads):
         self.limits[kind].remove(limit)
         if self.books is not None:
             self.books.remove(job, kind, limit)
-        self.gated.discard(job_id)
+        self.gated.pop(job_id, None)
         self.held.discard(job_id)
         self.kinds_known.pop(job_id, None)
         return job
@@ -544,16 +546,17 @@ class QueueIndex(SlicingReads):
 
     def gated_jobs(self) -> list[PendingJob]:
         """In queue order, as a fresh gate pass meets them."""
-        return [job for job in self.pending.values() if job.id in self.gated] if self.gated else []
+        return [self.pending[job_id] for job_id in self.gated]
 
 
-def _gated_and_held(jobs: list[PendingJob]) -> tuple[set[str], set[str]]:
+def _gated_and_held(jobs: list[PendingJob]) -> tuple[dict[str, None], set[str]]:
     """The ids of the jobs the gate phase looks at, and of those held for a budget: one loop, as a
     pass that builds its index pays this for every pending job."""
-    gates, holds = set(), set()
+    gates: dict[str, None] = {}
+    holds: set[str] = set()
     for job in jobs:
         if gated(job):
-            gates.add(job.id)
+            gates[job.id] = None
         if job.held:
             holds.add(job.id)
     return gates, holds

@@ -19,7 +19,7 @@ from bisect import bisect_right, insort
 from collections import Counter, defaultdict
 
 from .budget import BudgetLedger
-from .dependencies import gate
+from .dependencies import Gate, gate
 from .fit import Capacity
 from .inventory import pool_rounds
 from .index import QueueIndex, index_of
@@ -62,9 +62,9 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
     gated = gate(snap, gated_jobs)
     out = Plan(never=gated.never)
     for job in gated_jobs:   # queued with its owner's hold (approved since): held, however far back
-        if job.user_hold and not job.held and job.id in gated.waiting and job.id not in gated.never:
-            out.hold[job.id] = gated.waiting[job.id]
-    passed_over = _passed_over(gated.waiting, capacity, preemptor, left) if may_stop else None
+        if job.user_hold and not job.held and job.id in gated and job.id not in gated.never:
+            out.hold[job.id] = gated.reason(job.id)
+    passed_over = _passed_over(gated, capacity, preemptor, left) if may_stop else None
     # the candidates' books pay for themselves over the passes of an index kept between them (the
     # replay's, the ETA's); one built for this pass alone (a dispatcher reading its queue afresh) walks
     kept = index_of(snap.pending, snap.running) is index
@@ -82,8 +82,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         left.looked_at(job)
         out.order.append(job.id)
         out.factors[job.id] = factors
-        if job.id in gated.waiting:
-            out.waiting[job.id] = gated.waiting[job.id]
+        if job.id in gated:
+            out.waiting[job.id] = gated.reason(job.id)
             continue
         over_budget = budget.over(job)
         if job.held or over_budget:
@@ -142,7 +142,7 @@ def _decides_nothing(job: PendingJob, capacity: Capacity, preemptor: Preemptor, 
         and not left.may_fit(job)
 
 
-def _passed_over(gated: dict[str, str], capacity: Capacity, preemptor: Preemptor, left: "Remaining"):
+def _passed_over(gated: Gate, capacity: Capacity, preemptor: Preemptor, left: "Remaining"):
     """For a pass that explains nothing: whether the ranking may pass over a job unscored and
     unlisted (Ranking.ordered), the loop's own test ahead of the loop. Within a pass GPUs are only
     taken, reservations only added, and victims only chosen (the GPUs already on their way back
@@ -193,7 +193,7 @@ def _candidates(index: QueueIndex, capacity: Capacity, left: "Remaining", preemp
                 return None
             helped |= more
         reaches = {}
-        ids = index.gated | index.held | books.exclusive | helped
+        ids = index.gated.keys() | index.held | books.exclusive | helped
         count = len(ids)
         for kind in index.waiting_kinds():
             reach = left.reach(kind)

@@ -143,8 +143,8 @@ class BudgetWatch:
         not those waiting for their owner's release, their --begin time or their dependency."""
         if after is None:
             return []
-        chosen = gate(snap).waiting
-        old = sorted((j for j in snap.pending if now - j.submitted_at >= after and j.id not in chosen),
+        gated = gate(snap)
+        old = sorted((j for j in snap.pending if now - j.submitted_at >= after and j.id not in gated),
                      key=lambda j: j.submitted_at)
         return [j.id for j in old]
 

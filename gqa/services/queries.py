@@ -120,9 +120,9 @@ class QueryService:
                 j.dependency or j.user_hold or (j.begin is not None and j.begin > now)) for j in jobs):
             return jobs
         pending, running = self.store.scheduling_view()
-        waiting = gate(Snapshot(now=now, gpus=(), pending=tuple(pending), running=tuple(running),
-                                named=dependency_states(self.store, pending))).waiting
-        return [replace(j, reason=waiting[j.id]) if j.id in waiting else j for j in jobs]
+        gated = gate(Snapshot(now=now, gpus=(), pending=tuple(pending), running=tuple(running),
+                              named=dependency_states(self.store, pending)))
+        return [replace(j, reason=gated.reason(j.id)) if j.id in gated else j for j in jobs]
 
     def _as_seen(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
         """The jobs with their reasons as of now: a launched job's wait for its backend, in minutes."""

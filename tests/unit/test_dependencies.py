@@ -109,6 +109,25 @@ def test_a_begin_time_ahead_waits_and_one_passed_starts():
     assert [s.job_id for s in plan(snapshot(4, pending=[pending("b", begin=NOW - 1)])).starts] == ["b"]
 
 
+def test_a_begin_time_is_worded_when_asked_and_a_pass_words_only_the_jobs_it_reaches(monkeypatch):
+    from gqa.scheduling import dependencies
+
+    later = [pending(f"b{i}", begin=NOW + 3600 + i, seq=i) for i in range(200)]
+    decided = gate(snapshot(4, pending=[*later, pending("free")]))
+    assert "b0" in decided and "free" not in decided
+    assert decided.reason("b7") == f"waits until {clock_time(NOW + 3607, NOW)} (--begin)"
+    assert list(decided.waiting) == [f"b{i}" for i in range(200)]   # every reason, in queue order
+    with pytest.raises(KeyError):
+        decided.reason("free")
+    # a pass that explains nothing and has no GPU free reaches no job: it words no clock time (each
+    # of 200 at every pass, before)
+    worded = []
+    monkeypatch.setattr(dependencies, "clock_time", lambda at, now: worded.append(at) or "")
+    busy = [running(f"r{i}", gpus=[i]) for i in range(4)]
+    assert plan(snapshot(4, pending=later, running=busy), explain=False).starts == []
+    assert worded == []
+
+
 def test_the_clock_time_reads_the_hour_today_and_the_date_another_day():
     at = 1_764_684_300.0   # 2025-12-02 14:05 UTC
     assert clock_time(at, at - 3600) == "14:05 UTC"

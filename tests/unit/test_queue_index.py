@@ -17,7 +17,7 @@ from gqa.scheduling.index import QueueIndex, SkipBooks, index_of
 from gqa.scheduling.ranked import LAZY_READS, in_order
 from gqa.scheduling.presets import preset
 from gqa.scheduling.slicing import next_change
-from tests.builders import gpus, pending, running
+from tests.builders import NOW, gpus, pending, running
 
 plan_module = importlib.import_module("gqa.scheduling.plan")   # the package's `plan` is the function
 
@@ -266,14 +266,31 @@ def test_the_skip_books_kept_through_changes_are_those_a_build_makes(seed):
         assert index.held == {job.id for job in index.pending.values() if job.held}
 
 
+def test_the_gate_phase_reads_the_gated_jobs_alone_in_queue_order():
+    from gqa.scheduling.index import gated
+
+    index = QueueIndex.of(gpus(4), Policy(), [pending("a"), pending("b", begin=NOW + 60), pending("c"),
+                                              pending("d", user_hold=True)], [], NOW)
+    index.add(pending("e", dependency="afterok:a"))
+    index.add(pending("f"))
+    index.remove("b")
+    index.add(pending("b", begin=NOW + 120))                  # queued again: at the back
+    index.replace(replace(index.pending["d"], name="renamed"))   # in its place
+    in_queue_order = [job.id for job in index.pending.values() if gated(job)]
+    assert [job.id for job in index.gated_jobs()] == in_queue_order == ["d", "e", "b"]
+    copy = index.copy()
+    copy.remove("e")
+    assert ([j.id for j in copy.gated_jobs()], [j.id for j in index.gated_jobs()]) == (["d", "b"], ["d", "e", "b"])
+
+
 def test_changes_keep_the_books_a_pass_reads():
     index = QueueIndex(gpus({"a100": 4, "l4": 2}), Policy())
     index.add(pending("a", team="vision", gpus=2, wall_time=3_600.0))
     index.add(pending("b", team="nlp", gpus=0, dependency="afterok:a"))
     kind = index.kind(index.pending["a"])
     assert kind == (None, False, 2)
-    assert (dict(index.sizes), index.gated, index.count_within(kind, 3_600.0), index.count_within(kind, 3_599.0)) == \
-        ({2: 1, 0: 1}, {"b"}, 1, 0)
+    assert (dict(index.sizes), list(index.gated), index.count_within(kind, 3_600.0),
+            index.count_within(kind, 3_599.0)) == ({2: 1, 0: 1}, ["b"], 1, 0)
     index.remove("a")
     index.start(running("a", team="vision", gpus=(0, 1), started_at=100.0, wall_time=3_600.0, cpus=4))
     assert sorted(index.free) == [2, 3, 4, 5]
