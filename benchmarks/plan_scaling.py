@@ -5,9 +5,11 @@ the n log n the ranking promises.
     python benchmarks/plan_scaling.py            # 1k, 10k, 100k pending
     python benchmarks/plan_scaling.py --quick    # 1k, 10k
     python benchmarks/plan_scaling.py -o json
+    python benchmarks/plan_scaling.py --quick --begin 0.5   # half of them waiting for their --begin
 
 Jobs are random but seeded: 8 teams with unequal past usage, sizes 1-8 GPUs,
-wall times 30 minutes to 3 days, all three tiers. The running jobs leave 32
+wall times 30 minutes to 3 days, all three tiers; with --begin SHARE, that
+share of them waits for a --begin time within the next two days. The running jobs leave 32
 GPUs free, so a pass starts a few jobs and then has to place (and, with
 backfill, reserve for) the rest. Each size is timed a few times; the best run
 counts (the least disturbed by the rest of the machine). "kept index" is the
@@ -40,7 +42,8 @@ WALLS = (1800, 3600, 7200, 14400, 28800, 86400, 259200)
 FREE_GPUS = 32
 
 
-def snapshot(pending: int, running: int, gpus: int, policy_name: str, seed: int = 0) -> Snapshot:
+def snapshot(pending: int, running: int, gpus: int, policy_name: str, seed: int = 0,
+             begin_share: float = 0.0) -> Snapshot:
     rng = random.Random(seed)
     # the running jobs hold all but FREE_GPUS: a pass starts a few jobs, then ranks,
     # places and reserves for the rest, which is the part that grows with the queue
@@ -61,6 +64,9 @@ def snapshot(pending: int, running: int, gpus: int, policy_name: str, seed: int 
                                tier=rng.choice((0, 1, 1, 1, 1, 2)), gpus=rng.choice(SIZES),
                                submitted_at=NOW - rng.uniform(0, 7 * 86400), wall_time=wall,
                                expected_runtime=wall, seq=i))
+    if begin_share:   # drawn after the rest, so that the queue is the same job for job but for them
+        pend = [replace(job, begin=NOW + rng.uniform(60, 2 * 86400)) if rng.random() < begin_share else job
+                for job in pend]
     return Snapshot(now=NOW, gpus=tuple(Gpu(i, "gpu") for i in range(gpus)), pending=tuple(pend),
                     running=tuple(run_jobs), teams={t: TeamPolicy() for t in TEAMS},
                     usage={t: 3600.0 * (k + 1) ** 2 for k, t in enumerate(TEAMS)}, policy=preset(policy_name))
@@ -128,8 +134,12 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=2000)
     parser.add_argument("--running", type=int, default=1000)
     parser.add_argument("--policies", default="fifo,gqa")
+    parser.add_argument("--begin", type=float, default=0.0, metavar="SHARE",
+                        help="the share of the pending jobs waiting for a --begin time (default 0)")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
+    if not 0 <= args.begin <= 1:
+        parser.error("--begin is a share of the pending jobs, from 0 to 1")
     sizes = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
     modes = [("explain", {})]
     if "explain" in inspect.signature(plan).parameters:
@@ -144,7 +154,7 @@ def main() -> int:
             times = {}
             keep = options.get("kept", False)
             for n in sizes:
-                snap = snapshot(n, args.running, args.gpus, policy)
+                snap = snapshot(n, args.running, args.gpus, policy, begin_share=args.begin)
                 repeat = 5 if n <= 10_000 else 2
                 if options.get("queue"):
                     times[n] = kept_queue_time(snap, repeat)
