@@ -62,20 +62,20 @@ def gate(snap: Snapshot, jobs: Iterable[PendingJob] | None = None) -> Gate:
     out = Gate(now=snap.now)
     earliest: dict[tuple[str, str], tuple[int, str]] | None = None   # read once, if a singleton asks
     # an array's tasks share their dependency: its verdict is told once (a singleton's is each job's own)
-    told: dict[str, tuple[str, str]] = {}
+    verdicts: dict[str, tuple[str, str]] = {}
     for job in snap.pending if jobs is None else jobs:
         if not (job.dependency or job.user_hold or (job.begin is not None and job.begin > snap.now)):
             continue
         verdict, reason = MET, ""
         if job.dependency:
-            if job.dependency in told:
-                verdict, reason = told[job.dependency]
+            if job.dependency in verdicts:
+                verdict, reason = verdicts[job.dependency]
             else:
                 if "singleton" in job.dependency and earliest is None:
                     earliest = _earliest_of_name(snap)
                 verdict, reason = dependency_verdict(job, snap, earliest)
                 if "singleton" not in job.dependency:
-                    told[job.dependency] = verdict, reason
+                    verdicts[job.dependency] = verdict, reason
         if verdict == NEVER:
             out.never[job.id] = out.told[job.id] = reason
         elif job.user_hold:
