@@ -347,3 +347,11 @@ def test_a_replay_from_the_callers_index_predicts_the_same_and_leaves_that_index
     assert predict_starts(kept) == predict_starts(replace(kept, pending=tuple(kept.pending),
                                                           running=tuple(kept.running)))
     assert (list(index.pending), list(index.running), dict(index.free)) == before
+
+
+def test_the_replay_wakes_at_each_begin_time_ahead_in_order_whatever_the_queue_order():
+    # the --begin times ahead, read once: no job starts before its own, whichever is queued first;
+    # one already past does not wake the replay (it starts at once), nor does a start move the rest
+    jobs = [pending("c", begin=NOW + 300, seq=1), pending("a", begin=NOW + 100, seq=2),
+            pending("past", begin=NOW - 50, seq=3), pending("b", begin=NOW + 200, seq=4)]
+    assert predict_starts(snapshot(4, pending=jobs)) == {"past": NOW, "a": NOW + 100, "b": NOW + 200, "c": NOW + 300}
