@@ -6,10 +6,12 @@ the n log n the ranking promises.
     python benchmarks/plan_scaling.py --quick    # 1k, 10k
     python benchmarks/plan_scaling.py -o json
     python benchmarks/plan_scaling.py --quick --begin 0.5   # half of them waiting for their --begin
+    python benchmarks/plan_scaling.py --quick --dependency 0.5   # half waiting on a job still running
 
 Jobs are random but seeded: 8 teams with unequal past usage, sizes 1-8 GPUs,
 wall times 30 minutes to 3 days, all three tiers; with --begin SHARE, that
-share of them waits for a --begin time within the next two days. The running jobs leave 32
+share of them waits for a --begin time within the next two days; with
+--dependency SHARE, on a job of its own still running (afterok). The running jobs leave 32
 GPUs free, so a pass starts a few jobs and then has to place (and, with
 backfill, reserve for) the rest. Each size is timed a few times; the best run
 counts (the least disturbed by the rest of the machine). "kept index" is the
@@ -33,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gqa.scheduling import Gpu, PendingJob, RunningJob, Snapshot, TeamPolicy, plan  # noqa: E402
+from gqa.models.job import JobState  # noqa: E402
 from gqa.scheduling.presets import preset  # noqa: E402
 
 NOW = 10_000_000.0
@@ -40,10 +43,11 @@ TEAMS = [f"team{i}" for i in range(8)]
 SIZES = (1, 1, 1, 1, 2, 2, 4, 8)
 WALLS = (1800, 3600, 7200, 14400, 28800, 86400, 259200)
 FREE_GPUS = 32
+DEPENDED_ON = 1_000_000   # the first id a --dependency names
 
 
 def snapshot(pending: int, running: int, gpus: int, policy_name: str, seed: int = 0,
-             begin_share: float = 0.0) -> Snapshot:
+             begin_share: float = 0.0, dependency_share: float = 0.0) -> Snapshot:
     rng = random.Random(seed)
     # the running jobs hold all but FREE_GPUS: a pass starts a few jobs, then ranks,
     # places and reserves for the rest, which is the part that grows with the queue
@@ -67,9 +71,15 @@ def snapshot(pending: int, running: int, gpus: int, policy_name: str, seed: int 
     if begin_share:   # drawn after the rest, so that the queue is the same job for job but for them
         pend = [replace(job, begin=NOW + rng.uniform(60, 2 * 86400)) if rng.random() < begin_share else job
                 for job in pend]
+    named = {}
+    if dependency_share:   # each on a job of its own (an id the store would give), which is running
+        pend = [replace(job, dependency=f"afterok:{DEPENDED_ON + i}") if rng.random() < dependency_share else job
+                for i, job in enumerate(pend)]
+        named = {job.dependency.partition(":")[2]: {JobState.RUNNING: 1} for job in pend if job.dependency}
     return Snapshot(now=NOW, gpus=tuple(Gpu(i, "gpu") for i in range(gpus)), pending=tuple(pend),
                     running=tuple(run_jobs), teams={t: TeamPolicy() for t in TEAMS},
-                    usage={t: 3600.0 * (k + 1) ** 2 for k, t in enumerate(TEAMS)}, policy=preset(policy_name))
+                    usage={t: 3600.0 * (k + 1) ** 2 for k, t in enumerate(TEAMS)}, policy=preset(policy_name),
+                    named=named)
 
 
 def kept_index():
@@ -136,10 +146,12 @@ def main() -> int:
     parser.add_argument("--policies", default="fifo,gqa")
     parser.add_argument("--begin", type=float, default=0.0, metavar="SHARE",
                         help="the share of the pending jobs waiting for a --begin time (default 0)")
+    parser.add_argument("--dependency", type=float, default=0.0, metavar="SHARE",
+                        help="the share of the pending jobs waiting on a running job (default 0)")
     parser.add_argument("-o", "--output", default="table", choices=("table", "json"))
     args = parser.parse_args()
-    if not 0 <= args.begin <= 1:
-        parser.error("--begin is a share of the pending jobs, from 0 to 1")
+    if not 0 <= args.begin <= 1 or not 0 <= args.dependency <= 1:
+        parser.error("--begin and --dependency are shares of the pending jobs, from 0 to 1")
     sizes = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
     modes = [("explain", {})]
     if "explain" in inspect.signature(plan).parameters:
@@ -154,7 +166,8 @@ def main() -> int:
             times = {}
             keep = options.get("kept", False)
             for n in sizes:
-                snap = snapshot(n, args.running, args.gpus, policy, begin_share=args.begin)
+                snap = snapshot(n, args.running, args.gpus, policy, begin_share=args.begin,
+                                dependency_share=args.dependency)
                 repeat = 5 if n <= 10_000 else 2
                 if options.get("queue"):
                     times[n] = kept_queue_time(snap, repeat)

@@ -1,8 +1,11 @@
-"""benchmarks/plan_scaling.py's queue with a share of it waiting for a --begin time, and its refusal."""
+"""benchmarks/plan_scaling.py's queue with a share of it waiting for a --begin time or on a running
+job, and its refusals."""
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from gqa.scheduling import plan
 
@@ -26,7 +29,18 @@ def test_a_share_of_the_queue_waits_for_its_begin_and_the_rest_is_the_same_queue
     assert decided.starts and not {s.job_id for s in decided.starts} & {job.id for job in waiting}
 
 
-def test_a_share_out_of_range_is_refused():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plan_scaling.py"), "--begin", "1.5"],
+def test_a_share_of_the_queue_waits_on_running_jobs():
+    begun = plan_scaling.snapshot(400, 50, 200, "gqa", dependency_share=0.5)
+    waiting = [job for job in begun.pending if job.dependency]
+    assert 150 < len(waiting) < 250
+    decided = plan(begun)
+    assert decided.starts and not {s.job_id for s in decided.starts} & {job.id for job in waiting}
+    told = [decided.waiting[job.id] for job in waiting if job.id in decided.waiting]
+    assert told and all(reason.startswith("waits for job ") for reason in told)
+
+
+@pytest.mark.parametrize("option", ["--begin", "--dependency"])
+def test_a_share_out_of_range_is_refused(option):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "plan_scaling.py"), option, "1.5"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "--begin" in done.stderr and not done.stdout
+    assert done.returncode == 2 and option in done.stderr and not done.stdout
