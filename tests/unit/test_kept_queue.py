@@ -166,6 +166,28 @@ def test_a_pass_that_changed_little_keeps_the_index_and_one_that_cannot_builds_i
         index = kept.index
 
 
+def test_runs_awaiting_their_start_seen_anew_at_each_pass_keep_the_index():
+    # 30 launched runs awaiting their start beside 40 queued: each pass sees each begin at its own time
+    # (a new record), which moved its end only; the index is kept and decides as a fresh pass does
+    gpus = tuple(Gpu(i, "a100") for i in range(34))
+    jobs = tuple(pending(f"j{i}", seq=i, wall_time=3600.0, gpus=1 + i % 2) for i in range(40))
+
+    def launched(now: float) -> tuple:
+        return tuple(running(f"r{i}", gpus=(i,), wall_time=7200.0, started=False, started_at=now) for i in range(30))
+    kept = KeptQueue()
+    kept.over(Snapshot(now=100.0, gpus=gpus, pending=jobs, running=launched(100.0), policy=Policy()))
+    index = kept.index
+    for now in (160.0, 220.0, 280.0):
+        snap = Snapshot(now=now, gpus=gpus, pending=jobs, running=launched(now), policy=Policy())
+        over = kept.over(snap)
+        assert kept.index is index and kept.built == 1
+        assert decided(plan(over, explain=False)) == decided(plan(snap, explain=False))
+    # one that started, or moved to other GPUs, is a change as any other
+    moved = launched(340.0)[:-1] + (running("r29", gpus=(33,), wall_time=7200.0, started=False, started_at=340.0),)
+    snap = Snapshot(now=340.0, gpus=gpus, pending=jobs, running=moved, policy=Policy())
+    assert decided(plan(kept.over(snap), explain=False)) == decided(plan(snap, explain=False))
+
+
 def test_a_change_that_fails_halfway_leaves_no_index_behind():
     jobs = tuple(pending(f"j{i}", seq=i) for i in range(20))
     snap = Snapshot(now=100.0, gpus=(Gpu(0, "a100"),), pending=jobs, running=(), policy=Policy())
