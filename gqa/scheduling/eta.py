@@ -38,6 +38,7 @@ from .fairshare import decay
 from .horizon import doubled_past
 from .index import QueueIndex, index_of
 from .plan import plan
+from .ranking import ranks_by_usage
 from .snapshot import PendingJob, RunningJob, Snapshot
 
 INF = float("inf")
@@ -154,7 +155,7 @@ def predict_starts(snap: Snapshot, *, shares: Mapping[str, float] | None = None,
     next_begin = _begins_after(index, snap.now)
     now = snap.now
     used: dict[str, float] = {}     # GPU-seconds the replay's runs add to each team's usage since snap.now
-    reads_usage = snap.policy.ordering == "multifactor"   # arrival order and SJF rank by no team's usage
+    reads_usage = ranks_by_usage(snap.policy)
     usage: dict[str, float] = {}
     for _ in range(max_passes):
         if reads_usage:

@@ -32,6 +32,12 @@ def ranks_by_expected_runtime(policy: Policy) -> bool:
     return policy.ordering == "sjf" or (policy.ordering == "multifactor" and bool(policy.weights.duration))
 
 
+def ranks_by_usage(policy: Policy) -> bool:
+    """Whether the order reads the teams' decayed usage (fair share): the multifactor order only;
+    arrival order and SJF never do, so a replay under them need not sum it at each pass."""
+    return policy.ordering == "multifactor"
+
+
 def nice_adjustment(nice: int) -> float:
     """What a job's --nice adds to its score (positive nice: lower)."""
     return -nice / NICE_SCALE

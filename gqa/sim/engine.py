@@ -18,7 +18,7 @@ from ..scheduling import Gpu, PendingJob, Policy, RunningJob, Snapshot, plan
 from ..scheduling.index import QueueIndex
 from ..scheduling.eta import expected_runtime, longest_runs, mean_share, runtime_ratio
 from ..scheduling.fairshare import decay
-from ..scheduling.ranking import ranks_by_expected_runtime
+from ..scheduling.ranking import ranks_by_expected_runtime, ranks_by_usage
 from .spot_facts import NOTICE_SECONDS
 from .workload import SimJob, Workload
 
@@ -143,7 +143,7 @@ class _Engine:
         self.ranks_estimates = eta is not None or ranks_by_expected_runtime(policy)
         # whether anything reads the teams' usage: the multifactor order's fair share, or ETAs; arrival
         # order and SJF never do, so a replay under them spares every pass the sum
-        self.reads_usage = eta is not None or getattr(policy, "ordering", "multifactor") == "multifactor"
+        self.reads_usage = eta is not None or ranks_by_usage(policy)
         self.slicing = bool(getattr(policy, "slice_tiers", ()))
         self.waking = math.inf   # the WAKE event due, if any
         # the replay reads only the decisions: spare plan() the explanations where it can
