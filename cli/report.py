@@ -74,10 +74,11 @@ def report_input(be, start: float, end: float, now: float, team: str | None = No
 
 
 def _print_summary(built, written) -> None:
-    from gqa.models.units import format_duration
+    from gqa.models.units import format_count, format_duration
 
     out = console()
-    out.print(f"[bold]{built.jobs}[/] jobs from {_date(built.since)} to {_date(built.until)}", soft_wrap=True)
+    jobs, noun = format_count(built.jobs, "job").split(" ", 1)
+    out.print(f"[bold]{jobs}[/] {noun} from {_date(built.since)} to {_date(built.until)}", soft_wrap=True)
     waits = ", ".join(f"{w.tier} {format_duration(w.overall_p50)}/{format_duration(w.overall_p95)}"
                       for w in built.waits if w.total_started)
     if waits:
@@ -85,7 +86,8 @@ def _print_summary(built, written) -> None:
     spent = sum(t.cost for t in built.teams)
     out.print(f"  {sum(t.gpu_hours for t in built.teams):,.1f} GPU-hours, ${spent:,.2f} spent", soft_wrap=True)
     if built.idle_jobs:
-        out.print(f"  {built.idle_jobs} jobs held GPUs idle: {built.wasted_gpu_hours:,.1f} GPU-hours", soft_wrap=True)
+        out.print(f"  {format_count(built.idle_jobs, 'job')} held GPUs idle: {built.wasted_gpu_hours:,.1f} GPU-hours",
+                  soft_wrap=True)
     out.print(f"report: {written.page} ({len(written.figures)} figures beside it)", soft_wrap=True)
 
 

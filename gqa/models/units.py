@@ -135,3 +135,8 @@ def format_size(size: int | None) -> str:
             value = size / factor
             return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
     return f"{size}B"
+
+
+def format_count(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 job`, `2 jobs`, `12,000 jobs`: a count with its noun in the number it takes."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -8,7 +8,7 @@ import io
 from datetime import datetime, timezone
 from typing import Any
 
-from ..models.units import format_duration
+from ..models.units import format_count, format_duration
 from .metrics import Report
 
 WIDTH, HEIGHT, DPI = 8.0, 3.6, 100      # inches and dots per inch: 800 x 360 pixels
@@ -182,7 +182,7 @@ def _wait_reasons(report: Report, fig: Any) -> bool:
         return False
     unit, scale = _duration_unit(max(r.seconds for r in reasons))
     _labelled_bars(fig.subplots(), [r.why for r in reasons], [r.seconds / scale for r in reasons],
-                   [f"{r.jobs} jobs, longest {format_duration(r.longest)}" for r in reasons], "#ff7f0e",
+                   [f"{format_count(r.jobs, 'job')}, longest {format_duration(r.longest)}" for r in reasons], "#ff7f0e",
                    margin=0.35, xlabel=f"{unit} waited, all jobs together")
     return True
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from html import escape
 
-from ..models.units import format_duration
+from ..models.units import format_count, format_duration
 from .figures import FIGURES
 from .metrics import IDLE_UTIL, Report
 
@@ -102,7 +102,7 @@ def html_page(report: Report, figures: Mapping[str, bytes]) -> str:
     period = f"{when(report, report.since)} to {when(report, report.until)}"
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>",
              f"<style>{STYLE}</style></head><body><h1>{title}</h1>",
-             f"<p class=\"note\">{escape(period)}: {report.jobs} jobs.</p>"]
+             f"<p class=\"note\">{escape(period)}: {format_count(report.jobs, 'job')}.</p>"]
     parts += [f"<p class=\"note\">{escape(note)}</p>" for note in report.notes]
     numbers = tables(report)
     for name, heading in FIGURES.items():

@@ -33,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from itertools import islice
 
+from ..models.units import format_count
 from .horizon import PREDICTIONS, counted_run
 from .index import QueueIndex
 from .inventory import pool_rounds, spot_first, tables
@@ -430,7 +431,7 @@ class Capacity:
 
 
 def gpus_text(n: int) -> str:
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+    return format_count(n, "GPU")
 
 
 def _in(seconds: float) -> str:

@@ -3,7 +3,7 @@ never run here, so it is refused with the numbers instead of waiting forever."""
 
 from collections import Counter
 
-from ..models.units import format_duration
+from ..models.units import format_count, format_duration
 from .snapshot import Gpu, Policy
 
 
@@ -21,14 +21,14 @@ def hard_limit_problems(*, gpus: int, gpu_type: str | None, wall_time: float | N
         kinds = ", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no GPUs"
         problems.append(f"asks for {' or '.join(types)} GPUs; the queue has {kinds}")
     elif gpus > have:
-        of = f" {' or '.join(types)}" if types else ""
-        problems.append(f"asks for {gpus}{of} GPUs; the queue has {have}")
+        of = f"{' or '.join(types)} " if types else ""
+        problems.append(f"asks for {format_count(gpus, of + 'GPU')}; the queue has {have}")
     if policy.max_gpus_per_job is not None and gpus > policy.max_gpus_per_job:
-        problems.append(f"asks for {gpus} GPUs; the limit per job is {policy.max_gpus_per_job}")
+        problems.append(f"asks for {format_count(gpus, 'GPU')}; the limit per job is {policy.max_gpus_per_job}")
     if team_max_gpus is not None and gpus > team_max_gpus:
-        problems.append(f"asks for {gpus} GPUs; team {team} may hold at most {team_max_gpus}")
+        problems.append(f"asks for {format_count(gpus, 'GPU')}; team {team} may hold at most {team_max_gpus}")
     if user_max_gpus is not None and gpus > user_max_gpus:
-        problems.append(f"asks for {gpus} GPUs; a user of team {team} may hold at most {user_max_gpus}")
+        problems.append(f"asks for {format_count(gpus, 'GPU')}; a user of team {team} may hold at most {user_max_gpus}")
     if policy.max_wall_time is not None and wall_time is not None and wall_time > policy.max_wall_time:
         problems.append(f"asks for {format_duration(wall_time)} wall time; "
                         f"the limit is {format_duration(policy.max_wall_time)}")

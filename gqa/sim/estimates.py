@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from ..models.units import format_count
+
 HOUR, DAY = 3600.0, 86400.0
 # what people type as a wall time: jobs get one of these, rounded up
 WALL_STEPS = (1800.0, HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 12 * HOUR, DAY, 2 * DAY, 3 * DAY, 7 * DAY)
@@ -108,25 +110,26 @@ def describe(estimates: Estimates, asked: Iterable[tuple[float, float]], seed: i
     ratios = sorted(a / d for d, a in pairs)
     median = ratios[n // 2] if ratios else 0.0
     killed = sum(1 for d, a in pairs if a < d)
+    unset = f"wall time ({format_count(n, 'job')} without one)"
     if estimates.mode == "model":
-        return (f"wall time ({n} jobs without one): actual duration x a lognormal over-estimate "
+        return (f"{unset}: actual duration x a lognormal over-estimate "
                 f"(median {OVERESTIMATE_MEDIAN}x, sigma {OVERESTIMATE_SIGMA}, at least 1x), rounded up to "
                 f"{STEP_NAMES} (whole days beyond); seed {seed}; median asked/actual after rounding {median:.1f}x")
     measured = (f"median asked/actual {median:.1f}x; {killed} ({_share(killed, n)}) ask less than they "
                 f"need and are killed at their limit")
     maximum, default = _name(PARTITION_MAX), _name(PARTITION_DEFAULT)
     if estimates.mode == "max":
-        return (f"wall time ({n} jobs without one): every job asks the partition maximum, {maximum} (a common "
+        return (f"{unset}: every job asks the partition maximum, {maximum} (a common "
                 f"Slurm MaxTime; the cluster's limit, not the trace's longest job); {measured}")
     if estimates.mode == "default":
         at_default = sum(1 for _, a in pairs if a == PARTITION_DEFAULT)
-        return (f"wall time ({n} jobs without one): {estimates.default_share:.0%} of jobs (by a hash of the id) "
+        return (f"{unset}: {estimates.default_share:.0%} of jobs (by a hash of the id) "
                 f"ask the partition default, {default}, whatever they need; the rest actual x a lognormal "
                 f"over-estimate (median {OVERESTIMATE_MEDIAN}x, sigma {OVERESTIMATE_SIGMA}, at least 1x) rounded "
                 f"up to {STEP_NAMES}; seed {seed}; {_share(at_default, n)} ask exactly {default}; {measured}")
     at_max = sum(1 for _, a in pairs if a == PARTITION_MAX)
     steps = "/".join(_name(s) for s in FITTED_STEPS)
-    return (f"wall time ({n} jobs without one) fitted to {FITTED_SOURCE}, which records requested and used "
+    return (f"{unset} fitted to {FITTED_SOURCE}, which records requested and used "
             f"time: {FITTED_KILLED_SHARE:.1%} under-ask (the largest of {steps} below their need, else half "
             f"of it), {FITTED_MAX_SHARE:.1%} ask the partition maximum {maximum}, the rest actual x a lognormal "
             f"(median {FITTED_RATIO_MEDIAN}x, sigma {FITTED_RATIO_SIGMA}, at least 1x) rounded up to {steps} "

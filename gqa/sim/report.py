@@ -3,7 +3,7 @@ policy (FIFO unless told) for people, one JSON object for scripts, wait-time CDF
 
 from pathlib import Path
 
-from ..models.units import format_duration
+from ..models.units import format_count, format_duration
 from .engine import MAX_RECLAIMS, SimResult
 from .metrics import ratios
 
@@ -32,7 +32,7 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
 
     if not console.is_terminal:  # a file or a pipe has no width to keep to
         console.width = max(console.width, 120)
-    console.print(f"[bold]{trace}[/]: {jobs} jobs on {gpus} GPUs")
+    console.print(f"[bold]{trace}[/]: {format_count(jobs, 'job')} on {format_count(gpus, 'GPU')}")
     for line in assumptions:
         console.print(f"  [dim]- {line}[/]", soft_wrap=True)
     with_requeues = any(s["preemptions"] or s["reclaims"] for s in summaries.values())
@@ -90,7 +90,7 @@ def eta_line(s: dict) -> str:
     mean error over their mean wait: the figure the ETA's goal is judged by (at most 0.3)."""
     checked, waited = s["eta_checked"], s.get("eta_waited_checked") or 0
     line = (f"median {_t(s['eta_median_abs_error'])}, p90 {_t(s['eta_p90_abs_error'])} over "
-            f"{checked:,} {'job' if checked == 1 else 'jobs'}; ")
+            f"{format_count(checked, 'job')}; ")
     if not waited:
         return line + ("it did not wait" if checked == 1 else "none of them waited")
     of_wait = s.get("eta_error_of_wait")

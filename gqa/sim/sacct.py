@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 from ..models.errors import SpecError
 from ..models.priority import Priority
-from ..models.units import parse_duration
+from ..models.units import format_count, parse_duration
 from .trace_fields import (PRIORITIES, Trace, TraceError, TraceJob, limits_note, run_seconds, submit_seconds,
                            text_of, timestamp)
 
@@ -260,18 +260,18 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
                 jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran),
                                     started=min(r.start for r in ran if r.start is not None)))
     jobs.sort(key=lambda j: j.submit_time)
-    left = [f"{n} {what}" for n, what in ((steps, "job steps (sacct -X leaves them out)"),
-                                         (repeats, "rows repeated (dumps of overlapping periods: the later kept)"),
-                                         (never, "that never started"),
-                                         (running, "running or requeued at the dump"),
-                                         (cpu_only, "that asked no GPU (no gres/gpu in AllocTRES or ReqTRES"
-                                          + ("; none has one: is gres/gpu in the cluster's AccountingStorageTRES?)"
-                                             if not jobs else ")")),
-                                         (zero, "that ran 0 s")) if n]
-    kept = f"Slurm accounting: {len(jobs)} jobs that ran on GPUs"
+    no_gpu = ("that asked no GPU (no gres/gpu in AllocTRES or ReqTRES"
+              + ("; none has one: is gres/gpu in the cluster's AccountingStorageTRES?)" if not jobs else ")"))
+    counted = (format_count(steps, "job step") + " (sacct -X leaves steps out)",
+               format_count(repeats, "row") + " repeated (dumps of overlapping periods: the later kept)",
+               f"{never:,} that never started", f"{running:,} running or requeued at the dump",
+               f"{cpu_only:,} {no_gpu}", f"{zero:,} that ran 0 s")
+    left = [text for n, text in zip((steps, repeats, never, running, cpu_only, zero), counted) if n]
+    kept = f"Slurm accounting: {format_count(len(jobs), 'job')} that ran on GPUs"
     notes = [kept + (f"; left out: {', '.join(left)}" if left else "")]
     if requeued:
-        notes.append(f"{requeued} jobs requeued: each replayed as one job, its attempts' run times together")
+        notes.append(f"{format_count(requeued, 'job')} requeued: each replayed as one job, "
+                     "its attempts' run times together")
     notes.append(limits_note(jobs, "UNLIMITED or the partition's"))
     if other_qos:
         named = ", ".join(f"{q} ({n})" for q, n in sorted(other_qos.items()))

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..models.priority import Priority
+from ..models.units import format_count
 from .queue_history import is_queue_history, load_queue_history
 from .sacct import is_sacct, load_sacct
 from .trace_fields import (MAX_RUN_SECONDS, MAX_SUBMIT_SECONDS, PRIORITIES, PRIORITY_ALIASES, Trace, TraceError,
@@ -185,7 +186,7 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
     name = path.name + (":" + ",".join(select) if select else "")
     notes = [f"ITP 2021: {len(members)} cluster(s) merged into one queue ({', '.join(sorted(members))})"]
     if len(jobs) < len(rows):
-        notes.append(f"dropped {len(rows) - len(jobs)} jobs with no duration or no GPUs")
+        notes.append(f"dropped {format_count(len(rows) - len(jobs), 'job')} with no duration or no GPUs")
     return Trace(name=name, format="itp", jobs=jobs, notes=notes)
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from ..models.priority import Priority
+from ..models.units import format_count
 from ..scheduling import TeamPolicy
 from .estimates import MODEL, Estimates, describe, uniform as _uniform, wall_time
 from .trace_fields import PRIORITIES as TIER_NAMES, PRIORITY_ALIASES, TraceJob
@@ -79,7 +80,7 @@ def derive(trace_jobs: list[TraceJob], *, cluster_gpus: int, seed: int = 0, load
     picked = trace_jobs[:limit] if limit else trace_jobs
     fits = [j for j in picked if j.gpus <= cluster_gpus]
     if len(fits) < len(picked):
-        said.append(f"dropped {len(picked) - len(fits)} jobs asking for more than {cluster_gpus} GPUs "
+        said.append(f"dropped {format_count(len(picked) - len(fits), 'job')} asking for more than {cluster_gpus} GPUs "
                     "(the largest gang this cluster can start)")
     fits, typed = _typed(fits, gpu_types, said)
     t0 = min((j.submit_time for j in fits), default=0.0)
@@ -146,10 +147,11 @@ def _typed(jobs: list[TraceJob], gpu_types: dict[str, int] | None, said: list[st
     unknown = Counter(j.gpu_type for j in jobs if j.gpu_type and j.gpu_type not in gpu_types)
     wide = [j for j in jobs if j.gpu_type in gpu_types and j.gpus > gpu_types[j.gpu_type]]
     if unknown:
-        said.append("dropped " + ", ".join(f"{n} jobs of {t}" for t, n in sorted(unknown.items()))
+        said.append("dropped " + ", ".join(f"{format_count(n, 'job')} of {t}" for t, n in sorted(unknown.items()))
                     + f": no pool has that type (the pools have {', '.join(sorted(gpu_types))})")
     if wide:
-        said.append(f"dropped {len(wide)} jobs asking for more GPUs than the largest pool of their type has")
+        said.append(f"dropped {format_count(len(wide), 'job')} asking for more GPUs than the largest pool "
+                    "of their type has")
     said.append(f"GPU types as the trace gives them ({split} jobs): each runs only on its type; "
                 "a job with none on any")
     return [j for j in jobs if not j.gpu_type or (j.gpu_type in gpu_types and j.gpus <= gpu_types[j.gpu_type])], True
@@ -177,8 +179,8 @@ def with_qos_tiers(jobs: list[TraceJob], tiers: dict[str, str]) -> tuple[list[Tr
     """Each job whose class (QOS) is named in `tiers` put in that tier, and the lines that say so:
     the classes named, with their jobs, and any named that no job has."""
     counts = Counter(j.qos for j in jobs if j.qos in tiers)
-    said = ["QOS as tiers (--qos-tiers): " + ", ".join(f"{q}={t} ({counts[q]} jobs)" for q, t in tiers.items()
-                                                       if counts[q])] if counts else []
+    said = ["QOS as tiers (--qos-tiers): " + ", ".join(f"{q}={t} ({format_count(counts[q], 'job')})"
+                                                       for q, t in tiers.items() if counts[q])] if counts else []
     if unused := [q for q in tiers if not counts[q]]:
         said.append(f"--qos-tiers names QOS no job has: {', '.join(unused)}")
     return [replace(j, priority=tiers[j.qos]) if j.qos in tiers else j for j in jobs], said

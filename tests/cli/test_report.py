@@ -83,7 +83,7 @@ def test_report_of_one_team_and_a_window_and_the_summary_lines(cli, tmp_path):
     assert data["report"]["jobs"] == 0
     code, out, err = cli("report", "--out", str(tmp_path / "table"))
     assert code == 0, err
-    assert "3 jobs from" in out and "1 jobs held GPUs idle" in out and "report.html" in out
+    assert "3 jobs from" in out and "1 job held GPUs idle" in out and "report.html" in out
 
 
 @pytest.mark.parametrize("args, message", [

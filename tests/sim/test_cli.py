@@ -347,9 +347,9 @@ def test_a_job_of_a_type_no_pool_has_is_dropped_and_said(capsys, tmp_path):
                      "- {name: v, gpu_type: v100, spot: false, gpus: 4, price_per_gpu_hour: 2}\n")
     data = as_json(capsys, str(trace), "--pools", str(pools), "--policies", "fifo")
     assert data["jobs"] == 2   # the 1-GPU a100 job and the untyped one
-    assert "dropped 1 jobs of h100: no pool has that type (the pools have a100, v100)" in data["assumptions"]
-    assert "dropped 1 jobs asking for more GPUs than the largest pool of their type has" in data["assumptions"]
+    assert "dropped 1 job of h100: no pool has that type (the pools have a100, v100)" in data["assumptions"]
+    assert "dropped 1 job asking for more GPUs than the largest pool of their type has" in data["assumptions"]
     trace.write_text("submit_time,duration,gpus,gpu_type\n0,100,1,h100\n")
     code, out, err = run(capsys, str(trace), "--pools", str(pools))
     assert (code, out) == (2, "")
-    assert err.startswith(f"gqa: error: {trace}: no jobs to replay (dropped 1 jobs of h100: no pool has that type")
+    assert err.startswith(f"gqa: error: {trace}: no jobs to replay (dropped 1 job of h100: no pool has that type")

@@ -34,12 +34,12 @@ def test_a_row_that_ran_on_gpus_is_a_job_with_the_limit_its_user_asked(tmp_path)
     (job,) = trace.jobs
     assert (job.id, job.duration, job.gpus, job.wall_time, job.team, job.priority, job.user, job.name) == \
         ("7", 600.0, 2, 1800.0, "vision", "normal", "ana", "train")
-    assert trace.notes == ["Slurm accounting: 1 jobs that ran on GPUs", "time limits as asked for 1 of 1 jobs"]
+    assert trace.notes == ["Slurm accounting: 1 job that ran on GPUs", "time limits as asked for 1 of 1 jobs"]
 
 
 @pytest.mark.parametrize("changes, counted", [
-    ({"job_id": "7.batch"}, "1 job steps (sacct -X leaves them out)"),
-    ({"job_id": "7.0"}, "1 job steps"),
+    ({"job_id": "7.batch"}, "1 job step (sacct -X leaves steps out)"),
+    ({"job_id": "7.0"}, "1 job step ("),
     ({"start": "Unknown", "end": "2026-12-07T10:05:00", "elapsed": "0", "state": "CANCELLED by 1000"},
      "1 that never started"),
     ({"start": "None", "end": "Unknown", "elapsed": "0", "state": "PENDING"}, "1 that never started"),
@@ -109,7 +109,7 @@ def test_a_requeued_jobs_attempts_are_one_job(tmp_path):
     (job,) = trace.jobs
     assert (job.duration, job.submit_time) == (350.0, load_trace(dump(tmp_path, row(
         submit="2026-12-07T09:00:00"), name="one.txt")).jobs[0].submit_time)
-    assert "1 jobs requeued" in trace.notes[1]
+    assert "1 job requeued" in trace.notes[1]
 
 
 def test_a_requeued_job_waiting_again_at_the_dump_is_left_out(tmp_path):
@@ -140,7 +140,7 @@ def test_dumps_of_overlapping_periods_put_together_keep_each_job_once_as_it_stoo
     path.write_text("\n".join(november + december) + "\n")   # cat november.txt december.txt
     trace = load_trace(path)
     assert [(j.id, j.duration) for j in trace.jobs] == [("1", 600.0), ("2", 7200.0), ("3", 600.0)]
-    assert trace.notes[0] == ("Slurm accounting: 3 jobs that ran on GPUs; left out: 1 rows repeated (dumps of "
+    assert trace.notes[0] == ("Slurm accounting: 3 jobs that ran on GPUs; left out: 1 row repeated (dumps of "
                               "overlapping periods: the later kept)")
 
 
@@ -243,8 +243,8 @@ def test_slurms_own_dump_of_allocations():
 def test_slurms_dump_with_steps_and_requeues_gives_the_same_jobs_but_the_requeued_ones_run():
     allocations = {j.id: j for j in load_trace(DUMPS / "allocations.txt").jobs}
     every_row = load_trace(DUMPS / "steps-and-requeues.txt")
-    assert "job steps (sacct -X leaves them out)" in every_row.notes[0]
-    assert any("1 jobs requeued" in note for note in every_row.notes)
+    assert "job steps (sacct -X leaves steps out)" in every_row.notes[0]
+    assert any("1 job requeued" in note for note in every_row.notes)
     assert sorted(j.id for j in every_row.jobs) == sorted(allocations)
     for job in every_row.jobs:
         mine = allocations[job.id]
@@ -261,7 +261,7 @@ def test_a_dump_replays_with_its_users_limits_and_estimates_for_the_rest():
     asked = {j.id: j.wall_time for j in work.jobs}
     trace = {j.id: j for j in load_trace(DUMPS / "allocations.txt").jobs}
     assert all(asked[i] == j.wall_time for i, j in trace.items() if j.wall_time)
-    assert any("1 jobs without one" in line for line in work.assumptions)   # the UNLIMITED job's
+    assert any("1 job without one" in line for line in work.assumptions)   # the UNLIMITED job's
     assert {j.team for j in work.jobs} == {"teama", "teamb"}
 
 
@@ -370,7 +370,7 @@ def test_qos_tiers_name_the_tier_of_a_sites_own_qos(tmp_path, capsys):
     assert main(["simulate", str(path), "--gpus", "2", "--policies", "gqa", "--qos-tiers",
                  "urgent=high,SCAVENGER=2,debug=low", "-o", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert "QOS as tiers (--qos-tiers): urgent=high (1 jobs), scavenger=low (2 jobs)" in out["assumptions"]
+    assert "QOS as tiers (--qos-tiers): urgent=high (1 job), scavenger=low (2 jobs)" in out["assumptions"]
     assert "--qos-tiers names QOS no job has: debug" in out["assumptions"]
     assert set(out["policies"]["gqa"]["tier_mean_jct"]) == {"high", "normal", "low"}
 

@@ -136,7 +136,7 @@ def test_itp_tarball_merges_clusters_by_submit_time(tmp_path):
     assert trace.format == "itp"
     assert [j.id for j in trace.jobs] == ["a1", "b1", "a2", "b2"]  # equal times: cluster order
     assert [(j.submit_time, j.duration, j.gpus) for j in trace.jobs][:2] == [(10.0, 100.0, 8), (20.0, 60.0, 64)]
-    assert any("dropped 1 jobs" in n for n in trace.notes)
+    assert any("dropped 1 job " in n for n in trace.notes)
 
 
 def test_itp_cluster_selection_and_folder(tmp_path):

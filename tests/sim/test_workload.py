@@ -108,7 +108,7 @@ def test_load_scales_arrivals_from_zero_and_oversize_jobs_are_dropped():
     trace = [TraceJob("a", 1000, 60, 1), TraceJob("b", 1100, 60, 16), TraceJob("c", 1300, 60, 2)]
     work = derive(trace, cluster_gpus=8, load=2.0)
     assert [(j.id, j.submit, j.seq) for j in work.jobs] == [("a", 0.0, 0), ("c", 150.0, 1)]
-    assert any("dropped 1 jobs asking for more than 8 GPUs" in s for s in work.assumptions)
+    assert any("dropped 1 job asking for more than 8 GPUs" in s for s in work.assumptions)
     assert any("load x2" in s for s in work.assumptions)
 
 

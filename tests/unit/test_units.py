@@ -5,7 +5,7 @@ import re
 import pytest
 
 from gqa.models.errors import SpecError
-from gqa.models.units import format_duration, format_size, parse_duration, parse_size
+from gqa.models.units import format_count, format_duration, format_size, parse_duration, parse_size
 
 MIN, HOUR, DAY = 60, 3600, 86400
 KiB, MiB, GiB, TiB = 1024, 1024**2, 1024**3, 1024**4
@@ -143,3 +143,12 @@ def test_formatted_duration_parses_back(text):
 def test_formatted_size_parses_back(text):
     size = parse_size(text)
     assert parse_size(format_size(size)) == size
+
+
+@pytest.mark.parametrize("n, noun, plural, text", [
+    (0, "job", None, "0 jobs"), (1, "job", None, "1 job"), (2, "job", None, "2 jobs"),
+    (12000, "job", None, "12,000 jobs"), (1, "job step", None, "1 job step"), (3, "GPU", None, "3 GPUs"),
+    (2, "child", "children", "2 children"), (1, "child", "children", "1 child"),
+])
+def test_format_count_puts_the_noun_in_the_number_it_takes(n, noun, plural, text):
+    assert format_count(n, noun, plural) == text
