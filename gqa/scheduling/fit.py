@@ -14,7 +14,9 @@ delays no reserved job. With `policy.backfill_by` "predictions", expected run
 times stand in for the limits (horizon.py): reservations start when jobs are
 expected to end, and a backfilled job that runs longer than expected may
 delay one. The first `reservation_depth` blocked jobs and the first blocked
-job of every tier get reservations.
+job of every tier get reservations; the "fifo" ordering, which reads no
+tier, counts the queue as one tier (EASY: its first blocked job alone, at
+depth 1).
 
 A job with a --time-min that does not fit with its whole wall time may be
 backfilled with a shorter one, ending before the reservation it would
@@ -38,6 +40,7 @@ from .horizon import PREDICTIONS, counted_run
 from .index import QueueIndex
 from .inventory import pool_rounds, spot_first, tables
 from .ledger import Ledger
+from .ranked import FIFO_TIER
 from .slicing import slicing_tiers
 from .snapshot import PendingJob, Snapshot
 
@@ -64,6 +67,8 @@ class Capacity:
         self.held_types: dict[str | None, str] = {}               # without backfill: type -> blocking job
         self.depth_left = snap.policy.reservation_depth
         self.tiers_reserved: set[int] = set()
+        # arrival order reads no tier, so neither do its reservations: one list, one first blocked job
+        self.one_list = snap.policy.ordering == "fifo"
         self.sliced_tiers = slicing_tiers(snap.policy)   # reserve nothing: their jobs get GPUs by preempting
         self.machine_booked: tuple[float, str] | None = None     # (held from, job): an exclusive job's reservation
         self.machine_held: str | None = None                       # without backfill: exclusive job first in line
@@ -168,7 +173,7 @@ class Capacity:
 
     def _reservations_spent(self, tier: int) -> bool:
         """No reservation is left for a job of the tier: the depth is spent and the tier has had its own first."""
-        return self.depth_left <= 0 and tier in self.tiers_reserved
+        return self.depth_left <= 0 and (FIFO_TIER if self.one_list else tier) in self.tiers_reserved
 
     # -- the free GPUs of a pool, as this pass has changed them ---------------------------
     def _free_count(self, pool: Pool) -> int:
@@ -357,7 +362,7 @@ class Capacity:
         if self._reservations_spent(tier):
             return False
         self.depth_left -= 1
-        self.tiers_reserved.add(tier)
+        self.tiers_reserved.add(FIFO_TIER if self.one_list else tier)
         self.reservations += 1
         return True
 

@@ -136,7 +136,7 @@ class Policy:
     # what backfill counts a job's run as: "limits" (its wall time, Slurm's) or "predictions" (its
     # expected run time, lengthened when outlived; horizon.py)
     backfill_by: str = "limits"
-    reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first)
+    reservation_depth: int = 1       # blocked jobs that get a reservation (plus each tier's first; fifo: one list)
     max_runtime: float = 7 * DAY     # the duration factor is 0 from here on
     preempt_tiers: tuple[int, ...] = ()  # running jobs of these tiers may be preempted by higher tiers
     # time slicing (Tiresias' two-queue LAS within a tier, slicing.py): in these tiers a job that

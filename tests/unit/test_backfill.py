@@ -93,6 +93,28 @@ def test_each_tier_protects_its_first_blocked_job():
     assert started(result) == []  # the free GPU is booked by h at +100 and low runs to +150
 
 
+# 8 GPUs: r1 holds 0-3 until +100, r2 holds 4-6 until +1000, GPU 7 free. "a" (normal, 4 GPUs) is
+# reserved 0-3 from +100; "b" (low, 4 GPUs), if reserved too, books 4-7 from +1000, and a 1-GPU job of
+# 2,000 s on GPU 7 would run past that
+def second_tier_blocked(policy):
+    return snapshot(8, policy=policy,
+                    running=[running("r1", gpus=[0, 1, 2, 3], started_at=NOW, wall_time=100),
+                             running("r2", gpus=[4, 5, 6], started_at=NOW, wall_time=1000)],
+                    pending=[pending("a", gpus=4, tier="normal", submitted_at=1, wall_time=5000),
+                             pending("b", gpus=4, tier="low", submitted_at=2, wall_time=500),
+                             pending("c", tier="low", submitted_at=3, wall_time=2000)])
+
+
+@pytest.mark.parametrize("name, reserved, starts", [
+    ("fifo-easy", {"a"}, ["c"]),          # arrival order reads no tier: EASY's one reservation
+    ("multifactor", {"a", "b"}, []),      # tiers ranked strictly: each tier's first blocked job is protected
+    ("gqa", {"a", "b"}, []),
+])
+def test_an_order_that_reads_no_tier_reserves_for_its_first_blocked_job_alone(name, reserved, starts):
+    result = plan(second_tier_blocked(preset(name)))
+    assert set(result.reserved) == reserved and started(result) == starts
+
+
 @pytest.mark.parametrize("name", ["multifactor", "gqa"])
 def test_backfilling_presets(name):
     result = plan(head_blocked(pending("short", wall_time=90, submitted_at=1, seq=1), policy=preset(name)))
