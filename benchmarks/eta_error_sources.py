@@ -24,7 +24,11 @@ predicted wait stretched by the one factor (of STRETCHES) that fits the
 outcomes best, and each band of predicted waits (under a minute, then
 doubling: 1-2 minutes, 2-4, ...) shifted by its own best shift, the median
 of its errors, which is the shift with the least absolute error: no
-correction by those bands of the predicted wait does better.
+correction by those bands of the predicted wait does better. And the one
+such correction a queue could make: each band shifted by the median error
+of its predictions whose jobs had started when the prediction was made
+(the last RECENT of them, once there are ONLINE_LEAST), learned as the
+queue runs.
 
 Last, with --draws K, an ETA that treats both unknowns as draws instead of
 guesses: the median start over K forward replays, each with every job's run time
@@ -70,6 +74,7 @@ RECENT = 500       # the runs per team its history holds (as the replay's, engin
 PAST = 7 * 86400.0   # how far back a drawn window of arrivals may be taken from
 STRETCHES = (1.0, 1.25, 1.5, 2.0, 3.0)   # factors a predicted wait is stretched by (the best one is shown)
 BAND_FROM = 60.0   # seconds: the first band of predicted waits past "under a minute"; each band doubles
+ONLINE_LEAST = 10  # outcomes a band needs before the shift learned as the queue runs moves its predictions
 
 
 def measure(trace: str, jobs_limit: int, mode: str, target: float, horizon: float, traces: Path,
@@ -107,6 +112,8 @@ def measure(trace: str, jobs_limit: int, mode: str, target: float, horizon: floa
             best = min(STRETCHES, key=lambda k: sum(abs(e - o.start) for e, o in zip(stretched[k], waited)))
             rows.append(_row(f"none, waits stretched x{best:g}", waited, mean_wait, horizon, stretched[best]))
             rows.append(_row("none, each band shifted best", waited, mean_wait, horizon, _shifted_by_band(waited)))
+            rows.append(_row("none, each band shifted as learned", waited, mean_wait, horizon,
+                             _shifted_as_learned(result.outcomes, waited)))
             production = (result.outcomes, waited, mean_wait)
     if draws:   # the ETA moves no job: the replay's schedule is the same each time, and so is the history
         outcomes, produced, produced_wait = production
@@ -214,6 +221,25 @@ def _shifted_by_band(waited: list) -> list[float]:
         bands.setdefault(wait_band(o.eta - o.submit), []).append(o.start - o.eta)
     shift = {band: percentile(errors, 50) for band, errors in bands.items()}
     return [o.eta + shift[wait_band(o.eta - o.submit)] for o in waited]
+
+
+def _shifted_as_learned(outcomes: list, waited: list, least: int = ONLINE_LEAST,
+                        recent: int = RECENT) -> list[float]:
+    """Each waiting job's ETA moved by the median error of the predictions of its band of predicted
+    waits whose jobs had started by its submission (the last `recent` of them; none moved before the
+    band has `least`): what a queue that kept its ETAs could learn from them as it runs."""
+    known = sorted((o for o in outcomes if o.eta is not None and o.start is not None), key=lambda o: o.start)
+    errors: dict[int, list[float]] = {}
+    at, etas = 0, []
+    for o in sorted(waited, key=lambda o: o.submit):
+        while at < len(known) and known[at].start <= o.submit:
+            k = known[at]
+            errors.setdefault(wait_band(k.eta - k.submit), []).append(k.start - k.eta)
+            at += 1
+        band = errors.get(wait_band(o.eta - o.submit), [])
+        etas.append((o.id, o.eta + (percentile(band[-recent:], 50) if len(band) >= least else 0.0)))
+    moved = dict(etas)
+    return [moved[o.id] for o in waited]
 
 
 def _row(name: str, waited: list, mean_wait: float, horizon: float, etas: list[float]) -> dict:

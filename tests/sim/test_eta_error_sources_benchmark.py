@@ -44,8 +44,8 @@ def test_handed_what_it_cannot_know_the_forward_replay_predicts_the_starts(tmp_p
     rows = {r["handed"]: r for r in out["rows"]}
     stretched = [name for name in rows if name.startswith("none, waits stretched x")]
     drawn = ["run times drawn, median of 3", "later arrivals drawn, median of 3", "both drawn, median of 3"]
-    assert list(rows) == ["as in production", *stretched, "none, each band shifted best", "true run times",
-                          "later arrivals", "both", *drawn]
+    assert list(rows) == ["as in production", *stretched, "none, each band shifted best",
+                          "none, each band shifted as learned", "true run times", "later arrivals", "both", *drawn]
     assert len(stretched) == 1
     production, both = rows["as in production"], rows["both"]
     # the best of the stretches, 1 among them, and the best shift of each band, 0 among them, chosen on
@@ -86,6 +86,30 @@ def test_a_band_holds_the_waits_within_one_doubling():
     # two bands: 1-2 minutes (errors +60, +60, +600: shifted +60) and 16-32 (errors -300, +100: the midpoint)
     waited = [Done(90, 150), Done(100, 160), Done(110, 710), Done(1000, 700), Done(1100, 1200)]
     assert _shifted_by_band(waited) == [1000 + 150, 1000 + 160, 1000 + 170, 1000 + 900, 1000 + 1000]
+
+
+def test_a_band_is_shifted_by_the_errors_of_the_jobs_started_before_the_prediction():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from eta_error_sources import _shifted_as_learned
+
+    class Done:
+        def __init__(self, job_id: str, submit: float, predicted_wait: float, wait: float):
+            self.id, self.submit, self.eta, self.start = job_id, submit, submit + predicted_wait, submit + wait
+
+    # all in the band of 1-2 minutes predicted but w3: errors p1 +60 (started at 150), w0 +100 (210),
+    # p2 +60 (260), w1 +250 (850), p3 +200 (900)
+    past = [Done("p1", 0, 90, 150), Done("p2", 100, 100, 160), Done("p3", 600, 100, 300)]
+    early = Done("w0", 10, 100, 200)     # submitted before any start: as predicted
+    w1 = Done("w1", 500, 100, 350)       # p1, w0, p2 known: the median, +60
+    w2 = Done("w2", 1000, 110, 130)      # all five known: +100
+    w3 = Done("w3", 5000, 3000, 3500)    # its band (32-64 minutes) has none: as predicted
+    waited = [w2, early, w3, w1]         # answered in this order, whatever order they are learned in
+    outcomes = past + waited
+    assert _shifted_as_learned(outcomes, waited, least=2) == [w2.eta + 100, early.eta, w3.eta, w1.eta + 60]
+    # a band with fewer known than `least` is not moved; only the last `recent` to start count
+    assert _shifted_as_learned(outcomes, waited, least=4) == [w2.eta + 100, early.eta, w3.eta, w1.eta]
+    assert _shifted_as_learned(outcomes, [w2], least=1, recent=1) == [w2.eta + 200]
+    assert _shifted_as_learned(outcomes, [w2], least=1, recent=2) == [w2.eta + 225]
 
 
 def bench():
