@@ -8,7 +8,12 @@ task id one task). A condition on a job that ended the wrong way
 (afterok on a failure, afternotok on a success) can never be met: such a job
 is listed to be cancelled with the reason. With `?` (any of), a job waits while
 any condition can still be met. A singleton waits for every earlier job of
-its name and owner, pending or running, to end."""
+its name and owner, pending or running, to end.
+
+A verdict is a function of the dependency's text and the states of the jobs
+it names, so it is kept between passes with those states and told again
+only where one moved (a singleton's, which reads the queue, at every pass):
+a pass over 5,000 jobs each waiting on its own running job tells none."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 
-from ..models.dependency import VERB, Condition, parse_dependency
+from ..models.dependency import VERB, Condition, Dependency, parse_dependency
 from ..models.errors import SpecError
 from ..models.job import JobState, TERMINAL, held_by
 from .snapshot import PendingJob, Snapshot
@@ -26,6 +31,11 @@ MET, WAIT, NEVER = "met", "wait", "never"
 # a pass tells each waiting job's dependency again (the states it names move), but its text does not
 # change: parsed once (a Dependency is frozen), it is about half of what telling it cost
 _parsed = lru_cache(maxsize=1 << 16)(parse_dependency)
+# and its verdict is a function of the text and the states of the jobs it names alone (a singleton's
+# aside), which few passes move: kept per text with the states it was told from, and told again only
+# where one of them moved (copies: a caller may build `named` afresh or change it in place)
+KEPT_VERDICTS = 1 << 16
+_told: dict[str, tuple[tuple[tuple[str, dict | None], ...], str, str]] = {}
 S = JobState
 FAILED = frozenset({S.FAILED, S.TIMED_OUT, S.CANCELLED, S.REJECTED})
 STARTED = TERMINAL | {S.RUNNING}
@@ -65,21 +75,14 @@ def gate(snap: Snapshot, jobs: Iterable[PendingJob] | None = None) -> Gate:
     the caller keeps them apart (the rest pass the gate untouched)."""
     out = Gate(now=snap.now)
     earliest: dict[tuple[str, str], tuple[int, str]] | None = None   # read once, if a singleton asks
-    # an array's tasks share their dependency: its verdict is told once (a singleton's is each job's own)
-    verdicts: dict[str, tuple[str, str]] = {}
     for job in snap.pending if jobs is None else jobs:
         if not (job.dependency or job.user_hold or (job.begin is not None and job.begin > snap.now)):
             continue
         verdict, reason = MET, ""
-        if job.dependency:
-            if job.dependency in verdicts:
-                verdict, reason = verdicts[job.dependency]
-            else:
-                if "singleton" in job.dependency and earliest is None:
-                    earliest = _earliest_of_name(snap)
-                verdict, reason = dependency_verdict(job, snap, earliest)
-                if "singleton" not in job.dependency:
-                    verdicts[job.dependency] = verdict, reason
+        if job.dependency:   # an array's tasks share theirs: told once, then kept (dependency_verdict)
+            if earliest is None and "singleton" in job.dependency:
+                earliest = _earliest_of_name(snap)
+            verdict, reason = dependency_verdict(job, snap, earliest)
         if verdict == NEVER:
             out.never[job.id] = out.told[job.id] = reason
         elif job.user_hold:
@@ -98,13 +101,35 @@ def begin_reason(begin: float, now: float) -> str:
 def dependency_verdict(job: PendingJob, snap: Snapshot,
                        earliest: Mapping[tuple[str, str], tuple[int, str]] | None = None) -> tuple[str, str]:
     """MET, WAIT or NEVER for the job's dependency, with the reason for the last two."""
-    assert job.dependency is not None
+    text = job.dependency
+    assert text is not None
+    kept = _told.get(text)   # only a dependency with no singleton is kept
+    if kept is not None:
+        named = snap.named
+        for ref, seen in kept[0]:
+            if named.get(ref) != seen:
+                break
+        else:
+            return kept[1], kept[2]
     try:
-        dependency = _parsed(job.dependency)
+        dependency = _parsed(text)
     except SpecError as exc:   # recorded by an earlier version, or by hand: it cannot be told, so never
         return NEVER, f"dependency can never be met: {exc}"
-    if earliest is None:
-        earliest = _earliest_of_name(snap) if dependency.singleton else {}
+    if dependency.singleton:
+        return _told_afresh(dependency, job, snap, _earliest_of_name(snap) if earliest is None else earliest)
+    verdict, reason = _told_afresh(dependency, job, snap, {})
+    if len(_told) >= KEPT_VERDICTS:
+        _told.clear()   # a queue past this many distinct dependencies tells them again, once
+    _told[text] = tuple((ref, _copy(snap.named.get(ref))) for ref in dependency.jobs), verdict, reason
+    return verdict, reason
+
+
+def _copy(states: Mapping[JobState, int] | None) -> dict | None:
+    return None if states is None else dict(states)
+
+
+def _told_afresh(dependency: Dependency, job: PendingJob, snap: Snapshot,
+                 earliest: Mapping[tuple[str, str], tuple[int, str]]) -> tuple[str, str]:
     verdicts = [_condition(c, job, snap, earliest) for c in dependency.conditions]
     kinds = [v for v, _ in verdicts]
     if dependency.any_of:

@@ -92,6 +92,43 @@ def test_a_singleton_goes_after_an_earlier_pending_job_of_its_name_and_alone_it_
     assert [s.job_id for s in plan(snapshot(4, pending=[later])).starts] == ["j"]
 
 
+def test_a_verdict_is_told_once_and_again_only_where_a_job_it_names_moved(monkeypatch):
+    from gqa.scheduling import dependencies
+
+    told = []
+    real = dependencies._one
+    monkeypatch.setattr(dependencies, "_one", lambda kind, ref, states: told.append(ref) or real(kind, ref, states))
+    waiting = [pending(f"w{i}", dependency=f"afterok:{900 + i}", seq=i) for i in range(100)]
+    named = {str(900 + i): {RUN: 1} for i in range(100)}
+    for _ in range(3):   # three passes, nothing moved: each told at the first
+        assert len(gate(snapshot(4, pending=waiting, named=named)).told) == 100
+    assert len(told) == 100
+    told.clear()
+    moved = {**named, "900": {OK: 1}, "901": {FAIL: 1}}   # a new mapping, as a store's read builds it
+    decided = gate(snapshot(4, pending=waiting, named=moved))
+    assert sorted(told) == ["900", "901"] and "w0" not in decided
+    assert decided.never == {"w1": "dependency can never be met: job 901 failed (afterok)"}
+    told.clear()
+    moved["902"][RUN] = 0   # changed in place: the kept verdict was told from a copy
+    moved["902"][OK] = 1
+    assert "w2" not in gate(snapshot(4, pending=waiting, named=moved)) and told == ["902"]
+
+
+def test_kept_verdicts_are_bounded_and_a_singleton_is_never_kept(monkeypatch):
+    from gqa.scheduling import dependencies
+
+    monkeypatch.setattr(dependencies, "KEPT_VERDICTS", 2)
+    monkeypatch.setattr(dependencies, "_told", {})
+    waiting = [pending(f"w{i}", dependency=f"afterok:{800 + i}", seq=i) for i in range(5)]
+    decided = gate(snapshot(4, pending=waiting, named={str(800 + i): {RUN: 1} for i in range(5)}))
+    assert len(decided.told) == 5 and len(dependencies._told) <= 2
+    assert gate(snapshot(4, pending=waiting, named={str(800 + i): {OK: 1} for i in range(5)})).told == {}
+    later = pending("j", name="train", dependency="singleton", seq=5)
+    assert "j" in gate(snapshot(4, pending=[later, pending("3", name="train", seq=3)]))
+    assert "j" not in gate(snapshot(4, pending=[later]))   # the same text and states, its earlier job gone
+    assert "singleton" not in dependencies._told
+
+
 def test_a_user_hold_waits_and_the_budget_never_releases_it():
     held = pending("7", held=True, user_hold=True)
     decided = plan(snapshot(4, pending=[held]))
