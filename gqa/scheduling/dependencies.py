@@ -13,7 +13,7 @@ its name and owner, pending or running, to end.
 A verdict is a function of the dependency's text and the states of the jobs
 it names, so it is kept between passes with those states and told again
 only where one moved (a singleton's, which reads the queue, at every pass):
-a pass over 5,000 jobs each waiting on its own running job tells none."""
+after its first, a pass over 5,000 jobs each waiting on its own running job tells none."""
 
 from __future__ import annotations
 
