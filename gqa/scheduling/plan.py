@@ -82,8 +82,8 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         left.looked_at(job)
         out.order.append(job.id)
         out.factors[job.id] = factors
-        if job.id in gated:
-            out.waiting[job.id] = gated.reason(job.id)
+        if job.id in gated:   # worded only for a pass that explains: no dispatcher reads why
+            out.waiting[job.id] = gated.reason(job.id) if explain else ""
             continue
         over_budget = budget.over(job)
         if job.held or over_budget:

@@ -210,7 +210,8 @@ class Factors:
 class Plan:
     starts: list[Start] = field(default_factory=list)
     order: list[str] = field(default_factory=list)           # pending jobs in the order considered
-    waiting: dict[str, str] = field(default_factory=dict)    # job id -> why it is not starting now
+    # job id -> why it is not starting now ("" where a pass that explains nothing spares the words)
+    waiting: dict[str, str] = field(default_factory=dict)
     factors: dict[str, Factors] = field(default_factory=dict)
     reserved: dict[str, float] = field(default_factory=dict)  # blocked job -> the start held for it
     preempt: list[str] = field(default_factory=list)          # running jobs to stop and requeue

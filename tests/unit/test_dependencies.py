@@ -163,6 +163,11 @@ def test_a_begin_time_is_worded_when_asked_and_a_pass_words_only_the_jobs_it_rea
     busy = [running(f"r{i}", gpus=[i]) for i in range(4)]
     assert plan(snapshot(4, pending=later, running=busy), explain=False).starts == []
     assert worded == []
+    # one that reaches them all, a GPU free and a job last in line to start, words none either
+    last = pending("last", seq=999, submitted_at=NOW)
+    decided = plan(snapshot(4, pending=[*later, last], running=busy[:3]), explain=False)
+    assert [s.job_id for s in decided.starts] == ["last"] and worded == []
+    assert len(plan(snapshot(4, pending=[*later, last], running=busy[:3])).waiting) == 200 and len(worded) == 200
 
 
 def test_the_clock_time_reads_the_hour_today_and_the_date_another_day():
