@@ -78,9 +78,11 @@ def busy(make_queue):
     """2 GPUs: a 2-GPU training job runs, two more wait for GPUs."""
     queue = make_queue(gpus=2)
     [train] = queue.submit(["sleep", "60"], name="train", team="vision", resources={"gpus": 2})
+    # running before the others come: a pass that saw all three would start the high-priority
+    # 1-GPU job first, and the 2-GPU one would wait for it (a busy machine's daemon may see them so)
+    queue.wait(train, ("RUNNING",))
     queue.submit(["sleep", "60"], name="tune", team="vision", resources={"gpus": 1})
     queue.submit(["sleep", "60"], name="embed", team="nlp", resources={"gpus": 1}, priority="high")
-    queue.wait(train, ("RUNNING",))
     return queue, train
 
 
