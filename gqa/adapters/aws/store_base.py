@@ -148,24 +148,30 @@ class DynamoDBBase:
     def _read_jobs(self, job_ids: List[str]) -> dict[str, dict[str, Any]]:
         """Strongly consistent reads of the jobs (BatchGetItem, 100 keys a call)."""
         found: dict[str, dict[str, Any]] = {}
+        for item in self._by_key(job_ids):
+            found[item[t.ID]] = item
+            self._known.remember(item[t.ID], item)
+        return found
+
+    def _by_key(self, job_ids: Iterable[str], **projection: Any) -> Iterator[dict[str, Any]]:
+        """The jobs' items read by key, strongly consistent, 100 keys a BatchGetItem; with
+        `projection` (ProjectionExpression and its names) only those attributes, which nothing
+        may keep as the job's item. Keys left unprocessed (throttling) are asked again, backing off."""
         valid = [j for j in job_ids if _JOB_ID.match(j)]
         for start in range(0, len(valid), 100):
             request = {self.tables.jobs: {"Keys": [it.dump(it.job_key(j)) for j in valid[start:start + 100]],
-                                          "ConsistentRead": True}}
+                                          "ConsistentRead": True, **projection}}
             retry = 0
             while request:
                 out = self.call("BatchGetItem", RequestItems=request)
                 for raw in out["Responses"].get(self.tables.jobs, []):
-                    item = it.load(raw)
-                    found[item[t.ID]] = item
-                    self._known.remember(item[t.ID], item)
+                    yield it.load(raw)
                 request = out.get("UnprocessedKeys") or {}
                 if request:   # returned under throttling: back off as for a refused call
                     retry += 1
                     if retry >= self.call.attempts:
                         raise BackendUnavailable("DynamoDB kept leaving jobs unread (throttling); try again later")
                     self.call.sleep(self.call.delay(retry - 1))
-        return found
 
     def _get_job(self, job_id: str) -> dict[str, Any] | None:
         if not _JOB_ID.match(job_id):

@@ -210,19 +210,29 @@ class DynamoDBLive(DynamoDBBase):
         self._listing.brought_up(self._queue.jobs, self._queue.taken_dirty())
 
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
-        """One Query of each group named, projecting ids and states only, strongly
-        consistent (a pass woken by a settlement sees that end); a job or task
-        seen ended is not read again (an end is final)."""
+        """Strongly consistent (a pass woken by a settlement sees that end), ids and states
+        only: a job or a task read by its key, 100 to a BatchGetItem; an array's whole group, which
+        has no item of its own, by one Query of its tasks (as is a name no key found). A job or
+        task seen ended is not read again (an end is final). A Query each, a queue whose jobs wait
+        on 1,000 others made 1,000 calls a pass; now 10."""
         out: dict[str, dict[JobState, int]] = {}
-        groups: dict[str, list[str]] = {}
-        for ref in dict.fromkeys(refs):
-            if not _JOB_ID.match(ref):
-                continue
+        unread = [ref for ref in dict.fromkeys(refs) if _JOB_ID.match(ref)]
+        for ref in unread:
             ended = self._ended.get(ref)
             if ended is not None:
                 out[ref] = {ended: 1}
-            else:
+        unread = [ref for ref in unread if ref not in out]
+        by_key = {item[t.ID]: JobState(item[t.STATE]) for item in self._by_key(
+            unread, ProjectionExpression="#i, #s", ExpressionAttributeNames={"#i": t.ID, "#s": t.STATE})}
+        groups: dict[str, list[str]] = {}
+        for ref in unread:
+            state = by_key.get(ref)
+            if state is None:   # an array's group, or a job not written yet
                 groups.setdefault(ref.split("_")[0], []).append(ref)
+                continue
+            out[ref] = {state: 1}
+            if state.terminal:
+                self._ended[ref] = state
         for group, named in groups.items():
             states: dict[str, JobState] = {}
             kwargs: dict[str, Any] = {
