@@ -216,12 +216,15 @@ class DynamoDBLive(DynamoDBBase):
         task seen ended is not read again (an end is final). A Query each, a queue whose jobs wait
         on 1,000 others made 1,000 calls a pass; now 10."""
         out: dict[str, dict[JobState, int]] = {}
-        unread = [ref for ref in dict.fromkeys(refs) if _JOB_ID.match(ref)]
-        for ref in unread:
+        unread: list[str] = []
+        for ref in dict.fromkeys(refs):
+            if not _JOB_ID.match(ref):
+                continue
             ended = self._ended.get(ref)
             if ended is not None:
                 out[ref] = {ended: 1}
-        unread = [ref for ref in unread if ref not in out]
+            else:
+                unread.append(ref)
         by_key = {item[t.ID]: JobState(item[t.STATE]) for item in self._by_key(
             unread, ProjectionExpression="#i, #s", ExpressionAttributeNames={"#i": t.ID, "#s": t.STATE})}
         groups: dict[str, list[str]] = {}
