@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import SpecError
 
@@ -86,6 +87,14 @@ def parse_dependency(text: str) -> Dependency:
     if len(dependency.jobs) > MAX_TERMS:
         raise SpecError(f"dependency names {len(dependency.jobs)} jobs; at most {MAX_TERMS}")
     return dependency
+
+
+@lru_cache(maxsize=1 << 16)
+def parsed(text: str) -> Dependency:
+    """parse_dependency, kept for texts read again and again: every pass reads each waiting job's
+    dependency (the jobs it names, then its verdict), and its text never changes (a Dependency is
+    frozen). A text that does not parse is not kept: each read raises its SpecError again."""
+    return parse_dependency(text)
 
 
 def after_flag(value: str) -> str:

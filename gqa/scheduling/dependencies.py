@@ -20,20 +20,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import lru_cache
 
-from ..models.dependency import VERB, Condition, Dependency, parse_dependency
+from ..models.dependency import VERB, Condition, Dependency, parsed
 from ..models.errors import SpecError
 from ..models.job import JobState, TERMINAL, held_by
 from .snapshot import PendingJob, Snapshot
 
 MET, WAIT, NEVER = "met", "wait", "never"
-# a pass tells each waiting job's dependency again (the states it names move), but its text does not
-# change: parsed once (a Dependency is frozen), it is about half of what telling it cost
-_parsed = lru_cache(maxsize=1 << 16)(parse_dependency)
-# and its verdict is a function of the text and the states of the jobs it names alone (a singleton's
-# aside), which few passes move: kept per text with the states it was told from, and told again only
-# where one of them moved (copies: a caller may build `named` afresh or change it in place)
+# a waiting job's dependency is parsed once (models.dependency.parsed), and its verdict is a function
+# of the text and the states of the jobs it names alone (a singleton's aside), which few passes move:
+# kept per text with the states it was told from, and told again only where one of them moved
+# (copies: a caller may build `named` afresh or change it in place)
 KEPT_VERDICTS = 1 << 16
 _told: dict[str, tuple[tuple[tuple[str, dict | None], ...], str, str]] = {}
 S = JobState
@@ -112,7 +109,7 @@ def dependency_verdict(job: PendingJob, snap: Snapshot,
         else:
             return kept[1], kept[2]
     try:
-        dependency = _parsed(text)
+        dependency = parsed(text)
     except SpecError as exc:   # recorded by an earlier version, or by hand: it cannot be told, so never
         return NEVER, f"dependency can never be met: {exc}"
     if dependency.singleton:

@@ -4,7 +4,7 @@
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 
-from ..models.dependency import parse_dependency
+from ..models.dependency import parsed
 from ..models.errors import SpecError
 from ..models.job import JobState
 from ..models.records import rebuilt_with, with_changes
@@ -252,7 +252,7 @@ def dependency_states(store: SchedulingInputs, pending: list[PendingJob],
         texts = {job.dependency for job in pending if job.dependency}   # an array's tasks share theirs
     for text in texts:
         try:
-            refs.update(dict.fromkeys(parse_dependency(text).jobs))
+            refs.update(dict.fromkeys(parsed(text).jobs))
         except SpecError:
             continue   # the pass says why it can never be met
     return store.states_of(refs) if refs else {}

@@ -157,3 +157,20 @@ def test_a_held_submission_that_needed_approval_is_held_once_approved(queue):
     assert (held.state, held.reason) == (S.HELD, f"held by its owner: gqa release {job.id}")
     queue.control.release([job.id])
     assert [j.id for j in queue.supervisor.dispatch()] == [job.id]
+
+
+def test_a_dependency_is_parsed_once_however_many_passes_read_it(queue, monkeypatch):
+    from gqa.models import dependency
+
+    first = queue.submit_one(name="step-0")
+    chain = [first]
+    for i in range(1, 20):
+        chain.append(queue.submit_one(name=f"step-{i}", after=f"afterok:{chain[-1].id}"))
+    dependency.parsed.cache_clear()
+    parses: list[str] = []
+    real = dependency.parse_dependency
+    monkeypatch.setattr(dependency, "parse_dependency", lambda text: parses.append(text) or real(text))
+
+    for _ in range(3):   # the first runs; the rest wait, each pass reading their 19 dependencies
+        queue.supervisor.dispatch()
+    assert sorted(parses) == sorted(j.dependency for j in chain[1:])   # once each, by the snapshot and the gate
