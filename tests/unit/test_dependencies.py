@@ -1,7 +1,11 @@
 """The gate phase of a pass (scheduling/dependencies.py): user holds, --begin,
 and each kind of dependency, given the states of the jobs it names."""
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gqa.models.job import JobState
 from gqa.scheduling import plan
@@ -109,9 +113,13 @@ def test_a_verdict_is_told_once_and_again_only_where_a_job_it_names_moved(monkey
     assert sorted(told) == ["900", "901"] and "w0" not in decided
     assert decided.never == {"w1": "dependency can never be met: job 901 failed (afterok)"}
     told.clear()
+    moved["902"] = {RUN: 2}
+    same = replace(snapshot(4, pending=waiting), named=moved)   # the very mapping, not the builder's copy
+    assert "w2" in gate(same) and told == ["902"]
+    told.clear()
     moved["902"][RUN] = 0   # changed in place: the kept verdict was told from a copy
     moved["902"][OK] = 1
-    assert "w2" not in gate(snapshot(4, pending=waiting, named=moved)) and told == ["902"]
+    assert "w2" not in gate(same) and told == ["902"]
 
 
 def test_kept_verdicts_are_bounded_and_a_singleton_is_never_kept(monkeypatch):
@@ -217,3 +225,38 @@ def test_a_singleton_is_expected_after_the_earlier_job_of_its_name_runs_in_the_r
     later = pending("j", name="train", dependency="singleton", seq=5, wall_time=60)
     r = running("r", gpus=[3], started_at=NOW, wall_time=100, expected_runtime=100)
     assert predict_starts(snapshot(4, pending=[later, first], running=[r])) == {"3": NOW, "j": NOW + 600}
+
+
+TEXTS = ("afterok:1", "afterany:2:3", "afternotok:4?afterok:5", "after:6", "afterok:1,afterany:2",
+         "afterok:7", "afterok:7_1", "afternotok:3", "afterany:1?after:6")
+STATES = (RUN, QUEUED, OK, FAIL, TIMED_OUT, CANCELLED)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(
+    st.dictionaries(st.sampled_from(["1", "2", "3", "4", "5", "6", "7", "7_1"]),
+                    st.dictionaries(st.sampled_from(STATES), st.integers(0, 3), max_size=3), max_size=8),
+    st.lists(st.sampled_from(TEXTS), min_size=1, max_size=6),
+    st.booleans()), min_size=1, max_size=6))
+def test_kept_verdicts_answer_as_verdicts_told_afresh(passes):
+    """Pass after pass, the named states moving (in a new mapping, or the last one changed in place):
+    the gate with its kept verdicts decides as a gate that tells every dependency afresh."""
+    from gqa.scheduling import dependencies
+
+    named: dict = {}
+    for states, texts, in_place in passes:
+        if in_place:   # the same mapping and the same inner dicts, changed where they stand
+            for ref, counts in states.items():
+                named.setdefault(ref, {}).clear()
+                named[ref].update(counts)
+        else:
+            named = {ref: dict(counts) for ref, counts in states.items()}
+        # the very mapping (the builder copies it), so a change in place reaches what the gate reads
+        snap = replace(snapshot(4, pending=[pending(f"j{i}", dependency=t, seq=i) for i, t in enumerate(texts)]),
+                       named=named)
+        kept = gate(snap)
+        saved = dict(dependencies._told)
+        dependencies._told.clear()
+        afresh = gate(snap)
+        dependencies._told.update(saved)
+        assert (kept.told, kept.never) == (afresh.told, afresh.never)
