@@ -230,15 +230,14 @@ def _shifted_as_learned(outcomes: list, waited: list, least: int = ONLINE_LEAST,
     band has `least`): what a queue that kept its ETAs could learn from them as it runs."""
     known = sorted((o for o in outcomes if o.eta is not None and o.start is not None), key=lambda o: o.start)
     errors: dict[int, list[float]] = {}
-    at, etas = 0, []
+    at, moved = 0, {}
     for o in sorted(waited, key=lambda o: o.submit):
         while at < len(known) and known[at].start <= o.submit:
             k = known[at]
             errors.setdefault(wait_band(k.eta - k.submit), []).append(k.start - k.eta)
             at += 1
         band = errors.get(wait_band(o.eta - o.submit), [])
-        etas.append((o.id, o.eta + (percentile(band[-recent:], 50) if len(band) >= least else 0.0)))
-    moved = dict(etas)
+        moved[o.id] = o.eta + (percentile(band[-recent:], 50) if len(band) >= least else 0.0)
     return [moved[o.id] for o in waited]
 
 

@@ -262,11 +262,11 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
     jobs.sort(key=lambda j: j.submit_time)
     no_gpu = ("that asked no GPU (no gres/gpu in AllocTRES or ReqTRES"
               + ("; none has one: is gres/gpu in the cluster's AccountingStorageTRES?)" if not jobs else ")"))
-    counted = (format_count(steps, "job step") + " (sacct -X leaves steps out)",
-               format_count(repeats, "row") + " repeated (dumps of overlapping periods: the later kept)",
-               f"{never:,} that never started", f"{running:,} running or requeued at the dump",
-               f"{cpu_only:,} {no_gpu}", f"{zero:,} that ran 0 s")
-    left = [text for n, text in zip((steps, repeats, never, running, cpu_only, zero), counted) if n]
+    left = [text for n, text in (
+        (steps, format_count(steps, "job step") + " (sacct -X leaves steps out)"),
+        (repeats, format_count(repeats, "row") + " repeated (dumps of overlapping periods: the later kept)"),
+        (never, f"{never:,} that never started"), (running, f"{running:,} running or requeued at the dump"),
+        (cpu_only, f"{cpu_only:,} {no_gpu}"), (zero, f"{zero:,} that ran 0 s")) if n]
     kept = f"Slurm accounting: {format_count(len(jobs), 'job')} that ran on GPUs"
     notes = [kept + (f"; left out: {', '.join(left)}" if left else "")]
     if requeued:
