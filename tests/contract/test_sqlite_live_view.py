@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from gqa.adapters.local.store import SqliteStore
+from gqa.adapters.local.store import SCHEMA_VERSION, SqliteStore
 from gqa.models.job import JobState
 from gqa.ports import Change
 from tests.builders import job_record
@@ -234,7 +234,7 @@ def test_a_version_5_file_gains_the_stamps_and_its_view_follows_changes(tmp_path
 
     store = SqliteStore(path)
     try:
-        assert store._meta("schema_version") == "6"
+        assert store._meta("schema_version") == str(SCHEMA_VERSION)
         [pending], _ = store.scheduling_view()
         assert pending.id == job.id
         store.apply([Change(job.id, S.QUEUED, S.HELD, "test", 1.0)])

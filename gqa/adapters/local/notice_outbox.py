@@ -16,41 +16,17 @@ more, and a notice is dropped with a log line only after MAX_TRIES."""
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...models.job import JobRecord
+from .outbox_schema import outbox_statements
 from .sqlite_db import SqliteDatabase
 from .sqlite_rows import _SELECT, _record
 
 MAX_TRIES = 12          # 0.5 s doubling to 5 min: about 20 minutes of a receiver down
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 300.0
 
-# The trigger counts the attempt from the job's history (its launches so far), not off the jobs
-# row, which a guarded change updates after its history row and a bulk one before. A job asks for
-# notices when its spec's notify is an object (`"notify":{` cannot occur inside a JSON string, where
-# quotes are escaped): a substring test, not a JSON parse, on every move of every job.
-OUTBOX_SCHEMA = """
-CREATE TABLE IF NOT EXISTS notices (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, job_id TEXT, state TEXT, at REAL NOT NULL,
-    reason TEXT NOT NULL DEFAULT '', attempt INTEGER NOT NULL DEFAULT 0,
-    kind TEXT NOT NULL, subject TEXT, message TEXT, recipient TEXT, team TEXT,
-    tries INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL DEFAULT 0, error TEXT,
-    done_at REAL, outcome TEXT
-);
-CREATE INDEX IF NOT EXISTS notices_due ON notices(next_at) WHERE done_at IS NULL;
-CREATE TRIGGER IF NOT EXISTS notices_of_moves AFTER INSERT ON history
-WHEN NEW.state IN ('RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLED', 'RETRY_WAIT')
-BEGIN
-    INSERT OR IGNORE INTO notices (key, job_id, state, at, reason, attempt, kind)
-    SELECT NEW.job_id || '.' || (SELECT COUNT(*) FROM history WHERE job_id = NEW.job_id AND state = 'STARTING'
-                                 AND n <= NEW.n) || '.' || lower(NEW.state),
-           NEW.job_id, NEW.state, NEW.at, NEW.reason,
-           (SELECT COUNT(*) FROM history WHERE job_id = NEW.job_id AND state = 'STARTING' AND n <= NEW.n), 'job'
-    FROM jobs AS j WHERE j.id = NEW.job_id AND instr(j.spec_json, '"notify":{') > 0;
-END;
-"""
 
 
 @dataclass(frozen=True)
@@ -78,7 +54,7 @@ class NoticeOutbox(SqliteDatabase):
     def __init__(self, path: Path | str, **kwargs):
         super().__init__(path, **kwargs)
         with self._tx():
-            for statement in _statements(OUTBOX_SCHEMA):
+            for statement in outbox_statements():
                 self.db.execute(statement)
 
     def put(self, key: str, kind: str, subject: str, message: str, at: float, *,
@@ -149,14 +125,3 @@ class OutboxNotifier:
         digest = hashlib.sha256(f"{kind}\0{team}\0{subject}\0{message}".encode()).hexdigest()[:16]
         self.outbox.put(f"{kind}.{int(now // 86400)}.{digest}", kind, subject, message, now,
                         recipient=self.recipient, team=team)
-
-
-def _statements(script: str) -> list[str]:
-    """The schema's statements, each whole (a trigger's body holds ';' of its own)."""
-    out, current = [], ""
-    for line in script.strip().splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            out.append(current)
-            current = ""
-    return out

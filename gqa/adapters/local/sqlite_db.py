@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 from ...models.errors import BackendUnavailable, QueueMismatch, SpecError, StorageBusy, StorageCorrupt
+from .outbox_schema import outbox_statements
 from .paths import StatePaths, marker_for
 from .storage_errors import connect, storage_errors
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DEFAULT_LOCK_TIMEOUT = 30.0   # seconds; GQA_LOCK_TIMEOUT overrides
 _QUEUE_ID = re.compile(r"[0-9a-f]{16}")
 _INDEX = re.compile(r"^(?=CREATE INDEX IF NOT EXISTS (\w+))(.*?);", re.M)   # (name, statement) in SCHEMA
@@ -52,6 +53,8 @@ CREATE TABLE IF NOT EXISTS teams (
     team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, max_gpus_per_user INTEGER, budget REAL,
     stop_at_budget INTEGER NOT NULL DEFAULT 0, members TEXT
 );
+CREATE TABLE IF NOT EXISTS texts (hash TEXT PRIMARY KEY, body TEXT NOT NULL, refs INTEGER NOT NULL)
+    WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS usage (team TEXT PRIMARY KEY, gpu_seconds REAL NOT NULL, as_of REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS spend (team TEXT NOT NULL, period TEXT NOT NULL, amount REAL NOT NULL,
     PRIMARY KEY (team, period)) WITHOUT ROWID;
@@ -78,6 +81,19 @@ ADDED_COLUMNS = (("teams", "stop_at_budget", "INTEGER NOT NULL DEFAULT 0"),
                  # the jobs changed since its last pass (live_view.py)
                  ("jobs", "rev", "INTEGER"))
 
+def _held(row: str, sign: str, *, moved: bool = False) -> str:
+    """A trigger's statements counting `row`'s shared texts one more (+) or one
+    fewer (-), a text no row holds any longer deleted; `moved`: only a column
+    whose key changed."""
+    out = []
+    for column in ("spec_json", "submit_env"):
+        when = f" AND NEW.{column} IS NOT OLD.{column}" if moved else ""
+        out.append(f"UPDATE texts SET refs = refs {sign} 1 WHERE hash = {row}.{column}{when};")
+        if sign == "-":
+            out.append(f"DELETE FROM texts WHERE hash = {row}.{column} AND refs <= 0{when};")
+    return " ".join(out)
+
+
 # Every row of jobs carries the store revision its change commits as (meta's `revision` is bumped
 # as a transaction that changed a row commits: one more than the value read inside it), and the
 # removal of a live job is counted: a reader that saw revision R reads what changed since as the
@@ -93,6 +109,14 @@ TRIGGERS = (
     "WHEN OLD.state IN ('QUEUED', 'HELD', 'STARTING', 'RUNNING') BEGIN "
     "INSERT INTO meta VALUES ('live_deleted', '1') "
     "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1; END",
+    # a shared text (sqlite_rows.SHARED) counts the rows that hold its key, whichever write adds or
+    # removes one, and goes with the last; a row that holds a text itself matches no key
+    "CREATE TRIGGER IF NOT EXISTS texts_held AFTER INSERT ON jobs BEGIN "
+    f"{_held('NEW', '+')} END",
+    "CREATE TRIGGER IF NOT EXISTS texts_moved AFTER UPDATE OF spec_json, submit_env ON jobs "
+    "WHEN NEW.spec_json IS NOT OLD.spec_json OR NEW.submit_env IS NOT OLD.submit_env BEGIN "
+    f"{_held('NEW', '+', moved=True)} {_held('OLD', '-', moved=True)} END",
+    f"CREATE TRIGGER IF NOT EXISTS texts_released AFTER DELETE ON jobs BEGIN {_held('OLD', '-')} END",
 )
 
 
@@ -243,6 +267,11 @@ class SqliteDatabase:
             self._add_columns()
             for statement in (*dict(_INDEX.findall(SCHEMA)).values(), *TRIGGERS):
                 self.db.execute(statement)
+            if version < 7 and self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'notices'").fetchone():
+                # the notices' trigger read a job's spec in its row, which now holds a key to `texts`
+                self.db.execute("DROP TRIGGER IF EXISTS notices_of_moves")
+                for statement in outbox_statements():
+                    self.db.execute(statement)
             self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def _add_indexes(self) -> None:

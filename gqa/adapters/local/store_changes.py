@@ -11,7 +11,7 @@ from ...models.errors import Conflict
 from ...models.job import JobRecord, JobState, check_transition
 from ...ports import Change
 from ..guarded import GuardedChanges, Step
-from .sqlite_rows import _UPDATE, _encoded, _record, _row
+from .sqlite_rows import _UPDATE, INSERT_TEXT, SHARED, SharedTexts, _encoded, _record, _row
 from .store_jobs import SqliteJobs
 
 
@@ -45,9 +45,15 @@ class SqliteChanges(SqliteJobs, GuardedChanges):
             if change.to is not None:
                 self.db.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
                                 (job.id, len(job.history), change.to.value, change.at, change.reason))
-            cursor = self.db.execute(_UPDATE, _row(step.after)[1:] + (self._stamp(), job.id, change.expect.value))
+            cursor = self.db.execute(_UPDATE, _row(step.after, None) + (self._stamp(), job.id, change.expect.value))
             if cursor.rowcount != 1:
                 raise Conflict(f"job {job.id} changed while being updated")
+            if set(change.fields or ()) & set(SHARED):   # the spec or environment: its text kept, then the key
+                shared = SharedTexts()
+                columns = {c: v for c, v in _encoded(change, shared).items() if c in SHARED}
+                self.db.executemany(INSERT_TEXT, shared.bodies.items())
+                self.db.execute(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in columns)} WHERE id = ?",
+                                (*columns.values(), job.id))
             half_life = self._charge(job.team, change.at, change.cost, change.usage, half_life)
         return {step.change.job_id for step in steps}
 
@@ -65,15 +71,17 @@ class SqliteChanges(SqliteJobs, GuardedChanges):
                      self._rows_of([c.job_id for c in changes], "id, state, team")}
             kinds: dict[tuple[str, ...], list[tuple]] = {}
             stamp = self._stamp()
+            shared = SharedTexts()     # the changes it saw stay alive in `changes` meanwhile
             for i, change in enumerate(changes):
                 if found.get(change.job_id, (None,))[0] != change.expect.value:
                     continue
                 if change.to is not None:
                     check_transition(change.expect, change.to)
-                columns = _encoded(change)
+                columns = _encoded(change, shared)
                 kinds.setdefault(tuple(columns), []).append((*columns.values(), stamp, change.job_id,
                                                              change.expect.value))
                 applied[i] = True
+            self.db.executemany(INSERT_TEXT, shared.bodies.items())
             for names, rows in kinds.items():
                 cursor = self.db.executemany(f"UPDATE jobs SET {', '.join(f'{c} = ?' for c in names)}, rev = ? "
                                              "WHERE id = ? AND state = ?", rows)

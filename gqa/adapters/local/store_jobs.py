@@ -13,7 +13,7 @@ from ...models.records import with_changes
 from ...ports.store import JobEvent, PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
-from .sqlite_rows import _INSERT, _SELECT, _record, _records_of_group, _row
+from .sqlite_rows import _INSERT, _SELECT, INSERT_TEXT, SharedTexts, _record, _records_of_group, _row
 from .store_settings import SqliteSettings
 
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
@@ -82,8 +82,10 @@ class SqliteJobs(SqliteSettings):
             new = [j for j in records if j.id not in found]
             try:
                 stamp = self._stamp()
-                encoded: dict[int, str] = {}     # the dicts stay alive in `new` meanwhile
-                self.db.executemany(_INSERT, [(*_row(j, encoded), stamp) for j in new])
+                shared = SharedTexts()     # the records it saw stay alive in `new` meanwhile
+                rows = [(*_row(j, shared), stamp) for j in new]
+                self.db.executemany(INSERT_TEXT, shared.bodies.items())
+                self.db.executemany(_INSERT, rows)
             except sqlite3.IntegrityError as exc:   # a reserved seq taken by another job
                 raise Conflict(f"cannot record jobs {', '.join(j.id for j in new)}: {exc}") from None
             self.db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?)",
