@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 from datetime import datetime, timezone
 
 from ..models.dependency import VERB, Condition, Dependency, parsed
@@ -67,13 +68,31 @@ class Gate:
         return {job_id: self.reason(job_id) for job_id in self.told}
 
 
+class Gated(Protocol):
+    """What the gate reads of a job: a pending job's view, or its whole record."""
+
+    @property
+    def dependency(self) -> str | None: ...
+    @property
+    def user_hold(self) -> bool: ...
+    @property
+    def begin(self) -> float | None: ...
+
+
+def at_gate(job: Gated, now: float) -> bool:
+    """Whether the gate looks at `job` at `now`: a dependency (met or not, the gate tells), its
+    owner's hold, or a --begin still ahead. The one test, for a pass and for the reasons a query
+    gives (services/queries.py); the index keeps apart every job with a --begin at all (index.gated)."""
+    return bool(job.dependency or job.user_hold or (job.begin is not None and job.begin > now))
+
+
 def gate(snap: Snapshot, jobs: Iterable[PendingJob] | None = None) -> Gate:
     """`jobs`: the pending jobs that have a dependency, a hold or a --begin, where
     the caller keeps them apart (the rest pass the gate untouched)."""
     out = Gate(now=snap.now)
     earliest: dict[tuple[str, str], tuple[int, str]] | None = None   # read once, if a singleton asks
     for job in snap.pending if jobs is None else jobs:
-        if not (job.dependency or job.user_hold or (job.begin is not None and job.begin > snap.now)):
+        if not at_gate(job, snap.now):
             continue
         verdict, reason = MET, ""
         if job.dependency:   # an array's tasks share theirs: told once, then kept (dependency_verdict)

@@ -15,7 +15,7 @@ from ..models.errors import NotAdmitted, NotFound
 from ..models.job import PENDING, JobRecord, JobState, group_of
 from ..ports import Admissions, Clock, JobStore
 from ..scheduling import plan
-from ..scheduling.dependencies import gate
+from ..scheduling.dependencies import at_gate, gate
 from ..scheduling.snapshot import Factors, Snapshot, Weights
 from ..scheduling.eta import longest_runs, predict_starts
 from . import lookup
@@ -116,8 +116,7 @@ class QueryService:
     def _gated(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
         """Pending jobs that wait for their owner's release, their --begin time or
         their dependency, with the reason the pass gives (scheduling/dependencies.py)."""
-        if not any(j.state in (JobState.QUEUED, JobState.HELD) and (
-                j.dependency or j.user_hold or (j.begin is not None and j.begin > now)) for j in jobs):
+        if not any(j.state in (JobState.QUEUED, JobState.HELD) and at_gate(j, now) for j in jobs):
             return jobs
         pending, running = self.store.scheduling_view()
         gated = gate(Snapshot(now=now, gpus=(), pending=tuple(pending), running=tuple(running),

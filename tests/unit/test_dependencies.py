@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from gqa.models.job import JobState
 from gqa.scheduling import plan
-from gqa.scheduling.dependencies import clock_time, gate
-from tests.builders import NOW, pending, running, snapshot
+from gqa.scheduling.dependencies import at_gate, clock_time, gate
+from tests.builders import NOW, job_record, pending, running, snapshot
 
 S = JobState
 OK, FAIL, RUN, QUEUED, TIMED_OUT, CANCELLED = S.SUCCEEDED, S.FAILED, S.RUNNING, S.QUEUED, S.TIMED_OUT, S.CANCELLED
@@ -21,6 +21,22 @@ def verdict(dependency: str, named: dict, **fields) -> tuple[str | None, str | N
     snap = snapshot(4, pending=[pending("j", dependency=dependency, seq=50, **fields)], named=named)
     decided = gate(snap)
     return decided.waiting.get("j"), decided.never.get("j")
+
+
+@pytest.mark.parametrize("fields, looked_at", [
+    ({}, False),
+    ({"dependency": "afterok:12"}, True),        # met or not: the gate tells
+    ({"user_hold": True}, True),
+    ({"begin": NOW + 1}, True),
+    ({"begin": NOW}, False),                     # its time has come
+    ({"begin": NOW - 60, "dependency": "afterany:3"}, True),
+])
+def test_the_gate_looks_at_a_job_by_the_same_test_for_a_pass_and_for_a_query(fields, looked_at):
+    # a pending job's view (a pass) and its whole record (the reasons a query gives) alike
+    assert at_gate(pending("j", **fields), NOW) is looked_at
+    assert at_gate(job_record(**fields), NOW) is looked_at
+    assert ("j" in gate(snapshot(4, pending=[pending("j", **fields)], named={"12": {RUN: 1}, "3": {RUN: 1}}))) \
+        is looked_at
 
 
 @pytest.mark.parametrize("dependency, named, waits, never", [
