@@ -2,7 +2,10 @@
 
 import sqlite3
 
+import pytest
+
 from gqa.adapters.local.store import SCHEMA_VERSION, SqliteStore
+from gqa.models.errors import QueueMismatch
 from gqa.models.job import JobRecord
 from gqa.ports import Change
 from tests.builders import job_record
@@ -72,5 +75,23 @@ def test_a_version_3_file_gains_the_slurm_options_and_its_jobs_keep_theirs(tmp_p
         assert again.spec_json == job.spec_json
         store.apply([Change(job.id, again.state, None, "", 1.0, {"user_hold": True, "begin": 5.0})])
         assert (store.get(job.id).user_hold, store.get(job.id).begin) == (True, 5.0)
+    finally:
+        store.close()
+
+
+def test_a_reader_kept_open_stops_reading_once_a_newer_gqa_brought_the_schema_up(tmp_path):
+    # the daemon keeps its store open across an upgrade: rows a newer gqa writes it may misread
+    path = tmp_path / "queue.db"
+    store = SqliteStore(path)
+    try:
+        store.create([job_record(group="", id=""), job_record(group="", id="")])
+        assert len(store.scheduling_view()[0]) == 2
+        newer = sqlite3.connect(path)
+        newer.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+        newer.commit()
+        newer.close()
+        for read in (store.scheduling_view, lambda: store.scheduling_feed(None)):
+            with pytest.raises(QueueMismatch, match=f"brought to schema {SCHEMA_VERSION + 1} by a newer gqa"):
+                read()
     finally:
         store.close()

@@ -188,3 +188,4 @@ def test_a_version_6_file_reads_its_rows_and_its_notices_read_the_kept_spec(tmp_
         assert keys == [f"{job.id}.0.cancelled"]
     finally:
         store.close()
+

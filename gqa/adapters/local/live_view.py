@@ -79,6 +79,8 @@ class LiveView:
         # order made: replayed in order on a copy of `_pending`, they give its very order
         self._era = 0
         self._log: list[tuple[str, bool]] = []
+        # the schema the database is at, read with the marks: a newer gqa may have opened it since
+        self.schema: int | None = None
 
     def read(self, db: sqlite3.Connection) -> tuple[list[PendingJob], list[RunningJob]]:
         if db.in_transaction:
@@ -87,7 +89,9 @@ class LiveView:
             running: dict[str, RunningJob] = {}
             _whole(db, pending, running)
             return list(pending.values()), list(running.values())
-        marks = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('revision', 'live_deleted')"))
+        marks = dict(db.execute(
+            "SELECT key, value FROM meta WHERE key IN ('revision', 'live_deleted', 'schema_version')"))
+        self.schema = int(marks.get("schema_version") or 0)
         seen = (int(marks.get("revision") or 0), int(marks.get("live_deleted") or 0))
         if self._seen is None or seen[1] != self._seen[1] or seen[0] < self._seen[0]:
             self._forget()

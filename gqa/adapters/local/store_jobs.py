@@ -6,19 +6,22 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable
+from typing import TypeVar
 
-from ...models.errors import Conflict, NotFound, StorageCorrupt
+from ...models.errors import Conflict, NotFound, QueueMismatch, StorageCorrupt
 from ...models.job import JobRecord, JobState, Transition
 from ...models.records import with_changes
 from ...ports.store import JobEvent, PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
+from .sqlite_db import SCHEMA_VERSION
 from .sqlite_rows import _INSERT, _SELECT, INSERT_TEXT, SharedTexts, _record, _records_of_group, _row
 from .store_settings import SqliteSettings
 
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = list
+T = TypeVar("T")
 
 
 class SqliteJobs(SqliteSettings):
@@ -160,14 +163,24 @@ class SqliteJobs(SqliteSettings):
         """Kept by this store object between reads: only the rows changed since are read (live_view.py)."""
         if self.live_view is None:
             self.live_view = LiveView()
-        return self.live_view.read(self.db)
+        return self._still_readable(self.live_view.read(self.db))
 
     def scheduling_feed(self, mark: object | None) -> tuple[List[PendingJob], List[RunningJob], object,
                                                              PendingChanges | None]:
         """scheduling_view() with the pending jobs' changes since `mark` (ports.PendingFeed)."""
         if self.live_view is None:
             self.live_view = LiveView()
-        return self.live_view.feed(self.db, mark)
+        return self._still_readable(self.live_view.feed(self.db, mark))
+
+    def _still_readable(self, read: T) -> T:
+        """`read`, unless a newer gqa brought the database to a schema this one cannot read since
+        it was opened (a long-lived reader, the daemon, meets that after an upgrade): then
+        QueueMismatch, which stops the daemon and leaves its jobs to the new version's."""
+        schema = self.live_view.schema if self.live_view is not None else None
+        if schema is not None and schema > SCHEMA_VERSION:
+            raise QueueMismatch(f"{self.path} was brought to schema {schema} by a newer gqa; this one reads "
+                                f"schema {SCHEMA_VERSION}: start the new version (gqa local start)")
+        return read
 
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
         refs = list(dict.fromkeys(refs))
