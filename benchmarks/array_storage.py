@@ -13,16 +13,13 @@ in a process of its own; with --against REV the same runs from that
 revision of this repository, interleaved, --rounds times (medians)."""
 
 import argparse
-import json
-import statistics
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from side_by_side import add_options, checkout, interleaved, run_snippet  # noqa: E402
+from side_by_side import add_options, rows_by_size, run_snippet  # noqa: E402
 
 ONE = r"""
 import dataclasses, json, os, statistics, sys, tempfile, time
@@ -62,15 +59,16 @@ with tempfile.TemporaryDirectory() as tmp:
                              {"ended_at": 2.0}) for j in made])
     cancel_s = time.perf_counter() - began
     store.close()
-print(json.dumps({"create_s": create_s, "bytes_per_task": size / tasks, "status_s": status_s,
+print(json.dumps({"tasks": tasks, "create_s": create_s, "bytes_per_task": size / tasks, "status_s": status_s,
                   "get_ms": statistics.median(gets) * 1000, "change_ms": statistics.median(changes) * 1000,
                   "cancel_s": cancel_s}))
 """
 FIGURES = ("create_s", "bytes_per_task", "status_s", "get_ms", "change_ms", "cancel_s")
 
 
-def measure(sources: Path, tasks: int, env_bytes: int) -> dict:
-    return run_snippet(ONE, sources, tasks, env_bytes)
+def measure(sources: Path, size: float, tasks: int) -> dict:
+    """One run: `size` is the environment's KB."""
+    return run_snippet(ONE, sources, tasks, int(size * 1024))
 
 
 def main() -> int:
@@ -85,24 +83,8 @@ def main() -> int:
         parser.error(f"--env-kb takes numbers, not {args.env_kb!r}")
     if args.tasks < 200 or not sizes or min(sizes) < 0 or args.rounds < 1:
         parser.error("--tasks must be at least 200, --env-kb sizes at least 0, --rounds at least 1")
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="gqa-array-storage-") as tmp:
-        try:
-            base = checkout(args.against, Path(tmp) / "base") if args.against else None
-        except ValueError as exc:
-            parser.error(str(exc))
-        for kb in sizes:
-            mine, theirs = interleaved(partial(measure, tasks=args.tasks, env_bytes=int(kb * 1024)), base,
-                                       args.rounds)
-            row = {"tasks": args.tasks, "env_kb": kb, **{k: statistics.median(r[k] for r in mine) for k in FIGURES}}
-            if theirs:
-                row.update({f"against_{k}": statistics.median(r[k] for r in theirs) for k in FIGURES})
-            rows.append(row)
-            if args.output == "text":
-                print(line(row, args.against), flush=True)
-    if args.output == "json":
-        print(json.dumps({"against": args.against, "rounds": args.rounds, "rows": rows}, indent=2))
-    return 0
+    return rows_by_size(parser, args, sizes, partial(measure, tasks=args.tasks), FIGURES, line,
+                        "gqa-array-storage-", size_key="env_kb")
 
 
 def line(row: dict, against: str | None) -> str:

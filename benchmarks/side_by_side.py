@@ -68,12 +68,13 @@ def sizes_of(parser: argparse.ArgumentParser, text: str) -> list[int]:
 
 def rows_by_size(parser: argparse.ArgumentParser, args: argparse.Namespace, sizes: list[int],
                  measure: Callable[..., dict], medians: tuple[str, ...], line: Callable[[dict, str | None], str],
-                 prefix: str, theirs_last: tuple[str, ...] = ()) -> int:
+                 prefix: str, theirs_last: tuple[str, ...] = (), size_key: str = "queued") -> int:
     """`measure(sources, size=size)` for each size, here and, with --against, at that revision in turns
-    (--rounds times). A size's row is the last run's figures here, with the median of each of
-    `medians` over the runs, and, where a revision ran beside, each median there and each of
-    `theirs_last` from its last run (as against_<figure>), and whether both started the same jobs
-    in every round. Text prints each row's `line` as it comes; JSON prints every row at the end."""
+    (--rounds times). A size's row is the last run's figures here and the size (as `size_key`), with
+    the median of each of `medians` over the runs, and, where a revision ran beside, each median
+    there and each of `theirs_last` from its last run (as against_<figure>), and, where the runs
+    say which jobs they started, whether both started the same in every round. Text prints each
+    row's `line` as it comes; JSON prints every row at the end."""
     rows = []
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         try:
@@ -82,11 +83,12 @@ def rows_by_size(parser: argparse.ArgumentParser, args: argparse.Namespace, size
             parser.error(str(exc))
         for size in sizes:
             mine, theirs = interleaved(partial(measure, size=size), base, args.rounds)
-            row = dict(mine[-1], queued=size, **{k: statistics.median(r[k] for r in mine) for k in medians})
+            row = dict(mine[-1], **{size_key: size}, **{k: statistics.median(r[k] for r in mine) for k in medians})
             if theirs:
                 row.update({f"against_{k}": statistics.median(r[k] for r in theirs) for k in medians})
                 row.update({f"against_{k}": theirs[-1][k] for k in theirs_last})
-                row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
+                if "starts" in row:
+                    row["same_starts"] = all(r["starts"] == t["starts"] for r, t in zip(mine, theirs))
             rows.append(row)
             if args.output == "text":
                 print(line(row, args.against), flush=True)
