@@ -4,7 +4,7 @@ kept between reads by the store object that made them.
 The daemon plans a pass after every change, and read every live row at each:
 with 3,000 queued, the read and the records made from it were 80% of a
 pass, however little had changed. Every row carries the revision its change
-committed as (sqlite_db.TRIGGERS), so a read asks only for the rows past the
+committed as (sqlite_schema.TRIGGERS), so a read asks only for the rows past the
 revision the previous read saw, and keeps the very record of every job that
 did not change: the estimates and the index the supervisor keeps know an
 unchanged job by it (services/snapshot.Estimated, scheduling/kept.py).

@@ -20,7 +20,7 @@ from ...ports import Change
 
 _COLUMNS = [f.name for f in fields(JobRecord) if f.name != "history"]
 _DB_COLUMNS = ["grp" if c == "group" else c for c in _COLUMNS]
-# each write stamps the rows it writes with the revision it commits as (sqlite_db.TRIGGERS): the last value
+# each write stamps the rows it writes with the revision it commits as (sqlite_schema.TRIGGERS): the last value
 _INSERT = f"INSERT INTO jobs ({', '.join(_DB_COLUMNS)}, rev) VALUES ({', '.join('?' for _ in _DB_COLUMNS)}, ?)"
 SHARED = ("spec_json", "submit_env")   # kept once in `texts`, each row holding the key
 # a guarded change's write: every column but the shared texts, which only a change that sets one writes
@@ -32,7 +32,7 @@ KEY_MARK = "#"        # a key starts with it, which no JSON text does
 _SELECT = ("SELECT " + ", ".join(f"COALESCE(t_{c}.body, jobs.{c})" if c in SHARED else f"jobs.{c}"
                                  for c in _DB_COLUMNS)
            + " FROM jobs" + "".join(f" LEFT JOIN texts AS t_{c} ON t_{c}.hash = jobs.{c}" for c in SHARED))
-# what a row's references to `texts` count (sqlite_db.TRIGGERS keep `refs`); a text is written before its rows
+# what a row's references to `texts` count (sqlite_schema.TRIGGERS keep `refs`); a text is written before its rows
 INSERT_TEXT = "INSERT OR IGNORE INTO texts (hash, body, refs) VALUES (?, ?, 0)"
 _NO_HISTORY: dict[str, object] = {"history": ()}
 T = TypeVar("T")

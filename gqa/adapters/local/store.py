@@ -11,7 +11,8 @@ reads and retention (store_history.py)."""
 
 from __future__ import annotations
 
-from .sqlite_db import DEFAULT_LOCK_TIMEOUT, SCHEMA, SCHEMA_VERSION, lock_timeout_from_env
+from .sqlite_db import DEFAULT_LOCK_TIMEOUT, lock_timeout_from_env
+from .sqlite_schema import SCHEMA, SCHEMA_VERSION
 from .store_changes import SqliteChanges
 from .store_history import SqliteHistory
 
