@@ -145,7 +145,7 @@ def _encoded(change: Change, shared: SharedTexts) -> dict[str, object]:
         elif name in SHARED:
             value = shared.stored(value)
         elif name == "extra_env":
-            value = json.dumps(value)
+            value = json.dumps(value) if value is not None else None
         elif name in ("spot", "user_hold", "exclusive"):
             value = int(value)
         columns["grp" if name == "group" else name] = value
