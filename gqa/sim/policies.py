@@ -48,25 +48,25 @@ def left_out(work: Workload, gpus: tuple[Gpu, ...], pool_of: dict[int, str] | No
     """The policies a replay of every policy leaves out, each with why: those that cannot model
     the cluster or the reload per resume (asked for by name, run_policy refuses them), and
     las-tiers where every job is in one tier, where it would replay as las."""
-    out = {}
-    refused = las_refuses(gpus, pool_of, reclaim_per_hour)
-    if refused:
-        out.update({name: refused for name in LAS})
-    elif len({job.tier for job in work.jobs}) <= 1:
+    out = {name: why for name in NAMES if (why := _cannot(name, gpus, pool_of, reclaim_per_hour, restart_cost))}
+    if "las-tiers" not in out and len({job.tier for job in work.jobs}) <= 1:
         out["las-tiers"] = "every job is in one tier, where it replays as las"
-    stalls = slicing_stalls(restart_cost)
-    if stalls:
-        out["gqa-slice"] = stalls
     return out
 
 
 def refused(name: str, gpus: tuple[Gpu, ...], pool_of: dict[int, str] | None = None,
             reclaim_per_hour: dict[str, float] | None = None, restart_cost: float | None = None) -> str | None:
     """Why run_policy refuses to replay `name` on this cluster with this reload per resume, or None."""
+    why = _cannot(name, gpus, pool_of, reclaim_per_hour, restart_cost)
+    return f"gqa-slice: {why}" if why and name == "gqa-slice" else why
+
+
+def _cannot(name: str, gpus: tuple[Gpu, ...], pool_of: dict[int, str] | None,
+            reclaim_per_hour: dict[str, float] | None, restart_cost: float | None) -> str | None:
+    """Why `name` cannot replay this cluster with this reload per resume, as left_out words it; or None."""
     if name in LAS:
         return las_refuses(gpus, pool_of, reclaim_per_hour)
-    stalls = slicing_stalls(restart_cost) if name == "gqa-slice" else None
-    return f"gqa-slice: {stalls}" if stalls else None
+    return slicing_stalls(restart_cost) if name == "gqa-slice" else None
 
 
 def run_policy(name: str, work: Workload, gpus: tuple[Gpu, ...], *, backfill_by: str = LIMITS,
