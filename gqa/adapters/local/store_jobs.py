@@ -14,8 +14,8 @@ from ...models.records import with_changes
 from ...ports.store import JobEvent, PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
-from .sqlite_schema import SCHEMA_VERSION
 from .sqlite_rows import _INSERT, _SELECT, INSERT_TEXT, SharedTexts, _record, _records_of_group, _row
+from .sqlite_schema import SCHEMA_VERSION
 from .store_settings import SqliteSettings
 
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
