@@ -5,8 +5,10 @@ whichever write adds, changes or removes a row, and never half of one."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -189,3 +191,39 @@ def test_a_version_6_file_reads_its_rows_and_its_notices_read_the_kept_spec(tmp_
     finally:
         store.close()
 
+
+
+def test_writers_on_one_queue_at_once_keep_the_counts(tmp_path):
+    # several processes on one queue (the daemon, users' commands): each its own connection
+    path = tmp_path / "queue.db"
+    SqliteStore(path).close()
+    barrier, errors = threading.Barrier(4), []
+
+    def write(k: int) -> None:
+        store = SqliteStore(path)
+        try:
+            barrier.wait()
+            for round in range(5):
+                made = store.create(tasks(20, spec={"name": f"w{k % 2}-{round % 2}"}))   # texts met by others
+                store.apply_each([Change(j.id, S.QUEUED, S.CANCELLED, "c", 1.0, {"ended_at": 1.0})
+                                  for j in made[:10]])
+                store.prune_history(before=2.0, batch=7)
+        except Exception as exc:   # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store = SqliteStore(path)
+    try:
+        assert errors == []
+        rows = len(store.list())
+        assert counted(store) == held(store) and rows >= 4 * 5 * 10
+        env_key = KEY_MARK + hashlib.sha256(json.dumps(ENV).encode()).hexdigest()
+        assert counted(store)[env_key] == rows            # every writer's every task shares the one text
+    finally:
+        store.close()
