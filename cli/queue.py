@@ -38,7 +38,7 @@ def queue(
 
         be = backend()
         owner = _me(be) if mine else user
-        listing = _listing(be, group)
+        listing = queue_listing(be, group)
         daemon = not be.local or be.daemon_pid()
     pending = [r for r in listing["pending"] if _kept(r, owner, team, states)]
     running = [r for r in listing["running"] if _kept(r, owner, team, states)]
@@ -74,7 +74,7 @@ def queue(
     sys.stdout.write("\n".join(lines) + "\n")
 
 
-def _listing(be, group: str | None) -> dict:
+def queue_listing(be, group: str | None) -> dict:
     """The queue as one listing (gqa/http/queue_listing.py): the one the local daemon
     keeps, while it is current; else computed here (or by the daemon or the API)."""
     from gqa.http.queue_listing import listing_of

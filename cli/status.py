@@ -1,7 +1,6 @@
 """`gqa status ID`: a job's state, attempts, exit and history with reasons."""
 
 from collections import Counter
-from dataclasses import replace
 
 from .app import app
 from .options import JobRef, Output, check_output
@@ -16,13 +15,17 @@ def status(ref: JobRef, output: Output = "table"):
         from .backend import backend
 
         from gqa.models.job import PENDING
+        from gqa.models.records import with_changes
 
-        queries = backend().queries()
-        jobs, admitting = queries.jobs_and_admitting(ref)
-        # a pending job's reason, position and ETA are the queue's own (the same QueryService.queue)
-        standing = {e.job.id: e for e in queries.queue(group=ref).pending} if any(
+        from .queue import queue_listing
+
+        be = backend()
+        jobs, admitting = be.queries().jobs_and_admitting(ref)
+        # a pending job's reason, position and ETA are the queue's own: the very listing `gqa queue` reads
+        # (the daemon's kept view while current: a 100,000-task array's positions without a pass)
+        standing = {row["id"]: row for row in queue_listing(be, ref)["pending"]} if any(
             j.state in PENDING for j in jobs) else {}
-    jobs = [replace(j, reason=standing[j.id].reason) if j.id in standing else j for j in jobs]
+    jobs = [with_changes(j, reason=standing[j.id]["reason"]) if j.id in standing else j for j in jobs]
     if fmt == "json":
         if len(jobs) == 1 and jobs[0].id == ref:
             print_json(_with_standing(job_dict(jobs[0], history=True), standing.get(ref)))
@@ -37,22 +40,22 @@ def status(ref: JobRef, output: Output = "table"):
         _group(out, ref, jobs, admitting)
 
 
-def _with_standing(data: dict, entry) -> dict:
+def _with_standing(data: dict, entry: dict | None) -> dict:
     if entry is not None:
-        data.update(position=entry.position, eta=entry.eta)
+        data.update(position=entry["position"], eta=entry["eta"])
     return data
 
 
-def _one(out, job, entry=None) -> None:
+def _one(out, job, entry: dict | None = None) -> None:
     from gqa.models.units import format_duration
 
     style = STATUS_STYLE.get(job.status.value, "")
     out.print(f"[bold]job {job.id}[/] {job.name}: [{style}]{job.status.value}[/] ({job.state.value})")
     out.print(f"  reason     {job.reason}")
-    if entry is not None and entry.position is not None:
+    if entry is not None and entry["position"] is not None:
         from .queue_table import eta_text
 
-        out.print(f"  position   {entry.position} in the queue's start order; eta {eta_text(entry.eta)}")
+        out.print(f"  position   {entry['position']} in the queue's start order; eta {eta_text(entry['eta'])}")
     out.print(f"  team       {job.team}   owner {job.owner}   priority {PRIORITY[job.tier]}")
     gpus = f"{job.gpus}" + (f" x {job.gpu_type}" if job.gpu_type else "")
     if job.assigned:
@@ -76,17 +79,19 @@ def _one(out, job, entry=None) -> None:
 
 
 def _group(out, ref, jobs, admitting: int = 0) -> None:
-    from rich.table import Table
+    """The summary, then a row a task, laid out as `gqa queue` lays out its rows (plain text, not
+    rich's table, which took about a minute for a 100,000-task array: it measures every cell)."""
+    import sys
+
+    from .queue_table import ID_MAX, NAME_MAX, Column, cut_ids, layout, width
 
     counts = Counter(j.status.value for j in jobs)
     out.print(f"[bold]{ref}[/]: {len(jobs)} jobs - " + ", ".join(f"{n} {s}" for s, n in counts.most_common()))
     if admitting:
         out.print(f"  and {admitting} more still being admitted ({len(jobs)} of {len(jobs) + admitting} written "
                   "so far, a chunk at a time)")
-    table = Table(box=None, pad_edge=False)
-    for col in ("id", "name", "status", "attempts", "exit", "reason"):
-        table.add_column(col, overflow="fold")
-    for j in jobs:
-        table.add_row(j.id, j.name, f"[{STATUS_STYLE.get(j.status.value, '')}]{j.status.value}[/]", str(j.attempts),
-                      "-" if j.exit_code is None else str(j.exit_code), j.reason)
-    out.print(table)
+    columns = [Column("id", most=ID_MAX), Column("name", 3, NAME_MAX), Column("status", 8),
+               Column("attempts", 1, right=True), Column("exit", 2, right=True), Column("reason")]
+    cells = [[cut_ids(j.id, ID_MAX), j.name, j.status.value, str(j.attempts),
+              "-" if j.exit_code is None else str(j.exit_code), j.reason] for j in jobs]
+    sys.stdout.write("\n".join(layout(columns, cells, width())) + "\n")

@@ -9,10 +9,11 @@ jobs the replay cannot place (an unmet dependency, a hold, no known end
 ahead, or past ETA_DEPTH) follow in the current pass's ranking. `gqa queue`
 and `gqa status` both read it here."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..models.errors import NotAdmitted, NotFound
 from ..models.job import PENDING, JobRecord, JobState, group_of
+from ..models.records import with_changes
 from ..ports import Admissions, Clock, JobStore
 from ..scheduling import plan
 from ..scheduling.dependencies import at_gate, gate
@@ -80,7 +81,7 @@ class QueryService:
             if job.id not in ordered and job.state != JobState.QUEUED:
                 pending.append(QueueEntry(job, None, _not_queued_reason(job, snap.now)))
         # launched jobs' waits are told from their claim, in their history (left out of the answer)
-        claimed = [replace(j, history=()) for j in self._as_seen(
+        claimed = [with_changes(j, history=()) for j in self._as_seen(
             self.store.list([JobState.STARTING], history=True), snap.now)]
         running = sorted(claimed + self.store.list([JobState.RUNNING]), key=lambda j: j.seq)
         if group is not None:
@@ -121,14 +122,14 @@ class QueryService:
         pending, running = self.store.scheduling_view()
         gated = gate(Snapshot(now=now, gpus=(), pending=tuple(pending), running=tuple(running),
                               named=dependency_states(self.store, pending)))
-        return [replace(j, reason=gated.reason(j.id)) if j.id in gated else j for j in jobs]
+        return [with_changes(j, reason=gated.reason(j.id)) if j.id in gated else j for j in jobs]
 
     def _as_seen(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
         """The jobs with their reasons as of now: a launched job's wait for its backend, in minutes."""
         if not any(awaiting_start(j) for j in jobs):
             return jobs
         inventory = self.store.inventory()
-        return [replace(j, reason=waiting_reason(j, inventory, now)) if awaiting_start(j) else j for j in jobs]
+        return [with_changes(j, reason=waiting_reason(j, inventory, now)) if awaiting_start(j) else j for j in jobs]
 
 
 def _not_queued_reason(job: JobRecord, now: float) -> str:

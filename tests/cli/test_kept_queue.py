@@ -248,3 +248,22 @@ def test_a_view_holding_a_begin_time_is_current_only_until_that_time(cli):
     assert 3500 < k.wait() <= 3600          # the loop wakes to keep it again then
     cli("submit", "--", "true")
     assert k.keep_now() and kept(cli)["until"] == begin
+
+
+def test_gqa_status_of_an_array_reads_the_kept_view_and_lays_out_a_row_a_task(cli):
+    cli("submit", "--array", "0-2", "--gpus", "2", "--", "true")
+    cli("hold", "1_1")
+    assert refreshed(keeper(cli))
+    mark(cli, "told by the kept view")
+    code, out, _ = cli("status", "1")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "1: 3 jobs - 2 pending, 1 held"
+    assert lines[1].split() == ["ID", "NAME", "STATUS", "ATTEMPTS", "EXIT", "REASON"]
+    assert [line.split()[0] for line in lines[2:]] == ["1_0", "1_1", "1_2"]
+    assert all(line.endswith("told by the kept view") for line in lines[2:])
+    tasks = cli.json("status", "1")["jobs"]
+    assert [t["reason"] for t in tasks] == ["told by the kept view"] * 3
+    assert {t["id"]: t["position"] for t in tasks} == {e["id"]: e["position"] for e in kept(cli)["pending"]}
+    cli("release", "1_1")                   # a write since: worked out again, the pass's own reasons
+    assert "told by the kept view" not in cli("status", "1")[1]

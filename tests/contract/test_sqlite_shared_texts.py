@@ -1,7 +1,9 @@
 """The local store keeps a job's spec and its submitter's environment once in
 `texts`, however many rows share them (an array's tasks, a sweep's jobs),
 counts the rows that hold each, and lets a text go with the last of them:
-whichever write adds, changes or removes a row, and never half of one."""
+whichever write adds, changes or removes a row, and never half of one. And
+a large group reads back whole in a few queries: its texts decoded once,
+its transitions 500 tasks to a query."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +22,7 @@ from gqa.adapters.local.sqlite_rows import KEY_MARK, SHARED_LEAST
 from gqa.adapters.local.store import SCHEMA_VERSION, SqliteStore
 from gqa.models.errors import Conflict
 from gqa.models.job import JobState as S
+from gqa.models.job import Transition
 from gqa.ports import Change
 from tests.builders import job_record
 
@@ -227,3 +231,18 @@ def test_writers_on_one_queue_at_once_keep_the_counts(tmp_path):
         assert counted(store)[env_key] == rows            # every writer's every task shares the one text
     finally:
         store.close()
+
+
+def test_a_groups_transitions_are_read_500_tasks_to_a_query(store):
+    # a query a task made `gqa status` of a 100,000-task array 100,000 queries
+    made = store.create([replace(j, history=(Transition(S.SUBMITTED, 0.0, "submitted"),
+                                             Transition(S.QUEUED, 0.0, "admitted"))) for j in tasks(1_200)])
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    try:
+        whole = store.resolve(made[0].group)
+    finally:
+        store.db.set_trace_callback(None)
+    assert sum("FROM history" in s for s in statements) == 3
+    assert [len(j.history) for j in whole] == [2] * 1_200 and whole[-1].history[1].reason == "admitted"
+    assert whole[7].submit_env == ENV

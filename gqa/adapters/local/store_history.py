@@ -5,9 +5,8 @@ prune, a small batch per transaction."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 
-from ...models.job import TERMINAL, JobRecord, JobState, Transition
+from ...models.job import TERMINAL, JobRecord, JobState
 from ...ports import HistoryQuery
 from .. import history_token
 from .sqlite_rows import _DB_COLUMNS, _record
@@ -35,7 +34,7 @@ class SqliteHistory(SqliteJobs):
             jobs = jobs[:limit]
             last = jobs[-1]
             token = history_token.after(last, last.seq)
-        return self._with_transitions(jobs), token
+        return self._with_history(jobs), token
 
     def _running(self, query: HistoryQuery, mark, limit: int) -> List[JobRecord]:
         where, params = ["state = 'RUNNING'"], []
@@ -78,19 +77,6 @@ class SqliteHistory(SqliteJobs):
             where.append("name GLOB ?")   # the shell's wildcards, case-sensitive, as fnmatchcase
             params.append(query.name)
         return where, params
-
-    def _with_transitions(self, jobs: List[JobRecord]) -> List[JobRecord]:
-        """The jobs with their transitions, read in one query per 500 by the
-        history table's primary key (its first RUNNING is the wait's end)."""
-        found: dict[str, List[Transition]] = {}
-        ids = [j.id for j in jobs]
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for job_id, state, at, reason in self.db.execute(
-                    f"SELECT job_id, state, at, reason FROM history WHERE job_id IN ({', '.join('?' for _ in part)}) "
-                    "ORDER BY job_id, n", part):
-                found.setdefault(job_id, []).append(Transition(JobState(state), at, reason))
-        return [replace(j, history=tuple(found.get(j.id, ()))) for j in jobs]
 
     def prune_history(self, before: float, batch: int) -> int:
         terminal = sorted(s.value for s in TERMINAL)
