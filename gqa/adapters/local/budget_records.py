@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ...models.errors import BackendUnavailable
 from ...ports import LiveSpend
+from .sqlite_db import in_parts
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS alert_claims (
@@ -25,7 +26,6 @@ CREATE TABLE IF NOT EXISTS live_spend (
     PRIMARY KEY (period, team)
 ) WITHOUT ROWID;
 """
-_CHUNK = 500   # keys per IN (...): far below SQLite's variable limit
 
 
 class SqliteBudgetRecords:
@@ -55,10 +55,8 @@ class SqliteBudgetRecords:
     def sent(self, keys: Iterable[str], now: float) -> set[str]:
         wanted = list(dict.fromkeys(keys))
         out: set[str] = set()
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            rows = self.db.execute(f"SELECT key, sent, lease_until FROM alert_claims WHERE key IN "
-                                   f"({', '.join('?' for _ in chunk)})", chunk)
+        for chunk, marks in in_parts(wanted):
+            rows = self.db.execute(f"SELECT key, sent, lease_until FROM alert_claims WHERE key IN ({marks})", chunk)
             out.update(k for k, sent, until in rows if sent or until >= now)
         return out
 

@@ -11,6 +11,7 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ...models.errors import BackendUnavailable, QueueMismatch, SpecError, StorageBusy, StorageCorrupt
@@ -220,6 +221,14 @@ class SqliteDatabase:
 # one more than the last: the first write of a queue made before the counter starts it at 1
 BUMP_REVISION = ("INSERT INTO meta VALUES ('revision', '1') "
                  "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+
+def in_parts(keys: list[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
+    """`keys` in parts of `size`, each with its `?, ?, ...` for an IN (...): SQLite caps a statement's
+    parameters (999 before 3.32), so a read of many keys is a query per part."""
+    for start in range(0, len(keys), size):
+        part = keys[start:start + size]
+        yield part, ", ".join("?" for _ in part)
 
 
 def read_revision(db: sqlite3.Connection) -> int:

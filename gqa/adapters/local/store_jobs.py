@@ -14,6 +14,7 @@ from ...models.records import with_changes
 from ...ports.store import JobEvent, PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
+from .sqlite_db import in_parts
 from .sqlite_rows import _INSERT, _SELECT, INSERT_TEXT, SharedTexts, _record, _records_of_group, _row
 from .sqlite_schema import SCHEMA_VERSION
 from .store_settings import SqliteSettings
@@ -99,12 +100,11 @@ class SqliteJobs(SqliteSettings):
         return [stored.get(j.id, j) for j in records]
 
     def _rows_of(self, ids: list[str], columns: str | None = None) -> list[tuple]:
-        """The rows of these job ids (a query per 500: SQLite caps a statement's parameters)."""
+        """The rows of these job ids, a query per part (_parts)."""
         select = f"SELECT {columns} FROM jobs" if columns else _SELECT
         rows: list[tuple] = []
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            rows += self.db.execute(select + f" WHERE id IN ({', '.join('?' for _ in part)})", part).fetchall()
+        for part, marks in in_parts(ids):
+            rows += self.db.execute(select + f" WHERE id IN ({marks})", part).fetchall()
         return rows
 
     def get(self, job_id: str) -> JobRecord:
@@ -147,10 +147,9 @@ class SqliteJobs(SqliteSettings):
         found: dict[str, List[Transition]] = {}
         ids = [j.id for j in jobs]
         states = {s.value: s for s in JobState}
-        for start in range(0, len(ids), 500):   # within a statement's parameters
-            part = ids[start:start + 500]
+        for part, marks in in_parts(ids):
             for job_id, state, at, reason in self.db.execute(
-                    f"SELECT job_id, state, at, reason FROM history WHERE job_id IN ({', '.join('?' for _ in part)}) "
+                    f"SELECT job_id, state, at, reason FROM history WHERE job_id IN ({marks}) "
                     "ORDER BY job_id, n", part):
                 found.setdefault(job_id, []).append(Transition(states[state], at, reason))
         return [with_changes(j, history=tuple(found.get(j.id, ()))) for j in jobs]
@@ -193,9 +192,7 @@ class SqliteJobs(SqliteSettings):
     def states_of(self, refs: Iterable[str]) -> dict[str, dict[JobState, int]]:
         refs = list(dict.fromkeys(refs))
         out: dict[str, dict[JobState, int]] = {}
-        for start in range(0, len(refs), 500):   # SQLite caps a statement's parameters
-            part = refs[start:start + 500]
-            marks = ", ".join("?" for _ in part)
+        for part, marks in in_parts(refs):
             # a job or task by its id; an array by its group: its tasks (a single job's group is its id)
             rows = self.db.execute(
                 f"SELECT id, state, 1 FROM jobs WHERE id IN ({marks}) UNION ALL SELECT grp, state, COUNT(*) "
