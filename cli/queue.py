@@ -36,6 +36,8 @@ def queue(
     with user_errors():
         from .backend import backend
 
+        from .queue_table import queue_listing
+
         be = backend()
         owner = _me(be) if mine else user
         listing = queue_listing(be, group)
@@ -72,20 +74,6 @@ def queue(
     import sys
 
     sys.stdout.write("\n".join(lines) + "\n")
-
-
-def queue_listing(be, group: str | None) -> dict:
-    """The queue as one listing (gqa/http/queue_listing.py): the one the local daemon
-    keeps, while it is current; else computed here (or by the daemon or the API)."""
-    from gqa.http.queue_listing import listing_of
-
-    from .local_backend import LocalBackend
-
-    if isinstance(be, LocalBackend):
-        kept = be.kept_queue(group)
-        if kept is not None:
-            return kept
-    return listing_of(be.queries().queue(group=group))
 
 
 def _running(rows: list, total: int, at: float) -> list[str]:

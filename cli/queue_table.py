@@ -1,8 +1,10 @@
-"""`gqa queue`'s tables as plain text: an array's pending tasks alike (one
-state, one reason) as one row `34_[28-499]`, as squeue shows them, and
-columns laid out for the terminal's width: the reason folds onto more lines,
-long names are cut, and at narrow widths the least important columns go
-first. Plain text, not rich's tables: 10,000 rows print in milliseconds."""
+"""The queue's listing and its tables as plain text, for `gqa queue` and
+`gqa status` alike: the listing the local daemon keeps while it is current,
+else worked out; an array's pending tasks alike (one state, one reason) as
+one row `34_[28-499]`, as squeue shows them; columns laid out for the
+terminal's width: the reason folds onto more lines, long names are cut, and
+at narrow widths the least important columns go first. Plain text, not
+rich's tables: 10,000 rows print in milliseconds."""
 
 from __future__ import annotations
 
@@ -154,3 +156,17 @@ def layout(columns: list[Column], rows: list[list[str]], total: int) -> list[str
         lines.append((head + folded[0]).rstrip())
         lines += [(" " * len(head) + more).rstrip() for more in folded[1:]]
     return lines
+
+
+def queue_listing(be, group: str | None) -> dict:
+    """The queue as one listing (gqa/http/queue_listing.py): the one the local daemon
+    keeps, while it is current; else computed here (or by the daemon or the API)."""
+    from gqa.http.queue_listing import listing_of
+
+    from .local_backend import LocalBackend
+
+    if isinstance(be, LocalBackend):
+        kept = be.kept_queue(group)
+        if kept is not None:
+            return kept
+    return listing_of(be.queries().queue(group=group))

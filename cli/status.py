@@ -17,7 +17,7 @@ def status(ref: JobRef, output: Output = "table"):
         from gqa.models.job import PENDING
         from gqa.models.records import with_changes
 
-        from .queue import queue_listing
+        from .queue_table import queue_listing
 
         be = backend()
         jobs, admitting = be.queries().jobs_and_admitting(ref)
