@@ -114,6 +114,19 @@ def history(*steps: str) -> tuple[Transition, ...]:
     return tuple(out)
 
 
+def left_at_version(path, version: int, *statements: str | tuple[str, tuple]) -> None:
+    """A queue database brought back to how schema `version` left it: `statements` (SQL, or
+    SQL and its parameters) undo what came after, then the version is written, in one commit."""
+    import sqlite3
+
+    old = sqlite3.connect(path)
+    for statement in statements:
+        old.execute(*((statement,) if isinstance(statement, str) else statement))
+    old.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    old.commit()
+    old.close()
+
+
 # -- logs ------------------------------------------------------------------------
 
 def attempt_log(attempt: int = 1, *, stream: str | None = "auto", status: str = "RUNNING",

@@ -120,18 +120,15 @@ def test_stop_at_budget_and_alert_settings_are_kept_by_the_store(store):
 
 
 def test_an_older_sqlite_queue_gains_the_stop_at_budget_column(tmp_path):
-    import sqlite3
-
     from gqa.adapters.local.store import SqliteStore
+    from tests.builders import left_at_version
 
     path = tmp_path / "old.db"
     SqliteStore(path).close()
-    db = sqlite3.connect(path)   # as the first released schema had it
-    db.executescript("DROP TABLE teams; CREATE TABLE teams (team TEXT PRIMARY KEY, share REAL NOT NULL, "
-                     "max_gpus INTEGER, max_gpus_per_user INTEGER, budget REAL); "
-                     "INSERT INTO teams VALUES ('vision', 2.0, 8, NULL, 500.0); "
-                     "UPDATE meta SET value = '1' WHERE key = 'schema_version';")
-    db.close()
+    left_at_version(path, 1, "DROP TABLE teams",   # the teams table as the first released schema had it
+                    "CREATE TABLE teams (team TEXT PRIMARY KEY, share REAL NOT NULL, max_gpus INTEGER, "
+                    "max_gpus_per_user INTEGER, budget REAL)",
+                    "INSERT INTO teams VALUES ('vision', 2.0, 8, NULL, 500.0)")
     store = SqliteStore(path)
     teams = store.teams()
     assert (teams["vision"].budget, teams["vision"].share, teams["vision"].stop_at_budget) == (500.0, 2.0, False)

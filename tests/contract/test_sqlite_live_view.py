@@ -10,7 +10,7 @@ import pytest
 from gqa.adapters.local.store import SCHEMA_VERSION, SqliteStore
 from gqa.models.job import JobState
 from gqa.ports import Change
-from tests.builders import job_record
+from tests.builders import job_record, left_at_version
 
 S = JobState
 
@@ -223,14 +223,9 @@ def test_a_version_5_file_gains_the_stamps_and_its_view_follows_changes(tmp_path
     store = SqliteStore(path)
     [job] = create(store, 1)
     store.close()
-    old = sqlite3.connect(path)      # as version 5 left it: no stamps, no triggers
-    for trigger in ("jobs_rev_on_insert", "jobs_rev_on_update", "jobs_live_deleted"):
-        old.execute(f"DROP TRIGGER {trigger}")
-    old.execute("DROP INDEX jobs_by_rev")
-    old.execute("ALTER TABLE jobs DROP COLUMN rev")
-    old.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
-    old.commit()
-    old.close()
+    left_at_version(path, 5, *(f"DROP TRIGGER {trigger}"   # no stamps, no triggers
+                               for trigger in ("jobs_rev_on_insert", "jobs_rev_on_update", "jobs_live_deleted")),
+                    "DROP INDEX jobs_by_rev", "ALTER TABLE jobs DROP COLUMN rev")
 
     store = SqliteStore(path)
     try:

@@ -1,6 +1,5 @@
 """A queue file written by the previous schema opens with the current one, its jobs intact."""
 
-import sqlite3
 
 import pytest
 
@@ -8,7 +7,7 @@ from gqa.adapters.local.store import SCHEMA_VERSION, SqliteStore
 from gqa.models.errors import QueueMismatch
 from gqa.models.job import JobRecord
 from gqa.ports import Change
-from tests.builders import job_record
+from tests.builders import job_record, left_at_version
 
 
 def test_a_version_1_file_gains_the_capacity_column(tmp_path):
@@ -16,11 +15,7 @@ def test_a_version_1_file_gains_the_capacity_column(tmp_path):
     store = SqliteStore(path)
     [job] = store.create([job_record(group="")])
     store.close()
-    old = sqlite3.connect(path)      # as the previous release left it: no column, version 1
-    old.execute("ALTER TABLE jobs DROP COLUMN capacity_failures")
-    old.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    old.commit()
-    old.close()
+    left_at_version(path, 1, "ALTER TABLE jobs DROP COLUMN capacity_failures")   # no column yet
 
     store = SqliteStore(path)
     try:
@@ -40,11 +35,7 @@ def test_a_version_2_file_gains_team_members_and_keeps_its_teams(tmp_path):
     store = SqliteStore(path)
     store.set_team("vision", TeamPolicy(share=2.0))
     store.close()
-    old = sqlite3.connect(path)      # as version 2 left it: teams without members
-    old.execute("ALTER TABLE teams DROP COLUMN members")
-    old.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    old.commit()
-    old.close()
+    left_at_version(path, 2, "ALTER TABLE teams DROP COLUMN members")   # teams without members
 
     store = SqliteStore(path)
     try:
@@ -60,12 +51,9 @@ def test_a_version_3_file_gains_the_slurm_options_and_its_jobs_keep_theirs(tmp_p
     store = SqliteStore(path)
     [job] = store.create([job_record(group="")])
     store.close()
-    old = sqlite3.connect(path)      # as version 3 left it: no dependency, hold, begin, nice or exclusive
-    for column in ("dependency", "user_hold", "begin", "nice", "exclusive"):
-        old.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
-    old.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    old.commit()
-    old.close()
+    # no dependency, hold, begin, nice or exclusive
+    left_at_version(path, 3, *(f"ALTER TABLE jobs DROP COLUMN {column}"
+                               for column in ("dependency", "user_hold", "begin", "nice", "exclusive")))
 
     store = SqliteStore(path)
     try:
@@ -86,10 +74,7 @@ def test_a_reader_kept_open_stops_reading_once_a_newer_gqa_brought_the_schema_up
     try:
         store.create([job_record(group="", id=""), job_record(group="", id="")])
         assert len(store.scheduling_view()[0]) == 2
-        newer = sqlite3.connect(path)
-        newer.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
-        newer.commit()
-        newer.close()
+        left_at_version(path, SCHEMA_VERSION + 1)     # as a newer gqa's first open leaves it
         for read in (store.scheduling_view, lambda: store.scheduling_feed(None)):
             with pytest.raises(QueueMismatch, match=f"brought to schema {SCHEMA_VERSION + 1} by a newer gqa"):
                 read()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 from dataclasses import replace
 
@@ -24,7 +23,7 @@ from gqa.models.errors import Conflict
 from gqa.models.job import JobState as S
 from gqa.models.job import Transition
 from gqa.ports import Change
-from tests.builders import job_record
+from tests.builders import job_record, left_at_version
 
 ENV = {f"VAR_{i}": "x" * 100 for i in range(100)}      # a 10 KB environment, as a loaded shell's
 
@@ -169,17 +168,14 @@ def test_a_version_6_file_reads_its_rows_and_its_notices_read_the_kept_spec(tmp_
     NoticeOutbox(path).close()        # the outbox and its trigger, as a daemon that ran made them
     [inline] = store.create([job_record(id="", group="", submit_env=ENV)])
     store.close()
-    old = sqlite3.connect(path)       # as version 6 left it: texts in the rows, no texts table
-    for trigger in ("texts_held", "texts_moved", "texts_released", "notices_of_moves"):
-        old.execute(f"DROP TRIGGER {trigger}")
-    old.execute("UPDATE jobs SET spec_json = ?, submit_env = ?", (inline.spec_json, json.dumps(ENV)))
-    old.execute("DROP TABLE texts")
-    old.execute("""CREATE TRIGGER notices_of_moves AFTER INSERT ON history BEGIN
+    left_at_version(    # texts in the rows, no texts table, the notices' trigger reading the row
+        path, 6, *(f"DROP TRIGGER {trigger}" for trigger in ("texts_held", "texts_moved", "texts_released",
+                                                             "notices_of_moves")),
+        ("UPDATE jobs SET spec_json = ?, submit_env = ?", (inline.spec_json, json.dumps(ENV))),
+        "DROP TABLE texts",
+        """CREATE TRIGGER notices_of_moves AFTER INSERT ON history BEGIN
         INSERT INTO notices (key, job_id, at, kind) SELECT 'old', NEW.job_id, 0, 'job'
         FROM jobs AS j WHERE j.id = NEW.job_id AND instr(j.spec_json, '"notify":{') > 0; END""")
-    old.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
-    old.commit()
-    old.close()
 
     store = SqliteStore(path)
     try:
