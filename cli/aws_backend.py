@@ -97,14 +97,15 @@ class Queries:
     def queue(self, *, group: str | None = None):
         return _decode(wire.queue_from_pages, _pages(self.api, "/queue", {"group": group}))
 
-    def jobs(self, ref: str):
-        return self.jobs_and_admitting(ref)[0]
+    def jobs(self, ref: str, *, history: bool = True):
+        return self.jobs_and_admitting(ref, history=history)[0]
 
-    def jobs_and_admitting(self, ref: str):
-        """The jobs, and how many more of the group's tasks are still being admitted."""
+    def jobs_and_admitting(self, ref: str, *, history: bool = True):
+        """The jobs, and how many more of the group's tasks are still being admitted; history=False:
+        without their transitions (asked only when False, which a deployment before it ignores)."""
         from gqa.adapters.aws.api_client import job_path
 
-        pages = _pages(self.api, job_path(ref))
+        pages = _pages(self.api, job_path(ref), None if history else {"history": "false"})
         return _decode(wire.jobs_from_pages, pages), _decode(wire.admitting_from_pages, pages)
 
 

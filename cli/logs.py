@@ -50,7 +50,7 @@ def logs(
             fail("this backend cannot show a job's output")
         if attempt is not None:
             fail("--attempt needs a remote backend; the local log holds every attempt, each headed by its number")
-        jobs = be.queries().jobs(ref)
+        jobs = be.queries().jobs(ref, history=False)
     if len(jobs) != 1:
         from gqa.services.logs import name_one
 

@@ -167,7 +167,8 @@ class LogService:
         return replace(cursor, position=chunk.token, finished=over and chunk.caught_up)
 
     def _job(self, ref: str) -> JobRecord:
-        jobs = lookup.resolve(self.store, ref)     # NotAdmitted (a NotStarted) just after submitting
+        # NotAdmitted (a NotStarted) just after submitting; a log needs no transitions (nor an array's, told to name one)
+        jobs = lookup.resolve(self.store, ref, history=False)
         if len(jobs) != 1:
             raise SpecError(name_one(ref, jobs))
         return jobs[0]

@@ -15,11 +15,11 @@ from ..models.job import JobRecord, group_of
 from ..ports import JobRecords
 
 
-def resolve(store: JobRecords, ref: str) -> list[JobRecord]:
-    """store.resolve(ref); NotAdmitted where it finds nothing but ref's id was
+def resolve(store: JobRecords, ref: str, *, history: bool = True) -> list[JobRecord]:
+    """store.resolve(ref, history=history); NotAdmitted where it finds nothing but ref's id was
     reserved; else NotFound saying what there is (not_found)."""
     try:
-        return store.resolve(ref)
+        return store.resolve(ref, history=history)
     except NotFound as exc:
         if not awaiting_admission(store, ref):
             raise not_found(store, ref, exc) from None

@@ -90,12 +90,14 @@ class QueryService:
         held = sum(len(r.gpus) for r in snap.running)
         return QueueView(pending, running, len(snap.gpus), len(snap.gpus) - held, snap.policy.weights)
 
-    def jobs(self, ref: str) -> list[JobRecord]:
+    def jobs(self, ref: str, *, history: bool = True) -> list[JobRecord]:
         """A job or a group's jobs; NotAdmitted for ids accepted but not recorded yet (lookup.py),
-        a task of an array still being admitted in chunks among them."""
+        a task of an array still being admitted in chunks among them. history=False: without their
+        transitions, which `gqa wait` polls do not show (half the read of a large array)."""
         try:
             now = self.clock.now()
-            return self._gated(self._as_seen(lookup.resolve(self.store, ref), now), now)
+            jobs = lookup.resolve(self.store, ref, history=history)
+            return self._gated(self._as_seen(jobs, now, whole=history), now)
         except NotFound:
             left = self.admitting(group_of(ref))
             if not left:
@@ -124,12 +126,18 @@ class QueryService:
                               named=dependency_states(self.store, pending)))
         return [with_changes(j, reason=gated.reason(j.id)) if j.id in gated else j for j in jobs]
 
-    def _as_seen(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
-        """The jobs with their reasons as of now: a launched job's wait for its backend, in minutes."""
+    def _as_seen(self, jobs: list[JobRecord], now: float, *, whole: bool = True) -> list[JobRecord]:
+        """The jobs with their reasons as of now: a launched job's wait for its backend, in minutes,
+        timed from the claim in its history (read for these jobs alone where the rest were read
+        without: `whole` False)."""
         if not any(awaiting_start(j) for j in jobs):
             return jobs
         inventory = self.store.inventory()
-        return [with_changes(j, reason=waiting_reason(j, inventory, now)) if awaiting_start(j) else j for j in jobs]
+
+        def seen(job: JobRecord) -> JobRecord:
+            timed = job if whole else self.store.get(job.id)
+            return with_changes(job, reason=waiting_reason(timed, inventory, now))
+        return [seen(j) if awaiting_start(j) else j for j in jobs]
 
 
 def _not_queued_reason(job: JobRecord, now: float) -> str:

@@ -41,8 +41,10 @@ def status(ref: str) -> dict[str, Any]:
     authorize(caller(), Action.READ)
     logger.set_correlation_id(ref)
     limit, after = paging.check_limit(number("limit")), paging.after_of("jobs", query("next"))
+    history = flag("history", True)     # false: without transitions (gqa wait's polls)
     # the group is read once for all its pages (listings.py); how many are still being admitted, each page
-    view_id, jobs = listings.groups.get(ref, paging.view_of(query("next")), lambda: container().queries().jobs(ref))
+    view_id, jobs = listings.groups.get((ref, history), paging.view_of(query("next")),
+                                        lambda: container().queries().jobs(ref, history=history))
     admitting = container().queries().admitting(ref)
     page = paging.page_of(jobs, lambda j: j.seq, limit=limit, after=after)
     return wire.jobs_page_to_dict(page, paging.token("jobs", page.next, view_id), admitting)

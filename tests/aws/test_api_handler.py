@@ -187,6 +187,20 @@ def test_status_of_a_job_and_of_a_group(api):
     assert "spec_json" not in job
 
 
+def test_status_without_history_leaves_the_transitions_out_and_is_kept_apart(api):
+    [first, *_] = SubmitService(api.store, SystemClock()).submit(spec(array="0-2"), owner="alice")
+    group = first.group
+    status, bare = api("GET", f"/jobs/{group}", "bob", query={"history": "false", "limit": "2"})
+    assert status == 200 and [j["history"] for j in bare["jobs"]] == [[], []]
+    # the next page keeps reading without them; a listing kept with them is not served for it, nor the reverse
+    status, rest = api("GET", f"/jobs/{group}", "bob", query={"history": "false", "next": bare["next"]})
+    assert [j["id"] for j in rest["jobs"]] == [f"{group}_2"] and rest["jobs"][0]["history"] == []
+    status, whole = api("GET", f"/jobs/{group}", "bob", query={"next": bare["next"]})
+    assert [len(j["history"]) for j in whole["jobs"]] == [2]
+    status, answer = api("GET", f"/jobs/{group}", "bob", query={"history": "maybe"})
+    assert status == 400 and "history must be true or false, got 'maybe'" in answer["message"]
+
+
 def test_status_of_an_unknown_job_is_404(api):
     status, answer = api("GET", "/jobs/99")
     assert status == 404 and answer["error"] == "NotFound"

@@ -167,7 +167,63 @@ def test_on_aws_a_job_not_admitted_yet_is_waited_for_and_an_ended_one_tells_its_
     assert code == 124 and "timed out after 1s: 0 of 0 jobs had not ended; 1 not admitted yet" in err
     aws.admit()
     assert aws("alice", "cancel", "1")[0] == 0
+    aws.gateway.seen.clear()
     code, out, _ = aws("alice", "wait", "1", "-o", "json")
     assert code == 1 and json.loads(out)["jobs"][0]["status"] == "cancelled"
+    # its polls leave the transitions out, which `gqa status` asks for
+    assert [r["url"].rsplit("/", 1)[-1] for r in aws.gateway.seen] == ["1?history=false"]
+    aws.gateway.seen.clear()
+    assert aws("alice", "status", "1")[0] == 0
+    assert [r["url"].rsplit("/", 1)[-1] for r in aws.gateway.seen] == ["1"]
     code, _, err = aws("alice", "wait", "7")
     assert code == 2 and "no job or array 7" in err
+
+
+class SlowQueue:
+    """A backend whose every read of the group takes `read` seconds of a fake clock, pending until `ends`."""
+
+    local, poll_interval = True, 0.2
+
+    def __init__(self, read: float, ends: int):
+        self.now, self.read, self.reads, self.ends, self.pauses = 0.0, read, 0, ends, []
+        self.asked: list[bool] = []
+
+    def queries(self):
+        return self
+
+    def jobs(self, ref, *, history=True):
+        self.asked.append(history)
+        self.now += self.read
+        self.reads += 1
+        return jobs(S.SUCCEEDED if self.reads >= self.ends else S.QUEUED)
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.pauses.append(round(seconds, 6))
+        self.now += seconds
+
+
+@pytest.mark.parametrize("read, pauses", [
+    (0.01, [0.2, 0.2]),         # a quick read: the backend's poll interval
+    (0.5, [4.5, 4.5]),          # a slow one (a large array): 9 times as long, so reads are a tenth of the wait
+])
+def test_polls_without_transitions_and_spaced_by_the_cost_of_a_read(monkeypatch, read, pauses):
+    from cli import backend, waiting
+
+    fake = SlowQueue(read, ends=3)
+    monkeypatch.setattr(backend, "backend", lambda: fake)
+    monkeypatch.setattr(waiting, "time", fake)
+    waited = waiting.wait_all(["1"])
+    assert (waited.code, fake.pauses, fake.asked) == (0, pauses, [False] * 3)
+
+
+def test_a_slow_read_never_pauses_past_the_timeout(monkeypatch):
+    from cli import backend, waiting
+
+    fake = SlowQueue(0.5, ends=99)
+    monkeypatch.setattr(backend, "backend", lambda: fake)
+    monkeypatch.setattr(waiting, "time", fake)
+    waited = waiting.wait_all(["1"], timeout=2.0)
+    assert waited.timed_out and fake.pauses == [1.5] and waited.code == 124

@@ -4,7 +4,7 @@ a fixed random draw."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gqa.models.errors import LaunchFailed, NotFound
 from gqa.models.job import JobRecord
@@ -128,8 +128,8 @@ class FakeRecords:
     def reserved(self, group: str) -> bool:
         return group in self.handed_out
 
-    def resolve(self, ref: str) -> list[JobRecord]:
-        found = [j for j in self.jobs.values() if ref in (j.id, j.group)]
+    def resolve(self, ref: str, *, history: bool = True) -> list[JobRecord]:
+        found = [j if history else replace(j, history=()) for j in self.jobs.values() if ref in (j.id, j.group)]
         if not found:
             raise NotFound(f"no job or array {ref}")
         return found

@@ -176,6 +176,8 @@ def test_status_and_queue_say_what_a_launched_job_waits_for_with_the_numbers(que
     [seen] = queue.queries.jobs(job.id)
     assert seen.reason == why
     assert seen.history == queue.get(job.id).history                     # status still shows all of it
+    [polled] = queue.queries.jobs(job.id, history=False)                  # gqa wait: the wait still timed
+    assert (polled.reason, polled.history) == (why, ())
     view = queue.queries.queue()
     assert [(j.id, j.reason, j.history) for j in view.running] == [(job.id, why, ())]
 

@@ -36,7 +36,7 @@ class OneJob:
     def __init__(self, job):
         self.job = job
 
-    def resolve(self, ref):
+    def resolve(self, ref, *, history=True):
         return [self.job]
 
 
