@@ -179,6 +179,9 @@ class Functions(Construct):
         acknowledge_arns(_role(self.dispatch), [batch_jobs], "Batch assigns job ids at SubmitJob: tagging at "
                                                              "submission and terminating can name no job in advance")
         _batch_queries(self.dispatch, "asks Batch about attempts whose events were lost")
+        # the definitions' tags (the stack's, cdk deploy --tags'), which a job's own must leave room for
+        self.dispatch.add_to_role_policy(iam.PolicyStatement(actions=["batch:DescribeJobDefinitions"],
+                                                             resources=["*"]))
         checkpoints.grant_read_prefix(self.dispatch, checkpoints.prefix)
         acknowledge_wildcards(_role(self.dispatch), f"/{checkpoints.prefix}/*",
                               "reads any job's latest checkpoint, whose key starts with the job's id, only under "

@@ -9,7 +9,7 @@ from .limits import MAX_TASKS
 from .slurm_env import array_env
 from .spec import JobSpec, sweep_size
 
-__all__ = ["MAX_TASKS", "array_limit", "expand", "index_runs", "parse_array", "run_indices"]
+__all__ = ["MAX_TASKS", "array_limit", "expand", "index_runs", "largest_task", "parse_array", "run_indices"]
 
 
 def expand(spec: JobSpec) -> list[tuple[JobSpec, int | None, dict[str, str]]]:
@@ -34,6 +34,16 @@ def expand(spec: JobSpec) -> list[tuple[JobSpec, int | None, dict[str, str]]]:
             jobs.append((_with_values(spec, spec.sweep.pass_as, values), i, {"GQA_ARRAY_INDEX": str(i), **span}))
         return jobs
     return [(spec, None, {})]
+
+
+def largest_task(spec: JobSpec) -> JobSpec:
+    """The task of a sweep whose values take the most room in its command, environment and tags:
+    each key's longest value (the grid holds that combination); any other spec as it is."""
+    if spec.sweep is None or not spec.sweep.grid:
+        return spec
+    values = {k: max((_text(v) for v in vs), key=lambda t: len(t.encode()), default="")
+              for k, vs in spec.sweep.grid.items()}
+    return _with_values(spec, spec.sweep.pass_as, values)
 
 
 def array_limit(spec: JobSpec) -> int | None:

@@ -121,10 +121,11 @@ def create_batch(aws_session: Any, pools: Any, job_definitions: tuple[str, ...] 
                                                state="ENABLED", serviceRole=role)
         order = [{"order": 1, "computeEnvironment": env["computeEnvironmentArn"]}]
         batch.create_job_queue(jobQueueName=pool.queue_name, state="ENABLED", priority=1, computeEnvironmentOrder=order)
-    for name in job_definitions:
+    for name in job_definitions:   # tagged as the stacks tag everything they make (infra/stacks.py)
         batch.register_job_definition(jobDefinitionName=name, type="container", containerProperties={
             "image": "public.ecr.aws/gqa/train:1", "command": ["true"],
-            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
+            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]},
+            tags={"gqa:deployment": "test"}, propagateTags=True)
 
 
 @dataclass

@@ -46,6 +46,21 @@ def test_a_specs_own_parts_must_leave_gqa_its_room(value_bytes, refused):
         assert "KiB; AWS Batch accepts 30 KiB per job" in problem
 
 
+@pytest.mark.parametrize("pass_as", ["args", "env"])
+@pytest.mark.parametrize("value_bytes, refused", [
+    (JOB_PAYLOAD_LIMIT - GQA_ALLOWANCE - 600, False),
+    (JOB_PAYLOAD_LIMIT - GQA_ALLOWANCE + 10, True),
+])
+def test_a_sweeps_largest_task_must_leave_gqa_its_room(pass_as, value_bytes, refused):
+    """A sweep's values travel in its tasks' requests (flags or variables, and a tag): the spec
+    alone is small, its largest task is what Batch would take or refuse."""
+    swept = spec(sweep={"grid": {"config": ["x" * value_bytes, "y"], "seed": [1, 2]}, "pass_as": pass_as})
+    problem = payload_problem(swept)
+    assert (problem is not None) is refused
+    if refused:
+        assert problem.startswith("the largest task's command, environment and tags take")
+
+
 def test_the_api_refuses_a_spec_batch_could_not_take_before_reserving_anything(api):  # noqa: F811
     before = api.tables()
     status, answer = api("POST", "/jobs", body={"spec": {"command": ["python", "train.py"],

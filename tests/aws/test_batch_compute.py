@@ -10,8 +10,10 @@ from dataclasses import replace
 from unittest import mock
 
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from gqa.adapters.aws import batch_compute
 from gqa.adapters.aws.batch_compute import BatchCompute, batch_job_from, job_name
 from gqa.adapters.aws.resources import Pool
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
@@ -190,6 +192,50 @@ def test_invalid_user_tags_are_left_out_not_fatal(compute):
                                                              "bad": "semi;colon"}}), (0,))
     assert {k: v for k, v in request["tags"].items() if not k.startswith("gqa:")} == {"ok": "a b"}
     assert request["tags"]["gqa:team"] == "default"
+
+
+@pytest.mark.parametrize("definition_tags, kept", [(1, 44), (10, 35), (0, 45)])
+def test_a_jobs_tags_leave_room_for_its_definitions_read_once(compute, aws, definition_tags, kept):
+    """Batch fails a job (after accepting it) whose tags and its definition's pass 50: the
+    definition's, however many the deployment gave it, are read once, and the spec's fill the rest."""
+    aws[0].register_job_definition(jobDefinitionName="gqa-train", type="container", propagateTags=True,
+                                   containerProperties={"image": "i", "command": ["true"], "resourceRequirements": [
+                                       {"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]},
+                                   tags={f"stack{i}": "x" for i in range(definition_tags)})
+    calls = capture(compute.client, "DescribeJobDefinitions")
+    record = job(spec={"tags": {f"k{i:02d}": "v" for i in range(60)}})
+    for attempt in (1, 2):
+        request, _ = launched_request(compute, record, (0,), attempt)    # the limits layer refuses more
+        assert len(request["tags"]) == 5 + kept == 50 - definition_tags
+        assert [k for k in request["tags"] if not k.startswith("gqa:")] == [f"k{i:02d}" for i in range(kept)]
+    assert len(calls) == 1
+
+
+def test_a_definition_retagged_by_a_deployment_is_read_again_after_a_while(compute, aws, clock):
+    def definition(tags: int) -> None:
+        aws[0].register_job_definition(
+            jobDefinitionName="gqa-train", type="container", propagateTags=True,
+            tags={f"s{i}": "x" for i in range(tags)},
+            containerProperties={"image": "i", "command": ["true"], "resourceRequirements": [
+                {"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
+
+    few, many = job(spec={"tags": {"project": "bert"}}), job(spec={"tags": {f"k{i:02d}": "v" for i in range(60)}})
+    calls = capture(compute.client, "DescribeJobDefinitions")
+    assert len(launched_request(compute, many, (0,))[0]["tags"]) == 49
+    definition(20)                     # a new revision: the next deployment's stack tags
+    clock.t += batch_compute.DEFINITION_TAGS_TTL - 1
+    assert len(launched_request(compute, few, (0,))[0]["tags"]) == 6 and len(calls) == 1     # kept a while
+    clock.t += 1
+    assert len(launched_request(compute, many, (0,))[0]["tags"]) == 30 and len(calls) == 2
+
+
+def test_the_limits_layer_refuses_what_batch_would_fail(aws):
+    batch = aws[0]
+    with pytest.raises(ClientError, match="51 tags of the job and its job definition together; at most 50"):
+        batch.submit_job(jobName="j", jobQueue="gqa-a10g-od", jobDefinition="gqa-train", propagateTags=True,
+                         tags={f"k{i}": "v" for i in range(50)})
+    batch.submit_job(jobName="j", jobQueue="gqa-a10g-od", jobDefinition="gqa-train", propagateTags=False,
+                     tags={f"k{i}": "v" for i in range(50)})                 # not propagated: not counted
 
 
 def test_a_missing_job_queue_fails_the_launch(compute, aws):

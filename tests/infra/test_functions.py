@@ -242,7 +242,7 @@ def _data_logical_ids(built: Service) -> set[str]:
 
 
 # -- their roles: README.md's table is the specification ---------------------------------------
-NO_RESOURCE_LEVEL = {"batch:DescribeJobs", "batch:ListJobs", "cloudwatch:GetMetricData"}
+NO_RESOURCE_LEVEL = {"batch:DescribeJobs", "batch:ListJobs", "batch:DescribeJobDefinitions", "cloudwatch:GetMetricData"}
 EVENT_SOURCE_ACTIONS = {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl", "sqs:DeleteMessage",
                         "sqs:GetQueueAttributes"}
 FAILURE_DESTINATION_ACTIONS = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}

@@ -6,7 +6,7 @@ import pytest
 
 from tests.builders import spec
 from gqa.models.errors import SpecError
-from gqa.models.expand import array_limit, expand, parse_array
+from gqa.models.expand import array_limit, expand, largest_task, parse_array
 from gqa.models.spec import Sweep
 
 
@@ -109,6 +109,26 @@ def test_sweep_passes_values(overrides, index, command, env):
     job, _, _ = expand(spec(**overrides))[index]
     assert job.command == command
     assert job.env == env
+
+
+@pytest.mark.parametrize("overrides", [
+    {"sweep": {"grid": {"lr": [0.1, 0.0001], "config": ["a", "c" * 40, "b" * 39], "amp": [True, False]}}},
+    {"sweep": {"grid": {"LR": ["1", "é" * 3, "abcde"]}, "pass_as": "env"}},       # bytes, not characters
+    {"command": "python train.py", "shell": True, "sweep": {"grid": {"x": ["1", "22"]}}},
+])
+def test_the_largest_task_is_the_sweeps_task_that_takes_the_most_room(overrides):
+    def size(job):
+        text = str(job.command) + str(sorted(job.env.items())) + str(sorted(job.tags.items()))
+        return len(text.encode())
+
+    tasks = [job for job, _, _ in expand(spec(**overrides))]
+    largest = largest_task(spec(**overrides))
+    assert largest in tasks and size(largest) == max(size(t) for t in tasks)
+
+
+def test_the_largest_task_of_anything_else_is_the_spec_itself():
+    for overrides in ({}, {"array": "0-99"}):
+        assert largest_task(spec(**overrides)) == spec(**overrides)
 
 
 def test_sweep_keeps_existing_tags():

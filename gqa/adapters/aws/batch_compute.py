@@ -73,6 +73,7 @@ from ...models.job import JobRecord
 from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Checkpoints, Clock, Exit, FoundLaunch, Inventory, Launched
 from ...scheduling.snapshot import Gpu
+from .batch_payload import MAX_TAGS, kept_tags
 from .batch_resources import cpu_pool, requirements
 from .errors import SERVICE_TRANSIENT, Retrying, code_of, is_service_throttling
 # what DescribeJobs and the state-change events say are read in one place; re-exported for the callers here
@@ -81,11 +82,12 @@ from .resources import Pool
 
 ACTIVE = frozenset({"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"})
 MIN_TIMEOUT = 60                 # Batch refuses a shorter attemptDurationSeconds
-MAX_TAGS = 50
 MiB = 1024 * 1024
+# a job definition's tags are read again after this long: a deployment that changes the stack's
+# tags registers a new revision, which a warm container would otherwise never see (a job with
+# nearly 50 tags launched meanwhile could pass the limit); one call a container every 5 minutes
+DEFINITION_TAGS_TTL = 300.0
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]")
-# AWS's tag rules: these characters, keys up to 128, values up to 256, no aws: prefix
-_TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
 
 
 class BatchCompute:
@@ -116,6 +118,7 @@ class BatchCompute:
         # and DescribeJobs the one the request can have is an unknown job id
         self._call = Retrying.for_service(client, "Batch", {"ClientException": NotFound}, attempts=attempts, **retry)
         self._seen: dict[str, tuple[float, BatchJob | None]] = {}   # Batch job id -> (read at, what was read)
+        self._definition_tags: dict[str, tuple[float, int]] = {}   # job definition -> (read at, its tags)
 
     # -- Compute port -----------------------------------------------------------------------------------
     def inventory(self) -> Inventory:
@@ -143,7 +146,7 @@ class BatchCompute:
                 "resourceRequirements": self.resources(job, len(gpus), pool),
             },
             "retryStrategy": {"attempts": 1},
-            "tags": tags(job, attempt, pool),
+            "tags": tags(job, attempt, pool, self._tag_room(definition)),
             "propagateTags": True,
         }
         timeout = self.timeout(job, len(gpus))
@@ -156,6 +159,30 @@ class BatchCompute:
                 raise
             raise LaunchUncertain(f"Batch may or may not hold attempt {attempt} of job {job.id}: {exc}") from exc
         return Launched(pid=0, token=out["jobId"])
+
+    def _tag_room(self, definition: str) -> int:
+        """How many tags a job on this definition may carry: Batch propagates the definition's to
+        the job's task and fails a job whose tags and its definition's pass 50, after accepting it
+        (the deployment's stack tags, `cdk deploy --tags`'s, reach the definition). Read once per
+        definition every DEFINITION_TAGS_TTL: by name, its latest active revision, the one SubmitJob runs."""
+        now = self.clock.now()
+        read = self._definition_tags.get(definition)
+        if read is None or now - read[0] >= DEFINITION_TAGS_TTL:
+            asked: dict[str, Any] = ({"jobDefinitions": [definition]} if ":" in definition
+                                     else {"jobDefinitionName": definition, "status": "ACTIVE"})
+            revisions: list[dict[str, Any]] = []
+            try:
+                while True:
+                    page = self._call("DescribeJobDefinitions", **asked)
+                    revisions += page.get("jobDefinitions") or []
+                    if not page.get("nextToken"):
+                        break
+                    asked["nextToken"] = page["nextToken"]
+            except NotFound:
+                pass    # an invalid name: SubmitJob says so, with the launch
+            latest = max(revisions, key=lambda d: int(d.get("revision", 0)), default={})
+            read = self._definition_tags[definition] = (now, len(latest.get("tags") or {}))
+        return MAX_TAGS - read[1]
 
     def terminate(self, job: JobRecord, grace: float) -> None:
         if not job.proc_token:
@@ -379,14 +406,8 @@ def job_name(job: JobRecord, attempt: int) -> str:
     return _NAME_JUNK.sub("-", f"gqa-{job.id}-{attempt}-{job.name}")[:128]
 
 
-def tags(job: JobRecord, attempt: int, pool: Pool) -> dict[str, str]:
+def tags(job: JobRecord, attempt: int, pool: Pool, room: int = MAX_TAGS) -> dict[str, str]:
+    """gqa's own tags, then as many of the spec's as `room` (the tags the job may carry) leaves."""
     out = {"gqa:team": job.team, "gqa:job-id": job.id, "gqa:owner": job.owner,
            "gqa:attempt": str(attempt), "gqa:pool": pool.name}
-    for key, value in job.spec.tags.items():
-        if len(out) >= MAX_TAGS:
-            break
-        # a tag AWS would refuse would fail the whole launch: leave it out instead
-        if (0 < len(key) <= 128 and len(value) <= 256 and _TAG_TEXT.match(key) and _TAG_TEXT.match(value)
-                and not key.lower().startswith(("aws:", "gqa:"))):
-            out[key] = value
-    return out
+    return out | kept_tags(job.spec.tags, room - len(out))

@@ -9,11 +9,20 @@ spec here first, with the figures.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from ...models.code import launch_command
+from ...models.expand import largest_task
 
 JOB_PAYLOAD_LIMIT = 30 * 1024
+# a job's tags and its job definition's together (propagated to the ECS task): Batch accepts a
+# SubmitJob past it and then fails the job (SubmitJob's propagateTags)
+MAX_TAGS = 50
+GQA_TAGS = 5       # gqa:team, gqa:job-id, gqa:owner, gqa:attempt, gqa:pool
+# AWS's tag rules: these characters, keys up to 128, values up to 256, no aws: prefix
+_TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$")
 # what gqa adds to every request besides the spec's parts: job name, queue and definition,
 # GQA_* variables (ids, the checkpoint and code URIs, the resume point), resources, timeout, gqa's
 # tags, and a trigger's inline keys (up to 4 KiB)
@@ -25,12 +34,27 @@ def request_bytes(request: dict[str, Any]) -> int:
     return len(json.dumps(request, separators=(",", ":")).encode())
 
 
+def kept_tags(tags: Mapping[str, str], most: int) -> dict[str, str]:
+    """The spec's tags a request carries: at most `most`, in order, leaving out any AWS would
+    refuse (which would fail the whole launch) and any in gqa's or AWS's own namespace."""
+    out: dict[str, str] = {}
+    for key, value in tags.items():
+        if len(out) >= most:
+            break
+        if (0 < len(key) <= 128 and len(value) <= 256 and _TAG_TEXT.match(key) and _TAG_TEXT.match(value)
+                and not key.lower().startswith(("aws:", "gqa:"))):
+            out[key] = value
+    return out
+
+
 def spec_bytes(spec: Any) -> int:
     """The room a spec's own parts take in every attempt's request (with code, the
-    command is behind the fetcher, which names the spec's workdir)."""
+    command is behind the fetcher, which names the spec's workdir); a sweep's, its
+    largest task's, which carries its values as flags or variables and tags."""
+    spec = largest_task(spec)
     return request_bytes({"command": launch_command(spec),
                           "environment": [{"name": k, "value": v} for k, v in spec.env.items()],
-                          "tags": dict(spec.tags) if getattr(spec, "tags", None) else {}})
+                          "tags": kept_tags(getattr(spec, "tags", None) or {}, MAX_TAGS - GQA_TAGS)})
 
 
 def payload_problem(spec: Any) -> str | None:
@@ -39,6 +63,7 @@ def payload_problem(spec: Any) -> str | None:
     room = JOB_PAYLOAD_LIMIT - GQA_ALLOWANCE
     if used <= room:
         return None
-    return (f"the job's command, environment and tags take {used / 1024:.1f} KiB; AWS Batch accepts "
+    whose = "the largest task's" if getattr(spec, "sweep", None) is not None else "the job's"
+    return (f"{whose} command, environment and tags take {used / 1024:.1f} KiB; AWS Batch accepts "
             f"{JOB_PAYLOAD_LIMIT // 1024} KiB per job, {GQA_ALLOWANCE // 1024} KiB of which gqa's own settings "
             f"need: pass large values in a file the job reads (e.g. on S3) instead")
