@@ -167,7 +167,7 @@ class LogService:
         return replace(cursor, position=chunk.token, finished=over and chunk.caught_up)
 
     def _job(self, ref: str) -> JobRecord:
-        # NotAdmitted (a NotStarted) just after submitting; a log needs no transitions (nor an array's, told to name one)
+        # NotAdmitted (a NotStarted) just after submitting; no transitions needed (nor an array's, told to name one)
         jobs = lookup.resolve(self.store, ref, history=False)
         if len(jobs) != 1:
             raise SpecError(name_one(ref, jobs))

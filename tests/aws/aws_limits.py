@@ -2,7 +2,9 @@
 enforce them, so a test meets them as a deployment would:
 
 - AWS Batch SubmitJob: 30 KiB of job payload (service quotas), refused with
-  ClientException as Batch does;
+  ClientException as Batch does; and at most 50 tags of the job's and its
+  definition's together where they propagate, which Batch takes and then
+  fails the job: refused here at once, so a test cannot miss it;
 - Lambda: a synchronous answer of at most 6 MB; past it API Gateway answers
   502 and the CLI sees no answer, though the function's work is done
   (api_gateway.py applies it);
@@ -16,6 +18,8 @@ enforce them, so a test meets them as a deployment would:
   its key value, with the projected item (the jobs table's indexes project
   it all): accounted as "<table>/<index>". An update's index writes are not
   (its request does not say the item it makes);
+- DynamoDB Query: a key condition `BETWEEN :low AND :high` with the low
+  bound above the high one is a ValidationException (moto answers no items);
 - SQS: a message of at most 256 KiB, body and attributes (SendMessage and
   each entry of SendMessageBatch), refused with InvalidParameterValue.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from collections import Counter
@@ -41,6 +46,8 @@ from botocore.exceptions import ClientError
 from gqa.adapters.aws.tables import TABLES, Table
 
 SUBMIT_JOB_PAYLOAD = 30 * 1024
+MAX_TAGS = 50               # a Batch job's and its definition's, where they propagate
+_BETWEEN = re.compile(r"BETWEEN\s+(:\w+)\s+AND\s+(:\w+)")
 SQS_MESSAGE_BYTES = 256 * 1024
 LAMBDA_ANSWER_BYTES = 6 * 1024 * 1024
 API_GATEWAY_TIMEOUT = 29.0   # seconds: REST APIs' integration timeout
@@ -53,6 +60,7 @@ class Limits:
 
     def __init__(self) -> None:
         self.write_units: Counter[tuple[str, str]] = Counter()   # (table, partition key value) -> units
+        self.definition_tags: dict[str, int] = {}                # job definition name -> its tags
 
     def install(self, session: Any) -> None:
         events = session.events
@@ -60,18 +68,28 @@ class Limits:
             return   # once per session: the accounting would count twice
         events._gqa_limits = True
         events.register("before-parameter-build.batch.SubmitJob", self._submit_job)
+        events.register("before-parameter-build.batch.RegisterJobDefinition", self._register_job_definition)
         events.register("before-parameter-build.sqs.SendMessage", self._send_message)
         events.register("before-parameter-build.sqs.SendMessageBatch", self._send_message)
+        events.register("before-parameter-build.dynamodb.Query", self._query)
         for operation in ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"):
             events.register(f"before-parameter-build.dynamodb.{operation}", self._writes)
 
     # -- Batch -----------------------------------------------------------------------------------------
-    @staticmethod
-    def _submit_job(params: dict[str, Any], model: Any, **_: Any) -> None:
+    def _submit_job(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         size = len(json.dumps(params, separators=(",", ":"), default=str).encode())
         if size > SUBMIT_JOB_PAYLOAD:
             message = f"Job payload size {size} exceeds the maximum {SUBMIT_JOB_PAYLOAD}"
             raise ClientError({"Error": {"Code": "ClientException", "Message": message}}, model.name)
+        if params.get("propagateTags"):
+            name = str(params.get("jobDefinition", "")).rsplit("/", 1)[-1].split(":")[0]
+            tags = len(params.get("tags") or {}) + self.definition_tags.get(name, 0)
+            if tags > MAX_TAGS:
+                message = f"{tags} tags of the job and its job definition together; at most {MAX_TAGS}"
+                raise ClientError({"Error": {"Code": "ClientException", "Message": message}}, model.name)
+
+    def _register_job_definition(self, params: dict[str, Any], **_: Any) -> None:
+        self.definition_tags[params["jobDefinitionName"]] = len(params.get("tags") or {})
 
     # -- SQS -------------------------------------------------------------------------------------------
     @staticmethod
@@ -88,6 +106,18 @@ class Limits:
                                   model.name)
 
     # -- DynamoDB --------------------------------------------------------------------------------------
+    @staticmethod
+    def _query(params: dict[str, Any], model: Any, **_: Any) -> None:
+        values = params.get("ExpressionAttributeValues") or {}
+        for low, high in _BETWEEN.findall(params.get("KeyConditionExpression", "")):
+            (kind, a), = values[low].items()
+            (_, b), = values[high].items()
+            if (float(a) > float(b)) if kind == "N" else (a > b):
+                raise ClientError({"Error": {"Code": "ValidationException", "Message": (
+                    "Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater "
+                    f"than or equal to lower bound; lower bound operand: AttributeValue: {{{kind}:{a}}}, "
+                    f"upper bound operand: AttributeValue: {{{kind}:{b}}}")}}, model.name)
+
     def _writes(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name == "TransactWriteItems":
             for action in params.get("TransactItems", []):

@@ -6,9 +6,11 @@ jobs answers in several pages, each reading at most DAYS_A_CALL days."""
 from __future__ import annotations
 
 import os
+import time
 from unittest import mock
 
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from gqa.adapters.aws import items as it
@@ -79,6 +81,22 @@ def test_a_long_window_with_few_jobs_answers_in_pages_of_days(make_store):
         if after is None:
             break
     assert [j.id for j in found] == [old.id] and pages == 4   # 100 days, 31 a call
+
+
+def test_a_window_that_starts_after_now_reads_nothing_and_asks_no_reversed_range(make_store):
+    """Without --until the window ends a day after now; a --since past that end (late tomorrow)
+    would be a BETWEEN whose bounds are reversed, which DynamoDB refuses (the limits layer too)."""
+    store = make_store()
+    now = time.time()
+    put(store, S.SUCCEEDED, at=now, fields={"ended_at": now})
+    end_of_its_day = (now + DAY) // DAY * DAY + DAY
+    later = (now + DAY + end_of_its_day) / 2           # after the window's end, on its last day
+    assert store.history(HistoryQuery(since=later, states=frozenset({S.SUCCEEDED}))) == ([], None)
+    assert store.history(HistoryQuery(since=now - DAY, states=frozenset({S.SUCCEEDED})))[0][0].ended_at == now
+    with pytest.raises(ClientError, match="BETWEEN operator requires upper bound"):
+        store.client.query(TableName=NAMES.jobs, IndexName=t.ENDED_INDEX,
+                           KeyConditionExpression=f"{t.END_DAY} = :d AND {t.ENDED_AT} BETWEEN :a AND :b",
+                           ExpressionAttributeValues={":d": {"S": "2026-11-18"}, ":a": {"N": "2"}, ":b": {"N": "1"}})
 
 
 def test_the_index_projections_fit_dynamodbs_limit():

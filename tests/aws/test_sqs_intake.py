@@ -156,6 +156,26 @@ def test_an_oversized_submission_is_rejected_before_sending(sqs):
     assert sent == []
 
 
+@pytest.mark.parametrize("over", [0, 1])
+def test_the_size_checked_is_the_body_and_its_attributes_as_sqs_counts_it(sqs, over):
+    """A body of 256 KiB less a few bytes passes a check of the body alone and is refused by SQS
+    (InvalidParameterValue, every retry alike): the attributes count too (the limits layer as SQS)."""
+    made, urls = intake(sqs)
+    attributes = len(KEY_ATTRIBUTE) + len("String") + len("k") + len("tier") + len("Number") + len("1")
+
+    def sized(pad: int) -> Submission:
+        return Submission(SUB.spec_json, "alice", 1, "k", environment={"PAD": "x" * pad})
+    pad = resources.MAX_MESSAGE_BYTES - attributes - len(dump_submission(sized(0)).encode()) + over
+    assert len(dump_submission(sized(pad)).encode()) < resources.MAX_MESSAGE_BYTES     # the body alone fits
+    if over:
+        with pytest.raises(Rejected, match=r"the submission is 256\.0 KiB; the queue takes at most 256 KiB"):
+            made.send(sized(pad))
+    else:
+        made.send(sized(pad))
+        [message] = sqs.receive_message(QueueUrl=urls.intake[1])["Messages"]
+        assert parse_submission(message["Body"]).environment["PAD"] == "x" * pad
+
+
 def test_a_missing_queue_is_not_found(sqs):
     made, urls = intake(sqs)
     sqs.delete_queue(QueueUrl=urls.intake[1])

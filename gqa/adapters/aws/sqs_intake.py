@@ -53,16 +53,13 @@ class SqsIntake:
         if url is None:
             raise NotFound(f"no intake queue for tier {submission.tier}")
         body = dump_submission(submission)
-        if len(body.encode()) > MAX_MESSAGE_BYTES:
-            raise Rejected(f"the submission is {len(body.encode()) // 1024} KiB; the queue takes at most "
+        attributes = {KEY_ATTRIBUTE: {"DataType": "String", "StringValue": submission.idempotency_key},
+                      TIER_ATTRIBUTE: {"DataType": "Number", "StringValue": str(submission.tier)}}
+        size = message_bytes(body, attributes)
+        if size > MAX_MESSAGE_BYTES:
+            raise Rejected(f"the submission is {size / 1024:.1f} KiB; the queue takes at most "
                            f"{MAX_MESSAGE_BYTES // 1024} KiB (a large environment or an inline script?)")
-        kwargs: dict[str, Any] = {
-            "QueueUrl": url, "MessageBody": body,
-            "MessageAttributes": {
-                KEY_ATTRIBUTE: {"DataType": "String", "StringValue": submission.idempotency_key},
-                TIER_ATTRIBUTE: {"DataType": "Number", "StringValue": str(submission.tier)},
-            },
-        }
+        kwargs: dict[str, Any] = {"QueueUrl": url, "MessageBody": body, "MessageAttributes": attributes}
         if is_fifo(url):
             # one group per owner: a user's submissions are admitted in the order sent,
             # while different users' are admitted in parallel; a continuation (services/chunked.py)
@@ -78,6 +75,12 @@ class SqsIntake:
             # never deduplicated: a wake-up dropped as a duplicate could leave a new job waiting
             kwargs.update(MessageGroupId="dispatch", MessageDeduplicationId=uuid.uuid4().hex)
         self.call("SendMessage", **kwargs)
+
+
+def message_bytes(body: str, attributes: Mapping[str, Mapping[str, str]]) -> int:
+    """What SQS counts against its 256 KiB: the body and each attribute's name, type and value."""
+    return len(body.encode()) + sum(len(name.encode()) + len(a["DataType"].encode()) + len(a["StringValue"].encode())
+                                    for name, a in attributes.items())
 
 
 def is_fifo(url: str) -> bool:

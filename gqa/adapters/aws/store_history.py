@@ -96,6 +96,8 @@ class DynamoDBHistory(DynamoDBJobs):
         """One day's partition of the index, newest first, within [since, until) and the filters."""
         expr = it.Expr()
         low, high = max(query.since, day), until
+        if low >= high:   # a window that starts after its end (since in the future): DynamoDB refuses the BETWEEN
+            return
         sort = (f"{expr.n(t.ENDED_AT)} BETWEEN {expr.v(low)} AND {expr.v(high)}", expr)
         where = [f"{expr.n(t.STATE)} IN ({', '.join(expr.v(s) for s in states)})"]
         for name, value in (("owner", query.owner), (t.TEAM, query.team), (t.GROUP, query.group)):
