@@ -2,8 +2,17 @@
 should not, but a few hundred bytes of aliases still expand to billions of
 values, deep nesting overflows its recursive composer, and a repeated key
 silently keeps the last value. This loader counts while it composes, before
-anything is built, and turns every problem into one SpecError with the line."""
+anything is built, and turns every problem into one SpecError with the line.
 
+Scalars are read by YAML 1.2's core schema, not PyYAML's YAML 1.1 rules,
+which silently change what people write: `wall_time: 1:30:00` was the
+sexagesimal 5400 (read as minutes: 90 hours), `0755` the octal 493, `no` and
+`on` booleans. Under 1.2 only true/false are booleans, numbers are decimal
+(0o and 0x for octal and hex), and `1:30:00` is text. A number keeps the text
+it was written as (`yaml_text`), so `A: 1.10` in an environment and
+`lr: [1e-4]` in a sweep reach the job as written."""
+
+import re
 from typing import Any
 
 import yaml
@@ -14,7 +23,28 @@ from .errors import SpecError
 from .limits import MAX_NUMBER_CHARS, MAX_YAML_DEPTH, MAX_YAML_NODES, MAX_YAML_TEXT, size_text
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_BOOL_TAG, _INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_NUMBER_TAGS = (_INT_TAG, _FLOAT_TAG)
+# YAML 1.2's core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution)
+_CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_CORE_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
+class YamlInt(int):
+    """An int that remembers how it was written (`0755`, `0x1F`)."""
+    yaml_text: str
+
+
+class YamlFloat(float):
+    """A float that remembers how it was written (`1.10`, `1e-4`)."""
+    yaml_text: str
+
+
+def _written(number: Any, text: str) -> Any:
+    number.yaml_text = text
+    return number
 
 
 class _Refused(Exception):
@@ -34,11 +64,11 @@ class _Counted:
 
 
 class BoundedLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses, while composing: nesting deeper than
-    MAX_YAML_DEPTH, more than MAX_YAML_NODES values or MAX_YAML_TEXT characters
-    with every alias counted as what it refers to, an alias inside the node it
-    names; and, while constructing, a key given twice in one mapping and a
-    number too long to be one."""
+    """A SafeLoader that reads YAML 1.2's core schema and refuses, while composing:
+    nesting deeper than MAX_YAML_DEPTH, more than MAX_YAML_NODES values or
+    MAX_YAML_TEXT characters with every alias counted as what it refers to, an
+    alias inside the node it names; and, while constructing, a key given twice
+    in one mapping and a number too long to be one."""
 
     def __init__(self, stream):
         super().__init__(stream)
@@ -104,6 +134,19 @@ class BoundedLoader(yaml.SafeLoader):
             why = f": {_one_line(str(exc))}" if isinstance(exc, ValueError) else ""
             raise _Refused(f"invalid {kind}{what}{why}", node.start_mark) from None
 
+    def construct_yaml_int(self, node):
+        text = self.construct_scalar(node)
+        digits = text.lstrip("+-")
+        base = 8 if digits.startswith("0o") else 16 if digits.startswith("0x") else 10
+        value = int(digits[2:] if base != 10 else digits, base)
+        return _written(YamlInt(-value if text.startswith("-") else value), text)
+
+    def construct_yaml_float(self, node):
+        text = self.construct_scalar(node)
+        lowered = text.lower()     # .inf, -.Inf, .NaN: float() reads them without the dot
+        return _written(YamlFloat(float(lowered.replace(".", "") if lowered.lstrip("+-") in (".inf", ".nan")
+                                        else text)), text)
+
     def construct_mapping(self, node, deep=False):
         if isinstance(node, MappingNode):
             self._refuse_duplicate_keys(node)
@@ -123,6 +166,17 @@ class BoundedLoader(yaml.SafeLoader):
             if seen:
                 raise _Refused(f"duplicate key {_short(key)} (first at line {first_line[key]})", key_node.start_mark)
             first_line[key] = key_node.start_mark.line + 1
+
+
+# YAML 1.1's implicit booleans, ints and floats out, the core schema's in (nulls, timestamps and merges stay)
+BoundedLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL_TAG, _INT_TAG, _FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+BoundedLoader.add_implicit_resolver(_BOOL_TAG, _CORE_BOOL, list("tTfF"))
+BoundedLoader.add_implicit_resolver(_INT_TAG, _CORE_INT, list("-+0123456789"))
+BoundedLoader.add_implicit_resolver(_FLOAT_TAG, _CORE_FLOAT, list("-+0123456789."))
+BoundedLoader.add_constructor(_INT_TAG, BoundedLoader.construct_yaml_int)
+BoundedLoader.add_constructor(_FLOAT_TAG, BoundedLoader.construct_yaml_float)
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -150,6 +150,15 @@ class Sweep(_Strict):
     grid: dict[str, list[str | int | float | bool]]
     pass_as: Literal["args", "env"] = "args"
 
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _as_written(cls, grid: Any) -> Any:
+        # a job file's numbers as written (`1e-4`, not 0.0001): they reach the command as text
+        if isinstance(grid, dict):
+            return {k: [getattr(v, "yaml_text", v) for v in vs] if isinstance(vs, list) else vs
+                    for k, vs in grid.items()}
+        return grid
+
     @field_validator("grid")
     @classmethod
     def _non_empty(cls, grid: dict[str, list]) -> dict[str, list]:
@@ -408,7 +417,7 @@ def _scalar_text(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return str(value)
+        return getattr(value, "yaml_text", None) or str(value)   # a job file's `1.10` stays 1.10
     return value
 
 

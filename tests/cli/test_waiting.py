@@ -20,7 +20,7 @@ class Queries:
     polls: int
     reads: list = field(default_factory=list)
 
-    def jobs(self, ref: str):
+    def jobs(self, ref: str, *, history: bool = True):
         self.reads.append(ref)
         state = JobState.SUCCEEDED if len(self.reads) >= self.polls else JobState.RUNNING
         return [replace(j, state=state if j.id != "1_7" else (JobState.FAILED if state.terminal else state))
@@ -66,7 +66,7 @@ class Admitting(Queries):
 
     chunk: int = 100
 
-    def jobs(self, ref: str):
+    def jobs(self, ref: str, *, history: bool = True):
         self.reads.append(ref)
         written = list(self.jobs_by_id.values())[:self.chunk * len(self.reads)]
         return [replace(j, state=JobState.SUCCEEDED) for j in written]
