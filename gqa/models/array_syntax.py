@@ -4,7 +4,7 @@ validation and by the expansion into jobs alike."""
 import re
 
 from .errors import SpecError
-from .limits import MAX_TASKS, count_text
+from .limits import MAX_ARRAY_INDEX, MAX_TASKS, count_text
 
 _LIMIT_RE = re.compile(r"[0-9]{1,18}")
 
@@ -18,7 +18,7 @@ def parse_array(text: str) -> tuple[list[int], int | None]:
     if percent:
         if not _LIMIT_RE.fullmatch(limit_text) or int(limit_text) < 1:
             raise SpecError(f"invalid array limit {_shown('%' + limit_text)}: use %N with N >= 1")
-        limit = int(limit_text)
+        limit = min(int(limit_text), MAX_TASKS)    # more at once than an array holds is no limit
     ranges: list[tuple[int, int, int]] = []
     for part in body.split(","):
         part = part.strip()
@@ -36,6 +36,10 @@ def parse_array(text: str) -> tuple[list[int], int | None]:
     tasks = sum((hi - lo) // step + 1 for lo, hi, step in ranges)   # counted: nothing is listed yet
     if tasks > MAX_TASKS:
         raise SpecError(f"array {_shown(text)} has {count_text(tasks)} tasks; at most {MAX_TASKS}")
+    highest = max(hi for _, hi, _ in ranges)
+    if highest > MAX_ARRAY_INDEX:
+        raise SpecError(f"array {_shown(text)}: index {count_text(highest)} is past {MAX_ARRAY_INDEX:,}, "
+                        "the largest Slurm takes")
     indices = [i for lo, hi, step in ranges for i in range(lo, hi + 1, step)]
     if len(set(indices)) != len(indices):
         raise SpecError(f"array {_shown(text)} repeats an index")

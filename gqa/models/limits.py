@@ -14,6 +14,12 @@ MAX_YAML_NODES = 10_000           # values in a YAML document, every alias count
 MAX_YAML_TEXT = 1 * MiB           # characters of scalars, every alias counted as what it stands for
 MAX_NUMBER_CHARS = 64             # a YAML number, a duration or a size, as written
 MAX_TASKS = 100_000               # the jobs one array or sweep submission may become
+MAX_ARRAY_INDEX = 4_000_000       # Slurm's largest (MaxArraySize at most 4,000,001)
+# Settings and durations past these are typing mistakes, and past 2^63 they no longer fit a
+# database integer: refused with the bound, not an overflow deep in a write
+MAX_DURATION = 36_500 * 86_400    # 100 years, in seconds
+MAX_GPU_COUNT = 1_000_000         # a quota or threshold in GPUs
+MAX_AMOUNT = 10**12               # dollars, or GPU-hours
 
 # Linux refuses an exec whose argv and environment together exceed about 2 MiB,
 # or with any one string over 128 KiB (MAX_ARG_STRLEN). The job also inherits

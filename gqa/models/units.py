@@ -4,7 +4,7 @@ import math
 import re
 
 from .errors import SpecError
-from .limits import MAX_NUMBER_CHARS
+from .limits import MAX_DURATION, MAX_NUMBER_CHARS
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs|d|day|days|w)?\s*$", re.I)
@@ -84,6 +84,8 @@ def _positive_duration(seconds: float, original: object) -> int:
         raise SpecError(f"duration {_shown(original)} is too large")
     if seconds <= 0:
         raise SpecError(f"duration must be positive, got {_shown(original)}")
+    if seconds > MAX_DURATION:
+        raise SpecError(f"duration {_shown(original)} is too large; at most {MAX_DURATION // 86_400}d (100 years)")
     if round(seconds) < 1:
         raise SpecError(f"duration must be at least 1s, got {_shown(original)}")
     return int(round(seconds))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from ..models.deployment_shapes import ARN_PATTERN_RE, NAME_PATTERN_RE
 from ..models.errors import SpecError
+from ..models.limits import MAX_AMOUNT, MAX_DURATION, MAX_GPU_COUNT
 from ..models.spec import NAME_RE
 from ..ports import SchedulingInputs
 from ..scheduling.horizon import backfill_by_choice
@@ -159,10 +160,28 @@ def _check_finite(values: dict) -> None:
             raise SpecError(f"{name} must be a finite number, got {value}")
 
 
+# the largest each setting may be (a typing mistake past these would overflow a database integer)
+_GPUS, _AMOUNTS = (MAX_GPU_COUNT, " GPUs"), (MAX_AMOUNT, "")
+_SECONDS = (MAX_DURATION, " seconds (100 years)")
+_MOST = {"share": _AMOUNTS, "max_gpus": _GPUS, "max_gpus_per_user": _GPUS, "budget": _AMOUNTS,
+         "max_gpus_per_job": _GPUS, "approval_gpus": _GPUS, "approval_gpu_hours": _AMOUNTS, "approval_cost": _AMOUNTS,
+         "max_wall_time": _SECONDS, "half_life": _SECONDS, "alert_pending_after": _SECONDS,
+         "idle_gpu_window": _SECONDS, "slice_after": (MAX_AMOUNT * 3600, " GPU-seconds"), "slice_min_run": _SECONDS,
+         "slice_starve": _SECONDS, "fair_share_weight": _AMOUNTS, "age_weight": _AMOUNTS, "duration_weight": _AMOUNTS}
+
+
+def _check_most(values: dict) -> None:
+    for name, value in values.items():
+        most, unit = _MOST.get(name, (None, ""))
+        if most is not None and isinstance(value, (int, float)) and value > most:
+            raise SpecError(f"{name} must be at most {most:,}{unit}; got {value:,}")
+
+
 def _check_team(team: str, *, share, max_gpus, max_gpus_per_user, budget) -> None:
     if not NAME_RE.match(team):
         raise SpecError(f"{team!r} is not a valid team name")
     _check_finite({"share": share, "budget": budget})
+    _check_most({"share": share, "max_gpus": max_gpus, "max_gpus_per_user": max_gpus_per_user, "budget": budget})
     if share is not None and share <= 0:
         raise SpecError(f"share must be positive, got {share:g}")
     for name, value in (("max_gpus", max_gpus), ("max_gpus_per_user", max_gpus_per_user)):
@@ -174,6 +193,7 @@ def _check_team(team: str, *, share, max_gpus, max_gpus_per_user, budget) -> Non
 
 def _check_policy(**values) -> None:
     _check_finite(values)
+    _check_most(values)
     if values["backfill_by"] is not None:
         try:
             backfill_by_choice(values["backfill_by"])

@@ -28,6 +28,9 @@ def test_the_view_lists_configured_teams_and_teams_holding_gpus(queue):
     ("vision", {"budget": -3}, "budget must be an amount >= 0"),
     ("vision", {"share": math.nan}, "share must be a finite number, got nan"),
     ("vision", {"budget": math.inf}, "budget must be a finite number, got inf"),
+    ("vision", {"max_gpus": 10**20}, "max_gpus must be at most 1,000,000 GPUs; got 100,000,000,000,000,000,000"),
+    ("vision", {"max_gpus_per_user": 1_000_001}, "max_gpus_per_user must be at most 1,000,000 GPUs"),
+    ("vision", {"budget": 1e300}, "budget must be at most 1,000,000,000,000; got 1e"),
 ])
 def test_bad_team_changes_are_refused_and_nothing_is_written(queue, team, changes, words):
     with pytest.raises(SpecError, match=words):
@@ -51,6 +54,9 @@ def test_bad_team_changes_are_refused_and_nothing_is_written(queue, team, change
     ({"alert_pending_after": 0}, "alert_pending_after must be positive"),
     ({"idle_gpu_percent": 120}, "idle_gpu_percent must be from 0 to 100"),
     ({"budget_alerts": (50.0, 0.0)}, "budget_alerts are percentages"),
+    ({"max_gpus_per_job": 10**20}, "max_gpus_per_job must be at most 1,000,000 GPUs"),
+    ({"max_wall_time": 1e12}, r"max_wall_time must be at most 3,153,600,000 seconds \(100 years\)"),
+    ({"approval_gpu_hours": 1e13}, "approval_gpu_hours must be at most 1,000,000,000,000"),
     ({"backfill_by": "guesses"}, "backfill counts run times by limits or predictions, not 'guesses'"),
 ])
 def test_bad_policy_changes_are_refused_and_nothing_is_written(queue, changes, words):

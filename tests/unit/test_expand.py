@@ -50,6 +50,8 @@ def test_parse_array_steps_and_lists_exactly():
     ("0-99999,100000", "array '0-99999,100000' has 100001 tasks; at most 100000"),
     ("0-" + "9" * 40, "has more than 10^18 tasks; at most 100000"),
     ("0-9%" + "9" * 40, "invalid array limit"),
+    ("4000001", "array '4000001': index 4000001 is past 4,000,000, the largest Slurm takes"),
+    ("0-3,9223372036854775808", "is past 4,000,000, the largest Slurm takes"),     # past SQLite's integers
     ("0-9%²", "invalid array limit '%²'"),
     ("1," * 60_000, "invalid array '" + "1," * 28 + "...: use e.g."),   # shown cut short
 ])

@@ -57,6 +57,9 @@ def test_bare_unit_can_be_seconds():
     ("2h30", "invalid duration '2h30'"),
     ("1:2:3:4", "invalid duration"),
     ("1h-30m", "invalid duration"),
+    ("36501d", "duration '36501d' is too large; at most 36500d (100 years)"),
+    ("99999999999999999d", "is too large"),        # past SQLite's integers, once in seconds
+    (10**20, "is too large"),
     (True, "invalid duration True"),
     (None, "invalid duration None"),
 ])
