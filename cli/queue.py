@@ -100,7 +100,7 @@ def _running(rows: list, total: int, at: float) -> list[str]:
 def _pending(entries: list, expand: bool, explain: bool, total: int, at: float) -> list[str]:
     from gqa.models.units import format_duration
 
-    from .queue_table import ID_MAX, NAME_MAX, Column, Memo, Row, collapse, cut_ids, eta_text, layout
+    from .queue_table import ID_MAX, NAME_MAX, Column, Memo, Row, collapse, cut_ids, eta_text, layout, own_id
 
     rows = [Row([e]) for e in entries] if expand else collapse(entries)
     columns = [Column("pos", 8, right=True), Column("id", most=ID_MAX), Column("name", 3, NAME_MAX),
@@ -123,7 +123,8 @@ def _pending(entries: list, expand: bool, explain: bool, total: int, at: float) 
             f = factors_of(e["factors"])
             line += [f"{f['fair_share']:.3f}", f"{f['age']:.3f}", f"{f['size']:.3f}", f"{f['duration']:.3f}",
                      f"{f['nice']:+.3f}", f"{f['score']:.3f}"] if f else ["-"] * 6
-        line.append(_reason(e, at))
+        reason = _reason(e, at)
+        line.append(own_id(reason, e["id"], e["group"]) if len(row.entries) > 1 else reason)
         cells.append(line)
     rows_text = f"{len(rows)} row" + ("s" if len(rows) > 1 else "")
     title = f"pending ({len(entries)})" + ("" if len(rows) == len(entries) else

@@ -8,11 +8,14 @@ rich's tables: 10,000 rows print in milliseconds."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
+import unicodedata
 from dataclasses import dataclass, field
 
 
+_MAYBE_WIDE = re.compile("[\u0300-\U0010ffff]")   # below U+0300 every character is one cell
 REASON_MIN = 20          # the reason column's least width before columns are dropped for it
 NAME_MAX, ID_MAX = 12, 18
 
@@ -66,21 +69,28 @@ def _spans(indices: list[int]) -> list[tuple[int, int]]:
 
 
 def collapse(entries: list) -> list[Row]:
-    """Pending tasks of one array that share state and reason become one row, placed where
-    the first of them is; everything else is a row of its own."""
+    """Pending tasks of one array that share what a row shows (state, reason, tier, GPUs, time
+    limit) become one row, placed where the first of them is; everything else is a row of its
+    own. A reason that names its own task ("gqa release 12_3") is alike for every task."""
     rows: list[Row] = []
     alike: dict[tuple, Row] = {}
     for entry in entries:
         if entry["index"] is None:
             rows.append(Row([entry]))
             continue
-        key = (entry["group"], entry["state"], entry["reason"], entry.get("back_at"))
+        key = (entry["group"], entry["state"], own_id(entry["reason"], entry["id"], "{task}"), entry.get("back_at"),
+               entry["tier"], entry["gpus"], entry.get("gpu_type"), entry["time_limit"])
         row = alike.get(key)
         if row is None:
             row = alike[key] = Row([])
             rows.append(row)
         row.entries.append(entry)
     return rows
+
+
+def own_id(reason: str, job_id: str, instead: str) -> str:
+    """The reason with the job's own id (a whole word) as `instead`: a collapsed row names its group."""
+    return re.sub(rf"(?<![\w]){re.escape(job_id)}(?![\w])", instead, reason) if job_id in reason else reason
 
 
 class Memo(dict):
@@ -112,8 +122,32 @@ def width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
+def cells(text: str) -> int:
+    """The terminal cells a text takes: East Asian wide and full-width characters two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    # only characters from U+0300 on (combining marks, wide ones) can be other than one cell
+    return len(text) + sum(-1 if unicodedata.combining(c) else 1 if unicodedata.east_asian_width(c) in "WF" else 0
+                           for c in _MAYBE_WIDE.findall(text))
+
+
 def cut(text: str, most: int | None) -> str:
-    return text if most is None or len(text) <= most else text[: most - 1] + "…"
+    if most is None or len(text) <= most and (text.isascii() or cells(text) <= most):
+        return text
+    if text.isascii():
+        return text[: most - 1] + "…"
+    kept, used = [], 0
+    for c in text:
+        used += cells(c)
+        if used > most - 1:
+            break
+        kept.append(c)
+    return "".join(kept) + "…"
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    gap = " " * max(0, width - cells(text))
+    return gap + text if right else text + gap
 
 
 def cut_ids(text: str, most: int) -> str:
@@ -128,12 +162,16 @@ def layout(columns: list[Column], rows: list[list[str]], total: int) -> list[str
     """The lines of a table `total` characters wide at most: the last column folds."""
     # a column at a time (zip and map run in C): 10,000 rows lay out in tens of milliseconds
     by_column = [list(c) for c in zip(*rows)] if rows else [[] for _ in columns]
-    for col, cells_of in zip(columns, by_column):
-        if col.most is not None and max(map(len, cells_of), default=0) > col.most:
+    # widths in terminal cells: a column of ASCII (nearly every one) measured by len, in C
+    measure = [len if all(map(str.isascii, cells_of)) else cells for cells_of in by_column]
+    for col, cells_of, size in zip(columns, by_column, measure):
+        if col.most is not None and max(map(size, cells_of), default=0) > col.most:
             cells_of[:] = [cut(c, col.most) for c in cells_of]
-    cells = list(zip(*by_column))
+    table = list(zip(*by_column))
     # each column's width once: dropping one leaves the others' as they are
-    full = [max(len(col.name), max(map(len, cells_of), default=0)) for col, cells_of in zip(columns, by_column)]
+    full = [max(len(col.name), max(map(size, cells_of), default=0))
+            for col, cells_of, size in zip(columns, by_column, measure)]
+    wide = {i for i, size in enumerate(measure) if size is cells}
     shown = list(range(len(columns)))
     while True:
         w = [full[i] for i in shown]
@@ -145,16 +183,21 @@ def layout(columns: list[Column], rows: list[list[str]], total: int) -> list[str
     last = max(8, min(w[-1], total - fixed))
     # one format string for the columns before the last: one call a row
     template = "".join(f"{{{i}:{'>' if columns[i].right else '<'}{width_}}}  " for i, width_ in zip(shown[:-1], w[:-1]))
+    padded = wide.intersection(shown[:-1])
     lines = []
-    for row in [[col.name.upper() for col in columns]] + cells:
-        head = template.format(*row)
+    for row in [[col.name.upper() for col in columns]] + table:
+        if padded and not all(row[i].isascii() for i in padded):   # format() pads by characters, not cells
+            head = "".join(_pad(row[i], width_, columns[i].right) + "  " for i, width_ in zip(shown[:-1], w[:-1]))
+        else:
+            head = template.format(*row)
         text = row[shown[-1]]
-        if len(text) <= last and text.isprintable() and text == text.strip():   # fits as it is: most rows
+        if (len(text) <= last and (text.isascii() or cells(text) <= last) and text.isprintable()
+                and text == text.strip()):   # fits as it is: most rows
             lines.append((head + text).rstrip())
             continue
         folded = textwrap.wrap(text, last, break_long_words=True, break_on_hyphens=False) or [""]
         lines.append((head + folded[0]).rstrip())
-        lines += [(" " * len(head) + more).rstrip() for more in folded[1:]]
+        lines += [(" " * cells(head) + more).rstrip() for more in folded[1:]]
     return lines
 
 

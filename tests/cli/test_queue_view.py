@@ -42,6 +42,39 @@ def test_tasks_waiting_for_different_reasons_are_rows_of_their_own(cli):
     assert [r[1] for r in pending_rows(out)] == ["1_[0-1]", "1_2", "1_3"]
 
 
+def test_tasks_updated_apart_or_held_are_rows_of_what_they_show(cli, monkeypatch):
+    """A row shows one task's limit, GPUs and priority for all its tasks: tasks updated apart are
+    rows apart; tasks held by their owner are one row, which names the array to release."""
+    monkeypatch.setenv("COLUMNS", "200")
+    cli("submit", "--array", "0-5", "--gpus", "2", "--time", "3h", "--", "true")
+    cli("update", "1_4", "--time", "1h")
+    cli("update", "1_5", "--priority", "high")
+    cli("submit", "--hold", "--array", "0-5", "--", "true")
+    _, out, _ = cli("queue")
+    rows = {r[1]: r for r in pending_rows(out)}
+    assert {i: (r[5], r[6], r[7]) for i, r in rows.items() if i.startswith("1_")} == {
+        "1_5": ("high", "2", "3h00m"), "1_[0-3]": ("normal", "2", "3h00m"), "1_4": ("normal", "2", "1h00m")}
+    held = [line for line in out.splitlines() if "2_[0-5]" in line]
+    assert len(held) == 1 and held[0].endswith("held by its owner: gqa release 2")
+    _, expanded, _ = cli("queue", "--array")
+    assert "held by its owner: gqa release 2_3" in expanded
+
+
+def test_wide_characters_take_two_cells_and_lines_stay_within_the_terminal(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    cli("submit", "--gpus", "4", "--name", "训练任务训练任务训练任务训练任务", "--", "true")
+    cli("submit", "--gpus", "4", "--name", "plain", "--", "true")
+    _, out, _ = cli("queue")
+    lines = [line for line in out.splitlines() if line.strip()]
+    from cli.queue_table import cells
+    assert max(cells(line) for line in lines) <= 80
+    header = next(line for line in lines if line.lstrip().startswith("POS"))
+    team_at = header.index("TEAM")
+    for line in lines:
+        if "训练" in line or " plain " in line:      # the team column starts in the same cell on every row
+            assert cells(line[:line.index("default")]) == team_at
+
+
 def test_filters_by_user_team_state_and_mine(cli, monkeypatch):
     ann = submit_as(cli, "ann", "vision")
     bob = submit_as(cli, "bob", "nlp", resources={"gpus": 4})
