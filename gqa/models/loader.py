@@ -246,6 +246,11 @@ def _read_header(full: str, path: str) -> str:
     lines: list[str] = []
     left = MAX_SPEC_BYTES
     with _opened(full, path) as fh:
+        if fh.peek(3)[:3] == BOM:
+            # the kernel reads no #! past it (the job would run under /bin/sh), and the #SBATCH lines
+            # would not start a line: refused, as sbatch refuses it
+            raise SpecError(f"{path} starts with a UTF-8 byte order mark, which a script cannot have: save it "
+                            "without one (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)")
         while chunk := fh.readline(left + 1):
             line = chunk.decode("utf-8", errors="replace")
             stripped = line.strip()
@@ -257,6 +262,9 @@ def _read_header(full: str, path: str) -> str:
             left -= len(chunk)
             lines.append(_decoded(chunk, path))
     return "".join(lines)
+
+
+BOM = b"\xef\xbb\xbf"
 
 
 def _opened(full: str, path: str):

@@ -89,7 +89,8 @@ def _array(value: str) -> str:
 
 
 def _time(value: str | None, request: Request) -> None:
-    if (value or "").strip().upper() in ("UNLIMITED", "INFINITE"):
+    # Slurm: "A time limit of zero requests that no time limit be imposed"; -1 is its INFINITE
+    if (value or "").strip().upper() in ("UNLIMITED", "INFINITE", "0", "-1"):
         request.note(f"#SBATCH --time={value}: the job gets no wall-time limit beyond the queue's own")
         return
     request.put({"limits": {"wall_time": f"{parse_duration(value)}s"}})

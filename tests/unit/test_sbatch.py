@@ -195,6 +195,8 @@ def test_a_gqa_option_on_a_gqa_line(long):
     ("#SBATCH --mem-per-cpu=1G -n 3", "resources.memory", 3 * GiB),     # one CPU per task by default
     ("#SBATCH --mem=0 --gres=gpu:1", "resources.memory", None),
     ("#SBATCH --time=UNLIMITED", "limits.wall_time", None),
+    ("#SBATCH --time=0", "limits.wall_time", None),                     # Slurm: zero imposes no limit
+    ("#SBATCH -t -1", "limits.wall_time", None),
     ("#SBATCH --mail-type=NONE --mail-user=a@b.c", "notify", None),
     ("#SBATCH --mail-type=ALL", "notify.events", ["all"]),
     ("#SBATCH --export=NONE", "export", "NONE"),

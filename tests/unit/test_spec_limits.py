@@ -193,6 +193,13 @@ def test_script_header_that_is_not_text():
     assert refused("run.sh") == "run.sh is not a text file"
 
 
+def test_a_script_with_a_byte_order_mark_is_refused_as_sbatch_refuses_it():
+    Path("run.sh").write_bytes(b"\xef\xbb\xbf#!/bin/bash\n#SBATCH --gpus=3\necho\n")
+    assert refused("run.sh").startswith("run.sh starts with a UTF-8 byte order mark, which a script cannot have")
+    Path("job.yaml").write_bytes(b"\xef\xbb\xbfcommand: [echo]\n")        # YAML allows one
+    assert load_spec("job.yaml", overrides={"owner": "alice"}).command == ["echo"]
+
+
 def test_a_path_with_a_nul_is_no_file():
     assert refused("a\x00b.yaml") == "no such file: a\\x00b.yaml"   # shown escaped: one printable line
 
