@@ -4,7 +4,7 @@ import sys
 
 from .app import app
 from .options import JobRefs, Output, check_output
-from .output import SUMMARISED_OVER, print_results, summarised, user_errors
+from .output import SUMMARISED_OVER, print_results, summarised, until_the_daemon_runs, user_errors
 
 __all__ = ["SUMMARISED_OVER", "cancel"]
 
@@ -16,7 +16,9 @@ def cancel(refs: JobRefs, output: Output = "table"):
     with user_errors():
         from .backend import backend
 
-        results = backend().control().cancel(refs)
+        be = backend()
+        results = be.control().cancel(refs)
+        until_the_daemon_runs(be, results)
     if fmt == "json":              # every job, however many
         print_results(results, fmt)
         return

@@ -67,6 +67,8 @@ def follow_file(be, job, *, follow: bool, tail: int, out: BinaryIO | None = None
 
     out = out or sys.stdout.buffer
     log = JobLog(be.paths.log_for(job.id))
+    if follow and be.local and be.daemon_pid() is None and not job.state.terminal:
+        note("note: the queue daemon is not running; the job moves only once `gqa local start` runs")
     try:
         while follow and not log.exists():
             if be.store.get(job.id).state.terminal:

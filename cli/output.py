@@ -114,6 +114,14 @@ def print_results(results, fmt: str) -> None:
         sys.stdout.write(f"{r.action} {r.job.id}" + (f" ({r.detail})" if r.detail else "") + "\n")
 
 
+def until_the_daemon_runs(be, results) -> None:
+    """A running job asked to stop on a workstation whose daemon is down is signalled only
+    when it starts again: say so, rather than let "stopping its processes" stand."""
+    if be.local and any(r.action in ("cancelling", "requeueing") for r in results) and be.daemon_pid() is None:
+        note("note: the queue daemon is not running; running jobs are signalled when `gqa local start` runs "
+             "(until then they keep running)")
+
+
 SUMMARISED_OVER = 20   # a group with more jobs than this prints one line, not one per job (100,000 would scroll)
 
 

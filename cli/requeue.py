@@ -3,7 +3,7 @@ the queue in its old place (like Slurm's `scontrol requeue`)."""
 
 from .app import app
 from .options import JobRefs, Output, check_output
-from .output import print_results, user_errors
+from .output import print_results, until_the_daemon_runs, user_errors
 
 
 @app.command("requeue")
@@ -13,5 +13,7 @@ def requeue(refs: JobRefs, output: Output = "table"):
     with user_errors():
         from .backend import backend
 
-        results = backend().control().requeue(refs)
+        be = backend()
+        results = be.control().requeue(refs)
+        until_the_daemon_runs(be, results)
     print_results(results, fmt)

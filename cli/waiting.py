@@ -73,6 +73,7 @@ def wait_all(refs: list[str], *, wanted: set[str] | None = None, poll: float | N
     since = time.monotonic()
     seen: dict[str, object] = {}                 # job id -> its record as last read
     open_refs = list(dict.fromkeys(refs))
+    told_down = False
     while True:
         not_admitted = []
         read_from = time.monotonic()
@@ -97,6 +98,9 @@ def wait_all(refs: list[str], *, wanted: set[str] | None = None, poll: float | N
             progress.show(jobs, elapsed, expected=len(wanted) if wanted else None)
         if not open_refs:
             return Waited(jobs, False, elapsed)
+        if not told_down and be.local and be.daemon_pid() is None:   # else it would wait in silence
+            told_down = True
+            note("note: the queue daemon is not running; these jobs move only once `gqa local start` runs")
         if timeout is not None and elapsed >= timeout:
             return Waited(jobs, True, elapsed, tuple(not_admitted))
         time.sleep(pause if timeout is None else max(0.0, min(pause, timeout - elapsed)))

@@ -126,7 +126,7 @@ class ControlService:
             try:
                 [job] = self.store.apply([Change(job.id, JobState.RUNNING, None, "", self.clock.now(),
                                                  {"request": Request.REQUEUE})])
-                results.append(ControlResult(job, "requeueing", "SIGTERM sent; it keeps its place in the queue"))
+                results.append(ControlResult(job, "requeueing", "SIGTERM asked for; it keeps its place in the queue"))
             except Conflict:  # it ended meanwhile
                 job = self.store.get(job.id)
                 results.append(ControlResult(job, "unchanged", f"not running ({job.status})"))

@@ -2,6 +2,8 @@
 print (`job 1 held`, one line per big array), `-o json`, and bad input as
 one line on stderr with exit code 2 and nothing written."""
 
+import json
+
 import pytest
 
 from cli.hold import SUMMARISED_OVER
@@ -73,3 +75,23 @@ def test_holding_a_running_job_says_to_cancel_or_requeue_it(cli):
     assert (code, out) == (2, "")
     assert err == ("gqa: error: job 1 is starting; only a pending job can be held "
                    "(gqa cancel 1 stops it, gqa requeue 1 sends it back to the queue)\n")
+
+
+@pytest.mark.parametrize("command, action", [("cancel", "cancelling 1 (stopping its processes)"),
+                                             ("requeue", "requeueing 1 (SIGTERM asked for; it keeps its place")])
+def test_stopping_a_running_job_while_the_daemon_is_down_says_when_it_happens(cli, command, action):
+    """Nothing signals the job until a daemon runs: the command says so, not only "stopping"."""
+    from gqa.models.job import JobState
+    from gqa.ports import Change
+
+    cli.json("submit", "--", "true")
+    cli.store.apply([Change("1", JobState.QUEUED, JobState.STARTING, "test", 1.0, {"assigned": (0,)})])
+    cli.store.apply([Change("1", JobState.STARTING, JobState.RUNNING, "started", 1.0, {"attempts": 1})])
+    code, out, err = cli(command, "1")
+    assert code == 0 and out.startswith(action)
+    assert err == ("note: the queue daemon is not running; running jobs are signalled when `gqa local start` "
+                   "runs (until then they keep running)\n")
+    if command == "cancel":        # asked again: still not signalled; the JSON alone on stdout
+        code, out, err = cli(command, "1", "-o", "json")
+        assert code == 0 and json.loads(out)[0]["detail"] == "already being cancelled"
+        assert err.startswith("note: the queue daemon is not running")

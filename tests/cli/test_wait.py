@@ -191,6 +191,9 @@ class SlowQueue:
     def queries(self):
         return self
 
+    def daemon_pid(self):
+        return 1
+
     def jobs(self, ref, *, history=True):
         self.asked.append(history)
         self.now += self.read
@@ -227,3 +230,9 @@ def test_a_slow_read_never_pauses_past_the_timeout(monkeypatch):
     monkeypatch.setattr(waiting, "time", fake)
     waited = waiting.wait_all(["1"], timeout=2.0)
     assert waited.timed_out and fake.pauses == [1.5] and waited.code == 124
+
+
+def test_a_wait_while_the_daemon_is_down_says_so_once(cli):
+    cli("submit", "--", "true")
+    code, _, err = cli("wait", "1", "--timeout", "1")
+    assert code == 124 and err.count("note: the queue daemon is not running; these jobs move only once") == 1
