@@ -69,11 +69,13 @@ def start(
                                                    "--mail-domain.", rich_help_panel=NOTICES)] = None,
     alerts_to: Annotated[Optional[str], typer.Option("--alerts-to", help="An address or webhook URL for alerts "
                                                      "and approval requests.", rich_help_panel=NOTICES)] = None,
+    output: Output = "table",
 ):
     """Start the daemon that launches queued jobs as GPUs free up."""
     from gqa.adapters.local.lock import daemon_running
     from gqa.adapters.local.paths import StatePaths
 
+    fmt = check_output(output)
     if not 0 <= grace < float("inf"):   # NaN too: the daemon would wait on it when it stops a job
         fail(f"--grace must be a number of seconds >= 0, got {grace:g}")
     if keep_history < 0:
@@ -104,11 +106,18 @@ def start(
         _record_inventory(paths, inventory, rules)
     options = _daemon_options(log_max_size, log_files) + notice_options + ["--keep-history", str(keep_history)]
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
+    started = {"home": str(paths.home), "gpus": len(inventory["gpus"]), "detached": detach}
     if detach:
-        start_background(paths, inventory, grace, options)
+        started["pid"] = start_background(paths, inventory, grace, options)
+        if fmt == "json":
+            print_json(started)
+            return
         note(f"gqa daemon started in the background with {described}; state in {paths.home}")
         _print_containment(paths)
         return
+    if fmt == "json":       # before the daemon's own lines: one object, then it runs here
+        print_json(started | {"pid": os.getpid()})
+        sys.stdout.flush()
     note(f"gqa daemon running in the foreground with {described}; state in {paths.home}; Ctrl-C stops it")
     from daemon.main import main as run_daemon
 
@@ -141,23 +150,31 @@ def stop(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the daemon to exit.")] = 60.0,
     force: Annotated[bool, typer.Option("--force", help="Kill the daemon at once (SIGKILL). Running jobs keep "
                                         "running; the next daemon re-adopts them.")] = False,
+    output: Output = "table",
 ):
     """Stop the daemon. Running jobs get SIGTERM and go back to the queue (unless --keep-jobs)."""
     from gqa.adapters.local.lock import daemon_running
     from gqa.adapters.local.paths import StatePaths
 
+    fmt = check_output(output)
     if not 0 <= timeout < float("inf"):
         fail(f"--timeout must be a number of seconds >= 0, got {timeout:g}")
     with user_errors():
         paths = StatePaths.from_env()
         pid = daemon_running(paths)
         if pid is None:
-            note("gqa daemon is not running")
+            if fmt == "json":
+                print_json({"pid": None, "stopped": False, "running": False})
+            else:
+                note("gqa daemon is not running")
             return
         stopped = stop_daemon(paths, keep_jobs=keep_jobs, timeout=timeout, force=force)
     if not stopped:
         fail(f"daemon (pid {pid}) did not stop within {timeout:g}s (running jobs get their grace period first); "
              f"see {paths.daemon_log}, or `gqa local stop --force`", code=1)
+    if fmt == "json":
+        print_json({"pid": pid, "stopped": True, "running": False})
+        return
     note(f"gqa daemon (pid {pid}) stopped")
 
 

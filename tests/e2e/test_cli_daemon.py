@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.e2e.conftest import ROOT
+
 pytestmark = pytest.mark.e2e
 
 
@@ -93,3 +95,19 @@ def test_local_status_says_which_containment_and_log_cap_are_in_force(queue):
     assert data["logs"].startswith("job logs capped at 100 MiB")
     text = queue.cli("local", "status", check=True).stdout
     assert data["containment"] in text and data["logs"] in text
+
+
+def test_local_start_and_stop_answer_scripts_in_json(tmp_path):
+    """`gqa local start -d -o json` and `gqa local stop -o json`: one object each on stdout, nothing else."""
+    env = dict(os.environ, GQA_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+
+    def gqa_json(*args):
+        done = subprocess.run([sys.executable, "-c", "from cli.client import run; run()", *args, "-o", "json"],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    started = gqa_json("local", "start", "--gpus", "2", "--detach")
+    assert started == {"home": str(tmp_path / "home"), "gpus": 2, "detached": True, "pid": started["pid"]}
+    assert gqa_json("local", "stop") == {"pid": started["pid"], "stopped": True, "running": False}
+    assert gqa_json("local", "stop") == {"pid": None, "stopped": False, "running": False}
