@@ -36,8 +36,9 @@ def history(
                                                 "('train-*').", show_default=False)] = None,
     array: Annotated[Optional[str], typer.Option("--array", help="Only this array's (or sweep's) jobs, by its id.",
                                                  show_default=False)] = None,
-    since: Annotated[str, typer.Option("--since", "-S", help="From when: a date (2026-11-30), a date and time "
-                                       "(2026-11-30T14:00), or a time ago (2h, 3d).")] = DEFAULT_SINCE,
+    since: Annotated[str, typer.Option("--since", "-S", help="From when: a time back from now (2h, 3d), a date "
+                                       "(2026-11-30), a date and time (2026-11-30T14:00, or with its offset: "
+                                       "2026-11-30T14:00Z) or a time today (14:00).")] = DEFAULT_SINCE,
     until: Annotated[Optional[str], typer.Option("--until", "-E", help="Until when (default: now), as --since.",
                                                  show_default=False)] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="The newest N jobs; 0 for every one.")] = 100,
@@ -50,13 +51,15 @@ def history(
     if limit < 0:
         fail(f"--limit must be 0 (every job) or more, got {limit}")
     with user_errors():
-        from gqa.services.history import MAX_LIMIT, HistoryQuery, states_of, when_of
+        from gqa.models.times import check_window, time_of
+        from gqa.services.history import MAX_LIMIT, HistoryQuery, states_of
 
         from .output import now   # read when called: tests fix it
 
         at = now()
-        start = when_of(since, at, what="--since")
-        end = None if until is None else when_of(until, at, what="--until")
+        start = time_of(since, at, what="--since")
+        end = None if until is None else time_of(until, at, what="--until")
+        check_window(start, end, at)
         from .backend import backend
 
         be = backend()

@@ -16,8 +16,8 @@ DEFAULT_OUT = "gqa-report"
 @app.command("report")
 def report(
     since: Annotated[str, typer.Option("--since", "-S", help="Start of the period: a time back from now (7d, "
-                                                             "12h) or a date (2026-11-01, 2026-11-01T08:00).")]
-        = DEFAULT_SINCE,
+                                       "12h), a date (2026-11-01), a date and time (2026-11-01T08:00, or with its "
+                                       "offset: 2026-11-01T08:00Z) or a time today (14:00).")] = DEFAULT_SINCE,
     until: Annotated[Optional[str], typer.Option("--until", "-E", help="End of the period, as --since "
                                                  "(default: now).", show_default=False)] = None,
     team: Annotated[Optional[str], typer.Option("--team", "-A", help="Only this team's jobs.")] = None,
@@ -32,18 +32,17 @@ def report(
     """
     fmt = check_output(output)
     with user_errors():
-        from gqa.models.errors import SpecError
+        from gqa.models.times import check_window, time_of
         from gqa.reporting import build, write_report
 
         from .backend import backend
 
         be = backend()
         now = be.clock.now() if hasattr(be, "clock") else _now()
-        start = parse_when(since, now, "--since")
-        end = parse_when(until, now, "--until") if until else now
-        if end <= start:
-            raise SpecError(f"the period ends ({_date(end)}) at or before it starts ({_date(start)}): "
-                            "--until must be later than --since")
+        start = time_of(since, now, what="--since")
+        end = time_of(until, now, what="--until") if until is not None else None
+        check_window(start, end, now, what="period")
+        end = now if end is None else end
         built = build(report_input(be, start, end, now, team))
         try:
             written = write_report(built, out)
@@ -89,28 +88,6 @@ def _print_summary(built, written) -> None:
         out.print(f"  {format_count(built.idle_jobs, 'job')} held GPUs idle: {built.wasted_gpu_hours:,.1f} GPU-hours",
                   soft_wrap=True)
     out.print(f"report: {written.page} ({len(written.figures)} figures beside it)", soft_wrap=True)
-
-
-def parse_when(text: str, now: float, option: str) -> float:
-    """`now`, a time back from now (`7d`, `12h`, `90m`) or a date, in local time as sacct reads
-    one (`2026-11-01`, `2026-11-01T08:00`, or with its offset)."""
-    from datetime import datetime
-
-    from gqa.models.errors import SpecError
-    from gqa.models.units import parse_duration
-
-    value = text.strip()
-    if value.lower() == "now":
-        return now
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        pass
-    try:
-        return now - parse_duration(value, bare_unit="s")
-    except SpecError:
-        raise SpecError(f"{option} {text!r}: use a time back from now (7d, 12h, 90m) or a date "
-                        "(2026-11-01, 2026-11-01T08:00)") from None
 
 
 def _pools(be) -> tuple:

@@ -167,7 +167,7 @@ def build(given: ReportInput) -> Report:
     idle = idle_jobs(rows)
     return Report(
         title=given.title, since=given.since, until=given.until, relative=given.relative, notes=tuple(given.notes),
-        jobs=len(rows), step=step, times=times, waits=tier_waits(rows, times, step, given.now),
+        jobs=len(rows), step=step, times=times, waits=tier_waits(rows, times, step, given.now, given.until),
         pools=pool_use(rows, times, step, given.pools, given.now), teams=team_use(rows, given.budgets, given.since,
                                                                                 given.until, given.relative),
         outcomes=outcomes(rows), wait_reasons=wait_reasons(rows), idle=tuple(idle[:IDLE_LISTED]),
@@ -194,20 +194,28 @@ def _bucket(at: float, times: tuple[float, ...], step: float) -> int | None:
     return i if i < len(times) else None
 
 
-def tier_waits(rows: Iterable[JobSummary], times: tuple[float, ...], step: float, now: float) -> tuple[TierWaits, ...]:
-    """Waits (submission to first start) per tier, by the bucket the job started in."""
+def tier_waits(rows: Iterable[JobSummary], times: tuple[float, ...], step: float, now: float,
+               until: float | None = None) -> tuple[TierWaits, ...]:
+    """Waits (submission to first start) per tier, of the jobs that started in
+    the period (from the first bucket's start to `until`, else to the last
+    bucket's end): by the bucket each started in, and over them all. A job
+    that started before the period waited before it too, and counts in none."""
     out = []
     rows = list(rows)
+    end = until if until is not None else (times[0] + len(times) * step if times else 0.0)
     for priority in Priority:
         mine = [r for r in rows if r.tier == priority.rank]
         if not mine:
             continue
         per: list[list[float]] = [[] for _ in times]
-        started = [r for r in mine if r.first_start is not None and r.wait is not None]
-        for r in started:
-            i = _bucket(r.first_start or 0.0, times, step)
+        started = []
+        for r in mine:
+            if r.first_start is None or r.wait is None or r.first_start >= end:
+                continue
+            i = _bucket(r.first_start, times, step)
             if i is not None:
-                per[i].append(r.wait or 0.0)
+                per[i].append(r.wait)
+                started.append(r)
         waits = [r.wait or 0.0 for r in started]
         out.append(TierWaits(
             tier=priority.value, p50=tuple(percentile(w, 50) for w in per), p95=tuple(percentile(w, 95) for w in per),

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from ..models.accounting import summarise
 from ..models.errors import SpecError
 from ..models.job import TERMINAL, JobRecord, JobState
+from ..models.times import AHEAD, EARLIEST
 from ..ports import Clock, HistoryQuery, HistoryReads, SchedulingInputs
 from ..scheduling.budget import period_of
 from ..scheduling.budget import running_cost
@@ -76,11 +77,17 @@ class CostReport:
         return sum(t.total for t in self.teams)
 
 
-def check_period(period: str) -> str:
+def check_period(period: str, now: float) -> str:
+    """The calendar month `period` names, from 1970-01 to the month a year after `now`
+    (the times `gqa history` and `gqa report` take: gqa.models.times)."""
     match = PERIOD_RE.match(period.strip())
     if not match or not 1 <= int(match.group(2)) <= 12:
         raise SpecError(f"invalid period {period!r}: use a calendar month, e.g. 2026-11")
-    return period.strip()
+    first, last = period_of(EARLIEST), period_of(now + AHEAD)
+    if not first <= match.group(0) <= last:
+        raise SpecError(f"period {match.group(0)!r} is outside {first} to {last} (1970 to a year from now): "
+                        "give a month in between")
+    return match.group(0)
 
 
 def period_bounds(period: str) -> tuple[float, float]:
@@ -107,7 +114,7 @@ class CostService:
             raise SpecError(f"jobs: from 0 to {MOST_JOBS} of the costliest jobs, got {jobs}")
         now = self.clock.now()
         current = period_of(now)
-        period = check_period(period) if period else current
+        period = check_period(period, now) if period else current
         settled = self.store.spend(period)
         running: dict[str, float] = {}
         if period == current:

@@ -8,19 +8,16 @@ its start on; the store reads them by an index on the end time
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime
 
 from ..models.accounting import JobSummary, summarise
 from ..models.errors import SpecError
 from ..models.job import JobState
-from ..models.units import parse_duration
+from ..models.times import check_window
 from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads
 
-__all__ = ["MAX_LIMIT", "STATE_WORDS", "HistoryPage", "HistoryQuery", "HistoryService", "check_query", "states_of",
-           "when_of"]
+__all__ = ["MAX_LIMIT", "STATE_WORDS", "HistoryPage", "HistoryQuery", "HistoryService", "check_query", "states_of"]
 
 MAX_LIMIT = 1000     # jobs a page holds at most: about 1 KB each on the wire, within Lambda's 6 MB answer
 
@@ -33,9 +30,7 @@ class HistoryPage:
 
 def check_query(query: HistoryQuery) -> HistoryQuery:
     """The query as the store reads it; SpecError, with the numbers, for one that lists nothing by mistake."""
-    if query.until is not None and query.until <= query.since:
-        raise SpecError(f"the window ends ({query.until:.0f}) at or before it begins ({query.since:.0f}): "
-                        "--until must be later than --since")
+    check_window(query.since, query.until)
     if not 1 <= query.limit <= MAX_LIMIT:
         raise SpecError(f"a history page holds 1 to {MAX_LIMIT:,} jobs, not {query.limit:,}")
     if query.states is not None:
@@ -90,24 +85,3 @@ def states_of(words: Iterable[str]) -> frozenset[JobState] | None:
 
 
 _WORDS = ("completed", "failed", "timed out", "cancelled", "rejected", "running")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2})?)?$")
-
-
-def when_of(text: str, now: float, *, what: str) -> float:
-    """Epoch seconds of a time people write: "now", a date ("2026-11-30", local
-    midnight) or date and time ("2026-11-30T14:00", "2026-11-30 14:00:05",
-    local), or a duration ago ("2h", "3d", "90m", "1w")."""
-    raw = text.strip()
-    if raw.lower() == "now":
-        return now
-    if _DATE.match(raw):
-        date = raw.replace(" ", "T")
-        try:
-            return datetime.fromisoformat(date).timestamp()   # naive: this machine's time zone
-        except ValueError:
-            raise SpecError(f"{what} {text!r} is not a date: use 2026-11-30 or 2026-11-30T14:00") from None
-    try:
-        return now - parse_duration(raw, bare_unit="h")
-    except SpecError:
-        raise SpecError(f"{what} {text!r} is neither a date (2026-11-30, 2026-11-30T14:00) nor a time ago "
-                        "(2h, 3d, 90m)") from None

@@ -50,6 +50,10 @@ def test_a_page_of_summaries_newest_end_first_then_the_next(api):  # noqa: F811
     ({"since": "0", "state": "QUEUED"}, "history lists finished and running jobs, not QUEUED ones"),
     ({"since": "0", "limit": "5000"}, "a history page holds 1 to 1,000 jobs"),
     ({"since": "0", "next": "bogus"}, "is not a page token of a history"),
+    ({"since": "1796653029", "until": "1796573829"}, "the window ends (2026-12-06 16:17:09 UTC) at or before it "
+                                                     "begins (2026-12-07 14:17:09 UTC): --until must be later"),
+    ({"since": "1e300", "until": "0"}, "the window ends (1970-01-01 00:00:00 UTC) at or before it begins "
+                                       "(1e+300 s from 1970-01-01 UTC)"),
 ])
 def test_bad_queries_are_400_and_name_what_is_wrong(api, query, words):  # noqa: F811
     status, answer = api("GET", "/history", "alice", query=query)

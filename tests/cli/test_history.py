@@ -77,6 +77,9 @@ def test_the_last_day_newest_end_first_after_the_running_ones_in_80_columns(cli,
 @pytest.mark.parametrize("args, names", [
     (("--since", "2d"), ["train-now", "eval", "train-bad", "train-ok", "old"]),
     (("--since", "2026-11-28", "--until", "2026-11-29T12:00"), ["old"]),
+    (("--since", "2026-11-28T00:00Z", "--until", "2026-11-29 14:00:00+02:00"), ["old"]),   # with offsets
+    (("--since", "00:00"), ["train-now"]),                                                # today, here
+    (("--since", "1d12h", "--until", "90m"), ["train-bad", "train-ok", "old"]),
     (("-u", "alice"), ["eval", "train-ok"]),
     (("--team", "nlp"), ["eval", "train-bad"]),
     (("--state", "failed", "--state", "timed out"), ["eval", "train-bad"]),
@@ -129,9 +132,19 @@ def test_nothing_in_the_window_says_so(cli, jobs):
 
 @pytest.mark.parametrize("args, message", [
     (("--state", "pending"), "unknown state 'pending': use completed, failed, timed out, cancelled, rejected, running"),
-    (("--since", "yesterday"), "--since 'yesterday' is neither a date"),
+    (("--since", "yesterday"), "--since 'yesterday': use a time back from now (90m, 12h, 7d), a date"),
     (("--since", "2026-13-01"), "--since '2026-13-01' is not a date"),
     (("--since", "1h", "--until", "2h"), "--until must be later than --since"),
+    # the same grammar as gqa report's: a number alone is no time, eight digits are no date
+    (("--since", "24"), "--since '24' needs a unit: 24h, 24m or 24s back from now (or a date, 2026-11-30)"),
+    (("--since", "20261207"), "--since '20261207': write the date as 2026-12-07"),
+    (("--since", "9999-12-31"), "--since '9999-12-31' is after 2027-12-01 00:53:20 UTC, a year from now"),
+    (("--since", "800000d"), "--since '800000d' is before 1970-01-01 00:00:00 UTC, earlier than any job"),
+    # a window that holds no time, with both ends as dates
+    (("--since", "2h", "--until", "1d"), "the window ends (2026-11-29 00:53:20 UTC) at or before it begins "
+                                         "(2026-11-29 22:53:20 UTC): --until must be later than --since"),
+    (("--since", "2026-12-07"), "the window ends now (2026-11-30 00:53:20 UTC), at or before it begins "
+                                "(2026-12-07 00:00:00 UTC): --since must be earlier than now, or give a later --until"),
     (("--mine", "-u", "bob"), "--mine and --user both name whose jobs to show"),
     (("--limit", "-1"), "--limit must be 0 (every job) or more, got -1"),
     (("-o", "yaml"), "unknown output format 'yaml'; use table, json or csv"),

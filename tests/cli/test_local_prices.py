@@ -3,6 +3,8 @@ GPU-hours per team and its costliest jobs on the local backend."""
 
 import json
 
+import pytest
+
 from cli.local import _record_inventory
 from gqa.adapters.local.paths import StatePaths
 from gqa.ports import Inventory
@@ -72,3 +74,14 @@ def test_cost_lists_gpu_hours_per_team_and_the_costliest_jobs(cli):
     assert code == 0 and "2.0 GPU-hours" in out and "costliest" in out and "vision" in out
     code, _, err = cli("cost", "--jobs", "5000")
     assert code == 2 and "--jobs" in err
+
+
+@pytest.mark.parametrize("period, message", [
+    ("9999-12", "period '9999-12' is outside 1970-01 to "),
+    ("0000-01", "period '0000-01' is outside 1970-01 to "),
+    ("1969-12", "period '1969-12' is outside 1970-01 to "),
+    ("2026-13", "invalid period '2026-13': use a calendar month, e.g. 2026-11"),
+])
+def test_cost_of_a_month_out_of_range_is_one_line_and_exit_2(cli, period, message):
+    code, out, err = cli("cost", "--period", period, "--jobs", "5")
+    assert code == 2 and out == "" and err.startswith(f"gqa: error: {message}") and err.count("\n") == 1, err

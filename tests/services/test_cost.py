@@ -44,9 +44,9 @@ def test_this_months_spend_counts_running_jobs_so_far_against_the_budget(priced)
     assert report.teams[0].used is None and report.total == 6.0
 
 
-def test_a_past_month_has_no_running_share_and_teams_with_budgets_show_zero(priced):
-    spend_some(priced)
-    report = CostService(priced.store, priced.clock).report(period="1969-12")
+def test_another_month_has_no_running_share_and_teams_with_budgets_show_zero(priced):
+    spend_some(priced)                                            # in January 1970
+    report = CostService(priced.store, priced.clock).report(period="1970-02")
     assert not report.current
     assert report.teams == [TeamCost("vision", 0.0, 0.0, 100.0)]
 
@@ -63,10 +63,33 @@ def test_used_is_the_fraction_of_the_budget(budget, total, used):
     assert TeamCost("t", total, 0.0, budget).used == used
 
 
+NOW = 1_796_000_000.0    # 2026-11-30
+
+
 @pytest.mark.parametrize("period", ["2026-13", "2026-1", "november", "2026-11-01", ""])
 def test_a_period_is_a_calendar_month(period):
     with pytest.raises(SpecError, match="use a calendar month, e.g. 2026-11"):
-        check_period(period)
+        check_period(period, NOW)
+
+
+@pytest.mark.parametrize("period, taken", [
+    ("1970-01", True), ("2026-11", True), (" 2027-12 ", True),      # to the month a year from now is in
+    ("1969-12", False), ("0000-01", False), ("0001-01", False), ("2028-01", False), ("9999-12", False),
+])
+def test_a_period_is_a_month_from_1970_to_a_year_from_now(period, taken):
+    if taken:
+        assert check_period(period, NOW) == period.strip()
+        return
+    with pytest.raises(SpecError) as refused:
+        check_period(period, NOW)
+    assert str(refused.value) == (f"period {period.strip()!r} is outside 1970-01 to 2027-12 (1970 to a year from "
+                                  "now): give a month in between")
+
+
+@pytest.mark.parametrize("period", ["9999-12", "0000-01"])
+def test_a_month_the_calendar_cannot_hold_is_refused_not_a_crash(priced, period):
+    with pytest.raises(SpecError, match=f"period '{period}' is outside 1970-01 to "):
+        with_history(priced).report(period=period, gpu_hours=True, jobs=5)
 
 
 def test_a_job_claimed_again_costs_nothing_until_its_new_attempt_starts(priced):
@@ -127,10 +150,10 @@ def test_gpu_hours_per_team_and_the_costliest_jobs_come_from_the_jobs_that_ran(p
     assert CostService(priced.store, priced.clock).report(gpu_hours=True, jobs=5).jobs == []   # no history: spend only
 
 
-def test_a_past_month_counts_the_jobs_that_ended_in_it(priced):
+def test_a_month_counts_the_jobs_that_ended_in_it(priced):
     spend_some(priced)
     this = period_of(priced.clock.now())
-    assert with_history(priced).report(period="1969-12", gpu_hours=True).gpu_hours == {"vision": 0.0}
+    assert with_history(priced).report(period="1970-02", gpu_hours=True).gpu_hours == {"vision": 0.0}
     assert with_history(priced).report(period=this, gpu_hours=True).gpu_hours["vision"] == 2.0
 
 

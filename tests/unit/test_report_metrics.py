@@ -62,6 +62,27 @@ def test_waits_per_tier_by_the_bucket_the_job_started_in():
     assert (waits["low"].total_started, waits["low"].waiting, waits["low"].p50) == (1, 1, (1000.0, None))
 
 
+RUNNING = {"state": S.RUNNING, "ended_at": None}
+
+
+@pytest.mark.parametrize("row, started", [
+    (ran("1", -20, -10, 200), 0),                        # started before the period: its wait was before it
+    (job("1", submitted_at=-20.0, first_start=-10.0, wait=10.0, elapsed=15.0, **RUNNING), 0),   # ...running on
+    (ran("1", -20, 0, 200), 1),                          # started as the period began
+    (ran("1", -20, 30, 200), 1),                         # waited from before it, started in it
+    (ran("1", 10, 30, 50), 1),
+    (job("1", submitted_at=90.0, first_start=100.0, wait=10.0, elapsed=5.0, **RUNNING), 0),   # at its end
+    (job("1", submitted_at=90.0, first_start=None, wait=None, ended_at=None, state=S.QUEUED), 0),
+])
+def test_only_jobs_that_started_in_the_period_count_in_its_waits(row, started):
+    """Period [0, 100): the starts, p50, p95 and longest wait are over the jobs that started in it, as the
+    per-interval buckets are."""
+    report = build(ReportInput([row], since=0, until=100, now=105))
+    [waits] = report.waits
+    assert (waits.total_started, sum(waits.started)) == (started, started)
+    assert waits.overall_p50 == waits.overall_p95 == waits.longest == (row.wait if started else None)
+
+
 @pytest.mark.parametrize("row, now, spans", [
     (ran("1", 0, 10, 110), 999, ((10, 110),)),
     # requeued, read without its transitions: 100 s over two attempts ending at 500 are drawn as the last 100 s
