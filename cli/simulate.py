@@ -101,9 +101,10 @@ def simulate(
     unknown = [p for p in names if p not in NAMES]
     if unknown or not names:
         fail(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(NAMES)}")
-    if base is not None and base.strip().lower() not in names:
+    named_base = base.strip().lower() if base is not None else None
+    if named_base is not None and named_base not in names:
         fail(f"--base {base} is not among the policies replayed ({', '.join(names)})")
-    base = (base or "fifo").strip().lower()
+    base = named_base or "fifo"
     if problem := load_problem(load):
         fail(f"--{problem}")
     if eta_sample is not None and eta_sample < 0:
@@ -195,6 +196,8 @@ def simulate(
                + (", or from the 2-minute notice, on which it saves one" if on_notice else "") if spot else ""))
     if policies is None:
         for name, why in left_out(work, inventory, pool_of, reclaim_rates(pool_list), restart_cost).items():
+            if name == named_base:   # its ratios would be none, and the run would not say why
+                fail(f"--base {name} is left out of this run: {why}")
             names.remove(name)
             work.assumptions.append(f"{name} left out: {why}")
     else:   # asked for by name: refused before any replay, which on a whole trace takes minutes

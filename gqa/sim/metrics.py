@@ -134,14 +134,22 @@ def recorded(jobs: Iterable[SimJob], trace_jobs: Iterable[TraceJob]) -> dict | N
 
 def most_held(trace_jobs: Iterable[TraceJob]) -> int | None:
     """The most GPUs the trace's jobs held at once as they ran, where it records their runs (a
-    Slurm dump): at least the cluster they ran on. None where it records none."""
-    ran = [(j.started, j.ended, j.gpus) for j in trace_jobs if j.started is not None and j.ended is not None]
+    Slurm dump): at least the cluster they ran on. None where it records none. A requeued job holds
+    its GPUs through each attempt, not while it waits to run again."""
+    ran = [(started, ended, j.gpus) for j in trace_jobs for started, ended in _runs(j)]
     marks = sorted([(started, gpus) for started, _, gpus in ran] + [(ended, -gpus) for _, ended, gpus in ran])
     held = most = 0
     for _, step in marks:   # at one moment the ends (negative) sort first: a GPU freed and taken is held once
         held += step
         most = max(most, held)
     return most if marks else None
+
+
+def _runs(job: TraceJob) -> tuple[tuple[float, float], ...]:
+    """The spans the job held its GPUs, as the trace records them: each attempt's, else its one run."""
+    if job.runs:
+        return job.runs
+    return ((job.started, job.ended),) if job.started is not None and job.ended is not None else ()
 
 
 def _share(part: float | None, whole: float | None) -> float | None:

@@ -11,8 +11,11 @@ keeps a gang in one pool, tries spot first for jobs that tolerate it, and
 on demand first for a job reclaimed too often for how long it has run."""
 
 import math
+import reprlib
 from dataclasses import dataclass
-from typing import TypeGuard
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..scheduling import Gpu
 
@@ -29,10 +32,15 @@ MAX_GPUS = 1_000_000
 MAX_RECLAIM_RATE = 10.0
 
 
+def _shown(value: object) -> str:
+    """A value as a message quotes it, cut short: a few aliases can make a YAML value huge."""
+    return reprlib.repr(value)
+
+
 def _name(value: object, what: str) -> str:
     """A name: text or a number (a100, 4090), not empty; YAML's null would be the pool 'None'."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
-        raise ValueError(f"{what} must be a name, got {value!r}")
+        raise ValueError(f"{what} must be a name, got {_shown(value)}")
     return str(value).strip()
 
 
@@ -40,27 +48,38 @@ def _flag(value: object, what: str) -> bool:
     """YAML's true or false (yes and no unquoted too); a quoted 'no' is a string, and bool() of
     it is True."""
     if not isinstance(value, bool):
-        raise ValueError(f"{what} must be true or false, got {value!r}")
+        raise ValueError(f"{what} must be true or false, got {_shown(value)}")
     return value
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
-    """A finite YAML int or float (YAML's true is an int to Python, and .inf a float)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _finite(value: object) -> float | None:
+    """A YAML int or float as a finite float, else None: YAML's true is an int to Python, .inf a
+    float, and an int of 400 digits has no float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _count(value: object, what: str) -> int:
-    if not _is_number(value) or value != int(value) or value < 1:
-        raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
-    return int(value)
+    number = value if isinstance(value, int) and not isinstance(value, bool) else _finite(value)
+    if number is None or number != int(number) or number < 1:
+        raise ValueError(f"{what} must be a whole number >= 1, got {_shown(value)}")
+    if number > MAX_GPUS:
+        raise ValueError(f"{what} must be at most {MAX_GPUS:,}, the most a replay may have, got {_shown(value)}")
+    return int(number)
 
 
 def _amount(value: object, what: str, most: float = math.inf) -> float:
     """A price or a rate: a finite number from 0 to `most`."""
-    if not _is_number(value) or not 0 <= value <= most:
+    number = _finite(value)
+    if number is None or not 0 <= number <= most:
         bound = "a finite number >= 0" if most == math.inf else f"a number from 0 to {most:g}"
-        raise ValueError(f"{what} must be {bound}, got {value!r}")
-    return float(value)
+        raise ValueError(f"{what} must be {bound}, got {_shown(value)}")
+    return number
 
 
 @dataclass(frozen=True)
@@ -73,28 +92,27 @@ class Pool:
     reclaim_rate_per_hour: float = 0.0   # per running job: the chance per hour its capacity is reclaimed
 
 
-def load_pools(text: str, source: str = "pools") -> list[Pool]:
-    import yaml
+KEYS = tuple(Pool.__dataclass_fields__)
 
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise PoolError(f"{source}: not YAML ({exc})") from None
+
+def load_pools(text: str, source: str = "pools") -> list[Pool]:
+    raw, lines = _parsed(text, source)
     if isinstance(raw, dict) and "pools" in raw:
         raw = raw["pools"]
     if not isinstance(raw, list) or not raw:
         raise PoolError(f"{source}: expected a list of pools")
     pools, names, kinds, total = [], set(), set(), 0
     for n, item in enumerate(raw, 1):
-        where = f"{source}: pool {n}"
+        where = f"{source}: line {lines[n - 1]}: pool {n}" if len(lines) == len(raw) else f"{source}: pool {n}"
         if not isinstance(item, dict):
             raise PoolError(f"{where}: expected a mapping with name, gpu_type, spot, gpus, price_per_gpu_hour")
-        unknown = set(item) - set(Pool.__dataclass_fields__)
+        # a key may be any YAML value: `{name: a, 0.5}` has the key 0.5, written without its name
+        unknown = [key if isinstance(key, str) else _shown(key) for key in item if key not in KEYS]
         missing = {"name", "gpus", "price_per_gpu_hour"} - set(item)
         if missing:
             raise PoolError(f"{where}: missing {', '.join(sorted(missing))}")
         if unknown:
-            raise PoolError(f"{where}: unknown {', '.join(sorted(unknown))}")
+            raise PoolError(f"{where}: unknown {', '.join(unknown)} (a pool's keys: {', '.join(KEYS)})")
         try:
             name = _name(item["name"], "name")
             rate = item.get("reclaim_rate_per_hour")
@@ -117,6 +135,50 @@ def load_pools(text: str, source: str = "pools") -> list[Pool]:
         kinds.add((pool.gpu_type, pool.spot))
         pools.append(pool)
     return pools
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, whose value errors (`2024-13-45`, `!!int x`, an int of 5,000 digits) are
+    YAML errors with their line, as its own are."""
+
+    def construct_object(self, node: Node, deep: bool = False) -> object:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, ArithmeticError, LookupError):
+            kind = node.tag.rpartition(":")[2]
+            raise yaml.constructor.ConstructorError(None, None, f"{_shown(node.value)} is not a valid {kind}",
+                                                    node.start_mark) from None
+
+
+def _parsed(text: str, source: str) -> tuple[object, list[int]]:
+    """The file's data, and the line of each pool in its list (none where it has no list)."""
+    try:
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = " ".join(", ".join(p for p in (exc.context, exc.problem) if p).split())
+        raise PoolError(f"{source}: {f'line {mark.line + 1}: ' if mark else ''}not YAML ({problem})") from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise PoolError(f"{source}: line {line}: not YAML (character U+{exc.character:04X} is not allowed)") from None
+    except yaml.YAMLError as exc:
+        raise PoolError(f"{source}: not YAML ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise PoolError(f"{source}: nested too deep to be a list of pools") from None
+    return data, _lines(node)
+
+
+def _lines(node: Node | None) -> list[int]:
+    """Each pool's line in the file, where the pools are a YAML list (or a `pools:` key's)."""
+    if isinstance(node, MappingNode):   # of two `pools:` keys, YAML keeps the last
+        node = next((value for key, value in reversed(node.value)
+                     if isinstance(key, ScalarNode) and key.value == "pools"), None)
+    return [item.start_mark.line + 1 for item in node.value] if isinstance(node, SequenceNode) else []
 
 
 def pool_gpus(pools: list[Pool]) -> tuple[tuple[Gpu, ...], dict[int, str]]:

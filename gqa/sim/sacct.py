@@ -14,8 +14,8 @@ start at its end and no AllocTRES), jobs still running at the dump, jobs that as
 0 seconds. A requeued job's row is its last attempt, submitted when it was requeued (a job whose last
 row is REQUEUED waits again at the dump); with -D it has a row per attempt, and its attempts become one
 job, arriving with its first and running as long as all together. Dumps put together with `cat` read as
-one: a repeated header is skipped, and a row repeated by overlapping periods read once, as the later
-dump has it."""
+one: a repeated header is skipped, and an attempt repeated by overlapping periods read once, as the row
+that got furthest has it (waiting, then running, then ended; of two as far, the later)."""
 
 import re
 from collections import Counter
@@ -53,6 +53,7 @@ def is_sacct(first_line: str) -> bool:
 @dataclass(slots=True)
 class _Row:
     """One row of a job that is not a step: one attempt, as the dump has it."""
+    queued: float           # Submit: an attempt's own, the same in every dump (Eligible may be Unknown while it waits)
     submit: float           # its arrival: Eligible, else Submit
     start: float | None
     running: bool           # no end yet: still running at the dump
@@ -92,8 +93,8 @@ class _Columns:
 
 def load_sacct(path: str | Path) -> Trace:
     path = Path(path)
-    # each job's attempts: dumps of overlapping periods put together (`cat`) repeat a row (the same
-    # arrival and start), and the later one, read later, says how it stood later (running, then ended)
+    # each job's attempts: dumps of overlapping periods put together (`cat`) repeat an attempt's row,
+    # which says how far it had got by each dump's end (waiting, running, ended)
     rows: dict[str, list[_Row]] = {}
     steps = repeats = 0
     with path.open("rb") as f:   # a line at a time: a year of a busy cluster is millions of rows
@@ -115,13 +116,27 @@ def load_sacct(path: str | Path) -> Trace:
             except ValueError as exc:
                 raise TraceError(f"{path}: line {number}: {exc}") from None
             attempts = rows.setdefault(job_id, [])
-            same = next((i for i, r in enumerate(attempts) if (r.submit, r.start) == (row.submit, row.start)), None)
+            # a job has a few attempts at most: a walk is cheaper than a dict per job
+            same = next((i for i, r in enumerate(attempts) if _same_attempt(r, row)), None)
             if same is None:
                 attempts.append(row)
-            else:   # a job has a few attempts at most: a walk is cheaper than a dict per job
-                attempts[same] = row
+            else:
                 repeats += 1
+                if _progress(row) >= _progress(attempts[same]):
+                    attempts[same] = row
     return _trace(path, rows, steps, repeats)
+
+
+def _same_attempt(a: _Row, b: _Row) -> bool:
+    """Whether two rows are one attempt: its Submit, and its start once it has one (a requeue's attempt
+    has a Submit of its own). A row of it waiting has no start yet, and maybe no Eligible."""
+    return a.queued == b.queued and (a.start == b.start or a.start is None or b.start is None)
+
+
+def _progress(row: _Row) -> int:
+    """How far an attempt had got at its dump's end: never started (0), running (1), ended (2). A row
+    repeated by another dump gives way to one that got as far or further, whichever order they come in."""
+    return 0 if row.start is None else 1 if row.running else 2
 
 
 def _lines(f: BinaryIO, path: Path) -> Iterator[str]:
@@ -157,13 +172,13 @@ def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
     arrival = max(submit, eligible) if eligible is not None else submit
     qos = (get("qos") or "").lower()
     if not gpus:
-        return _Row(arrival, start, running, requeued, qos, seconds, None)
+        return _Row(submit, arrival, start, running, requeued, qos, seconds, None)
     job = TraceJob(id=job_id, submit_time=arrival, duration=seconds, gpus=gpus, team=get("account") or None,
                    priority=qos if qos in PRIORITIES else None, wall_time=_limit(get),
                    user=get("user") or None, name=get("jobname") or None,
                    started=start, ended=None if start is None else start + seconds, gpu_type=gpu_type,
                    qos=qos or None)
-    return _Row(arrival, start, running, requeued, qos, seconds, job)
+    return _Row(submit, arrival, start, running, requeued, qos, seconds, job)
 
 
 def _time(text: str | None, what: str) -> float | None:
@@ -253,18 +268,14 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
             requeued += len(ran) > 1
             if last.qos and last.qos not in PRIORITIES:
                 other_qos[last.qos] += 1
-            if len(attempts) == 1:
-                jobs.append(last.job)
-            else:   # what happened: the first attempt's start, the last one's end (as the last row has it)
-                first = min(r.submit for r in attempts)
-                jobs.append(replace(last.job, submit_time=first, duration=sum(r.seconds for r in ran),
-                                    started=min(r.start for r in ran if r.start is not None)))
+            jobs.append(last.job if len(attempts) == 1 else _joined(last.job, ran))
     jobs.sort(key=lambda j: j.submit_time)
     no_gpu = ("that asked no GPU (no gres/gpu in AllocTRES or ReqTRES"
               + ("; none has one: is gres/gpu in the cluster's AccountingStorageTRES?)" if not jobs else ")"))
     left = [text for n, text in (
         (steps, format_count(steps, "job step") + " (sacct -X leaves steps out)"),
-        (repeats, format_count(repeats, "row") + " repeated (dumps of overlapping periods: the later kept)"),
+        (repeats, format_count(repeats, "row") + " repeated (dumps of overlapping periods: each read once, "
+                                                 "as it stood last)"),
         (never, f"{never:,} that never started"), (running, f"{running:,} running or requeued at the dump"),
         (cpu_only, f"{cpu_only:,} {no_gpu}"), (zero, f"{zero:,} that ran 0 s")) if n]
     kept = f"Slurm accounting: {format_count(len(jobs), 'job')} that ran on GPUs"
@@ -279,3 +290,11 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
                      "(--qos-tiers NAME=TIER says otherwise)")
     return Trace(name=path.name, format="sacct", jobs=jobs, notes=notes)
 
+
+def _joined(last: TraceJob, ran: list[_Row]) -> TraceJob:
+    """A job from the attempts that ran: arriving with the first, running as long as all together. What
+    happened: the first one's start, the last one's end (as the last row has it), and each attempt's
+    run, as only they held its GPUs (not while it waited to run again)."""
+    runs = sorted((r.start, r.start + r.seconds) for r in ran if r.start is not None)
+    return replace(last, submit_time=min(r.submit for r in ran), duration=sum(r.seconds for r in ran),
+                   started=runs[0][0], runs=tuple(runs) if len(runs) > 1 else None)

@@ -43,6 +43,10 @@ def load_trace(path: str | Path) -> Trace:
         raise TraceError(f"{path}: no clusterNN.csv (ITP) or openb_pod_list*.csv (Alibaba) in this folder")
     if path.name.endswith((".tar.gz", ".tgz")):
         return load_itp(path, select)
+    packed = _compression(path)
+    if packed:   # read as text, it would be refused at its first byte as not UTF-8, which says not why
+        name, tool = packed
+        raise TraceError(f"{path}: compressed with {name}; {tool} it first (a trace is text)")
     if path.name.startswith("openb_pod_list") and path.suffix == ".csv":
         return load_alibaba(path)
     first = _first_line(path)
@@ -60,6 +64,19 @@ def records_runs(path: Path) -> bool:
         return False
     first = _first_line(path)
     return is_sacct(first) or is_queue_history(first)
+
+
+# how a compressed file begins, by its format, and the tool that undoes it
+_COMPRESSED = ((re.compile(rb"\x1f\x8b"), "gzip", "gunzip"), (re.compile(rb"BZh[1-9]1AY&SY"), "bzip2", "bunzip2"),
+               (re.compile(rb"\xfd7zXZ\x00"), "xz", "unxz"), (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", "unzstd"),
+               (re.compile(rb"PK\x03\x04"), "zip", "unzip"))
+
+
+def _compression(path: Path) -> tuple[str, str] | None:
+    """The compression a file is in (its format, the tool that undoes it), or None."""
+    with path.open("rb") as f:
+        head = f.read(10)
+    return next(((name, tool) for magic, name, tool in _COMPRESSED if magic.match(head)), None)
 
 
 def _first_line(path: Path) -> str:

@@ -36,6 +36,9 @@ class TraceJob:
     ended: float | None = None    # start and its last end, on submit_time's clock
     gpu_type: str | None = None   # the GPU type it ran on (a100), where the trace says
     qos: str | None = None        # the class the trace's scheduler gave it (a Slurm QOS), lower case
+    # each attempt's (start, end) where it ran more than once (a requeued job in a Slurm dump with -D):
+    # started and ended span the waits between them too, when it held no GPU
+    runs: tuple[tuple[float, float], ...] | None = None
 
 
 @dataclass

@@ -140,14 +140,19 @@ def test_plot_is_whole_or_absent(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("content, message", [
     (b"- {name: a, gpus: 4, price_per_gpu_hour: 1, spot: true, reclaim_rate_per_hour: .inf}\n",
-     "pools.yaml: pool 1: reclaim_rate_per_hour must be a number from 0 to 10, got inf"),   # never ended
+     "pools.yaml: line 1: pool 1: reclaim_rate_per_hour must be a number from 0 to 10, got inf"),   # never ended
     (b"- {name: a, gpus: 4, price_per_gpu_hour: 1}\n# caf\xe9\n", "pools.yaml: byte 0xe9 is not UTF-8"),
+    # a key that is not text (a value written without its name) was a TypeError's traceback
+    (b"- {name: od, gpus: 8, price_per_gpu_hour: 4.1, 0.5}\n",
+     "pools.yaml: line 1: pool 1: unknown 0.5 (a pool's keys: "),
+    (b"- {name: od, gpus: 8, price_per_gpu_hour: 4.1, since: 2026-13-45}\n",
+     "pools.yaml: line 1: not YAML ('2026-13-45' is not a valid timestamp)"),
 ])
 def test_bad_pools_file_exits_2(tmp_path, capsys, content, message):
     pools = tmp_path / "pools.yaml"
     pools.write_bytes(content)
     code, out, err = run(capsys, GOLDEN, "--pools", str(pools))
-    assert (code, out) == (2, "") and message in err
+    assert (code, out) == (2, "") and message in err and err.count("\n") == 1
 
 
 def test_every_policy_replays_through_the_cli_with_ratios_against_a_chosen_base(capsys):
@@ -159,6 +164,21 @@ def test_every_policy_replays_through_the_cli_with_ratios_against_a_chosen_base(
     assert data["ratios_vs_sjf-oracle"]["fifo"]["mean_jct"] >= 1   # nothing beats the oracle's mean JCT here
     code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,las", "--eta-every", "0")
     assert code == 0 and "las / fifo: mean wait" in out
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--gpus", "4", "--base", "las-tiers"], "every job is in one tier, where it replays as las"),
+    (["--gpus", "4", "--base", "gqa-slice", "--restart-cost", "5m"], "a resume's reload of 5m00s is at least"),
+    (["--pools", "{pools}", "--base", "LAS"], "las counts one pool of identical GPUs"),
+])
+def test_a_base_the_run_leaves_out_is_refused_saying_why(tmp_path, capsys, args, why):
+    """Replayed by default, then left out: the ratios against it would be none, and nothing would say so."""
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("- {name: od, gpus: 2, price_per_gpu_hour: 4.0}\n- {name: sp, gpus: 2, price_per_gpu_hour: 1.5}\n")
+    code, out, err = run(capsys, GOLDEN, *(a.format(pools=pools) for a in args))
+    name = args[args.index("--base") + 1].lower()
+    assert (code, out) == (2, "") and err.startswith(f"gqa: error: --base {name} is left out of this run: {why}")
+    assert err.count("\n") == 1 and "replayed in" not in err
 
 
 def test_las_refuses_pools_it_cannot_model(tmp_path, capsys):

@@ -122,3 +122,18 @@ def test_most_gpus_held_at_once_as_the_trace_ran():
     assert most_held([ran(0, 10, 1), ran(10, 20, 1)]) == 1
     assert most_held([TraceJob(id="x", submit_time=0, duration=5, gpus=8)]) is None   # no runs recorded
     assert most_held(iter([ran(0, 10, 4), ran(20, 30, 4)])) == 4   # read once: any iterable, a generator too
+
+
+@pytest.mark.parametrize("runs, most", [
+    (((0, 10), (100, 110)), 4),   # requeued: waiting again while the 4-GPU job ran, it held none
+    (((0, 60), (100, 110)), 5),   # its first attempt overlaps the 4-GPU job
+    (((0, 10), (45, 55)), 5),     # and so does its second
+    (None, 5),                    # one run from its start to its end
+])
+def test_a_requeued_job_holds_its_gpus_only_while_an_attempt_runs(runs, most):
+    from gqa.sim.metrics import most_held
+    from gqa.sim.trace import TraceJob
+
+    ran = sum(end - start for start, end in runs or ((0, 110),))
+    requeued = TraceJob(id="r", submit_time=0, duration=ran, gpus=1, started=0, ended=110, runs=runs)
+    assert most_held([requeued, TraceJob(id="big", submit_time=0, duration=50, gpus=4, started=50, ended=100)]) == most

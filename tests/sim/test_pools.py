@@ -7,6 +7,7 @@ import pytest
 from gqa.sim.pools import MAX_GPUS, Pool, PoolError, load_pools
 
 OD = "{name: od, gpu_type: a100, spot: false, gpus: 2, price_per_gpu_hour: 4.1}"
+KEYS = " (a pool's keys: name, gpu_type, spot, gpus, price_per_gpu_hour, reclaim_rate_per_hour)"
 
 
 def test_reads_pools_in_order_with_defaults():
@@ -41,19 +42,29 @@ def test_reads_pools_in_order_with_defaults():
     ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: 'no'}", "spot must be true or false, got 'no'"),
     ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: 1}", "spot must be true or false, got 1"),
     (f"{{name: a, gpus: {MAX_GPUS + 1}, price_per_gpu_hour: 1}}",
-     f"the pools hold {MAX_GPUS + 3:,} GPUs, over the {MAX_GPUS:,} a replay may have"),   # od's 2 and these
+     f"gpus must be at most {MAX_GPUS:,}, the most a replay may have, got {MAX_GPUS + 1}"),
+    # an int of 400 digits has no float: math.isfinite() raised OverflowError
+    ("{name: a, gpus: 1" + "0" * 400 + ", price_per_gpu_hour: 1}",
+     f"gpus must be at most {MAX_GPUS:,}, the most a replay may have, got 100000000000000000...0000000000000000000"),
+    ("{name: a, gpus: 1, price_per_gpu_hour: 1" + "0" * 400 + "}",
+     "price_per_gpu_hour must be a finite number >= 0, got 100000000000000000...0000000000000000000"),
     ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: true, reclaim_rate_per_hour: false}",
      "reclaim_rate_per_hour must be a number from 0 to 10, got False"),
     ("{name: , gpus: 2, price_per_gpu_hour: 1}", "name must be a name, got None"),   # was the pool 'None'
     ("{name: ' ', gpus: 2, price_per_gpu_hour: 1}", "name must be a name, got ' '"),
     ("{name: a, gpu_type: [a100], gpus: 2, price_per_gpu_hour: 1}", "gpu_type must be a name, got ['a100']"),
     ("{name: a, gpus: 2}", "missing price_per_gpu_hour"),
-    ("{name: a, gpus: 2, price_per_gpu_hour: 1, zone: b}", "unknown zone"),
+    ("{name: a, gpus: 2, price_per_gpu_hour: 1, zone: b}", "unknown zone" + KEYS),
+    # keys that are not text: sorting them with the names raised TypeError
+    ("{name: od, gpus: 8, price_per_gpu_hour: 4.1, 0.5}", "unknown 0.5" + KEYS),   # a value without its key
+    ("{name: a, gpus: 2, price_per_gpu_hour: 1, zone: b, 4: x, null: y, true: z}",
+     "unknown zone, 4, None, True" + KEYS),
+    ("{name: 2026-12-07, gpus: 2, price_per_gpu_hour: 1}", "name must be a name, got datetime.date(2026, 12, 7)"),
     ("[a, b]", "expected a mapping with name, gpu_type, spot, gpus, price_per_gpu_hour"),
 ])
-def test_refuses_a_bad_value_naming_its_pool(pool, message):
-    with pytest.raises(PoolError, match="^" + re.escape(f"pools.yaml: pool 2: {message}") + "$"):
-        load_pools(f"- {OD}\n- {pool}\n", "pools.yaml")
+def test_refuses_a_bad_value_naming_its_pool_and_line(pool, message):
+    with pytest.raises(PoolError, match="^" + re.escape(f"pools.yaml: line 3: pool 2: {message}") + "$"):
+        load_pools(f"# two pools\n- {OD}\n- {pool}\n", "pools.yaml")
 
 
 def test_the_bound_holds_over_all_pools_together():
@@ -67,10 +78,28 @@ def test_the_bound_holds_over_all_pools_together():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("", "expected a list of pools"),
-    ("a: [", "not YAML"),
-    (f"- {OD}\n- {OD}\n", "pool 2: duplicate name 'od'"),
+    ("", "pools: expected a list of pools"),
+    (f"- {OD}\n- {OD}\n", "pools: line 2: pool 2: duplicate name 'od'"),
+    (f"pools:\n  - {OD}\n\n  - {{name: b, gpus: 1}}\n", "pools: line 4: pool 2: missing price_per_gpu_hour"),
+    ("- {name: a, gpus: 1,\n   price_per_gpu_hour: x, zone: 1}\n", "pools: line 1: pool 1: unknown zone"),
+    ("pools: {name: a, gpus: 1, price_per_gpu_hour: 1}\n", "pools: expected a list of pools"),
+    # what PyYAML raises past its own errors (ValueError, RecursionError) was a traceback; its own
+    # errors ran over several lines
+    ("a: [", "pools: line 1: not YAML (while parsing a flow node, expected the node content, but found "
+             "'<stream end>')"),
+    (f"- {OD}\n---\n- {OD}\n", "pools: line 2: not YAML (expected a single document in the stream, but found "
+                                "another document)"),
+    ("- {name: a, gpus: 1, price_per_gpu_hour: 1, added: 2026-13-45}", "pools: line 1: not YAML ('2026-13-45' is "
+                                                                       "not a valid timestamp)"),
+    ("- {name: a, gpus: !!int x, price_per_gpu_hour: 1}", "pools: line 1: not YAML ('x' is not a valid int)"),
+    ("- {name: a, gpus: 1" + "0" * 5000 + ", price_per_gpu_hour: 1}",
+     "pools: line 1: not YAML ('100000000000...0000000000000' is not a valid int)"),   # over Python's 4,300 digits
+    ("- {name: a, gpus: 1, ? [x]: 1, price_per_gpu_hour: 1}",
+     "pools: line 1: not YAML (while constructing a mapping, found unhashable key)"),
+    ("[" * 5000 + "]" * 5000, "pools: nested too deep to be a list of pools"),
+    ("# a NUL\n- {name: a\x00}", "pools: line 2: not YAML (character U+0000 is not allowed)"),
 ])
-def test_refuses_a_bad_file(text, message):
-    with pytest.raises(PoolError, match=message):
+def test_refuses_a_bad_file_in_one_line(text, message):
+    with pytest.raises(PoolError, match="^" + re.escape(message)) as refused:
         load_pools(text)
+    assert "\n" not in str(refused.value)

@@ -83,3 +83,39 @@ def test_the_estimates_fit_reads_an_export_as_it_reads_a_dump(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("2 jobs with both times (1 without)")
     assert "killed at their limit (used >= requested): 0.500" in done.stdout   # b ran all of its 600 s
+
+
+RUNNING = {"state": "running", "ended": "", "elapsed": "600"}
+# job 1 of queue A waits 1 minute; job 1 of queue B, submitted an hour later, waits 5
+QUEUE_A = [row(id="1")]
+QUEUE_B = [row(id="1", submitted="2026-12-01T11:00:00+0000", started="2026-12-01T11:05:00+0000",
+               ended="2026-12-01T12:05:00+0000")]
+
+
+@pytest.mark.parametrize("first, then, ids, waits, note", [
+    # two queues' histories put together: both jobs 1 replayed, and both as they ran
+    (QUEUE_A, QUEUE_B, ["1", "1'"], [60.0, 300.0],
+     "1 job with the id of an earlier one submitted at another time (several queues' histories put together?): "
+     "each replayed as its own, its id marked with a '"),
+    # one queue's exports of overlapping periods: job 1 running in the first, ended in the second
+    ([row(id="1", **RUNNING)], QUEUE_A, ["1"], [60.0], None),
+    (QUEUE_A, [row(id="1", **RUNNING)], ["1"], [60.0], None),
+    (QUEUE_A, QUEUE_A, ["1"], [60.0], None),
+], ids=["two-queues", "running-then-ended", "ended-then-running", "twice"])
+def test_exports_put_together_replay_each_job_once_and_as_it_ran(tmp_path, capsys, first, then, ids, waits, note):
+    import json
+
+    from cli.main import main
+
+    for header in ([HEADER], []):   # cat a.csv b.csv; or b's rows alone added to a
+        path = tmp_path / "both.csv"
+        path.write_text("\n".join([HEADER, *first, *header, *then]) + "\n")
+        trace = load_trace(path)
+        assert [j.id for j in trace.jobs] == ids
+        assert ("left out: 1 row repeated (exports of overlapping periods: each read once, as it stood last)"
+                in trace.notes[0]) is (len(ids) == 1)
+        assert (trace.notes[2:] == [note]) if note else len(trace.notes) == 2
+        assert main(["simulate", str(path), "--gpus", "4", "--policies", "fifo", "-o", "json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["jobs"] == out["as_it_ran"]["jobs"] == len(ids)
+        assert out["as_it_ran"]["mean_wait"] == pytest.approx(sum(waits) / len(waits))

@@ -141,7 +141,58 @@ def test_dumps_of_overlapping_periods_put_together_keep_each_job_once_as_it_stoo
     trace = load_trace(path)
     assert [(j.id, j.duration) for j in trace.jobs] == [("1", 600.0), ("2", 7200.0), ("3", 600.0)]
     assert trace.notes[0] == ("Slurm accounting: 3 jobs that ran on GPUs; left out: 1 row repeated (dumps of "
-                              "overlapping periods: the later kept)")
+                              "overlapping periods: each read once, as it stood last)")
+
+
+WITH_ELIGIBLE = HEADER.replace("Submit|", "Submit|Eligible|")
+
+
+def eligible_row(eligible: str = "2026-12-07T10:00:00", **changes: str) -> str:
+    """row(), with the Eligible column after Submit (Unknown while a dependency holds the job back)."""
+    job_id, submit, *rest = row(**changes).split("|")
+    return "|".join([job_id, submit, eligible, *rest])
+
+
+WAITING = {"start": "Unknown", "end": "Unknown", "elapsed": "0", "alloc": "", "state": "PENDING"}
+# job 10 depends on job 9: in November 9 runs and 10 waits, not yet eligible; by December both ended
+NOV = [eligible_row(job_id="9", end="Unknown", elapsed="1", state="RUNNING"),
+       eligible_row("Unknown", job_id="10", **WAITING)]
+DEC = [eligible_row(job_id="9"),
+       eligible_row("2026-12-07T10:11:00", job_id="10", start="2026-12-07T10:11:00", end="2026-12-07T10:21:00")]
+# -D: job 3 requeued; its second attempt (Submit at the requeue) waits in November, ends by December
+FIRST_TRY = eligible_row("2026-12-07T09:00:00", job_id="3", submit="2026-12-07T09:00:00",
+                         start="2026-12-07T09:01:00", end="2026-12-07T09:03:00", elapsed="120", state="REQUEUED")
+NOV_REQUEUED = [FIRST_TRY, eligible_row("2026-12-07T09:03:00", job_id="3", submit="2026-12-07T09:03:00", **WAITING)]
+DEC_REQUEUED = [FIRST_TRY, eligible_row("2026-12-07T09:03:00", job_id="3", submit="2026-12-07T09:03:00",
+                                        start="2026-12-07T09:10:00", end="2026-12-07T09:20:00")]
+
+
+@pytest.mark.parametrize("first, then, alone", [
+    (NOV, DEC, DEC),                                      # waiting (and running) in one dump, ended in the next
+    (DEC, NOV, DEC),                                      # put together the other way round
+    (NOV_REQUEUED, DEC_REQUEUED, DEC_REQUEUED),           # a requeued job's next attempt waiting, then ended
+    (DEC_REQUEUED, NOV_REQUEUED, DEC_REQUEUED),
+    (DEC, DEC, DEC),                                      # the same dump twice
+], ids=["waiting-then-ended", "ended-then-waiting", "requeued-waiting-then-ended", "requeued-ended-then-waiting",
+        "twice"])
+def test_overlapping_dumps_put_together_replay_as_the_dump_that_saw_the_jobs_end(tmp_path, capsys, first, then,
+                                                                                 alone):
+    from cli.main import main
+
+    last = dump(tmp_path, *alone, header=WITH_ELIGIBLE, name="dec.txt")
+    both = tmp_path / "both.txt"
+    both.write_text("\n".join([WITH_ELIGIBLE, *first, WITH_ELIGIBLE, *then]) + "\n")   # cat nov.txt dec.txt
+    once, joined = load_trace(last), load_trace(both)
+    assert joined.jobs == once.jobs
+    assert joined.notes[0] == once.notes[0] + ("; left out: 2 rows repeated (dumps of overlapping periods: each "
+                                               "read once, as it stood last)")
+    assert joined.notes[1:] == once.notes[1:]
+    replays = []
+    for path in (last, both):
+        assert main(["simulate", str(path), "--gpus", "2", "--policies", "fifo", "-o", "json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        replays.append((out["jobs"], out["policies"], out["as_it_ran"]))
+    assert replays[0] == replays[1]
 
 
 def test_a_real_dump_twice_over_is_the_dump_once(tmp_path):
@@ -254,6 +305,19 @@ def test_slurms_dump_with_steps_and_requeues_gives_the_same_jobs_but_the_requeue
         else:
             assert (job.submit_time, job.duration, job.gpus, job.wall_time) == \
                 (mine.submit_time, mine.duration, mine.gpus, mine.wall_time)
+
+
+@pytest.mark.parametrize("name", ["allocations.txt", "steps-and-requeues.txt"])
+def test_the_gpus_a_real_dump_held_at_once_are_the_recording_clusters(capsys, name):
+    """record.sh ran on one node with 4 GPUs. With -D the requeued job's attempts are one job, whose
+    GPUs count only while an attempt ran: not in between, while a 4-GPU job held them all."""
+    from cli.main import main
+    from gqa.sim.metrics import most_held
+
+    path = str(DUMPS / name)
+    assert most_held(load_trace(path).jobs) == 4
+    assert main(["simulate", path]) == 2
+    assert f"{path}'s jobs held 4 GPUs at once at the most" in capsys.readouterr().err
 
 
 def test_a_dump_replays_with_its_users_limits_and_estimates_for_the_rest():

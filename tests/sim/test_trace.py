@@ -107,6 +107,31 @@ def test_csv_bad_priority_and_missing_header(tmp_path):
         load_trace(write(tmp_path / "h.csv", "time,duration,gpus\n0,10,1\n"))
 
 
+def compressed(kind: str, data: bytes) -> bytes:
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    if kind == "zip":
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("jobs.csv", data)
+        return out.getvalue()
+    return {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress}[kind](data)
+
+
+@pytest.mark.parametrize("kind, tool", [("gzip", "gunzip"), ("bzip2", "bunzip2"), ("xz", "unxz"), ("zip", "unzip")])
+@pytest.mark.parametrize("text", ["submit_time,duration,gpus\n0,10,1\n",
+                                  "JobID|Submit|Start|End|ElapsedRaw|AllocTRES\n"])
+def test_a_compressed_trace_is_refused_saying_so(tmp_path, kind, tool, text):
+    """Not as text whose first byte is not UTF-8 (0x8b, for gzip), which says nothing of why."""
+    path = tmp_path / "trace.csv.z"
+    path.write_bytes(compressed(kind, text.encode()))
+    with pytest.raises(TraceError, match=f"^{path}: compressed with {kind}; {tool} it first \\(a trace is text\\)$"):
+        load_trace(path)
+
+
 def test_missing_path(tmp_path):
     with pytest.raises(TraceError, match="no such file"):
         load_trace(tmp_path / "nope.csv")
