@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from ..models.accounting import JobSummary, summarise
 from ..models.errors import SpecError
 from ..models.job import JobState
-from ..models.times import check_window
+from ..models.times import AHEAD, EARLIEST, check_window, utc
 from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads
 
 __all__ = ["MAX_LIMIT", "STATE_WORDS", "HistoryPage", "HistoryQuery", "HistoryService", "check_query", "states_of"]
@@ -49,8 +49,13 @@ class HistoryService:
 
     def list(self, query: HistoryQuery, token: str | None = None) -> HistoryPage:
         """One page: the running jobs first (latest start first), then the finished ones (latest end first)."""
-        jobs, after = self.store.history(check_query(query), token)
-        now = self.clock.now()
+        query, now = check_query(query), self.clock.now()
+        # a window past a year ahead or before 1970 holds no job; the store would walk it a day at a time
+        for end, at in (("begins", query.since), ("ends", query.until)):
+            if at is not None and not EARLIEST <= at <= now + AHEAD:
+                raise SpecError(f"the window {end} at {utc(at)}: history holds times from {utc(EARLIEST)} "
+                                f"to a year from now ({utc(now + AHEAD)})")
+        jobs, after = self.store.history(query, token)
         return HistoryPage([summarise(job, now) for job in jobs], after)
 
     def rows(self, query: HistoryQuery) -> Iterator[JobSummary]:

@@ -54,6 +54,9 @@ def test_a_page_of_summaries_newest_end_first_then_the_next(api):  # noqa: F811
                                                      "begins (2026-12-07 14:17:09 UTC): --until must be later"),
     ({"since": "1e300", "until": "0"}, "the window ends (1970-01-01 00:00:00 UTC) at or before it begins "
                                        "(1e+300 s from 1970-01-01 UTC)"),
+    ({"since": "0", "until": "1e12"}, "the window ends at 1e+12 s from 1970-01-01 UTC: history holds times from "
+                                      "1970-01-01 00:00:00 UTC to a year from now"),
+    ({"since": "-5"}, "the window begins at 1969-12-31 23:59:55 UTC: history holds times from 1970-01-01"),
 ])
 def test_bad_queries_are_400_and_name_what_is_wrong(api, query, words):  # noqa: F811
     status, answer = api("GET", "/history", "alice", query=query)
