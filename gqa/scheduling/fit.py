@@ -286,7 +286,15 @@ class Capacity:
                                     if p[1] and (types is None or p[0] in types)]
         if idle and max(idle) >= job.gpus:   # else "0 free" reads wrong beside spot GPUs it would fit
             detail += f" on demand; {sum(idle)} free on spot, which its spec does not allow (spot: false)"
-        return f"needs {gpus_text(job.gpus)}{of}, {detail}"
+        reason = f"needs {gpus_text(job.gpus)}{of}, {detail}"
+        allowed = [p for r in pools_for(job, self.pools, self.snap.policy) for p in r]
+        most_ever = max((len(self.pools[p]) for p in allowed), default=0)
+        if allowed and job.gpus > most_ever:   # e.g. the queue's GPUs are fewer than when it was admitted
+            unit = ("in all" if len(allowed) == 1 else "in one pool" if any(p[1] for p in allowed)
+                    else "of one type")
+            reason += (f"; the queue has {most_ever} {unit}, so it cannot start until it has more "
+                       f"(gqa update {job.id} --gpus N, or gqa cancel {job.id})")
+        return reason
 
     def _behind(self, holder: str, job: PendingJob) -> str:
         """Why a job that would run past a reservation waits (backfill)."""

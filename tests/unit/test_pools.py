@@ -105,12 +105,15 @@ def test_a_job_that_may_not_use_spot_is_told_why_it_waits_beside_free_spot_gpus(
     assert both_busy.waiting["od"] == "needs 1 GPU, 0 free"
     # spot could not hold it either: nothing to say about spot
     gang = plan(snapshot(MIXED, policy=POLICY, pending=[pending("od", gpus=3)], running=ON_DEMAND_BUSY, now=60.0))
-    assert gang.waiting["od"] == "needs 3 GPUs, 0 free"
+    assert gang.waiting["od"] == ("needs 3 GPUs, 0 free; the queue has 2 in all, so it cannot start until it has "
+                                  "more (gqa update od --gpus N, or gqa cancel od)")
 
 
 def test_a_gang_never_spans_pools():
     result = plan(snapshot(MIXED, policy=POLICY, pending=[pending("g", spot=True, gpus=3)]))
-    assert result.starts == [] and result.waiting["g"] == "needs 3 GPUs, 4 free, at most 2 in one pool"
+    assert result.starts == [] and result.waiting["g"] == (
+        "needs 3 GPUs, 4 free, at most 2 in one pool; the queue has 2 in one pool, so it cannot start until it has "
+        "more (gqa update g --gpus N, or gqa cancel g)")
 
 
 def test_on_demand_only_job_on_a_spot_only_cluster_says_why():

@@ -207,7 +207,8 @@ def test_team_cap_counts_gpus_handed_out_in_the_same_pass():
                  ["y"], "x", "needs 1 GPU of v100; this cluster has none of that type (has: a10g, h100)",
                  id="a type not present waits and blocks nobody"),
     pytest.param(snapshot(2, pending=[pending("huge", gpus=8), pending("y", seq=1)]),
-                 ["y"], "huge", "needs 8 GPUs, 2 free", id="a job larger than the cluster blocks nobody"),
+                 ["y"], "huge", "needs 8 GPUs, 2 free; the queue has 2 in all, so it cannot start until it has more "
+                 "(gqa update huge --gpus N, or gqa cancel huge)", id="a job larger than the cluster blocks nobody"),
     pytest.param(snapshot({"a10g": 2, "h100": 2},
                           pending=[pending("big", gpus=3, gpu_type="h100"), pending("any", seq=1),
                                    pending("a10g", gpu_type="a10g", seq=2)]),
