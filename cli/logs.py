@@ -64,18 +64,22 @@ def follow_file(be, job, *, follow: bool, tail: int, out: BinaryIO | None = None
     Reads from the end and from the last offset: a log of any size costs a
     block of memory. Returns the exit status: 0, or 130 after Ctrl-C."""
     from gqa.adapters.local.log_stream import JobLog
+    from gqa.models.job import JobState
 
     out = out or sys.stdout.buffer
     log = JobLog(be.paths.log_for(job.id))
     if follow and be.local and be.daemon_pid() is None and not job.state.terminal:
         note("note: the queue daemon is not running; the job moves only once `gqa local start` runs")
+    elif follow and job.state == JobState.HELD and not log.exists():
+        note(f"note: job {job.id} is held; its output comes once it is released (gqa release {job.id}) and runs")
     try:
         while follow and not log.exists():
-            if be.store.get(job.id).state.terminal:
+            job = be.store.get(job.id)
+            if job.state.terminal:
                 break
             time.sleep(be.poll_interval)
         if not log.exists():
-            note(f"job {job.id} has no output yet ({job.status.value})")
+            note(_no_output(job))
             return 0
         last = _write(out, log.start(tail))
         while follow:
@@ -93,6 +97,15 @@ def follow_file(be, job, *, follow: bool, tail: int, out: BinaryIO | None = None
     finally:
         out.flush()
     return 0
+
+
+def _no_output(job) -> str:
+    """Why a job's log is not there: not started yet, or ended without ever running."""
+    if not job.state.terminal:
+        return f"job {job.id} has no output yet ({job.status.value})"
+    if not job.attempts:
+        return f"job {job.id} has no output: it ended {job.status.value} before it ever ran ({job.reason})"
+    return f"job {job.id} has no output: its {job.attempts} attempt(s) wrote nothing, or the log was removed"
 
 
 def _write(out: BinaryIO, chunks) -> bytes:

@@ -224,3 +224,12 @@ def test_following_the_local_log_prints_each_line_once_across_a_rotation(cli, mo
     code, out, _ = cli("logs", "1", "-f", "-n", "2")
     assert (code, out) == (0, _numbered(2, 5) + "partial\n")
     assert len(steps) == 2
+
+
+def test_a_job_that_ended_before_it_ran_says_so_not_no_output_yet(cli):
+    cli("submit", "--", "true")
+    cli("cancel", "1")
+    for args in (("logs", "1"), ("logs", "1", "-f")):
+        code, out, err = cli(*args)
+        assert (code, out) == (0, "")
+        assert err == "job 1 has no output: it ended cancelled before it ever ran (cancelled by user)\n"
