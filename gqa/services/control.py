@@ -76,6 +76,9 @@ class ControlService:
         decided = self._decide_admitting(refs, frozenset({JobState.HELD}),
                                          Transition(JobState.QUEUED, self.clock.now(), why))
         jobs = self._resolve(refs, decided)
+        for job in self._named(refs, jobs):   # an ended job named on its own is a mistake, as hold says of it
+            if job.state.terminal:
+                raise InvalidTransition(f"job {job.id} already {job.status}; only a held job can be released")
         return self._carry_out(jobs, lambda job, now: _release(job, now, why))
 
     def update(self, ref: str, *, time: int | None = None, priority: Priority | str | None = None,

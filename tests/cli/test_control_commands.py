@@ -65,6 +65,16 @@ def test_bad_input_is_one_line_exit_2_and_nothing_changes(cli, args, message):
     assert cli.store.get("1") == before
 
 
+@pytest.mark.parametrize("command", ["hold", "release"])
+def test_holding_or_releasing_an_ended_job_named_alone_is_exit_2_alike(cli, command):
+    cli.json("submit", "--array", "0-1", "--", "true")
+    cli("cancel", "1_0")
+    code, out, err = cli(command, "1_0")
+    assert (code, out) == (2, "") and err.startswith("gqa: error: job 1_0 already cancelled; only a")
+    code, out, _ = cli(command, "1")                      # the array: its ended task left as it is
+    assert code == 0 and "1_1" in out
+
+
 def test_holding_a_running_job_says_to_cancel_or_requeue_it(cli):
     from gqa.models.job import JobState
     from gqa.ports import Change
