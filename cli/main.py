@@ -26,15 +26,27 @@ def main(argv: list[str] | None = None) -> int:
         args, command = args[:cut], args[cut + 1:]
     token = TRAILING_COMMAND.set(command)
     profile = PROFILE.set(None)
+    import typer
+
     try:
-        gqa_command()(args=args, prog_name="gqa", standalone_mode=True)
+        # not standalone: a usage mistake is gqa's one line on stderr, not a usage text and a boxed message
+        result = gqa_command().main(args=args, prog_name="gqa", standalone_mode=False)
+    except typer.TyperException as exc:      # click's usage errors (an unknown option, a missing argument)
+        ctx, message = getattr(exc, "ctx", None), exc.format_message()
+        if message:       # none where the help was printed instead (a group given no command)
+            where = f" (`{ctx.command_path} -h` for help)" if ctx is not None else ""
+            sys.stderr.write(f"gqa: error: {message}{where}\n")
+        return int(getattr(exc, "exit_code", 2))
+    except typer.Abort:          # Ctrl-C at a prompt
+        sys.stderr.write("\n")
+        return 130
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     finally:
         PROFILE.reset(profile)
         TRAILING_COMMAND.reset(token)
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 def gqa_command():

@@ -281,3 +281,15 @@ def test_local_start_declares_the_cpus_jobs_may_use(cli):
     assert _inventory(2, "virtual")["cpus"] == os.cpu_count()
     code, out, err = cli("local", "start", "--gpus", "2", "--cpus", "0")
     assert code == 2 and err == "gqa: error: --cpus must be between 1 and 65536, got 0\n" and out == ""
+
+
+@pytest.mark.parametrize("args, line", [
+    (("submit", "--cpus-per-task", "3", "--", "true"), "No such option: --cpus-per-task (`gqa submit -h` for help)"),
+    (("status",), "Missing argument 'ref'. (`gqa status -h` for help)"),
+    (("quota", "set"), "Missing argument 'team'. (`gqa quota set -h` for help)"),
+    (("nosuch",), "No such command 'nosuch'. (`gqa -h` for help)"),
+    (("queue", "--explain=yes"), "Option '--explain' does not take a value."),
+])
+def test_a_usage_mistake_is_one_line_on_stderr_and_exit_2(cli, args, line):
+    """As every other mistake: no usage text, no boxed message."""
+    assert cli(*args) == (2, "", f"gqa: error: {line}\n")
