@@ -19,7 +19,7 @@ from .dependency import parse_dependency
 from .priority import Priority
 from .sbatch_values import export as exported_names
 from .signals import warning_signal
-from .units import parse_duration, parse_size
+from .units import parse_duration, parse_size, shown
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Set by the queue for every attempt; a spec may not override them.
@@ -237,7 +237,8 @@ class JobSpec(_Strict):
         _no_nul(value, "name")
         if not value or len(value) > MAX_NAME or any(ch in value for ch in "/\\") \
                 or any(not ch.isprintable() for ch in value):
-            raise ValueError(f"{value!r} is not a valid name: printable characters without '/' (max {MAX_NAME})")
+            raise ValueError(f"{shown(value)} is not a valid name: printable characters without '/' "
+                             f"(max {MAX_NAME}; this is {len(value):,})")
         return value
 
     @field_validator("team")
@@ -245,7 +246,7 @@ class JobSpec(_Strict):
     def _identifier(cls, value: str, info: ValidationInfo) -> str:
         _no_nul(value, info.field_name or "team")
         if not NAME_RE.match(value):
-            raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' or '-' (max 63)")
+            raise ValueError(f"{shown(value)} is not a valid name: use letters, digits, '.', '_' or '-' (max 63)")
         return value
 
     @field_validator("after")

@@ -23,7 +23,7 @@ def parse_duration(value: object, *, bare_unit: str = "m") -> int:
     """Seconds from `90m`, `4h`, `1d`, `2h30m`, Slurm's `1-12:00:00`, or a bare
     number (minutes, as in Slurm's --time, unless bare_unit says otherwise)."""
     if isinstance(value, bool):
-        raise SpecError(f"invalid duration {_shown(value)}")
+        raise SpecError(f"invalid duration {shown(value)}")
     if isinstance(value, (int, float)):
         seconds = _finite(value, "duration") * _DURATION_UNITS[bare_unit]
         return _positive_duration(seconds, value)
@@ -45,10 +45,10 @@ def parse_duration(value: object, *, bare_unit: str = "m") -> int:
         for number, unit in parts:
             m = _DURATION_RE.match(number + unit)
             if not m:
-                raise SpecError(f"invalid duration {_shown(value)}: unknown unit {unit!r}; use s, m, h, d or w")
+                raise SpecError(f"invalid duration {shown(value)}: unknown unit {unit!r}; use s, m, h, d or w")
             total += float(number) * _DURATION_UNITS[unit[0].lower()]
         return _positive_duration(total, value)
-    raise SpecError(f"invalid duration {_shown(value)}; use e.g. 90m, 4h, 1d or 1-12:00:00")
+    raise SpecError(f"invalid duration {shown(value)}; use e.g. 90m, 4h, 1d or 1-12:00:00")
 
 
 def _slurm_seconds(text: str, match: re.Match) -> int:
@@ -70,48 +70,50 @@ def _finite(value: int | float, what: str) -> float:
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
-        raise SpecError(f"{what} {_shown(value)} is not a finite number")
+        raise SpecError(f"{what} {shown(value)} is not a finite number")
     return number
 
 
-def _shown(value: object) -> str:
+def shown(value: object, most: int = 40) -> str:
+    """A value for a one-line message: its repr, cut to `most` characters."""
     text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "(a huge number)"
-    return text if len(text) <= 40 else text[:37] + "..."
+    return text if len(text) <= most else text[:most - 3] + "..."
+
 
 
 def _positive_duration(seconds: float, original: object) -> int:
     if not math.isfinite(seconds):  # finite minutes times 60 can still overflow
-        raise SpecError(f"duration {_shown(original)} is too large")
+        raise SpecError(f"duration {shown(original)} is too large")
     if seconds <= 0:
-        raise SpecError(f"duration must be positive, got {_shown(original)}")
+        raise SpecError(f"duration must be positive, got {shown(original)}")
     if seconds > MAX_DURATION:
-        raise SpecError(f"duration {_shown(original)} is too large; at most {MAX_DURATION // 86_400}d (100 years)")
+        raise SpecError(f"duration {shown(original)} is too large; at most {MAX_DURATION // 86_400}d (100 years)")
     if round(seconds) < 1:
-        raise SpecError(f"duration must be at least 1s, got {_shown(original)}")
+        raise SpecError(f"duration must be at least 1s, got {shown(original)}")
     return int(round(seconds))
 
 
 def parse_size(value: object, *, bare_unit: str = "mi") -> int:
     """Bytes from `16Gi`, `16G`, `512M`, `1.5Ti`, or a bare number (MiB, as in Slurm's --mem)."""
     if isinstance(value, bool):
-        raise SpecError(f"invalid size {_shown(value)}")
+        raise SpecError(f"invalid size {shown(value)}")
     if isinstance(value, (int, float)):
         number, unit = _finite(value, "size"), bare_unit
     else:
         text = str(value).strip()
         match = _SIZE_RE.match(text) if len(text) <= MAX_NUMBER_CHARS else None
         if not match:
-            raise SpecError(f"invalid size {_shown(value)}; use e.g. 16Gi, 512Mi or 64G")
+            raise SpecError(f"invalid size {shown(value)}; use e.g. 16Gi, 512Mi or 64G")
         number = float(match.group(1))
         unit = (match.group(2) or bare_unit).lower()
         if match.group(2) is None and text.lower().endswith("b"):
             unit = "b"
     scaled = number * _SIZE_UNITS[unit]
     if not math.isfinite(scaled):
-        raise SpecError(f"size {_shown(value)} is too large")
+        raise SpecError(f"size {shown(value)} is too large")
     size = int(scaled)
     if size <= 0:
-        raise SpecError(f"size must be positive, got {_shown(value)}")
+        raise SpecError(f"size must be positive, got {shown(value)}")
     return size
 
 

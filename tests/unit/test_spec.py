@@ -151,6 +151,9 @@ def test_nothing_to_run():
     ({"command": ["a"], "limits": {"wall_time": "1y"}}, "limits.wall_time: invalid duration '1y'"),
     ({"command": ["a"], "retries": {"on_error": -1}}, "retries.on_error"),
     ({"command": ["a"], "spot": "perhaps"}, "spot:"),
+    ({"command": ["a"], "name": "a" * 5000}, "name: '" + "a" * 36 + "... is not a valid name: printable characters "
+                                             "without '/' (max 200; this is 5,000)"),    # a line, not 5,000 a's
+    ({"command": ["a"], "team": "t" * 300}, "team: '" + "t" * 36 + "... is not a valid name"),
 ])
 def test_validate_names_the_field(raw, message):
     with pytest.raises(SpecError, match=re.escape(message)):
