@@ -167,6 +167,15 @@ def test_a_stream_that_cannot_be_opened_fails_the_launch_with_the_reason(executo
     assert not list(executor.paths.exits.iterdir())
 
 
+def test_a_working_directory_that_is_missing_is_said_as_such_not_as_its_output_file(executor, tmp_path):
+    """#SBATCH --chdir=gone with an output file in it: the reason names the directory."""
+    job = record(tmp_path, "echo ran", spec={"workdir": str(tmp_path / "gone"), "output": "slurm-%j.out"})
+    with pytest.raises(LaunchFailed) as failed:
+        executor.launch(job, (0,), 1)
+    assert str(failed.value) == f"working directory {tmp_path / 'gone'} does not exist"
+    assert executor.watched() == 0 and not list(executor.paths.exits.iterdir())
+
+
 def test_a_failed_srun_step_fails_a_script_that_exits_0(executor, tmp_path):
     job = record(tmp_path, "srun false; srun sh -c 'exit 3'; echo cleanup > cleanup.txt; exit 0")
     ended = run(executor, job)

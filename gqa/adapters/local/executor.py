@@ -146,6 +146,9 @@ class LocalExecutor:
             self._discard(job, attempt, None, cell)
             raise translate(exc, exc.filename or self.paths.home) or BackendUnavailable(str(exc)) from None
         try:   # the job's own files: one it cannot open is its own error
+            if streams.any and not os.path.isdir(workdir):   # said as such, not as a file it cannot write there
+                raise LaunchFailed(_why_not_started(FileNotFoundError() if not os.path.exists(workdir)
+                                                    else NotADirectoryError(), workdir))
             open_streams(streams, attempt, identity)
         except LaunchFailed:
             os.close(log)
