@@ -219,12 +219,14 @@ def test_a_definition_retagged_by_a_deployment_is_read_again_after_a_while(compu
             containerProperties={"image": "i", "command": ["true"], "resourceRequirements": [
                 {"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})
 
-    few, many = job(spec={"tags": {"project": "bert"}}), job(spec={"tags": {f"k{i:02d}": "v" for i in range(60)}})
+    few = job(spec={"tags": {f"k{i:02d}": "v" for i in range(batch_compute.FEW_TAGS)}})
+    many = job(spec={"tags": {f"k{i:02d}": "v" for i in range(60)}})
     calls = capture(compute.client, "DescribeJobDefinitions")
-    assert len(launched_request(compute, many, (0,))[0]["tags"]) == 49
-    definition(20)                     # a new revision: the next deployment's stack tags
+    assert len(launched_request(compute, few, (0,))[0]["tags"]) == 40 and calls == []      # room for 10: no call
+    assert len(launched_request(compute, many, (0,))[0]["tags"]) == 49 and len(calls) == 1
     clock.t += batch_compute.DEFINITION_TAGS_TTL - 1
-    assert len(launched_request(compute, few, (0,))[0]["tags"]) == 6 and len(calls) == 1     # kept a while
+    assert len(launched_request(compute, many, (0,))[0]["tags"]) == 49 and len(calls) == 1  # kept a while
+    definition(20)                     # a new revision: the next deployment's stack tags
     clock.t += 1
     assert len(launched_request(compute, many, (0,))[0]["tags"]) == 30 and len(calls) == 2
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gqa.adapters.aws import batch_compute, views
+from gqa.adapters.aws import views
 from gqa.adapters.aws.batch_compute import parse_job_name
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.models.job import JobState
@@ -133,12 +133,10 @@ def world() -> Iterator[World]:
                 mock.patch.object(deployed.dispatch, "SETTINGS_TTL", 0), \
                 mock.patch.object(deployed.dispatch, "SAMPLES_TTL", 0), \
                 mock.patch.object(views, "RESYNC_EVERY", 0), \
-                mock.patch.object(deployed.dispatch, "KEYS_AFTER_COLD_START", 0), \
-                mock.patch.object(batch_compute, "DEFINITION_TAGS_TTL", 0):
+                mock.patch.object(deployed.dispatch, "KEYS_AFTER_COLD_START", 0):
             # caches off (the live jobs read whole by every pass, no upgrade's extra read of the
-            # live index, the job definition's tags read at each): every pass then makes the same
-            # calls, so the crash points enumerated once hold for each scenario (a dead container
-            # loses its cache anyway)
+            # live index): every pass then makes the same calls, so the crash points enumerated
+            # once hold for each scenario (a dead container loses its cache anyway)
             deployed.dispatch.container()          # the cold start registers the GPUs admission checks
             yield World(deployed)
     finally:

@@ -73,7 +73,7 @@ from ...models.job import JobRecord
 from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Checkpoints, Clock, Exit, FoundLaunch, Inventory, Launched
 from ...scheduling.snapshot import Gpu
-from .batch_payload import MAX_TAGS, kept_tags
+from .batch_payload import GQA_TAGS, MAX_TAGS, kept_tags
 from .batch_resources import cpu_pool, requirements
 from .errors import SERVICE_TRANSIENT, Retrying, code_of, is_service_throttling
 # what DescribeJobs and the state-change events say are read in one place; re-exported for the callers here
@@ -87,6 +87,9 @@ MiB = 1024 * 1024
 # tags registers a new revision, which a warm container would otherwise never see (a job with
 # nearly 50 tags launched meanwhile could pass the limit); one call a container every 5 minutes
 DEFINITION_TAGS_TTL = 300.0
+# a job with at most this many tags of its own (gqa's five besides) never asks Batch for its definition's:
+# it leaves room for 10 of them (a deployment's stack tags are a few), and most jobs launch without the call
+FEW_TAGS = MAX_TAGS - GQA_TAGS - 10
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -146,7 +149,8 @@ class BatchCompute:
                 "resourceRequirements": self.resources(job, len(gpus), pool),
             },
             "retryStrategy": {"attempts": 1},
-            "tags": tags(job, attempt, pool, self._tag_room(definition)),
+            "tags": tags(job, attempt, pool,
+                         MAX_TAGS if len(spec.tags) <= FEW_TAGS else self._tag_room(definition)),
             "propagateTags": True,
         }
         timeout = self.timeout(job, len(gpus))
