@@ -50,7 +50,8 @@ from ...runtime.slurm_tools import STEP_STATUS_ENV, first_failed_step
 from .cpu_pinning import choose_cores, pin, pinned_cores, usable_cores
 from .job_streams import Streams, open_streams, streams_of
 from .paths import StatePaths
-from .processes import NEVER_RAN, WRAPPER, WRAPPER_STREAMS, process_token, read_exit, signal_group, warn
+from .processes import (NEVER_RAN, STATUS_ROOM, WRAPPER, WRAPPER_STREAMS, process_token, read_exit, signal_group,
+                        warn)
 from .slurm_commands import Installer, install_slurm_commands
 from .storage_errors import translate
 
@@ -123,8 +124,14 @@ class LocalExecutor:
         try:   # the queue's own files: a failure here is the machine's (full disk...), retried later
             checkpoint_dir = self._private_dir(self.paths.checkpoint_for(job.id), account)
             exit_file = self.paths.exit_for(job.id, attempt)
-            if account is not None:   # made for the job's user, who writes it in a directory only root may list
-                os.close(self._open_private(exit_file, account, append=False))
+            # made now, the job's user's where it runs as one (a directory only root may list), and its
+            # status's bytes reserved: the wrapper writes over them, so its one record of the exit needs no
+            # space a job that fills the disk could have taken (the daemon's own record may fail then)
+            reserve = self._open_private(exit_file, account, append=False)
+            try:
+                os.write(reserve, STATUS_ROOM)
+            finally:
+                os.close(reserve)
             # the attempt's own directory, the job's user's: srun records failed steps there
             files = self._private_dir(_files_of(exit_file), account)
             for name, path in ((OUT, streams.output), (ERR, streams.error)):

@@ -11,8 +11,10 @@ import os
 # Traps make sh wait for the job instead of dying first; traps are reset in
 # the child, so the job still gets SIGTERM with its default disposition.
 # $1 is the exit file (an argument, not an environment variable the job
-# would inherit). The status is one write of at most 3 bytes; a reader that
-# finds the file empty treats it as "no status yet".
+# would inherit), made at launch holding STATUS_ROOM's blanks. The status is
+# one write of 4 bytes over them, in place (`1<>`: no truncation), so it needs
+# no new space on a full disk; a reader that finds only blanks (or nothing,
+# a file of an earlier version) treats it as "no status yet".
 # A wrapper given GQA_CGROUP_PROCS moves itself into its cell first (in parallel
 # with the daemon recording the launch: a cgroup migration costs a fraction
 # of a millisecond); one run as another user is placed by the daemon.
@@ -29,7 +31,7 @@ _STEPS_AND_STATUS = (
     'case $s in ""|*[!0-9]*|0) s=1;; esac; rc=$s; '
     'printf -- "--- gqa: the script ended 0 after a failed step (%s, exit code %s): the job ends %s\\n" '
     '"$d" "$s" "$s"; }; '
-    'printf "%s" "$rc" > "$f"; exit "$rc"'
+    'printf "%-3s\\n" "$rc" 1<>"$f"; exit "$rc"'
 )
 WRAPPER = _GATE + 'f=$1; shift; "$@"; rc=$?; ' + _STEPS_AND_STATUS
 # With Slurm's --output, --error or --input ($2, $3, $4: paths, or empty):
@@ -57,6 +59,7 @@ WRAPPER_STREAMS = _GATE + (
     '{ kill -9 $t $u; wait $t $u; } 2>/dev/null; fi; '
 ) + _STEPS_AND_STATUS
 NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
+STATUS_ROOM = b"   \n"   # an exit file's bytes before the status is written over them ("%-3s\n")
 
 
 def read_exit(path) -> tuple[int | None, float | None]:
