@@ -92,10 +92,24 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
     base = {"exit_code": code, "signal": sig, "pid": None, "ended_at": now, "request": None, "kill_reason": None,
             "assigned": (), "capacity_failures": 0}
     interrupted = dict(base, interruptions=job.interruptions + 1, not_before=now, ended_at=None)
-    # what gqa itself asked for wins over how the backend carried it out
-    asked = _stopped_by_us(job, base, interrupted, finished=code == 0 and sig is None)
-    if asked is not None:
-        return asked
+    # a request gqa had not carried out yet (no kill_reason: nothing was signalled) did not end an attempt
+    # that reports its own end, e.g. a cancel asked while the daemon was down, after the job had finished
+    ended_itself = job.kill_reason is None and (code is not None or sig is not None)
+    if not ended_itself:
+        # what gqa itself asked for wins over how the backend carried it out
+        asked = _stopped_by_us(job, base, interrupted, finished=code == 0 and sig is None)
+        if asked is not None:
+            return asked
+    ended = _as_it_ended(job, code, sig, now, draw, kind, detail, memory, spot, base, interrupted)
+    if ended_itself and job.request == Request.CANCEL and not ended.to.terminal:
+        # it would run again (a retry, a requeue): the cancel still holds
+        return Outcome(JobState.CANCELLED, f"cancelled by user (its attempt had ended: {ended.reason})", base)
+    return ended
+
+
+def _as_it_ended(job: JobRecord, code: int | None, sig: int | None, now: float, draw: float, kind: ExitKind,
+                 detail: str, memory: int | None, spot: bool, base: dict, interrupted: dict) -> Outcome:
+    """decide() for an attempt that ended without gqa stopping it."""
     if kind == ExitKind.CAPACITY:
         given_up = _capacity_exhausted(job, detail, base, now, draw, spot)
         if given_up is not None:

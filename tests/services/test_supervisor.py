@@ -489,6 +489,25 @@ def test_recover_finishes_stopping_a_job_it_was_cancelling(queue):
     assert queue.state(job.id) == S.CANCELLED
 
 
+def test_a_cancel_asked_while_the_daemon_was_down_after_the_job_ended_leaves_its_end_as_it_was(make_queue):
+    """The job finished (and another failed with retries left) while the daemon was down; a cancel
+    asked afterwards found them RUNNING. Nothing was signalled: the finished one succeeded, and its
+    afterok dependant still runs; the failed one is not retried against its owner's cancel."""
+    queue = make_queue(8)
+    done, failing = queue.start(), queue.start(retries={"on_error": 2})
+    after = queue.submit_one(after=f"afterok:{done.id}")
+    queue.restart()
+    queue.compute.exits = {done.id: Exit(done.id, 1, 0, None), failing.id: Exit(failing.id, 1, 1, None)}
+    queue.control.cancel([done.id, failing.id])         # the daemon is down: nothing carries it out
+    queue.supervisor.recover()
+
+    assert (queue.state(done.id), queue.get(done.id).reason) == (S.SUCCEEDED, "exit code 0")
+    assert queue.state(failing.id) == S.CANCELLED
+    assert queue.get(failing.id).reason.startswith("cancelled by user (its attempt had ended: exit code 1")
+    assert queue.compute.terminated == []
+    assert after.id in [s.id for s in queue.supervisor.dispatch()]
+
+
 # -- shutdown ------------------------------------------------------------------------------------
 
 def test_shutdown_sends_running_jobs_back_to_the_queue(queue):

@@ -36,7 +36,7 @@ CASES = [
                  (S.FAILED, "its process was lost while the queue daemon was down; --no-requeue"), S.RETRY_WAIT,
                  id="process lost while the daemon was down"),
     # what is not an automatic requeue of a run
-    pytest.param(dict(fields={"request": Request.REQUEUE}, sig=signal.SIGTERM),
+    pytest.param(dict(fields={"request": Request.REQUEUE, "kill_reason": REQUEUE}, sig=signal.SIGTERM),
                  (S.RETRY_WAIT, "requeued by user"), S.RETRY_WAIT, id="a user's requeue still works"),
     pytest.param(dict(fields={"kill_reason": REQUEUE}, code=143),
                  (S.RETRY_WAIT, "requeued by user"), S.RETRY_WAIT, id="a requeue being carried out"),

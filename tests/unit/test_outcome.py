@@ -30,16 +30,18 @@ def running_job(*, on_error=0, error_retries=0, interruptions=0, wall_time=None,
     (running_job(), None, signal.SIGKILL, S.FAILED,
      "killed by SIGKILL (not sent by gqa: most often the kernel's out-of-memory killer)"),
     (running_job(), None, signal.SIGSEGV, S.FAILED, "killed by SIGSEGV"),
-    (running_job(request=Request.CANCEL), None, signal.SIGTERM, S.CANCELLED, "cancelled by user"),
+    (running_job(request=Request.CANCEL, kill_reason=CANCEL), None, signal.SIGTERM, S.CANCELLED, "cancelled by user"),
     (running_job(kill_reason=CANCEL), 0, None, S.CANCELLED, "cancelled by user"),
-    (running_job(request=Request.REQUEUE), None, signal.SIGTERM, S.RETRY_WAIT, "requeued by user"),
+    (running_job(request=Request.REQUEUE, kill_reason=REQUEUE), None, signal.SIGTERM, S.RETRY_WAIT,
+     "requeued by user"),
     (running_job(kill_reason=REQUEUE), 1, None, S.RETRY_WAIT, "requeued by user; resumes from its last checkpoint"),
     (running_job(kill_reason=SHUTDOWN), None, signal.SIGTERM, S.RETRY_WAIT, "queue daemon stopped"),
     (running_job(kill_reason=SHUTDOWN), 143, None, S.RETRY_WAIT, "queue daemon stopped"),
     # exit 0 while asked to make way: it finished (sending it back would run it twice)
     (running_job(kill_reason=SHUTDOWN), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
     (running_job(kill_reason=PREEMPT), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
-    (running_job(request=Request.REQUEUE), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
+    (running_job(request=Request.REQUEUE, kill_reason=REQUEUE), 0, None, S.SUCCEEDED,
+     "finished while being asked to stop"),
     (running_job(kill_reason=PREEMPT), 143, None, S.RETRY_WAIT, "preempted"),
     (running_job(kill_reason=TIMEOUT, wall_time="1h"), None, signal.SIGTERM, S.TIMED_OUT,
      "exceeded its wall time of 1h00m"),
@@ -58,7 +60,7 @@ def test_decide(job, code, sig, to, reason):
 
 
 @pytest.mark.parametrize("job, code, sig", [
-    (running_job(request=Request.REQUEUE), None, signal.SIGTERM),
+    (running_job(request=Request.REQUEUE, kill_reason=REQUEUE), None, signal.SIGTERM),
     (running_job(kill_reason=SHUTDOWN, error_retries=1, on_error=3), None, signal.SIGTERM),
     (running_job(kill_reason=TIMEOUT, wall_time="1h", on_timeout="requeue", interruptions=2), None, signal.SIGTERM),
     (running_job(error_retries=1, on_error=1), None, None),       # lost: never an error, even with no retries left
@@ -99,6 +101,24 @@ def test_the_spec_durations_drive_the_backoff():
     assert NOW + 9 < outcome.fields["not_before"] < NOW + 10
 
 
+@pytest.mark.parametrize("job, code, sig, to, reason", [
+    # asked while the attempt was ending (or while the daemon was down), not carried out yet: nothing was
+    # signalled, and the attempt's own end decides
+    (running_job(request=Request.CANCEL), 0, None, S.SUCCEEDED, "exit code 0"),
+    (running_job(request=Request.CANCEL), 1, None, S.FAILED, "exit code 1"),
+    (running_job(request=Request.REQUEUE), 0, None, S.SUCCEEDED, "exit code 0"),
+    (running_job(request=Request.REQUEUE, on_error=2), 1, None, S.RETRY_WAIT, "exit code 1; retry 1 of 2"),
+    # ...but what would run it again (a retry) does not outlive a cancel
+    (running_job(request=Request.CANCEL, on_error=2), 1, None, S.CANCELLED,
+     "cancelled by user (its attempt had ended: exit code 1"),
+    (running_job(request=Request.CANCEL), None, None, S.CANCELLED, "cancelled by user"),   # lost: no end to go by
+])
+def test_a_request_not_carried_out_yet_gives_way_to_the_attempts_own_end(job, code, sig, to, reason):
+    outcome = decide(job, code=code, sig=sig, now=NOW, draw=0.5)
+    assert (outcome.to, outcome.fields["request"]) == (to, None)
+    assert outcome.reason.startswith(reason)
+
+
 def test_cancel_wins_over_everything():
     job = running_job(request=Request.CANCEL, kill_reason=TIMEOUT, on_error=3)
     assert decide(job, code=1, sig=None, now=NOW, draw=0.5).to == S.CANCELLED
@@ -108,7 +128,7 @@ def test_cancel_wins_over_everything():
 def test_final_outcomes_record_the_end(to):
     cases = {S.SUCCEEDED: ({}, 0, None), S.FAILED: ({}, 2, None),
              S.TIMED_OUT: ({"kill_reason": TIMEOUT, "wall_time": "1h"}, None, signal.SIGTERM),
-             S.CANCELLED: ({"request": Request.CANCEL}, None, signal.SIGTERM)}
+             S.CANCELLED: ({"request": Request.CANCEL, "kill_reason": CANCEL}, None, signal.SIGTERM)}
     fields, code, sig = cases[to]
     outcome = decide(running_job(**fields), code=code, sig=sig, now=NOW, draw=0.5)
     assert outcome.to == to
