@@ -57,13 +57,17 @@ def attempt_deadline(job: JobRecord) -> tuple[float, str] | None:
     options = []
     if job.attempt_wall_time:
         options.append((job.started_at + job.attempt_wall_time, TIMEOUT))
-    # the column copied out of the spec at submission: a record with the scheduling columns only has it too
-    budget = job.max_gpu_hours if job.max_gpu_hours is not None or not job.spec_json \
-        else job.spec.limits.max_gpu_hours
+    budget = gpu_hour_budget(job)
     if budget and job.gpus:   # a CPU-only job uses no GPU-hours
         left = max(0.0, budget * 3600 - job.gpu_seconds)
         options.append((job.started_at + left / job.gpus, GPU_HOURS))
     return min(options) if options else None
+
+
+def gpu_hour_budget(job: JobRecord) -> float | None:
+    """The job's max_gpu_hours over all its attempts, None without one."""
+    # the column copied out of the spec at submission: a record with the scheduling columns only has it too
+    return job.max_gpu_hours if job.max_gpu_hours is not None or not job.spec_json else job.spec.limits.max_gpu_hours
 
 
 @dataclass(frozen=True)

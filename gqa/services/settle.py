@@ -5,8 +5,8 @@ settle through here, so a job ends the same way wherever it ran."""
 
 from __future__ import annotations
 
-from ..models.job import JobRecord
-from ..models.outcome import decide
+from ..models.job import JobRecord, JobState
+from ..models.outcome import Outcome, decide, gpu_hour_budget
 from ..ports import Change, Exit, Inventory, JobRecords, apply_all_else_each
 
 
@@ -27,6 +27,11 @@ def settle(job: JobRecord, ended: Exit, *, at: float, started: float | None, dra
     ran = max(0.0, at - started) if started is not None else 0.0
     used = job.gpus * ran
     cost = hourly_rate(job, inventory) * ran / 3600
+    budget = gpu_hour_budget(job)
+    if outcome.to == JobState.RETRY_WAIT and budget and job.gpus and job.gpu_seconds + used >= budget * 3600:
+        # back in the queue it would start only to be stopped at once (and run its grace past the budget)
+        outcome = Outcome(JobState.TIMED_OUT, f"used its budget of {budget:g} GPU-hours ({outcome.reason})",
+                          dict(outcome.fields, ended_at=at, not_before=None))
     fields = dict(outcome.fields, gpu_seconds=job.gpu_seconds + used, cost=job.cost + cost)
     if started is not None:
         fields["started_at"] = started

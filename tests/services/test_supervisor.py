@@ -360,6 +360,28 @@ def test_a_timeout_with_requeue_is_an_interruption(queue):
     assert (back.interruptions, back.error_retries, back.submitted_at) == (1, 0, T0)
 
 
+@pytest.mark.parametrize("grace_used, state, reason", [
+    (60, S.TIMED_OUT, "used its budget of 0.25 GPU-hours (reached its wall time of 10m00s; requeued"),
+    (5, S.QUEUED, "back in the queue"),          # GPU time left: requeued as asked
+])
+def test_a_requeue_with_the_budget_spent_ends_the_job_instead(queue, grace_used, state, reason):
+    """wall_time 10m, on_timeout requeue, max_gpu_hours 0.25 on 1 GPU (900 s), 250 s used before: the
+    wall time stops the attempt first, and one that ends past the budget in its grace is not sent back
+    to start and be stopped at once (and run its grace past the budget again)."""
+    job = queue.start(limits={"wall_time": "10m", "on_timeout": "requeue", "max_gpu_hours": 0.25})
+    queue.store.apply([Change(job.id, S.RUNNING, None, "", queue.clock.now(), {"gpu_seconds": 250.0})])
+    queue.clock.advance(600)
+    queue.supervisor.enforce_wall_time()
+    assert queue.get(job.id).kill_reason == "timeout"
+    queue.clock.advance(grace_used)
+    queue.exit(job.id, None, signal.SIGTERM)
+
+    done = queue.get(job.id)
+    assert done.state == state
+    assert (done.reason if state != S.QUEUED else reasons(done)[S.QUEUED]).startswith(reason)
+    assert done.gpu_seconds == 250.0 + 600 + grace_used
+
+
 # -- retries and deadlines ------------------------------------------------------------------------
 
 def test_promote_retries_moves_only_due_jobs(queue):
