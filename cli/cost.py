@@ -1,6 +1,7 @@
 """`gqa cost [--team T] [--period P] [--jobs N]`: spend and GPU-hours per team
 against its budget, and the costliest jobs."""
 
+import math
 from typing import Annotated, Optional
 
 import typer
@@ -33,7 +34,9 @@ def cost(
                     "teams": [{"team": t.team, "gpu_hours": round(report.gpu_hours.get(t.team, 0.0), 3),
                                "settled": round(t.settled, 2), "running": round(t.running, 2),
                                "total": round(t.total, 2), "budget": t.budget,
-                               "used": None if t.used is None else round(t.used, 4)} for t in report.teams],
+                               # spent against a budget of 0: no fraction JSON can hold (as gqa report writes it)
+                               "used": None if t.used is None or math.isinf(t.used) else round(t.used, 4)}
+                              for t in report.teams],
                     "jobs": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "status": j.status,
                               "gpus": j.gpus, "gpu_hours": round(j.gpu_hours, 3), "cost": round(j.cost, 2),
                               "gpu_util": j.gpu_util} for j in report.jobs]})

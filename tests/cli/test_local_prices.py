@@ -74,6 +74,9 @@ def test_cost_lists_gpu_hours_per_team_and_the_costliest_jobs(cli):
     assert code == 0 and "2.0 GPU-hours" in out and "costliest" in out and "vision" in out
     code, _, err = cli("cost", "--jobs", "5000")
     assert code == 2 and "--jobs" in err
+    cli("quota", "set", "nlp", "--budget", "0")           # spent against nothing: no fraction, and valid JSON
+    code, out, _ = cli("cost", "--period", "1970-01", "-o", "json")
+    assert "Infinity" not in out and {t["team"]: t["used"] for t in json.loads(out)["teams"]}["nlp"] is None
 
 
 @pytest.mark.parametrize("period, message", [
