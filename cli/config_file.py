@@ -87,6 +87,8 @@ def check(key: str, value: str) -> str:
     value = value.strip()
     if not value:
         raise ConfigError(f"{key} is empty; use `gqa config unset {key}` to remove it")
+    if not value.isprintable():   # a newline would write a second line into the file, a tab a URL no one can call
+        raise ConfigError(f"{key} must be one line of printable characters, got {value!r}")
     if key == "backend" and value not in BACKENDS:
         raise ConfigError(f"backend must be {' or '.join(BACKENDS)}, got {value!r}")
     if key == "region" and not re.match(REGION_RE, value):
@@ -97,6 +99,10 @@ def check(key: str, value: str) -> str:
         if not parts.hostname or parts.scheme not in ("https", "http") or (parts.scheme == "http" and not local):
             raise ConfigError(f"endpoint must be an https:// URL (the API's invoke URL, e.g. "
                               f"https://abc123.execute-api.us-east-1.amazonaws.com/v1), got {value!r}")
+        try:
+            parts.port       # a port past 65535 or not a number: every request would fail to parse the URL
+        except ValueError:
+            raise ConfigError(f"endpoint {value!r} has no valid port (1 to 65535)") from None
         value = value.rstrip("/")
     if key == "aws_profile" and not re.match(AWS_PROFILE_RE, value):
         raise ConfigError(f"{value!r} is not an AWS profile name")
@@ -176,11 +182,12 @@ def set_value(path, profile: str, key: str, value: str) -> str:
 
 
 def unset_value(path, profile: str, key: str) -> bool:
-    """False if the key was not set."""
-    if key not in KEYS:
-        raise ConfigError(f"unknown setting {key!r}; choose from {', '.join(KEYS)}")
+    """False if the key was not set. A key gqa does not know may be unset (a file written by
+    hand or by another version refuses every command until it is gone)."""
     parser = read(path)
     if not parser.has_section(profile) or key not in parser[profile]:
+        if key not in KEYS:
+            raise ConfigError(f"unknown setting {key!r}; choose from {', '.join(KEYS)}")
         return False
     parser.remove_option(profile, key)
     if not parser[profile]:

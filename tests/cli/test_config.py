@@ -78,6 +78,16 @@ def test_a_bad_file_says_where_and_what(config, text, words):
     assert backend_of({"GQA_CONFIG": str(config)}) == "invalid"     # the fast path never raises
 
 
+def test_a_setting_gqa_does_not_know_can_be_unset_to_mend_the_file(config, capsys):
+    config.parent.mkdir(parents=True)
+    config.write_text("[default]\nbackend = local\ncolour = blue\n")
+    assert run(capsys, "queue")[0] == 2                       # every command refuses the file...
+    assert run(capsys, "config", "unset", "colour")[0] == 0   # ...until the key is gone
+    assert "colour" not in config.read_text() and "backend = local" in config.read_text()
+    code, _, err = run(capsys, "config", "unset", "colour")
+    assert code == 2 and "unknown setting 'colour'" in err
+
+
 def test_an_unknown_profile_asked_for_by_name_is_an_error(config):
     with pytest.raises(ConfigError, match="no profile 'work'"):
         resolve("work", env={"GQA_CONFIG": str(config)})
@@ -102,6 +112,10 @@ def test_set_show_unset(config, capsys):
     (("config", "set", "colour", "blue"), "unknown setting 'colour'"),
     (("config", "set", "endpoint", "ftp://x"), "endpoint must be an https:// URL"),
     (("config", "set", "region", "us-east-1", "--profile", "a b"), "invalid profile name"),
+    (("config", "set", "endpoint", "https://a.example.com:99999/v1"), "has no valid port (1 to 65535)"),
+    (("config", "set", "endpoint", "https://a.example.com:x/v1"), "has no valid port"),
+    (("config", "set", "endpoint", "https://a.example.com/v1\tx"), "must be one line of printable characters"),
+    (("config", "set", "aws_profile", "dev\n[other]"), "must be one line of printable characters"),
 ])
 def test_invalid_values_exit_2_and_write_nothing(config, capsys, args, words):
     code, _, err = run(capsys, *args)
