@@ -99,8 +99,8 @@ def check(key: str, value: str) -> str:
         if not parts.hostname or parts.scheme not in ("https", "http") or (parts.scheme == "http" and not local):
             raise ConfigError(f"endpoint must be an https:// URL (the API's invoke URL, e.g. "
                               f"https://abc123.execute-api.us-east-1.amazonaws.com/v1), got {value!r}")
-        try:
-            parts.port       # a port past 65535 or not a number: every request would fail to parse the URL
+        try:   # a port past 65535 or not a number: every request would fail to parse the URL
+            _ = parts.port
         except ValueError:
             raise ConfigError(f"endpoint {value!r} has no valid port (1 to 65535)") from None
         value = value.rstrip("/")
