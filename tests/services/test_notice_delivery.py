@@ -185,3 +185,8 @@ def test_an_approval_request_reaches_alerts_to(queue, hook):
     assert sender.deliver_due() == 1
     [body] = hook.wait_for(1)
     assert body["path"] == "/approvers" and f"gqa approve {job.id}" in body["json"]["text"]
+
+
+def test_a_receiver_down_is_tried_for_about_twenty_minutes_as_the_readme_says():
+    waited = sum(backoff(tries) for tries in range(1, MAX_TRIES))     # between the first try and the last
+    assert 20 * 60 <= waited <= 25 * 60 and waited == 1411.5

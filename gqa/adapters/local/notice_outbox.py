@@ -24,7 +24,7 @@ from .outbox_schema import outbox_statements
 from .sqlite_db import SqliteDatabase
 from .sqlite_rows import _SELECT, _record
 
-MAX_TRIES = 12          # 0.5 s doubling to 5 min: about 20 minutes of a receiver down
+MAX_TRIES = 14          # 0.5 s doubling to 5 min between tries: 23.5 minutes of a receiver down
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 300.0
 
 
