@@ -22,6 +22,8 @@ from gqa.models.priority import Priority
 from gqa.models.units import format_duration
 from gqa.services.overview import Overview
 
+from .queue_table import cells, cut
+
 GAP = 2                # spaces between columns
 ERROR_LINES = 3        # an error is wrapped over at most this many lines
 FLEX_MIN = 24          # a cut column (name, reason) keeps at least this much before others are dropped
@@ -82,6 +84,12 @@ def _sections(view: Overview) -> list[Section]:
                          _percent(j.gpu_util), format_duration(j.time_left) if j.time_left is not None else "-",
                          j.owner, _mib(j.gpu_memory), pool, g.type])
         gpu_styles.append("" if started else "cyan")
+    for j in view.running:    # jobs on CPUs alone hold no GPU row, and would be counted but never seen
+        if not j.gpus:
+            started = j.started_at is not None
+            gpu_rows.append(["cpu", j.id, j.name, j.team, format_duration(j.elapsed) if started else j.status, "-",
+                             format_duration(j.time_left) if j.time_left is not None else "-", j.owner, "-", "", ""])
+            gpu_styles.append("" if started else "cyan")
     head_cols = [Column("pos", 10, right=True), Column("job", 9), Column("reason", 8, flex=True),
                  Column("name", 7), Column("team", 6), Column("gpus", 5, right=True), Column("waiting", 4, right=True),
                  Column("eta", 3, right=True), Column("owner", 2), Column("prio", 1)]
@@ -160,7 +168,8 @@ def _table(columns: list[Column], rows: list[Row], styles: list[str], width: int
 
 
 def _natural(columns: list[Column], rows: list[Row], i: int) -> int:
-    return max([len(columns[i].header)] + [len(r[i]) for r in rows])
+    """A column's widest cell in terminal cells (a CJK name takes two a character)."""
+    return max([len(columns[i].header)] + [cells(r[i]) for r in rows])
 
 
 def _columns_that_fit(columns: list[Column], rows: list[Row], width: int) -> list[int]:
@@ -183,11 +192,12 @@ def _widths(columns: list[Column], rows: list[Row], kept: list[int], width: int)
     return widths
 
 
-def _line(cells: list[str], columns: list[Column], widths: dict[int, int], style: str) -> Text:
+def _line(row: list[str], columns: list[Column], widths: dict[int, int], style: str) -> Text:
     parts = []
-    for cell, column, w in zip(cells, columns, widths.values()):
-        cell = cell if len(cell) <= w else cell[:max(0, w - 1)] + "…"
-        parts.append(cell.rjust(w) if column.right else cell.ljust(w))
+    for cell, column, w in zip(row, columns, widths.values()):
+        cell = cut(cell, max(1, w))
+        gap = " " * max(0, w - cells(cell))
+        parts.append(gap + cell if column.right else cell + gap)
     return Text((" " * GAP).join(parts).rstrip(), style=style)
 
 

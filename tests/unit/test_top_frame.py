@@ -95,3 +95,30 @@ def test_the_frame_renders_through_rich_within_the_terminal():
 def test_the_overview_travels_as_json_unchanged():
     view = overview()
     assert overview_from_dict(overview_to_dict(view)) == view
+
+
+def test_wide_names_take_two_cells_a_character_and_rows_stay_aligned():
+    from dataclasses import replace
+
+    view = overview()
+    wide = replace(view.running[0], name="日本語の学習ジョブ")
+    view = replace(view, gpus=[replace(g, job=wide if g.job else None) for g in view.gpus], running=[wide])
+    from cli.queue_table import cells
+    for width in (80, 200):
+        lines = text(view, width, 24)
+        assert all(cells(line) <= width for line in lines)
+        header = header_of(lines, "GPUs")
+        rows = [line for line in lines if "学習" in line]
+        assert rows and all(cells(row[:row.index("vision")]) == header.index("team") for row in rows)
+
+
+def test_a_job_on_cpus_alone_is_a_row_of_its_own():
+    from dataclasses import replace
+
+    view = overview()
+    cpu = replace(view.running[0], id="9", name="preprocess", gpus=(), gpu_util=None, gpu_memory=None)
+    view = replace(view, running=[*view.running, cpu])
+    lines = text(view, 200, 40)
+    assert lines[1] == "GPUs  2 of 4 busy, 2 jobs running"
+    row = next(line for line in lines if "preprocess" in line)
+    assert row.split()[:4] == ["cpu", "9", "preprocess", "vision"]
