@@ -86,7 +86,7 @@ class LocalBackend:
     def history(self):
         from gqa.services.history import HistoryService
 
-        return HistoryService(self.store, self.clock)
+        return HistoryService(self.store, self.clock, self.store.inventory)
 
     def quota(self):
         from gqa.services.quota import QuotaService

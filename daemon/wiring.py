@@ -102,7 +102,7 @@ class DaemonWiring:
     def history(self) -> HistoryService:
         from gqa.services.history import HistoryService
 
-        return HistoryService(self.store, self.clock)
+        return HistoryService(self.store, self.clock, self.store.inventory)
 
     def quota(self) -> QuotaService:
         from gqa.services.quota import QuotaService

@@ -66,10 +66,12 @@ class JobSummary:
         return "-" if self.exit_code is None else str(self.exit_code)
 
 
-def summarise(job: JobRecord, now: float) -> JobSummary:
+def summarise(job: JobRecord, now: float, *, hourly: float = 0.0) -> JobSummary:
     """The job as of `now`. With its transitions (`job.history`) the wait runs
     to its first start and the elapsed time adds up every attempt; a record
-    read without them counts from its last attempt's start."""
+    read without them counts from its last attempt's start. `hourly`: what its
+    GPUs cost an hour, for a running attempt's money so far (its GPU-hours are
+    counted to `now` whatever the price)."""
     runs = _runs(job, now)
     first, ran = (runs[0][0], sum(end - start for start, end in runs)) if runs else _last_run(job, now)
     ended = job.ended_at if job.state.terminal else None
@@ -79,14 +81,15 @@ def summarise(job: JobRecord, now: float) -> JobSummary:
         wait = None        # it never ran: cancelled, rejected or failed while waiting
     else:
         wait = max(0.0, now - job.submitted_at)
-    running = 0.0
+    running = spent = 0.0
     if job.state == JobState.RUNNING and job.started_at is not None:
         running = max(0.0, now - job.started_at) * job.gpus
+        spent = hourly * max(0.0, now - job.started_at) / 3600
     return JobSummary(
         id=job.id, group=job.group, array_index=job.array_index, name=job.name, team=job.team,
         owner=job.owner, tier=job.tier, state=job.state, gpus=job.gpus, gpu_type=job.gpu_type,
         submitted_at=job.submitted_at, first_start=first, ended_at=ended, elapsed=ran, wait=wait,
-        gpu_hours=(job.gpu_seconds + running) / 3600, cost=job.cost, attempts=job.attempts,
+        gpu_hours=(job.gpu_seconds + running) / 3600, cost=job.cost + spent, attempts=job.attempts,
         error_retries=job.error_retries, reclaims=job.reclaims, interruptions=job.interruptions,
         exit_code=job.exit_code, signal=job.signal, reason=job.reason, wall_time=job.attempt_wall_time,
         gpu_util=job.gpu_util, gpu_memory=job.gpu_memory, waited=_waited(job, now),

@@ -165,9 +165,6 @@ class CostService:
 
 def _share(job: JobRecord, now: float, rate: float) -> JobCost:
     """The job's money and GPU-hours; a running attempt counted to `now` at its GPUs' price."""
-    summary = summarise(job, now)
-    cost = summary.cost
-    if job.state == JobState.RUNNING and job.started_at is not None:
-        cost += rate * max(0.0, now - job.started_at) / 3600
-    return JobCost(job.id, job.name, job.team, job.owner, summary.status.value, job.gpus, summary.gpu_hours, cost,
-                   job.gpu_util)
+    summary = summarise(job, now, hourly=rate)
+    return JobCost(job.id, job.name, job.team, job.owner, summary.status.value, job.gpus, summary.gpu_hours,
+                   summary.cost, job.gpu_util)

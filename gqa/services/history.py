@@ -8,14 +8,15 @@ its start on; the store reads them by an index on the end time
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from ..models.accounting import JobSummary, summarise
 from ..models.errors import SpecError
 from ..models.job import JobState
 from ..models.times import AHEAD, EARLIEST, check_window, utc
-from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads
+from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads, Inventory
+from .settle import hourly_rate
 
 __all__ = ["MAX_LIMIT", "STATE_WORDS", "HistoryPage", "HistoryQuery", "HistoryService", "check_query", "states_of"]
 
@@ -44,8 +45,10 @@ def check_query(query: HistoryQuery) -> HistoryQuery:
 
 
 class HistoryService:
-    def __init__(self, store: HistoryReads, clock: Clock):
-        self.store, self.clock = store, clock
+    def __init__(self, store: HistoryReads, clock: Clock, inventory: Callable[[], Inventory | None] | None = None):
+        """`inventory`: the GPUs' prices, for what a running attempt has cost so far (as `gqa cost`
+        counts it); without it a running job shows what its ended attempts cost."""
+        self.store, self.clock, self.inventory = store, clock, inventory
 
     def list(self, query: HistoryQuery, token: str | None = None) -> HistoryPage:
         """One page: the running jobs first (latest start first), then the finished ones (latest end first)."""
@@ -56,7 +59,10 @@ class HistoryService:
                 raise SpecError(f"the window {end} at {utc(at)}: history holds times from {utc(EARLIEST)} "
                                 f"to a year from now ({utc(now + AHEAD)})")
         jobs, after = self.store.history(query, token)
-        return HistoryPage([summarise(job, now) for job in jobs], after)
+        inventory = self.inventory() if self.inventory is not None and any(
+            j.state == JobState.RUNNING for j in jobs) else None
+        return HistoryPage([summarise(job, now, hourly=hourly_rate(job, inventory) if inventory else 0.0)
+                            for job in jobs], after)
 
     def rows(self, query: HistoryQuery) -> Iterator[JobSummary]:
         """Every job of the window, page after page of the largest size (query.limit is ignored)."""

@@ -95,7 +95,7 @@ class Wiring:
         return DynamoDBAdmissions(self.store.client, self.store.tables)
 
     def history(self) -> HistoryService:
-        return HistoryService(self.store, self.clock)
+        return HistoryService(self.store, self.clock, self.store.inventory)
 
     def quota(self) -> QuotaService:
         return QuotaService(self.settings)

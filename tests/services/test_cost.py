@@ -161,3 +161,17 @@ def test_a_month_counts_the_jobs_that_ended_in_it(priced):
 def test_jobs_asked_for_are_bounded(priced, jobs):
     with pytest.raises(SpecError, match="costliest"):
         CostService(priced.store, priced.clock, priced.store).report(jobs=jobs)
+
+
+def test_history_counts_a_running_jobs_money_so_far_as_cost_does(priced):
+    """gqa history and gqa report read the history's summaries: a running job's cost there is its GPUs'
+    price to now, the same money gqa cost counts for it (it was what its ended attempts cost: $0)."""
+    from gqa.ports import HistoryQuery
+    from gqa.services.history import HistoryService
+
+    spend_some(priced)
+    query = HistoryQuery(since=0.0, states=frozenset({S.RUNNING, S.SUCCEEDED}))
+    rows = {r.state: r for r in HistoryService(priced.store, priced.clock, priced.store.inventory).list(query).rows}
+    assert rows[S.RUNNING].cost == pytest.approx(2.0) and rows[S.RUNNING].gpu_hours == pytest.approx(1.0)
+    unpriced = HistoryService(priced.store, priced.clock).list(query).rows    # no prices given: what has ended
+    assert next(r for r in unpriced if r.state == S.RUNNING).cost == 0.0
