@@ -42,6 +42,8 @@ def notify_option(text: str) -> dict:
     """`gqa submit --notify EVENTS[:TO]` (begin,end:me@example.org; fail:https://hooks...):
     the spec's `notify`. TO is an address, a webhook URL or a user; the owner when left out."""
     words, _, to = text.partition(":")
+    if words.strip().upper() == "NONE" and not to.strip():
+        return {"events": [], "to": None}      # Slurm's NONE: no notices, whatever a job file asked for
     events, noted = mail_types(words, "--notify")
     if noted:
         raise SpecError(f"--notify {words!r}: gqa sends no {', '.join(noted)} notice")

@@ -195,6 +195,15 @@ class Notify(_Strict):
     events: list[MailEvent] = Field(default_factory=lambda: list[MailEvent](["end", "fail"]))
     to: str | None = Field(None, description="an e-mail address or a webhook URL; the owner when unset")
 
+    @field_validator("to")
+    @classmethod
+    def _to(cls, to: str | None) -> str | None:
+        # an address, a user, or an http(s) webhook: anything else would be taken for a user's name
+        if to is not None and ("://" in to and not to.lower().startswith(("https://", "http://"))
+                               or not to.isprintable() or any(c.isspace() for c in to)):
+            raise ValueError(f"{shown(to)} is not an e-mail address, a user name or an http(s):// webhook URL")
+        return to
+
 
 class JobSpec(_Strict):
     name: str = "job"

@@ -5,7 +5,7 @@ import pytest
 
 from gqa.models.errors import SpecError
 from gqa.models.job import JobState as S
-from gqa.models.notices import channel_of, job_notice, mail_types, notice_key, notify_option, selected
+from gqa.models.notices import EVENT_OF_STATE, channel_of, job_notice, mail_types, notice_key, notify_option, selected
 from tests.builders import job_record
 
 # (notify.events, state entered, told?)
@@ -59,6 +59,8 @@ def test_slurm_mail_types(text, events, noted):
     ("begin,end:me@example.org", {"events": ["begin", "end"], "to": "me@example.org"}),
     ("fail:https://hooks.example.org/T1/B2", {"events": ["fail"], "to": "https://hooks.example.org/T1/B2"}),
     ("ALL:ana", {"events": ["all"], "to": "ana"}),
+    ("none", {"events": [], "to": None}),          # Slurm's NONE: no notices, over a job file's
+    ("NONE", {"events": [], "to": None}),
 ])
 def test_notify_option(text, notify):
     assert notify_option(text) == notify
@@ -66,13 +68,26 @@ def test_notify_option(text, notify):
 
 @pytest.mark.parametrize("text,error", [
     ("sometimes", "--notify 'SOMETIMES': use NONE, BEGIN"),
-    ("none", "name the events"),
+    ("none:ana", "name the events"),
     ("end:", "nothing after ':'"),
     ("stage_out", "gqa sends no STAGE_OUT notice"),
 ])
 def test_notify_option_refuses(text, error):
     with pytest.raises(SpecError, match=error):
         notify_option(text)
+
+
+@pytest.mark.parametrize("to", ["ftp://files.example.org/x", "a b", "ana\tb", "file:///etc/passwd"])
+def test_a_recipient_that_is_none_of_address_user_or_webhook_is_refused(to):
+    """It would have been taken for a user's name, and sent to the queue's default webhook or domain."""
+    from gqa.models.loader import validate
+
+    with pytest.raises(SpecError, match="is not an e-mail address, a user name or an http"):
+        validate({"command": ["true"], "notify": {"events": ["end"], "to": to}})
+
+
+def test_no_events_selects_nothing():
+    assert not any(selected([], state, array_task=False) for state in EVENT_OF_STATE)
 
 
 @pytest.mark.parametrize("to,channel", [
