@@ -185,8 +185,8 @@ class JobRecord:
     @cached_property
     def spec(self):
         """The parsed spec (parsed once per record: the daemon reads it for every launch and exit)."""
-        from .spec import JobSpec
-        return JobSpec.model_validate_json(self.spec_json)
+        from .spec import STORED, JobSpec
+        return JobSpec.model_validate_json(self.spec_json, context=STORED)
 
     @property
     def status(self) -> UserStatus:

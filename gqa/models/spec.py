@@ -14,7 +14,7 @@ from pydantic_core import PydanticCustomError
 from .array_syntax import parse_array
 from .code import check_digest
 from .errors import SpecError
-from .limits import MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
+from .limits import MAX_DURATION, MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
 from .dependency import parse_dependency
 from .priority import Priority
 from .sbatch_values import export as exported_names
@@ -47,9 +47,18 @@ def _no_nul(text: str, what: str) -> None:
         raise _problem(f"{what} contains a NUL byte")
 
 
-def _duration(value: Any) -> Any:
+# Validating a spec read back from a store: the rules a submission meets today may be stricter than
+# those the spec met when it was submitted, and a job already queued or run must still read
+STORED = {"stored": True}
+
+
+def stored(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("stored"))
+
+
+def _duration(value: Any, info: ValidationInfo) -> Any:
     try:
-        return None if value is None else parse_duration(value)
+        return None if value is None else parse_duration(value, most=None if stored(info) else MAX_DURATION)
     except SpecError as exc:  # pydantic reports ValueErrors with the field's location
         raise ValueError(str(exc)) from None
 
@@ -197,9 +206,9 @@ class Notify(_Strict):
 
     @field_validator("to")
     @classmethod
-    def _to(cls, to: str | None) -> str | None:
+    def _to(cls, to: str | None, info: ValidationInfo) -> str | None:
         # an address, a user, or an http(s) webhook: anything else would be taken for a user's name
-        if to is not None and ("://" in to and not to.lower().startswith(("https://", "http://"))
+        if to is not None and not stored(info) and ("://" in to and not to.lower().startswith(("https://", "http://"))
                                or not to.isprintable() or any(c.isspace() for c in to)):
             raise ValueError(f"{shown(to)} is not an e-mail address, a user name or an http(s):// webhook URL")
         return to

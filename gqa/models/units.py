@@ -19,25 +19,25 @@ _SIZE_UNITS = {
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*$", re.I)
 
 
-def parse_duration(value: object, *, bare_unit: str = "m") -> int:
+def parse_duration(value: object, *, bare_unit: str = "m", most: float | None = MAX_DURATION) -> int:
     """Seconds from `90m`, `4h`, `1d`, `2h30m`, Slurm's `1-12:00:00`, or a bare
     number (minutes, as in Slurm's --time, unless bare_unit says otherwise)."""
     if isinstance(value, bool):
         raise SpecError(f"invalid duration {shown(value)}")
     if isinstance(value, (int, float)):
         seconds = _finite(value, "duration") * _DURATION_UNITS[bare_unit]
-        return _positive_duration(seconds, value)
+        return _positive_duration(seconds, value, most)
     text = str(value).strip()
     if not text:
         raise SpecError("empty duration; use e.g. 90m, 4h or 1d")
     if len(text) > MAX_NUMBER_CHARS:
         raise SpecError(f"invalid duration: longer than {MAX_NUMBER_CHARS} characters")
     if text.isascii() and text.isdigit():
-        return _positive_duration(int(text) * _DURATION_UNITS[bare_unit], value)
+        return _positive_duration(int(text) * _DURATION_UNITS[bare_unit], value, most)
     if ":" in text or "-" in text:
         match = _SLURM_TIME_RE.match(text)
         if match:
-            return _positive_duration(_slurm_seconds(text, match), value)
+            return _positive_duration(_slurm_seconds(text, match), value, most)
     total = 0.0
     rest = text.replace(" ", "")
     parts = re.findall(r"(\d+(?:\.\d+)?)([a-zA-Z]+)", rest)
@@ -47,7 +47,7 @@ def parse_duration(value: object, *, bare_unit: str = "m") -> int:
             if not m:
                 raise SpecError(f"invalid duration {shown(value)}: unknown unit {unit!r}; use s, m, h, d or w")
             total += float(number) * _DURATION_UNITS[unit[0].lower()]
-        return _positive_duration(total, value)
+        return _positive_duration(total, value, most)
     raise SpecError(f"invalid duration {shown(value)}; use e.g. 90m, 4h, 1d or 1-12:00:00")
 
 
@@ -81,13 +81,14 @@ def shown(value: object, most: int = 40) -> str:
 
 
 
-def _positive_duration(seconds: float, original: object) -> int:
+def _positive_duration(seconds: float, original: object, most: float | None = MAX_DURATION) -> int:
     if not math.isfinite(seconds):  # finite minutes times 60 can still overflow
         raise SpecError(f"duration {shown(original)} is too large")
     if seconds <= 0:
         raise SpecError(f"duration must be positive, got {shown(original)}")
-    if seconds > MAX_DURATION:
-        raise SpecError(f"duration {shown(original)} is too large; at most {MAX_DURATION // 86_400}d (100 years)")
+    if most is not None and seconds > most:
+        raise SpecError(f"duration {shown(original)} is too large; at most {int(most // 86_400)}d"
+                      + (" (100 years)" if most == MAX_DURATION else ""))
     if round(seconds) < 1:
         raise SpecError(f"duration must be at least 1s, got {shown(original)}")
     return int(round(seconds))

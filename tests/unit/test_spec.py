@@ -384,3 +384,19 @@ def test_a_bad_gpu_type_name_is_refused():
 
     with pytest.raises(SpecError, match="invalid GPU type 'a 10'"):
         validate({"command": ["a"], "resources": {"gpu_type": ["a 10"]}})
+
+
+def test_a_spec_read_back_from_a_store_keeps_reading_under_rules_made_stricter_since():
+    """A job submitted before a rule tightened (a wall time past 100 years, a recipient no webhook)
+    must still read, in the daemon and in every view; a new submission is held to the rule."""
+    import json
+
+    from gqa.models.records import with_changes
+    from tests.builders import job_record
+
+    old = json.dumps({"command": ["true"], "limits": {"wall_time": f"{200 * 365 * 86400}s"},
+                      "notify": {"events": ["end"], "to": "ftp://files.example.org"}})
+    job = with_changes(job_record(id="1", group="1"), spec_json=old)
+    assert job.spec.limits.wall_time == 200 * 365 * 86400 and job.spec.notify.to == "ftp://files.example.org"
+    with pytest.raises(SpecError, match="too large; at most 36500d"):
+        validate(json.loads(old))
