@@ -3,10 +3,14 @@ the wrapper writes its status over bytes reserved at launch. The daemon's
 own record of the end may fail on a full disk and is lost if it is then
 stopped or killed; the status file is what a restarted daemon settles the
 attempt by, so a job that succeeded is not taken for lost and run again.
-Needs a small tmpfs (root)."""
+
+The reservation is tested everywhere (the file is there, its bytes reserved,
+before the job may run, and the status lands in that same file); the whole
+case on a real full disk where a 1 MiB tmpfs can be mounted (root)."""
 
 from __future__ import annotations
 
+import os
 import select
 import subprocess
 import time
@@ -15,7 +19,7 @@ import pytest
 
 from gqa.adapters.local.executor import LocalExecutor
 from gqa.adapters.local.paths import StatePaths
-from gqa.adapters.local.processes import read_exit
+from gqa.adapters.local.processes import STATUS_ROOM, read_exit
 from gqa.models.records import with_changes
 from gqa.ports import Inventory
 from tests.builders import gpus, job_record
@@ -39,6 +43,10 @@ def small_disk(tmp_path):
 def ended(executor, job):
     executor.launch(job, (0,), 1)
     executor.release([job.id])
+    return ended_after_release(executor)
+
+
+def ended_after_release(executor):
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         for fd in select.select(executor.fds(), [], [], 0.05)[0]:
@@ -46,6 +54,22 @@ def ended(executor, job):
             if out is not None:
                 return out
     raise AssertionError("the attempt never ended")
+
+
+def test_the_exit_status_is_written_over_bytes_reserved_before_the_job_may_run(tmp_path):
+    paths = StatePaths(tmp_path / "home")
+    paths.ensure()
+    executor = LocalExecutor(paths, Inventory(gpus=gpus(1)))
+    job = job_record(id="7", group="7", spec={"command": ["sh", "-c", "exit 4"], "workdir": str(tmp_path)})
+    executor.launch(job, (0,), 1)
+    reserved = paths.exit_for("7", 1)
+    # launched, held at its gate: the file is made and its space taken, and it reads as no status yet
+    assert reserved.read_bytes() == STATUS_ROOM and read_exit(reserved) == (None, None)
+    inode = os.stat(reserved).st_ino
+    executor.release(["7"])
+    out = ended_after_release(executor)
+    assert out.code == 4 and read_exit(reserved)[0] == 4
+    assert os.stat(reserved).st_ino == inode and reserved.stat().st_size == len(STATUS_ROOM)   # in place
 
 
 @pytest.mark.parametrize("code", [0, 3])
