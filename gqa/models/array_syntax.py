@@ -5,6 +5,7 @@ import re
 
 from .errors import SpecError
 from .limits import MAX_ARRAY_INDEX, MAX_TASKS, count_text
+from .units import shown
 
 _LIMIT_RE = re.compile(r"[0-9]{1,18}")
 
@@ -63,5 +64,4 @@ def index_ranges(indices: list[int], most: int = 6) -> str:
 
 def _shown(text: object) -> str:
     """repr, cut short: an array may be a megabyte of indices."""
-    shown = repr(str(text))
-    return shown if len(shown) <= 60 else shown[:57] + "..."
+    return shown(str(text), 60)
