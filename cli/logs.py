@@ -16,7 +16,7 @@ import typer
 
 from .app import app
 from .options import JobRef
-from .output import fail, note, user_errors
+from .output import daemon_down, fail, note, user_errors
 
 POLL_INTERVAL = 2.0   # seconds between polls once caught up: a line shows within this, and a poll costs API calls
 
@@ -68,7 +68,7 @@ def follow_file(be, job, *, follow: bool, tail: int, out: BinaryIO | None = None
 
     out = out or sys.stdout.buffer
     log = JobLog(be.paths.log_for(job.id))
-    if follow and be.local and be.daemon_pid() is None and not job.state.terminal:
+    if follow and daemon_down(be) and not job.state.terminal:
         note("note: the queue daemon is not running; the job moves only once `gqa local start` runs")
     elif follow and job.state == JobState.HELD and not log.exists():
         note(f"note: job {job.id} is held; its output comes once it is released (gqa release {job.id}) and runs")

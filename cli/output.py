@@ -114,10 +114,15 @@ def print_results(results, fmt: str) -> None:
         sys.stdout.write(f"{r.action} {r.job.id}" + (f" ({r.detail})" if r.detail else "") + "\n")
 
 
+def daemon_down(be) -> bool:
+    """A workstation queue whose daemon is not running: nothing starts, nothing is signalled."""
+    return bool(be.local) and be.daemon_pid() is None
+
+
 def until_the_daemon_runs(be, results) -> None:
     """A running job asked to stop on a workstation whose daemon is down is signalled only
     when it starts again: say so, rather than let "stopping its processes" stand."""
-    if be.local and any(r.action in ("cancelling", "requeueing") for r in results) and be.daemon_pid() is None:
+    if any(r.action in ("cancelling", "requeueing") for r in results) and daemon_down(be):
         note("note: the queue daemon is not running; running jobs are signalled when `gqa local start` runs "
              "(until then they keep running)")
 

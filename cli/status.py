@@ -4,8 +4,8 @@ from collections import Counter
 
 from .app import app
 from .options import JobRef, Output, check_output
-from .output import (PRIORITY, STATUS_STYLE, ago, console, gpu_use, job_dict, note, print_json, user_errors,
-                     when)
+from .output import (PRIORITY, STATUS_STYLE, ago, console, daemon_down, gpu_use, job_dict, note, print_json,
+                     user_errors, when)
 
 
 @app.command("status")
@@ -26,7 +26,7 @@ def status(ref: JobRef, output: Output = "table"):
         # (the daemon's kept view while current: a 100,000-task array's positions without a pass)
         standing = {row["id"]: row for row in queue_listing(be, ref)["pending"]} if any(
             j.state in PENDING for j in jobs) else {}
-        down = bool(standing) and be.local and be.daemon_pid() is None
+        down = bool(standing) and daemon_down(be)
     if down:   # "starting now" is what a pass would do: none runs until a daemon does
         note("note: the queue daemon is not running; pending jobs start once `gqa local start` runs")
     jobs = [with_changes(j, reason=standing[j.id]["reason"]) if j.id in standing else j for j in jobs]

@@ -8,7 +8,7 @@ import typer
 
 from .app import app
 from .options import Output, check_output
-from .output import note, print_json, user_errors
+from .output import daemon_down, note, print_json, user_errors
 
 Opt = typer.Option
 SLURM = "Slurm's options"
@@ -77,7 +77,7 @@ def submit(
             spec = with_code(spec, be, max_bytes=parse_size(code_max_size), say=note if fmt == "table" else None)
         # the owner the daemon verified from the socket's peer credentials, when it ran this
         submitted = as_submitted(be.submitter().submit(spec, environment=caller_environment(), owner=caller_user()))
-        running = not be.local or be.daemon_pid() is not None
+        running = not daemon_down(be)
     out, err = submitted_text(submitted, fmt, running=running, wait=wait)
     sys.stdout.write(out)
     sys.stdout.flush()

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TextIO
 
-from .output import note
+from .output import daemon_down, note
 
 # On AWS a job exists once the admit function has created it, usually within a
 # second of the submission; a job still unknown after this long was refused there.
@@ -98,7 +98,7 @@ def wait_all(refs: list[str], *, wanted: set[str] | None = None, poll: float | N
             progress.show(jobs, elapsed, expected=len(wanted) if wanted else None)
         if not open_refs:
             return Waited(jobs, False, elapsed)
-        if not told_down and be.local and be.daemon_pid() is None:   # else it would wait in silence
+        if not told_down and daemon_down(be):   # else it would wait in silence
             told_down = True
             note("note: the queue daemon is not running; these jobs move only once `gqa local start` runs")
         if timeout is not None and elapsed >= timeout:
