@@ -28,9 +28,22 @@ def build_app(context: dict[str, Any] | None = None, *, outdir: str | None = Non
 
     app = cdk.App(context=context, outdir=outdir)
     config = deployment_from_context(_context(app), base_dir=ROOT)
-    build_stacks(app, config)
+    build_stacks(app, config, indexes_through=_indexes_through(app))
     check(app)
     return app
+
+
+def _indexes_through(app) -> str | None:
+    """`-c gqa:indexes-through=<index>`: an upgrade step that builds the jobs table's indexes up to
+    that one (gqa.adapters.aws.tables.indexes_through); checked before any construct is made."""
+    from gqa.adapters.aws import tables
+    from gqa.models.errors import SpecError
+
+    last = app.node.try_get_context("gqa:indexes-through")
+    if last is not None and not isinstance(last, str):
+        raise SpecError("gqa:indexes-through names an index of the jobs table", source="cdk.json context")
+    tables.indexes_through(tables.JOBS, last)
+    return last
 
 
 def _context(app) -> dict[str, Any]:

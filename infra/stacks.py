@@ -33,11 +33,12 @@ DESCRIPTION = "gqa, a virtual queue for GPU training jobs"
 
 
 class DataStack(cdk.Stack):
-    def __init__(self, scope: Construct, id: str, *, config: Deployment, **kwargs) -> None:
+    def __init__(self, scope: Construct, id: str, *, config: Deployment, indexes_through: str | None = None,
+                 **kwargs) -> None:
         super().__init__(scope, id, description=f"{DESCRIPTION}: tables, checkpoints and queues ({config.name})",
                          termination_protection=config.retain_data, **kwargs)
         self.config = config
-        self.tables = Tables(self, "Tables", config=config)
+        self.tables = Tables(self, "Tables", config=config, indexes_through=indexes_through)
         self.checkpoints = Checkpoints(self, "Checkpoints", config=config)
         self.queues = Queues(self, "Queues", config=config)
 
@@ -69,9 +70,10 @@ def stack_names(config: Deployment) -> tuple[str, str]:
     return f"gqa-{config.name}-data", f"gqa-{config.name}-service"
 
 
-def build_stacks(app: cdk.App, config: Deployment) -> tuple[DataStack, ServiceStack]:
+def build_stacks(app: cdk.App, config: Deployment, *,
+                 indexes_through: str | None = None) -> tuple[DataStack, ServiceStack]:
     data_name, service_name = stack_names(config)
-    data = DataStack(app, data_name, config=config)
+    data = DataStack(app, data_name, config=config, indexes_through=indexes_through)
     service = ServiceStack(app, service_name, config=config, data=data)
     for stack in (data, service):
         cdk.Tags.of(stack).add("gqa:deployment", config.name)

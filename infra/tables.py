@@ -26,9 +26,10 @@ def _attribute(key: t.Key | None) -> dynamodb.Attribute | None:
 
 
 class Tables(Construct):
-    """jobs, settings and ledger, named <prefix>jobs etc. (TableNames.prefixed)."""
+    """jobs, settings and ledger, named <prefix>jobs etc. (TableNames.prefixed). `indexes_through`:
+    an upgrade step, the jobs table built with its indexes up to that one (t.indexes_through)."""
 
-    def __init__(self, scope: Construct, id: str, *, config: Deployment) -> None:
+    def __init__(self, scope: Construct, id: str, *, config: Deployment, indexes_through: str | None = None) -> None:
         super().__init__(scope, id)
         self.names = t.TableNames.prefixed(config.prefix)
         removal = cdk.RemovalPolicy.RETAIN if config.retain_data else cdk.RemovalPolicy.DESTROY
@@ -45,7 +46,8 @@ class Tables(Construct):
                 time_to_live_attribute=definition.ttl,
                 deletion_protection=config.retain_data,
                 removal_policy=removal)
-            for index in definition.indexes:
+            indexes = t.indexes_through(definition, indexes_through) if definition is t.JOBS else definition.indexes
+            for index in indexes:
                 table.add_global_secondary_index(
                     index_name=index.name, partition_key=_attribute(index.partition),
                     sort_key=_attribute(index.sort), projection_type=_PROJECTIONS[index.projection],

@@ -42,11 +42,12 @@ for the jobs it changes.
 The `pass` index is the `changes` index again, projecting more: Slurm's
 scheduling options (dependency, user hold, begin, nice, exclusive) and the
 job's name (singleton dependencies), each present only when set. DynamoDB
-cannot change a projection in place, so this version's upgrade creates
+cannot change a projection in place, so the version that added it creates
 `pass` (DynamoDB backfills it from the live jobs, which all carry its keys;
 passes fail and are retried until it is active, minutes for a small table)
 and keeps `changes`, read by no one since; a later upgrade deletes it, one
-index per update.
+index per update. The same version added `ended` (history): a deployment
+from before both upgrades in two deploys (indexes_through, below).
 
 The `live` index (single partition value, whole items) is what passes read
 before `changes`; nothing reads it now. DynamoDB creates or deletes at most one global
@@ -63,6 +64,8 @@ functions' earlier version may still be writing jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ...models.errors import SpecError
 
 S, N = "S", "N"
 
@@ -156,6 +159,21 @@ JOBS = Table(
               projection="INCLUDE", include=HISTORY_ATTRIBUTES),
     ),
 )
+
+# The jobs table's indexes in the order versions added them. DynamoDB creates or deletes one
+# secondary index per table update, and CloudFormation fails (and rolls back) an update that
+# adds two: a deployment more than one index behind upgrades a deploy per index, each with
+# `-c gqa:indexes-through=<name>` (infra), which builds the indexes up to that one only.
+def indexes_through(table: Table, last: str | None) -> tuple[Index, ...]:
+    """`table`'s indexes up to and including the one named `last` (all of them for None)."""
+    if last is None:
+        return table.indexes
+    names = [i.name for i in table.indexes]
+    if last not in names:
+        raise SpecError(f"gqa:indexes-through names one of the {table.logical} table's indexes "
+                        f"({', '.join(names)}), not {last!r}", source="cdk.json context")
+    return table.indexes[:names.index(last) + 1]
+
 
 # -- settings and ledger ----------------------------------------------------------------
 PK, SK = "pk", "sk"
