@@ -24,6 +24,7 @@ from .stop_signals import StopRequest, stop_on_signals
 QUIT_KEYS = frozenset("qQ")
 HEAD, MOST_ROWS = 20, 200    # pending jobs a frame asks for: the overview's default, the most GET /overview gives
 LOCAL_INTERVAL = 2.0     # seconds; on AWS each frame is an API call: the backend's own pace, 5 s
+LONGEST_INTERVAL = 86_400.0   # a day: past that a live view is no view (and inf overflows the wait)
 
 
 @app.command("top")
@@ -36,8 +37,9 @@ def top(
 ):
     """A live view: every GPU and its job, the next jobs and why they wait, teams, the latest events (q quits)."""
     fmt = check_output(output)
-    if interval is not None and not interval > 0:
-        fail(f"--interval must be a positive number of seconds, got {interval:g}")
+    if interval is not None and not 0 < interval <= LONGEST_INTERVAL:
+        fail(f"--interval must be a positive number of seconds up to {LONGEST_INTERVAL:,.0f} (a day), "
+             f"got {interval:g}")
     with user_errors():
         from .backend import backend
 

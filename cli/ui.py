@@ -36,7 +36,7 @@ def ui(
     listener, loopback = _listen(host, port)
     bound = listener.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{bound}/"
-    server = _server(be, source, loopback)
+    server = _server(be, source, loopback, host)
     # from the first word that says where it listens, Ctrl-C or SIGTERM is a clean stop, exit 0, wherever it
     # lands (whoever reads that word may send one at once); uvicorn takes the signals over while it serves
     with stop_on_signals() as stop:
@@ -101,7 +101,7 @@ def _listen(host: str, port: int):
     return sock, loopback
 
 
-def _server(be, source: str, loopback: bool):
+def _server(be, source: str, loopback: bool, host: str):
     """The web server, made (its modules imported) before the command says where it listens."""
     import uvicorn
 
@@ -109,7 +109,7 @@ def _server(be, source: str, loopback: bool):
 
     # a poll is a read of the whole queue: no more often than the backend's own waits poll (5 s on AWS)
     refresh = max(REFRESH, be.poll_interval)
-    config = uvicorn.Config(create_app(be, source, loopback_only=loopback, refresh=refresh), log_level="warning",
+    config = uvicorn.Config(create_app(be, source, loopback_only=loopback, host=host, refresh=refresh), log_level="warning",
                             access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     return uvicorn.Server(config)
 

@@ -120,11 +120,21 @@ class Headers:
         await self.app(scope, receive, with_headers)
 
 
-def create_app(backend, source: str, *, loopback_only: bool = True, refresh: float = REFRESH,
-               clock: Callable[[], float] = time.time, plot_every: float = PLOT_EVERY) -> Starlette:
+def _names(host: str | None) -> list[str]:
+    """How a request's Host header names `host`: an IPv6 address in brackets, a name in any case."""
+    if not host:
+        return []
+    return [f"[{host}]"] if ":" in host else [host.lower()]
+
+
+def create_app(backend, source: str, *, loopback_only: bool = True, host: str | None = None,
+               refresh: float = REFRESH, clock: Callable[[], float] = time.time,
+               plot_every: float = PLOT_EVERY) -> Starlette:
     """The page over `backend` (cli/backend.py). `loopback_only`: answer only
-    requests addressed to this machine by a loopback name, so another site
-    cannot read the page by pointing a name of its own at 127.0.0.1."""
+    requests addressed to this machine by a loopback name, or by `host`, the
+    name it was served on (`--host 127.0.0.2`, or the machine's name where that
+    resolves to a loopback address), so another site cannot read the page by
+    pointing a name of its own at 127.0.0.1."""
     from gqa.models.errors import GqaError
 
     snapshots = Snapshots(backend, source, clock=clock, plot_every=plot_every)
@@ -163,7 +173,7 @@ def create_app(backend, source: str, *, loopback_only: bool = True, refresh: flo
     ]
     middleware = [Middleware(ReadOnly), Middleware(Headers)]
     if loopback_only:
-        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_NAMES))
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=[*LOOPBACK_NAMES, *_names(host)]))
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield

@@ -50,8 +50,11 @@ def test_json_is_one_overview(cli):
 
 
 @pytest.mark.parametrize("args, error", [
-    (("--interval", "0"), "--interval must be a positive number of seconds, got 0"),
-    (("--interval", "-2"), "--interval must be a positive number of seconds, got -2"),
+    (("--interval", "0"), "--interval must be a positive number of seconds up to 86,400 (a day), got 0"),
+    (("--interval", "-2"), "--interval must be a positive number of seconds up to 86,400 (a day), got -2"),
+    (("--interval", "inf"), "--interval must be a positive number of seconds up to 86,400 (a day), got inf"),
+    (("--interval", "1e10"), "--interval must be a positive number of seconds up to 86,400 (a day), got 1e+10"),
+    (("--interval", "nan"), "--interval must be a positive number of seconds up to 86,400 (a day), got nan"),
     (("-o", "yaml"), "unknown output format 'yaml'; use table or json"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli, args, error):

@@ -191,6 +191,17 @@ def test_it_answers_only_requests_addressed_to_a_loopback_name():
         assert c.get("/api/snapshot", headers={"host": "gpu-box.lan:8765"}).status_code == 200
 
 
+@pytest.mark.parametrize("host, header", [
+    ("127.0.0.2", "127.0.0.2:8765"),            # another loopback address
+    ("Gpu-Box", "gpu-box:8765"),                # the machine's name, where it resolves to 127.0.1.1
+    ("::1", "[::1]:8765"),
+])
+def test_it_answers_requests_addressed_to_the_loopback_name_it_was_served_on(host, header):
+    with client(backend(), host=host) as c:
+        assert c.get("/api/snapshot", headers={"host": header}).status_code == 200
+        assert c.get("/api/snapshot", headers={"host": "attacker.example:8765"}).status_code == 400
+
+
 def test_the_page_loads_only_its_own_files():
     with client(backend()) as c:
         page = c.get("/")
