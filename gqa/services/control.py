@@ -7,10 +7,11 @@ from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 from typing import Any
 
-from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound
+from ..models.errors import Conflict, GqaError, InvalidTransition, NotFound, SpecError
 from ..models.job import JobRecord, JobState, Request, Transition, held_by
 from ..models.priority import Priority
 from ..models.records import with_changes
+from ..models.units import shown
 from ..ports import Admissions, Change, Clock, JobsAndSettings, Waker
 from . import lookup
 from .updates import UPDATABLE, Update, planned_updates
@@ -18,6 +19,7 @@ from .updates import UPDATABLE, Update, planned_updates
 
 CHUNK = 5000    # jobs cancelled per transaction: a 100,000-task array never holds the store for long
 CANCELLED_BY_USER = "cancelled by user"
+MAX_REASON = 500   # characters of a denial's reason: a line or two for the owner, shown in every view
 HELD_BY_USER, RELEASED_BY_USER = held_by("user"), "released by user"
 # the states the tasks of an array still being admitted may be written in, that a cancel decides
 PENDING_HERE = frozenset({JobState.QUEUED, JobState.PENDING_APPROVAL, JobState.HELD})
@@ -140,6 +142,10 @@ class ControlService:
         return self._decide(refs, JobState.QUEUED, f"approved by {caller or 'an approver'}", "approved")
 
     def deny(self, refs: list[str], *, caller: str | None = None, reason: str = "") -> list[ControlResult]:
+        # shown raw in every user's status, history and top: no escape sequences or line breaks
+        if not reason.isprintable() or len(reason) > MAX_REASON:
+            raise SpecError(f"--reason must be one line of printable text of at most {MAX_REASON} characters, "
+                            f"got {len(reason):,}: {shown(reason)}")
         why = f"denied by {caller or 'an approver'}" + (f": {reason}" if reason else "")
         return self._decide(refs, JobState.REJECTED, why, "denied")
 
