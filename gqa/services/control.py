@@ -123,10 +123,15 @@ class ControlService:
         for job in jobs:
             if job.id in singles and job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
                 raise InvalidTransition(f"job {job.id} is {job.status}; only a running job can be requeued")
+            if job.id in singles and job.request == Request.CANCEL:
+                raise InvalidTransition(f"job {job.id} is being cancelled; a cancelled job cannot be requeued")
         results = []
         for job in jobs:
             if job.state != JobState.RUNNING:
                 results.append(ControlResult(job, "unchanged", f"not running ({job.status})"))
+                continue
+            if job.request == Request.CANCEL:   # its end will be a cancel whatever is asked after
+                results.append(ControlResult(job, "unchanged", "being cancelled"))
                 continue
             try:
                 [job] = self.store.apply([Change(job.id, JobState.RUNNING, None, "", self.clock.now(),

@@ -309,6 +309,17 @@ def test_only_a_running_job_can_be_requeued(queue, state):
     assert queue.get(job.id) == before
 
 
+def test_a_job_being_cancelled_is_not_requeued(queue):
+    job = setup(queue, S.RUNNING)
+    queue.control.cancel([job.id])
+    before = queue.get(job.id)
+    assert before.request == Request.CANCEL
+
+    with pytest.raises(InvalidTransition, match="is being cancelled"):
+        queue.control.requeue([job.id])
+    assert queue.get(job.id) == before     # the cancel still ends it
+
+
 # -- ownership ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("verb", ["cancel", "requeue"])
