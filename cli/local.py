@@ -211,22 +211,29 @@ def status(output: Output = "table"):
     """Is the daemon running, with which GPUs, and how many jobs in each state."""
     fmt = check_output(output)
     with user_errors():
+        from gqa.models.job import JobState
+
         from .local_backend import LocalBackend
 
         be = LocalBackend()   # whatever `gqa config` says: this is the machine's own queue
         pid = be.daemon_pid()
         inventory = be.store.inventory()
         counts = {state.value: n for state, n in be.store.state_counts().items()}
+        held = {i for j in be.store.list([JobState.STARTING, JobState.RUNNING]) for i in j.assigned}
     gpus = [{"index": g.index, "type": g.type} for g in inventory.gpus] if inventory else []
+    outside = len(held - {g["index"] for g in gpus})   # as `gqa queue` counts them
     said = (daemon_status(be.paths) or {}) if pid is not None else {}
-    data = {"running": pid is not None, "pid": pid, "home": str(be.paths.home), "gpus": gpus, "jobs": counts,
-            "containment": said.get("containment"), "logs": said.get("logs")}
+    data = {"running": pid is not None, "pid": pid, "home": str(be.paths.home), "gpus": gpus,
+            "outside_gpus": outside, "jobs": counts, "containment": said.get("containment"), "logs": said.get("logs")}
     if fmt == "json":
         print_json(data)
         return
     print(f"daemon: {'running (pid %d)' % pid if pid else 'stopped'}")
     print(f"state:  {be.paths.home}")
-    print(f"gpus:   {len(gpus)}" + (f" ({_describe(gpus)})" if gpus else ""))
+    from .queue_table import outside_text
+
+    print(f"gpus:   {len(gpus)}" + (f" ({_describe(gpus)})" if gpus else "")
+          + (f"; {outside_text(outside)}" if outside else ""))
     print("jobs:   " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"))
     for line in (said.get("containment"), said.get("logs")):
         if line:

@@ -47,7 +47,8 @@ def queue(
     at = now()
     if fmt == "json":
         print_json({
-            "gpus": {"total": listing["total_gpus"], "free": listing["free_gpus"]},
+            "gpus": {"total": listing["total_gpus"], "free": listing["free_gpus"],
+                     "outside": listing.get("outside_gpus", 0)},
             "weights": listing["weights"],
             "pending": [_pending_dict(r, listing["weights"], at) for r in pending],
             "running": [{"id": r["id"], "name": r["name"], "team": r["team"], "owner": r["owner"], "gpus": r["gpus"],
@@ -56,10 +57,11 @@ def queue(
                         for r in running],
         })
         return
-    from .queue_table import width
+    from .queue_table import outside_text, width
 
     total, free = listing["total_gpus"], listing["free_gpus"]
-    lines = [f"GPUs: {total - free} of {total} in use"
+    outside = listing.get("outside_gpus", 0)   # none in a listing kept by an older daemon
+    lines = [f"GPUs: {total - free} of {total} in use" + (f", and {outside_text(outside)}" if outside else "")
              + ("" if daemon else "  (daemon not running: `gqa local start`)")]
     lines += _running(running, width(), at)
     if explain:

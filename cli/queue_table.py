@@ -117,6 +117,12 @@ def eta_text(eta: float | None, now: float | None = None) -> str:
     return "now" if wait <= 1 else f"in {format_duration(wait)}"
 
 
+def outside_text(outside: int) -> str:
+    """GPUs held beyond the queue's own: a daemon restarted with fewer GPUs adopts the
+    jobs still running on the others, which hold them until they end."""
+    return f"{outside} more held by jobs started before the queue shrank"
+
+
 def width() -> int:
     """COLUMNS, else the terminal's, else 80 (a pipe)."""
     return shutil.get_terminal_size((80, 24)).columns

@@ -71,7 +71,8 @@ def _one(out, job, entry: dict | None = None) -> None:
         out.print(f"  exit       code {job.exit_code}" + (f", signal {job.signal}" if job.signal else ""))
     out.print(f"  submitted  {when(job.submitted_at)} ({ago(job.submitted_at)} ago)")
     if job.gpu_seconds:
-        out.print(f"  used       {job.gpu_seconds / 3600:.3f} GPU-hours" + (f", ${job.cost:,.2f}" if job.cost else ""))
+        out.print(f"  used       {job.gpu_seconds / 3600:.3f} GPU-hours" + (f", ${job.cost:,.2f}" if job.cost else "")
+                  + (" so far" if job.state.value == "RUNNING" else ""))   # the running attempt counted to now
     if job.gpu_util is not None or job.gpu_memory is not None:
         out.print(f"  gpu use    {gpu_use(job.gpu_util, job.gpu_memory)}")
     out.print("  history")

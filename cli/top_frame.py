@@ -22,7 +22,7 @@ from gqa.models.priority import Priority
 from gqa.models.units import format_duration
 from gqa.services.overview import Overview
 
-from .queue_table import cells, cut
+from .queue_table import cells, cut, outside_text
 
 GAP = 2                # spaces between columns
 ERROR_LINES = 3        # an error is wrapped over at most this many lines
@@ -84,6 +84,14 @@ def _sections(view: Overview) -> list[Section]:
                          _percent(j.gpu_util), format_duration(j.time_left) if j.time_left is not None else "-",
                          j.owner, _mib(j.gpu_memory), pool, g.type])
         gpu_styles.append("" if started else "cyan")
+    outside = view.outside_gpus
+    on_gpu = {i: j for j in view.running for i in j.gpus if i in outside}
+    for index in outside:     # the queue no longer has these GPUs; their jobs are seen until they end
+        j = on_gpu[index]
+        gpu_rows.append([str(index), j.id, j.name, j.team, format_duration(j.elapsed), _percent(j.gpu_util),
+                         format_duration(j.time_left) if j.time_left is not None else "-", j.owner,
+                         _mib(j.gpu_memory), "outside", "-"])
+        gpu_styles.append("yellow")
     for j in view.running:    # jobs on CPUs alone hold no GPU row, and would be counted but never seen
         if not j.gpus:
             started = j.started_at is not None
@@ -115,8 +123,8 @@ def _sections(view: Overview) -> list[Section]:
     event_styles = [STATUS_STYLE.get(r[2], "") for r in event_rows]
     shown = f" (next {len(view.head)})" if len(view.head) < view.pending else ""
     return [
-        (f"GPUs  {busy} of {len(view.gpus)} busy, {_count(len(view.running), 'job')} running", gpu_cols, gpu_rows,
-         gpu_styles, len(gpu_rows)),
+        (f"GPUs  {busy} of {len(view.gpus)} busy, {_count(len(view.running), 'job')} running"
+         + (f"; {outside_text(len(outside))}" if outside else ""), gpu_cols, gpu_rows, gpu_styles, len(gpu_rows)),
         (f"pending  {view.pending}{shown}", head_cols, head_rows, head_styles, view.pending),
         (f"teams  {view.period}", team_cols, team_rows, team_styles, len(team_rows)),
         ("events", event_cols, event_rows, event_styles, len(event_rows)),

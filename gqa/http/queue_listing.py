@@ -47,6 +47,7 @@ def listing_of(view: QueueView) -> dict[str, Any]:
                for j in view.running]
     weights = view.weights
     return {"format": FORMAT, "total_gpus": view.total_gpus, "free_gpus": view.free_gpus,
+            "outside_gpus": view.outside_gpus,
             "weights": {w: getattr(weights, w) for w in WEIGHTS} if weights is not None else None,
             "pending": pending, "running": running}
 

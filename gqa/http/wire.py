@@ -169,7 +169,7 @@ def queue_to_dict(view: QueueView, *, explain: bool = True) -> dict[str, Any]:
                      "factors": asdict(e.factors) if explain and e.factors is not None else None}
                     for e in view.pending],
         "running": [job_to_dict(j) for j in view.running],
-        "total_gpus": view.total_gpus, "free_gpus": view.free_gpus,
+        "total_gpus": view.total_gpus, "free_gpus": view.free_gpus, "outside_gpus": view.outside_gpus,
         "weights": asdict(view.weights) if view.weights is not None else None,
     }
 
@@ -180,7 +180,7 @@ def queue_from_dict(data: dict[str, Any]) -> QueueView:
                for e in data["pending"]]
     weights = Weights(**data["weights"]) if data.get("weights") else None
     return QueueView(pending, [job_from_dict(j) for j in data["running"]], int(data["total_gpus"]),
-                     int(data["free_gpus"]), weights)
+                     int(data["free_gpus"]), weights, int(data.get("outside_gpus", 0)))   # an older API: none
 
 
 def queue_page_to_dict(view: QueueView, page: Page[QueueEntry], next_token: str | None, *, first: bool,
@@ -189,7 +189,7 @@ def queue_page_to_dict(view: QueueView, page: Page[QueueEntry], next_token: str 
     in the whole queue's order; the GPU figures and weights on every page; the
     running jobs on the first page only (null on the others); `next`."""
     data = queue_to_dict(QueueView([e for _, e in page.items], view.running if first else [], view.total_gpus,
-                                   view.free_gpus, view.weights), explain=explain)
+                                   view.free_gpus, view.weights, view.outside_gpus), explain=explain)
     for (rank, _), entry in zip(page.items, data["pending"]):
         entry["rank"] = rank
     data.update(running=data["running"] if first else None, next=next_token)
@@ -208,7 +208,7 @@ def queue_from_pages(pages: list[dict[str, Any]]) -> QueueView:
     ranked.sort(key=lambda r: r[:2])
     first = queue_from_dict({**pages[0], "pending": [], "running": pages[0]["running"] or []})
     return QueueView([entry for *_, entry in ranked], first.running, first.total_gpus, first.free_gpus,
-                     first.weights)
+                     first.weights, first.outside_gpus)
 
 
 # -- cancel, requeue, approve, deny, hold, release, update ------------------------------------------

@@ -28,7 +28,7 @@ class JobSummary:
     elapsed: float                # seconds its attempts ran, the one running now counted to `now`
     wait: float | None            # submission to first start; for a job still waiting, until `now`
     gpu_hours: float              # GPU-hours of all attempts, the running one counted to `now`
-    cost: float                   # money of its finished attempts (a running attempt is added when it ends)
+    cost: float                   # money of all attempts, the running one counted to `now` at `hourly`
     attempts: int
     error_retries: int            # application errors retried
     reclaims: int                 # attempts whose spot instance was taken back
@@ -81,10 +81,7 @@ def summarise(job: JobRecord, now: float, *, hourly: float = 0.0) -> JobSummary:
         wait = None        # it never ran: cancelled, rejected or failed while waiting
     else:
         wait = max(0.0, now - job.submitted_at)
-    running = spent = 0.0
-    if job.state == JobState.RUNNING and job.started_at is not None:
-        running = max(0.0, now - job.started_at) * job.gpus
-        spent = hourly * max(0.0, now - job.started_at) / 3600
+    running, spent = so_far(job, now, hourly=hourly)
     return JobSummary(
         id=job.id, group=job.group, array_index=job.array_index, name=job.name, team=job.team,
         owner=job.owner, tier=job.tier, state=job.state, gpus=job.gpus, gpu_type=job.gpu_type,
@@ -94,6 +91,15 @@ def summarise(job: JobRecord, now: float, *, hourly: float = 0.0) -> JobSummary:
         exit_code=job.exit_code, signal=job.signal, reason=job.reason, wall_time=job.attempt_wall_time,
         gpu_util=job.gpu_util, gpu_memory=job.gpu_memory, waited=_waited(job, now),
         runs=runs)
+
+
+def so_far(job: JobRecord, now: float, *, hourly: float = 0.0) -> tuple[float, float]:
+    """The GPU-seconds and money of the attempt running now, counted to `now` at `hourly`
+    (the record holds its ended attempts' alone); none for a job not running."""
+    if job.state != JobState.RUNNING or job.started_at is None:
+        return 0.0, 0.0
+    ran = max(0.0, now - job.started_at)
+    return ran * job.gpus, hourly * ran / 3600
 
 
 # Why a job waited, by the state it waited in. A pass does not record why a

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
+from .accounting import summarise
 from .errors import SpecError
 from .job import JobRecord, JobState
 from .mail_types import MAIL_TYPES, mail_types  # noqa: F401 (the table is read from here too)
@@ -105,15 +106,41 @@ def job_notice(job: JobRecord, state: JobState, at: float, reason: str, attempt:
         return None
     what = f"job {job.id} ({job.name})"
     outcome = _outcome(job, state, reason)
-    lines = [f"{what} of {job.owner} (team {job.team}) {outcome} at {_clock(at)}, attempt {attempt}."]
+    # a job ended before any launch (cancelled while pending) has no attempt 0 to name
+    which = f"attempt {attempt}" if attempt else "before it started"
+    lines = [f"{what} of {job.owner} (team {job.team}) {outcome} at {_clock(at)}, {which}."]
     if reason:
         lines.append(f"Reason: {reason}")
-    if state in ENDS and job.started_at is not None and job.ended_at is not None:
-        lines.append(f"Ran {format_duration(max(0.0, job.ended_at - job.started_at))} on {job.gpus} GPU"
-                     f"{'s' if job.gpus != 1 else ''}; {job.gpu_seconds / 3600:.2f} GPU-hours in all.")
+    ran = _ran(job, at) if state in ENDS else None
+    if ran:
+        lines.append(f"{ran} on {job.gpus} GPU{'s' if job.gpus != 1 else ''}; "
+                     f"{job.gpu_seconds / 3600:.2f} GPU-hours in all.")
     lines.append(f"gqa status {job.id}    gqa logs {job.id}")
     return Notice(notice_key(job.id, attempt, state), EVENT_OF_STATE[state], notify.to, job.owner, job.team,
                   f"gqa: {what} {outcome}", "\n".join(lines))
+
+
+def _ran(job: JobRecord, at: float) -> str | None:
+    """'Ran 3m05s', or over several attempts 'Ran 1h02m over its 3 attempts (the last 3m05s)':
+    the total from its transitions where the record has them all, else from the GPU-seconds
+    each settlement added; a CPU-only job's without either, the last attempt's alone, said so."""
+    runs = summarise(job, at).runs            # from its transitions, where the record has them
+    if runs:
+        last = runs[-1][1] - runs[-1][0]
+    elif job.started_at is not None and job.ended_at is not None:
+        last = max(0.0, job.ended_at - job.started_at)
+    else:
+        return None
+    total: float | None = None
+    if job.history and job.history[0].state == JobState.SUBMITTED:   # none moved out of the record (AWS)
+        total = sum(end - start for start, end in runs)
+    elif job.gpus:
+        total = job.gpu_seconds / job.gpus
+    if job.attempts <= 1 or (total is not None and round(total) == round(last)):
+        return f"Ran {format_duration(last)}"
+    if total is None:
+        return f"Its last attempt (of {job.attempts}) ran {format_duration(last)}"
+    return f"Ran {format_duration(total)} over its {job.attempts} attempts (the last {format_duration(last)})"
 
 
 def _outcome(job: JobRecord, state: JobState, reason: str) -> str:

@@ -239,7 +239,10 @@ def _jobs(ids: list[str]) -> str:
 
 
 def clock_time(at: float, now: float) -> str:
-    """'14:05 UTC' today, 'Dec 3 14:05 UTC' another day (the queue's clock is UTC everywhere)."""
-    when = datetime.fromtimestamp(at, timezone.utc)
+    """'14:05 UTC' today, 'Dec 3 14:05 UTC' another day (the queue's clock is UTC everywhere);
+    '14:05:30 UTC' off the minute: a --begin of now+30s is not "14:05" once that has passed.
+    Not from how far off it is: a listing worded an hour ahead is still read a minute ahead."""
+    when = datetime.fromtimestamp(round(at), timezone.utc)
     today = datetime.fromtimestamp(now, timezone.utc).date() == when.date()
-    return when.strftime("%H:%M UTC") if today else f"{when:%b} {when.day} {when:%H:%M} UTC"
+    clock = "%H:%M:%S" if when.second else "%H:%M"
+    return when.strftime(f"{clock} UTC") if today else f"{when:%b} {when.day} {when.strftime(clock)} UTC"

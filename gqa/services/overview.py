@@ -92,6 +92,13 @@ class Overview:
     def free_gpus(self) -> int:
         return sum(1 for g in self.gpus if g.job is None)
 
+    @property
+    def outside_gpus(self) -> list[int]:
+        """GPUs jobs hold that `gpus` no longer has: a daemon restarted with fewer GPUs
+        adopts the jobs still running on the others, which hold them until they end."""
+        own = {g.index for g in self.gpus}
+        return sorted({i for j in self.running for i in j.gpus} - own)
+
 
 class OverviewService:
     def __init__(self, store: JobStore, events: RecentEvents, clock: Clock, admissions: Admissions | None = None,

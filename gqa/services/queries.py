@@ -11,6 +11,7 @@ and `gqa status` both read it here."""
 
 from dataclasses import dataclass
 
+from ..models.accounting import so_far
 from ..models.errors import NotAdmitted, NotFound
 from ..models.job import PENDING, JobRecord, JobState, group_of
 from ..models.records import with_changes
@@ -21,6 +22,7 @@ from ..scheduling.snapshot import Factors, Snapshot, Weights
 from ..scheduling.eta import longest_runs, predict_starts
 from . import lookup
 from .launched import awaiting_start, waiting_reason
+from .settle import hourly_rate
 from .snapshot import (RatiosInUse, dependency_states, ratios_as_they_are, read_snapshot, team_bands,
                        team_ratios, team_samples, team_shares)
 
@@ -44,8 +46,9 @@ class QueueView:
     pending: list[QueueEntry]
     running: list[JobRecord]
     total_gpus: int
-    free_gpus: int
+    free_gpus: int                   # of total_gpus, those no job holds
     weights: Weights | None = None   # how the factors add up to the score
+    outside_gpus: int = 0            # held by jobs started before the inventory shrank, not among total_gpus
 
 
 class QueryService:
@@ -87,8 +90,12 @@ class QueryService:
         if group is not None:
             pending = [e for e in pending if group in (e.job.group, e.job.id)]
             running = [j for j in running if group in (j.group, j.id)]
-        held = sum(len(r.gpus) for r in snap.running)
-        return QueueView(pending, running, len(snap.gpus), len(snap.gpus) - held, snap.policy.weights)
+        # a daemon restarted with fewer GPUs adopts the jobs still on the others: they hold those until they
+        # end, and are counted apart, not against the GPUs the queue has now
+        inventory = {g.index for g in snap.gpus}
+        held = {i for r in snap.running for i in r.gpus}
+        return QueueView(pending, running, len(snap.gpus), len(inventory - held), snap.policy.weights,
+                         outside_gpus=len(held - inventory))
 
     def jobs(self, ref: str, *, history: bool = True) -> list[JobRecord]:
         """A job or a group's jobs; NotAdmitted for ids accepted but not recorded yet (lookup.py),
@@ -97,7 +104,7 @@ class QueryService:
         try:
             now = self.clock.now()
             jobs = lookup.resolve(self.store, ref, history=history)
-            return self._gated(self._as_seen(jobs, now, whole=history), now)
+            return self._so_far(self._gated(self._as_seen(jobs, now, whole=history), now), now)
         except NotFound:
             left = self.admitting(group_of(ref))
             if not left:
@@ -115,6 +122,18 @@ class QueryService:
             return 0
         progress = self.admissions.progress(ref)
         return progress.remaining if progress is not None else 0
+
+    def _so_far(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
+        """The jobs with a running attempt's GPU-seconds and cost so far counted in, at its GPUs'
+        price, as `gqa cost` and `gqa history` count them (a record holds its ended attempts')."""
+        if not any(j.state == JobState.RUNNING for j in jobs):
+            return jobs
+        inventory = self.store.inventory()
+
+        def counted(job: JobRecord) -> JobRecord:
+            used, spent = so_far(job, now, hourly=hourly_rate(job, inventory))
+            return with_changes(job, gpu_seconds=job.gpu_seconds + used, cost=job.cost + spent)
+        return [counted(j) if j.state == JobState.RUNNING else j for j in jobs]
 
     def _gated(self, jobs: list[JobRecord], now: float) -> list[JobRecord]:
         """Pending jobs that wait for their owner's release, their --begin time or

@@ -14,9 +14,10 @@ import math
 import reprlib
 from dataclasses import dataclass
 
-import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ..models import safe_yaml
+from ..models.errors import SpecError
 from ..scheduling import Gpu
 
 
@@ -45,8 +46,7 @@ def _name(value: object, what: str) -> str:
 
 
 def _flag(value: object, what: str) -> bool:
-    """YAML's true or false (yes and no unquoted too); a quoted 'no' is a string, and bool() of
-    it is True."""
+    """YAML's true or false; `yes`, `no` and a quoted 'no' are text, and bool() of them is True."""
     if not isinstance(value, bool):
         raise ValueError(f"{what} must be true or false, got {_shown(value)}")
     return value
@@ -137,46 +137,21 @@ def load_pools(text: str, source: str = "pools") -> list[Pool]:
     return pools
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, whose value errors (`2024-13-45`, `!!int x`, an int of 5,000 digits) are
-    YAML errors with their line, as its own are."""
-
-    def construct_object(self, node: Node, deep: bool = False) -> object:
-        try:
-            return super().construct_object(node, deep)
-        except (ValueError, TypeError, ArithmeticError, LookupError):
-            kind = node.tag.rpartition(":")[2]
-            raise yaml.constructor.ConstructorError(None, None, f"{_shown(node.value)} is not a valid {kind}",
-                                                    node.start_mark) from None
-
-
 def _parsed(text: str, source: str) -> tuple[object, list[int]]:
-    """The file's data, and the line of each pool in its list (none where it has no list)."""
+    """The file's data, and the line of each pool in its list (none where it has no list): read as
+    job files are (models/safe_yaml.py: YAML 1.2's core schema, so `spot: yes` is text, not true;
+    a key given twice refused, not the last kept; aliases, nesting and numbers bounded)."""
     try:
-        loader = _Loader(text)
-        try:
-            node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = " ".join(", ".join(p for p in (exc.context, exc.problem) if p).split())
-        raise PoolError(f"{source}: {f'line {mark.line + 1}: ' if mark else ''}not YAML ({problem})") from None
-    except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        raise PoolError(f"{source}: line {line}: not YAML (character U+{exc.character:04X} is not allowed)") from None
-    except yaml.YAMLError as exc:
-        raise PoolError(f"{source}: not YAML ({' '.join(str(exc).split())})") from None
-    except RecursionError:
-        raise PoolError(f"{source}: nested too deep to be a list of pools") from None
+        data, node = safe_yaml.load(text)
+    except SpecError as exc:
+        raise PoolError(f"{source}: {exc}") from None
     return data, _lines(node)
 
 
 def _lines(node: Node | None) -> list[int]:
     """Each pool's line in the file, where the pools are a YAML list (or a `pools:` key's)."""
-    if isinstance(node, MappingNode):   # of two `pools:` keys, YAML keeps the last
-        node = next((value for key, value in reversed(node.value)
+    if isinstance(node, MappingNode):   # a second `pools:` key is refused
+        node = next((value for key, value in node.value
                      if isinstance(key, ScalarNode) and key.value == "pools"), None)
     return [item.start_mark.line + 1 for item in node.value] if isinstance(node, SequenceNode) else []
 

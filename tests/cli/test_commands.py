@@ -45,7 +45,7 @@ def test_queue_json_orders_pending_with_positions_and_reasons(cli):
     cli("submit", "--priority", "high", "--gpus", "4", "--", "true")
     data = cli.json("queue")
     assert [(p["position"], p["id"]) for p in data["pending"]] == [(1, "2"), (2, "1")]
-    assert data["gpus"] == {"total": 4, "free": 4}
+    assert data["gpus"] == {"total": 4, "free": 4, "outside": 0}
     assert data["pending"][0]["reason"] == "starting now"
     assert data["pending"][1]["reason"] == "needs 1 GPU, 0 free"
     assert set(data["pending"][0]["factors"]) == {"fair_share", "age", "size", "duration", "nice", "score", "service"}

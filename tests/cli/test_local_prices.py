@@ -88,3 +88,20 @@ def test_cost_lists_gpu_hours_per_team_and_the_costliest_jobs(cli):
 def test_cost_of_a_month_out_of_range_is_one_line_and_exit_2(cli, period, message):
     code, out, err = cli("cost", "--period", period, "--jobs", "5")
     assert code == 2 and out == "" and err.startswith(f"gqa: error: {message}") and err.count("\n") == 1, err
+
+
+def test_status_counts_a_running_attempts_cost_so_far_as_cost_and_history_do(cli):
+    import time
+
+    queue = Queue(cli.store, 4)
+    cli.json("local", "price", "--price", "2")
+    queue.clock.advance(time.time() - 1800 - queue.clock.now())   # started half an hour ago, by the CLI's clock
+    job = queue.start(resources={"gpus": 2})
+    status = cli.json("status", job.id)
+    [costed] = cli.json("cost", "--jobs", "1")["jobs"]
+    [listed] = cli.json("history")["jobs"]
+    assert status["cost"] == pytest.approx(2 * 2.0 * 0.5, abs=0.01)        # 2 GPUs at $2 an hour for 30m
+    assert status["cost"] == pytest.approx(costed["cost"], abs=0.01) == pytest.approx(listed["cost"], abs=0.01)
+    assert status["gpu_seconds"] / 3600 == pytest.approx(listed["gpu_hours"], abs=0.01)
+    code, out, _ = cli("status", job.id)
+    assert code == 0 and "used       1.0" in out and ", $2.00 so far" in out

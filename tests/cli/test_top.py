@@ -80,3 +80,25 @@ def test_a_shared_box_answers_the_overview_through_its_daemon(tmp_path):
             be.overview().overview(head=201)
     finally:
         daemon.sock.close()
+
+
+def test_gpus_jobs_hold_beyond_a_shrunk_queue_are_told_alike_by_top_queue_and_local_status(cli):
+    """A daemon restarted with 2 of its 4 GPUs (--keep-jobs) adopts the job still on GPUs 2 and 3."""
+    from gqa.ports import Inventory
+    from tests.builders import gpus
+
+    kept, moved = running(cli, "kept", (0, 1)), running(cli, "moved", (2, 3))
+    cli.store.set_inventory(Inventory(gpus=gpus(2, "a10g")))
+    told = "2 more held by jobs started before the queue shrank"
+    _, out, _ = cli("queue")
+    assert out.splitlines()[0].startswith(f"GPUs: 2 of 2 in use, and {told}")
+    assert cli.json("queue")["gpus"] == {"total": 2, "free": 0, "outside": 2}
+    _, out, _ = cli("top", "--once")
+    lines = out.splitlines()
+    assert lines[1].startswith("GPUs  2 of 2 busy, 2 jobs running; 2 more held by")
+    assert [line.split()[:3] + line.split()[-2:] for line in lines[3:7]] == [
+        ["0", kept, "kept", "on-demand", "a10g"], ["1", kept, "kept", "on-demand", "a10g"],
+        ["2", moved, "moved", "outside", "-"], ["3", moved, "moved", "outside", "-"]]
+    _, out, _ = cli("local", "status")
+    assert f"gpus:   2 (2 a10g); {told}" in out.splitlines()
+    assert cli.json("local", "status")["outside_gpus"] == 2

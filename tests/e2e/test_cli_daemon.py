@@ -72,7 +72,7 @@ def test_queue_and_status_from_the_client(queue):
     queue.wait(fill, ("RUNNING",))
     queue.submit(["true"], resources={"gpus": 2}, team="vision")
     data = json.loads(gqa(queue, "queue", "-o", "json").stdout)
-    assert len(data["running"]) == 4 and data["gpus"] == {"total": 4, "free": 0}
+    assert len(data["running"]) == 4 and data["gpus"] == {"total": 4, "free": 0, "outside": 0}
     assert data["pending"][0]["reason"] == "needs 2 GPUs, 0 free"
     table = gqa(queue, "queue").stdout
     assert "needs 2 GPUs, 0 free" in table and "running (4)" in table

@@ -127,11 +127,37 @@ def test_gives_up_after_max_tries_with_a_log_line(queue, caplog):
                for r in caplog.records)
 
 
+def test_end_notices_tell_the_runs_not_the_waits_and_a_job_that_never_started(queue, hook):
+    sender = sender_for(queue, webhook=hook.url())
+    retried = queue.start(notify={"events": ["end"]}, retries={"on_error": 1})
+    queue.clock.advance(600)
+    queue.exit(retried.id, 1)                            # ran 10m; back in the queue after a backoff
+    queue.clock.advance(3)
+    never = queue.submit_one(notify={"events": ["end"]}, hold=True)
+    queue.control.cancel([retried.id, never.id])         # both while pending
+    assert sender.deliver_due() == 2
+    told = {body["json"]["text"].split()[2]: body["json"]["text"] for body in hook.wait_for(2)}   # "gqa: job 12 ..."
+    assert "Ran 10m00s on 1 GPU;" in told[retried.id]     # not the 10m03s to the cancel
+    assert "before it started." in told[never.id] and "attempt 0" not in told[never.id]
+    assert "Ran" not in told[never.id]
+
+
 def test_nobody_to_send_to_is_skipped_not_retried(queue):
     sender = sender_for(queue)
     job = queue.start(notify={"events": ["begin"]})      # no address, no domain, no webhook
     assert sender.deliver_due() == 0
     assert sender.outbox.outcomes() == {f"{job.id}.1.running": "skipped"}
+
+
+def test_without_a_channel_notices_are_skipped_for_good_as_the_daemons_log_says(queue, hook):
+    sender = sender_for(queue)
+    job = queue.start(notify={"events": ["begin"]})
+    assert sender.deliver_due() == 0
+    restarted = sender_for(queue, webhook=hook.url())    # a channel configured later: no backlog of stale notices
+    assert restarted.deliver_due() == 0 and hook.bodies == []
+    assert restarted.outbox.outcomes() == {f"{job.id}.1.running": "skipped"}
+    said = NoticeSettings().describe()
+    assert "kept" not in said and "skipped and never sent, not even after a restart" in said
 
 
 def test_alerts_and_approval_requests_go_to_alerts_to_once(queue, hook):

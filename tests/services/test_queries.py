@@ -5,10 +5,11 @@ import pytest
 
 from gqa.models.errors import NotAdmitted, NotFound
 from gqa.models.job import JobState
+from gqa.ports import Inventory
 from gqa.scheduling import plan
 from gqa.services.queries import QueryService
 from gqa.services.snapshot import read_snapshot
-from tests.builders import spec
+from tests.builders import gpus, spec
 from tests.services.fakes import RecordingIntake
 
 S = JobState
@@ -47,6 +48,20 @@ def test_jobs_that_fit_are_starting_now(queue):
 
     assert rows(view) == [(fits.id, 1, "starting now"), (too_big.id, 2, "needs 3 GPUs, 0 free")]
     assert (view.total_gpus, view.free_gpus) == (4, 2)
+
+
+def test_gpus_held_beyond_a_shrunk_inventory_are_counted_apart_not_against_it(queue):
+    """A daemon restarted with 2 of its 4 GPUs adopts the jobs still on GPUs 2 and 3."""
+    queue.start(resources={"gpus": 2})
+    queue.start(resources={"gpus": 2})
+    queue.store.set_inventory(Inventory(gpus=gpus(2)))
+    queue.clock.advance(1)
+    queue.submit_one()
+
+    view = queue.queries.queue()
+
+    assert (view.total_gpus, view.free_gpus, view.outside_gpus) == (2, 0, 2)
+    assert rows(view)[0][2] == "needs 1 GPU, 0 free"
 
 
 def test_a_job_waiting_to_be_retried_has_no_position(queue):

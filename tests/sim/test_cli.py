@@ -146,7 +146,12 @@ def test_plot_is_whole_or_absent(tmp_path, capsys, monkeypatch):
     (b"- {name: od, gpus: 8, price_per_gpu_hour: 4.1, 0.5}\n",
      "pools.yaml: line 1: pool 1: unknown 0.5 (a pool's keys: "),
     (b"- {name: od, gpus: 8, price_per_gpu_hour: 4.1, since: 2026-13-45}\n",
-     "pools.yaml: line 1: not YAML ('2026-13-45' is not a valid timestamp)"),
+     "pools.yaml: line 1: invalid timestamp '2026-13-45'"),
+    # read as job files are (YAML 1.2): a key given twice is refused, not its last kept; `yes` is text
+    (b"- name: od\n  gpus: 8\n  price_per_gpu_hour: 4.1\n  gpus: 64\n",
+     "pools.yaml: line 4: duplicate key 'gpus' (first at line 2)"),
+    (b"- {name: sp, gpus: 8, price_per_gpu_hour: 1.2, spot: yes}\n",
+     "pools.yaml: line 1: pool 1: spot must be true or false, got 'yes'"),
 ])
 def test_bad_pools_file_exits_2(tmp_path, capsys, content, message):
     pools = tmp_path / "pools.yaml"

@@ -11,7 +11,7 @@ KEYS = " (a pool's keys: name, gpu_type, spot, gpus, price_per_gpu_hour, reclaim
 
 
 def test_reads_pools_in_order_with_defaults():
-    pools = load_pools(f"- {OD}\n- {{name: sp, gpu_type: a100, spot: yes, gpus: 4.0, price_per_gpu_hour: 1,"
+    pools = load_pools(f"- {OD}\n- {{name: sp, gpu_type: a100, spot: true, gpus: 4.0, price_per_gpu_hour: 1,"
                        " reclaim_rate_per_hour: 0.5}\n- {name: h100, gpus: 1, price_per_gpu_hour: 0}\n"
                        "- {name: 4090, gpus: 1, price_per_gpu_hour: 0.3, reclaim_rate_per_hour: null}\n")
     assert pools == [Pool("od", "a100", False, 2, 4.1), Pool("sp", "a100", True, 4, 1.0, 0.5),
@@ -43,11 +43,9 @@ def test_reads_pools_in_order_with_defaults():
     ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: 1}", "spot must be true or false, got 1"),
     (f"{{name: a, gpus: {MAX_GPUS + 1}, price_per_gpu_hour: 1}}",
      f"gpus must be at most {MAX_GPUS:,}, the most a replay may have, got {MAX_GPUS + 1}"),
-    # an int of 400 digits has no float: math.isfinite() raised OverflowError
-    ("{name: a, gpus: 1" + "0" * 400 + ", price_per_gpu_hour: 1}",
-     f"gpus must be at most {MAX_GPUS:,}, the most a replay may have, got 100000000000000000...0000000000000000000"),
-    ("{name: a, gpus: 1, price_per_gpu_hour: 1" + "0" * 400 + "}",
-     "price_per_gpu_hour must be a finite number >= 0, got 100000000000000000...0000000000000000000"),
+    # YAML 1.1 read `yes` as true: a pools file is read by YAML 1.2's core schema, as job files are
+    ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: yes}", "spot must be true or false, got 'yes'"),
+    ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: on}", "spot must be true or false, got 'on'"),
     ("{name: a, gpus: 2, price_per_gpu_hour: 1, spot: true, reclaim_rate_per_hour: false}",
      "reclaim_rate_per_hour must be a number from 0 to 10, got False"),
     ("{name: , gpus: 2, price_per_gpu_hour: 1}", "name must be a name, got None"),   # was the pool 'None'
@@ -85,19 +83,23 @@ def test_the_bound_holds_over_all_pools_together():
     ("pools: {name: a, gpus: 1, price_per_gpu_hour: 1}\n", "pools: expected a list of pools"),
     # what PyYAML raises past its own errors (ValueError, RecursionError) was a traceback; its own
     # errors ran over several lines
-    ("a: [", "pools: line 1: not YAML (while parsing a flow node, expected the node content, but found "
-             "'<stream end>')"),
-    (f"- {OD}\n---\n- {OD}\n", "pools: line 2: not YAML (expected a single document in the stream, but found "
-                                "another document)"),
-    ("- {name: a, gpus: 1, price_per_gpu_hour: 1, added: 2026-13-45}", "pools: line 1: not YAML ('2026-13-45' is "
-                                                                       "not a valid timestamp)"),
-    ("- {name: a, gpus: !!int x, price_per_gpu_hour: 1}", "pools: line 1: not YAML ('x' is not a valid int)"),
-    ("- {name: a, gpus: 1" + "0" * 5000 + ", price_per_gpu_hour: 1}",
-     "pools: line 1: not YAML ('100000000000...0000000000000' is not a valid int)"),   # over Python's 4,300 digits
-    ("- {name: a, gpus: 1, ? [x]: 1, price_per_gpu_hour: 1}",
-     "pools: line 1: not YAML (while constructing a mapping, found unhashable key)"),
-    ("[" * 5000 + "]" * 5000, "pools: nested too deep to be a list of pools"),
-    ("# a NUL\n- {name: a\x00}", "pools: line 2: not YAML (character U+0000 is not allowed)"),
+    ("a: [", "pools: line 1: malformed YAML: expected the node content, but found '<stream end>'"),
+    (f"- {OD}\n---\n- {OD}\n", "pools: line 2: malformed YAML: expected a single document in the stream, but "
+                                "found another document"),
+    ("- {name: a, gpus: 1, price_per_gpu_hour: 1, added: 2026-13-45}", "pools: line 1: invalid timestamp "
+                                                                       "'2026-13-45': month must be in 1..12"),
+    ("- {name: a, gpus: !!int x, price_per_gpu_hour: 1}", "pools: line 1: invalid int 'x'"),
+    # an int of 400 digits has no float (math.isfinite() raised OverflowError), one of 5,000 no int
+    ("- {name: a, gpus: 1" + "0" * 400 + ", price_per_gpu_hour: 1}",
+     "pools: line 1: number '10000000000000000000000000000000000000000000000000000000... is longer than 64 "
+     "characters; quote it to make it text"),
+    ("- {name: a, gpus: 1, ? [x]: 1, price_per_gpu_hour: 1}", "pools: line 1: malformed YAML: found unhashable key"),
+    ("[" * 5000 + "]" * 5000, "pools: line 1: nested deeper than 32 levels"),
+    ("# a NUL\n- {name: a\x00}", "pools: line 2: malformed YAML: character U+0000 is not allowed"),
+    # YAML 1.1 kept the last of a key given twice: a pool of 8 GPUs was read as one of 64
+    ("- {name: a, gpus: 8, price_per_gpu_hour: 1}\n- name: b\n  gpus: 8\n  price_per_gpu_hour: 1\n  gpus: 64\n",
+     "pools: line 5: duplicate key 'gpus' (first at line 3)"),
+    (f"pools:\n  - {OD}\npools:\n  - {OD}\n", "pools: line 3: duplicate key 'pools' (first at line 1)"),
 ])
 def test_refuses_a_bad_file_in_one_line(text, message):
     with pytest.raises(PoolError, match="^" + re.escape(message)) as refused:

@@ -200,6 +200,17 @@ def test_the_clock_time_reads_the_hour_today_and_the_date_another_day():
     assert clock_time(at, at - 86400) == "Dec 2 14:05 UTC"
 
 
+@pytest.mark.parametrize("past_14_05, ahead, told", [
+    (30, 30, "14:05:30 UTC"),         # under a minute away: "14:05" would read as past by 14:05:10
+    (30, 7200, "14:05:30 UTC"),       # however far: a listing worded then is read up to that time
+    (30, 86400, "Dec 2 14:05:30 UTC"),
+    (0.4, 20, "14:05 UTC"),           # on the minute once rounded: no ":00"
+])
+def test_the_clock_time_tells_seconds_off_the_minute(past_14_05, ahead, told):
+    at = 1_764_684_300.0 + past_14_05   # 2025-12-02 14:05 UTC and some seconds
+    assert clock_time(at, at - ahead) == told
+
+
 def test_a_never_met_dependency_is_listed_even_when_the_pass_stops_early():
     busy = running("r", gpus=[0])
     doomed = pending("d", dependency="afterok:12", seq=9)

@@ -6,7 +6,7 @@ import pytest
 from gqa.models.errors import SpecError
 from gqa.models.job import JobState as S
 from gqa.models.notices import EVENT_OF_STATE, channel_of, job_notice, mail_types, notice_key, notify_option, selected
-from tests.builders import job_record
+from tests.builders import history, job_record
 
 # (notify.events, state entered, told?)
 SELECTION = [
@@ -111,6 +111,40 @@ def test_a_failure_notice_names_the_job_its_outcome_and_the_attempt():
     assert "attempt 2" in notice.text and "Reason: exited 3" in notice.text
     assert "Ran 1h00m on 2 GPUs; 2.00 GPU-hours in all." in notice.text
     assert notice.slack == {"text": notice.subject + "\n" + notice.text}
+
+
+# three attempts of 2 GPUs: 10m, a retry's wait, 5m, a wait, 3m05s; each settlement added its GPU-seconds
+RETRIED = history("SUBMITTED@0", "QUEUED@0", "RUNNING@100", "RETRY_WAIT@700", "QUEUED@760", "RUNNING@800",
+                  "RETRY_WAIT@1100", "QUEUED@1160", "RUNNING@1200", "SUCCEEDED@1385")
+
+
+@pytest.mark.parametrize("record, ran", [
+    (dict(attempts=1, started_at=1200.0, ended_at=1385.0, gpu_seconds=370.0,
+          history=history("SUBMITTED@0", "QUEUED@0", "RUNNING@1200", "SUCCEEDED@1385")),
+     "Ran 3m05s on 2 GPUs; 0.10 GPU-hours in all."),
+    (dict(attempts=3, started_at=1200.0, ended_at=1385.0, gpu_seconds=2 * 1085.0, history=RETRIED),
+     "Ran 18m05s over its 3 attempts (the last 3m05s) on 2 GPUs; 0.60 GPU-hours in all."),
+    # the record without its earliest transitions (moved out of a DynamoDB item): the GPU-seconds tell
+    (dict(attempts=3, started_at=1200.0, ended_at=1385.0, gpu_seconds=2 * 1085.0, history=RETRIED[-2:]),
+     "Ran 18m05s over its 3 attempts (the last 3m05s) on 2 GPUs; 0.60 GPU-hours in all."),
+    # an earlier launch that never ran: one run, said as one
+    (dict(attempts=2, started_at=1200.0, ended_at=1385.0, gpu_seconds=370.0),
+     "Ran 3m05s on 2 GPUs; 0.10 GPU-hours in all."),
+    # CPU-only, no transitions: nothing adds the earlier runs up, so the last is named as the last
+    (dict(attempts=3, gpus=0, started_at=1200.0, ended_at=1385.0),
+     "Its last attempt (of 3) ran 3m05s on 0 GPUs; 0.00 GPU-hours in all."),
+])
+def test_an_end_notice_tells_the_run_over_every_attempt(record, ran):
+    job = job_record(spec={"notify": {"events": ["end"]}}, state=S.SUCCEEDED, **{"gpus": 2, **record})
+    lines = job_notice(job, S.SUCCEEDED, 1385.0, "exit 0", job.attempts).text.splitlines()
+    assert [line for line in lines if "ran" in line.lower()] == [ran]
+
+
+def test_a_job_cancelled_before_it_started_is_not_told_of_as_attempt_0():
+    job = job_record(spec={"name": "train", "notify": {"events": ["end"]}}, state=S.CANCELLED, ended_at=50.0)
+    first = job_notice(job, S.CANCELLED, 50.0, "cancelled by alice", 0).text.splitlines()[0]
+    assert first.endswith("was cancelled at 1970-01-01 00:00:50 UTC, before it started.")
+    assert "attempt" not in first
 
 
 def test_no_notice_for_a_job_that_asks_none_or_not_this_one():

@@ -103,7 +103,7 @@ def test_the_queue_view_round_trips_with_positions_reasons_factors_and_etas():
         pending=[QueueEntry(a_job(id="1", state=JobState.QUEUED), 1, "starting now",
                             Factors(0.5, 0.25, 0.0, 0.81, duration=0.3), 1234.5),
                  QueueEntry(a_job(id="2", state=JobState.HELD), None, "team vision spent $10 of $10")],
-        running=[a_job(id="3")], total_gpus=8, free_gpus=2, weights=Weights(2.0, 0.5, 0.1, 1.0))
+        running=[a_job(id="3")], total_gpus=8, free_gpus=2, weights=Weights(2.0, 0.5, 0.1, 1.0), outside_gpus=2)
     back = wire.queue_from_dict(over_the_wire(wire.queue_to_dict(view)))
     assert back == replace(view, pending=[replace(e, job=withheld(e.job)) for e in view.pending],
                            running=[withheld(j) for j in view.running])

@@ -60,7 +60,11 @@ class NoticeSettings:
     def describe(self) -> str:
         ways = ([f"e-mail through {self.smtp}" + (" (STARTTLS)" if self.starttls else "")] if self.smtp else []) + \
                ([f"webhook {self.webhook}"] if self.webhook else [])
-        return "notices: " + (", ".join(ways) if ways else "none configured (jobs' notices are kept, not sent)")
+        if ways:
+            return "notices: " + ", ".join(ways)
+        # skipped for good: a daemon started later with a channel sends no backlog of stale notices
+        return ("notices: no channel configured (--smtp, --webhook): a job's notices go only to a webhook URL "
+                "the job names; the others are marked skipped and never sent, not even after a restart with one")
 
     def recipient(self, notice: Notice) -> str | None:
         """Where a notice goes; None when nobody can be reached."""

@@ -19,7 +19,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...models.job import JobRecord
+from ...models.job import JobRecord, JobState, Transition
+from ...models.records import with_changes
 from .outbox_schema import outbox_statements
 from .sqlite_db import SqliteDatabase
 from .sqlite_rows import _SELECT, _record
@@ -73,9 +74,14 @@ class NoticeOutbox(SqliteDatabase):
         return [Pending(*row) for row in rows]
 
     def job(self, job_id: str) -> JobRecord | None:
-        """The job as it is now (its name, owner, notify settings, exit); None once it is gone."""
+        """The job as it is now (its name, owner, notify settings, exit) with its transitions,
+        whose runs an end's notice adds up; None once it is gone."""
         row = self.db.execute(_SELECT + " WHERE id = ?", (job_id,)).fetchone()
-        return _record(row) if row else None
+        if row is None:
+            return None
+        steps = self.db.execute("SELECT state, at, reason FROM history WHERE job_id = ? ORDER BY n", (job_id,))
+        return with_changes(_record(row), history=tuple(Transition(JobState(state), at, reason)
+                                                        for state, at, reason in steps))
 
     def next_due(self) -> float | None:
         row = self.db.execute("SELECT MIN(next_at) FROM notices WHERE done_at IS NULL").fetchone()
