@@ -70,7 +70,7 @@ SPECS: tuple[FunctionSpec, ...] = (
                  "admits the submissions on the intake queues as queued jobs"),
     FunctionSpec("dispatch", "lambdas.dispatch.handler", r.DISPATCH_TIMEOUT, 1024,
                  ("GQA_POOLS", "GQA_JOB_DEFINITION", "GQA_IMAGES", "GQA_CHECKPOINT_BUCKET", "GQA_CHECKPOINT_PREFIX",
-                  "GQA_CHECKPOINT_GRACE", "GQA_NOTICES_TOPIC_ARN", "GQA_KEEP_HISTORY_DAYS"),
+                  "GQA_CHECKPOINT_GRACE", "GQA_NOTICES_TOPIC_ARN", "GQA_KEEP_HISTORY_DAYS", "GQA_WAKEUP_QUEUE_URL"),
                  "one scheduling pass: starts queued jobs on Batch, stops and requeues"),
     FunctionSpec("reconcile", "lambdas.reconcile.handler", 30, 512,
                  ("GQA_WAKEUP_QUEUE_URL", "GQA_NOTICES_TOPIC_ARN", "GQA_KEEP_HISTORY_DAYS"),
@@ -183,6 +183,7 @@ class Functions(Construct):
         self.dispatch.add_to_role_policy(iam.PolicyStatement(actions=["batch:DescribeJobDefinitions"],
                                                              resources=["*"]))
         checkpoints.grant_read_prefix(self.dispatch, checkpoints.prefix)
+        _send(self.dispatch, [queues.wakeup])   # a pass stopped by its time wakes the next
         acknowledge_wildcards(_role(self.dispatch), f"/{checkpoints.prefix}/*",
                               "reads any job's latest checkpoint, whose key starts with the job's id, only under "
                               "the checkpoint prefix")

@@ -21,7 +21,8 @@ GQA_JOB_DEFINITION (the Batch job definition), GQA_CHECKPOINT_BUCKET and
 optionally GQA_CHECKPOINT_PREFIX (checkpoints on S3; code bundles under code/), and optionally
 GQA_IMAGES (a JSON object: spec image -> job definition) and
 GQA_CHECKPOINT_GRACE (seconds, the grace added to Batch timeouts), and
-GQA_NOTICES_TOPIC_ARN (job notices of the moves a pass writes). A missing or
+GQA_NOTICES_TOPIC_ARN (job notices of the moves a pass writes), and
+GQA_WAKEUP_QUEUE_URL (the wake-up a pass stopped by its time sends). A missing or
 invalid one fails the cold start loudly.
 
 Reads: a pass reads the live jobs, the ledger and the settings once each
@@ -39,6 +40,13 @@ write per attempt whose start or end it finds unrecorded.
 The container keeps the settings for SETTINGS_TTL seconds (a quota or policy
 change applies within that) and the run-time samples behind the estimates
 for SAMPLES_TTL.
+
+Time: a pass begins no launch in the last PASS_RESERVE seconds of its
+invocation (the context's remaining time) and records its launches
+LAUNCH_BATCH at a time (services/pacing.py), so hundreds of SubmitJob calls
+cannot run it into its timeout with none recorded. The starts it leaves stay
+queued, and it sends a wake-up (where GQA_WAKEUP_QUEUE_URL is set) for the
+next pass to start them.
 
 Concurrency: the wake-up queue's event source runs at most 2 passes at once
 (its maximum concurrency, not a reserved concurrency, which would throttle
@@ -68,12 +76,13 @@ from typing import Any
 import boto3
 from aws_lambda_powertools import Logger
 
-from gqa.adapters.aws.batch_compute import BatchCompute
+from gqa.adapters.aws.batch_compute import CLIENT_CONFIG, BatchCompute
 from gqa.adapters.aws.dynamodb_store import SAMPLES_TTL, SETTINGS_TTL, DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws import wakeups
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.adapters.aws.sns_notices import NoticingStore, SnsNotices
+from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.clock import SystemClock, SystemRandom
 from gqa.ports import Metrics
 from gqa.services import telemetry
@@ -84,6 +93,10 @@ from lambdas import environment
 
 logger = Logger(service="gqa-dispatch")
 KEYS_AFTER_COLD_START = 900.0
+# the end of an invocation no launch begins in: the last launch's answer (retried when throttled),
+# its batch's record and the metrics (a quarter of DISPATCH_TIMEOUT)
+PASS_RESERVE = 15.0
+LAUNCH_BATCH = 20   # starts claimed, submitted and recorded together: a timeout loses one batch's records
 
 
 @dataclass(frozen=True)
@@ -98,20 +111,22 @@ class Dispatcher:
         """One pass (see pass_report); the started job ids."""
         return [job.id for job in self.pass_report(repair=repair).started]
 
-    def pass_report(self, *, repair: bool = False, changed: wakeups.Named | None = None) -> telemetry.PassReport:
+    def pass_report(self, *, repair: bool = False, changed: wakeups.Named | None = None,
+                    until: float | None = None) -> telemetry.PassReport:
         """One pass: the control loop's tick, the same the local daemon runs
         (retries first, so a promoted job competes in this pass's scheduling). `repair` (the scheduled passes)
         first asks Batch about launches a dead pass never recorded, and about
         attempts whose end was never heard of (services/overdue.py): calls
         that wake-ups need not make. The report's queue and GPUs come from the
         pass's own read and the function's pools: no call of their own.
-        `changed`: the jobs the wake-ups name (None: unknown, read the index)."""
+        `changed`: the jobs the wake-ups name (None: unknown, read the index).
+        `until`: when, on the supervisor's clock, the pass stops beginning launches."""
         repaired, checked = 0, None
         with self.store.pass_reads(changed):   # each table read once for the whole pass
             if repair:
                 repaired = sum(self.supervisor.repair_launches().values())
                 checked = self.overdue.run()
-            started = self.supervisor.tick()
+            started = self.supervisor.tick(until)
             pending, running = self.store.scheduling_view()
         return telemetry.PassReport(started, pending, running, self.compute.inventory(), repaired,
                                     checked.recovered if checked else 0,
@@ -129,10 +144,11 @@ def build() -> Dispatcher:
         DynamoDBStore(boto3.client("dynamodb"), names, keep_history=keep, settings_ttl=SETTINGS_TTL,
                       samples_ttl=SAMPLES_TTL)
     checkpoints = S3Checkpoints(boto3.client("s3"), environment.checkpoint_bucket(), environment.checkpoint_prefix())
-    # the grace Batch timeouts add is the instances' stop timeout (BatchCompute's own 10 s where unset)
-    compute = BatchCompute(boto3.client("batch"), environment.pools(), environment.job_definition(), checkpoints,
-                           clock, images=environment.images(), default_grace=environment.checkpoint_grace(10),
-                           code_bucket=environment.checkpoint_bucket())
+    # the grace Batch timeouts add is the instances' stop timeout (BatchCompute's own 10 s where unset);
+    # the client's config keeps botocore from repeating a SubmitJob: a second Batch job of one attempt
+    compute = BatchCompute(boto3.client("batch", config=CLIENT_CONFIG), environment.pools(),
+                           environment.job_definition(), checkpoints, clock, images=environment.images(),
+                           default_grace=environment.checkpoint_grace(10), code_bucket=environment.checkpoint_bucket())
     # the pools are this deployment's GPUs: the store must know them (and their
     # prices) before admission can check limits or the scheduler place anything;
     # once per cold start keeps them in step with the function's configuration
@@ -144,8 +160,17 @@ def build() -> Dispatcher:
     # answers about attempts whose events were lost settle through the reconcile service, without a
     # wake-up: this very pass schedules the GPUs they free
     overdue = OverdueCheck(store, compute, ReconcileService(store, rng), clock)
-    return Dispatcher(store, compute, Supervisor(store, compute, clock, rng, launches=compute), overdue,
+    wakeup = environment.wakeup_url()
+    # a pass stopped by its time wakes the next; a failed wake-up leaves that to the next tick
+    waker = wakeups.WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup), on_error=_wake_failed) \
+        if wakeup else None
+    supervisor = Supervisor(store, compute, clock, rng, launches=compute, launch_batch=LAUNCH_BATCH, waker=waker)
+    return Dispatcher(store, compute, supervisor, overdue,
                       make_metrics(namespace="gqa", service="gqa-dispatch"))
+
+
+def _wake_failed() -> None:
+    logger.warning("could not wake the next pass; the next tick starts what this one left")
 
 
 @cache
@@ -162,7 +187,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     wiring = container()
     began = time.monotonic()
     changed = wakeups.named(event["Records"]) if trigger == "wakeup" else None
-    report = wiring.pass_report(repair=trigger != "wakeup", changed=changed)
+    until = wiring.supervisor.clock.now() + context.get_remaining_time_in_millis() / 1000 - PASS_RESERVE
+    report = wiring.pass_report(repair=trigger != "wakeup", changed=changed, until=until)
     telemetry.dispatch_pass(wiring.metrics, report, time.monotonic() - began)
     started = [job.id for job in report.started]
     logger.info("dispatch pass", extra={"trigger": trigger, "started": started, "pending": len(report.pending)})

@@ -1,6 +1,9 @@
 """Pages of the API's long listings (the queue, an array's jobs): a Lambda
 answers in at most 6 MB, and one pending job is about 1 KB on the wire, so a
-10,000-job sweep is read a page at a time.
+10,000-job sweep is read a page at a time. A job's history grows with its
+attempts (8 KB at 20), so a page holds at most `limit` items and at most what
+ANSWER_BYTES holds of them, as they travel (`encoded_bytes`): it ends early,
+its `next` naming the rest, whatever the limit asked.
 
 A page is a run of the listing in job `seq` order (seq is unique and only
 grows), and its `next` token names the last seq it held: the next page is the
@@ -23,13 +26,14 @@ import binascii
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..models.errors import SpecError
 
-# ~1 KB a job: a page of 1,000 is about 1 MB, well under Lambda's 6 MB answer
-# even for jobs with long histories
 DEFAULT_LIMIT = MAX_LIMIT = 1000
+# what a page's answer may take as it travels: Lambda answers at most 6 MB (6,291,456 bytes, API
+# Gateway then says 502), the status, headers and the rest of its envelope counted in; 1 MiB is left for those
+ANSWER_BYTES = 5 * 1024 * 1024
 
 T = TypeVar("T")
 
@@ -40,13 +44,30 @@ class Page(Generic[T]):
     next: int | None                 # the last seq on this page when more follow; None at the end
 
 
-def page_of(listing: Sequence[T], seq: Callable[[T], int], *, limit: int, after: int | None) -> Page[T]:
-    """The first `limit` items of `listing` whose seq is past `after`, taken in seq order."""
+def page_of(listing: Sequence[T], seq: Callable[[T], int], *, limit: int, after: int | None,
+            size: Callable[[T], int] | None = None, budget: int = ANSWER_BYTES) -> Page[T]:
+    """The first `limit` items of `listing` whose seq is past `after`, taken in seq order;
+    with `size` (an item's `encoded_bytes` in the answer), only as many as `budget` bytes
+    hold, and at least one, or a reader would never get past it."""
     ranked = sorted(enumerate(listing), key=lambda ri: (seq(ri[1]), ri[0]))
     later = [ri for ri in ranked if after is None or seq(ri[1]) > after]
     taken = later[:limit]
+    if size is not None:
+        used = 0
+        for n, (_, item) in enumerate(taken):
+            used += size(item) + 1          # and the comma after it
+            if used > budget and n:
+                taken = taken[:n]
+                break
     more = len(later) > len(taken)
     return Page(sorted(taken, key=lambda ri: ri[0]), seq(taken[-1][1]) if more else None)
+
+
+def encoded_bytes(data: Any) -> int:
+    """What `data` takes in an answer: its JSON as the API writes it (ASCII, no spaces), which
+    Lambda's answer carries as a JSON string, each quote and backslash escaped once more."""
+    text = json.dumps(data, separators=(",", ":"))
+    return len(text) + text.count('"') + text.count("\\")
 
 
 def check_limit(limit: int | None) -> int:

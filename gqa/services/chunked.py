@@ -15,7 +15,11 @@ Exactly once, whatever is delivered how often and wherever a delivery dies:
   unless it is the delivery that moved it (its `mover`): it died after
   moving it and before the continuation was sent, so it sends it again. A
   continuation sent twice that way is two messages: the first to move the
-  progress goes on, the other finds it moved by another and stops.
+  progress goes on, the other finds it moved by another and stops;
+- a move whose answer was lost (applied, then a 5xx or a reset; the retry
+  fails its own condition) reads as not moved: the delivery reads the
+  progress again and, finding itself the mover, goes on as the one that
+  moved it.
 
 The verdict (queued, waiting for approval, rejected) is the first chunk's,
 kept with the progress, so an array is never half rejected. A decision on
@@ -66,6 +70,11 @@ def admit_chunk(store: JobRecords, admissions: Admissions, intake: Intake, submi
         written += store.create(jobs)
     while not admissions.advance(group, start, end, progress.rev, delivery):
         now = admissions.progress(group)
+        if now is not None and now.next != start and now.mover == delivery:
+            # this message moved it: our write was applied and its answer lost, its retry
+            # failing its own condition (or a copy of this very message moved it meanwhile)
+            end = now.next
+            break
         if now is None or now.next != start:
             return written    # another delivery of this chunk moved it on and hands the rest on
         written = follow(store, written, progress, now)

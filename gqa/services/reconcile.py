@@ -19,7 +19,12 @@ changes nothing unless it is about the job's current attempt while that
 attempt is still open: a duplicate finds the attempt already settled, a
 late RUNNING finds it already ended, and an event of an earlier attempt (or
 another Batch job than the one recorded) is ignored. An event of the attempt
-the dispatcher is launching, before it recorded the launch, records it. A SUCCEEDED or FAILED
+the dispatcher is launching, before it recorded the launch, records it; while
+a claimed job's launch is not recorded, any other event is stale: the
+attempt the job was on ended before it went back to the queue, and its
+redelivered or late events (EventBridge and Lambda retry for minutes, a
+launch may stay unrecorded for LAUNCH_GRACE) must neither settle it again
+nor start it. A SUCCEEDED or FAILED
 that arrives before its RUNNING still settles: the RUNNING step is written
 first, in the same transaction, so the history stays true.
 
@@ -88,11 +93,7 @@ class ReconcileService:
             if started is not None:
                 return started
         for _ in range(RACES):
-            job = self.store.get(event.job_id)
-            adopt = _adoption(job, event)
-            if adopt is not None:
-                job = replace(job, **(adopt.fields or {}))
-            stale = _stale(job, event)
+            job, adopt, stale = judge(self.store.get(event.job_id), event)
             if stale:
                 return Reconciled(Action.IGNORED, job, stale)
             cause = None
@@ -190,6 +191,16 @@ def stop_cause(job: JobRecord, kind: ExitKind) -> str:
     return kind.value
 
 
+def judge(job: JobRecord, event: BatchJobEvent) -> tuple[JobRecord, Change | None, str]:
+    """The event against the job as read: the job as the event finds it, the
+    change that records its launch from the event where the event adopts it
+    (None else), and why the event no longer concerns the job ("" if it does)."""
+    adopt = _adoption(job, event)
+    if adopt is not None:
+        job = replace(job, **(adopt.fields or {}))
+    return job, adopt, _stale(job, event)
+
+
 def _adoption(job: JobRecord, event: BatchJobEvent) -> Change | None:
     """An event of the attempt being launched, before the dispatcher recorded the
     launch (it is slow, or died after Batch took the job): record the launch
@@ -204,6 +215,11 @@ def _stale(job: JobRecord, event: BatchJobEvent) -> str:
     """Why the event no longer concerns the job ("" if it does)."""
     if job.state.terminal:
         return f"job already ended ({job.state})"
+    if job.state == S.STARTING and not job.proc_token:
+        # claimed, launch not recorded (an event of the attempt being launched was adopted): the
+        # attempt the record still counts ended before the claim
+        return (f"event of attempt {event.attempt}; the job was claimed for attempt {job.attempts + 1}, "
+                "whose launch is not recorded yet")
     if event.attempt != job.attempts:
         return f"event of attempt {event.attempt}; the job is on attempt {job.attempts}"
     if job.proc_token and job.proc_token != event.batch_job_id:

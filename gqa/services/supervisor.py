@@ -12,11 +12,12 @@ from ..models.job import JobRecord, JobState, Request
 from ..models.units import format_duration
 from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadline
 from ..ports import (Change, Clock, Compute, Exit, JobStore, LaunchLookup, PendingChanges, PendingFeed,
-                     Random)
+                     Random, Waker)
 from ..scheduling import PendingJob, Start, plan
 from ..scheduling.kept import KeptQueue
 from ..scheduling.slicing import next_change
 from .launched import record_launch
+from .pacing import Pacing
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
 from .settle import apply_holding, settle
 from .snapshot import Band, Estimated, read_snapshot
@@ -25,6 +26,7 @@ log = logging.getLogger("gqa.supervisor")
 DEFAULT_GRACE = 10.0
 RELAUNCH_BACKOFF = 5.0  # seconds (jittered) before retrying a launch the backend refused, doubling with each
 RELAUNCH_MAX = 600.0    # refusal in a row up to this: an outage or a broken deployment is not asked every pass
+OUT_OF_TIME = "not launched: the dispatch pass ran out of time; back in the queue"
 NEVER_MET_ROUNDS = 5    # passes one dispatch may run to follow cancels down a chain; the next tick goes on
 
 
@@ -37,12 +39,18 @@ class Supervisor:
     Where the backend's launch is its start (`compute.launch_is_start`, a
     local process) a launched attempt is recorded RUNNING at once; elsewhere
     (AWS Batch) it stays STARTING with its launch recorded, and its backend's
-    events make it RUNNING (services/launched.py)."""
+    events make it RUNNING (services/launched.py).
+
+    `launch_batch`: the most starts a pass claims, launches and records
+    together (None: all of them, in one write); `waker`: woken when a pass
+    stops at its deadline with starts left (services/pacing.py)."""
 
     def __init__(self, store: JobStore, compute: Compute, clock: Clock, rng: Random, *, grace: float = DEFAULT_GRACE,
                  launches: LaunchLookup | None = None, launch_grace: float = LAUNCH_GRACE,
-                 probe: Callable[[str], None] | None = None):
+                 probe: Callable[[str], None] | None = None, launch_batch: int | None = None,
+                 waker: Waker | None = None):
         self.store, self.compute, self.clock, self.rng = store, compute, clock, rng
+        self.launch_batch, self.waker = launch_batch, waker
         self.grace = grace
         self.launches, self.launch_grace = launches, launch_grace
         # called with the name of each step of a launch and a settlement as it is passed: a test's
@@ -63,23 +71,26 @@ class Supervisor:
         return self._estimated.in_use(ratios, bands)
 
     # -- the control loop ------------------------------------------------------
-    def tick(self) -> list[JobRecord]:
+    def tick(self, until: float | None = None) -> list[JobRecord]:
         """One turn of the control loop, in the one order both backends use:
         attempts whose launch was never recorded go back to the queue (where a
         launch is never uncertain), due retries join the queue, users'
         requests are carried out before limits (a cancel says "cancelled", not
-        "timed out"), then one scheduling pass. Returns the started jobs."""
+        "timed out"), then one scheduling pass, which begins no launch at or past
+        `until` (on the clock; services/pacing.py). Returns the started jobs."""
         if self.launches is None:
             self.requeue_unlaunched()
         self.promote_retries()
         self.carry_out_requests()
         self.enforce_wall_time()
-        return self.dispatch()
+        return self.dispatch(until)
 
     # -- dispatch ------------------------------------------------------------
-    def dispatch(self) -> list[JobRecord]:
-        """One scheduling pass; start what it decides. Returns the started jobs
-        (where a launch is not a start: the launched ones, still STARTING)."""
+    def dispatch(self, until: float | None = None) -> list[JobRecord]:
+        """One scheduling pass; start what it decides, in batches of `launch_batch`
+        and beginning no launch at or past `until` (services/pacing.py). Returns
+        the started jobs (where a launch is not a start: the launched ones, still
+        STARTING)."""
         for _ in range(NEVER_MET_ROUNDS):
             feed: tuple[object, PendingChanges | None] | None = None
             if isinstance(self.store, PendingFeed):   # the store says what changed: a pass looks at that alone
@@ -106,13 +117,37 @@ class Supervisor:
         self._hold_and_release(decision)
         if not decision.starts:
             return []
+        pacing = Pacing(self.clock, until, self.launch_batch)
+        started: list[JobRecord] = []
+        starts, left = list(decision.starts), 0
+        while starts:
+            size = pacing.next_batch(len(starts))
+            if size == 0:
+                left = len(starts)
+                break
+            batch, starts = starts[:size], starts[size:]
+            done, handed_back = self._start_batch(batch, pacing)
+            started += done
+            if handed_back:
+                left = handed_back + len(starts)
+                break
+        if left:
+            # its time is up: the next pass, woken now rather than at the next tick, starts the rest
+            log.warning("dispatch pass stopped at its time budget with %d start(s) left for the next pass", left)
+            if self.waker is not None:
+                self.waker.wake()
+        return started
+
+    def _start_batch(self, starts: list[Start], pacing: Pacing) -> tuple[list[JobRecord], int]:
+        """Claim, launch and record these starts (one batch of a pass). Returns the started
+        jobs and how many claimed jobs it handed back unlaunched, the pass's time being up."""
         now = self.clock.now()
         # the claim forgets the previous attempt's process: until this launch is recorded, the job
         # has none (what the repair and Batch's events go by)
         # each claim sets the attempt's granted wall time, or clears a previous attempt's (--time-min)
         claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, _claimed_text(s), now,
                          {"assigned": s.gpus, "pid": None, "proc_token": None, "time_limit": s.wall_time})
-                  for s in decision.starts]
+                  for s in starts]
         if self.compute.holds_launches:
             # nothing it launches runs before release(): the claim is written with the launch's record, in
             # one transaction, and a crash before it leaves the jobs QUEUED and their processes held back
@@ -123,10 +158,19 @@ class Supervisor:
             starting, written = apply_holding(self.store, claims), []
         changes: list[Change] = []
         launched_ids: list[str] = []
+        handed_back = 0
         launch_is_start = bool(getattr(self.compute, "launch_is_start", True))
         self.probe("claimed")
         for job in starting:
             attempt = job.attempts + 1
+            if not pacing.may_launch():
+                handed_back += 1
+                if not self.compute.holds_launches:   # its claim is written: back to the queue, as never launched
+                    at = self.clock.now()
+                    changes.append(Change(job.id, JobState.STARTING, JobState.RETRY_WAIT, OUT_OF_TIME, at,
+                                          {"assigned": (), "not_before": at}))
+                continue
+            began = self.clock.now()
             try:
                 launched = self.compute.launch(job, job.assigned, attempt)
             except LaunchFailed as exc:  # the job itself cannot start (bad workdir, no executable)
@@ -145,6 +189,8 @@ class Supervisor:
                 log.warning("launch of job %s failed: %s", job.id, exc)
                 changes.append(self._refused(job, exc))
                 continue
+            finally:
+                pacing.launched(began)
             launched_ids.append(job.id)
             at = self.clock.now()
             if not launch_is_start:   # it starts when the backend says so (reconcile.py)
@@ -172,7 +218,7 @@ class Supervisor:
         self.compute.release([i for i in launched_ids if i in running_ids])
         self.compute.abandon([i for i in launched_ids if i not in running_ids])
         self.probe("released")
-        return started
+        return started, handed_back
 
     def _refused(self, job: JobRecord, exc: Exception) -> Change:
         """A launch the backend refused, so it holds nothing: back to the queue after a delay that

@@ -12,6 +12,7 @@ from gqa.http import paging, wire
 from gqa.models.errors import SpecError
 from gqa.models.loader import validate
 from gqa.services.access import Action, authorize
+from gqa.services.queries import QueueEntry
 from lambdas.api import listings
 from lambdas.api.container import container, logger
 from lambdas.api.request import app, body, caller, flag, jobs_named, number, query, refs_of
@@ -46,7 +47,11 @@ def status(ref: str) -> dict[str, Any]:
     view_id, jobs = listings.groups.get((ref, history), paging.view_of(query("next")),
                                         lambda: container().queries().jobs(ref, history=history))
     admitting = container().queries().admitting(ref)
-    page = paging.page_of(jobs, lambda j: j.seq, limit=limit, after=after)
+    # as many as the answer holds: a task's history grows with its attempts
+    page = paging.page_of(jobs, lambda j: j.seq, limit=limit, after=after,
+                          size=lambda j: paging.encoded_bytes(wire.job_to_dict(j)),
+                          budget=paging.ANSWER_BYTES - paging.encoded_bytes(
+                              wire.jobs_page_to_dict(paging.Page([], None), view_id, admitting)))
     return wire.jobs_page_to_dict(page, paging.token("jobs", page.next, view_id), admitting)
 
 
@@ -58,9 +63,18 @@ def queue() -> dict[str, Any]:
     group = query("group")
     view_id, view = listings.queues.get(group, paging.view_of(query("next")),
                                         lambda: container().queries().queue(group=group))
-    page = paging.page_of(view.pending, lambda e: e.job.seq, limit=limit, after=after)
-    return wire.queue_page_to_dict(view, page, paging.token("queue", page.next, view_id), first=after is None,
-                                   explain=explain)
+    first = after is None
+
+    def answer(entries: list[tuple[int, QueueEntry]], next_token: str | None, *, running: bool) -> dict[str, Any]:
+        return wire.queue_page_to_dict(view, paging.Page(entries, None), next_token, first=running, explain=explain)
+
+    def size(entry: QueueEntry) -> int:   # as the page writes it, with a rank as long as any
+        return paging.encoded_bytes(answer([(len(view.pending), entry)], None, running=False)["pending"][0])
+
+    # as many as the answer holds beside the rest of the page (the first page's running jobs among it)
+    page = paging.page_of(view.pending, lambda e: e.job.seq, limit=limit, after=after, size=size,
+                          budget=paging.ANSWER_BYTES - paging.encoded_bytes(answer([], view_id, running=first)))
+    return answer(page.items, paging.token("queue", page.next, view_id), running=first)
 
 
 @app.post("/jobs/<refs>/cancel")

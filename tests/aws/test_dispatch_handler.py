@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 import os
 from unittest import mock
 
@@ -19,6 +20,7 @@ from gqa.adapters.clock import SystemClock
 from gqa.models.job import JobState
 from gqa.services.submit import SubmitService
 from tests.aws.deployed import create_tables
+from tests.aws.fake_batch import VirtualClock
 from tests.aws.lagging_index import lag
 from tests.aws.moto_support import LambdaContext, capture, create_batch, emf, metric, session
 from tests.builders import spec
@@ -203,3 +205,46 @@ def test_a_cpu_only_job_starts_with_every_gpu_slot_taken_and_asks_batch_for_no_g
 
     [another] = new(spec(resources={"gpus": 0}))        # the GPU slots are all held: it starts all the same
     assert module.handler(WAKEUP, CONTEXT)["started"] == [another.id]
+
+
+# -- a pass's time: the invocation's remaining time, less what recording needs ---------------------
+
+@dataclass
+class EndingContext(LambdaContext):
+    """An invocation with `remaining` seconds to go."""
+
+    remaining: float = 60.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.remaining * 1000)
+
+
+def test_a_pass_stops_at_its_time_with_its_launches_recorded_and_wakes_the_next(module, store):
+    """Each SubmitJob takes 0.25 s (on the control plane's clock): of six starts, the pass begins
+    four within its second; the two claimed but not launched go back to the queue, and a wake-up
+    asks for the next pass, which launches them."""
+    url = session().client("sqs").create_queue(QueueName="gqa-dispatch-wakeup")["QueueUrl"]
+    clock = VirtualClock(1_700_000_000.0)
+    with mock.patch.dict(os.environ, {"GQA_WAKEUP_QUEUE_URL": url}), \
+            mock.patch.object(SystemClock, "now", lambda self: clock.now()):
+        dispatcher = module.container()
+        dispatcher.compute.client.meta.events.register("before-call.batch.SubmitJob",
+                                                       lambda **_: clock.advance(0.25))
+        submits = capture(dispatcher.compute.client, "SubmitJob")
+        new = SubmitService(store, SystemClock()).submit
+        ids = [job.id for _ in range(6) for job in new(spec(spot=True, resources={"gpus": 1}))]
+        began = clock.now()
+
+        # a second left past the reserve the pass keeps for recording its launches
+        ending = EndingContext(function_name="gqa-dispatch", remaining=module.PASS_RESERVE + 1.0)
+        started = module.handler(WAKEUP, ending)["started"]
+
+        assert len(started) == len(submits) == 4 and clock.now() <= began + 1.0
+        assert all(store.get(i).state == JobState.STARTING and store.get(i).proc_token for i in started)
+        back = [i for i in ids if i not in started]
+        assert {store.get(i).state for i in back} == {JobState.RETRY_WAIT}
+        woken = session().client("sqs").receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        assert [json.loads(m["Body"]) for m in woken] == [{"wake": True}]
+
+        assert sorted(module.handler(WAKEUP, CONTEXT)["started"]) == sorted(back)
+        assert len(submits) == 6 and all(store.get(i).proc_token for i in ids)

@@ -167,6 +167,30 @@ def test_a_duplicated_event_is_applied_once(lambda_module, store):
     assert store.spend(period_of(T0)) == {"vision": pytest.approx(0.5 * 120 / 3600)}   # charged once
 
 
+@pytest.mark.parametrize("late", ["FAILED", "RUNNING"], ids=["duplicate-reclaim", "late-running"])
+def test_an_event_of_the_previous_attempt_after_the_next_claim_is_ignored(lambda_module, store, late):
+    """Redelivered after the job was requeued and claimed again (QUEUED -> STARTING, as the dispatcher
+    writes a claim), while SubmitJob of attempt 2 is in flight: neither settled again nor started."""
+    job = launched(store, team="vision", spot=True, retries={"on_error": 3})
+    call(lambda_module, batch_event(job, "RUNNING"))
+    reclaim = batch_event(job, "FAILED", reason=RECLAIM)
+    assert call(lambda_module, reclaim)["action"] == "settled"
+    store.apply([Change(job.id, S.RETRY_WAIT, S.QUEUED, "back in the queue", T0 + 200)])
+    [claimed] = store.apply([Change(job.id, S.QUEUED, S.STARTING, "assigned GPUs 0", T0 + 201,
+                                    {"assigned": (0,), "pid": None, "proc_token": None, "time_limit": None})])
+
+    out = call(lambda_module, reclaim if late == "FAILED" else batch_event(job, "RUNNING"))
+
+    assert (out["action"], out["state"]) == ("ignored", "STARTING")
+    assert store.get(job.id) == claimed
+    assert (claimed.reclaims, claimed.gpu_seconds) == (1, 120.0)
+    assert store.spend(period_of(T0)) == {"vision": pytest.approx(0.5 * 120 / 3600)}   # charged once
+    # the dispatcher records its launch, and attempt 2's events apply to it
+    store.apply([Change(job.id, S.STARTING, None, "", T0 + 202,
+                        {"attempts": 2, "pid": 0, "proc_token": f"batch-{job.id}-2"})])
+    assert call(lambda_module, batch_event(job, "RUNNING", attempt=2))["action"] == "running"
+
+
 def test_events_in_reverse_order(lambda_module, store):
     job = launched(store)
     events = [batch_event(job, "RUNNABLE", started=False), batch_event(job, "STARTING", started=False),

@@ -142,3 +142,35 @@ def test_a_full_page_of_large_jobs_stays_well_under_lambdas_six_megabytes():
     page = paging.page_of(entries, lambda e: e.job.seq, limit=paging.MAX_LIMIT, after=None)
     size = len(json.dumps(wire.queue_page_to_dict(view, page, None, first=True)))
     assert size < 3 * 1024 * 1024, size
+
+
+@pytest.mark.parametrize("limit", [1, 3, 1000])
+def test_a_page_ends_where_its_bytes_run_out_and_the_pages_hold_each_item_once(limit):
+    listing = [9, 4, 12, 1, 7, 3, 11, 2, 10, 5, 8, 6]       # the listing's order, not seq order
+    size = {s: 10 * s for s in listing}.__getitem__         # 12 alone takes more than the budget
+    pages, after = [], None
+    while True:
+        page = paging.page_of(listing, lambda s: s, limit=limit, after=after, size=size, budget=100)
+        taken = [s for _, s in page.items]
+        assert taken and len(taken) <= limit
+        assert sum(size(s) + 1 for s in taken) <= 100 or len(taken) == 1   # one too large makes a page alone
+        assert [s for s in listing if s in taken] == taken                   # in the listing's order
+        pages.append(taken)
+        if page.next is None:
+            break
+        after = page.next
+    assert sorted(s for taken in pages for s in taken) == sorted(listing)
+    if limit == 1000:
+        # 1-3 take 63 bytes with their commas, 1-4 would take 104; 4-5 take 92
+        assert pages == [[1, 3, 2], [4, 5], [6], [7], [8], [9], [10], [11], [12]]
+
+
+def test_a_page_without_sizes_is_cut_by_count_alone():
+    page = paging.page_of(list(range(1, 2001)), lambda s: s, limit=1000, after=None, budget=1)
+    assert len(page.items) == 1000 and page.next == 1000
+
+
+def test_encoded_bytes_are_what_lambdas_answer_carries_of_the_body():
+    data = {"reason": 'said "no" \\ twice\n', "name": "caf\u00e9 \u65e5\u672c", "n": [1.5, None, True]}
+    body = json.dumps(data, separators=(",", ":"))               # the API's serializer
+    assert paging.encoded_bytes(data) == len(json.dumps({"body": body})) - len(json.dumps({"body": ""}))

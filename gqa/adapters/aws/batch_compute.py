@@ -35,7 +35,11 @@ A SubmitJob that failed on Batch's side, or whose answer never came, may
 still have created the job: launch() then raises LaunchUncertain (never a
 plain BackendUnavailable, which says Batch surely holds nothing), and the
 job waits for find() (the LaunchLookup port): ListJobs' JOB_NAME filter on
-the pool's queue, by the gqa-<id>-<attempt>- prefix of job_name().
+the pool's queue, by the gqa-<id>-<attempt>- prefix of job_name(). That
+holds only if SubmitJob is tried once: the client must be built with
+CLIENT_CONFIG (botocore's own retries off), since botocore would repeat it
+after a 5xx or a lost answer, unseen, and Batch, which takes no client
+token, would run both jobs. The calls safe to repeat are retried here.
 
 The port's Launched carries pid 0 (there is no process of ours) and the Batch
 job id as its token; the services store it as the job's proc_token, and
@@ -63,6 +67,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from ...models.batch_events import BatchJobEvent, classify
@@ -91,6 +96,8 @@ DEFINITION_TAGS_TTL = 300.0
 # it leaves room for 10 of them (a deployment's stack tags are a few), and most jobs launch without the call
 FEW_TAGS = MAX_TAGS - GQA_TAGS - 10
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]")
+# the Batch client's configuration: botocore retries nothing, so each call is retried by its own rule below
+CLIENT_CONFIG = Config(retries={"total_max_attempts": 1})
 
 
 class BatchCompute:
@@ -118,8 +125,10 @@ class BatchCompute:
         self._submit = Retrying.for_service(client, "Batch", {"ClientException": LaunchFailed},
                                             transient=is_service_throttling, attempts=attempts, **retry)
         # Batch says ClientException for every client-side problem; for TerminateJob
-        # and DescribeJobs the one the request can have is an unknown job id
-        self._call = Retrying.for_service(client, "Batch", {"ClientException": NotFound}, attempts=attempts, **retry)
+        # and DescribeJobs the one the request can have is an unknown job id. These
+        # calls are safe to repeat, also after an answer that never came
+        self._call = Retrying.for_service(client, "Batch", {"ClientException": NotFound}, attempts=attempts,
+                                          unanswered=True, **retry)
         self._seen: dict[str, tuple[float, BatchJob | None]] = {}   # Batch job id -> (read at, what was read)
         self._definition_tags: dict[str, tuple[float, int]] = {}   # job definition -> (read at, its tags)
 

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, ParamValidationError
+from botocore.exceptions import ConnectionError as ConnectionFailed
 
 from ...models.errors import BackendUnavailable, Conflict, GqaError, Misconfigured, NotFound
 
@@ -88,12 +89,14 @@ class Retrying:
     The backoff spreads out retries from many Lambda invocations hitting the
     same hot partition; full jitter (sleep uniform in [0, cap]) avoids them
     retrying in lockstep. The defaults judge DynamoDB's codes; `for_service`
-    builds one for another service."""
+    builds one for another service. `unanswered`: also retry a call that got no
+    answer (a connection refused, reset or timed out), as botocore would; only
+    for calls safe to repeat, made through a client botocore does not retry."""
 
     def __init__(self, client: Any, *, attempts: int = 5, base_delay: float = 0.05, max_delay: float = 2.0,
                  sleep: Callable[[float], None] = time.sleep, rng: Callable[[], float] = random.random,
                  service: str = "DynamoDB", transient: Callable[[ClientError], bool] = is_transient,
-                 translate: Translate = translate):
+                 translate: Translate = translate, unanswered: bool = False):
         self.client = client
         self.attempts = max(1, attempts)
         self.base_delay = base_delay
@@ -103,6 +106,7 @@ class Retrying:
         self.service = service
         self.transient = transient
         self.translate = translate
+        self.unanswered = unanswered
 
     @classmethod
     def for_service(cls, client: Any, service: str, codes: Mapping[str, type[GqaError]] | None = None, *,
@@ -133,7 +137,12 @@ class Retrying:
                 self.sleep(self.delay(attempt))
             except ParamValidationError:
                 raise   # a malformed request is a bug here, not an outage
-            except BotoCoreError as exc:   # no endpoint, no credentials, connection reset
+            except (ConnectionFailed, HTTPClientError) as exc:   # no answer: a connection refused, reset, timed out
+                if not self.unanswered or attempt + 1 == self.attempts:
+                    raise BackendUnavailable(f"cannot reach {self.service} for {operation}: "
+                                             f"{type(exc).__name__}") from exc
+                self.sleep(self.delay(attempt))
+            except BotoCoreError as exc:   # no endpoint, no credentials
                 raise BackendUnavailable(f"cannot reach {self.service} for {operation}: {type(exc).__name__}") from exc
         raise AssertionError("unreachable")
 
