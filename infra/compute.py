@@ -11,10 +11,18 @@ The instances:
 - spot pools buy at SPOT_PRICE_CAPACITY_OPTIMIZED, on-demand ones at
   BEST_FIT_PROGRESSIVE: the strategies that let Batch update a compute
   environment in place;
-- the ECS agent drains an instance on a spot interruption notice (its jobs
-  get SIGTERM then), and waits the deployment's checkpoint grace between
-  SIGTERM and SIGKILL on any stop: the grace a job has to checkpoint;
-- IMDSv2 only, an encrypted root volume, no inbound network.
+- the ECS agent marks an instance DRAINING on a spot interruption notice, so
+  no job starts on it; ECS leaves the jobs already there running (Batch jobs
+  are standalone tasks, which draining does not stop), so the job's runtime
+  reads the notice from the instance metadata itself and stops the job
+  (gqa/runtime/spot_notice.py, job_process.py);
+- the ECS agent waits the deployment's checkpoint grace between SIGTERM and
+  SIGKILL on a stop, and the job definitions hand the same grace to the
+  job's runtime (GQA_CHECKPOINT_GRACE) for a spot notice: the grace a job has
+  to checkpoint;
+- IMDSv2 only, with a hop limit of 2 so a job's container (bridge network,
+  one hop beyond the host) reaches it; an encrypted root volume, no inbound
+  network.
 
 The queue cancels a job that waited RUNNABLE for an instance longer than the
 deployment's capacity_wait, and, after Batch's minimum wait, a job that fits
@@ -37,6 +45,7 @@ from constructs import Construct
 from gqa.models.batch_events import CAPACITY_WAIT_REASON, MISFIT_REASONS
 from gqa.models.deployment import Deployment, PoolConfig
 from gqa.models.gpu_instances import AL2_ONLY_FAMILIES, listed_shape
+from gqa.runtime.job_process import GRACE_ENV
 
 from .checkpoints import Checkpoints
 from .nag import acknowledge, acknowledge_wildcards
@@ -47,7 +56,7 @@ SPOT_STRATEGY = "SPOT_PRICE_CAPACITY_OPTIMIZED"
 ON_DEMAND_STRATEGY = "BEST_FIT_PROGRESSIVE"
 MISFIT_WAIT = 600                   # Batch's minimum wait before a job state time limit action
 ROOT_VOLUME_GIB = 100               # CUDA images are 10 GiB and more, unpacked; jobs write scratch data
-IMDS_HOPS = 2                       # what AL2023 sets: bridge-mode containers are one hop beyond the host
+IMDS_HOPS = 2                       # bridge-mode containers are one hop beyond the host: the job reads spot notices
 JOB_VCPUS, JOB_MEMORY_MIB = 4, 14 * 1024   # a one-GPU job's, as BatchCompute sizes it; submissions override
 SHARED_MEMORY_GIB = 8               # /dev/shm for PyTorch DataLoader workers (Docker's 64 MiB is too small)
 JOB_LOGS_KEPT = logs.RetentionDays.THREE_MONTHS
@@ -72,8 +81,8 @@ def image_type(pool: PoolConfig) -> str:
 
 def ecs_settings(grace: int) -> list[str]:
     """The ECS agent's settings, appended to /etc/ecs/ecs.config."""
-    return ["ECS_ENABLE_SPOT_INSTANCE_DRAINING=true",      # a spot interruption notice stops the jobs: SIGTERM
-            f"ECS_CONTAINER_STOP_TIMEOUT={grace}s",        # ... and SIGKILL this long after
+    return ["ECS_ENABLE_SPOT_INSTANCE_DRAINING=true",      # no job starts on an instance under notice
+            f"ECS_CONTAINER_STOP_TIMEOUT={grace}s",        # a stop's SIGKILL this long after its SIGTERM
             "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached"]       # an instance pulls an image once (registry pull limits)
 
 
@@ -145,6 +154,8 @@ class GpuPools(Construct):
             container = batch.EcsEc2ContainerDefinition(
                 self, f"{name}-container", image=ecs.ContainerImage.from_registry(image),
                 cpu=JOB_VCPUS, memory=cdk.Size.mebibytes(JOB_MEMORY_MIB), gpu=1,
+                # a spot notice's SIGTERM to SIGKILL, sent by the job's runtime: a stop's, as the agent waits
+                environment={GRACE_ENV: str(config.compute.checkpoint_grace)},
                 job_role=self.job_role, execution_role=self.execution_role,
                 logging=ecs.LogDriver.aws_logs(stream_prefix="gqa", log_group=self.log_group),
                 # an init process reaps DataLoader workers and passes SIGTERM on to the job

@@ -14,6 +14,12 @@ what Slurm's node daemon does around a batch script:
   (`warning_targets`: in a job without steps, every process of the
   command's group but the command, the batch shell, itself; the command
   when it is alone), and with B: to the command alone;
+- on a spot instance, the interruption notice (spot_notice.py, read from
+  the instance metadata: nothing else tells a Batch job) sends SIGTERM to
+  the command's process group and SIGKILL GQA_CHECKPOINT_GRACE seconds
+  later (the deployment's compute.checkpoint_grace, as a stop's), and a
+  command that then ends other than 0 is held until the instance goes, so
+  Batch ends the attempt as the host's loss, which gqa resumes as a reclaim;
 - the exit code is the command's (128 + N when a signal ended it), or,
   when it exited 0, the first failed srun step's: a script whose training
   step failed does not succeed because its last line did;
@@ -35,12 +41,15 @@ from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from .slurm_tools import STEP_STATUS_ENV, first_failed_step, install
+from .spot_notice import NOTICE_SECONDS, Notice, SpotWatch, hold_for_reclaim, spot_watch
 
 WARN_SIGNAL_ENV = "GQA_WARN_SIGNAL"
 WALL_END_ENV = "GQA_WALL_END"
 # the same as seconds from the attempt's start, for a Batch environment fixed before the attempt starts
 WALL_SECONDS_ENV = "GQA_WALL_SECONDS"
 NOT_EXECUTABLE = 127
+GRACE_ENV = "GQA_CHECKPOINT_GRACE"     # the job definition's: SIGTERM to SIGKILL, in seconds
+DEFAULT_GRACE = 90                     # compute.checkpoint_grace's default
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 HOST_VARIABLES = ("SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURMD_NODENAME", "SLURM_SUBMIT_HOST",
                   "SLURM_TOPOLOGY_ADDR")
@@ -108,6 +117,20 @@ class Child:
     def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
         self.pending: list[int] = []
+        self.ended = threading.Event()
+        self.interrupted: Notice | None = None      # the spot notice it was stopped for
+
+    def interrupt(self, notice: Notice, grace: float) -> None:
+        """A spot interruption notice: SIGTERM to the command's group, SIGKILL `grace` seconds later."""
+        if self.process is None or self.ended.is_set():
+            return
+        self.interrupted = notice
+        sys.stderr.write(f"gqa: spot interruption notice: {notice.describe()}; SIGTERM to the job's processes, "
+                         f"SIGKILL in {grace:g} s if they have not ended\n")
+        sys.stderr.flush()
+        self.forward(signal.SIGTERM)
+        if not self.ended.wait(grace):
+            _signal(self.process.pid, signal.SIGKILL, group=True)
 
     def forward(self, signum: int, _frame: object = None) -> None:
         if self.process is None:
@@ -173,8 +196,18 @@ def _signal(pid: int, signum: int, *, group: bool) -> None:
         pass
 
 
-def run(argv: Sequence[str], env: dict[str, str], *, where: str = "") -> int:
-    """Run `argv` as a child in `env`; its exit code (see the module's docstring)."""
+def grace_of(env: Mapping[str, str]) -> float:
+    """A spot notice's SIGTERM to SIGKILL: within the notice's two minutes, past which nothing runs."""
+    try:
+        return min(max(0.0, float(env.get(GRACE_ENV, "").strip())), NOTICE_SECONDS)
+    except ValueError:
+        return DEFAULT_GRACE
+
+
+def run(argv: Sequence[str], env: dict[str, str], *, where: str = "",
+        watch: SpotWatch | None = None) -> tuple[int, Notice | None]:
+    """Run `argv` as a child in `env`: its exit code (see the module's docstring), and the spot
+    notice `watch` saw while it ran, if any."""
     child = Child()
     previous = {signum: signal.signal(signum, child.forward) for signum in FORWARDED}
     timer: threading.Timer | None = None
@@ -183,7 +216,7 @@ def run(argv: Sequence[str], env: dict[str, str], *, where: str = "") -> int:
             child.process = subprocess.Popen(list(argv), env=env, process_group=0)
         except OSError as exc:
             sys.stderr.write(f"gqa: cannot run {argv[0]!r}{where}: {exc.strerror or exc}\n")
-            return NOT_EXECUTABLE
+            return NOT_EXECUTABLE, None
         for signum in child.pending:
             child.forward(signum)
         planned = warning_delay(env, time.time())
@@ -191,13 +224,20 @@ def run(argv: Sequence[str], env: dict[str, str], *, where: str = "") -> int:
             timer = threading.Timer(planned[1], child.warn, args=(planned[0],))
             timer.daemon = True
             timer.start()
+        if watch is not None:
+            grace = grace_of(env)
+            threading.Thread(target=watch.run, args=(lambda notice: child.interrupt(notice, grace),),
+                             name="gqa-spot-notice", daemon=True).start()
         code = reap(child.process)
     finally:
+        child.ended.set()
+        if watch is not None:
+            watch.stop()
         if timer is not None:
             timer.cancel()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return code
+    return code, child.interrupted
 
 
 def reap(process: subprocess.Popen[bytes]) -> int:
@@ -226,12 +266,14 @@ def run_job(argv: Sequence[str], env: Mapping[str, str] | None = None, *, where:
         fill_host_variables(env, socket.gethostname(), time.time(), os.getcwd())
         sys.stdout.flush()
         sys.stderr.flush()
-        code = run(argv, env, where=where)
+        code, notice = run(argv, env, where=where, watch=spot_watch(env))
         failed = first_failed_step(status) if code == 0 else None
         if failed is not None:
             code, description = failed
             sys.stderr.write(f"gqa: the job's command exited 0, but a step failed with exit code {code} "
                              f"({description}): the job fails with {code}\n")
+        if notice is not None and code != 0:
+            hold_for_reclaim(notice, code)
         return code
     finally:
         shutil.rmtree(tools, ignore_errors=True)

@@ -12,8 +12,9 @@ Sources:
   times per zone. 4- and 16-node V100 groups over 2-3 weeks: on average
   1.4-3.3 of 4 and 6.8-8.8 of 16 nodes alive, 60-181 decreases per zone.
 - AWS: a spot interruption is announced two minutes ahead
-  (spot/instance-action in the instance metadata); AWS Batch then sends
-  SIGTERM, and SIGKILL after the stop timeout.
+  (spot/instance-action in the instance metadata). AWS Batch sends the job
+  nothing; gqa's job runtime reads the notice and sends SIGTERM, and SIGKILL
+  after the checkpoint grace (gqa/runtime/spot_notice.py).
 - AWS on-demand prices and spot prices seen, us-east-1, per instance-hour.
 
 A rate here is a constant hazard per hour of running on spot: the chance per

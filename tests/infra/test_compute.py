@@ -129,7 +129,9 @@ def test_the_instances_drain_on_spot_notice_and_stop_after_the_grace(request, wh
     assert "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true" in settings
     assert f"ECS_CONTAINER_STOP_TIMEOUT={grace}" in settings
     assert user_data.isascii()
-    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    # IMDSv2 only, reachable from a job's container one hop beyond the host: the job reads spot notices there
+    assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpEndpoint": "enabled",
+                                       "HttpPutResponseHopLimit": 2}
     assert data["BlockDeviceMappings"][0]["Ebs"]["Encrypted"] is True
     # every pool launches from it, at its latest version
     for environment in resources(template, "AWS::Batch::ComputeEnvironment"):
@@ -211,6 +213,16 @@ def test_one_gpu_job_definition_per_image_logging_to_the_jobs_log_group(request,
                     {"awslogs-group": {"Ref": log_group_id}})}})})
     template.resource_count_is("AWS::Batch::JobDefinition", len(config.job_definitions()))
     assert list(pools.job_definitions) == list(config.job_definitions())
+
+
+@pytest.mark.parametrize("which, grace", [("example", "90"), ("variant", "45")])
+def test_the_jobs_runtime_is_given_the_grace_a_spot_notice_leaves_before_sigkill(request, which, grace):
+    config, _, _, template = request.getfixturevalue(which)
+    definitions = resources(template, "AWS::Batch::JobDefinition")
+    assert len(definitions) == len(config.job_definitions())
+    for definition in definitions:
+        environment = definition["Properties"]["ContainerProperties"]["Environment"]
+        assert {"Name": "GQA_CHECKPOINT_GRACE", "Value": grace} in environment
 
 
 @pytest.mark.parametrize("which, deletion", [("example", "Delete"), ("variant", "Retain")])
