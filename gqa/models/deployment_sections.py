@@ -158,8 +158,8 @@ class QueueLimits(_Strict):
     half_life: Duration = 7 * 86400          # fair-share usage decay
 
 
-# A spot instance gets two minutes' notice: SIGTERM to SIGKILL must fit in it,
-# with time left for the ECS agent to drain the instance.
+# A spot instance gets two minutes' notice: SIGTERM to SIGKILL must fit in it, with
+# time left for the job's runtime to see the notice (it reads it every 5 s) and to exit.
 MAX_SPOT_GRACE = 110
 # AWS Batch's bounds for a job queue's job state time limit (maxTimeSeconds)
 CAPACITY_WAIT_BOUNDS = (600, 86400)
