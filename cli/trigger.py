@@ -2,7 +2,9 @@
 
 A trigger watches s3://BUCKET/PREFIX (optionally only keys ending in a
 suffix); a burst of objects within the debounce window submits one job, with
-the keys in GQA_TRIGGER_KEYS. Triggers run on the AWS backend only."""
+the keys in GQA_TRIGGER_KEYS. The job's directory is bundled and uploaded
+when the trigger is added, as `gqa submit` does (cli/code.py), and every
+burst's job runs that code. Triggers run on the AWS backend only."""
 
 import sys
 from typing import Annotated, Optional
@@ -29,9 +31,13 @@ def add(
     suffix: Annotated[Optional[str], Opt("--suffix", "-s", help="Only keys ending in this, e.g. .parquet.")] = None,
     debounce: Annotated[str, Opt("--debounce", "-d", help="Objects within this window of the first make one "
                                                           "job: 90s, 2m, up to 15m.")] = "2m",
+    no_code: Annotated[bool, Opt("--no-code", help="Send no code; the image holds it.")] = False,
+    code_max_size: Annotated[str, Opt("--code-max-size", help="The largest code bundle, compressed.")] = "100Mi",
     output: Output = "table",
 ):
     """Watch a bucket prefix; each burst of new objects submits the job once, owned by you.
+
+    The job's directory goes with it, as with gqa submit: uploaded now, kept while the trigger exists.
 
     Example: gqa trigger add --bucket data --prefix incoming/ --suffix .parquet --job retrain.yaml
     """
@@ -39,12 +45,19 @@ def add(
     with user_errors():
         from gqa.models.loader import load_spec
         from gqa.models.trigger import parse_debounce
+        from gqa.models.units import parse_size
 
         from .backend import backend
+        from .code import with_code
 
-        triggers = backend().triggers()   # the local backend refuses here, before anything else
+        be = backend()
+        triggers = be.triggers()   # the local backend refuses here, before anything else
         seconds = parse_debounce(debounce)
         spec = load_spec(job, warn=note)   # a bad file fails here, with its file:line
+        if no_code:   # the image holds the code, whatever bundle the file names
+            spec = spec.model_copy(update={"code": None})
+        else:   # the code as it is now: every burst runs it, however long after
+            spec = with_code(spec, be, max_bytes=parse_size(code_max_size), say=note if fmt == "table" else None)
         trigger = triggers.add(bucket, prefix, spec.model_dump_json(), caller_user() or spec.owner, seconds,
                                suffix=suffix)
     if fmt == "json":

@@ -16,7 +16,7 @@ from gqa.adapters.local.notice_channels import NoticeSettings
 from gqa.adapters.local.notice_outbox import NoticeOutbox, OutboxNotifier
 from gqa.adapters.local.paths import StatePaths
 from gqa.adapters.local.store import SqliteStore
-from gqa.ports import Inventory
+from gqa.ports import Inventory, Notifier
 from gqa.services.supervisor import Supervisor
 
 if TYPE_CHECKING:   # the services below load when first asked for
@@ -75,6 +75,16 @@ class DaemonWiring:
         return OutboxNotifier(NoticeOutbox(self.paths.db), self.clock, self.notices.alerts_to)
 
     @cached_property
+    def alerts(self) -> Notifier:
+        """Where alerts and approval requests go: --alerts-to, else the daemon's log, as the budget
+        watch's alerts do (daemon/observers.py), so an approval request is never dropped unsaid."""
+        if self.notices.alerts_to:
+            return self.notifier
+        from gqa.adapters.local.log_notifier import LogNotifier
+
+        return LogNotifier()
+
+    @cached_property
     def supervisor(self) -> Supervisor:
         return Supervisor(self.store, self.executor, self.clock, SystemRandom(), grace=self.grace, probe=self.probe)
 
@@ -84,9 +94,7 @@ class DaemonWiring:
         from gqa.services.submit import SubmitService
 
         # a code bundle is for AWS: a local job runs in its workdir
-        # approval requests go to --alerts-to, when there is one
-        return SubmitService(self.store, self.clock, spec_check=local_problem,
-                             notifier=self.notifier if self.notices.alerts_to else None)
+        return SubmitService(self.store, self.clock, spec_check=local_problem, notifier=self.alerts)
 
     def control(self) -> ControlService:
         from gqa.services.control import ControlService

@@ -3,7 +3,9 @@ versioned, old checkpoint versions expired; its server access logs go to a
 bucket of their own. Jobs save under `checkpoints/<job id>/`; the trigger
 function writes large bursts' key lists under gqa-trigger-manifests/;
 submitters store their code bundles under code/ (gqa.models.code), which
-expire KEPT_DAYS after their upload."""
+expire KEPT_DAYS after their upload; a trigger keeps its copy of its job's
+bundle under gqa-trigger-code/, which no rule expires (it is deleted with
+the trigger)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class Checkpoints(Construct):
                                  expiration=cdk.Duration.days(code.KEPT_DAYS))])
         self.prefix = PREFIX
         self.code_prefix = code.PREFIX
+        self.trigger_code_prefix = code.TRIGGER_PREFIX
 
     def grant_jobs(self, role: iam.IGrantable) -> None:
         """What a job's checkpoint helpers do under the prefix: write, read,
@@ -77,6 +80,24 @@ class Checkpoints(Construct):
     def grant_code_lookup(self, role: iam.IGrantable) -> None:
         """The api function checks that a submission's bundle is there (a listing, see code_store.py)."""
         role.grant_principal.add_to_principal_policy(self._code_listing())
+
+    def grant_trigger_code_keeping(self, role: iam.IGrantable) -> None:
+        """The api function: a trigger's copy of its bundle, made when it is added (S3's copy reads
+        code/ and writes the copy) and deleted when it is removed."""
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{code.PREFIX}/*")]))
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:PutObject", "s3:DeleteObject"],
+            resources=[self.bucket.arn_for_objects(f"{code.TRIGGER_PREFIX}/*")]))
+
+    def grant_trigger_code_use(self, role: iam.IGrantable) -> None:
+        """The trigger function: each burst looks for the bundle and the trigger's copy, and copies
+        one to the other (back under code/ when it expired, or a copy for a trigger without one)."""
+        for prefix in (code.PREFIX, code.TRIGGER_PREFIX):
+            self.grant_read_prefix(role, prefix)
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{prefix}/*")
+                                                 for prefix in (code.PREFIX, code.TRIGGER_PREFIX)]))
 
     def code_upload_statements(self) -> list[iam.PolicyStatement]:
         """A submitter's rights (the people's managed policies): look for a bundle, upload it;

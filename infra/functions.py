@@ -160,6 +160,11 @@ class Functions(Construct):
         acknowledge_arns(_role(self.api), [job_streams], "the jobs' log streams are named by Batch at run time; "
                                                          "reading is limited to the jobs' log group")
         checkpoints.grant_code_lookup(self.api)     # a submission's code bundle is there (a listing, no read)
+        checkpoints.grant_trigger_code_keeping(self.api)   # a trigger's copy of its job's bundle
+        for prefix in (checkpoints.code_prefix, checkpoints.trigger_code_prefix):
+            acknowledge_wildcards(_role(self.api), f"/{prefix}/*",
+                                  "copies a trigger's code bundle, named by its SHA-256, from the code prefix to "
+                                  "the trigger's own under the trigger code prefix, and deletes it with the trigger")
 
         # admit: a large array's rest handed on to its tier's intake queue, wake-ups, and approval
         # requests on the alerts topic
@@ -204,6 +209,11 @@ class Functions(Construct):
         checkpoints.grant_manifests(self.trigger)
         acknowledge_wildcards(_role(self.trigger), f"/{MANIFEST_ROOT}*",
                               "writes each burst's key list under its own new name, only under the manifest prefix")
+        checkpoints.grant_trigger_code_use(self.trigger)   # a burst's code bundle, ready where its job fetches it
+        for prefix in (checkpoints.code_prefix, checkpoints.trigger_code_prefix):
+            acknowledge_wildcards(_role(self.trigger), f"/{prefix}/*",
+                                  "copies a trigger's code bundle, named by its SHA-256, between the code prefix "
+                                  "and the trigger's own copy, only under those two prefixes")
 
 
 def _role(function: aws_lambda.Function) -> iam.IRole:

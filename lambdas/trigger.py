@@ -30,7 +30,9 @@ GQA_CHECKPOINT_BUCKET): where the key list of a burst too large for the job's
 environment is written, and GQA_TRIGGER_BUCKETS and GQA_CHECKPOINT_BUCKET:
 where triggers may watch (lambdas/environment.py's trigger_places), and
 GQA_ACCESS (optional, as the api function has it): admins and the team of
-users in no team, for judging a burst's owner.
+users in no team, for judging a burst's owner. GQA_CHECKPOINT_BUCKET also
+holds the code bundles: a burst whose job names one makes it ready under
+code/ from the trigger's own copy before submitting (gqa.services.triggers).
 
 Metrics (namespace gqa, service gqa-trigger; services/telemetry.py):
 TriggerObjects (objects counted into bursts; a retried event's none),
@@ -61,6 +63,7 @@ from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificati
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from gqa.adapters.aws.burst_timer import SqsBurstTimer, timer_from_record
+from gqa.adapters.aws.code_store import S3CodeStore
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.metrics import make_metrics
 from gqa.adapters.aws.s3_manifests import S3Manifests
@@ -94,11 +97,13 @@ def build() -> Triggers:
     intake = SqsIntake(sqs, environment.intake_urls(), environment.wakeup_url() or "")
     bucket = environment.manifest_bucket()
     jobs = DynamoDBStore(dynamodb, names)
+    s3 = boto3.client("s3")
     service = TriggerService(DynamoDBTriggerStore(dynamodb, names), clock,
                              timer=SqsBurstTimer(sqs, environment.trigger_timer_url()),
                              submitter=SubmitService(jobs, clock), intake=intake,
-                             manifests=S3Manifests(boto3.client("s3"), bucket) if bucket else None,
-                             access=environment.access(), members=jobs)
+                             manifests=S3Manifests(s3, bucket) if bucket else None,
+                             access=environment.access(), members=jobs,
+                             code=S3CodeStore(s3, environment.checkpoint_bucket()))
     return Triggers(service, make_metrics(namespace="gqa", service="gqa-trigger"))
 
 

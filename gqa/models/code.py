@@ -9,6 +9,9 @@ object however often it is submitted, and the job checks what it fetched
 against its name. The bucket's lifecycle removes a bundle KEPT_DAYS after
 its upload; a submitter who finds it older than REFRESH_DAYS uploads it
 again, so a submission's bundle lasts at least KEPT_DAYS - REFRESH_DAYS.
+A trigger submits long after it was added: it keeps a copy of its bundle
+under TRIGGER_PREFIX, which does not expire, and each burst copies it back
+under code/ when the one there is gone or older than REFRESH_DAYS.
 
 In the job the command becomes `python3 -c BOOT --root WORKDIR -- ARGV...`:
 BOOT imports gqa.runtime.code (the image needs gqa and boto3), which fetches,
@@ -29,6 +32,10 @@ DEFAULT_MAX_BYTES = 100 * MiB        # compressed; `gqa submit --code-max-size`
 MAX_FILES = 50_000                   # files in one bundle: more is a data set, not code
 FETCH_FAILED = 69                    # the job's exit code when its code could not be set up (sysexits' UNAVAILABLE)
 URI_ENV = "GQA_CODE_URI"             # where the job fetches its bundle from
+
+# A trigger's own copy of its job's bundle (trigger_key_of): no lifecycle rule expires it, and it is
+# deleted with the trigger, so each burst's job finds its code however long the trigger lives.
+TRIGGER_PREFIX = "gqa-trigger-code"
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -58,6 +65,11 @@ def hex_of(digest: str) -> str:
 def key_of(digest: str) -> str:
     """The bundle's object key: code/<hex>.tar.gz."""
     return f"{PREFIX}/{hex_of(check_digest(digest))}.tar.gz"
+
+
+def trigger_key_of(trigger_id: str, digest: str) -> str:
+    """The trigger's copy of the bundle: gqa-trigger-code/<trigger id>/<hex>.tar.gz."""
+    return f"{TRIGGER_PREFIX}/{trigger_id}/{hex_of(check_digest(digest))}.tar.gz"
 
 
 def uri_of(bucket: str, digest: str) -> str:

@@ -7,6 +7,7 @@ objects into one job is in burst.py."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,6 +42,15 @@ class Trigger:
     # the owner's IAM ARN as the API verified it: their rights are judged again from it at each burst;
     # "" on a trigger added before it was kept, whose owner is then judged by the name alone
     owner_arn: str = ""
+
+    @property
+    def code(self) -> str | None:
+        """The code bundle its job runs (`code: sha256:...`), or None: the image holds the code."""
+        try:
+            value = json.loads(self.spec_json).get("code")
+        except (ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
 
     def matches(self, bucket: str, key: str) -> bool:
         return (bucket == self.bucket and key.startswith(self.prefix)

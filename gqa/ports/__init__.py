@@ -11,7 +11,7 @@ from .observe import (AttemptLog, BudgetRecords, Checkpoints, GpuUtilization, Jo
 from .store import (HISTORY_STATES, Change, HistoryQuery, HistoryReads, Inventory, JobEvent, JobRecords,
                     JobsAndSettings, JobStore, PendingChanges, PendingFeed, QueueReads, RecentEvents,
                     SchedulingInputs, Settings, UsageLedger, apply_all_else_each)
-from .triggers import BurstTimer, Manifests, TriggerStore
+from .triggers import BurstTimer, Manifests, TriggerCode, TriggerStore
 
 __all__ = [
     "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BudgetRecords", "BurstTimer", "Change",
@@ -19,6 +19,6 @@ __all__ = [
     "HistoryReads", "Intake", "Inventory", "JobEvent", "JobLogs", "JobRecords", "JobsAndSettings", "JobStore",
     "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests", "Metrics", "Notifier", "PendingChanges",
     "PendingFeed", "QueueReads", "Random",
-    "RecentEvents", "SchedulingInputs", "Settings", "Submission", "TriggerStore", "UsageLedger", "Waker",
+    "RecentEvents", "SchedulingInputs", "Settings", "Submission", "TriggerCode", "TriggerStore", "UsageLedger", "Waker",
     "apply_all_else_each",
 ]

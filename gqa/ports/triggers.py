@@ -61,3 +61,19 @@ class Manifests(Protocol):
 
     def write(self, name: str, text: str) -> str:
         """Store `text` under `name` (overwriting the same text is harmless); returns its URI."""
+
+
+class TriggerCode(Protocol):
+    """A trigger's copy of its job's code bundle, kept while the trigger exists (the bundles jobs
+    fetch expire: gqa.models.code), from which each burst's job gets its code."""
+
+    def keep(self, trigger_id: str, digest: str) -> None:
+        """Copy the stored bundle `digest` to the trigger's own; NotFound if it is not stored."""
+
+    def ready(self, trigger_id: str, digest: str) -> str:
+        """Make the bundle stored where jobs fetch it, for as long as a submission's is (copied from
+        the trigger's copy when gone or near its expiry; a trigger without a copy gets one); what
+        was done. NotFound if neither holds it."""
+
+    def release(self, trigger_id: str, digest: str) -> None:
+        """Delete the trigger's copy (nothing if there is none)."""

@@ -28,7 +28,7 @@ BUDGET, PENDING, IDLE = "budget", "pending", "idle"
 @dataclass(frozen=True)
 class Alert:
     key: str                             # claimed exactly once
-    kind: str                            # budget | pending | idle (an SNS attribute subscribers filter on)
+    kind: str                            # budget | pending | idle | approval (an SNS attribute to filter on)
     subject: str
     message: str
     team: str | None = None

@@ -10,14 +10,21 @@ moment), so only the jobs this admission wrote are announced. A delivery
 that wrote the jobs and failed before announcing them is not announced again;
 the budget watch's alert on jobs waiting too long still names them.
 
-Pure: records in, the message out; SubmitService sends it."""
+That alert (`overdue_approvals`) goes to the approvers too, as the request
+did: a submission still waiting for an approver past the policy's
+`alert_pending_after` is told of once, as one message, under the pending
+alert's key of the job (of the array, by its group).
+
+Pure: records in, the message out; SubmitService and the budget watch send them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..models.job import JobRecord, JobState
 from ..models.units import format_duration
+from ..scheduling.alerts import Alert, pending_key
 from ..scheduling.budget import INF, gpu_hours_cap, money, price_for
 from ..scheduling.snapshot import Gpu
 
@@ -67,6 +74,39 @@ def approval_request(jobs: list[JobRecord], inventory: tuple[Gpu, ...]) -> Appro
         f"Deny:     gqa deny {group} --reason \"...\"",
     ]
     return ApprovalRequest(subject, "\n".join(lines), job.team)
+
+
+def overdue_approvals(jobs: Iterable[JobRecord], now: float, after: float | None) -> list[Alert]:
+    """The submissions among `jobs` that have waited for an approver `after` seconds or longer
+    (None: no such alerts), oldest first: one alert each (an array's tasks are one), kind
+    "approval", so the approvers hear of it as they heard of the request. A job's wait for
+    approval began at its submission: nothing returns a job to it."""
+    if after is None:
+        return []
+    groups: dict[str, list[JobRecord]] = {}
+    for job in jobs:
+        if job.state == JobState.PENDING_APPROVAL:
+            groups.setdefault(job.group or job.id, []).append(job)
+    since = {group: min(j.submitted_at for j in members) for group, members in groups.items()}
+    out = []
+    for group in sorted((g for g in groups if now - since[g] >= after), key=since.__getitem__):
+        members = groups[group]
+        job = members[0]
+        single = len(members) == 1 and job.array_index is None
+        what = f"job {group} ({job.name})" if single else f"array {group} ({job.name}, {len(members)} jobs)"
+        waited = format_duration(now - since[group])
+        why = job.reason.removeprefix("needs approval: ")
+        message = "\n".join([
+            f"{job.owner} (team {job.team}) submitted {what} {waited} ago; it still waits for an approver, "
+            f"longer than {format_duration(after)}.",
+            f"Over the approval threshold: {why}.",
+            "",
+            f"Approve:  gqa approve {group}",
+            f"Deny:     gqa deny {group} --reason \"...\"",
+        ])
+        out.append(Alert(pending_key(group), APPROVAL, f"gqa: {what} from {job.owner} has waited {waited} for "
+                                                       f"approval", message, team=job.team, job_id=group))
+    return out
 
 
 def _gpus(job: JobRecord) -> str:

@@ -8,7 +8,8 @@ this reads what they need, and carries out what they decide:
 2. queue: a team at or over its budget has its queued jobs HELD (the reason
    says the numbers) and, with stop_at_budget, its running jobs asked to
    requeue; held jobs the budget allows again are released;
-3. alerts: budget thresholds, jobs waiting too long, idle GPUs; each is
+3. alerts: budget thresholds, jobs waiting too long (for GPUs, or for an
+   approver: those go to the approvers, services/approvals.py), idle GPUs; each is
    claimed (a conditional write) before it is sent, so two overlapping ticks
    never send one twice, and released if sending fails, so a later tick
    sends it;
@@ -34,6 +35,7 @@ from ..scheduling.alerts import (Alert, Attempt, Waiting, budget_alerts, idle_al
 from ..scheduling.budget import TeamSpend, period_of
 from ..scheduling.dependencies import gate
 from ..scheduling.snapshot import Snapshot
+from .approvals import overdue_approvals
 from .settle import hourly_rate
 from .snapshot import dependency_states
 
@@ -88,9 +90,12 @@ class BudgetWatch:
         alerts = budget_alerts(spend, policy.budget_alerts, period)
         alerts += self._idle(attempts, now, policy.idle_gpu_percent, policy.idle_gpu_window)
         waiting = self._waiting_candidates(snap, now, policy.alert_pending_after)
-        sent = self.records.sent({k for a in alerts for k in a.covered_by} | {pending_key(j) for j in waiting}, now)
+        approvals = self._awaiting_approval(now, policy.alert_pending_after)
+        sent = self.records.sent({k for a in alerts + approvals for k in a.covered_by}
+                                 | {pending_key(j) for j in waiting}, now)
         alerts += pending_alerts(self._waiting([j for j in waiting if pending_key(j) not in sent], now),
                                  now, policy.alert_pending_after)
+        alerts += unsent(approvals, sent)[:self.pending_per_tick]
         for alert in unsent(alerts, sent):
             self._send(alert, now, tick)
         self._publish(tick, snap)
@@ -147,6 +152,13 @@ class BudgetWatch:
         old = sorted((j for j in snap.pending if now - j.submitted_at >= after and j.id not in gated),
                      key=lambda j: j.submitted_at)
         return [j.id for j in old]
+
+    def _awaiting_approval(self, now: float, after: float | None) -> list[Alert]:
+        """Submissions waiting for an approver longer than `after`: the scheduling view holds
+        queued and held jobs only, so these are read by their state (few: big asks)."""
+        if after is None:
+            return []
+        return overdue_approvals(self.store.list([JobState.PENDING_APPROVAL]), now, after)
 
     def _waiting(self, job_ids: list[str], now: float) -> list[Waiting]:
         out = []

@@ -16,6 +16,13 @@ Exactly once, step by step:
   the closed burst before it is sent: a timer redelivered after a crash sends
   that same submission again, and admission writes a reserved id only once.
 
+A trigger's job runs the code its owner added it with (`code: sha256:...`,
+the bundle `gqa trigger add` uploads): adding it keeps a copy of the bundle
+for the trigger's life (ports.TriggerCode), each burst makes the bundle ready
+where its job fetches it before submitting, and removing the trigger deletes
+the copy. A burst whose bundle is nowhere is dropped with the reason, rather
+than submitting a job that fails at every attempt.
+
 The owner's rights are judged when a burst closes, not only when the trigger
 was added: the owner is rebuilt from the ARN the API verified, under the
 access settings and team members now (access.AccessPolicy, teams.for_team,
@@ -38,7 +45,7 @@ from ..models.job import JobRecord
 from ..models.loader import validate_json
 from ..models.spec import JobSpec
 from ..models.trigger import S3Object, Trigger, TriggerPlaces, check_debounce, check_pattern
-from ..ports import BurstTimer, Clock, Intake, Manifests, Submission, TriggerStore
+from ..ports import BurstTimer, Clock, Intake, Manifests, Submission, TriggerCode, TriggerStore
 from .access import AccessPolicy, Principal
 from .teams import Members, for_team
 
@@ -99,10 +106,11 @@ class TriggerService:
     def __init__(self, store: TriggerStore, clock: Clock, *, timer: BurstTimer | None = None,
                  submitter: Accepts | None = None, intake: Intake | None = None, manifests: Manifests | None = None,
                  access: AccessPolicy = AccessPolicy(), members: Members | None = None,
-                 ids: Callable[[], str] = _new_id, conflict_retries: int = 5):
+                 code: TriggerCode | None = None, ids: Callable[[], str] = _new_id, conflict_retries: int = 5):
         """`access` and `members` (the job store's teams): who the owner of a trigger is when its
-        burst closes, and whether they may still submit its job; closing a burst needs both."""
-        self.store, self.clock = store, clock
+        burst closes, and whether they may still submit its job; closing a burst needs both.
+        `code`: where a trigger whose job names a code bundle keeps it (adding, closing, removing it)."""
+        self.store, self.clock, self.code = store, clock, code
         self.access, self.members = access, members
         self.timer, self.submitter, self.intake, self.manifests = timer, submitter, intake, manifests
         self.ids = ids
@@ -125,10 +133,13 @@ class TriggerService:
             trigger = Trigger(id=f"tr-{self.ids()}", bucket=bucket, prefix=prefix, suffix=suffix,
                               spec_json=spec.model_dump_json(), owner=owner, debounce=debounce,
                               created_at=self.clock.now(), owner_arn=owner_arn)
+            if spec.code is not None:   # before the trigger is written: no trigger without its copy
+                self._code().keep(trigger.id, spec.code)
             try:
                 self.store.add(trigger)
                 return trigger
             except Conflict:
+                self._release(trigger)
                 continue
         raise Conflict("could not find a free trigger id; try again")
 
@@ -145,8 +156,14 @@ class TriggerService:
         """Remove a trigger and drop its open burst. Who may is gqa.services.access's
         rule (its owner or an admin), checked by the entry point on this trigger."""
         trigger = self.store.get(trigger_id)
+        # the copy first: a removal that fails after it is asked again, and finds the trigger
+        self._release(trigger)
         self.store.remove(trigger_id)
         return trigger
+
+    def _release(self, trigger: Trigger) -> None:
+        if trigger.code is not None:
+            self._code().release(trigger.id, trigger.code)
 
     # -- what S3 and the timer do ------------------------------------------------------------------
     def on_object(self, obj: S3Object, places: TriggerPlaces | None = None) -> List[Counted]:
@@ -212,6 +229,13 @@ class TriggerService:
         except NotPermitted as exc:
             return self._drop(trigger_id, burst_id, burst.count, _not_permitted(trigger, spec.team, exc),
                               not_permitted=True)
+        if spec.code is not None:
+            try:   # where the job fetches it, for its retries too: bundles there expire
+                self._code().ready(trigger_id, spec.code)
+            except NotFound as exc:
+                return self._drop(trigger_id, burst_id, burst.count,
+                                  f"the job's code {spec.code} is no longer stored ({exc}); add the trigger again "
+                                  "with gqa trigger add, which uploads it")
         manifest = None
         if needs_manifest(burst):
             if self.manifests is None:
@@ -253,6 +277,11 @@ class TriggerService:
         if self.intake is None:
             raise BackendUnavailable("no intake queue is configured to submit the trigger's job")
         return self.intake
+
+    def _code(self) -> TriggerCode:
+        if self.code is None:
+            raise BackendUnavailable("no code bucket is configured to keep the trigger's code bundle")
+        return self.code
 
     def _timer(self) -> BurstTimer:
         if self.timer is None:

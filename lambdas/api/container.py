@@ -14,7 +14,8 @@ Environment (read by lambdas/environment.py):
 - GQA_LOG_GROUP (optional, default /aws/batch/job): the log group of job
   definitions that name none (awslogs-group);
 - GQA_CHECKPOINT_BUCKET: where code bundles are (code/<sha256>.tar.gz): GET
-  /code names it, and a submission whose bundle is not there is refused;
+  /code names it, a submission whose bundle is not there is refused, and a
+  trigger keeps its copy of its bundle there while it exists;
 - GQA_ACCESS: JSON, see gqa.services.access.AccessPolicy.from_json:
   {"admins": [...], "approvers": [...], "identity_roles": [...]}. Roles live
   in the function's configuration, not in a table: who administers the queue
@@ -107,8 +108,9 @@ class Wiring:
         return OverviewService(self.store, self.store, self.clock, self.admissions())
 
     def triggers(self) -> TriggerService:
-        # adding, listing and removing need only the store; the trigger function submits the jobs
-        return TriggerService(self.trigger_store, self.clock)
+        # adding, listing and removing need the store, and the bucket where a trigger keeps its code;
+        # the trigger function submits the jobs
+        return TriggerService(self.trigger_store, self.clock, code=self.code)
 
     def log_pages(self) -> LogService:
         return LogService(self.store, self.logs)

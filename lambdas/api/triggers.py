@@ -3,7 +3,9 @@ when objects land under them (the trigger function submits the jobs).
 
 A trigger may watch only where the deployment lets it (GQA_TRIGGER_BUCKETS,
 never GQA_CHECKPOINT_BUCKET or GQA_MANIFEST_BUCKET: gqa.models.trigger.TriggerPlaces);
-elsewhere it is refused with 400 SpecError and nothing is written."""
+elsewhere it is refused with 400 SpecError and nothing is written. So is a
+trigger whose job names a code bundle that is not stored; one that is gets
+a copy of its own, deleted with the trigger (gqa.services.triggers)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,10 @@ def add_trigger() -> Response:
     spec = validate(request["spec"], source="the trigger's job")
     authorize(who, Action.ADD_TRIGGER)
     spec = for_team(container().store, spec, who)     # its jobs are the owner's: the owner's team, checked now
+    # the bundle `gqa trigger add` uploaded: a trigger keeps its own copy of it, for every burst
+    missing = container().code.missing(spec, again="add the trigger again with gqa trigger add")
+    if missing:
+        raise SpecError(missing)
     # the ARN API Gateway verified goes with it: the trigger function judges the owner's rights again at each burst
     trigger = container().triggers().add(bucket, prefix, spec.model_dump_json(), who.owner, parse_debounce(debounce),
                                       suffix=suffix, places=environment.trigger_places(), owner_arn=who.arn)

@@ -23,7 +23,7 @@ from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.adapters.aws.sqs_intake import parse_submission
 from gqa.adapters.local.code_bundle import build
 from gqa.models import code
-from gqa.models.errors import BackendUnavailable, LaunchFailed, Misconfigured
+from gqa.models.errors import BackendUnavailable, LaunchFailed, Misconfigured, NotFound
 from tests.aws.moto_support import capture, create_batch, refuse, session
 from tests.aws.test_api_handler import CHECKPOINTS, api  # noqa: F401  (the api fixture)
 from tests.aws.test_batch_compute import POOLS, clock, env_of, job, launched_request  # noqa: F401  (fixtures)
@@ -200,3 +200,67 @@ def test_what_the_job_fetches_from_s3_is_what_was_submitted(s3, tree, tmp_path_f
     assert sorted(os.listdir(copy)) == ["README", "train.py"]
     with tarfile.open(fileobj=io.BytesIO(bundle.data), mode="r:gz") as tar:
         assert tar.extractfile("train.py").read() == open(os.path.join(copy, "train.py"), "rb").read()
+
+
+# -- a trigger's copy -------------------------------------------------------------------------------------
+def keys_of(s3) -> list[str]:
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []))
+
+
+def test_a_trigger_keeps_its_own_copy_from_which_each_burst_makes_the_bundle_ready(s3, tree):
+    bundle = bundle_of(tree, **{"train.py": "print(1)\n"})
+    store = S3CodeStore(s3, BUCKET)
+    store.ensure(bundle.digest, bundle.data)
+    kept = code.trigger_key_of("tr-0001", bundle.digest)
+    store.keep("tr-0001", bundle.digest)
+    assert keys_of(s3) == sorted([code.key_of(bundle.digest), kept])
+    assert kept.startswith("gqa-trigger-code/tr-0001/")          # under no lifecycle rule (infra/checkpoints.py)
+    copies = capture(s3, "CopyObject")
+    assert store.ready("tr-0001", bundle.digest) == "present" and copies == []
+
+    s3.delete_object(Bucket=BUCKET, Key=code.key_of(bundle.digest))     # expired 30 days after its upload
+    assert store.ready("tr-0001", bundle.digest) == "restored"
+    got = s3.get_object(Bucket=BUCKET, Key=code.key_of(bundle.digest))["Body"].read()
+    assert got == bundle.data                                            # what the job checks against its name
+
+    [stored] = s3.list_objects_v2(Bucket=BUCKET, Prefix="code/")["Contents"]
+    later = stored["LastModified"].timestamp() + code.REFRESH_DAYS * DAY + 1
+    assert store.ready("tr-0001", bundle.digest, now=later) == "refreshed"   # near its expiry: dated anew
+    # S3's own copy from the trigger's (botocore writes the source as "bucket/key")
+    assert [(c["CopySource"], c["Key"]) for c in copies] == [(f"{BUCKET}/{kept}", code.key_of(bundle.digest))] * 2
+
+    store.release("tr-0001", bundle.digest)
+    assert keys_of(s3) == [code.key_of(bundle.digest)]
+
+
+def test_a_trigger_without_a_copy_gets_one_and_a_bundle_stored_nowhere_is_not_found(s3, tree):
+    bundle = bundle_of(tree, **{"train.py": "print(1)\n"})
+    store = S3CodeStore(s3, BUCKET)
+    with pytest.raises(NotFound, match="nor the trigger's copy"):
+        store.ready("tr-0001", bundle.digest)
+    store.ensure(bundle.digest, bundle.data)                            # a code: written by hand, still there
+    assert store.ready("tr-0001", bundle.digest) == "present"
+    assert code.trigger_key_of("tr-0001", bundle.digest) in keys_of(s3)
+
+
+def test_a_trigger_whose_bundle_is_missing_is_refused_and_one_added_keeps_a_copy_until_removed(api, tree):  # noqa: F811
+    s3 = session().client("s3")
+    s3.create_bucket(Bucket=CHECKPOINTS)
+    bundle = bundle_of(tree, **{"train.py": "print(1)\n"})
+    body = {"bucket": "data", "prefix": "in/",
+            "spec": {"command": ["python", "train.py"], "workdir": str(tree), "code": bundle.digest}}
+    before = api.tables()
+    status, answer = api("POST", "/triggers", body=body)
+    assert status == 400 and answer["error"] == "SpecError"
+    assert answer["message"].endswith("days after their upload): add the trigger again with gqa trigger add, "
+                                      "which uploads it")
+    assert api.tables() == before
+
+    S3CodeStore(s3, CHECKPOINTS).ensure(bundle.digest, bundle.data)
+    status, added = api("POST", "/triggers", body=body)
+    assert status == 201, added
+    kept = code.trigger_key_of(added["id"], bundle.digest)
+    assert s3.get_object(Bucket=CHECKPOINTS, Key=kept)["Body"].read() == bundle.data
+    status, _ = api("DELETE", f"/triggers/{added['id']}")
+    assert status == 200
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=CHECKPOINTS)["Contents"]] == [code.key_of(bundle.digest)]

@@ -6,6 +6,7 @@ SendMessage call and its message handed to the handler, as SQS would."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
@@ -21,6 +22,7 @@ from gqa.adapters.aws.resources import QueueUrls
 from gqa.adapters.aws.sqs_intake import parse_submission
 from gqa.adapters.aws.tables import PK, SK, TableNames
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
+from gqa.models import code
 from gqa.models.burst import OVERDUE_AFTER, RECORD_KEY_BYTES
 from gqa.ports import Inventory, Submission
 from gqa.scheduling import Gpu
@@ -310,6 +312,32 @@ def test_a_removed_trigger_stops_matching_and_its_open_burst_is_dropped(world):
     assert world.put("incoming/b.csv") == {"action": "no trigger matches", "triggers": []}
     assert world.fire() == {"batchItemFailures": []}
     assert world.submissions() == []
+
+
+def test_a_bursts_job_runs_the_triggers_code_though_the_bundle_expired_since(world, caplog):
+    s3 = session().client("s3")
+    data = b"the owner's directory, bundled"
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    s3.put_object(Bucket=CHECKPOINTS, Key=code.key_of(digest), Body=data)     # `gqa trigger add` uploaded it
+    kept = world.add(job=spec(name="retrain", code=digest))
+    s3.delete_object(Bucket=CHECKPOINTS, Key=code.key_of(digest))             # 30 days on, the lifecycle's expiry
+    world.put("incoming/a.csv")
+    assert world.fire() == {"batchItemFailures": []}
+    [submission] = world.submissions()
+    assert json.loads(submission.spec_json)["code"] == digest
+    assert s3.get_object(Bucket=CHECKPOINTS, Key=code.key_of(digest))["Body"].read() == data   # where jobs fetch it
+
+    world.service.remove(kept.id)                                               # its copy goes with it
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=CHECKPOINTS)["Contents"]] == [code.key_of(digest)]
+
+    lost = world.add(prefix="late/", job=spec(name="retrain", code=digest))
+    s3.delete_object(Bucket=CHECKPOINTS, Key=code.key_of(digest))
+    s3.delete_object(Bucket=CHECKPOINTS, Key=code.trigger_key_of(lost.id, digest))
+    world.put("late/b.csv")
+    assert world.fire() == {"batchItemFailures": []}
+    assert len(world.submissions()) == 1              # the first burst's alone: no job that fails every attempt
+    [dropped] = [r for r in caplog.records if getattr(r, "action", None) == "dropped"]
+    assert dropped.levelname == "WARNING" and dropped.reason.startswith(f"the job's code {digest} is no longer stored")
 
 
 def test_objects_outside_the_pattern_and_gqa_manifests_match_nothing(world):

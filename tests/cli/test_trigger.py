@@ -5,11 +5,14 @@ moto), with the caller's IAM identity as the owner and refusals by role
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.aws.api_gateway import ENDPOINT
+from tests.aws.fake_batch import BUCKET
+
 JOB = "name: retrain\nteam: vision\ncommand: [python, retrain.py]\nresources:\n  gpus: 2\n"
 
 
@@ -113,3 +116,36 @@ def test_bad_input_is_refused_with_a_clear_message_and_nothing_is_added(triggers
 def test_removing_an_unknown_trigger_is_an_error(triggers):
     code, _, err = triggers("alice", "trigger", "remove", "tr-ffff")
     assert code == 2 and "no trigger tr-ffff" in err
+
+
+def stored_keys(triggers) -> list[str]:
+    listed = triggers.world.client("s3").list_objects_v2(Bucket=BUCKET)
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def test_add_uploads_the_jobs_directory_and_the_trigger_keeps_it_until_removed(triggers, tmp_path, monkeypatch):
+    from gqa.models import code
+
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    project = tmp_path / "retrain"
+    project.mkdir()
+    (project / "retrain.py").write_text("print('retraining')\n")
+    (project / "retrain.yaml").write_text(JOB)
+    monkeypatch.chdir(project)
+    code_, out, err = triggers("alice", "trigger", "add", "--bucket", "data", "--prefix", "in/", "--job",
+                               "retrain.yaml")
+    assert code_ == 0, err
+    assert f"code: {project}, 2 files" in err and "uploaded (sha256:" in err
+    trigger_id = out.strip()
+    [listed] = triggers.json("alice", "trigger", "list")["triggers"]
+    digest = json.loads(listed["spec_json"])["code"]               # every burst's job runs this code
+    assert stored_keys(triggers) == sorted([code.key_of(digest), code.trigger_key_of(trigger_id, digest)])
+
+    triggers("alice", "trigger", "remove", trigger_id)
+    assert stored_keys(triggers) == [code.key_of(digest)]         # the trigger's copy goes with it
+
+
+def test_add_with_no_code_sends_none(triggers):
+    data = triggers.json("alice", "trigger", "add", "--bucket", "data", "--prefix", "in/", "--job", "retrain.yaml",
+                         "--no-code")
+    assert json.loads(data["spec_json"])["code"] is None and stored_keys(triggers) == []

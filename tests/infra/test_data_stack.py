@@ -87,6 +87,17 @@ def test_code_bundles_expire_after_the_days_a_refresh_leaves_them(dev):
     assert 0 < code.REFRESH_DAYS <= code.KEPT_DAYS - 7
 
 
+def test_no_rule_expires_the_copies_triggers_keep_of_their_code(dev):
+    from gqa.models import code
+
+    _, built = dev
+    [bucket] = [b for b in built.find_resources("AWS::S3::Bucket").values()
+                if "VersioningConfiguration" in b["Properties"]]
+    kept = code.trigger_key_of("tr-0001", "sha256:" + "0" * 64)
+    expiring = [r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"] if "ExpirationInDays" in r]
+    assert expiring and not [r for r in expiring if kept.startswith(r.get("Prefix", ""))]
+
+
 def _queues(built):
     return {q["Properties"]["QueueName"]: q["Properties"] for q in built.find_resources("AWS::SQS::Queue").values()}
 

@@ -217,3 +217,34 @@ def test_a_job_waiting_by_its_owner_s_choice_never_alerts(watched):
     # only the job that waits for GPUs: not the held one, the chained one, nor the one not due yet
     assert [a.key for a in sent] == [f"pending#{waiting.id}"]
     assert {held.id, chained.id, later.id} <= {j.id for j in queue.store.list([JobState.QUEUED, JobState.HELD])}
+
+
+def test_a_submission_waiting_too_long_for_approval_alerts_the_approvers_once(watched):
+    queue = watched.queue
+    queue.start(team="nlp", resources={"gpus": 4})                        # every GPU busy
+    queue.store.set_policy(replace(queue.store.policy(), alert_pending_after=2.0, approval_gpus=1))
+    queued = queue.submit_one(team="nlp")                                 # waits for GPUs
+    big = queue.submit_one(team="nlp", name="llm", resources={"gpus": 2})
+    sweep = queue.submit(team="nlp", name="sweep", resources={"gpus": 2}, array="0-2")
+    assert {queue.get(j.id).state for j in [big, *sweep]} == {JobState.PENDING_APPROVAL}
+    queue.clock.advance(1.0)
+    assert watched.watch.tick().sent == []
+    queue.clock.advance(1.0)
+
+    sent = watched.watch.tick().sent
+
+    group = sweep[0].group
+    assert [(a.key, a.kind, a.team) for a in sent] == [
+        (f"pending#{queued.id}", "pending", "nlp"),
+        (f"pending#{big.id}", "approval", "nlp"),             # to the approvers, as the request went
+        (f"pending#{group}", "approval", "nlp")]              # an array is one message, as its request was
+    assert sent[1].subject == f"gqa: job {big.id} (llm) from {big.owner} has waited 2s for approval"
+    assert "it still waits for an approver, longer than 2s" in sent[1].message
+    assert f"gqa approve {big.id}" in sent[1].message and f"gqa deny {big.id}" in sent[1].message
+    assert sent[2].subject.startswith(f"gqa: array {group} (sweep, 3 jobs) from ")
+    queue.clock.advance(HOUR)
+    assert watched.watch.tick().sent == []                                # once per job
+
+    queue.control.approve([big.id])                                       # approved, then queued: no second alert
+    queue.clock.advance(HOUR)
+    assert [a.key for a in watched.watch.tick().sent if a.key == f"pending#{big.id}"] == []

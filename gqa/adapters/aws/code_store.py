@@ -7,6 +7,14 @@ bundles KEPT_DAYS after their upload), with the SHA-256 checksum so that S3
 refuses bytes that changed on the way. The api function refuses a submission
 whose bundle is not there.
 
+A trigger keeps a copy of its job's bundle under gqa-trigger-code/<trigger
+id>/, which no lifecycle rule expires (TriggerCode: the api function copies
+it there when the trigger is added and deletes it when it is removed); each
+burst (the trigger function) copies it back under code/ when the bundle
+there is gone or older than REFRESH_DAYS, so the burst's job and its retries
+find it as a fresh submission's would. Copies are S3's own (CopyObject):
+nothing is read into the function.
+
 Looking is ListObjectsV2 on the key as the prefix, not HeadObject: S3 answers
 a HEAD for a missing key with 403 to a caller who may not list the bucket,
 and listing is granted only under code/ (an s3:prefix condition, which a HEAD
@@ -21,8 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ...models.code import KEPT_DAYS, PREFIX, REFRESH_DAYS, hex_of, key_of, uri_of
-from ...models.errors import BackendUnavailable, Misconfigured
+from ...models.code import KEPT_DAYS, PREFIX, REFRESH_DAYS, hex_of, key_of, trigger_key_of, uri_of
+from ...models.errors import BackendUnavailable, Misconfigured, NotFound
 from .errors import Retrying
 
 DAY = 86400.0
@@ -45,7 +53,9 @@ class S3CodeStore:
 
     def stored(self, digest: str, *, now: float) -> Stored | None:
         """The bundle as S3 holds it, or None."""
-        key = key_of(digest)
+        return self._listed(key_of(digest), now)
+
+    def _listed(self, key: str, now: float) -> Stored | None:
         try:
             out = self.call("ListObjectsV2", Bucket=self.bucket, Prefix=key, MaxKeys=1)
         except Misconfigured as exc:
@@ -80,14 +90,41 @@ class S3CodeStore:
         self.put(digest, data)
         return "uploaded" if found is None else "refreshed"
 
-    def missing(self, spec: Any) -> str | None:
-        """Why a spec cannot run for want of its code, or None (the api function's check)."""
+    def missing(self, spec: Any, *, again: str = "submit again with gqa submit") -> str | None:
+        """Why a spec cannot run for want of its code, or None (the api function's check);
+        `again`: what uploads it."""
         if getattr(spec, "code", None) is None:
             return None
         if self.stored(spec.code, now=datetime.now(timezone.utc).timestamp()) is not None:
             return None
         return (f"the job's code {spec.code} is not in s3://{self.bucket}/{PREFIX}/ (bundles expire {KEPT_DAYS} "
-                f"days after their upload): submit again with gqa submit, which uploads it")
+                f"days after their upload): {again}, which uploads it")
+
+    # -- a trigger's copy (ports.TriggerCode) -------------------------------------------------------
+    def keep(self, trigger_id: str, digest: str) -> None:
+        self._copy(key_of(digest), trigger_key_of(trigger_id, digest))
+
+    def ready(self, trigger_id: str, digest: str, *, now: float | None = None) -> str:
+        now = datetime.now(timezone.utc).timestamp() if now is None else now
+        found = self.stored(digest, now=now)
+        kept = trigger_key_of(trigger_id, digest)
+        copied = self._listed(kept, now) is not None
+        if not copied:
+            if found is None:
+                raise NotFound(f"neither s3://{self.bucket}/{key_of(digest)} nor the trigger's copy "
+                               f"s3://{self.bucket}/{kept} exists")
+            self._copy(key_of(digest), kept)   # a trigger added before triggers kept copies: one now
+        if found is not None and found.age_days < REFRESH_DAYS:
+            return "present"
+        self._copy(kept, key_of(digest))
+        return "restored" if found is None else "refreshed"
+
+    def release(self, trigger_id: str, digest: str) -> None:
+        self.call("DeleteObject", Bucket=self.bucket, Key=trigger_key_of(trigger_id, digest))
+
+    def _copy(self, source: str, key: str) -> None:
+        """S3's own copy, which dates the new object now: the lifecycle counts from there."""
+        self.call("CopyObject", Bucket=self.bucket, Key=key, CopySource={"Bucket": self.bucket, "Key": source})
 
 
 def location(bucket: str) -> dict[str, Any]:
