@@ -8,7 +8,7 @@ import typer
 
 from .app import app
 from .options import Output, check_output
-from .output import console, fail, print_json, user_errors
+from .output import budget_used, console, fail, print_json, user_errors
 
 
 @app.command("cost")
@@ -51,9 +51,8 @@ def cost(
     for col in ("team", "GPU-hours", "finished", "running", "total", "budget", "used"):
         table.add_column(col, justify="left" if col == "team" else "right")
     for t in report.teams:
-        used = "-" if t.used is None else f"{t.used:.0%}"
-        style = "red" if t.used is not None and t.used >= 1 else ("yellow" if t.used is not None and t.used >= 0.8
-                                                                  else "")
+        used, level = budget_used(t.total, t.budget)
+        style = {"over": "red", "near": "yellow"}.get(level, "")
         table.add_row(t.team, f"{report.gpu_hours.get(t.team, 0.0):,.1f}", f"${t.settled:,.2f}",
                       f"${t.running:,.2f}", f"${t.total:,.2f}", "-" if t.budget is None else f"${t.budget:,.2f}",
                       f"[{style}]{used}[/]" if style else used)

@@ -97,6 +97,33 @@ def when(ts: float | None) -> str:
 # a tier rank -> its name, for tables
 PRIORITY = tuple(Priority.of_rank(rank).value for rank in range(len(Priority)))
 
+
+def gpu_slots(view) -> list[tuple[int, str, str, Any]]:
+    """Every GPU `gqa top` and `gqa ui` show of an Overview, as (index, pool, type, the job on it
+    or None): the queue's own, then those its jobs hold beyond them, pool "outside" (a daemon
+    restarted with fewer GPUs adopts the jobs still running on the others, seen until they end)."""
+    slots = [(g.index, "spot" if g.spot else "on-demand", g.type, g.job) for g in view.gpus]
+    outside = view.outside_gpus
+    if outside:
+        on_gpu = {i: j for j in view.running for i in j.gpus}
+        slots += [(i, "outside", "-", on_gpu[i]) for i in outside]
+    return slots
+
+
+NEAR_BUDGET = 80.0   # percent of a budget from which a team's row is marked near it
+
+
+def budget_used(spent: float, budget: float | None) -> tuple[str, str]:
+    """A team's spend against its budget as `gqa cost`, `gqa top` and `gqa ui` all show it:
+    the text (`used_text`: rounded down, "-" without a budget, a $0 budget "0%" until anything
+    is spent) and its level, "over" once the budget is reached, "near" from NEAR_BUDGET, else ""."""
+    from gqa.scheduling.budget import used_percent, used_text
+
+    percent = used_percent(spent, budget)
+    level = "" if percent is None else "over" if percent >= 100 else "near" if percent >= NEAR_BUDGET else ""
+    return used_text(spent, budget), level
+
+
 STATUS_STYLE = {
     "pending": "yellow", "awaiting approval": "magenta", "held": "magenta", "starting": "cyan",
     "running": "cyan", "retrying": "yellow", "completed": "green", "failed": "red", "timed out": "red",

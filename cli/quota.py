@@ -6,7 +6,7 @@ import typer
 
 from .app import app as gqa
 from .options import Output, check_output
-from .output import console, fail, print_json, user_errors
+from .output import fail, print_json, user_errors
 
 app = typer.Typer(help="Team fair-share weights and GPU caps.", no_args_is_help=True)
 gqa.add_typer(app, name="quota")
@@ -28,17 +28,13 @@ def show(output: Output = "table"):
     if fmt == "json":
         print_json({"teams": rows})
         return
-    from rich.table import Table
+    from .queue_table import width
 
-    table = Table(box=None, pad_edge=False)
-    for col in ("team", "share", "max gpus", "max gpus/user", "in use", "budget/month", "at budget", "members"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["team"] + ("" if r["configured"] else " (defaults)"), f"{r['share']:g}",
-                      _cap(r["max_gpus"]), _cap(r["max_gpus_per_user"]), str(r["gpus_in_use"]),
-                      _money(r["budget"]), "-" if r["budget"] is None else _at_budget(r["stop_at_budget"]),
-                      _members(r["members"]))
-    console().print(table)
+    cells = [[r["team"] + ("" if r["configured"] else " (defaults)"), f"{r['share']:g}", _cap(r["max_gpus"]),
+              _cap(r["max_gpus_per_user"]), str(r["gpus_in_use"]), _money(r["budget"]),
+              "-" if r["budget"] is None else "hold queue, stop jobs" if r["stop_at_budget"] else "hold queue"]
+             for r in rows]
+    print("\n".join(_table(cells, [r["members"] for r in rows], width())))
 
 
 @app.command("set")
@@ -299,8 +295,94 @@ def _thresholds(text: str) -> tuple[float, ...]:
     return values
 
 
-def _members(members: list[str], shown: int = 4) -> str:
+# `gqa quota show`'s columns before the members: header, keep (the lowest is dropped first when the line does
+# not fit; 9: never), right-aligned. Money is never dropped nor cut, a team's name cut only when nothing is left
+# to drop; the members fold onto more lines.
+QUOTA_COLUMNS = (("team", 9, False), ("share", 2, True), ("max gpus", 5, True), ("max gpus/user", 1, True),
+                 ("in use", 4, True), ("budget/month", 9, True), ("at budget", 3, False))
+MEMBERS_MIN = 16     # the members' least width before a column is dropped for them...
+MEMBERS_LEAST = 8    # ...and before a team's name is cut for them (to no less than NAME_MIN)
+MEMBER_LINES = 3     # a team's members fold over at most this many lines; the rest are counted
+NAME_MIN = 8
+
+
+def _table(rows: list[list[str]], members: list[list[str]], total: int) -> list[str]:
+    """The quota table's lines, `total` cells wide where it can be: columns dropped, least
+    useful first, until the members have MEMBERS_MIN; then, where they have not MEMBERS_LEAST,
+    team names cut to NAME_MIN."""
+    from .queue_table import cells, cut
+
+    widths = [max([cells(h)] + [cells(r[i]) for r in rows]) for i, (h, _, _) in enumerate(QUOTA_COLUMNS)]
+    natural = max([len("members")] + [len(", ".join(m)) for m in members])
+    shown = list(range(len(QUOTA_COLUMNS)))
+
+    def room(kept: list[int]) -> int:
+        return total - sum(widths[i] + 2 for i in kept)
+
+    droppable = sorted((i for i in shown if QUOTA_COLUMNS[i][1] < 9), key=lambda i: QUOTA_COLUMNS[i][1])
+    while room(shown) < min(MEMBERS_MIN, natural) and droppable:
+        shown.remove(droppable.pop(0))
+
+    def whole(kept: list[int]) -> bool:
+        fold = room(kept)
+        return fold > 0 and all(len(_members(m, fold, counted=False)) <= MEMBER_LINES for m in members)
+
+    # a team's members are counted only where they do not fit: more columns give way for them, where that
+    # is enough for every team's
+    if not whole(shown):
+        enough = next((n for n in range(1, len(droppable) + 1)
+                       if whole([i for i in shown if i not in droppable[:n]])), 0)
+        shown = [i for i in shown if i not in droppable[:enough]]
+    short = min(MEMBERS_LEAST, natural) - room(shown)
+    if short > 0:     # nothing left to drop: the names give way, down to NAME_MIN
+        widths[0] = max(min(widths[0], NAME_MIN), widths[0] - short)
+    fold = max(len("members"), min(natural, room(shown)))
+
+    def line(parts: list[str], last: str) -> str:
+        padded = []
+        for i, text in zip(shown, parts):
+            text = cut(text, widths[i]) if i == 0 else text
+            gap = " " * max(0, widths[i] - cells(text))
+            padded.append(gap + text if QUOTA_COLUMNS[i][2] else text + gap)
+        return ("  ".join(padded) + "  " + last).rstrip()
+
+    lines = [line([QUOTA_COLUMNS[i][0] for i in shown], "members")]
+    indent = sum(widths[i] + 2 for i in shown)
+    for row, names in zip(rows, members):
+        folded = _members(names, fold)
+        lines.append(line([row[i] for i in shown], folded[0]))
+        lines += [(" " * indent + more).rstrip() for more in folded[1:]]
+    return lines
+
+
+def _members(members: list[str], width: int, most: int = MEMBER_LINES, counted: bool = True) -> list[str]:
+    """The members folded to `width` over at most `most` lines: all of them where they fit,
+    else as many as fit and "and N more" (`counted`; else all of them, over as many lines)."""
+    import textwrap
+
     if not members:
-        return "-"
-    more = len(members) - shown
-    return ", ".join(members[:shown]) + (f" and {more} more" if more > 0 else "")
+        return ["-"]
+
+    def folded(shown: int) -> list[str]:
+        more = len(members) - shown
+        tail = "" if not more else f" and {more} more" if shown else f"{more} members"
+        text = ", ".join(members[:shown]) + tail
+        # a line a name: one longer than the width alone is broken
+        lines = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+        return [line[i:i + width] for line in lines for i in range(0, len(line), width)]
+
+    if not counted:
+        return folded(len(members))
+    # no more names than their letters and commas alone could fill `most` lines with: a long list is not
+    # folded once per name
+    fit, used = 0, -1
+    for name in members:
+        used += len(name) + 1
+        if used > width * most:
+            break
+        fit += 1
+    for shown in range(fit, -1, -1):
+        lines = folded(shown)
+        if len(lines) <= most:
+            return lines
+    return lines

@@ -22,6 +22,7 @@ from gqa.models.priority import Priority
 from gqa.models.units import format_duration
 from gqa.services.overview import Overview
 
+from .output import budget_used, gpu_slots
 from .queue_table import cells, cut, outside_text
 
 GAP = 2                # spaces between columns
@@ -72,26 +73,17 @@ def _sections(view: Overview) -> list[Section]:
                 Column("owner", 4), Column("mem", 3, right=True), Column("pool", 2), Column("type", 1)]
     gpu_rows: list[Row] = []
     gpu_styles: list[str] = []
-    for g in view.gpus:
-        pool = "spot" if g.spot else "on-demand"
-        j = g.job
+    for index, pool, gpu_type, j in gpu_slots(view):
         if j is None:
-            gpu_rows.append([str(g.index), "-", "free", "", "", "", "", "", "", pool, g.type])
+            gpu_rows.append([str(index), "-", "free", "", "", "", "", "", "", pool, gpu_type])
             gpu_styles.append("dim")
             continue
         started = j.started_at is not None
-        gpu_rows.append([str(g.index), j.id, j.name, j.team, format_duration(j.elapsed) if started else j.status,
+        gpu_rows.append([str(index), j.id, j.name, j.team, format_duration(j.elapsed) if started else j.status,
                          _percent(j.gpu_util), format_duration(j.time_left) if j.time_left is not None else "-",
-                         j.owner, _mib(j.gpu_memory), pool, g.type])
-        gpu_styles.append("" if started else "cyan")
+                         j.owner, _mib(j.gpu_memory), pool, gpu_type])
+        gpu_styles.append("yellow" if pool == "outside" else "" if started else "cyan")
     outside = view.outside_gpus
-    on_gpu = {i: j for j in view.running for i in j.gpus if i in outside}
-    for index in outside:     # the queue no longer has these GPUs; their jobs are seen until they end
-        j = on_gpu[index]
-        gpu_rows.append([str(index), j.id, j.name, j.team, format_duration(j.elapsed), _percent(j.gpu_util),
-                         format_duration(j.time_left) if j.time_left is not None else "-", j.owner,
-                         _mib(j.gpu_memory), "outside", "-"])
-        gpu_styles.append("yellow")
     for j in view.running:    # jobs on CPUs alone hold no GPU row, and would be counted but never seen
         if not j.gpus:
             started = j.started_at is not None
@@ -110,11 +102,11 @@ def _sections(view: Overview) -> list[Section]:
     team_rows: list[Row] = []
     team_styles: list[str] = []
     for t in view.teams:
-        used = None if t.budget is None else (t.spend / t.budget if t.budget > 0 else float("inf"))
+        used, level = budget_used(t.spend, t.budget)
         team_rows.append([t.team, f"{t.gpus_held}/{'-' if t.max_gpus is None else t.max_gpus}", f"${t.spend:,.2f}",
-                          "-" if t.budget is None else f"${t.budget:,.2f}", "-" if used is None else f"{used:.0%}"])
-        full = (t.max_gpus is not None and t.gpus_held >= t.max_gpus) or (used is not None and used >= 1)
-        team_styles.append("red" if used is not None and used >= 1 else "yellow" if full else "")
+                          "-" if t.budget is None else f"${t.budget:,.2f}", used])
+        full = t.max_gpus is not None and t.gpus_held >= t.max_gpus
+        team_styles.append("red" if level == "over" else "yellow" if full or level == "near" else "")
     event_cols = [Column("time", 10), Column("job", 9), Column("status", 8), Column("reason", 7, flex=True),
                   Column("name", 6)]
     event_rows: list[Row] = [[time.strftime("%H:%M:%S", time.localtime(e.at)), e.job_id,

@@ -109,8 +109,8 @@ def _server(be, source: str, loopback: bool, host: str):
 
     # a poll is a read of the whole queue: no more often than the backend's own waits poll (5 s on AWS)
     refresh = max(REFRESH, be.poll_interval)
-    config = uvicorn.Config(create_app(be, source, loopback_only=loopback, host=host, refresh=refresh), log_level="warning",
-                            access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    config = uvicorn.Config(create_app(be, source, loopback_only=loopback, host=host, refresh=refresh),
+                            log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     return uvicorn.Server(config)
 
 

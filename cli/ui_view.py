@@ -8,6 +8,7 @@ here (`page_data`, pure) so the browser only places text."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gqa.models.units import format_duration
@@ -35,14 +36,17 @@ def page_data(view, *, source: str) -> dict[str, Any]:
     """The Overview `view` as the page shows it, its times as of when it was read."""
     from gqa.models.job import user_status
 
-    from .output import PRIORITY
+    from .output import PRIORITY, budget_used, gpu_slots
+    from .queue_table import outside_text
 
     now = view.at
     colours = team_colours([t.team for t in view.teams] + [j.team for j in view.running]
                            + [e.team for e in view.head])
-    cells = [{"index": g.index, "type": g.type, "spot": g.spot, "job": g.job.id if g.job else None,
-              "team": g.job.team if g.job else None, "owner": g.job.owner if g.job else None,
-              "util": _percent(g.job.gpu_util) if g.job else None} for g in view.gpus]
+    # the queue's own GPUs, then those its jobs still hold beyond them (pool "outside"), as gqa top shows them
+    cells = [{"index": index, "type": gpu_type, "spot": pool == "spot", "pool": pool, "job": j.id if j else None,
+              "team": j.team if j else None, "owner": j.owner if j else None,
+              "util": _percent(j.gpu_util) if j else None} for index, pool, gpu_type, j in gpu_slots(view)]
+    outside = len(view.outside_gpus)
     running = [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "gpus": list(j.gpus),
                 "status": j.status,
                 # a launched attempt not started yet shows what it waits for, not a run time
@@ -53,17 +57,27 @@ def page_data(view, *, source: str) -> dict[str, Any]:
                 "priority": PRIORITY[e.tier], "gpus": e.gpus, "status": e.status,
                 "waiting": format_duration(now - e.submitted_at), "eta": _eta(e.eta, now), "reason": e.reason}
                for e in view.head]
-    teams = [{"team": t.team, "gpus_in_use": t.gpus_held, "max_gpus": t.max_gpus, "spent": round(t.spend, 2),
-              "budget": t.budget, "used": None if not t.budget else round(t.spend / t.budget, 4)}
-             for t in view.teams]
+    teams = [_team(t, *budget_used(t.spend, t.budget)) for t in view.teams]
     events = [{"ago": format_duration(now - e.at), "id": e.job_id, "name": e.name,
                "status": user_status(e.state).value, "reason": e.reason} for e in view.events]
     return {
         "at": now, "source": source, "period": view.period,
-        "gpus": {"total": len(view.gpus), "in_use": len(view.gpus) - view.free_gpus, "cells": cells},
+        "gpus": {"total": len(view.gpus), "in_use": len(view.gpus) - view.free_gpus, "cells": cells,
+                 "outside": outside, "outside_text": outside_text(outside) if outside else ""},
         "running": running, "pending": pending, "pending_total": view.pending,
         "teams": teams, "events": events, "colours": colours,
     }
+
+
+def _team(t, used: str, level: str) -> dict[str, Any]:
+    """A team's row: its spend against its budget as `gqa cost` and `gqa top` say it (`used`, `level`)."""
+    from gqa.scheduling.budget import used_percent
+
+    percent = used_percent(t.spend, t.budget)
+    return {"team": t.team, "gpus_in_use": t.gpus_held, "max_gpus": t.max_gpus, "spent": round(t.spend, 2),
+            "budget": t.budget, "used_text": used, "level": level,
+            # the fraction: none without a budget, or for spend against a budget of 0 (JSON holds no inf)
+            "used": None if percent is None or math.isinf(percent) else round(percent / 100, 4)}
 
 
 def _percent(value: float | None) -> str:

@@ -57,14 +57,16 @@ function draw(data) {
     return tr;
   }), "pending-empty");
 
-  document.getElementById("gpu-count").textContent = `(${data.gpus.in_use} of ${data.gpus.total} in use)`;
+  const outside = data.gpus.outside_text ? `; ${data.gpus.outside_text}` : "";
+  document.getElementById("gpu-count").textContent = `(${data.gpus.in_use} of ${data.gpus.total} in use${outside})`;
   document.getElementById("gpus").replaceChildren(...data.gpus.cells.map(g => {
-    const cell = el("div", null, "gpu" + (g.job ? " busy" : ""));
-    cell.append(el("div", "GPU " + g.index + (g.spot ? " spot" : "")));
+    const cell = el("div", null, "gpu" + (g.job ? " busy" : "") + (g.pool === "outside" ? " outside" : ""));
+    cell.append(el("div", "GPU " + g.index + (g.pool === "on-demand" ? "" : " " + g.pool)));
     if (g.job) {
       cell.style.borderLeftColor = c[g.team] || "#888";
       cell.append(el("div", g.job + (g.util === "-" ? "" : " " + g.util)));
-      cell.title = `${g.type}: job ${g.job} of ${g.owner} (${g.team})`;
+      cell.title = g.pool === "outside" ? `no longer the queue's: job ${g.job} of ${g.owner} (${g.team}) holds it until it ends`
+        : `${g.type}: job ${g.job} of ${g.owner} (${g.team})`;
     } else {
       cell.append(el("div", "free"));
       cell.title = g.type;
@@ -74,11 +76,9 @@ function draw(data) {
 
   document.getElementById("period").textContent = data.period ? `(spend in ${data.period})` : "";
   fill("teams", data.teams.map(t => {
-    const used = t.used === null ? "-" : Math.round(t.used * 100) + "%";
     const gpus = t.gpus_in_use + (t.max_gpus === null ? "" : " of " + t.max_gpus);
-    const tr = row([teamCell(t.team, c), gpus, money(t.spent), money(t.budget), used]);
-    if (t.used !== null && t.used >= 1) tr.className = "over";
-    else if (t.used !== null && t.used >= 0.8) tr.className = "near";
+    const tr = row([teamCell(t.team, c), gpus, money(t.spent), money(t.budget), t.used_text]);
+    if (t.level) tr.className = t.level;
     return tr;
   }), "teams-note");
   fill("events", data.events.map(e => row([e.ago, e.id, e.name, e.status, e.reason])), "events-empty");

@@ -9,7 +9,7 @@ the jobs would cost (alerts.py: the budget watch holds it between passes)."""
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -38,6 +38,28 @@ def price_for(gpu_type: str | None, inventory: tuple[Gpu, ...], types: tuple[str
     return max((g.price for g in inventory if types is None or g.type in types), default=0.0)
 
 
+def gpus_rate(held: Iterable[int], price: Mapping[int, float]) -> float:
+    """What an hour of the GPUs `held` costs, `price` being the inventory's price per GPU.
+
+    A GPU the inventory no longer lists (a daemon restarted with fewer GPUs adopts the
+    jobs still running on the others) costs while its job runs on it. Its own price went
+    with the old inventory, so it is priced as the queue would price it now: as the job's
+    GPUs still listed, since a gang never spans two pools (the same type), else as the
+    dearest GPU listed, as a budget's cap counts the GPUs of a job that asks for no type.
+    Settlement, `gqa cost`, budgets and their stop all price through here, so they agree."""
+    rate, gone, sibling = 0.0, 0, None
+    for i in held:
+        p = price.get(i)
+        if p is None:
+            gone += 1
+        else:
+            rate += p
+            sibling = p if sibling is None else max(sibling, p)
+    if not gone:
+        return rate
+    return rate + gone * (sibling if sibling is not None else max(price.values(), default=0.0))
+
+
 def running_cost(running: Iterable[RunningJob], gpus: Iterable[Gpu], now: float) -> dict[str, float]:
     """What each team's running attempts have cost from their start until now.
     An attempt not started yet (STARTING) has cost nothing."""
@@ -46,7 +68,7 @@ def running_cost(running: Iterable[RunningJob], gpus: Iterable[Gpu], now: float)
     for run in running:
         if not run.started:
             continue
-        rate = sum(price.get(i, 0.0) for i in run.gpus)
+        rate = gpus_rate(run.gpus, price)
         if rate:
             out[run.team] = out.get(run.team, 0.0) + rate * max(0.0, now - run.started_at) / 3600
     return out
@@ -71,22 +93,35 @@ class TeamSpend:
 
     @property
     def percent(self) -> float:
-        """Spend as a percentage of the budget (0 without one; a zero budget is
-        100% used by any spend at all)."""
-        if self.budget is None:
-            return 0.0
-        if self.budget <= 0:
-            return math.inf if self.spent > 0 else 0.0
-        return 100.0 * self.spent / self.budget
+        """Spend as a percentage of the budget (`used_percent`; 0 without one)."""
+        return used_percent(self.spent, self.budget) or 0.0
 
     @property
     def exhausted(self) -> bool:
         return self.budget is not None and self.spent > 0 and self.percent >= 100.0
 
 
+def used_percent(spent: float, budget: float | None) -> float | None:
+    """Spend as a percentage of a budget; None without one. A budget of 0 is 0% used
+    until anything is spent, and past 100% (inf) by any spend at all: nothing spent has
+    reached it (no alert, no hold of the whole queue), though it lets no priced job start."""
+    if budget is None:
+        return None
+    if budget <= 0:
+        return math.inf if spent > 0 else 0.0
+    return 100.0 * spent / budget
+
+
 def percent_text(percent: float) -> str:
     """Whole percent, rounded down, so "100%" is only said once it is reached."""
     return "over 100%" if math.isinf(percent) else f"{math.floor(percent + 1e-9)}%"
+
+
+def used_text(spent: float, budget: float | None) -> str:
+    """How much of a budget is spent, as every view says it (`gqa cost`, `gqa top`, `gqa ui`,
+    and a hold's reason in `gqa status`): "-" without a budget, else `percent_text`."""
+    percent = used_percent(spent, budget)
+    return "-" if percent is None else percent_text(percent)
 
 
 def spent_text(spend: TeamSpend) -> str:
@@ -124,7 +159,7 @@ class BudgetLedger:
         for run in snap.running:
             # an attempt not started yet may still cost its whole wall time
             left = max(0.0, run.ends_by - snap.now) if run.started else (run.wall_time or INF)
-            rate = sum(price.get(i, 0.0) for i in run.gpus)
+            rate = gpus_rate(run.gpus, price)
             self.committed[run.team] += rate * left / 3600 if rate else 0.0
 
     def cap(self, job: PendingJob) -> float:

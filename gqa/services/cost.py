@@ -20,8 +20,7 @@ from ..models.errors import SpecError
 from ..models.job import TERMINAL, JobRecord, JobState
 from ..models.times import AHEAD, EARLIEST
 from ..ports import Clock, HistoryQuery, HistoryReads, SchedulingInputs
-from ..scheduling.budget import period_of
-from ..scheduling.budget import running_cost
+from ..scheduling.budget import period_of, running_cost, used_percent
 from .settle import hourly_rate
 
 PAGE = 1000        # jobs per history page read for GPU-hours
@@ -44,9 +43,8 @@ class TeamCost:
     @property
     def used(self) -> float | None:
         """Fraction of the budget spent; None without a budget."""
-        if self.budget is None:
-            return None
-        return self.total / self.budget if self.budget > 0 else (0.0 if self.total == 0 else float("inf"))
+        percent = used_percent(self.total, self.budget)
+        return None if percent is None else percent / 100
 
 
 @dataclass(frozen=True)

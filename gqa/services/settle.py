@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..models.job import JobRecord, JobState
 from ..models.outcome import Outcome, decide, gpu_hour_budget
 from ..ports import Change, Exit, Inventory, JobRecords, apply_all_else_each
+from ..scheduling.budget import gpus_rate
 
 
 def settle(job: JobRecord, ended: Exit, *, at: float, started: float | None, draw: float,
@@ -39,9 +40,8 @@ def settle(job: JobRecord, ended: Exit, *, at: float, started: float | None, dra
 
 
 def hourly_rate(job: JobRecord, inventory: Inventory | None) -> float:
-    """Price per hour of the GPUs the attempt held."""
-    price = {g.index: g.price for g in inventory.gpus} if inventory else {}
-    return sum(price.get(i, 0.0) for i in job.assigned)
+    """Price per hour of the GPUs the attempt held (`budget.gpus_rate`: GPUs no longer listed too)."""
+    return gpus_rate(job.assigned, {g.index: g.price for g in inventory.gpus} if inventory else {})
 
 
 def on_spot(job: JobRecord, inventory: Inventory | None) -> bool:

@@ -119,8 +119,10 @@ def test_the_snapshot_shows_the_gpus_the_running_jobs_the_queue_in_order_and_the
         == [(1, "6", "normal", "2m05s", "in 1h00m", "needs 2 GPUs, 1 free"),
             (2, "7", "normal", "2m05s", "-", "team ml at 2 of 3 GPUs")]
     assert data["teams"] == [
-        {"team": "ml", "gpus_in_use": 2, "max_gpus": 3, "spent": 85.0, "budget": 100.0, "used": 0.85},
-        {"team": "vision", "gpus_in_use": 1, "max_gpus": None, "spent": 3.5, "budget": None, "used": None}]
+        {"team": "ml", "gpus_in_use": 2, "max_gpus": 3, "spent": 85.0, "budget": 100.0, "used": 0.85,
+         "used_text": "85%", "level": "near"},
+        {"team": "vision", "gpus_in_use": 1, "max_gpus": None, "spent": 3.5, "budget": None, "used": None,
+         "used_text": "-", "level": ""}]
     assert data["events"] == [{"ago": "1m30s", "id": "9", "name": "job-9", "status": "completed",
                                "reason": "exit 0"}]
     assert data["colours"] == {"default": PALETTE[0], "ml": PALETTE[1], "vision": PALETTE[2]}
@@ -277,3 +279,25 @@ def test_on_aws_the_page_reads_the_api_with_the_callers_own_keys(aws):
     sent = aws.gateway.seen[-1]
     assert (sent["method"], sent["url"].split("?")[0]) == ("GET", f"{ENDPOINT}/overview")
     assert sent["headers"]["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAALICE")
+
+
+def test_jobs_on_gpus_a_shrunk_queue_no_longer_lists_show_as_gqa_top_shows_them(cli):
+    """A daemon restarted with 2 of its 4 GPUs (--keep-jobs) adopts the job still on GPUs 2 and 3:
+    the page shows those GPUs with their job, pool "outside", and says how many there are."""
+    from cli.backend import backend
+    from cli.ui_view import page_data, read
+    from gqa.ports import Inventory
+    from tests.builders import gpus
+    from tests.cli.test_top import running as started
+
+    kept, moved = started(cli, "kept", (0, 1)), started(cli, "moved", (2, 3))
+    cli.store.set_inventory(Inventory(gpus=gpus(2, "a10g")))
+    data = page_data(read(backend()), source="here")
+    assert [(c["index"], c.get("pool"), c["type"], c["job"]) for c in data["gpus"]["cells"]] == [
+        (0, "on-demand", "a10g", kept), (1, "on-demand", "a10g", kept), (2, "outside", "-", moved),
+        (3, "outside", "-", moved)]
+    assert data["gpus"]["total"] == data["gpus"]["in_use"] == 2 and data["gpus"]["outside"] == 2
+    assert data["gpus"]["outside_text"] == "2 more held by jobs started before the queue shrank"
+    _, out, _ = cli("top", "--once")
+    assert [(line.split()[0], line.split()[1], line.split()[-2]) for line in out.splitlines()[3:7]] == [
+        (str(c["index"]), c["job"], c["pool"]) for c in data["gpus"]["cells"]]

@@ -105,6 +105,7 @@ def test_the_page_shows_the_queue_after_its_polls_and_draws_its_plots(make_queue
 
     q = make_queue(gpus=4)
     q.cli("quota", "set", "ml", "--max-gpus", "3", check=True)
+    q.cli("quota", "set", "vision", "--budget", "0", check=True)     # unpriced GPUs: its jobs cost nothing
     running = q.submit(["sleep", "60"], resources={"gpus": 2}, team="ml", name="train-a") + \
         q.submit(["sleep", "60"], resources={"gpus": 1}, team="vision", name="eval-b")
     waiting = q.submit(["sleep", "60"], resources={"gpus": 3}, team="ml", name="<b>big-c")   # text, not markup
@@ -116,6 +117,8 @@ def test_the_page_shows_the_queue_after_its_polls_and_draws_its_plots(make_queue
 
     assert rows(dom, "running") == running and rows(dom, "pending") == waiting
     assert "&lt;b&gt;big-c" in dom and "<b>" not in dom and "team ml at 2 of 3 GPUs" in dom
+    # a budget of $0 with nothing spent reads as gqa cost and gqa top say it
+    assert re.search(r"vision</td><td>1</td><td>\$0\.00</td><td>\$0\.00</td><td>0%</td>", dom), dom
     polls = int(re.search(r'id="updated" data-polls="(\d+)"', dom).group(1))
     assert polls >= 2, "the page's script did not poll again"
     loaded = re.findall(r'<img[^>]*data-plot="(\w+)"[^>]*data-loaded="(\d+)x(\d+)"', dom)

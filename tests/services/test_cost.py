@@ -175,3 +175,23 @@ def test_history_counts_a_running_jobs_money_so_far_as_cost_does(priced):
     assert rows[S.RUNNING].cost == pytest.approx(2.0) and rows[S.RUNNING].gpu_hours == pytest.approx(1.0)
     unpriced = HistoryService(priced.store, priced.clock).list(query).rows    # no prices given: what has ended
     assert next(r for r in unpriced if r.state == S.RUNNING).cost == 0.0
+
+
+def test_a_job_on_gpus_the_queue_no_longer_lists_costs_what_its_gpus_cost(priced):
+    """A daemon restarted with fewer GPUs adopts the jobs running on the others: they still cost
+    money while they run there. Spend so far (budgets and their stop), the costliest jobs and the
+    settlement all price them alike (as the dearest GPU listed, here $2), never at $0."""
+    kept = priced.start(team="vision", resources={"gpus": 2}, limits={"wall_time": "2h"})
+    gone = priced.start(team="vision", resources={"gpus": 2}, limits={"wall_time": "2h"})
+    assert (kept.assigned, gone.assigned) == ((0, 1), (2, 3))
+    priced.store.set_inventory(Inventory(gpus=tuple(Gpu(i, "a10g", PRICE) for i in range(2))))
+    priced.clock.advance(1800)                                   # each: 2 GPUs x 30 min = $2
+    now = priced.clock.now()
+    assert read_snapshot(priced.store, now).spend == {"vision": pytest.approx(4.0)}
+    report = with_history(priced).report(team="vision", jobs=5)
+    assert report.teams == [TeamCost("vision", 0.0, pytest.approx(4.0), 100.0)]
+    assert sorted((j.id, round(j.cost, 3)) for j in report.jobs) == [(kept.id, 2.0), (gone.id, 2.0)]
+    priced.exit(gone.id, 0)
+    assert priced.get(gone.id).cost == pytest.approx(2.0)
+    assert CostService(priced.store, priced.clock).report(team="vision").teams == [
+        TeamCost("vision", pytest.approx(2.0), pytest.approx(2.0), 100.0)]

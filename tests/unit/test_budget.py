@@ -3,7 +3,8 @@
 import pytest
 
 from gqa.scheduling import Gpu, Policy, plan
-from gqa.scheduling.budget import approval_reasons, gpu_hours_cap, period_of, price_for, running_cost
+from gqa.scheduling.budget import (TeamSpend, approval_reasons, gpu_hours_cap, gpus_rate, period_of, price_for,
+                                   running_cost, spent_text, used_text)
 from tests.builders import pending, running, snapshot
 
 NOW = snapshot().now
@@ -30,9 +31,26 @@ HOUR = 3600.0
       running("s", team="vision", gpus=[1], started_at=0.0, started=False)], 2.0),
     # a clock behind a start costs nothing, never a negative amount
     ([running("r", team="vision", gpus=[0], started_at=NOW + 60)], 0.0),
+    # GPUs the inventory no longer lists (a daemon restarted with fewer) still cost while the job runs
+    ([running("r", team="vision", gpus=[6, 7], started_at=NOW - HOUR)], 4.0),
 ])
 def test_running_cost_counts_only_attempts_that_started(runs, cost):
     assert running_cost(runs, PRICED, NOW).get("vision", 0.0) == pytest.approx(cost)
+
+
+MIXED = {0: 4.0, 1: 0.5, 2: 0.5}   # one dear GPU, two cheap ones
+
+
+@pytest.mark.parametrize("held, rate", [
+    ((), 0.0),
+    ((1, 2), 1.0),                 # listed: their own prices
+    ((1, 5), 1.0),                 # one gone: a gang never spans two pools, so it costs as the one listed
+    ((5, 6), 8.0),                 # all gone: each as the dearest GPU listed
+    ((0, 5), 8.0),
+])
+def test_a_gpu_no_longer_listed_is_priced_as_the_queue_would_price_it(held, rate):
+    assert gpus_rate(held, MIXED) == pytest.approx(rate)
+    assert gpus_rate(held, {}) == 0.0       # no inventory, no prices
 
 
 @pytest.mark.parametrize("run, committed", [
@@ -41,6 +59,8 @@ def test_running_cost_counts_only_attempts_that_started(runs, cost):
     # a STARTING one all of it: a stale started_at must not make it look nearly done
     (running("s", team="vision", gpus=[0], started_at=NOW - 4 * HOUR, wall_time=5 * HOUR, started=False), 10.0),
     (running("s", team="vision", gpus=[0], started_at=0.0, wall_time=5 * HOUR, started=False), 10.0),
+    # on a GPU the inventory no longer lists, as on one it does
+    (running("r", team="vision", gpus=[9], started_at=NOW - 2 * HOUR, wall_time=5 * HOUR), 6.0),
 ])
 def test_budget_counts_what_running_and_starting_jobs_may_still_cost(run, committed):
     job = pending("a", team="vision", gpus=1, wall_time=HOUR * 10)   # a $20 cap
@@ -108,3 +128,18 @@ def test_approval_thresholds(policy, args, expected):
 
 def test_period_is_the_calendar_month_in_utc():
     assert period_of(1796000000.0) == "2026-11"
+
+
+@pytest.mark.parametrize("spent, budget, text", [
+    (5.0, None, "-"),
+    (0.0, 100.0, "0%"),
+    (0.0, 0.0, "0%"),              # a $0 budget: nothing spent has reached it
+    (0.01, 0.0, "over 100%"),      # ...any spend is past it
+    (23.176, 1.0, "2317%"),        # rounded down, never up
+    (99.999, 100.0, "99%"),
+    (100.0, 100.0, "100%"),
+])
+def test_a_budget_used_reads_one_way_in_a_holds_reason_and_in_the_views(spent, budget, text):
+    assert used_text(spent, budget) == text
+    if budget is not None:
+        assert spent_text(TeamSpend("vision", spent, 0.0, budget)).endswith(f"this month ({text})")

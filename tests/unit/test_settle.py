@@ -32,7 +32,10 @@ def running(assigned=(0, 1), started_at=NOW - 2 * HOUR, gpu_seconds=0.0):
     (running(assigned=(2,)), Exit("1", 1, None, None, ExitKind.RECLAIMED, RECLAIM), NOW - HOUR / 2, HOUR / 2, 1.0),
     # a start after the end (clocks apart) is no negative charge
     (running(), Exit("1", 1, 0, None), NOW + 5, 0.0, 0.0),
-], ids=["local", "batch-started-late", "never-pulled", "reclaimed-waiting", "reclaimed-running", "clock-skew"])
+    # on GPUs the inventory no longer lists (a daemon restarted with fewer): charged, never $0
+    (running(assigned=(4, 5)), Exit("1", 1, 0, None), NOW - HOUR, 2 * HOUR, 4.0),
+], ids=["local", "batch-started-late", "never-pulled", "reclaimed-waiting", "reclaimed-running", "clock-skew",
+        "gpus-no-longer-listed"])
 def test_an_attempt_is_charged_from_its_start_to_its_end(job, ended, started, usage, cost):
     change = settle(job, ended, at=NOW, started=started, draw=0.5, inventory=INVENTORY)
     assert change.usage == pytest.approx(usage)

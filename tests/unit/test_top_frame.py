@@ -122,3 +122,23 @@ def test_a_job_on_cpus_alone_is_a_row_of_its_own():
     assert lines[1] == "GPUs  2 of 4 busy, 2 jobs running"
     row = next(line for line in lines if "preprocess" in line)
     assert row.split()[:4] == ["cpu", "9", "preprocess", "vision"]
+
+
+@pytest.mark.parametrize("spend, budget, used, style", [
+    (5.0, None, "-", ""),
+    (0.0, 0.0, "0%", ""),                # a $0 budget nothing has been spent against: none of it reached
+    (1.0, 0.0, "over 100%", "red"),
+    (85.0, 100.0, "85%", "yellow"),
+    (99.999, 100.0, "99%", "yellow"),    # rounded down: 100% only once it is reached
+    (100.0, 100.0, "100%", "red"),
+])
+def test_a_teams_spend_against_its_budget_reads_as_gqa_cost_and_gqa_ui_say_it(spend, budget, used, style):
+    from dataclasses import replace
+
+    from cli.output import budget_used
+    from gqa.services.overview import TeamLoad
+
+    view = replace(overview(), teams=[TeamLoad("ml", 0, None, spend, budget)])
+    [row] = [line for line in frame(view, 120, None) if line.plain.startswith("ml ")]
+    assert row.plain.endswith(f"  {used}") and row.style == style
+    assert budget_used(spend, budget)[0] == used
