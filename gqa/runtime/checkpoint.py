@@ -1,11 +1,20 @@
-"""Atomic checkpoints: save, find the latest good one, load it, prune old ones."""
+"""Atomic checkpoints: save, find the newest complete one, load it, prune old ones.
+
+Which checkpoint a job resumes from is one rule (`resume_order`): the newest
+by step, then serial, of the committed checkpoints in its storage, the
+`latest` pointer and `resume_from`. GQA_RESUME_FROM is set once per attempt,
+so it only says where the attempt started: a checkpoint saved since, by this
+process or another of the same attempt (a restarted worker, the script's next
+stage), is newer and wins. `latest` never moves to an older step than the
+newest; `rewind()` is how a job goes back on purpose.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +34,9 @@ class Checkpointer:
 
     With no `dir`, the location and GQA_RESUME_FROM come from the environment
     (`./checkpoints` outside gqa). With an explicit `dir` (or `storage`), only
-    an explicit `resume_from` is used.
+    an explicit `resume_from` is used. `resume_from` (a name, a path, or a URI
+    the storage can fetch) is where the attempt started: it is loaded while
+    the storage holds nothing newer.
     """
 
     def __init__(
@@ -52,7 +63,7 @@ class Checkpointer:
         self.storage: CheckpointStorage = storage
         self.keep = keep
         self.resume_from = None if resume_from is None else os.fspath(resume_from)
-        self._saved = False
+        self._warned_older = False
         self._preemption: Preemption | None = None
 
     def __repr__(self) -> str:
@@ -61,30 +72,23 @@ class Checkpointer:
     # Reading
 
     def latest(self) -> Path | None:
-        """Directory of the latest good checkpoint, or None if there is none.
+        """Directory of the newest complete checkpoint, or None if there is none.
 
-        Until this process saves, a valid GQA_RESUME_FROM wins; after that, the
-        `latest` pointer does. A missing or dangling pointer falls back to the
-        newest committed checkpoint (every committed one is complete).
+        Tried newest first (`resume_order`): the storage's committed
+        checkpoints, its `latest` pointer and `resume_from`. A save cut short
+        is never committed, so never listed; a candidate that cannot be
+        fetched (deleted meanwhile) is passed over for the next one.
         """
-        if self.resume_from and not self._saved:
-            path = self.storage.fetch(self.resume_from)
+        resume = self.resume_from or None   # "" as the queue sets it: no checkpoint yet
+        if resume is not None and _key_of(resume) is None:
+            _warn_not_a_checkpoint(resume)
+            resume = None
+        for ref in resume_order(self.storage.names(), self.storage.read_latest(), resume):
+            path = self.storage.fetch(ref)
             if path is not None:
                 return path
-            warnings.warn(
-                f"ignoring resume_from {self.resume_from!r}: not a checkpoint",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        name = self.storage.read_latest()
-        if name is not None:
-            path = self.storage.fetch(name)
-            if path is not None:
-                return path
-        for name in sorted(self.storage.names(), key=_order, reverse=True):
-            path = self.storage.fetch(name)
-            if path is not None:
-                return path
+            if ref == resume:
+                _warn_not_a_checkpoint(resume)
         return None
 
     def load(self) -> bytes | None:
@@ -110,7 +114,10 @@ class Checkpointer:
 
         `data` is bytes, or a function that writes files into the directory it
         is given. A crash at any moment leaves `latest` on a complete
-        checkpoint. Returns the new checkpoint's directory.
+        checkpoint. A step older than the newest checkpoint is saved but
+        leaves `latest` (and what a resume loads) on the newest, with a
+        warning; `rewind()` goes back on purpose. Returns the new checkpoint's
+        directory.
         """
         with saving():
             staged = self.storage.stage()
@@ -123,9 +130,18 @@ class Checkpointer:
             except BaseException:
                 self.storage.discard(staged)
                 raise
-            self.storage.write_latest(name)
-            self._saved = True
-            self.prune()
+            names = [name, *(n for n in self.storage.names() if n != name)]
+            newest = max(names, key=_order)   # ties: the first, this save
+            if newest == name:
+                self.storage.write_latest(name)
+            else:
+                self._warn_older(name, newest, step)
+                if self.storage.read_latest() != newest:
+                    # repairs a pointer left behind by a crash, or by an earlier gqa that let it move back
+                    self.storage.write_latest(newest)
+            # the checkpoint just saved survives this prune even if older than `keep` allows,
+            # so the path returned exists
+            self._prune(names, pinned={newest, name})
         path = self.storage.fetch(name)
         assert path is not None
         return path
@@ -143,12 +159,51 @@ class Checkpointer:
     def prune(self) -> list[str]:
         """Delete all but the newest `keep` checkpoints, never the one `latest`
         points at. Returns the names deleted."""
-        pinned = self.storage.read_latest()
-        names = sorted(self.storage.names(), key=_order, reverse=True)
-        doomed = [n for n in names[self.keep :] if n != pinned]
+        return self._prune(self.storage.names(), pinned={self.storage.read_latest()})
+
+    def _prune(self, names: Iterable[str], pinned: set[str | None]) -> list[str]:
+        ordered = sorted(set(names), key=_order, reverse=True)
+        doomed = [n for n in ordered[self.keep :] if n not in pinned]
         for name in doomed:
             self.storage.delete(name)
         return doomed
+
+    def rewind(self, step: int) -> list[str]:
+        """Go back to `step` on purpose: delete every checkpoint of a later
+        step and point `latest` at the newest one left, so this and every
+        later resume (other processes, later attempts) starts there.
+
+        Deleted oldest first: a kill part way leaves the newest in place, and
+        a resume where the job was, as if it had not begun. Only this
+        storage is touched; a `resume_from` elsewhere (a copy fetched from
+        another store) that is newer than `step` still wins in other
+        processes. Returns the names deleted.
+        """
+        if step < 0:
+            raise ValueError(f"step must be 0 or more, got {step}")
+        names = sorted(self.storage.names(), key=_order)
+        doomed = [n for n in names if _order(n)[0] > step]
+        with saving():
+            for name in doomed:
+                self.storage.delete(name)
+            left = [n for n in names if n not in doomed]
+            if left:
+                self.storage.write_latest(left[-1])
+        key = None if self.resume_from is None else _key_of(self.resume_from)
+        if key is not None and key[0] > step:
+            self.resume_from = None   # where this attempt started is past the point gone back to
+        return doomed
+
+    def _warn_older(self, name: str, newest: str, step: int) -> None:
+        if self._warned_older:   # once: a loop saving every step would repeat it each time
+            return
+        self._warned_older = True
+        warnings.warn(
+            f"saved {name}, older than {newest}: `latest` stays on {newest} "
+            f"(rewind({step}) goes back to {name} on purpose)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     # Preemption
 
@@ -161,6 +216,29 @@ class Checkpointer:
     def preempted(self) -> bool:
         """True once SIGTERM arrived after on_preempt(): save, then exit 143."""
         return self._preemption is not None and self._preemption.requested
+
+
+def resume_order(names: Iterable[str], pointer: str | None, resume_from: str | None) -> list[str]:
+    """The candidates a resume tries, newest first: the storage's committed
+    checkpoint `names`, its `latest` `pointer` and `resume_from`, ordered by
+    (step, serial); on a tie the storage's own copy comes first. Refs that
+    name no checkpoint are left out."""
+    keyed: dict[str, tuple[int, int, int]] = {}
+    for rank, refs in enumerate(([*names, pointer], [resume_from])):
+        for ref in refs:
+            key = None if ref is None else _key_of(ref)
+            if ref is not None and key is not None and ref not in keyed:
+                keyed[ref] = (key[0], key[1], -rank)
+    return sorted(keyed, key=keyed.__getitem__, reverse=True)
+
+
+def _key_of(ref: str) -> tuple[int, int] | None:
+    """(step, serial) of a checkpoint name, path or URI; None if it names none."""
+    return parse_name(ref.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _warn_not_a_checkpoint(ref: str) -> None:
+    warnings.warn(f"ignoring resume_from {ref!r}: not a checkpoint", RuntimeWarning, stacklevel=3)
 
 
 def _order(name: str) -> tuple[int, int]:

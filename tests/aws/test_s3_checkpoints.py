@@ -94,6 +94,27 @@ def test_resume_from_a_full_uri_as_the_queue_hands_it_over(s3, tmp_path, monkeyp
     assert sorted(p.name for p in path.iterdir()) == ["model.bin", "sub"]   # the manifest stays in S3
 
 
+def test_every_process_of_an_attempt_resumes_from_the_newest_on_s3(s3, tmp_path):
+    """GQA_RESUME_FROM is the attempt's start: the first process (an empty local cache) fetches it;
+    a later process of the same attempt (the script's next stage, a restarted worker) finds the
+    checkpoints saved since, never a half-uploaded one."""
+    uri = f"s3://{BUCKET}/checkpoints/8/"
+    Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "attempt-1")).save(two_files(3), step=3)
+    resume = S3Checkpoints(s3, BUCKET, "checkpoints").latest("8")
+
+    first = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "first"), resume_from=resume)
+    assert (first.latest() / "sub" / "optim.bin").read_bytes() == b"o3"
+    first.save(two_files(4), step=4)
+    first.save(two_files(5), step=5)
+    dying = S3Storage(uri, client=FailingUploads(s3, after=2), cache_dir=tmp_path / "dying")
+    with pytest.raises(KeyboardInterrupt):
+        Checkpointer(storage=dying, resume_from=resume).save(two_files(6), step=6)
+
+    second = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "second"), resume_from=resume)
+    assert (second.latest() / "sub" / "optim.bin").read_bytes() == b"o5"
+    assert read(s3, "checkpoints/8/latest").strip() == "ckpt-5"
+
+
 def test_env_selects_s3_and_boto3_is_imported_only_then(s3, monkeypatch, tmp_path):
     monkeypatch.setenv("GQA_CHECKPOINT_URI", f"s3://{BUCKET}/jobs/9/")
     monkeypatch.delenv("GQA_CHECKPOINT_DIR", raising=False)

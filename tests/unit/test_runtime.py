@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from gqa.runtime import (
     install_sigterm_handler,
     job,
 )
+from gqa.runtime.checkpoint import resume_order
 from gqa.runtime.storage import parse_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -217,7 +219,7 @@ def test_write_fn_that_raises_leaves_previous_checkpoint(tmp_path: Path) -> None
     assert entries(tmp_path) == {"ckpt-1", "latest"}
 
 
-def test_crash_before_pointer_moves_keeps_previous(tmp_path: Path) -> None:
+def test_crash_between_commit_and_pointer_resumes_from_the_commit(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
     ckpt = Checkpointer(storage=storage)
     ckpt.save(b"good", step=1)
@@ -228,9 +230,11 @@ def test_crash_before_pointer_moves_keeps_previous(tmp_path: Path) -> None:
     storage.write_latest = die  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         ckpt.save(b"newer", step=2)
+    assert pointer(tmp_path) == "ckpt-1"
+    # the rename is the commit: ckpt-2 is whole, and newer than where the pointer stayed
     fresh = Checkpointer(tmp_path)
-    assert fresh.latest() == tmp_path / "ckpt-1"
-    assert fresh.load() == b"good"
+    assert fresh.latest() == tmp_path / "ckpt-2"
+    assert fresh.load() == b"newer"
 
 
 def test_leftovers_of_a_killed_save_are_ignored_then_swept(tmp_path: Path) -> None:
@@ -308,16 +312,17 @@ def test_sigkill_at_any_moment_leaves_a_complete_latest(tmp_path: Path, delay: f
         (2, [1, 2, 3, 4], {"ckpt-3", "ckpt-4"}),
         (3, [5, 10, 15, 20, 25], {"ckpt-15", "ckpt-20", "ckpt-25"}),
         (3, [1, 2], {"ckpt-1", "ckpt-2"}),
-        # Newest by step, plus whatever `latest` points at (here the last save).
+        # Newest by step, plus the save just made, however old (2 outlives its own save's prune).
         (2, [10, 9, 100, 2], {"ckpt-100", "ckpt-10", "ckpt-2"}),
     ],
 )
+@pytest.mark.filterwarnings("ignore:saved ckpt-:RuntimeWarning")
 def test_prune_keeps_newest(tmp_path: Path, keep: int, saves: list[int], left: set[str]) -> None:
     ckpt = Checkpointer(tmp_path, keep=keep)
     for step in saves:
         ckpt.save(b"x", step=step)
     assert entries(tmp_path) - {"latest"} == left
-    assert pointer(tmp_path) == f"ckpt-{saves[-1]}"
+    assert pointer(tmp_path) == f"ckpt-{max(saves)}"
 
 
 def test_prune_never_deletes_latest(tmp_path: Path) -> None:
@@ -342,30 +347,122 @@ def test_keep_must_be_positive(tmp_path: Path) -> None:
 # --- which checkpoint is latest -------------------------------------------------
 
 
-def test_resume_from_preferred_until_first_save(tmp_path: Path) -> None:
-    writer = Checkpointer(tmp_path, keep=5)
-    older = writer.save(b"ten", step=10)
-    writer.save(b"twenty", step=20)
+@pytest.mark.parametrize(
+    ("names", "pointer_name", "resume_from", "order"),
+    [
+        ([], None, None, []),
+        (["ckpt-9", "ckpt-10.1", "ckpt-10"], "ckpt-10.1", None, ["ckpt-10.1", "ckpt-10", "ckpt-9"]),
+        # the attempt started at 100; 200 and 300 were saved since, by any process of it
+        (["ckpt-100", "ckpt-300", "ckpt-200"], "ckpt-300", "/c/ckpt-100",
+         ["ckpt-300", "ckpt-200", "ckpt-100", "/c/ckpt-100"]),
+        # the attempt's first process on a fresh local folder, the checkpoint kept elsewhere (S3)
+        ([], None, "s3://b/jobs/7/ckpt-100", ["s3://b/jobs/7/ckpt-100"]),
+        (["ckpt-5"], "ckpt-5", "s3://b/jobs/7/ckpt-100/", ["s3://b/jobs/7/ckpt-100/", "ckpt-5"]),
+        (["ckpt-200"], "ckpt-200", "s3://b/jobs/7/ckpt-100", ["ckpt-200", "s3://b/jobs/7/ckpt-100"]),
+        # a pointer left behind (a crash after the commit, or one moved back by an earlier gqa)
+        (["ckpt-18.1", "ckpt-55"], "ckpt-18.1", "/c/ckpt-15", ["ckpt-55", "ckpt-18.1", "/c/ckpt-15"]),
+        # a pointer to a checkpoint gone since: tried, then passed over by latest()
+        (["ckpt-1", "ckpt-2"], "ckpt-77", None, ["ckpt-77", "ckpt-2", "ckpt-1"]),
+        # the same step in two places: the storage's own copy first; a name given twice once
+        (["ckpt-3"], "ckpt-3", "/elsewhere/ckpt-3", ["ckpt-3", "/elsewhere/ckpt-3"]),
+        (["ckpt-4", "ckpt-4.1"], "ckpt-4.1", "ckpt-4", ["ckpt-4.1", "ckpt-4"]),
+        # what names no checkpoint is never a candidate
+        (["ckpt-1"], "../../etc", "/c/outputs", ["ckpt-1"]),
+        ([], "", ".tmp-dead-01", []),
+    ],
+    ids=["empty", "by-step-then-serial", "saved-since-in-the-attempt", "fresh-folder",
+         "fresh-folder-older-leftover", "fresh-folder-saved-since", "pointer-behind", "dangling-pointer",
+         "tie", "same-name", "not-checkpoints", "nothing-valid"],
+)
+def test_resume_order(names: list[str], pointer_name: str | None, resume_from: str | None,
+                      order: list[str]) -> None:
+    assert resume_order(names, pointer_name, resume_from) == order
 
-    ckpt = Checkpointer(tmp_path, keep=5, resume_from=older)
-    assert ckpt.latest() == older
-    assert ckpt.load() == b"ten"
-    ckpt.save(b"eleven", step=11)
-    assert ckpt.load() == b"eleven"  # its own save now wins
+
+# What a folder holds ({"ckpt-N": data}, `latest`, staging leftovers), where
+# resume_from points ({dir}: the job's folder, {other}: a copy elsewhere), and
+# what latest() loads. Every process of an attempt sees the same folder and
+# resume_from, so this is what each of them resumes from.
+@pytest.mark.parametrize(
+    ("saved", "pointer_name", "leftovers", "resume_from", "loads", "warns"),
+    [
+        ({"ckpt-100": b"100"}, "ckpt-100", [], "{dir}/ckpt-100", b"100", False),
+        ({"ckpt-100": b"100", "ckpt-200": b"200", "ckpt-300": b"300"}, "ckpt-300", [], "{dir}/ckpt-100",
+         b"300", False),
+        ({}, None, [], "{other}/ckpt-100", b"other 100", False),
+        ({"ckpt-200": b"200"}, "ckpt-200", [], "{other}/ckpt-100", b"200", False),
+        # a save killed half way, newer than anything committed, is never chosen
+        ({"ckpt-100": b"100"}, "ckpt-100", [".tmp-deadbeef-0001", ".tmp-deadbeef-0002"], "{dir}/ckpt-100",
+         b"100", False),
+        ({"ckpt-18.1": b"18", "ckpt-55": b"55"}, "ckpt-18.1", [], "{dir}/ckpt-15", b"55", False),
+        ({"ckpt-1": b"1", "ckpt-2": b"2"}, "ckpt-77", [], None, b"2", False),
+        # pruned since the attempt started: superseded, not an error
+        ({"ckpt-300": b"300"}, "ckpt-300", [], "{dir}/ckpt-100", b"300", False),
+        # named but not there, and nothing newer: said, then the newest there is
+        ({"ckpt-3": b"3"}, "ckpt-3", [], "/no/such/ckpt-30", b"3", True),
+        ({}, None, [], "{other}/ckpt-9", None, True),
+        ({"ckpt-1": b"1"}, "ckpt-1", [], "", b"1", False),   # as the queue sets it without a checkpoint
+    ],
+    ids=["attempt-start", "saved-since", "fresh-folder", "fresh-folder-saved-since", "half-written",
+         "pointer-behind", "dangling-pointer", "resume-pruned", "resume-missing", "nothing", "empty-resume"],
+)
+def test_latest_loads_the_newest_complete_checkpoint(
+    tmp_path: Path, saved: dict[str, bytes], pointer_name: str | None, leftovers: list[str],
+    resume_from: str | None, loads: bytes | None, warns: bool,
+) -> None:
+    folder, other = tmp_path / "job", tmp_path / "other"
+    folder.mkdir()
+    (other / "ckpt-100").mkdir(parents=True)
+    (other / "ckpt-100" / "data").write_bytes(b"other 100")
+    for name, data in saved.items():
+        (folder / name).mkdir()
+        (folder / name / "data").write_bytes(data)
+    for name in leftovers:
+        (folder / name).mkdir()
+        (folder / name / "data").write_bytes(b"partial")
+    if pointer_name is not None:
+        (folder / "latest").write_text(pointer_name + "\n")
+    resume = None if resume_from is None else resume_from.format(dir=folder, other=other)
+    ckpt = Checkpointer(folder, resume_from=resume)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert ckpt.load() == loads
+    assert [str(w.message) for w in caught] == ([f"ignoring resume_from {resume!r}: not a checkpoint"]
+                                                if warns else [])
+
+
+def test_every_checkpointer_of_an_attempt_resumes_from_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GQA_RESUME_FROM is set once per attempt; a checkpoint saved since, by this
+    process or another (a restarted worker, the next stage of the script), is newer."""
+    Checkpointer(tmp_path, keep=100).save_state({"step": 100})
+    monkeypatch.setenv("GQA_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("GQA_RESUME_FROM", str(tmp_path / "ckpt-100"))
+
+    first = Checkpointer(keep=100)
+    assert first.load_state() == {"step": 100}
+    first.save_state({"step": 200})
+    first.save_state({"step": 300})
+
+    second = Checkpointer(keep=100)
+    assert second.latest() == tmp_path / "ckpt-300"
+    assert second.load_state() == {"step": 300}
+    second.save_state({"step": 301})
+    assert first.load_state() == {"step": 301}
+    assert pointer(tmp_path) == "ckpt-301"
 
 
 def test_env_resume_from_and_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    writer = Checkpointer(tmp_path, keep=5)
-    older = writer.save(b"ten", step=10)
-    writer.save(b"twenty", step=20)
-    monkeypatch.setenv("GQA_CHECKPOINT_DIR", str(tmp_path))
-    monkeypatch.setenv("GQA_RESUME_FROM", str(older))
+    elsewhere = Checkpointer(tmp_path / "fetched").save(b"ten", step=10)
+    monkeypatch.setenv("GQA_CHECKPOINT_DIR", str(tmp_path / "job"))
+    monkeypatch.setenv("GQA_RESUME_FROM", str(elsewhere))
 
     assert Checkpointer().load() == b"ten"
-    assert Checkpointer(tmp_path).load() == b"twenty"  # explicit dir: env resume ignored
+    assert Checkpointer(tmp_path / "job").load() is None  # explicit dir: env resume ignored
 
 
-@pytest.mark.parametrize("resume_from", ["", "/no/such/ckpt-3", "ckpt-99"])
+@pytest.mark.parametrize("resume_from", ["", "/no/such/ckpt-30", "ckpt-99"])
 def test_invalid_resume_from_falls_back_to_pointer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resume_from: str
 ) -> None:
@@ -380,11 +477,80 @@ def test_invalid_resume_from_falls_back_to_pointer(
         assert ckpt.load() == b"good"
 
 
-def test_resume_from_by_name(tmp_path: Path) -> None:
-    writer = Checkpointer(tmp_path, keep=5)
-    writer.save(b"one", step=1)
-    writer.save(b"two", step=2)
-    assert Checkpointer(tmp_path, resume_from="ckpt-1").load() == b"one"
+# --- `latest` never moves back; rewind() goes back on purpose --------------------
+
+
+def test_an_older_save_never_moves_latest_back(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path, keep=2)
+    for step in (15, 55):
+        ckpt.save(b"%d" % step, step=step)
+    rewound = Checkpointer(tmp_path, keep=2, resume_from=str(tmp_path / "ckpt-15"))
+    with pytest.warns(RuntimeWarning, match=r"saved ckpt-18, older than ckpt-55: `latest` stays on ckpt-55"):
+        older = rewound.save(b"18", step=18)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once, not at every save
+        rewound.save(b"19", step=19)
+
+    assert older == tmp_path / "ckpt-18"
+    assert pointer(tmp_path) == "ckpt-55"
+    assert Checkpointer(tmp_path).load() == b"55"
+    assert entries(tmp_path) == {"ckpt-55", "ckpt-19", "latest"}  # keep=2: 15 and 18 pruned
+    ckpt.save(b"56", step=56)
+    assert pointer(tmp_path) == "ckpt-56"
+
+
+@pytest.mark.filterwarnings("ignore:saved ckpt-:RuntimeWarning")
+def test_an_older_save_repairs_a_pointer_left_behind(tmp_path: Path) -> None:
+    ckpt = Checkpointer(tmp_path, keep=100)
+    for step in (15, 18, 55):
+        ckpt.save(b"%d" % step, step=step)
+    ckpt.storage.write_latest("ckpt-18")  # as an earlier gqa left it
+    ckpt.save(b"16", step=16)
+    assert pointer(tmp_path) == "ckpt-55"
+
+
+def test_rewind_goes_back_for_every_later_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = Checkpointer(tmp_path, keep=10)
+    for step in (10, 20, 20, 30, 40):
+        writer.save(b"%d" % step, step=step)
+    monkeypatch.setenv("GQA_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("GQA_RESUME_FROM", str(tmp_path / "ckpt-40"))
+    ckpt = Checkpointer(keep=10)
+    assert ckpt.load() == b"40"
+
+    assert ckpt.rewind(20) == ["ckpt-30", "ckpt-40"]
+
+    assert entries(tmp_path) == {"ckpt-10", "ckpt-20", "ckpt-20.1", "latest"}
+    assert pointer(tmp_path) == "ckpt-20.1"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the attempt's start, gone on purpose, is not looked for
+        assert ckpt.load() == b"20"
+    ckpt.save(b"21", step=21)
+    assert pointer(tmp_path) == "ckpt-21"
+    assert Checkpointer(tmp_path).load() == b"21"
+    with pytest.raises(ValueError, match="step"):
+        ckpt.rewind(-1)
+
+
+def test_a_rewind_killed_part_way_resumes_where_the_job_was(tmp_path: Path) -> None:
+    storage = LocalStorage(tmp_path)
+    ckpt = Checkpointer(storage=storage, keep=10)
+    for step in (10, 20, 30, 40):
+        ckpt.save(b"%d" % step, step=step)
+    deleted: list[str] = []
+    delete = storage.delete
+
+    def delete_then_die(name: str) -> None:
+        if deleted:
+            raise KeyboardInterrupt  # killed after the first delete
+        deleted.append(name)
+        delete(name)
+
+    storage.delete = delete_then_die  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.rewind(10)
+    assert deleted == ["ckpt-20"]  # oldest first: the newest goes last
+    assert Checkpointer(tmp_path).load() == b"40"
 
 
 @pytest.mark.parametrize("pointer_text", [None, "ckpt-77", ""])
