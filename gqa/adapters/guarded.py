@@ -32,7 +32,8 @@ class Step:
 def plan(current: Mapping[str, JobRecord], changes: list[tuple[int, Change]]) -> list[Step]:
     """Walk the changes in order over the jobs as read (a job changed twice is
     changed from what the first change made of it). NotFound for a job not
-    read, Conflict for one not in the state its change expects."""
+    read, Conflict for one not in the state its change expects or no longer
+    holding the values it names (`Change.unchanged`)."""
     records = dict(current)
     steps: list[Step] = []
     for index, change in changes:
@@ -41,6 +42,8 @@ def plan(current: Mapping[str, JobRecord], changes: list[tuple[int, Change]]) ->
             raise NotFound(f"no job {change.job_id}")
         if job.state != change.expect:
             raise Conflict(f"job {job.id} is {job.state}, expected {change.expect}")
+        if not change.holds_for(job):
+            raise Conflict(f"job {job.id} changed since it was read")
         extra = dict(change.fields or {})
         new = replace(job, **extra) if change.to is None else \
             transition(job, change.to, change.at, change.reason, **extra)

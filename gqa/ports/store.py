@@ -31,6 +31,12 @@ class Change:
     fields: dict | None = None
     usage: float = 0.0   # GPU-seconds to add to the job's team in the same transaction
     cost: float = 0.0    # money to add to the team's spend for the period of `at`, likewise
+    unchanged: dict | None = None   # field -> the value the caller read, checked with the state
+
+    def holds_for(self, job: JobRecord) -> bool:
+        """Whether `job`, as it is now, is still what this change expects: its state and `unchanged`."""
+        return job.state == self.expect and all(getattr(job, name) == value
+                                                for name, value in (self.unchanged or {}).items())
 
 
 @dataclass(frozen=True)
@@ -107,11 +113,26 @@ class Settings(Protocol):
 
     def policy(self) -> Policy: ...
 
-    def set_policy(self, policy: Policy) -> None: ...
+    def current_policy(self) -> tuple[Policy, int]:
+        """The policy as stored now (never a kept copy) and its revision, for a
+        read-modify-write: set_policy guarded on that revision."""
+
+    def set_policy(self, policy: Policy, *, revision: int | None = None) -> None:
+        """Write the whole policy. With `revision` (current_policy's), only while
+        it is still the stored one: Conflict, nothing written, if another write
+        came between. Every write moves the revision on."""
 
     def teams(self) -> dict[str, TeamPolicy]: ...
 
-    def set_team(self, team: str, policy: TeamPolicy) -> None: ...
+    def current_team(self, team: str) -> tuple[TeamPolicy | None, int]:
+        """The team's stored policy (None: not configured; revision 0 if never
+        written) as stored now, and its revision, for set_team's guard."""
+
+    def set_team(self, team: str, policy: TeamPolicy, *, revision: int | None = None) -> None:
+        """Write the team's whole policy (its members stay). With `revision`
+        (current_team's), only while it is still the stored one: else Conflict,
+        nothing written. Every write of the team moves its revision on, its
+        members' included."""
 
     def team_members(self) -> dict[str, tuple[str, ...]]:
         """Each team's member patterns (users, IAM ARN patterns, @groups); teams with none left out."""

@@ -92,7 +92,11 @@ class ControlService:
         and one retrying goes back to the queue as it ran. The new values must
         be within the queue's hard limits, as a submission's are, and may not
         make a job need an approval it was not given (Rejected with the numbers).
-        The columns and the spec change together, in one guarded write per job."""
+        The columns and the spec change together, in one write per job guarded
+        on its state and on the spec the new one was made from: an update or a
+        claim written since (another `gqa update`, the pass starting it) makes
+        it read the job again and apply what was asked to the job as it is now,
+        or tell why it no longer can."""
         update = Update.of(time=time, priority=priority, gpus=gpus)
         if self.admissions is not None and "_" not in ref:
             progress = self.admissions.progress(ref)
@@ -100,18 +104,23 @@ class ControlService:
                 raise Conflict(f"array {ref} is still being admitted ({progress.next:,} of {progress.total:,} "
                                "tasks written); update it once every task is written")
         jobs = self._resolve([ref])
-        for job in self._named([ref], jobs):
+        named = self._named([ref], jobs)
+        for job in named:
             if job.state not in UPDATABLE:
                 raise InvalidTransition(_not_pending(job, "updated"))
         plans = planned_updates(self.store, [job for job in jobs if job.state in UPDATABLE], update)
 
         def decide(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
-            plan = plans.get(job.id)
-            if job.state not in UPDATABLE or plan is None:
+            if job.state not in UPDATABLE:
+                if named:   # it moved on since it was read (claimed, cancelled): as if it had been read so
+                    raise InvalidTransition(_not_pending(job, "updated"))
                 return None, ControlResult(job, "unchanged", f"not pending ({job.status})")
+            plan = plans.get(job.spec_json)
+            if plan is None:   # read again after another update: planned from its spec as it is now
+                plan = plans[job.spec_json] = planned_updates(self.store, [job], update)[job.spec_json]
             if not plan.fields:
                 return None, ControlResult(job, "unchanged", plan.detail)
-            return (Change(job.id, job.state, None, "", now, plan.fields),
+            return (Change(job.id, job.state, None, "", now, plan.fields, unchanged={"spec_json": job.spec_json}),
                     ControlResult(with_changes(job, **plan.fields), "updated", plan.detail))
         return self._carry_out(jobs, decide)
 

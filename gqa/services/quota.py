@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ..models.deployment_shapes import ARN_PATTERN_RE, NAME_PATTERN_RE
-from ..models.errors import SpecError
+from ..models.errors import Conflict, SpecError
 from ..models.limits import MAX_AMOUNT, MAX_DURATION, MAX_GPU_COUNT
 from ..models.spec import NAME_RE
 from ..ports import SchedulingInputs
@@ -14,6 +14,7 @@ from ..scheduling.horizon import backfill_by_choice
 from ..scheduling.snapshot import Policy, TeamPolicy
 
 NO_CAP = -1
+WRITE_TRIES = 5   # a change that lost to another one between its read and its write is applied again on top
 GROUP_RE = re.compile(r"^@[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$")   # a Unix group (local backend)
 MAX_MEMBERS = 1000     # patterns per team: one with * covers many
 
@@ -56,13 +57,20 @@ class QuotaService:
     def set(self, team: str, *, share: float | None = None, max_gpus: int | None = None,
             max_gpus_per_user: int | None = None, budget: float | None = None,
             stop_at_budget: bool | None = None) -> TeamPolicy:
-        """Change what is given; NO_CAP (-1) removes a cap."""
+        """Change what is given; NO_CAP (-1) removes a cap. What is not given stays as it
+        is stored when the change is written, another change made meanwhile included."""
         _check_team(team, share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user, budget=budget)
-        current = self.store.teams().get(team, self.store.policy().default_team)
-        policy = replace(current, **_given(share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user,
-                                           budget=budget, stop_at_budget=stop_at_budget))
-        self.store.set_team(team, policy)
-        return policy
+        given = _given(share=share, max_gpus=max_gpus, max_gpus_per_user=max_gpus_per_user,
+                       budget=budget, stop_at_budget=stop_at_budget)
+        for _ in range(WRITE_TRIES):
+            stored, revision = self.store.current_team(team)
+            policy = replace(stored if stored is not None else self.store.policy().default_team, **given)
+            try:
+                self.store.set_team(team, policy, revision=revision)
+                return policy
+            except Conflict:
+                continue   # another change came between the read and the write: ours again, on top of it
+        raise Conflict(f"team {team}'s quota kept changing while being set; try again")
 
     def set_members(self, team: str, members: Iterable[str]) -> tuple[str, ...]:
         """Replace who may submit for `team` (the entry point checks the caller
@@ -98,7 +106,6 @@ class QuotaService:
                       idle_gpu_percent=idle_gpu_percent, idle_gpu_window=idle_gpu_window,
                       slice_tiers=slice_tiers, slice_after=slice_after, slice_min_run=slice_min_run,
                       slice_starve=slice_starve, backfill_by=backfill_by)
-        policy = self.store.policy()
         changes = _given(max_gpus_per_job=max_gpus_per_job, max_wall_time=max_wall_time, half_life=half_life,
                          approval_gpus=approval_gpus, approval_gpu_hours=approval_gpu_hours,
                          approval_cost=approval_cost, alert_pending_after=alert_pending_after,
@@ -111,11 +118,17 @@ class QuotaService:
             if values is not None:
                 changes[name] = tuple(sorted(set(values)))
         weights = _given(fair_share=fair_share_weight, age=age_weight, duration=duration_weight)
-        if weights:
-            changes["weights"] = replace(policy.weights, **weights)
-        policy = replace(policy, **changes)
-        self.store.set_policy(policy)
-        return policy
+        for _ in range(WRITE_TRIES):   # as set(): what is not given stays as stored when written
+            stored, revision = self.store.current_policy()
+            policy = replace(stored, **changes)
+            if weights:
+                policy = replace(policy, weights=replace(stored.weights, **weights))
+            try:
+                self.store.set_policy(policy, revision=revision)
+                return policy
+            except Conflict:
+                continue
+        raise Conflict("the queue policy kept changing while being set; try again")
 
 
 def members_problem(members: tuple[str, ...] | list[str]) -> str | None:

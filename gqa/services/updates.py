@@ -74,16 +74,16 @@ class Planned:
 
 
 def planned_updates(settings: Settings, jobs: list[JobRecord], update: Update) -> dict[str, Planned]:
-    """Each job's update, by id. Every distinct spec (an array's tasks share
-    one) is checked before anything is written: Rejected (over a hard limit,
-    or needing approval) or SpecError for the first that fails."""
+    """The update of each distinct spec the jobs hold (an array's tasks share
+    one), by the spec's text: a job's write is planned from the spec it was
+    read with, and guarded on it. Every one is checked before anything is
+    written: Rejected (over a hard limit, or needing approval) or SpecError
+    for the first that fails."""
     by_spec: dict[str, Planned] = {}
-    out = {}
     for job in jobs:
         if job.spec_json not in by_spec:
             by_spec[job.spec_json] = _plan(settings, job, update)
-        out[job.id] = by_spec[job.spec_json]
-    return out
+    return by_spec
 
 
 def _plan(settings: Settings, job: JobRecord, update: Update) -> Planned:

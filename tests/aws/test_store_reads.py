@@ -19,6 +19,7 @@ from gqa.models.job import JobState, Request
 from gqa.ports import Change, Inventory
 from gqa.scheduling import Policy, TeamPolicy
 from gqa.scheduling.budget import period_of
+from gqa.services.quota import QuotaService
 from tests.aws.deployed import create_tables
 from tests.aws.moto_support import session
 from tests.aws.test_dynamodb_store import ops, record_calls
@@ -84,7 +85,22 @@ def test_settings_are_kept_for_their_ttl_and_a_write_of_ones_own_is_seen_at_once
     store.set_policy(Policy(half_life=HOUR))
     assert store.policy() == Policy(half_life=HOUR)             # its own write: read again at once
 
-    assert ops(calls) == ["Query", "Query", "PutItem", "Query"]
+    assert ops(calls) == ["Query", "Query", "UpdateItem", "Query"]
+
+
+def test_a_quota_change_reads_the_setting_as_stored_now_never_the_kept_copy(make_store, clock):
+    """A warm api function keeps the settings for their ttl: a change made from that copy would
+    write back what another function changed since."""
+    store, other = make_store(settings_ttl=30), make_store()
+    assert store.teams() == {} and store.policy() == Policy()   # read, and kept
+    QuotaService(other).set("vision", max_gpus=4)
+    QuotaService(other).set_policy(half_life=HOUR)
+
+    assert QuotaService(store).set("vision", budget=101) == TeamPolicy(max_gpus=4, budget=101.0)
+    QuotaService(store).set_policy(max_gpus_per_job=2)
+
+    assert other.teams() == {"vision": TeamPolicy(max_gpus=4, budget=101.0)}
+    assert other.policy() == Policy(half_life=HOUR, max_gpus_per_job=2)
 
 
 def test_runtime_samples_are_kept_for_their_ttl(make_store, clock):

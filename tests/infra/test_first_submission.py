@@ -1,5 +1,5 @@
 """A fresh deployment accepts its first submission: the settings the deploy
-writes (its custom resources' items, taken from the synthesized template)
+writes (its custom resources' writes, taken from the synthesized template)
 are all the API and the admit function need; no dispatch pass has run."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.aws.test_admit_handler import CONTEXT, record
 from tests.builders import spec
 from tests.contract.conftest import FAKE_AWS
 from tests.infra.support import deployment
-from tests.infra.test_settings_registration import NAMES, _synthesized_items
+from tests.infra.test_settings_registration import NAMES, _synthesized_writes, deploy
 from tests.services.fakes import RecordingIntake
 
 pytestmark = pytest.mark.aws
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.aws
 
 @pytest.fixture(scope="module")
 def items():
-    return _synthesized_items(deployment())
+    return _synthesized_writes(deployment())
 
 
 @pytest.fixture
@@ -61,8 +61,7 @@ def test_without_the_deploys_settings_a_submission_is_refused_with_what_to_do(fr
 
 def test_with_them_the_first_submission_is_admitted_before_any_dispatch(fresh, items):
     admit, store = fresh
-    for item in items:
-        session().client("dynamodb").put_item(TableName=NAMES.settings, Item=item)
+    deploy(session().client("dynamodb"), items)
     small = _accept(store, spec(team="vision", resources={"gpus": 1, "gpu_type": "a10g"}, limits={"wall_time": "4h"}))
     large = _accept(store, spec(team="speech", resources={"gpus": 12, "gpu_type": "a10g"},   # over approval.gpus 8
                                 limits={"wall_time": "4h"}))

@@ -8,6 +8,7 @@ from gqa.adapters.aws.batch_compute import BatchCompute
 from gqa.adapters.aws.batch_logs import BatchLogs
 from gqa.adapters.aws.budget_ledger import DynamoDBBudgetRecords
 from gqa.adapters.aws.burst_timer import SqsBurstTimer
+from gqa.adapters.aws.code_store import S3CodeStore
 from gqa.adapters.aws.cloudwatch_utilization import CloudWatchGpuUtilization
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.metrics import EmfMetrics
@@ -151,6 +152,10 @@ def aws_burst_timer(adapter: SqsBurstTimer) -> ports.BurstTimer:
 
 
 def aws_manifests(adapter: S3Manifests) -> ports.Manifests:
+    return adapter
+
+
+def aws_trigger_code(adapter: S3CodeStore) -> ports.TriggerCode:
     return adapter
 
 

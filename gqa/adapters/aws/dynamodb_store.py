@@ -40,10 +40,10 @@ from __future__ import annotations
 from .store_base import KNOWN_FOR, MAX_SUBMITTED_BYTES, SAMPLES_TTL, SETTINGS_TTL, JobRefused
 from .store_changes import DynamoDBChanges
 from .store_history import DynamoDBHistory
-from .store_settings import inventory_setting, policy_setting, setting_item, team_setting
+from .store_settings import inventory_setting, policy_setting, setting_item, setting_update, team_setting
 
 __all__ = ["KNOWN_FOR", "MAX_SUBMITTED_BYTES", "SAMPLES_TTL", "SETTINGS_TTL", "DynamoDBStore", "JobRefused",
-           "inventory_setting", "policy_setting", "setting_item", "team_setting"]
+           "inventory_setting", "policy_setting", "setting_item", "setting_update", "team_setting"]
 
 
 class DynamoDBStore(DynamoDBChanges, DynamoDBHistory):

@@ -54,21 +54,29 @@ class DynamoDBSettings(DynamoDBLive):
         item = self._settings_items().get("policy")
         return settings_codec.policy_from(item["json"]) if item else Policy()
 
-    def set_policy(self, policy: Policy) -> None:
-        self._put_setting(*policy_setting(policy))
+    def current_policy(self) -> tuple[Policy, int]:
+        item = self._setting("policy")
+        return (settings_codec.policy_from(item["json"]) if item else Policy()), _revision(item)
+
+    def set_policy(self, policy: Policy, *, revision: int | None = None) -> None:
+        _, attributes = policy_setting(policy)
+        expr = it.Expr()
+        self._update_setting("policy", _updated(attributes, (), expr), expr, revision)
 
     def teams(self) -> dict[str, TeamPolicy]:
         return {sk.removeprefix(TEAM_PREFIX): it.team_policy(item)
                 for sk, item in self._settings_items().items() if sk.startswith(TEAM_PREFIX)}
 
-    def set_team(self, team: str, policy: TeamPolicy) -> None:
+    def current_team(self, team: str) -> tuple[TeamPolicy | None, int]:
+        item = self._setting(TEAM_PREFIX + team)
+        return (it.team_policy(item) if item else None), _revision(item)
+
+    def set_team(self, team: str, policy: TeamPolicy, *, revision: int | None = None) -> None:
         # the whole policy, in place: the item's members (set_team_members, the deploy) stay
         given = it.team_attributes(policy)
         expr = it.Expr()
-        sets = ", ".join(f"{expr.n(k)} = {expr.v(v)}" for k, v in given.items())
-        removed = [f.name for f in fields(TeamPolicy) if f.name not in given]
-        update = f"SET {sets}" + (f" REMOVE {', '.join(expr.n(k) for k in removed)}" if removed else "")
-        self._update_setting(TEAM_PREFIX + team, update, expr)
+        update = _updated(given, [f.name for f in fields(TeamPolicy) if f.name not in given], expr)
+        self._update_setting(TEAM_PREFIX + team, update, expr, revision)
 
     def team_members(self) -> dict[str, tuple[str, ...]]:
         return {sk.removeprefix(TEAM_PREFIX): tuple(item[MEMBERS]) for sk, item in self._settings_items().items()
@@ -84,14 +92,28 @@ class DynamoDBSettings(DynamoDBLive):
             update = "SET " + ", ".join([f"{expr.n(MEMBERS)} = {expr.v(list(members))}", *defaults])
         else:
             update = "SET " + ", ".join(defaults) + f" REMOVE {expr.n(MEMBERS)}"
-        self._update_setting(TEAM_PREFIX + team, update, expr)
+        self._update_setting(TEAM_PREFIX + team, f"{update} ADD {expr.n(t.REVISION)} {expr.v(1)}", expr)
 
-    def _update_setting(self, name: str, update: str, expr: it.Expr) -> None:
-        self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: t.SETTING, t.SK: name}),
-                  UpdateExpression=update, **expr.kwargs())
-        self._settings.clear()
-        if self._pass is not None:
-            self._pass.settings = None
+    def _setting(self, name: str) -> dict[str, Any] | None:
+        """The settings item `name` as stored now (a read-modify-write's read: never the kept copy)."""
+        out = self.call("GetItem", TableName=self.tables.settings, ConsistentRead=True,
+                        Key=it.dump({t.PK: t.SETTING, t.SK: name}))
+        return it.load(out["Item"]) if "Item" in out else None
+
+    def _update_setting(self, name: str, update: str, expr: it.Expr, revision: int | None = None) -> None:
+        """UpdateItem on the settings item; with `revision`, only while the item is still at it
+        (0: an item not written yet, or last written before revisions were kept), else Conflict."""
+        guard: dict[str, str] = {}
+        if revision is not None:
+            guard["ConditionExpression"] = (f"attribute_not_exists({expr.n(t.REVISION)})" if revision == 0
+                                            else f"{expr.n(t.REVISION)} = {expr.v(revision)}")
+        try:
+            self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: t.SETTING, t.SK: name}),
+                      UpdateExpression=update, **guard, **expr.kwargs())
+        finally:   # written or refused, what this store kept of the settings may be stale
+            self._settings.clear()
+            if self._pass is not None:
+                self._pass.settings = None
 
     # -- the ledger ----------------------------------------------------------------------
     def _ledger(self, prefix: str) -> List[dict[str, Any]]:
@@ -135,6 +157,28 @@ def inventory_setting(inventory: Inventory) -> tuple[str, dict[str, Any]]:
 
 def policy_setting(policy: Policy) -> tuple[str, dict[str, Any]]:
     return "policy", {"json": settings_codec.policy_json(policy)}
+
+
+def setting_update(name: str, attributes: dict[str, Any]) -> dict[str, Any]:
+    """UpdateItem's arguments (DynamoDB's JSON) that leave the settings item `name` holding
+    `attributes`, as setting_item's PutItem would, and move its revision on: what a deploy
+    writes, so that a `gqa quota` change read before it is refused and applied again on top."""
+    expr = it.Expr()
+    removed = [k for k in (*(f.name for f in fields(TeamPolicy)), MEMBERS)
+               if name.startswith(TEAM_PREFIX) and k not in attributes]
+    return {"Key": it.dump({t.PK: t.SETTING, t.SK: name}), "UpdateExpression": _updated(attributes, removed, expr),
+            **expr.kwargs()}
+
+
+def _updated(attributes: dict[str, Any], removed: Iterable[str], expr: it.Expr) -> str:
+    """An UpdateExpression setting `attributes`, removing `removed`, moving the revision on."""
+    sets = ", ".join(f"{expr.n(k)} = {expr.v(v)}" for k, v in attributes.items())
+    gone = ", ".join(expr.n(k) for k in removed)
+    return f"SET {sets}" + (f" REMOVE {gone}" if gone else "") + f" ADD {expr.n(t.REVISION)} {expr.v(1)}"
+
+
+def _revision(item: dict[str, Any] | None) -> int:
+    return int(item.get(t.REVISION, 0)) if item else 0
 
 
 def team_setting(team: str, policy: TeamPolicy, members: Iterable[str] = ()) -> tuple[str, dict[str, Any]]:

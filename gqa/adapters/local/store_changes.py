@@ -69,11 +69,15 @@ class SqliteChanges(SqliteJobs, GuardedChanges):
         with self._tx():
             found = {job_id: (state, team) for job_id, state, team in
                      self._rows_of([c.job_id for c in changes], "id, state, team")}
+            # the changes guarded on what their caller read too (Change.unchanged): those jobs whole
+            read = {j.id: j for j in map(_record, self._rows_of([c.job_id for c in changes if c.unchanged]))}
             kinds: dict[tuple[str, ...], list[tuple]] = {}
             stamp = self._stamp()
             shared = SharedTexts()     # the changes it saw stay alive in `changes` meanwhile
             for i, change in enumerate(changes):
                 if found.get(change.job_id, (None,))[0] != change.expect.value:
+                    continue
+                if change.unchanged and not change.holds_for(read[change.job_id]):
                     continue
                 if change.to is not None:
                     check_transition(change.expect, change.to)

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import json
 
+from ...models.errors import Conflict
 from ...ports import Inventory
 from ...scheduling.budget import period_of
 from ...scheduling.fairshare import decay, with_running
 from ...scheduling.snapshot import Policy, TeamPolicy
 from ...settings_codec import inventory_from, inventory_json, policy_from, policy_json
 from .sqlite_db import SqliteDatabase
+
+_TEAM_COLUMNS = "share, max_gpus, max_gpus_per_user, budget, stop_at_budget"
+_REVISION, _TEAM = "revision of ", "team#"   # meta's key of a setting's revision: "revision of team#nlp"
+
+
+def _team_policy(row: tuple) -> TeamPolicy:
+    return TeamPolicy(share=row[0], max_gpus=row[1], max_gpus_per_user=row[2], budget=row[3],
+                      stop_at_budget=bool(row[4]))
 
 
 class SqliteSettings(SqliteDatabase):
@@ -36,17 +45,27 @@ class SqliteSettings(SqliteDatabase):
             return Policy()
         return policy_from(raw)
 
-    def set_policy(self, policy: Policy) -> None:
-        self._set_meta("policy", policy_json(policy))
+    def current_policy(self) -> tuple[Policy, int]:
+        revision = self._revision_of("policy")   # first: a write between the reads then fails the guard
+        return self.policy(), revision
+
+    def set_policy(self, policy: Policy, *, revision: int | None = None) -> None:
+        with self._tx():
+            self._next_revision("policy", revision, "the queue policy")
+            self._set_meta("policy", policy_json(policy))
 
     def teams(self) -> dict[str, TeamPolicy]:
-        rows = self.db.execute("SELECT team, share, max_gpus, max_gpus_per_user, budget, stop_at_budget "
-                               "FROM teams").fetchall()
-        return {r[0]: TeamPolicy(share=r[1], max_gpus=r[2], max_gpus_per_user=r[3], budget=r[4],
-                                 stop_at_budget=bool(r[5])) for r in rows}
+        rows = self.db.execute(f"SELECT team, {_TEAM_COLUMNS} FROM teams").fetchall()
+        return {r[0]: _team_policy(r[1:]) for r in rows}
 
-    def set_team(self, team: str, policy: TeamPolicy) -> None:
+    def current_team(self, team: str) -> tuple[TeamPolicy | None, int]:
+        revision = self._revision_of(_TEAM + team)   # first, as current_policy's
+        row = self.db.execute(f"SELECT {_TEAM_COLUMNS} FROM teams WHERE team = ?", (team,)).fetchone()
+        return (None if row is None else _team_policy(row)), revision
+
+    def set_team(self, team: str, policy: TeamPolicy, *, revision: int | None = None) -> None:
         with self._tx():
+            self._next_revision(_TEAM + team, revision, f"team {team}'s quota")
             # the members are set on their own (set_team_members): a quota change keeps them
             self.db.execute("INSERT INTO teams (team, share, max_gpus, max_gpus_per_user, budget, stop_at_budget) "
                             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
@@ -64,11 +83,24 @@ class SqliteSettings(SqliteDatabase):
         """Replace the team's members; a team not configured yet gets the default policy with them."""
         default = self.policy().default_team
         with self._tx():
+            self._next_revision(_TEAM + team, None, f"team {team}")   # it may configure the team
             self.db.execute("INSERT INTO teams (team, share, max_gpus, max_gpus_per_user, budget, stop_at_budget, "
                             "members) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(team) DO UPDATE SET "
                             "members = excluded.members",
                             (team, default.share, default.max_gpus, default.max_gpus_per_user, default.budget,
                              int(default.stop_at_budget), json.dumps(list(members)) if members else None))
+
+    # Each setting a read-modify-write changes (the policy, a team) has a revision in meta, moved on by
+    # every write of it, that the write compares with the one its caller read (Settings.current_*).
+    def _revision_of(self, name: str) -> int:
+        return int(self._meta(_REVISION + name) or 0)
+
+    def _next_revision(self, name: str, expected: int | None, what: str) -> None:
+        """Inside a write's transaction: Conflict if the setting is no longer at `expected` (None: any)."""
+        stored = self._revision_of(name)
+        if expected is not None and stored != expected:
+            raise Conflict(f"{what} changed since it was read")
+        self._set_meta(_REVISION + name, str(stored + 1))
 
     def usage(self, now: float, half_life: float) -> dict[str, float]:
         rows = self.db.execute("SELECT team, gpu_seconds, as_of FROM usage").fetchall()
