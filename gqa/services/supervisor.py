@@ -118,6 +118,7 @@ class Supervisor:
         if not decision.starts:
             return []
         pacing = Pacing(self.clock, until, self.launch_batch)
+        read = {p.id: p for p in snap.pending}   # what the plan was made from, which each claim checks
         started: list[JobRecord] = []
         starts, left = list(decision.starts), 0
         while starts:
@@ -126,7 +127,7 @@ class Supervisor:
                 left = len(starts)
                 break
             batch, starts = starts[:size], starts[size:]
-            done, handed_back = self._start_batch(batch, pacing)
+            done, handed_back = self._start_batch(batch, pacing, read)
             started += done
             if handed_back:
                 left = handed_back + len(starts)
@@ -138,15 +139,19 @@ class Supervisor:
                 self.waker.wake()
         return started
 
-    def _start_batch(self, starts: list[Start], pacing: Pacing) -> tuple[list[JobRecord], int]:
+    def _start_batch(self, starts: list[Start], pacing: Pacing,
+                     read: dict[str, PendingJob] | None = None) -> tuple[list[JobRecord], int]:
         """Claim, launch and record these starts (one batch of a pass). Returns the started
         jobs and how many claimed jobs it handed back unlaunched, the pass's time being up."""
         now = self.clock.now()
         # the claim forgets the previous attempt's process: until this launch is recorded, the job
         # has none (what the repair and Batch's events go by)
         # each claim sets the attempt's granted wall time, or clears a previous attempt's (--time-min)
+        # and holds only while the job is as the pass read it: a `gqa update` of its GPUs or wall time
+        # written since would start it on the GPUs planned for its old size
         claims = [Change(s.job_id, JobState.QUEUED, JobState.STARTING, _claimed_text(s), now,
-                         {"assigned": s.gpus, "pid": None, "proc_token": None, "time_limit": s.wall_time})
+                         {"assigned": s.gpus, "pid": None, "proc_token": None, "time_limit": s.wall_time},
+                         unchanged=_as_read((read or {}).get(s.job_id)))
                   for s in starts]
         if self.compute.holds_launches:
             # nothing it launches runs before release(): the claim is written with the launch's record, in
@@ -246,7 +251,7 @@ class Supervisor:
                 job = self.store.get(claim.job_id)
             except NotFound:
                 continue
-            if job.state == JobState.QUEUED:
+            if claim.holds_for(job):
                 out.append(replace(job, state=JobState.STARTING, **(claim.fields or {})))
         return out
 
@@ -461,6 +466,11 @@ def _with_claims(claims: list[Change], changes: list[Change]) -> list[Change]:
 
 def _gpus(indices: tuple[int, ...]) -> str:
     return ",".join(str(i) for i in indices)
+
+
+def _as_read(job: PendingJob | None) -> dict | None:
+    """What a claim checks is unchanged since the pass read the job: what it was planned by."""
+    return None if job is None else {"gpus": job.gpus, "wall_time": job.wall_time}
 
 
 def _claimed_text(start: Start) -> str:
