@@ -1,6 +1,7 @@
-"""`gqa history`: finished jobs, newest first, and the ones running now, as
-Slurm's sacct lists them: when each waited and ran, what it used and cost,
-how it ended. One row a job; -o csv for a spreadsheet."""
+"""`gqa history`: finished jobs, newest first, after the ones that have run
+and not finished (running now, or requeued: back in the queue or waiting to
+retry), as Slurm's sacct lists them: when each waited and ran, what it used
+and cost, how it ended. One row a job; -o csv for a spreadsheet."""
 
 import csv
 import sys
@@ -30,8 +31,9 @@ def history(
     team: Annotated[Optional[str], typer.Option("--team", "-A", help="Only this team's jobs.",
                                                 show_default=False)] = None,
     state: Annotated[Optional[list[str]], typer.Option(
-        "--state", "-s", help="Only jobs that ended so, or run now: completed, failed, timed out, cancelled, "
-        "rejected, running (repeat it, or separate with commas).", show_default=False)] = None,
+        "--state", "-s", help="Only jobs that ended so, or run now, or have run and wait to run again: "
+        "completed, failed, timed out, cancelled, rejected, running, requeued (repeat it, or separate with "
+        "commas).", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Only jobs of this name, or matching this pattern "
                                                 "('train-*').", show_default=False)] = None,
     array: Annotated[Optional[str], typer.Option("--array", help="Only this array's (or sweep's) jobs, by its id.",
@@ -44,7 +46,8 @@ def history(
     limit: Annotated[int, typer.Option("--limit", "-n", help="The newest N jobs; 0 for every one.")] = 100,
     output: Output = "table",
 ):
-    """Finished jobs, latest end first, after the ones running now: wait, run time, GPU-hours, cost, exit."""
+    """Finished jobs, latest end first, after the ones running now or requeued: wait, run time, GPU-hours,
+    cost, exit."""
     fmt = check_output(output, FORMATS)
     if mine and user:
         fail("--mine and --user both name whose jobs to show; give one")
@@ -117,6 +120,7 @@ def _iso(at: float | None) -> str:
 
 
 def _table(rows, start: float, end: float | None, at: float) -> None:
+    from gqa.models.job import JobState
     from gqa.models.units import format_duration
 
     from .queue_table import Column, layout, width
@@ -137,8 +141,11 @@ def _table(rows, start: float, end: float | None, at: float) -> None:
               r.exit_text, r.reason] for r in rows]
     lines = layout(columns, cells, width())
     finished = sum(r.finished for r in rows)
-    lines.append(f"{finished:,} finished, {len(rows) - finished:,} running, from {window}: "
-                 f"{sum(r.gpu_hours for r in rows):,.1f} GPU-hours, ${sum(r.cost for r in rows):,.2f}")
+    running = sum(r.state == JobState.RUNNING for r in rows)
+    requeued = len(rows) - finished - running
+    lines.append(f"{finished:,} finished, {running:,} running{f', {requeued:,} requeued' if requeued else ''}, "
+                 f"from {window}: {sum(r.gpu_hours for r in rows):,.1f} GPU-hours, "
+                 f"${sum(r.cost for r in rows):,.2f}")
     sys.stdout.write("\n".join(lines) + "\n")
 
 

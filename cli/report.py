@@ -67,7 +67,8 @@ def report_input(be, start: float, end: float, now: float, team: str | None = No
     history = getattr(be, "history", None)
     if history is None:
         raise SpecError("this backend does not answer history yet, which a report is made of")
-    rows = list(history().rows(HistoryQuery(since=start, until=end, team=team)))
+    # the jobs not started yet too: the waits' "still waiting", the outcomes' "running or waiting"
+    rows = list(history().rows(HistoryQuery(since=start, until=end, team=team, waiting=True)))
     return ReportInput(rows, since=start, until=end, now=now, pools=_pools(be), budgets=_budgets(be, team),
                        title=f"gqa report{f' for team {team}' if team else ''}")
 

@@ -1,7 +1,9 @@
 """The `next` token of a history page, as both stores write it: where the
-page stopped (running jobs by their start, or finished ones by their end)
-and the job it stopped at, which the next page starts after. Opaque to
-everyone else: base64 of a small JSON list."""
+page stopped (unfinished jobs by their start, 0 for one not started yet,
+or finished ones by their end) and the job it stopped at, which the next
+page starts after. Opaque to everyone else: base64 of a small JSON list.
+The unfinished jobs' phase keeps the name it had when it held running
+jobs alone, so a token stays valid across versions."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import json
 from typing import Any
 
 from ..models.errors import SpecError
-from ..models.job import JobRecord, JobState
+from ..models.job import JobRecord
 
 RUNNING, ENDED = "running", "ended"
 
@@ -23,8 +25,8 @@ def encode(phase: str, at: float, key: Any) -> str:
 
 def after(job: JobRecord, key: Any) -> str:
     """The token of the page that goes on after `job`, the last of a page:
-    a running job by its start, a finished one by its end; `key` breaks ties."""
-    if job.state == JobState.RUNNING:
+    an unfinished job by its start, a finished one by its end; `key` breaks ties."""
+    if not job.state.terminal:
         return encode(RUNNING, job.started_at or 0.0, key)
     return encode(ENDED, job.ended_at or 0.0, key)
 

@@ -370,11 +370,12 @@ _SUMMARY_FIELDS = {f.name for f in fields(JobSummary)}
 
 
 def history_query_to_params(query: HistoryQuery, token: str | None) -> dict[str, Any]:
-    """GET /history's query: the window as epoch seconds, states by their value, comma-separated."""
+    """GET /history's query: the window as epoch seconds, states by their value, comma-separated;
+    `waiting=1` for the jobs not started yet too (an API older than it lists them not)."""
     states = ",".join(sorted(s.value for s in query.states)) if query.states is not None else None
     return {"since": repr(query.since), "until": None if query.until is None else repr(query.until),
             "owner": query.owner, "team": query.team, "state": states, "group": query.group, "name": query.name,
-            "limit": query.limit, "next": token}
+            "limit": query.limit, "next": token, "waiting": "1" if query.waiting else None}
 
 
 def history_query_from_params(get: Any) -> tuple[HistoryQuery, str | None]:
@@ -400,8 +401,11 @@ def history_query_from_params(get: Any) -> tuple[HistoryQuery, str | None]:
     limit_text = get("limit")
     if limit_text is not None and not limit_text.isdigit():
         raise SpecError(f"limit must be a whole number, got {limit_text!r}")
+    waiting = get("waiting")
+    if waiting not in (None, "0", "1"):
+        raise SpecError(f"waiting must be 1 (the jobs not started yet too) or 0, got {waiting!r}")
     query = HistoryQuery(since=since, until=number("until"), owner=get("owner"), team=get("team"), states=states,
-                         group=get("group"), name=get("name"),
+                         group=get("group"), name=get("name"), waiting=waiting == "1",
                          **({"limit": int(limit_text)} if limit_text is not None else {}))
     return query, get("next")
 

@@ -8,17 +8,18 @@ from .compute import AttemptStatus, Clock, Compute, Exit, FoundLaunch, LaunchLoo
 from .intake import AdmissionProgress, Admissions, Intake, Submission
 from .observe import (AttemptLog, BudgetRecords, Checkpoints, GpuUtilization, JobLogs, LiveSpend, LogChunk, Metrics,
                       Notifier)
-from .store import (HISTORY_STATES, Change, HistoryQuery, HistoryReads, Inventory, JobEvent, JobRecords,
-                    JobsAndSettings, JobStore, PendingChanges, PendingFeed, QueueReads, RecentEvents,
-                    SchedulingInputs, Settings, UsageLedger, apply_all_else_each)
+from .store import (BETWEEN_ATTEMPTS, HISTORY_STATES, WAITING_STATES, Change, HistoryQuery, HistoryReads, Inventory,
+                    JobEvent, JobRecords, JobsAndSettings, JobStore, PendingChanges, PendingFeed, QueueReads,
+                    RecentEvents, SchedulingInputs, Settings, UsageLedger, apply_all_else_each, has_run)
 from .triggers import BurstTimer, Manifests, TriggerCode, TriggerStore
 
 __all__ = [
-    "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BudgetRecords", "BurstTimer", "Change",
-    "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization", "HISTORY_STATES", "HistoryQuery",
-    "HistoryReads", "Intake", "Inventory", "JobEvent", "JobLogs", "JobRecords", "JobsAndSettings", "JobStore",
+    "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BETWEEN_ATTEMPTS", "BudgetRecords",
+    "BurstTimer", "Change", "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization",
+    "HISTORY_STATES", "HistoryQuery", "HistoryReads", "Intake", "Inventory", "JobEvent", "JobLogs", "JobRecords",
+    "JobsAndSettings", "JobStore",
     "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests", "Metrics", "Notifier", "PendingChanges",
     "PendingFeed", "QueueReads", "Random",
-    "RecentEvents", "SchedulingInputs", "Settings", "Submission", "TriggerCode", "TriggerStore", "UsageLedger", "Waker",
-    "apply_all_else_each",
+    "RecentEvents", "SchedulingInputs", "Settings", "Submission", "TriggerCode", "TriggerStore", "UsageLedger",
+    "Waker", "WAITING_STATES", "apply_all_else_each", "has_run",
 ]

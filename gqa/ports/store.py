@@ -21,7 +21,10 @@ List = list
 @dataclass(frozen=True)
 class Change:
     """One guarded change: move job `job_id` from `expect` to `to` (or, with
-    `to` None, update `fields` only while it is still in `expect`)."""
+    `to` None, update `fields` only while it is still in `expect`). With
+    `unchanged`, also only while the job still holds those values: a
+    read-modify-write names what it read (an update's spec), so a change
+    written since its read is never overwritten (Conflict: read again)."""
 
     job_id: str
     expect: JobState
@@ -197,11 +200,15 @@ class PendingFeed(Protocol):
 
 @dataclass(frozen=True)
 class HistoryQuery:
-    """Which jobs a history lists: the finished ones whose end falls in
-    [since, until) (`until` None: up to now), so that consecutive windows
-    count each job once, and the ones running now that started before
-    `until`. The filters narrow it; `states` None means every finished state
-    and RUNNING (a state that is neither lists nothing)."""
+    """Which jobs a history lists (`holds`): the finished ones whose end
+    falls in [since, until) (`until` None: up to now), so that consecutive
+    windows count each job once, and the ones that have started and not
+    finished (running, or between attempts: back in the queue or waiting to
+    retry) that started before `until`, as sacct lists them. With `waiting`,
+    also the jobs not started yet that were submitted before `until` (a
+    report's "still waiting"; `gqa queue` shows them otherwise). The filters
+    narrow it; `states` None means every state of those (a state that is
+    none of them lists nothing)."""
 
     since: float
     until: float | None = None
@@ -211,27 +218,54 @@ class HistoryQuery:
     group: str | None = None      # an array's (or sweep's) id: its tasks
     name: str | None = None       # a glob, as the shell's: "train-*"
     limit: int = 100              # jobs per page
+    waiting: bool = False         # also the jobs not started yet
 
     def wants(self, state: JobState) -> bool:
-        return state in (HISTORY_STATES if self.states is None else self.states & HISTORY_STATES)
+        listed = HISTORY_STATES | WAITING_STATES if self.waiting else HISTORY_STATES
+        return state in (listed if self.states is None else self.states & listed)
+
+    def holds(self, job: JobRecord) -> bool:
+        """The rule every store reads by: whether `job` is in this history, filters aside
+        (owner, team, group and name are plain matches)."""
+        if not self.wants(job.state):
+            return False
+        if job.state.terminal:
+            return (job.ended_at is not None and self.since <= job.ended_at
+                    and (self.until is None or job.ended_at < self.until))
+        if has_run(job):
+            return self.until is None or (job.started_at or job.submitted_at) < self.until
+        return self.waiting and (self.until is None or job.submitted_at < self.until)
 
 
-# what a history lists: finished jobs, and running ones
+def has_run(job: JobRecord) -> bool:
+    """Whether the job has held its GPUs at least once: running, or an earlier attempt did
+    (settlement keeps that attempt's start). A history lists it from then on."""
+    return job.state == JobState.RUNNING or job.started_at is not None
+
+
+# the states a job that has run waits in for its next attempt (pending, held, starting, retrying)
+BETWEEN_ATTEMPTS = frozenset({JobState.QUEUED, JobState.HELD, JobState.STARTING, JobState.RETRY_WAIT})
+# what a history lists: finished jobs, running ones, and the ones between attempts
 HISTORY_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED,
-                            JobState.REJECTED, JobState.RUNNING})
+                            JobState.REJECTED, JobState.RUNNING}) | BETWEEN_ATTEMPTS
+# the states of a job not started yet, which a history lists only when asked (`waiting`)
+WAITING_STATES = frozenset({JobState.SUBMITTED, JobState.PENDING_APPROVAL}) | BETWEEN_ATTEMPTS
 
 
 class HistoryReads(Protocol):
-    """Finished and running jobs, newest first, a page at a time: `gqa
-    history`, reports and the live views' recent ends read them here."""
+    """The jobs of a window (HistoryQuery.holds), newest first, a page at a
+    time: `gqa history`, reports and the live views' recent ends read them here."""
 
     def history(self, query: HistoryQuery, after: str | None = None) -> tuple[List[JobRecord], str | None]:
-        """One page of at most `query.limit` jobs: the running ones first
-        (latest start first), then the finished ones (latest end first), each
-        with its transitions but without its spec and environments; and the
-        opaque token of the next page (None after the last). `after` is such
-        a token (SpecError for one this store did not make). Reads an index by
-        end time: the cost follows the page, not the jobs kept."""
+        """One page of at most `query.limit` jobs: the unfinished ones first
+        (running or between attempts, latest start first: an attempt's start
+        is the record's; then, with `waiting`, the ones not started yet),
+        then the finished ones (latest end first), each with its transitions
+        but without its spec and environments; and the opaque token of the
+        next page (None after the last). `after` is such a token (SpecError
+        for one this store did not make). Reads indexes by end time and of
+        the jobs not finished: the cost follows the page and the queue, not
+        the jobs kept."""
 
     def prune_history(self, before: float, batch: int) -> int:
         """Delete at most `batch` finished jobs that ended before `before`,

@@ -72,7 +72,8 @@ class TierWaits:
     overall_p50: float | None
     overall_p95: float | None
     longest: float | None
-    waiting: int                                 # never started, still waiting at `now`
+    waiting: int                                 # never started, still waiting at `now` (the rows must hold
+                                                 # them: a history read with `waiting`)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,8 @@ def _caption(report: Report, name: str) -> str:
         return ("Time spent waiting, summed over jobs, by what they waited in. A queued job waited for GPUs or "
                 "its team's quota (or its dependency, where it had one); the scheduler does not record which.")
     if name == "waits":
-        return "Submission to first start, of the jobs that started in each interval."
+        return ("Submission to first start, of the jobs that started in each interval. Still waiting: the jobs "
+                "submitted before the period's end that had not started when the report was made.")
     return ""
 
 

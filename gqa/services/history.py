@@ -1,9 +1,13 @@
-"""`gqa history`: finished and running jobs, newest first, as JobSummary rows
-(gqa.models.accounting), a page at a time or all of a window for a report.
+"""`gqa history`: finished jobs and the ones that have run and not finished
+(running, or between attempts: requeued, reclaimed, preempted or waiting to
+retry), newest first, as JobSummary rows (gqa.models.accounting), a page at
+a time or all of a window for a report.
 
 Which jobs a window holds is HistoryQuery's rule (gqa.ports): a finished job
-belongs to the window its end falls in, a running one to every window from
-its start on; the store reads them by an index on the end time
+belongs to the window its end falls in, one that has run and not finished to
+every window from its start on, as Slurm's sacct lists a requeued job; a
+report asks for the jobs not started yet too, for its "still waiting". The
+store reads them by indexes on the end time and of the jobs not finished
 (HistoryReads)."""
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from ..models.accounting import JobSummary, summarise
 from ..models.errors import SpecError
 from ..models.job import JobState
 from ..models.times import AHEAD, EARLIEST, check_window, utc
-from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads, Inventory
+from ..ports import BETWEEN_ATTEMPTS, HISTORY_STATES, WAITING_STATES, Clock, HistoryQuery, HistoryReads, Inventory
 from .settle import hourly_rate
 
 __all__ = ["MAX_LIMIT", "STATE_WORDS", "HistoryPage", "HistoryQuery", "HistoryService", "check_query", "states_of"]
@@ -35,10 +39,10 @@ def check_query(query: HistoryQuery) -> HistoryQuery:
     if not 1 <= query.limit <= MAX_LIMIT:
         raise SpecError(f"a history page holds 1 to {MAX_LIMIT:,} jobs, not {query.limit:,}")
     if query.states is not None:
-        other = sorted(s.value for s in query.states - HISTORY_STATES)
+        other = sorted(s.value for s in query.states - HISTORY_STATES - (WAITING_STATES if query.waiting else set()))
         if other:
-            raise SpecError(f"history lists finished and running jobs, not {', '.join(other)} ones: "
-                            "`gqa queue` shows the jobs still waiting")
+            raise SpecError(f"history lists the jobs that have run or finished, and a {' or '.join(other)} job "
+                            "has not run yet: `gqa queue` shows the jobs still waiting")
     if query.name is not None and not query.name:
         raise SpecError("--name needs a name or a pattern such as 'train-*'")
     return query
@@ -51,7 +55,8 @@ class HistoryService:
         self.store, self.clock, self.inventory = store, clock, inventory
 
     def list(self, query: HistoryQuery, token: str | None = None) -> HistoryPage:
-        """One page: the running jobs first (latest start first), then the finished ones (latest end first)."""
+        """One page: the jobs not finished first (running or between attempts, latest start first),
+        then the finished ones (latest end first)."""
         query, now = check_query(query), self.clock.now()
         # a window past a year ahead or before 1970 holds no job; the store would walk it a day at a time
         for end, at in (("begins", query.since), ("ends", query.until)):
@@ -76,10 +81,16 @@ class HistoryService:
             token = page.next
 
 
-# what people call the states a history lists (`gqa history --state`), and a few spellings of them
-STATE_WORDS = {"completed": JobState.SUCCEEDED, "succeeded": JobState.SUCCEEDED, "failed": JobState.FAILED,
-               "timed out": JobState.TIMED_OUT, "timeout": JobState.TIMED_OUT, "cancelled": JobState.CANCELLED,
-               "canceled": JobState.CANCELLED, "rejected": JobState.REJECTED, "running": JobState.RUNNING}
+# what people call the states a history lists (`gqa history --state`), and a few spellings of them; a
+# requeued job is one that has run and waits to run again, whatever it waits in (its status says)
+STATE_WORDS: dict[str, frozenset[JobState]] = {
+    "completed": frozenset({JobState.SUCCEEDED}), "succeeded": frozenset({JobState.SUCCEEDED}),
+    "failed": frozenset({JobState.FAILED}), "timed out": frozenset({JobState.TIMED_OUT}),
+    "timeout": frozenset({JobState.TIMED_OUT}), "cancelled": frozenset({JobState.CANCELLED}),
+    "canceled": frozenset({JobState.CANCELLED}), "rejected": frozenset({JobState.REJECTED}),
+    "running": frozenset({JobState.RUNNING}), "requeued": BETWEEN_ATTEMPTS}
+# the statuses a requeued job shows, which --state takes as "requeued" alone
+_REQUEUED_SHOWN = ("pending", "held", "starting", "retrying")
 
 
 def states_of(words: Iterable[str]) -> frozenset[JobState] | None:
@@ -89,10 +100,14 @@ def states_of(words: Iterable[str]) -> frozenset[JobState] | None:
         key = " ".join(word.strip().lower().replace("_", " ").replace("-", " ").split())
         if not key:
             continue
+        if key in _REQUEUED_SHOWN:
+            raise SpecError(f"unknown state {word.strip()!r}: a job that has run and waits to run again shows "
+                            f"{', '.join(_REQUEUED_SHOWN)}; --state requeued lists them all (`gqa queue` shows "
+                            "the jobs not started yet)")
         if key not in STATE_WORDS:
             raise SpecError(f"unknown state {word.strip()!r}: use {', '.join(_WORDS)}")
-        found.add(STATE_WORDS[key])
+        found |= STATE_WORDS[key]
     return frozenset(found) or None
 
 
-_WORDS = ("completed", "failed", "timed out", "cancelled", "rejected", "running")
+_WORDS = ("completed", "failed", "timed out", "cancelled", "rejected", "running", "requeued")

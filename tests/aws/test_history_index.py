@@ -18,7 +18,7 @@ from gqa.adapters.aws import tables as t
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.adapters.aws.store_history import DAYS_A_CALL
 from gqa.models.job import JobState
-from gqa.ports import Change, HistoryQuery
+from gqa.ports import BETWEEN_ATTEMPTS, WAITING_STATES, Change, HistoryQuery
 from tests.aws.deployed import create_tables
 from tests.aws.moto_support import session
 from tests.aws.test_dynamodb_store import ops, record_calls
@@ -97,6 +97,42 @@ def test_a_window_that_starts_after_now_reads_nothing_and_asks_no_reversed_range
         store.client.query(TableName=NAMES.jobs, IndexName=t.ENDED_INDEX,
                            KeyConditionExpression=f"{t.END_DAY} = :d AND {t.ENDED_AT} BETWEEN :a AND :b",
                            ExpressionAttributeValues={":d": {"S": "2026-11-18"}, ":a": {"N": "2"}, ":b": {"N": "1"}})
+
+
+def test_jobs_between_attempts_are_read_from_the_pass_index_and_the_pages_by_key(make_store):
+    """The queue's jobs are not read whole (by_state's QUEUED partition would): the pass index's
+    light entries, a Query a shard, then the page's few jobs by key, as the ended index projects them."""
+    store = make_store()
+    for _ in range(30):
+        put(store, S.QUEUED, at=END)          # never started: not in a history, never read whole
+    back = put(store, S.RETRY_WAIT, at=END, fields={"started_at": END - 60, "gpu_seconds": 60.0})
+    calls = record_calls(store)
+    jobs, after = store.history(HistoryQuery(since=END - DAY, until=END + 1, states=BETWEEN_ATTEMPTS))
+    assert [j.id for j in jobs] == [back.id] and after is None
+    assert (jobs[0].gpu_seconds, jobs[0].history[-1].state, jobs[0].spec_json) == (60.0, S.RETRY_WAIT, "")
+    assert ops(calls) == ["Query"] * t.CHANGE_SHARDS + ["BatchGetItem"]
+    assert {p["IndexName"] for op, p in calls if op == "Query"} == {t.PASS_INDEX}
+    [keys] = [p["RequestItems"][NAMES.jobs] for op, p in calls if op == "BatchGetItem"]
+    assert [k["id"]["S"] for k in keys["Keys"]] == [back.id] and "spec_json" not in keys["ProjectionExpression"]
+
+
+def test_a_reports_pages_of_jobs_not_started_read_on_from_the_mark_not_the_queue_again(make_store):
+    """With `waiting`, a page past the jobs that have started reads each waiting state's by_state
+    partition down from the seq of the job the last page stopped at: the pages add up linearly."""
+    store = make_store()
+    queued = [put(store, S.QUEUED, at=END) for _ in range(25)]
+    query = HistoryQuery(since=END - DAY, until=END + 1, waiting=True, limit=10)
+    jobs, after = store.history(query)
+    assert [j.id for j in jobs] == [j.id for j in queued[::-1][:10]]
+    calls = record_calls(store)
+    jobs, after = store.history(query, after)
+    assert [j.id for j in jobs] == [j.id for j in queued[::-1][10:20]] and after is not None
+    assert ops(calls)[0] == "GetItem" and set(ops(calls)[1:]) == {"Query"}     # the mark's seq, then the states
+    queries = [p for op, p in calls if op == "Query"]
+    assert {p["IndexName"] for p in queries} == {t.BY_STATE}      # no pass index: none of them has started
+    down = [p for p in queries if " < " in p["KeyConditionExpression"]]
+    assert len(down) == len(WAITING_STATES) == len(queries) - 1    # and the running jobs' partition
+    assert all(p["ScanIndexForward"] is False and p["Limit"] <= 10 + 1 for p in down)   # a page and one more
 
 
 def test_the_index_projections_fit_dynamodbs_limit():

@@ -47,7 +47,8 @@ def test_a_page_of_summaries_newest_end_first_then_the_next(api):  # noqa: F811
     ({}, "since is required"),
     ({"since": "yesterday"}, "since must be a time in epoch seconds"),
     ({"since": "0", "state": "DONE"}, "state must be job states"),
-    ({"since": "0", "state": "QUEUED"}, "history lists finished and running jobs, not QUEUED ones"),
+    ({"since": "0", "state": "PENDING_APPROVAL"}, "history lists the jobs that have run or finished, and a "
+                                                   "PENDING_APPROVAL job has not run yet"),
     ({"since": "0", "limit": "5000"}, "a history page holds 1 to 1,000 jobs"),
     ({"since": "0", "next": "bogus"}, "is not a page token of a history"),
     ({"since": "1796653029", "until": "1796573829"}, "the window ends (2026-12-06 16:17:09 UTC) at or before it "

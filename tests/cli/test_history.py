@@ -131,7 +131,11 @@ def test_nothing_in_the_window_says_so(cli, jobs):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--state", "pending"), "unknown state 'pending': use completed, failed, timed out, cancelled, rejected, running"),
+    (("--state", "done"), "unknown state 'done': use completed, failed, timed out, cancelled, rejected, running, "
+                          "requeued"),
+    # what a requeued job's row shows: --state names them all one way
+    (("--state", "pending"), "unknown state 'pending': a job that has run and waits to run again shows pending, "
+                             "held, starting, retrying; --state requeued lists them all"),
     (("--since", "yesterday"), "--since 'yesterday': use a time back from now (90m, 12h, 7d), a date"),
     (("--since", "2026-13-01"), "--since '2026-13-01' is not a date"),
     (("--since", "1h", "--until", "2h"), "--until must be later than --since"),

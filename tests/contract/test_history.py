@@ -1,14 +1,16 @@
 """The history contract (HistoryReads), on every backend: finished jobs by
-their end, newest first, after the running ones; the filters; pages that
-add up to the whole window, each job once; the retention's prune."""
+their end, newest first, after the ones not finished that have run (running,
+or between attempts); with `waiting`, the ones not started yet too; the
+filters; pages that add up to the whole window, each job once; the
+retention's prune."""
 
 import time
 
 import pytest
 
 from gqa.models.errors import NotFound, SpecError
-from gqa.ports import HistoryQuery
-from tests.contract.jobs import S, put
+from gqa.ports import BETWEEN_ATTEMPTS, Change, HistoryQuery
+from tests.contract.jobs import S, new_job, put
 
 DAY = 86_400.0
 # the start of a UTC day three days ago: DynamoDB's index is read a day at a time up to now
@@ -123,3 +125,89 @@ def test_prune_deletes_finished_jobs_before_the_cutoff_in_batches(store, finishe
             open_store().get(gone.id)
     assert ids(store.history(HistoryQuery(since=T0))[0]) == [run.id, d.id, c.id]
     assert len(store.list()) == 4   # the running, queued and later jobs stay
+
+
+# -- jobs between attempts, and the ones not started yet ----------------------------------------------
+
+def requeued(store, state, start, **record):
+    """A job whose attempt ran from `start` for a minute and that now waits to run again in `state`
+    (RETRY_WAIT after an error or a reclaim, QUEUED once its retry is due or it was requeued, HELD
+    after that by its owner), with that attempt's GPU time and money."""
+    used = {"started_at": start, "gpu_seconds": 60.0, "cost": 0.25, "not_before": start + 60}
+    job = put(store, S.RETRY_WAIT, at=start + 60, fields=used, **record)
+    for step in {S.QUEUED: (S.QUEUED,), S.HELD: (S.QUEUED, S.HELD)}.get(state, ()):
+        [job] = store.apply([Change(job.id, job.state, step, f"moved to {step}", start + 61)])
+    return job
+
+
+@pytest.fixture
+def between(store, finished):
+    """The finished fixture's jobs, and three that have run and wait to run again."""
+    retry = requeued(store, S.RETRY_WAIT, T0 + 2 * DAY + 5, name="train-retry", owner="bob")
+    back = requeued(store, S.QUEUED, T0 + DAY, name="train-back", team="nlp")
+    held = requeued(store, S.HELD, T0 + 50, name="eval-held")
+    return {**dict(zip("abcdr", finished)), "retry": retry, "back": back, "held": held}
+
+
+def named(jobs, keys):
+    return [jobs[k].id for k in keys.split()]
+
+
+def test_jobs_between_attempts_are_listed_with_the_running_ones_by_their_start(store, between):
+    jobs, after = store.history(HistoryQuery(since=T0))
+    assert ids(jobs) == named(between, "retry r back held d c b a") and after is None
+    back = jobs[2]
+    assert (back.state, back.started_at, back.gpu_seconds, back.cost) == (S.QUEUED, T0 + DAY, 60.0, 0.25)
+    assert [t.state for t in back.history][-3:] == [S.RUNNING, S.RETRY_WAIT, S.QUEUED]   # its transitions too
+    assert back.spec_json == ""
+
+
+@pytest.mark.parametrize("query, expected", [
+    # every window from its start on: a window before the start holds it not
+    ({"since": T0 + DAY, "until": T0 + 2 * DAY}, "back held b"),
+    ({"since": T0 + 3 * DAY}, "retry r back held"),
+    ({"since": T0, "states": BETWEEN_ATTEMPTS}, "retry back held"),
+    ({"since": T0, "states": frozenset({S.RETRY_WAIT, S.SUCCEEDED})}, "retry d a"),
+    ({"since": T0, "states": frozenset({S.RUNNING})}, "r"),
+    ({"since": T0, "owner": "bob"}, "retry b"),
+    ({"since": T0, "team": "nlp"}, "back c b"),
+    ({"since": T0, "name": "eval-*"}, "held c"),
+])
+def test_the_window_and_filters_hold_jobs_between_attempts(store, between, query, expected):
+    assert ids(store.history(HistoryQuery(**query))[0]) == named(between, expected)
+
+
+def test_with_waiting_the_jobs_not_started_follow_the_started_ones(store, between):
+    queued = [j for j in store.list() if j.name == "waiting"]     # the finished fixture's, never started
+    [approval] = store.create([new_job(state=S.PENDING_APPROVAL, submitted_at=T0 + 7, name="big")])
+    later = put(store, S.QUEUED, at=T0 + 9, name="later", submitted_at=T0 + 4 * DAY)
+    jobs, _ = store.history(HistoryQuery(since=T0, until=T0 + 3 * DAY, waiting=True))
+    unfinished = [j.id for j in jobs if not j.state.terminal]
+    # latest start first, then the ones not started by their order of submission, latest first
+    assert unfinished == named(between, "retry r back held") + [approval.id, queued[0].id]
+    assert later.id not in ids(jobs)     # submitted after the window's end
+    held = store.history(HistoryQuery(since=T0, waiting=True, states=frozenset({S.HELD, S.PENDING_APPROVAL})))[0]
+    assert ids(held) == [between["held"].id, approval.id]
+
+
+@pytest.mark.parametrize("waiting", [False, True])
+def test_each_store_lists_what_the_rule_holds(store, between, waiting):
+    """Every job the store keeps, against HistoryQuery.holds: the stores read by the rule."""
+    every = store.list()
+    for query in (HistoryQuery(since=T0 + DAY, until=T0 + 2 * DAY, waiting=waiting),
+                  HistoryQuery(since=T0 + 2 * DAY, waiting=waiting, states=BETWEEN_ATTEMPTS | {S.CANCELLED}),
+                  HistoryQuery(since=T0 - DAY, until=T0 + 40, waiting=waiting)):
+        assert sorted(ids(store.history(query)[0])) == sorted(j.id for j in every if query.holds(j))
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+@pytest.mark.parametrize("waiting", [False, True])
+def test_pages_through_jobs_between_attempts_and_not_started_add_up(store, between, limit, waiting):
+    for _ in range(3):
+        put(store, S.QUEUED, name="queued")   # not started: several at the same place (0, then their order)
+    requeued(store, S.QUEUED, T0 + DAY, name="same-start")   # the same start as `back`: a tie
+    query = HistoryQuery(since=T0, waiting=waiting)
+    whole = ids(store.history(query)[0])
+    paged, pages = every_page(store, HistoryQuery(since=T0, waiting=waiting, limit=limit))
+    assert ids(paged) == whole and len(set(whole)) == len(whole) == (13 if waiting else 9)
+    assert pages >= len(whole) / limit

@@ -1,20 +1,27 @@
 """The DynamoDB store's history: finished jobs from the `ended` index
 (tables.py), a Query per UTC day of their end from the window's last day
-back to its first, newest first; running ones from the by_state index. The
-index projects what a summary needs, so a page reads its rows and little
-more. Retention is DynamoDB's TTL on the job item (items.job_item): nothing
-to prune here."""
+back to its first, newest first: the index projects what a summary needs,
+so a page reads its rows and little more. Running jobs from the by_state
+index; the ones between attempts from the pass index, which holds the live
+jobs' scheduling attributes alone (about 300 bytes a job: what a pass
+reads), the few a page lists then read by key; when asked, the ones not
+started yet from by_state, each state's partition read down from where the
+last page stopped. Retention is DynamoDB's TTL on the job item
+(items.job_item): nothing to prune here."""
 
 from __future__ import annotations
 
 import builtins
+import heapq
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from fnmatch import fnmatchcase
+from itertools import islice
 from typing import Any
 
 from ...models.job import TERMINAL, JobRecord, JobState
-from ...ports import HistoryQuery
+from ...ports import BETWEEN_ATTEMPTS, WAITING_STATES, HistoryQuery
 from .. import history_token
 from . import items as it
 from . import tables as t
@@ -23,19 +30,21 @@ from .store_jobs import DynamoDBJobs
 List = builtins.list
 DAY = 86_400
 DAYS_A_CALL = 31    # a Query a day: a long window with few jobs answers in several pages, each within a second
+# what a history row reads of a job by its key: what the `ended` index projects for a finished one
+_ROW_ATTRIBUTES = (t.GROUP, t.ID, t.ENDED_AT, *t.HISTORY_ATTRIBUTES)
 
 
 class DynamoDBHistory(DynamoDBJobs):
     def history(self, query: HistoryQuery, after: str | None = None) -> tuple[List[JobRecord], str | None]:
         mark = history_token.decode(after, str)
         limit = max(1, query.limit)
-        running: List[JobRecord] = []
-        if query.wants(JobState.RUNNING) and (mark is None or mark[0] == history_token.RUNNING):
-            running = self._running(query, mark)[:limit + 1]
+        unfinished: List[JobRecord] = []
+        if mark is None or mark[0] == history_token.RUNNING:
+            unfinished = self._unfinished(query, mark, limit + 1)
             mark = None
-        finished, resume = (self._finished(query, mark, limit + 1 - len(running)) if len(running) <= limit
+        finished, resume = (self._finished(query, mark, limit + 1 - len(unfinished)) if len(unfinished) <= limit
                             else ([], None))
-        jobs = running + finished
+        jobs = unfinished + finished
         token = None
         if len(jobs) <= limit and resume is not None:   # the days one call reads ran out: the next page goes on
             token = history_token.encode(history_token.ENDED, resume, "")
@@ -45,16 +54,78 @@ class DynamoDBHistory(DynamoDBJobs):
             token = history_token.after(last, last.id)
         return self._whole_histories(jobs), token
 
-    def _running(self, query: HistoryQuery, mark) -> List[JobRecord]:
+    def _unfinished(self, query: HistoryQuery, mark, limit: int) -> List[JobRecord]:
+        """At most `limit` jobs not finished, latest start first, ties by seq (the order of
+        submission; 0 for a job not started yet): the running ones (whole items, by_state), those
+        between attempts (light records from the pass index; the few on the page then read by key)
+        and, with `waiting`, those not started yet (by_state, each state's partition read down
+        from the mark). Past the jobs that have started, a page reads the last alone."""
+        at = None if mark is None else (mark[1], self._seq_of(mark[2]))
+        found = {j.id: j for j in self._running(query, at)[:limit]} if query.wants(JobState.RUNNING) else {}
+        between = {j.id: j for j in self._between(query, at)} if at is None or at[0] > 0 else {}
+        for job in between.values():
+            found.setdefault(job.id, job)   # one requeued between the two reads: listed once
+        if query.waiting:
+            for job in self._not_started(query, at, limit):
+                found.setdefault(job.id, job)
+        jobs = sorted(found.values(), key=_start_key, reverse=True)[:limit]
+        light = [j.id for j in jobs if j.id in between]
+        read = {item[t.ID]: _record(item) for item in self._by_key(light, **_projection())} if light else {}
+        out = []
+        for job in jobs:
+            if job.id in between:
+                fresh = read.get(job.id)
+                if fresh is None or fresh.state.terminal or not query.holds(fresh):
+                    continue   # gone, or ended since the index was read: the finished ones list it
+                job = fresh
+            out.append(job)
+        return out
+
+    def _seq_of(self, job_id: str) -> int:
+        """The seq of the job a token stopped at (the token names it by id); -1 for one gone."""
+        found = self.call("GetItem", TableName=self.tables.jobs, Key=it.dump(it.job_key(job_id)),
+                          ProjectionExpression="#s", ExpressionAttributeNames={"#s": t.SEQ}).get("Item")
+        return int(it.load(found)[t.SEQ]) if found else -1
+
+    def _running(self, query: HistoryQuery, at) -> List[JobRecord]:
         """The running jobs (one by_state partition: a few hundred at most), latest start first."""
-        jobs = [replace(it.job_record(i), spec_json="", submit_env=None, extra_env={})
-                for i in self._query(self.tables.jobs, {t.STATE: JobState.RUNNING.value}, index=t.BY_STATE)]
+        jobs = [_record(i) for i in self._query(self.tables.jobs, {t.STATE: JobState.RUNNING.value},
+                                                index=t.BY_STATE)]
         jobs = [j for j in jobs if _matches(j, query)
                 and (query.until is None or (j.started_at or j.submitted_at) < query.until)]
-        jobs.sort(key=lambda j: (j.started_at or 0.0, j.id), reverse=True)
-        if mark is not None:
-            jobs = [j for j in jobs if (j.started_at or 0.0, j.id) < (mark[1], mark[2])]
-        return jobs
+        jobs.sort(key=_start_key, reverse=True)
+        return jobs if at is None else [j for j in jobs if _start_key(j) < at]
+
+    def _between(self, query: HistoryQuery, at) -> List[JobRecord]:
+        """The jobs between attempts the query holds, as light records: from the pass index, a
+        Query per shard (about 300 bytes a live job), the filters applied by DynamoDB."""
+        states = [s for s in sorted(BETWEEN_ATTEMPTS) if query.wants(s)]
+        if not states:
+            return []
+        expr = it.Expr()
+        where = [f"{expr.n(t.STATE)} IN ({', '.join(expr.v(s.value) for s in states)})",
+                 f"attribute_exists({expr.n('started_at')})", *_filters(query, expr)]
+        jobs: List[JobRecord] = []
+        for shard in range(t.CHANGE_SHARDS):
+            jobs += (it.job_record(i, history=False) for i in self._query(
+                self.tables.jobs, {t.CHANGE_SHARD: str(shard)}, index=t.PASS_INDEX, where=(" AND ".join(where), expr)))
+        return [j for j in jobs if query.holds(j) and _matches(j, query) and (at is None or _start_key(j) < at)]
+
+    def _not_started(self, query: HistoryQuery, at, limit: int) -> Iterator[JobRecord]:
+        """At most `limit` jobs not started yet, latest seq first: each waiting state's by_state
+        partition read down from the mark, merged, and no further than the page needs."""
+        reads = []
+        for state in (s for s in sorted(WAITING_STATES) if query.wants(s)):
+            expr = it.Expr()
+            sort = (f"{expr.n(t.SEQ)} < {expr.v(at[1])}", expr) if at is not None and at[0] <= 0 else None
+            terms = [f"attribute_not_exists({expr.n('started_at')})", *_filters(query, expr)]
+            if query.until is not None:
+                terms.append(f"{expr.n('submitted_at')} < {expr.v(query.until)}")
+            where = " AND ".join(terms)
+            reads.append(self._query(self.tables.jobs, {t.STATE: state.value}, index=t.BY_STATE, sort=sort,
+                                     where=(where, expr), forward=False, page=min(1000, limit)))
+        jobs = (_record(i) for i in heapq.merge(*reads, key=lambda i: int(i[t.SEQ]), reverse=True))
+        return islice((j for j in jobs if query.holds(j) and _matches(j, query)), limit)
 
     def _finished(self, query: HistoryQuery, mark, limit: int) -> tuple[List[JobRecord], float | None]:
         """At most `limit` finished jobs, latest end first (ties by id): the
@@ -131,6 +202,23 @@ class DynamoDBHistory(DynamoDBJobs):
 
 def _day_start(at: float) -> float:
     return float(int(at) // DAY * DAY)
+
+
+def _start_key(job: JobRecord) -> tuple[float, int]:
+    """An unfinished job's place in a history, latest first: its attempt's start (0 before any), then
+    its seq (the order of submission)."""
+    return job.started_at or 0.0, job.seq
+
+
+def _filters(query: HistoryQuery, expr: it.Expr) -> List[str]:
+    """The query's owner, team and group as a filter's terms."""
+    return [f"{expr.n(name)} = {expr.v(value)}" for name, value in
+            (("owner", query.owner), (t.TEAM, query.team), (t.GROUP, query.group)) if value is not None]
+
+
+def _projection() -> dict[str, Any]:
+    names = {f"#a{n}": name for n, name in enumerate(_ROW_ATTRIBUTES)}
+    return {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
 
 
 def _matches(job: JobRecord, query: HistoryQuery) -> bool:
