@@ -43,6 +43,9 @@ from gqa.services.budget_watch import BudgetWatch
 from lambdas import environment
 
 logger = Logger(service="gqa-budget")
+# holds and releases one tick writes (one transaction): the dispatcher's passes write the rest, paced
+# (lambdas/dispatch.py HOLDS_PER_PASS); the whole of a large queue would outlast the function's timeout
+HOLDS_PER_TICK = 100
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def build() -> Watch:
                                            environment.gpu_metrics_namespace(NAMESPACE))
     service = BudgetWatch(DynamoDBStore(dynamodb, names), DynamoDBBudgetRecords(dynamodb, names),
                           SnsNotifier(boto3.client("sns"), environment.alerts_topic()), SystemClock(),
-                          utilisation=utilisation, metrics=metrics, waker=waker)
+                          utilisation=utilisation, metrics=metrics, waker=waker, holds_per_tick=HOLDS_PER_TICK)
     return Watch(service, metrics)
 
 

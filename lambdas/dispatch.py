@@ -46,7 +46,9 @@ invocation (the context's remaining time) and records its launches
 LAUNCH_BATCH at a time (services/pacing.py), so hundreds of SubmitJob calls
 cannot run it into its timeout with none recorded. The starts it leaves stay
 queued, and it sends a wake-up (where GQA_WAKEUP_QUEUE_URL is set) for the
-next pass to start them.
+next pass to start them. After its starts it writes at most HOLDS_PER_PASS of
+the holds and releases its plan decides (a team's whole queue crossing its
+budget), waking the next pass for the rest (services/holding.py).
 
 Concurrency: the wake-up queue's event source runs at most 2 passes at once
 (its maximum concurrency, not a reserved concurrency, which would throttle
@@ -97,6 +99,10 @@ KEYS_AFTER_COLD_START = 900.0
 # its batch's record and the metrics (a quarter of DISPATCH_TIMEOUT)
 PASS_RESERVE = 15.0
 LAUNCH_BATCH = 20   # starts claimed, submitted and recorded together: a timeout loses one batch's records
+# holds and releases one pass writes, after its starts (services/holding.py): one transaction, about
+# 400 write units on each index partition they share (4 a job), under half a second of the 1,000 one
+# partition takes (admission paces itself to half of it: adapters/aws/admissions.py); the rest, the next pass
+HOLDS_PER_PASS = 100
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,8 @@ def build() -> Dispatcher:
     # a pass stopped by its time wakes the next; a failed wake-up leaves that to the next tick
     waker = wakeups.WakeDispatcher(SqsIntake(boto3.client("sqs"), {}, wakeup), on_error=_wake_failed) \
         if wakeup else None
-    supervisor = Supervisor(store, compute, clock, rng, launches=compute, launch_batch=LAUNCH_BATCH, waker=waker)
+    supervisor = Supervisor(store, compute, clock, rng, launches=compute, launch_batch=LAUNCH_BATCH,
+                            holds_per_pass=HOLDS_PER_PASS, waker=waker)
     return Dispatcher(store, compute, supervisor, overdue,
                       make_metrics(namespace="gqa", service="gqa-dispatch"))
 

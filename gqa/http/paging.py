@@ -78,13 +78,16 @@ def check_limit(limit: int | None) -> int:
     return limit
 
 
-def token(listing: str, after: int | None, view: str | None = None) -> str | None:
+def token(listing: str, after: int | None, view: str | None = None, *, running: int | None = None) -> str | None:
     """The opaque `next` token of a page of `listing` ("queue", "jobs"); `view`
     names the listing as computed for the first page, where the server keeps
-    it a while (the queue: its order is a whole scheduling pass)."""
-    if after is None:
+    it a while (the queue: its order is a whole scheduling pass). `running`:
+    the last seq of a page of the queue's running jobs when more of them
+    follow (they come first, on as many pages as they take; then the pending)."""
+    if after is None and running is None:
         return None
-    raw = json.dumps({"of": listing, "after": after, **({"view": view} if view else {})},
+    raw = json.dumps({"of": listing, **({"after": after} if after is not None else {}),
+                      **({"running": running} if running is not None else {}), **({"view": view} if view else {})},
                      separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -103,15 +106,31 @@ def view_of(text: str | None) -> str | None:
 
 def after_of(listing: str, text: str | None) -> int | None:
     """The seq a `next` token of `listing` names; SpecError for anything else."""
+    after, _ = position_of(listing, text)
+    if text is not None and after is None:
+        raise _not_a_token(listing, text)
+    return after
+
+
+def position_of(listing: str, text: str | None) -> tuple[int | None, int | None]:
+    """What a `next` token of `listing` names: (the seq the listing goes on after, or None for its
+    start; the seq its running jobs go on after, or None where none are left to give), both None
+    without a token; SpecError for anything else."""
     if text is None:
-        return None
+        return None, None
     try:
         data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except (ValueError, binascii.Error):
         data = None
-    after = data.get("after") if isinstance(data, dict) else None
-    if (not isinstance(data, dict) or data.get("of") != listing or isinstance(after, bool)
-            or not isinstance(after, int) or after < 0):
-        raise SpecError(f"next {text!r} is not a page token of this {listing} listing; pass the `next` of "
-                        "the previous page as it came, or leave it out for the first page")
-    return after
+    if not isinstance(data, dict) or data.get("of") != listing:
+        raise _not_a_token(listing, text)
+    after, running = data.get("after"), data.get("running")
+    if (after is None and running is None) or not all(
+            n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 0) for n in (after, running)):
+        raise _not_a_token(listing, text)
+    return after, running
+
+
+def _not_a_token(listing: str, text: str) -> SpecError:
+    return SpecError(f"next {text!r} is not a page token of this {listing} listing; pass the `next` of "
+                     "the previous page as it came, or leave it out for the first page")

@@ -184,29 +184,33 @@ def queue_from_dict(data: dict[str, Any]) -> QueueView:
 
 
 def queue_page_to_dict(view: QueueView, page: Page[QueueEntry], next_token: str | None, *, first: bool,
-                       explain: bool = True) -> dict[str, Any]:
+                       explain: bool = True, running: list[JobRecord] | None = None) -> dict[str, Any]:
     """A page of the queue (paging.py): its pending entries, each with its `rank`
     in the whole queue's order; the GPU figures and weights on every page; the
-    running jobs on the first page only (null on the others); `next`."""
-    data = queue_to_dict(QueueView([e for _, e in page.items], view.running if first else [], view.total_gpus,
+    running jobs on the first page only (null on the others), or `running`, a
+    run of them, where they take more than a page; `next`."""
+    shown = running if running is not None else view.running if first else []
+    data = queue_to_dict(QueueView([e for _, e in page.items], shown, view.total_gpus,
                                    view.free_gpus, view.weights, view.outside_gpus), explain=explain)
     for (rank, _), entry in zip(page.items, data["pending"]):
         entry["rank"] = rank
-    data.update(running=data["running"] if first else None, next=next_token)
+    data.update(running=data["running"] if first or running is not None else None, next=next_token)
     return data
 
 
 def queue_from_pages(pages: list[dict[str, Any]]) -> QueueView:
-    """The queue the pages add up to: the first page's figures and running jobs,
-    every page's pending entries put back in the queue's order by rank (then by
-    seq: if the queue moved between pages, two entries may share a rank)."""
+    """The queue the pages add up to: the first page's figures, the running jobs
+    of every page that has them (the first, and those after it while they take
+    more than a page), every page's pending entries put back in the queue's
+    order by rank (then by seq: if the queue moved between pages, two entries
+    may share a rank)."""
     ranked: list[tuple[int, int, QueueEntry]] = []
     for data in pages:
         entries = queue_from_dict({**data, "running": []}).pending
         for raw, entry in zip(data["pending"], entries):
             ranked.append((int(raw.get("rank", len(ranked))), entry.job.seq, entry))
     ranked.sort(key=lambda r: r[:2])
-    first = queue_from_dict({**pages[0], "pending": [], "running": pages[0]["running"] or []})
+    first = queue_from_dict({**pages[0], "pending": [], "running": [j for p in pages for j in p["running"] or []]})
     return QueueView([entry for *_, entry in ranked], first.running, first.total_gpus, first.free_gpus,
                      first.weights, first.outside_gpus)
 

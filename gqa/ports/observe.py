@@ -43,11 +43,16 @@ class AttemptLog:
 @dataclass(frozen=True)
 class LogChunk:
     """Lines read from a stream. `token` continues after them (the same token
-    when nothing new came); `caught_up` says the stream had no more lines now."""
+    when nothing new came); `caught_up` says the stream had no more lines now.
+    `after`, where the backend can resume within what it read: the token that
+    continues after each line (so a reader that takes only the first n lines,
+    to keep an answer's size, continues from `after[n - 1]`); None: only after
+    all of them."""
 
     lines: tuple[str, ...]
     token: str | None
     caught_up: bool
+    after: tuple[str, ...] | None = None
 
 
 class JobLogs(Protocol):

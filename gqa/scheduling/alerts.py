@@ -177,6 +177,7 @@ def queue_changes(snap: Snapshot, spend: Mapping[str, TeamSpend], attempts: Iter
             continue   # its owner's: only `gqa release` frees it
         if job.held:
             if job.team not in exhausted and ledger.over(job) is None:
+                ledger.started(job)   # as the pass counts a release: only what the budget could start
                 release.append(job.id)
         elif job.team in exhausted:
             hold[job.id] = exhausted[job.team]

@@ -88,6 +88,9 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
         over_budget = budget.over(job)
         if job.held or over_budget:
             if over_budget is None:
+                # it starts at a later pass: its cap counts now, so a pass releases what the budget
+                # could start, not the team's whole queue whenever the headroom passes one job's cap
+                budget.started(job)
                 out.release.append(job.id)
                 over_budget = "the budget allows it again: back in the queue"
             elif not job.held:

@@ -7,7 +7,9 @@ this reads what they need, and carries out what they decide:
    settled spend, so nothing is counted twice);
 2. queue: a team at or over its budget has its queued jobs HELD (the reason
    says the numbers) and, with stop_at_budget, its running jobs asked to
-   requeue; held jobs the budget allows again are released;
+   requeue; held jobs the budget allows again are released; at most
+   `holds_per_tick` holds and releases a tick, a write the store refuses
+   logged, not raised, so the alerts after them still go (services/holding.py);
 3. alerts: budget thresholds, jobs waiting too long (for GPUs, or for an
    approver: those go to the approvers, services/approvals.py), idle GPUs; each is
    claimed (a conditional write) before it is sent, so two overlapping ticks
@@ -36,6 +38,7 @@ from ..scheduling.budget import TeamSpend, period_of
 from ..scheduling.dependencies import gate
 from ..scheduling.snapshot import Snapshot
 from .approvals import overdue_approvals
+from .holding import moves, write_some
 from .settle import hourly_rate
 from .snapshot import dependency_states
 
@@ -60,10 +63,13 @@ class Tick:
 class BudgetWatch:
     def __init__(self, store: JobStore, records: BudgetRecords, notifier: Notifier, clock: Clock, *,
                  utilisation: GpuUtilization | None = None, metrics: Metrics | None = None,
-                 waker: Waker | None = None, lease: float = LEASE, pending_per_tick: int = PENDING_PER_TICK):
+                 waker: Waker | None = None, lease: float = LEASE, pending_per_tick: int = PENDING_PER_TICK,
+                 holds_per_tick: int | None = None):
+        """`holds_per_tick`: the most holds and releases a tick writes (None: all); the dispatcher's
+        passes hold and release the same jobs, paced too, and start none the budget does not cover."""
         self.store, self.records, self.notifier, self.clock = store, records, notifier, clock
         self.utilisation, self.metrics, self.waker = utilisation, metrics, waker
-        self.lease, self.pending_per_tick = lease, pending_per_tick
+        self.lease, self.pending_per_tick, self.holds_per_tick = lease, pending_per_tick, holds_per_tick
 
     def tick(self) -> Tick:
         now = self.clock.now()
@@ -106,12 +112,11 @@ class BudgetWatch:
                       tick: Tick) -> None:
         decided = queue_changes(snap, spend, attempts)
         now = snap.now
-        for job_id, reason in decided.hold.items():
-            if self._apply(Change(job_id, JobState.QUEUED, JobState.HELD, reason, now)):
-                tick.held.append(job_id)
-        for job_id in decided.release:
-            if self._apply(Change(job_id, JobState.HELD, JobState.QUEUED, "the team's budget allows it again", now)):
-                tick.released.append(job_id)
+        # at most holds_per_tick, in one write: a team's whole queue one job at a time outlasts the
+        # function's timeout, and its alerts, after it, are never sent (services/holding.py)
+        written = write_some(self.store, moves(decided.release, decided.hold, now), most=self.holds_per_tick)
+        for job in written.jobs:
+            (tick.held if job.state == JobState.HELD else tick.released).append(job.id)
         for job_id, reason in decided.stop.items():
             if self._apply(Change(job_id, JobState.RUNNING, None, reason, now, {"request": Request.REQUEUE})):
                 tick.stopped.append(job_id)

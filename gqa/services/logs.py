@@ -13,6 +13,12 @@ has started, or the job is no longer running) and its stream has been read
 to the end; the live attempt is read as far as it goes and the page ends
 there. `done` says nothing more will come for what was asked: the job has
 ended (or the one attempt asked for is over) and its output was all given.
+
+A caller whose answer is bounded in bytes (the API's, Lambda's 6 MB: a line
+of escaped text travels up to 7 times its UTF-8) gives each line's `size` and
+a `budget`: the page ends at the last line that fits, and its token continues
+after it (LogChunk.after), so every line is given once. A line that alone
+does not fit an empty page is cut, and says so: a page always moves on.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import binascii
 import json
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -99,12 +105,14 @@ class LogService:
         self.store, self.logs = store, logs
 
     def page(self, job_ref: str, attempt: int | None = None, token: str | None = None,
-             limit: int = DEFAULT_LIMIT, *, allow: Callable[[JobRecord], None] | None = None) -> LogPage:
+             limit: int = DEFAULT_LIMIT, *, allow: Callable[[JobRecord], None] | None = None,
+             size: Callable[[str], int] | None = None, budget: int | None = None) -> LogPage:
         """Up to about `limit` lines (attempt headers and notes may add one or
         two) from where `token` points, or from the start of attempt `attempt`
         (default: the first). With `attempt`, only that attempt's lines.
         `allow`: the caller's access rule, given the job as read (it raises
-        to refuse) before anything of its output is."""
+        to refuse) before anything of its output is. `size` and `budget`: the
+        page's lines take at most `budget` by `size` (a line as it travels)."""
         if not 1 <= limit <= MAX_LIMIT:
             raise SpecError(f"a log page holds 1 to {MAX_LIMIT} lines, not {limit}")
         if attempt is not None and attempt < 1:
@@ -124,46 +132,53 @@ class LogService:
         if cursor.attempt > job.attempts:
             raise SpecError(f"that log token points at attempt {cursor.attempt}; job {job.id} has had "
                             f"{job.attempts}")
-        lines: list[str] = []
+        page = Lines(size, budget)
         while True:
-            cursor = self._read(job, cursor, lines, limit)
+            cursor = self._read(job, cursor, page, limit)
+            lines = tuple(page.lines)
             if not cursor.finished:      # the page is full, or the live attempt has no more for now
-                return LogPage(tuple(lines), cursor.encode(), cursor.attempt, False)
+                return LogPage(lines, cursor.encode(), cursor.attempt, False)
             if attempt is not None or cursor.attempt == job.attempts:
                 done = attempt is not None or job.state.terminal
-                return LogPage(tuple(lines), cursor.encode(), cursor.attempt, done)
-            if len(lines) >= limit:
-                return LogPage(tuple(lines), cursor.encode(), cursor.attempt, False)
+                return LogPage(lines, cursor.encode(), cursor.attempt, done)
+            if len(lines) >= limit or page.full:
+                return LogPage(lines, cursor.encode(), cursor.attempt, False)
             cursor = Cursor(job.id, cursor.attempt + 1)
 
-    def _read(self, job: JobRecord, cursor: Cursor, lines: list[str], limit: int) -> Cursor:
-        """Add what attempt `cursor.attempt` has from the cursor on to `lines`;
-        the cursor after it."""
+    def _read(self, job: JobRecord, cursor: Cursor, page: "Lines", limit: int) -> Cursor:
+        """Add what attempt `cursor.attempt` has from the cursor on to `page`;
+        the cursor after it (where the page had room for nothing more, the
+        cursor as far as it got: the next page goes on from there)."""
         if cursor.finished:
             return cursor
         n = cursor.attempt
         over = n < job.attempts or job.state != JobState.RUNNING
         where = self.logs.attempt(job, n)
         if not cursor.headed:
-            lines.append(header(job, n, where))
+            if not page.add(header(job, n, where)):
+                return cursor
             cursor = replace(cursor, headed=True)
         if where is None:
-            if over:
-                lines.append(f"--- gqa: the output of attempt {n} cannot be found: "
-                             "the compute backend no longer knows the attempt")
+            if over and not page.add(f"--- gqa: the output of attempt {n} cannot be found: "
+                                     "the compute backend no longer knows the attempt"):
+                return cursor
             return replace(cursor, finished=over)
         if where.stream is None:
-            if over:
-                lines.append(f"--- gqa: attempt {n} left no output ({_status(where)})")
+            if over and not page.add(f"--- gqa: attempt {n} left no output ({_status(where)})"):
+                return cursor
             return replace(cursor, finished=over)
+        if page.full:
+            return cursor
         try:
-            chunk = self.logs.read(where, cursor.position, max(1, limit - len(lines)))
+            chunk = self.logs.read(where, cursor.position, max(1, limit - len(page.lines)))
         except NotFound:   # the container has not written yet, or the stream expired
-            if over:
-                lines.append(f"--- gqa: attempt {n} left no output (log stream {where.stream} in "
-                             f"{where.group} does not exist: nothing was written, or it expired)")
+            if over and not page.add(f"--- gqa: attempt {n} left no output (log stream {where.stream} in "
+                                     f"{where.group} does not exist: nothing was written, or it expired)"):
+                return cursor
             return replace(cursor, finished=over)
-        lines.extend(chunk.lines)
+        kept = page.take(chunk.lines, whole=chunk.after is None)
+        if chunk.after is not None and kept < len(chunk.lines):   # no bytes left: the next page goes on from here
+            return replace(cursor, position=chunk.after[kept - 1] if kept else cursor.position, finished=False)
         return replace(cursor, position=chunk.token, finished=over and chunk.caught_up)
 
     def _job(self, ref: str) -> JobRecord:
@@ -172,6 +187,53 @@ class LogService:
         if len(jobs) != 1:
             raise SpecError(name_one(ref, jobs))
         return jobs[0]
+
+
+class Lines:
+    """A page's lines, and the bytes left for them where the caller bounds its answer."""
+
+    def __init__(self, size: Callable[[str], int] | None = None, budget: int | None = None):
+        self.lines: list[str] = []
+        self.size = size if budget is not None else None
+        self.room = budget if budget is not None else 0
+
+    @property
+    def full(self) -> bool:
+        return self.size is not None and self.room <= 0
+
+    def add(self, line: str) -> bool:
+        """Add `line` if it fits (cut, on an empty page); False if the page has no room for it."""
+        return self.take((line,)) == 1
+
+    def take(self, lines: Sequence[str], *, whole: bool = False) -> int:
+        """Add the first of `lines` that fit, the first cut to fit on an empty page; how many.
+        `whole`: all of them, whatever they take (a reader that cannot resume within them)."""
+        if self.size is None:
+            self.lines.extend(lines)
+            return len(lines)
+        for n, line in enumerate(lines):
+            cost = self.size(line)
+            if cost > self.room and not whole:
+                if self.lines:
+                    return n
+                line, cost = _cut(line, self.room, self.size)
+            self.lines.append(line)
+            self.room -= cost
+        return len(lines)
+
+
+def _cut(line: str, room: int, size: Callable[[str], int]) -> tuple[str, int]:
+    """The longest head of `line` that fits `room` with the note that it was cut, and its size."""
+    def cut(keep: int) -> str:
+        return f"{line[:keep]} [gqa: cut here, {len(line) - keep:,} more characters: longer than a page holds]"
+    low, high = 0, len(line)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if size(cut(middle)) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return cut(low), size(cut(low))
 
 
 def name_one(ref: str, jobs: list[JobRecord]) -> str:

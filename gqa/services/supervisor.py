@@ -16,6 +16,7 @@ from ..ports import (Change, Clock, Compute, Exit, JobStore, LaunchLookup, Pendi
 from ..scheduling import PendingJob, Start, plan
 from ..scheduling.kept import KeptQueue
 from ..scheduling.slicing import next_change
+from .holding import hold_and_release
 from .launched import record_launch
 from .pacing import Pacing
 from .repair import LAUNCH_GRACE, repair, unrecorded_launch
@@ -42,15 +43,17 @@ class Supervisor:
     events make it RUNNING (services/launched.py).
 
     `launch_batch`: the most starts a pass claims, launches and records
-    together (None: all of them, in one write); `waker`: woken when a pass
-    stops at its deadline with starts left (services/pacing.py)."""
+    together (None: all of them, in one write); `holds_per_pass`: the most
+    holds and releases a pass writes, after its starts (None: all of them;
+    services/holding.py); `waker`: woken when a pass stops at its deadline
+    with starts left (services/pacing.py), or with holds and releases left."""
 
     def __init__(self, store: JobStore, compute: Compute, clock: Clock, rng: Random, *, grace: float = DEFAULT_GRACE,
                  launches: LaunchLookup | None = None, launch_grace: float = LAUNCH_GRACE,
                  probe: Callable[[str], None] | None = None, launch_batch: int | None = None,
-                 waker: Waker | None = None):
+                 holds_per_pass: int | None = None, waker: Waker | None = None):
         self.store, self.compute, self.clock, self.rng = store, compute, clock, rng
-        self.launch_batch, self.waker = launch_batch, waker
+        self.launch_batch, self.holds_per_pass, self.waker = launch_batch, holds_per_pass, waker
         self.grace = grace
         self.launches, self.launch_grace = launches, launch_grace
         # called with the name of each step of a launch and a settlement as it is passed: a test's
@@ -114,11 +117,9 @@ class Supervisor:
                 self._stop(self.store.get(victim), PREEMPT)
             except NotFound:
                 pass
-        self._hold_and_release(decision)
-        if not decision.starts:
-            return []
         pacing = Pacing(self.clock, until, self.launch_batch)
-        read = {p.id: p for p in snap.pending}   # what the plan was made from, which each claim checks
+        # what the plan was made from, which each claim checks (read only for a pass that starts any)
+        read = {p.id: p for p in snap.pending} if decision.starts else {}
         started: list[JobRecord] = []
         starts, left = list(decision.starts), 0
         while starts:
@@ -133,10 +134,14 @@ class Supervisor:
                 left = handed_back + len(starts)
                 break
         if left:
-            # its time is up: the next pass, woken now rather than at the next tick, starts the rest
             log.warning("dispatch pass stopped at its time budget with %d start(s) left for the next pass", left)
-            if self.waker is not None:
-                self.waker.wake()
+        # after the starts, and paced: a team's whole queue crossing its budget must not hold up
+        # every team's starts, nor fail the pass where the store throttles them (services/holding.py)
+        holds = hold_and_release(self.store, decision, self.clock.now(), per_pass=self.holds_per_pass,
+                                 time_left=pacing.may_launch())
+        if (left or holds.left and not holds.refused) and self.waker is not None:
+            # the next pass, woken now rather than at the next tick, starts or writes the rest
+            self.waker.wake()
         return started
 
     def _start_batch(self, starts: list[Start], pacing: Pacing,
@@ -267,13 +272,6 @@ class Supervisor:
         for job in cancelled:
             log.info("job %s: %s", job.id, job.reason)
         return len(cancelled)
-
-    def _hold_and_release(self, decision) -> None:
-        now = self.clock.now()
-        changes = [Change(j, JobState.QUEUED, JobState.HELD, reason, now) for j, reason in decision.hold.items()]
-        changes += [Change(j, JobState.HELD, JobState.QUEUED, "the team's budget allows it again", now)
-                    for j in decision.release]
-        apply_holding(self.store, changes)   # a job cancelled meanwhile must not stop the others
 
     # -- exits -----------------------------------------------------------------
     def on_exits(self, exits: list[Exit]) -> list[JobRecord]:

@@ -48,6 +48,7 @@ from gqa.adapters.aws.sqs_intake import SqsIntake
 from gqa.adapters.aws.triggers import DynamoDBTriggerStore
 from gqa.adapters.aws.wakeups import WakeDispatcher
 from gqa.adapters.clock import SystemClock
+from gqa.http import paging
 from gqa.services.access import AccessPolicy
 from gqa.services.control import ControlService
 from gqa.services.cost import CostService
@@ -121,8 +122,9 @@ def build() -> Wiring:
     keep = environment.keep_history()   # how long a finished job is kept (its TTL)
     intake = SqsIntake(boto3.client("sqs"), environment.intake_urls(), environment.wakeup_url(needed=True))
     dynamodb = boto3.client("dynamodb")
+    # no more read for a page than its answer could carry (each UTF-8 byte travels at least once)
     logs = BatchLogs(boto3.client("batch"), boto3.client("logs"), environment.pools(),
-                     log_group=environment.log_group(DEFAULT_GROUP))
+                     log_group=environment.log_group(DEFAULT_GROUP), max_bytes=paging.ANSWER_BYTES)
     topic = environment.notices_topic()
     # a pending job cancelled here ends here: its END notice is published after the write (sns_notices.py)
     store = NoticingStore(dynamodb, names, keep_history=keep, settings_ttl=SETTINGS_TTL,

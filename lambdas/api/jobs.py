@@ -12,6 +12,7 @@ from gqa.http import paging, wire
 from gqa.models.errors import SpecError
 from gqa.models.loader import validate
 from gqa.services.access import Action, authorize
+from gqa.models.job import JobRecord
 from gqa.services.queries import QueueEntry
 from lambdas.api import listings
 from lambdas.api.container import container, logger
@@ -59,22 +60,34 @@ def status(ref: str) -> dict[str, Any]:
 def queue() -> dict[str, Any]:
     authorize(caller(), Action.READ)
     explain = flag("explain", True)
-    limit, after = paging.check_limit(number("limit")), paging.after_of("queue", query("next"))
+    limit, (after, running_after) = paging.check_limit(number("limit")), paging.position_of("queue", query("next"))
     group = query("group")
     view_id, view = listings.queues.get(group, paging.view_of(query("next")),
                                         lambda: container().queries().queue(group=group))
-    first = after is None
 
-    def answer(entries: list[tuple[int, QueueEntry]], next_token: str | None, *, running: bool) -> dict[str, Any]:
-        return wire.queue_page_to_dict(view, paging.Page(entries, None), next_token, first=running, explain=explain)
+    def answer(entries: list[tuple[int, QueueEntry]], next_token: str | None,
+               running: list[JobRecord] | None) -> dict[str, Any]:   # running None: none, and null
+        return wire.queue_page_to_dict(view, paging.Page(entries, None), next_token, first=False, explain=explain,
+                                       running=running)
+
+    running: list[JobRecord] | None = None
+    if query("next") is None or running_after is not None:
+        # the running jobs first, unpaged by `limit` but as many as the answer holds: several hundred
+        # with long records may take more than one; the pending then go on from the page that ends them
+        taken = paging.page_of(view.running, lambda j: j.seq, limit=len(view.running) + 1, after=running_after,
+                               size=lambda j: paging.encoded_bytes(wire.job_to_dict(j)),
+                               budget=paging.ANSWER_BYTES - paging.encoded_bytes(answer([], view_id, [])))
+        running = [job for _, job in taken.items]
+        if taken.next is not None:
+            return answer([], paging.token("queue", None, view_id, running=taken.next), running)
 
     def size(entry: QueueEntry) -> int:   # as the page writes it, with a rank as long as any
-        return paging.encoded_bytes(answer([(len(view.pending), entry)], None, running=False)["pending"][0])
+        return paging.encoded_bytes(answer([(len(view.pending), entry)], None, None)["pending"][0])
 
-    # as many as the answer holds beside the rest of the page (the first page's running jobs among it)
+    # as many as the answer holds beside the rest of the page (the running jobs it ends with among it)
     page = paging.page_of(view.pending, lambda e: e.job.seq, limit=limit, after=after, size=size,
-                          budget=paging.ANSWER_BYTES - paging.encoded_bytes(answer([], view_id, running=first)))
-    return answer(page.items, paging.token("queue", page.next, view_id), running=first)
+                          budget=paging.ANSWER_BYTES - paging.encoded_bytes(answer([], view_id, running)))
+    return answer(page.items, paging.token("queue", page.next, view_id), running)
 
 
 @app.post("/jobs/<refs>/cancel")

@@ -332,3 +332,61 @@ def test_following_a_job_costs_one_get_log_events_a_quiet_poll_and_no_batch_call
     log_calls.clear()
     assert service.page("12", token=page.token).lines == ("epoch 3",)
     assert len(log_calls) == 2       # the new lines, then the token coming back unchanged
+
+
+# -- resuming within what one call answered (an answer's size ends a page there: services/logs.py) ----------
+
+def test_each_line_read_says_where_to_go_on_after_it_exactly(aws, batch_logs):
+    compute, logs = aws
+    job = launch(compute, job_record(id="12", group="12"), SPOT, 1)
+    where = batch_logs.attempt(job, 1)
+    lines = tuple(f"step {i}" for i in range(6))
+    write(logs, where.stream, *lines)
+    head = batch_logs.read(where, None, 2)                   # the rest then comes in the answer to a token
+    whole = batch_logs.read(where, head.token, 100)
+    for read, given in ((head, 0), (whole, 2)):
+        assert read.after is not None and len(read.after) == len(read.lines)
+        for k, position in enumerate(read.after):
+            assert batch_logs.read(where, position, 100).lines == lines[given + k + 1:]
+    again = batch_logs.read(where, whole.after[-1], 100)
+    assert (again.lines, again.caught_up) == ((), True)
+    write(logs, where.stream, "step 6")
+    assert batch_logs.read(where, again.token, 100).lines == ("step 6",)
+
+
+class SmallPages:
+    """CloudWatch Logs answering at most `per_call` events however many are asked (its 1 MB), its
+    tokens the stream's offsets; each call's request kept."""
+
+    def __init__(self, events: list[str], per_call: int):
+        self.events, self.per_call = events, per_call
+        self.asked: list[dict] = []
+
+    def get_log_events(self, **request):
+        self.asked.append(request)
+        at = int(request.get("nextToken", "f/0")[2:])
+        got = self.events[at:at + min(request["limit"], self.per_call)]
+        return {"events": [{"message": m} for m in got], "nextForwardToken": f"f/{at + len(got)}"}
+
+
+def test_a_position_skips_what_was_given_across_answers_smaller_than_before(aws):
+    compute, _ = aws
+    job = launch(compute, job_record(id="12", group="12"), SPOT, 1)
+    cloudwatch = SmallPages([f"line {i}" for i in range(10)], per_call=5)
+    reader = BatchLogs(compute.client, cloudwatch, POOLS)
+    where = reader.attempt(job, 1)
+    first = reader.read(where, None, 5)
+    assert first.after[3] == "#4"                            # four events into the answer from the head
+    cloudwatch.per_call = 3                                  # then it answers less than it did
+    rest = reader.read(where, first.after[3], 100)
+    assert rest.lines == ("line 4", "line 5", "line 6", "line 7", "line 8", "line 9") and rest.caught_up
+    assert cloudwatch.asked[1]["limit"] == 104               # the four given again, then as many as asked
+
+
+def test_reading_stops_once_the_lines_hold_max_bytes(aws):
+    compute, _ = aws
+    job = launch(compute, job_record(id="12", group="12"), SPOT, 1)
+    cloudwatch = SmallPages(["é" * 5] * 20, per_call=2)     # 10 bytes of UTF-8 a line
+    reader = BatchLogs(compute.client, cloudwatch, POOLS, max_bytes=25)
+    chunk = reader.read(reader.attempt(job, 1), None, 100)
+    assert (len(chunk.lines), chunk.token, chunk.caught_up, len(cloudwatch.asked)) == (4, "f/4", False, 2)

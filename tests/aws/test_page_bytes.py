@@ -86,3 +86,18 @@ def test_the_queues_pages_stay_within_the_answer_beside_the_running_jobs(api, ke
     assert [e.job.id for e in read.pending] == [e.job.id for e in pending]
     assert [e.position for e in read.pending] == list(range(1, 1001))
     assert len(read.running) == 200 and all(p["running"] is None for p in pages[1:])
+
+
+def test_several_hundred_long_running_jobs_take_the_pages_they_need_before_the_pending(api, kept):  # noqa: F811
+    pending = [QueueEntry(task(i, 20), i + 1, "waits for 4 a10g GPUs", Factors(0.5, 0.2, 0.1, 0.3), 100.0 + i)
+               for i in range(1000)]
+    running = [task(1000 + i, 20, S.RUNNING) for i in range(700)]          # 5.6 MB of running jobs alone
+    view = QueueView(pending, running, 1024, 0, Weights(2.0, 0.5, 0.1))
+    with mock.patch.object(QueryService, "queue", autospec=True, return_value=view):
+        pages = read_all(api, "/queue")
+    assert pages[0]["pending"] == [] and pages[0]["running"] and pages[1]["running"]
+    read = wire.queue_from_pages(pages)
+    assert [j.id for j in read.running] == [j.id for j in running]           # each once, in order
+    assert read.running == [wire.job_from_dict(wire.job_to_dict(j)) for j in running]
+    assert [e.job.id for e in read.pending] == [e.job.id for e in pending]
+    assert [e.position for e in read.pending] == list(range(1, 1001))

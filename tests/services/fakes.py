@@ -139,13 +139,15 @@ class FakeRecords:
 class FakeJobLogs:
     """Each attempt's whereabouts (`where`; a missing key: the backend forgot
     it) and each stream's lines (`streams`; a missing key: the stream does not
-    exist), which a test extends as the job writes. Tokens are line offsets;
-    `page_size` caps what one read returns, as a backend's own pages do."""
+    exist), which a test extends as the job writes. Tokens are line offsets,
+    after each line too; `page_size` caps what one read returns, as a backend's
+    own pages do; `resumes` False: a backend that continues only after a whole read."""
 
     where: dict[int, AttemptLog] = field(default_factory=dict)
     streams: dict[str, list[str]] = field(default_factory=dict)
     page_size: int = 1000
     reads: list[tuple[int, str | None, int]] = field(default_factory=list)
+    resumes: bool = True
 
     def attempt(self, job: JobRecord, attempt: int) -> AttemptLog | None:
         return self.where.get(attempt)
@@ -158,7 +160,8 @@ class FakeJobLogs:
         start = int(token) if token is not None else 0
         got = lines[start:start + min(limit, self.page_size)]
         end = start + len(got)
-        return LogChunk(tuple(got), str(end), caught_up=end >= len(lines))
+        after = tuple(str(start + n + 1) for n in range(len(got))) if self.resumes else None
+        return LogChunk(tuple(got), str(end), caught_up=end >= len(lines), after=after)
 
 
 @dataclass

@@ -268,3 +268,42 @@ def test_a_page_survives_the_wire():
 def test_a_malformed_page_from_the_wire_is_a_backend_error(data):
     with pytest.raises(BackendUnavailable, match="the API sent a log page"):
         LogPage.from_dict(data)
+
+
+# -- an answer bounded in bytes (the API's: Lambda's 6 MB) ---------------------------------------------
+
+def by_bytes(line: str) -> int:
+    return len(line.encode()) + 1
+
+
+def test_a_page_ends_at_the_last_line_its_bytes_hold_and_the_next_goes_on_after_it():
+    written = [f"{n:03d} " + "é" * 40 for n in range(50)]          # 85 bytes a line
+    svc, _, _ = service([job(JobState.SUCCEEDED)], [attempt_log(1)], {"stream-1": written})
+    lines, pages, token = [], [], None
+    while not pages or not pages[-1].done:
+        pages.append(svc.page("12", token=token, size=by_bytes, budget=1000))
+        token = pages[-1].token
+        assert sum(map(by_bytes, pages[-1].lines)) <= 1000
+        lines += pages[-1].lines
+    assert lines == [HEADER_1, *written]                            # each once, none cut
+    assert [len(p.lines) for p in pages] == [11, 11, 11, 11, 7]        # the header and 10 lines, then 11 a page
+
+
+def test_a_line_longer_than_a_page_is_cut_and_says_so_and_the_next_page_moves_on():
+    svc, _, _ = service([job(JobState.SUCCEEDED)], [attempt_log(1)], {"stream-1": ["x" * 5000, "after"]})
+    first = svc.page("12", size=by_bytes, budget=1000)
+    assert first.lines == (HEADER_1,)
+    second = svc.page("12", token=first.token, size=by_bytes, budget=1000)
+    [cut] = second.lines
+    assert cut.startswith("x" * 900) and cut.endswith(" more characters: longer than a page holds]")
+    assert by_bytes(cut) <= 1000 and "cut here, 4," in cut
+    third = svc.page("12", token=second.token, size=by_bytes, budget=1000)
+    assert (third.lines, third.done) == (("after",), True)
+
+
+def test_a_backend_that_resumes_only_after_a_whole_read_gives_all_it_read():
+    written = [f"{n:03d} " + "x" * 80 for n in range(30)]
+    svc, _, logs = service([job(JobState.SUCCEEDED)], [attempt_log(1)], {"stream-1": written})
+    logs.resumes = False
+    page = svc.page("12", size=by_bytes, budget=1000)
+    assert page.lines == (HEADER_1, *written) and page.done        # over the budget, but never a line lost

@@ -99,6 +99,14 @@ def test_a_held_job_is_released_when_it_fits_again():
     assert plan(priced(job, spend=99)).release == []
 
 
+def test_a_pass_releases_only_the_held_jobs_the_budget_could_start():
+    # $5 left, $2 a job: two released; released one by one against the same headroom, all five
+    # were, and the pass after held three of them again: the whole queue flipped at every crossing
+    jobs = [pending(f"h{i}", team="vision", wall_time=3600, held=True, seq=i, submitted_at=i) for i in range(5)]
+    result = plan(priced(*jobs, spend=95))
+    assert result.release == ["h0", "h1"] and result.starts == [] and result.hold == {}
+
+
 def test_teams_without_a_budget_are_not_checked():
     assert [s.job_id for s in plan(priced(pending("a", team="nlp"))).starts] == ["a"]
 

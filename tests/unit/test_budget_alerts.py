@@ -92,6 +92,13 @@ def test_held_jobs_are_released_only_when_the_pass_would_not_hold_them_again(spe
     assert queue_changes(snap, spend_of(spent, budget), []).release == (["h"] if released else [])
 
 
+def test_the_watch_releases_only_the_held_jobs_the_budget_could_start():
+    # $10 left, $4 a job (one hour of 2 GPUs at $2): two of five, as the pass counts them
+    jobs = [pending(f"h{i}", team="vision", gpus=2, wall_time=3600, held=True, seq=i) for i in range(5)]
+    snap = watched(*jobs, spent=1990.0, budget=2000.0)
+    assert queue_changes(snap, spend_of(1990.0, 2000.0), []).release == ["h0", "h1"]
+
+
 @pytest.mark.parametrize("stop, requested, stopped", [(True, False, True), (False, False, False),
                                                       (True, True, False)])
 def test_running_jobs_are_requeued_only_where_the_team_says_so(stop, requested, stopped):

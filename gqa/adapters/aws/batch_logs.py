@@ -23,7 +23,15 @@ None).
 Reading: GetLogEvents from the head (startFromHead), then from each
 nextForwardToken; the token coming back unchanged means "no more for now".
 CloudWatch may answer empty pages before the end, so reading goes on until
-the token repeats, the limit is reached, or `max_calls` calls were made.
+the token repeats, the limit is reached, `max_calls` calls were made, or the
+lines read hold `max_bytes` of UTF-8 (an answer carries each byte at least
+once: more could not travel with them).
+
+A position within what one call answered is its request's token and how many
+of its events were given (`<token>#<n>`; CloudWatch's tokens hold no `#`):
+read again, the call answers the same events first, and the n are skipped.
+So a reader that keeps only the first lines of a chunk (an answer's size,
+services/logs.py) continues exactly after the last it kept (`LogChunk.after`).
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from .resources import Pool
 DEFAULT_GROUP = "/aws/batch/job"   # where Batch's awslogs driver writes unless the job definition says
 ENDED = frozenset({"SUCCEEDED", "FAILED"})
 MAX_EVENTS = 10_000                # GetLogEvents' own ceiling per call
+GIVEN = "#"                        # between a call's token and how many of its events were given
 KEEP = 1024                        # attempts remembered
 
 
@@ -53,10 +62,11 @@ def _logs_transient(error: ClientError) -> bool:
 
 class BatchLogs:
     def __init__(self, batch: Any, logs: Any, pools: Iterable[Pool], *, log_group: str = DEFAULT_GROUP,
-                 max_calls: int = 10, attempts: int = 5, **retry: Any):
+                 max_calls: int = 10, max_bytes: int | None = None, attempts: int = 5, **retry: Any):
         self.queues = tuple(dict.fromkeys(p.queue_name for p in pools))
         self.log_group = log_group
         self.max_calls = max(1, max_calls)
+        self.max_bytes = max_bytes
         self._batch = Retrying.for_service(batch, "Batch", attempts=attempts, **retry)
         # the one parameter of ours CloudWatch can find invalid is the token we pass back
         self._logs = Retrying.for_service(logs, "CloudWatch Logs", {"InvalidParameterException": SpecError},
@@ -86,25 +96,37 @@ class BatchLogs:
     def read(self, log: AttemptLog, token: str | None, limit: int) -> LogChunk:
         if log.stream is None or log.group is None:
             raise NotFound(f"attempt {log.attempt} has no log stream")
+        base, skip = _position(token)
         lines: list[str] = []
+        after: list[str] = []
+        size = 0
         for _ in range(self.max_calls):
-            request: dict[str, Any] = {"logGroupName": log.group, "logStreamName": log.stream,
-                                       "startFromHead": True, "limit": max(1, min(MAX_EVENTS, limit - len(lines)))}
-            if token is not None:
-                request["nextToken"] = token
+            request: dict[str, Any] = {"logGroupName": log.group, "logStreamName": log.stream, "startFromHead": True,
+                                       "limit": max(1, min(MAX_EVENTS, skip + limit - len(lines)))}
+            if base is not None:
+                request["nextToken"] = base
             try:
                 out = self._logs("GetLogEvents", **request)
             except SpecError:
                 raise SpecError(f"the log token does not fit log stream {log.stream}; start again without it") \
                     from None
-            lines.extend(e.get("message", "").removesuffix("\n") for e in out.get("events", []))
-            after = out.get("nextForwardToken")
-            if after is None or after == token:
-                return LogChunk(tuple(lines), token, caught_up=True)
-            token = after
-            if len(lines) >= limit:
+            events = out.get("events", [])
+            taken = min(len(events), skip + limit - len(lines))   # the events of this answer given or skipped
+            for n in range(min(skip, taken), taken):
+                line = events[n].get("message", "").removesuffix("\n")
+                lines.append(line)
+                after.append(_within(base, n + 1))
+                size += len(line.encode("utf-8", "surrogatepass"))
+            skip -= min(skip, taken)
+            following = out.get("nextForwardToken")
+            if following is None or following == base:
+                return LogChunk(tuple(lines), _at(base, taken + skip), caught_up=True, after=tuple(after))
+            if taken < len(events):     # a page answered more than asked for: resume within it
+                return LogChunk(tuple(lines), _at(base, taken), caught_up=False, after=tuple(after))
+            base = following
+            if len(lines) >= limit or (self.max_bytes is not None and size >= self.max_bytes):
                 break
-        return LogChunk(tuple(lines), token, caught_up=False)
+        return LogChunk(tuple(lines), _at(base, skip), caught_up=False, after=tuple(after))
 
     # -- finding the attempts -----------------------------------------------------------------------------
     def find(self, job_id: str, attempt: int) -> str | None:
@@ -144,3 +166,22 @@ class BatchLogs:
         return AttemptLog(attempt=attempt, source=f"Batch job {raw['jobId']}", status=raw.get("status", "UNKNOWN"),
                           started_at=started / 1000 if started else None, group=group, stream=stream or None,
                           detail=detail)
+
+
+def _position(token: str | None) -> tuple[str | None, int]:
+    """A token this reader gave (CloudWatch's, or within an answer) as (CloudWatch's token, events to skip)."""
+    if token is None:
+        return None, 0
+    base, mark, given = token.rpartition(GIVEN)
+    if mark and given.isdigit():
+        return base or None, int(given)
+    return token, 0
+
+
+def _at(base: str | None, given: int) -> str | None:
+    """The position `given` events into the answer to a call with token `base`."""
+    return base if given == 0 else _within(base, given)
+
+
+def _within(base: str | None, given: int) -> str:
+    return f"{base or ''}{GIVEN}{given}"
