@@ -86,19 +86,22 @@ def signal_name(number: int) -> str:
 
 def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, draw: float,
            kind: ExitKind = ExitKind.APP, detail: str = "", memory: int | None = None,
-           spot: bool = False) -> Outcome:
+           spot: bool = False, ended_at: float | None = None) -> Outcome:
     """`code`/`sig`: how the process ended (both None: it vanished unrecorded);
     `kind`: what the backend says ended it, and `detail` in its words;
     `memory`: the bytes the container was given, when the backend says;
     `spot`: the attempt was placed on spot capacity;
+    `ended_at`: when the process ended, where the backend knows (not when its end was noticed);
     `draw` in [0, 1) is the jitter."""
     # every end but a capacity failure breaks a run of them
     base = {"exit_code": code, "signal": sig, "pid": None, "ended_at": now, "request": None, "kill_reason": None,
             "assigned": (), "capacity_failures": 0}
     interrupted = dict(base, interruptions=job.interruptions + 1, not_before=now, ended_at=None)
     # a request gqa had not carried out yet (no kill_reason: nothing was signalled) did not end an attempt
-    # that reports its own end, e.g. a cancel asked while the daemon was down, after the job had finished
-    ended_itself = job.kill_reason is None and (code is not None or sig is not None)
+    # that reports its own end, e.g. a cancel asked while the daemon was down, after the job had finished;
+    # nor did a stop sent after the attempt had ended (its end noticed late: a busy or paused daemon)
+    ended_itself = (job.kill_reason is None or _ended_before_stop(job, ended_at)) and (
+        code is not None or sig is not None)
     if not ended_itself:
         # what gqa itself asked for wins over how the backend carried it out
         asked = _stopped_by_us(job, base, interrupted, finished=code == 0 and sig is None)
@@ -139,14 +142,26 @@ def _as_it_ended(job: JobRecord, code: int | None, sig: int | None, now: float, 
     return _error(job, describe_exit(code, sig), base, now, draw)
 
 
+def _ended_before_stop(job: JobRecord, ended_at: float | None) -> bool:
+    """Did the attempt end before gqa stopped it for a limit? gqa stops none before its
+    deadline, so an attempt that ended by then ended by itself, however late that was seen."""
+    if ended_at is None or job.kill_reason not in (TIMEOUT, GPU_HOURS):
+        return False
+    deadline = attempt_deadline(job)
+    return deadline is not None and ended_at <= deadline[0]
+
+
 def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict, *, finished: bool = False) -> Outcome | None:
     """The attempt ended because gqa stopped it (a user's request, preemption, a limit).
     A job that exits 0 while being asked to make way (requeue, preemption, the
-    daemon's stop) finished: sending it back would run it twice. A job that
-    wants to resume later exits 143 (gqa.runtime's preempt.exit())."""
+    daemon's stop, its wall time under on_timeout: requeue) finished: sending it
+    back would run it twice. A job that wants to resume later exits 143
+    (gqa.runtime's preempt.exit()). Stopped at its wall time under on_timeout:
+    stop, it timed out whatever its code, as under Slurm: nothing runs again."""
     if job.request == Request.CANCEL or job.kill_reason == CANCEL:
         return Outcome(JobState.CANCELLED, "cancelled by user", base)
-    making_way = job.request == Request.REQUEUE or job.kill_reason in (REQUEUE, PREEMPT, SHUTDOWN)
+    making_way = job.request == Request.REQUEUE or job.kill_reason in (REQUEUE, PREEMPT, SHUTDOWN) or (
+        job.kill_reason == TIMEOUT and bool(job.spec_json) and job.spec.limits.on_timeout == "requeue")
     if finished and making_way:
         return Outcome(JobState.SUCCEEDED, "exit code 0 (it finished while being asked to stop)", base)
     if job.request == Request.REQUEUE or job.kill_reason == REQUEUE:

@@ -78,6 +78,11 @@ class Compute(Protocol):
     def alive(self, job: JobRecord) -> bool:
         """Is the attempt recorded on this job still running?"""
 
+    def ended(self, job: JobRecord) -> bool:
+        """Has the attempt already ended, its end not yet reported? Then there is
+        nothing to stop: its end, reported soon, is its own. False where the
+        backend cannot tell at once (its events report the end)."""
+
     def reap(self, job: JobRecord) -> Exit | None:
         """How a finished attempt ended, if the compute side recorded it."""
 

@@ -24,7 +24,7 @@ def settle(job: JobRecord, ended: Exit, *, at: float, started: float | None, dra
     started_at; on AWS Batch, which bills from the container's start, it is
     Batch's startedAt, which the record then keeps."""
     outcome = decide(job, code=ended.code, sig=ended.signal, now=at, draw=draw, kind=ended.kind,
-                     detail=ended.detail, memory=ended.memory, spot=on_spot(job, inventory))
+                     detail=ended.detail, memory=ended.memory, spot=on_spot(job, inventory), ended_at=ended.ended_at)
     ran = max(0.0, at - started) if started is not None else 0.0
     used = job.gpus * ran
     cost = hourly_rate(job, inventory) * ran / 3600

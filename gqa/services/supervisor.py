@@ -328,6 +328,8 @@ class Supervisor:
 
     def _stop(self, job: JobRecord, why: str) -> None:
         if job.kill_reason is None:
+            if self.compute.ended(job):
+                return   # it ended by itself, its end not settled yet: nothing to stop, and that end is its own
             try:
                 [job] = self.store.apply([Change(job.id, job.state, None, "", self.clock.now(), {"kill_reason": why})])
             except Conflict:
@@ -365,7 +367,8 @@ class Supervisor:
         times += [t for t in begins if t > now]
         for job in self.store.list([JobState.RUNNING]):
             deadline = attempt_deadline(job) if job.kill_reason is None else None
-            if deadline is not None:
+            # one past due whose attempt has ended waits for its end to be settled, not for a stop
+            if deadline is not None and (deadline[0] > now or not self.compute.ended(job)):
                 times.append(deadline[0])
         return min(times) if times else None
 

@@ -65,7 +65,7 @@ class Launch:
 @dataclass
 class FakeCompute:
     """`fail[job_id]` makes its launches raise LaunchFailed with that message;
-    `alive_ids` and `exits` say what alive() and reap() report."""
+    `alive_ids`, `ended_ids` and `exits` say what alive(), ended() and reap() report."""
 
     gpu_inventory: Inventory
     launches: list[Launch] = field(default_factory=list)
@@ -76,6 +76,7 @@ class FakeCompute:
     forgotten: list[str] = field(default_factory=list)
     fail: dict[str, str] = field(default_factory=dict)
     alive_ids: set[str] = field(default_factory=set)
+    ended_ids: set[str] = field(default_factory=set)
     exits: dict[str, Exit] = field(default_factory=dict)
     next_pid: int = 1000
     holds_launches: bool = False   # True: as a local executor, launches wait for release()
@@ -97,6 +98,9 @@ class FakeCompute:
 
     def alive(self, job: JobRecord) -> bool:
         return job.id in self.alive_ids
+
+    def ended(self, job: JobRecord) -> bool:
+        return job.id in self.ended_ids
 
     def reap(self, job: JobRecord) -> Exit | None:
         return self.exits.get(job.id)
@@ -127,6 +131,9 @@ class FakeRecords:
 
     def reserved(self, group: str) -> bool:
         return group in self.handed_out
+
+    def purged(self, group: str) -> float | None:
+        return None   # a handed-out group with no job is awaiting admission, as on AWS
 
     def resolve(self, ref: str, *, history: bool = True) -> list[JobRecord]:
         found = [j if history else replace(j, history=()) for j in self.jobs.values() if ref in (j.id, j.group)]

@@ -288,6 +288,22 @@ def test_a_cancel_request_terminates_once_and_the_exit_cancels(queue):
     assert done.gpu_seconds == 30.0
 
 
+@pytest.mark.parametrize("ask", ["cancel", "requeue"])
+def test_a_request_finds_an_attempt_that_has_ended_and_leaves_its_end_as_it_was(queue, ask):
+    """Its process ended before the request was carried out (a busy or paused daemon has not
+    collected the end yet): nothing is signalled, and the end it reports is its own."""
+    job = queue.start()
+    getattr(queue.control, ask)([job.id])
+    queue.compute.ended_ids = {job.id}
+
+    queue.supervisor.tick()
+
+    assert queue.compute.terminated == []
+    assert queue.get(job.id).kill_reason is None
+    queue.exit(job.id, 0)
+    assert (queue.state(job.id), queue.get(job.id).reason) == (S.SUCCEEDED, "exit code 0")
+
+
 def test_a_requeued_job_keeps_its_place(make_queue):
     queue = make_queue(1)
     job = queue.start()
@@ -347,6 +363,23 @@ def test_wall_time_is_enforced(queue, on_timeout, state, reason):
     assert (done.state, done.reason) == (state, reason)
     assert done.gpu_seconds == 600.0
     assert queue.state(bystander.id) == S.RUNNING
+
+
+def test_an_attempt_that_ended_within_its_wall_time_is_not_stopped_when_its_end_is_seen_late(queue):
+    """It ended 0 within its wall time; the tick that runs past its deadline finds its end not
+    collected yet: nothing is signalled, no wake is due for it, and it succeeded (it is never run
+    again, as on_timeout: requeue would have had it)."""
+    job = queue.start(limits={"wall_time": "10m", "on_timeout": "requeue"})
+    queue.compute.ended_ids = {job.id}
+    queue.clock.advance(900)
+
+    queue.supervisor.tick()
+
+    assert queue.compute.terminated == []
+    assert queue.get(job.id).kill_reason is None
+    assert queue.supervisor.next_deadline() is None
+    queue.exit(job.id, 0)
+    assert (queue.state(job.id), queue.get(job.id).attempts) == (S.SUCCEEDED, 1)
 
 
 def test_a_timeout_with_requeue_is_an_interruption(queue):

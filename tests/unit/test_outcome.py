@@ -7,8 +7,8 @@ import pytest
 
 from tests.builders import job_record
 from gqa.models.job import JobState, Request
-from gqa.models.outcome import (CANCEL, PREEMPT, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind, backoff_delay, decide,
-                                describe_exit)
+from gqa.models.outcome import (CANCEL, GPU_HOURS, PREEMPT, REQUEUE, SHUTDOWN, TIMEOUT, ExitKind, backoff_delay,
+                                decide, describe_exit)
 
 NOW = 5000.0
 S = JobState
@@ -284,3 +284,37 @@ def test_decide_without_a_kind_is_the_local_rules():
         decide(job, code=1, sig=None, now=NOW, draw=0.5, kind=ExitKind.APP, detail="")
     lost = decide(job, code=None, sig=None, now=NOW, draw=0.5)
     assert (lost.to, lost.fields["interruptions"]) == (S.RETRY_WAIT, 1)
+
+
+# started 100 s ago with a wall time of 1m: gqa stops it no sooner than NOW - 40
+LIMITED = {"started_at": NOW - 100, "wall_time": "1m"}
+FINISHED_WHILE_ASKED = "exit code 0 (it finished while being asked to stop)"
+
+
+@pytest.mark.parametrize("job, code, ended_at, to, reason", [
+    # ended within its wall time, seen late (a busy or paused daemon stopped it afterwards): its own end
+    (running_job(kill_reason=TIMEOUT, **LIMITED), 0, NOW - 50, S.SUCCEEDED, "exit code 0"),
+    (running_job(kill_reason=TIMEOUT, on_timeout="requeue", **LIMITED), 0, NOW - 50, S.SUCCEEDED, "exit code 0"),
+    (running_job(kill_reason=TIMEOUT, on_timeout="requeue", **LIMITED), 0, NOW - 40, S.SUCCEEDED, "exit code 0"),
+    (running_job(kill_reason=TIMEOUT, on_timeout="requeue", on_error=1, **LIMITED), 2, NOW - 50, S.RETRY_WAIT,
+     "exit code 2; retry 1 of 1"),
+    (running_job(kill_reason=TIMEOUT, **LIMITED), 2, NOW - 50, S.FAILED, "exit code 2"),
+    (ended_job(kill_reason=GPU_HOURS, limits={"max_gpu_hours": 0.01}, started_at=NOW - 100), 0, NOW - 70,
+     S.SUCCEEDED, "exit code 0"),     # its budget: 36 GPU-seconds on its 1 GPU, spent at NOW - 64
+    (ended_job(kill_reason=GPU_HOURS, limits={"max_gpu_hours": 0.01}, started_at=NOW - 100), 0, NOW - 60,
+     S.TIMED_OUT, "used its budget of 0.01 GPU-hours"),
+    # ended after the deadline, when the stop may have reached it: the limit decides
+    (running_job(kill_reason=TIMEOUT, **LIMITED), 0, NOW - 30, S.TIMED_OUT, "exceeded its wall time of 1m00s"),
+    (running_job(kill_reason=TIMEOUT, **LIMITED), 143, NOW - 30, S.TIMED_OUT, "exceeded its wall time of 1m00s"),
+    (running_job(kill_reason=TIMEOUT, **LIMITED), 0, None, S.TIMED_OUT, "exceeded its wall time of 1m00s"),
+    (running_job(kill_reason=TIMEOUT, on_timeout="requeue", **LIMITED), 143, NOW - 30, S.RETRY_WAIT,
+     "reached its wall time of 1m00s; requeued"),
+    # asked to make way at its wall time (on_timeout: requeue), it finished: never run again
+    (running_job(kill_reason=TIMEOUT, on_timeout="requeue", **LIMITED), 0, NOW - 30, S.SUCCEEDED,
+     FINISHED_WHILE_ASKED),
+    (running_job(kill_reason=TIMEOUT, on_timeout="requeue", **LIMITED), 0, None, S.SUCCEEDED, FINISHED_WHILE_ASKED),
+])
+def test_an_attempt_that_ended_before_its_deadline_keeps_its_own_end(job, code, ended_at, to, reason):
+    outcome = decide(job, code=code, sig=None, now=NOW, draw=0.5, ended_at=ended_at)
+    assert (outcome.to, outcome.fields["kill_reason"], outcome.fields["request"]) == (to, None, None)
+    assert outcome.reason.startswith(reason)

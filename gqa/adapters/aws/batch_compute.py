@@ -211,6 +211,10 @@ class BatchCompute:
         described = self._cached(job)
         return described is not None and described.status in ACTIVE
 
+    def ended(self, job: JobRecord) -> bool:
+        """False: Batch's events report an end (asking per stop would cost a call each)."""
+        return False
+
     def reap(self, job: JobRecord) -> Exit | None:
         described = self._cached(job)
         if described is None or described.status not in ("SUCCEEDED", "FAILED"):

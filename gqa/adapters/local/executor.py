@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -51,7 +52,7 @@ from .cpu_pinning import choose_cores, pin, pinned_cores, usable_cores
 from .job_streams import Streams, open_streams, streams_of
 from .paths import StatePaths
 from .processes import (NEVER_RAN, STATUS_ROOM, WRAPPER, WRAPPER_STREAMS, process_token, read_exit, signal_group,
-                        warn)
+                        signal_group_of, warn)
 from .slurm_commands import Installer, install_slurm_commands
 from .storage_errors import translate
 
@@ -69,6 +70,7 @@ class _Attempt:
     pid: int
     pidfd: int
     child: bool                      # ours to waitpid; False when re-adopted after a restart
+    token: str | None = None         # its start time: a re-adopted wrapper is signalled only while it is this one
     kill_at: float | None = None     # SIGKILL the group then, if still alive
     gate: int | None = None          # write end of the gate while the attempt is held back
     abandoned: bool = False          # never released: its end is no attempt's end
@@ -186,6 +188,7 @@ class LocalExecutor:
             pin(proc.pid, cores)
         running = self._watch(job.id, attempt, proc.pid, child=True)
         running.gate, running.log, running.cores = gate_w, str(self.paths.log_for(job.id)), cores
+        running.token = process_token(proc.pid) or ""
         self._schedule_warning(running, job, time.time())
         if cell is not None and self.as_owner:
             try:
@@ -194,7 +197,7 @@ class LocalExecutor:
                 running.abandoned = True
                 self._close_gate(running)   # it must not run uncontained: it exits at the gate
                 raise
-        return Launched(pid=proc.pid, token=process_token(proc.pid) or "")
+        return Launched(pid=proc.pid, token=running.token)
 
     def _environment(self, job: JobRecord, gpus: tuple[int, ...], attempt: int, checkpoint_dir, cell,
                      cores: frozenset[int]) -> dict:
@@ -244,7 +247,7 @@ class LocalExecutor:
             running = self.adopt(job)
         if running is None or running.kill_at is not None:
             return
-        signal_group(running.pid, signal.SIGTERM)
+        self._signal(running, signal.SIGTERM)
         running.kill_at = time.monotonic() + grace
 
     def alive(self, job: JobRecord) -> bool:
@@ -252,6 +255,18 @@ class LocalExecutor:
             return False
         token = process_token(job.pid)
         return token is not None and token == job.proc_token
+
+    def ended(self, job: JobRecord) -> bool:
+        """Its wrapper has exited, or recorded the job's status (kept until the end is settled)."""
+        if job.pid is None:   # not launched, or its launch not recorded
+            return False
+        running = self._by_job.get(job.id)
+        if running is not None and running.attempt == job.attempts:
+            if running.gate is not None:   # held back: it has not run
+                return False
+            if _readable(running.pidfd):
+                return True
+        return read_exit(self.paths.exit_for(job.id, job.attempts))[0] is not None
 
     def reap(self, job: JobRecord) -> Exit | None:
         code, ended_at = read_exit(self.paths.exit_for(job.id, job.attempts))
@@ -261,7 +276,9 @@ class LocalExecutor:
 
     def cleanup(self, job: JobRecord) -> None:
         if job.pid is not None:
-            signal_group(job.pid, signal.SIGKILL)  # whatever the job left behind in its group
+            # whatever the job left behind in its group, while its wrapper stands: once gone, its pid may be
+            # another's (the cell below holds what it left; a wrapper of ours was cleared as it was reaped)
+            signal_group_of(job.pid, job.proc_token, signal.SIGKILL)
         if self.containment is not None and job.attempts:
             self.containment.kill(self.containment.cell(job.id, job.attempts))
 
@@ -282,7 +299,7 @@ class LocalExecutor:
             return None
         if job.id not in self._by_job:
             running = self._watch(job.id, job.attempts, job.pid, child=False)
-            running.log = str(self.paths.log_for(job.id))
+            running.log, running.token = str(self.paths.log_for(job.id)), job.proc_token
             if job.cpus:   # its cores stay taken: new attempts are pinned beside it
                 running.cores = pinned_cores(job.pid, self._usable)
             if job.started_at is not None and not (_files_of(self.paths.exit_for(job.id, job.attempts)) /
@@ -309,6 +326,8 @@ class LocalExecutor:
         self._close_gate(running)
         code = sig = None
         if running.child:
+            # what it left in its group, while the unreaped wrapper keeps its pid from being another's
+            signal_group(running.pid, signal.SIGKILL)
             try:
                 _, status = os.waitpid(running.pid, os.WNOHANG)
             except ChildProcessError:
@@ -352,7 +371,7 @@ class LocalExecutor:
         now = time.monotonic()
         for running in self._by_job.values():
             if running.kill_at is not None and now >= running.kill_at:
-                signal_group(running.pid, signal.SIGKILL)
+                self._signal(running, signal.SIGKILL)
                 if self.containment is not None:
                     self.containment.kill(self.containment.cell(running.job_id, running.attempt))
                 running.kill_at = float("inf")
@@ -405,7 +424,7 @@ class LocalExecutor:
             if running.warn_at is None or running.warn_at > now or running.gate is not None or running.abandoned:
                 continue
             warning, running.warn_at = running.warning, None
-            if warning is None or running.kill_at is not None:   # already being stopped
+            if warning is None or running.kill_at is not None or _readable(running.pidfd):   # stopping, or ended
                 continue
             sent = warn(running.pid, warning.number, warning.batch_only)
             if not sent:   # released a moment ago: its batch shell is not there yet
@@ -417,6 +436,15 @@ class LocalExecutor:
                 (_files_of(self.paths.exit_for(running.job_id, running.attempt)) / WARNED).touch()
             except OSError:
                 pass
+
+    @staticmethod
+    def _signal(running: _Attempt, sig: int) -> None:
+        """`sig` to the attempt's group: our own child's pid is ours until reaped; a
+        re-adopted wrapper's only while it is still the process we adopted."""
+        if running.child:
+            signal_group(running.pid, sig)
+        else:
+            signal_group_of(running.pid, running.token, sig)
 
     def _discard(self, job: JobRecord, attempt: int, gate_w: int | None, cell) -> None:
         """Undo what a launch that did not start made."""
@@ -499,6 +527,13 @@ class LocalExecutor:
 # --error, the mark that its warning signal was sent
 STEPS, OUT, ERR, WARNED, DONE = "steps", "out", "err", "warned", "done"
 WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
+
+
+def _readable(fd: int) -> bool:
+    """A pidfd reads readable once its process has exited (a closed pipe, at once)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _files_of(exit_file: Path) -> Path:

@@ -6,7 +6,9 @@ the batch shell and steps a warning signal goes to."""
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 
 # Traps make sh wait for the job instead of dying first; traps are reset in
 # the child, so the job still gets SIGTERM with its default disposition.
@@ -90,10 +92,46 @@ def process_token(pid: int) -> str | None:
 
 
 def signal_group(pgid: int, sig: int) -> None:
+    """`sig` to a group whose leader's pid cannot be another's now (the daemon's own
+    child, not reaped yet); else signal_group_of."""
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+PIDFD_SIGNAL_PROCESS_GROUP = 4   # linux/pidfd.h (Linux 6.9): the process group led by the pidfd's process
+
+
+def signal_group_of(pid: int, token: str | None, sig: int) -> bool:
+    """`sig` to the process group `pid` leads, only while `pid` is still the process
+    `token` names: a job's ended process leaves its pid to anyone (after a reboot, a
+    shell, tmux or sshd), whose group must never be signalled. The pidfd holds the
+    process checked, so where the kernel signals a group through it nothing that
+    took the pid since is reached; elsewhere the group is signalled by its number
+    right after the check. True if the group was signalled."""
+    if not token:
+        return False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:   # no such process (ESRCH), or not a process's main thread (EINVAL)
+        return False
+    try:
+        if process_token(pid) != token:
+            return False
+        try:
+            signal.pidfd_send_signal(pidfd, sig, None, PIDFD_SIGNAL_PROCESS_GROUP)
+            return True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:   # gone meanwhile (ESRCH), or not ours to signal (EPERM)
+                return False
+        try:   # a kernel before 6.9
+            os.killpg(pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    finally:
+        os.close(pidfd)
 
 
 def _stat_fields(pid: int | str) -> list[str] | None:
