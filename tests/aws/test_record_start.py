@@ -11,6 +11,7 @@ import pytest
 
 from gqa.adapters.aws import history
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
+from gqa.adapters.aws.guarded import WRITE_TOKEN
 from gqa.adapters.aws.tables import TableNames
 from gqa.models.batch_events import BatchJobEvent
 from gqa.models.job import JobState, Transition
@@ -65,9 +66,10 @@ def test_a_start_is_one_update_that_bumps_the_revision_and_appends(store):
     assert after["history"] == before["history"] + history.encode([Transition(S.RUNNING, AT, "attempt 1 started")])
     assert (after["state"], float(after["started_at"]), after["live"]) == ("RUNNING", AT, "live")
     assert "exit_code" not in after
-    # every other attribute as it was
+    # every other attribute as it was (the write's token, guarded.py, added)
+    assert WRITE_TOKEN in after
     assert {k: v for k, v in after.items() if k not in ("rev", "history", "state", "started_at", "reason",
-                                                        "changed")} == \
+                                                        "changed", WRITE_TOKEN)} == \
         {k: v for k, v in before.items() if k not in ("rev", "history", "state", "started_at", "reason", "exit_code",
                                                       "changed")}
     assert after["changed"] >= before["changed"]   # the changes index's time of the last write

@@ -51,6 +51,7 @@ from . import history
 from . import items as it
 from . import tables as t
 from .errors import Retrying
+from .guarded import write_once
 from .resources import ADMIT_TIMEOUT, INTAKE
 
 PARTITION_UNITS = 1000                 # write units a second one partition (table or index) takes
@@ -137,13 +138,13 @@ class DynamoDBAdmissions:
     def decide(self, group: str, expect: frozenset[JobState], to: Transition) -> bool:
         e = it.Expr()
         states = ", ".join(e.v(s.value) for s in expect)
-        try:
-            self.call("UpdateItem", TableName=self.table, Key=_key(group),
-                      UpdateExpression=f"SET {e.n('history')} = list_append({e.n('history')}, "
-                                       f"{e.v(history.encode([to]))}), {e.n('rev')} = {e.n('rev')} + {e.v(1)}, "
-                                       f"{e.n('state')} = {e.v(to.state.value)}",
-                      ConditionExpression=f"{e.n('next')} < {e.n('total')} AND {e.n('state')} IN ({states})",
-                      **e.kwargs())
+        try:   # a retry that meets this decision applied is told it was (guarded.py)
+            write_once(self.call, "UpdateItem", TableName=self.table, Key=_key(group),
+                       UpdateExpression=f"SET {e.n('history')} = list_append({e.n('history')}, "
+                                        f"{e.v(history.encode([to]))}), {e.n('rev')} = {e.n('rev')} + {e.v(1)}, "
+                                        f"{e.n('state')} = {e.v(to.state.value)}",
+                       ConditionExpression=f"{e.n('next')} < {e.n('total')} AND {e.n('state')} IN ({states})",
+                       **e.kwargs())
             return True
         except Conflict:
             return False

@@ -30,6 +30,7 @@ from ...ports import LiveSpend
 from . import items as it
 from . import tables as t
 from .errors import Retrying
+from .guarded import write_once
 
 CLAIM = "claim"
 KEEP = 400 * 86400.0       # alert claims outlive their period by a year: TTL may then remove them
@@ -68,8 +69,9 @@ class DynamoDBBudgetRecords:
         item = {**alert_key(key), "token": token, "sent": False, "claimed_at": it.plain(float(at)),
                 "lease_until": it.plain(float(at + lease)), t.EXPIRES_AT: int(at + KEEP)}
         try:
-            self.call("PutItem", TableName=self.table, Item=it.dump(item), ConditionExpression=condition,
-                      **e.kwargs())
+            # a retry that meets this claim applied keeps it, not waits a lease (guarded.py)
+            write_once(self.call, "PutItem", TableName=self.table, Item=it.dump(item),
+                       ConditionExpression=condition, **e.kwargs())
         except Conflict:
             return None
         return token

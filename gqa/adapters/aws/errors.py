@@ -46,6 +46,16 @@ def is_transient(error: ClientError) -> bool:
     return code in TRANSIENT
 
 
+class ConditionFailed(Conflict):
+    """A single-item write whose condition failed. `item`: the item as stored
+    (DynamoDB's JSON), where the request asked for it (ALL_OLD) and it exists;
+    guarded.py tells by it a retry that met its own earlier try."""
+
+    def __init__(self, message: str, item: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.item = item
+
+
 class TransactionConflict(Conflict):
     """A transaction cancelled because some items' conditions failed. `reasons`
     are DynamoDB's CancellationReasons, one per item in request order (with the
@@ -66,7 +76,7 @@ def translate(error: ClientError, operation: str) -> GqaError:
     """The domain error for a non-transient (or no longer retried) SDK error."""
     code = code_of(error)
     if code == "ConditionalCheckFailedException":
-        return Conflict(f"{operation}: a record changed under us")
+        return ConditionFailed(f"{operation}: a record changed under us", error.response.get("Item"))
     if code == "TransactionCanceledException" and CONDITION_FAILED in cancellation_reasons(error):
         return TransactionConflict(f"{operation}: a record changed under us",
                                    list(error.response.get("CancellationReasons", [])))

@@ -17,6 +17,7 @@ from . import history
 from . import items as it
 from . import tables as t
 from .errors import TransactionConflict
+from .guarded import write_once
 from .store_base import _GROUP, _ID_COUNTER, _JOB_ID, MAX_SUBMITTED_BYTES, List
 from .store_settings import DynamoDBSettings
 from .writes import chunks, start_update
@@ -190,9 +191,9 @@ class DynamoDBJobs(DynamoDBSettings):
         fails: not that attempt STARTING, or a history that must move first."""
         if not _JOB_ID.match(job_id):
             return None
-        try:
-            out = self.call("UpdateItem", **start_update(self.tables.jobs, job_id, attempt, token, started_at,
-                                                         reason))
+        try:   # a retry that meets this start applied is told it was (guarded.py)
+            out = write_once(self.call, "UpdateItem",
+                             **start_update(self.tables.jobs, job_id, attempt, token, started_at, reason))
         except Conflict:   # the condition failed (a missing item fails it too)
             return None
         item = it.load(out["Attributes"])

@@ -16,6 +16,7 @@ from ...scheduling.snapshot import Policy, TeamPolicy
 from . import items as it
 from . import ledger
 from . import tables as t
+from .guarded import write_once
 from .store_base import MEMBERS, TEAM_PREFIX, List, S
 from .store_live import DynamoDBLive
 
@@ -103,13 +104,15 @@ class DynamoDBSettings(DynamoDBLive):
     def _update_setting(self, name: str, update: str, expr: it.Expr, revision: int | None = None) -> None:
         """UpdateItem on the settings item; with `revision`, only while the item is still at it
         (0: an item not written yet, or last written before revisions were kept), else Conflict."""
-        guard: dict[str, str] = {}
-        if revision is not None:
-            guard["ConditionExpression"] = (f"attribute_not_exists({expr.n(t.REVISION)})" if revision == 0
-                                            else f"{expr.n(t.REVISION)} = {expr.v(revision)}")
+        request: dict[str, Any] = {"TableName": self.tables.settings, "UpdateExpression": update,
+                                   "Key": it.dump({t.PK: t.SETTING, t.SK: name})}
         try:
-            self.call("UpdateItem", TableName=self.tables.settings, Key=it.dump({t.PK: t.SETTING, t.SK: name}),
-                      UpdateExpression=update, **guard, **expr.kwargs())
+            if revision is None:
+                self.call("UpdateItem", **request, **expr.kwargs())
+            else:   # a retry that meets this write applied is told it was, not Conflict (guarded.py)
+                request["ConditionExpression"] = (f"attribute_not_exists({expr.n(t.REVISION)})" if revision == 0
+                                                  else f"{expr.n(t.REVISION)} = {expr.v(revision)}")
+                write_once(self.call, "UpdateItem", **request, **expr.kwargs())
         finally:   # written or refused, what this store kept of the settings may be stale
             self._settings.clear()
             if self._pass is not None:
