@@ -69,6 +69,12 @@ class JobRecords(Protocol):
         an array's tasks are "12_0", "12_1", ...), its jobs recorded or not.
         Reads the id counter only; False for an id the store never makes."""
 
+    def purged(self, group: str) -> float | None:
+        """Where the group id was handed out and its jobs were recorded and then deleted past the history
+        retention: the seconds they were kept after their end (0.0 where not known); else None. A
+        store that cannot tell a deleted job from one not recorded yet (DynamoDB: an accepted
+        submission awaiting admission, or an item its TTL deleted) answers None."""
+
     def get(self, job_id: str) -> JobRecord: ...
 
     def resolve(self, ref: str, *, history: bool = True) -> list[JobRecord]:
@@ -172,7 +178,9 @@ class QueueReads(Protocol):
         task id ("12_3") or array id ("12", all its tasks), how many of its jobs
         are in each state; an array still being admitted in chunks (AWS) counts
         the tasks not written yet as SUBMITTED. A ref that names no recorded
-        job is left out."""
+        job is left out; one whose jobs were recorded and deleted past the
+        history retention (they had ended) maps to no states, `{}`, where the
+        store can tell."""
 
     def due_retries(self, now: float) -> list[JobRecord]: ...
 
@@ -267,11 +275,13 @@ class HistoryReads(Protocol):
         the jobs not finished: the cost follows the page and the queue, not
         the jobs kept."""
 
-    def prune_history(self, before: float, batch: int) -> int:
+    def prune_history(self, before: float, batch: int, *, keep: float | None = None) -> int:
         """Delete at most `batch` finished jobs that ended before `before`,
-        with their transitions, in one transaction; how many. Called again
-        until it answers less than `batch` (a store whose backend expires
-        items by itself answers 0)."""
+        with their transitions, in one transaction; how many. A finished job
+        that a job not ended names in its dependency is kept: its end still
+        decides that job. Called again until it answers less than `batch` (a
+        store whose backend expires items by itself answers 0). `keep`: the
+        retention, in seconds, that `purged` then reports."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ time, and until its dependency holds (models/dependency.py), given the states
 of the jobs it names (`Snapshot.named`; an array id names all its tasks, a
 task id one task). A condition on a job that ended the wrong way
 (afterok on a failure, afternotok on a success) can never be met: such a job
-is listed to be cancelled with the reason. With `?` (any of), a job waits while
+is listed to be cancelled with the reason. So is one on how a job ended
+whose record the history retention deleted (the store keeps a job a waiting
+job names; this is for a job named after that); `after` and `afterany` on
+such a job are met, since only an ended job is deleted. With `?` (any of), a job waits while
 any condition can still be met. A singleton waits for every earlier job of
 its name and owner, pending or running, to end.
 
@@ -37,6 +40,8 @@ _told: dict[str, tuple[tuple[tuple[str, dict | None], ...], str, str]] = {}
 S = JobState
 FAILED = frozenset({S.FAILED, S.TIMED_OUT, S.CANCELLED, S.REJECTED})
 STARTED = TERMINAL | {S.RUNNING}
+# a job the store deleted past the history retention (QueueReads.states_of names it with no states)
+GONE = "ended past the history retention and its record is gone"
 # how an end reads in a reason: "job 12 failed (afterok)"
 ENDED = {S.SUCCEEDED: "succeeded", S.FAILED: "failed", S.TIMED_OUT: "timed out", S.CANCELLED: "was cancelled",
          S.REJECTED: "was rejected"}
@@ -167,7 +172,7 @@ def _condition(condition: Condition, job: PendingJob, snap: Snapshot,
         return _singleton(job, snap, earliest)
     unmet, never = [], []
     for ref in condition.jobs:
-        verdict, why = _one(condition.kind, ref, snap.named.get(ref) or {})
+        verdict, why = _one(condition.kind, ref, snap.named.get(ref))
         if verdict == NEVER:
             never.append(f"{why} ({condition.kind})")
         elif verdict == WAIT:
@@ -179,11 +184,18 @@ def _condition(condition: Condition, job: PendingJob, snap: Snapshot,
     return MET, ""
 
 
-def _one(kind: str, ref: str, states: Mapping[JobState, int]) -> tuple[str, str]:
+def _one(kind: str, ref: str, states: Mapping[JobState, int] | None) -> tuple[str, str]:
     """One named job (or all of an array's tasks) against one condition."""
+    if states is None:
+        return WAIT, ""   # not recorded yet (an array still being admitted): it may still come
     total = sum(states.values())
     if not total:
-        return WAIT, ""   # not recorded yet (an array still being admitted): it may still come
+        # recorded once and deleted past the history retention: only an ended job is, so it started
+        # and ended, but how is lost; Slurm lifts such a dependency, which would run an afterok job
+        # whose parent may have failed, so the ones that ask how it ended are cancelled
+        if kind in ("after", "afterany"):
+            return MET, ""
+        return NEVER, f"job {ref} {GONE}, so how it ended is not known"
     ended = sum(n for s, n in states.items() if s in TERMINAL)
     failed = {s: n for s, n in states.items() if s in FAILED and n}
     if kind == "after":

@@ -5,14 +5,18 @@ On AWS the API reserves a submission's ids and answers at once; the admit
 function records the jobs a moment later (usually within a second). An id in
 that gap is neither unknown nor a job yet, and NotAdmitted says so. Only a
 lookup that found nothing asks the store about its id counter: the usual
-lookup costs what it did."""
+lookup costs what it did. On the local queue, which records a submission as
+it hands out its ids, an id handed out with no job is one the history
+retention deleted, and the lookup says so (`purged`)."""
 
 from __future__ import annotations
 
 from ..models.array_syntax import index_ranges
 from ..models.errors import NotAdmitted, NotFound
 from ..models.job import JobRecord, group_of
+from ..models.units import format_duration
 from ..ports import JobRecords
+from ..scheduling.dependencies import GONE
 
 
 def resolve(store: JobRecords, ref: str, *, history: bool = True) -> list[JobRecord]:
@@ -21,12 +25,26 @@ def resolve(store: JobRecords, ref: str, *, history: bool = True) -> list[JobRec
     try:
         return store.resolve(ref, history=history)
     except NotFound as exc:
-        if not awaiting_admission(store, ref):
+        if store.purged(group_of(ref)) is not None or not awaiting_admission(store, ref):
             raise not_found(store, ref, exc) from None
     raise NotAdmitted(f"job {ref} was accepted and is waiting for admission (a submission's jobs are recorded "
                       "a moment after it is accepted, usually within a second); try again in a moment. If this "
                       "persists, the submission was not admitted: check the admit function's logs and its "
                       "intake dead-letter queue")
+
+
+def purged(store: JobRecords, ref: str) -> str | None:
+    """Why ref, found nowhere in the store, names nothing, where the history retention deleted its
+    job: "job 1 ended more than 1 day ago and its record is gone (...)"; else None."""
+    kept = store.purged(group_of(ref))
+    if kept is None:
+        return None
+    if kept <= 0:
+        return f"job {ref} {GONE} (gqa local start --keep-history)"
+    days = kept / 86_400
+    span = (f"{days:g} day" + ("" if days == 1 else "s")) if days == int(days) else format_duration(kept)
+    return (f"job {ref} ended more than {span} ago and its record is gone (the queue keeps finished jobs "
+            f"{span}: gqa local start --keep-history)")
 
 
 def awaiting_admission(store: JobRecords, ref: str) -> bool:
@@ -51,7 +69,11 @@ def not_found(store: JobRecords, ref: str, error: NotFound) -> NotFound:
     """Why an array task's id (Slurm's GROUP_INDEX, `34_7`) names nothing,
     when its group exists: the index is out of range (the tasks there are
     are listed), not a number, or the group is a single job. Else `error`.
-    Asked only once a lookup failed: the usual one costs what it did."""
+    Asked only once a lookup failed: the usual one costs what it did. A job
+    the history retention deleted: that it is gone (purged)."""
+    gone = purged(store, ref)
+    if gone is not None:
+        return NotFound(gone)
     group, _, index = ref.partition("_")
     if not index:
         return error

@@ -25,7 +25,7 @@ class Retention:
         before = self.clock.now() - self.keep
         deleted = 0
         for _ in range(self.batches):
-            n = self.store.prune_history(before, self.batch)
+            n = self.store.prune_history(before, self.batch, keep=self.keep)
             deleted += n
             if n < self.batch:
                 return deleted, False

@@ -23,6 +23,7 @@ from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notif
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
 from ..scheduling.limits import hard_limit_problems
 from ..scheduling.snapshot import Gpu, Policy
+from . import lookup
 from .access import Principal
 from .approvals import APPROVAL, approval_request, newly_awaiting
 from .chunked import admit_chunk
@@ -166,11 +167,15 @@ class SubmitService:
     def _refuse_unknown_dependencies(self, spec: JobSpec) -> None:
         """A dependency on a job that does not exist is refused, as sbatch refuses
         it, before anything is written. A task of an array still being admitted
-        a chunk at a time (AWS) exists already: its id is reserved."""
+        a chunk at a time (AWS) exists already: its id is reserved. So is one on
+        a job the history retention deleted (local), saying so."""
         if not spec.after:
             return
         for ref in parse_dependency(spec.after).jobs:
             group = group_of(ref)
+            gone = lookup.purged(self.store, ref)
+            if gone is not None:   # its end would decide this job, and no record of it is left
+                raise SpecError(f"dependency {spec.after}: {gone}")
             if self.store.reserved(group) and (group == ref or self._task_exists(ref)):
                 continue
             raise SpecError(f"dependency {spec.after}: job {ref} does not exist")

@@ -127,6 +127,42 @@ def test_prune_deletes_finished_jobs_before_the_cutoff_in_batches(store, finishe
     assert len(store.list()) == 4   # the running, queued and later jobs stay
 
 
+def test_prune_keeps_a_finished_job_a_waiting_job_depends_on(store, open_store, request):
+    """Its end decides the waiting job: kept past the retention while that job waits, pruned after."""
+    parent = ended(store, S.SUCCEEDED, T0 + 100)
+    other = ended(store, S.SUCCEEDED, T0 + 200)
+    task = ended(store, S.FAILED, T0 + 300, array_index=0, group_limit=None)
+    waiting = put(store, S.HELD, dependency=f"afterok:{parent.id},afterany:{task.group}")
+    if request.node.callspec.params["open_store"] in EXPIRES_BY_ITSELF:
+        assert store.prune_history(T0 + DAY, batch=1) == 0
+        return
+    # the kept jobs come first by their end yet hold back none after them, even a batch at a time
+    assert store.prune_history(T0 + DAY, batch=1) == 1
+    assert store.prune_history(T0 + DAY, batch=1) == 0
+    with pytest.raises(NotFound):
+        open_store().get(other.id)
+    assert {open_store().get(j.id).id for j in (parent, task)} == {parent.id, task.id}
+    assert store.states_of([parent.id, task.group]) == {parent.id: {S.SUCCEEDED: 1}, task.group: {S.FAILED: 1}}
+    store.apply([Change(waiting.id, S.HELD, S.CANCELLED, "cancelled", T0 + 400)])
+    assert store.prune_history(T0 + DAY, batch=5) == 2   # no job waits on them now
+
+
+def test_a_pruned_job_reads_as_gone(store, open_store, request):
+    """A job the retention deleted: `purged` says how long jobs were kept and `states_of` names it with
+    no states, where the store can tell it from an id not recorded yet (DynamoDB cannot)."""
+    gone = ended(store, S.SUCCEEDED, T0 + 100)
+    kept = put(store, S.QUEUED)
+    assert store.purged(gone.group) is None and store.purged(kept.group) is None
+    if request.node.callspec.params["open_store"] in EXPIRES_BY_ITSELF:
+        return
+    assert store.prune_history(T0 + DAY, batch=5, keep=DAY) == 1
+    reader = open_store()
+    assert reader.purged(gone.group) == DAY and reader.purged(kept.group) is None
+    [later] = reader.reserve_ids([new_job()])   # accepted, not recorded yet: not gone
+    assert reader.purged("999") is None and reader.purged(later.group) is None
+    assert reader.states_of([gone.id, kept.id, later.id, "999"]) == {gone.id: {}, kept.id: {S.QUEUED: 1}}
+
+
 # -- jobs between attempts, and the ones not started yet ----------------------------------------------
 
 def requeued(store, state, start, **record):

@@ -4,7 +4,7 @@ is recorded at submission, what the supervisor starts and cancels, and what
 
 import pytest
 
-from gqa.models.errors import SpecError
+from gqa.models.errors import NotAdmitted, NotFound, SpecError
 from gqa.models.job import JobState
 from gqa.scheduling.dependencies import clock_time
 from gqa.services.submit import HELD_AT_SUBMISSION
@@ -174,3 +174,81 @@ def test_a_dependency_is_parsed_once_however_many_passes_read_it(queue, monkeypa
     for _ in range(3):   # the first runs; the rest wait, each pass reading their 19 dependencies
         queue.supervisor.dispatch()
     assert sorted(parses) == sorted(j.dependency for j in chain[1:])   # once each, by the snapshot and the gate
+
+
+# -- a job the history retention deleted ----------------------------------------------------------
+
+DAY = 86_400.0
+
+
+def _pruned(queue, *ids):
+    """Retention's prune a day on; the ids must be gone."""
+    from gqa.services.retention import Retention
+
+    queue.supervisor.dispatch()   # a pass sees the ends first, as the daemon's turns do
+    queue.clock.advance(2 * DAY)
+    Retention(queue.store, queue.clock, DAY).prune()
+    for job_id in ids:
+        with pytest.raises(NotFound):
+            queue.store.get(job_id)
+
+
+def test_a_held_child_keeps_its_parent_past_the_retention_and_runs_once_released(queue):
+    parent = queue.start()
+    queue.exit(parent.id, 0)
+    child = queue.submit_one(after=f"afterok:{parent.id}", hold=True)
+    unrelated = queue.start()
+    queue.exit(unrelated.id, 0)
+
+    _pruned(queue, unrelated.id)
+    queue.control.release([child.id])
+
+    assert queue.get(parent.id).state == S.SUCCEEDED
+    assert [j.id for j in queue.supervisor.dispatch()] == [child.id]
+
+
+@pytest.mark.parametrize("kind, ends", [("afterok", S.CANCELLED), ("afternotok", S.CANCELLED),
+                                        ("afterany", S.RUNNING), ("after", S.RUNNING)])
+def test_a_child_whose_parent_s_record_is_gone_is_decided_not_left_waiting(queue, kind, ends, monkeypatch):
+    """A parent deleted all the same (the child written as the prune read the dependencies, after
+    submission checked its parent): how it ended is lost, but it ended."""
+    parent = queue.start()
+    queue.exit(parent.id, 3 if kind == "afternotok" else 0)   # met, until its record goes
+    child = queue.submit_one(after=f"{kind}:{parent.id}", hold=True)
+    monkeypatch.setattr(queue.store, "_depended_on", set)
+    _pruned(queue, parent.id)
+    queue.control.release([child.id])
+
+    queue.supervisor.dispatch()
+
+    stored = queue.get(child.id)
+    assert stored.state == ends
+    if ends == S.CANCELLED:
+        assert stored.reason == (f"dependency can never be met: job {parent.id} ended past the history retention "
+                                 f"and its record is gone, so how it ended is not known ({kind})")
+
+
+def test_a_dependency_on_a_pruned_job_is_refused_saying_it_is_gone(queue):
+    parent = queue.start()
+    queue.exit(parent.id, 0)
+    _pruned(queue, parent.id)
+    before = queue.store.state_counts()
+
+    with pytest.raises(SpecError, match=f"afterok:{parent.id}: job {parent.id} ended more than 1 day ago and "
+                                        "its record is gone"):
+        queue.submit_one(after=f"afterok:{parent.id}")
+    with pytest.raises(SpecError, match="job 99 does not exist"):   # never handed out: as before
+        queue.submit_one(after="afterok:99")
+    assert queue.store.state_counts() == before
+
+
+def test_a_pruned_job_is_looked_up_as_gone_not_awaiting_admission(queue):
+    parent = queue.start()
+    queue.exit(parent.id, 0)
+    _pruned(queue, parent.id)
+
+    gone = f"job {parent.id} ended more than 1 day ago and its record is gone"
+    for read in (lambda: queue.queries.jobs(parent.id), lambda: queue.control.cancel([parent.id])):
+        with pytest.raises(NotFound, match=gone) as caught:
+            read()
+        assert not isinstance(caught.value, NotAdmitted)

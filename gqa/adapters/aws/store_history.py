@@ -196,7 +196,7 @@ class DynamoDBHistory(DynamoDBJobs):
         """recent_events' finished jobs (store_live.py): they have left the pass index for this one."""
         return self.history(HistoryQuery(since=since, states=frozenset(TERMINAL), limit=max(1, limit)))[0]
 
-    def prune_history(self, before: float, batch: int) -> int:
+    def prune_history(self, before: float, batch: int, *, keep: float | None = None) -> int:
         return 0   # DynamoDB's TTL deletes a finished job's item (items.job_item sets its time)
 
 

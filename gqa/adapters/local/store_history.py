@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 from itertools import islice
 
+from ...models.dependency import parsed
+from ...models.errors import SpecError
 from ...models.job import TERMINAL, JobRecord, JobState
 from ...models.priority import Priority
 from ...ports import BETWEEN_ATTEMPTS, WAITING_STATES, HistoryQuery
@@ -138,16 +140,49 @@ class SqliteHistory(SqliteJobs):
             params.append(query.name)
         return where, params
 
-    def prune_history(self, before: float, batch: int) -> int:
+    def prune_history(self, before: float, batch: int, *, keep: float | None = None) -> int:
         terminal = sorted(s.value for s in TERMINAL)
         batch = min(500, max(1, int(batch)))   # 500 ids: within a statement's parameters
         with self._tx():
-            ids = [r[0] for r in self.db.execute(
-                f"SELECT id FROM jobs WHERE ended_at < ? AND state IN ({', '.join('?' for _ in terminal)}) "
-                "ORDER BY ended_at, seq LIMIT ?", (before, *terminal, batch))]   # oldest first, by the index
+            depended_on = self._depended_on()
+            ids: List[str] = []
+            groups: List[int] = []
+            # oldest first, by the index; a job a waiting job depends on is passed over, not counted,
+            # so it never holds back the ones after it
+            rows = self.db.execute(
+                f"SELECT id, grp FROM jobs WHERE ended_at < ? AND state IN ({', '.join('?' for _ in terminal)}) "
+                "ORDER BY ended_at, seq", (before, *terminal))
+            for job_id, grp in rows:
+                if job_id not in depended_on and grp not in depended_on:
+                    ids.append(job_id)
+                    groups.append(int(grp) if grp.isdigit() else 0)
+                    if len(ids) == batch:
+                        break
+            rows.close()
             if not ids:
                 return 0
             marks = ", ".join("?" for _ in ids)
             self.db.execute(f"DELETE FROM history WHERE job_id IN ({marks})", ids)
             self.db.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids)
+            # what store_jobs.purged reads: the last group deleted from (a group below it with no job
+            # left is gone, not an accepted submission still to be recorded) and the retention
+            self.db.execute("INSERT INTO meta VALUES ('pruned_group', ?) ON CONFLICT(key) DO UPDATE SET value = "
+                            "MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))", (str(max(groups)),))
+            if keep is not None:
+                self.db.execute("INSERT INTO meta VALUES ('history_kept', ?) "
+                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(float(keep)),))
         return len(ids)
+
+    def _depended_on(self) -> set[str]:
+        """The ids and groups the dependencies of the jobs not ended name: kept past the retention while
+        those jobs wait, since the end of the job they name decides them."""
+        live = sorted(s.value for s in JobState if s not in TERMINAL)   # by the state index
+        out: set[str] = set()
+        for (text,) in self.db.execute(
+                f"SELECT DISTINCT dependency FROM jobs WHERE state IN ({', '.join('?' for _ in live)}) "
+                "AND dependency IS NOT NULL", live):
+            try:
+                out.update(parsed(text).jobs)
+            except SpecError:
+                continue   # never met: the pass cancels it
+        return out

@@ -37,6 +37,14 @@ class SqliteJobs(SqliteSettings):
     def reserved(self, group: str) -> bool:
         return _GROUP.fullmatch(group) is not None and int(group) < self._next_group()
 
+    def purged(self, group: str) -> float | None:
+        # at or below the last group the retention deleted from (prune_history), a group handed out
+        # with no job left is gone: one accepted (a trigger's) and never recorded that long is lost too
+        if (not self.reserved(group) or int(group) > int(self._meta("pruned_group") or 0)
+                or self.db.execute("SELECT 1 FROM jobs WHERE grp = ? LIMIT 1", (group,)).fetchone()):
+            return None
+        return float(self._meta("history_kept") or 0.0)
+
     def _next_group(self) -> int:
         """The number the next reservation starts at; every queue database holds it from its creation."""
         raw = self._meta("next_group")
@@ -201,6 +209,12 @@ class SqliteJobs(SqliteSettings):
             for ref, state, count in rows:
                 counts = out.setdefault(ref, {})
                 counts[JobState(state)] = counts.get(JobState(state), 0) + count
+        for ref in refs:
+            # recorded once and deleted since by the retention (purged; a task of an array partly
+            # deleted too): its job had ended
+            group = ref.partition("_")[0]
+            if ref not in out and self.reserved(group) and int(group) <= int(self._meta("pruned_group") or 0):
+                out[ref] = {}
         return out
 
     def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
