@@ -3,7 +3,9 @@ submit` ran, unless the spec or -D names another) as one bundle
 (gqa.adapters.local.code_bundle), stored once under its SHA-256 in the
 deployment's bucket, named in the spec as `code: sha256:...`. `--no-code`
 sends none (the image holds the code); a spec that already names a bundle
-keeps it. The local queue runs jobs in their workdir and needs no bundle."""
+keeps it. The local queue runs jobs in their workdir and needs no bundle;
+it keeps a batch script's copy in the spec instead (JobSpec.script), which
+AWS is not sent: its bundle holds the script as submitted."""
 
 from __future__ import annotations
 
@@ -23,3 +25,11 @@ def with_code(spec: Any, backend: Any, *, max_bytes: int, say=None) -> Any:
         say(f"code: {bundle.directory}, {bundle.files:,} files, {format_size(bundle.size)} compressed, "
             f"{done} ({bundle.digest[:19]}...)")
     return spec.model_copy(update={"code": bundle.digest})
+
+
+def for_backend(spec: Any, backend: Any) -> Any:
+    """The spec without its batch script's copy where the backend bundles code (AWS): the bundle, or the
+    image, holds the script, and a queue message has no room to spare."""
+    if not hasattr(backend, "code_store") or spec.script is None:
+        return spec
+    return spec.model_copy(update={"script": None})

@@ -69,6 +69,9 @@ def submit(
         from .backend import backend
 
         be = backend()
+        from .code import for_backend
+
+        spec = for_backend(spec, be)
         if not no_code:
             from gqa.models.units import parse_size
 

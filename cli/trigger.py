@@ -48,12 +48,13 @@ def add(
         from gqa.models.units import parse_size
 
         from .backend import backend
-        from .code import with_code
+        from .code import for_backend, with_code
 
         be = backend()
         triggers = be.triggers()   # the local backend refuses here, before anything else
         seconds = parse_debounce(debounce)
         spec = load_spec(job, warn=note)   # a bad file fails here, with its file:line
+        spec = for_backend(spec, be)
         if no_code:   # the image holds the code, whatever bundle the file names
             spec = spec.model_copy(update={"code": None})
         else:   # the code as it is now: every burst runs it, however long after

@@ -9,6 +9,9 @@ MiB = 1024 * KiB
 # A YAML job file, or a script's #GQA/#SBATCH header. Real ones are a few KiB;
 # PyYAML's pure-Python scanner takes about 0.3 s on the worst 256 KiB.
 MAX_SPEC_BYTES = 256 * KiB
+# A batch script, kept with its job as submitted (sbatch copies it too). Slurm's default
+# max_script_size is 4 MB; as JSON text (control bytes escaped sixfold) a daemon request holds 4 MiB.
+MAX_SCRIPT_BYTES = 512 * KiB
 MAX_YAML_DEPTH = 32               # collections inside collections
 MAX_YAML_NODES = 10_000           # values in a YAML document, every alias counted as what it stands for
 MAX_YAML_TEXT = 1 * MiB           # characters of scalars, every alias counted as what it stands for

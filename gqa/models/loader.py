@@ -4,6 +4,7 @@ Every problem becomes one SpecError that names the field, the line and,
 for a misspelt field, the nearest valid name."""
 
 import difflib
+import io
 import json
 import os
 import shlex
@@ -13,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import SpecError
-from .limits import MAX_SPEC_BYTES, size_text
+from .limits import MAX_SCRIPT_BYTES, MAX_SPEC_BYTES, size_text
 from .nested import merge
 from .sbatch import read_args
 from .sbatch_request import Request, asks_for_gpus
@@ -45,10 +46,13 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
             if command:
                 raw["command"] = command
         else:
-            header = _read_header(full, path)
+            data = _read_script(full, path)    # once: its directives and what it runs are the same bytes
+            header = _read_header(io.BufferedReader(io.BytesIO(data)), path)
             raw = parse_directives(header, source=path, warn=warn, now=now,
                                    given=(overrides or {}).get("resources") or {})
             raw["command"] = script_command(path, header, cwd=here) + list(command or [])
+            # kept as submitted, as sbatch keeps it: an edit or a removal after this changes no job
+            raw["script"] = {"path": script_path(path, cwd=here), "text": _decoded(data, path)}
             raw.setdefault("name", Path(path).name or "job")    # sbatch names a job after its script's file
             raw.setdefault("workdir", here)
             raw["submit_dir"] = here                             # --chdir moves the workdir, not this
@@ -198,10 +202,13 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
         if stripped and not stripped.startswith("#"):
             break
         for prefix, strict in (("#GQA", True), ("#SBATCH", False)):
-            if stripped.startswith(prefix + " ") or stripped == prefix:
+            # sbatch reads a directive only from column 0, its word then any blank (a tab too);
+            # an indented one is a plain comment
+            rest = line[len(prefix):]
+            if line.startswith(prefix) and (not rest or rest[0].isspace()):
                 request.line = number
                 try:
-                    args = shlex.split(stripped[len(prefix):], comments=True)
+                    args = shlex.split(rest, comments=True)
                 except ValueError as exc:
                     raise SpecError(f"cannot parse directive: {exc}", line=number, source=source) from None
                 read_args(args, request, strict=strict)
@@ -217,7 +224,7 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
 
 def script_command(path: str, text: str, *, cwd: str | None = None) -> list[str]:
     """How to run a script: itself when executable, else its #! interpreter, else sh."""
-    full = os.path.normpath(os.path.join(os.getcwd() if cwd is None else cwd, path))
+    full = script_path(path, cwd=cwd)
     if os.access(full, os.X_OK):
         return [full]
     first = text.splitlines()[0] if text else ""
@@ -227,6 +234,11 @@ def script_command(path: str, text: str, *, cwd: str | None = None) -> list[str]
         except ValueError as exc:  # an unclosed quote
             raise SpecError(f"cannot parse the #! line: {exc}", line=1, source=path) from None
     return ["/bin/sh", full]
+
+
+def script_path(path: str, *, cwd: str | None = None) -> str:
+    """A script's absolute path, as its job's command names it."""
+    return os.path.normpath(os.path.join(os.getcwd() if cwd is None else cwd, path))
 
 
 # -- reading: never more than a spec can need -------------------------------------
@@ -240,12 +252,22 @@ def _read_job_file(full: str, path: str) -> str:
     return _decoded(data, path)
 
 
-def _read_header(full: str, path: str) -> str:
+def _read_script(full: str, path: str) -> bytes:
+    """A batch script, refused unread past MAX_SCRIPT_BYTES: its job keeps it."""
+    with _opened(full, path) as fh:
+        data = fh.read(MAX_SCRIPT_BYTES + 1)
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise SpecError(f"larger than {size_text(MAX_SCRIPT_BYTES)}, the limit for a batch script (its job keeps "
+                        "a copy): run a larger program from a short script", source=path)
+    return data
+
+
+def _read_header(opened, path: str) -> str:
     """A script's first lines, up to the first that is neither blank nor a
-    comment (what parse_directives reads): the body may be any size, or binary."""
+    comment (what parse_directives reads)."""
     lines: list[str] = []
     left = MAX_SPEC_BYTES
-    with _opened(full, path) as fh:
+    with opened as fh:
         if fh.peek(3)[:3] == BOM:
             # the kernel reads no #! past it (the job would run under /bin/sh), and the #SBATCH lines
             # would not start a line: refused, as sbatch refuses it

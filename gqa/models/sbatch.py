@@ -63,6 +63,15 @@ def _keep(name: str, convert: Callable[[str], Any]) -> Callable[[str | None, Req
     return lambda value, request: request.keep(name, convert(value or ""))
 
 
+def _gpus(option: str, convert: Callable[[str], Any]) -> Callable[[str | None, Request], None]:
+    """A GPU request, and the option that made it: Slurm exports SLURM_GPUS for
+    --gpus and SLURM_GPUS_PER_NODE for --gpus-per-node, nothing for --gres."""
+    def apply(value: str | None, request: Request) -> None:
+        request.keep("gpus", convert(value or ""))
+        request.keep("gpus_option", option if option != "--gres" else None)
+    return apply
+
+
 def _constant(*path: str, value: Any) -> Callable[[str | None, Request], None]:
     return _field(*path, convert=lambda _: value)
 
@@ -174,15 +183,16 @@ OPTIONS: tuple[Option, ...] = (
               "refuses it)", _field("image")),
     # resources
     _honoured("--gpus", "-G", VALUE, "`resources.gpus` [and `gpu_type`] from [type:]N",
-              _keep("gpus", lambda v: values.typed_count(v, "--gpus"))),
+              _gpus("--gpus", lambda v: values.typed_count(v, "--gpus"))),
     _honoured("--gpus-per-node", None, VALUE, "`resources.gpus` from [type:]N (one node)",
-              _keep("gpus", lambda v: values.typed_count(v, "--gpus-per-node"))),
+              _gpus("--gpus-per-node", lambda v: values.typed_count(v, "--gpus-per-node"))),
     _honoured("--gpus-per-task", None, VALUE, "`resources.gpus_per_task`; GPUs = this x tasks unless --gpus is given",
               _keep("gpus_per_task", lambda v: values.typed_count(v, "--gpus-per-task"))),
     _honoured("--gres", None, VALUE, "`resources.gpus` and `gpu_type` from gpu[:type]:N, MIG profiles as types "
               "(gpu:1g.10gb:1), several joined with ','; other gres are refused",
-              _keep("gpus", values.gres)),
-    _honoured("--mem", None, VALUE, "`resources.memory` (K/M/G/T binary, a bare number MiB; 0: no limit, noted)",
+              _gpus("--gres", values.gres)),
+    _honoured("--mem", None, VALUE, "`resources.memory` (whole K/M/G/T binary, a B may follow: 2GB; "
+              "a bare number MiB; 0: no limit, noted)",
               _memory("mem", "--mem")),
     _honoured("--mem-per-cpu", None, VALUE, "`resources.memory` = this x CPUs (not with --mem or --mem-per-gpu)",
               _memory("mem_per_cpu", "--mem-per-cpu")),

@@ -97,6 +97,8 @@ def settle(request: Request) -> None:
         resources["tasks"] = tasks
     if gpus is not None:
         resources.update(values.gpu_fields(gpu_type, gpus))
+    if value("gpus_option") is not None:
+        resources["gpus_option"] = value("gpus_option")
     cpus = value("cpus")
     if value("cpus_per_task") is not None:
         cpus = value("cpus_per_task") * (tasks or 1)

@@ -11,10 +11,12 @@ from typing import Any
 
 from .errors import SpecError
 from .mail_types import mail_types as notice_mail_types
-from .units import parse_size
 
 _COUNT_RE = re.compile(r"^[0-9]{1,6}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MEMORY_RE = re.compile(r"^([0-9]{1,15})(?:([KMGT])B?)?$", re.IGNORECASE)
+_MIB_PER_UNIT = {"M": 1, "G": 1024, "T": 1024 * 1024}
+MiB = 1024 * 1024
 
 
 def count(value: str, option: str) -> int:
@@ -65,17 +67,16 @@ def gres(value: str) -> tuple[str | None, int]:
 
 
 def memory_bytes(value: str, option: str) -> int | None:
-    """Slurm's memory: K/M/G/T are binary and a bare number is MiB. `0` is None:
-    Slurm's "all of the node's memory", which is no limit here."""
-    text = value.strip()
-    if text == "0":
-        return None
-    if text[-1:].upper() in ("K", "M", "G", "T"):
-        text = text[:-1] + text[-1].upper() + "i"
-    try:
-        return parse_size(text)
-    except SpecError as exc:
-        raise SpecError(f"{option} {value!r}: {exc}; Slurm writes 16G, 512M or a bare number of MiB") from None
+    """Slurm's memory (its str_to_mbytes): a whole number, then K, M, G or T in
+    either case, binary, which may end in B ("2GB" is 2048 MiB); a bare number
+    is MiB and K rounds up to a whole MiB. A size of 0 is None: Slurm's "all
+    of the node's memory", which is no limit here."""
+    match = _MEMORY_RE.match(value.strip())
+    if not match:
+        raise SpecError(f"{option} {value!r}: not a size; Slurm writes 16G, 2GB, 512M or a bare number of MiB")
+    number, unit = int(match.group(1)), (match.group(2) or "M").upper()
+    mib = -(-number // 1024) if unit == "K" else number * _MIB_PER_UNIT[unit]
+    return mib * MiB if mib else None
 
 
 def nodes(value: str) -> None:

@@ -94,9 +94,10 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
         "SLURM_NODEID": "0",
         "SLURM_PROCID": "0",
         "SLURM_LOCALID": "0",
-        "SLURM_RESTART_COUNT": str(max(0, attempt - 1)),
         "SLURM_GPUS_ON_NODE": str(len(devices) if devices is not None else job.gpus),
     }
+    if attempt > 1:   # Slurm sets it only once the job is requeued: scripts test it to resume
+        env["SLURM_RESTART_COUNT"] = str(attempt - 1)
     if job.array_index is not None:
         env["SLURM_ARRAY_JOB_ID"] = group_of(job.id)
         env["SLURM_ARRAY_TASK_ID"] = str(job.array_index)
@@ -109,6 +110,10 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
         env["SLURM_CPUS_ON_NODE"] = env["SLURM_JOB_CPUS_PER_NODE"] = str(node_cpus)
     if resources.gpus_per_task is not None:
         env["SLURM_GPUS_PER_TASK"] = str(resources.gpus_per_task)
+    if resources.gpus_option == "--gpus":   # one node: the job's GPUs are its GPUs per node
+        env["SLURM_GPUS"] = str(job.gpus)
+    elif resources.gpus_option == "--gpus-per-node":
+        env["SLURM_GPUS_PER_NODE"] = str(job.gpus)
     if job.memory:
         env["SLURM_MEM_PER_NODE"] = str(math.ceil(job.memory / MiB))
     if devices is not None and devices:

@@ -14,7 +14,8 @@ from pydantic_core import PydanticCustomError
 from .array_syntax import parse_array
 from .code import check_digest
 from .errors import SpecError
-from .limits import MAX_DURATION, MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_TASKS, count_text, size_text
+from .limits import (MAX_DURATION, MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_SCRIPT_BYTES, MAX_TASKS, count_text,
+                     size_text)
 from .dependency import parse_dependency
 from .priority import Priority
 from .sbatch_values import export as exported_names
@@ -104,6 +105,8 @@ class Resources(_Strict):
     tasks: int = Field(1, ge=1, le=1024, description="copies `srun` starts by default (Slurm's --ntasks)")
     gpus_per_task: int | None = Field(None, ge=1, le=4096, description="each srun task sees this many of the GPUs")
     exclusive: bool = Field(False, description="nothing else runs on the machine while it runs")
+    gpus_option: Literal["--gpus", "--gpus-per-node"] | None = Field(
+        None, description="the sbatch option that asked for the GPUs: it names the SLURM_GPUS* variable set")
 
     @model_validator(mode="after")
     def _tasks_fit(self) -> "Resources":
@@ -214,6 +217,34 @@ class Notify(_Strict):
         return to
 
 
+class Script(_Strict):
+    """A batch script as it was when submitted: every attempt runs this copy
+    in place of `path`, as Slurm runs the copy sbatch made, so an edit or a
+    removal after submission changes no queued job."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False, allow_inf_nan=False)
+
+    path: str = Field(description="the script's absolute path, as the command names it")
+    text: str = Field(repr=False)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, path: str) -> str:
+        _no_nul(path, "script.path")
+        if not os.path.isabs(path):
+            raise ValueError(f"must be an absolute path, got {path!r}")
+        return path
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, text: str, info: ValidationInfo) -> str:
+        _no_nul(text, "script")   # sbatch refuses one too: no shell reads past it
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_SCRIPT_BYTES and not stored(info):
+            raise _problem(f"the script is {size:,} bytes; at most {size_text(MAX_SCRIPT_BYTES)}")
+        return text
+
+
 class JobSpec(_Strict):
     name: str = "job"
     team: str = "default"
@@ -246,6 +277,7 @@ class JobSpec(_Strict):
     requeue: bool = Field(True, description="requeued after a preemption or reclaim (false: it fails instead)")
     nice: int = Field(0, ge=-10000, le=10000, description="lowers (or, negative, raises) it within its tier")
     notify: Notify | None = None
+    script: Script | None = Field(None, description="the batch script as submitted, run in place of its file")
 
     @field_validator("name")
     @classmethod
@@ -382,6 +414,8 @@ class JobSpec(_Strict):
                 raise ValueError("command is empty")
             if self.shell and len(command) != 1:
                 raise ValueError("with shell: true, command must be one string")
+        if self.script is not None and (self.shell or isinstance(command, str) or self.script.path not in command):
+            raise ValueError("script: the command does not run it (its path is no argument of the command)")
         if self.array is not None and self.sweep is not None:
             raise ValueError("a job has either array or sweep, not both")
         if self.array is not None:
@@ -410,13 +444,17 @@ class JobSpec(_Strict):
                            "(exec takes 2 MiB, shared with the inherited environment)")
         return self
 
-    def argv(self) -> list[str]:
-        """What to exec: the argv list, or `/bin/sh -c STRING` for shell: true."""
+    def argv(self, *, script: str | None = None) -> list[str]:
+        """What to exec: the argv list, or `/bin/sh -c STRING` for shell: true.
+        `script`: where the copy of the batch script is, run in its file's place."""
         if isinstance(self.command, str):
             return ["/bin/sh", "-c", self.command]
         if self.shell:
             return ["/bin/sh", "-c", self.command[0]]
-        return list(self.command)
+        argv = list(self.command)
+        if script is not None and self.script is not None:
+            argv[argv.index(self.script.path)] = script   # the first: the later ones are the script's arguments
+        return argv
 
 
 def sweep_size(grid: dict[str, list]) -> int:
@@ -450,5 +488,5 @@ def _os_user() -> str:
 
 SPEC_FIELDS: dict[str, type[BaseModel]] = {
     "": JobSpec, "resources": Resources, "limits": Limits, "retries": Retries,
-    "checkpoint": Checkpoint, "sweep": Sweep, "notify": Notify,
+    "checkpoint": Checkpoint, "sweep": Sweep, "notify": Notify, "script": Script,
 }

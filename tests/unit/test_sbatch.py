@@ -15,6 +15,7 @@ from gqa.models.sbatch_values import begin_time, exported_environment
 from gqa.models.spec import Priority
 
 GiB = 1024**3
+MiB = 1024**2
 NOW = datetime(2026, 12, 2, 10, 30).timestamp()     # local time, as --begin reads it
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -44,8 +45,8 @@ HONOURED_EXAMPLES = {
     "--export": ("--export=ALL,WANDB_MODE=offline", {"export": "ALL,WANDB_MODE", "env": {"WANDB_MODE": "offline"}}),
     "--container-image": ("--container-image=nvcr.io/nvidia/pytorch:24.01-py3",
                           {"image": "nvcr.io/nvidia/pytorch:24.01-py3"}),
-    "--gpus": ("-G a100:2", {"resources.gpus": 2, "resources.gpu_type": "a100"}),
-    "--gpus-per-node": ("--gpus-per-node=4", {"resources.gpus": 4}),
+    "--gpus": ("-G a100:2", {"resources.gpus": 2, "resources.gpu_type": "a100", "resources.gpus_option": "--gpus"}),
+    "--gpus-per-node": ("--gpus-per-node=4", {"resources.gpus": 4, "resources.gpus_option": "--gpus-per-node"}),
     "--gpus-per-task": ("--gpus-per-task=1 -n 3", {"resources.gpus": 3, "resources.gpus_per_task": 1}),
     "--gres": ("--gres=gpu:a100_1g.5gb:2", {"resources.gpus": 2, "resources.gpu_type": "a100_1g.5gb"}),
     "--mem": ("--mem 16G", {"resources.memory": 16 * GiB}),
@@ -190,10 +191,19 @@ def test_a_gqa_option_on_a_gqa_line(long):
     ("#SBATCH --gres=gpu:v100", "resources.gpu_type", "v100"),
     ("#SBATCH --gres=gpu:a100:1,gpu:a100:2", "resources.gpus", 3),     # several gres, one type
     ("#SBATCH --gres=gpu:1g.10gb:1", "resources.gpu_type", "1g.10gb"),  # a MIG profile
+    ("#SBATCH --gres=gpu:2", "resources.gpus_option", None),            # SLURM_GPUS* follow the option asked
+    ("#SBATCH --gpus-per-node=2\n#SBATCH --gres=gpu:3", "resources.gpus_option", None),
+    ("#SBATCH --gpus=2\n#SBATCH --gpus-per-node=3", "resources.gpus_option", "--gpus-per-node"),
     ("#SBATCH --gpus-per-task=a10g:2 -n 2", "resources.gpu_type", "a10g"),
     ("#SBATCH --gpus=4 --gpus-per-task=1 -n 2", "resources.gpus", 4),    # --gpus wins over per task x tasks
     ("#SBATCH --mem-per-cpu=1G -n 3", "resources.memory", 3 * GiB),     # one CPU per task by default
     ("#SBATCH --mem=0 --gres=gpu:1", "resources.memory", None),
+    ("#SBATCH --mem=2GB", "resources.memory", 2 * GiB),                 # str_to_mbytes: binary, a B may follow
+    ("#SBATCH --mem=2gb", "resources.memory", 2 * GiB),
+    ("#SBATCH --mem=512mb", "resources.memory", 512 * MiB),
+    ("#SBATCH --mem=1T", "resources.memory", 1024 * GiB),
+    ("#SBATCH --mem=1500K", "resources.memory", 2 * MiB),                # K rounds up to whole MiB
+    ("#SBATCH --mem=0G --gres=gpu:1", "resources.memory", None),
     ("#SBATCH --time=UNLIMITED", "limits.wall_time", None),
     ("#SBATCH --time=0", "limits.wall_time", None),                     # Slurm: zero imposes no limit
     ("#SBATCH -t -1", "limits.wall_time", None),
@@ -229,6 +239,9 @@ def test_getopt_forms_and_quantities(line, path, value):
     ("#SBATCH --gres=gpu:a100:1,gpu:v100:1", "asks for GPUs of 2 types at once (a100, v100)", 1),
     ("#SBATCH --gres=gpu:2,shard:4", "--gres 'shard:4': gqa gives whole GPUs and nothing else", 1),
     ("#SBATCH --mem=lots", "--mem 'lots'", 1),
+    ("#SBATCH --mem=1.5G", "--mem '1.5G'", 1),                            # Slurm takes whole numbers only
+    ("#SBATCH --mem=2Gi", "--mem '2Gi'", 1),
+    ("#SBATCH --mem=2B", "--mem '2B'", 1),
     ("#SBATCH --mem-per-cpu=0", "--mem-per-cpu 0: give a size", 1),
     ("#SBATCH --exclusive=always", "--exclusive=always", 1),
     ("#SBATCH --mail-type=SOMETIMES", "--mail-type 'SOMETIMES'", 1),

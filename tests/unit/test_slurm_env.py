@@ -77,11 +77,22 @@ def test_one_node_values_of_a_job_with_cpus_tasks_memory_and_gpus():
 
 def test_without_a_host_the_host_dependent_values_are_left_out():
     env = slurm_env(job_record(spec={"resources": {"gpus": 2}, "workdir": "/work"}), 1)
-    assert env["SLURM_GPUS_ON_NODE"] == "2" and env["SLURM_RESTART_COUNT"] == "0"
-    for name in ("SLURM_JOB_NODELIST", "SLURMD_NODENAME", "SLURM_JOB_GPUS", "SLURM_JOB_START_TIME",
+    assert env["SLURM_GPUS_ON_NODE"] == "2"
+    for name in ("SLURM_RESTART_COUNT",    # a first attempt: Slurm sets it only on a requeue
+                 "SLURM_JOB_NODELIST", "SLURMD_NODENAME", "SLURM_JOB_GPUS", "SLURM_JOB_START_TIME",
                  "SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS", "SLURM_MEM_PER_NODE", "SLURM_ARRAY_TASK_ID",
                  "SLURM_SUBMIT_DIR"):
         assert name not in env
+
+
+@pytest.mark.parametrize("option, expected", [
+    ("--gpus", {"SLURM_GPUS": "3"}),
+    ("--gpus-per-node", {"SLURM_GPUS_PER_NODE": "3"}),   # torchrun --nproc_per_node=$SLURM_GPUS_PER_NODE
+    (None, {}),                                          # --gres: Slurm sets neither
+])
+def test_the_gpu_option_asked_names_its_variable(option, expected):
+    env = slurm_env(job_record(spec={"resources": {"gpus": 3, "gpus_option": option}}), 1)
+    assert {k: v for k, v in env.items() if k in ("SLURM_GPUS", "SLURM_GPUS_PER_NODE")} == expected
 
 
 def test_a_cpu_only_job_sees_no_gpus_and_the_cpus_it_may_use():

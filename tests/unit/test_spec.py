@@ -46,7 +46,8 @@ BAD_YAML = [
     ("misspelt field among others", "command: [a]\nlimits:\n  walltime: 1h\n",
      "unknown field 'limits.walltime'; did you mean 'wall_time'?", 3),
     ("unknown field, nothing close", "command: [a]\nresources:\n  zzzz: 1\n",
-     "unknown field 'resources.zzzz'; valid fields: cpus, exclusive, gpu_type, gpus, gpus_per_task, memory, tasks", 3),
+     "unknown field 'resources.zzzz'; valid fields: cpus, exclusive, gpu_type, gpus, gpus_option, gpus_per_task, "
+     "memory, tasks", 3),
     ("negative GPUs", "command: [a]\nresources:\n  gpus: -2\n",
      "resources.gpus: Input should be greater than or equal to 0", 3),
     ("GPUs not a number", "command: [a]\nresources:\n  gpus: two\n",
@@ -299,6 +300,11 @@ def directives(text: str, warn=None) -> JobSpec:
     ("#SBATCH --gres=gpu:2\n\n# a comment\n#SBATCH --time=30", "limits.wall_time", 1800),
     ("#SBATCH --gres=gpu:2\necho hi\n#SBATCH --gres=gpu:8", "resources.gpus", 2),  # stop at the first command
     ("#SBATCH --gres=gpu:2\necho hi\n#GQA --bogus", "resources.gpus", 2),
+    ("#SBATCH\t--time=3", "limits.wall_time", 180),                      # any blank after the word
+    ("#GQA\t--retries 3", "retries.on_error", 3),
+    ("#SBATCH --gres=gpu:2\n  #SBATCH --gres=gpu:8", "resources.gpus", 2),  # indented: a comment to sbatch
+    ("#SBATCH --gres=gpu:2\n\t#SBATCH --time=30", "limits.wall_time", None),
+    ("#SBATCH --gres=gpu:2\n#SBATCH--time=30", "limits.wall_time", None),  # no blank: another word
 ])
 def test_directives(lines, path, value):
     assert field(directives(lines + "\npython train.py\n"), path) == value

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gqa.models.errors import SpecError
-from gqa.models.limits import MAX_SPEC_BYTES, MAX_YAML_DEPTH
+from gqa.models.limits import MAX_SCRIPT_BYTES, MAX_SPEC_BYTES, MAX_YAML_DEPTH
 from gqa.models.loader import load_spec, parse_yaml, validate
 
 
@@ -165,7 +165,7 @@ def test_the_exec_bound_is_inclusive():
     assert len(job.command) == 11
 
 
-# -- scripts: only the header is read ----------------------------------------------
+# -- scripts: the header is parsed, the whole script kept (as sbatch keeps it) ------
 
 def test_script_header_larger_than_the_limit():
     Path("run.sh").write_text("#!/bin/sh\n" + "#SBATCH --comment=x\n" * (MAX_SPEC_BYTES // 20 + 1) + "echo\n")
@@ -178,14 +178,37 @@ def test_script_with_one_comment_line_larger_than_the_limit():
 
 
 @pytest.mark.parametrize("body", [
-    b"echo " + b"x" * (4 * MAX_SPEC_BYTES) + b"\n",                     # a long first command
-    b"exit 0\n" + os.urandom(4 * MAX_SPEC_BYTES),                        # a binary payload after the script
-    b"exec python - <<'EOF'\n" + b"print(1)\n" * MAX_SPEC_BYTES + b"EOF\n",
-], ids=["long first command", "binary payload", "long body"])
-def test_script_body_of_any_size_is_not_read(body):
-    Path("run.sh").write_bytes(b"#!/bin/sh\n#SBATCH --gres=gpu:2\n" + body)
+    b"echo " + b"x" * (MAX_SCRIPT_BYTES - 100) + b"\n",                 # a long first command
+    b"exec python - <<'EOF'\n" + b"print(1)\n" * (MAX_SCRIPT_BYTES // 10) + b"EOF\n",
+], ids=["long first command", "long body"])
+def test_a_script_up_to_the_limit_is_kept_as_submitted(body):
+    data = b"#!/bin/sh\n#SBATCH --gres=gpu:2\n" + body
+    Path("run.sh").write_bytes(data)
     job = load_spec("run.sh", overrides={"owner": "alice"})
     assert job.resources.gpus == 2
+    assert job.script.text.encode() == data and job.script.path == os.path.abspath("run.sh")
+    assert job.argv(script="/copy") == ["/bin/sh", "/copy"]
+
+
+@pytest.mark.parametrize("body", [
+    b"echo " + b"x" * (4 * MAX_SCRIPT_BYTES) + b"\n",
+    b"exit 0\n" + os.urandom(4 * MAX_SCRIPT_BYTES),
+], ids=["long first command", "binary payload"])
+def test_a_script_past_the_limit_is_refused_unread(body):
+    Path("run.sh").write_bytes(b"#!/bin/sh\n#SBATCH --gres=gpu:2\n" + body)
+    assert refused("run.sh") == ("run.sh: larger than 512 KiB, the limit for a batch script (its job keeps a copy): "
+                                 "run a larger program from a short script")
+
+
+def test_a_script_that_is_not_text_is_refused():
+    Path("run.sh").write_bytes(b"#!/bin/sh\necho\n\xff\xfe\n")
+    assert refused("run.sh") == "run.sh is not a text file"
+    Path("run.sh").write_bytes(b"#!/bin/sh\necho\n\x00\n")       # sbatch refuses a NUL too
+    assert refused("run.sh") == "run.sh: script contains a NUL byte"
+
+
+def test_a_command_with_no_script_keeps_none():
+    assert load_spec(command=["python", "train.py"], overrides={"owner": "alice"}).script is None
 
 
 def test_script_header_that_is_not_text():

@@ -136,6 +136,8 @@ class LocalExecutor:
                 os.close(reserve)
             # the attempt's own directory, the job's user's: srun records failed steps there
             files = self._private_dir(_files_of(exit_file), account)
+            if spec.script is not None:   # the script as submitted, run as Slurm runs its spool's copy
+                argv = spec.argv(script=self._keep_script(files / SCRIPT, spec.script.text, account))
             for name, path in ((OUT, streams.output), (ERR, streams.error)):
                 if path:
                     self._fifo(files / name, account)
@@ -483,6 +485,19 @@ class LocalExecutor:
                 os.ftruncate(fh.fileno(), 0)
             return os.dup(fh.fileno())
 
+    @classmethod
+    def _keep_script(cls, path: Path, text: str, account) -> str:
+        """The job's copy of its batch script, only its user's, executable as the file was."""
+        fd = cls._open_private(path, account, append=False)
+        try:
+            os.fchmod(fd, 0o700)
+            view = memoryview(text.encode("utf-8", "surrogatepass"))
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        return str(path)
+
     @staticmethod
     def _private_dir(path, account):
         if account is None:
@@ -526,6 +541,7 @@ class LocalExecutor:
 # wrapper reads them there): srun's failed steps, the fifos of --output and
 # --error, the mark that its warning signal was sent
 STEPS, OUT, ERR, WARNED, DONE = "steps", "out", "err", "warned", "done"
+SCRIPT = "slurm_script"   # the batch script's copy, named as in Slurm's spool
 WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
 
 
