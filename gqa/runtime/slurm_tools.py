@@ -1,5 +1,5 @@
-"""Slurm's commands inside a gqa job: `srun`, `scontrol` and `squeue` as small
-executables in a directory the job finds first on its PATH, and the file in
+"""Slurm's commands inside a gqa job: `srun`, `scontrol`, `squeue`, `sacct` and
+`scancel` (for the job itself) as small executables in a directory the job finds first on its PATH, and the file in
 which a failed step leaves its exit code.
 
 A script that runs `srun python train.py` and ends with `exit 0` would
@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 STEP_STATUS_ENV = "GQA_STEP_STATUS"
-TOOLS = {"srun": "gqa.runtime.srun", "scontrol": "gqa.runtime.scontrol", "squeue": "gqa.runtime.squeue"}
+TOOLS = {"srun": "gqa.runtime.srun", "scontrol": "gqa.runtime.scontrol", "squeue": "gqa.runtime.squeue",
+         "sacct": "gqa.runtime.sacct", "scancel": "gqa.runtime.scancel"}
 MAX_DESCRIPTION = 400          # characters of the failed step's command kept in its line
 
 # the directory that holds the gqa package, so the tools import this very runtime

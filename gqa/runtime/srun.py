@@ -6,9 +6,11 @@ node, each with SLURM_PROCID, SLURM_LOCALID and the step's variables
   task leads its own process group, so a signal to the job's whole group
   reaches a task once, through srun, and srun's forwarding reaches the
   task's own children; a task dies with srun if srun is killed outright.
-- The exit code is the first task's that failed (128 + N for a signal).
-  As in Slurm, the other tasks run on unless -K asked to stop them, or
-  --wait=S seconds pass after the first task ended.
+- The exit code is Slurm's: 128 + N for the highest signal N that ended a
+  task, or else the highest exit code of the tasks. As in Slurm, the other
+  tasks run on unless -K asked to stop them, or --wait=S seconds pass after
+  the first task ended. A command that cannot be run exits as Slurm's task
+  does, with its errno: 2 when it is not found, 13 when it may not be run.
 - A failed step, or one that could not start, appends its line to
   $GQA_STEP_STATUS, so the job fails with it even if the script goes on
   and exits 0 (slurm_tools.py).
@@ -20,6 +22,7 @@ node, each with SLURM_PROCID, SLURM_LOCALID and the step's variables
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import re
@@ -39,7 +42,7 @@ from .srun_options import Options, SrunError, parse, task_environments
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 KILL_WAIT = 30.0          # seconds between SIGTERM and SIGKILL when a step is stopped (Slurm's KillWait)
-NOT_FOUND = 127
+NOT_FOUND = errno.ENOENT       # Slurm's task exits with execve's errno
 LINE_LIMIT = 64 * 1024    # bytes of a line without its end that srun holds before passing them on
 PUMP_WAIT = 2.0           # seconds srun waits, once every task ended, for their labelled output to drain
 _PR_SET_PDEATHSIG = 1
@@ -173,7 +176,7 @@ class Step:
                     stderr=err, process_group=0, preexec_fn=preexec)
             except OSError as exc:
                 self.forward(signal.SIGKILL)
-                code = NOT_FOUND if isinstance(exc, FileNotFoundError) else 126
+                code = exc.errno if exc.errno and 0 < exc.errno < 128 else errno.EACCES
                 raise StepFailed(code, f"srun: cannot run {self.opts.command[0]}: {exc.strerror or exc}") from None
             self.tasks.append(process)
         # threads only once every task is forked: a fork while other threads run may inherit a held lock
@@ -204,7 +207,8 @@ class Step:
 
     def wait(self) -> int:
         """Wait for every task; the step's exit code."""
-        first: int | None = None
+        failed = False
+        highest_signal = highest_exit = 0
         first_end: float | None = None
         deadline: float | None = None
         killed_at: float | None = None
@@ -232,18 +236,24 @@ class Step:
             if code:
                 self._say(f"task {task}: " + (f"Killed by signal {-code}" if code < 0
                                               else f"Exited with exit code {code}"))
-                code = 128 - code if code < 0 else code
-                if first is None:
-                    first = code
+                # Slurm's rule: the highest signal wins over any exit code, else the highest exit code
+                if code < 0:
+                    highest_signal = max(highest_signal, -code)
+                else:
+                    highest_exit = max(highest_exit, code)
+                if not failed:
+                    failed = True
                     if self.opts.kill_on_bad_exit and pending and killed_at is None:
                         deadline = time.monotonic()
         # the last labelled lines, though not past a moment: a task's own child may hold its pipe open
         until = time.monotonic() + PUMP_WAIT
         for pump in self.pumps:
             pump.join(max(0.0, until - time.monotonic()))
-        if first is None and self.signalled is not None:
-            first = 128 + self.signalled      # stopped before every task had started
-        return first or 0
+        if highest_signal:
+            return 128 + highest_signal
+        if not failed and self.signalled is not None:
+            return 128 + self.signalled      # stopped before every task had started
+        return highest_exit
 
     def _say(self, text: str) -> None:
         sys.stderr.write(f"srun: error: {self.host}: {text}\n")

@@ -87,9 +87,18 @@ def test_kill_on_bad_exit_stops_the_other_tasks(job, tmp_path):
               'trap "touch stopped.$SLURM_PROCID; exit 143" TERM; sleep 30 & wait\'')
     started = time.monotonic()
     code, _, err = finish(job(script))
-    assert code == 5 and time.monotonic() - started < 15, err
+    # Slurm's rule: the highest exit code, here the stopped tasks' 143 over the failed task's 5
+    assert code == 143 and time.monotonic() - started < 15, err
     assert sorted(p.name for p in tmp_path.glob("stopped.*")) == ["stopped.0", "stopped.1"]
-    assert job.status.read_text().startswith("5 step 0: srun -K -n 3")
+    assert job.status.read_text().startswith("143 step 0: srun -K -n 3")
+
+
+def test_the_step_exits_with_the_highest_code_and_a_signal_over_any_code(job):
+    script = ('srun -n 3 bash -c \'sleep 0.$SLURM_PROCID; exit $((SLURM_PROCID + 1))\'; echo $?; '
+              'srun -n 3 bash -c \'sleep 0.$SLURM_PROCID; case $SLURM_PROCID in 0) exit 200;; '
+              '1) kill -USR1 $$;; 2) kill -HUP $$;; esac\'; echo $?')
+    code, out, err = finish(job(script))
+    assert (code, out) == (0, f"3\n{128 + signal.SIGUSR1}\n"), err
 
 
 def test_wait_stops_the_rest_some_seconds_after_the_first_task_ended(job):
@@ -178,10 +187,10 @@ def test_input_directory_and_export_none(job, tmp_path):
 
 def test_a_missing_command_or_a_bad_option_fails_the_step_and_says_why(job):
     code, out, err = finish(job("srun -n 2 no-such-program; echo $?; srun --partition=x true; echo $?"))
-    assert (code, out) == (0, "127\n2\n"), err
+    assert (code, out) == (0, "2\n2\n"), err      # Slurm: the task's execve errno, ENOENT
     assert "srun: no-such-program: command not found" in err and "--partition is not an option" in err
     lines = job.status.read_text().splitlines()
-    assert lines == ["127 step 0: srun -n 2 no-such-program", "2 step 1: srun --partition=x true"]
+    assert lines == ["2 step 0: srun -n 2 no-such-program", "2 step 1: srun --partition=x true"]
 
 
 def test_scontrol_and_squeue_answer_a_batch_script(job):
@@ -194,3 +203,45 @@ def test_scontrol_and_squeue_answer_a_batch_script(job):
     assert host == socket.gethostname()
     job_id, state, left = status.split()
     assert (job_id, state) == ("41", "RUNNING") and left.startswith(("59:", "1:00:00"))
+
+
+def test_sacct_answers_for_the_job_itself_and_refuses_another(job):
+    start = int(time.time()) - 65
+    script = ('sacct -j $SLURM_JOB_ID --format=JobID,Elapsed,MaxRSS,State; echo "rc=$?"; '
+              'sacct -n -P -X -o jobid,jobname,state,exitcode,maxrss,alloctres,nodelist; '
+              'sacct -j 99 -o State; echo "rc=$?"')
+    code, out, err = finish(job(script, SLURM_JOB_START_TIME=str(start), SLURM_JOB_NAME="train",
+                                SLURM_JOB_NODELIST="node1", SLURM_NTASKS="2", CUDA_VISIBLE_DEVICES="0,1"))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["JobID", "Elapsed", "MaxRSS", "State"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    job_id, elapsed, state = lines[2].split()       # MaxRSS: empty, as sacct leaves what it lacks
+    assert (job_id, state) == ("41", "RUNNING") and elapsed.startswith("00:01:0"), lines
+    assert lines[3:] == ["rc=0", "41|train|RUNNING|0:0||cpu=2,gres/gpu=2,node=1|node1", "rc=2"]
+    assert "sacct: job 99: a gqa job sees only itself (job 41)" in err
+
+
+def test_scancel_of_the_job_itself_ends_its_steps_and_script_and_refuses_another(job, tmp_path):
+    script = ('scancel 99; echo "other=$?"; '
+              'srun -n 2 bash -c \'trap "touch term.$SLURM_PROCID; exit 143" TERM; touch ready.$SLURM_PROCID; '
+              'while :; do sleep 0.05; done\' & '
+              'while [ ! -e ready.1 ] || [ ! -e ready.0 ]; do sleep 0.05; done; '
+              'scancel $SLURM_JOB_ID; sleep 30; echo "still running"')
+    started = time.monotonic()
+    code, out, err = finish(job(script))
+    assert code == -signal.SIGTERM and time.monotonic() - started < 20, err     # the batch shell, as Slurm ends it
+    assert out == "other=2\n" and "scancel: job 99: a gqa job may cancel only itself (job 41)" in err
+    wait_for(tmp_path / "term.*", 2)
+
+
+def test_scancel_with_a_signal_reaches_the_steps_only(job, tmp_path):
+    script = ('trap "touch shell.usr1" USR1; '
+              'srun -n 2 bash -c \'trap "touch usr1.$SLURM_PROCID; exit 0" USR1; touch ready.$SLURM_PROCID; '
+              'while :; do sleep 0.05; done\' & '
+              'while [ ! -e ready.1 ] || [ ! -e ready.0 ]; do sleep 0.05; done; '
+              'scancel -s USR1 $SLURM_JOB_ID; wait $!; echo "srun=$?"')
+    code, out, err = finish(job(script))
+    assert (code, out) == (0, "srun=0\n"), err
+    assert sorted(p.name for p in tmp_path.glob("usr1.*")) == ["usr1.0", "usr1.1"]
+    assert not (tmp_path / "shell.usr1").exists()

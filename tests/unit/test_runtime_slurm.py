@@ -213,7 +213,7 @@ def test_squeue_refuses_other_jobs_and_what_it_does_not_know(args, why):
 # -- installing the tools, the failed-step file --------------------------------------------------------------
 def test_install_writes_executable_tools_once_and_the_same_again(tmp_path):
     where = slurm_tools.install(tmp_path / "bin", python="/opt/my python/bin/python3")
-    assert sorted(p.name for p in where.iterdir()) == ["scontrol", "squeue", "srun"]
+    assert sorted(p.name for p in where.iterdir()) == ["sacct", "scancel", "scontrol", "squeue", "srun"]
     srun_tool = where / "srun"
     assert srun_tool.stat().st_mode & 0o777 == 0o755
     assert "exec '/opt/my python/bin/python3' -I -c" in srun_tool.read_text()
@@ -231,7 +231,7 @@ def test_installs_at_once_leave_complete_tools_and_no_leftovers(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["scontrol", "squeue", "srun"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sacct", "scancel", "scontrol", "squeue", "srun"]
     assert slurm_tools.shim("gqa.runtime.srun", "/py0").replace("/py0", "/py?") in {
         (tmp_path / "srun").read_text().replace(p, "/py?") for p in pythons}
 

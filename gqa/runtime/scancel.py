@@ -1,0 +1,152 @@
+"""`scancel` inside a gqa job, for its own job: `scancel $SLURM_JOB_ID`.
+
+A job has no way to ask the queue to change it (it carries no rights over
+jobs), so cancelling itself is done as Slurm's node daemon does it: SIGCONT
+and SIGTERM to every process of the job (the batch shell, its srun steps,
+which pass it to their tasks). The job then ends with the code SIGTERM
+leaves (143), which gqa records as a failure, not as CANCELLED: `gqa cancel`
+from a shell is the cancel that keeps the job from running again.
+
+    scancel [-s/--signal SIG [-f/--full]] [-Q] [-v] ID
+
+With -s the signal goes to the job's srun steps only, as in Slurm (the
+batch shell too with -f). Other jobs, and -u/-n/-t filters, exit 2 naming
+`gqa cancel`."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from .job_process import group_members, is_srun
+from .slurm_job import OwnJob, Refused, tool_main
+from .slurm_tools import STEP_STATUS_ENV
+
+FLAGS = {"-f": "full", "--full": "full", "-Q": "", "--quiet": "", "-v": "", "--verbose": "", "-i": "",
+         "--interactive": ""}
+VALUED = {"-s": "signal", "--signal": "signal"}
+FILTERS = {"-u", "--user", "-n", "--name", "--jobname", "-t", "--state", "-p", "--partition", "-A", "--account",
+           "--me", "-b", "--batch", "-w", "--nodelist", "-q", "--qos", "-R", "--reservation"}
+
+
+def parse(args: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    options: dict[str, str] = {}
+    ids: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if not arg.startswith("-"):
+            ids.extend(filter(None, (i.strip() for i in arg.split(","))))
+            continue
+        name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
+        if name in FLAGS and not attached:
+            if FLAGS[name]:
+                options[FLAGS[name]] = "yes"
+        elif name in VALUED:
+            if not attached and not eq:
+                if not rest:
+                    raise Refused(f"scancel: {name} needs a value")
+                attached = rest.pop(0)
+            options[VALUED[name]] = attached
+        elif name in FILTERS:
+            raise Refused(f"scancel: {name} is not available inside a gqa job, which may cancel only "
+                          "itself (scancel $SLURM_JOB_ID): use gqa cancel from a shell")
+        else:
+            raise Refused(f"scancel: {arg} is not an option gqa's scancel knows inside a job (-s, -f, -Q, -v)")
+    return options, ids
+
+
+def signal_number(text: str) -> int:
+    name = text.strip().upper().removeprefix("SIG")
+    try:
+        number = int(name) if name.isdigit() else int(getattr(signal, "SIG" + name))
+        signal.Signals(number)
+    except (AttributeError, ValueError):
+        raise Refused(f"scancel: {text!r} is not a signal") from None
+    return number
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent, process group) of `pid`, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _carries(pid: int, name: str, text: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return f"{name}={text}".encode() in environ.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def job_group(env: Mapping[str, str], pid: int | None = None) -> int:
+    """The process group of the whole job: that of the outermost process above this one that was
+    started with this attempt's own $GQA_STEP_STATUS (the local wrapper, or on AWS the job's
+    command), so nothing outside the job is signalled, whatever group a task made for itself."""
+    status = env.get(STEP_STATUS_ENV, "")
+    if not status:
+        raise Refused("scancel: this is not a gqa job's process ($GQA_STEP_STATUS is not set): "
+                      "use gqa cancel from a shell")
+    group = None
+    pid = os.getpid() if pid is None else pid
+    seen = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        found = _stat(pid)
+        if found is None:
+            break
+        if _carries(pid, STEP_STATUS_ENV, status):
+            group = found[1]
+        pid = found[0]
+    if group is None:
+        raise Refused("scancel: the job's processes cannot be found: use gqa cancel from a shell")
+    return group
+
+
+def run(args: Sequence[str], env: Mapping[str, str], out: TextIO) -> int:
+    options, ids = parse(args)
+    job = OwnJob.from_env(env)
+    if not ids:
+        raise Refused("scancel: no job id: inside a gqa job, scancel $SLURM_JOB_ID cancels the job itself")
+    for job_id in ids:
+        if not job.is_me(job_id):
+            raise Refused(f"scancel: job {job_id}: a gqa job may cancel only itself (job {job.job_id or '?'}): "
+                          f"use gqa cancel {job_id} from a shell")
+    group = job_group(env)
+    if "signal" in options:
+        signum = signal_number(options["signal"])
+        # Slurm signals the steps alone unless --full; srun passes it on to its tasks
+        targets = [p for p in group_members(group) if p != os.getpid() and ("full" in options or is_srun(p))]
+        for pid in targets:
+            _send(pid, signum, group=False)
+        return 0
+    # scancel is in the job's group itself: it stays to exit 0, as Slurm's returns at once
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _send(group, signal.SIGCONT, group=True)
+    _send(group, signal.SIGTERM, group=True)
+    return 0
+
+
+def _send(pid: int, signum: int, *, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    tool_main(run, args)
+
+
+if __name__ == "__main__":
+    main()
