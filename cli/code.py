@@ -32,4 +32,10 @@ def for_backend(spec: Any, backend: Any) -> Any:
     image, holds the script, and a queue message has no room to spare."""
     if not hasattr(backend, "code_store") or spec.script is None:
         return spec
+    from gqa.models.loader import STDIN_PATH
+
+    if spec.script.path == STDIN_PATH:   # no bundle holds it, and the copy is not sent
+        from gqa.models.errors import SpecError
+
+        raise SpecError("a script on stdin runs on the local queue only: save it to a file and submit that")
     return spec.model_copy(update={"script": None})

@@ -9,6 +9,7 @@ import typer
 from .app import app
 from .options import Output, check_output
 from .output import daemon_down, note, print_json, user_errors
+from .stdin_script import read_script, reads_stdin
 
 Opt = typer.Option
 SLURM = "Slurm's options"
@@ -16,7 +17,8 @@ SLURM = "Slurm's options"
 
 @app.command("submit", no_args_is_help=False)
 def submit(
-    file: Annotated[Optional[str], typer.Argument(help="A job file (.yaml) or a script with #GQA / #SBATCH lines.",
+    file: Annotated[Optional[str], typer.Argument(help="A job file (.yaml) or a script with #GQA / #SBATCH lines; "
+                                                  "- or none given: a script on stdin, as sbatch reads one.",
                                                   show_default=False)] = None,
     gpus: Annotated[Optional[int], Opt("--gpus", "-G", help="GPUs, all granted together.")] = None,
     gpu_type: Annotated[Optional[str], Opt("--gpu-type", help="GPU type, e.g. a10g (default: any).")] = None,
@@ -65,7 +67,17 @@ def submit(
     from .context import TRAILING_COMMAND, caller_environment, caller_user
 
     with user_errors():
-        spec = spec_from_options(params, TRAILING_COMMAND.get(), warn=note)
+        command = TRAILING_COMMAND.get()
+        stdin = None
+        if reads_stdin([file] if file is not None else [], command):
+            from gqa.models.errors import SpecError
+            from gqa.models.limits import MAX_SCRIPT_BYTES
+
+            try:
+                stdin = read_script(MAX_SCRIPT_BYTES)
+            except OSError as exc:
+                raise SpecError(f"nothing to run: cannot read a script on stdin: {exc}") from None
+        spec = spec_from_options(params, command, warn=note, stdin=stdin)
         from .backend import backend
 
         be = backend()
@@ -96,10 +108,12 @@ def submit(
         raise typer.Exit(code)
 
 
-def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str | None = None):
-    """The spec `gqa submit` asks for: the file, the flags over it, the command
-    after `--`. Shared with the queue daemon, which serves `gqa submit` for
-    the light client (daemon/submit_command.py). Raises SpecError."""
+def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str | None = None,
+                      stdin: bytes | None = None):
+    """The spec `gqa submit` asks for: the file (or `stdin`, a script read
+    from it), the flags over it, the command after `--`. Shared with the
+    queue daemon, which serves `gqa submit` for the light client
+    (daemon/submit_command.py). Raises SpecError."""
     import time
 
     from gqa.models.errors import SpecError
@@ -129,7 +143,8 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         "notify": notify_option(params["notify"]) if params.get("notify") else None,
     }
     kwargs = {"cwd": cwd} if cwd is not None else {}
-    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, now=now, **kwargs)
+    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, now=now, stdin=stdin,
+                     **kwargs)
     # --no-code: the job's image holds the code, whatever bundle the file names
     return spec.model_copy(update={"code": None}) if params.get("no_code") else spec
 

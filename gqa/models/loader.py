@@ -25,7 +25,7 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = None,
               command: list[str] | None = None, warn=None, cwd: str | None = None,
-              now: float | None = None) -> JobSpec:
+              now: float | None = None, stdin: bytes | None = None) -> JobSpec:
     """The spec for `gqa submit [FILE] [flags] [-- CMD...]`.
 
     `overrides` is a raw (unvalidated) nested dict from flags; `command`, if
@@ -33,12 +33,26 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
     is the submitter's working directory (absolute) when it is not this
     process's: a relative path or workdir is read against it, and it is the
     default workdir. `now` is the time of submission, which #SBATCH --begin
-    is read against."""
+    is read against. `stdin`: a batch script read from standard input (as
+    `sbatch <<EOF`), in place of a file (`path` None or "-")."""
     here = os.getcwd() if cwd is None else cwd
     raw: dict[str, Any] = {}
     lines: dict[tuple, int] = {}
     source = None
-    if path is not None:
+    if stdin is not None and path in (None, "-"):
+        source = STDIN
+        if not stdin.strip():
+            raise SpecError("nothing to run: the script on stdin is empty; give a job file, a script, or a "
+                            "command after --")   # sbatch refuses an empty one too
+        if len(stdin) > MAX_SCRIPT_BYTES:
+            raise SpecError(f"larger than {size_text(MAX_SCRIPT_BYTES)}, the limit for a batch script (its job "
+                            "keeps a copy): run a larger program from a short script", source=STDIN)
+        raw = _script_raw(stdin, STDIN, STDIN_PATH, overrides, command, warn=warn, now=now, here=here,
+                          executable=False)
+        raw.setdefault("name", "sbatch")    # sbatch's name for a job whose script came on stdin
+    elif path == "-":
+        raise SpecError("nothing to run: `-` reads a script from stdin, and none was given")
+    elif path is not None:
         source = path
         full = os.path.join(here, path)
         if path.endswith(YAML_SUFFIXES):
@@ -47,15 +61,9 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
                 raw["command"] = command
         else:
             data = _read_script(full, path)    # once: its directives and what it runs are the same bytes
-            header = _read_header(io.BufferedReader(io.BytesIO(data)), path)
-            raw = parse_directives(header, source=path, warn=warn, now=now,
-                                   given=(overrides or {}).get("resources") or {})
-            raw["command"] = script_command(path, header, cwd=here) + list(command or [])
-            # kept as submitted, as sbatch keeps it: an edit or a removal after this changes no job
-            raw["script"] = {"path": script_path(path, cwd=here), "text": _decoded(data, path)}
+            raw = _script_raw(data, path, script_path(path, cwd=here), overrides, command, warn=warn, now=now,
+                              here=here, executable=os.access(script_path(path, cwd=here), os.X_OK))
             raw.setdefault("name", Path(path).name or "job")    # sbatch names a job after its script's file
-            raw.setdefault("workdir", here)
-            raw["submit_dir"] = here                             # --chdir moves the workdir, not this
     elif command:
         raw["command"] = list(command)
         raw.setdefault("name", shell_name(command[0]) if (overrides or {}).get("shell")
@@ -63,10 +71,30 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
     else:
         raise SpecError("nothing to run: give a job file, a script, or a command after --")
     merge(raw, overrides or {})
+    if raw.get("script") is not None:
+        default_output(raw)
     raw.setdefault("workdir", here)
     if isinstance(raw["workdir"], str):
         raw["workdir"] = os.path.join(here, raw["workdir"].strip())   # relative to the submitter, never to us
     return validate(raw, lines=lines, source=source)
+
+
+STDIN = "stdin"
+STDIN_PATH = "/dev/stdin"   # a script's name when it came on stdin: the queue runs its kept copy
+
+
+def _script_raw(data: bytes, source: str, full: str, overrides: dict[str, Any] | None,
+                command: list[str] | None, *, warn, now: float | None, here: str, executable: bool) -> dict:
+    """A batch script's fields: its directives, how to run it, its copy."""
+    header = _read_header(io.BufferedReader(io.BytesIO(data)), source)
+    raw = parse_directives(header, source=source, warn=warn, now=now,
+                           given=(overrides or {}).get("resources") or {})
+    raw["command"] = ([full] if executable else interpreter(header, full, source)) + list(command or [])
+    # kept as submitted, as sbatch keeps it: an edit or a removal after this changes no job
+    raw["script"] = {"path": full, "text": _decoded(data, source)}
+    raw.setdefault("workdir", here)
+    raw["submit_dir"] = here                             # --chdir moves the workdir, not this
+    return raw
 
 
 def shell_name(line: str) -> str:
@@ -190,9 +218,8 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
     option table of gqa/models/sbatch.py. `now` is what --begin is read
     against (without it, --begin is refused); `given` the command line's
     resources, which the quantities asked per task, CPU or GPU are settled
-    with. A script with #SBATCH lines that name no GPU asks for none, and
-    writes its output to slurm-%j.out (slurm-%A_%a.out for an array), as
-    under Slurm."""
+    with. A script with #SBATCH lines that name no GPU asks for none, as
+    under Slurm (its default output file is load_spec's: default_output)."""
     request = Request(now=now, warn=warn, source=source)
     slurm = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -217,9 +244,15 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
     raw = request.finish()
     if slurm and not asks_for_gpus(request):
         merge(raw, {"resources": {"gpus": 0}})
-    if slurm and "output" not in raw:   # sbatch's default file, in the job's working directory
-        raw["output"] = "slurm-%A_%a.out" if raw.get("array") else "slurm-%j.out"
     return raw
+
+
+def default_output(raw: dict[str, Any]) -> None:
+    """sbatch's default file for a batch script's output (directives or not),
+    in the job's working directory; read once the command line's flags are
+    merged, so `gqa submit --array=0-2 run.sh` writes slurm-%A_%a.out too."""
+    if raw.get("output") is None:
+        raw["output"] = "slurm-%A_%a.out" if raw.get("array") else "slurm-%j.out"
 
 
 def script_command(path: str, text: str, *, cwd: str | None = None) -> list[str]:
@@ -227,12 +260,17 @@ def script_command(path: str, text: str, *, cwd: str | None = None) -> list[str]
     full = script_path(path, cwd=cwd)
     if os.access(full, os.X_OK):
         return [full]
+    return interpreter(text, full, path)
+
+
+def interpreter(text: str, full: str, source: str) -> list[str]:
+    """A script run through its #! interpreter, else sh."""
     first = text.splitlines()[0] if text else ""
     if first.startswith("#!"):
         try:
             return shlex.split(first[2:].strip()) + [full]
         except ValueError as exc:  # an unclosed quote
-            raise SpecError(f"cannot parse the #! line: {exc}", line=1, source=path) from None
+            raise SpecError(f"cannot parse the #! line: {exc}", line=1, source=source) from None
     return ["/bin/sh", full]
 
 

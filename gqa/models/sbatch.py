@@ -173,6 +173,8 @@ OPTIONS: tuple[Option, ...] = (
               _field("output")),
     _honoured("--error", "-e", VALUE, "`error`: stderr to this file pattern (with stdout when unset)",
               _field("error")),
+    _honoured("--open-mode", None, VALUE, "`open_mode`: append, or truncate (the default) --output and --error "
+              "files when a job starts; a requeue or retry appends", _field("open_mode", convert=values.open_mode)),
     _honoured("--input", "-i", VALUE, "`input`: the job's stdin from this file pattern", _field("input")),
     _honoured("--chdir", "-D", VALUE, "`workdir`, relative to the directory it was submitted from",
               _field("workdir")),
@@ -281,7 +283,6 @@ OPTIONS: tuple[Option, ...] = (
     _noted("--wait-all-nodes", None, VALUE, "one machine"),
     _noted("--overcommit", "-O", FLAG, "tasks get the CPUs the job asks for"),
     _noted("--oversubscribe", "-s", FLAG, "gqa shares a machine between jobs unless --exclusive, never a GPU"),
-    _noted("--open-mode", None, VALUE, "gqa opens --output and --error files its own way"),
     _noted("--get-user-env", None, OPTIONAL, "a job starts from the submitting shell's environment (--export)"),
     _noted("--propagate", None, OPTIONAL, "the submitting shell's resource limits are not carried over"),
     _noted("--kill-on-invalid-dep", None, VALUE, "gqa ends a job whose dependency can never be met, "

@@ -27,6 +27,14 @@ def count(value: str, option: str) -> int:
     return int(text)
 
 
+def open_mode(value: str) -> str:
+    """--open-mode: sbatch reads only the first letter (a or t, either case)."""
+    first = value.strip()[:1].lower()
+    if first not in ("a", "t"):
+        raise SpecError(f"--open-mode {value!r}: use append or truncate")
+    return "append" if first == "a" else "truncate"
+
+
 def typed_count(value: str, option: str) -> tuple[str | None, int]:
     """`N` or `TYPE:N` (--gpus, --gpus-per-node, --gpus-per-task): the type and the count."""
     gpu_type, _, number = value.strip().rpartition(":")

@@ -274,6 +274,8 @@ class JobSpec(_Strict):
     output: str | None = Field(None, description="Slurm's --output pattern (%j %x %A %a %u %N %%), besides gqa's log")
     error: str | None = Field(None, description="Slurm's --error pattern; stderr goes with output when unset")
     input: str | None = Field(None, description="Slurm's --input: a file as the job's stdin")
+    open_mode: Literal["truncate", "append"] | None = Field(
+        None, description="Slurm's --open-mode: append keeps what output and error files hold (default truncate)")
     requeue: bool = Field(True, description="requeued after a preemption or reclaim (false: it fails instead)")
     nice: int = Field(0, ge=-10000, le=10000, description="lowers (or, negative, raises) it within its tier")
     notify: Notify | None = None

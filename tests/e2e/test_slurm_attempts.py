@@ -147,6 +147,16 @@ def test_a_first_attempt_truncates_and_stderr_follows_output_without_error(execu
     assert sorted((tmp_path / "slurm-7.out").read_text().splitlines()) == ["to-err", "to-out"]
 
 
+def test_open_mode_append_keeps_what_the_file_held_across_jobs(executor, tmp_path):
+    """#SBATCH --open-mode=append, two chained jobs writing one file: nothing is truncated."""
+    (tmp_path / "chain.out").write_text("old line\n")
+    for job_id in ("15", "16"):
+        job = record(tmp_path, "echo segment $SLURM_JOB_ID", job_id=job_id,
+                     spec={"output": "chain.out", "open_mode": "append"})
+        assert run(executor, job).code == 0
+    assert (tmp_path / "chain.out").read_text().splitlines() == ["old line", "segment 15", "segment 16"]
+
+
 def test_input_is_the_jobs_stdin(executor, tmp_path):
     (tmp_path / "data.txt").write_text("one\ntwo\n")
     job = record(tmp_path, "wc -l > count.txt", spec={"input": "data.txt"})

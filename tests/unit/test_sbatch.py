@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gqa.models.errors import SpecError
-from gqa.models.loader import parse_directives, validate
+from gqa.models.loader import load_spec, parse_directives, validate
 from gqa.models.sbatch import GQA_ONLY, HONOURED, NOTED, OPTIONS, REFUSED, SBATCH
 from gqa.models.sbatch_values import begin_time, exported_environment
 from gqa.models.spec import Priority
@@ -40,6 +40,7 @@ HONOURED_EXAMPLES = {
     "--output": ("-o out-%j.txt", {"output": "out-%j.txt"}),
     "--error": ("--error err-%x.txt", {"error": "err-%x.txt"}),
     "--input": ("-iin.txt", {"input": "in.txt"}),
+    "--open-mode": ("--open-mode=A", {"open_mode": "append"}),
     "--chdir": ("-D /data/run", {"workdir": "/data/run"}),
     "--job-name": ("--job-name='bert lr=3e-4'", {"name": "bert lr=3e-4"}),
     "--export": ("--export=ALL,WANDB_MODE=offline", {"export": "ALL,WANDB_MODE", "env": {"WANDB_MODE": "offline"}}),
@@ -92,7 +93,7 @@ NOTED_EXAMPLES = {
     "--gres-flags": "--gres-flags=enforce-binding", "--switches": "--switches=1", "--network": "--network=ib",
     "--resv-ports": "--resv-ports", "--segment": "--segment=2", "--contiguous": "--contiguous",
     "--spread-job": "--spread-job", "--use-min-nodes": "--use-min-nodes", "--wait-all-nodes": "--wait-all-nodes=1",
-    "--overcommit": "-O", "--oversubscribe": "-s", "--open-mode": "--open-mode=append",
+    "--overcommit": "-O", "--oversubscribe": "-s",
     "--get-user-env": "--get-user-env=60L", "--propagate": "--propagate=STACK",
     "--kill-on-invalid-dep": "--kill-on-invalid-dep=yes", "--no-kill": "-k", "--reboot": "--reboot",
     "--delay-boot": "--delay-boot=10", "--mcs-label": "--mcs-label=team", "--extra": "--extra=rack=1",
@@ -150,7 +151,7 @@ def test_a_noted_option_changes_nothing_and_says_why(long):
     notes: list[str] = []
     raw = parse_directives(f"#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH {example}\n", source="run.sh",
                            warn=notes.append, now=NOW)
-    assert raw == {"resources": {"gpus": 1}, "output": "slurm-%j.out"}
+    assert raw == {"resources": {"gpus": 1}}
     assert len(notes) == 1 and notes[0].startswith(f"run.sh:3: #SBATCH {example.split('=')[0]}")
     assert notes[0].endswith(f"has no effect here: {SBATCH[long].effect}")
 
@@ -376,15 +377,35 @@ def test_command_line_resources_settle_with_the_directives(lines, given, expecte
     assert raw["resources"] == expected
 
 
-@pytest.mark.parametrize("lines, output", [
-    ("#SBATCH --time=5", "slurm-%j.out"),
-    ("#SBATCH --array=0-3", "slurm-%A_%a.out"),
-    ("#SBATCH -o run-%j.log", "run-%j.log"),
-    ("#GQA --gpus 1", None),                       # a gqa script keeps gqa's own log only
+@pytest.mark.parametrize("lines, flags, output", [
+    ("#SBATCH --time=5", {}, "slurm-%j.out"),
+    ("#SBATCH --array=0-3", {}, "slurm-%A_%a.out"),
+    ("#SBATCH -o run-%j.log", {}, "run-%j.log"),
+    ("#SBATCH -o run-%j.log", {"array": "0-2"}, "run-%j.log"),
+    ("#GQA --gpus 1", {}, "slurm-%j.out"),
+    ("", {}, "slurm-%j.out"),                             # no directives: flags only, as `sbatch -c 2 run.sh`
+    ("", {"array": "0-2"}, "slurm-%A_%a.out"),            # the array given on the command line
+    ("#SBATCH --time=5", {"array": "0-2"}, "slurm-%A_%a.out"),
 ])
-def test_a_slurm_script_writes_sbatchs_default_output_file(lines, output):
-    raw = parse_directives(lines + "\n", now=NOW)
-    assert raw.get("output") == output
+def test_a_batch_script_writes_sbatchs_default_output_file(tmp_path, lines, flags, output):
+    (tmp_path / "run.sh").write_text(f"#!/bin/sh\n{lines}\necho hi\n")
+    job = load_spec("run.sh", cwd=str(tmp_path), overrides={"owner": "alice", **flags}, now=NOW)
+    assert job.output == output
+
+
+@pytest.mark.parametrize("value, mode", [("append", "append"), ("truncate", "truncate"), ("a", "append"),
+                                         ("Trunc", "truncate")])
+def test_open_mode_is_read_by_its_first_letter_as_sbatch_reads_it(value, mode):
+    assert read(f"#SBATCH --open-mode={value}\n")[0].open_mode == mode
+
+
+def test_an_unknown_open_mode_is_refused():
+    with pytest.raises(SpecError, match="--open-mode 'keep': use append or truncate"):
+        read("#SBATCH --open-mode=keep\n")
+
+
+def test_a_plain_command_keeps_gqas_own_log_only():
+    assert load_spec(command=["python", "train.py"], overrides={"owner": "alice", "array": "0-2"}).output is None
 
 
 def test_an_array_asking_for_mail_without_array_tasks_is_told_it_gets_none():

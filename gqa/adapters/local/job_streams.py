@@ -8,8 +8,9 @@ user (a root daemon runs a small sh as the user: opening them as root would
 let a job truncate or append to any file of the machine), so a missing
 directory or a file the user may not write fails the launch as the job's
 own error, with the reason, instead of an attempt that runs and loses its
-output. The first attempt truncates them, as sbatch does (--open-mode
-truncate); a later attempt (a retry, a requeue) appends."""
+output. The first attempt truncates them, as sbatch does by default, unless
+the job asks for --open-mode=append; a later attempt (a retry, a requeue)
+appends, as Slurm appends for a requeued job."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Streams:
     output: str = ""
     error: str = ""
     input: str = ""
+    append: bool = False     # --open-mode=append: the first attempt keeps what the files hold too
 
     @property
     def any(self) -> bool:
@@ -49,16 +51,17 @@ def streams_of(job: JobRecord, workdir: str, host: str) -> Streams:
 
     def path(pattern: str | None) -> str:
         return "" if pattern is None else os.path.join(workdir, job_pattern(pattern, job, host))
-    return Streams(path(spec.output), path(spec.error), path(spec.input))
+    return Streams(path(spec.output), path(spec.error), path(spec.input), append=spec.open_mode == "append")
 
 
 def open_streams(streams: Streams, attempt: int, identity: dict) -> None:
-    """Create (the first attempt: truncate) the output files and check the
-    input can be read, as the job's user (`identity`: Popen's user/group, or
-    {} for a daemon that is that user). LaunchFailed says which and why."""
+    """Create (the first attempt: truncate, unless --open-mode=append) the
+    output files and check the input can be read, as the job's user
+    (`identity`: Popen's user/group, or {} for a daemon that is that user).
+    LaunchFailed says which and why."""
     if not streams.any:
         return
-    truncate = attempt <= 1
+    truncate = attempt <= 1 and not streams.append
     if identity:
         _open_as(streams, truncate, identity)
         return
