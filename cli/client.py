@@ -12,7 +12,8 @@ of failing."""
 import os
 import sys
 
-from .daemon_socket import address, exchange
+from . import daemon_socket
+from .daemon_socket import address, daemon_named, exchange, if_stopped
 from .version import version_line
 
 # commands the daemon answers; anything that waits, follows logs or starts daemons runs here
@@ -45,6 +46,11 @@ def served(argv: list[str]) -> bool:
     head = argv[: argv.index("--")] if "--" in argv else argv
     if not (argv and argv[0] in SERVED and not (LOCAL_FLAGS & set(head))):
         return False
+    if argv[0] == "submit":
+        from .stdin_script import reads_stdin
+
+        if reads_stdin(head[1:], argv[argv.index("--") + 1:] if "--" in argv else None):
+            return False   # a script on stdin: the daemon cannot read this process's stdin
     from .config_file import backend_of
 
     return backend_of() == "local"
@@ -73,21 +79,41 @@ def _ask_daemon(argv: list[str]) -> dict | None:
 
     body = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
     request = json.dumps({"v": 1, "method": "POST", "path": "/cli/submit", "body": body}).encode() + b"\n"
-    give_up, told = time.monotonic() + BUSY_FOR, False
+    busy_since = None
     while True:
-        answer = exchange(address(home_from_env()), request)
+        answer = exchange(address(home_from_env()), request, waiting=_say_waiting)
         if answer is None:
             return None
-        if answer.get("status") == 503 and time.monotonic() < give_up:
-            if not told:
-                sys.stderr.write("gqa: the queue daemon is busy; retrying\n")
-                told = True
-            delay = (answer.get("body") or {}).get("retry_after") or 0.05
-            time.sleep(float(delay) * (0.5 + random.random()))
-            continue
         answered = answer.get("body")
+        if answer.get("status") == 503:
+            why = answered.get("why") if isinstance(answered, dict) else None
+            now = time.monotonic()
+            if busy_since is None:
+                busy_since = now
+                sys.stderr.write(f"gqa: the queue daemon is busy; retrying{f' ({why})' if why else ''}\n")
+            if now - busy_since < BUSY_FOR:
+                delay = (answered if isinstance(answered, dict) else {}).get("retry_after") or 0.05
+                time.sleep(float(delay) * (0.5 + random.random()))
+                continue
+            return _failed(f"the queue daemon stayed busy for {now - busy_since:.0f} s"
+                           f"{f': {why}' if why else ''}; nothing was submitted, try again later")
         if answer.get("status") == 200 and isinstance(answered, dict) and "code" in answered:
             return answered
-        message = answered.get("error") if isinstance(answered, dict) else None
-        return {"code": 2 if answer.get("status") in (400, 403, 413) else 1, "stdout": "",
-                "stderr": f"gqa: error: {message or 'the queue daemon gave an unexpected answer'}\n"}
+        message = (answered.get("error") if isinstance(answered, dict) else None) or \
+            "the queue daemon gave an unexpected answer"
+        if answer.get("status") in (502, 504) and isinstance(answered, dict) and "unread" in answered:
+            # the request was sent: only one the daemon never read is known not to be recorded
+            message += ("; nothing was submitted" if answered["unread"] else
+                        "; the job may have been submitted: check `gqa queue` before submitting again")
+        return _failed(message, code=2 if answer.get("status") in (400, 403, 413) else 1)
+
+
+def _failed(message: str, code: int = 1) -> dict:
+    return {"code": code, "stdout": "", "stderr": f"gqa: error: {message}\n"}
+
+
+def _say_waiting(pid: int | None, seconds: float) -> None:
+    """Said once, early, while the daemon keeps a submission waiting."""
+    sys.stderr.write(f"gqa: waiting for {daemon_named(pid)}, which has not answered for {seconds:.0f} s"
+                     f"{if_stopped(pid) or f'; waiting up to {daemon_socket.REPLY_TIMEOUT:g} s'}\n")
+    sys.stderr.flush()

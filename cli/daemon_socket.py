@@ -8,7 +8,8 @@ import socket
 
 _MAX_PATH = 100  # sun_path holds 108 bytes
 CONNECT_TIMEOUT = 5.0     # a daemon that cannot even accept is treated as busy
-REPLY_TIMEOUT = 120.0
+REPLY_TIMEOUT = 120.0     # a big array's submission is one transaction
+SLOW_AFTER = 5.0          # seconds without an answer before the caller is told (exchange's `waiting`)
 
 
 def address(home: str) -> str | bytes:
@@ -35,13 +36,38 @@ def _owner_of(where) -> str:
     return "another user"
 
 
-def exchange(where, request: bytes) -> dict | None:
+def stopped(pid: int | None) -> bool:
+    """Whether the process is stopped (kill -STOP, Ctrl-Z, a debugger): /proc's state T or t."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[:1]
+    except (OSError, IndexError):
+        return False
+    return state in ([b"T"], [b"t"])
+
+
+def daemon_named(pid: int | None) -> str:
+    return f"the queue daemon (pid {pid})" if pid else "the queue daemon"
+
+
+def if_stopped(pid: int | None) -> str:
+    """": it is stopped (...)" where it is, else ""."""
+    return f": it is stopped (`kill -CONT {pid}` resumes it)" if stopped(pid) else ""
+
+
+def exchange(where, request: bytes, *, timeout: float | None = None, waiting=None) -> dict | None:
     """One request, one reply. None when nothing listens there (nothing was
     sent); {"status": 503} when the daemon could not even accept in time
     (nothing was sent either, so asking again is safe); a lost reply once
-    the request is sent is an error, never a retry: the daemon may have acted."""
-    import json
+    the request is sent is an error, never a retry: the daemon may have acted.
+    Its body says the daemon's pid and whether the request was left `unread`:
+    the daemon had not read all of it when the connection was shut, so it will
+    drop it unanswered (daemon/server.py), and nothing was done.
 
+    `timeout`: seconds to wait for the answer (REPLY_TIMEOUT); `waiting(pid,
+    seconds)` is called once the daemon has been silent for SLOW_AFTER."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)
@@ -56,29 +82,111 @@ def exchange(where, request: bytes) -> dict | None:
                                                  "or ask for a shared one (`gqa local start --system`)"}}
     except (socket.timeout, BlockingIOError, InterruptedError):
         sock.close()
-        return {"status": 503, "body": {"retry_after": 0.1}}
+        return {"status": 503, "body": {"retry_after": 0.1, "why": f"it did not take the connection within "
+                                                                   f"{CONNECT_TIMEOUT:g} s"}}
     except OSError:
         sock.close()
         return None
-    lost = {"status": 500, "body": {"error": "lost contact with the queue daemon; check `gqa queue` "
-                                             "before submitting again"}}
     with sock:
-        sock.settimeout(REPLY_TIMEOUT)
-        try:
-            sock.sendall(request)
-        except OSError:
-            pass   # a busy daemon answers and closes before reading: its answer may be waiting
+        wait = _Wait(sock, REPLY_TIMEOUT if timeout is None else timeout, waiting)
         data = b""
+        view = memoryview(request)
+        while view:
+            if not wait.until(write=True):
+                return _lost(sock, wait, closed=False)
+            try:
+                view = view[sock.send(view):]
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                break   # a busy daemon answers and closes before reading: its answer may be waiting
         try:
             while not data.endswith(b"\n"):
-                chunk = sock.recv(65536)
+                if not wait.until(write=False):
+                    return _lost(sock, wait, closed=False)
+                try:
+                    chunk = sock.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
                 if not chunk:
                     break
                 data += chunk
         except OSError:
             pass
-        try:
-            answer = json.loads(data) if data.endswith(b"\n") else None
-        except ValueError:
-            answer = None
-        return answer if isinstance(answer, dict) else lost
+        answer = _parsed(data)
+        return answer if answer is not None else _lost(sock, wait, closed=True)
+
+
+class _Wait:
+    """The deadline of one exchange, and the one word to the caller once the daemon is slow."""
+
+    def __init__(self, sock: socket.socket, timeout: float, waiting):
+        import time
+
+        self.sock, self.timeout, self.waiting, self.clock = sock, timeout, waiting, time.monotonic
+        self.started = self.clock()
+        self.told = waiting is None
+        self.pid = _peer_pid(sock)
+        sock.setblocking(False)
+
+    def until(self, *, write: bool) -> bool:
+        """Wait until the socket is ready; False once the deadline has passed."""
+        import select
+
+        poller = select.poll()
+        poller.register(self.sock, select.POLLOUT if write else select.POLLIN)
+        while True:
+            waited = self.clock() - self.started
+            if waited >= self.timeout:
+                return False
+            if not self.told and waited >= SLOW_AFTER:
+                self.told = True
+                self.waiting(self.pid, waited)
+            end = self.timeout if self.told else min(self.timeout, SLOW_AFTER)
+            if poller.poll(max(1, int((end - waited) * 1000))):
+                return True
+
+
+def _peer_pid(sock: socket.socket) -> int | None:
+    """The daemon's pid: a connected client's peer credentials are the listener's."""
+    import struct
+
+    try:
+        pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    except (OSError, AttributeError, struct.error):
+        return None
+    return pid or None
+
+
+def _parsed(data: bytes) -> dict | None:
+    import json
+
+    try:
+        answer = json.loads(data) if data.endswith(b"\n") else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _lost(sock: socket.socket, wait: _Wait, *, closed: bool) -> dict:
+    if closed:
+        said = f"{daemon_named(wait.pid)} closed the connection without answering"
+        return {"status": 502, "body": {"error": said, "pid": wait.pid, "unread": False}}
+    said = f"{daemon_named(wait.pid)} did not answer within {wait.timeout:g} s{if_stopped(wait.pid)}"
+    return {"status": 504, "body": {"error": said, "pid": wait.pid, "unread": _left_unread(sock)}}
+
+
+def _left_unread(sock: socket.socket) -> bool:
+    """Shut the connection, then: is part of the request still in the daemon's
+    receive queue? The daemon acts only on a whole line, and a line it reads
+    after the shutdown is dropped, so then nothing was done."""
+    import fcntl
+    import struct
+    import termios
+
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+        queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+    except (OSError, AttributeError, struct.error):
+        return False
+    return queued > 0

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -20,6 +20,7 @@ app = typer.Typer(help="Run the queue on this machine: SQLite state, jobs as chi
                   no_args_is_help=True)
 gqa.add_typer(app, name="local")
 NOTICES = "Notifications"
+STATUS_TIMEOUT = 3.0   # seconds for the daemon to say how it is: it answers at once unless stopped or hung
 
 
 @app.command("start")
@@ -98,17 +99,17 @@ def start(
         with user_errors():
             private_home(paths.home, tighten=True)
     with user_errors():   # an unusable home or queue database is one line here, not a daemon that dies
-        pid = daemon_running(paths)
-        if pid is not None:
-            fail(f"a gqa daemon is already running for {paths.home} (pid {pid}); `gqa local stop` first")
+        _not_running(paths, daemon_running(paths))
         inventory = _inventory(gpus, gpu_type, cpus=cpus)
+        options = _daemon_options(log_max_size, log_files) + notice_options + ["--keep-history", str(keep_history)]
         paths.ensure()
-        _record_inventory(paths, inventory, rules)
-    options = _daemon_options(log_max_size, log_files) + notice_options + ["--keep-history", str(keep_history)]
+        # the inventory is written only under the home's lock, which the daemon then inherits: of two
+        # starts at once, the one refused writes nothing over the queue the other started
+        lock = _record_inventory(paths, inventory, rules, lock=lambda: _take_lock(paths))
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     started = {"home": str(paths.home), "gpus": len(inventory["gpus"]), "detached": detach}
     if detach:
-        started["pid"] = start_background(paths, inventory, grace, options)
+        started["pid"] = start_background(paths, inventory, grace, options, lock=lock)
         if fmt == "json":
             print_json(started)
             return
@@ -121,7 +122,26 @@ def start(
     note(f"gqa daemon running in the foreground with {described}; state in {paths.home}; Ctrl-C stops it")
     from daemon.main import main as run_daemon
 
-    run_daemon(daemon_args(paths, inventory, grace, options))
+    run_daemon(daemon_args(paths, inventory, grace, options) + ["--lock-fd", str(lock)])
+
+
+def _not_running(paths, pid: int | None) -> None:
+    if pid is not None:
+        fail(f"a gqa daemon is already running for {paths.home} (pid {pid}); `gqa local stop` first")
+
+
+def _take_lock(paths) -> int:
+    """The home's lock for the daemon about to start; refused while another daemon, or start, holds it."""
+    from gqa.adapters.local.lock import AlreadyRunning, take_lock
+
+    try:
+        return take_lock(paths)
+    except AlreadyRunning as exc:
+        if exc.pid is None:
+            fail(f"a gqa daemon is already starting for {paths.home} (another `gqa local start`); "
+                 "`gqa local status` shows it once it runs")
+        _not_running(paths, exc.pid)
+        raise
 
 
 def _system_home(home: str | None, admin_groups: list[str], approver_groups: list[str]):
@@ -222,13 +242,16 @@ def status(output: Output = "table"):
         held = {i for j in be.store.list([JobState.STARTING, JobState.RUNNING]) for i in j.assigned}
     gpus = [{"index": g.index, "type": g.type} for g in inventory.gpus] if inventory else []
     outside = len(held - {g["index"] for g in gpus})   # as `gqa queue` counts them
-    said = (daemon_status(be.paths) or {}) if pid is not None else {}
-    data = {"running": pid is not None, "pid": pid, "home": str(be.paths.home), "gpus": gpus,
-            "outside_gpus": outside, "jobs": counts, "containment": said.get("containment"), "logs": said.get("logs")}
+    said = daemon_status(be.paths, timeout=STATUS_TIMEOUT) if pid is not None else None
+    answering = said is not None
+    said = said or {}
+    data = {"running": pid is not None, "pid": pid, "answering": answering, "home": str(be.paths.home),
+            "gpus": gpus, "outside_gpus": outside, "jobs": counts, "containment": said.get("containment"),
+            "logs": said.get("logs")}
     if fmt == "json":
         print_json(data)
         return
-    print(f"daemon: {'running (pid %d)' % pid if pid else 'stopped'}")
+    print(f"daemon: {_daemon_line(pid, answering, be.paths.daemon_log)}")
     print(f"state:  {be.paths.home}")
     from .queue_table import outside_text
 
@@ -238,6 +261,17 @@ def status(output: Output = "table"):
     for line in (said.get("containment"), said.get("logs")):
         if line:
             print(line)
+
+
+def _daemon_line(pid: int | None, answering: bool, daemon_log) -> str:
+    from .daemon_socket import if_stopped
+
+    if pid is None:
+        return "stopped"
+    if answering:
+        return f"running (pid {pid})"
+    return (f"running (pid {pid}) but not answering: no answer within {STATUS_TIMEOUT:g} s"
+            f"{if_stopped(pid) or f' (busy, or hung: see {daemon_log})'}")
 
 
 def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0, cpus: int | None = None) -> dict:
@@ -257,10 +291,11 @@ def _inventory(gpus: int | None, gpu_type: str, price: float = 0.0, cpus: int | 
             "memory": _memory()}
 
 
-def _record_inventory(paths, inventory: dict, rules=None) -> None:
+def _record_inventory(paths, inventory: dict, rules=None, lock: Callable[[], int | None] = lambda: None) -> int | None:
     """Open the queue and write its GPUs as the daemon will, priced by the
     rules (none: each GPU keeps the price it had): a queue database that is
-    missing, foreign, read-only, full or locked stops `start` here."""
+    missing, foreign, read-only, full or locked stops `start` here, before
+    `lock()` takes the home's lock (returned) for the write and the daemon."""
     from gqa.adapters.local.store import SqliteStore
     from gqa.models.prices import PriceRules
     from gqa.settings_codec import inventory_from_dict
@@ -268,7 +303,14 @@ def _record_inventory(paths, inventory: dict, rules=None) -> None:
     store = SqliteStore(paths.db)
     try:
         priced(inventory["gpus"], rules or PriceRules(), kept_prices(store.inventory()))
-        store.set_inventory(inventory_from_dict(inventory))   # read as the daemon reads its --inventory
+        held = lock()
+        try:
+            store.set_inventory(inventory_from_dict(inventory))   # read as the daemon reads its --inventory
+        except BaseException:
+            if held is not None:
+                os.close(held)
+            raise
+        return held
     finally:
         store.close()
 
@@ -312,17 +354,24 @@ def daemon_args(paths, inventory: dict, grace: float, options: Sequence[str] = (
     return ["--home", str(paths.home), "--inventory", json.dumps(inventory), "--grace", str(grace), *options]
 
 
-def start_background(paths, inventory: dict, grace: float, options: Sequence[str] = ()) -> int:
-    """Start the daemon as a background process; return its pid once it answers."""
+def start_background(paths, inventory: dict, grace: float, options: Sequence[str] = (),
+                     lock: int | None = None) -> int:
+    """Start the daemon as a background process; return its pid once it answers.
+    `lock`: the home's lock (take_lock), handed to the daemon and closed here."""
     from gqa.adapters.local.lock import daemon_running
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    with open(paths.daemon_log, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "daemon", *daemon_args(paths, inventory, grace, options)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True, close_fds=True, env=env)
+    args = daemon_args(paths, inventory, grace, options) + ([] if lock is None else ["--lock-fd", str(lock)])
+    try:
+        with open(paths.daemon_log, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "daemon", *args],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                    close_fds=True, pass_fds=() if lock is None else (lock,), env=env)
+    finally:
+        if lock is not None:   # the daemon holds it now; a daemon that dies at start lets it go
+            os.close(lock)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -331,27 +380,28 @@ def start_background(paths, inventory: dict, grace: float, options: Sequence[str
             if said:
                 fail(said[-1][len("gqa: error: "):], code=2)
             fail(f"the daemon exited at start; see {paths.daemon_log}: {tail[-1] if tail else ''}", code=1)
-        if daemon_running(paths) == proc.pid and daemon_status(paths) is not None:
+        if daemon_running(paths) == proc.pid and daemon_status(paths, timeout=deadline - time.monotonic()) is not None:
             return proc.pid
         time.sleep(0.02)
     fail(f"the daemon did not become ready in 20s; see {paths.daemon_log}", code=1)
 
 
-def daemon_status(paths) -> dict | None:
-    """What the daemon says of itself (GET /daemon), or None if it does not answer."""
+def daemon_status(paths, timeout: float | None = None) -> dict | None:
+    """What the daemon says of itself (GET /daemon), or None if it does not answer
+    (within `timeout` seconds: the socket's REPLY_TIMEOUT by default)."""
     import json as _json
 
     from .daemon_socket import address, exchange
 
     request = _json.dumps({"v": 1, "method": "GET", "path": "/daemon"}).encode() + b"\n"
-    answer = exchange(address(str(paths.home)), request)
+    answer = exchange(address(str(paths.home)), request, timeout=timeout)
     if not answer or answer.get("status") != 200 or not isinstance(answer.get("body"), dict):
         return None
     return answer["body"]
 
 
 def _print_containment(paths) -> None:
-    said = daemon_status(paths) or {}
+    said = daemon_status(paths, timeout=STATUS_TIMEOUT) or {}
     for line in (said.get("containment"), said.get("logs")):
         if line:
             note(line)

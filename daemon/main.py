@@ -1,5 +1,5 @@
 """`python -m daemon --home DIR --inventory JSON [--grace S] [--system]
-[--log-max-size SIZE] [--log-files N] [--keep-history DAYS]`: what `gqa local start` runs.
+[--log-max-size SIZE] [--log-files N] [--keep-history DAYS] [--lock-fd FD]`: what `gqa local start` runs.
 
 Wires the local backend (wiring.py), takes the home's lock, and runs the
 loop. Every file it creates is private to its owner (umask 077); on a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -27,6 +28,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--log-files", type=int, default=None)
     parser.add_argument("--keep-history", type=float, default=90.0, help="days a finished job is kept (0: for good)")
     parser.add_argument("--notices", default="", help="JSON: how notices go out (NoticeSettings)")
+    parser.add_argument("--lock-fd", type=int, default=None,
+                        help="the home's lock, taken by `gqa local start` before it wrote the inventory")
     return parser.parse_args(argv)
 
 
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
     os.umask(0o077)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _outlive_hangups()
     from gqa.models.errors import GqaError
 
     try:
@@ -48,6 +52,19 @@ def main(argv: list[str] | None = None) -> None:
         log.error("%s", exc)
         sys.stderr.write(f"gqa: error: {exc}\n")
         sys.exit(getattr(exc, "exit_code", 2))
+
+
+def _outlive_hangups() -> None:
+    """SIGHUP (its terminal closed, a reload by habit) and SIGUSR1 would end the daemon
+    unannounced, its socket left and its jobs unwatched, and systemd counts that a
+    clean exit: logged and ignored instead. A handler, not SIG_IGN, which jobs would
+    inherit across exec."""
+    def said(signum, _frame) -> None:
+        log.info("%s ignored: the daemon stops on SIGTERM (`gqa local stop`), SIGINT or SIGUSR2 (jobs left running)",
+                 signal.Signals(signum).name)
+
+    for signum in (signal.SIGHUP, signal.SIGUSR1):
+        signal.signal(signum, said)
 
 
 def run(args: argparse.Namespace, ready=None) -> None:
@@ -62,14 +79,14 @@ def run(args: argparse.Namespace, ready=None) -> None:
     from .faults import probe_from_env
     from .loop import DaemonLoop
     from .requests import RequestHandler
-    from .server import RequestServer
+    from .server import MAX_PER_USER, RequestServer
     from .submit_command import SubmitCommand
     from .wiring import DaemonWiring
 
     from gqa.adapters.local.system import is_system
 
     paths = StatePaths(Path(args.home))
-    acquire_lock(paths)   # held for the daemon's life: its descriptor is never closed
+    acquire_lock(paths, args.lock_fd)   # held for the daemon's life: its descriptor is never closed
     system = args.system or is_system(paths.home)   # a shared box's home says so itself
     containment = choose_containment(instance=str(paths.home))
     log.info("%s", containment.describe())
@@ -89,7 +106,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
                 "logs": limits.describe() if limits is not None else "", "system": system}
 
     router = principal = None
-    mode = 0o600
+    mode, per_user = 0o600, None   # a personal queue's socket serves its owner alone
     if system:
         from gqa.adapters.local.system import socket_mode
 
@@ -99,9 +116,9 @@ def run(args: argparse.Namespace, ready=None) -> None:
         policy = local_access(paths.home)
         router = Router(wiring, policy)
         principal = lambda peer: principal_for(peer.uid, peer.gid, policy)   # noqa: E731
-        mode = socket_mode(paths.home)
+        mode, per_user = socket_mode(paths.home), MAX_PER_USER   # open to every user: none may hold it all
     handler = RequestHandler(SubmitCommand(wiring.submitter()), status, router, principal)
-    server = RequestServer(address(str(paths.home)), handler, mode=mode)
+    server = RequestServer(address(str(paths.home)), handler, mode=mode, max_per_user=per_user)
     from .observers import observers_for
 
     # notices go out on a thread of their own, from an outbox the job's moves are written into

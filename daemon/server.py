@@ -8,10 +8,16 @@ credentials, never from the request. Sockets are non-blocking; a request
 line is read as it arrives and a reply written as the client takes it, so
 a slow or silent client costs a buffer, not the loop.
 
-Back-pressure: at most MAX_CLIENTS connections are open at once; one more
-is accepted and answered at once with 503 "busy" and a retry_after, which
-the client honours (it retries with jitter), so a burst of clients queues
-in their own processes instead of in "lost contact" errors."""
+Back-pressure: at most MAX_CLIENTS connections are open at once, and on a
+shared socket at most MAX_PER_USER of one user's (by its peer uid), so one
+user's idle connections cannot lock out the others; one more is accepted
+and answered at once with 503 "busy", a retry_after and why, which the
+client honours (it retries with jitter), so a burst of clients queues in
+their own processes instead of in "lost contact" errors.
+
+A request whose client has hung up before it was read (a daemon that was
+stopped, or too slow, and a client that gave up) is dropped unanswered,
+never carried out: the client was told it failed."""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import selectors
 import socket
 import struct
@@ -29,9 +36,11 @@ from dataclasses import dataclass, field
 log = logging.getLogger("gqa.daemon")
 
 MAX_CLIENTS = 64
+MAX_PER_USER = 16              # connections one uid may hold open on a shared socket
 MAX_REQUEST = 4 << 20          # bytes of one request line
 REQUEST_TIMEOUT = 10.0         # seconds a client has to send its request and take its reply
 BUSY_RETRY = 0.05              # seconds the client waits before trying again when busy
+CAP_NOTED_EVERY = 60.0         # seconds between log lines about one uid held at its cap
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,11 @@ class _Connection:
 
 class RequestServer:
     def __init__(self, address: str | bytes, handler: Handler, *, mode: int = 0o600,
-                 max_clients: int = MAX_CLIENTS):
+                 max_clients: int = MAX_CLIENTS, max_per_user: int | None = None):
+        """`max_per_user`: the most connections one uid may hold (None: no cap but
+        MAX_CLIENTS, for a socket only its owner may use)."""
         self.address, self.handler, self.max_clients = address, handler, max_clients
+        self.max_per_user = max_per_user
         if isinstance(address, str):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(address)
@@ -69,6 +81,8 @@ class RequestServer:
         self.sock.listen(256)
         self.sock.setblocking(False)
         self._open: dict[int, _Connection] = {}
+        self._per_user: dict[int, int] = {}        # uid -> connections open
+        self._cap_noted: dict[int, float] = {}     # uid -> when its cap was last logged
         self.selector: selectors.BaseSelector | None = None
 
     def attach(self, selector: selectors.BaseSelector) -> None:
@@ -98,11 +112,28 @@ class RequestServer:
                 sock.close()
                 continue
             conn = _Connection(sock, Peer(pid, uid, gid), time.monotonic() + REQUEST_TIMEOUT)
-            if len(self._open) >= self.max_clients:
-                self._reply(conn, 503, {"error": "busy", "retry_after": BUSY_RETRY}, register=False)
+            why = self._full_for(uid)
+            if why is not None:
+                self._reply(conn, 503, {"error": "busy", "retry_after": BUSY_RETRY, "why": why}, register=False)
                 continue
             self._open[sock.fileno()] = conn
+            self._per_user[uid] = self._per_user.get(uid, 0) + 1
             self._attached().register(sock, selectors.EVENT_READ, lambda mask, c=conn: self._ready(c, mask))
+
+    def _full_for(self, uid: int) -> str | None:
+        """Why one more connection of `uid` is told busy, or None."""
+        idle = f"an idle one is dropped after {REQUEST_TIMEOUT:g} s"
+        if len(self._open) >= self.max_clients:
+            return f"all {self.max_clients} of its connections are in use ({idle})"
+        held = self._per_user.get(uid, 0)
+        if self.max_per_user is None or held < self.max_per_user:
+            return None
+        now = time.monotonic()
+        if now - self._cap_noted.get(uid, -CAP_NOTED_EVERY) >= CAP_NOTED_EVERY:
+            self._cap_noted[uid] = now
+            log.warning("uid %d holds %d connections, the most one user may: its next ones are told busy",
+                        uid, held)
+        return f"this user (uid {uid}) has {held} connections open to it, the most one user may ({idle})"
 
     def _ready(self, conn: _Connection, mask: int) -> None:
         if conn.answered:
@@ -131,6 +162,11 @@ class RequestServer:
                 raise ValueError("not an object")
         except ValueError:
             self._reply(conn, 400, {"error": "malformed request: not one JSON object"})
+            return
+        if _hung_up(conn.sock):
+            log.info("dropped %s %s from pid %d (uid %d) unanswered: the client hung up before it was read",
+                     request.get("method"), request.get("path"), conn.peer.pid, conn.peer.uid)
+            self._close(conn)
             return
         try:
             status, body = self.handler(conn.peer, request)
@@ -177,6 +213,10 @@ class RequestServer:
 
     def _close(self, conn: _Connection) -> None:
         if self._open.pop(conn.sock.fileno(), None) is not None:
+            uid = conn.peer.uid
+            self._per_user[uid] -= 1
+            if not self._per_user[uid]:
+                del self._per_user[uid]
             with contextlib.suppress(KeyError, ValueError):
                 self._attached().unregister(conn.sock)
         conn.sock.close()
@@ -191,3 +231,12 @@ class RequestServer:
         if isinstance(self.address, str):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.address)
+
+
+def _hung_up(sock: socket.socket) -> bool:
+    """Whether the client has closed its end: no one is left to read an answer. On a
+    Unix socket POLLHUP means both directions are shut, so a client that only
+    shut down its writing (half-close) is still answered."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return any(events & select.POLLHUP for _, events in poller.poll(0))

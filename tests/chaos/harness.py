@@ -42,8 +42,10 @@ def gqa_executable() -> list[str]:
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> bool:
-    """A refusal as the CLI promises it: non-zero, one `gqa: error:` line (a "busy; retrying" note may precede)."""
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "is busy; retrying" not in ln]
+    """A refusal as the CLI promises it: non-zero, one `gqa: error:` line (a "busy; retrying" note, or
+    one that it waits for a slow daemon, may precede)."""
+    notes = ("is busy; retrying", "gqa: waiting for the queue daemon")
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not any(n in ln for n in notes)]
     return proc.returncode != 0 and len(lines) == 1 and lines[0].startswith("gqa: error: ")
 
 

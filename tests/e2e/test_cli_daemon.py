@@ -42,6 +42,18 @@ def test_bad_input_through_the_daemon_is_still_exit_2_and_one_line(queue):
     assert queue.backend.store.list() == []
 
 
+@pytest.mark.parametrize("dash", [(), ("-",)], ids=["heredoc", "dash"])
+def test_a_script_on_stdin_is_submitted_with_a_daemon_listening(queue, dash):
+    """sbatch <<EOF: the daemon cannot read the caller's stdin, so the client reads the script."""
+    proc = subprocess.run([sys.executable, "-c", "from cli.client import run; run()", "submit", *dash, "-o", "json"],
+                          env=queue.env, cwd=str(queue.home), capture_output=True, text=True, timeout=60,
+                          input="#!/bin/sh\n#SBATCH --gpus=1\necho from-stdin on $CUDA_VISIBLE_DEVICES\n")
+    assert proc.returncode == 0, proc.stderr
+    job = queue.wait(json.loads(proc.stdout)["id"])
+    assert job.state.value == "SUCCEEDED" and job.name == "sbatch"
+    assert "from-stdin on " in (queue.home / f"slurm-{job.id}.out").read_text()
+
+
 def test_submit_wait_returns_the_jobs_result(queue):
     ok = gqa(queue, "submit", "--wait", "--", "true")
     bad = gqa(queue, "submit", "--wait", "--", "sh", "-c", "exit 3")
