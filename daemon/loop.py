@@ -2,9 +2,11 @@
 (the request socket), another process rings the doorbell (a cancel written
 straight to the database), a job's pidfd reports an exit, a signal asks it
 to stop, or the next deadline comes (wall time, retry backoff, a forced
-kill, a client's timeout, the log cap check). Every turn ends in one tick
+kill, a client's timeout). Every turn ends in one tick
 of the control loop (Supervisor.tick), so nothing the daemon does for a
-client waits on a wake-up of its own.
+client waits on a wake-up of its own. Running jobs' logs are capped on a
+thread of their own as they are written (log_watch.py): each turn hands it
+the logs of the attempts running then.
 
 Nothing here blocks: a step that fails (the disk is full, the database is
 locked) is logged once per kind and retried after a backoff, while clients
@@ -27,6 +29,7 @@ from gqa.models.job import JobState
 from gqa.ports import Exit
 
 if TYPE_CHECKING:
+    from gqa.adapters.local.log_watch import LogWatch
     from gqa.adapters.local.wake import Doorbell
 
     from .observers import Observers
@@ -35,7 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gqa.daemon")
 IDLE_CHECK = 30.0          # seconds; a safety net, nothing relies on it
-ROTATE_EVERY = 5.0         # seconds between checks of running jobs' log sizes
 PRUNE_EVERY = 600.0        # seconds between deletions of jobs past the retention (services/retention.py)
 PRUNE_SOON = 1.0           # seconds to the next batches while more are due
 MAX_BACKOFF = 5.0
@@ -85,7 +87,7 @@ class DaemonLoop:
     wiring: DaemonWiring
     server: RequestServer
     doorbell: Doorbell
-    rotate_log: Callable[[str], None] | None = None   # caps a running job's log
+    log_watch: LogWatch | None = None                 # caps running jobs' logs as they write
     observers: Observers | None = None                # GPU figures and the budget watch (observers.py)
     stopping: Stopping = field(default_factory=Stopping)
 
@@ -105,8 +107,7 @@ class DaemonLoop:
         self.watched: set[int] = set()
         self.exits: list[Exit] = []
         tick, settle = Retry("scheduling"), Retry("recording exits")
-        next_rotation = time.monotonic() + ROTATE_EVERY
-        next_prune = time.monotonic() + ROTATE_EVERY   # not in the start's way
+        next_prune = time.monotonic() + 5.0   # not in the start's way
 
         counts = supervisor.recover()
         for job in self.wiring.store.list([JobState.RUNNING]):  # re-adopted attempts
@@ -133,12 +134,14 @@ class DaemonLoop:
                     self.observers.run_due()
                 executor.kill_overdue()
                 self._sync_watches()
-                timeout = self._timeout(tick, next_rotation)
+                if self.log_watch is not None:
+                    self.log_watch.follow(executor.running_logs())
+                timeout = self._timeout(tick)
                 if timeout > 0 and not self.exits and not self.stopping.requested:
                     # after the tick's launches, and only while nothing else is due
                     keeper = self.wiring.queue_keeper
                     if keeper.refresh():
-                        timeout = self._timeout(tick, next_rotation)
+                        timeout = self._timeout(tick)
                     kept = keeper.wait()
                     timeout = timeout if kept is None else min(timeout, kept)
                 for key, mask in self.selector.select(timeout):
@@ -155,9 +158,6 @@ class DaemonLoop:
                         settle.succeeded()
                     except Exception as exc:   # keep them (their exit files stay) and try again
                         settle.failed(exc, time.monotonic())
-                if time.monotonic() >= next_rotation:
-                    self._rotate_logs()
-                    next_rotation = time.monotonic() + ROTATE_EVERY
                 if time.monotonic() >= next_prune and not self.stopping.requested:
                     next_prune = time.monotonic() + self._prune()
         finally:
@@ -233,15 +233,9 @@ class DaemonLoop:
             log.info("deleted %d finished jobs kept past %g days", deleted, self.wiring.keep_history)
         return PRUNE_SOON if more else PRUNE_EVERY
 
-    def _rotate_logs(self) -> None:
-        if self.rotate_log is None:
-            return
-        for path in self.wiring.executor.running_logs():
-            self.rotate_log(path)
-
-    def _timeout(self, tick: Retry, next_rotation: float) -> float:
+    def _timeout(self, tick: Retry) -> float:
         now = time.monotonic()
-        waits = [IDLE_CHECK, max(0.0, next_rotation - now)]
+        waits = [IDLE_CHECK]
         if self.stopping.requested:
             waits.append(0.2)
         else:

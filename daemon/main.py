@@ -71,6 +71,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
     from cli.daemon_socket import address
     from gqa.adapters.local.containment import choose_containment
     from gqa.adapters.local.lock import acquire_lock
+    from gqa.adapters.local.log_watch import LogWatch
     from gqa.adapters.local.notice_channels import NoticeSettings
     from gqa.adapters.local.notice_sender import NoticeSender
     from gqa.adapters.local.paths import StatePaths
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
                           system=system, probe=probe_from_env(), keep_history=args.keep_history, notices=notices)
     # a cached property: reading it opens (and checks) the database before anyone is answered
     wiring.store   # noqa: B018
-    rotate, limits = _log_cap(args)
+    limits = _log_limits(args)
     if limits is not None:
         log.info("%s", limits.describe())
     _settle_rotations(paths.logs)
@@ -124,30 +125,22 @@ def run(args: argparse.Namespace, ready=None) -> None:
     # notices go out on a thread of their own, from an outbox the job's moves are written into
     sender = NoticeSender(paths.db, notices)
     alerts = wiring.notifier if notices.alerts_to else None   # else the daemon's log (LogNotifier)
+    # running jobs' logs are capped on a thread of their own, as they are written (after the settling above)
+    log_watch = LogWatch(limits)
     sender.start()
+    log_watch.start()
     try:
-        DaemonLoop(wiring, server, Doorbell(paths), rotate_log=rotate,
+        DaemonLoop(wiring, server, Doorbell(paths), log_watch=log_watch,
                    observers=observers_for(wiring, alerts)).run(ready)
     finally:
+        log_watch.stop()
         sender.stop()
 
 
-def _log_cap(args):
-    from gqa.adapters.local import log_rotation
+def _log_limits(args):
+    from gqa.adapters.local.log_rotation import LogLimits
 
-    limits = log_rotation.LogLimits.parse(args.log_max_size or "100M", 2 if args.log_files is None else args.log_files)
-    failing: set[str] = set()
-
-    def rotate(path: str) -> None:
-        try:
-            log_rotation.rotate_if_needed(path, limits)
-            failing.discard(path)
-        except OSError as exc:   # left whole and unrotated (a full disk): said once, tried again later
-            if path not in failing:
-                log.warning("cannot rotate %s: %s", path, exc)
-                failing.add(path)
-
-    return rotate, limits
+    return LogLimits.parse(args.log_max_size or "100M", 2 if args.log_files is None else args.log_files)
 
 
 def _settle_rotations(logs) -> None:

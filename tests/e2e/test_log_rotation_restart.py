@@ -13,7 +13,9 @@ from gqa.adapters.local.log_rotation import LogLimits, parts, rotations_of
 from tests.log_crashes import CRASHES, crash
 
 LINES = 400
-OPTIONS = ("--log-max-size", "1K", "--log-files", "2")
+# a cap the job's 400 lines stay under: the daemon's last look at the ended job's log leaves it whole, for
+# the test's own rotation to die in
+OPTIONS = ("--log-max-size", "1M", "--log-files", "2")
 
 
 def test_a_rotation_half_done_when_the_daemon_died_is_settled_at_its_start(make_queue):
@@ -46,7 +48,7 @@ def shown_lines(queue, job_id: str) -> list[str]:
 
 
 def test_the_daemon_rotates_a_running_job_s_log_and_gqa_logs_reads_it_whole(make_queue):
-    """Over a 1 KiB cap, the daemon's rotations (one every few seconds) move the log aside
+    """Over a 1 KiB cap, the daemon's rotations (one as each KiB is written) move the log aside
     while the job writes; `gqa logs` reads the parts and the live file as one log."""
     queue = make_queue(start=False)
     queue.start(("--log-max-size", "1K", "--log-files", "50"))   # keep every part: nothing may go

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gqa.adapters.local import log_rotation
+from gqa.adapters.local import log_records, log_rotation
 from gqa.adapters.local.log_rotation import LogLimits, human_size, parts, rotate_if_needed, rotations_of
 from gqa.adapters.local.log_stream import JobLog
 from tests.builders import line_writer
@@ -110,11 +110,11 @@ def test_a_failed_copy_leaves_the_live_log_whole_and_no_copy(log, monkeypatch, f
     log.write_bytes(numbered(1, 50))
     real, calls = log_rotation._copy, []
 
-    def copy(src, dst):
+    def copy(*args):
         calls.append(1)
         if len(calls) == fail_at:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(src, dst)
+        return real(*args)
 
     monkeypatch.setattr(log_rotation, "_copy", copy)
     with pytest.raises(OSError):
@@ -155,6 +155,25 @@ def test_copying_falls_back_to_reads_and_writes_where_the_kernel_refuses(log, mo
     log.write_bytes(numbered(1, 1000))
     assert rotate_if_needed(log, LogLimits(100, 1)) is True
     assert log.with_name("12.log.1").read_bytes() == numbered(1, 1000)
+
+
+@pytest.mark.parametrize("cap, lines", [(64 << 10, 400_000), (4 << 20, 1_200_000)], ids=["small cap", "4 MiB cap"])
+def test_a_log_far_past_its_cap_keeps_its_head_and_newest_lines_within_the_part_bound(log, cap, lines):
+    """A job that wrote faster than its log was looked at: the part holds at most
+    part_bytes (the cap and as much again, 1 MiB at least), its head and its newest
+    lines whole, and between them a line counting exactly the bytes cut."""
+    limits = LogLimits(cap, 2)
+    log.write_bytes(numbered(1, lines))
+    assert rotate_if_needed(log, limits) is True
+    part = log.with_name("12.log.1").read_bytes()
+    assert len(part) <= limits.part_bytes == cap + max(cap, 1 << 20)
+    text = part.decode().splitlines()
+    [at] = [i for i, line in enumerate(text) if line.startswith("--- gqa: ")]
+    head, newest = ([int(line.split()[1]) for line in side] for side in (text[:at], text[at + 1:]))
+    assert head == list(range(1, len(head) + 1)) and len(numbered(1, len(head))) >= cap
+    assert newest == list(range(newest[0], lines + 1)), "the newest lines, the last one included"
+    assert text[at] == log_records.cut_marker(len(numbered(len(head) + 1, newest[0] - 1)), limits.cap).decode().strip()
+    assert log.read_bytes() == b"" and rotations_of(log).dropped == 0
 
 
 def test_rotating_while_a_process_writes_keeps_order_and_loses_at_most_the_window(log):

@@ -19,7 +19,7 @@ from gqa.adapters.local.log_stream import JobLog
 from gqa.adapters.local.paths import StatePaths
 from gqa.models.job import JobState
 from tests.builders import history, job_record
-from tests.log_crashes import CRASHES, crash
+from tests.log_crashes import CRASHES, crash, die_after
 
 
 class Log:
@@ -243,6 +243,35 @@ def test_a_follower_reads_each_line_once_through_a_half_done_rotation_and_its_se
         got += b"".join(follower.new())
     numbers = [int(line.split()[1]) for line in got.decode().splitlines() if line.startswith("line ")]
     assert numbers == list(range(numbers[0], log.written))
+
+
+# a log far past the part's bound (40 bytes + 1 MiB): its copy is cut in the middle, so it is no longer the
+# start of the live file; the intent names the head, the copy's bytes that are
+CUT_CRASHES = {
+    "having made the cut copy": (lambda: die_after("_copy", log_rotation, nth=2), UNDONE),
+    "having cut the live file": (lambda: die_after("ftruncate", os, when=lambda fd, length: length == 0), FINISHED),
+}
+
+
+@pytest.mark.parametrize("step", list(CUT_CRASHES))
+def test_a_rotation_that_cuts_the_middle_killed_before_or_after_the_live_file_is_cut_is_settled_right(tmp_path,
+                                                                                                     step):
+    log = Log(tmp_path)
+    log.write(150_000)
+    how, outcome = CUT_CRASHES[step]
+    crash(log.path, log.limits, how)
+    assert "bytes cut here" in log_records.sibling(log.path, 1).read_text()
+    log.write(3)                         # the job goes on while the daemon is down
+    assert finish(log.path) == outcome
+    text = b"".join(JobLog(log.path).start(0)).decode().splitlines()
+    numbers = [int(line.split()[1]) for line in text if line.startswith("line ")]
+    if outcome == UNDONE:                # the live file whole, the copy gone: each line once
+        assert numbers == list(range(log.written)) and len(text) == log.written
+    else:                                # the part and what came since: the head, the cut, the newest
+        [at] = [i for i, line in enumerate(text) if "bytes cut here" in line]
+        head = len(text[:at])
+        assert numbers == [*range(head), *range(numbers[head], log.written)]
+        assert text[at].startswith(f"--- gqa: {sum(len(b'line %d' % n) + 1 for n in range(head, numbers[head])):,} ")
 
 
 def test_the_intent_is_the_log_owner_s_file_with_the_log_s_mode(tmp_path):

@@ -66,6 +66,10 @@ def marker(dropped: int, cap: str) -> bytes:
     return f"--- gqa: {dropped:,} bytes of earlier output rotated away (log cap {cap})\n".encode()
 
 
+def cut_marker(cut: int, cap: str) -> bytes:
+    return f"--- gqa: {cut:,} bytes cut here, written faster than the log could be rotated (log cap {cap})\n".encode()
+
+
 def sibling(path: Path, suffix: str | int) -> Path:
     return path.with_name(f"{path.name}.{suffix}")
 

@@ -10,10 +10,11 @@ oldest part it drops. The intent is removed once the record is written.
 An intent whose record was not written is settled by whether the live file
 was cut. That happens only once the copy is at `.1`; until then the live
 file holds everything. Once the copy is there, a live file that no longer
-starts with the copy's bytes was cut. (One that does may also have been cut
-and then rewritten with the very same bytes, as long as the whole part:
-taken as not cut, such a part is lost as a repeat, the one case where this
-guesses.)
+starts with the copy's head (its first bytes, copied before the intent was
+written: a copy cut in the middle goes on with other bytes) was cut. (One
+that does may also have been cut and then rewritten with the very same
+bytes, as long as the whole head: taken as not cut, such a part is lost as
+a repeat, the one case where this guesses.)
 - Cut: the record is written, as the rotation would have.
 - Not cut: the copy is removed and the parts are numbered again from `.1`;
   only the oldest part, if it was already dropped, counts as dropped.
@@ -43,10 +44,11 @@ class Intent:
     oldest: int | None = None    # the inode of the part it drops, if any
     oldest_size: int = 0
     size: int = 0                # keeping no parts: the bytes it cuts
+    head: int | None = None      # the copy's first bytes, the live file's own; None: all of it
 
     def as_json(self) -> dict:
         return {"then": self.then.as_json(), "copy": self.copy, "oldest": self.oldest,
-                "oldest_size": self.oldest_size, "size": self.size}
+                "oldest_size": self.oldest_size, "size": self.size, "head": self.head}
 
 
 def intent_of(path: Path) -> Intent | None:
@@ -55,7 +57,8 @@ def intent_of(path: Path) -> Intent | None:
         return None
     try:
         return Intent(Rotations.from_json(raw["then"]), _inode(raw["copy"]), _inode(raw["oldest"]),
-                      int(raw["oldest_size"]), int(raw["size"]))
+                      int(raw["oldest_size"]), int(raw["size"]),
+                      None if raw.get("head") is None else int(raw["head"]))   # None: written before heads
     except (ValueError, TypeError, KeyError):
         return None
 
@@ -105,7 +108,8 @@ def settled(path: Path, intent: Intent, before: Rotations) -> Settled | None:
             cut, copy = live.st_size < intent.size, None
         else:
             copy = _part_with(path, intent.copy, [sibling(path, 1), sibling(path, "1.tmp")])
-            cut = copy is not None and copy == sibling(path, 1) and not _starts_with(fd, copy, intent.copy)
+            cut = copy is not None and copy == sibling(path, 1) and not _starts_with(fd, copy, intent.copy,
+                                                                                      intent.head)
     finally:
         os.close(fd)
     if cut:
@@ -189,9 +193,10 @@ def _part_with(path: Path, inode: int | None, names: list[Path]) -> Path | None:
     return next((name for name in names if inode is not None and _inode_of(name) == inode), None)
 
 
-def _starts_with(fd: int, copy: Path, inode: int) -> bool:
-    """Whether the live file (fd) starts with all of the copy's bytes (the file `copy` names, if it
-    is still the copy: one the rotation's undoing removed or numbered over counts as never cut)."""
+def _starts_with(fd: int, copy: Path, inode: int, head: int | None) -> bool:
+    """Whether the live file (fd) starts with the copy's first `head` bytes (None: all of them; the
+    file `copy` names, if it is still the copy: one the rotation's undoing removed or numbered over
+    counts as never cut)."""
     try:
         src = os.open(copy, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -200,7 +205,7 @@ def _starts_with(fd: int, copy: Path, inode: int) -> bool:
         copied = os.fstat(src)
         if copied.st_ino != inode:
             return True
-        size = copied.st_size
+        size = copied.st_size if head is None else min(head, copied.st_size)
         if os.fstat(fd).st_size < size:
             return False
         at = 0

@@ -14,6 +14,15 @@ log with "ab"), so its next write lands at the new end of the file, never
 past a hole. What is guaranteed: bytes written before the copy finished are
 in `.1`, bytes written after the truncation are in the live file; bytes
 written in between (a few renames and one small copy long) may be lost.
+A part holds at most `LogLimits.part_bytes`, the cap and as much again
+(1 MiB at least; log_watch.py looks at a log soon enough after it is
+written that a job writing tens of MB/s stays within it): of a job that
+wrote past that before the rotation began, the part keeps the head and the
+newest bytes, and a line saying how many bytes were cut between them
+(`cut_marker`). A copy that caught up waits QUIET for more before the cut
+(a job's last lines come right after its last burst), and one that writes
+on is chased for CHASE; what it writes after the last look goes with the
+cut, as in the window above.
 Before it moves anything a rotation writes its intent beside the log, so
 that a rotation a crash left half done is finished or undone, never kept
 twice (log_recovery.py).
@@ -25,6 +34,7 @@ import errno
 import os
 import re
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +42,7 @@ from pathlib import Path
 from ...models.errors import SpecError
 from ...models.units import parse_size
 from . import log_recovery
-from .log_records import Rotations, create_like, marker, parts, record, rotations_of, sibling
+from .log_records import Rotations, create_like, cut_marker, marker, parts, record, rotations_of, sibling
 from .log_recovery import Intent
 
 __all__ = ["LogLimits", "Rotations", "as_read", "marker", "parts", "read_from", "rotate_if_needed",
@@ -64,6 +74,13 @@ class LogLimits:
         match = _BINARY.fullmatch(max_size) if isinstance(max_size, str) else None
         size = parse_size(f"{match[1]}{match[2]}i" if match else max_size, bare_unit="mi")
         return cls(size, keep)
+
+    @property
+    def part_bytes(self) -> int:
+        """The most a rotated part holds: the cap and as much again, 1 MiB at
+        least. A job that writes past it before its log is rotated has the
+        middle of what it wrote cut (`_catch_up`)."""
+        return self.max_bytes + max(self.max_bytes, MiB)
 
     @property
     def cap(self) -> str:
@@ -115,9 +132,9 @@ def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
             if limits.keep == 0:
                 intent = Intent(replace(then, dropped=before.dropped + live.st_size), size=live.st_size)
                 log_recovery.intend(path, intent, live)
+                os.ftruncate(fd, 0)
             else:
-                intent = _copy_aside(path, fd, live, then)
-            os.ftruncate(fd, 0)
+                intent = _copy_aside(path, fd, live, then, limits)   # its last step cuts the live file
         except BaseException:
             _undo(path)
             raise
@@ -142,40 +159,103 @@ def _undo(path: Path) -> None:
         pass    # the intent stays, settled at the next call
 
 
-def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations) -> Intent:
+def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations, limits: LogLimits) -> Intent:
     """Copy the live log to `.1`, shifting the older parts and dropping the
-    oldest; the intent, written before anything moved. On any error the copy
-    is removed (the caller then does not truncate, so nothing is lost)."""
+    oldest, and cut the live file; the intent, written before anything
+    moved. A log past the part's bound keeps its head and its newest bytes,
+    the middle cut (`_catch_up`). On any error before the cut the copy is
+    removed and the live file left whole, so nothing is lost."""
     tmp, first = sibling(path, "1.tmp"), sibling(path, 1)
     dst = create_like(tmp, live)
     copy = tmp
+    room = limits.part_bytes - limits.max_bytes
     try:
-        _copy(src, dst)                 # the long part, while the job keeps writing
-        oldest = _part_stat(sibling(path, then.keep))
-        intent = Intent(replace(then, dropped=then.dropped + (oldest.st_size if oldest else 0)),
-                        copy=os.fstat(dst).st_ino, oldest=oldest.st_ino if oldest else None,
-                        oldest_size=oldest.st_size if oldest else 0)
-        log_recovery.intend(path, intent, live)
-        _shift(path, then.keep)         # .1 -> .2 ... ; the oldest kept is dropped
-        os.replace(tmp, first)
-        copy = first
-        _copy(src, dst)                 # what came during the copy and the renames: the window stays small
-        copied = os.fstat(dst).st_size
-        if os.fstat(src).st_size > copied or copied % PAGE == 0:
+        try:
+            # the long part, while the job keeps writing: what was there as the rotation began, within the
+            # head's share of the bound (chased, a job writing as fast as the copy would keep it going)
+            head = _copy(src, dst, min(live.st_size, limits.max_bytes + room // 2))
+            if head < live.st_size:         # stopped short: the head ends with its last whole line
+                _end_at_line(dst)
+                head = os.lseek(src, os.fstat(dst).st_size, os.SEEK_SET)
+            oldest = _part_stat(sibling(path, then.keep))
+            intent = Intent(replace(then, dropped=then.dropped + (oldest.st_size if oldest else 0)),
+                            copy=os.fstat(dst).st_ino, oldest=oldest.st_ino if oldest else None,
+                            oldest_size=oldest.st_size if oldest else 0, head=head)
+            log_recovery.intend(path, intent, live)
+            _shift(path, then.keep)         # .1 -> .2 ... ; the oldest kept is dropped
+            os.replace(tmp, first)
+            copy = first
+            torn = _catch_up(src, dst, head, limits.part_bytes, room // 4, then.cap)
+        except BaseException:
+            try:
+                os.unlink(copy)
+            except OSError:
+                pass
+            raise
+        if torn:
             # the job wrote on as the copy ended, or the copy ends at a page boundary (where a write
             # becomes visible a page at a time): its last line may be a write seen half done, whose
-            # rest the truncation discards. Lost whole rather than torn; a line the job left
-            # unfinished with no write after it is kept
-            _end_at_line(dst)
+            # rest the cut took. Lost whole rather than torn; a line the job left unfinished with no
+            # write after it is kept. (After the cut, which nothing may undo: it only ends the part)
+            try:
+                _end_at_line(dst)
+            except OSError:
+                pass
         return intent
-    except BaseException:
-        try:
-            os.unlink(copy)
-        except OSError:
-            pass
-        raise
     finally:
         os.close(dst)
+
+
+_MIN_CUT = 256       # bytes; less is kept instead: a cut longer than its line gives no reader a byte twice
+CHASE = 0.01         # seconds a rotation copies what a job writes on before it cuts the live file
+QUIET = 0.002        # seconds a rotation whose copy caught up waits for what comes right after a burst
+
+
+def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) -> bool:
+    """Copy what came after the head, within `bound` bytes in all, then cut
+    the live file; whether the copy may end with a write seen half done.
+    Where more came than the bound holds, the middle is cut: the copy keeps
+    the head, a line saying how many bytes were cut, and the newest `newest`
+    bytes (from a line start), for a job's last lines tell why it ended.
+
+    A copy catches up as a burst ends, just before a job's last lines, which
+    a cut then would take: the live file is cut once a copy that caught up
+    finds nothing more after QUIET. A job that writes on is chased for
+    CHASE, then copied once more (and once more after QUIET if that caught
+    up), its newest bytes as they are then; what it writes after the last
+    look goes with the cut. (The intent names the head alone as the live
+    file's own bytes, so a crash before the cut is still told from one
+    after it; readers take the copy for no part until then.)"""
+
+    def another() -> tuple[int, int]:
+        end, at = os.fstat(src).st_size, os.lseek(src, 0, os.SEEK_CUR)
+        if end - at > bound - os.fstat(dst).st_size and end - newest - head >= _MIN_CUT:
+            resume = end - newest
+            window = os.pread(src, min(newest, 64 << 10), resume)
+            resume += window.find(b"\n") + 1     # 0 where the window holds no line end
+            os.ftruncate(dst, head)                 # a cut an earlier round made is made again
+            os.lseek(dst, head, os.SEEK_SET)
+            torn = head > 0 and os.pread(dst, 1, head - 1) != b"\n"
+            os.write(dst, (b"\n" if torn else b"") + cut_marker(resume - head, cap))
+            os.lseek(src, resume, os.SEEK_SET)
+        _copy(src, dst, bound - os.fstat(dst).st_size)
+        return os.lseek(src, 0, os.SEEK_CUR), os.fstat(src).st_size
+
+    deadline, quiet_at = time.monotonic() + CHASE, None
+    while time.monotonic() < deadline:
+        at, size = another()
+        if size <= at:                  # caught up
+            if at == quiet_at:          # and nothing came for QUIET
+                break
+            quiet_at = at
+            time.sleep(QUIET)
+    else:
+        at, size = another()
+        if size <= at and at != quiet_at:
+            time.sleep(QUIET)
+            at, size = another()
+    os.ftruncate(src, 0)
+    return size > at or at % PAGE == 0
 
 
 def _part_stat(name: Path) -> os.stat_result | None:
@@ -217,26 +297,28 @@ def _shift(path: Path, keep: int) -> None:
             pass
 
 
-def _copy(src: int, dst: int) -> int:
-    """Copy from src's position to its end onto dst's position; bytes copied.
-    copy_file_range stays in the kernel (and may share blocks); where the
-    file system refuses it, plain reads and writes of BLOCK bytes."""
+def _copy(src: int, dst: int, most: int) -> int:
+    """Copy from src's position to its end (as it grows), at most `most` bytes,
+    onto dst's position; bytes copied. copy_file_range stays in the kernel (and
+    may share blocks); where the file system refuses it, plain reads and writes
+    of BLOCK bytes."""
     total = 0
-    while True:
+    while total < most:
         try:
-            n = os.copy_file_range(src, dst, BLOCK)
+            n = os.copy_file_range(src, dst, min(BLOCK, most - total))
         except OSError as exc:
             if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
                 raise
-            return total + _copy_plain(src, dst)
+            return total + _copy_plain(src, dst, most - total)
         if n == 0:
             return total
         total += n
+    return total
 
 
-def _copy_plain(src: int, dst: int) -> int:
+def _copy_plain(src: int, dst: int, most: int) -> int:
     total = 0
-    while data := os.read(src, BLOCK):
+    while total < most and (data := os.read(src, min(BLOCK, most - total))):
         view = memoryview(data)
         while view:
             view = view[os.write(dst, view):]
