@@ -142,13 +142,20 @@ def _as_it_ended(job: JobRecord, code: int | None, sig: int | None, now: float, 
     return _error(job, describe_exit(code, sig), base, now, draw)
 
 
+# How far a recorded end may lag the moment the process ended: the local end is its exit
+# file's modification time, which the kernel stamps from a clock that advances a tick
+# (up to 10 ms) at a time, while the deadline is read from the fine clock. An end within
+# this of the deadline may be the stop's own, so the limit decides it.
+END_TIME_SLACK = 0.1
+
+
 def _ended_before_stop(job: JobRecord, ended_at: float | None) -> bool:
     """Did the attempt end before gqa stopped it for a limit? gqa stops none before its
     deadline, so an attempt that ended by then ended by itself, however late that was seen."""
     if ended_at is None or job.kill_reason not in (TIMEOUT, GPU_HOURS):
         return False
     deadline = attempt_deadline(job)
-    return deadline is not None and ended_at <= deadline[0]
+    return deadline is not None and ended_at <= deadline[0] - END_TIME_SLACK
 
 
 def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict, *, finished: bool = False) -> Outcome | None:

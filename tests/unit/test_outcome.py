@@ -303,7 +303,11 @@ FINISHED_WHILE_ASKED = "exit code 0 (it finished while being asked to stop)"
      S.SUCCEEDED, "exit code 0"),     # its budget: 36 GPU-seconds on its 1 GPU, spent at NOW - 64
     (ended_job(kill_reason=GPU_HOURS, limits={"max_gpu_hours": 0.01}, started_at=NOW - 100), 0, NOW - 60,
      S.TIMED_OUT, "used its budget of 0.01 GPU-hours"),
-    # ended after the deadline, when the stop may have reached it: the limit decides
+    # ended after the deadline, when the stop may have reached it: the limit decides; an end stamped a
+    # few ms before it is the stop's too (an exit file's time lags by up to a kernel tick)
+    (running_job(kill_reason=TIMEOUT, **LIMITED), 143, NOW - 40.005, S.TIMED_OUT, "exceeded its wall time of 1m00s"),
+    (ended_job(kill_reason=GPU_HOURS, limits={"max_gpu_hours": 0.01}, started_at=NOW - 100), 143, NOW - 64.005,
+     S.TIMED_OUT, "used its budget of 0.01 GPU-hours"),
     (running_job(kill_reason=TIMEOUT, **LIMITED), 0, NOW - 30, S.TIMED_OUT, "exceeded its wall time of 1m00s"),
     (running_job(kill_reason=TIMEOUT, **LIMITED), 143, NOW - 30, S.TIMED_OUT, "exceeded its wall time of 1m00s"),
     (running_job(kill_reason=TIMEOUT, **LIMITED), 0, None, S.TIMED_OUT, "exceeded its wall time of 1m00s"),
