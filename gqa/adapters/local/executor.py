@@ -51,8 +51,8 @@ from ...runtime.slurm_tools import STEP_STATUS_ENV, first_failed_step
 from .cpu_pinning import choose_cores, pin, pinned_cores, usable_cores
 from .job_streams import Streams, open_streams, streams_of
 from .paths import StatePaths
-from .processes import (NEVER_RAN, STATUS_ROOM, WRAPPER, WRAPPER_STREAMS, process_token, read_exit, signal_group,
-                        signal_group_of, warn)
+from .processes import (NEVER_RAN, STATUS_ROOM, WRAPPER, WRAPPER_STREAMS, group_members, process_token, read_exit,
+                        signal_group, signal_group_of, warn)
 from .slurm_commands import Installer, install_slurm_commands
 from .storage_errors import translate
 
@@ -78,6 +78,7 @@ class _Attempt:
     cores: frozenset[int] = field(default_factory=frozenset)   # pinned to these; none: not pinned
     warning: WarningSignal | None = None   # Slurm's --signal, sent once at warn_at (epoch seconds)
     warn_at: float | None = None
+    draining: bool = False           # stopped, its wrapper gone, its group still in its grace: not reported yet
 
 
 class LocalExecutor:
@@ -121,6 +122,7 @@ class LocalExecutor:
         identity = {} if account is None else account.popen_identity()
         streams = streams_of(job, workdir, self.host) if (spec.output or spec.error or spec.input) else Streams()
         cores, crowded = self._cores_for(job)
+        umask = job_umask(job)
         cell = None
         log = None
         try:   # the queue's own files: a failure here is the machine's (full disk...), retried later
@@ -160,7 +162,7 @@ class LocalExecutor:
             if streams.any and not os.path.isdir(workdir):   # said as such, not as a file it cannot write there
                 raise LaunchFailed(_why_not_started(FileNotFoundError() if not os.path.exists(workdir)
                                                     else NotADirectoryError(), workdir))
-            open_streams(streams, attempt, identity)
+            open_streams(streams, attempt, identity, umask)
         except LaunchFailed:
             os.close(log)
             self._discard(job, attempt, None, cell)
@@ -168,6 +170,7 @@ class LocalExecutor:
         if crowded:
             _log.warning("job %s: %s", job.id, crowded)
         env = self._environment(job, gpus, attempt, checkpoint_dir, cell, cores)
+        env["SLURM_UMASK"] = f"{umask:04o}"
         if streams.any:
             wrapper = ["/bin/sh", "-c", WRAPPER_STREAMS, "gqa-job", str(exit_file), *streams.wrapper_args(), *argv]
         else:
@@ -175,7 +178,8 @@ class LocalExecutor:
         gate_r, gate_w = os.pipe()
         try:
             proc = subprocess.Popen(wrapper, cwd=workdir, env=env, stdin=gate_r, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, **identity)
+                                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, umask=umask,
+                                    **identity)
         except (ValueError, OSError) as exc:   # ValueError: an embedded NUL
             self._discard(job, attempt, gate_w, cell)
             if isinstance(exc, OSError) and exc.errno in MACHINE_ERRORS:
@@ -321,6 +325,11 @@ class LocalExecutor:
         running = self._by_fd.pop(fd, None)
         if running is None:
             return None
+        if self._drains(running):
+            # a stopped job's processes keep their grace after its batch shell ends, as under Slurm: the
+            # attempt ends when they are gone or the grace runs out (kill_overdue() hands its pidfd back)
+            running.draining = True
+            return None
         # reported once: forget the attempt (cleanup() still kills stray processes of its cell)
         if self._by_job.get(running.job_id) is running:
             del self._by_job[running.job_id]
@@ -377,12 +386,16 @@ class LocalExecutor:
                 if self.containment is not None:
                     self.containment.kill(self.containment.cell(running.job_id, running.attempt))
                 running.kill_at = float("inf")
+            if running.draining and (running.kill_at == float("inf") or not group_members(running.pid)):
+                running.draining = False
+                self._by_fd[running.pidfd] = running   # readable: collect() reports the end now
 
     def next_kill(self) -> float | None:
         """Seconds until the next forced kill or warning signal, if any."""
         pending = [r.kill_at - time.monotonic() for r in self._by_job.values()
                    if r.kill_at is not None and r.kill_at != float("inf")]
         pending += [r.warn_at - time.time() for r in self._by_job.values() if r.warn_at is not None]
+        pending += [DRAIN_POLL for r in self._by_job.values() if r.draining]   # a group's end wakes nothing
         return max(0.0, min(pending)) if pending else None
 
     def watched(self) -> int:
@@ -442,11 +455,21 @@ class LocalExecutor:
     @staticmethod
     def _signal(running: _Attempt, sig: int) -> None:
         """`sig` to the attempt's group: our own child's pid is ours until reaped; a
-        re-adopted wrapper's only while it is still the process we adopted."""
+        re-adopted wrapper's only while it is still the process we adopted, or, once
+        it is gone, while its group lives on (the kernel gives no process a pid still
+        in use as a group's id)."""
         if running.child:
             signal_group(running.pid, sig)
-        else:
-            signal_group_of(running.pid, running.token, sig)
+        elif not signal_group_of(running.pid, running.token, sig) and running.draining:
+            signal_group(running.pid, sig)
+
+    @staticmethod
+    def _drains(running: _Attempt) -> bool:
+        """Whether an attempt whose wrapper has exited waits for the rest of its group:
+        only one being stopped, within its grace, while something of its group lives."""
+        if running.abandoned or running.kill_at is None or running.kill_at == float("inf"):
+            return False
+        return time.monotonic() < running.kill_at and bool(group_members(running.pid))
 
     def _discard(self, job: JobRecord, attempt: int, gate_w: int | None, cell) -> None:
         """Undo what a launch that did not start made."""
@@ -543,6 +566,20 @@ class LocalExecutor:
 STEPS, OUT, ERR, WARNED, DONE = "steps", "out", "err", "warned", "done"
 SCRIPT = "slurm_script"   # the batch script's copy, named as in Slurm's spool
 WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
+DEFAULT_UMASK = 0o022   # a login shell's usual umask, which sbatch passes on as SLURM_UMASK
+DRAIN_POLL = 0.1   # seconds between looks at a stopped attempt's group after its wrapper ended
+
+
+def job_umask(job: JobRecord) -> int:
+    """The umask a job's processes run with, as Slurm's are: SLURM_UMASK where the
+    job's own env sets it, else 022 (not the daemon's 077, which would make every
+    file a job writes its user's alone)."""
+    text = job.spec.env.get("SLURM_UMASK", "")
+    try:
+        value = int(text, 8)
+    except ValueError:
+        return DEFAULT_UMASK
+    return value if 0 <= value <= 0o777 else DEFAULT_UMASK
 
 
 def _readable(fd: int) -> bool:

@@ -54,22 +54,22 @@ def streams_of(job: JobRecord, workdir: str, host: str) -> Streams:
     return Streams(path(spec.output), path(spec.error), path(spec.input), append=spec.open_mode == "append")
 
 
-def open_streams(streams: Streams, attempt: int, identity: dict) -> None:
+def open_streams(streams: Streams, attempt: int, identity: dict, umask: int = 0o022) -> None:
     """Create (the first attempt: truncate, unless --open-mode=append) the
     output files and check the input can be read, as the job's user
     (`identity`: Popen's user/group, or {} for a daemon that is that user).
-    LaunchFailed says which and why."""
+    LaunchFailed says which and why. A file made here gets the job's `umask`,
+    not the daemon's."""
     if not streams.any:
         return
     truncate = attempt <= 1 and not streams.append
     if identity:
-        _open_as(streams, truncate, identity)
+        _open_as(streams, truncate, identity, umask)
         return
     for what, path in (("output", streams.output), ("error", streams.error)):
         if path:
             try:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else
-                                                                                  os.O_APPEND), 0o644))
+                _touch(path, os.O_WRONLY | os.O_CLOEXEC | (os.O_TRUNC if truncate else os.O_APPEND), umask)
             except OSError as exc:
                 raise LaunchFailed(f"cannot write its {what} file {path}: {exc.strerror}") from None
     if streams.input:
@@ -79,11 +79,25 @@ def open_streams(streams: Streams, attempt: int, identity: dict) -> None:
             raise LaunchFailed(f"cannot read its input file {streams.input}: {exc.strerror}") from None
 
 
-def _open_as(streams: Streams, truncate: bool, identity: dict) -> None:
+def _touch(path: str, flags: int, umask: int) -> None:
+    """Open `path` (made if missing: its mode as the job's umask makes it, the
+    daemon's own umask being 077) and close it; an existing file keeps its mode."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.fchmod(fd, 0o666 & ~umask)
+        finally:
+            os.close(fd)
+    except FileExistsError:
+        os.close(os.open(path, flags))
+
+
+def _open_as(streams: Streams, truncate: bool, identity: dict, umask: int) -> None:
     try:
         done = subprocess.run(["/bin/sh", "-c", _OPEN_AS_USER, "gqa-streams", *streams.wrapper_args(),
                                "truncate" if truncate else "append"], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=30, close_fds=True, cwd="/", **identity)
+                              capture_output=True, text=True, timeout=30, close_fds=True, cwd="/", umask=umask,
+                              **identity)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LaunchFailed(f"cannot open its output, error or input file: {exc}") from None
     if done.returncode != 0:

@@ -12,6 +12,8 @@ import signal
 
 # Traps make sh wait for the job instead of dying first; traps are reset in
 # the child, so the job still gets SIGTERM with its default disposition.
+# SIGTERM reaches the wrapper only when gqa stops the attempt (stop=1): then the
+# job's processes have their grace, which the daemon keeps (executor.py).
 # $1 is the exit file (an argument, not an environment variable the job
 # would inherit), made at launch holding STATUS_ROOM's blanks. The status is
 # one write of 4 bytes over them, in place (`1<>`: no truncation), so it needs
@@ -24,7 +26,7 @@ import signal
 # first failed step's code, as under Slurm ("$1.d/steps": srun's record, one
 # "<code> <step>" line per failed step).
 _GATE = (
-    'trap : TERM INT HUP; '
+    "stop=; trap 'stop=1' TERM; trap : INT HUP; "
     '[ -z "$GQA_CGROUP_PROCS" ] || echo $$ > "$GQA_CGROUP_PROCS" || exit 125; unset GQA_CGROUP_PROCS; '
     'read -r gate || gate=; exec </dev/null; [ "$gate" = go ] || exit 125; '
 )
@@ -46,6 +48,9 @@ WRAPPER = _GATE + 'f=$1; shift; "$@"; rc=$?; ' + _STEPS_AND_STATUS
 # a `cat` of its read end (fd 5) returns as the last tee exits, or after 5 s
 # (a process the job left keeps a fifo open), when the tees are killed. The
 # wait is a plain child of the wrapper: nothing of the wrapper's outlives it.
+# An attempt being stopped ($stop) leaves its tees running: its processes may
+# still print while they checkpoint within their grace, and the tees end with
+# them (or with the group's SIGKILL when the grace runs out).
 _TEE_IGNORES = "HUP INT QUIT TERM USR1 USR2 ALRM"
 WRAPPER_STREAMS = _GATE + (
     'f=$1; o=$2; e=$3; i=$4; shift 4; t=; u=; exec 3>&1; '
@@ -57,7 +62,7 @@ WRAPPER_STREAMS = _GATE + (
     '[ -z "$o$e" ] || exec 4>&-; '
     'if [ -n "$i" ]; then "$@" <"$i" 3>&- 5<&-; else "$@" 3>&- 5<&-; fi; rc=$?; '
     'exec >&3 2>&3 3>&-; '
-    'if [ -n "$t$u" ]; then timeout -s KILL 5 cat <&5 >/dev/null 2>&1; exec 5<&-; '
+    'if [ -n "$t$u" ] && [ -z "$stop" ]; then timeout -s KILL 5 cat <&5 >/dev/null 2>&1; exec 5<&-; '
     '{ kill -9 $t $u; wait $t $u; } 2>/dev/null; fi; '
 ) + _STEPS_AND_STATUS
 NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
