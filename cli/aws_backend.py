@@ -4,6 +4,7 @@ codec, so each command prints the same whichever backend answered."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, TypeVar
@@ -42,27 +43,53 @@ class Submitter:
         return _decode(wire.submitted_from_dict, self.api.call("POST", "/jobs", body=body))
 
 
+def _note(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
 @dataclass
 class Control:
     api: Any
+    progress: Callable[[str], None] = _note    # a line on how far a change in steps got
 
     def _act(self, refs: list[str], action: str, body: dict | None = None):
         from gqa.adapters.aws.api_client import job_path
 
         return _decode(wire.results_from_dict, self.api.call("POST", job_path(refs, action), body=body))
 
+    def _steps(self, refs: list[str], action: str):
+        """A change the API makes a bounded step at a time (a large array): asked
+        again with each answer's `next` until it is null, saying on stderr how far
+        it got. A step asked again (an answer lost) changes nothing twice. The
+        results in the order of the refs, an array's tasks by index."""
+        from gqa.adapters.aws.api_client import job_path
+
+        results, token, seen = [], None, set()
+        while True:
+            answer = self.api.call("POST", job_path(refs, action), query={"next": token} if token else None)
+            results += _decode(wire.results_from_dict, answer)
+            token = answer.get("next")
+            if token is None:
+                break
+            if not isinstance(token, str) or token in seen:
+                raise BackendUnavailable(f"the gqa API answered a {action} with a step token it gave before "
+                                         f"({token!r}); is the CLI as new as the deployment?")
+            seen.add(token)
+            self.progress(f"gqa: {action}: {len(results):,} jobs so far; going on")
+        return _in_order(results)
+
     def cancel(self, refs: list[str]):
-        return self._act(refs, "cancel")
+        return self._steps(refs, "cancel")
 
     def requeue(self, refs: list[str]):
-        return self._act(refs, "requeue")
+        return self._steps(refs, "requeue")
 
     def hold(self, refs: list[str], *, caller: str | None = None):
         """`caller` is ignored, as in approve: the API takes it from the caller's signature."""
-        return self._act(refs, "hold")
+        return self._steps(refs, "hold")
 
     def release(self, refs: list[str], *, caller: str | None = None):
-        return self._act(refs, "release")
+        return self._steps(refs, "release")
 
     def update(self, ref: str, *, time: int | None = None, priority: str | None = None, gpus: int | None = None):
         return self._act([ref], "update", wire.update_to_dict(time=time, priority=priority, gpus=gpus))
@@ -72,6 +99,17 @@ class Control:
 
     def deny(self, refs: list[str], *, caller: str | None = None, reason: str = ""):
         return self._act(refs, "deny", {"reason": reason})
+
+
+def _in_order(results: list) -> list:
+    """Each job's first result, by group in the order first met, an array's tasks by index
+    (a step answers its tasks in the store's order of their ids, "12_10" before "12_2")."""
+    rank: dict[str, int] = {}
+    once: dict[str, Any] = {}
+    for r in results:
+        rank.setdefault(r.job.group, len(rank))
+        once.setdefault(r.job.id, r)
+    return sorted(once.values(), key=lambda r: (rank[r.job.group], r.job.array_index or 0))
 
 
 def _pages(api: Any, path: str, query: dict[str, Any] | None = None) -> list[dict]:

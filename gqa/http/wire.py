@@ -17,6 +17,8 @@ SpecError, which the API answers with 400."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -29,7 +31,7 @@ from ..models.trigger import Trigger
 from ..ports import JobEvent
 from ..scheduling.snapshot import Factors, Weights
 from ..services.access import Principal, roles_text
-from ..services.control import ControlResult
+from ..services.control import ControlResult, ControlStep, Position
 from ..services.cost import CostReport, JobCost, TeamCost
 from ..services.history import HistoryPage, HistoryQuery
 from ..services.overview import EVENTS, HEAD, GpuSlot, HeadEntry, Overview, RunningJob, TeamLoad
@@ -220,8 +222,76 @@ def results_to_dict(results: list[ControlResult]) -> dict[str, Any]:
     return {"results": [{"job": job_to_dict(r.job), "action": r.action, "detail": r.detail} for r in results]}
 
 
+def step_to_dict(step: ControlStep, next_token: str | None) -> dict[str, Any]:
+    """A bounded step's answer (ControlService.step), in a size that does not
+    grow with an array: a job that is no array's task as results_to_dict
+    has it; an array's tasks that came out alike (group, action, detail,
+    state) as one entry, {"tasks": {"group", "count", "runs", "first"}}: their
+    indices as runs and the first's record. `next`: the step to ask for next
+    (null: done)."""
+    order: list[ControlResult | tuple[str, str, str, JobState]] = []
+    alike: dict[tuple[str, str, str, JobState], list[ControlResult]] = {}
+    for r in step.results:
+        if r.job.array_index is None:
+            order.append(r)
+            continue
+        key = (r.job.group, r.action, r.detail, r.job.state)
+        if key not in alike:
+            alike[key] = []
+            order.append(key)
+        alike[key].append(r)
+    entries = []
+    for entry in order:
+        if isinstance(entry, ControlResult):
+            entries.append({"job": job_to_dict(entry.job), "action": entry.action, "detail": entry.detail})
+            continue
+        tasks = sorted(alike[entry], key=lambda r: r.job.array_index or 0)
+        entries.append({"tasks": {"group": entry[0], "count": len(tasks),
+                                  "runs": index_runs([r.job.array_index or 0 for r in tasks]),
+                                  "first": job_to_dict(tasks[0].job)},
+                        "action": entry[1], "detail": entry[2]})
+    return {"results": entries, "next": next_token}
+
+
 def results_from_dict(data: dict[str, Any]) -> list[ControlResult]:
-    return [ControlResult(job_from_dict(r["job"]), r["action"], r.get("detail", "")) for r in data["results"]]
+    """Every job's result, those of a step's alike tasks (step_to_dict) each
+    as the first's record under its own id and index."""
+    results = []
+    for r in data["results"]:
+        if "tasks" not in r:
+            results.append(ControlResult(job_from_dict(r["job"]), r["action"], r.get("detail", "")))
+            continue
+        tasks = r["tasks"]
+        first, indices = job_from_dict(tasks["first"]), run_indices(tasks["runs"])
+        if len(indices) != int(tasks["count"]):
+            raise ValueError(f"{tasks['count']} tasks of array {tasks['group']} whose runs name {len(indices)}")
+        results += [ControlResult(replace(first, id=f"{tasks['group']}_{i}", array_index=i), r["action"],
+                                  r.get("detail", "")) for i in indices]
+    return results
+
+
+def step_token(action: str, position: Position | None) -> str | None:
+    """The opaque `next` of a bounded step's answer: where the next step of `action` goes on."""
+    if position is None:
+        return None
+    raw = json.dumps({"of": action, "ref": position.ref, "after": position.after}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def step_position(action: str, text: str | None) -> Position | None:
+    """What step_token made; None without a token, SpecError for anything else."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, binascii.Error):
+        data = None
+    if (not isinstance(data, dict) or data.get("of") != action or not isinstance(data.get("ref"), int)
+            or isinstance(data.get("ref"), bool) or data["ref"] < 0
+            or not (data.get("after") is None or isinstance(data.get("after"), str))):
+        raise SpecError(f"next {text!r} is not a token of a {action}; pass the `next` of the previous answer "
+                        "as it came, or leave it out to begin")
+    return Position(data["ref"], data.get("after"))
 
 
 # what `POST /jobs/{ref}/update` takes: ControlService.update's keyword arguments (absent or null: unchanged)

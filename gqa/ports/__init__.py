@@ -8,14 +8,14 @@ from .compute import AttemptStatus, Clock, Compute, Exit, FoundLaunch, LaunchLoo
 from .intake import AdmissionProgress, Admissions, Intake, Submission
 from .observe import (AttemptLog, BudgetRecords, Checkpoints, GpuUtilization, JobLogs, LiveSpend, LogChunk, Metrics,
                       Notifier)
-from .store import (BETWEEN_ATTEMPTS, HISTORY_STATES, WAITING_STATES, Change, HistoryQuery, HistoryReads, Inventory,
-                    JobEvent, JobRecords, JobsAndSettings, JobStore, PendingChanges, PendingFeed, QueueReads,
+from .store import (BETWEEN_ATTEMPTS, HISTORY_STATES, WAITING_STATES, Change, GroupPages, HistoryQuery, HistoryReads,
+                    Inventory, JobEvent, JobRecords, JobsAndSettings, JobStore, PendingChanges, PendingFeed, QueueReads,
                     RecentEvents, SchedulingInputs, Settings, UsageLedger, apply_all_else_each, has_run)
 from .triggers import BurstTimer, Manifests, TriggerCode, TriggerStore
 
 __all__ = [
     "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BETWEEN_ATTEMPTS", "BudgetRecords",
-    "BurstTimer", "Change", "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization",
+    "BurstTimer", "Change", "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization", "GroupPages",
     "HISTORY_STATES", "HistoryQuery", "HistoryReads", "Intake", "Inventory", "JobEvent", "JobLogs", "JobRecords",
     "JobsAndSettings", "JobStore",
     "LaunchLookup", "Launched", "LiveSpend", "LogChunk", "Manifests", "Metrics", "Notifier", "PendingChanges",

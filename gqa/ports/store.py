@@ -307,6 +307,17 @@ class RecentEvents(Protocol):
         not a transition may crowd out an older transition of another."""
 
 
+class GroupPages(Protocol):
+    """A job's or a group's jobs a page at a time (AWS: a 100,000-task array
+    is changed over several requests, each going on where the last stopped)."""
+
+    def group_page(self, ref: str, after: str | None, limit: int) -> list[JobRecord]:
+        """Up to `limit` of the jobs `ref` names (a job id, or a group's), without
+        their history, in the store's order of their ids, those after the job
+        `after` (None: from the first); fewer than `limit` only past the last.
+        NotFound where `after` is None and the ref names no job."""
+
+
 class JobsAndSettings(JobRecords, Settings, Protocol):
     """Jobs written against the settings: submission, reconciliation."""
 

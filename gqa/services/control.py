@@ -3,7 +3,7 @@ A job that holds no process changes state here at once; a running one gets a
 request that the supervisor carries out (SIGTERM, grace, SIGKILL) and settles
 on exit. Hold, release and update act on pending jobs only."""
 
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Iterable, Iterator, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +12,7 @@ from ..models.job import JobRecord, JobState, Request, Transition, held_by
 from ..models.priority import Priority
 from ..models.records import with_changes
 from ..models.units import shown
-from ..ports import Admissions, Change, Clock, JobsAndSettings, Waker
+from ..ports import Admissions, Change, Clock, GroupPages, JobsAndSettings, Waker
 from . import lookup
 from .updates import UPDATABLE, Update, planned_updates
 
@@ -26,6 +26,8 @@ PENDING_HERE = frozenset({JobState.QUEUED, JobState.PENDING_APPROVAL, JobState.H
 
 # what one job as read becomes: the change that does it (None: nothing to write) and the result once written
 Decide = Callable[[JobRecord, float], tuple[Change | None, "ControlResult"]]
+SLICE = 100     # jobs a bounded step reads and writes together (step()), read just before they are written
+STEPPED = ("cancel", "hold", "release", "requeue")   # what step() carries out
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,23 @@ class ControlResult:
     job: JobRecord
     action: str          # "cancelled", "cancelling", "requeueing", "held", "released", "updated", "unchanged"
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a change to many jobs goes on: the ref it is at (its place among
+    the refs named) and the last job of it done (None: none yet)."""
+
+    ref: int
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class ControlStep:
+    """What one bounded step did, and where the next goes on (None: all done)."""
+
+    results: list[ControlResult]
+    next: Position | None
 
 
 class ControlService:
@@ -152,6 +171,110 @@ class ControlService:
         self._wake(job.id for job in jobs)
         return results
 
+    def step(self, action: str, refs: list[str], pages: GroupPages, *, until: float, after: Position | None = None,
+             allow: Callable[[list[JobRecord]], None] = lambda jobs: None,
+             caller: str | None = None) -> ControlStep:
+        """Part of cancel, hold, release or requeue (STEPPED), for a caller with
+        a deadline (the API: 29 s and 6 MB an answer, an array 100,000 tasks):
+        the jobs from `after` on, SLICE at a time, each slice read just before
+        it is written, paced at the store's write rate (`admissions`), until
+        the work for the time to `until` is done or `until` passes; at least
+        one slice, so every step moves on. The next step goes on from the
+        answer's `next`. Each change is guarded on the job as read, so a step
+        repeated, or one that died between any two writes, changes nothing
+        twice: a job it changed already is `unchanged` the next time.
+        The first step (no `after`) decides a group still being admitted, and
+        reads the first job of every ref before anything changes: `allow` (who
+        may) is asked about those and then about each slice before it is
+        written, and a job named on its own must be one the action applies to,
+        as in the methods above."""
+        if action not in STEPPED:
+            raise ValueError(f"no bounded step for {action!r}")
+        now = self.clock.now()
+        decide: Decide
+        if action == "cancel":
+            expect, to, decide = PENDING_HERE, Transition(JobState.CANCELLED, now, CANCELLED_BY_USER), _cancel
+        elif action == "hold":
+            why = held_by(caller) if caller else HELD_BY_USER
+            expect, to = frozenset({JobState.QUEUED}), Transition(JobState.HELD, now, why)
+            decide = lambda job, at: _hold(job, at, why)  # noqa: E731
+        elif action == "release":
+            why = f"released by {caller}" if caller else RELEASED_BY_USER
+            expect, to = frozenset({JobState.HELD}), Transition(JobState.QUEUED, now, why)
+            decide = lambda job, at: _release(job, at, why)  # noqa: E731
+        else:
+            expect, to, decide = frozenset(), Transition(JobState.QUEUED, now, ""), _requeue
+        if after is None:
+            decided = self._decide_admitting(refs, expect, to) if expect else set()
+            self._check_named(action, refs, pages, decided, allow)
+            after = Position(0)
+        if not 0 <= after.ref <= len(refs):
+            raise SpecError(f"a step of {len(refs)} refs cannot go on at ref {after.ref}")
+        ref, last = after.ref, after.after
+        results: list[ControlResult] = []
+        touched: list[str] = []
+        seen: set[str] = set()
+        slots: Iterator[list[JobRecord]] | None = None   # this step's slices, paced, once a task's size is known
+        while ref < len(refs):
+            want = SLICE
+            if slots is not None:
+                slot = next(slots, None)
+                if slot is None or self.clock.now() >= until:
+                    break
+                want = len(slot)
+            jobs = self._page(pages, refs, ref, last, want)
+            if jobs is None:
+                ref, last = ref + 1, None
+                continue
+            if slots is None:   # the first slice is now; the step writes what its time holds of tasks like it
+                tasks = self.admissions.chunk(jobs[0], until - now) if self.admissions else CHUNK
+                slots = iter(self.admissions.pace([jobs[0]] * tasks) if self.admissions else
+                             ([jobs[0]] * SLICE for _ in range(0, tasks, SLICE)))
+                next(slots)
+            last = jobs[-1].id
+            fresh = [job for job in jobs if job.id not in seen]   # a job two refs name: once a step
+            seen.update(job.id for job in fresh)
+            allow(fresh)
+            results += self._carry_out(fresh, decide, wake=False)
+            touched += [job.id for job in fresh]
+            if len(jobs) < want:
+                ref, last = ref + 1, None
+        self._wake(touched)
+        return ControlStep(results, Position(ref, last) if ref < len(refs) else None)
+
+    @staticmethod
+    def _page(pages: GroupPages, refs: list[str], ref: int, after: str | None, limit: int) -> list[JobRecord] | None:
+        """The next `limit` jobs of refs[ref] after `after`; None when it has none left (or never had:
+        a group being admitted with none written yet, checked by the first step)."""
+        try:
+            jobs = pages.group_page(refs[ref], after, limit)
+        except NotFound:
+            return None
+        return jobs or None
+
+    def _check_named(self, action: str, refs: list[str], pages: GroupPages, admitting: Set[str],
+                     allow: Callable[[list[JobRecord]], None]) -> None:
+        """Before a stepped change writes anything: each ref's first job (a group's
+        tasks are one submission's: one owner) may be changed by the caller, and a
+        job named on its own is one the action applies to."""
+        firsts = []
+        for ref in dict.fromkeys(refs):
+            try:
+                firsts += pages.group_page(ref, None, 1)
+            except NotFound as exc:
+                if ref not in admitting:
+                    raise lookup.not_found(self.store, ref, exc) from None
+        allow(firsts)
+        for job in self._named(refs, firsts):
+            if action == "hold" and job.state not in (JobState.QUEUED, JobState.HELD):
+                raise InvalidTransition(_not_pending(job, "held"))
+            if action == "release" and job.state.terminal:
+                raise InvalidTransition(f"job {job.id} already {job.status}; only a held job can be released")
+            if action == "requeue" and job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
+                raise InvalidTransition(f"job {job.id} is {job.status}; only a running job can be requeued")
+            if action == "requeue" and job.request == Request.CANCEL:
+                raise InvalidTransition(f"job {job.id} is being cancelled; a cancelled job cannot be requeued")
+
     def approve(self, refs: list[str], *, caller: str | None = None) -> list[ControlResult]:
         return self._decide(refs, JobState.QUEUED, f"approved by {caller or 'an approver'}", "approved")
 
@@ -186,11 +309,11 @@ class ControlService:
         self._wake(job.id for job in jobs)
         return results
 
-    def _carry_out(self, jobs: list[JobRecord], decide: Decide) -> list[ControlResult]:
+    def _carry_out(self, jobs: list[JobRecord], decide: Decide, *, wake: bool = True) -> list[ControlResult]:
         """Each job as `decide` says, written CHUNK jobs per transaction, each
         guarded on the state read; a job that moved meanwhile (e.g. QUEUED ->
         STARTING) is read again and decided again. The results in the jobs'
-        order; the jobs written are named to the dispatcher."""
+        order; the jobs written are named to the dispatcher (`wake`: here)."""
         results: dict[str, ControlResult] = {}
         todo = jobs
         for _ in range(3):
@@ -215,7 +338,8 @@ class ControlService:
                 break
         else:
             raise Conflict(f"job {todo[0].id} kept changing state; try again")
-        self._wake(job.id for job in jobs)
+        if wake:
+            self._wake(job.id for job in jobs)
         return [results[job.id] for job in jobs if job.id in results]
 
     @staticmethod
@@ -283,6 +407,16 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
             ControlResult(with_changes(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
 
 
+def _requeue(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
+    if job.state != JobState.RUNNING:
+        return None, ControlResult(job, "unchanged", f"not running ({job.status})")
+    if job.request == Request.CANCEL:   # its end will be a cancel whatever is asked after
+        return None, ControlResult(job, "unchanged", "being cancelled")
+    fields: dict[str, Any] = {"request": Request.REQUEUE}
+    return (Change(job.id, job.state, None, "", now, fields), ControlResult(
+        with_changes(job, **fields), "requeueing", "SIGTERM asked for; it keeps its place in the queue"))
+
+
 def _hold(job: JobRecord, now: float, why: str) -> tuple[Change | None, ControlResult]:
     if job.state == JobState.QUEUED:
         fields: dict[str, Any] = {"user_hold": True}
@@ -321,4 +455,4 @@ def _not_pending(job: JobRecord, done: str) -> str:
     return f"job {job.id} is {job.status}; only a queued or held job can be {done} (try again once it is queued)"
 
 
-__all__ = ["ControlService", "ControlResult", "GqaError"]
+__all__ = ["ControlService", "ControlResult", "ControlStep", "GqaError", "Position"]

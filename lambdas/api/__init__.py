@@ -18,8 +18,12 @@ and cancel/requeue/hold/release/approve/deny take several, comma-separated):
                                           reason, ETA, factors, rank), the GPU figures, the running jobs (first
                                           page), next; G: an array or sweep, or one job (gqa status reads a
                                           pending job's standing there)
-    POST /jobs/{refs}/cancel|requeue|hold|release|approve|deny   ({"reason": "..."} for deny)
-                                          -> {"results": [...]}
+    POST /jobs/{refs}/approve|deny        ({"reason": "..."} for deny) -> {"results": [...]}
+    POST /jobs/{refs}/cancel|requeue|hold|release?next=T
+                                          one bounded step (ControlService.step: what half the time left
+                                          holds, paced): {"results": [...], "next": T|null}, an array's
+                                          tasks that came out alike as one entry of index runs; ask again
+                                          with `next` until it is null
     POST /jobs/{ref}/update               {"time": seconds, "priority": "high", "gpus": 2}, each optional:
                                           a pending job's (or array's pending tasks') new values
                                           -> {"results": [...]}

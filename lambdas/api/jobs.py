@@ -4,6 +4,7 @@ changes a caller asks for (cancel, requeue, hold, release, update, approve, deny
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -17,6 +18,8 @@ from gqa.services.queries import QueueEntry
 from lambdas.api import listings
 from lambdas.api.container import container, logger
 from lambdas.api.request import app, body, caller, flag, jobs_named, number, query, refs_of
+
+GATEWAY_SECONDS = 29.0   # API Gateway's integration timeout: an answer later than this is a 504
 
 
 @app.get("/whoami")
@@ -92,30 +95,22 @@ def queue() -> dict[str, Any]:
 
 @app.post("/jobs/<refs>/cancel")
 def cancel(refs: str) -> dict[str, Any]:
-    who, named = caller(), refs_of(refs)
-    authorize(who, Action.CANCEL, jobs_named(named))
-    return _done("cancel", container().control().cancel(named))
+    return _step("cancel", Action.CANCEL, refs)
 
 
 @app.post("/jobs/<refs>/requeue")
 def requeue(refs: str) -> dict[str, Any]:
-    who, named = caller(), refs_of(refs)
-    authorize(who, Action.REQUEUE, jobs_named(named))
-    return _done("requeue", container().control().requeue(named))
+    return _step("requeue", Action.REQUEUE, refs)
 
 
 @app.post("/jobs/<refs>/hold")
 def hold(refs: str) -> dict[str, Any]:
-    who, named = caller(), refs_of(refs)
-    authorize(who, Action.HOLD, jobs_named(named))
-    return _done("hold", container().control().hold(named, caller=who.owner))
+    return _step("hold", Action.HOLD, refs, by_caller=True)
 
 
 @app.post("/jobs/<refs>/release")
 def release(refs: str) -> dict[str, Any]:
-    who, named = caller(), refs_of(refs)
-    authorize(who, Action.RELEASE, jobs_named(named))
-    return _done("release", container().control().release(named, caller=who.owner))
+    return _step("release", Action.RELEASE, refs, by_caller=True)
 
 
 @app.post("/jobs/<ref>/update")
@@ -142,6 +137,24 @@ def deny(refs: str) -> dict[str, Any]:
     if not isinstance(reason, str):
         raise SpecError('the request body must be {"reason": "..."} or empty')
     return _done("deny", container().control().deny(named, caller=who.owner, reason=reason))
+
+
+def _step(verb: str, action: Action, refs: str, *, by_caller: bool = False) -> dict[str, Any]:
+    """A bounded step of the change (ControlService.step): as much as half the
+    time left holds (of API Gateway's 29 s, or of the function's where less:
+    the rest is for reads, retries under throttling and the answer), its
+    tasks summarised (wire.step_to_dict); the caller asks again with `next`."""
+    who, named = caller(), refs_of(refs)
+    after = wire.step_position(verb, query("next"))
+    wiring = container()
+    seconds = min(app.lambda_context.get_remaining_time_in_millis() / 1000, GATEWAY_SECONDS) / 2
+    step = wiring.control().step(verb, named, wiring.store, until=wiring.clock.now() + seconds, after=after,
+                                 allow=lambda jobs: authorize(who, action, jobs),
+                                 caller=who.owner if by_caller else None)
+    token = wire.step_token(verb, step.next)
+    logger.info(verb, extra={"results": dict(Counter(r.action for r in step.results)), "more": token is not None,
+                             "jobs": f"{step.results[0].job.id}..{step.results[-1].job.id}" if step.results else ""})
+    return wire.step_to_dict(step, token)
 
 
 def _done(verb: str, results) -> dict[str, Any]:

@@ -213,3 +213,28 @@ def _being_admitted(aws) -> None:
     aws.admit()                                                    # the next chunk, handed on
     aws.admit()                                                    # and the last
     assert aws.json("bob", "status", "1")["admitting"] == 0
+
+
+def test_a_cancel_or_hold_the_api_makes_in_steps_is_followed_to_its_end_and_prints_as_one(aws, monkeypatch):
+    from gqa.adapters.aws import admissions
+    from gqa.services import control
+
+    aws.json("alice", "submit", "--array", "0-10", "--", "true")
+    aws.admit()
+    code, out, err = aws("alice", "hold", "1")
+    assert code == 0 and out == "".join(f"job 1_{i} held\n" for i in range(11)) and "going on" not in err
+
+    # steps of two tasks: the API answers 11 tasks in 6 calls, each with the next's token
+    monkeypatch.setattr(admissions, "SLICE", 2)
+    monkeypatch.setattr(admissions, "CHUNK_SECONDS", 0.001)
+    monkeypatch.setattr(control, "SLICE", 2)
+    before = len(aws.gateway.seen)
+    code, out, err = aws("alice", "release", "1")
+    assert code == 0 and out == "".join(f"job 1_{i} released\n" for i in range(11))   # by index, as in one
+    asked = [s["url"] for s in aws.gateway.seen[before:]]
+    assert len(asked) == 6 and sum("next=" in u for u in asked) == 5
+    assert err.count("going on") == 5 and "gqa: release: 10 jobs so far; going on" in err
+    cancelled = aws.json("alice", "cancel", "1")
+    assert [(c["id"], c["action"], c["state"]) for c in cancelled] == [(f"1_{i}", "cancelled", "CANCELLED")
+                                                                       for i in range(11)]
+    assert aws.json("alice", "status", "1")["counts"] == {"CANCELLED": 11}

@@ -143,6 +143,26 @@ class DynamoDBJobs(DynamoDBSettings):
             raise NotFound(f"no job or array {ref}")
         return [self._whole(i) if history else it.job_record(i, history=False) for i in found]
 
+    def group_page(self, ref: str, after: str | None, limit: int) -> list[JobRecord]:
+        """One Query of the group's partition from the sort key after `after`:
+        a page costs its own jobs' reads, wherever in the group it is."""
+        if not _JOB_ID.match(ref):
+            raise NotFound(f"no job or array {ref}")
+        if "_" in ref and after is not None:
+            return []    # a task named on its own is one job, done
+        key = it.job_key(ref) if "_" in ref else {t.GROUP: ref}
+        sort = None
+        if after is not None:
+            expr = it.Expr()
+            sort = (f"{expr.n(t.ID)} > {expr.v(after)}", expr)
+        found = builtins.list(islice(self._query(self.tables.jobs, key, sort=sort, consistent=True,
+                                                 page=limit), limit))
+        if not found and after is None:
+            raise NotFound(f"no job or array {ref}")
+        for item in found:   # whole items, strongly consistent: the base of the change that follows at once
+            self._known.remember(item[t.ID], item)
+        return [it.job_record(i, history=False) for i in found]
+
     def list(self, states: Iterable[JobState] | None = None, *, team: str | None = None,
              limit: int | None = None, history: bool = False) -> list[JobRecord]:
         wanted = list(dict.fromkeys(states)) if states is not None else list(JobState)
