@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
-from .slurm_job import OwnJob, Refused, timestamp, tool_main, value
+from .slurm_job import OwnJob, Refused, read_option, timestamp, tool_main, value
 
 DEFAULT_FIELDS = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 BRIEF_FIELDS = "JobID,State,ExitCode"
@@ -94,20 +94,10 @@ def parse(args: Sequence[str]) -> dict[str, str]:
     rest = list(args)
     while rest:
         arg = rest.pop(0)
-        name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
-        if name in FLAGS and not attached:
-            if FLAGS[name]:
-                options[FLAGS[name]] = "yes"
-        elif name in VALUED:
-            if not attached and not eq:
-                if not rest:
-                    raise Refused(f"sacct: {name} needs a value")
-                attached = rest.pop(0)
-            if VALUED[name]:
-                options[VALUED[name]] = attached
-        else:
-            raise Refused(f"sacct: {arg} is not an option gqa's sacct knows inside a job "
-                          "(-j, -o, -n, -P, -p, -X, -b)")
+        if read_option("sacct", arg, rest, FLAGS, VALUED, options):
+            continue
+        raise Refused(f"sacct: {arg} is not an option gqa's sacct knows inside a job "
+                      "(-j, -o, -n, -P, -p, -X, -b)")
     return options
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 from .job_process import group_members, is_srun
-from .slurm_job import OwnJob, Refused, tool_main
+from .slurm_job import OwnJob, Refused, read_option, tool_main
 from .slurm_tools import STEP_STATUS_ENV
 
 FLAGS = {"-f": "full", "--full": "full", "-Q": "", "--quiet": "", "-v": "", "--verbose": "", "-i": "",
@@ -40,17 +40,10 @@ def parse(args: Sequence[str]) -> tuple[dict[str, str], list[str]]:
         if not arg.startswith("-"):
             ids.extend(filter(None, (i.strip() for i in arg.split(","))))
             continue
-        name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
-        if name in FLAGS and not attached:
-            if FLAGS[name]:
-                options[FLAGS[name]] = "yes"
-        elif name in VALUED:
-            if not attached and not eq:
-                if not rest:
-                    raise Refused(f"scancel: {name} needs a value")
-                attached = rest.pop(0)
-            options[VALUED[name]] = attached
-        elif name in FILTERS:
+        if read_option("scancel", arg, rest, FLAGS, VALUED, options):
+            continue
+        name = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
+        if name in FILTERS:
             raise Refused(f"scancel: {name} is not available inside a gqa job, which may cancel only "
                           "itself (scancel $SLURM_JOB_ID): use gqa cancel from a shell")
         else:

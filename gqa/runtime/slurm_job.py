@@ -110,6 +110,29 @@ class Refused(Exception):
     """What was asked cannot be done or answered inside a gqa job; the message says why, in one line."""
 
 
+def read_option(tool: str, arg: str, rest: list[str], flags: Mapping[str, str | None],
+                valued: Mapping[str, str | None], options: dict[str, str]) -> bool:
+    """One Slurm-style option of `tool` (`-x`, `-xVALUE`, `-x VALUE`, `--name`, `--name=VALUE`,
+    `--name VALUE`) into `options` (a flag as "yes"; a name mapped to None is read and dropped);
+    a value is taken from `rest`. False where `arg` is none of them."""
+    name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
+    if name in flags and not attached:
+        key = flags[name]
+        if key:
+            options[key] = "yes"
+        return True
+    if name in valued:
+        if not attached and not eq:
+            if not rest:
+                raise Refused(f"{tool}: {name} needs a value")
+            attached = rest.pop(0)
+        key = valued[name]
+        if key:
+            options[key] = attached
+        return True
+    return False
+
+
 def tool_main(run: Callable[[Sequence[str], Mapping[str, str], TextIO], int], args: Sequence[str] | None) -> None:
     """scontrol's and squeue's entry point: their answer on stdout, a refusal on stderr with exit 2."""
     try:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
-from .slurm_job import OwnJob, Refused, tool_main, duration, timestamp
+from .slurm_job import OwnJob, Refused, duration, read_option, timestamp, tool_main
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 FLAGS = {"-h": "noheader", "--noheader": "noheader", "--me": "me", "-a": "", "--all": "", "-r": "",
@@ -56,19 +56,10 @@ def parse(args: Sequence[str]) -> dict[str, str]:
     rest = list(args)
     while rest:
         arg = rest.pop(0)
-        name, eq, attached = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
-        if name in FLAGS and not attached:
-            if FLAGS[name]:
-                options[FLAGS[name]] = "yes"
-        elif name in VALUED:
-            if not attached and not eq:
-                if not rest:
-                    raise Refused(f"squeue: {name} needs a value")
-                attached = rest.pop(0)
-            options[VALUED[name]] = attached
-        else:
-            raise Refused(f"squeue: {arg} is not an option gqa's squeue knows inside a job "
-                          "(-h, -j, -o, -u, --me, -t, -n)")
+        if read_option("squeue", arg, rest, FLAGS, VALUED, options):
+            continue
+        raise Refused(f"squeue: {arg} is not an option gqa's squeue knows inside a job "
+                      "(-h, -j, -o, -u, --me, -t, -n)")
     return options
 
 
