@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gqa.adapters.local.wake import drain
 from gqa.models.errors import GqaError, QueueMismatch, StorageCorrupt
 from gqa.models.job import JobState
 from gqa.ports import Exit
@@ -101,7 +102,7 @@ class DaemonLoop:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self._stop(keep_jobs=False))
         signal.signal(signal.SIGUSR2, lambda *_: self._stop(keep_jobs=True))
-        self.selector.register(stop_r, selectors.EVENT_READ, lambda mask: _drain(stop_r))
+        self.selector.register(stop_r, selectors.EVENT_READ, lambda mask: drain(stop_r))
         self.selector.register(self.doorbell.fileno(), selectors.EVENT_READ, lambda mask: self.doorbell.drain())
         self.server.attach(self.selector)
         self.watched: set[int] = set()
@@ -255,11 +256,3 @@ class DaemonLoop:
             if extra is not None:
                 waits.append(extra)
         return max(0.0, min(waits))
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except (BlockingIOError, InterruptedError):
-        pass

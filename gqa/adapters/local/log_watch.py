@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from .inotify import Events, Inotify
 from .log_rotation import LogLimits, rotate_if_needed
+from .wake import drain
 
 log = logging.getLogger("gqa.daemon")
 
@@ -144,7 +145,7 @@ class LogWatch:
             return False
         ready = self._wait(self._timeout(self.clock()) if wait else 0.0)
         if self._bell_r in ready:
-            _drain(self._bell_r)
+            drain(self._bell_r)
         if self._inotify is not None and self._inotify.fileno() in ready:
             self._note(self._inotify.read(), self.clock())
         now = self.clock()
@@ -255,11 +256,3 @@ def _size(path: str) -> int:
         return os.stat(path, follow_symlinks=False).st_size
     except FileNotFoundError:
         return 0
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 512):
-            pass
-    except (BlockingIOError, InterruptedError):
-        pass

@@ -73,3 +73,12 @@ class Doorbell:
                 os.unlink(self.address)
             except FileNotFoundError:
                 pass
+
+
+def drain(fd: int) -> None:
+    """Read a non-blocking self-pipe empty: the wake-ups it held are all answered by one look."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass
