@@ -130,13 +130,13 @@ class Child:
         sys.stderr.flush()
         self.forward(signal.SIGTERM)
         if not self.ended.wait(grace):
-            _signal(self.process.pid, signal.SIGKILL, group=True)
+            signal_process(self.process.pid, signal.SIGKILL, group=True)
 
     def forward(self, signum: int, _frame: object = None) -> None:
         if self.process is None:
             self.pending.append(signum)     # arrived before the command started: it gets it on start
             return
-        _signal(self.process.pid, signum, group=True)
+        signal_process(self.process.pid, signum, group=True)
 
     def warn(self, warning: WarningSignal) -> None:
         if self.process is None or self.process.returncode is not None:
@@ -149,7 +149,7 @@ class Child:
                          f"{warning.before} s before the wall time ends\n")
         sys.stderr.flush()
         for pid in targets:
-            _signal(pid, warning.signum, group=False)
+            signal_process(pid, warning.signum, group=False)
 
 
 def warning_targets(shell: int, members: Sequence[int], batch_only: bool,
@@ -186,7 +186,8 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def _signal(pid: int, signum: int, *, group: bool) -> None:
+def signal_process(pid: int, signum: int, *, group: bool) -> None:
+    """Signal a process or its group; one that is gone or not ours is left alone."""
     try:
         if group:
             os.killpg(pid, signum)

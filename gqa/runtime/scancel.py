@@ -20,7 +20,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
-from .job_process import group_members, is_srun
+from .job_process import group_members, is_srun, signal_process
 from .slurm_job import OwnJob, Refused, read_option, tool_main
 from .slurm_tools import STEP_STATUS_ENV
 
@@ -118,23 +118,13 @@ def run(args: Sequence[str], env: Mapping[str, str], out: TextIO) -> int:
         # Slurm signals the steps alone unless --full; srun passes it on to its tasks
         targets = [p for p in group_members(group) if p != os.getpid() and ("full" in options or is_srun(p))]
         for pid in targets:
-            _send(pid, signum, group=False)
+            signal_process(pid, signum, group=False)
         return 0
     # scancel is in the job's group itself: it stays to exit 0, as Slurm's returns at once
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _send(group, signal.SIGCONT, group=True)
-    _send(group, signal.SIGTERM, group=True)
+    signal_process(group, signal.SIGCONT, group=True)
+    signal_process(group, signal.SIGTERM, group=True)
     return 0
-
-
-def _send(pid: int, signum: int, *, group: bool) -> None:
-    try:
-        if group:
-            os.killpg(pid, signum)
-        else:
-            os.kill(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def main(args: Sequence[str] | None = None) -> None:
