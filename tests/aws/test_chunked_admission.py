@@ -291,7 +291,7 @@ def test_a_cancel_while_a_chunk_is_written_reaches_that_chunk_too(world, small_c
 
     def cancel_first(self, *args: Any, **kwargs: Any) -> bool:
         if not cancelled:   # the user's cancel lands between the chunk's writes and its progress
-            cancelled.append(cancel_in_steps(world, array.group))
+            cancelled.append(in_steps(world, array.group))
         return advance(self, *args, **kwargs)
 
     with mock.patch.object(DynamoDBAdmissions, "advance", cancel_first):
@@ -315,11 +315,12 @@ def test_a_rejected_array_is_rejected_whole_though_the_limits_change_between_chu
     assert {j.state for j in jobs} == {S.REJECTED} and "2" in jobs[-1].reason
 
 
-def cancel_in_steps(world: Deployment, group: str) -> int:
-    """`gqa cancel GROUP` as the CLI makes it: each bounded step asked with the last's `next`; the last status."""
+def in_steps(world: Deployment, group: str, verb: str = "cancel") -> int:
+    """`gqa cancel GROUP` (or hold, release, requeue) as the CLI makes it: each bounded step asked with
+    the last's `next`; the last status."""
     token = None
     while True:
-        answer = world.api.handler(rest_event("POST", f"/jobs/{group}/cancel", arn=user_arn("alice"),
+        answer = world.api.handler(rest_event("POST", f"/jobs/{group}/{verb}", arn=user_arn("alice"),
                                               query={"next": token} if token else None), API_CONTEXT)
         token = json.loads(answer["body"]).get("next") if answer["statusCode"] == 200 else None
         if token is None:

@@ -13,7 +13,8 @@ from gqa.adapters.aws.admissions import DynamoDBAdmissions
 from gqa.models.job import JobState
 from tests.aws.api_gateway import rest_event, user_arn
 from tests.aws.fake_batch import API_CONTEXT
-from tests.aws.test_chunked_admission import Poller, admitted_once, get, small_chunks, world  # noqa: F401
+from tests.aws.test_chunked_admission import (Poller, admitted_once, in_steps, get,  # noqa: F401
+                                              small_chunks, world)
 from tests.builders import spec
 
 pytestmark = [pytest.mark.aws, pytest.mark.slow]
@@ -21,6 +22,8 @@ S = JobState
 
 
 def call(world, verb: str, group: str, body: str | None = None) -> dict[str, Any]:
+    if verb in ("hold", "release"):   # in bounded steps, as the CLI asks them
+        return {"statusCode": in_steps(world, group, verb)}
     return world.api.handler(rest_event("POST", f"/jobs/{group}/{verb}", arn=user_arn("alice"), body=body),
                              API_CONTEXT)
 
