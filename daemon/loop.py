@@ -24,10 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gqa.adapters.clock import StepWatch
 from gqa.adapters.local.wake import drain
 from gqa.models.errors import GqaError, QueueMismatch, StorageCorrupt
 from gqa.models.job import JobState
 from gqa.ports import Exit
+from gqa.services.clock_steps import follow_clock
 
 if TYPE_CHECKING:
     from gqa.adapters.local.log_watch import LogWatch
@@ -91,6 +93,7 @@ class DaemonLoop:
     log_watch: LogWatch | None = None                 # caps running jobs' logs as they write
     observers: Observers | None = None                # GPU figures and the budget watch (observers.py)
     stopping: Stopping = field(default_factory=Stopping)
+    steps: StepWatch = field(default_factory=StepWatch)   # the wall clock being set (services/clock_steps.py)
 
     def run(self, ready: Callable[[], None] | None = None) -> None:
         supervisor, executor = self.wiring.supervisor, self.wiring.executor
@@ -107,7 +110,8 @@ class DaemonLoop:
         self.server.attach(self.selector)
         self.watched: set[int] = set()
         self.exits: list[Exit] = []
-        tick, settle = Retry("scheduling"), Retry("recording exits")
+        tick, settle, follow = Retry("scheduling"), Retry("recording exits"), Retry("following the clock's step")
+        unchecked = True   # a clock set while we were down: the first turn checks the adopted attempts' starts
         next_prune = time.monotonic() + 5.0   # not in the start's way
 
         counts = supervisor.recover()
@@ -119,6 +123,15 @@ class DaemonLoop:
         try:
             while True:
                 now = time.monotonic()
+                step = self.steps.stepped()
+                if (step or unchecked) and follow.due(now):   # before a tick judges a wall time on a stepped clock
+                    try:
+                        follow_clock(self.wiring.store, executor, self.wiring.clock.now(), step)
+                        self.steps.followed(step)
+                        unchecked = False
+                        follow.succeeded()
+                    except Exception as exc:
+                        follow.failed(exc, now)
                 if self.stopping.requested:
                     if self._shutting_down():
                         break

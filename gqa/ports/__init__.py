@@ -4,7 +4,8 @@ concern: the job store (store.py), where attempts run (compute.py), the AWS
 intake (intake.py), alerts, logs and records (observe.py), triggers
 (triggers.py); every name is importable from here."""
 
-from .compute import AttemptStatus, Clock, Compute, Exit, FoundLaunch, LaunchLookup, Launched, Random, Waker
+from .compute import (AttemptClock, AttemptStatus, Clock, Compute, Exit, FoundLaunch, LaunchLookup, Launched, Random,
+                      Waker)
 from .intake import AdmissionProgress, Admissions, Intake, Submission
 from .observe import (AttemptLog, BudgetRecords, Checkpoints, GpuUtilization, JobLogs, LiveSpend, LogChunk, Metrics,
                       Notifier)
@@ -14,7 +15,8 @@ from .store import (BETWEEN_ATTEMPTS, HISTORY_STATES, WAITING_STATES, Change, Gr
 from .triggers import BurstTimer, Manifests, TriggerCode, TriggerStore
 
 __all__ = [
-    "AdmissionProgress", "Admissions", "AttemptLog", "AttemptStatus", "BETWEEN_ATTEMPTS", "BudgetRecords",
+    "AdmissionProgress", "Admissions", "AttemptClock", "AttemptLog", "AttemptStatus", "BETWEEN_ATTEMPTS",
+    "BudgetRecords",
     "BurstTimer", "Change", "Checkpoints", "Clock", "Compute", "Exit", "FoundLaunch", "GpuUtilization", "GroupPages",
     "HISTORY_STATES", "HistoryQuery", "HistoryReads", "Intake", "Inventory", "JobEvent", "JobLogs", "JobRecords",
     "JobsAndSettings", "JobStore",

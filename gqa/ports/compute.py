@@ -138,3 +138,16 @@ class AttemptStatus(Protocol):
         the backend would send about it now, or None when the backend no longer
         knows it; a job it could not be asked about is left out. Raises
         BackendUnavailable when the backend cannot be asked."""
+
+
+# -- a wall clock that steps ------------------------------------------------------------
+
+class AttemptClock(Protocol):
+    """When running attempts began, read on a clock that setting the wall clock
+    does not move (the machine's boot clock), so that a wall clock stepped by
+    NTP or by hand neither stops an attempt early nor charges it the step."""
+
+    def began(self, jobs: Iterable[JobRecord], now: float) -> dict[str, float]:
+        """By job id: when each job's recorded attempt started, on the wall clock
+        that reads `now` at this moment; a job whose attempt is no longer running
+        (or cannot be told) is left out."""

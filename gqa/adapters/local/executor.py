@@ -38,6 +38,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,7 @@ from ...models.signals import WarningSignal, warning_signal
 from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Exit, Inventory, Launched
 from ...runtime.slurm_tools import STEP_STATUS_ENV, first_failed_step
+from ..clock import boot_clock
 from .cpu_pinning import choose_cores, pin, pinned_cores, usable_cores
 from .job_streams import Streams, open_streams, streams_of
 from .paths import StatePaths
@@ -76,7 +78,7 @@ class _Attempt:
     abandoned: bool = False          # never released: its end is no attempt's end
     log: str | None = None
     cores: frozenset[int] = field(default_factory=frozenset)   # pinned to these; none: not pinned
-    warning: WarningSignal | None = None   # Slurm's --signal, sent once at warn_at (epoch seconds)
+    warning: WarningSignal | None = None   # Slurm's --signal, sent once at warn_at (on time.monotonic)
     warn_at: float | None = None
     draining: bool = False           # stopped, its wrapper gone, its group still in its grace: not reported yet
 
@@ -195,7 +197,7 @@ class LocalExecutor:
         running = self._watch(job.id, attempt, proc.pid, child=True)
         running.gate, running.log, running.cores = gate_w, str(self.paths.log_for(job.id)), cores
         running.token = process_token(proc.pid) or ""
-        self._schedule_warning(running, job, time.time())
+        self._schedule_warning(running, job, time.time())   # started now, on the daemon's clock
         if cell is not None and self.as_owner:
             try:
                 self.containment.place(cell, proc.pid)
@@ -310,8 +312,22 @@ class LocalExecutor:
                 running.cores = pinned_cores(job.pid, self._usable)
             if job.started_at is not None and not (_files_of(self.paths.exit_for(job.id, job.attempts)) /
                                                    WARNED).exists():
-                self._schedule_warning(running, job, job.started_at)
+                # where the boot clock puts its start: the recorded one may predate a step of the wall clock
+                now = time.time()
+                self._schedule_warning(running, job, self.began([job], now).get(job.id, job.started_at), now)
         return self._by_job[job.id]
+
+    def began(self, jobs: Iterable[JobRecord], now: float) -> dict[str, float]:
+        """AttemptClock: an attempt began when its wrapper did, a start the kernel
+        keeps on the boot clock (the process's token, in clock ticks since boot)."""
+        ticks, since_boot = os.sysconf("SC_CLK_TCK"), boot_clock()
+        out = {}
+        for job in jobs:
+            if job.pid is None or not job.proc_token or not job.proc_token.isdigit():
+                continue
+            if process_token(job.pid) == job.proc_token:   # still that process: its start is this boot's
+                out[job.id] = now - (since_boot - int(job.proc_token) / ticks)
+        return out
 
     def fds(self) -> list[int]:
         return list(self._by_fd)
@@ -378,7 +394,7 @@ class LocalExecutor:
 
     def kill_overdue(self) -> None:
         """Kill what outlived its grace, and send the warning signals that are due."""
-        self._warn_due(time.time())
+        self._warn_due(time.monotonic())
         now = time.monotonic()
         for running in self._by_job.values():
             if running.kill_at is not None and now >= running.kill_at:
@@ -394,7 +410,7 @@ class LocalExecutor:
         """Seconds until the next forced kill or warning signal, if any."""
         pending = [r.kill_at - time.monotonic() for r in self._by_job.values()
                    if r.kill_at is not None and r.kill_at != float("inf")]
-        pending += [r.warn_at - time.time() for r in self._by_job.values() if r.warn_at is not None]
+        pending += [r.warn_at - time.monotonic() for r in self._by_job.values() if r.warn_at is not None]
         pending += [DRAIN_POLL for r in self._by_job.values() if r.draining]   # a group's end wakes nothing
         return max(0.0, min(pending)) if pending else None
 
@@ -426,13 +442,16 @@ class LocalExecutor:
                                                      installer=self._slurm_installer)
         return self._slurm_bin
 
-    def _schedule_warning(self, running: _Attempt, job: JobRecord, started_at: float) -> None:
-        """Slurm's --signal: `before` seconds before the wall time ends (at once when that is sooner)."""
+    def _schedule_warning(self, running: _Attempt, job: JobRecord, started_at: float,
+                          now: float | None = None) -> None:
+        """Slurm's --signal: `before` seconds before the wall time ends (at once when that is sooner).
+        Kept on the monotonic clock, which a step of the wall clock (`now`'s) does not move."""
         text, limit = job.spec.limits.signal, job.attempt_wall_time   # a --time-min attempt: the granted one
         if text is None or not limit:
             return
         running.warning = warning_signal(text)
-        running.warn_at = max(started_at, started_at + limit - running.warning.before)
+        due = max(started_at, started_at + limit - running.warning.before)
+        running.warn_at = time.monotonic() + (due - (time.time() if now is None else now))
 
     def _warn_due(self, now: float) -> None:
         for running in self._by_job.values():
