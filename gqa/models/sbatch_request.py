@@ -109,8 +109,10 @@ def settle(request: Request) -> None:
     memory = value("mem")
     if value("mem_per_cpu") is not None:
         memory = value("mem_per_cpu") * (cpus or tasks or 1)
+        resources["memory_option"] = "--mem-per-cpu"   # names SLURM_MEM_PER_CPU, as Slurm sets it
     elif value("mem_per_gpu") is not None:
         memory = value("mem_per_gpu") * (1 if gpus is None else max(gpus, 1))
+        resources["memory_option"] = "--mem-per-gpu"
     if memory is not None:
         resources["memory"] = f"{memory}B"
     request.put({"resources": resources} if resources else {})

@@ -23,7 +23,6 @@ expanded (`array_env`), so no task needs the array's text again."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -65,13 +64,14 @@ def cpus_per_task(job: JobRecord) -> int | None:
 
 def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = None, host: str | None = None,
               started_at: float | None = None, cpus_on_node: int | None = None, cluster: str = "gqa",
-              partition: str | None = None) -> dict[str, str]:
+              partition: str | None = None, uid: int | None = None, gid: int | None = None) -> dict[str, str]:
     """The SLURM_* variables of one attempt, and OMP/MKL thread counts.
     `devices`: the GPU indices the attempt sees (None: the backend exposes
     them itself, only their count is known); `host`: the machine's name
     (None: host-dependent values are left out); `started_at`: the attempt's
     start (epoch seconds); `cpus_on_node`: the CPUs the attempt may use
-    (default: those it asked for)."""
+    (default: those it asked for); `uid` and `gid`: the user and group ids
+    the attempt runs as (None: left out, for the machine to fill in)."""
     spec = job.spec
     resources = spec.resources
     job_id = str(slurm_job_id(job))
@@ -114,8 +114,11 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
         env["SLURM_GPUS"] = str(job.gpus)
     elif resources.gpus_option == "--gpus-per-node":
         env["SLURM_GPUS_PER_NODE"] = str(job.gpus)
-    if job.memory:
-        env["SLURM_MEM_PER_NODE"] = str(math.ceil(job.memory / MiB))
+    env.update(memory_env(job))
+    if uid is not None:
+        env["SLURM_JOB_UID"] = str(uid)
+    if gid is not None:
+        env["SLURM_JOB_GID"] = str(gid)
     if devices is not None and devices:
         env["SLURM_JOB_GPUS"] = ",".join(str(d) for d in devices)
     if host is not None:   # the submit directory too: on AWS the container has its own
@@ -129,6 +132,21 @@ def slurm_env(job: JobRecord, attempt: int, *, devices: Sequence[int] | None = N
         if limit:
             env["SLURM_JOB_END_TIME"] = str(int(started_at + limit))
     return env
+
+
+def memory_env(job: JobRecord) -> dict[str, str]:
+    """The job's memory in MiB, in the one variable its sbatch option names, as Slurm sets
+    them: SLURM_MEM_PER_CPU for --mem-per-cpu (the memory over the CPUs it was multiplied
+    by: those asked for, else one per task), SLURM_MEM_PER_GPU for --mem-per-gpu, and
+    SLURM_MEM_PER_NODE for --mem or a spec's own `resources.memory`; none without memory."""
+    if not job.memory:
+        return {}
+    resources = job.spec.resources
+    if resources.memory_option == "--mem-per-cpu":
+        return {"SLURM_MEM_PER_CPU": _mib(job.memory, job.cpus or resources.tasks or 1)}
+    if resources.memory_option == "--mem-per-gpu":
+        return {"SLURM_MEM_PER_GPU": _mib(job.memory, max(job.gpus, 1))}
+    return {"SLURM_MEM_PER_NODE": _mib(job.memory, 1)}
 
 
 def attempt_env(base: Mapping[str, str], slurm: Mapping[str, str], job_env: Mapping[str, str]) -> dict[str, str]:
@@ -175,6 +193,11 @@ def job_pattern(pattern: str, job: JobRecord, host: str) -> str:
     return expand_pattern(pattern, job_id=slurm_job_id(job), name=job.name, user=job.owner, host=host,
                           array_job_id=int(group_of(job.id)) if in_array else None,
                           array_task=job.array_index)
+
+
+def _mib(memory: int, shares: int) -> str:
+    """One share of `memory` bytes, in whole MiB rounded up (Slurm's unit), exact in integers."""
+    return str(-(-memory // (MiB * shares)))
 
 
 def _qos(tier: int) -> str:

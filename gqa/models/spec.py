@@ -107,6 +107,9 @@ class Resources(_Strict):
     exclusive: bool = Field(False, description="nothing else runs on the machine while it runs")
     gpus_option: Literal["--gpus", "--gpus-per-node"] | None = Field(
         None, description="the sbatch option that asked for the GPUs: it names the SLURM_GPUS* variable set")
+    memory_option: Literal["--mem-per-cpu", "--mem-per-gpu"] | None = Field(
+        None, description="the sbatch option that asked for the memory per CPU or per GPU: it names the "
+                          "SLURM_MEM_PER_* variable set (SLURM_MEM_PER_NODE without one)")
 
     @model_validator(mode="after")
     def _tasks_fit(self) -> "Resources":

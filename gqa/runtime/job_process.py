@@ -2,9 +2,10 @@
 what Slurm's node daemon does around a batch script:
 
 - srun, scontrol and squeue come first on the command's PATH
-  (slurm_tools.py), and the host-dependent SLURM_* variables the job's
+  (slurm_tools.py), in a login shell's too (`#!/bin/bash -l`: the BASH_ENV
+  of login_shell.py), and the host-dependent SLURM_* variables the job's
   Batch environment could not know are filled in (the node's name; when
-  the job started);
+  the job started; the user and group ids it runs as);
 - SIGTERM (Batch's stop, before its SIGKILL), SIGINT, SIGHUP, SIGUSR1 and
   SIGUSR2 are passed to the command's process group, as Slurm signals
   every process of a job it stops;
@@ -40,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
+from .login_shell import with_bash_env, write_bash_env
 from .slurm_tools import STEP_STATUS_ENV, first_failed_step, install
 from .spot_notice import NOTICE_SECONDS, Notice, SpotWatch, hold_for_reclaim, spot_watch
 
@@ -94,6 +96,13 @@ def fill_host_variables(env: MutableMapping[str, str], host: str, now: float, he
         env[WALL_END_ENV] = str(int(env["SLURM_JOB_START_TIME"]) + int(seconds))
     if not env.get("SLURM_JOB_END_TIME", "").strip() and env.get(WALL_END_ENV, "").strip():
         env["SLURM_JOB_END_TIME"] = env[WALL_END_ENV].strip()
+
+
+def fill_user_variables(env: MutableMapping[str, str], uid: int, gid: int) -> None:
+    """SLURM_JOB_UID and SLURM_JOB_GID: the ids the container runs the job as, where nothing set them."""
+    for name, value in (("SLURM_JOB_UID", uid), ("SLURM_JOB_GID", gid)):
+        if not env.get(name, "").strip():
+            env[name] = str(value)
 
 
 def warning_delay(env: Mapping[str, str], now: float) -> tuple[WarningSignal, float] | None:
@@ -263,8 +272,10 @@ def run_job(argv: Sequence[str], env: Mapping[str, str] | None = None, *, where:
         install(tools)
         status = os.path.join(tools, "steps")
         env["PATH"] = tools + (os.pathsep + env["PATH"] if env.get("PATH") else "")
+        with_bash_env(env, write_bash_env(tools))   # a login shell's profile may set PATH anew
         env[STEP_STATUS_ENV] = status
         fill_host_variables(env, socket.gethostname(), time.time(), os.getcwd())
+        fill_user_variables(env, os.getuid(), os.getgid())
         sys.stdout.flush()
         sys.stderr.flush()
         code, notice = run(argv, env, where=where, watch=spot_watch(env))

@@ -366,8 +366,10 @@ def test_the_readme_shows_each_short_letter():
     ("#SBATCH -c 2", {"tasks": 4}, {"cpus": 8, "tasks": 4, "gpus": 0}),
     ("#SBATCH -n 8 --ntasks-per-node=8 -c 1", {"tasks": 2}, {"cpus": 2, "tasks": 2, "gpus": 0}),
     ("#SBATCH --gres=gpu:a100:1 --mem-per-gpu=10G", {"gpus": 4}, {"gpus": 4, "gpu_type": "a100",
-                                                                   "memory": f"{40 * GiB}B"}),
-    ("#SBATCH -c 2 --mem-per-cpu=1G", {"cpus": 3}, {"cpus": 3, "memory": f"{3 * GiB}B", "gpus": 0}),
+                                                                   "memory": f"{40 * GiB}B",
+                                                                   "memory_option": "--mem-per-gpu"}),
+    ("#SBATCH -c 2 --mem-per-cpu=1G", {"cpus": 3}, {"cpus": 3, "memory": f"{3 * GiB}B", "gpus": 0,
+                                                    "memory_option": "--mem-per-cpu"}),
     ("#SBATCH -c 2 --mem-per-cpu=1G", {"memory": "5Gi"}, {"cpus": 2, "gpus": 0}),   # the flag's is merged after
     ("#SBATCH --time=30", {"gpus": 2}, {"gpus": 2}),
 ])

@@ -47,7 +47,7 @@ BAD_YAML = [
      "unknown field 'limits.walltime'; did you mean 'wall_time'?", 3),
     ("unknown field, nothing close", "command: [a]\nresources:\n  zzzz: 1\n",
      "unknown field 'resources.zzzz'; valid fields: cpus, exclusive, gpu_type, gpus, gpus_option, gpus_per_task, "
-     "memory, tasks", 3),
+     "memory, memory_option, tasks", 3),
     ("negative GPUs", "command: [a]\nresources:\n  gpus: -2\n",
      "resources.gpus: Input should be greater than or equal to 0", 3),
     ("GPUs not a number", "command: [a]\nresources:\n  gpus: two\n",

@@ -48,6 +48,7 @@ from ...models.outcome import ExitKind
 from ...models.signals import WarningSignal, warning_signal
 from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Exit, Inventory, Launched
+from ...runtime.login_shell import with_bash_env
 from ...runtime.slurm_tools import STEP_STATUS_ENV, first_failed_step
 from ..clock import boot_clock
 from .cpu_pinning import choose_cores, pin, pinned_cores, usable_cores
@@ -55,7 +56,7 @@ from .job_streams import Streams, open_streams, streams_of
 from .paths import StatePaths
 from .processes import (NEVER_RAN, STATUS_ROOM, WRAPPER, WRAPPER_STREAMS, group_members, process_token, read_exit,
                         signal_group, signal_group_of, warn)
-from .slurm_commands import Installer, install_slurm_commands
+from .slurm_commands import Installer, bash_env_of, install_slurm_commands
 from .storage_errors import translate
 
 _log = logging.getLogger("gqa.executor")   # `log` is an attempt's log descriptor below
@@ -210,13 +211,17 @@ class LocalExecutor:
     def _environment(self, job: JobRecord, gpus: tuple[int, ...], attempt: int, checkpoint_dir, cell,
                      cores: frozenset[int]) -> dict:
         base = job.submit_env if job.submit_env is not None else self.base_env
+        account = self._account(job)   # who the job runs as: the daemon's user unless it runs jobs as their owners
         slurm = slurm_env(job, attempt, devices=gpus, host=self.host, started_at=time.time(),
-                          cpus_on_node=len(cores) or len(self._usable))
+                          cpus_on_node=len(cores) or len(self._usable),
+                          uid=os.getuid() if account is None else account.uid,
+                          gid=os.getgid() if account is None else account.gid)
         env = attempt_env(base, slurm, job.spec.env)
         env.update(job.extra_env)
         commands = self._slurm_commands()
         if commands is not None:
             env["PATH"] = f"{commands}{os.pathsep}{env.get('PATH') or os.defpath}"
+            with_bash_env(env, bash_env_of(commands))   # a login shell's profile may set PATH anew
         env.update({
             STEP_STATUS_ENV: str(_files_of(self.paths.exit_for(job.id, attempt)) / STEPS),
             "CUDA_VISIBLE_DEVICES": _gpus(gpus),
