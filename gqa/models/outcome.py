@@ -11,7 +11,12 @@ to run again by an interruption that cut a run short: `NOT_REQUEUED` lists
 them, and each ends the job FAILED with its reason and "; --no-requeue", as
 Slurm does. What a person asked for still requeues it (`gqa requeue`, a
 team's budget stop); a capacity failure, where nothing ran, is still
-retried; a timeout follows limits.on_timeout."""
+retried; a timeout follows limits.on_timeout.
+
+A job may end itself as Slurm's tools do from inside (SELF_REQUEUE,
+SELF_CANCEL): a requeue is an interruption like `gqa requeue`'s, a cancel
+ends it CANCELLED. What gqa itself was carrying out (a user's cancel, a
+limit) still wins."""
 
 import signal as _signal
 from dataclasses import dataclass
@@ -37,6 +42,9 @@ class ExitKind(StrEnum):
     TIMEOUT = "timeout"      # the backend's own attempt time limit was hit (Batch's attemptDurationSeconds)
     LOST = "lost"            # the backend no longer knows the attempt: how and when it ended is unknown
     STEP = "step"            # the script ended 0 but an srun step failed: the step's code decides, `detail` says which
+    # the job asked from inside (a local attempt's request file): whatever its code, it ends as asked
+    SELF_REQUEUE = "self_requeue"   # `scontrol requeue $SLURM_JOB_ID`: back to the queue, as a requeue
+    SELF_CANCEL = "self_cancel"     # `scancel $SLURM_JOB_ID`: CANCELLED, never to run again
 
 
 # the interruptions --no-requeue turns into a failure, and what each says
@@ -46,6 +54,8 @@ NOT_REQUEUED: dict[str, str] = {
     ExitKind.RECLAIMED: "its instance was reclaimed",
     ExitKind.LOST: "the compute backend lost track of it",
     VANISHED: "its process was lost while the queue daemon was down",
+    # scontrol refuses it for such a job; a request file written by other means is not obeyed
+    ExitKind.SELF_REQUEUE: "it asked to be requeued (scontrol requeue)",
 }
 
 
@@ -129,6 +139,12 @@ def _as_it_ended(job: JobRecord, code: int | None, sig: int | None, now: float, 
     if kind == ExitKind.TIMEOUT:
         deadline = attempt_deadline(job)
         return _limit_reached(job, deadline[1] if deadline else TIMEOUT, base, interrupted)
+    if kind == ExitKind.SELF_CANCEL:
+        return Outcome(JobState.CANCELLED, f"cancelled itself ({detail or 'scancel'})", base)
+    if kind == ExitKind.SELF_REQUEUE:   # an exit 0 before its stop arrived still requeues, as under Slurm
+        return _not_requeued(job, kind, base) or Outcome(
+            JobState.RETRY_WAIT, f"requeued itself ({detail or 'scontrol requeue'}); resumes from its last "
+            "checkpoint", interrupted)
     if code is None and sig is None:
         if detail:   # the backend says why, just not with a code: the job's own failure
             return _error(job, f"ended without an exit code ({detail})", base, now, draw)

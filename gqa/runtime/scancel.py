@@ -1,25 +1,30 @@
 """`scancel` inside a gqa job, for its own job: `scancel $SLURM_JOB_ID`.
 
 A job has no way to ask the queue to change it (it carries no rights over
-jobs), so cancelling itself is done as Slurm's node daemon does it: SIGCONT
-and SIGTERM to every process of the job (the batch shell, its srun steps,
-which pass it to their tasks). The job then ends with the code SIGTERM
-leaves (143), which gqa records as a failure, not as CANCELLED: `gqa cancel`
-from a shell is the cancel that keeps the job from running again.
+jobs), so cancelling itself is done as Slurm's node daemon does it: the
+request is left in the attempt's own files (`job_files.ask`), then SIGCONT
+and SIGTERM go to every process of the job (the batch shell, its srun steps,
+which pass it to their tasks). The local queue reads the request when the
+attempt ends and records the job CANCELLED ("cancelled itself"): it does
+not run again. On AWS Batch nothing but the exit code reaches the queue, so
+there the job ends with the code SIGTERM leaves (143), a failure: `gqa
+cancel` from a shell is the cancel that keeps it from running again.
 
     scancel [-s/--signal SIG [-f/--full]] [-Q] [-v] ID
 
 With -s the signal goes to the job's srun steps only, as in Slurm (the
-batch shell too with -f). Other jobs, and -u/-n/-t filters, exit 2 naming
-`gqa cancel`."""
+batch shell too with -f), and nothing is cancelled. Other jobs, and
+-u/-n/-t filters, exit 2 naming `gqa cancel`."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from . import job_files
 from .job_process import group_members, is_srun, signal_process
 from .slurm_job import OwnJob, Refused, read_option, tool_main
 from .slurm_tools import STEP_STATUS_ENV
@@ -79,14 +84,15 @@ def _carries(pid: int, name: str, text: str) -> bool:
         return False
 
 
-def job_group(env: Mapping[str, str], pid: int | None = None) -> int:
+def job_group(env: Mapping[str, str], pid: int | None = None, *, tool: str = "scancel",
+              instead: str = "gqa cancel") -> int:
     """The process group of the whole job: that of the outermost process above this one that was
     started with this attempt's own $GQA_STEP_STATUS (the local wrapper, or on AWS the job's
     command), so nothing outside the job is signalled, whatever group a task made for itself."""
     status = env.get(STEP_STATUS_ENV, "")
     if not status:
-        raise Refused("scancel: this is not a gqa job's process ($GQA_STEP_STATUS is not set): "
-                      "use gqa cancel from a shell")
+        raise Refused(f"{tool}: this is not a gqa job's process ($GQA_STEP_STATUS is not set): "
+                      f"use {instead} from a shell")
     group = None
     pid = os.getpid() if pid is None else pid
     seen = set()
@@ -99,7 +105,7 @@ def job_group(env: Mapping[str, str], pid: int | None = None) -> int:
             group = found[1]
         pid = found[0]
     if group is None:
-        raise Refused("scancel: the job's processes cannot be found: use gqa cancel from a shell")
+        raise Refused(f"{tool}: the job's processes cannot be found: use {instead} from a shell")
     return group
 
 
@@ -120,11 +126,33 @@ def run(args: Sequence[str], env: Mapping[str, str], out: TextIO) -> int:
         for pid in targets:
             signal_process(pid, signum, group=False)
         return 0
-    # scancel is in the job's group itself: it stays to exit 0, as Slurm's returns at once
+    if not ask_queue(env, job_files.CANCEL, "scancel"):
+        return 1
+    stop(group)
+    return 0
+
+
+def ask_queue(env: Mapping[str, str], word: str, tool: str) -> bool:
+    """Leave the job's request for the local queue, where there is one to read it; False
+    (and why, on stderr) where it cannot be left: then the job is not stopped either."""
+    folder = job_files.directory(env)
+    if folder is None:
+        return True
+    try:
+        job_files.ask(folder, word)
+    except OSError as exc:
+        sys.stderr.write(f"{tool}: cannot leave the request for the queue in {folder}: "
+                         f"{exc.strerror or exc}; the job goes on\n")
+        return False
+    return True
+
+
+def stop(group: int) -> None:
+    """SIGCONT and SIGTERM to the job's whole process group, as Slurm's node daemon stops a job."""
+    # the tool is in the job's group itself: it stays to exit 0, as Slurm's returns at once
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal_process(group, signal.SIGCONT, group=True)
     signal_process(group, signal.SIGTERM, group=True)
-    return 0
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -69,6 +69,13 @@ class OwnJob:
     account: str
     array_job: str
     array_task: str
+    cpus: int | None = None      # the CPUs the attempt may use on its node
+    restarts: int = 0            # how many times it was requeued or retried
+
+    @property
+    def slurm_cpus(self) -> int:
+        """The job's CPUs as Slurm counts them (NumCPUs): at least one a task."""
+        return self.cpus or self.tasks * (self.cpus_per_task or 1)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OwnJob:
@@ -87,6 +94,8 @@ class OwnJob:
             account=value(env, "SLURM_JOB_ACCOUNT"),
             array_job=value(env, "SLURM_ARRAY_JOB_ID"),
             array_task=value(env, "SLURM_ARRAY_TASK_ID"),
+            cpus=number(env, "SLURM_CPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE"),
+            restarts=number(env, "SLURM_RESTART_COUNT") or 0,
         )
 
     def time_left(self, now: float) -> int | None:

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from gqa.runtime import scontrol, slurm_tools, squeue, srun, srun_options
+from gqa.runtime import job_files, scontrol, slurm_tools, squeue, srun, srun_options
 from gqa.runtime.hostlist import HostListError, compress, expand
 from gqa.runtime.srun_options import SrunError
 
@@ -175,7 +175,11 @@ def test_scontrol_shows_hostnames_hostlists_and_this_job():
 
 
 @pytest.mark.parametrize("args, why", [
-    (["requeue", "41"], "scontrol: requeue is not available inside a gqa job: use gqa requeue from a shell"),
+    (["requeue", "7"], "scontrol: requeue 7: a gqa job may requeue only itself (job 41): use gqa requeue 7 from a "
+                       "shell"),
+    (["requeue"], "scontrol: requeue needs a job id"),
+    (["requeue", "41"], "scontrol: this is not a gqa job's process ($GQA_STEP_STATUS is not set): use gqa requeue 41"),
+    (["requeuehold", "41"], "scontrol: requeuehold is not available inside a gqa job: use gqa requeue from a shell"),
     (["update", "JobId=41", "TimeLimit=5"], "use gqa update from a shell"),
     (["show", "job", "7"], "show job 7: a gqa job sees only itself (job 41): use gqa status 7 from a shell"),
     (["show", "partition"], "show partition is not something gqa's scontrol does"),
@@ -270,3 +274,35 @@ def test_step_numbers_count_up_per_job_even_when_steps_start_at_once(tmp_path):
         t.join()
     assert sorted(got) == list(range(20))
     assert slurm_tools.next_step_id({}) == 0
+
+
+def test_scontrol_show_job_gives_the_files_cpus_and_requeue_slurm_gives(tmp_path):
+    facts = os.open(tmp_path / "job", os.O_WRONLY | os.O_CREAT, 0o600)
+    job_files.write_facts(facts, {"Command": "/w/train.sh", "WorkDir": "/w/run", "StdOut": "/w/slurm-41.out",
+                                  "StdErr": "/w/slurm-41.err", "StdIn": "/dev/null", "Requeue": "0"})
+    os.close(facts)
+    env = {**OWN, "SLURM_CPUS_ON_NODE": "8", "SLURM_RESTART_COUNT": "2",
+           slurm_tools.STEP_STATUS_ENV: str(tmp_path / "steps")}
+    fields = dict(f.split("=", 1) for f in answer(scontrol, ["-o", "show", "job", "41"], env).split())
+    assert {k: fields[k] for k in ("Command", "WorkDir", "StdOut", "StdErr", "StdIn", "NumCPUs", "Requeue",
+                                   "Restarts")} == {
+        "Command": "/w/train.sh", "WorkDir": "/w/run", "StdOut": "/w/slurm-41.out", "StdErr": "/w/slurm-41.err",
+        "StdIn": "/dev/null", "NumCPUs": "8", "Requeue": "0", "Restarts": "2"}
+    lines = answer(scontrol, ["show", "job"], env).splitlines()
+    assert [line.split("=")[0].strip() for line in lines[-6:-1]] == ["Command", "WorkDir", "StdErr", "StdIn",
+                                                                      "StdOut"]   # Slurm's order
+    plain = dict(f.split("=", 1) for f in answer(scontrol, ["-o", "show", "job"]).split())   # no facts: AWS
+    assert (plain["NumCPUs"], plain["WorkDir"], plain["Requeue"], "StdOut" in plain) == ("8", "/w", "1", False)
+
+
+def test_scontrol_requeue_is_refused_for_a_no_requeue_job_with_slurms_words_and_on_aws(tmp_path, capsys):
+    facts = os.open(tmp_path / "job", os.O_WRONLY | os.O_CREAT, 0o600)
+    job_files.write_facts(facts, {"Requeue": "0"})
+    os.close(facts)
+    env = {**OWN, slurm_tools.STEP_STATUS_ENV: str(tmp_path / "steps")}
+    assert scontrol.run(["requeue", "JobId=41"], env, io.StringIO()) == 1
+    assert capsys.readouterr().err == "Requested operation is presently disabled for job 41\n"
+    assert not (tmp_path / job_files.REQUEST).exists()
+    with pytest.raises(scontrol.Refused, match="not available inside a gqa job on AWS Batch, where a job tells "
+                                               "the queue nothing but its exit code: use gqa requeue 41"):
+        scontrol.run(["requeue", "41"], {**env, "AWS_BATCH_JOB_ID": "b-1"}, io.StringIO())

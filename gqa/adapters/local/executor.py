@@ -48,6 +48,7 @@ from ...models.outcome import ExitKind
 from ...models.signals import WarningSignal, warning_signal
 from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Exit, Inventory, Launched
+from ...runtime import job_files
 from ...runtime.login_shell import with_bash_env
 from ...runtime.slurm_tools import STEP_STATUS_ENV, first_failed_step
 from ..clock import boot_clock
@@ -141,6 +142,7 @@ class LocalExecutor:
                 os.close(reserve)
             # the attempt's own directory, the job's user's: srun records failed steps there
             files = self._private_dir(_files_of(exit_file), account)
+            self._note_facts(files, job, workdir, streams, account)
             if spec.script is not None:   # the script as submitted, run as Slurm runs its spool's copy
                 argv = spec.argv(script=self._keep_script(files / SCRIPT, spec.script.text, account))
             for name, path in ((OUT, streams.output), (ERR, streams.error)):
@@ -282,9 +284,12 @@ class LocalExecutor:
         return read_exit(self.paths.exit_for(job.id, job.attempts))[0] is not None
 
     def reap(self, job: JobRecord) -> Exit | None:
-        code, ended_at = read_exit(self.paths.exit_for(job.id, job.attempts))
+        exit_file = self.paths.exit_for(job.id, job.attempts)
+        code, ended_at = read_exit(exit_file)
         if code is None:
-            return None
+            # no status, yet it asked to be requeued or cancelled: it ended as it asked
+            asked = _own_request(exit_file)
+            return None if asked is None else Exit(job.id, job.attempts, None, None, *asked)
         return self._exit(job.id, job.attempts, code, None, ended_at)
 
     def cleanup(self, job: JobRecord) -> None:
@@ -424,11 +429,15 @@ class LocalExecutor:
 
     # -- the parts ------------------------------------------------------------------------
     def _exit(self, job_id: str, attempt: int, code: int | None, sig: int | None, ended_at: float | None) -> Exit:
+        exit_file = self.paths.exit_for(job_id, attempt)
+        asked = _own_request(exit_file)
+        if asked is not None:   # its code is the stop it asked for (or an exit 0 before the stop came)
+            return Exit(job_id, attempt, code, sig, *asked, ended_at=ended_at)
         if self.containment is not None and (sig == signal.SIGKILL or code == 128 + signal.SIGKILL):
             if self.containment.oom_killed(self.containment.cell(job_id, attempt)):
                 return Exit(job_id, attempt, code, sig, ExitKind.OOM, "the kernel's out-of-memory killer",
                             ended_at=ended_at)
-        detail = _failed_step(self.paths.exit_for(job_id, attempt)) if code else ""
+        detail = _failed_step(exit_file) if code else ""
         return Exit(job_id, attempt, code, sig, ExitKind.STEP if detail else ExitKind.APP, detail, ended_at=ended_at)
 
     def _cores_for(self, job: JobRecord) -> tuple[frozenset[int], str]:
@@ -531,6 +540,21 @@ class LocalExecutor:
             if not append:
                 os.ftruncate(fh.fileno(), 0)
             return os.dup(fh.fileno())
+
+    def _note_facts(self, files: Path, job: JobRecord, workdir: str, streams: Streams, account) -> None:
+        """What `scontrol show job` tells of the attempt that its environment does not, as
+        Slurm tells it: absolute paths, the patterns expanded, stderr with stdout when not
+        apart, gqa's log where the job names no --output (its stdout goes there)."""
+        spec = job.spec
+        stdout = streams.output or str(self.paths.log_for(job.id))
+        values = {"Command": spec.script.path if spec.script is not None else shlex.join(spec.argv()),
+                  "WorkDir": os.path.abspath(workdir), "StdOut": stdout, "StdErr": streams.error or stdout,
+                  "StdIn": streams.input or "/dev/null", "Requeue": "1" if spec.requeue else "0"}
+        fd = self._open_private(files / job_files.FACTS, account, append=False)
+        try:
+            job_files.write_facts(fd, values)
+        finally:
+            os.close(fd)
 
     @classmethod
     def _keep_script(cls, path: Path, text: str, account) -> str:
@@ -635,6 +659,17 @@ def _failed_step(exit_file: Path) -> str:
     number, _, command = (step or "step").partition(": ")
     return f"srun {number} ({command}) failed with exit code {code}" if command else \
         f"srun {number} failed with exit code {code}"
+
+
+# what a job may ask of the queue from inside, as the exit kind and the words its reason gives
+OWN_REQUESTS = {job_files.REQUEUE: (ExitKind.SELF_REQUEUE, "scontrol requeue $SLURM_JOB_ID"),
+                job_files.CANCEL: (ExitKind.SELF_CANCEL, "scancel $SLURM_JOB_ID")}
+
+
+def _own_request(exit_file: Path) -> tuple[ExitKind, str] | None:
+    """What the attempt asked of the queue from inside (job_files.ask), or None."""
+    word = job_files.asked(_files_of(exit_file))
+    return None if word is None else OWN_REQUESTS[word]
 
 
 def latest_checkpoint(directory) -> str:
