@@ -8,7 +8,11 @@ Protocol: one request per connection on GQA_HOME/cli.sock. The client sends
 one JSON line {"v": 1, "method", "path", "query", "body"} and reads one JSON
 line {"status", "body"}. A daemon at capacity answers 503 {"error": "busy",
 "retry_after": seconds} before reading anything, so every request is retried
-then, with jittered backoff, for at most BUSY_WAIT seconds."""
+then, with jittered backoff, for at most BUSY_WAIT seconds. A daemon that
+takes the request and says nothing (stopped, hung) is named on stderr after
+SLOW_AFTER seconds (cli/daemon_socket.py); a read (GET) gives up after
+READ_TIMEOUT with its pid and how to look at it, while a change waits
+ANSWER_TIMEOUT, since the daemon may be carrying it out."""
 
 from __future__ import annotations
 
@@ -27,10 +31,11 @@ from gqa.models.errors import BackendUnavailable
 from gqa.services.api_errors import error_from_answer
 
 from .aws_backend import ApiServices, Submitter
-from .daemon_socket import address
+from .daemon_socket import REPLY_TIMEOUT, Wait, address, if_stopped, talk
 
 CONNECT_TIMEOUT = 5.0     # seconds: a live daemon accepts at once (its backlog is deep)
-ANSWER_TIMEOUT = 120.0    # seconds: a big array's submission is one transaction
+ANSWER_TIMEOUT = REPLY_TIMEOUT   # seconds a change waits: a big array's submission is one transaction
+READ_TIMEOUT = 30.0       # seconds a read (GET) waits: it changes nothing, so giving up is safe
 BUSY_WAIT = 60.0          # seconds of "busy" answers before giving up
 MAX_ANSWER = 256 << 20    # bytes: a queue page is about 1 MB
 
@@ -39,16 +44,18 @@ class SocketApi:
     """.call(method, path, query=, body=) -> the answer's JSON object, or the
     domain error it stands for; as ApiClient does over HTTPS."""
 
-    def __init__(self, home: Path | str, *, timeout: float = ANSWER_TIMEOUT, busy_wait: float = BUSY_WAIT,
+    def __init__(self, home: Path | str, *, timeout: float = ANSWER_TIMEOUT, read_timeout: float | None = None,
+                 busy_wait: float = BUSY_WAIT,
                  base_delay: float = 0.05, max_delay: float = 2.0, sleep: Callable[[float], None] = time.sleep,
                  rng: Callable[[], float] = random.random, stderr: TextIO | None = None):
         self.home = str(home)
         self.address = address(self.home)
         self.timeout, self.busy_wait = timeout, busy_wait
+        self.read_timeout = READ_TIMEOUT if read_timeout is None else read_timeout
         self.base_delay, self.max_delay = base_delay, max_delay
         self.sleep, self.rng = sleep, rng
         self.stderr = stderr
-        self._told_busy = False
+        self._told_busy = self._told_slow = False
 
     def call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
              body: Any = None) -> dict[str, Any]:
@@ -92,15 +99,14 @@ class SocketApi:
                 raise BackendUnavailable(f"cannot reach the queue daemon at {self.home}: "
                                          f"{exc.strerror or exc}") from None
             # from here on the daemon may act on the request: a broken exchange is never retried
-            sock.settimeout(self.timeout)
+            wait = Wait(sock, self._limit(method), self._say_waiting(method))
             try:
-                try:
-                    sock.sendall(line)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass        # it may have answered (busy) without reading: read what it said
-                data = _read_line(sock)
+                data = talk(sock, line, wait, most=MAX_ANSWER)
             except (OSError, ValueError) as exc:
                 raise self._lost(method, exc) from None
+            if data is None:
+                raise self._silent(method, wait)
+        data = data.split(b"\n", 1)[0]
         if not data:
             raise self._lost(method, None)
         try:
@@ -111,6 +117,36 @@ class SocketApi:
             raise self._malformed("JSON without a status")
         return reply["status"], reply.get("body")
 
+    def _limit(self, method: str) -> float:
+        """A read gives up sooner than a change, which the daemon may be carrying out."""
+        return min(self.timeout, self.read_timeout) if method == "GET" else self.timeout
+
+    def _say_waiting(self, method: str) -> Callable[[int | None, float], None]:
+        def say(pid: int | None, seconds: float) -> None:
+            if self._told_slow:
+                return
+            self._told_slow = True
+            why = "" if method == "GET" else " (it may be carrying out the request)"
+            out = self.stderr or sys.stderr   # never stdout: `-o json` stays clean
+            out.write(f"gqa: waiting for {self._daemon(pid)}, which has not answered for {seconds:.0f} s"
+                      f"{if_stopped(pid)}; waiting up to {self._limit(method):g} s{why}\n")
+            out.flush()
+        return say
+
+    def _silent(self, method: str, wait: Wait) -> BackendUnavailable:
+        """No answer within the limit: where the daemon is, what it is, and how to look at it."""
+        said = f"{self._daemon(wait.pid)} did not answer within {wait.timeout:g} s"
+        stopped_now = if_stopped(wait.pid)
+        look = (stopped_now or (f"; it may be busy or hung: `ps -o pid,stat,etime -p {wait.pid}` shows it "
+                                "(stat T: stopped), and an admin of this machine can read its log"
+                                if wait.pid else "; it may be busy or hung: ask an admin of this machine"))
+        if method != "GET":
+            look += "; it may have carried out the request: check `gqa queue` before trying again"
+        return BackendUnavailable(said + look)
+
+    def _daemon(self, pid: int | None) -> str:
+        return f"the queue daemon at {self.home}" + (f" (pid {pid})" if pid else "")
+
     def _lost(self, method: str, exc: Exception | None) -> BackendUnavailable:
         why = f" ({exc})" if exc else ""
         check = "; check `gqa queue` before trying again" if method in ("POST", "PUT", "DELETE") else ""
@@ -119,18 +155,6 @@ class SocketApi:
     def _malformed(self, what: str) -> BackendUnavailable:
         return BackendUnavailable(f"the queue daemon at {self.home} answered with {what}; "
                                   "is the CLI as new as the daemon?")
-
-
-def _read_line(sock: socket.socket) -> bytes:
-    data = bytearray()
-    while b"\n" not in data:
-        chunk = sock.recv(1 << 16)
-        if not chunk:
-            break
-        data += chunk
-        if len(data) > MAX_ANSWER:
-            raise ValueError("the answer is too large")
-    return bytes(data.split(b"\n", 1)[0])
 
 
 def _busy(status: int, answer: Any) -> bool:

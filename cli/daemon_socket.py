@@ -88,37 +88,50 @@ def exchange(where, request: bytes, *, timeout: float | None = None, waiting=Non
         sock.close()
         return None
     with sock:
-        wait = _Wait(sock, REPLY_TIMEOUT if timeout is None else timeout, waiting)
-        data = b""
-        view = memoryview(request)
-        while view:
-            if not wait.until(write=True):
-                return _lost(sock, wait, closed=False)
-            try:
-                view = view[sock.send(view):]
-            except (BlockingIOError, InterruptedError):
-                continue
-            except OSError:
-                break   # a busy daemon answers and closes before reading: its answer may be waiting
+        wait = Wait(sock, REPLY_TIMEOUT if timeout is None else timeout, waiting)
         try:
-            while not data.endswith(b"\n"):
-                if not wait.until(write=False):
-                    return _lost(sock, wait, closed=False)
-                try:
-                    chunk = sock.recv(65536)
-                except (BlockingIOError, InterruptedError):
-                    continue
-                if not chunk:
-                    break
-                data += chunk
+            data = talk(sock, request, wait)
         except OSError:
-            pass
+            data = b""
+        if data is None:
+            return _lost(sock, wait, closed=False)
         answer = _parsed(data)
         return answer if answer is not None else _lost(sock, wait, closed=True)
 
 
-class _Wait:
-    """The deadline of one exchange, and the one word to the caller once the daemon is slow."""
+def talk(sock: socket.socket, request: bytes, wait: "Wait", *, most: int | None = None) -> bytes | None:
+    """Send the request on a connected socket and read the answer's line (what came before the
+    daemon closed, if it closed first); None once `wait`'s deadline has passed. ValueError for an
+    answer longer than `most` bytes; OSError where the connection broke while reading."""
+    data = b""
+    view = memoryview(request)
+    while view:
+        if not wait.until(write=True):
+            return None
+        try:
+            view = view[sock.send(view):]
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError:
+            break   # a busy daemon answers and closes before reading: its answer may be waiting
+    while not data.endswith(b"\n"):
+        if not wait.until(write=False):
+            return None
+        try:
+            chunk = sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            continue
+        if not chunk:
+            break
+        data += chunk
+        if most is not None and len(data) > most:
+            raise ValueError("the answer is too large")
+    return data
+
+
+class Wait:
+    """The deadline of one exchange, and the one word to the caller once the daemon is slow
+    (`waiting(pid, seconds)`, once, after SLOW_AFTER); `pid`: the daemon's, where the socket says."""
 
     def __init__(self, sock: socket.socket, timeout: float, waiting):
         import time
@@ -168,7 +181,7 @@ def _parsed(data: bytes) -> dict | None:
     return answer if isinstance(answer, dict) else None
 
 
-def _lost(sock: socket.socket, wait: _Wait, *, closed: bool) -> dict:
+def _lost(sock: socket.socket, wait: Wait, *, closed: bool) -> dict:
     if closed:
         said = f"{daemon_named(wait.pid)} closed the connection without answering"
         return {"status": 502, "body": {"error": said, "pid": wait.pid, "unread": False}}

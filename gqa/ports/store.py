@@ -212,7 +212,8 @@ class HistoryQuery:
     falls in [since, until) (`until` None: up to now), so that consecutive
     windows count each job once, and the ones that have started and not
     finished (running, or between attempts: back in the queue or waiting to
-    retry) that started before `until`, as sacct lists them. With `waiting`,
+    retry) whose first attempt started before `until` (`first_ran`), as sacct
+    lists them. With `waiting`,
     also the jobs not started yet that were submitted before `until` (a
     report's "still waiting"; `gqa queue` shows them otherwise). The filters
     narrow it; `states` None means every state of those (a state that is
@@ -241,8 +242,15 @@ class HistoryQuery:
             return (job.ended_at is not None and self.since <= job.ended_at
                     and (self.until is None or job.ended_at < self.until))
         if has_run(job):
-            return self.until is None or (job.started_at or job.submitted_at) < self.until
+            return self.until is None or first_ran(job) < self.until
         return self.waiting and (self.until is None or job.submitted_at < self.until)
+
+
+def first_ran(job: JobRecord) -> float:
+    """When the job first held its GPUs: its first attempt's start, from its transitions (the
+    record's started_at is its last attempt's), else that start, else its submission."""
+    starts = [at for at in (job.first_start, job.started_at) if at is not None]
+    return min(starts) if starts else job.submitted_at
 
 
 def has_run(job: JobRecord) -> bool:

@@ -5,21 +5,24 @@ Spend is what finished attempts cost (the store's ledger) plus, for the
 current period, what the attempts running now have cost so far, at the price
 of the GPUs they hold: the same figure the scheduler checks budgets against.
 
-GPU-hours and the jobs' money are read from the jobs that ran in the period
-(those that ended in it and, for the current one, those running now; a job
-counts in the month it ended), through the history's index by end time:
-asked for by `gqa cost`, not by the live views, whose refresh must not read
-a month of jobs."""
+GPU-hours and the jobs' money are counted by attempt, as the ledger counts
+spend: a job's attempts that ended in the period (settled) and, for the
+current one, the attempt running now so far, whatever state the job is in
+now (finished, running, or requeued and waiting to run again). They are read
+through the history (its indexes by end time and of the jobs not finished)
+from the period's start on, since a job that ended later may have run an
+attempt in it: asked for by `gqa cost`, not by the live views, whose refresh
+must not read a month of jobs."""
 
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ..models.accounting import summarise
+from ..models.accounting import so_far
 from ..models.errors import SpecError
-from ..models.job import TERMINAL, JobRecord, JobState
+from ..models.job import JobRecord, JobState
 from ..models.times import AHEAD, EARLIEST
-from ..ports import Clock, HistoryQuery, HistoryReads, SchedulingInputs
+from ..ports import HISTORY_STATES, Clock, HistoryQuery, HistoryReads, SchedulingInputs
 from ..scheduling.budget import period_of, running_cost, used_percent
 from .settle import hourly_rate
 
@@ -139,10 +142,12 @@ class CostService:
 
     def _ran(self, history: HistoryReads, period: str, current: bool, team: str | None,
              now: float) -> tuple[dict[str, float], list[JobCost]]:
-        """GPU-hours per team and every job's share, over the jobs that ran in the period."""
+        """GPU-hours per team and every job's share, over the attempts that ended in the period
+        (and, for the current one, those running now)."""
         since, until = period_bounds(period)
-        states = frozenset(TERMINAL) | ({JobState.RUNNING} if current else set())
-        query = HistoryQuery(since=since, until=None if current else until, team=team, states=states, limit=PAGE)
+        # every job that has run, in any state, from the period's start to now: a finished job's end
+        # may come after the period its earlier attempts ran in, as the ledger charges them
+        query = HistoryQuery(since=since, team=team, states=HISTORY_STATES, limit=PAGE)
         inventory = self.store.inventory() if current else None
         hours: dict[str, float] = {}
         out: list[JobCost] = []
@@ -150,19 +155,46 @@ class CostService:
         while True:
             page, after = history.history(query, after)
             for job in page:
-                if job.state in TERMINAL and (job.ended_at is None or job.ended_at >= until):
-                    continue
-                shared = _share(job, now, hourly_rate(job, inventory) if job.state == JobState.RUNNING else 0.0)
+                rate = hourly_rate(job, inventory) if current and job.state == JobState.RUNNING else 0.0
+                shared = _share(job, since, until, now if current else None, rate)
                 if shared.gpu_hours == 0 and shared.cost == 0:
-                    continue      # it never held a GPU: nothing to show
+                    continue      # it held no GPU in the period: nothing to show
                 hours[job.team] = hours.get(job.team, 0.0) + shared.gpu_hours
                 out.append(shared)
             if after is None:
                 return hours, out
 
 
-def _share(job: JobRecord, now: float, rate: float) -> JobCost:
-    """The job's money and GPU-hours; a running attempt counted to `now` at its GPUs' price."""
-    summary = summarise(job, now, hourly=rate)
-    return JobCost(job.id, job.name, job.team, job.owner, summary.status.value, job.gpus, summary.gpu_hours,
-                   summary.cost, job.gpu_util)
+def _share(job: JobRecord, since: float, until: float, now: float | None, rate: float) -> JobCost:
+    """The job's money and GPU-hours in [since, until): its settled attempts that ended there and,
+    with `now` (the current period), the attempt running now, to `now` at its GPUs' price."""
+    part = settled_part(job, since, until)
+    running, spent = so_far(job, now, hourly=rate) if now is not None else (0.0, 0.0)
+    return JobCost(job.id, job.name, job.team, job.owner, job.status.value, job.gpus,
+                   (job.gpu_seconds * part + running) / 3600, job.cost * part + spent, job.gpu_util)
+
+
+def settled_part(job: JobRecord, since: float, until: float) -> float:
+    """The part of the job's settled GPU time and money (its record's sums) that its attempts
+    ending in [since, until) account for: each ended run (RUNNING to the transition after it) by
+    its length, as the ledger charges the attempt when it ends. A record without ended runs in its
+    transitions counts whole where its end (else its last start) falls in the period."""
+    runs = _ended_runs(job)
+    ran = sum(end - start for start, end in runs)
+    if ran > 0:
+        return sum(end - start for start, end in runs if since <= end < until) / ran
+    at = job.ended_at if job.ended_at is not None else job.started_at
+    return 1.0 if at is not None and since <= at < until else 0.0
+
+
+def _ended_runs(job: JobRecord) -> list[tuple[float, float]]:
+    """(start, end) of each attempt that has ended: RUNNING to the transition after it."""
+    runs: list[tuple[float, float]] = []
+    began: float | None = None
+    for t in job.history:
+        if began is not None:
+            runs.append((began, max(began, t.at)))
+            began = None
+        if t.state == JobState.RUNNING:
+            began = t.at
+    return runs

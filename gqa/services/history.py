@@ -5,7 +5,8 @@ a time or all of a window for a report.
 
 Which jobs a window holds is HistoryQuery's rule (gqa.ports): a finished job
 belongs to the window its end falls in, one that has run and not finished to
-every window from its start on, as Slurm's sacct lists a requeued job; a
+every window from its first attempt's start on, as Slurm's sacct lists a
+requeued job; a
 report asks for the jobs not started yet too, for its "still waiting". The
 store reads them by indexes on the end time and of the jobs not finished
 (HistoryReads)."""

@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any
 
 from ...models.job import TERMINAL, JobRecord, JobState
-from ...ports import BETWEEN_ATTEMPTS, WAITING_STATES, HistoryQuery
+from ...ports import BETWEEN_ATTEMPTS, WAITING_STATES, HistoryQuery, has_run
 from .. import history_token
 from . import items as it
 from . import tables as t
@@ -75,11 +75,22 @@ class DynamoDBHistory(DynamoDBJobs):
         for job in jobs:
             if job.id in between:
                 fresh = read.get(job.id)
-                if fresh is None or fresh.state.terminal or not query.holds(fresh):
+                if fresh is None or fresh.state.terminal or not self._holds(query, fresh):
                     continue   # gone, or ended since the index was read: the finished ones list it
                 job = fresh
             out.append(job)
         return out
+
+    def _holds(self, query: HistoryQuery, job: JobRecord) -> bool:
+        """query.holds, where a job not finished that started its last attempt past the window's end
+        is read with its whole history (an earlier attempt may have run in the window), if its
+        record came without it or with its older transitions moved to history items."""
+        if query.holds(job):
+            return True
+        if not _may_have_run_before(job, query.until) or (job.history and not _cut(job)):
+            return False
+        item = self._get_job(job.id)
+        return item is not None and query.holds(self._whole(item))
 
     def _seq_of(self, job_id: str) -> int:
         """The seq of the job a token stopped at (the token names it by id); -1 for one gone."""
@@ -91,8 +102,7 @@ class DynamoDBHistory(DynamoDBJobs):
         """The running jobs (one by_state partition: a few hundred at most), latest start first."""
         jobs = [_record(i) for i in self._query(self.tables.jobs, {t.STATE: JobState.RUNNING.value},
                                                 index=t.BY_STATE)]
-        jobs = [j for j in jobs if _matches(j, query)
-                and (query.until is None or (j.started_at or j.submitted_at) < query.until)]
+        jobs = [j for j in jobs if _matches(j, query) and self._holds(query, j)]
         jobs.sort(key=_start_key, reverse=True)
         return jobs if at is None else [j for j in jobs if _start_key(j) < at]
 
@@ -109,7 +119,13 @@ class DynamoDBHistory(DynamoDBJobs):
         for shard in range(t.CHANGE_SHARDS):
             jobs += (it.job_record(i, history=False) for i in self._query(
                 self.tables.jobs, {t.CHANGE_SHARD: str(shard)}, index=t.PASS_INDEX, where=(" AND ".join(where), expr)))
-        return [j for j in jobs if query.holds(j) and _matches(j, query) and (at is None or _start_key(j) < at)]
+        jobs = [j for j in jobs if _matches(j, query) and (at is None or _start_key(j) < at)]
+        # a light record's start is its last attempt's: one that may have run earlier in the window is
+        # read by key with its transitions (few: requeued jobs whose last start is past a past window)
+        maybe = [j.id for j in jobs if not query.holds(j) and _may_have_run_before(j, query.until)]
+        earlier = {item[t.ID] for item in self._by_key(maybe, **_projection())
+                   if self._holds(query, _record(item))} if maybe else set()
+        return [j for j in jobs if query.holds(j) or j.id in earlier]
 
     def _not_started(self, query: HistoryQuery, at, limit: int) -> Iterator[JobRecord]:
         """At most `limit` jobs not started yet, latest seq first: each waiting state's by_state
@@ -184,7 +200,7 @@ class DynamoDBHistory(DynamoDBJobs):
         history starts mid-way) read whole, for its first start."""
         out = []
         for job in jobs:
-            if job.history and job.history[0].state != JobState.SUBMITTED:
+            if _cut(job):
                 item = self._get_job(job.id)
                 if item is not None:
                     whole = self._whole(item)
@@ -202,6 +218,17 @@ class DynamoDBHistory(DynamoDBJobs):
 
 def _day_start(at: float) -> float:
     return float(int(at) // DAY * DAY)
+
+
+def _cut(job: JobRecord) -> bool:
+    """Whether the record's transitions begin mid-way: its older ones moved to history items."""
+    return bool(job.history) and job.history[0].state != JobState.SUBMITTED
+
+
+def _may_have_run_before(job: JobRecord, until: float | None) -> bool:
+    """Whether a job not finished whose last start is not before `until` may have run an earlier
+    attempt before it: it has launched more than once."""
+    return until is not None and not job.state.terminal and job.attempts > 1 and has_run(job)
 
 
 def _start_key(job: JobRecord) -> tuple[float, int]:

@@ -24,6 +24,9 @@ from .store_jobs import SqliteJobs
 _LIGHT = {"spec_json": "''", "submit_env": "NULL", "extra_env": "'{}'"}
 _SELECT_LIGHT = "SELECT " + ", ".join(_LIGHT.get(c, c) for c in _DB_COLUMNS) + " FROM jobs"
 _SEQ = _DB_COLUMNS.index("seq")
+# a job not finished belongs to every window from its first start on, and started_at is its last
+# attempt's: an earlier attempt's start is one of its RUNNING transitions (by the history's key)
+_RAN_BEFORE = "EXISTS (SELECT 1 FROM history h WHERE h.job_id = jobs.id AND h.state = 'RUNNING' AND h.at < ?)"
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = list
 
@@ -61,8 +64,8 @@ class SqliteHistory(SqliteJobs):
     def _running(self, query: HistoryQuery, mark, limit: int) -> List[JobRecord]:
         where, params = ["state = 'RUNNING'"], []
         if query.until is not None:
-            where.append("COALESCE(started_at, submitted_at) < ?")
-            params.append(query.until)
+            where.append(f"(COALESCE(started_at, submitted_at) < ? OR {_RAN_BEFORE})")
+            params += [query.until, query.until]
         if mark is not None:
             where.append("(COALESCE(started_at, 0) < ? OR (COALESCE(started_at, 0) = ? AND seq < ?))")
             params += [mark[1], mark[1], mark[2]]
@@ -81,8 +84,8 @@ class SqliteHistory(SqliteJobs):
             where.append(f"+state IN ({', '.join('?' for _ in wanted)})")
             params += wanted
         if query.until is not None:
-            where.append("started_at < ?")
-            params.append(query.until)
+            where.append(f"(started_at < ? OR {_RAN_BEFORE})")
+            params += [query.until, query.until]
         if mark is not None:   # a range of the index, as _finished's
             where.append("started_at <= ? AND (started_at < ? OR seq < ?)")
             params += [mark[1], mark[1], mark[2]]
