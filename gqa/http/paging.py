@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -53,14 +53,20 @@ def page_of(listing: Sequence[T], seq: Callable[[T], int], *, limit: int, after:
     later = [ri for ri in ranked if after is None or seq(ri[1]) > after]
     taken = later[:limit]
     if size is not None:
-        used = 0
-        for n, (_, item) in enumerate(taken):
-            used += size(item) + 1          # and the comma after it
-            if used > budget and n:
-                taken = taken[:n]
-                break
+        taken = taken[:fitting((size(item) for _, item in taken), budget)]
     more = len(later) > len(taken)
     return Page(sorted(taken, key=lambda ri: ri[0]), seq(taken[-1][1]) if more else None)
+
+
+def fitting(sizes: Iterable[int], budget: int = ANSWER_BYTES) -> int:
+    """How many of the items whose answers take `sizes` bytes (in order) `budget` holds, each with
+    the comma after it: at least one, or a reader would never get past it."""
+    used = n = 0
+    for n, item in enumerate(sizes):
+        used += item + 1
+        if used > budget and n:
+            return n
+    return n + 1 if used else 0
 
 
 def encoded_bytes(data: Any) -> int:
