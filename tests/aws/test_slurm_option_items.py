@@ -9,7 +9,7 @@ import pytest
 
 from gqa.adapters.aws import items as it
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
-from gqa.adapters.aws.tables import CHANGE_SHARDS, ID, PASS_INDEX, TableNames
+from gqa.adapters.aws.tables import CHANGE_SHARDS, ID, JOB_EXPIRES, PASS_INDEX, TableNames
 from gqa.models.job import JobState
 from gqa.ports import Change
 from tests.aws.deployed import moto_tables
@@ -76,10 +76,10 @@ def test_states_of_reads_jobs_by_key_consistently_and_an_ended_job_never_again(s
 
     assert store.states_of([ended.id, waiting.id]) == {ended.id: {JobState.CANCELLED: 1},
                                                        waiting.id: {JobState.QUEUED: 1}}
-    [(op, body)] = calls   # both by key in one call, strongly consistent, ids and states only
+    [(op, body)] = calls   # both by key in one call, strongly consistent, ids, states and expiries only
     asked = body["RequestItems"][NAMES.jobs]
     assert op == "BatchGetItem" and asked["ConsistentRead"] and len(asked["Keys"]) == 2
-    assert sorted(asked["ExpressionAttributeNames"].values()) == sorted([ID, "state"])
+    assert sorted(asked["ExpressionAttributeNames"].values()) == sorted([ID, "state", JOB_EXPIRES])
     assert store.states_of([ended.id, waiting.id])[ended.id] == {JobState.CANCELLED: 1}
     assert len(calls) == 2 and len(calls[1][1]["RequestItems"][NAMES.jobs]["Keys"]) == 1   # the waiting job only
     assert store.get(waiting.id).spec.command   # a projected read is never kept as the job's item

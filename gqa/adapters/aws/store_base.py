@@ -85,6 +85,8 @@ class DynamoDBBase:
         self._keys_checked = 0.0
         self._ended: dict[str, JobState] = {}   # jobs and tasks states_of saw ended: an end is final
         self._admitted: set[str] = set()        # arrays states_of saw wholly written
+        self._expiry: dict[str, int] = {}       # the TTL of the ended jobs states_of saw (parents.py)
+        self._marked = ""                       # the day reserve_ids last marked the id counter (parents.py)
 
     def close(self) -> None:
         """The client belongs to the caller; nothing to release."""

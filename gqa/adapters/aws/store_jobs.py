@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import builtins
 import heapq
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
 from typing import Any
 
-from ...models.errors import BackendUnavailable, Conflict, NotFound, Rejected
+from ...models.dependency import parsed
+from ...models.errors import BackendUnavailable, Conflict, NotFound, Rejected, SpecError
 from ...models.job import JobRecord, JobState
-from . import history
+from . import history, parents
 from . import items as it
 from . import tables as t
 from .errors import TransactionConflict
@@ -41,6 +43,11 @@ class DynamoDBJobs(DynamoDBSettings):
                         ReturnValues="UPDATED_NEW", **expr.kwargs())
         counters = it.load(out["Attributes"])
         group_no = int(counters["groups"]) - groups + 1
+        now = time.time()
+        # once a day, where the TTL deletes jobs: which groups are old enough to be gone (parents.py)
+        if self.keep_history is not None and self._marked != it.end_day(now):
+            parents.mark(self.call, self.tables.settings, _ID_COUNTER, group_no - 1, now)
+            self._marked = it.end_day(now)
         seq = int(counters["seq"]) - len(jobs) + 1
         # array tasks share the first number, single jobs take the next ones (the SQLite scheme)
         shared, single = str(group_no), group_no + (1 if arrays else 0)
@@ -63,7 +70,18 @@ class DynamoDBJobs(DynamoDBSettings):
         return int(group) <= int(handed_out)
 
     def purged(self, group: str) -> float | None:
-        return None   # an id with no item may be an accepted submission not admitted yet
+        """An id with no item may be an accepted submission not admitted yet, unless it was handed
+        out before any intake message still kept (parents.gone_below): then the TTL deleted it."""
+        if not _GROUP.fullmatch(group) or int(group) > self._gone_below():
+            return None
+        found = self.call("Query", TableName=self.tables.jobs, KeyConditionExpression="#g = :g", Limit=1,
+                          ProjectionExpression="#i", ExpressionAttributeNames={"#g": t.GROUP, "#i": t.ID},
+                          ExpressionAttributeValues=it.dump({":g": group}), ConsistentRead=True)
+        return None if found.get("Items") else (self.keep_history or 0.0)
+
+    def _gone_below(self) -> int:
+        out = self.call("GetItem", TableName=self.tables.settings, Key=it.dump(_ID_COUNTER), ConsistentRead=True)
+        return parents.gone_below(it.load(out.get("Item", {})), time.time())
 
     def create(self, jobs: List[JobRecord]) -> List[JobRecord]:
         records = list(jobs)
@@ -78,6 +96,8 @@ class DynamoDBJobs(DynamoDBSettings):
         A freshly reserved id that exists means the id counter went back: Conflict."""
         existing: dict[str, dict[str, Any]] = {}
         _check_sizes(records)
+        if self.keep_history is not None:   # what they wait on outlives their wait (parents.py)
+            parents.keep_named(self.call, self.tables.jobs, _named(records), self.keep_history)
         puts = [{"Put": {"TableName": self.tables.jobs, "Item": it.dump(it.job_item(j, 0, keep=self.keep_history)),
                          "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID},
                          "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}
@@ -243,3 +263,14 @@ def _check_sizes(records: Iterable[JobRecord]) -> None:
             raise Rejected(f"job {record.name!r} takes {size // 1024} KiB with its spec and environment; a job "
                            f"on AWS takes at most {MAX_SUBMITTED_BYTES // 1024} KiB (a large environment, a "
                            "large inline script, or long sweep values?)")
+
+
+def _named(records: List[JobRecord]) -> List[str]:
+    """The jobs the dependencies of the waiting ones among `records` name (a task array's, once)."""
+    out: dict[str, None] = {}
+    for text in dict.fromkeys(j.dependency for j in records if j.dependency and not j.state.terminal):
+        try:
+            out.update(dict.fromkeys(parsed(text).jobs))
+        except SpecError:
+            continue   # never met: the pass cancels it
+    return list(out)

@@ -5,6 +5,7 @@ to date by what changed or what wake-ups named (views.QueueView)."""
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Iterable
 from itertools import islice
 from typing import Any
@@ -14,11 +15,12 @@ from ...models.job import JobRecord, JobState
 from ...ports.store import JobEvent, PendingChanges
 from ...scheduling.snapshot import PendingJob, RunningJob
 from . import items as it
+from . import parents
 from . import tables as t
 from . import views
 from .admissions import ADMISSION
 from .listing import LiveListing
-from .store_base import _JOB_ID, ACTIVE, PREFETCH, DynamoDBBase, List, S
+from .store_base import _ID_COUNTER, _JOB_ID, ACTIVE, PREFETCH, DynamoDBBase, List, S
 
 
 _RETRY_WAIT = S.RETRY_WAIT.value   # read per live job: an enum member's value is a property
@@ -214,7 +216,9 @@ class DynamoDBLive(DynamoDBBase):
         only: a job or a task read by its key, 100 to a BatchGetItem; an array's whole group, which
         has no item of its own, by one Query of its tasks (as is a name no key found). A job or
         task seen ended is not read again (an end is final). A Query each, a queue whose jobs wait
-        on 1,000 others made 1,000 calls a pass; now 10."""
+        on 1,000 others made 1,000 calls a pass; now 10. What they name is kept past the retention
+        while they wait: an ended job's TTL is pushed on where half of it is left (parents.py). A name
+        no item answers in a group handed out before any intake message still kept is gone: `{}`."""
         out: dict[str, dict[JobState, int]] = {}
         unread: list[str] = []
         for ref in dict.fromkeys(refs):
@@ -225,8 +229,10 @@ class DynamoDBLive(DynamoDBBase):
                 out[ref] = {ended: 1}
             else:
                 unread.append(ref)
-        by_key = {item[t.ID]: JobState(item[t.STATE]) for item in self._by_key(
-            unread, ProjectionExpression="#i, #s", ExpressionAttributeNames={"#i": t.ID, "#s": t.STATE})}
+        read = {item[t.ID]: item for item in self._by_key(unread, ProjectionExpression="#i, #s, #e",
+                                                          ExpressionAttributeNames={"#i": t.ID, "#s": t.STATE,
+                                                                                    "#e": t.JOB_EXPIRES})}
+        by_key = {job_id: JobState(item[t.STATE]) for job_id, item in read.items()}
         groups: dict[str, list[str]] = {}
         for ref in unread:
             state = by_key.get(ref)
@@ -236,17 +242,22 @@ class DynamoDBLive(DynamoDBBase):
             out[ref] = {state: 1}
             if state.terminal:
                 self._ended[ref] = state
+                if t.JOB_EXPIRES in read[ref]:
+                    self._expiry[ref] = int(read[ref][t.JOB_EXPIRES])
         for group, named in groups.items():
             states: dict[str, JobState] = {}
             kwargs: dict[str, Any] = {
-                "TableName": self.tables.jobs, "KeyConditionExpression": "#g = :g", "ProjectionExpression": "#i, #s",
-                "ExpressionAttributeNames": {"#g": t.GROUP, "#i": t.ID, "#s": t.STATE},
+                "TableName": self.tables.jobs, "KeyConditionExpression": "#g = :g",
+                "ProjectionExpression": "#i, #s, #e",
+                "ExpressionAttributeNames": {"#g": t.GROUP, "#i": t.ID, "#s": t.STATE, "#e": t.JOB_EXPIRES},
                 "ExpressionAttributeValues": it.dump({":g": group}), "ConsistentRead": True}
             while True:
                 page = self.call("Query", **kwargs)
                 for raw in page.get("Items", []):
                     item = it.load(raw)
                     states[item[t.ID]] = JobState(item[t.STATE])
+                    if t.JOB_EXPIRES in item and states[item[t.ID]].terminal:
+                        self._expiry[item[t.ID]] = int(item[t.JOB_EXPIRES])
                 if "LastEvaluatedKey" not in page:
                     break
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -263,7 +274,28 @@ class DynamoDBLive(DynamoDBBase):
                     out[ref] = counts
                 if ref in states and states[ref].terminal:
                     self._ended[ref] = states[ref]
+        self._keep_named([ref for ref in dict.fromkeys(refs) if _JOB_ID.match(ref)], out)
         return out
+
+    def _keep_named(self, asked: list[str], out: dict[str, dict[JobState, int]]) -> None:
+        """Push on the TTL of the ended jobs named (`asked`) where half of it is left, and name `{}`
+        what the TTL deleted (parents.py)."""
+        now = time.time()
+        if self.keep_history is not None:
+            wanted, groups = set(asked), {ref for ref in asked if "_" not in ref}
+            named = [j for j in self._expiry if j in wanted or j.split("_")[0] in groups]
+            for job_id in named:
+                if parents.due(self._expiry[job_id], now, self.keep_history):
+                    self._expiry[job_id] = parents.expiry(now, self.keep_history)
+                    parents.push(self.call, self.tables.jobs, job_id, self._expiry[job_id])
+        missing = [ref for ref in asked if ref not in out]
+        if missing and self.keep_history is not None:   # without a TTL nothing is deleted
+            counter = self.call("GetItem", TableName=self.tables.settings, Key=it.dump(_ID_COUNTER),
+                                ConsistentRead=True)
+            below = parents.gone_below(it.load(counter.get("Item", {})), now)
+            for ref in missing:
+                if int(ref.split("_")[0]) <= below:
+                    out[ref] = {}
 
     def _unwritten_tasks(self, group: str) -> int:
         """How many of an array's tasks its admission in chunks has still to write
