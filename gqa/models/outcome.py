@@ -29,6 +29,7 @@ TIMEOUT, GPU_HOURS, CANCEL, REQUEUE, SHUTDOWN, PREEMPT = (
     "timeout", "gpu_hours", "cancel", "requeue", "shutdown", "preempt")
 GiB = 1024 ** 3
 VANISHED = "vanished"   # its process ended unrecorded while the local daemon was down
+SELF_REQUEUE_PERIOD = 60.0   # seconds: a job that requeues itself starts at most once in this long
 
 
 class ExitKind(StrEnum):
@@ -142,9 +143,7 @@ def _as_it_ended(job: JobRecord, code: int | None, sig: int | None, now: float, 
     if kind == ExitKind.SELF_CANCEL:
         return Outcome(JobState.CANCELLED, f"cancelled itself ({detail or 'scancel'})", base)
     if kind == ExitKind.SELF_REQUEUE:   # an exit 0 before its stop arrived still requeues, as under Slurm
-        return _not_requeued(job, kind, base) or Outcome(
-            JobState.RETRY_WAIT, f"requeued itself ({detail or 'scontrol requeue'}); resumes from its last "
-            "checkpoint", interrupted)
+        return _not_requeued(job, kind, base) or _self_requeued(job, detail, now, interrupted)
     if code is None and sig is None:
         if detail:   # the backend says why, just not with a code: the job's own failure
             return _error(job, f"ended without an exit code ({detail})", base, now, draw)
@@ -172,6 +171,20 @@ def _ended_before_stop(job: JobRecord, ended_at: float | None) -> bool:
         return False
     deadline = attempt_deadline(job)
     return deadline is not None and ended_at <= deadline[0] - END_TIME_SLACK
+
+
+def _self_requeued(job: JobRecord, detail: str, now: float, interrupted: dict) -> Outcome:
+    """Back to the queue as the job asked, at most once a SELF_REQUEUE_PERIOD: a script that requeues
+    itself at once (a trap on EXIT, a check that always fails) would restart ten times a second, a
+    launch and a settlement each, where Slurm holds a requeued job back two minutes (cred_expire)."""
+    ran = max(0.0, now - (job.started_at if job.started_at is not None else now))
+    wait = max(0.0, SELF_REQUEUE_PERIOD - ran)
+    why = f"requeued itself ({detail or 'scontrol requeue'})"
+    if wait >= 1.0:
+        why += (f" after {format_duration(ran)}; starts again in {format_duration(wait)} at the earliest: a job "
+                f"that requeues itself starts at most once every {format_duration(SELF_REQUEUE_PERIOD)}")
+    return Outcome(JobState.RETRY_WAIT, f"{why}; resumes from its last checkpoint",
+                   dict(interrupted, not_before=now + wait) if wait >= 1.0 else interrupted)
 
 
 def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict, *, finished: bool = False) -> Outcome | None:

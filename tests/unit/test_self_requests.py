@@ -24,8 +24,8 @@ CANCELLED = "cancelled itself (scancel $SLURM_JOB_ID)"
 
 def job(*, requeue: bool = True, on_error: int = 2, **fields):
     spec = {"requeue": requeue, "limits": {"wall_time": "1h"}, "retries": {"on_error": on_error}}
-    return job_record(spec=spec, state=S.RUNNING, pid=4242, assigned=(0,), attempts=1, started_at=NOW - 60,
-                      **fields)
+    fields.setdefault("started_at", NOW - 60)
+    return job_record(spec=spec, state=S.RUNNING, pid=4242, assigned=(0,), attempts=1, **fields)
 
 
 # (the job, how it ended) -> (state, reason)
@@ -69,6 +69,24 @@ def test_a_self_requeue_is_an_interruption_from_the_checkpoint_not_an_error():
     outcome = decide(job(error_retries=1, interruptions=2), code=143, sig=None, now=NOW, draw=0.5, kind=REQUEUE)
     assert outcome.fields["interruptions"] == 3 and outcome.fields["not_before"] == NOW
     assert "error_retries" not in outcome.fields and outcome.fields["ended_at"] is None
+
+
+@pytest.mark.parametrize("ran, wait, said", [
+    (60, 0, REQUEUED),                   # a minute or more in: back at once
+    (3600, 0, REQUEUED),
+    (59.5, 0, REQUEUED),                 # under a second to wait is not worth a word
+    (2, 58, "requeued itself (scontrol requeue $SLURM_JOB_ID) after 2s; starts again in 58s at the earliest: a "
+            "job that requeues itself starts at most once every 1m00s; resumes from its last checkpoint"),
+    (0, 60, None),
+])
+def test_a_job_that_requeues_itself_starts_at_most_once_a_minute(ran, wait, said):
+    """A script that requeues itself at once (a trap on EXIT) restarted ten times a second."""
+    outcome = decide(job(started_at=NOW - ran), code=143, sig=None, now=NOW, draw=0.5, kind=REQUEUE,
+                     detail="scontrol requeue $SLURM_JOB_ID")
+    assert outcome.to == S.RETRY_WAIT
+    assert outcome.fields["not_before"] == (NOW + wait if wait else NOW)
+    if said is not None:
+        assert outcome.reason == said
 
 
 def test_a_self_cancel_ends_the_job():
