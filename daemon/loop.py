@@ -94,6 +94,8 @@ class DaemonLoop:
     observers: Observers | None = None                # GPU figures and the budget watch (observers.py)
     stopping: Stopping = field(default_factory=Stopping)
     steps: StepWatch = field(default_factory=StepWatch)   # the wall clock being set (services/clock_steps.py)
+    following: Retry = field(default_factory=lambda: Retry("following the clock's step"))
+    unchecked: bool = True   # a clock set while we were down: the first turn checks the adopted attempts' starts
 
     def run(self, ready: Callable[[], None] | None = None) -> None:
         supervisor, executor = self.wiring.supervisor, self.wiring.executor
@@ -110,8 +112,7 @@ class DaemonLoop:
         self.server.attach(self.selector)
         self.watched: set[int] = set()
         self.exits: list[Exit] = []
-        tick, settle, follow = Retry("scheduling"), Retry("recording exits"), Retry("following the clock's step")
-        unchecked = True   # a clock set while we were down: the first turn checks the adopted attempts' starts
+        tick, settle = Retry("scheduling"), Retry("recording exits")
         next_prune = time.monotonic() + 5.0   # not in the start's way
 
         counts = supervisor.recover()
@@ -123,15 +124,7 @@ class DaemonLoop:
         try:
             while True:
                 now = time.monotonic()
-                step = self.steps.stepped()
-                if (step or unchecked) and follow.due(now):   # before a tick judges a wall time on a stepped clock
-                    try:
-                        follow_clock(self.wiring.store, executor, self.wiring.clock.now(), step)
-                        self.steps.followed(step)
-                        unchecked = False
-                        follow.succeeded()
-                    except Exception as exc:
-                        follow.failed(exc, now)
+                self._follow_clock(now)   # before a tick judges a wall time on a stepped clock
                 if self.stopping.requested:
                     if self._shutting_down():
                         break
@@ -163,6 +156,8 @@ class DaemonLoop:
                 self._coalesce_exits()
                 self.server.expire()
                 executor.reap_strays()
+                if self.exits:   # nor an end, collected in the turn the clock stepped, charged the step
+                    self._follow_clock(time.monotonic())
                 if self.exits and settle.due(time.monotonic()):
                     if self.observers is not None:
                         self.observers.ending(self.exits)
@@ -185,6 +180,19 @@ class DaemonLoop:
             log.info("daemon %d stopped", os.getpid())
 
     # -- parts ----------------------------------------------------------------------
+    def _follow_clock(self, now: float) -> None:
+        """Move what is in flight with a step of the wall clock (services/clock_steps.py)."""
+        step = self.steps.stepped()
+        if not (step or self.unchecked) or not self.following.due(now):
+            return
+        try:
+            follow_clock(self.wiring.store, self.wiring.executor, self.wiring.clock.now(), step)
+            self.steps.followed(step)
+            self.unchecked = False
+            self.following.succeeded()
+        except Exception as exc:
+            self.following.failed(exc, now)
+
     def _stop(self, *, keep_jobs: bool) -> None:
         if not self.stopping.requested:
             self.stopping.requested, self.stopping.keep_jobs = True, keep_jobs

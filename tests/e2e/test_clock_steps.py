@@ -13,6 +13,7 @@ import pytest
 
 from gqa.adapters.local.executor import LocalExecutor
 from gqa.adapters.local.paths import StatePaths
+from gqa.adapters.local.processes import process_token
 from gqa.ports import Inventory
 from tests.builders import gpus, job_record
 
@@ -49,13 +50,20 @@ def test_an_attempt_began_when_its_process_did_on_whatever_the_wall_clock_reads_
         os.killpg(job.pid, signal.SIGKILL)
 
 
-def test_an_attempt_whose_process_is_gone_or_another_is_left_out(executor, tmp_path):
+def test_an_attempt_that_ended_is_still_placed_until_forgotten_and_one_never_known_is_left_out(executor, tmp_path):
+    """Its end, collected in the turn the clock stepped, is settled after the starts moved: it must move too.
+    One the executor neither launched nor adopted, its process gone, may be a token of another boot."""
     job = started(executor, tmp_path, "exit 0")
     deadline = time.monotonic() + 5
-    while executor.began([job], time.time()) and time.monotonic() < deadline:
+    while process_token(job.pid) == job.proc_token and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert executor.began([job], time.time()) == {}
-    assert executor.began([replace(job, proc_token="12")], time.time()) == {}   # the pid is someone else's
+    now = time.time()
+    assert abs(executor.began([job], now + HOURS_3)[job.id] - (job.started_at + HOURS_3)) < 0.5
+    stranger = LocalExecutor(executor.paths, Inventory(gpus=gpus(2)))   # a restarted daemon's
+    assert stranger.began([job], now) == {}
+    assert executor.began([replace(job, proc_token="12")], now) == {}   # not the token it launched
+    executor.forget(job)
+    assert executor.began([job], now) == {}
 
 
 def test_a_step_of_the_wall_clock_does_not_send_the_warning_early(executor, tmp_path, monkeypatch):

@@ -104,6 +104,9 @@ class LocalExecutor:
         self.containment = containment
         self.as_owner = as_owner
         self._by_job: dict[str, _Attempt] = {}
+        # the start tokens of the attempts this executor launched or adopted, by job, until forgotten: this
+        # boot's, so began() may read them after the process is gone (its end not settled yet)
+        self._tokens: dict[str, str] = {}
         self._by_fd: dict[int, _Attempt] = {}
         self.host = host or socket.gethostname()
         self._usable = usable_cores()
@@ -200,6 +203,7 @@ class LocalExecutor:
         running = self._watch(job.id, attempt, proc.pid, child=True)
         running.gate, running.log, running.cores = gate_w, str(self.paths.log_for(job.id)), cores
         running.token = process_token(proc.pid) or ""
+        self._tokens[job.id] = running.token
         self._schedule_warning(running, job, time.time())   # started now, on the daemon's clock
         if cell is not None and self.as_owner:
             try:
@@ -301,6 +305,7 @@ class LocalExecutor:
             self.containment.kill(self.containment.cell(job.id, job.attempts))
 
     def forget(self, job: JobRecord) -> None:
+        self._tokens.pop(job.id, None)
         exit_file = self.paths.exit_for(job.id, job.attempts)
         try:
             exit_file.unlink()
@@ -318,6 +323,8 @@ class LocalExecutor:
         if job.id not in self._by_job:
             running = self._watch(job.id, job.attempts, job.pid, child=False)
             running.log, running.token = str(self.paths.log_for(job.id)), job.proc_token
+            if job.proc_token:
+                self._tokens[job.id] = job.proc_token
             if job.cpus:   # its cores stay taken: new attempts are pinned beside it
                 running.cores = pinned_cores(job.pid, self._usable)
             if job.started_at is not None and not (_files_of(self.paths.exit_for(job.id, job.attempts)) /
@@ -329,13 +336,14 @@ class LocalExecutor:
 
     def began(self, jobs: Iterable[JobRecord], now: float) -> dict[str, float]:
         """AttemptClock: an attempt began when its wrapper did, a start the kernel
-        keeps on the boot clock (the process's token, in clock ticks since boot)."""
+        keeps on the boot clock (the process's token, in clock ticks since boot): one this executor
+        launched or adopted, ended or not, or one whose process still runs."""
         ticks, since_boot = os.sysconf("SC_CLK_TCK"), boot_clock()
         out = {}
         for job in jobs:
             if job.pid is None or not job.proc_token or not job.proc_token.isdigit():
                 continue
-            if process_token(job.pid) == job.proc_token:   # still that process: its start is this boot's
+            if self._tokens.get(job.id) == job.proc_token or process_token(job.pid) == job.proc_token:
                 out[job.id] = now - (since_boot - int(job.proc_token) / ticks)
         return out
 
