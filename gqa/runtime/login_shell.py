@@ -115,4 +115,10 @@ def with_bash_env(env: MutableMapping[str, str], bash_env: str | os.PathLike[str
     else:
         user = current
     env[USER_BASH_ENV] = user
-    env[BASH_ENV] = str(bash_env)
+    env[BASH_ENV] = _as_bash_env(str(bash_env))
+
+
+def _as_bash_env(path: str) -> str:
+    """The path as BASH_ENV must say it: bash expands the value as between double quotes, so
+    a home named `h$USER` would name another file, unread, and the tools be lost again."""
+    return "".join("\\" + c if c in '\\$`' else c for c in path)

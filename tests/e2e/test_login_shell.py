@@ -179,3 +179,18 @@ def test_on_a_shared_box_every_user_reads_the_file_and_runs_the_tools(tmp_path):
     assert bash_env_of(tools).stat().st_mode & 0o777 == 0o644          # read, not a command on PATH
     assert (tools / "srun").stat().st_mode & 0o777 == 0o755
     assert bash_env_of(tools).name == FILE_NAME
+
+
+def test_a_tools_directory_whose_path_bash_would_expand_is_still_the_one_read(tmp_path, home):
+    """bash expands BASH_ENV's value as between double quotes: a home named `h$USER` named another file."""
+    from gqa.runtime.login_shell import with_bash_env
+
+    tools = install_slurm_commands(tmp_path / "h$USER`false`\\q" / "tools", shared=False)
+    assert tools is not None
+    script = tmp_path / "run.sh"
+    script.write_text('#!/bin/bash -l\ncommand -v srun\n')
+    script.chmod(0o755)
+    env = {"HOME": str(home), "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "USER": "someone"}
+    with_bash_env(env, bash_env_of(tools))
+    proc = subprocess.run([str(script)], env=env, capture_output=True, text=True, timeout=30)
+    assert (proc.returncode, proc.stdout) == (0, f"{tools}/srun\n"), proc.stderr
