@@ -61,6 +61,9 @@ class Update:
             raw["priority"] = self.priority.value
         if self.gpus is not None:
             raw["resources"]["gpus"] = self.gpus
+            held = spec.resources
+            if held.memory_option == "--mem-per-gpu" and held.memory:   # asked per GPU: the total follows them
+                raw["resources"]["memory"] = f"{held.memory // max(held.gpus, 1) * max(self.gpus, 1)}B"
         return validate(raw, source=source)
 
 
@@ -101,7 +104,7 @@ def _plan(settings: Settings, job: JobRecord, update: Update) -> Planned:
         raise Rejected(f"job {job.id} cannot be updated: it would then need approval: {'; '.join(approval)} "
                        "(cancel it and submit it again to ask an approver)")
     fields = {"spec_json": new.model_dump_json(), "tier": new.priority.rank, "gpus": new.resources.gpus,
-              "wall_time": new.limits.wall_time}
+              "wall_time": new.limits.wall_time, "memory": new.resources.memory}
     return Planned(fields, ", ".join(changed))
 
 
@@ -124,7 +127,13 @@ def _changes(old: JobSpec, new: JobSpec) -> list[str]:
         out.append(f"priority {old.priority.value} -> {new.priority.value}")
     if old.resources.gpus != new.resources.gpus:
         out.append(f"GPUs {old.resources.gpus} -> {new.resources.gpus}")
+    if old.resources.memory != new.resources.memory:   # --mem-per-gpu's total, with the GPUs
+        out.append(f"memory {_mib(old.resources.memory)} -> {_mib(new.resources.memory)}")
     return out
+
+
+def _mib(size: int | None) -> str:
+    return "-" if size is None else f"{-(-size // (1 << 20)):,} MiB"
 
 
 def _values(spec: JobSpec, update: Update) -> list[str]:

@@ -173,3 +173,20 @@ def test_the_next_pass_starts_the_job_with_what_it_now_asks(queue):
 
     [started] = queue.supervisor.dispatch()
     assert (started.id, len(started.assigned)) == (waiting.id, 1)
+
+
+@pytest.mark.parametrize("option, memory, gpus, after, words", [
+    ("--mem-per-gpu", "20GiB", 4, 40 << 30, ", memory 20,480 MiB -> 40,960 MiB"),   # 10 GiB a GPU, as asked
+    ("--mem-per-gpu", "20GiB", 1, 10 << 30, ", memory 20,480 MiB -> 10,240 MiB"),
+    ("--mem-per-cpu", "20GiB", 4, 20 << 30, ""),    # per CPU: the GPUs leave it alone
+    (None, "20GiB", 4, 20 << 30, ""),                # --mem: the job's whole
+])
+def test_memory_asked_per_gpu_follows_the_gpus(queue, option, memory, gpus, after, words):
+    """sbatch --gpus=2 --mem-per-gpu=10G, then gqa update --gpus 4: it ran with 20 GiB and SLURM_MEM_PER_GPU=5120."""
+    job = queue.submit_one(resources={"gpus": 2, "memory": memory, "memory_option": option})
+
+    [result] = queue.control.update(job.id, gpus=gpus)
+
+    stored = queue.get(job.id)
+    assert result.detail == f"GPUs 2 -> {gpus}{words}"
+    assert stored.memory == stored.spec.resources.memory == after
