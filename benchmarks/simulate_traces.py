@@ -23,8 +23,10 @@ from the run times those wall times allow, as jobs killed at their limit
 offer less.
 
 Traces are read from --traces DIR (default: $GQA_TRACES, else traces/
-under the repository root): the folder holding the ITP and Alibaba trace
-files; a trace that is not there is skipped with a message. Team,
+under the repository root, which git ignores): DIR/itp-2021/raw-traces.tar.gz
+and DIR/alibaba-gpu-v2023/openb_pod_list_default.csv, as published (the
+README's "Getting the traces" says where from, with each file's sha256); a
+trace that is not there is skipped with a message. Team,
 user and wall time are derived (see `gqa simulate`'s assumption lines)."""
 
 import argparse
@@ -49,6 +51,8 @@ from gqa.sim.report import plot_path_problem, save_whole  # noqa: E402
 from gqa.sim.workload import PRIORITIES, positive, priorities_choice  # noqa: E402
 
 TRACES = {"itp": "itp-2021/raw-traces.tar.gz", "alibaba": "alibaba-gpu-v2023/openb_pod_list_default.csv"}
+WHERE_TO_GET = ("the README's \"Getting the traces\" (under \"Simulating a policy on real traces\") says "
+                "where to download each and where to put it")
 TARGETS = (0.70, 0.85, 0.95)
 QUICK_JOBS = {"itp": 4000, "alibaba": 1500}      # --quick: the first N arrivals (~5 and ~22 days)
 ETA_JOBS = 500                                    # arrivals whose ETA is checked per gqa replay
@@ -124,6 +128,8 @@ def main() -> int:
     unknown = [p for p in policies if p not in NAMES]
     if unknown:
         parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+    if twice := next((p for i, p in enumerate(policies) if p in policies[:i]), None):   # replayed twice
+        parser.error(f"--policies names {twice} twice")
     wrong = [p for p in args.eta_for.split(",") if p not in ETA_POLICIES]
     if wrong:
         parser.error(f"--eta-for: no ETA for {', '.join(wrong)}; choose from {', '.join(ETA_POLICIES)}")
@@ -131,16 +137,20 @@ def main() -> int:
     rows, tasks = plan_rows(args.traces, args.only.split(","), args.quick, args.seed, modes, tiers_asked, targets,
                             policies, args.eta_jobs, args.backfill_by, tuple(args.eta_for.split(",")))
     if not tasks:
-        print("no trace to replay: see the messages above", file=sys.stderr)
+        print(f"no trace to replay: see the messages above; {WHERE_TO_GET}", file=sys.stderr)
         return 2
     run_replays(tasks, args.workers)
     wall = time.perf_counter() - began
-    if args.plot:
-        plot(rows, args.plot)
     if args.output == "json":
         print(json.dumps({"rows": rows, "wall_s": wall}, indent=2))
     else:
         print_table(rows, wall)
+    if args.plot:   # after the table: a picture that cannot be written loses none of the replays
+        try:
+            plot(rows, args.plot)
+        except OSError as exc:
+            print(f"{parser.prog}: error: {args.plot}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return 0
 
 

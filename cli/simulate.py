@@ -1,6 +1,7 @@
 """`gqa simulate`: replay a cluster trace through the production scheduling
 pass under each policy, and compare."""
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -88,6 +89,7 @@ def simulate(
     from gqa.sim.engine import production_eta
     from gqa.sim.policies import NAMES, left_out, refused, run_policy
     from gqa.sim.pools import MAX_GPUS, PoolError, cost, load_pools, pool_gpus, reclaim_rates
+    from gqa.sim.outputs import Outputs
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
     from gqa.sim.trace import TraceError
@@ -101,6 +103,8 @@ def simulate(
     unknown = [p for p in names if p not in NAMES]
     if unknown or not names:
         fail(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(NAMES)}")
+    if twice := next((p for i, p in enumerate(names) if p in names[:i]), None):   # replayed twice, shown once
+        fail(f"--policies names {twice} twice")
     named_base = base.strip().lower() if base is not None else None
     if named_base is not None and named_base not in names:
         fail(f"--base {base} is not among the policies replayed ({', '.join(names)})")
@@ -220,6 +224,8 @@ def simulate(
         checked = (len(work.jobs) + eta_every - 1) // eta_every
         which = "every job" if eta_every == 1 else f"every {eta_every}{_nth(eta_every)} arrival ({checked} jobs)"
         work.assumptions.append(f"ETA error: the production ETA at submit against the replayed start, for {which}")
+    if report is not None:   # a policy's folder there already must take its files (an earlier run's)
+        _check_report(report, names)
     results, summaries = {}, {}
     for name in names:
         began = time.perf_counter()
@@ -234,33 +240,40 @@ def simulate(
         if fmt == "table":
             note(f"{name}: {len(work.jobs)} jobs replayed in {time.perf_counter() - began:.1f}s "
                  f"({result.passes} scheduling passes)")
-    if plot:
-        try:
-            plot_waits(results, plot, f"{loaded.name}, {len(inventory)} GPUs")
-        except OSError as exc:
-            fail(f"{plot}: {exc.strerror}")
-    pages = {}
-    if report:
-        try:
-            pages = _reports(results, work, inventory, loaded.name, report)
-        except OSError as exc:
-            fail(f"{report}: {exc.strerror or exc}")
-        if fmt == "table":
-            for name, page in pages.items():
-                note(f"{name}: report in {page}")
+    # the picture and the reports are written whole, all of them or none; where one cannot be, the
+    # results are printed all the same before the refusal, which names the path that failed
+    outputs, pages, failed, writing = Outputs(), {}, None, plot or report
+    try:
+        if plot:
+            plot_waits(results, outputs.file(plot), f"{loaded.name}, {len(inventory)} GPUs", Path(plot).suffix)
+        if report:
+            writing = report
+            pages = _reports(results, work, inventory, loaded.name, report, outputs)
+        outputs.commit()
+    except OSError as exc:   # named by the path that failed, where the error has one
+        failed = f"{outputs.final_name(exc.filename) or writing}: {exc.strerror or exc}"
+        outputs.discard()
+        pages = {}
+    except BaseException:   # interrupted: nothing half-written left either
+        outputs.discard()
+        raise
+    if fmt == "table":
+        for name, page in pages.items():
+            note(f"{name}: report in {page}")
     if fmt == "json":
         data = {**as_json(loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, asked.mode, base,
                           as_it_ran), "backfill_by": backfill_by}
-        print_json({**data, "reports": pages} if report else data)
+        print_json({**data, "reports": pages} if report and not failed else data)
     else:
         print_table(console(), loaded.name, len(inventory), len(work.jobs), work.assumptions, summaries, base,
                     as_it_ran)
+    if failed:
+        fail(failed)
 
 
-def _reports(results, work, inventory, trace: str, directory: str) -> dict[str, str]:
-    """Each policy's replay as a report over the trace's whole span, in DIR/<policy>/."""
-    from pathlib import Path
-
+def _reports(results, work, inventory, trace: str, directory: str, outputs) -> dict[str, str]:
+    """Each policy's replay as a report over the trace's whole span, in DIR/<policy>/ once `outputs`
+    commits (written meanwhile in a folder it stages beside it)."""
     from gqa.reporting import ReportInput, build, pools_of, write_report
     from gqa.sim.summaries import job_summaries
 
@@ -271,7 +284,9 @@ def _reports(results, work, inventory, trace: str, directory: str) -> dict[str, 
         until = max([r.ended_at for r in rows if r.ended_at is not None] + [r.submitted_at for r in rows]) + 1.0
         built = build(ReportInput(rows, since=since, until=until, now=until, pools=pools_of(inventory),
                                   title=f"{trace} replayed under {name}", relative=True, notes=work.assumptions))
-        pages[name] = str(write_report(built, Path(directory) / name).page)
+        final = Path(directory) / name
+        written = write_report(built, outputs.folder(final))
+        pages[name] = str(final / written.page.name)
     return pages
 
 
@@ -293,14 +308,26 @@ def _check_plot(path: str) -> None:
         fail(f"--plot {path}: {problem}")
 
 
-def _check_report(path: str) -> None:
-    """The folder, or the first of its parents that exists, is a folder (the rest are made)."""
-    from pathlib import Path
+def _check_report(path: str, policies: list[str] | None = None) -> None:
+    """The folder, or the first of its parents that exists, is a folder (the rest are made), and it
+    can be made and written in, as can each policy's folder in it that is there already."""
+    from gqa.sim.outputs import cannot_make
 
     where = Path(path)
-    existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
+    try:   # a name too long for the file system is an OSError, not False
+        existing = next((p for p in (where, *where.parents) if p.exists()), Path("."))
+        there = [where] + [where / name for name in policies or () if (where / name).exists()]
+    except OSError as exc:
+        fail(f"--report {path}: cannot be written ({exc.strerror or exc})")
     if not existing.is_dir():
         fail(f"--report {path}: {existing} is not a folder")
+    for folder in there:
+        if folder.exists() and not folder.is_dir():
+            fail(f"--report {path}: {folder} is not a folder")
+        problem = cannot_make(folder)
+        if problem is not None:
+            which = "" if folder == where else f"{folder} "
+            fail(f"--report {path}: {which}cannot be written ({problem.strerror or problem})")
 
 
 def _why_none(loaded, work, limit: int | None, largest: int) -> str:
@@ -311,8 +338,9 @@ def _why_none(loaded, work, limit: int | None, largest: int) -> str:
     if too_wide:
         who = "its job asks" if too_wide == 1 else f"all {too_wide} jobs ask"
         return f": {who} for more than {largest} GPUs, the largest gang this cluster can start"
-    if not considered and loaded.notes:   # the loader left every row out: say what it left
-        return f" ({loaded.notes[0]})"
+    if not considered and loaded.notes:   # the loader left every row out: say why, not what it merged
+        said = [line for line in loaded.notes if line.startswith("dropped ")] or loaded.notes[:1]
+        return f" ({'; '.join(said)})"
     dropped = [line for line in work.assumptions if line.startswith("dropped ")]
     return f" ({'; '.join(dropped)})" if dropped else ""
 
@@ -336,8 +364,6 @@ def _as_it_ran(work, loaded, load: float) -> dict | None:
 def _held_hint(trace: str) -> str:
     """For a trace that records its runs (a Slurm dump): the most GPUs they held at once, the least
     the cluster had. Read only to word the refusal; a trace that cannot be read says nothing here."""
-    from pathlib import Path
-
     from gqa.sim import load_trace
     from gqa.sim.metrics import most_held
     from gqa.sim.trace import TraceError, records_runs

@@ -6,6 +6,7 @@ from pathlib import Path
 from ..models.units import format_count, format_duration
 from .engine import MAX_RECLAIMS, SimResult
 from .metrics import ratios
+from .outputs import Outputs, cannot_write
 
 AS_IT_RAN = "as it ran"   # what the trace records of the same jobs: a Slurm dump's starts and ends
 RATIO_LINE = (("mean_wait", "mean wait"), ("p99_wait", "p99 wait"), ("mean_jct", "mean JCT"),
@@ -99,8 +100,9 @@ def eta_line(s: dict) -> str:
                    f"median {_t(s.get('eta_waited_median_abs_error'))}, p90 {_t(s.get('eta_waited_p90_abs_error'))}")
 
 
-def plot_waits(results: dict[str, SimResult], path: str, title: str) -> None:
-    """Wait-time CDF per policy."""
+def plot_waits(results: dict[str, SimResult], path: str | Path, title: str, suffix: str | None = None) -> None:
+    """Wait-time CDF per policy, written to `path` (a temporary name, from outputs.Outputs) in the
+    format `suffix` names (.png, .svg, .pdf; by default `path`'s own)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display needed
@@ -121,7 +123,7 @@ def plot_waits(results: dict[str, SimResult], path: str, title: str) -> None:
     ax.legend()
     fig.tight_layout()
     try:
-        save_whole(fig, path, dpi=120)
+        fig.savefig(path, dpi=120, format=_format(suffix or Path(path).suffix))
     finally:
         plt.close(fig)
 
@@ -135,23 +137,33 @@ def plot_path_problem(path: str) -> str | None:
     where = Path(path)
     if where.suffix.lower() not in PLOT_SUFFIXES:
         return f"name a {', '.join(PLOT_SUFFIXES[:-1])} or {PLOT_SUFFIXES[-1]} file"
-    if where.is_dir():
-        return "is a folder; name a file in it"
-    if not where.parent.is_dir():
-        return f"no folder {where.parent}"
+    try:   # a name too long for the file system is an OSError here, not False
+        if where.is_dir():
+            return "is a folder; name a file in it"
+        if not where.parent.is_dir():
+            return f"no folder {where.parent}"
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
+    problem = cannot_write(where.parent, where.name)   # a file made there and removed, as the writer will
+    if problem is not None:
+        return f"cannot be written ({problem.strerror or problem})"
     return None
 
 
 def save_whole(fig, path: str, dpi: int) -> None:
     """Whole or not at all: written beside `path` and renamed, so a full disk leaves no
     half-written picture under the name asked for."""
-    target = Path(path)
-    partial = target.with_name(f".{target.name}.partial")
+    outputs = Outputs()
     try:
-        fig.savefig(partial, dpi=dpi, format=target.suffix.lstrip(".").lower() or "png")
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
+        fig.savefig(outputs.file(path), dpi=dpi, format=_format(Path(path).suffix))
+        outputs.commit()
+    except BaseException:
+        outputs.discard()
+        raise
+
+
+def _format(suffix: str) -> str:
+    return suffix.lstrip(".").lower() or "png"
 
 
 def _t(seconds: float | None) -> str:

@@ -24,7 +24,8 @@ from .trace_fields import (MAX_RUN_SECONDS, MAX_SUBMIT_SECONDS, PRIORITIES, PRIO
                            TraceJob, number, run_seconds, seconds_of, submit_seconds, text_of, timestamp)
 
 __all__ = ["MAX_RUN_SECONDS", "MAX_SUBMIT_SECONDS", "PRIORITIES", "Trace", "TraceError", "TraceJob", "load_alibaba",
-           "load_csv", "load_itp", "load_queue_history", "load_sacct", "load_trace", "records_runs"]
+           "is_alibaba", "is_itp", "load_csv", "load_itp", "load_queue_history", "load_sacct", "load_trace",
+           "records_runs"]
 
 _ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
 
@@ -47,14 +48,30 @@ def load_trace(path: str | Path) -> Trace:
     if packed:   # read as text, it would be refused at its first byte as not UTF-8, which says not why
         name, tool = packed
         raise TraceError(f"{path}: compressed with {name}; {tool} it first (a trace is text)")
-    if path.name.startswith("openb_pod_list") and path.suffix == ".csv":
-        return load_alibaba(path)
     first = _first_line(path)
+    if path.name.startswith("openb_pod_list") and path.suffix == ".csv" or is_alibaba(first):
+        return load_alibaba(path)
+    if is_itp(first):   # one clusterNN.csv, taken out of the tarball, under any name
+        return load_itp(path, select)
     if is_sacct(first):
         return load_sacct(path)
     if is_queue_history(first):
         return load_queue_history(path)
     return load_csv(path)
+
+
+def _columns(first: str) -> set[str]:
+    return {c.strip().lower() for c in first.strip().split(",")}
+
+
+def is_itp(first: str) -> bool:
+    """Whether a CSV's first line is an ITP 2021 clusterNN.csv's header."""
+    return set(ITP_COLUMNS.split(",")) <= _columns(first)
+
+
+def is_alibaba(first: str) -> bool:
+    """Whether a CSV's first line is the Alibaba v2023 pod list's header."""
+    return {"name", "num_gpu", "qos", "pod_phase", "creation_time", "deletion_time"} <= _columns(first)
 
 
 def records_runs(path: Path) -> bool:
@@ -171,6 +188,8 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
     if path.is_dir():
         for f in sorted(path.glob("cluster[0-9]*.csv")):
             members[f.stem] = f.read_bytes()
+    elif is_itp(_first_line(path)):   # one cluster's file, named by its stem
+        members[path.stem] = path.read_bytes()
     else:
         try:
             with tarfile.open(path, "r:*") as tar:
@@ -202,8 +221,13 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
     jobs = [r[3] for r in rows if r[3].duration > 0 and r[3].gpus > 0]
     name = path.name + (":" + ",".join(select) if select else "")
     notes = [f"ITP 2021: {len(members)} cluster(s) merged into one queue ({', '.join(sorted(members))})"]
-    if len(jobs) < len(rows):
-        notes.append(f"dropped {format_count(len(rows) - len(jobs), 'job')} with no duration or no GPUs")
+    # what the trace says never ran, each reason counted (a row with neither counted once, as no duration)
+    no_duration = sum(1 for r in rows if r[3].duration == 0)
+    no_gpus = sum(1 for r in rows if r[3].duration > 0 and r[3].gpus == 0)
+    if no_duration:
+        notes.append(f"dropped {format_count(no_duration, 'job')} with no duration (0 s)")
+    if no_gpus:
+        notes.append(f"dropped {format_count(no_gpus, 'job')} with no GPUs (num_gpu 0)")
     return Trace(name=name, format="itp", jobs=jobs, notes=notes)
 
 
@@ -221,12 +245,18 @@ def _row_error(where: str, exc: Exception, columns: str) -> TraceError:
 
 
 def _itp_job(row: dict) -> TraceJob:
-    """One row of a clusterNN.csv; a row with no duration or no GPUs is read (and dropped later)."""
+    """One row of a clusterNN.csv; a row with no duration or no GPUs is read (and dropped later, counted);
+    a negative one, which no published trace has, is refused as the generic CSV refuses it."""
     gpus = number(row["num_gpu"], "num_gpu")
     if gpus != int(gpus):
         raise ValueError(f"num_gpu must be a whole number, got {row['num_gpu']!r}")
-    return TraceJob(id=row["job_id"], submit_time=_moment(row, "submission_time"),
-                    duration=run_seconds(number(row["duration"], "duration"), "duration"), gpus=int(gpus))
+    if gpus < 0:
+        raise ValueError(f"num_gpu must be 0 or more, got {row['num_gpu']!r}")
+    submitted = _moment(row, "submission_time")
+    duration = run_seconds(number(row["duration"], "duration"), "duration")
+    if duration < 0:
+        raise ValueError(f"duration must be 0 or more, got {row['duration']!r}")
+    return TraceJob(id=row["job_id"], submit_time=submitted, duration=duration, gpus=int(gpus))
 
 
 def _moment(row: dict, column: str) -> float:
@@ -249,10 +279,11 @@ def load_alibaba(path: str | Path) -> Trace:
     """Training-like pods only: at least one GPU (a GPU fraction counts as one),
     and either finished (Succeeded) or best-effort/burstable; many LS pods are
     long-running inference. Pods never scheduled (no scheduled_time) never ran
-    and are dropped. duration = deletion_time - creation_time, as the trace's
-    README defines run time."""
+    and are dropped, and so are pods deleted as they were created (no run time),
+    each counted; one deleted before it was created is refused with its line.
+    duration = deletion_time - creation_time, as the trace's README defines run time."""
     path = Path(path)
-    jobs, total, unscheduled = [], 0, 0
+    jobs, total, unscheduled, lifeless = [], 0, 0, 0
     reader = csv.DictReader(io.StringIO(text_of(path.read_bytes(), str(path))))
     for row in _rows(reader, str(path)):
         total += 1
@@ -266,14 +297,21 @@ def load_alibaba(path: str | Path) -> Trace:
                 unscheduled += 1
                 continue
             created = _moment(row, "creation_time")
-            duration = run_seconds(number(row["deletion_time"], "deletion_time") - created, "a pod's life")
+            deleted = number(row["deletion_time"], "deletion_time")
+            if deleted < created:
+                raise ValueError(f"deletion_time {row['deletion_time'].strip()} is before creation_time "
+                                 f"{row['creation_time'].strip()}")
+            duration = run_seconds(deleted - created, "a pod's life")
         except (KeyError, TypeError, ValueError) as exc:
             raise _row_error(f"{path}: line {reader.line_num}", exc, ALIBABA_COLUMNS) from None
-        if duration > 0:
-            jobs.append(TraceJob(id=row["name"], submit_time=created, duration=duration, gpus=int(gpus),
-                                 priority=ALIBABA_TIERS.get(qos, Priority.NORMAL.value), name=row["name"]))
+        if duration == 0:
+            lifeless += 1
+            continue
+        jobs.append(TraceJob(id=row["name"], submit_time=created, duration=duration, gpus=int(gpus),
+                             priority=ALIBABA_TIERS.get(qos, Priority.NORMAL.value), name=row["name"]))
     jobs.sort(key=lambda j: j.submit_time)
+    lifeless_said = f" and {lifeless} with no run time (deleted as created)" if lifeless else ""
     notes = [f"Alibaba v2023: kept {len(jobs)} of {total} pods (GPU pods that succeeded or are BE/Burstable; "
-             f"{unscheduled} never scheduled dropped); GPU fractions count as 1 GPU",
+             f"{unscheduled} never scheduled{lifeless_said} dropped); GPU fractions count as 1 GPU",
              "priority from qos: LS/Guaranteed -> high, Burstable -> normal, BE -> low"]
     return Trace(name=path.name, format="alibaba", jobs=jobs, notes=notes)

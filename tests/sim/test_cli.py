@@ -97,6 +97,8 @@ def test_limit_load_and_pools(tmp_path, capsys):
     (["--gpus", "4", "--estimates", "default", "--default-share", "2"], "between 0 and 1, not 2"),
     (["--gpus", "4", "--priorities", "flat"], "--priorities must be one of trace, one, got 'flat'"),
     (["--gpus", "4", "--policies", "fifo,gqa", "--base", "las"], "--base las is not among the policies replayed"),
+    # replayed twice and printed once: a typo likelier than intent
+    (["--gpus", "4", "--policies", "fifo,FIFO,gqa"], "--policies names fifo twice"),
 ])
 def test_bad_options_exit_2(capsys, args, message):
     code, out, err = run(capsys, GOLDEN, *args)
@@ -110,14 +112,26 @@ def test_bad_options_exit_2(capsys, args, message):
     ("dir", ["--plot", "{tmp}/x.png"], "--plot {tmp}/x.png: is a folder"),
     ("file", ["--report", "{tmp}/x"], "--report {tmp}/x: {tmp}/x is not a folder"),
     ("file", ["--report", "{tmp}/x/a/b"], "--report {tmp}/x/a/b: {tmp}/x is not a folder"),
+    # a policy's folder that is a file: named, not the folder above it (after the replays, before)
+    ("policy-file", ["--report", "{tmp}/x"], "--report {tmp}/x: {tmp}/x/fifo is not a folder"),
+    # a name the file system refuses, as root too: found by writing there (after the replays, before)
+    (None, ["--plot", "{tmp}/" + "w" * 300 + ".png"], ".png: cannot be written (File name too long)"),
+    (None, ["--report", "{tmp}/" + "r" * 300], "--report {tmp}/rrr"),
+    (None, ["--report", "{tmp}/new/" + "r" * 300], "cannot be written (File name too long)"),
 ])
 def test_outputs_that_cannot_be_written_are_refused_first(tmp_path, capsys, make, args, message):
     if make == "dir":
         (tmp_path / "x.png").mkdir()
     elif make == "file":
         (tmp_path / "x").write_text("")
-    code, out, err = run(capsys, GOLDEN, "--gpus", "4", *(a.format(tmp=tmp_path) for a in args))
+    elif make == "policy-file":
+        (tmp_path / "x").mkdir()
+        (tmp_path / "x" / "fifo").write_text("")
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa",
+                         *(a.format(tmp=tmp_path) for a in args))
     assert (code, out) == (2, "") and message.format(tmp=tmp_path) in err and "replayed" not in err
+    assert err.count("\n") == 1 and sorted(tmp_path.rglob("*")) == before   # the checks leave nothing behind
 
 
 def test_plot_is_whole_or_absent(tmp_path, capsys, monkeypatch):
@@ -136,6 +150,73 @@ def test_plot_is_whole_or_absent(tmp_path, capsys, monkeypatch):
     code, _, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo", "--plot", str(tmp_path / "w.png"))
     assert code == 2 and "No space left on device" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.svg"]   # no w.png, no partial file
+
+
+@pytest.mark.parametrize("fails", ["report", "plot"])
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_outputs_failing_at_the_end_leave_nothing_and_the_results_still_print(tmp_path, capsys, monkeypatch,
+                                                                              fails, fmt):
+    """Written whole or not at all, all of them: a failure in one removes what this run wrote of the
+    others, and the table (or JSON) the replays made is printed before the exit 2."""
+    import gqa.reporting
+    from matplotlib.figure import Figure
+
+    (tmp_path / "rep").mkdir()
+    (tmp_path / "rep" / "kept.txt").write_text("an earlier run's")   # not this run's: left alone
+    real_report, real_savefig = gqa.reporting.write_report, Figure.savefig
+
+    calls = []
+
+    def report_disk_full(built, directory):   # fifo's report written, gqa's half, then the disk is full
+        calls.append(directory)
+        written = real_report(built, directory)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(Path(directory) / "report.html"))
+        return written
+
+    def plot_disk_full(self, fname, **kwargs):
+        real_savefig(self, fname, **kwargs)
+        raise OSError(28, "No space left on device", str(fname))
+
+    if fails == "report":
+        monkeypatch.setattr(gqa.reporting, "write_report", report_disk_full)
+    else:
+        monkeypatch.setattr(Figure, "savefig", plot_disk_full)
+    code, out, err = run(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa", "--eta-every", "0", "-o", fmt,
+                         "--plot", str(tmp_path / "rep3.png"), "--report", str(tmp_path / "rep" / "new"))
+    assert code == 2 and err.endswith("No space left on device\n") and "Traceback" not in err
+    failed = tmp_path / "rep" / "new" / "gqa" / "report.html" if fails == "report" else tmp_path / "rep3.png"
+    assert f"gqa: error: {failed}: No space left on device" in err   # the path that failed, not the folder
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["rep", "rep/kept.txt"]
+    if fmt == "json":
+        assert set(json.loads(out)["policies"]) == {"fifo", "gqa"}
+    else:
+        assert "gqa / fifo" in out
+
+
+def test_reports_go_into_a_folder_an_earlier_run_wrote(tmp_path, capsys):
+    first = as_json(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo", "--eta-every", "0",
+                    "--report", str(tmp_path / "r"))
+    (tmp_path / "r" / "fifo" / "notes.txt").write_text("mine")
+    second = as_json(capsys, GOLDEN, "--gpus", "4", "--policies", "fifo,gqa", "--eta-every", "0",
+                     "--report", str(tmp_path / "r"))
+    assert second["reports"] == {**first["reports"], "gqa": str(tmp_path / "r" / "gqa" / "report.html")}
+    assert (tmp_path / "r" / "fifo" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["fifo", "gqa"]   # no staging left
+
+
+def itp_cluster(folder: Path, name: str, rows: str) -> str:
+    (folder / name).write_text("job_id,submission_time,duration,num_gpu\n" + rows)
+    return str(folder / name)
+
+
+def test_a_trace_the_loader_left_empty_says_why(tmp_path, capsys):
+    """The note that says why, not the first (which says the clusters were merged)."""
+    itp_cluster(tmp_path, "cluster10.csv", "a1,10,0,1\na2,20,0,2\n")
+    trace = str(tmp_path)
+    code, out, err = run(capsys, trace, "--gpus", "4")
+    assert (code, out) == (2, "")
+    assert err == f"gqa: error: {trace}: no jobs to replay (dropped 2 jobs with no duration (0 s))\n"
 
 
 @pytest.mark.parametrize("content, message", [

@@ -114,3 +114,19 @@ def test_eta_for_checks_the_etas_of_the_policies_named(tmp_path):
     [row] = json.loads(done.stdout)["rows"]
     assert row["policies"]["gqa-slice"]["eta_checked"] > 0
     assert row["policies"]["gqa"]["eta_checked"] == 0
+
+
+def test_missing_traces_say_where_to_get_them(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
+                           str(tmp_path), "--only", "itp"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"skipping itp: {tmp_path / 'itp-2021' / 'raw-traces.tar.gz'} not found (use --traces DIR)",
+        "no trace to replay: see the messages above; the README's \"Getting the traces\" (under \"Simulating a "
+        "policy on real traces\") says where to download each and where to put it"]
+
+
+def test_a_policy_named_twice_is_refused(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate_traces.py"), "--traces",
+                           str(tmp_path), "--policies", "fifo,gqa,fifo"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--policies names fifo twice" in done.stderr

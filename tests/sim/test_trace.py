@@ -252,3 +252,63 @@ def test_alibaba_missing_column_and_bytes(tmp_path):
     path.write_bytes(ALIBABA_HEADER.encode() + b"p\x80,1,1,1,1000,,BE,Failed,1,2,1\n")
     with pytest.raises(TraceError, match="line 2: byte 0x80 is not UTF-8"):
         load_trace(path)
+
+
+# -- told by the header, whatever the file's name -----------------------------------
+
+ITP_HEADER = "job_id,submission_time,duration,num_gpu\n"
+
+
+@pytest.mark.parametrize("name", ["cluster10.csv", "itp.csv"])
+def test_an_itp_cluster_file_is_read_by_its_header(tmp_path, name):
+    path = write(tmp_path / name, ITP_HEADER + "b1,20,60,4\na1,10,100,8\n")
+    trace = load_trace(path)
+    assert trace.format == "itp" and [j.id for j in trace.jobs] == ["a1", "b1"]
+    stem = name.removesuffix(".csv")
+    assert trace.notes == [f"ITP 2021: 1 cluster(s) merged into one queue ({stem})"]
+    if stem == "cluster10":   # picked by name, as a member of the tarball is
+        assert [j.id for j in load_trace(f"{path}:cluster10").jobs] == ["a1", "b1"]
+
+
+def test_an_alibaba_pod_list_is_read_by_its_header(tmp_path):
+    path = write(tmp_path / "alibaba.csv", ALIBABA_HEADER + "p1,1000,1024,1,500,,BE,Failed,10,610,12\n")
+    trace = load_trace(path)
+    assert trace.format == "alibaba" and [(j.id, j.duration) for j in trace.jobs] == [("p1", 600.0)]
+
+
+# -- rows a published trace says never ran: each counted under its reason ------------
+
+def test_itp_rows_with_no_duration_or_no_gpus_are_counted_apart(tmp_path):
+    path = itp_tarball(tmp_path / "raw-traces.tar.gz", {"cluster01": "a1,10,100,8\na2,20,0,1\na3,30,0,2\na4,40,50,0\n"})
+    trace = load_trace(path)
+    assert [j.id for j in trace.jobs] == ["a1"]
+    assert trace.notes[1:] == ["dropped 2 jobs with no duration (0 s)", "dropped 1 job with no GPUs (num_gpu 0)"]
+
+
+@pytest.mark.parametrize("row, message", [
+    ("a2,1,-50,1", "duration must be 0 or more, got '-50'"),
+    ("a2,1,10,-1", "num_gpu must be 0 or more, got '-1'"),
+])
+def test_itp_negative_row_names_the_line(tmp_path, row, message):
+    """As the generic CSV refuses a negative duration, with its line: no published trace has one."""
+    path = itp_tarball(tmp_path / "raw-traces.tar.gz", {"cluster01": f"a1,10,100,8\n{row}\n"})
+    with pytest.raises(TraceError, match=f"cluster01.csv: line 3: {message} \\(expected job_id,"):
+        load_trace(path)
+
+
+def test_alibaba_pod_that_ended_as_it_was_created_is_counted(tmp_path):
+    rows = ["p1,1000,1024,1,1000,,BE,Failed,10,610,12",
+            "p2,1000,1024,1,1000,,BE,Failed,20,20,20",     # deleted as it was created: no run time
+            "p3,1000,1024,1,1000,,BE,Pending,30,900,"]     # never scheduled
+    trace = load_trace(write(tmp_path / "openb_pod_list_default.csv", ALIBABA_HEADER + "\n".join(rows) + "\n"))
+    assert [j.id for j in trace.jobs] == ["p1"]
+    assert trace.notes[0] == ("Alibaba v2023: kept 1 of 3 pods (GPU pods that succeeded or are BE/Burstable; "
+                              "1 never scheduled and 1 with no run time (deleted as created) dropped); "
+                              "GPU fractions count as 1 GPU")
+
+
+def test_alibaba_pod_deleted_before_it_was_created_names_the_line(tmp_path):
+    path = write(tmp_path / "openb_pod_list_default.csv",
+                 ALIBABA_HEADER + "p1,1000,1024,1,1000,,BE,Failed,10,610,12\np2,1,1,1,1000,,BE,Failed,50,40,50\n")
+    with pytest.raises(TraceError, match="line 3: deletion_time 40 is before creation_time 50 \\(expected the openb"):
+        load_trace(path)
