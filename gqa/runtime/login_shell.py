@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import tempfile
 from collections.abc import MutableMapping
 from pathlib import Path
+
+from .slurm_tools import install_file
 
 BASH_ENV = "BASH_ENV"
 USER_BASH_ENV = "GQA_USER_BASH_ENV"    # the BASH_ENV the job's environment had ("" for none)
@@ -87,21 +88,7 @@ def write_bash_env(tools: str | os.PathLike[str]) -> Path:
     left alone when it already says the same. Its path."""
     directory = Path(os.path.abspath(tools))   # as the job's PATH names it: links left as they are
     path = directory / FILE_NAME
-    text = bash_env_text(directory)
-    try:
-        if path.read_text(encoding="utf-8") == text and path.stat().st_mode & 0o777 == 0o644:
-            return path
-    except OSError:
-        pass
-    fd, staged = tempfile.mkstemp(prefix=f".{FILE_NAME}-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(staged, 0o644)
-        os.replace(staged, path)
-    except BaseException:
-        Path(staged).unlink(missing_ok=True)
-        raise
+    install_file(path, bash_env_text(directory), 0o644)
     return path
 
 

@@ -48,23 +48,27 @@ def install(directory: str | os.PathLike[str], python: str = sys.executable) -> 
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     for name, module in TOOLS.items():
-        text = shim(module, python)
-        path = target / name
-        try:
-            if path.read_text(encoding="utf-8") == text and os.access(path, os.X_OK):
-                continue
-        except OSError:
-            pass
-        fd, staged = tempfile.mkstemp(prefix=f".{name}-", dir=target)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.chmod(staged, 0o755)
-            os.replace(staged, path)
-        except BaseException:
-            Path(staged).unlink(missing_ok=True)
-            raise
+        install_file(target / name, shim(module, python), 0o755)
     return target
+
+
+def install_file(path: Path, text: str, mode: int) -> None:
+    """`text` at `path` with `mode`, in whole (a job starting meanwhile finds the old file or the
+    new one), unless it is there already."""
+    try:
+        if path.read_text(encoding="utf-8") == text and path.stat().st_mode & 0o777 == mode:
+            return
+    except OSError:
+        pass
+    fd, staged = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(staged, mode)
+        os.replace(staged, path)
+    except BaseException:
+        Path(staged).unlink(missing_ok=True)
+        raise
 
 
 def record_failed_step(code: int, description: str, environ: Mapping[str, str] | None = None) -> None:
