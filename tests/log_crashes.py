@@ -4,10 +4,11 @@ of the rotation's cleanup runs."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
-from gqa.adapters.local import log_records, log_recovery, log_rotation
+from gqa.adapters.local import collapse, log_records, log_recovery, log_rotation
 from gqa.adapters.local.log_rotation import LogLimits, rotate_if_needed
 
 REACHED, MISSED = 0, 3
@@ -29,6 +30,28 @@ def die_after(name: str, target, *, nth: int = 1, partway=None, when=lambda *arg
     setattr(target, name, step)
 
 
+def refuse_collapse() -> None:
+    """The file system refuses to collapse a file's head (tmpfs, btrfs, NFS): rotation truncates."""
+    def refused(fd, mode, offset, length):
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    collapse.fallocate = refused
+
+
+def collapses(directory: Path) -> bool:
+    """Whether the file system under `directory` collapses a file's head: tried on a scratch file."""
+    scratch = directory / "collapse-probe"
+    with open(scratch, "wb+") as fh:
+        fh.write(b"x" * (3 << 16))
+        fh.flush()
+        try:
+            done = collapse.collapse_head(fh.fileno(), collapse.granularity(fh.fileno()))
+        except OSError:
+            done = False
+    scratch.unlink()
+    return done
+
+
 def unlink_oldest_only(path, keep):
     os.unlink(log_records.sibling(path, keep))
 
@@ -42,6 +65,12 @@ CRASHES = {
     "after the catch-up copy": lambda: die_after("_copy", log_rotation, nth=2),
     "having cut the live file": lambda: die_after("ftruncate", os),
     "having written its record": lambda: die_after("record", log_rotation),
+}
+
+# a log of more than a block, where the file system collapses the live file's head (collapse.py)
+COLLAPSE_CRASHES = {
+    "having cut the copy back to a block": lambda: die_after("collapse_head", collapse, partway=lambda fd, n: None),
+    "having collapsed the live file": lambda: die_after("collapse_head", collapse),
 }
 
 

@@ -19,7 +19,7 @@ from gqa.adapters.local.log_stream import JobLog
 from gqa.adapters.local.paths import StatePaths
 from gqa.models.job import JobState
 from tests.builders import history, job_record
-from tests.log_crashes import CRASHES, crash, die_after
+from tests.log_crashes import COLLAPSE_CRASHES, CRASHES, collapses, crash, die_after, refuse_collapse
 
 
 class Log:
@@ -249,13 +249,18 @@ def test_a_follower_reads_each_line_once_through_a_half_done_rotation_and_its_se
 # start of the live file; the intent names the head, the copy's bytes that are
 CUT_CRASHES = {
     "having made the cut copy": (lambda: die_after("_copy", log_rotation, nth=2), UNDONE),
-    "having cut the live file": (lambda: die_after("ftruncate", os, when=lambda fd, length: length == 0), FINISHED),
+    "having truncated the live file": (lambda: (refuse_collapse(),
+                                                die_after("ftruncate", os, when=lambda fd, length: length == 0)),
+                                       FINISHED),
+    **{step: (how, UNDONE if "copy back" in step else FINISHED) for step, how in COLLAPSE_CRASHES.items()},
 }
 
 
 @pytest.mark.parametrize("step", list(CUT_CRASHES))
 def test_a_rotation_that_cuts_the_middle_killed_before_or_after_the_live_file_is_cut_is_settled_right(tmp_path,
                                                                                                      step):
+    if step in COLLAPSE_CRASHES and not collapses(tmp_path):
+        pytest.skip("this file system does not collapse a file's head (fallocate COLLAPSE_RANGE)")
     log = Log(tmp_path)
     log.write(150_000)
     how, outcome = CUT_CRASHES[step]
@@ -304,4 +309,32 @@ def test_a_reader_whose_copy_is_undone_as_it_looks_reads_the_log_as_undone(tmp_p
     monkeypatch.setattr(log_recovery, "_part_with", found_then_undone)
     assert log_rotation.rotations_as_read(log.path).count == rotations
     assert undone == [UNDONE]
+    log.check()
+
+
+@pytest.mark.parametrize("step", list(COLLAPSE_CRASHES))
+@pytest.mark.parametrize("more", [0, 3], ids=["nothing written since", "written on since"])
+def test_a_rotation_killed_around_the_collapse_of_the_live_file_is_settled_right(tmp_path, step, more):
+    """Killed with the copy cut back to a block, the live file whole: undone. Killed once the
+    live file's head was collapsed, before the record: finished, the part and the live file
+    meeting where the collapse cut (inside a line, read whole)."""
+    if not collapses(tmp_path):
+        pytest.skip("this file system does not collapse a file's head (fallocate COLLAPSE_RANGE)")
+    log = Log(tmp_path, keep=10)
+    log.limits = LogLimits(4096, 10)
+    log.write(1000)
+    assert rotate_if_needed(log.path, log.limits) is True
+    log.write(1000)
+    crash(log.path, log.limits, COLLAPSE_CRASHES[step])
+    outcome = UNDONE if "copy back" in step else FINISHED
+    part = log_records.sibling(log.path, 1)
+    assert part.stat().st_ino == intent_of(log.path).copy
+    assert part.stat().st_size % os.statvfs(tmp_path).f_frsize == 0
+    log.write(more)                      # the job goes on while the daemon is down
+    log.check_reading()                  # readers read it as it will be settled
+    assert finish(log.path) == outcome
+    log.check()
+    assert rotations_of(log.path).count == (1 if outcome == UNDONE else 2)
+    log.write(1000)
+    assert rotate_if_needed(log.path, log.limits) is True
     log.check()

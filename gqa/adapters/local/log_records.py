@@ -22,13 +22,28 @@ class Rotations:
     dropped: int = 0
     cap: str = ""
     keep: int = 0
+    # newest first, one per kept part: the bytes the rotation that made it cut off the live file's
+    # head where it collapsed it (the live file went on from there), 0 where it truncated it (the
+    # live file began anew). A follower that had read past a part's end reads on in the next file.
+    continued: tuple[int, ...] = ()
 
     def as_json(self) -> dict:
-        return {"count": self.count, "dropped": self.dropped, "cap": self.cap, "keep": self.keep}
+        return {"count": self.count, "dropped": self.dropped, "cap": self.cap, "keep": self.keep,
+                "continued": list(self.continued)}
 
     @classmethod
     def from_json(cls, raw: dict) -> "Rotations":
-        return cls(int(raw["count"]), int(raw["dropped"]), str(raw["cap"]), int(raw["keep"]))
+        continued = tuple(int(x) for x in raw.get("continued", ()))   # a record before it: all truncated
+        return cls(int(raw["count"]), int(raw["dropped"]), str(raw["cap"]), int(raw["keep"]), continued)
+
+    def after(self, cut: int, keep: int, cap: str) -> "Rotations":
+        """The record of one more rotation that cut `cut` bytes off the live file's head (0: truncated)."""
+        return Rotations(self.count + 1, self.dropped, cap, keep, ((cut,) + self.continued)[:keep])
+
+    def took(self, part: int) -> int:
+        """What the rotation that made part `.part` cut off the live file's head by collapsing it; 0 if
+        it truncated the live file, or is not known."""
+        return self.continued[part - 1] if 0 < part <= len(self.continued) else 0
 
 
 def rotations_of(path: Path) -> Rotations:

@@ -1,6 +1,8 @@
 """A rotation that a crash left half done (log_rotation.py), finished or undone.
 
-Rotation copies the live log to `.1` and then cuts the live file to nothing.
+Rotation copies the live log to `.1` and then cuts the copied bytes off the
+live file: truncating it to nothing, or collapsing its head, the copy cut
+back first to end where the collapse will (log_rotation._collapse_cut).
 A daemon killed between the two leaves the copy in place and the live file
 whole: every reader would show that part twice, and the next rotation would
 keep both. So before it moves anything, a rotation writes its intent to
@@ -14,7 +16,12 @@ starts with the copy's head (its first bytes, copied before the intent was
 written: a copy cut in the middle goes on with other bytes) was cut. (One
 that does may also have been cut and then rewritten with the very same
 bytes, as long as the whole head: taken as not cut, such a part is lost as
-a repeat, the one case where this guesses.)
+a repeat, the one case where this guesses. A collapse leaves the live
+file starting with the bytes that followed the part, which are the head
+again only in a log that repeats itself with a period dividing the part's
+size: the same guess, and the same bytes lost.) Whether the copy was cut
+back to a block is no matter: the collapse comes after that, so a copy cut
+back with the live file whole is undone like any other.
 - Cut: the record is written, as the rotation would have.
 - Not cut: the copy is removed and the parts are numbered again from `.1`;
   only the oldest part, if it was already dropped, counts as dropped.

@@ -8,21 +8,28 @@ there were, how many bytes the oldest parts took with them, and the cap.
 Readers treat `.K ... .1, live` as one log in order, headed by a one-line
 marker once earlier parts were dropped (`as_read`).
 
-Rotation copies the live file to `.1` and truncates it in place. The job
-writes through a descriptor opened with O_APPEND (the executor opens the
-log with "ab"), so its next write lands at the new end of the file, never
-past a hole. What is guaranteed: bytes written before the copy finished are
-in `.1`, bytes written after the truncation are in the live file; bytes
-written in between (a few renames and one small copy long) may be lost.
+Rotation copies the live file to `.1` and cuts the copied bytes off it in
+place. The job writes through a descriptor opened with O_APPEND (the
+executor opens the log with "ab"), so its next write lands at the new end
+of the file, never past a hole. Where the file system collapses a file's
+head (ext4, XFS: collapse.py) the cut removes exactly the part's bytes, the
+copy cut back to a block boundary, atomically against the job's writes:
+nothing the job writes is lost and no line is torn; a part may end inside
+a line, which the live file goes on with, and readers join them. Elsewhere
+(tmpfs, btrfs, NFS, overlay), for a log under a block, and where the
+copy's last block boundary falls in its middle cut, the live file is
+truncated: bytes written before the copy finished are in `.1`, bytes
+written after the truncation are in the live file; bytes written in
+between (a few renames and one small copy long) may be lost.
 A part holds at most `LogLimits.part_bytes`, the cap and as much again
 (1 MiB at least; log_watch.py looks at a log soon enough after it is
 written that a job writing tens of MB/s stays within it): of a job that
 wrote past that before the rotation began, the part keeps the head and the
 newest bytes, and a line saying how many bytes were cut between them
-(`cut_marker`). A copy that caught up waits QUIET for more before the cut
-(a job's last lines come right after its last burst), and one that writes
-on is chased for CHASE; what it writes after the last look goes with the
-cut, as in the window above.
+(`cut_marker`). Truncating, a copy that caught up waits QUIET for more
+before the cut (a job's last lines come right after its last burst), and
+one that writes on is chased for CHASE; what it writes after the last look
+goes with the cut, as in the window above.
 Before it moves anything a rotation writes its intent beside the log, so
 that a rotation a crash left half done is finished or undone, never kept
 twice (log_recovery.py).
@@ -41,7 +48,7 @@ from pathlib import Path
 
 from ...models.errors import SpecError
 from ...models.units import parse_size
-from . import log_recovery
+from . import collapse, log_recovery
 from .log_records import Rotations, create_like, cut_marker, marker, parts, record, rotations_of, sibling
 from .log_recovery import Intent
 
@@ -127,7 +134,7 @@ def rotate_if_needed(path: Path | str, limits: LogLimits) -> bool:
         if not stat.S_ISREG(live.st_mode) or live.st_nlink != 1 or live.st_size <= limits.max_bytes:
             return False
         before = rotations_of(path)
-        then = Rotations(before.count + 1, before.dropped, limits.cap, limits.keep)
+        then = before.after(0, limits.keep, limits.cap)   # truncated, until a collapse says how much it cut
         try:
             if limits.keep == 0:
                 intent = Intent(replace(then, dropped=before.dropped + live.st_size), size=live.st_size)
@@ -185,7 +192,7 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations, lim
             _shift(path, then.keep)         # .1 -> .2 ... ; the oldest kept is dropped
             os.replace(tmp, first)
             copy = first
-            torn = _catch_up(src, dst, head, limits.part_bytes, room // 4, then.cap)
+            torn, cut = _catch_up(src, dst, head, limits.part_bytes, room // 4, then.cap)
         except BaseException:
             try:
                 os.unlink(copy)
@@ -193,7 +200,7 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations, lim
                 pass
             raise
         if torn:
-            # the job wrote on as the copy ended, or the copy ends at a page boundary (where a write
+            # truncated: the job wrote on as the copy ended, or the copy ends at a page boundary (where a write
             # becomes visible a page at a time): its last line may be a write seen half done, whose
             # rest the cut took. Lost whole rather than torn; a line the job left unfinished with no
             # write after it is kept. (After the cut, which nothing may undo: it only ends the part)
@@ -201,6 +208,8 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations, lim
                 _end_at_line(dst)
             except OSError:
                 pass
+        if cut:   # the live file goes on where the part ends: a follower reads on from there (log_stream.py)
+            intent = replace(intent, then=replace(intent.then, continued=(cut,) + intent.then.continued[1:]))
         return intent
     finally:
         os.close(dst)
@@ -211,23 +220,29 @@ CHASE = 0.01         # seconds a rotation copies what a job writes on before it 
 QUIET = 0.002        # seconds a rotation whose copy caught up waits for what comes right after a burst
 
 
-def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) -> bool:
+def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) -> tuple[bool, int]:
     """Copy what came after the head, within `bound` bytes in all, then cut
-    the live file; whether the copy may end with a write seen half done.
+    the live file; whether the copy may end with a write seen half done, and
+    the bytes a collapse cut off the live file's head (0: truncated).
     Where more came than the bound holds, the middle is cut: the copy keeps
     the head, a line saying how many bytes were cut, and the newest `newest`
     bytes (from a line start), for a job's last lines tell why it ended.
 
-    A copy catches up as a burst ends, just before a job's last lines, which
-    a cut then would take: the live file is cut once a copy that caught up
-    finds nothing more after QUIET. A job that writes on is chased for
-    CHASE, then copied once more (and once more after QUIET if that caught
-    up), its newest bytes as they are then; what it writes after the last
-    look goes with the cut. (The intent names the head alone as the live
-    file's own bytes, so a crash before the cut is still told from one
-    after it; readers take the copy for no part until then.)"""
+    Where the file system collapses a file's head (`_collapse_cut`), the
+    live file is cut once the copy has caught up, with nothing lost. Else
+    it is truncated, and what the job writes between the last look and the
+    truncation goes with it: a copy catches up as a burst ends, just before
+    a job's last lines, so the live file is truncated once a copy that
+    caught up finds nothing more after QUIET. A job that writes on is chased
+    for CHASE, then copied once more (and once more after QUIET if that
+    caught up), its newest bytes as they are then. (The intent names the
+    head alone as the live file's own bytes, so a crash before the cut is
+    still told from one after it; readers take the copy for no part until
+    then.)"""
+    resumed = None       # where the copy went on in the live file after a middle cut
 
     def another() -> tuple[int, int]:
+        nonlocal resumed
         end, at = os.fstat(src).st_size, os.lseek(src, 0, os.SEEK_CUR)
         if end - at > bound - os.fstat(dst).st_size and end - newest - head >= _MIN_CUT:
             resume = end - newest
@@ -238,9 +253,14 @@ def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) 
             torn = head > 0 and os.pread(dst, 1, head - 1) != b"\n"
             os.write(dst, (b"\n" if torn else b"") + cut_marker(resume - head, cap))
             os.lseek(src, resume, os.SEEK_SET)
+            resumed = resume
         _copy(src, dst, bound - os.fstat(dst).st_size)
         return os.lseek(src, 0, os.SEEK_CUR), os.fstat(src).st_size
 
+    at, size = another()
+    cut = _collapse_cut(src, dst, at, resumed)
+    if cut:
+        return False, cut
     deadline, quiet_at = time.monotonic() + CHASE, None
     while time.monotonic() < deadline:
         at, size = another()
@@ -255,7 +275,35 @@ def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) 
             time.sleep(QUIET)
             at, size = another()
     os.ftruncate(src, 0)
-    return size > at or at % PAGE == 0
+    return size > at or at % PAGE == 0, 0
+
+
+def _collapse_cut(src: int, dst: int, at: int, resumed: int | None) -> int:
+    """Cut the live file (copied up to `at`) by collapsing its head in place
+    (collapse.py): the copy is cut back to end at a block boundary X, and the
+    live file's first X bytes are removed, so it starts with the byte after
+    the copy's last. A write that comes meanwhile lands at the live file's
+    end, before the collapse or after it, and is kept either way; the copy
+    may end inside a line, which the live file goes on with. X, or 0 where
+    it was not done (a file system that cannot, a log under a block, an X
+    inside the middle cut): the copy and the live file's position are then
+    as they were and the caller truncates."""
+    try:
+        grain = collapse.granularity(src)
+    except OSError:
+        return 0
+    x = (at - 1) // grain * grain    # below `at`: a collapse must end before the end of the file
+    if x <= 0 or (resumed is not None and x < resumed):
+        return 0
+    ends = os.fstat(dst).st_size - (at - x)
+    # the copy is cut back first: a crash before the collapse leaves a copy of the live file's head
+    # (undone), one after leaves the part and the live file meeting at X (finished): log_recovery.py
+    os.ftruncate(dst, ends)
+    os.lseek(dst, ends, os.SEEK_SET)
+    if collapse.collapse_head(src, x):
+        return x
+    os.lseek(src, x, os.SEEK_SET)    # refused: the bytes cut off the copy are copied again
+    return 0
 
 
 def _part_stat(name: Path) -> os.stat_result | None:

@@ -62,8 +62,8 @@ class JobLog:
         """What was written since the last read, the parts rotated away meanwhile included."""
         now = rotations_as_read(self.path)
         if now.count != self._seen.count:
-            yield from self._rotated(now)
-            self._offset, self._seen, self._shrunk = 0, now, False
+            yield from self._rotated(now)   # leaves the offset where the live file goes on
+            self._seen, self._shrunk = now, False
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -83,7 +83,10 @@ class JobLog:
             os.close(fd)
 
     def _rotated(self, now: Rotations) -> Iterator[bytes]:
-        """The rest of the file we were reading, now part `.r` after r rotations, then the parts after it."""
+        """The rest of the file we were reading, now part `.r` after r rotations, then the parts after
+        it; the offset left where the live file goes on. A part whose rotation collapsed the live
+        file's head holds only its first `now.took(n)` bytes, and the next file goes on with the rest:
+        what was read past the part's end is there, at the same distance past its start."""
         r = now.count - self._seen.count
         if r > now.keep:      # the file we were reading is gone, and maybe more
             missed = max(0, now.dropped - self._seen.dropped - self._offset)
@@ -93,15 +96,21 @@ class JobLog:
         else:
             first, offset = r, self._offset
         for n in range(first, 0, -1):
+            took = now.took(n)
+            if took and offset >= took:    # read past its end already: on in the next file
+                offset -= took
+                continue
             try:
                 fd = os.open(sibling(self.path, n), os.O_RDONLY)
             except FileNotFoundError:
+                offset = 0
                 continue
             try:
                 yield from read_from(fd, offset, None, self.block)
             finally:
                 os.close(fd)
             offset = 0
+        self._offset = offset
 
 
 def _open_all(paths: list[Path]) -> list[tuple[Path, int]]:
