@@ -164,4 +164,74 @@ def test_a_record_written_before_parts_were_continued_is_read_as_truncations(log
     from gqa.adapters.local.log_records import Rotations
 
     assert Rotations.from_json({"count": 3, "dropped": 0, "cap": "4 KiB x 2", "keep": 2}).took(1) == 0
-    assert Rotations(keep=2).after(8192, 2, "c").after(0, 2, "c").after(4096, 2, "c").continued == (4096, 0)
+    assert Rotations(keep=2).after(8192, 2, "c").after(0, 2, "c").after(4096, 2, "c").continued == (4096, 0, 8192)
+    assert Rotations(keep=1).after(8192, 1, "c").after(0, 1, "c").after(4096, 1, "c").continued == (4096, 0)
+
+
+def _lines_of(data: bytes) -> list[bytes]:
+    return [line for line in data.splitlines() if line.startswith(b"line ")]
+
+
+def test_a_follower_reading_by_the_intent_goes_on_where_the_collapse_cut(log, monkeypatch):
+    """The record could not be written (a full disk): readers go by the intent, which says how much the
+    collapse cut (it said 0 and the follower gave a block again, the first line torn)."""
+    from gqa.adapters.local import log_rotation
+
+    job = open(log, "ab", buffering=0)
+    follower = JobLog(log)
+    got = b"".join(follower.start(0))
+    job.write(numbered(0, 1999))
+    got += b"".join(follower.new())
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(log_rotation, "record", full)
+    assert rotate_if_needed(log, LogLimits(4096, 2))
+    job.write(numbered(2000, 2049))
+    got += b"".join(follower.new())
+    job.close()
+    assert _lines_of(got) == numbered(0, 2049).splitlines()
+    assert all(line.startswith((b"line ", b"--- gqa")) for line in got.splitlines())
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_a_follower_behind_by_more_rotations_than_are_kept_gives_nothing_twice(log, keep):
+    job = open(log, "ab", buffering=0)
+    follower = JobLog(log)
+    got = b"".join(follower.start(0))
+    n = 0
+    for r in range(keep + 2):
+        job.write(numbered(n, n + 999))
+        n += 1000
+        if r == 0:
+            got += b"".join(follower.new())   # read to the end, then left behind
+        rotate_if_needed(log, LogLimits(4096, keep))
+    got += b"".join(follower.new())
+    job.close()
+    lines = _lines_of(got)
+    assert len(lines) == len(set(lines)) and lines[-1] == b"line %d" % (n - 1)
+    assert lines == sorted(lines, key=lambda line: int(line.split()[1]))
+    assert all(line.startswith((b"line ", b"--- gqa")) for line in got.splitlines())   # none torn
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+def test_once_older_parts_are_dropped_the_log_begins_at_a_whole_line(log, keep):
+    """Parts end at block boundaries: the oldest kept began with the end of a line dropped, shown as
+    half a line after the marker."""
+    from gqa.adapters.local.log_pages import _Log
+
+    with open(log, "ab", buffering=0) as job:
+        for r in range(keep + 3):
+            job.write(numbered(r * 1000, r * 1000 + 999))
+            rotate_if_needed(log, LogLimits(4096, keep))
+    shown = read_all(log).splitlines()
+    assert shown[0].startswith(b"--- gqa: ") and shown[1].startswith(b"line ")
+    dropped = int(shown[0].split()[2].replace(b",", b""))
+    first = int(shown[1].split()[1])
+    assert dropped == len(numbered(0, first - 1))        # the marker counts what is not shown, to the byte
+    whole = _Log.open(log)
+    try:
+        assert next(whole.lines(whole.kept)) == shown[1] + b"\n"   # the API's pages begin there too
+    finally:
+        whole.close()

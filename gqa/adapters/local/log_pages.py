@@ -47,7 +47,7 @@ from pathlib import Path
 from ...models.errors import NotFound, SpecError
 from ...models.job import JobRecord, JobState
 from ...ports import AttemptLog, LogChunk
-from .log_records import sibling
+from .log_records import continued_line, sibling
 from .log_rotation import BLOCK, Rotations, as_read, marker, read_from, rotations_of
 from .paths import StatePaths
 
@@ -103,6 +103,7 @@ class _Log:
     rotations: Rotations
     parts: list[_Part]
     whole: bool = True      # every part it was to read was there to open
+    passed: int = 0         # the oldest part's head that ends a line rotated away (continued_line)
 
     @classmethod
     def open(cls, path: Path) -> "_Log":
@@ -131,7 +132,13 @@ class _Log:
             raise
         if not opened:
             raise NotFound(f"{path} does not exist")
-        return cls(path, rotations, opened, whole)
+        try:
+            passed = continued_line(opened[0].fd, rotations) if opened[0].path != path else 0
+        except BaseException:
+            for part in opened:
+                os.close(part.fd)
+            raise
+        return cls(path, rotations, opened, whole, passed)
 
     def close(self) -> None:
         for part in self.parts:
@@ -140,8 +147,8 @@ class _Log:
 
     @property
     def kept(self) -> int:
-        """The position of the oldest byte kept."""
-        return self.parts[0].start
+        """The position of the oldest byte kept: past the end of a line rotated away."""
+        return self.parts[0].start + self.passed
 
     @property
     def end(self) -> int:

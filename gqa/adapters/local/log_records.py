@@ -22,9 +22,10 @@ class Rotations:
     dropped: int = 0
     cap: str = ""
     keep: int = 0
-    # newest first, one per kept part: the bytes the rotation that made it cut off the live file's
-    # head where it collapsed it (the live file went on from there), 0 where it truncated it (the
-    # live file began anew). A follower that had read past a part's end reads on in the next file.
+    # newest first, one per kept part and one for the part dropped last: the bytes the rotation that
+    # made it cut off the live file's head where it collapsed it (the live file went on from there),
+    # 0 where it truncated it (the live file began anew). A follower that had read past a part's end
+    # reads on in the next file; the oldest part kept may begin inside a line of the one dropped.
     continued: tuple[int, ...] = ()
 
     def as_json(self) -> dict:
@@ -38,12 +39,17 @@ class Rotations:
 
     def after(self, cut: int, keep: int, cap: str) -> "Rotations":
         """The record of one more rotation that cut `cut` bytes off the live file's head (0: truncated)."""
-        return Rotations(self.count + 1, self.dropped, cap, keep, ((cut,) + self.continued)[:keep])
+        return Rotations(self.count + 1, self.dropped, cap, keep, ((cut,) + self.continued)[:keep + 1])
 
     def took(self, part: int) -> int:
         """What the rotation that made part `.part` cut off the live file's head by collapsing it; 0 if
         it truncated the live file, or is not known."""
         return self.continued[part - 1] if 0 < part <= len(self.continued) else 0
+
+    def oldest_continues(self) -> bool:
+        """Whether the oldest part kept goes on from a part dropped since: that part's rotation collapsed
+        the live file at a block boundary, most likely inside a line."""
+        return self.count > self.keep and self.took(self.keep + 1) > 0
 
 
 def rotations_of(path: Path) -> Rotations:
@@ -75,6 +81,19 @@ def write_json(path: Path, value: dict, like: os.stat_result) -> None:
     with open(fd, "w", encoding="utf-8") as fh:
         json.dump(value, fh)
     os.replace(tmp, path)
+
+
+LINE_END_WITHIN = 1 << 20   # bytes of the oldest part looked through for the end of a dropped line
+
+
+def continued_line(fd: int, rotations: Rotations) -> int:
+    """The bytes at the head of the oldest part kept (open at `fd`) that end a line begun in a part
+    dropped since, 0 for none: readers pass over them, counted with what was rotated away, rather
+    than show half a line after the marker."""
+    if not rotations.oldest_continues():
+        return 0
+    nl = os.pread(fd, LINE_END_WITHIN, 0).find(b"\n")
+    return nl + 1 if nl >= 0 else 0
 
 
 def marker(dropped: int, cap: str) -> bytes:

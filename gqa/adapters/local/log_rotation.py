@@ -42,7 +42,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -192,7 +192,14 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations, lim
             _shift(path, then.keep)         # .1 -> .2 ... ; the oldest kept is dropped
             os.replace(tmp, first)
             copy = first
-            torn, cut = _catch_up(src, dst, head, limits.part_bytes, room // 4, then.cap)
+            def continued(cut: int) -> None:
+                # the intent says how much the cut takes before it is made (0 again where it was refused): a
+                # reader by the intent, or the record a crash's recovery writes, goes on in the live file there
+                nonlocal intent
+                intent = replace(intent, then=replace(intent.then, continued=(cut,) + intent.then.continued[1:]))
+                log_recovery.intend(path, intent, live)
+
+            torn = _catch_up(src, dst, head, limits.part_bytes, room // 4, then.cap, continued)
         except BaseException:
             try:
                 os.unlink(copy)
@@ -208,8 +215,6 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations, lim
                 _end_at_line(dst)
             except OSError:
                 pass
-        if cut:   # the live file goes on where the part ends: a follower reads on from there (log_stream.py)
-            intent = replace(intent, then=replace(intent.then, continued=(cut,) + intent.then.continued[1:]))
         return intent
     finally:
         os.close(dst)
@@ -220,10 +225,12 @@ CHASE = 0.01         # seconds a rotation copies what a job writes on before it 
 QUIET = 0.002        # seconds a rotation whose copy caught up waits for what comes right after a burst
 
 
-def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) -> tuple[bool, int]:
+def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str,
+              continued: Callable[[int], None]) -> bool:
     """Copy what came after the head, within `bound` bytes in all, then cut
-    the live file; whether the copy may end with a write seen half done, and
-    the bytes a collapse cut off the live file's head (0: truncated).
+    the live file; whether the copy may end with a write seen half done.
+    `continued` is told the bytes a collapse is about to cut off the live
+    file's head, before it does (and 0 if it was then refused).
     Where more came than the bound holds, the middle is cut: the copy keeps
     the head, a line saying how many bytes were cut, and the newest `newest`
     bytes (from a line start), for a job's last lines tell why it ended.
@@ -258,9 +265,8 @@ def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) 
         return os.lseek(src, 0, os.SEEK_CUR), os.fstat(src).st_size
 
     at, size = another()
-    cut = _collapse_cut(src, dst, at, resumed)
-    if cut:
-        return False, cut
+    if _collapse_cut(src, dst, at, resumed, continued):
+        return False
     deadline, quiet_at = time.monotonic() + CHASE, None
     while time.monotonic() < deadline:
         at, size = another()
@@ -275,35 +281,37 @@ def _catch_up(src: int, dst: int, head: int, bound: int, newest: int, cap: str) 
             time.sleep(QUIET)
             at, size = another()
     os.ftruncate(src, 0)
-    return size > at or at % PAGE == 0, 0
+    return size > at or at % PAGE == 0
 
 
-def _collapse_cut(src: int, dst: int, at: int, resumed: int | None) -> int:
+def _collapse_cut(src: int, dst: int, at: int, resumed: int | None, continued: Callable[[int], None]) -> bool:
     """Cut the live file (copied up to `at`) by collapsing its head in place
     (collapse.py): the copy is cut back to end at a block boundary X, and the
     live file's first X bytes are removed, so it starts with the byte after
     the copy's last. A write that comes meanwhile lands at the live file's
     end, before the collapse or after it, and is kept either way; the copy
-    may end inside a line, which the live file goes on with. X, or 0 where
-    it was not done (a file system that cannot, a log under a block, an X
-    inside the middle cut): the copy and the live file's position are then
+    may end inside a line, which the live file goes on with. Whether it was
+    done; where it was not (a file system that cannot, a log under a block,
+    an X inside the middle cut), the copy and the live file's position are
     as they were and the caller truncates."""
     try:
         grain = collapse.granularity(src)
     except OSError:
-        return 0
+        return False
     x = (at - 1) // grain * grain    # below `at`: a collapse must end before the end of the file
     if x <= 0 or (resumed is not None and x < resumed):
-        return 0
+        return False
     ends = os.fstat(dst).st_size - (at - x)
     # the copy is cut back first: a crash before the collapse leaves a copy of the live file's head
     # (undone), one after leaves the part and the live file meeting at X (finished): log_recovery.py
     os.ftruncate(dst, ends)
     os.lseek(dst, ends, os.SEEK_SET)
+    continued(x)
     if collapse.collapse_head(src, x):
-        return x
+        return True
+    continued(0)
     os.lseek(src, x, os.SEEK_SET)    # refused: the bytes cut off the copy are copied again
-    return 0
+    return False
 
 
 def _part_stat(name: Path) -> os.stat_result | None:

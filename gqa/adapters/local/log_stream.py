@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .log_records import sibling
+from .log_records import continued_line, sibling
 from .log_rotation import BLOCK, Rotations, as_read, marker, parts, read_from, rotations_as_read
 
 TAIL_BLOCK = 64 << 10    # bytes per backwards step when looking for the last lines
@@ -42,15 +42,17 @@ class JobLog:
                 chunks, whole = _tail(files, self.path, tail, end, min(self.block, TAIL_BLOCK))
             else:
                 chunks, whole = None, True
+            # the oldest part may begin with the end of a line rotated away: passed over, and counted
+            skip = continued_line(files[0][1], self._seen) if files and files[0][0] != self.path else 0
             if whole and self._seen.dropped:
-                yield marker(self._seen.dropped, self._seen.cap)
+                yield marker(self._seen.dropped + (skip if chunks is None else 0), self._seen.cap)
             if chunks is not None:
                 yield from chunks
                 self._offset = end
                 return
-            for name, fd in files:
+            for i, (name, fd) in enumerate(files):
                 limit = end if name == self.path else None
-                for data in read_from(fd, 0, limit, self.block):
+                for data in read_from(fd, skip if i == 0 else 0, limit, self.block):
                     if name == self.path:
                         self._offset += len(data)
                     yield data
@@ -89,10 +91,14 @@ class JobLog:
         what was read past the part's end is there, at the same distance past its start."""
         r = now.count - self._seen.count
         if r > now.keep:      # the file we were reading is gone, and maybe more
-            missed = max(0, now.dropped - self._seen.dropped - self._offset)
+            dropped = now.dropped - self._seen.dropped
+            missed = max(0, dropped - self._offset)
+            # parts that went on from one another (collapsed) hold the stream whole: what was read past
+            # the dropped ones is at the head of the oldest kept part and after it
+            first, offset = now.keep, max(0, self._offset - dropped) if now.took(now.keep) else 0
             if missed:
-                yield marker(missed, now.cap)
-            first, offset = now.keep, 0
+                offset = self._continued_line(now)   # half a line after the marker: passed over
+                yield marker(missed + offset, now.cap)
         else:
             first, offset = r, self._offset
         for n in range(first, 0, -1):
@@ -111,6 +117,16 @@ class JobLog:
                 os.close(fd)
             offset = 0
         self._offset = offset
+
+    def _continued_line(self, now: Rotations) -> int:
+        try:
+            fd = os.open(sibling(self.path, now.keep), os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            return continued_line(fd, now)
+        finally:
+            os.close(fd)
 
 
 def _open_all(paths: list[Path]) -> list[tuple[Path, int]]:
