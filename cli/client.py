@@ -4,7 +4,8 @@ and prints the answer; otherwise, and for every other command, it runs the
 command here. When `gqa config` chooses the AWS backend, the local daemon is
 never asked.
 
-The request is one JSON line on the daemon's socket (daemon/server.py). A
+The request is one JSON line on the daemon's socket (daemon/server.py),
+with the job file or script read here, as the caller (cli/job_file.py). A
 daemon that is saturated answers "busy" at once; the client then waits a
 jittered moment and asks again, so a burst of submits queues here instead
 of failing."""
@@ -77,7 +78,12 @@ def _ask_daemon(argv: list[str]) -> dict | None:
     import random
     import time
 
-    body = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+    from .job_file import sent_files
+
+    cwd = os.getcwd()
+    head = argv[1: argv.index("--")] if "--" in argv else argv[1:]
+    # the job file or script, read here with this user's rights: the daemon opens none for its callers
+    body = {"argv": argv, "cwd": cwd, "env": dict(os.environ), "files": sent_files(head, cwd)}
     request = json.dumps({"v": 1, "method": "POST", "path": "/cli/submit", "body": body}).encode() + b"\n"
     busy_since = None
     while True:

@@ -57,7 +57,7 @@ class RequestHandler:
             return {"code": 2, "stdout": "", "stderr": "gqa: error: malformed submit request\n"}
         argv = [str(a) for a in body["argv"]]
         env = {str(k): str(v) for k, v in body["env"].items()}
-        return self.submit.run(argv, body["cwd"], env, caller.owner, caller=caller)
+        return self.submit.run(argv, body["cwd"], env, caller.owner, caller=caller, files=body.get("files"))
 
 
 def _name(uid: int) -> str | None:

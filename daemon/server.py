@@ -17,7 +17,14 @@ their own processes instead of in "lost contact" errors.
 
 A request whose client has hung up before it was read (a daemon that was
 stopped, or too slow, and a client that gave up) is dropped unanswered,
-never carried out: the client was told it failed."""
+never carried out: the client was told it failed.
+
+Deadlines: a client has REQUEST_TIMEOUT from its connection to send its
+request. Carrying it out is not timed (the client waits as long as it
+chooses), and an answer, however large (a 100,000-task array's), is sent
+for as long as the client keeps taking it: a connection is dropped only
+once REPLY_STALL passes with no byte of its answer taken, never because an
+answer that is going out took long."""
 
 from __future__ import annotations
 
@@ -38,7 +45,8 @@ log = logging.getLogger("gqa.daemon")
 MAX_CLIENTS = 64
 MAX_PER_USER = 16              # connections one uid may hold open on a shared socket
 MAX_REQUEST = 4 << 20          # bytes of one request line
-REQUEST_TIMEOUT = 10.0         # seconds a client has to send its request and take its reply
+REQUEST_TIMEOUT = 10.0         # seconds a client has, from its connection, to send its whole request
+REPLY_STALL = 10.0             # seconds an answered client may go taking no byte of its answer
 BUSY_RETRY = 0.05              # seconds the client waits before trying again when busy
 CAP_NOTED_EVERY = 60.0         # seconds between log lines about one uid held at its cap
 
@@ -58,7 +66,7 @@ Handler = Callable[[Peer, dict], tuple[int, object]]
 class _Connection:
     sock: socket.socket
     peer: Peer
-    deadline: float
+    deadline: float            # reading: REQUEST_TIMEOUT after accept; answered: REPLY_STALL after the last byte sent
     inbox: bytearray = field(default_factory=bytearray)
     outbox: bytes = b""
     answered: bool = False
@@ -178,6 +186,7 @@ class RequestServer:
     # -- replies -----------------------------------------------------------------------
     def _reply(self, conn: _Connection, status: int, body: object, *, register: bool = True) -> None:
         conn.answered = True
+        conn.deadline = time.monotonic() + REPLY_STALL   # the time to read the request is over
         conn.outbox = json.dumps({"status": status, "body": body}, default=str).encode() + b"\n"
         if not register:   # never registered: one try, then drop it (a busy answer is small)
             with contextlib.suppress(OSError):
@@ -196,11 +205,14 @@ class RequestServer:
             self._close(conn)
             return
         conn.outbox = conn.outbox[sent:]
+        if sent:
+            conn.deadline = time.monotonic() + REPLY_STALL
         if not conn.outbox:
             self._close(conn)
 
     def expire(self) -> None:
-        """Drop clients past their deadline (call once per loop turn)."""
+        """Drop clients past their deadline (call once per loop turn): one that has not sent its
+        request within REQUEST_TIMEOUT, or has taken no byte of its answer for REPLY_STALL."""
         now = time.monotonic()
         for conn in [c for c in self._open.values() if c.deadline < now]:
             self._close(conn)

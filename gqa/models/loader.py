@@ -8,6 +8,11 @@ import io
 import json
 import os
 import shlex
+import stat
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +67,12 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
         else:
             data = _read_script(full, path)    # once: its directives and what it runs are the same bytes
             raw = _script_raw(data, path, script_path(path, cwd=here), overrides, command, warn=warn, now=now,
-                              here=here, executable=os.access(script_path(path, cwd=here), os.X_OK))
-            raw.setdefault("name", Path(path).name or "job")    # sbatch names a job after its script's file
+                              here=here, executable=_executable(script_path(path, cwd=here), path))
+            raw.setdefault("name", default_name(Path(path).name))    # sbatch names a job after its script's file
     elif command:
         raw["command"] = list(command)
         raw.setdefault("name", shell_name(command[0]) if (overrides or {}).get("shell")
-                       else Path(command[0]).name or "job")
+                       else default_name(Path(command[0]).name))
     else:
         raise SpecError("nothing to run: give a job file, a script, or a command after --")
     merge(raw, overrides or {})
@@ -86,6 +91,7 @@ STDIN_PATH = "/dev/stdin"   # a script's name when it came on stdin: the queue r
 def _script_raw(data: bytes, source: str, full: str, overrides: dict[str, Any] | None,
                 command: list[str] | None, *, warn, now: float | None, here: str, executable: bool) -> dict:
     """A batch script's fields: its directives, how to run it, its copy."""
+    refuse_dos_line_breaks(data, source)
     header = _read_header(io.BufferedReader(io.BytesIO(data)), source)
     raw = parse_directives(header, source=source, warn=warn, now=now,
                            given=(overrides or {}).get("resources") or {})
@@ -95,6 +101,24 @@ def _script_raw(data: bytes, source: str, full: str, overrides: dict[str, Any] |
     raw.setdefault("workdir", here)
     raw["submit_dir"] = here                             # --chdir moves the workdir, not this
     return raw
+
+
+def default_name(text: str) -> str:
+    """A name gqa makes up (from a script's or a program's file name) made a
+    valid one, where sbatch would take it as it is: cut to MAX_NAME, and each
+    character a name cannot hold (a tab, a '\\') made '_'. A name the user
+    gives is checked, never changed (JobSpec's validator)."""
+    name = "".join(ch if ch.isprintable() and ch not in "/\\" else "_" for ch in text[:MAX_NAME])
+    return name or "job"
+
+
+def refuse_dos_line_breaks(data: bytes, source: str) -> None:
+    """A script with a CR before a line's end is refused, in sbatch's words: its #! line would name
+    `/bin/bash\\r`, and each of its commands would end in a CR."""
+    at = data.find(b"\r\n")
+    if at >= 0:
+        raise SpecError("Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line breaks "
+                        "(\\n).", line=data.count(b"\n", 0, at) + 1, source=source)
 
 
 def shell_name(line: str) -> str:
@@ -283,8 +307,7 @@ def script_path(path: str, *, cwd: str | None = None) -> str:
 
 def _read_job_file(full: str, path: str) -> str:
     """A YAML job file, refused unread past MAX_SPEC_BYTES."""
-    with _opened(full, path) as fh:
-        data = fh.read(MAX_SPEC_BYTES + 1)
+    data = _read(full, path, MAX_SPEC_BYTES)
     if len(data) > MAX_SPEC_BYTES:
         raise SpecError(f"larger than {size_text(MAX_SPEC_BYTES)}, the limit for a job file", source=path)
     return _decoded(data, path)
@@ -292,12 +315,103 @@ def _read_job_file(full: str, path: str) -> str:
 
 def _read_script(full: str, path: str) -> bytes:
     """A batch script, refused unread past MAX_SCRIPT_BYTES: its job keeps it."""
-    with _opened(full, path) as fh:
-        data = fh.read(MAX_SCRIPT_BYTES + 1)
+    data = _read(full, path, MAX_SCRIPT_BYTES)
     if len(data) > MAX_SCRIPT_BYTES:
         raise SpecError(f"larger than {size_text(MAX_SCRIPT_BYTES)}, the limit for a batch script (its job keeps "
                         "a copy): run a larger program from a short script", source=path)
     return data
+
+
+@dataclass(frozen=True)
+class SentFile:
+    """A job file or batch script as the submitter's own process read it (the light client,
+    cli/job_file.py): its bytes (at most a limit and one), whether the submitter may execute
+    it, or why it could not be read (`error`, the message to give)."""
+
+    data: bytes = b""
+    executable: bool = False
+    error: str | None = None
+
+
+_SENT: ContextVar[Mapping[str, SentFile] | None] = ContextVar("gqa_sent_files", default=None)
+
+
+@contextmanager
+def files_sent(files: Mapping[str, SentFile]) -> Iterator[None]:
+    """Within it the loader opens no file: a job file or script is taken from `files` (by the
+    path as the submitter gave it), and a path not there is refused. For a process that builds
+    specs for others (the queue daemon, often root), which must never read a file with more
+    rights than its caller: the caller's own process reads it and sends the bytes."""
+    token = _SENT.set(dict(files))
+    try:
+        yield
+    finally:
+        _SENT.reset(token)
+
+
+def _sent(path: str) -> SentFile | None:
+    """The file the submitter sent for `path`; None where this process reads files itself."""
+    sent = _SENT.get()
+    if sent is None:
+        return None
+    given = sent.get(path)
+    if given is None:
+        raise SpecError(f"{path} did not come with the submission, and the queue daemon opens no file for "
+                        "its callers: submit it with a gqa as new as the daemon")
+    if given.error is not None:
+        raise SpecError(given.error)
+    return given
+
+
+def _read(full: str, path: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of the job file or script `path` (`full`: where it is)."""
+    given = _sent(path)
+    if given is not None:
+        return given.data[:limit + 1]
+    return read_regular(full, path, limit)
+
+
+def _executable(full: str, path: str) -> bool:
+    given = _sent(path)
+    return given.executable if given is not None else os.access(full, os.X_OK)
+
+
+def read_regular(full: str, path: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a regular file. Anything else (a FIFO, a device, a socket, a
+    directory) is refused without waiting: it is opened non-blocking, so a FIFO with no writer
+    never holds the reader. SpecError names `path` (as the user gave it)."""
+    try:
+        looked = os.stat(full).st_mode
+        if not stat.S_ISREG(looked):   # a device is never even opened
+            raise _not_a_file(path, looked)
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (FileNotFoundError, ValueError):  # ValueError: a NUL in the path
+        raise SpecError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):   # swapped between the two looks
+            raise _not_a_file(path, mode)
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SpecError(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _not_a_file(path: str, mode: int) -> SpecError:
+    if stat.S_ISDIR(mode):
+        return SpecError(f"{path} is a directory, not a job file or script")
+    return SpecError(f"{path} is not a regular file")
 
 
 def _read_header(opened, path: str) -> str:
@@ -325,17 +439,6 @@ def _read_header(opened, path: str) -> str:
 
 
 BOM = b"\xef\xbb\xbf"
-
-
-def _opened(full: str, path: str):
-    try:
-        return open(full, "rb")
-    except (FileNotFoundError, ValueError):  # ValueError: a NUL in the path
-        raise SpecError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path} is a directory, not a job file or script") from None
-    except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def _decoded(data: bytes, path: str) -> str:

@@ -98,8 +98,10 @@ def _array(value: str) -> str:
 
 
 def _time(value: str | None, request: Request) -> None:
-    # Slurm: "A time limit of zero requests that no time limit be imposed"; -1 is its INFINITE
-    if (value or "").strip().upper() in ("UNLIMITED", "INFINITE", "0", "-1"):
+    # Slurm: "A time limit of zero requests that no time limit be imposed", in any of its forms
+    # (0, 00:00:00, 0-0); -1 is its INFINITE
+    text = (value or "").strip()
+    if text.upper() in ("UNLIMITED", "INFINITE", "-1") or values.zero_time(text):
         request.note(f"#SBATCH --time={value}: the job gets no wall-time limit beyond the queue's own")
         return
     request.put({"limits": {"wall_time": f"{parse_duration(value)}s"}})
@@ -215,7 +217,7 @@ OPTIONS: tuple[Option, ...] = (
     _honoured("--exclusive", None, OPTIONAL, "`resources.exclusive`: nothing else runs on the machine "
               "(=user, =mcs, =topo are noted)", _exclusive),
     # time and order
-    _honoured("--time", "-t", VALUE, "`limits.wall_time` (Slurm's forms; UNLIMITED: no limit, noted)", _time),
+    _honoured("--time", "-t", VALUE, "`limits.wall_time` (Slurm's forms; UNLIMITED or zero: no limit, noted)", _time),
     _honoured("--time-min", None, VALUE, "`limits.time_min`", _field("limits", "time_min", convert=_duration)),
     _honoured("--signal", None, VALUE, "`limits.signal`: [B:]SIG[@seconds] before the wall time",
               _field("limits", "signal", convert=lambda v: warning_signal(v).text())),

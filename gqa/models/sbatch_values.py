@@ -99,6 +99,16 @@ def nodes(value: str) -> None:
 
 
 
+# Slurm's --time forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+_SLURM_TIME_RE = re.compile(r"^(?:[0-9]{1,9}-)?[0-9]{1,9}(?::[0-9]{1,9}){0,2}$")
+
+
+def zero_time(value: str) -> bool:
+    """Whether a --time value is zero in one of Slurm's forms (0, 00:00:00, 0-0), which
+    Slurm reads as no limit; what is not a Slurm form is left to the parser to refuse."""
+    return bool(_SLURM_TIME_RE.match(value)) and not value.strip("0-:")
+
+
 def mail_types(value: str) -> tuple[list[str], list[str]]:
     """--mail-type: the events gqa sends, and those it has none of (Slurm's, noted);
     the table is models/mail_types.py's."""

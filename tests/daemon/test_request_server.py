@@ -261,3 +261,47 @@ def test_a_client_that_gives_up_on_a_request_being_carried_out_is_told_it_may_ha
     answer = daemon_socket.exchange(str(tmp_path / "cli.sock"), b'{"path": "/x"}\n', timeout=0.4)
 
     assert answer["status"] == 504 and answer["body"]["unread"] is False
+
+
+def test_an_answer_that_takes_long_is_carried_out_and_sent_whole(serve, tmp_path, monkeypatch):
+    """The request's deadline bounds reading it, not the work nor the sending: a large array's
+    submission takes seconds and its answer is a megabyte, which the client must get whole."""
+    from daemon import server
+
+    monkeypatch.setattr(server, "REQUEST_TIMEOUT", 0.3)
+    big = "x" * (4 << 20)
+    serve(lambda peer, req: (time.sleep(0.6), (200, big))[1])   # past the request's deadline before answering
+
+    answer = ask(tmp_path / "cli.sock", {"path": "/slow"})
+
+    assert answer == {"status": 200, "body": big}
+
+
+def test_a_client_that_takes_no_byte_of_its_answer_is_dropped(serve, tmp_path, monkeypatch):
+    from daemon import server
+
+    monkeypatch.setattr(server, "REPLY_STALL", 0.3)
+    served = serve(lambda peer, req: (200, "x" * (4 << 20)))
+    with socket.socket(socket.AF_UNIX) as stuck:
+        stuck.connect(str(tmp_path / "cli.sock"))
+        stuck.sendall(b'{"path": "/x"}\n')      # then never reads
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(c.answered for c in list(served.server._open.values())):
+            time.sleep(0.02)
+        assert served.server._open                # answered, its answer waiting on the client
+        while time.monotonic() < deadline and served.server._open:
+            time.sleep(0.05)
+        assert not served.server._open            # no byte taken for REPLY_STALL: dropped
+    assert ask(tmp_path / "cli.sock", {"path": "/x"})["status"] == 200
+
+
+def test_a_client_that_never_finishes_its_request_is_dropped(serve, tmp_path, monkeypatch):
+    from daemon import server
+
+    monkeypatch.setattr(server, "REQUEST_TIMEOUT", 0.3)
+    served = serve(lambda peer, req: (200, "ok"))
+    with socket.socket(socket.AF_UNIX) as slow:
+        slow.connect(str(tmp_path / "cli.sock"))
+        slow.sendall(b'{"path": ')               # and no more
+        time.sleep(0.8)
+        assert not served.server._open and slow.recv(10) == b""

@@ -254,3 +254,52 @@ def test_teams_are_rights_on_the_box(box):
     queued = json.loads(gqa(BOB, home, work, "submit", "-o", "json", "--", "true").stdout)   # in no team: default
     status = json.loads(gqa(BOB, home, work, "status", queued["id"], "-o", "json").stdout)
     assert (status[0] if isinstance(status, list) else status)["team"] == "default"
+
+
+# the request an older or hand-made client sends: a file's path, not its bytes
+RAW_SUBMIT = """
+import json, os, sys
+from cli.daemon_socket import address, exchange
+body = {"argv": ["submit", "-o", "json", "--gpus", "0", sys.argv[1]], "cwd": os.getcwd(), "env": {}}
+answer = exchange(address(sys.argv[2]), json.dumps({"v": 1, "method": "POST", "path": "/cli/submit",
+                                                    "body": body}).encode() + b"\\n")
+print(json.dumps(answer))
+"""
+
+
+@pytest.mark.slow
+def test_nobody_reads_a_file_through_the_daemon_they_could_not_read_themselves(box):
+    """The daemon runs as root; bob names root's 0600 file as his job's script. His own client
+    cannot read it, and the daemon opens no file for him, so nothing is queued and no job of
+    his ever holds its text. His own script goes through and runs as him."""
+    home, work = box
+    secret = work / "secret.sh"
+    secret.write_text("#!/bin/sh\necho TOKEN=root-only\n")
+    secret.chmod(0o600)
+
+    refused = gqa(BOB, home, work, "submit", "--gpus", "0", "secret.sh")
+    assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
+    assert refused.stderr == "gqa: error: cannot read secret.sh: Permission denied\n"
+
+    raw = as_user(BOB, *_python(), "-c", RAW_SUBMIT, str(secret), str(home), cwd=str(work),
+                  env={"PYTHONPATH": _pythonpath()})
+    answer = json.loads(raw.stdout)["body"]
+    assert answer["code"] == 2 and "did not come with the submission" in answer["stderr"], (answer, raw.stderr)
+
+    from cli.local_backend import LocalBackend
+
+    assert LocalBackend(home).store.list() == []
+
+    mine = work / "mine.sh"
+    mine.write_text("#!/bin/sh\necho ran as $(id -un)\n")
+    os.chown(mine, pwd_uid(BOB), -1)
+    mine.chmod(0o600)
+    submitted = gqa(BOB, home, work, "submit", "-o", "json", "--gpus", "0", "mine.sh")
+    assert submitted.returncode == 0, submitted.stderr
+    job = json.loads(submitted.stdout)["id"]
+    out = work / f"slurm-{job}.out"
+    deadline = time.monotonic() + 20
+    while not (out.exists() and out.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert out.read_text() == f"ran as {BOB}\n"
+    assert "TOKEN" not in out.read_text()

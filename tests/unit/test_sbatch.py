@@ -207,6 +207,13 @@ def test_a_gqa_option_on_a_gqa_line(long):
     ("#SBATCH --mem=0G --gres=gpu:1", "resources.memory", None),
     ("#SBATCH --time=UNLIMITED", "limits.wall_time", None),
     ("#SBATCH --time=0", "limits.wall_time", None),                     # Slurm: zero imposes no limit
+    ("#SBATCH --time=00:00:00", "limits.wall_time", None),              # ... in any of its forms
+    ("#SBATCH --time=00", "limits.wall_time", None),
+    ("#SBATCH --time=0:00", "limits.wall_time", None),
+    ("#SBATCH --time=0-0", "limits.wall_time", None),
+    ("#SBATCH --time=0-00:00:00", "limits.wall_time", None),
+    ("#SBATCH --time=00:00:01", "limits.wall_time", 1),
+    ("#SBATCH --time=0-1", "limits.wall_time", 3600),
     ("#SBATCH -t -1", "limits.wall_time", None),
     ("#SBATCH --mail-type=NONE --mail-user=a@b.c", "notify", None),
     ("#SBATCH --mail-type=ALL", "notify.events", ["all"]),

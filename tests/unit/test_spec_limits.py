@@ -10,7 +10,8 @@ import pytest
 
 from gqa.models.errors import SpecError
 from gqa.models.limits import MAX_SCRIPT_BYTES, MAX_SPEC_BYTES, MAX_YAML_DEPTH
-from gqa.models.loader import load_spec, parse_yaml, validate
+from gqa.models.loader import default_name, load_spec, parse_yaml, validate
+from gqa.models.spec import MAX_NAME
 
 
 @pytest.fixture(autouse=True)
@@ -221,6 +222,36 @@ def test_a_script_with_a_byte_order_mark_is_refused_as_sbatch_refuses_it():
     assert refused("run.sh").startswith("run.sh starts with a UTF-8 byte order mark, which a script cannot have")
     Path("job.yaml").write_bytes(b"\xef\xbb\xbfcommand: [echo]\n")        # YAML allows one
     assert load_spec("job.yaml", overrides={"owner": "alice"}).command == ["echo"]
+
+
+@pytest.mark.parametrize("data, line", [
+    (b"#!/bin/bash\r\n#SBATCH --time=5\r\ncd somewhere\r\necho done\r\n", 1),
+    (b"#!/bin/bash\n#SBATCH --time=5\necho done\r\n", 3),          # past the header too, as sbatch reads it all
+    (b"\xef\xbb\xbf#!/bin/bash\r\necho\r\n", 1),
+])
+def test_a_script_with_dos_line_breaks_is_refused_as_sbatch_refuses_it(data, line):
+    Path("run.sh").write_bytes(data)
+    assert refused("run.sh") == (f"run.sh:{line}: Batch script contains DOS line breaks (\\r\\n) instead of "
+                                 "expected UNIX line breaks (\\n).")
+    assert refused(None, stdin=data).startswith(f"stdin:{line}: Batch script contains DOS line breaks")
+
+
+@pytest.mark.parametrize("data", [b"#!/bin/bash\necho a\rb\n", b"#!/bin/sh\necho\r"])
+def test_a_carriage_return_not_before_a_line_break_is_kept(data):
+    Path("run.sh").write_bytes(data)
+    assert load_spec("run.sh", overrides={"owner": "alice"}).script.text == data.decode()
+
+
+@pytest.mark.parametrize("file, name", [
+    ("train.sh", "train.sh"),
+    ("x" * 243, "x" * MAX_NAME),                   # cut to the limit a given name meets
+    ("a\tb.sh", "a_b.sh"),                         # what a name cannot hold, replaced
+    ("a\\b\x7f.sh", "a_b_.sh"),
+    ("", "job"),
+])
+def test_a_default_name_is_made_valid(file, name):
+    assert default_name(file) == name
+    assert validate({"command": ["x"], "name": default_name(file)}).name == name
 
 
 def test_a_path_with_a_nul_is_no_file():
