@@ -83,9 +83,9 @@ def start(
         fail(f"--keep-history must be a number of days >= 0 (0: keep every job), got {keep_history}")
     rules = price_rules(prices, kwh_price, watts)
     # checked before anything is written: a mistake is one line, not a daemon that dies
-    notice_options = _notice_options(smtp=smtp, mail_from=mail_from, starttls=smtp_starttls,
-                                     login_file=smtp_login_file, mail_domain=mail_domain, webhook=webhook,
-                                     alerts_to=alerts_to)
+    notices = _notice_settings(smtp=smtp, mail_from=mail_from, starttls=smtp_starttls,
+                               login_file=smtp_login_file, mail_domain=mail_domain, webhook=webhook,
+                               alerts_to=alerts_to)
     os.umask(0o077)     # the daemon's files are its own; a system queue sets the modes others need
     if system:
         paths = _system_home(home, admin_groups or [], approver_groups or [])
@@ -101,11 +101,12 @@ def start(
     with user_errors():   # an unusable home or queue database is one line here, not a daemon that dies
         _not_running(paths, daemon_running(paths))
         inventory = _inventory(gpus, gpu_type, cpus=cpus)
-        options = _daemon_options(log_max_size, log_files) + notice_options + ["--keep-history", str(keep_history)]
+        options = _daemon_options(log_max_size, log_files) + ["--keep-history", str(keep_history)]
         paths.ensure()
         # the inventory is written only under the home's lock, which the daemon then inherits: of two
         # starts at once, the one refused writes nothing over the queue the other started
         lock = _record_inventory(paths, inventory, rules, lock=lambda: _take_lock(paths))
+        options += _notice_options(paths, notices, lock)
     described = f"{len(inventory['gpus'])} GPUs ({_describe(inventory['gpus'])})"
     started = {"home": str(paths.home), "gpus": len(inventory["gpus"]), "detached": detach}
     if detach:
@@ -338,16 +339,31 @@ def _daemon_options(log_max_size: str, log_files: int) -> list[str]:
     return ["--log-max-size", log_max_size, "--log-files", str(log_files)]
 
 
-def _notice_options(**given) -> list[str]:
-    """--notices JSON for the daemon."""
+def _notice_settings(**given):
+    """The notice options as NoticeSettings; a mistake is one line and exit 2, before anything is written."""
     from gqa.adapters.local.notice_channels import NoticeSettings
 
     if given.get("login_file"):
         given["login_file"] = os.path.abspath(given["login_file"])
     with user_errors():
-        settings = NoticeSettings(**given)
-    text = settings.text()
-    return ["--notices", text] if text != "{}" else []
+        return NoticeSettings(**given)
+
+
+def _notice_options(paths, settings, lock: int | None = None) -> list[str]:
+    """--notices-file for the daemon: the settings in a file of the home only its user reads, not on
+    its command line, which every user of the machine may read (a webhook's URL is its password).
+    Written under the home's lock (`lock`, closed here if the write fails)."""
+    from gqa.adapters.local.notice_channels import write_settings
+    from gqa.adapters.local.storage_errors import storage_errors
+
+    try:
+        with storage_errors(paths.home):
+            path = write_settings(paths.home, settings)
+    except BaseException:
+        if lock is not None:
+            os.close(lock)
+        raise
+    return ["--notices-file", str(path)] if path is not None else []
 
 
 def daemon_args(paths, inventory: dict, grace: float, options: Sequence[str] = ()) -> list[str]:

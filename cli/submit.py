@@ -143,10 +143,26 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         "notify": notify_option(params["notify"]) if params.get("notify") else None,
     }
     kwargs = {"cwd": cwd} if cwd is not None else {}
-    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warn, now=now, stdin=stdin,
+    said: list[str] = []
+
+    def warned(text: str) -> None:
+        said.append(text)
+        warn(text)
+
+    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warned, now=now, stdin=stdin,
                      **kwargs)
+    if _array_tasks_untold(spec) and not any("ARRAY_TASKS" in text for text in said):   # a script's own note
+        warn("note: notify: an array's (or a sweep's) tasks are told of only with array_tasks (--notify "
+             "end,array_tasks); gqa sends no notice for the array as a whole, so these tasks send none")
     # --no-code: the job's image holds the code, whatever bundle the file names
     return spec.model_copy(update={"code": None}) if params.get("no_code") else spec
+
+
+def _array_tasks_untold(spec) -> bool:
+    """An array (a sweep: its tasks are an array's) whose notify asks for events without array_tasks:
+    each task's notice is skipped (models/notices.selected)."""
+    events = spec.notify.events if spec.notify is not None else []
+    return (spec.array is not None or spec.sweep is not None) and bool(events) and "array_tasks" not in events
 
 
 def as_submitted(answer):

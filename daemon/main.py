@@ -1,5 +1,6 @@
 """`python -m daemon --home DIR --inventory JSON [--grace S] [--system]
-[--log-max-size SIZE] [--log-files N] [--keep-history DAYS] [--lock-fd FD]`: what `gqa local start` runs.
+[--log-max-size SIZE] [--log-files N] [--keep-history DAYS] [--notices-file PATH] [--lock-fd FD]`: what
+`gqa local start` runs.
 
 Wires the local backend (wiring.py), takes the home's lock, and runs the
 loop. Every file it creates is private to its owner (umask 077); on a
@@ -27,7 +28,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--log-max-size", default=None)
     parser.add_argument("--log-files", type=int, default=None)
     parser.add_argument("--keep-history", type=float, default=90.0, help="days a finished job is kept (0: for good)")
-    parser.add_argument("--notices", default="", help="JSON: how notices go out (NoticeSettings)")
+    # a file, not the settings themselves: a webhook's URL is a secret, and every user sees a process's arguments
+    parser.add_argument("--notices-file", default=None,
+                        help="how notices go out: the private JSON file `gqa local start` wrote (NoticeSettings)")
     parser.add_argument("--lock-fd", type=int, default=None,
                         help="the home's lock, taken by `gqa local start` before it wrote the inventory")
     return parser.parse_args(argv)
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
     from gqa.adapters.local.containment import choose_containment
     from gqa.adapters.local.lock import acquire_lock
     from gqa.adapters.local.log_watch import LogWatch
-    from gqa.adapters.local.notice_channels import NoticeSettings
+    from gqa.adapters.local.notice_channels import read_settings
     from gqa.adapters.local.notice_sender import NoticeSender
     from gqa.adapters.local.paths import StatePaths
     from gqa.adapters.local.wake import Doorbell
@@ -91,7 +94,7 @@ def run(args: argparse.Namespace, ready=None) -> None:
     system = args.system or is_system(paths.home)   # a shared box's home says so itself
     containment = choose_containment(instance=str(paths.home))
     log.info("%s", containment.describe())
-    notices = NoticeSettings.from_text(args.notices)
+    notices = read_settings(args.notices_file)
     log.info("%s", notices.describe())
     wiring = DaemonWiring(paths, inventory_of(args.inventory), args.grace, containment=containment,
                           system=system, probe=probe_from_env(), keep_history=args.keep_history, notices=notices)

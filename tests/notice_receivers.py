@@ -1,6 +1,7 @@
 """Real receivers for notices, started by the tests: an SMTP server
 (aiosmtpd) and an HTTP server in a thread, each keeping what it was sent.
-The HTTP one can be told to fail (500) or to hang without answering."""
+The HTTP one can be told to fail (500), to hang without answering or to
+answer late; the SMTP one to refuse some recipients."""
 
 from __future__ import annotations
 
@@ -27,13 +28,22 @@ def free_port() -> int:
 class MailReceiver:
     """An SMTP server on 127.0.0.1; `mails` is what it accepted, parsed."""
 
-    def __init__(self, port: int | None = None, login: tuple[str, str] | None = None):
+    def __init__(self, port: int | None = None, login: tuple[str, str] | None = None,
+                 refuse: dict[str, str] | None = None):
+        """`refuse`: address -> the server's reply to its RCPT TO (e.g. "550 5.1.1 no such user")."""
         self.mails: list[EmailMessage] = []
+        refused = dict(refuse or {})
         self.logins: list[str] = []   # the users that logged in
         self.port = port or free_port()
         receiver = self
 
         class Handler:
+            async def handle_RCPT(self, server, session, envelope, address, rcpt_options):   # noqa: N802
+                if address in refused:
+                    return refused[address]
+                envelope.rcpt_tos.append(address)
+                return "250 OK"
+
             async def handle_DATA(self, server, session, envelope):   # noqa: N802 (aiosmtpd's name)
                 message = email.message_from_bytes(envelope.content, policy=email.policy.default)
                 receiver.mails.append(message)   # type: ignore[arg-type]
@@ -66,11 +76,13 @@ class MailReceiver:
 
 class HookReceiver:
     """An HTTP server on 127.0.0.1 keeping each POSTed JSON body. `mode`:
-    "ok" (200), "fail" (500, body not kept) or "hang" (reads the request, never answers)."""
+    "ok" (200), "fail" (500, body not kept), "hang" (reads the request, never answers) or
+    "slow" (keeps the body, answers 200 after `delay` seconds). Each body is kept with its
+    path, Content-Type and Idempotency-Key header ("key")."""
 
-    def __init__(self, port: int | None = None, mode: str = "ok"):
+    def __init__(self, port: int | None = None, mode: str = "ok", delay: float = 0.0):
         self.bodies: list[dict] = []
-        self.mode = mode
+        self.mode, self.delay = mode, delay
         self.released = threading.Event()
         receiver = self
 
@@ -85,7 +97,9 @@ class HookReceiver:
                     self.end_headers()
                     return
                 receiver.bodies.append({"path": self.path, "type": self.headers.get("Content-Type"),
-                                        "json": json.loads(body)})
+                                        "key": self.headers.get("Idempotency-Key"), "json": json.loads(body)})
+                if receiver.mode == "slow":
+                    receiver.released.wait(receiver.delay)
                 self.send_response(200)
                 self.end_headers()
                 self.wfile.write(b"ok")

@@ -94,8 +94,15 @@ class Notice:
 
     @property
     def slack(self) -> dict:
-        """The webhook body: Slack's (and Mattermost's, Teams' incoming) {"text": ...}."""
-        return {"text": f"{self.subject}\n{self.text}"}
+        """The webhook body: Slack's (and Mattermost's, Teams' incoming) {"text": ...}, with `&`, `<`
+        and `>` escaped throughout: a job's name, owner, team or reason is the user's, and Slack reads
+        `<!channel>`, `<@U123>` or `<mailto:x|approve here>` in it as a ping, a mention or a link."""
+        return {"text": slack_escaped(f"{self.subject}\n{self.text}")}
+
+
+def slack_escaped(text: str) -> str:
+    """Text Slack shows as it is written (https://api.slack.com/reference/surfaces/formatting#escaping)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def job_notice(job: JobRecord, state: JobState, at: float, reason: str, attempt: int) -> Notice | None:

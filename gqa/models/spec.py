@@ -17,6 +17,7 @@ from .errors import SpecError
 from .limits import (MAX_DURATION, MAX_EXEC_BYTES, MAX_EXEC_STRING_BYTES, MAX_SCRIPT_BYTES, MAX_TASKS, count_text,
                      size_text)
 from .dependency import parse_dependency
+from .notice_targets import target_problem
 from .priority import Priority
 from .sbatch_values import export as exported_names
 from .signals import warning_signal
@@ -213,10 +214,16 @@ class Notify(_Strict):
     @field_validator("to")
     @classmethod
     def _to(cls, to: str | None, info: ValidationInfo) -> str | None:
-        # an address, a user, or an http(s) webhook: anything else would be taken for a user's name
-        if to is not None and not stored(info) and ("://" in to and not to.lower().startswith(("https://", "http://"))
-                               or not to.isprintable() or any(c.isspace() for c in to)):
-            raise ValueError(f"{shown(to)} is not an e-mail address, a user name or an http(s):// webhook URL")
+        # an address, a user, or an http(s) webhook a sender can use: checked at submission, where a mistake
+        # is one line, and not on a spec read back (a job queued under looser rules still reads)
+        if to is not None and not stored(info):
+            if not to.isprintable() or any(c.isspace() for c in to):
+                problem: str | None = "no spaces or control characters"
+            else:
+                problem = target_problem(to)
+            if problem:
+                raise ValueError(f"{shown(to)} is not an e-mail address, a user name or an http(s):// webhook URL: "
+                                 f"{problem}")
         return to
 
 

@@ -1,5 +1,7 @@
 """Bad input: one clear line on stderr, exit code 2, nothing written."""
 
+import json
+
 import pytest
 
 BAD_YAML = "name: x\ncommand: [python, train.py]\nresources:\n  gpus: 2\n   gpu_type: a10g\n"
@@ -33,6 +35,14 @@ CASES = [
     ({"train.sh": "#!/bin/sh\n#SBATCH --time=soon\necho\n"}, ["submit", "train.sh"], ["invalid duration 'soon'"]),
     ({}, ["submit", "--notify", "whenever", "--", "true"], ["--notify 'WHENEVER'", "BEGIN, END, FAIL"]),
     ({}, ["submit", "--notify", "end:", "--", "true"], ["nothing after ':'"]),
+    # a target no sender can use: refused here, not failed at every send
+    ({}, ["submit", "--notify", "end:http://127.0.0.1:abc/hook", "--", "true"],
+     ["notify.to", "'http://127.0.0.1:abc/hook'", "port must be a number from 1 to 65535"]),
+    ({}, ["submit", "--notify", "end:https://hooks.example.org/caf\u00e9", "--", "true"],
+     ["notify.to", "percent-encode"]),
+    ({}, ["submit", "--notify", "end:mailto:ana@example.org", "--", "true"], ["notify.to", "give one e-mail address"]),
+    ({"run.sh": "#!/bin/sh\n#SBATCH --mail-type=END --mail-user=ana@@bad\ntrue\n"}, ["submit", "run.sh"],
+     ["notify.to", "'ana@@bad'", "give one e-mail address"]),
 ]
 
 
@@ -55,3 +65,35 @@ def test_sbatch_options_without_effect_are_noted(cli):
     assert code == 0 and out.strip() == "1"
     assert "train.sh:2: #SBATCH --partition=gpu has no effect here" in err
     assert cli.store.get("1").gpus == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["submit", "--array", "0-2", "--notify", "end", "--", "true"],
+    ["submit", "job.yaml"],
+])
+def test_an_array_asking_for_notices_without_array_tasks_is_told_it_gets_none(cli, argv):
+    """Each task's notice is skipped without array_tasks: said at submission, as the sbatch path says it."""
+    (cli.home / "job.yaml").write_text("command: [python, train.py]\nsweep:\n  grid: {lr: [1, 2]}\n"
+                                       "notify: {events: [begin]}\n")
+    code, out, err = cli(*argv)
+    assert code == 0 and out.strip() == "1"
+    assert "note: notify: an array's (or a sweep's) tasks are told of only with array_tasks" in err
+    code, out, err = cli(argv[0], "-o", "json", *argv[1:])
+    assert code == 0 and json.loads(out)["id"] == "2"      # stdout stays one JSON object, the note on stderr
+    assert "told of only with array_tasks" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["submit", "--array", "0-2", "--notify", "end,array_tasks", "--", "true"],
+    ["submit", "--array", "0-2", "--", "true"],
+    ["submit", "--notify", "end", "--", "true"],
+])
+def test_no_array_note_where_the_tasks_are_told_or_nothing_is_asked(cli, argv):
+    code, _, err = cli(*argv)
+    assert code == 0 and "array_tasks" not in err
+
+
+def test_a_scripts_array_note_is_said_once(cli):
+    (cli.home / "run.sh").write_text("#!/bin/sh\n#SBATCH --array=0-2\n#SBATCH --mail-type=END\ntrue\n")
+    code, _, err = cli("submit", "run.sh")
+    assert code == 0 and err.count("told of only with") == 1 and "run.sh:3: #SBATCH --mail-type" in err

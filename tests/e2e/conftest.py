@@ -25,7 +25,7 @@ class LocalQueue:
 
     # -- daemon ------------------------------------------------------------------
     def start(self, options: tuple[str, ...] = ()) -> int:
-        """`options`: more of the daemon's arguments (e.g. --notices JSON)."""
+        """`options`: more of the daemon's arguments (e.g. --notices-file PATH)."""
         from cli.local import start_background
         from gqa.adapters.local.paths import StatePaths
 

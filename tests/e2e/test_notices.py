@@ -4,11 +4,13 @@ job's start and gets its notices once it answers again."""
 
 from __future__ import annotations
 
+import stat
 import time
+from pathlib import Path
 
 import pytest
 
-from gqa.adapters.local.notice_channels import NoticeSettings
+from gqa.adapters.local.notice_channels import NoticeSettings, write_settings
 from tests.notice_receivers import HookReceiver, MailReceiver
 
 pytestmark = pytest.mark.e2e
@@ -16,7 +18,8 @@ pytestmark = pytest.mark.e2e
 
 def started(make_queue, **settings):
     queue = make_queue(gpus=2, start=False)
-    queue.start(options=("--notices", NoticeSettings(**settings).text()))
+    path = write_settings(queue.home, NoticeSettings(**settings))
+    queue.start(options=("--notices-file", str(path)) if path else ())
     return queue
 
 
@@ -75,3 +78,27 @@ def test_a_receiver_that_hangs_never_delays_a_start_and_gets_its_notices_once_ba
             sorted(f"gqa: job {i} (job) began" for i in ids)
     finally:
         hook.stop()
+
+
+SECRET = "T0SECRET/B0SECRET/XXXXSECRETTOKEN"
+
+
+def test_webhook_urls_are_on_no_command_line_and_in_no_log(make_queue):
+    """Every user of the machine reads a process's arguments: the daemon gets its settings in a file
+    only its user reads, and its log shows a URL's scheme and host alone."""
+    queue = make_queue(gpus=1, start=False)
+    hook, alerts = f"https://hooks.slack.com/services/{SECRET}", f"https://alerts.example.org/{SECRET}/x"
+    started = queue.cli_json("local", "start", "--gpus", "1", "--detach", "--webhook", hook, "--alerts-to", alerts)
+    cmdline = Path(f"/proc/{started['pid']}/cmdline").read_bytes().decode()
+    assert "SECRET" not in cmdline and "--notices-file" in cmdline
+    settings = queue.home / "notices.json"
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    assert [p.name for p in queue.home.iterdir() if p.name.startswith(".notices-")] == []   # renamed into place
+    line = next(x for x in (queue.home / "daemon.log").read_text().splitlines() if "notices: " in x)
+    assert "SECRET" not in line
+    assert "webhook https://hooks.slack.com/…" in line and "alerts to https://alerts.example.org/…" in line
+    assert queue.cli_json("local", "stop")["stopped"]
+    # started again without them: the old file goes, and the daemon has no channel
+    queue.cli("local", "start", "--gpus", "1", "--detach", check=True)
+    assert not settings.exists()
+    assert (queue.home / "daemon.log").read_text().count("notices: no channel configured") == 1

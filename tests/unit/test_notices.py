@@ -86,6 +86,38 @@ def test_a_recipient_that_is_none_of_address_user_or_webhook_is_refused(to):
         validate({"command": ["true"], "notify": {"events": ["end"], "to": to}})
 
 
+@pytest.mark.parametrize("to, words", [
+    ("http://127.0.0.1:abc/hook", "port must be a number from 1 to 65535"),
+    ("http://127.0.0.1:70000/hook", "port must be a number from 1 to 65535"),
+    ("https://hooks.example.org/caf\u00e9", "percent-encode"),
+    ("https://hooks.example.org/100%", "%XX"),
+    ("https:///services/T0", "names no host"),
+    ("ana@@bad", "give one e-mail address"),
+    ("mailto:ana@example.org", "give one e-mail address"),
+    ("Ana <ana@example.org>", "no spaces"),
+    ("ana@example.org,bob@example.org", "give one e-mail address"),
+    ("ana@", "give one e-mail address"),
+    ("ana;rm", "not an e-mail address (local@domain), a user name"),
+])
+def test_a_target_no_sender_can_use_is_refused_at_submission(to, words):
+    from gqa.models.loader import validate
+
+    with pytest.raises(SpecError, match="notify.to") as raised:
+        validate({"command": ["true"], "notify": {"events": ["end"], "to": to}})
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize("to", [
+    "ana@example.org", "ana.b+gqa@lab.example.org", "ana@localhost", "ana", "ana.b-c", "svc_1",
+    "https://hooks.slack.com/services/T0/B0/XXXX", "HTTP://intranet/hook", "http://127.0.0.1:8080/hook?x=1",
+    "https://hooks.example.org/caf%C3%A9", "http://[::1]:9000/hook",
+])
+def test_the_documented_targets_are_taken(to):
+    from gqa.models.loader import validate
+
+    assert validate({"command": ["true"], "notify": {"events": ["end"], "to": to}}).notify.to == to
+
+
 def test_no_events_selects_nothing():
     assert not any(selected([], state, array_task=False) for state in EVENT_OF_STATE)
 

@@ -406,3 +406,18 @@ def test_a_spec_read_back_from_a_store_keeps_reading_under_rules_made_stricter_s
     assert job.spec.limits.wall_time == 200 * 365 * 86400 and job.spec.notify.to == "ftp://files.example.org"
     with pytest.raises(SpecError, match="too large; at most 36500d"):
         validate(json.loads(old))
+
+
+@pytest.mark.parametrize("to", ["http://127.0.0.1:abc/hook", "ana@@bad", "mailto:ana@example.org",
+                                "https://hooks.example.org/caf\u00e9"])
+def test_a_job_queued_with_a_target_refused_now_still_reads(to):
+    """Targets are checked at submission; a job queued before (its notice fails at send) still reads."""
+    import json
+
+    from gqa.models.records import with_changes
+    from tests.builders import job_record
+
+    old = json.dumps({"command": ["true"], "notify": {"events": ["end"], "to": to}})
+    assert with_changes(job_record(id="1", group="1"), spec_json=old).spec.notify.to == to
+    with pytest.raises(SpecError, match="notify.to"):
+        validate(json.loads(old))

@@ -5,25 +5,28 @@ queue nothing (the sender is a thread of its own).
 
 Whom: the notice's `to` (an address, or an http(s) URL), else its user's
 address: `<user>@<mail_domain>` (Slurm's MailDomain), else the default
-webhook. Alerts and approval requests go to `alerts_to`."""
+webhook. Alerts and approval requests go to `alerts_to`.
+
+The settings reach the daemon in a file of the state home only its user may
+read (`write_settings`, `read_settings`), never on its command line: a
+webhook's URL is its password, and every user of the machine sees a
+process's arguments. For the same reason a URL is logged as its scheme and
+host alone (`redacted`)."""
 
 from __future__ import annotations
 
 import json
-import smtplib
-import ssl
-import urllib.error
-import urllib.request
+import os
+import tempfile
+import urllib.parse
 from dataclasses import asdict, dataclass
-from email.message import EmailMessage
-from email.utils import formatdate, make_msgid
 from pathlib import Path
 
-from ...models.errors import BackendUnavailable, SpecError
+from ...models.errors import SpecError
+from ...models.notice_targets import address_problem, target_problem, webhook_problem
 from ...models.notices import Notice, channel_of
 
-SMTP_TIMEOUT = 10.0     # seconds for the connection and each command
-WEBHOOK_TIMEOUT = 5.0
+SETTINGS_FILE = "notices.json"   # in the state home, mode 0600: the daemon's --notices-file
 
 
 @dataclass(frozen=True)
@@ -45,26 +48,48 @@ class NoticeSettings:
                 raise SpecError(f"--smtp {self.smtp!r}: give HOST:PORT, e.g. localhost:25")
             if not self.mail_from or "@" not in self.mail_from:
                 raise SpecError("--smtp needs --mail-from ADDRESS (the sender of the notices)")
-        if self.webhook and channel_of(self.webhook) != "webhook":
-            raise SpecError(f"--webhook {self.webhook!r}: give an http:// or https:// URL")
+        if self.webhook is not None and webhook_problem(self.webhook):
+            raise SpecError(f"--webhook {self.webhook!r}: {webhook_problem(self.webhook)}")
+        if self.mail_domain is not None:
+            if address_problem(f"gqa@{self.mail_domain}"):
+                raise SpecError(f"--mail-domain {self.mail_domain!r}: give a domain, e.g. example.org")
+            if not self.smtp:
+                raise SpecError("--mail-domain mails notices: it needs --smtp HOST:PORT and --mail-from ADDRESS "
+                                "(without them no notice is delivered)")
+        if self.alerts_to is not None:
+            self._check_alerts_to(self.alerts_to)
         if self.login_file is not None:
             login_of(self.login_file)   # refused at start, not at the first notice
+
+    def _check_alerts_to(self, to: str) -> None:
+        """An address (mailed through --smtp), a webhook URL, or a user name mailed at --mail-domain."""
+        problem = target_problem(to)
+        if problem:   # on the starting user's own terminal: the whole of it, to see what is wrong
+            raise SpecError(f"--alerts-to {to!r}: {problem}")
+        kind = channel_of(to)
+        if kind == "email" and not self.smtp:
+            raise SpecError(f"--alerts-to {to!r} is an address: it needs --smtp HOST:PORT and --mail-from ADDRESS "
+                            "(without them no alert is delivered)")
+        if kind == "user" and not self.mail_domain:
+            raise SpecError(f"--alerts-to {to!r} is a user name: it is mailed at --mail-domain, which needs "
+                            "--smtp (or give an address or a webhook URL)")
 
     def text(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v not in (None, False)})
 
-    @classmethod
-    def from_text(cls, text: str) -> "NoticeSettings":
-        return cls(**json.loads(text)) if text else cls()
-
     def describe(self) -> str:
         ways = ([f"e-mail through {self.smtp}" + (" (STARTTLS)" if self.starttls else "")] if self.smtp else []) + \
-               ([f"webhook {self.webhook}"] if self.webhook else [])
+               ([f"webhook {redacted(self.webhook)}"] if self.webhook else [])
+        alerts = ""
+        if self.alerts_to:
+            alerts = "; alerts to " + (redacted(self.alerts_to) if channel_of(self.alerts_to) == "webhook"
+                                       else self.alerts_to)
         if ways:
-            return "notices: " + ", ".join(ways)
+            return "notices: " + ", ".join(ways) + alerts
         # skipped for good: a daemon started later with a channel sends no backlog of stale notices
         return ("notices: no channel configured (--smtp, --webhook): a job's notices go only to a webhook URL "
-                "the job names; the others are marked skipped and never sent, not even after a restart with one")
+                "the job names; the others are marked skipped and never sent, not even after a restart with one"
+                + alerts)
 
     def recipient(self, notice: Notice) -> str | None:
         """Where a notice goes; None when nobody can be reached."""
@@ -81,6 +106,67 @@ class NoticeSettings:
         return self.webhook
 
 
+def redacted(url: str) -> str:
+    """A URL as logs, errors and start lines show it: its scheme, host and port (a webhook's path is
+    its secret, and a user:password is never shown either)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:                        # e.g. an unclosed `[` of an IPv6 host
+        return "a URL (not shown)"
+    host = parts.netloc.rpartition("@")[2]
+    if not host or not host.isprintable():
+        return "a URL (not shown)"
+    return f"{parts.scheme.lower()}://{host}/…"
+
+
+def settings_file(home: Path | str) -> Path:
+    return Path(home) / SETTINGS_FILE
+
+
+def write_settings(home: Path | str, settings: NoticeSettings) -> Path | None:
+    """The settings where the daemon reads them (its --notices-file), readable by this user alone:
+    written whole to a private temporary file and renamed into place, so a reader never sees half
+    of it. None, and any old file removed, when there are none."""
+    path = settings_file(home)
+    text = settings.text()
+    if text == "{}":
+        path.unlink(missing_ok=True)
+        return None
+    fd, temporary = tempfile.mkstemp(prefix=".notices-", dir=path.parent)   # mode 0600 whatever the umask
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(text + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_settings(path: Path | str | None) -> NoticeSettings:
+    """The settings `write_settings` left (none without a path); a file others may read, or one
+    that is not whole, is a SpecError naming it."""
+    if path is None:
+        return NoticeSettings()
+    try:
+        with open(path) as file:
+            if os.fstat(file.fileno()).st_mode & 0o077:
+                raise SpecError(f"{path} may be read by others (it may hold webhook URLs); chmod 600 {path}")
+            text = file.read()
+    except OSError as exc:
+        raise SpecError(f"cannot read the notice settings {path}: {exc.strerror}") from None
+    try:
+        given = json.loads(text)
+    except ValueError:
+        raise SpecError(f"{path}: not the notice settings `gqa local start` writes (not JSON)") from None
+    if not isinstance(given, dict) or not set(given) <= set(NoticeSettings.__dataclass_fields__):
+        raise SpecError(f"{path}: not the notice settings `gqa local start` writes")
+    return NoticeSettings(**given)
+
+
 def login_of(path: str) -> tuple[str, str]:
     """USER:PASSWORD from the first line of a file nobody else may read."""
     file = Path(path)
@@ -94,47 +180,3 @@ def login_of(path: str) -> tuple[str, str]:
     if not sep or not user:
         raise SpecError(f"{path}: its first line must be USER:PASSWORD")
     return user, password
-
-
-def deliver(notice: Notice, to: str, settings: NoticeSettings) -> None:
-    """Send it once; BackendUnavailable (with the receiver's words) when it was not taken."""
-    if channel_of(to) == "webhook":
-        post_webhook(to, notice.slack)
-    else:
-        send_mail(notice, to, settings)
-
-
-def post_webhook(url: str, body: dict, timeout: float = WEBHOOK_TIMEOUT) -> None:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", "User-Agent": "gqa"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:   # noqa: S310 (the URL's scheme is checked)
-            if not 200 <= answer.status < 300:
-                raise BackendUnavailable(f"webhook {url} answered {answer.status}")
-    except urllib.error.HTTPError as exc:
-        raise BackendUnavailable(f"webhook {url} answered {exc.code}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise BackendUnavailable(f"webhook {url} unreachable: {reason}") from None
-
-
-def send_mail(notice: Notice, to: str, settings: NoticeSettings, timeout: float = SMTP_TIMEOUT) -> None:
-    if not settings.smtp or not settings.mail_from:
-        raise BackendUnavailable(f"no SMTP server to mail {to} (gqa local start --smtp HOST:PORT --mail-from ...)")
-    host, _, port = settings.smtp.rpartition(":")
-    mail = EmailMessage()
-    mail["From"], mail["To"], mail["Subject"] = settings.mail_from, to, notice.subject
-    mail["Date"] = formatdate(localtime=False)
-    # the notice's key in the id: a mail sent twice (a daemon killed mid-send) is one thread to a reader
-    mail["Message-ID"] = make_msgid(idstring=notice.key.replace(".", "-"), domain="gqa")
-    mail["X-Gqa-Event"] = notice.event
-    mail.set_content(notice.text + "\n")
-    try:
-        with smtplib.SMTP(host, int(port), timeout=timeout) as smtp:
-            if settings.starttls:
-                smtp.starttls(context=ssl.create_default_context())
-            if settings.login_file:
-                smtp.login(*login_of(settings.login_file))
-            smtp.send_message(mail)
-    except (smtplib.SMTPException, OSError) as exc:
-        raise BackendUnavailable(f"SMTP {settings.smtp}: {exc}") from None

@@ -9,7 +9,7 @@ key (job, attempt, state: models/notices.py) is unique, so a move is never
 queued twice. Alerts and approval requests come through the Notifier port
 (`OutboxNotifier`) under keys of their own.
 
-The sender (daemon/notices.py) marks a try before it makes it and the
+The sender (notice_sender.py) marks a try before it makes it and the
 delivery after: a daemon killed mid-send tries that notice once more, never
 more, and a notice is dropped with a log line only after MAX_TRIES."""
 
@@ -68,10 +68,19 @@ class NoticeOutbox(SqliteDatabase):
         return cursor.rowcount == 1
 
     def due(self, now: float, limit: int = 50) -> list[Pending]:
+        """The notices due by `now`, by when each came due: the fresh ones (never tried) first,
+        in the order written, then the retries; a notice tried again goes behind newer ones."""
         rows = self.db.execute(
             "SELECT id, key, kind, tries, job_id, state, at, reason, attempt, subject, message, recipient, team "
-            "FROM notices WHERE done_at IS NULL AND next_at <= ? ORDER BY id LIMIT ?", (now, limit)).fetchall()
+            "FROM notices WHERE done_at IS NULL AND next_at <= ? ORDER BY next_at, id LIMIT ?",
+            (now, limit)).fetchall()
         return [Pending(*row) for row in rows]
+
+    def defer(self, ids: list[int], until: float) -> None:
+        """Leave these notices untried until `until` (their recipient just failed), their tries uncounted."""
+        with self._tx():
+            self.db.executemany("UPDATE notices SET next_at = MAX(next_at, ?) WHERE id = ? AND done_at IS NULL",
+                                [(until, id_) for id_ in ids])
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job as it is now (its name, owner, notify settings, exit) with its transitions,
