@@ -11,18 +11,14 @@ non-blocking: a FIFO or a device is refused at once, never waited on."""
 
 import base64
 import os
-import stat
 
 from gqa.models.limits import MAX_SCRIPT_BYTES
+from gqa.models.regular_file import Unreadable, read_regular
 
 from .stdin_script import file_argument
 
 # a job file's limit (MAX_SPEC_BYTES) is lower: the daemon's loader refuses past either
 MOST = MAX_SCRIPT_BYTES
-
-
-class Unreadable(Exception):
-    """The file cannot be read; the message is what `gqa submit` says."""
 
 
 def sent_files(args: list[str], cwd: str) -> list[dict]:
@@ -38,40 +34,3 @@ def sent_files(args: list[str], cwd: str) -> list[dict]:
         return [{"path": path, "error": str(exc)}]
     return [{"path": path, "data": base64.b64encode(data).decode("ascii"),
              "executable": os.access(os.path.normpath(full), os.X_OK)}]
-
-
-def read_regular(full: str, path: str, limit: int) -> bytes:
-    """At most `limit` + 1 bytes of the regular file at `full` (`path`: as the user gave it).
-    The loader's own read_regular, in the same words, without its imports."""
-    try:
-        looked = os.stat(full).st_mode
-        if not stat.S_ISREG(looked):   # a device is never even opened
-            raise _not_a_file(path, looked)
-        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except (FileNotFoundError, ValueError):  # ValueError: a NUL in the path
-        raise Unreadable(f"no such file: {path}") from None
-    except OSError as exc:
-        raise Unreadable(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):   # swapped between the two looks
-            raise _not_a_file(path, mode)
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise Unreadable(f"cannot read {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-
-
-def _not_a_file(path: str, mode: int) -> Unreadable:
-    if stat.S_ISDIR(mode):
-        return Unreadable(f"{path} is a directory, not a job file or script")
-    return Unreadable(f"{path} is not a regular file")

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shlex
-import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -24,6 +23,7 @@ from .nested import merge
 from .sbatch import read_args
 from .sbatch_request import Request, asks_for_gpus
 from .spec import MAX_NAME, NAMED_PROBLEM, SPEC_FIELDS, JobSpec
+from . import regular_file
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -377,41 +377,12 @@ def _executable(full: str, path: str) -> bool:
 
 
 def read_regular(full: str, path: str, limit: int) -> bytes:
-    """At most `limit` + 1 bytes of a regular file. Anything else (a FIFO, a device, a socket, a
-    directory) is refused without waiting: it is opened non-blocking, so a FIFO with no writer
-    never holds the reader. SpecError names `path` (as the user gave it)."""
+    """At most `limit` + 1 bytes of a regular file, never waiting on a FIFO or a device
+    (regular_file.py); SpecError names `path` (as the user gave it)."""
     try:
-        looked = os.stat(full).st_mode
-        if not stat.S_ISREG(looked):   # a device is never even opened
-            raise _not_a_file(path, looked)
-        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except (FileNotFoundError, ValueError):  # ValueError: a NUL in the path
-        raise SpecError(f"no such file: {path}") from None
-    except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):   # swapped between the two looks
-            raise _not_a_file(path, mode)
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-
-
-def _not_a_file(path: str, mode: int) -> SpecError:
-    if stat.S_ISDIR(mode):
-        return SpecError(f"{path} is a directory, not a job file or script")
-    return SpecError(f"{path} is not a regular file")
+        return regular_file.read_regular(full, path, limit)
+    except regular_file.Unreadable as exc:
+        raise SpecError(str(exc)) from None
 
 
 def _read_header(opened, path: str) -> str:
