@@ -8,7 +8,9 @@ keeping the step's code only as the job's "derived" exit code). So a
 failed step appends one line, "<exit code> <what ran>", to the file $GQA_STEP_STATUS
 names, and whatever runs the job's command (the local executor's wrapper,
 gqa.runtime.code on AWS) turns the command's exit 0 into the first failed
-step's code (`first_failed_step`).
+step's code (`first_failed_step`). A failure the script retried is not one:
+a step that succeeds takes out the lines of the same command that had
+failed before it started (`until srun python train.py; do sleep 60; done`).
 
 `sbatch` is left out on purpose: inside a job, submitting again needs the
 submitter's credentials and rights, which a job does not carry.
@@ -16,12 +18,13 @@ submitter's credentials and rights, which a job does not carry.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 STEP_STATUS_ENV = "GQA_STEP_STATUS"
@@ -73,19 +76,80 @@ def install_file(path: Path, text: str, mode: int) -> None:
 
 def record_failed_step(code: int, description: str, environ: Mapping[str, str] | None = None) -> None:
     """Append "<code> <description>" to $GQA_STEP_STATUS, when the job has one. One write of
-    one line in append mode, so steps that fail at once in parallel never mix their lines."""
+    one line in append mode, under the steps' lock, so steps that fail at once never mix their
+    lines and a retry's rewrite (`forgive_retried`) loses none."""
     path = (os.environ if environ is None else environ).get(STEP_STATUS_ENV, "")
     if not path or code == 0:
         return
-    text = " ".join(description.split())[:MAX_DESCRIPTION]
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, f"{code} {text}\n".encode("utf-8", "replace"))
-        finally:
-            os.close(fd)
+        with _steps_lock(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, f"{code} {_line_text(description)}\n".encode("utf-8", "replace"))
+            finally:
+                os.close(fd)
     except OSError as exc:
         sys.stderr.write(f"gqa: cannot record the failed step in {path}: {exc.strerror or exc}\n")
+
+
+def failed_so_far(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The failed steps' lines as a step starts: the failures that ended before it."""
+    path = (os.environ if environ is None else environ).get(STEP_STATUS_ENV, "")
+    if not path:
+        return ()
+    try:
+        with _steps_lock(path), open(path, encoding="utf-8", errors="replace") as lines:
+            return tuple(line.rstrip("\n") for line in lines)
+    except OSError:
+        return ()
+
+
+def forgive_retried(description: str, earlier: Sequence[str], environ: Mapping[str, str] | None = None) -> None:
+    """A step that succeeded: take out the lines of `earlier` (failed before it started) that ran
+    the same command, so a retry loop that got there in the end does not fail the job. A failure
+    of another command, or one that ended while this step ran, stays."""
+    path = (os.environ if environ is None else environ).get(STEP_STATUS_ENV, "")
+    command = _command_of(_line_text(description))
+    retried = {line for line in earlier if _command_of(line.partition(" ")[2]) == command}
+    if not path or not retried:
+        return
+    try:
+        with _steps_lock(path):
+            with open(path, encoding="utf-8", errors="replace") as lines:
+                kept = [line for line in lines if line.rstrip("\n") not in retried]
+            if not kept:
+                os.unlink(path)
+                return
+            fd, staged = tempfile.mkstemp(prefix=".steps-", dir=os.path.dirname(path) or ".")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.writelines(kept)
+                os.replace(staged, path)
+            except BaseException:
+                Path(staged).unlink(missing_ok=True)
+                raise
+    except OSError as exc:
+        sys.stderr.write(f"gqa: cannot record the retried step in {path}: {exc.strerror or exc}\n")
+
+
+def _line_text(description: str) -> str:
+    return " ".join(description.split())[:MAX_DESCRIPTION]
+
+
+def _command_of(text: str) -> str:
+    """"step 3: srun python train.py" -> "srun python train.py" (the step's number aside)."""
+    return text.partition(": ")[2] if text.startswith("step ") else text
+
+
+@contextlib.contextmanager
+def _steps_lock(path: str) -> Iterator[None]:
+    """The lock the step counter is taken under (a file beside $GQA_STEP_STATUS)."""
+    fd = os.open(f"{path}.steps", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def first_failed_step(path: str | os.PathLike[str]) -> tuple[int, str] | None:

@@ -13,7 +13,8 @@ node, each with SLURM_PROCID, SLURM_LOCALID and the step's variables
   does, with its errno: 2 when it is not found, 13 when it may not be run.
 - A failed step, or one that could not start, appends its line to
   $GQA_STEP_STATUS, so the job fails with it even if the script goes on
-  and exits 0 (slurm_tools.py).
+  and exits 0, unless the same command ran again after it and succeeded
+  (a retry; slurm_tools.py).
 - -o/-e/-i take Slurm's file patterns (%t task, %j job, %s step, ...), or
   `none`, or one task's number. Output passes line by line, so the lines of
   tasks that write at once never mix (-l prefixes each with its task; -u
@@ -37,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from .slurm_job import hostname, value
-from .slurm_tools import next_step_id, record_failed_step
+from .slurm_tools import failed_so_far, forgive_retried, next_step_id, record_failed_step
 from .srun_options import Options, SrunError, parse, task_environments
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
@@ -270,6 +271,7 @@ def run(args: Sequence[str]) -> int:
     """Run one step; its exit code. A step that fails, or cannot start, leaves its line."""
     env = dict(os.environ)
     step = next_step_id(env)
+    earlier = failed_so_far(env)
     described = f"step {step}: srun {shlex.join(args)}"
     try:
         opts = parse(args, env)
@@ -298,7 +300,10 @@ def run(args: Sequence[str]) -> int:
         sys.stdout.flush()
     except BrokenPipeError:      # whoever read srun's output has gone; the step's code still counts
         pass
-    record_failed_step(code, described, env)
+    if code:
+        record_failed_step(code, described, env)
+    else:
+        forgive_retried(described, earlier, env)
     return code
 
 

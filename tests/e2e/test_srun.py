@@ -82,6 +82,19 @@ def test_a_failed_task_fails_the_step_and_leaves_its_line_while_the_others_finis
     assert slurm_tools.first_failed_step(job.status) == (3, job.status.read_text().split(" ", 1)[1].strip())
 
 
+def test_a_retry_loop_that_gets_there_does_not_fail_the_job_but_a_later_other_step_does(job, tmp_path):
+    # the second try of the same command succeeds: the job did its work, as Slurm says
+    retry = ('n=0; until srun bash -c "[ -e tried ] || { touch tried; exit 3; }"; do n=$((n+1)); done; '
+             'echo "retries=$n"; exit 0')
+    code, out, err = finish(job(retry))
+    assert (code, out) == (0, "retries=1\n"), err
+    assert not job.status.exists()
+    # training failed and evaluation then ran fine: the training's failure is still the job's
+    code, out, err = finish(job('srun bash -c "exit 4"; srun true; echo ran'))
+    assert (code, out) == (0, "ran\n"), err
+    assert job.status.read_text() == "4 step 2: srun bash -c 'exit 4'\n"   # steps 0 and 1 were the loop's
+
+
 def test_kill_on_bad_exit_stops_the_other_tasks(job, tmp_path):
     script = ('srun -K -n 3 bash -c \'if [ $SLURM_PROCID = 2 ]; then sleep 0.3; exit 5; fi; '
               'trap "touch stopped.$SLURM_PROCID; exit 143" TERM; sleep 30 & wait\'')

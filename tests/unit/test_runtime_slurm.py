@@ -264,6 +264,42 @@ def test_failed_steps_are_lines_and_the_first_is_the_jobs(tmp_path):
     slurm_tools.record_failed_step(3, "no file named", {})          # outside a job: nothing, no error
 
 
+@pytest.mark.parametrize("failed, before, succeeded, left", [
+    # a retry that got there in the end: the job did its work
+    (["1 step 0: srun python train.py"], 1, "step 1: srun python train.py", []),
+    # another command succeeding after a failure does not take it back (train, then eval)
+    (["1 step 0: srun python train.py"], 1, "step 1: srun python eval.py", ["1 step 0: srun python train.py"]),
+    # a failure that ended while the same command ran beside it (not before it started) stays
+    (["1 step 0: srun python train.py"], 0, "step 1: srun python train.py", ["1 step 0: srun python train.py"]),
+    # only the retried command's lines go, each of its earlier failures with it
+    (["1 step 0: srun a", "2 step 1: srun b", "3 step 2: srun a"], 3, "step 3: srun a", ["2 step 1: srun b"]),
+    # a long command, cut in its line, is still known as the same
+    ([f"1 step 0: srun {'x' * 500}"[:2 + slurm_tools.MAX_DESCRIPTION]], 1, f"step 9: srun {'x' * 500}", []),
+])
+def test_a_step_that_succeeds_takes_back_its_own_commands_earlier_failures(tmp_path, failed, before, succeeded,
+                                                                             left):
+    status = tmp_path / "steps"
+    env = {slurm_tools.STEP_STATUS_ENV: str(status)}
+    for line in failed[:before]:
+        code, _, text = line.partition(" ")
+        slurm_tools.record_failed_step(int(code), text, env)
+    earlier = slurm_tools.failed_so_far(env)          # what the step saw as it started
+    for line in failed[before:]:
+        code, _, text = line.partition(" ")
+        slurm_tools.record_failed_step(int(code), text, env)
+    slurm_tools.forgive_retried(succeeded, earlier, env)
+    assert (status.read_text().splitlines() if status.exists() else []) == left
+    assert slurm_tools.first_failed_step(status) == (
+        (int(left[0].split(" ", 1)[0]), left[0].split(" ", 1)[1]) if left else None)
+
+
+def test_taking_back_a_retried_step_outside_a_job_or_without_a_file_does_nothing(tmp_path):
+    slurm_tools.forgive_retried("step 1: srun a", ("1 step 0: srun a",), {})
+    env = {slurm_tools.STEP_STATUS_ENV: str(tmp_path / "steps")}
+    slurm_tools.forgive_retried("step 1: srun a", ("1 step 0: srun a",), env)
+    assert not (tmp_path / "steps").exists() and slurm_tools.failed_so_far(env) == ()
+
+
 def test_step_numbers_count_up_per_job_even_when_steps_start_at_once(tmp_path):
     env = {slurm_tools.STEP_STATUS_ENV: str(tmp_path / "steps")}
     got: list[int] = []

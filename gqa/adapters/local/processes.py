@@ -24,7 +24,7 @@ import signal
 # of a millisecond); one run as another user is placed by the daemon.
 # A batch script that ends 0 after one of its srun steps failed ends with the
 # first failed step's code, as under Slurm ("$1.d/steps": srun's record, one
-# "<code> <step>" line per failed step).
+# "<code> <step>" line per failed step that no retry took back).
 _GATE = (
     "stop=; trap 'stop=1' TERM; trap : INT HUP; "
     '[ -z "$GQA_CGROUP_PROCS" ] || echo $$ > "$GQA_CGROUP_PROCS" || exit 125; unset GQA_CGROUP_PROCS; '
