@@ -1,6 +1,6 @@
 """The local sender against receivers that misbehave, and notices whose
 text or address does: a slow webhook gets a notice once, one recipient
-never holds up another, an address nothing can be sent to gives up at once
+never holds up another (each has a lane of its own), an address nothing can be sent to gives up at once
 instead of stopping the round, Slack's control sequences in a user's text
 are shown as written, a mail server's 5xx is final, and the daemon's log
 never shows a webhook's secret path."""
@@ -119,6 +119,29 @@ def test_a_hook_that_hangs_holds_up_another_recipient_one_try_at_most(queue, mon
         assert [body["path"] for body in hook.wait_for(2)] == ["/other", "/later"]
     finally:
         hang.stop()
+
+
+def test_a_hook_that_hangs_holds_up_no_other_recipient_in_the_daemons_sender(queue, monkeypatch, hook):
+    # the sender as the daemon runs it, in its thread: the other receiver's notices go out while
+    # the hook that hangs still holds its first one (they waited the whole timeout behind it)
+    monkeypatch.setattr(notice_delivery, "ANSWER_TIMEOUT", 5.0)
+    hang = HookReceiver(mode="hang").start()
+    sender = sender_for(queue)
+    try:
+        for task in range(10):
+            alert(sender, f"task{task}", hang.url())
+        for n in range(5):
+            alert(sender, f"other{n}", hook.url(f"/other{n}"))
+        started = time.monotonic()
+        sender.start()
+        assert [body["path"] for body in hook.wait_for(5, timeout=10)] == [f"/other{n}" for n in range(5)]
+        took = time.monotonic() - started
+        assert took < 2.5, f"{took:.1f} s behind the hook that hangs"
+    finally:
+        sender.stop()
+        hang.stop()
+    tried = dict(sender.outbox.db.execute("SELECT key, tries FROM notices WHERE key LIKE 'task%'"))
+    assert sorted(tried.values()) == [0] * 9 + [1]          # one send at a time to the hook that hangs
 
 
 def test_a_retried_notice_goes_behind_fresh_ones(queue):

@@ -3,6 +3,11 @@
 (notice_delivery.py). The control loop never waits on it: a mail server
 that is down or hangs delays notices, never a job's start or end.
 
+Each recipient has a lane: one send at a time, in a thread of its own, so a
+receiver that hangs until its timeout holds up its own notices only (at most
+MAX_LANES receivers are sent to at once). The outbox is read and written by
+the sender's thread alone; a lane only sends.
+
 Each notice is tried after a backoff doubling from 0.5 s to 5 minutes and
 dropped, with a log line, after MAX_TRIES; one log line per new error, not
 per try. Any error sending one notice is that notice's failed try, never the
@@ -13,10 +18,12 @@ line names a webhook by its scheme and host, never its secret path."""
 from __future__ import annotations
 
 import logging
+import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...models.errors import BackendUnavailable
@@ -27,7 +34,18 @@ from .notice_delivery import Undeliverable, deliver, shown
 from .notice_outbox import MAX_TRIES, NoticeOutbox, Pending, backoff
 
 log = logging.getLogger("gqa.notices")
-POLL = 0.5   # seconds between looks at the outbox when nothing is due sooner
+POLL = 0.5        # seconds between looks at the outbox when no send ends sooner
+MAX_LANES = 16    # recipients sent to at once
+
+
+@dataclass(frozen=True)
+class _Try:
+    """A send in flight in a recipient's lane."""
+    pending: Pending
+    notice: Notice
+    to: str
+    tries: int
+    at: float
 
 
 class NoticeSender:
@@ -37,7 +55,9 @@ class NoticeSender:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_error = ""
-        self._failing: set[str] = set()   # the recipients whose last try failed: last in a batch
+        self._in_flight: dict[str, _Try] = {}      # recipient -> the send its lane is making
+        self._resting: dict[str, float] = {}       # recipient whose last try failed -> its next try
+        self._ended: queue.Queue[tuple[_Try, BaseException | None]] = queue.Queue()
         self.outbox: NoticeOutbox | None = None
 
     def start(self) -> None:
@@ -57,40 +77,83 @@ class NoticeSender:
         assert self.outbox is not None
         while not self._stop.is_set():
             try:
-                self.deliver_due()
-                wait = POLL
+                self.pump(POLL)
             except Exception:   # the database locked too long, the disk full: said, tried again
                 log.exception("notices: reading the outbox failed; trying again")
-                wait = 5.0
-            self._stop.wait(wait)
+                self._stop.wait(5.0)
+
+    def pump(self, wait: float) -> int:
+        """One round: record the sends that ended, start the due ones whose recipient's lane is
+        free, then wait up to `wait` seconds for a send to end. How many went out."""
+        sent = self._collect(0.0)
+        self._dispatch()
+        return sent + (self._collect(wait) if self._in_flight else 0)
 
     def deliver_due(self) -> int:
-        """Deliver the notices due now; how many went out. One recipient never holds up the
-        others: the outbox hands out fresh notices before retries (by when each is due), the
-        recipients whose last try failed come last in the batch, and once a recipient fails in a
-        batch its other notices wait for its next try (`defer`), untried and uncounted."""
-        assert self.outbox is not None
-        batch = [ready for pending in self.outbox.due(self.clock()) if (ready := self._prepare(pending))]
-        batch.sort(key=lambda ready: ready[2] in self._failing)       # stable: due order otherwise
-        failed_at: dict[str, float] = {}        # a recipient that failed in this batch -> its next try
-        held: dict[str, list[int]] = {}
+        """Deliver what is due now and wait for every send it started; how many went out. Each
+        recipient's notices go one after another in its lane, the lanes side by side; once a
+        recipient fails, its other notices wait for its next try (`defer`), untried and uncounted."""
         sent = 0
-        for pending, notice, to in batch:
-            if self._stop.is_set():
-                break
-            if to in failed_at:
-                held.setdefault(to, []).append(pending.id)
-                continue
-            retry_at = self._send(pending, notice, to)
-            if retry_at is None:
-                sent += 1
-            else:
-                failed_at[to] = retry_at
-        for to, ids in held.items():
-            self.outbox.defer(ids, failed_at[to])
+        while not self._stop.is_set():
+            sent += self._collect(0.0)
+            self._dispatch()
+            if not self._in_flight:
+                return sent
+            sent += self._collect(None)
         return sent
 
-    def _prepare(self, pending: Pending) -> tuple[Pending, Notice, str] | None:
+    def _dispatch(self) -> None:
+        """Start the first due notice of each recipient whose lane is free."""
+        assert self.outbox is not None
+        now = self.clock()
+        resting: dict[str, list[int]] = {}
+        for pending in self.outbox.due(now):
+            if self._stop.is_set() or len(self._in_flight) >= MAX_LANES:
+                break
+            if any(flight.pending.id == pending.id for flight in self._in_flight.values()):
+                continue
+            ready = self._prepare(pending)
+            if ready is None:
+                continue
+            notice, to = ready
+            if self._resting.get(to, 0.0) > now:
+                resting.setdefault(to, []).append(pending.id)
+                continue
+            if to in self._in_flight:
+                continue                          # its lane's next, once the send in it ends
+            flight = _Try(pending, notice, to, self.outbox.trying(pending, now), now)
+            self._in_flight[to] = flight
+            threading.Thread(target=self._lane, args=(flight,), name="gqa-notice-lane", daemon=True).start()
+        for to, ids in resting.items():
+            self.outbox.defer(ids, self._resting[to])
+
+    def _lane(self, flight: _Try) -> None:
+        try:
+            self.send(flight.notice, flight.to, self.settings)
+        except BaseException as exc:             # recorded by the sender's thread, whatever it is
+            self._ended.put((flight, exc))
+        else:
+            self._ended.put((flight, None))
+
+    def _collect(self, wait: float | None) -> int:
+        """Record the sends that ended (waiting up to `wait` seconds for the first, None: until
+        one ends); how many went out."""
+        sent = 0
+        try:
+            ended = [self._ended.get(timeout=wait) if wait != 0.0 else self._ended.get_nowait()]
+        except queue.Empty:
+            return 0
+        while True:
+            try:
+                ended.append(self._ended.get_nowait())
+            except queue.Empty:
+                break
+        for flight, error in ended:
+            del self._in_flight[flight.to]
+            sent += self._record(flight, error)
+        return sent
+
+    def _prepare(self, pending: Pending) -> tuple[Notice, str] | None:
         """The notice and its recipient; None when it is finished here (nothing to send, nobody
         to send to) or could not be built (its failed try)."""
         assert self.outbox is not None
@@ -110,40 +173,35 @@ class NoticeSender:
             self.outbox.finished(pending, self.clock(), "skipped",
                                  "nobody to send to: no address, --mail-domain or --webhook")
             return None
-        return pending, notice, to
+        return notice, to
 
-    def _send(self, pending: Pending, notice: Notice, to: str) -> float | None:
-        """One try: None when it went out, else when this recipient may be tried again."""
+    def _record(self, flight: _Try, exc: BaseException | None) -> int:
+        """A send that ended: 1 when it went out, else 0 (given up, or its recipient rests until
+        its backoff ends)."""
         assert self.outbox is not None
-        now = self.clock()
-        tries = self.outbox.trying(pending, now)
-        try:
-            self.send(notice, to, self.settings)
-        except Undeliverable as exc:             # never deliverable as it is: given up now, with its reason
+        pending, notice, to, tries = flight.pending, flight.notice, flight.to, flight.tries
+        if exc is None:
+            if self._last_error:
+                log.info("notices: delivered again")
+                self._last_error = ""
+            self._resting.pop(to, None)
+            self.outbox.finished(pending, self.clock(), "sent")
+            return 1
+        if isinstance(exc, Undeliverable):       # never deliverable as it is: given up now, with its reason
             error = _hidden(str(exc), to)
             log.warning("notices: gave up on %s to %s: %s", notice.key, shown(to), error)
             self.outbox.finished(pending, self.clock(), "gave up", error[:500])
-            self._failing.discard(to)
-            return now
-        except BackendUnavailable as exc:
-            self._failed(pending, notice.key, to, tries, _hidden(str(exc), to))
-            return now + backoff(tries)
-        except Exception as exc:                 # any other error is this notice's failed try, never the batch's
-            self._failed(pending, notice.key, to, tries, _hidden(_said(exc), to), exc)
-            return now + backoff(tries)
-        if self._last_error:
-            log.info("notices: delivered again")
-            self._last_error = ""
-        self._failing.discard(to)
-        self.outbox.finished(pending, self.clock(), "sent")
-        return None
+            return 0
+        said = str(exc) if isinstance(exc, BackendUnavailable) else _said(exc)
+        self._resting[to] = flight.at + backoff(tries)
+        self._failed(pending, notice.key, to, tries, _hidden(said, to),
+                     None if isinstance(exc, BackendUnavailable) else exc)
+        return 0
 
     def _failed(self, pending: Pending, key: str, to: str | None, tries: int, error: str,
                 exc: BaseException | None = None) -> None:
         assert self.outbox is not None
         whom = shown(to) if to else "its recipient"
-        if to:
-            self._failing.add(to)
         if tries >= MAX_TRIES:
             log.warning("notices: gave up on %s to %s after %d tries: %s", key, whom, tries, error)
             self.outbox.finished(pending, self.clock(), "gave up", error[:500])
@@ -151,8 +209,7 @@ class NoticeSender:
         if error != self._last_error:
             # an unexpected error's traceback, once: a defect to report, not a receiver down
             log.warning("notices: %s to %s not delivered (try %d of %d), retrying: %s", key, whom, tries,
-                        MAX_TRIES, error, exc_info=exc if exc is not None and not isinstance(
-                            exc, BackendUnavailable) else None)
+                        MAX_TRIES, error, exc_info=exc)
             self._last_error = error
         self.outbox.failed(pending, error)
 
