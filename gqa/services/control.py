@@ -149,10 +149,8 @@ class ControlService:
         jobs = self._resolve(refs)
         singles = {ref for ref in refs if len(self.store.resolve(ref, history=False)) == 1}
         for job in jobs:
-            if job.id in singles and job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
-                raise InvalidTransition(f"job {job.id} is {job.status}; only a running job can be requeued")
-            if job.id in singles and job.request == Request.CANCEL:
-                raise InvalidTransition(f"job {job.id} is being cancelled; a cancelled job cannot be requeued")
+            if job.id in singles:
+                _check_requeue(job)
         results = []
         for job in jobs:
             if job.state != JobState.RUNNING:
@@ -270,10 +268,8 @@ class ControlService:
                 raise InvalidTransition(_not_pending(job, "held"))
             if action == "release" and job.state.terminal:
                 raise InvalidTransition(f"job {job.id} already {job.status}; only a held job can be released")
-            if action == "requeue" and job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
-                raise InvalidTransition(f"job {job.id} is {job.status}; only a running job can be requeued")
-            if action == "requeue" and job.request == Request.CANCEL:
-                raise InvalidTransition(f"job {job.id} is being cancelled; a cancelled job cannot be requeued")
+            if action == "requeue":
+                _check_requeue(job)
 
     def approve(self, refs: list[str], *, caller: str | None = None) -> list[ControlResult]:
         return self._decide(refs, JobState.QUEUED, f"approved by {caller or 'an approver'}", "approved")
@@ -405,6 +401,17 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
     fields = {"ended_at": now, "not_before": None}
     return (Change(job.id, job.state, JobState.CANCELLED, CANCELLED_BY_USER, now, fields),
             ControlResult(with_changes(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
+
+
+def _check_requeue(job: JobRecord) -> None:
+    """A job named on its own must be running, or back in the queue after running (a requeue
+    asked again: unchanged); one that never started has nothing to requeue."""
+    if job.state in (JobState.QUEUED, JobState.RETRY_WAIT) and not job.attempts:
+        raise InvalidTransition(f"job {job.id} has not started ({job.status}); only a running job can be requeued")
+    if job.state not in (JobState.RUNNING, JobState.QUEUED, JobState.RETRY_WAIT):
+        raise InvalidTransition(f"job {job.id} is {job.status}; only a running job can be requeued")
+    if job.request == Request.CANCEL:
+        raise InvalidTransition(f"job {job.id} is being cancelled; a cancelled job cannot be requeued")
 
 
 def _requeue(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:

@@ -78,10 +78,11 @@ def test_status_of_unknown_job_is_an_error(cli):
     assert code == 2 and "no job or array 42" in err
 
 
-def test_requeue_of_a_queued_job_changes_nothing(cli):
+def test_requeue_of_a_job_that_never_started_is_an_error(cli):
     cli("submit", "--", "true")
-    data = cli.json("requeue", "1")
-    assert data[0]["action"] == "unchanged"
+    code, out, err = cli("requeue", "1")
+    assert (code, out) == (2, "")
+    assert err == "gqa: error: job 1 has not started (pending); only a running job can be requeued\n"
 
 
 def test_quota_set_and_show(cli):

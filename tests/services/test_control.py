@@ -287,14 +287,35 @@ def test_requeueing_a_running_job_asks_the_supervisor(queue):
     assert (queue.state(job.id), queue.get(job.id).request) == (S.RUNNING, Request.REQUEUE)
 
 
-@pytest.mark.parametrize("state", [S.QUEUED, S.RETRY_WAIT])
-def test_requeueing_a_waiting_job_changes_nothing(queue, state):
-    job = setup(queue, state)
+def _requeued(queue):
+    job = queue.start()
+    queue.control.requeue([job.id])
+    queue.supervisor.carry_out_requests()
+    queue.exit(job.id, 143)
+    job = queue.get(job.id)
+    assert (job.state, job.attempts) == (S.QUEUED, 1)
+    return job
+
+
+@pytest.mark.parametrize("make", [_requeued, _retry_wait])
+def test_requeueing_a_job_waiting_after_it_ran_changes_nothing(queue, make):
+    # a requeue asked again once the first has landed: the same message twice, not an error
+    job = make(queue)
     before = queue.get(job.id)
 
     [result] = queue.control.requeue([job.id])
 
     assert result.action == "unchanged"
+    assert queue.get(job.id) == before
+
+
+def test_a_job_that_never_started_cannot_be_requeued(queue):
+    job = setup(queue, S.QUEUED)
+    before = queue.get(job.id)
+
+    with pytest.raises(InvalidTransition, match=r"has not started \(pending\); only a running job can be requeued"):
+        queue.control.requeue([job.id])
+
     assert queue.get(job.id) == before
 
 
