@@ -8,8 +8,8 @@ The events, Slurm's mail types and gqa's, in one table (`MAIL_TYPES`, mail_types
 | mail type    | spec's notify.events | sent when the job                                     |
 |--------------|----------------------|-------------------------------------------------------|
 | BEGIN        | begin                | starts an attempt (RUNNING)                           |
-| END          | end                  | ends: succeeded, failed, timed out, cancelled (Slurm) |
-| FAIL         | fail                 | fails or times out                                    |
+| END          | end                  | ends: succeeded, failed, timed out, cancelled (Slurm), rejected |
+| FAIL         | fail                 | fails, times out, or is denied by an approver (REJECTED) |
 | TIME_LIMIT*  | time_limit           | times out (at the limit; _90/_80/_50 are not sent early) |
 | REQUEUE      | requeue              | goes back to wait: retry, reclaim, preemption, requeue |
 | ALL          | all                  | any of the above                                      |
@@ -34,8 +34,9 @@ from .units import format_duration
 EVENT_OF_STATE = {
     JobState.RUNNING: "begin", JobState.SUCCEEDED: "end", JobState.CANCELLED: "end",
     JobState.FAILED: "fail", JobState.TIMED_OUT: "fail", JobState.RETRY_WAIT: "requeue",
+    JobState.REJECTED: "fail",   # denied by an approver: it will never run, as a failure would not
 }
-ENDS = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED})
+ENDS = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.CANCELLED, JobState.REJECTED})
 APPROVAL = "approval"   # the approvers' notice (services/approvals.py), sent through the Notifier port
 
 
@@ -161,6 +162,8 @@ def _outcome(job: JobRecord, state: JobState, reason: str) -> str:
         return "was cancelled"
     if state == JobState.TIMED_OUT:
         return "timed out"
+    if state == JobState.REJECTED:
+        return "was rejected"
     if job.signal:
         return f"failed (signal {job.signal})"
     return f"failed (exit {job.exit_code})" if job.exit_code is not None else "failed"

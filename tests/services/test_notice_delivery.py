@@ -180,6 +180,47 @@ def test_a_requeue_and_a_timeout_are_told(queue, hook):
     assert "was requeued" in hook.wait_for(1)[0]["json"]["text"]
 
 
+def awaiting_approval(queue, events: list[str]):
+    """A 2-GPU job of bob's, named big, over an approval threshold of 1 GPU."""
+    from gqa.ports import Inventory
+    from gqa.scheduling import Policy
+    from gqa.services.submit import SubmitService
+    from tests.builders import gpus, spec
+
+    queue.store.set_inventory(Inventory(gpus=gpus(4)))
+    queue.store.set_policy(Policy(approval_gpus=1))
+    [job] = SubmitService(queue.store, queue.clock).submit(
+        spec(owner="bob", name="big", resources={"gpus": 2}, notify={"events": events}))
+    assert job.state == JobState.PENDING_APPROVAL
+    return job
+
+
+@pytest.mark.parametrize("events", [["fail"], ["end"], ["all"]])
+def test_a_denied_job_tells_its_owner_with_the_approvers_reason(queue, hook, events):
+    sender = sender_for(queue, webhook=hook.url("/owner"))
+    job = awaiting_approval(queue, events)
+    queue.control.deny([job.id], caller="carol", reason="too big today")
+    assert queue.state(job.id) == JobState.REJECTED
+    assert sender.deliver_due() == 1
+    [body] = hook.wait_for(1)
+    text = body["json"]["text"]
+    assert text.startswith(f"gqa: job {job.id} (big) was rejected\n") and "before it started" in text
+    assert "too big today" in text
+
+
+def test_an_outbox_made_by_an_earlier_gqa_tells_rejections_once_reopened(queue, hook):
+    outbox = NoticeOutbox(queue.store.path)
+    with outbox.db:   # the trigger as an earlier gqa made it, without REJECTED
+        [sql] = outbox.db.execute("SELECT sql FROM sqlite_master WHERE name = 'notices_of_moves'").fetchone()
+        outbox.db.execute("DROP TRIGGER notices_of_moves")
+        outbox.db.execute(sql.replace(", 'REJECTED'", ""))
+    outbox.close()
+    sender = sender_for(queue, webhook=hook.url())          # the daemon started again by the new gqa
+    job = awaiting_approval(queue, ["fail"])
+    queue.control.deny([job.id], caller="carol", reason="too big today")
+    assert sender.deliver_due() == 1 and "was rejected" in hook.wait_for(1)[0]["json"]["text"]
+
+
 @pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")   # loopback, in a test
 def test_mail_logs_in_with_the_login_file(queue, tmp_path):
     login = tmp_path / "smtp-login"

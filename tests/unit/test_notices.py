@@ -20,6 +20,9 @@ SELECTION = [
     (["fail"], S.TIMED_OUT, True),
     (["fail"], S.SUCCEEDED, False),
     (["fail"], S.CANCELLED, False),
+    (["fail"], S.REJECTED, True),        # denied by an approver: it will never run
+    (["end"], S.REJECTED, True),
+    (["begin", "requeue"], S.REJECTED, False),
     (["time_limit"], S.TIMED_OUT, True),
     (["time_limit"], S.FAILED, False),
     (["requeue"], S.RETRY_WAIT, True),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...models.job import JobRecord, JobState, Transition
 from ...models.records import with_changes
-from .outbox_schema import outbox_statements
+from .outbox_schema import drop_stale_trigger, outbox_statements
 from .sqlite_db import SqliteDatabase
 from .sqlite_rows import _SELECT, _record
 
@@ -55,6 +55,7 @@ class NoticeOutbox(SqliteDatabase):
     def __init__(self, path: Path | str, **kwargs):
         super().__init__(path, **kwargs)
         with self._tx():
+            drop_stale_trigger(self.db)
             for statement in outbox_statements():
                 self.db.execute(statement)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ...models.notices import EVENT_OF_STATE
+
 # The trigger counts the attempt from the job's history (its launches so far), not off the jobs
 # row, which a guarded change updates after its history row and a bulk one before. A job asks for
 # notices when its spec's notify is an object (`"notify":{` cannot occur inside a JSON string, where
@@ -21,7 +23,7 @@ CREATE TABLE IF NOT EXISTS notices (
 );
 CREATE INDEX IF NOT EXISTS notices_due ON notices(next_at) WHERE done_at IS NULL;
 CREATE TRIGGER IF NOT EXISTS notices_of_moves AFTER INSERT ON history
-WHEN NEW.state IN ('RUNNING', 'SUCCEEDED', 'FAILED', 'TIMED_OUT', 'CANCELLED', 'RETRY_WAIT')
+WHEN NEW.state IN (TOLD_STATES)
 BEGIN
     INSERT OR IGNORE INTO notices (key, job_id, state, at, reason, attempt, kind)
     SELECT NEW.job_id || '.' || (SELECT COUNT(*) FROM history WHERE job_id = NEW.job_id AND state = 'STARTING'
@@ -31,7 +33,7 @@ BEGIN
     FROM jobs AS j WHERE j.id = NEW.job_id
     AND instr(COALESCE((SELECT body FROM texts WHERE hash = j.spec_json), j.spec_json), '"notify":{') > 0;
 END;
-"""
+""".replace("TOLD_STATES", ", ".join(f"'{state.value}'" for state in EVENT_OF_STATE))
 
 
 def outbox_statements() -> list[str]:
@@ -43,3 +45,16 @@ def outbox_statements() -> list[str]:
             out.append(current)
             current = ""
     return out
+
+
+def drop_stale_trigger(db: sqlite3.Connection) -> None:
+    """Drop the notices' trigger where an earlier gqa made it otherwise (a state told since then:
+    REJECTED), so the statements above make it anew; in the caller's transaction."""
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'notices_of_moves'").fetchone()
+    if row is not None and row[0] != _TRIGGER_AS_STORED:
+        db.execute("DROP TRIGGER notices_of_moves")
+
+
+# SQLite keeps a CREATE TRIGGER as written, less its IF NOT EXISTS and its last ';'
+_TRIGGER_AS_STORED = next(statement for statement in outbox_statements() if "CREATE TRIGGER" in statement) \
+    .replace("IF NOT EXISTS ", "", 1).strip().removesuffix(";")
