@@ -1,6 +1,12 @@
 """`srun` inside a gqa job: a step is N copies of a command on the job's one
 node, each with SLURM_PROCID, SLURM_LOCALID and the step's variables
-(srun_options.py), and with --gpus-per-task its own share of the job's GPUs.
+(srun_options.py), and with --gpus-per-task its own share of the step's GPUs.
+
+- A step that asks for GPUs holds them while it runs: steps that run at once
+  get distinct GPUs of the job's, and one that asks for more than are free
+  waits for them (step_gpus.py), as Slurm allocates a step's GRES.
+- -t stops the step's tasks at its time limit as Slurm's does: SIGTERM, and
+  SIGKILL once KillWait has passed.
 
 - SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 sent to srun reach every task. Each
   task leads its own process group, so a signal to the job's whole group
@@ -24,6 +30,7 @@ node, each with SLURM_PROCID, SLURM_LOCALID and the step's variables
 from __future__ import annotations
 
 import errno
+import math
 import os
 import queue
 import re
@@ -39,7 +46,8 @@ from typing import IO, Any
 
 from .slurm_job import hostname, value
 from .slurm_tools import failed_so_far, forgive_retried, next_step_id, record_failed_step
-from .srun_options import Options, SrunError, parse, task_environments
+from . import step_gpus
+from .srun_options import Options, SrunError, job_gpus, parse, step_gpu_count, step_size, task_environments
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 KILL_WAIT = 30.0          # seconds between SIGTERM and SIGKILL when a step is stopped (Slurm's KillWait)
@@ -82,9 +90,10 @@ class Streams:
     def __init__(self, opts: Options, ntasks: int, step: int, env: Mapping[str, str], host: str) -> None:
         self.opened: dict[str, IO[bytes]] = {}
         self.stdin = [self._place(opts.input, t, step, env, host, "rb") for t in range(ntasks)]
-        self.stdout = [self._place(opts.output, t, step, env, host, "wb") for t in range(ntasks)]
+        written = "ab" if opts.open_mode == "append" else "wb"
+        self.stdout = [self._place(opts.output, t, step, env, host, written) for t in range(ntasks)]
         error = opts.error or opts.output      # Slurm: without -e, stderr goes where stdout goes
-        self.stderr = [self._place(error, t, step, env, host, "wb") for t in range(ntasks)]
+        self.stderr = [self._place(error, t, step, env, host, written) for t in range(ntasks)]
 
     def _place(self, pattern: str, task: int, step: int, env: Mapping[str, str], host: str,
                mode: str) -> Any:
@@ -148,6 +157,7 @@ class Step:
         self.ended: queue.Queue[tuple[int, int]] = queue.Queue()
         self.signalled: int | None = None
         self.pumps: list[threading.Thread] = []
+        self.started = time.monotonic()
 
     def forward(self, signum: int, _frame: object = None) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT) and len(self.tasks) < len(self.envs):
@@ -208,10 +218,11 @@ class Step:
 
     def wait(self) -> int:
         """Wait for every task; the step's exit code."""
-        failed = False
+        failed = timed_out = False
         highest_signal = highest_exit = 0
         first_end: float | None = None
-        deadline: float | None = None
+        limit = None if self.opts.time_limit is None else self.started + self.opts.time_limit
+        deadline: float | None = limit
         killed_at: float | None = None
         pending = len(self.tasks)
         while pending:
@@ -222,7 +233,11 @@ class Step:
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     if killed_at is None:
-                        self._say(f"terminating the step's {pending} remaining tasks")
+                        timed_out = limit is not None and now >= limit
+                        if timed_out:
+                            self._cancelled_at_time_limit()
+                        else:
+                            self._say(f"terminating the step's {pending} remaining tasks")
                         self.forward(signal.SIGTERM)
                         killed_at, deadline = now, now + KILL_WAIT
                     else:
@@ -232,8 +247,8 @@ class Step:
             pending -= 1
             if first_end is None:
                 first_end = time.monotonic()
-                if self.opts.wait and pending:
-                    deadline = first_end + self.opts.wait
+                if self.opts.wait and pending and killed_at is None:
+                    deadline = min(first_end + self.opts.wait, deadline or math.inf)
             if code:
                 self._say(f"task {task}: " + (f"Killed by signal {-code}" if code < 0
                                               else f"Exited with exit code {code}"))
@@ -250,11 +265,21 @@ class Step:
         until = time.monotonic() + PUMP_WAIT
         for pump in self.pumps:
             pump.join(max(0.0, until - time.monotonic()))
+        if timed_out:
+            sys.stderr.write(f"srun: Force Terminated StepId={value(os.environ, 'SLURM_JOB_ID', 'GQA_JOB_ID')}"
+                             f".{self.step}\n")
         if highest_signal:
             return 128 + highest_signal
         if not failed and self.signalled is not None:
             return 128 + self.signalled      # stopped before every task had started
         return highest_exit
+
+    def _cancelled_at_time_limit(self) -> None:
+        job = value(os.environ, "SLURM_JOB_ID", "GQA_JOB_ID")
+        at = time.strftime("%Y-%m-%dT%H:%M:%S")
+        sys.stderr.write(f"slurmstepd-{self.host}: error: *** STEP {job}.{self.step} ON {self.host} CANCELLED "
+                         f"AT {at} DUE TO TIME LIMIT ***\n")
+        sys.stderr.flush()
 
     def _say(self, text: str) -> None:
         sys.stderr.write(f"srun: error: {self.host}: {text}\n")
@@ -273,17 +298,21 @@ def run(args: Sequence[str]) -> int:
     step = next_step_id(env)
     earlier = failed_so_far(env)
     described = f"step {step}: srun {shlex.join(args)}"
+    held: list[str] | None = None
     try:
         opts = parse(args, env)
         for note in opts.notes:
             sys.stderr.write(note + "\n")
         host = hostname(env)
-        envs = task_environments(opts, env, step, host)
+        held = _hold_gpus(opts, env)
+        envs = task_environments(opts, env, step, host, held)
         streams = Streams(opts, len(envs), step, env, host)
     except SrunError as exc:
         sys.stderr.write(f"{exc}\n")
-        record_failed_step(2, described, env)
-        return 2
+        if held:
+            step_gpus.release(env)
+        record_failed_step(exc.code, described, env)
+        return exc.code
     runner = Step(opts, envs, streams, step, host)
     previous = {signum: signal.signal(signum, runner.forward) for signum in FORWARDED}
     try:
@@ -296,6 +325,8 @@ def run(args: Sequence[str]) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         streams.close()
+        if held:
+            step_gpus.release(env)
     try:
         sys.stdout.flush()
     except BrokenPipeError:      # whoever read srun's output has gone; the step's code still counts
@@ -305,6 +336,17 @@ def run(args: Sequence[str]) -> int:
     else:
         forgive_retried(described, earlier, env)
     return code
+
+
+def _hold_gpus(opts: Options, env: Mapping[str, str]) -> list[str] | None:
+    """The GPUs the step asks for, held until it ends (waiting while other steps hold them);
+    None when it asks for none. With --overlap it shares the job's first, held or not."""
+    wanted = step_gpu_count(opts, env, step_size(opts, env))
+    if wanted is None:
+        return None
+    if opts.overlap:
+        return job_gpus(env)[:wanted]
+    return step_gpus.acquire(env, job_gpus(env), wanted)
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -258,3 +258,58 @@ def test_scancel_with_a_signal_reaches_the_steps_only(job, tmp_path):
     assert (code, out) == (0, "srun=0\n"), err
     assert sorted(p.name for p in tmp_path.glob("usr1.*")) == ["usr1.0", "usr1.1"]
     assert not (tmp_path / "shell.usr1").exists()
+
+
+def test_scontrol_and_squeue_give_a_queued_jobs_submit_time_tres_and_exit_code(make_queue):
+    queue = make_queue(gpus=2)
+    script = ("scontrol show job $SLURM_JOB_ID | grep -oP '(SubmitTime|TRES|ExitCode)=\\K\\S+'; "
+              "scontrol show jobid=$SLURM_JOB_ID | head -n 1; "
+              "squeue -h -j $SLURM_JOB_ID -O 'JobID:|,State:|,TimeLeft:|,SubmitTime:|,tres-per-node:|'; "
+              "squeue -h -o '%V %r %b'")
+    [job_id] = queue.submit(["bash", "-c", script], resources={"gpus": 2, "cpus": 2}, team="vision")
+    job = queue.wait(job_id, timeout=60)
+    log = queue.log(job_id)
+    assert job.state.value == "SUCCEEDED", log
+    submitted = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(int(job.submitted_at)))
+    slurm_id = log.split("JobId=")[1].split()[0]
+    lines = [line for line in log.splitlines() if not line.startswith("--- gqa:")]
+    assert lines == ["0:0", submitted, "cpu=2,node=1,billing=2,gres/gpu=2",          # Slurm's order
+                     f"JobId={slurm_id} JobName={job.name}",
+                     f"{slurm_id}|RUNNING|UNLIMITED|{submitted}|gres:gpu:2|", f"{submitted} None gres:gpu:2"]
+
+
+def test_steps_run_at_once_take_distinct_gpus_and_one_waits_while_they_are_busy(job):
+    script = ('for i in 0 1 2 3; do srun -n1 -G1 --exact bash -c "echo \\$CUDA_VISIBLE_DEVICES; sleep 1" & done; wait\n'
+              'srun -n1 -G3 sleep 2 & sleep 0.5; srun -n1 -G2 bash -c "echo waited \\$CUDA_VISIBLE_DEVICES"; wait')
+    code, out, err = finish(job(script, CUDA_VISIBLE_DEVICES="0,1,2,3"))
+    assert code == 0, err
+    assert sorted(out.splitlines()) == ["0", "1", "2", "3", "waited 0,1"]
+    assert err.count("step creation temporarily disabled, retrying (Requested nodes are busy)") == 1, err
+
+
+def test_a_step_asking_for_more_gpus_than_the_job_has_fails_at_once_as_in_slurm(job):
+    code, out, err = finish(job('srun -n1 -G5 true; echo "srun=$?"', CUDA_VISIBLE_DEVICES="0,1,2,3"))
+    assert out == "srun=1\n" and "srun: error: Step requested gres=gpu:5 is more than the job's gres=gpu:4" in err
+
+
+def test_the_gpus_of_a_step_killed_outright_come_back(job):
+    script = ('srun -n1 -G2 sleep 60 & sleep 1; kill -9 $!; wait\n'
+              'timeout 20 srun -n1 -G2 bash -c "echo \\$CUDA_VISIBLE_DEVICES"')
+    code, out, err = finish(job(script, CUDA_VISIBLE_DEVICES="0,1"))
+    assert code == 0 and out == "0,1\n", err
+
+
+def test_a_time_limit_stops_the_steps_tasks(job):
+    code, out, err = finish(job('srun -t 0:1 sleep 30; echo "srun=$?"'))
+    assert out == "srun=143\n", err
+    assert "DUE TO TIME LIMIT ***" in err and "srun: Force Terminated StepId=41.0" in err
+
+
+def test_open_mode_append_keeps_what_the_file_held_and_gpu_bind_none_leaves_tasks_every_gpu(job, tmp_path):
+    (tmp_path / "out").write_text("before\n")
+    script = ('srun -n2 --gpus-per-task=1 --gpu-bind=none --open-mode=append -o out '
+              'bash -c "echo \\$SLURM_PROCID \\$CUDA_VISIBLE_DEVICES"')
+    code, out, err = finish(job(script, CUDA_VISIBLE_DEVICES="0,1"))
+    assert code == 0, err
+    lines = (tmp_path / "out").read_text().splitlines()
+    assert lines[0] == "before" and sorted(lines[1:]) == ["0 0,1", "1 0,1"]

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -74,7 +75,7 @@ def test_options_take_every_spelling_up_to_the_command():
     (["-n"], "srun: -n needs a value"),
     (["-l", "-n", "2"], "srun: no command to run"),
     (["--label=yes", "x"], "--label takes no value"),
-    (["--gres=nic:1", "x"], "gpu\\[:type\\]:N only"),
+    (["--gres=nic:1", "x"], "gpu\\[:type\\]:N and none only"),
     (["-n", "8", "--ntasks-per-node=4", "x"], "-n 8 with --ntasks-per-node=4 needs 2 nodes"),
 ])
 def test_options_gqa_cannot_honour_are_refused_by_name(args, why):
@@ -117,11 +118,13 @@ def test_a_step_takes_the_jobs_task_count_and_gpus_per_task_by_default():
     assert len(envs(["--ntasks-per-node=3"])) == 3
 
 
-def test_a_step_that_needs_more_gpus_than_the_job_has_says_how_many():
-    with pytest.raises(SrunError, match=r"4 tasks with 2 GPUs each need 8 GPUs; the job has 4 "
-                                        r"\(CUDA_VISIBLE_DEVICES=4,5,6,7\)"):
+def test_a_step_that_needs_more_gpus_than_the_job_has_fails_with_slurms_words_and_code():
+    with pytest.raises(SrunError, match=r"Step requested gres=gpu:8 is more than the job's gres=gpu:4\n"
+                                        r"srun: error: Unable to create step for job 41: Invalid generic "
+                                        r"resource \(gres\) specification") as refused:
         envs(["-n", "4", "--gpus-per-task", "2"])
-    with pytest.raises(SrunError, match="asks for 5 GPUs; the job has 4"):
+    assert refused.value.code == 1
+    with pytest.raises(SrunError, match="requested gres=gpu:5 is more than the job's gres=gpu:4"):
         envs(["-G", "5"])
 
 
@@ -206,7 +209,9 @@ def test_squeue_tells_the_time_left_and_the_basics_of_its_own_job():
 @pytest.mark.parametrize("args, why", [
     (["-j", "7"], "squeue: job 7: a gqa job sees only itself"),
     (["-u", "bob"], "sees only its own user's job \\(ann\\)"),
-    (["-o", "%Q"], "%Q in the format is not a field"),
+    (["-o", "%Y"], "%Y in the format is not a field"),
+    (["-O", "JobID,SchedNodes"], "SchedNodes in --Format is not a field"),
+    (["-O", "JobID", "-o", "%i"], "-o \\(--format\\) is incompatible with -O \\(--Format\\)"),
     (["--start"], "--start is not an option"),
 ])
 def test_squeue_refuses_other_jobs_and_what_it_does_not_know(args, why):
@@ -325,7 +330,7 @@ def test_scontrol_show_job_gives_the_files_cpus_and_requeue_slurm_gives(tmp_path
         "Command": "/w/train.sh", "WorkDir": "/w/run", "StdOut": "/w/slurm-41.out", "StdErr": "/w/slurm-41.err",
         "StdIn": "/dev/null", "NumCPUs": "8", "Requeue": "0", "Restarts": "2"}
     lines = answer(scontrol, ["show", "job"], env).splitlines()
-    assert [line.split("=")[0].strip() for line in lines[-6:-1]] == ["Command", "WorkDir", "StdErr", "StdIn",
+    assert [line.split("=")[0].strip() for line in lines[-8:-3]] == ["Command", "WorkDir", "StdErr", "StdIn",
                                                                       "StdOut"]   # Slurm's order
     plain = dict(f.split("=", 1) for f in answer(scontrol, ["-o", "show", "job"]).split())   # no facts: AWS
     assert (plain["NumCPUs"], plain["WorkDir"], plain["Requeue"], "StdOut" in plain) == ("8", "/w", "1", False)
@@ -342,3 +347,102 @@ def test_scontrol_requeue_is_refused_for_a_no_requeue_job_with_slurms_words_and_
     with pytest.raises(scontrol.Refused, match="not available inside a gqa job on AWS Batch, where a job tells "
                                                "the queue nothing but its exit code: use gqa requeue 41"):
         scontrol.run(["requeue", "41"], {**env, "AWS_BATCH_JOB_ID": "b-1"}, io.StringIO())
+
+
+# what Slurm 22.05's `scontrol show job` printed for a running batch job with 2 GPUs, the keys in its order
+SLURM_SHOW_JOB = """JobId JobName UserId GroupId MCS_label Priority Nice Account QOS JobState Reason Dependency
+Requeue Restarts BatchFlag Reboot ExitCode RunTime TimeLimit TimeMin SubmitTime EligibleTime AccrueTime StartTime
+EndTime Deadline PreemptEligibleTime PreemptTime SuspendTime SecsPreSuspend LastSchedEval Scheduler Partition
+AllocNode:Sid ReqNodeList ExcNodeList NodeList BatchHost NumNodes NumCPUs NumTasks CPUs/Task ReqB:S:C:T TRES
+Socks/Node NtasksPerN:B:S:C CoreSpec MinCPUsNode MinMemoryNode MinTmpDiskNode Features DelayBoot OverSubscribe
+Contiguous Licenses Network Command WorkDir StdErr StdIn StdOut Power TresPerNode""".split()
+
+
+def test_scontrol_show_job_gives_slurms_fields_in_slurms_order_and_formats(tmp_path):
+    facts = os.open(tmp_path / "job", os.O_WRONLY | os.O_CREAT, 0o600)
+    submitted = int(time.mktime((2026, 12, 7, 23, 45, 12, 0, 0, -1)))
+    job_files.write_facts(facts, {"Command": "/w/train.sh", "StdOut": "/w/slurm-41.out", "StdErr": "/w/slurm-41.out",
+                                  "StdIn": "/dev/null", "SubmitTime": str(submitted),
+                                  "EligibleTime": str(submitted + 60)})
+    os.close(facts)
+    env = {**OWN, "SLURM_JOB_START_TIME": str(submitted + 120), "SLURM_JOB_END_TIME": str(submitted + 120 + 7200),
+           "SLURM_CPUS_ON_NODE": "8", "SLURM_GPUS_ON_NODE": "2", "SLURM_MEM_PER_NODE": "65536",
+           "SLURM_JOB_ACCOUNT": "vision", "SLURM_JOB_QOS": "high", "SLURM_JOB_PARTITION": "a100",
+           slurm_tools.STEP_STATUS_ENV: str(tmp_path / "steps")}
+    text = answer(scontrol, ["show", "job", "41"], env, now=submitted + 185)
+    keys = [f.split("=", 1)[0] for f in text.split()]
+    assert keys == [k for k in SLURM_SHOW_JOB if k in keys]               # Slurm's order
+    assert set(SLURM_SHOW_JOB) - set(keys) == {"AllocNode:Sid", "PreemptEligibleTime", "PreemptTime"}
+    fields = dict(f.split("=", 1) for f in text.split())
+    assert {k: fields[k] for k in ("SubmitTime", "EligibleTime", "AccrueTime", "StartTime", "EndTime", "RunTime",
+                                   "TimeLimit", "TRES", "ExitCode", "JobState", "Partition", "QOS", "Account",
+                                   "Priority", "MinMemoryNode", "TresPerNode")} == {
+        "SubmitTime": "2026-12-07T23:45:12", "EligibleTime": "2026-12-07T23:46:12",
+        "AccrueTime": "2026-12-07T23:46:12", "StartTime": "2026-12-07T23:47:12", "EndTime": "2026-12-08T01:47:12",
+        "RunTime": "00:01:05", "TimeLimit": "02:00:00", "TRES": "cpu=8,mem=64G,node=1,billing=8,gres/gpu=2",
+        "ExitCode": "0:0", "JobState": "RUNNING", "Partition": "a100", "QOS": "high", "Account": "vision",
+        "Priority": "4294901759", "MinMemoryNode": "64G", "TresPerNode": "gres:gpu:2"}
+    assert text.startswith("JobId=41 JobName=a-long-job-name\n   UserId=ann(") and text.endswith("\n   \n\n")
+    assert answer(scontrol, ["-o", "show", "job"], env).endswith("TresPerNode=gres:gpu:2 \n")
+    bare = dict(f.split("=", 1) for f in answer(scontrol, ["-o", "show", "job"], {**OWN, "SLURM_MEM_PER_CPU": "1000"}
+                                                ).split())   # on AWS: no facts; no account, QOS, GPUs
+    assert {k: bare[k] for k in ("SubmitTime", "Account", "QOS", "TRES", "MinMemoryCPU")} == {
+        "SubmitTime": "Unknown", "Account": "(null)", "QOS": "normal", "TRES": "cpu=8,mem=8000M,node=1,billing=8",
+        "MinMemoryCPU": "1000M"}
+    assert "TresPerNode" not in bare and "EndTime=Unknown" in answer(
+        scontrol, ["show", "job"], {k: v for k, v in OWN.items() if k != "SLURM_JOB_END_TIME"})
+
+
+@pytest.mark.parametrize("args", [["show", "jobid=41"], ["show", "jobid", "41"], ["show", "job=41"],
+                                  ["show", "JobId=41"], ["-o", "show", "Job=41"]])
+def test_scontrol_show_job_takes_slurms_spellings_of_the_id(args):
+    assert answer(scontrol, args).startswith("JobId=41 JobName=a-long-job-name")
+
+
+def test_scontrol_show_jobid_of_another_job_is_refused():
+    with pytest.raises(scontrol.Refused, match=re.escape("show job 7: a gqa job sees only itself (job 41)")):
+        scontrol.run(["show", "jobid=7"], OWN, io.StringIO())
+
+
+SQUEUE_ENV = {**OWN, "SLURM_JOB_ID": "126", "SLURM_JOB_NAME": "job.sh", "SLURM_JOB_USER": "root",
+              "SLURM_JOB_NODELIST": "localhost", "SLURM_NTASKS": "1", "SLURM_GPUS_ON_NODE": "2",
+              "SLURM_JOB_END_TIME": "6400", "SLURM_JOB_ACCOUNT": "teama", "SLURM_JOB_QOS": "normal",
+              "SLURM_JOB_PARTITION": "gpu"}
+
+
+@pytest.mark.parametrize("fields, lines", [   # as Slurm 22.05's squeue printed them for such a job
+    ("JobID,State,TimeLeft,EndTime", ["126                 RUNNING             1:28:55             "
+                                      + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(6400)) + " "]),
+    ("JobID:5,State:.12,Name:3,TimeLeft", ["JOBID       STATENAMTIME_LEFT           ",
+                                           "126       RUNNINGjob1:28:55             "]),
+    ("JobID:|,State:|,Name", ["JOBID|STATE|NAME                ", "126|RUNNING|job.sh              "]),
+    ("JobID:5|,State:.4|,Name:|", ["JOBID|STAT|NAME|", "126  |RUNN|job.sh|"]),
+    ("jobid:5x,STATE:xx|,Name:", ["JOBIDxSTATExx|NAME", "126  xRUNNINGxx|job.sh"]),
+    ("JobID,,State", ["JOBID               STATE               ", "126                 RUNNING             "]),
+    ("JobID: ,State:/,TimeLeft:. ", ["JOBID STATE/TIME_LEFT ", "126 RUNNING/1:28:55 "]),
+    ("NumCPUs:5,NumNodes:6,Partition:4,Reason:5,UserName:5,Account:6,QOS:7,Priority:17,PriorityLong:11,"
+     "tres-per-node:11,Gres:0", ["CPUS NODES PARTREASOUSER ACCOUNQOS    PRIORITY         PRIORITY   TRES_PER_NO"
+                                 "TRES_PER_NODE", "2    1     gpu None root teama normal 0.99998474121093 "
+                                 "4294901759 gres:gpu:2 gres:gpu:2"]),
+    ("JobArrayID:|,StateCompact:|,TimeUsed:|,TimeLimit:|,StartTime", [
+        "JOBID|ST|TIME|TIME_LIMIT|START_TIME          ",
+        "126|R|1:05|1:30:00|" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(1000)) + " "]),
+])
+def test_squeue_format_long_takes_slurms_names_widths_and_suffixes(fields, lines):
+    header, *rows = lines if len(lines) == 2 else [None, *lines]
+    for option in (["-O", fields], [f"--Format={fields}"], ["--Format", fields]):
+        got = answer(squeue, ["-j", "126", *option], SQUEUE_ENV).splitlines()
+        assert got == ([header] if header else got[:1]) + rows
+
+
+def test_squeue_fills_submit_time_priority_reason_qos_and_gres(tmp_path):
+    facts = os.open(tmp_path / "job", os.O_WRONLY | os.O_CREAT, 0o600)
+    job_files.write_facts(facts, {"SubmitTime": "998"})
+    os.close(facts)
+    env = {**SQUEUE_ENV, slurm_tools.STEP_STATUS_ENV: str(tmp_path / "steps")}
+    assert answer(squeue, ["-o", "%V|%Q|%r|%q|%b|%a|%P|%e"], env).splitlines() == [
+        "SUBMIT_TIME|PRIORITY|REASON|QOS|TRES_PER_NODE|ACCOUNT|PARTITION|END_TIME",
+        f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(998))}|4294901759|None|normal|gres:gpu:2|teama|gpu|"
+        + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(6400))]
+    plain = {k: v for k, v in OWN.items() if k != "SLURM_JOB_END_TIME"}   # on AWS no facts; no GPUs, no limit
+    assert answer(squeue, ["-h", "-o", "%V %b %a %q %e %L"], plain) == "Unknown N/A (null) normal NONE UNLIMITED\n"

@@ -552,12 +552,15 @@ class LocalExecutor:
     def _note_facts(self, files: Path, job: JobRecord, workdir: str, streams: Streams, account) -> None:
         """What `scontrol show job` tells of the attempt that its environment does not, as
         Slurm tells it: absolute paths, the patterns expanded, stderr with stdout when not
-        apart, gqa's log where the job names no --output (its stdout goes there)."""
+        apart, gqa's log where the job names no --output (its stdout goes there); when it was
+        submitted and could first start (--begin), in epoch seconds."""
         spec = job.spec
         stdout = streams.output or str(self.paths.log_for(job.id))
         values = {"Command": spec.script.path if spec.script is not None else shlex.join(spec.argv()),
                   "WorkDir": os.path.abspath(workdir), "StdOut": stdout, "StdErr": streams.error or stdout,
-                  "StdIn": streams.input or "/dev/null", "Requeue": "1" if spec.requeue else "0"}
+                  "StdIn": streams.input or "/dev/null", "Requeue": "1" if spec.requeue else "0",
+                  "SubmitTime": str(int(job.submitted_at)),
+                  "EligibleTime": str(int(max(job.submitted_at, job.begin or 0)))}
         fd = self._open_private(files / job_files.FACTS, account, append=False)
         try:
             job_files.write_facts(fd, values)
