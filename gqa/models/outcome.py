@@ -115,7 +115,8 @@ def decide(job: JobRecord, *, code: int | None, sig: int | None, now: float, dra
         code is not None or sig is not None)
     if not ended_itself:
         # what gqa itself asked for wins over how the backend carried it out
-        asked = _stopped_by_us(job, base, interrupted, finished=code == 0 and sig is None)
+        told = _told_as_signal(code, sig) if kind == ExitKind.APP else {}   # not the OOM killer's
+        asked = _stopped_by_us(job, dict(base, **told), dict(interrupted, **told), finished=code == 0 and sig is None)
         if asked is not None:
             return asked
     ended = _as_it_ended(job, code, sig, now, draw, kind, detail, memory, spot, base, interrupted)
@@ -185,6 +186,15 @@ def _self_requeued(job: JobRecord, detail: str, now: float, interrupted: dict) -
                 f"that requeues itself starts at most once every {format_duration(SELF_REQUEUE_PERIOD)}")
     return Outcome(JobState.RETRY_WAIT, f"{why}; resumes from its last checkpoint",
                    dict(interrupted, not_before=now + wait) if wait >= 1.0 else interrupted)
+
+
+def _told_as_signal(code: int | None, sig: int | None) -> dict:
+    """An attempt gqa stopped whose shell exited 143 or 137 died of the SIGTERM or SIGKILL gqa sent
+    (a shell reports a child the signal ended as 128 + N): recorded as that signal, as Slurm
+    records a stopped batch script (ExitCode 0:15), so its exit reads SIGTERM, not 143."""
+    if sig is None and code in (128 + _signal.SIGTERM, 128 + _signal.SIGKILL):
+        return {"exit_code": None, "signal": code - 128}
+    return {}
 
 
 def _stopped_by_us(job: JobRecord, base: dict, interrupted: dict, *, finished: bool = False) -> Outcome | None:

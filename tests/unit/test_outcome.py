@@ -36,13 +36,11 @@ def running_job(*, on_error=0, error_retries=0, interruptions=0, wall_time=None,
      "requeued by user"),
     (running_job(kill_reason=REQUEUE), 1, None, S.RETRY_WAIT, "requeued by user; resumes from its last checkpoint"),
     (running_job(kill_reason=SHUTDOWN), None, signal.SIGTERM, S.RETRY_WAIT, "queue daemon stopped"),
-    (running_job(kill_reason=SHUTDOWN), 143, None, S.RETRY_WAIT, "queue daemon stopped"),
     # exit 0 while asked to make way: it finished (sending it back would run it twice)
     (running_job(kill_reason=SHUTDOWN), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
     (running_job(kill_reason=PREEMPT), 0, None, S.SUCCEEDED, "finished while being asked to stop"),
     (running_job(request=Request.REQUEUE, kill_reason=REQUEUE), 0, None, S.SUCCEEDED,
      "finished while being asked to stop"),
-    (running_job(kill_reason=PREEMPT), 143, None, S.RETRY_WAIT, "preempted"),
     (running_job(kill_reason=TIMEOUT, wall_time="1h"), None, signal.SIGTERM, S.TIMED_OUT,
      "exceeded its wall time of 1h00m"),
     (running_job(kill_reason=TIMEOUT, wall_time="1h", on_timeout="requeue"), None, signal.SIGTERM, S.RETRY_WAIT,
@@ -57,6 +55,23 @@ def test_decide(job, code, sig, to, reason):
     assert outcome.fields["assigned"] == ()
     assert outcome.fields["request"] is None and outcome.fields["kill_reason"] is None
     assert (outcome.fields["exit_code"], outcome.fields["signal"]) == (code, sig)
+
+
+@pytest.mark.parametrize("job, code, to, recorded", [
+    # the batch shell died of the signal gqa sent and its wrapper said 128 + N: the signal, as Slurm's 0:15
+    (running_job(kill_reason=SHUTDOWN), 143, S.RETRY_WAIT, (None, signal.SIGTERM)),
+    (running_job(kill_reason=PREEMPT), 143, S.RETRY_WAIT, (None, signal.SIGTERM)),
+    (running_job(kill_reason=TIMEOUT, wall_time="1h"), 143, S.TIMED_OUT, (None, signal.SIGTERM)),
+    (running_job(request=Request.CANCEL, kill_reason=CANCEL), 137, S.CANCELLED, (None, signal.SIGKILL)),
+    # any other code of a stopped attempt is its own, and so is a 143 nobody asked for
+    (running_job(kill_reason=REQUEUE), 1, S.RETRY_WAIT, (1, None)),
+    (running_job(kill_reason=CANCEL), 130, S.CANCELLED, (130, None)),
+    (running_job(), 143, S.FAILED, (143, None)),
+])
+def test_a_stopped_attempts_143_or_137_is_recorded_as_the_signal_gqa_sent(job, code, to, recorded):
+    outcome = decide(job, code=code, sig=None, now=NOW, draw=0.5)
+    assert outcome.to == to
+    assert (outcome.fields["exit_code"], outcome.fields["signal"]) == recorded
 
 
 @pytest.mark.parametrize("job, code, sig", [
