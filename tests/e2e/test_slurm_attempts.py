@@ -243,6 +243,26 @@ def test_without_b_the_steps_get_the_warning_and_the_batch_shell_does_not(execut
     assert (tmp_path / "shell.txt").read_text() == "shell-alive-0\n"   # bash itself was not signalled
 
 
+def test_without_b_the_srun_step_gets_the_warning_and_the_scripts_pipe_is_left_alone(tmp_path):
+    # `srun python train.py | tee train.log`: the step checkpoints on USR1 and tee keeps copying (tee,
+    # no step, died of the signal and the log stopped there, as the training's srun then failed to write)
+    paths = StatePaths(tmp_path / "home")
+    paths.ensure()
+    executor = LocalExecutor(paths, Inventory(gpus=gpus(1)))       # gqa's own srun
+    (tmp_path / "step.py").write_text(
+        "import signal, time\n"
+        "signal.signal(signal.SIGUSR1, lambda *_: print('got USR1, checkpointing', flush=True))\n"
+        "for i in range(50):\n    print('step', i, flush=True); time.sleep(0.1)\n"
+        "print('training finished', flush=True)\n")
+    job = record(tmp_path, 'srun python3 -u step.py 2>&1 | tee train.log; echo "status=${PIPESTATUS[*]}" > st.txt',
+                 spec={"limits": {"wall_time": "62s", "signal": "USR1@60"}})   # 2 s in
+    ended = run(executor, job, timeout=30)
+    assert ended.code == 0
+    lines = (tmp_path / "train.log").read_text().splitlines()
+    assert "got USR1, checkpointing" in lines and lines[-1] == "training finished"
+    assert (tmp_path / "st.txt").read_text() == "status=0 0\n"
+
+
 def test_a_warning_is_sent_once_and_not_to_an_attempt_held_at_its_gate(executor, tmp_path):
     job = record(tmp_path, "trap 'echo w >> warned.txt' USR1; for i in $(seq 1 30); do sleep 0.1; done",
                  spec={"limits": {"wall_time": "60s", "signal": "B:USR1@60"}})

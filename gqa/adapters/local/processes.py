@@ -10,6 +10,8 @@ import errno
 import os
 import signal
 
+from ...runtime.job_process import is_srun
+
 # Traps make sh wait for the job instead of dying first; traps are reset in
 # the child, so the job still gets SIGTERM with its default disposition.
 # SIGTERM reaches the wrapper only when gqa stops the attempt (stop=1): then the
@@ -179,15 +181,19 @@ def group_members(pgid: int, live: list[tuple[int, str, str, int]] | None = None
 def warn(wrapper: int, sig: int, batch_only: bool) -> list[int]:
     """Slurm's --signal to an attempt whose wrapper is `wrapper`: with B:,
     to the batch shell alone (the wrapper's newest child: its tees start
-    before it); else to the job's steps, every other process of its group
-    (a job that is one process gets it itself). Returns the pids signalled."""
+    before it); else, as on AWS (runtime.job_process.warning_targets), to the
+    job's srun steps, which pass it to their tasks (a `| tee` in the script is
+    no step and is left alone, as under Slurm); in a job without steps every
+    other process of its group (a job that is one process gets it itself).
+    Returns the pids signalled."""
     live = _live()
     kids = children(wrapper, live)
     shell = kids[-1:] if kids else []
     if batch_only:
         targets = shell
     else:
-        targets = [p for p in group_members(wrapper, live) if p != wrapper and p not in kids] or shell
+        others = [p for p in group_members(wrapper, live) if p != wrapper and p not in kids]
+        targets = [p for p in others if is_srun(p)] or others or shell
     sent = []
     for pid in targets:
         try:
