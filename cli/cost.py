@@ -8,7 +8,7 @@ import typer
 
 from .app import app
 from .options import Output, check_output
-from .output import budget_used, console, fail, print_json, user_errors
+from .output import budget_used, cents, console, fail, gpu_hours_text, print_json, user_errors
 
 
 @app.command("cost")
@@ -30,15 +30,15 @@ def cost(
 
         report = backend().cost().report(period=period, team=team, gpu_hours=True, jobs=jobs)
     if fmt == "json":
-        print_json({"period": report.period, "current": report.current, "total": round(report.total, 2),
+        print_json({"period": report.period, "current": report.current, "total": cents(report.total),
                     "teams": [{"team": t.team, "gpu_hours": round(report.gpu_hours.get(t.team, 0.0), 3),
-                               "settled": round(t.settled, 2), "running": round(t.running, 2),
-                               "total": round(t.total, 2), "budget": t.budget,
+                               "settled": cents(t.settled), "running": cents(t.running),
+                               "total": _total(t.settled, t.running), "budget": t.budget,
                                # spent against a budget of 0: no fraction JSON can hold (as gqa report writes it)
                                "used": None if t.used is None or math.isinf(t.used) else round(t.used, 4)}
                               for t in report.teams],
                     "jobs": [{"id": j.id, "name": j.name, "team": j.team, "owner": j.owner, "status": j.status,
-                              "gpus": j.gpus, "gpu_hours": round(j.gpu_hours, 3), "cost": round(j.cost, 2),
+                              "gpus": j.gpus, "gpu_hours": round(j.gpu_hours, 3), "cost": cents(j.cost),
                               "gpu_util": j.gpu_util} for j in report.jobs]})
         return
     from rich.table import Table
@@ -46,15 +46,16 @@ def cost(
     out = console()
     so_far = " so far" if report.current else ""
     hours = sum(report.gpu_hours.values())
-    out.print(f"[bold]{report.period}[/]: ${report.total:,.2f} spent{so_far}, {hours:,.1f} GPU-hours")
+    out.print(f"[bold]{report.period}[/]: ${cents(report.total):,.2f} spent{so_far}, {gpu_hours_text(hours)} GPU-hours")
     table = Table(box=None, pad_edge=False)
     for col in ("team", "GPU-hours", "finished", "running", "total", "budget", "used"):
         table.add_column(col, justify="left" if col == "team" else "right")
     for t in report.teams:
         used, level = budget_used(t.total, t.budget)
         style = {"over": "red", "near": "yellow"}.get(level, "")
-        table.add_row(t.team, f"{report.gpu_hours.get(t.team, 0.0):,.1f}", f"${t.settled:,.2f}",
-                      f"${t.running:,.2f}", f"${t.total:,.2f}", "-" if t.budget is None else f"${t.budget:,.2f}",
+        table.add_row(t.team, gpu_hours_text(report.gpu_hours.get(t.team, 0.0)), f"${cents(t.settled):,.2f}",
+                      f"${cents(t.running):,.2f}", f"${_total(t.settled, t.running):,.2f}",
+                      "-" if t.budget is None else f"${t.budget:,.2f}",
                       f"[{style}]{used}[/]" if style else used)
     out.print(table)
     if jobs:
@@ -65,6 +66,11 @@ def cost(
             for col in ("job", "name", "team", "owner", "status", "GPUs", "GPU-hours", "cost", "util"):
                 listed.add_column(col, justify="right" if col in ("GPUs", "GPU-hours", "cost", "util") else "left")
             for j in report.jobs:
-                listed.add_row(j.id, j.name, j.team, j.owner, j.status, str(j.gpus), f"{j.gpu_hours:,.2f}",
-                               f"${j.cost:,.2f}", "-" if j.gpu_util is None else f"{j.gpu_util:.0f}%")
+                listed.add_row(j.id, j.name, j.team, j.owner, j.status, str(j.gpus), gpu_hours_text(j.gpu_hours),
+                               f"${cents(j.cost):,.2f}", "-" if j.gpu_util is None else f"{j.gpu_util:.0f}%")
             out.print(listed)
+
+
+def _total(settled: float, running: float) -> float:
+    """A team's total as shown: the sum of its parts as shown."""
+    return cents(cents(settled) + cents(running))

@@ -12,7 +12,7 @@ import typer
 
 from .app import app
 from .options import check_output
-from .output import fail, note, print_json, user_errors
+from .output import fail, gpu_hours_text, note, print_json, user_errors
 
 DEFAULT_SINCE = "24h"
 FORMATS = ("table", "json", "csv")
@@ -137,14 +137,14 @@ def _table(rows, start: float, end: float | None, at: float) -> None:
                Column("cost", keep=4, right=True), Column("tries", keep=1, right=True),
                Column("exit", keep=7), Column("reason")]
     cells = [[r.id, r.name, r.team, r.owner, r.status.value, _short(r.submitted_at, at), format_duration(r.wait),
-              format_duration(r.elapsed), str(r.gpus), f"{r.gpu_hours:.1f}", f"${r.cost:,.2f}", str(r.attempts),
+              format_duration(r.elapsed), str(r.gpus), gpu_hours_text(r.gpu_hours), f"${r.cost:,.2f}", str(r.attempts),
               r.exit_text, r.reason] for r in rows]
     lines = layout(columns, cells, width())
     finished = sum(r.finished for r in rows)
     running = sum(r.state == JobState.RUNNING for r in rows)
     requeued = len(rows) - finished - running
     lines.append(f"{finished:,} finished, {running:,} running{f', {requeued:,} requeued' if requeued else ''}, "
-                 f"from {window}: {sum(r.gpu_hours for r in rows):,.1f} GPU-hours, "
+                 f"from {window}: {gpu_hours_text(sum(r.gpu_hours for r in rows))} GPU-hours, "
                  f"${sum(r.cost for r in rows):,.2f}")
     sys.stdout.write("\n".join(lines) + "\n")
 

@@ -113,6 +113,20 @@ def gpu_slots(view) -> list[tuple[int, str, str, Any]]:
 NEAR_BUDGET = 80.0   # percent of a budget from which a team's row is marked near it
 
 
+def cents(amount: float) -> float:
+    """Money to the cent, halves up ($0.035 is $0.04: a float's round() gives $0.03 or $0.04 by
+    how 0.035 is stored). Parts shown are rounded first and a total shown is their sum, so what a
+    table shows adds up."""
+    import decimal
+
+    return float(decimal.Decimal(repr(amount)).quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP))
+
+
+def gpu_hours_text(hours: float) -> str:
+    """GPU-hours as tables show them: two decimals, so a few minutes on a GPU is not 0.0."""
+    return f"{hours:,.2f}"
+
+
 def budget_used(spent: float, budget: float | None) -> tuple[str, str]:
     """A team's spend against its budget as `gqa cost`, `gqa top` and `gqa ui` all show it:
     the text (`used_text`: rounded down, "-" without a budget, a $0 budget "0%" until anything

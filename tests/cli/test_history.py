@@ -67,7 +67,7 @@ def test_the_last_day_newest_end_first_after_the_running_ones_in_80_columns(cli,
     assert ids[:4] == [jobs["now"].id, jobs["slow"].id, jobs["bad"].id, jobs["ok"].id]   # "old" is 30 h ago
     assert all(len(line) <= 80 for line in lines)
     failed = next(line for line in lines if line.startswith(jobs["bad"].id + " "))
-    assert failed.split()[2:7] == ["failed", "1m00s", "1h00m", "1.0", "3"]
+    assert failed.split()[2:7] == ["failed", "1m00s", "1h00m", "1.00", "3"]
     assert "the loss" in out and "nan" in out    # the reason folds onto the next lines, whole
     assert "SIGKILL" in next(line for line in lines if line.startswith(jobs["slow"].id + " "))
     # (the running job's GPU-hours count to the store's clock, not the fixed one)

@@ -71,7 +71,7 @@ def test_cost_lists_gpu_hours_per_team_and_the_costliest_jobs(cli):
                                                                                    ("vision", 1.0, 2.0)]
     assert [(j["id"], j["status"], j["gpu_hours"], j["cost"]) for j in data["jobs"]] == [(small.id, "failed", 1.0, 2.0)]
     code, out, _ = cli("cost", "--period", "1970-01", "--jobs", "5")
-    assert code == 0 and "2.0 GPU-hours" in out and "costliest" in out and "vision" in out
+    assert code == 0 and "2.00 GPU-hours" in out and "costliest" in out and "vision" in out
     code, _, err = cli("cost", "--jobs", "5000")
     assert code == 2 and "--jobs" in err
     cli("quota", "set", "nlp", "--budget", "0")           # spent against nothing: no fraction, and valid JSON
@@ -105,3 +105,22 @@ def test_status_counts_a_running_attempts_cost_so_far_as_cost_and_history_do(cli
     assert status["gpu_seconds"] / 3600 == pytest.approx(listed["gpu_hours"], abs=0.01)
     code, out, _ = cli("status", job.id)
     assert code == 0 and "used       1.0" in out and ", $2.00 so far" in out
+
+
+@pytest.mark.parametrize("settled, running, shown", [
+    (0.035, 0.005, ("$0.04", "$0.01", "$0.05")),      # halves up, and the total is what the parts show
+    (0.034, 0.004, ("$0.03", "$0.00", "$0.03")),
+    (1.005, 2.005, ("$1.01", "$2.01", "$3.02")),      # 1.005 is stored as 1.00499...: round() gave $1.00
+    (0.0, 0.0, ("$0.00", "$0.00", "$0.00")),
+])
+def test_a_teams_money_is_shown_to_the_cent_and_its_total_adds_up(settled, running, shown):
+    from cli.cost import _total
+    from cli.output import cents
+
+    assert (f"${cents(settled):,.2f}", f"${cents(running):,.2f}", f"${_total(settled, running):,.2f}") == shown
+
+
+def test_a_few_minutes_on_a_gpu_are_not_shown_as_no_gpu_hours():
+    from cli.output import gpu_hours_text
+
+    assert [gpu_hours_text(h) for h in (0.022, 0.004, 1234.5)] == ["0.02", "0.00", "1,234.50"]

@@ -64,7 +64,7 @@ def test_history_lists_the_jobs_between_attempts_with_their_spend(cli, jobs):
     code, out, err = cli("history")
     assert code == 0, err
     assert out.splitlines()[-1].startswith("0 finished, 0 running, 2 requeued, from ")
-    assert out.splitlines()[-1].endswith(": 2.5 GPU-hours, $5.00")
+    assert out.splitlines()[-1].endswith(": 2.50 GPU-hours, $5.00")
 
 
 def test_report_counts_their_spend_and_the_job_still_waiting(cli, jobs, tmp_path):
