@@ -125,7 +125,7 @@ def _pending(entries: list, expand: bool, explain: bool, total: int, at: float) 
             f = factors_of(e["factors"])
             line += [f"{f['fair_share']:.3f}", f"{f['age']:.3f}", f"{f['size']:.3f}", f"{f['duration']:.3f}",
                      f"{f['nice']:+.3f}", f"{f['score']:.3f}"] if f else ["-"] * 6
-        reason = _reason(e, at)
+        reason = live_reason(e, at)
         line.append(own_id(reason, e["id"], e["group"]) if len(row.entries) > 1 else reason)
         cells.append(line)
     rows_text = f"{len(rows)} row" + ("s" if len(rows) > 1 else "")
@@ -134,7 +134,7 @@ def _pending(entries: list, expand: bool, explain: bool, total: int, at: float) 
     return [title] + layout(columns, cells, total)
 
 
-def _reason(row: dict, at: float) -> str:
+def live_reason(row: dict, at: float) -> str:
     """A pending job's reason; a retry's wait told as of now."""
     back_at = row.get("back_at")
     if back_at is None:
@@ -183,7 +183,7 @@ def _pending_dict(row: dict, weights: dict | None, at: float) -> dict:
             "owner": row["owner"], "priority": PRIORITY[row["tier"]], "gpus": row["gpus"],
             "gpu_type": row["gpu_type"], "state": row["state"], "status": row["status"],
             "submitted_at": row["submitted_at"], "time_limit": row["time_limit"], "eta": row["eta"],
-            "reason": _reason(row, at)}
+            "reason": live_reason(row, at)}
     from gqa.http.queue_listing import factors_of
 
     f = factors_of(row["factors"])

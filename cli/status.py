@@ -4,7 +4,7 @@ from collections import Counter
 
 from .app import app
 from .options import JobRef, Output, check_output
-from .output import (PRIORITY, STATUS_STYLE, ago, console, daemon_down, gpu_use, job_dict, note, print_json,
+from .output import (PRIORITY, STATUS_STYLE, ago, console, daemon_down, gpu_use, job_dict, note, now, print_json,
                      user_errors, when)
 
 
@@ -18,6 +18,7 @@ def status(ref: JobRef, output: Output = "table"):
         from gqa.models.job import PENDING
         from gqa.models.records import with_changes
 
+        from .queue import live_reason
         from .queue_table import queue_listing
 
         be = backend()
@@ -29,7 +30,8 @@ def status(ref: JobRef, output: Output = "table"):
         down = bool(standing) and daemon_down(be)
     if down:   # "starting now" is what a pass would do: none runs until a daemon does
         note("note: the queue daemon is not running; pending jobs start once `gqa local start` runs")
-    jobs = [with_changes(j, reason=standing[j.id]["reason"]) if j.id in standing else j for j in jobs]
+    at = now()      # a retry's "back in the queue in 3s" told as of now, as `gqa queue` tells it
+    jobs = [with_changes(j, reason=live_reason(standing[j.id], at)) if j.id in standing else j for j in jobs]
     if fmt == "json":
         if len(jobs) == 1 and jobs[0].id == ref:
             print_json(_with_standing(job_dict(jobs[0], history=True), standing.get(ref)))

@@ -305,8 +305,10 @@ def _error(job: JobRecord, what: str, base: dict, now: float, draw: float, *, ad
         n = job.error_retries + 1
         delay = backoff_delay(n, retries.backoff, retries.max_backoff, draw)
         fields = dict(base, error_retries=n, not_before=now + delay, ended_at=None)
-        return Outcome(JobState.RETRY_WAIT, f"{what}; retry {n} of {allowed} in {format_duration(delay)}{tail}",
-                       fields)
+        # when it is back is told where it is shown, as of then ("back in the queue in 3s"): the reason
+        # stays true however late it is read
+        return Outcome(JobState.RETRY_WAIT,
+                       f"{what}; retry {n} of {allowed} after a {format_duration(delay)} backoff{tail}", fields)
     suffix = f" after {allowed} retries" if allowed else ""
     return Outcome(JobState.FAILED, what + suffix + tail, base)
 

@@ -294,3 +294,21 @@ def test_local_start_declares_the_cpus_jobs_may_use(cli):
 def test_a_usage_mistake_is_one_line_on_stderr_and_exit_2(cli, args, line):
     """As every other mistake: no usage text, no boxed message."""
     assert cli(*args) == (2, "", f"gqa: error: {line}\n")
+
+
+def test_a_retrying_jobs_status_tells_when_it_is_back_as_of_now_as_the_queue_does(cli, monkeypatch):
+    from tests.services.conftest import Queue
+
+    monkeypatch.setenv("COLUMNS", "250")       # the reason on one line
+
+    queue = Queue(cli.store, 4)
+    job = queue.start(retries={"on_error": 2, "backoff": "1h", "max_backoff": "2h"})
+    queue.exit(job.id, 5)
+    code, out, err = cli("status", job.id)
+    assert code == 0, err
+    [reason] = [line for line in out.splitlines() if line.strip().startswith("reason")]
+    # one countdown, the queue's, counted now; the stored reason says what the backoff was
+    assert "exit code 5; retry 1 of 2 after a " in reason and "backoff; back in the queue in " in reason
+    assert reason.count("back in the queue in") == 1 and " of 2 in " not in reason
+    [row] = cli.json("queue")["pending"]
+    assert row["reason"] == reason.split("reason", 1)[1].strip()

@@ -68,7 +68,7 @@ def test_a_job_waiting_to_be_retried_has_no_position(queue):
     retried = queue.start(retries={"on_error": 1})
     queue.exit(retried.id, 1)                      # back in 5s
     waiting = queue.submit_one()
-    retry_reason = "exit code 1; retry 1 of 1 in 5s; back in the queue in {}"
+    retry_reason = "exit code 1; retry 1 of 1 after a 5s backoff; back in the queue in {}"
 
     view = queue.queries.queue()
     assert rows(view) == [(waiting.id, 1, "starting now"), (retried.id, None, retry_reason.format("5s"))]

@@ -184,8 +184,8 @@ def test_one_failed_launch_does_not_stop_the_others(queue):
     ({}, None, signal.SIGKILL, S.FAILED, OOM),
     ({}, None, signal.SIGSEGV, S.FAILED, "killed by SIGSEGV"),
     ({"on_error": 2}, 0, None, S.SUCCEEDED, "exit code 0"),
-    ({"on_error": 2}, 1, None, S.RETRY_WAIT, "exit code 1; retry 1 of 2 in 5s"),           # 10s backoff x 0.5
-    ({"on_error": 2, "backoff": "1m"}, 3, None, S.RETRY_WAIT, "exit code 3; retry 1 of 2 in 30s"),
+    ({"on_error": 2}, 1, None, S.RETRY_WAIT, "exit code 1; retry 1 of 2 after a 5s backoff"),   # 10s x 0.5
+    ({"on_error": 2, "backoff": "1m"}, 3, None, S.RETRY_WAIT, "exit code 3; retry 1 of 2 after a 30s backoff"),
 ])
 def test_an_exit_settles_the_job(queue, retries, code, sig, state, reason):
     job = queue.start(retries=retries)

@@ -102,7 +102,7 @@ def test_error_with_retries_left(on_error, error_retries, backoff, max_backoff, 
     spec = job.spec.retries
     cap = min(spec.max_backoff, spec.backoff * 2 ** (n - 1))
     assert outcome.to == S.RETRY_WAIT
-    assert outcome.reason.startswith(f"exit code 1; retry {n} of {on_error} in ")
+    assert outcome.reason.startswith(f"exit code 1; retry {n} of {on_error} after a ")
     assert outcome.fields["error_retries"] == n
     assert "interruptions" not in outcome.fields
     assert NOW <= outcome.fields["not_before"] <= NOW + cap
@@ -223,7 +223,7 @@ OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for mo
     (ended_job(), ExitKind.OOM, None, OOM_REASON, None, S.FAILED,
      "ran out of memory: the container used more than the memory it was given; ask for more with resources.memory"),
     (ended_job(on_error=2), ExitKind.OOM, 137, OOM_REASON, 14 * GIB, S.RETRY_WAIT,
-     "ran out of memory: the container used more than its 14 GiB; retry 1 of 2 in 5s; ask for more"),
+     "ran out of memory: the container used more than its 14 GiB; retry 1 of 2 after a 5s backoff; ask for more"),
     (ended_job(on_error=1, error_retries=1), ExitKind.OOM, 137, OOM_REASON, 14 * GIB, S.FAILED,
      "more than its 14 GiB after 1 retries; ask for more with resources.memory"),
     # the backend's timeout: the wall-time rule, or the GPU-hour budget when that was the binding limit
@@ -241,7 +241,7 @@ OOM_14 = "ran out of memory: the container used more than its 14 GiB; ask for mo
      "ended without an exit code (CannotStartContainerError: executable file not found)"),
     # STEP: the script ended 0 after an srun step failed: the step's code and words decide
     (ended_job(), ExitKind.STEP, 3, STEP, None, S.FAILED, STEP),
-    (ended_job(on_error=1), ExitKind.STEP, 3, STEP, None, S.RETRY_WAIT, f"{STEP}; retry 1 of 1 in"),
+    (ended_job(on_error=1), ExitKind.STEP, 3, STEP, None, S.RETRY_WAIT, f"{STEP}; retry 1 of 1 after a"),
     # what gqa asked for wins over how the backend carried it out
     (ended_job(request=Request.CANCEL), ExitKind.RECLAIMED, None, RECLAIM, None, S.CANCELLED, "cancelled by user"),
     (ended_job(kill_reason=REQUEUE), ExitKind.CAPACITY, None, PULL, None, S.RETRY_WAIT, "requeued by user"),
