@@ -182,6 +182,12 @@ class QueueReads(Protocol):
         history retention (they had ended) maps to no states, `{}`, where the
         store can tell."""
 
+    def start_times(self, refs: Iterable[str]) -> dict[str, tuple[float, bool]]:
+        """When an `after` delay (after:12+10) counts from, for the refs (as in states_of) whose
+        jobs have all started or ended: the latest of their starts, a job that ended unstarted
+        (cancelled while it waited) by its end, and whether any of them started. A ref with a
+        job that has not started yet, or that names no recorded job, is left out."""
+
     def due_retries(self, now: float) -> list[JobRecord]: ...
 
     def runtime_samples(self, limit: int = 500) -> list[tuple[str, float, float]]:

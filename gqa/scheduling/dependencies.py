@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from datetime import datetime, timezone
 
-from ..models.dependency import VERB, Condition, Dependency, parsed
+from ..models.dependency import VERB, Condition, Dependency, counterpart, parsed
 from ..models.errors import SpecError
 from ..models.job import JobState, TERMINAL, held_by
 from .snapshot import PendingJob, Snapshot
@@ -36,7 +36,7 @@ MET, WAIT, NEVER = "met", "wait", "never"
 # kept per text with the states it was told from, and told again only where one of them moved
 # (copies: a caller may build `named` afresh or change it in place)
 KEPT_VERDICTS = 1 << 16
-_told: dict[str, tuple[tuple[tuple[str, dict | None], ...], str, str]] = {}
+_told: dict[tuple[str, str], tuple[tuple[tuple[str, dict | None], ...], str, str]] = {}
 S = JobState
 FAILED = frozenset({S.FAILED, S.TIMED_OUT, S.CANCELLED, S.REJECTED})
 STARTED = TERMINAL | {S.RUNNING}
@@ -115,6 +115,20 @@ def gate(snap: Snapshot, jobs: Iterable[PendingJob] | None = None) -> Gate:
     return out
 
 
+def delay_anchor(jobs: Iterable[tuple[float | None, float | None, str]]) -> tuple[float, bool] | None:
+    """From (started_at, ended_at, state) of the jobs one ref names: when an `after` delay counts
+    from (the latest start, or the end of one that ended unstarted) and whether any started; None
+    while one of them has not started or ended (QueueReads.start_times, both stores)."""
+    latest, started, seen = 0.0, False, False
+    for started_at, ended_at, state in jobs:
+        if JobState(state) not in STARTED:
+            return None
+        seen = True
+        started = started or started_at is not None
+        latest = max(latest, float(started_at if started_at is not None else ended_at or 0.0))
+    return (latest, started) if seen else None
+
+
 def begin_reason(begin: float, now: float) -> str:
     return f"waits until {clock_time(begin, now)} (--begin)"
 
@@ -124,7 +138,9 @@ def dependency_verdict(job: PendingJob, snap: Snapshot,
     """MET, WAIT or NEVER for the job's dependency, with the reason for the last two."""
     text = job.dependency
     assert text is not None
-    kept = _told.get(text)   # only a dependency with no singleton is kept
+    # an aftercorr's verdict is each task's own: it reads the task of the same index
+    key = (text, job.id.partition("_")[2] if "aftercorr" in text else "")
+    kept = _told.get(key)   # only a dependency with no singleton is kept
     if kept is not None:
         named = snap.named
         for ref, seen in kept[0]:
@@ -139,9 +155,11 @@ def dependency_verdict(job: PendingJob, snap: Snapshot,
     if dependency.singleton:
         return _told_afresh(dependency, job, snap, _earliest_of_name(snap) if earliest is None else earliest)
     verdict, reason = _told_afresh(dependency, job, snap, {})
+    if dependency.delayed:
+        return verdict, reason   # a wait some minutes past a start ends with time, and reads start times
     if len(_told) >= KEPT_VERDICTS:
         _told.clear()   # a queue past this many distinct dependencies tells them again, once
-    _told[text] = tuple((ref, _copy(snap.named.get(ref))) for ref in dependency.jobs), verdict, reason
+    _told[key] = tuple((ref, _copy(snap.named.get(ref))) for ref in dependency.named_by(job.id)), verdict, reason
     return verdict, reason
 
 
@@ -170,18 +188,75 @@ def _condition(condition: Condition, job: PendingJob, snap: Snapshot,
                earliest: Mapping[tuple[str, str], tuple[int, str]]) -> tuple[str, str]:
     if condition.kind == "singleton":
         return _singleton(job, snap, earliest)
-    unmet, never = [], []
-    for ref in condition.jobs:
-        verdict, why = _one(condition.kind, ref, snap.named.get(ref))
+    unmet, never, timed = [], [], []
+    for index, ref in enumerate(condition.jobs):
+        kind = condition.kind
+        if kind == "aftercorr":
+            ref, kind = _corresponding(ref, job.id, snap.named), "afterok"
+        verdict, why = _one(kind, ref, snap.named.get(ref))
         if verdict == NEVER:
             never.append(f"{why} ({condition.kind})")
         elif verdict == WAIT:
             unmet.append(ref)
+        elif condition.delay(index) and ref in snap.started:
+            until, wait = _delayed(ref, snap.started[ref], condition.delay(index), snap.now)
+            if until > snap.now:
+                timed.append(wait)
     if never:
         return NEVER, "; ".join(never)
-    if unmet:
-        return WAIT, f"waits for {_jobs(unmet)} to {VERB[condition.kind]}"
+    waits = ([f"waits for {_jobs(unmet)} to {VERB[condition.kind]}"] if unmet else []) + timed
+    if waits:
+        return WAIT, "; ".join(waits)
     return MET, ""
+
+
+def _corresponding(ref: str, job_id: str, named: Mapping[str, Mapping[JobState, int]]) -> str:
+    """What an aftercorr from `job_id` on `ref` waits for: the task of the same index in array
+    `ref`; where it has none (a shorter array, or `job_id` is no task), the whole of `ref`, as
+    Slurm does. A task not recorded is told from one not admitted yet once all of `ref` ended."""
+    task = counterpart(ref, job_id)
+    if task is None or task in named:
+        return task or ref
+    whole = named.get(ref)
+    if whole is not None and all(s in TERMINAL for s, n in whole.items() if n):
+        return ref
+    return task   # not recorded yet: it waits
+
+
+def _delayed(ref: str, anchor: tuple[float, bool], minutes: int, now: float) -> tuple[float, str]:
+    """When an `after` some minutes past `ref`'s start (or cancel) is met, and how that reads."""
+    at, started = anchor
+    until = at + minutes * 60
+    how = "started" if started else "ended"
+    return until, (f"waits for job {ref}, {how} {_span(now - at)} ago, + {minutes}m: "
+                   f"starts in {_span(until - now, up=True)} at the earliest")
+
+
+def _span(seconds: float, up: bool = False) -> str:
+    """'45s', '7m', '2h05m': minutes rounded down (how long ago) or up (how long to wait)."""
+    s = max(0, int(-(-seconds // 1) if up else seconds))
+    if s < 60:
+        return f"{s}s"
+    m = -(-s // 60) if up else s // 60
+    return f"{m}m" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
+def delay_ends(snap: Snapshot) -> list[float]:
+    """When the `after` delays (after:12+10) of the pending jobs run out, those still ahead: a
+    dispatcher that sleeps until something happens wakes then."""
+    out: list[float] = []
+    for text in {job.dependency for job in snap.pending if job.dependency and "+" in job.dependency}:
+        try:
+            dependency = parsed(text)
+        except SpecError:
+            continue
+        for condition in dependency.conditions:
+            for index, ref in enumerate(condition.jobs):
+                if condition.delay(index) and ref in snap.started:
+                    until = snap.started[ref][0] + condition.delay(index) * 60
+                    if until > snap.now:
+                        out.append(until)
+    return out
 
 
 def _one(kind: str, ref: str, states: Mapping[JobState, int] | None) -> tuple[str, str]:

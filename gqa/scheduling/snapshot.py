@@ -180,6 +180,9 @@ class Snapshot:
     # the jobs pending jobs' dependencies name: per job id, array task id or array id, how many of its
     # jobs are in each state (QueueReads.states_of); a name absent here names no job yet
     named: dict[str, dict[JobState, int]] = field(default_factory=dict)
+    # of those an `after` waits some minutes past (after:12+10), the ones started or ended: when the
+    # minutes count from, and whether it started (else it was cancelled) (QueueReads.start_times)
+    started: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     def team(self, name: str) -> TeamPolicy:
         return self.teams.get(name, self.policy.default_team)

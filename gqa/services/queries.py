@@ -23,7 +23,7 @@ from ..scheduling.eta import longest_runs, predict_starts
 from . import lookup
 from .launched import awaiting_start, waiting_reason
 from .settle import hourly_rate
-from .snapshot import (RatiosInUse, dependency_states, ratios_as_they_are, read_snapshot, team_bands,
+from .snapshot import (RatiosInUse, dependency_states, ratios_as_they_are, read_snapshot, start_times, team_bands,
                        team_ratios, team_samples, team_shares)
 
 
@@ -141,8 +141,9 @@ class QueryService:
         if not any(j.state in (JobState.QUEUED, JobState.HELD) and at_gate(j, now) for j in jobs):
             return jobs
         pending, running = self.store.scheduling_view()
+        named = dependency_states(self.store, pending)
         gated = gate(Snapshot(now=now, gpus=(), pending=tuple(pending), running=tuple(running),
-                              named=dependency_states(self.store, pending)))
+                              named=named, started=start_times(self.store, pending, named)))
         return [with_changes(j, reason=gated.reason(j.id)) if j.id in gated else j for j in jobs]
 
     def _as_seen(self, jobs: list[JobRecord], now: float, *, whole: bool = True) -> list[JobRecord]:

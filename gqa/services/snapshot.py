@@ -12,6 +12,7 @@ from ..ports import PendingChanges, SchedulingInputs
 from ..scheduling import Snapshot
 from ..scheduling.snapshot import PendingJob, RunningJob
 from ..scheduling.budget import period_of, running_cost
+from ..scheduling.dependencies import STARTED
 from ..scheduling.eta import RANK_FLOOR, expected_runtime, mean_share, median_band, runtime_ratio
 
 # a caller that plans pass after pass keeps a team's run-time ratio until the median its samples
@@ -236,11 +237,12 @@ def read_snapshot(store: SchedulingInputs, now: float, ratios: dict[str, float] 
     running = estimated.running(running, ratios, now)
     gpus = inventory.gpus if inventory else ()
     named = dependency_states(store, pending, estimated.dependencies())
+    started = start_times(store, pending, named, estimated.dependencies())
     return Snapshot(now=now, gpus=gpus, pending=tuple(pending),
                     running=tuple(running), teams=store.teams(), usage=store.usage(now, policy.half_life),
                     policy=policy, cpus=inventory.cpus if inventory else None,
                     memory=inventory.memory if inventory else None, spend=spend_now(store, running, gpus, now),
-                    named=named)
+                    named=named, started=started)
 
 
 def dependency_states(store: SchedulingInputs, pending: list[PendingJob],
@@ -250,12 +252,36 @@ def dependency_states(store: SchedulingInputs, pending: list[PendingJob],
     refs: dict[str, None] = {}
     if texts is None:
         texts = {job.dependency for job in pending if job.dependency}   # an array's tasks share theirs
+    corresponding = False
     for text in texts:
         try:
-            refs.update(dict.fromkeys(parsed(text).jobs))
+            dependency = parsed(text)
         except SpecError:
             continue   # the pass says why it can never be met
+        refs.update(dict.fromkeys(dependency.jobs))
+        corresponding = corresponding or dependency.corresponding
+    if corresponding:   # an aftercorr reads, for each task, the task of its index: those tasks' own
+        for job in pending:
+            if job.dependency and "aftercorr" in job.dependency:
+                refs.update(dict.fromkeys(parsed(job.dependency).named_by(job.id)))
     return store.states_of(refs) if refs else {}
+
+
+def start_times(store: SchedulingInputs, pending: list[PendingJob], named: dict[str, dict[JobState, int]],
+                texts: Collection[str] | None = None) -> dict[str, tuple[float, bool]]:
+    """When the jobs an `after` waits some minutes past (after:12+10) started, for those `named`
+    says have all started or ended (one narrow read; none without any such `after`)."""
+    if texts is None:
+        texts = {job.dependency for job in pending if job.dependency}
+    refs: dict[str, None] = {}
+    for text in texts:
+        if "+" in text:
+            try:
+                refs.update(dict.fromkeys(parsed(text).delayed))
+            except SpecError:
+                continue
+    asked = [ref for ref in refs if named.get(ref) and all(s in STARTED for s, n in named[ref].items() if n)]
+    return store.start_times(asked) if asked else {}
 
 
 def spend_now(store: SchedulingInputs, running, gpus, now: float) -> dict[str, float]:

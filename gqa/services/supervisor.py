@@ -14,6 +14,7 @@ from ..models.outcome import CANCEL, PREEMPT, REQUEUE, SHUTDOWN, attempt_deadlin
 from ..ports import (Change, Clock, Compute, Exit, JobStore, LaunchLookup, PendingChanges, PendingFeed,
                      Random, Waker)
 from ..scheduling import PendingJob, Start, plan
+from ..scheduling.dependencies import delay_ends
 from ..scheduling.kept import KeptQueue
 from ..scheduling.slicing import next_change
 from .holding import hold_and_release
@@ -108,6 +109,7 @@ class Supervisor:
             estimated = self._estimated
             begins = estimated.begin_times()
             self._begins = [j.begin for j in view[0] if j.begin is not None] if begins is None else begins
+            self._begins = self._begins + delay_ends(snap) if snap.started else self._begins   # after:12+10
             decision = plan(self.kept.over(snap, version=estimated.version, changes=estimated.changes), explain=False)
             # a cancel may settle its successors' dependencies (afterany, afternotok): decide those now
             if not decision.never or not self._cancel_never_met(decision.never, view[0]):

@@ -5,6 +5,7 @@ the jobs a dependency names (states_of)."""
 from gqa.adapters.aws.dynamodb_store import DynamoDBStore
 from gqa.models.job import JobState
 from gqa.ports import Change
+from gqa.services.snapshot import dependency_states
 from tests.contract.jobs import T0, new_job, put
 
 S = JobState
@@ -74,3 +75,32 @@ def test_states_of_follows_a_job_to_its_end(store):
     assert store.states_of([job.id]) == {job.id: {S.RUNNING: 1}}
     store.apply([Change(job.id, S.RUNNING, S.SUCCEEDED, "done", T0 + 5, {"ended_at": T0 + 5})])
     assert store.states_of([job.id]) == {job.id: {S.SUCCEEDED: 1}}
+
+
+def test_start_times_tell_when_an_after_delay_counts_from(store):
+    ran = put(store, S.SUCCEEDED, fields={"started_at": T0 + 10, "ended_at": T0 + 50})
+    dropped = put(store, S.CANCELLED, fields={"ended_at": T0 + 20})   # cancelled while it waited
+    waiting = put(store, S.QUEUED)
+    tasks = store.create([new_job(array_index=i) for i in range(2)])
+    for task, start in zip(tasks, (T0 + 30, T0 + 40)):
+        store.apply([Change(task.id, S.QUEUED, S.STARTING, "claimed", start)])
+        store.apply([Change(task.id, S.STARTING, S.RUNNING, "started", start, {"started_at": start})])
+
+    times = store.start_times([ran.id, dropped.id, waiting.id, tasks[0].group, tasks[0].id, "999"])
+
+    assert times == {ran.id: (T0 + 10, True), dropped.id: (T0 + 20, False),
+                     tasks[0].group: (T0 + 40, True), tasks[0].id: (T0 + 30, True)}
+    assert store.start_times([]) == {}
+
+
+def test_an_aftercorr_reads_for_each_task_the_task_of_its_index(store):
+    first = store.create([new_job(array_index=i) for i in range(3)])
+    store.apply([Change(first[1].id, S.QUEUED, S.CANCELLED, "cancelled", T0)])
+    array = first[0].group
+    store.create([new_job(array_index=i, dependency=f"aftercorr:{array}") for i in range(4)])
+    pending, _ = store.scheduling_view()
+
+    states = dependency_states(store, pending)
+
+    assert states == {array: {S.QUEUED: 2, S.CANCELLED: 1}, f"{array}_0": {S.QUEUED: 1},
+                      f"{array}_1": {S.CANCELLED: 1}, f"{array}_2": {S.QUEUED: 1}}   # none has a task 3

@@ -252,3 +252,33 @@ def test_a_pruned_job_is_looked_up_as_gone_not_awaiting_admission(queue):
         with pytest.raises(NotFound, match=gone) as caught:
             read()
         assert not isinstance(caught.value, NotAdmitted)
+
+
+def test_aftercorr_starts_each_task_after_its_counterpart_and_cancels_one_whose_counterpart_failed(queue):
+    first = queue.submit(array="0-2", resources={"gpus": 1})
+    second = queue.submit(array="0-3", resources={"gpus": 1}, after=f"aftercorr:{first[0].group}")
+
+    assert {j.id for j in queue.supervisor.dispatch()} == {j.id for j in first}
+    queue.exit(first[0].id, 0)
+    queue.exit(first[1].id, 1)
+    assert [j.id for j in queue.supervisor.dispatch()] == [second[0].id]
+    assert queue.state(second[1].id) == S.CANCELLED
+    assert queue.get(second[1].id).reason == f"dependency can never be met: job {first[1].id} failed (aftercorr)"
+    assert queue.queries.jobs(second[2].id)[0].reason == f"waits for job {first[2].id} to succeed"
+    # task 3 has no counterpart: it waits for the whole of the first array, which has a failure
+    queue.exit(first[2].id, 0)
+    assert [j.id for j in queue.supervisor.dispatch()] == [second[2].id]
+    assert queue.state(second[3].id) == S.CANCELLED
+
+
+def test_an_after_delay_waits_its_minutes_past_the_start_and_wakes_the_loop_then(queue):
+    parent = queue.start()
+    queue.clock.advance(180)
+    child = queue.submit_one(after=f"after:{parent.id}+10")
+
+    assert queue.supervisor.dispatch() == []
+    assert queue.queries.jobs(child.id)[0].reason == (
+        f"waits for job {parent.id}, started 3m ago, + 10m: starts in 7m at the earliest")
+    assert queue.supervisor.next_deadline() == T0 + 600
+    queue.clock.advance(420)
+    assert [j.id for j in queue.supervisor.dispatch()] == [child.id]

@@ -7,9 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gqa.models.dependency import parse_dependency
+from gqa.models.errors import SpecError
 from gqa.models.job import JobState
 from gqa.scheduling import plan
-from gqa.scheduling.dependencies import at_gate, clock_time, gate
+from gqa.scheduling.dependencies import at_gate, clock_time, delay_ends, gate
 from tests.builders import NOW, job_record, pending, running, snapshot
 
 S = JobState
@@ -229,7 +231,7 @@ def test_a_job_that_waits_on_its_dependency_lets_later_jobs_start():
 
 
 def test_an_unreadable_dependency_can_never_be_met():
-    _, never = verdict("afterok:12+5", {})
+    _, never = verdict("afterok:12+0", {})
     assert never is not None and never.startswith("dependency can never be met: ")
 
 
@@ -287,3 +289,78 @@ def test_kept_verdicts_answer_as_verdicts_told_afresh(passes):
         afresh = gate(snap)
         dependencies._told.update(saved)
         assert (kept.told, kept.never) == (afresh.told, afresh.never)
+
+
+@pytest.mark.parametrize("job_id, named, waits, never", [
+    # task 1 reads task 1 of array 12 alone
+    ("20_1", {"12": {OK: 1, RUN: 2}, "12_1": {OK: 1}}, None, None),
+    ("20_1", {"12": {OK: 2, RUN: 1}, "12_1": {RUN: 1}}, "waits for job 12_1 to succeed", None),
+    ("20_1", {"12": {FAIL: 1, RUN: 2}, "12_1": {RUN: 1}}, "waits for job 12_1 to succeed", None),
+    ("20_1", {"12": {CANCELLED: 1, RUN: 2}, "12_1": {CANCELLED: 1}},
+     "dependency can never be met: job 12_1 was cancelled (aftercorr)",
+     "dependency can never be met: job 12_1 was cancelled (aftercorr)"),
+    # a task with no counterpart (array 12 has tasks 0-2) waits for the whole array to succeed, as in Slurm
+    ("20_4", {"12": {OK: 2, RUN: 1}}, "waits for job 12_4 to succeed", None),
+    ("20_4", {"12": {OK: 3}}, None, None),
+    ("20_4", {"12": {OK: 2, FAIL: 1}}, "dependency can never be met: array 12: of its 3 tasks 1 failed (aftercorr)",
+     "dependency can never be met: array 12: of its 3 tasks 1 failed (aftercorr)"),
+    # a job that is no task, the same
+    ("20", {"12": {OK: 2, RUN: 1}}, "waits for job 12 to succeed", None),
+    ("20", {"12": {OK: 3}}, None, None),
+])
+def test_an_aftercorr_task_waits_for_the_task_of_its_index(job_id, named, waits, never):
+    snap = snapshot(4, pending=[pending(job_id, dependency="aftercorr:12", seq=50)], named=named)
+    decided = gate(snap)
+    assert (decided.waiting.get(job_id), decided.never.get(job_id)) == (waits, never)
+
+
+def test_an_aftercorr_verdict_is_each_task_s_own_though_the_tasks_share_the_text():
+    jobs = [pending(f"20_{i}", group="20", dependency="aftercorr:12", seq=50 + i) for i in range(3)]
+    named = {"12": {OK: 1, RUN: 1, FAIL: 1}, "12_0": {OK: 1}, "12_1": {RUN: 1}, "12_2": {FAIL: 1}}
+    decided = gate(snapshot(4, pending=jobs, named=named))
+    assert "20_0" not in decided
+    assert decided.waiting["20_1"] == "waits for job 12_1 to succeed"
+    assert decided.never == {"20_2": "dependency can never be met: job 12_2 failed (aftercorr)"}
+
+
+@pytest.mark.parametrize("started, delay, waits", [
+    ((NOW - 180, True), "+10", "waits for job 12, started 3m ago, + 10m: starts in 7m at the earliest"),
+    ((NOW - 30, False), "+1", "waits for job 12, ended 30s ago, + 1m: starts in 30s at the earliest"),
+    ((NOW - 600, True), "+10", None),
+    ((NOW - 7200, True), "+180", "waits for job 12, started 2h00m ago, + 180m: starts in 1h00m at the earliest"),
+])
+def test_an_after_delay_counts_minutes_from_the_start_or_the_cancel(started, delay, waits):
+    snap = replace(snapshot(4, pending=[pending("j", dependency=f"after:12{delay}", seq=50)],
+                            named={"12": {RUN: 1}}), started={"12": started})
+    assert gate(snap).waiting.get("j") == waits
+
+
+def test_an_after_delay_waits_first_for_the_start_and_the_other_kinds_take_no_delay():
+    assert verdict("after:12+10", {"12": {QUEUED: 1}}) == ("waits for job 12 to start", None)
+    snap = replace(snapshot(4, pending=[pending("j", dependency="afterok:12+10", seq=50)],
+                            named={"12": {OK: 1}}), started={"12": (NOW - 60, True)})
+    assert "j" not in gate(snap)   # Slurm takes +time after afterok and waits no longer for it
+
+
+def test_a_waiting_delay_is_told_again_at_each_pass_and_wakes_the_dispatcher_when_it_ends():
+    job = pending("j", dependency="after:12+10", seq=50)
+    first = replace(snapshot(4, pending=[job], named={"12": {RUN: 1}}), started={"12": (NOW - 300, True)})
+    assert "j" in gate(first) and delay_ends(first) == [NOW + 300]
+    later = replace(first, now=NOW + 300)
+    assert "j" not in gate(later) and delay_ends(later) == []
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ("after:12+10:13", "after:12+10:13"),
+    ("AFTERCORR:12", "aftercorr:12"),
+    ("afterok:12+5", "afterok:12+5"),
+    ("after:12+05?aftercorr:14", "after:12+5?aftercorr:14"),
+])
+def test_a_delay_and_aftercorr_parse_and_keep_their_canonical_text(text, canonical):
+    assert parse_dependency(text).text() == canonical
+
+
+@pytest.mark.parametrize("text", ["after:12+0", "after:12+", "after:12+x", "after:12+1h"])
+def test_a_delay_that_is_not_whole_minutes_is_refused(text):
+    with pytest.raises(SpecError, match="a delay is whole minutes, 1 or more"):
+        parse_dependency(text)

@@ -13,6 +13,7 @@ from typing import Any
 from ...models.errors import Conflict
 from ...models.job import JobRecord, JobState
 from ...ports.store import JobEvent, PendingChanges
+from ...scheduling.dependencies import delay_anchor
 from ...scheduling.snapshot import PendingJob, RunningJob
 from . import items as it
 from . import parents
@@ -276,6 +277,39 @@ class DynamoDBLive(DynamoDBBase):
                     self._ended[ref] = states[ref]
         self._keep_named([ref for ref in dict.fromkeys(refs) if _JOB_ID.match(ref)], out)
         return out
+
+    def start_times(self, refs: Iterable[str]) -> dict[str, tuple[float, bool]]:
+        """Strongly consistent, as states_of: a job or a task by its key, 100 to a BatchGetItem; an
+        array's whole group by one Query of its tasks. Read only for an `after` with a delay whose
+        jobs states_of found started, so few and seldom."""
+        asked = [ref for ref in dict.fromkeys(refs) if _JOB_ID.match(ref)]
+        names = {"#i": t.ID, "#s": t.STATE, "#b": "started_at", "#e": "ended_at"}
+        found: dict[str, list[tuple[float | None, float | None, str]]] = {}
+
+        def add(ref: str, item: dict[str, Any]) -> None:
+            started, ended = item.get("started_at"), item.get("ended_at")
+            found.setdefault(ref, []).append((None if started is None else float(started),
+                                              None if ended is None else float(ended), item[t.STATE]))
+
+        for item in self._by_key(asked, ProjectionExpression="#i, #s, #b, #e", ExpressionAttributeNames=names):
+            add(item[t.ID], item)
+        for group in dict.fromkeys(ref for ref in asked if ref not in found and "_" not in ref):
+            kwargs: dict[str, Any] = {
+                "TableName": self.tables.jobs, "KeyConditionExpression": "#g = :g",
+                "ProjectionExpression": "#i, #s, #b, #e", "ExpressionAttributeNames": {"#g": t.GROUP, **names},
+                "ExpressionAttributeValues": it.dump({":g": group}), "ConsistentRead": True}
+            while True:
+                page = self.call("Query", **kwargs)
+                for raw in page.get("Items", []):
+                    item = it.load(raw)
+                    if "_" in item[t.ID]:
+                        add(group, item)
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            if group in found and self._unwritten_tasks(group):
+                del found[group]   # still being admitted a chunk at a time: those have not started
+        return {ref: anchor for ref, jobs in found.items() if (anchor := delay_anchor(jobs)) is not None}
 
     def _keep_named(self, asked: list[str], out: dict[str, dict[JobState, int]]) -> None:
         """Push on the TTL of the ended jobs named (`asked`) where half of it is left, and name `{}`

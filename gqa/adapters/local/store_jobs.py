@@ -12,6 +12,7 @@ from ...models.errors import Conflict, NotFound, QueueMismatch, StorageCorrupt
 from ...models.job import JobRecord, JobState, Transition
 from ...models.records import with_changes
 from ...ports.store import JobEvent, PendingChanges
+from ...scheduling.dependencies import delay_anchor
 from ...scheduling.snapshot import PendingJob, RunningJob
 from .live_view import LiveView
 from .sqlite_db import in_parts
@@ -216,6 +217,18 @@ class SqliteJobs(SqliteSettings):
             if ref not in out and self.reserved(group) and int(group) <= int(self._meta("pruned_group") or 0):
                 out[ref] = {}
         return out
+
+    def start_times(self, refs: Iterable[str]) -> dict[str, tuple[float, bool]]:
+        refs = list(dict.fromkeys(refs))
+        found: dict[str, list[tuple[float | None, float | None, str]]] = {}
+        for part, marks in in_parts(refs):
+            rows = self.db.execute(
+                f"SELECT id, started_at, ended_at, state FROM jobs WHERE id IN ({marks}) UNION ALL "
+                f"SELECT grp, started_at, ended_at, state FROM jobs WHERE grp IN ({marks}) "
+                "AND array_index IS NOT NULL", part * 2).fetchall()
+            for ref, started_at, ended_at, state in rows:
+                found.setdefault(ref, []).append((started_at, ended_at, state))
+        return {ref: anchor for ref, jobs in found.items() if (anchor := delay_anchor(jobs)) is not None}
 
     def runtime_samples(self, limit: int = 500) -> List[tuple[str, float, float]]:
         rows = self.db.execute(
