@@ -77,7 +77,7 @@ def submit(
                 stdin = read_script(MAX_SCRIPT_BYTES)
             except OSError as exc:
                 raise SpecError(f"nothing to run: cannot read a script on stdin: {exc}") from None
-        spec = spec_from_options(params, command, warn=note, stdin=stdin)
+        spec = spec_from_options(params, command, warn=note, stdin=stdin, environment=caller_environment())
         from .backend import backend
 
         be = backend()
@@ -109,15 +109,17 @@ def submit(
 
 
 def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str | None = None,
-                      stdin: bytes | None = None):
+                      stdin: bytes | None = None, environment: dict[str, str] | None = None):
     """The spec `gqa submit` asks for: the file (or `stdin`, a script read
-    from it), the flags over it, the command after `--`. Shared with the
-    queue daemon, which serves `gqa submit` for the light client
-    (daemon/submit_command.py). Raises SpecError."""
+    from it), the flags over it, the command after `--`. `environment`: the
+    submitter's, whose SBATCH_* variables a batch script reads as sbatch does
+    (a job file and a command do not). Shared with the queue daemon, which
+    serves `gqa submit` for the light client (daemon/submit_command.py).
+    Raises SpecError."""
     import time
 
     from gqa.models.errors import SpecError
-    from gqa.models.loader import load_spec
+    from gqa.models.loader import YAML_SUFFIXES, load_spec
     from gqa.models.notices import notify_option
     from gqa.models.sbatch_values import begin_time
 
@@ -126,6 +128,8 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         raise SpecError("empty command after --")
     if params.get("shell") and command:
         command = [" ".join(command)]
+    file = params.get("file")
+    script = stdin is not None if file in (None, "-") else not file.endswith(YAML_SUFFIXES)
     overrides = {
         "name": params.get("name"), "team": params.get("team"), "priority": params.get("priority"),
         "array": params.get("array"), "workdir": params.get("workdir"),
@@ -134,7 +138,7 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         "resources": {"gpus": params.get("gpus"), "gpu_type": params.get("gpu_type"), "cpus": params.get("cpus"),
                       "memory": params.get("mem"), "tasks": params.get("tasks"),
                       "exclusive": True if params.get("exclusive") else None},
-        "limits": {"wall_time": params.get("time")},
+        "limits": {"wall_time": _wall_time(params.get("time"), script)},
         "retries": {"on_error": params["retries"]} if params.get("retries") is not None else None,
         "after": _dependency(params.get("after"), params.get("dependency")),
         "hold": True if params.get("hold") else None,
@@ -149,8 +153,8 @@ def spec_from_options(params: dict, command: list[str] | None, *, warn, cwd: str
         said.append(text)
         warn(text)
 
-    spec = load_spec(params.get("file"), overrides=overrides, command=command, warn=warned, now=now, stdin=stdin,
-                     **kwargs)
+    spec = load_spec(file, overrides=overrides, command=command, warn=warned, now=now, stdin=stdin,
+                     environment=environment, **kwargs)
     if _array_tasks_untold(spec) and not any("ARRAY_TASKS" in text for text in said):   # a script's own note
         warn("note: notify: an array's (or a sweep's) tasks are told of only with array_tasks (--notify "
              "end,array_tasks); gqa sends no notice for the array as a whole, so these tasks send none")
@@ -193,6 +197,21 @@ def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) ->
         err.append("note: the queue daemon is not running; jobs wait until `gqa local start`")
     err.append(f"  gqa status {ref}    gqa logs {submitted.first_id} -f    gqa cancel {ref}")
     return ref + "\n", "".join(line + "\n" for line in err)
+
+
+def _wall_time(time: str | None, script: bool) -> str | None:
+    """--time as the spec takes it: on a batch script, a Slurm form rounded up to whole
+    minutes, as sbatch keeps it (`--time 0:10` is a minute, as `#SBATCH --time=0:10`);
+    gqa's own forms (30s) and a command's --time keep their seconds."""
+    from gqa.models.errors import SpecError
+    from gqa.models.sbatch_values import slurm_time, time_limit
+
+    if not (time and script and slurm_time(time)):
+        return time
+    try:
+        return f"{time_limit(time)}s"
+    except SpecError:            # zero, or past the longest: the spec's check says so
+        return time
 
 
 def _dependency(after: list[str] | None, dependency: str | None) -> str | None:

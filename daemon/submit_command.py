@@ -72,7 +72,7 @@ class SubmitCommand:
             return _answer(2, err=f"gqa: error: unknown output format {fmt!r}; use table or json\n")
         try:
             with files_sent(sent):
-                spec = spec_from_options(params, command, warn=warnings.append, cwd=cwd)
+                spec = spec_from_options(params, command, warn=warnings.append, cwd=cwd, environment=dict(env))
             jobs = self.submitter.submit(spec, environment=dict(env), owner=user, caller=caller)
         except GqaError as exc:
             return _answer(2, err=_lines(warnings) + f"gqa: error: {exc}\n")

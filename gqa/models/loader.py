@@ -21,6 +21,7 @@ from .errors import SpecError
 from .limits import MAX_SCRIPT_BYTES, MAX_SPEC_BYTES, size_text
 from .nested import merge
 from .sbatch import read_args
+from .sbatch_env import read_environment
 from .sbatch_request import Request, asks_for_gpus
 from .spec import MAX_NAME, NAMED_PROBLEM, SPEC_FIELDS, JobSpec
 from . import regular_file
@@ -30,7 +31,8 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = None,
               command: list[str] | None = None, warn=None, cwd: str | None = None,
-              now: float | None = None, stdin: bytes | None = None) -> JobSpec:
+              now: float | None = None, stdin: bytes | None = None,
+              environment: Mapping[str, str] | None = None) -> JobSpec:
     """The spec for `gqa submit [FILE] [flags] [-- CMD...]`.
 
     `overrides` is a raw (unvalidated) nested dict from flags; `command`, if
@@ -39,7 +41,9 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
     process's: a relative path or workdir is read against it, and it is the
     default workdir. `now` is the time of submission, which #SBATCH --begin
     is read against. `stdin`: a batch script read from standard input (as
-    `sbatch <<EOF`), in place of a file (`path` None or "-")."""
+    `sbatch <<EOF`), in place of a file (`path` None or "-"). `environment`: the
+    submitter's, whose SBATCH_* variables a batch script's directives give way to
+    (sbatch_env.py); a job file and a command are read without it."""
     here = os.getcwd() if cwd is None else cwd
     raw: dict[str, Any] = {}
     lines: dict[tuple, int] = {}
@@ -53,7 +57,7 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
             raise SpecError(f"larger than {size_text(MAX_SCRIPT_BYTES)}, the limit for a batch script (its job "
                             "keeps a copy): run a larger program from a short script", source=STDIN)
         raw = _script_raw(stdin, STDIN, STDIN_PATH, overrides, command, warn=warn, now=now, here=here,
-                          executable=False)
+                          executable=False, environment=environment)
         raw.setdefault("name", "sbatch")    # sbatch's name for a job whose script came on stdin
     elif path == "-":
         raise SpecError("nothing to run: `-` reads a script from stdin, and none was given")
@@ -67,7 +71,8 @@ def load_spec(path: str | None = None, *, overrides: dict[str, Any] | None = Non
         else:
             data = _read_script(full, path)    # once: its directives and what it runs are the same bytes
             raw = _script_raw(data, path, script_path(path, cwd=here), overrides, command, warn=warn, now=now,
-                              here=here, executable=_executable(script_path(path, cwd=here), path))
+                              here=here, executable=_executable(script_path(path, cwd=here), path),
+                              environment=environment)
             raw.setdefault("name", default_name(Path(path).name))    # sbatch names a job after its script's file
     elif command:
         raw["command"] = list(command)
@@ -89,12 +94,13 @@ STDIN_PATH = "/dev/stdin"   # a script's name when it came on stdin: the queue r
 
 
 def _script_raw(data: bytes, source: str, full: str, overrides: dict[str, Any] | None,
-                command: list[str] | None, *, warn, now: float | None, here: str, executable: bool) -> dict:
+                command: list[str] | None, *, warn, now: float | None, here: str, executable: bool,
+                environment: Mapping[str, str] | None = None) -> dict:
     """A batch script's fields: its directives, how to run it, its copy."""
     refuse_dos_line_breaks(data, source)
     header = _read_header(io.BufferedReader(io.BytesIO(data)), source)
     raw = parse_directives(header, source=source, warn=warn, now=now,
-                           given=(overrides or {}).get("resources") or {})
+                           given=(overrides or {}).get("resources") or {}, environment=environment)
     raw["command"] = ([full] if executable else interpreter(header, full, source)) + list(command or [])
     # kept as submitted, as sbatch keeps it: an edit or a removal after this changes no job
     raw["script"] = {"path": full, "text": _decoded(data, source)}
@@ -236,14 +242,17 @@ def _line_for(loc: tuple, lines: dict[tuple, int]) -> int | None:
 # -- scripts with directives -------------------------------------------------
 
 def parse_directives(text: str, *, source: str | None = None, warn=None, now: float | None = None,
-                     given: dict[str, Any] | None = None) -> dict[str, Any]:
+                     given: dict[str, Any] | None = None,
+                     environment: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`#GQA` and `#SBATCH` lines at the top of a script, read as Slurm does:
     until the first line that is neither blank nor a comment, each with the
     option table of gqa/models/sbatch.py. `now` is what --begin is read
     against (without it, --begin is refused); `given` the command line's
     resources, which the quantities asked per task, CPU or GPU are settled
-    with. A script with #SBATCH lines that name no GPU asks for none, as
-    under Slurm (its default output file is load_spec's: default_output)."""
+    with; `environment` the submitter's, whose SBATCH_* variables override the
+    lines, as sbatch reads them (sbatch_env.py). A script with #SBATCH lines
+    that name no GPU asks for none, as under Slurm (its default output file is
+    load_spec's: default_output)."""
     request = Request(now=now, warn=warn, source=source)
     slurm = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -264,6 +273,7 @@ def parse_directives(text: str, *, source: str | None = None, warn=None, now: fl
                     raise SpecError(f"cannot parse directive: {exc}", line=number, source=source) from None
                 read_args(args, request, strict=strict)
                 slurm = slurm or not strict
+    read_environment(environment or {}, request)
     request.given(given or {})
     raw = request.finish()
     if slurm and not asks_for_gpus(request):

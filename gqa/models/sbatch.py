@@ -25,7 +25,6 @@ from .errors import SpecError
 from .priority import Priority
 from .sbatch_request import Request
 from .signals import warning_signal
-from .units import parse_duration
 
 Verdict = Literal["honoured", "refused", "noted"]
 HONOURED: Final = "honoured"
@@ -82,14 +81,20 @@ def _memory(name: str, option: str) -> Callable[[str | None, Request], None]:
         if size is None:
             if name != "mem":
                 raise SpecError(f"{option} 0: give a size, e.g. 4G")
-            request.note(f"#SBATCH {option}=0 asks for all of a node's memory: the job gets no memory limit")
+            request.note(f"{_said(request, option, value)} asks for all of a node's memory: the job gets no "
+                         "memory limit")
         request.keep(name, size)
     return apply
 
 
+def _said(request: Request, option: str, value: str | None) -> str:
+    """What asked for `option`, as a note names it: the directive, or sbatch's input environment variable."""
+    return f"{request.variable}={value}" if request.variable else f"#SBATCH {option}={value}"
+
+
 # checked as they are read, so that a bad value names its line
-def _duration(value: str) -> str:
-    return f"{parse_duration(value)}s"
+def _time_limit(value: str) -> str:
+    return f"{values.time_limit(value)}s"
 
 
 def _array(value: str) -> str:
@@ -102,16 +107,16 @@ def _time(value: str | None, request: Request) -> None:
     # (0, 00:00:00, 0-0); -1 is its INFINITE
     text = (value or "").strip()
     if text.upper() in ("UNLIMITED", "INFINITE", "-1") or values.zero_time(text):
-        request.note(f"#SBATCH --time={value}: the job gets no wall-time limit beyond the queue's own")
+        request.note(f"{_said(request, '--time', value)}: the job gets no wall-time limit beyond the queue's own")
         return
-    request.put({"limits": {"wall_time": f"{parse_duration(value)}s"}})
+    request.put({"limits": {"wall_time": _time_limit(text)}})
 
 
 def _exclusive(value: str | None, request: Request) -> None:
     if value is None:
         request.put({"resources": {"exclusive": True}})
     elif value.strip().lower() in ("user", "mcs", "topo"):
-        request.note(f"#SBATCH --exclusive={value}: nodes shared only with like jobs have no meaning on one "
+        request.note(f"{_said(request, '--exclusive', value)}: nodes shared only with like jobs have no meaning on one "
                      "machine; the job shares it as any job does")
     else:
         raise SpecError(f"--exclusive={value}: use --exclusive, or =user, =mcs or =topo")
@@ -217,8 +222,10 @@ OPTIONS: tuple[Option, ...] = (
     _honoured("--exclusive", None, OPTIONAL, "`resources.exclusive`: nothing else runs on the machine "
               "(=user, =mcs, =topo are noted)", _exclusive),
     # time and order
-    _honoured("--time", "-t", VALUE, "`limits.wall_time` (Slurm's forms; UNLIMITED or zero: no limit, noted)", _time),
-    _honoured("--time-min", None, VALUE, "`limits.time_min`", _field("limits", "time_min", convert=_duration)),
+    _honoured("--time", "-t", VALUE, "`limits.wall_time` (Slurm's forms, rounded up to whole minutes as Slurm "
+              "keeps them: 0:10 is 1:00; gqa's 30s keeps its seconds; UNLIMITED or zero: no limit, noted)", _time),
+    _honoured("--time-min", None, VALUE, "`limits.time_min` (whole minutes, as --time)",
+              _field("limits", "time_min", convert=_time_limit)),
     _honoured("--signal", None, VALUE, "`limits.signal`: [B:]SIG[@seconds] before the wall time",
               _field("limits", "signal", convert=lambda v: warning_signal(v).text())),
     _honoured("--dependency", "-d", VALUE, "`after` (afterok, afternotok, afterany, after, singleton)",
@@ -292,6 +299,7 @@ OPTIONS: tuple[Option, ...] = (
     _noted("--no-kill", "-k", OPTIONAL, "one machine: no node of the job can fail alone"),
     _noted("--reboot", None, FLAG, "gqa never reboots a machine for a job"),
     _noted("--delay-boot", None, VALUE, "gqa never reboots a machine for a job"),
+    _noted("--power", None, VALUE, "gqa manages no power"),
     _noted("--mcs-label", None, VALUE, "gqa has no MCS labels"),
     _noted("--extra", None, VALUE, "gqa knows no node features"),
     _noted("--stepmgr", None, FLAG, "steps are managed in the job"),
@@ -360,15 +368,15 @@ def read_args(args: list[str], request: Request, *, strict: bool) -> None:
                 if i >= len(args):
                     raise request.error(f"{prefix} option {name} needs a value")
                 value, i = args[i], i + 1
-            _use(option, value if eq or option.takes == VALUE else None, arg if eq else f"{name} {value}".strip(),
-                 request, prefix)
+            _use(option, value if eq or option.takes == VALUE else None,
+                 f"{prefix} {arg if eq else f'{name} {value}'.strip()}", request)
         elif arg.startswith("-") and len(arg) > 1:
             j = 1
             while j < len(arg):
                 short = "-" + arg[j]
                 option = _known(short, short, table, prefix, request)
                 if option.takes != VALUE:              # a flag: more short options may follow it
-                    _use(option, None, short, request, prefix)
+                    _use(option, None, f"{prefix} {short}", request)
                     j += 1
                     continue
                 value = arg[j + 1:]
@@ -376,7 +384,7 @@ def read_args(args: list[str], request: Request, *, strict: bool) -> None:
                     if i >= len(args):
                         raise request.error(f"{prefix} option {short} needs a value")
                     value, i = args[i], i + 1
-                _use(option, value, f"{short} {value}", request, prefix)
+                _use(option, value, f"{prefix} {short} {value}", request)
                 break
         elif arg.lower() in ("hetjob", "packjob"):
             raise request.error(f"{prefix} {arg}: {SBATCH['--het-job'].effect}")
@@ -397,14 +405,42 @@ def _known(name: str, arg: str, table: dict[str, Option], prefix: str, request: 
     raise request.error(f"unknown {prefix} option {arg.partition('=')[0]!r}{hint}")
 
 
-def _use(option: Option, value: str | None, shown: str, request: Request, prefix: str) -> None:
+def _use(option: Option, value: str | None, said: str, request: Request) -> None:
     if option.verdict == REFUSED:
-        raise request.error(f"{prefix} {shown}: {option.effect}")
+        raise request.error(f"{said}: {option.effect}")
     if option.verdict == NOTED:
-        request.note(f"{prefix} {shown} has no effect here: {option.effect}")
+        request.note(f"{said} has no effect here: {option.effect}")
         return
     assert option.apply is not None
     try:
         option.apply(value, request)
     except SpecError as exc:
-        raise request.error(str(exc)) from None
+        raise request.error(str(exc) if request.variable is None else f"{said}: {exc}") from None
+
+
+def read_variable(variable: str, option: Option, text: str, request: Request) -> None:
+    """One of sbatch's input environment variables (sbatch_env.py), the same as `option`
+    written on an #SBATCH line, read as sbatch reads it: a flag is set by an empty value,
+    yes or a number other than 0 (any other value leaves it unset); an optional value is
+    given unless empty; notes and errors name the variable."""
+    if option.takes == FLAG:
+        if not _enabled(text):
+            return
+        value = None
+    else:
+        value = text if text or option.takes == VALUE else None
+    line, request.variable, request.line = request.line, variable, 0
+    try:
+        _use(option, value, f"{variable}={text}", request)
+    finally:
+        request.variable, request.line = None, line
+
+
+def _enabled(text: str) -> bool:
+    word = text.strip()
+    if not word or word.lower() == "yes":
+        return True
+    try:
+        return int(word) != 0
+    except ValueError:
+        return False

@@ -22,6 +22,7 @@ class Request:
         self.raw: dict[str, Any] = {}
         self.slurm: dict[str, tuple[Any, int]] = {}    # name -> (value, line it was set on)
         self.line = 0
+        self.variable: str | None = None               # sbatch's input environment variable being read
 
     def put(self, fragment: dict[str, Any]) -> None:
         merge(self.raw, fragment)
@@ -31,9 +32,11 @@ class Request:
 
     def note(self, text: str) -> None:
         if self.warn is not None:
-            self.warn(f"{self.source or 'script'}:{self.line}: {text}")
+            self.warn(text if self.variable else f"{self.source or 'script'}:{self.line}: {text}")
 
     def error(self, message: str, line: int | None = None) -> SpecError:
+        if self.variable:                                # not the script's: the message names the variable
+            return SpecError(message)
         return SpecError(message, line=line or self.line, source=self.source)
 
     def given(self, resources: dict[str, Any]) -> None:

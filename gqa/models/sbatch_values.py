@@ -11,6 +11,7 @@ from typing import Any
 
 from .errors import SpecError
 from .mail_types import mail_types as notice_mail_types
+from .units import parse_duration
 
 _COUNT_RE = re.compile(r"^[0-9]{1,6}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -101,6 +102,19 @@ def nodes(value: str) -> None:
 
 # Slurm's --time forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 _SLURM_TIME_RE = re.compile(r"^(?:[0-9]{1,9}-)?[0-9]{1,9}(?::[0-9]{1,9}){0,2}$")
+
+
+def time_limit(value: str) -> int:
+    """--time and --time-min in seconds. Slurm keeps a limit in whole minutes and
+    rounds its own forms up to one (0:10, MM:SS, is a minute, as sbatch makes it);
+    gqa's unit forms (30s, 90m) keep their seconds."""
+    seconds = parse_duration(value)
+    return -(-seconds // 60) * 60 if slurm_time(value) else seconds
+
+
+def slurm_time(value: str) -> bool:
+    """Whether a time is written in one of Slurm's --time forms (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]])."""
+    return bool(_SLURM_TIME_RE.match(value.strip()))
 
 
 def zero_time(value: str) -> bool:

@@ -10,6 +10,7 @@ import pytest
 
 from cli.local_backend import LocalBackend
 from daemon.submit_command import SubmitCommand
+from gqa.models.units import parse_duration
 from gqa.ports import Inventory
 from gqa.scheduling.snapshot import Gpu
 
@@ -107,3 +108,85 @@ def test_flags_settle_with_the_scripts_per_task_quantities(cli):
     assert code == 0, err
     job = cli.store.get(out.strip())
     assert (job.cpus, job.memory, job.gpus) == (6, 6 << 30, 1)      # as `sbatch -n 3 train.sh` reads it
+
+
+P3 = "#!/bin/bash\n#SBATCH -J fromscript --time=10 -o p3-%x-%j.out\ntrue\n"
+
+
+def wall_time(spec: dict) -> int:
+    return parse_duration(spec["limits"]["wall_time"])
+
+
+@pytest.fixture
+def shell(monkeypatch):
+    """The environment of the shell `gqa submit` runs in, as the CLI keeps it at its start."""
+    from cli import context
+
+    def setenv(name: str, value: str) -> None:
+        monkeypatch.setitem(context._STARTING_ENVIRONMENT, name, value)
+    return setenv
+
+
+def test_sbatch_variables_override_the_script_and_give_way_to_flags(cli, shell):
+    (cli.home / "p3.sh").write_text(P3)
+    for name, value in (("SBATCH_TIMELIMIT", "3"), ("SBATCH_JOB_NAME", "envname"), ("SBATCH_NO_REQUEUE", "1"),
+                        ("SBATCH_PARTITION", "gpu")):
+        shell(name, value)
+    code, out, err = cli("submit", "p3.sh")
+    assert code == 0, err
+    assert err.startswith("SBATCH_PARTITION=gpu has no effect here: one machine")
+    spec = spec_of(cli, out.strip())
+    assert (spec["name"], wall_time(spec), spec["requeue"]) == ("envname", 180, False)
+    code, out, err = cli("submit", "-t", "5", "-J", "flag", "p3.sh")
+    assert code == 0, err
+    spec = spec_of(cli, out.strip())
+    assert (spec["name"], wall_time(spec)) == ("flag", 300)
+
+
+def test_a_refused_sbatch_variable_exits_2_naming_it(cli, shell):
+    (cli.home / "p3.sh").write_text(P3)
+    shell("SBATCH_CLUSTERS", "east")
+    code, out, err = cli("submit", "p3.sh")
+    assert (code, out, err) == (2, "", "gqa: error: SBATCH_CLUSTERS=east: one gqa queue is one cluster\n")
+    assert cli.job_count() == 0
+
+
+def test_a_job_file_reads_no_sbatch_variable(cli, shell):
+    (cli.home / "job.yaml").write_text("name: fromfile\ncommand: ['true']\nlimits: {wall_time: 10m}\n")
+    shell("SBATCH_TIMELIMIT", "3")
+    shell("SBATCH_CLUSTERS", "east")
+    code, out, err = cli("submit", "job.yaml")
+    assert code == 0, err
+    spec = spec_of(cli, out.strip())
+    assert (spec["name"], wall_time(spec)) == ("fromfile", 600)
+
+
+def test_the_light_clients_submit_reads_the_callers_sbatch_variables(tmp_path, monkeypatch):
+    be = LocalBackend(tmp_path / "home")
+    be.store.set_inventory(Inventory(gpus=(Gpu(0, "a10g"),), cpus=8, memory=64 << 30))
+    command = SubmitCommand(be.submitter())
+    (tmp_path / "p3.sh").write_text(P3)
+    monkeypatch.setenv("SBATCH_JOB_NAME", "the-daemons-own")      # never the daemon's environment
+    answer = command.run(["submit", "p3.sh"], str(tmp_path), {"SBATCH_TIMELIMIT": "3"}, None,
+                         files=[{"path": "p3.sh", "data": "IyEvYmluL2Jhc2gKI1NCQVRDSCAtSiBmcm9tc2NyaXB0IC0tdGltZT0xMCAt"
+                                                          "byBwMy0leC0lai5vdXQKdHJ1ZQo=", "executable": False}])
+    assert answer["code"] == 0, answer
+    spec = json.loads(be.store.get(answer["stdout"].strip()).spec_json)
+    assert (spec["name"], wall_time(spec)) == ("fromscript", 180)
+    refused = command.run(["submit", "p3.sh"], str(tmp_path), {"SBATCH_CLUSTERS": "east"}, None,
+                          files=[{"path": "p3.sh", "data": "dHJ1ZQo=", "executable": False}])
+    assert refused == {"code": 2, "stdout": "", "stderr": "gqa: error: SBATCH_CLUSTERS=east: one gqa queue is one "
+                                                         "cluster\n"}
+
+
+@pytest.mark.parametrize("argv, seconds", [
+    (["--time", "0:10", "t.sh"], 60),             # a Slurm form on a script: whole minutes, as sbatch keeps it
+    (["-t", "1:00:01", "t.sh"], 3660),
+    (["--time", "30s", "t.sh"], 30),              # gqa's own form keeps its seconds
+    (["--time", "0:10", "--", "true"], 10),       # a command is not a Slurm script
+])
+def test_submit_time_in_a_slurm_form_rounds_up_on_a_script(cli, argv, seconds):
+    (cli.home / "t.sh").write_text("#!/bin/bash\n#SBATCH --time=5\ntrue\n")
+    code, out, err = cli("submit", *argv)
+    assert code == 0, err
+    assert wall_time(spec_of(cli, out.strip())) == seconds

@@ -96,7 +96,8 @@ NOTED_EXAMPLES = {
     "--overcommit": "-O", "--oversubscribe": "-s",
     "--get-user-env": "--get-user-env=60L", "--propagate": "--propagate=STACK",
     "--kill-on-invalid-dep": "--kill-on-invalid-dep=yes", "--no-kill": "-k", "--reboot": "--reboot",
-    "--delay-boot": "--delay-boot=10", "--mcs-label": "--mcs-label=team", "--extra": "--extra=rack=1",
+    "--delay-boot": "--delay-boot=10", "--power": "--power=level", "--mcs-label": "--mcs-label=team",
+    "--extra": "--extra=rack=1",
     "--stepmgr": "--stepmgr", "--oom-kill-step": "--oom-kill-step=1", "--ignore-pbs": "--ignore-pbs",
     "--quiet": "-Q", "--verbose": "-v", "--parsable": "--parsable", "--wait": "-W",
 }
@@ -212,7 +213,7 @@ def test_a_gqa_option_on_a_gqa_line(long):
     ("#SBATCH --time=0:00", "limits.wall_time", None),
     ("#SBATCH --time=0-0", "limits.wall_time", None),
     ("#SBATCH --time=0-00:00:00", "limits.wall_time", None),
-    ("#SBATCH --time=00:00:01", "limits.wall_time", 1),
+    ("#SBATCH --time=00:00:01", "limits.wall_time", 60),                # Slurm keeps whole minutes
     ("#SBATCH --time=0-1", "limits.wall_time", 3600),
     ("#SBATCH -t -1", "limits.wall_time", None),
     ("#SBATCH --mail-type=NONE --mail-user=a@b.c", "notify", None),
@@ -226,6 +227,26 @@ def test_a_gqa_option_on_a_gqa_line(long):
 def test_getopt_forms_and_quantities(line, path, value):
     job, _ = read(line + "\npython train.py\n")
     assert field(job, path) == value
+
+
+@pytest.mark.parametrize("line, wall_time", [
+    ("#SBATCH --time=0:10", 60),                                        # MM:SS: a minute, as Slurm rounds up
+    ("#SBATCH -t 1:30", 120),
+    ("#SBATCH --time=1:00:01", 3660),
+    ("#SBATCH --time=0-0:0:30", 60),
+    ("#SBATCH --time=2:00", 120),
+    ("#SBATCH --time=10", 600),
+    ("#SBATCH --time=30s", 30),                                         # gqa's own unit forms keep their seconds
+    ("#SBATCH --time=90s", 90),
+])
+def test_slurm_time_forms_round_up_to_whole_minutes(line, wall_time):
+    job, _ = read(line + "\npython train.py\n")
+    assert job.limits.wall_time == wall_time
+
+
+def test_time_min_rounds_up_as_time_does():
+    job, _ = read("#SBATCH -t 0:10 --time-min=0:05\npython train.py\n")
+    assert (job.limits.wall_time, job.limits.time_min) == (60, 60)   # Slurm: TimeLimit and TimeMin 00:01:00
 
 
 @pytest.mark.parametrize("text, message, line", [
