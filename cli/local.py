@@ -237,6 +237,7 @@ def status(output: Output = "table"):
         from .local_backend import LocalBackend
 
         be = LocalBackend()   # whatever `gqa config` says: this is the machine's own queue
+        be.require_queue()
         pid = be.daemon_pid()
         inventory = be.store.inventory()
         counts = {state.value: n for state, n in be.store.state_counts().items()}

@@ -6,6 +6,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from gqa.models.errors import GqaError
+
+
+class NoQueue(GqaError):
+    """A read found no queue at the home (exit 2, as every user error)."""
+
 
 @dataclass
 class LocalBackend:
@@ -19,15 +25,33 @@ class LocalBackend:
 
     @cached_property
     def paths(self):
-        from gqa.adapters.local.paths import StatePaths
-
         from gqa.adapters.local.system import private_home
 
-        paths = StatePaths(self.home) if self.home else StatePaths.from_env()
+        paths = self._where()
         if not paths.home.exists():
             private_home(paths.home)     # a user's own queue: nobody else reads its jobs' environments
         paths.ensure()
         return paths
+
+    def _where(self):
+        from gqa.adapters.local.paths import StatePaths
+
+        return StatePaths(self.home) if self.home else StatePaths.from_env()
+
+    def require_queue(self) -> None:
+        """A read makes no queue: where none is, it says so (NoQueue) instead of creating an empty
+        one, which would also hide a shared box's system queue from every later command (the CLI
+        takes an existing ~/.gqa for the user's own queue)."""
+        paths = self._where()
+        try:
+            paths.db.stat()
+        except FileNotFoundError:
+            if paths.home.is_dir() and paths.leftovers():
+                return   # a lost queue's files: opening it says so, and how to mend it
+            raise NoQueue(f"no queue at {paths.home}: `gqa local start` starts one there "
+                          "(GQA_HOME names another home)") from None
+        except OSError:   # any other fault (a file in the way, no access) is said where the queue is opened
+            pass
 
     @cached_property
     def store(self):
@@ -59,6 +83,7 @@ class LocalBackend:
         return ControlService(self.store, self.clock, self.waker)
 
     def queries(self):
+        self.require_queue()
         from gqa.services.queries import QueryService
 
         return QueryService(self.store, self.clock)
@@ -68,6 +93,8 @@ class LocalBackend:
         (gqa/adapters/local/kept_queue.py); None: compute it with queries()."""
         from gqa.adapters.local import kept_queue
         from gqa.http.queue_listing import current, of_group
+
+        self.require_queue()
 
         kept = kept_queue.read_current(self.paths, current)
         return None if kept is None else of_group(kept, group)
@@ -81,9 +108,12 @@ class LocalBackend:
         from gqa.adapters.local.log_pages import LocalLogFiles
         from gqa.services.logs import LogService
 
+        self.require_queue()
+
         return LogService(self.store, LocalLogFiles(self.paths))
 
     def history(self):
+        self.require_queue()
         from gqa.services.history import HistoryService
 
         return HistoryService(self.store, self.clock, self.store.inventory)

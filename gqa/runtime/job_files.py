@@ -22,6 +22,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from . import user_file
 from .slurm_tools import STEP_STATUS_ENV
 
 REQUEST = "request"      # the job's own request, one word a line
@@ -93,14 +94,6 @@ def _read(folder: Path, name: str, *, limit: int) -> str:
     """Up to `limit` bytes of `folder/name` as text, '' for anything but a regular file
     (a link is not followed, a fifo not waited on)."""
     try:
-        fd = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        return user_file.read_text(folder / name, limit=limit)
     except OSError:
         return ""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return os.read(fd, limit).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)

@@ -27,10 +27,13 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from . import user_file
+
 STEP_STATUS_ENV = "GQA_STEP_STATUS"
 TOOLS = {"srun": "gqa.runtime.srun", "scontrol": "gqa.runtime.scontrol", "squeue": "gqa.runtime.squeue",
          "sacct": "gqa.runtime.sacct", "scancel": "gqa.runtime.scancel"}
 MAX_DESCRIPTION = 400          # characters of the failed step's command kept in its line
+MAX_STEPS_READ = 64 * 1024     # bytes of the failed steps' file read for the first failure
 
 # the directory that holds the gqa package, so the tools import this very runtime
 _ROOT = str(Path(__file__).resolve().parents[2])
@@ -153,15 +156,17 @@ def _steps_lock(path: str) -> Iterator[None]:
 
 
 def first_failed_step(path: str | os.PathLike[str]) -> tuple[int, str] | None:
-    """The first line's (code, description), or None when no step failed."""
+    """The first line's (code, description), or None when no step failed. The file is the
+    job's to write and a shared box's root daemon reads it: only its first bytes, and only
+    a regular file (user_file: no link to a file root alone may read, no FIFO to wait on)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                code, _, description = line.strip().partition(" ")
-                if code.isdigit() and int(code) > 0:
-                    return min(int(code), 255), description
+        text = user_file.read_text(path, limit=MAX_STEPS_READ)
     except OSError:
-        pass
+        return None
+    for line in text.splitlines():
+        code, _, description = line.strip().partition(" ")
+        if code.isdigit() and int(code) > 0:
+            return min(int(code), 255), description
     return None
 
 

@@ -6,6 +6,7 @@ could write it, and srun's record and step counter are bob's to write."""
 import os
 import pwd
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from gqa.ports import Inventory
 from tests.builders import gpus, job_record
 from tests.chaos.test_other_user import BOB, bob, shared_dir  # noqa: F401 (fixtures)
 from tests.e2e.test_slurm_attempts import run
+from tests.fifos import fifo_opened_late
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a job as another user")]
@@ -70,3 +72,15 @@ def test_a_file_root_could_write_and_bob_may_not_is_refused(box, output):
     with pytest.raises(LaunchFailed, match="cannot open its output, error or input file: .*(Permission denied)"):
         executor.launch(bobs_job(work, "echo hi", output=output), (0,), 1)
     assert not Path("/etc/gqa-chaos-bob.out").exists() and not (work / "private" / "out.txt").exists()
+
+
+@pytest.mark.parametrize("stream", ["input", "output"])
+def test_a_fifo_bob_names_for_a_stream_is_refused_at_once(box, stream):
+    """Opened as bob, a FIFO would hold the daemon until something opened its other end (30 s a launch)."""
+    executor, work = box
+    with fifo_opened_late(work / "pf", "data\n"):
+        os.chown(work / "pf", pwd.getpwnam(BOB).pw_uid, -1)
+        started = time.monotonic()
+        with pytest.raises(LaunchFailed, match=f"cannot open its output, error or input file: {work}/pf is a FIFO"):
+            executor.launch(bobs_job(work, "echo hi", **{stream: "pf"}), (0,), 1)
+        assert time.monotonic() - started < 1.0

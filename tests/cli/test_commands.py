@@ -312,3 +312,17 @@ def test_a_retrying_jobs_status_tells_when_it_is_back_as_of_now_as_the_queue_doe
     assert reason.count("back in the queue in") == 1 and " of 2 in " not in reason
     [row] = cli.json("queue")["pending"]
     assert row["reason"] == reason.split("reason", 1)[1].strip()
+
+
+@pytest.mark.parametrize("command", [["queue"], ["status", "1"], ["history"], ["local", "status"]])
+def test_a_read_where_no_queue_is_says_so_and_makes_none(tmp_path, monkeypatch, capsys, command):
+    """A read that made ~/.gqa would leave every later command on that empty queue, away from a shared box's."""
+    from cli.main import main
+
+    monkeypatch.delenv("GQA_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(command) == 2
+    assert f"gqa: error: no queue at {tmp_path / '.gqa'}: `gqa local start` starts one there" in \
+        capsys.readouterr().err
+    assert not (tmp_path / ".gqa").exists()

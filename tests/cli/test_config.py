@@ -138,9 +138,13 @@ def test_the_aws_backend_without_an_endpoint_says_how_to_set_it(config, capsys, 
 
 
 def test_local_commands_stay_local_on_aws(config, capsys, tmp_path, monkeypatch):
+    from gqa.adapters.local.store import SqliteStore
+
     monkeypatch.setenv("GQA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("GQA_BACKEND", "aws")
     monkeypatch.setenv("GQA_API_ENDPOINT", URL)
+    (tmp_path / "home").mkdir()
+    SqliteStore(tmp_path / "home" / "gqa.db")   # the machine's queue: `local status` reads it, makes none
     code, out, _ = run(capsys, "local", "status", "-o", "json")
     assert code == 0 and json.loads(out)["home"] == str(tmp_path / "home")
 

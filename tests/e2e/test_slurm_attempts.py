@@ -21,6 +21,7 @@ from gqa.models.expand import expand
 from gqa.models.slurm_env import ARRAY_TASK_BASE
 from gqa.ports import Inventory
 from tests.builders import gpus, job_record, spec
+from tests.fifos import fifo_opened_late
 
 pytestmark = pytest.mark.e2e
 
@@ -176,6 +177,58 @@ def test_a_stream_that_cannot_be_opened_fails_the_launch_with_the_reason(executo
     assert str(failed.value) == reason.format(tmp=tmp_path)
     assert not (tmp_path / "ran.txt").exists() and executor.watched() == 0
     assert not list(executor.paths.exits.iterdir())
+
+
+@pytest.mark.parametrize("stream", ["input", "output", "error"])
+def test_a_fifo_named_for_a_stream_fails_the_launch_at_once(executor, tmp_path, stream):
+    """#SBATCH --input=pf with pf a FIFO: opening it would hold the daemon until something opened its other end."""
+    job = record(tmp_path, "echo ran > ran.txt", spec={stream: "pf"})
+    with fifo_opened_late(tmp_path / "pf", "data\n"):
+        started = time.monotonic()
+        with pytest.raises(LaunchFailed) as failed:
+            executor.launch(job, (0,), 1)
+        assert time.monotonic() - started < 1.0
+    verb = "read its input" if stream == "input" else f"write its {stream}"
+    assert str(failed.value) == (f"cannot {verb} file {tmp_path}/pf: it is a FIFO, not a regular file or "
+                                 "a character device such as /dev/null")
+    assert executor.watched() == 0
+
+
+def test_dev_null_will_do_for_input_and_output(executor, tmp_path):
+    job = record(tmp_path, "cat; echo ran > ran.txt", spec={"input": "/dev/null", "output": "/dev/null"})
+    assert run(executor, job).code == 0 and (tmp_path / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("trap", ["fifo", "link"])
+def test_a_checkpoint_pointer_that_is_no_regular_file_gives_no_resume_point_and_says_why(executor, tmp_path, trap):
+    """`latest` in the job's checkpoint directory, which a shared box's root daemon reads: a FIFO
+    would hold the launch until written, a link could name a file only root may read."""
+    job = record(tmp_path, 'echo "resume=$GQA_RESUME_FROM" > resume.txt')
+    checkpoints = executor.paths.checkpoint_for(job.id)
+    (checkpoints / "ckpt-1").mkdir(parents=True)
+    pointer = checkpoints / "latest"
+    if trap == "fifo":
+        with fifo_opened_late(pointer, "ckpt-1\n"):
+            started = time.monotonic()
+            ended = run(executor, job)
+            assert time.monotonic() - started < 1.5
+    else:
+        (tmp_path / "root-only").write_text("ckpt-1\n")
+        pointer.symlink_to(tmp_path / "root-only")
+        ended = run(executor, job)
+    assert ended.code == 0 and (tmp_path / "resume.txt").read_text() == "resume=\n"
+    why = "not a regular file" if trap == "fifo" else "it is a symbolic link"
+    assert f"--- gqa: checkpoint pointer {pointer} not read ({why}): no GQA_RESUME_FROM\n" in \
+        executor.paths.log_for(job.id).read_text()
+
+
+def test_a_regular_checkpoint_pointer_is_the_resume_point(executor, tmp_path):
+    job = record(tmp_path, 'echo "resume=$GQA_RESUME_FROM" > resume.txt')
+    checkpoints = executor.paths.checkpoint_for(job.id)
+    (checkpoints / "ckpt-1").mkdir(parents=True)
+    (checkpoints / "latest").write_text("ckpt-1\n")
+    assert run(executor, job).code == 0
+    assert (tmp_path / "resume.txt").read_text() == f"resume={checkpoints / 'ckpt-1'}\n"
 
 
 def test_a_working_directory_that_is_missing_is_said_as_such_not_as_its_output_file(executor, tmp_path):

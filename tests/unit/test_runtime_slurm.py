@@ -18,6 +18,7 @@ import pytest
 from gqa.runtime import job_files, scontrol, slurm_tools, squeue, srun, srun_options
 from gqa.runtime.hostlist import HostListError, compress, expand
 from gqa.runtime.srun_options import SrunError
+from tests.fifos import fifo_opened_late
 
 
 # -- host lists ---------------------------------------------------------------------------------------------
@@ -267,6 +268,24 @@ def test_failed_steps_are_lines_and_the_first_is_the_jobs(tmp_path):
     assert slurm_tools.first_failed_step(status) == (3, "step 1: srun python train.py")
     assert slurm_tools.first_failed_step(tmp_path / "none") is None
     slurm_tools.record_failed_step(3, "no file named", {})          # outside a job: nothing, no error
+
+
+@pytest.mark.parametrize("trap", ["link to a file", "link to a device", "fifo"])
+def test_the_failed_steps_file_is_read_only_when_the_job_left_a_regular_file_there(tmp_path, trap):
+    """The job's user writes the file and a shared box's root daemon reads it: a link to a
+    file that user may not read, or to a device without end, and a FIFO the job made in its
+    place are no failed step, said at once."""
+    status, secret = tmp_path / "steps", tmp_path / "root-only"
+    secret.write_text("42 TOPSECRET\n")
+    secret.chmod(0o600)
+    if trap == "fifo":
+        with fifo_opened_late(status, "42 TOPSECRET\n"):
+            started = time.monotonic()
+            assert slurm_tools.first_failed_step(status) is None
+            assert time.monotonic() - started < 1.0
+    else:
+        status.symlink_to(secret if trap == "link to a file" else "/dev/zero")
+        assert slurm_tools.first_failed_step(status) is None
 
 
 @pytest.mark.parametrize("failed, before, succeeded, left", [

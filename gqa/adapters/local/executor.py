@@ -48,7 +48,8 @@ from ...models.outcome import ExitKind
 from ...models.signals import WarningSignal, warning_signal
 from ...models.slurm_env import attempt_env, slurm_env
 from ...ports import Exit, Inventory, Launched
-from ...runtime import job_files
+from ...runtime import job_files, user_file
+from ...runtime.layout import POINTER
 from ...runtime.login_shell import with_bash_env
 from ...runtime.slurm_tools import STEP_STATUS_ENV, first_failed_step
 from ..clock import boot_clock
@@ -158,6 +159,9 @@ class LocalExecutor:
                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {shlex.join(argv)}\n".encode())
             if crowded:
                 os.write(log, f"--- gqa: {crowded}\n".encode())
+            resume, unread = latest_checkpoint(checkpoint_dir)
+            if unread:
+                os.write(log, f"--- gqa: {unread}\n".encode())
             if self.containment is not None:
                 cell = self.containment.prepare(job.id, attempt, cpus=spec.resources.cpus,
                                                 memory=spec.resources.memory)
@@ -175,9 +179,10 @@ class LocalExecutor:
             os.close(log)
             self._discard(job, attempt, None, cell)
             raise
-        if crowded:
-            _log.warning("job %s: %s", job.id, crowded)
-        env = self._environment(job, gpus, attempt, checkpoint_dir, cell, cores)
+        for said in (crowded, unread):
+            if said:
+                _log.warning("job %s: %s", job.id, said)
+        env = self._environment(job, gpus, attempt, checkpoint_dir, resume, cell, cores)
         env["SLURM_UMASK"] = f"{umask:04o}"
         if streams.any:
             wrapper = ["/bin/sh", "-c", WRAPPER_STREAMS, "gqa-job", str(exit_file), *streams.wrapper_args(), *argv]
@@ -214,8 +219,8 @@ class LocalExecutor:
                 raise
         return Launched(pid=proc.pid, token=running.token)
 
-    def _environment(self, job: JobRecord, gpus: tuple[int, ...], attempt: int, checkpoint_dir, cell,
-                     cores: frozenset[int]) -> dict:
+    def _environment(self, job: JobRecord, gpus: tuple[int, ...], attempt: int, checkpoint_dir, resume: str,
+                     cell, cores: frozenset[int]) -> dict:
         base = job.submit_env if job.submit_env is not None else self.base_env
         account = self._account(job)   # who the job runs as: the daemon's user unless it runs jobs as their owners
         slurm = slurm_env(job, attempt, devices=gpus, host=self.host, started_at=time.time(),
@@ -236,7 +241,7 @@ class LocalExecutor:
             "GQA_JOB_ID": job.id,
             "GQA_ATTEMPT": str(attempt),
             "GQA_CHECKPOINT_DIR": str(checkpoint_dir),
-            "GQA_RESUME_FROM": latest_checkpoint(checkpoint_dir),
+            "GQA_RESUME_FROM": resume,
         })
         if cell is not None:
             # a wrapper run as the job's user may not write to the cgroup: the daemon places it (launch())
@@ -627,6 +632,7 @@ SCRIPT = "slurm_script"   # the batch script's copy, named as in Slurm's spool
 WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
 DEFAULT_UMASK = 0o022   # a login shell's usual umask, which sbatch passes on as SLURM_UMASK
 DRAIN_POLL = 0.1   # seconds between looks at a stopped attempt's group after its wrapper ended
+MAX_POINTER = 256   # bytes of a checkpoint's `latest` pointer read: it holds one checkpoint's name
 
 
 def job_umask(job: JobRecord) -> int:
@@ -683,16 +689,20 @@ def _own_request(exit_file: Path) -> tuple[ExitKind, str] | None:
     return None if word is None else OWN_REQUESTS[word]
 
 
-def latest_checkpoint(directory) -> str:
-    """The checkpoint `latest` points to (gqa.runtime's layout), or ''."""
-    pointer = os.path.join(str(directory), "latest")
+def latest_checkpoint(directory) -> tuple[str, str]:
+    """The checkpoint `latest` points to (gqa.runtime's layout), or '', and why the pointer
+    could not be read ('' when it was, or there is none). The directory is the job's user's
+    and a shared box's daemon reads it as root: the pointer is read as user_file reads, a
+    short name at most, so a link to a root-only file or a FIFO gives no resume point."""
+    pointer = os.path.join(str(directory), POINTER)
     try:
-        with open(pointer, encoding="utf-8") as fh:
-            name = fh.read().strip()
-    except OSError:
-        return ""
+        name = user_file.read_text(pointer, limit=MAX_POINTER).strip()
+    except FileNotFoundError:
+        return "", ""
+    except OSError as exc:
+        return "", f"checkpoint pointer {pointer} not read ({user_file.why_unread(exc)}): no GQA_RESUME_FROM"
     path = os.path.join(str(directory), name)
-    return path if name and os.path.exists(path) else ""
+    return (path if name and os.path.exists(path) else ""), ""
 
 
 def _gpus(gpus: tuple[int, ...]) -> str:

@@ -15,6 +15,7 @@ appends, as Slurm appends for a requeued job."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 from dataclasses import dataclass
 
@@ -22,11 +23,17 @@ from ...models.errors import LaunchFailed
 from ...models.job import JobRecord
 from ...models.slurm_env import job_pattern
 
-# $1 output, $2 error, $3 input ('' for none), $4 "truncate" or "append"
+ONLY = "not a regular file or a character device such as /dev/null"   # why a FIFO or socket is refused
+# $1 output, $2 error, $3 input ('' for none), $4 "truncate" or "append". A FIFO or socket is refused
+# before it is opened, and dd opens with O_NONBLOCK (a FIFO made in its place meanwhile does not hold
+# the open either), so the daemon that waits on this shell is never held up by a file of the job's
 _OPEN_AS_USER = (
-    'for p in "$1" "$2"; do [ -z "$p" ] && continue; '
-    'if [ "$4" = truncate ]; then : > "$p" || exit 1; else : >> "$p" || exit 1; fi; done; '
-    '[ -z "$3" ] || : < "$3" || exit 1'
+    f'refuse() {{ if [ -p "$1" ]; then echo "$1 is a FIFO, {ONLY}" >&2; exit 1; fi; '
+    f'if [ -S "$1" ]; then echo "$1 is a socket, {ONLY}" >&2; exit 1; fi; }}; '
+    'for p in "$1" "$2"; do [ -z "$p" ] && continue; refuse "$p"; '
+    'if [ "$4" = truncate ]; then dd of="$p" oflag=nonblock count=0 status=none || exit 1; '
+    'else dd of="$p" oflag=nonblock,append conv=notrunc count=0 status=none || exit 1; fi; done; '
+    '[ -z "$3" ] || { refuse "$3"; dd if="$3" iflag=nonblock count=0 status=none || exit 1; }'
 )
 
 
@@ -74,7 +81,7 @@ def open_streams(streams: Streams, attempt: int, identity: dict, umask: int = 0o
                 raise LaunchFailed(f"cannot write its {what} file {path}: {exc.strerror}") from None
     if streams.input:
         try:
-            os.close(os.open(streams.input, os.O_RDONLY | os.O_CLOEXEC))
+            _check_open(streams.input, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise LaunchFailed(f"cannot read its input file {streams.input}: {exc.strerror}") from None
 
@@ -89,7 +96,29 @@ def _touch(path: str, flags: int, umask: int) -> None:
         finally:
             os.close(fd)
     except FileExistsError:
-        os.close(os.open(path, flags))
+        _check_open(path, flags)
+
+
+def _check_open(path: str, flags: int) -> None:
+    """Open an existing `path` and close it, without waiting: a FIFO would hold the daemon
+    until something opened its other end. Raises OSError for one, or for a socket."""
+    try:   # said before the open, where a FIFO no one reads gives ENXIO ("No such device or address")
+        kind = _kind_refused(os.stat(path).st_mode)
+    except OSError:
+        kind = ""
+    if kind:
+        raise OSError(0, f"it is a {kind}, {ONLY}")
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        kind = _kind_refused(os.fstat(fd).st_mode)   # made in its place meanwhile
+        if kind:
+            raise OSError(0, f"it is a {kind}, {ONLY}")
+    finally:
+        os.close(fd)
+
+
+def _kind_refused(mode: int) -> str:
+    return "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else ""
 
 
 def _open_as(streams: Streams, truncate: bool, identity: dict, umask: int) -> None:
@@ -101,7 +130,8 @@ def _open_as(streams: Streams, truncate: bool, identity: dict, umask: int) -> No
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LaunchFailed(f"cannot open its output, error or input file: {exc}") from None
     if done.returncode != 0:
-        # sh says "gqa-streams: 1: cannot create /x/y.out: Directory nonexistent"
+        # dd says "dd: failed to open '/x/y.out': No such file or directory", sh "gqa-streams: 1: dd: not found"
         said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit code {done.returncode}"
         said = said.split(": ", 2)[-1] if said.startswith("gqa-streams:") else said
+        said = said.removeprefix("dd: ")
         raise LaunchFailed(f"cannot open its output, error or input file: {said}")
