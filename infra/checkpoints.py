@@ -112,3 +112,9 @@ class Checkpoints(Construct):
     def grant_manifests(self, role: iam.IGrantable) -> None:
         role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
             actions=["s3:PutObject"], resources=[self.bucket.arn_for_objects(f"{MANIFEST_ROOT}*")]))
+
+    def grant_manifest_read(self, role: iam.IGrantable) -> None:
+        """A triggered job reads its burst's key list (GQA_TRIGGER_MANIFEST); it names an object the
+        trigger function wrote before submitting, so no listing is needed to tell it missing."""
+        role.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{MANIFEST_ROOT}*")]))

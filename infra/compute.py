@@ -45,6 +45,7 @@ from constructs import Construct
 from gqa.models.batch_events import CAPACITY_WAIT_REASON, MISFIT_REASONS
 from gqa.models.deployment import Deployment, PoolConfig
 from gqa.models.gpu_instances import AL2_ONLY_FAMILIES, listed_shape
+from gqa.models.trigger import MANIFEST_ROOT
 from gqa.runtime.job_process import GRACE_ENV
 
 from .checkpoints import Checkpoints
@@ -147,7 +148,7 @@ class GpuPools(Construct):
         acknowledge_wildcards(self.job_role, f"/{checkpoints.code_prefix}/*",
                               "a job reads the code bundle it was submitted with, code/<sha256>.tar.gz, "
                               "named by its content at submission: read-only, under the code prefix")
-        self._grant_trigger_data(config)
+        self._grant_trigger_data(config, checkpoints)
         self.execution_role = self._execution_role(config)
         self.job_definitions: dict[str, batch.EcsJobDefinition] = {}
         for name, image in config.job_definitions().items():
@@ -167,10 +168,15 @@ class GpuPools(Construct):
                 propagate_tags=True, retry_attempts=1)
 
     # -- the parts --------------------------------------------------------------------------------
-    def _grant_trigger_data(self, config: Deployment) -> None:
-        """A job a new upload started reads what was uploaded: the trigger buckets, read-only."""
+    def _grant_trigger_data(self, config: Deployment, checkpoints: Checkpoints) -> None:
+        """A job a new upload started reads what was uploaded: the trigger buckets, read-only, and
+        the key list of a burst too large to pass inline (a manifest in the checkpoint bucket)."""
         if not config.triggers.buckets:
             return
+        checkpoints.grant_manifest_read(self.job_role)
+        acknowledge_wildcards(self.job_role, f"/{MANIFEST_ROOT}*",
+                              "a triggered job reads its burst's key list, named by its trigger and burst when "
+                              "the burst closes: read-only, under the manifest prefix")
         arns = [f"arn:{cdk.Aws.PARTITION}:s3:::{name}" for name in config.triggers.buckets]
         self.job_role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=arns))
         self.job_role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{a}/*" for a in arns]))

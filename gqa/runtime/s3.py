@@ -29,6 +29,8 @@ from .layout import POINTER, parse_name
 
 MANIFEST = ".gqa-manifest.json"
 SCHEME = "s3://"
+MISSING = ("NoSuchKey", "404", "NotFound")
+DENIED = ("AccessDenied", "403")     # a HEAD's answer carries only the status code
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -167,13 +169,30 @@ class S3Storage:
 
     # -- S3 helpers ---------------------------------------------------------------------------
     def _get(self, key: str, *, bucket: str | None = None) -> bytes | None:
+        bucket = bucket or self.bucket
         try:
-            out = self.client.get_object(Bucket=bucket or self.bucket, Key=key)
+            out = self.client.get_object(Bucket=bucket, Key=key)
         except Exception as exc:   # botocore is not imported here; judge the error by its code
-            if _code(exc) in ("NoSuchKey", "404", "NotFound"):
+            code = _code(exc)
+            if code in MISSING or (code in DENIED and self._absent(bucket, key)):
                 return None
+            if code in DENIED:
+                raise PermissionError(f"cannot read {SCHEME}{bucket}/{key}: access denied; the job's role "
+                                      "needs s3:GetObject on it and s3:ListBucket on its prefix") from exc
             raise
         return out["Body"].read()
+
+    def _absent(self, bucket: str, key: str) -> bool:
+        """Whether a listing shows no `key`. S3 answers a GET of a missing key with 403 to a reader
+        whose s3:ListBucket holds only under an s3:prefix condition (the job role's): a GET carries
+        no s3:prefix, a listing does. False when the key is there or the listing is denied too."""
+        try:
+            out = self.client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        except Exception as exc:
+            if _code(exc) in DENIED:
+                return False
+            raise
+        return not any(item["Key"] == key for item in out.get("Contents", []))
 
     def _keys(self, prefix: str) -> Iterator[str]:
         paginator = self.client.get_paginator("list_objects_v2")

@@ -20,13 +20,16 @@ enforce them, so a test meets them as a deployment would:
   (its request does not say the item it makes);
 - DynamoDB Query: a key condition `BETWEEN :low AND :high` with the low
   bound above the high one is a ValidationException (moto answers no items);
+- DynamoDB TransactWriteItems: at most 4 MB of items together (UTF-8 bytes,
+  as DynamoDB sizes items), refused with ValidationException;
 - SQS: a message of at most 256 KiB, body and attributes (SendMessage and
   each entry of SendMessageBatch), refused with InvalidParameterValue.
 
 - S3: to a reader without s3:ListBucket on the bucket, GetObject and
   HeadObject of a key that does not exist answer 403 AccessDenied, not 404
-  (moto answers 404 whatever the rights): `deny_missing_keys` applies that
-  rule to one client.
+  (moto answers 404 whatever the rights); a ListBucket granted only under an
+  s3:prefix condition (gqa's roles) does not count, as a GET or HEAD carries
+  no s3:prefix: `deny_missing_keys` applies that rule to one client.
 
 moto already refuses items over 400 KB and transactions over 100 actions.
 """
@@ -53,6 +56,7 @@ LAMBDA_ANSWER_BYTES = 6 * 1024 * 1024
 API_GATEWAY_TIMEOUT = 29.0   # seconds: REST APIs' integration timeout
 PARTITION_WRITE_UNITS_PER_SECOND = 1000
 WRITE_UNIT = 1024            # bytes of item per write unit (transactions take two)
+TRANSACTION_BYTES = 4_000_000   # TransactWriteItems: its items together (4 MB, read as the smaller MB)
 
 
 class Limits:
@@ -120,6 +124,7 @@ class Limits:
 
     def _writes(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name == "TransactWriteItems":
+            _transaction_bytes(params, model)
             for action in params.get("TransactItems", []):
                 (kind, body), = action.items()
                 self._count(body["TableName"], body.get("Item") or body.get("Key") or {}, transactional=True)
@@ -158,6 +163,19 @@ class Limits:
 
 
 LIMITS = Limits()
+
+
+def _transaction_bytes(params: dict[str, Any], model: Any) -> None:
+    """DynamoDB refuses a transaction whose items pass 4 MB together: a Put's
+    item counted, an Update's, Delete's or ConditionCheck's key and the values
+    it names (no more than the item DynamoDB counts, so never a false refusal)."""
+    size = 0
+    for action in params.get("TransactItems", []):
+        (body,) = action.values()
+        size += sum(item_bytes(body.get(part) or {}) for part in ("Item", "Key", "ExpressionAttributeValues"))
+    if size > TRANSACTION_BYTES:
+        raise ClientError({"Error": {"Code": "ValidationException", "Message": (
+            f"Transaction request cannot be larger than 4 MB ({size} bytes of items)")}}, model.name)
 
 
 def item_bytes(item: dict[str, Any]) -> int:
@@ -203,15 +221,34 @@ def gateway_answer(invoke: Callable[[], dict[str, Any]], *,
     return lambda_answer(answer)
 
 
-def deny_missing_keys(client: Any) -> None:
-    """S3 as it answers a reader without s3:ListBucket: a missing key is 403
-    AccessDenied (S3 will not say what the reader may not list), not 404."""
-    def hook(model: Any, params: dict[str, Any], **_: Any) -> None:
-        found = client.list_objects_v2(Bucket=params["Bucket"], Prefix=params["Key"], MaxKeys=1)
-        if not any(o["Key"] == params["Key"] for o in found.get("Contents", [])):
+def deny_missing_keys(client: Any, *, listable: tuple[str, ...] = ()) -> None:
+    """S3 as it answers a reader whose s3:ListBucket holds only under an
+    s3:prefix condition (StringLike "<p>*" for each of `listable`; none: no
+    ListBucket at all), as gqa's roles hold it. A GET or HEAD carries no
+    s3:prefix, so the condition never matches it: a missing key is 403 (GET:
+    AccessDenied; HEAD: a bare 403), not 404. A listing carries its Prefix:
+    denied unless under one of `listable`."""
+    checking: list[str] = []
+
+    def exists(bucket: str, key: str) -> bool:
+        checking.append(key)   # S3's own look, not the reader's listing
+        try:
+            found = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        finally:
+            checking.pop()
+        return any(o["Key"] == key for o in found.get("Contents", []))
+
+    def read(model: Any, params: dict[str, Any], **_: Any) -> None:
+        if not exists(params["Bucket"], params["Key"]):
+            code, message = ("AccessDenied", "Access Denied") if model.name == "GetObject" else ("403", "Forbidden")
+            raise ClientError({"Error": {"Code": code, "Message": message}}, model.name)
+
+    def listing(model: Any, params: dict[str, Any], **_: Any) -> None:
+        if not checking and not any(params.get("Prefix", "").startswith(p) for p in listable):
             raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, model.name)
-    client.meta.events.register("before-parameter-build.s3.GetObject", hook)
-    client.meta.events.register("before-parameter-build.s3.HeadObject", hook)
+    client.meta.events.register("before-parameter-build.s3.GetObject", read)
+    client.meta.events.register("before-parameter-build.s3.HeadObject", read)
+    client.meta.events.register("before-parameter-build.s3.ListObjectsV2", listing)
 
 
 def lambda_answer(answer: dict[str, Any]) -> dict[str, Any]:

@@ -137,6 +137,23 @@ def test_a_put_also_costs_units_on_each_index_partition_its_item_lands_on():
         assert LIMITS.hottest_with_indexes(names.jobs)[0] == 6
 
 
+def test_dynamodb_refuses_a_transaction_over_4_mb_of_items_counted_in_utf8():
+    """Fourteen items of 100,000 "界" are 1.4 million characters but 4.2 MB: refused as DynamoDB does."""
+    with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
+        client = session().client("dynamodb")
+        client.create_table(TableName="t", BillingMode="PAY_PER_REQUEST",
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+
+        def puts(n: int) -> list[dict]:
+            return [{"Put": {"TableName": "t", "Item": {"pk": {"S": str(i)}, "v": {"S": "界" * 100_000}}}}
+                    for i in range(n)]
+        client.transact_write_items(TransactItems=puts(12))          # 3.6 MB
+        with pytest.raises(ClientError) as refused:
+            client.transact_write_items(TransactItems=puts(14))
+        assert refused.value.response["Error"]["Code"] == "ValidationException"
+
+
 def test_sqs_refuses_a_message_over_256_kib():
     with mock.patch.dict(os.environ, FAKE_AWS), mock_aws():
         sqs = session().client("sqs")

@@ -383,6 +383,21 @@ def test_a_small_submission_takes_no_progress_item_and_one_message(world):
     assert progress(world, job.group) is None
 
 
+def test_tasks_with_wide_characters_are_written_in_transactions_dynamodb_takes(world):
+    """DynamoDB sizes items in UTF-8 bytes: 100 tasks whose tags hold 120,000 bytes of CJK text
+    (40,000 characters) pass 4 MB together, so they take more than one transaction."""
+    world, _ = world
+    sizes: list[int] = []
+    world.session.events.register(   # this world's own session: every client of the test's functions
+        "before-parameter-build.dynamodb.TransactWriteItems",
+        lambda params, **_: sizes.append(len(params["TransactItems"])))
+    array = world.send(spec(array="0-99", tags={f"note{i}": "界" * 2000 for i in range(20)}))
+
+    assert Poller(world).drain() == 1
+    admitted_once(world, array.group, 100)
+    assert len([n for n in sizes if n > 1]) > 2     # refused over 4 MB (aws_limits), so split by bytes
+
+
 def test_an_invocation_short_of_time_writes_a_smaller_chunk(world):
     from tests.aws.moto_support import LambdaContext
 

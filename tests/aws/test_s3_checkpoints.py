@@ -196,6 +196,29 @@ def test_the_manifest_name_is_reserved(s3, tmp_path):
     assert keys(s3) == []
 
 
+def test_a_first_attempt_finds_no_checkpoint_under_the_job_roles_rights(s3, tmp_path):
+    """The job role lists only under checkpoints/ (an s3:prefix condition), so S3 answers the GET of
+    a missing `latest` with 403: that is no checkpoint yet, not a crash of the job's first attempt."""
+    deny_missing_keys(s3, listable=("checkpoints/",))
+    uri = f"s3://{BUCKET}/checkpoints/12/"
+    ckpt = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "first"))
+    assert ckpt.latest() is None and ckpt.load_state() is None
+
+    ckpt.save_state({"step": 1})
+
+    again = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "again"))
+    assert again.load_state() == {"step": 1}
+    assert again.storage.fetch("ckpt-2") is None          # a missing manifest reads as absent too
+
+
+def test_a_pointer_denied_to_a_job_that_may_not_list_is_refused_naming_it(s3, tmp_path):
+    """Without a listing S3 may be hiding a pointer that exists: that is not "no checkpoint yet"."""
+    deny_missing_keys(s3)
+    storage = S3Storage(f"s3://{BUCKET}/checkpoints/13/", client=s3, cache_dir=tmp_path)
+    with pytest.raises(PermissionError, match=f"s3://{BUCKET}/checkpoints/13/latest"):
+        storage.read_latest()
+
+
 # -- the control plane's side: S3Checkpoints ---------------------------------------------------------
 
 def test_location_is_the_jobs_folder(s3):
@@ -243,3 +266,15 @@ def test_a_pointer_s3_denies_is_a_deployment_problem_not_no_checkpoint(s3):
     s3.put_object(Bucket=BUCKET, Key="checkpoints/1/latest", Body=b"ckpt-4\n")
     s3.put_object(Bucket=BUCKET, Key=f"checkpoints/1/ckpt-4/{MANIFEST}", Body=b"{}")
     assert checkpoints.latest("1") == f"s3://{BUCKET}/checkpoints/1/ckpt-4"   # what exists is read as before
+
+
+def test_a_missing_pointer_is_no_checkpoint_to_a_reader_listing_only_under_the_prefix(s3):
+    """The dispatch role lists only under checkpoints/: S3 answers a missing `latest` (GET) and a
+    missing manifest (HEAD) with 403, and the listing tells them absent, not denied."""
+    deny_missing_keys(s3, listable=("checkpoints/",))
+    checkpoints = S3Checkpoints(s3, BUCKET, "checkpoints")
+    assert checkpoints.latest("1") is None
+    s3.put_object(Bucket=BUCKET, Key="checkpoints/1/latest", Body=b"ckpt-4\n")
+    assert checkpoints.latest("1") is None                                     # no manifest: not complete
+    s3.put_object(Bucket=BUCKET, Key=f"checkpoints/1/ckpt-4/{MANIFEST}", Body=b"{}")
+    assert checkpoints.latest("1") == f"s3://{BUCKET}/checkpoints/1/ckpt-4"

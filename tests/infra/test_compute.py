@@ -247,9 +247,9 @@ def test_the_job_role_reaches_only_the_checkpoints_prefix_reads_its_code_and_the
     for action in ("s3:PutObject", "s3:DeleteObject"):
         [(resource, condition)] = granted[action]
         assert resource.endswith('"/checkpoints/*"]]}') and condition is None
-    # reads: its checkpoints, and the code bundle it was submitted with (read-only)
+    # reads: its checkpoints, the code bundle it was submitted with and its burst's key list (read-only)
     reads = sorted(resource.rsplit('"', 3)[-2] for resource, condition in granted["s3:GetObject"] if condition is None)
-    assert reads == ["/checkpoints/*", "/code/*"] and len(granted["s3:GetObject"]) == 2
+    assert reads == ["/checkpoints/*", "/code/*", "/gqa-trigger-manifests/*"] and len(granted["s3:GetObject"]) == 3
     listings = sorted(condition["StringLike"]["s3:prefix"] for resource, condition in granted["s3:ListBucket"])
     assert listings == [["checkpoints/*", "checkpoints/"], ["code/*", "code/"]]
     assert not any("checkpoints" in resource or "code" in resource for resource, _ in granted["s3:ListBucket"])
@@ -258,6 +258,31 @@ def test_the_job_role_reaches_only_the_checkpoints_prefix_reads_its_code_and_the
     assert set(triggers) == {"s3:GetObject", "s3:ListBucket"}
     assert triggers["s3:GetObject"][0][0].endswith(':s3:::example-training-data/*"]]}')
     assert triggers["s3:ListBucket"][0][0].endswith(':s3:::example-training-data"]]}')
+
+
+def manifest_grants(stack, pools) -> list[tuple[list[str], dict | None]]:
+    """(actions, condition) of each job role statement that names the trigger manifests' prefix."""
+    document = stack.resolve(pools.job_role.node.find_child("DefaultPolicy").document)
+    return [([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"],
+             statement.get("Condition")) for statement in document["Statement"]
+            if "gqa-trigger-manifests" in json.dumps(statement)]
+
+
+def test_a_triggered_job_reads_its_bursts_manifest_and_nothing_else_of_the_manifests(example):
+    """A large burst's key list is written to gqa-trigger-manifests/<trigger>/<burst>.txt in the
+    checkpoint bucket and named by GQA_TRIGGER_MANIFEST: the job must be able to GET it."""
+    _, stack, pools, _ = example
+    document = stack.resolve(pools.job_role.node.find_child("DefaultPolicy").document)
+    [resource] = [statement["Resource"] for statement in document["Statement"]
+                  if "gqa-trigger-manifests" in json.dumps(statement)]
+    assert resource["Fn::Join"][1][-1] == "/gqa-trigger-manifests/*"
+    assert manifest_grants(stack, pools) == [(["s3:GetObject"], None)]
+
+
+def test_a_deployment_without_triggers_grants_no_manifest_reads():
+    config = support.deployment(triggers={"buckets": []})
+    stack, pools, _ = build(config)
+    assert manifest_grants(stack, pools) == []
 
 
 @pytest.mark.parametrize("which, ecr", [("example", False), ("variant", True)])

@@ -26,7 +26,8 @@ class S3Checkpoints:
         self.client = client
         self.bucket = bucket
         self.prefix = folder(prefix)
-        self.call = Retrying.for_service(client, "S3", attempts=attempts, **retry)
+        # a denied HEAD's answer carries only its status code
+        self.call = Retrying.for_service(client, "S3", {"403": Misconfigured}, attempts=attempts, **retry)
 
     def location(self, job_id: str) -> str:
         return f"s3://{self.bucket}/{self._key(job_id)}"
@@ -37,10 +38,14 @@ class S3Checkpoints:
         name = pointer.decode("utf-8", "replace").strip() if pointer is not None else ""
         if parse_name(name) is None:
             return None   # no pointer, or one that names no checkpoint
+        manifest = f"{base}{name}/{MANIFEST}"
         try:
             # the manifest is written after every file: if it is there, so is the checkpoint
-            self.call("HeadObject", Bucket=self.bucket, Key=f"{base}{name}/{MANIFEST}")
+            self.call("HeadObject", Bucket=self.bucket, Key=manifest)
         except NotFound:
+            return None
+        except Misconfigured as exc:
+            self._absent_or_denied(manifest, exc)
             return None
         return f"s3://{self.bucket}/{base}{name}"
 
@@ -57,13 +62,25 @@ class S3Checkpoints:
                 raise   # a missing bucket is a deployment problem, not "no checkpoint yet"
             return None
         except Misconfigured as exc:
-            # S3 answers a missing key with 403, not 404, to a reader that may not list the bucket:
-            # "no checkpoint yet" and "no right to read it" look the same, so neither may be assumed
-            raise Misconfigured(f"cannot read s3://{self.bucket}/{key}: access denied (to a reader without "
-                                f"s3:ListBucket on the prefix, S3 denies a key that does not exist); "
-                                f"the dispatch function's role needs s3:GetObject and s3:ListBucket under "
-                                f"{self.prefix}") from exc
+            self._absent_or_denied(key, exc)
+            return None
         return out["Body"].read()
+
+    def _absent_or_denied(self, key: str, denial: Misconfigured) -> None:
+        """After S3 denied a GET or HEAD of `key`: returns if the key does not exist, else raises.
+        S3 answers a read of a missing key with 403 to a reader whose s3:ListBucket holds only under
+        an s3:prefix condition (the dispatch role's), as a GET or HEAD carries no s3:prefix; a
+        listing does. "No checkpoint yet" is assumed only when the listing says so: resuming from
+        scratch would throw the job's progress away."""
+        try:
+            out = self.call("ListObjectsV2", Bucket=self.bucket, Prefix=key, MaxKeys=1)
+        except Misconfigured:
+            pass   # the listing is denied too: the read's denial stands
+        else:
+            if not any(item["Key"] == key for item in out.get("Contents", [])):
+                return
+        raise Misconfigured(f"cannot read s3://{self.bucket}/{key}: access denied; the dispatch function's "
+                            f"role needs s3:GetObject and s3:ListBucket under {self.prefix}") from denial
 
 
 def _missing_bucket(exc: NotFound) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
 from ...models.job import JobRecord, JobState, Transition
@@ -16,7 +17,8 @@ from . import ledger
 from . import tables as t
 
 MAX_TRANSACTION = 100               # items in one TransactWriteItems
-MAX_TRANSACTION_BYTES = 3_500_000   # the API allows 4 MB; keep room for names and overhead
+MAX_TRANSACTION_BYTES = 3_500_000   # DynamoDB takes 4 MB of items in one; room for what the sizes round
+LEDGER_ITEM_BYTES = 128             # a ledger item but for its sort key and team: names, partition, numbers
 
 
 @dataclass
@@ -43,29 +45,47 @@ class JobWrite:
         item[t.HISTORY] = kept
         return item, chunks
 
-    def items(self) -> int:
-        """TransactItems this write takes without the ledger's: the job and its new history items."""
-        return 1 + len(self.stored()[1])
+    def footprint(self) -> tuple[int, int]:
+        """TransactItems this write takes without the ledger's (the job and its new history
+        items), and their bytes as DynamoDB sizes items: the job item as the write leaves it."""
+        item, moved = self.stored()
+        expires = item.get(t.JOB_EXPIRES)
+        return 1 + len(moved), history.item_bytes(item) + sum(
+            history.item_bytes(history_item(self.record.id, first, transitions, expires))
+            for first, transitions in moved)
+
+    def ledger_items(self) -> dict[Any, int]:
+        """The ledger items this write ADDs to, by key, with their bytes."""
+        return {**{sk: ledger_item_bytes(sk, team) for sk, (team, *_) in self.usage.items()},
+                **{key: ledger_item_bytes(*key) for key in self.spend}}
+
+
+def ledger_item_bytes(sk: str, team: str) -> int:
+    return LEDGER_ITEM_BYTES + len(sk.encode()) + len(team.encode())
 
 
 def pack(writes: dict[str, JobWrite]) -> list[dict[str, JobWrite]]:
-    """Group jobs into transactions of at most MAX_TRANSACTION items: a job's
-    update plus its ledger items, a ledger item shared by jobs counted once.
-    Atomicity then holds per transaction: a batch this large is rare (a
-    scheduling pass starting or cancelling more than ~50 jobs at once)."""
+    """Group jobs into transactions of at most MAX_TRANSACTION items and
+    MAX_TRANSACTION_BYTES of them: a job's update plus its ledger items, a
+    ledger item shared by jobs counted once. Atomicity then holds per
+    transaction: a batch this large is rare (a scheduling pass starting or
+    cancelling more than ~50 jobs at once, or jobs whose items are large)."""
     out: list[dict[str, JobWrite]] = []
     current: dict[str, JobWrite] = {}
-    ledger_keys: set[Any] = set()
-    jobs_items = 0
+    ledger_items: dict[Any, int] = {}
+    jobs_items = jobs_bytes = 0
     for job_id, write in writes.items():
-        keys = set(write.usage) | set(write.spend)
-        size = write.items()
-        if current and jobs_items + size + len(ledger_keys | keys) > MAX_TRANSACTION:
+        items, size = write.footprint()
+        joined = {**ledger_items, **write.ledger_items()}
+        if current and (jobs_items + items + len(joined) > MAX_TRANSACTION
+                        or jobs_bytes + size + sum(joined.values()) > MAX_TRANSACTION_BYTES):
             out.append(current)
-            current, ledger_keys, jobs_items = {}, set(), 0
+            current, jobs_items, jobs_bytes = {}, 0, 0
+            joined = write.ledger_items()
         current[job_id] = write
-        ledger_keys |= keys
-        jobs_items += size
+        ledger_items = joined
+        jobs_items += items
+        jobs_bytes += size
     if current:
         out.append(current)
     return out
@@ -73,11 +93,11 @@ def pack(writes: dict[str, JobWrite]) -> list[dict[str, JobWrite]]:
 
 def chunks(transact_items: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     """Split a long list of independent writes (a large array's puts) into
-    transactions the API accepts, by count and by a rough size."""
+    transactions the API accepts, by count and by bytes (action_bytes)."""
     chunk: list[dict[str, Any]] = []
     size = 0
     for item in transact_items:
-        item_size = len(repr(item))
+        item_size = action_bytes(item)
         if chunk and (len(chunk) == MAX_TRANSACTION or size + item_size > MAX_TRANSACTION_BYTES):
             yield chunk
             chunk, size = [], 0
@@ -85,6 +105,31 @@ def chunks(transact_items: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]
         size += item_size
     if chunk:
         yield chunk
+
+
+def action_bytes(action: dict[str, Any]) -> int:
+    """A TransactItems entry's bytes as DynamoDB sizes items (UTF-8, not characters): a Put's
+    item, or the key and the values an Update, Delete or ConditionCheck names."""
+    (body,) = action.values()
+    return sum(attribute_bytes(body.get(part) or {}) for part in ("Item", "Key", "ExpressionAttributeValues"))
+
+
+def attribute_bytes(values: dict[str, Any]) -> int:
+    """An AttributeValue map's size by history.value_bytes's rules: names and values in UTF-8."""
+    return sum(len(name.encode()) + _value_bytes(value) for name, value in values.items())
+
+
+def _value_bytes(value: dict[str, Any]) -> int:
+    (kind, raw), = value.items()
+    if kind == "N":
+        return history.value_bytes(Decimal(raw))
+    if kind == "L":
+        return 3 + sum(1 + _value_bytes(v) for v in raw)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + _value_bytes(v) for k, v in raw.items())
+    if kind in ("SS", "NS", "BS"):
+        return sum(_value_bytes({kind[0]: v}) for v in raw)
+    return history.value_bytes(raw)   # S, B, BOOL, NULL
 
 
 def transaction(tables: t.TableNames, writes: dict[str, JobWrite]) -> list[dict[str, Any]]:
@@ -139,13 +184,18 @@ def job_update(table: str, write: JobWrite) -> list[dict[str, Any]]:
 
 def history_put(table: str, job_id: str, first: int, transitions: list[dict[str, Any]],
                 expires: int | None = None) -> dict[str, Any]:
-    """A history item's Put, written only if its key is new: each index moves once. A
-    finished job's carries the job item's TTL."""
+    """A history item's Put, written only if its key is new: each index moves once."""
+    return {"Put": {"TableName": table, "Item": it.dump(history_item(job_id, first, transitions, expires)),
+                    "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID}}}
+
+
+def history_item(job_id: str, first: int, transitions: list[dict[str, Any]],
+                 expires: int | None = None) -> dict[str, Any]:
+    """A history item; a finished job's carries the job item's TTL."""
     item: dict[str, Any] = {**history.history_key(job_id, first), history.TRANSITIONS: transitions}
     if expires is not None:
         item[t.JOB_EXPIRES] = expires
-    return {"Put": {"TableName": table, "Item": it.dump(item),
-                    "ConditionExpression": "attribute_not_exists(#id)", "ExpressionAttributeNames": {"#id": t.ID}}}
+    return item
 
 
 def history_expiry(table: str, key: dict[str, Any], expires: int) -> dict[str, Any]:
