@@ -121,7 +121,7 @@ class LocalBackend:
     def quota(self):
         from gqa.services.quota import QuotaService
 
-        return QuotaService(self.store)
+        return QuotaService(self.store, self.waker)   # a raised budget starts held jobs at once
 
     def cost(self):
         from gqa.services.cost import CostService

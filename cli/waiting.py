@@ -102,8 +102,22 @@ def wait_all(refs: list[str], *, wanted: set[str] | None = None, poll: float | N
             told_down = True
             note("note: the queue daemon is not running; these jobs move only once `gqa local start` runs")
         if timeout is not None and elapsed >= timeout:
-            return Waited(jobs, True, elapsed, tuple(not_admitted))
+            return Waited(queue_reasons(be, open_refs, jobs), True, elapsed, tuple(not_admitted))
         time.sleep(pause if timeout is None else max(0.0, min(pause, timeout - elapsed)))
+
+
+def queue_reasons(be, refs: list[str], jobs: list) -> list:
+    """The jobs, those still pending with the reason the queue gives them now (the one `gqa status`
+    and `gqa queue` show), not the one their record kept from when they were last held or queued."""
+    from gqa.models.job import PENDING
+    from gqa.models.records import with_changes
+
+    from .queue_table import queue_listing
+
+    if not any(j.state in PENDING for j in jobs):
+        return jobs
+    told = {row["id"]: row["reason"] for ref in refs for row in queue_listing(be, ref)["pending"]}
+    return [with_changes(j, reason=told[j.id]) if j.state in PENDING and j.id in told else j for j in jobs]
 
 
 def progress_line(jobs, seconds: float, expected: int | None = None) -> str:

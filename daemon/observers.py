@@ -113,6 +113,7 @@ def observers_for(wiring: DaemonWiring, notifier: Notifier | None = None) -> Obs
     from gqa.adapters.local.gpu_sampler import SAMPLE_EVERY, GpuSampler
     from gqa.adapters.local.log_notifier import LogNotifier
     from gqa.adapters.local.nvml import NvmlGpus, load_nvml
+    from gqa.adapters.local.wake import SocketWaker
     from gqa.models.errors import BackendUnavailable
     from gqa.services.budget_watch import BudgetWatch
     from gqa.services.gpu_usage import WRITE_EVERY, GpuUsage
@@ -135,8 +136,10 @@ def observers_for(wiring: DaemonWiring, notifier: Notifier | None = None) -> Obs
         usage = GpuUsage(wiring.store, wiring.clock, sample_every=sample_every,
                          write_every=float(test.get("write_every", WRITE_EVERY)))
         sampler.start()
+    # the watch's releases ring the daemon's own doorbell: its next turn starts them, not a turn up to 30 s
+    # later (loop.IDLE_CHECK)
     watch = BudgetWatch(wiring.store, SqliteBudgetRecords(wiring.paths.db), notifier or LogNotifier(), wiring.clock,
-                        utilisation=usage)
+                        utilisation=usage, waker=SocketWaker(wiring.paths))
     steps = {"watch": Step("the budget watch", watch_every, due=time.monotonic() + watch_every)}
     if sampler is not None:
         steps["sampling"] = Step("recording GPU figures", sample_every, due=time.monotonic() + sample_every)

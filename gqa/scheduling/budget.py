@@ -130,6 +130,16 @@ def spent_text(spend: TeamSpend) -> str:
             f"({percent_text(spend.percent)})")
 
 
+def unbounded_cost(team: str, budget: float, gpus: int, wall_time: float | None, max_gpu_hours: float | None,
+                   price: float) -> str | None:
+    """Why a job submitted to a team with a budget can never start: with neither a wall time nor
+    max_gpu_hours, priced GPUs make its cap unbounded, over any budget. None if its cost is bounded."""
+    if not price or gpu_hours_cap(gpus, wall_time, max_gpu_hours) != INF:
+        return None
+    return f"team {team} has a budget ({money(budget)} a month): give the job a wall time (--time 4h) so its " \
+           "cost can be bounded"
+
+
 def approval_reasons(*, gpus: int, gpu_hours: float, cost: float, policy: Policy) -> list[str]:
     reasons = []
     if policy.approval_gpus is not None and gpus > policy.approval_gpus:
@@ -176,6 +186,9 @@ class BudgetLedger:
         if used.exhausted:   # the whole queue of a team at its budget waits, even jobs that cost nothing
             return spent_text(used)
         committed, cap = self.committed[job.team], self.cap(job)
+        if cap == INF:   # no spend, however small, lets it start: its owner has to bound it
+            return (f"team {job.team} has a budget ({money(budget)} a month) and this job has no wall time, so "
+                    f"its cost has no bound: give it one (gqa update {job.id} --time 4h)")
         total = spent + committed + cap
         if total <= budget:
             return None

@@ -32,6 +32,8 @@ from .ranking import Ranking
 from .snapshot import PendingJob, Plan, Snapshot, Start
 
 INF = float("inf")
+# a held job the budget covers again is still HELD until the pass's release is written (its start follows)
+BUDGET_ALLOWS = "its team's budget allows it again: released at the queue's next pass"
 SKIP_SHARE = 8   # candidates at most this share of a tier's jobs, or the walk is cheaper (_candidates)
 
 
@@ -92,7 +94,7 @@ def plan(snap: Snapshot, *, explain: bool = True) -> Plan:
                 # could start, not the team's whole queue whenever the headroom passes one job's cap
                 budget.started(job)
                 out.release.append(job.id)
-                over_budget = "the budget allows it again: back in the queue"
+                over_budget = BUDGET_ALLOWS
             elif not job.held:
                 out.hold[job.id] = over_budget
             out.waiting[job.id] = over_budget

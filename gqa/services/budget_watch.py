@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from ..models.errors import Conflict, GqaError, NotFound
 from ..models.job import PENDING, JobRecord, JobState, Request
 from ..ports import BudgetRecords, Change, Clock, GpuUtilization, JobStore, LiveSpend, Metrics, Notifier, Waker
+from ..scheduling import plan
 from ..scheduling.alerts import (Alert, Attempt, Waiting, budget_alerts, idle_alerts, idle_candidates, idle_key,
                                  pending_alerts, pending_key, queue_changes, team_spend, unsent)
 from ..scheduling.budget import TeamSpend, period_of
@@ -40,7 +41,7 @@ from ..scheduling.snapshot import Snapshot
 from .approvals import overdue_approvals
 from .holding import moves, write_some
 from .settle import hourly_rate
-from .snapshot import dependency_states
+from .snapshot import dependency_states, read_snapshot
 
 log = logging.getLogger("gqa.budget_watch")
 LEASE = 900.0              # a claim outlives any tick (a Lambda runs 15 minutes at most)
@@ -166,15 +167,25 @@ class BudgetWatch:
         return overdue_approvals(self.store.list([JobState.PENDING_APPROVAL]), now, after)
 
     def _waiting(self, job_ids: list[str], now: float) -> list[Waiting]:
-        out = []
+        jobs = []
         for job_id in job_ids[:self.pending_per_tick]:
             try:
                 job = self.store.get(job_id)
             except NotFound:
                 continue
             if job.state in PENDING:
-                out.append(Waiting(job.id, job.team, job.name, waiting_since(job), job.reason))
-        return out
+                jobs.append(job)
+        reasons = self._reasons(now) if jobs else {}
+        return [Waiting(job.id, job.team, job.name, waiting_since(job), reasons.get(job.id, job.reason))
+                for job in jobs]
+
+    def _reasons(self, now: float) -> dict[str, str]:
+        """Why each queued or held job waits now, in the words of `gqa queue` and `gqa status` (a pass
+        that explains, over the queue as they read it): the reason a job's record keeps was written
+        when it was last held or queued, and a budget or spend changed since makes it wrong (a job
+        held at $0.00 of $0.10 and still held at $0.10 of $0.08). Read only for alerts to send."""
+        decision = plan(read_snapshot(self.store, now))
+        return {**decision.waiting, **{s.job_id: "starting now" for s in decision.starts}}
 
     def _send(self, alert: Alert, now: float, tick: Tick) -> None:
         token = self.records.claim(alert.key, now, self.lease)

@@ -9,7 +9,7 @@ from ..models.deployment_shapes import ARN_PATTERN_RE, NAME_PATTERN_RE
 from ..models.errors import Conflict, SpecError
 from ..models.limits import MAX_AMOUNT, MAX_DURATION, MAX_GPU_COUNT
 from ..models.spec import NAME_RE
-from ..ports import SchedulingInputs
+from ..ports import SchedulingInputs, Waker
 from ..scheduling.horizon import backfill_by_choice
 from ..scheduling.snapshot import Policy, TeamPolicy
 
@@ -35,8 +35,11 @@ class QuotaView:
 
 
 class QuotaService:
-    def __init__(self, store: SchedulingInputs):
-        self.store = store
+    def __init__(self, store: SchedulingInputs, waker: Waker | None = None):
+        """`waker`: told of each change of a team's quota or the policy, so the dispatcher's next
+        pass runs now: a raised budget or cap releases and starts held jobs at once, not at the
+        next tick (a daemon answering the change itself passes after it anyway)."""
+        self.store, self.waker = store, waker
 
     def show(self) -> QuotaView:
         """Every configured team, and every team holding GPUs now, with its caps."""
@@ -67,6 +70,7 @@ class QuotaService:
             policy = replace(stored if stored is not None else self.store.policy().default_team, **given)
             try:
                 self.store.set_team(team, policy, revision=revision)
+                self._wake()
                 return policy
             except Conflict:
                 continue   # another change came between the read and the write: ours again, on top of it
@@ -125,10 +129,15 @@ class QuotaService:
                 policy = replace(policy, weights=replace(stored.weights, **weights))
             try:
                 self.store.set_policy(policy, revision=revision)
+                self._wake()
                 return policy
             except Conflict:
                 continue
         raise Conflict("the queue policy kept changing while being set; try again")
+
+    def _wake(self) -> None:
+        if self.waker is not None:
+            self.waker.wake()
 
 
 def members_problem(members: tuple[str, ...] | list[str]) -> str | None:

@@ -20,7 +20,7 @@ from ..models.spec import JobSpec
 from ..models.loader import validate_json
 from ..models.sbatch_values import exported_environment
 from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notifier, Settings, Submission, Waker
-from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for
+from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for, unbounded_cost
 from ..scheduling.limits import hard_limit_problems
 from ..scheduling.snapshot import Gpu, Policy
 from . import lookup
@@ -162,7 +162,8 @@ class SubmitService:
         if owner is not None:
             spec = spec.model_copy(update={"owner": owner})
         inventory, policy = within_limits(self.store, spec)
-        return spec, inventory, policy
+        budget = self.store.teams().get(spec.team, policy.default_team).budget
+        return cost_bounded(spec, budget, inventory, policy), inventory, policy
 
     def _refuse_unknown_dependencies(self, spec: JobSpec) -> None:
         """A dependency on a job that does not exist is refused, as sbatch refuses
@@ -259,6 +260,23 @@ def within_limits(settings: Settings, spec: JobSpec) -> tuple[Inventory, Policy]
     if problems:
         raise Rejected("; ".join(problems))
     return inventory, policy
+
+
+def cost_bounded(spec: JobSpec, budget: float | None, inventory: Inventory, policy: Policy) -> JobSpec:
+    """The spec, with a bound on its cost where its team has a `budget`. A job with neither a wall
+    time nor max_gpu_hours on priced GPUs may cost without bound, so no budget would ever let it
+    start: it gets the queue's maximum wall time (--max-wall-time), as Slurm gives a job without
+    --time its partition's limit, and where there is none it is Rejected, saying what to add."""
+    if budget is None:
+        return spec
+    r, limits = spec.resources, spec.limits
+    problem = unbounded_cost(spec.team, budget, r.gpus, limits.wall_time, limits.max_gpu_hours,
+                             price_for(r.gpu_type, inventory.gpus))
+    if problem is None:
+        return spec
+    if policy.max_wall_time is None:
+        raise Rejected(problem)
+    return spec.model_copy(update={"limits": limits.model_copy(update={"wall_time": int(policy.max_wall_time)})})
 
 
 def approval_needed(spec: JobSpec, inventory: Inventory, policy: Policy) -> list[str]:

@@ -94,7 +94,18 @@ class Supervisor:
         """One scheduling pass; start what it decides, in batches of `launch_batch`
         and beginning no launch at or past `until` (services/pacing.py). Returns
         the started jobs (where a launch is not a start: the launched ones, still
-        STARTING)."""
+        STARTING). A pass that released held jobs (their budget allows them again)
+        is followed by a second one, which starts those that fit: a raised budget
+        leaves no GPU idle until some later event wakes the loop."""
+        started, released = self._pass(until)
+        if released:
+            started += self._pass(until)[0]
+        return started
+
+    def _pass(self, until: float | None) -> tuple[list[JobRecord], bool]:
+        """One scheduling pass: the jobs it started, and whether it released held jobs with all
+        its starts and releases written (a second pass may start them; with some left, the
+        waker's next pass writes the rest first, paced as ever)."""
         for _ in range(NEVER_MET_ROUNDS):
             feed: tuple[object, PendingChanges | None] | None = None
             if isinstance(self.store, PendingFeed):   # the store says what changed: a pass looks at that alone
@@ -104,7 +115,7 @@ class Supervisor:
                 view = self.store.scheduling_view()
             if not view[0]:
                 self._begins = []
-                return []   # nothing waits: no decision to make, so no snapshot to read
+                return [], False   # nothing waits: no decision to make, so no snapshot to read
             snap = read_snapshot(self.store, self.clock.now(), view=view, estimated=self._estimated, feed=feed)
             estimated = self._estimated
             begins = estimated.begin_times()
@@ -144,7 +155,7 @@ class Supervisor:
         if (left or holds.left and not holds.refused) and self.waker is not None:
             # the next pass, woken now rather than at the next tick, starts or writes the rest
             self.waker.wake()
-        return started
+        return started, not left and not holds.left and any(j.state == JobState.QUEUED for j in holds.jobs)
 
     def _start_batch(self, starts: list[Start], pacing: Pacing,
                      read: dict[str, PendingJob] | None = None) -> tuple[list[JobRecord], int]:

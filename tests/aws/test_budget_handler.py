@@ -176,7 +176,7 @@ def test_utilisation_is_averaged_over_the_window_and_absent_without_data(aws):
 
 def test_an_undeliverable_alert_fails_the_invocation_so_it_is_retried(aws):
     aws.store.set_team("vision", TeamPolicy(budget=100.0))
-    aws.running("vision", 0, 6 * HOUR)
+    aws.running("vision", 0, 6 * HOUR, limits={"wall_time": "12h"})   # a budget bounds jobs by their wall time
     session().client("sns").delete_topic(TopicArn=os.environ["GQA_ALERTS_TOPIC_ARN"])
     with pytest.raises(BackendUnavailable):
         aws.tick()

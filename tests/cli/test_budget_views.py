@@ -56,3 +56,19 @@ def test_a_budget_of_nothing_reads_alike_in_cost_top_and_ui(cli, spend, used):
     queue.exit(job.id, 0)
     cli("quota", "set", "nlp", "--budget", "0")
     assert {view: shown["nlp"] for view, shown in views(cli).items()} == {"cost": used, "top": used, "ui": used}
+
+
+def test_wait_at_its_timeout_gives_a_pending_job_the_reason_status_gives_it(cli):
+    """Not the reason stored when the budget held it: the budget changed since."""
+    import json
+
+    queue = Queue(cli.store, 4)
+    cli.json("local", "price", "--price", str(PRICE))
+    cli("quota", "set", "vision", "--budget", "1")
+    held = queue.submit_one(team="vision", limits={"wall_time": "1h"})     # may cost $2: over $1
+    queue.supervisor.dispatch()
+    cli("quota", "set", "vision", "--budget", "1.5")                        # still over, by other numbers
+    status = cli.json("status", held.id)["reason"]
+    assert status.endswith("= $2.00, over $1.50 this period")
+    code, out, _ = cli("wait", held.id, "--timeout", "1", "-o", "json")
+    assert code == 124 and json.loads(out)["jobs"][0]["reason"] == status

@@ -134,6 +134,20 @@ def test_a_job_waiting_too_long_alerts_once(watched):
     assert queue.get(blocker.id).state == JobState.RUNNING
 
 
+def test_a_pending_alert_gives_the_reason_the_queue_gives_now_not_the_one_stored_at_the_hold(watched):
+    queue = watched.queue
+    queue.store.set_policy(replace(queue.store.policy(), alert_pending_after=HOUR))
+    job = queue.submit_one(team="vision", limits={"wall_time": "20h"})      # may cost $200: over $100
+    queue.supervisor.dispatch()
+    assert queue.get(job.id).reason.endswith("= $200.00, over $100.00 this period")
+    queue.store.set_team("vision", replace(queue.store.teams()["vision"], budget=150.0))   # still over
+    queue.clock.advance(HOUR)
+    [alert] = watched.watch.tick().sent
+    [entry] = queue.queries.queue().pending
+    assert entry.reason.endswith("= $200.00, over $150.00 this period")
+    assert alert.message.endswith(f"longer than 1h00m: {entry.reason}")
+
+
 def test_a_requeued_job_waits_from_its_requeue_not_from_its_submission(queue):
     job = queue.start()
     queue.clock.advance(10 * HOUR)

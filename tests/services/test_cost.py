@@ -105,7 +105,7 @@ def test_a_job_claimed_again_costs_nothing_until_its_new_attempt_starts(priced):
     priced.supervisor.promote_retries()
     now = priced.clock.now()
     priced.store.apply([Change(job.id, S.QUEUED, S.STARTING, "assigned GPUs 0,1", now, {"assigned": (0, 1)})])
-    fresh = priced.submit_one(team="vision")
+    fresh = priced.submit_one(team="vision", limits={"wall_time": "1h"})   # a budget needs a bound
     priced.store.apply([Change(fresh.id, S.QUEUED, S.STARTING, "assigned GPUs 2", now, {"assigned": (2,)})])
 
     assert priced.get(job.id).started_at is not None           # the stale start the record keeps

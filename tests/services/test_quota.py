@@ -8,6 +8,7 @@ import pytest
 from gqa.models.errors import SpecError
 from gqa.scheduling.snapshot import TeamPolicy
 from gqa.services.quota import QuotaService, TeamQuota
+from tests.services.fakes import CountingWaker
 
 
 def test_the_view_lists_configured_teams_and_teams_holding_gpus(queue):
@@ -70,3 +71,15 @@ def test_minus_one_removes_a_cap(queue):
     quota = QuotaService(queue.store)
     quota.set("vision", max_gpus=4, budget=10.0)
     assert quota.set("vision", max_gpus=-1, budget=-1) == TeamPolicy()
+
+
+def test_each_change_wakes_the_dispatcher_so_held_jobs_go_at_once(queue):
+    # a raised budget released its held jobs only at the next tick: 10-60 s with the GPUs free
+    waker = CountingWaker()
+    quota = QuotaService(queue.store, waker)
+    quota.set("vision", budget=100.0)
+    quota.set_policy(max_gpus_per_job=2)
+    assert waker.wakes == 2
+    with pytest.raises(SpecError):
+        quota.set("vision", budget=-3)
+    assert waker.wakes == 2    # nothing written, nobody woken

@@ -113,6 +113,33 @@ def test_every_problem_is_reported_at_once(queue):
     assert str(raised.value) == "asks for 6 GPUs; the queue has 4; asks for 6 GPUs; the limit per job is 2"
 
 
+def priced_budget(queue, policy: Policy | None = None) -> None:
+    """Team nlp on a $100 budget, GPUs at $2 an hour."""
+    queue.store.set_inventory(Inventory(gpus=tuple(replace(g, price=2.0) for g in gpus(4))))
+    queue.store.set_policy(policy or Policy())
+    queue.store.set_team("nlp", TeamPolicy(budget=100.0))
+
+
+def test_a_job_with_no_wall_time_in_a_team_with_a_budget_is_refused_saying_what_to_add(queue):
+    # accepted, it was held for good: "+ unbounded for this job = unbounded, over $100.00"
+    priced_budget(queue)
+    with pytest.raises(Rejected, match=re.escape(
+            "team nlp has a budget ($100.00 a month): give the job a wall time (--time 4h) so its cost can be "
+            "bounded")):
+        queue.submit(team="nlp")
+    assert queue.store.list() == []
+    assert queue.submit_one(team="nlp", limits={"max_gpu_hours": 8}).state == S.QUEUED   # bounded another way
+    assert queue.submit_one(team="vision").state == S.QUEUED                             # no budget: no bound needed
+
+
+def test_a_job_with_no_wall_time_in_a_team_with_a_budget_gets_the_queue_s_maximum(queue):
+    # as Slurm gives a job without --time its partition's limit: the cap the budget counts is enforced
+    priced_budget(queue, Policy(max_wall_time=4 * 3600))
+    job = queue.submit_one(team="nlp")
+    assert (job.state, job.wall_time, job.attempt_wall_time) == (S.QUEUED, 4 * 3600, 4 * 3600)
+    assert queue.supervisor.dispatch()[0].id == job.id                   # $8 at most: within $100
+
+
 def test_a_queue_without_gpus_registered_is_unavailable(tmp_path):
     store = SqliteStore(tmp_path / "empty.db")
     try:

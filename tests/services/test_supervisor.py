@@ -678,6 +678,24 @@ def test_over_budget_jobs_are_held_and_released_when_the_budget_allows(make_queu
     assert queue.store.spend("1970-01")["vision"] == pytest.approx(3.0)
 
 
+def test_a_job_the_raised_budget_releases_starts_in_the_same_dispatch(make_queue):
+    """The pass that releases a held job is followed by one that starts it: released and left
+    QUEUED, it waited with its GPUs free until something else woke the loop (10-60 s)."""
+    from dataclasses import replace as _replace
+
+    from gqa.ports import Inventory
+    from gqa.scheduling import Gpu, TeamPolicy
+
+    queue = make_queue(2)
+    queue.store.set_inventory(Inventory(gpus=(Gpu(0, "a10g", 3.0), Gpu(1, "a10g", 3.0))))  # $3 per GPU-hour
+    queue.store.set_team("vision", TeamPolicy(budget=1.0))
+    job = queue.submit_one(team="vision", limits={"wall_time": "1h"})     # may cost $3: over $1
+    assert queue.supervisor.dispatch() == [] and queue.state(job.id) == S.HELD
+    queue.store.set_team("vision", _replace(queue.store.teams()["vision"], budget=100.0))
+    assert [j.id for j in queue.supervisor.dispatch()] == [job.id]
+    assert queue.state(job.id) == S.RUNNING
+
+
 def test_a_backend_failure_at_launch_sends_the_job_back_not_to_failed(make_queue):
     from gqa.models.errors import BackendUnavailable
 

@@ -4,7 +4,7 @@ import pytest
 
 from gqa.scheduling import Gpu, Policy, plan
 from gqa.scheduling.budget import (TeamSpend, approval_reasons, gpu_hours_cap, gpus_rate, period_of, price_for,
-                                   running_cost, spent_text, used_text)
+                                   running_cost, spent_text, unbounded_cost, used_text)
 from tests.builders import pending, running, snapshot
 
 NOW = snapshot().now
@@ -88,15 +88,34 @@ def test_jobs_started_in_the_same_pass_count_against_the_budget():
     assert [s.job_id for s in result.starts] == ["j0", "j1"] and list(result.hold) == ["j2"]
 
 
-def test_no_wall_time_means_an_unbounded_cap():
-    result = plan(priced(pending("a", team="vision")))
-    assert "unbounded for this job" in result.hold["a"]
+def test_a_job_with_no_wall_time_is_held_saying_how_to_bound_its_cost():
+    # its cap is unbounded, over any budget: "+ unbounded for this job = unbounded" told no one what to do
+    result = plan(priced(pending("a", team="vision"), budget=1e9))
+    assert result.hold["a"] == ("team vision has a budget ($1,000,000,000.00 a month) and this job has no wall "
+                                "time, so its cost has no bound: give it one (gqa update a --time 4h)")
+    assert plan(priced(pending("a", team="vision", max_gpu_hours=2.0))).hold == {}    # bounded another way
 
 
 def test_a_held_job_is_released_when_it_fits_again():
     job = pending("a", team="vision", wall_time=3600, held=True)
     assert plan(priced(job, spend=0)).release == ["a"]
     assert plan(priced(job, spend=99)).release == []
+
+
+def test_a_held_job_the_budget_allows_again_is_not_said_to_be_back_in_the_queue():
+    # it is HELD until the release is written: "back in the queue" contradicted its state
+    job = pending("a", team="vision", wall_time=3600, held=True)
+    assert plan(priced(job, spend=0)).waiting["a"] == \
+        "its team's budget allows it again: released at the queue's next pass"
+
+
+def test_unbounded_cost_says_what_to_give_a_job_its_team_s_budget_cannot_count():
+    assert unbounded_cost("nlp", 100.0, gpus=1, wall_time=None, max_gpu_hours=None, price=2.0) == \
+        "team nlp has a budget ($100.00 a month): give the job a wall time (--time 4h) so its cost can be bounded"
+    assert unbounded_cost("nlp", 100.0, gpus=1, wall_time=4 * HOUR, max_gpu_hours=None, price=2.0) is None
+    assert unbounded_cost("nlp", 100.0, gpus=1, wall_time=None, max_gpu_hours=8.0, price=2.0) is None
+    assert unbounded_cost("nlp", 100.0, gpus=1, wall_time=None, max_gpu_hours=None, price=0.0) is None   # free
+    assert unbounded_cost("nlp", 100.0, gpus=0, wall_time=None, max_gpu_hours=None, price=2.0) is None   # CPU only
 
 
 def test_a_pass_releases_only_the_held_jobs_the_budget_could_start():
