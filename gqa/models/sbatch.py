@@ -228,7 +228,8 @@ OPTIONS: tuple[Option, ...] = (
               _field("limits", "time_min", convert=_time_limit)),
     _honoured("--signal", None, VALUE, "`limits.signal`: [B:]SIG[@seconds] before the wall time",
               _field("limits", "signal", convert=lambda v: warning_signal(v).text())),
-    _honoured("--dependency", "-d", VALUE, "`after` (afterok, afternotok, afterany, after, singleton)",
+    _honoured("--dependency", "-d", VALUE,
+              "`after` (afterok, afternotok, afterany, after, after:ID+min, aftercorr, singleton)",
               _field("after", convert=lambda v: parse_dependency(v).text())),
     _honoured("--hold", "-H", FLAG, "`hold`: queued held until `gqa release`", _constant("hold", value=True)),
     _honoured("--begin", "-b", VALUE, "`begin` (now+N[units], HH:MM[:SS], midnight, noon, today, tomorrow, "
