@@ -182,6 +182,26 @@ def test_a_log_far_past_its_cap_keeps_its_head_and_newest_lines_within_the_part_
     assert rotations_of(log).dropped == 0
 
 
+def test_a_dropped_part_counts_the_bytes_its_middle_cut_took_as_rotated_away(log):
+    # a log far past its cap (a daemon down a while) leaves a part that stands for more than its
+    # size; dropped later, "N bytes of earlier output rotated away" counted only its size
+    limits = LogLimits(64 << 10, 1)
+    log.write_bytes(numbered(1, 400_000))
+    assert rotate_if_needed(log, limits) is True
+    first = log.with_name("12.log.1").read_bytes()
+    live = log.read_bytes()
+    [cut_line] = [line for line in first.splitlines() if line.startswith(b"--- gqa: ")]
+    stood_for = len(first) - len(cut_line) - 1 + int(cut_line.split()[2].replace(b",", b""))   # the job's bytes
+    assert stood_for + len(live) == len(numbered(1, 400_000))
+    log.write_bytes(live + numbered(400_001, 410_000))      # the live file goes on, past its cap again
+    assert rotate_if_needed(log, limits) is True             # the part with the cut is dropped
+    assert rotations_of(log).dropped == stood_for
+    shown = read_all(log)
+    first_kept = int(shown.splitlines()[1].split()[1])    # the line after "N bytes ... rotated away"
+    told = len(numbered(1, first_kept - 1))               # the part and the partial line the live file began with
+    assert shown.startswith(b"--- gqa: %s bytes of earlier output rotated away" % f"{told:,}".encode())
+
+
 def test_rotating_while_a_process_writes_keeps_order_and_loses_at_most_the_window(log):
     total = 60_000
     limits = LogLimits(64 << 10, keep=1000)   # keep everything, to count what the windows lost

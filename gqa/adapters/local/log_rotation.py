@@ -185,7 +185,8 @@ def _copy_aside(path: Path, src: int, live: os.stat_result, then: Rotations, lim
                 _end_at_line(dst)
                 head = os.lseek(src, os.fstat(dst).st_size, os.SEEK_SET)
             oldest = _part_stat(sibling(path, then.keep))
-            intent = Intent(replace(then, dropped=then.dropped + (oldest.st_size if oldest else 0)),
+            stood_for = oldest.st_size + _middle_cut(sibling(path, then.keep), limits) if oldest else 0
+            intent = Intent(replace(then, dropped=then.dropped + stood_for),
                             copy=os.fstat(dst).st_ino, oldest=oldest.st_ino if oldest else None,
                             oldest_size=oldest.st_size if oldest else 0, head=head)
             log_recovery.intend(path, intent, live)
@@ -312,6 +313,31 @@ def _collapse_cut(src: int, dst: int, at: int, resumed: int | None, continued: C
     continued(0)
     os.lseek(src, x, os.SEEK_SET)    # refused: the bytes cut off the copy are copied again
     return False
+
+
+_CUT_LINE = re.compile(rb"(?m)^--- gqa: ([0-9,]{1,20}) bytes cut here, written faster than the log could be rotated ")
+
+
+def _middle_cut(part: Path, limits: LogLimits) -> int:
+    """The job's bytes a part stands for beyond its size: those its middle cut took (`cut_marker`),
+    less the marker line, which is no output of the job; 0 without one. So "N bytes of earlier
+    output rotated away" counts what a dropped part stood for. A part is written here, at most
+    part_bytes (and a line) long; a read beyond that, or that fails, counts none."""
+    try:
+        fd = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return 0
+    try:
+        text = os.read(fd, limits.part_bytes + 4096)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+    found = _CUT_LINE.search(text)
+    if found is None:
+        return 0
+    line = (text.find(b"\n", found.start()) + 1 or len(text)) - found.start()
+    return int(found.group(1).replace(b",", b"")) - line
 
 
 def _part_stat(name: Path) -> os.stat_result | None:
