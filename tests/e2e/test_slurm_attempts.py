@@ -231,6 +231,19 @@ def test_a_regular_checkpoint_pointer_is_the_resume_point(executor, tmp_path):
     assert (tmp_path / "resume.txt").read_text() == f"resume={checkpoints / 'ckpt-1'}\n"
 
 
+@pytest.mark.parametrize("named", ["../../secret", "/etc/shadow", "..", "ckpt-1/../../x"])
+def test_a_checkpoint_pointer_naming_a_path_outside_its_directory_gives_no_resume_point(executor, tmp_path, named):
+    # the root daemon would tell the job whether a file it may not see exists, and hand it the path
+    job = record(tmp_path, 'echo "resume=$GQA_RESUME_FROM" > resume.txt')
+    checkpoints = executor.paths.checkpoint_for(job.id)
+    (checkpoints / "ckpt-1").mkdir(parents=True)
+    (checkpoints / "latest").write_text(named + "\n")
+    assert run(executor, job).code == 0
+    assert (tmp_path / "resume.txt").read_text() == "resume=\n"
+    assert f"names {named!r}, not an entry of its directory: no GQA_RESUME_FROM" in \
+        executor.paths.log_for(job.id).read_text()
+
+
 def test_a_working_directory_that_is_missing_is_said_as_such_not_as_its_output_file(executor, tmp_path):
     """#SBATCH --chdir=gone with an output file in it: the reason names the directory."""
     job = record(tmp_path, "echo ran", spec={"workdir": str(tmp_path / "gone"), "output": "slurm-%j.out"})

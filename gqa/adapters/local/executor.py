@@ -701,8 +701,13 @@ def latest_checkpoint(directory) -> tuple[str, str]:
         return "", ""
     except OSError as exc:
         return "", f"checkpoint pointer {pointer} not read ({user_file.why_unread(exc)}): no GQA_RESUME_FROM"
+    if not name or "/" in name or name in (".", ".."):
+        # a checkpoint is an entry of the directory (ckpt-3): a path elsewhere (../x, /root/y) would have
+        # root tell the job whether a file it may not see exists
+        return "", (f"checkpoint pointer {pointer} names {name[:80]!r}, not an entry of its directory: "
+                    "no GQA_RESUME_FROM")
     path = os.path.join(str(directory), name)
-    return (path if name and os.path.exists(path) else ""), ""
+    return (path if os.path.lexists(path) else ""), ""    # lexists: root follows no link of the job's
 
 
 def _gpus(gpus: tuple[int, ...]) -> str:
