@@ -200,5 +200,11 @@ class DaemonBackend(ApiServices):
     def whoami(self) -> dict[str, Any]:
         return self.api.call("GET", "/whoami")
 
+    def troubles(self) -> list[dict[str, Any]]:
+        """What the daemon says is failing now (GET /daemon)."""
+        from .local_backend import told_troubles
+
+        return told_troubles(self.api.call("GET", "/daemon"))
+
     def daemon_pid(self) -> int | None:
         return None

@@ -160,6 +160,20 @@ def daemon_down(be) -> bool:
     return bool(be.local) and be.daemon_pid() is None
 
 
+def tell_troubles(be) -> bool:
+    """Say on stderr what the queue daemon says is failing now (a full disk keeps jobs' ends from
+    being recorded: they read as running), with how long and its error; whether anything was."""
+    from gqa.models.units import format_duration
+
+    troubles = be.troubles() if hasattr(be, "troubles") else []
+    for trouble in troubles:
+        since = trouble.get("since")
+        how_long = f" for {format_duration(max(0.0, now() - since))}" if isinstance(since, (int, float)) else ""
+        note(f"note: the queue daemon has failed at {trouble.get('step', 'its work')}{how_long} "
+             f"({trouble.get('error', '')}): jobs start, and their ends are recorded, only once it works again")
+    return bool(troubles)
+
+
 def until_the_daemon_runs(be, results) -> None:
     """A running job asked to stop on a workstation whose daemon is down is signalled only
     when it starts again: say so, rather than let "stopping its processes" stand."""

@@ -6,7 +6,7 @@ import typer
 
 from .app import app
 from .options import Output, check_output
-from .output import PRIORITY, ago, daemon_down, fail, now, print_json, user_errors
+from .output import PRIORITY, ago, daemon_down, fail, now, print_json, tell_troubles, user_errors
 
 # what --state takes: the words `gqa status` shows for jobs still in the queue
 STATES = ("pending", "awaiting approval", "held", "retrying", "starting", "running")
@@ -42,6 +42,7 @@ def queue(
         owner = _me(be) if mine else user
         listing = queue_listing(be, group)
         daemon = not daemon_down(be)
+        tell_troubles(be)
     pending = [r for r in listing["pending"] if _kept(r, owner, team, states)]
     running = [r for r in listing["running"] if _kept(r, owner, team, states)]
     at = now()

@@ -5,7 +5,7 @@ from collections import Counter
 from .app import app
 from .options import JobRef, Output, check_output
 from .output import (PRIORITY, STATUS_STYLE, ago, console, daemon_down, gpu_use, job_dict, note, now, print_json,
-                     user_errors, when)
+                     tell_troubles, user_errors, when)
 
 
 @app.command("status")
@@ -28,6 +28,7 @@ def status(ref: JobRef, output: Output = "table"):
         standing = {row["id"]: row for row in queue_listing(be, ref)["pending"]} if any(
             j.state in PENDING for j in jobs) else {}
         down = bool(standing) and daemon_down(be)
+        tell_troubles(be)
     if down:   # "starting now" is what a pass would do: none runs until a daemon does
         note("note: the queue daemon is not running; pending jobs start once `gqa local start` runs")
     at = now()      # a retry's "back in the queue in 3s" told as of now, as `gqa queue` tells it

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TextIO
 
-from .output import daemon_down, note
+from .output import daemon_down, note, tell_troubles
 
 # On AWS a job exists once the admit function has created it, usually within a
 # second of the submission; a job still unknown after this long was refused there.
@@ -17,6 +17,7 @@ TIMED_OUT = 124        # as timeout(1) exits when its command ran past the limit
 # a poll's reads take at most a tenth of the wait: the pause after one is at least 9 times as long
 # (a 20,000-task array reads in about 0.6 s on a workstation, which a 0.2 s poll made most of a core)
 PAUSE_PER_READ = 9.0
+HEALTH_EVERY = 30.0     # seconds between asks of what the daemon fails at, while waiting
 
 
 @dataclass
@@ -73,7 +74,8 @@ def wait_all(refs: list[str], *, wanted: set[str] | None = None, poll: float | N
     since = time.monotonic()
     seen: dict[str, object] = {}                 # job id -> its record as last read
     open_refs = list(dict.fromkeys(refs))
-    told_down = False
+    told_down = told_trouble = False
+    next_health = 0.0        # when to ask the daemon again what fails (a full disk: ends not recorded)
     while True:
         not_admitted = []
         read_from = time.monotonic()
@@ -101,6 +103,8 @@ def wait_all(refs: list[str], *, wanted: set[str] | None = None, poll: float | N
         if not told_down and daemon_down(be):   # else it would wait in silence
             told_down = True
             note("note: the queue daemon is not running; these jobs move only once `gqa local start` runs")
+        if not told_trouble and time.monotonic() >= next_health:
+            told_trouble, next_health = tell_troubles(be), time.monotonic() + HEALTH_EVERY
         if timeout is not None and elapsed >= timeout:
             return Waited(queue_reasons(be, open_refs, jobs), True, elapsed, tuple(not_admitted))
         time.sleep(pause if timeout is None else max(0.0, min(pause, timeout - elapsed)))

@@ -56,14 +56,40 @@ class Stopping:
     asked: bool = False     # the supervisor was told (once)
 
 
+class Troubles:
+    """The daemon's steps failing now, for the people waiting on it (`gqa queue`, `status`, `wait`
+    ask GET /health): a full disk that keeps jobs' ends from being recorded shows their jobs as
+    running, and only the daemon's log said why. Held in memory: such a fault may allow no write."""
+
+    SHOWN_AFTER = 5.0     # seconds a step fails before it is told: a lock held a moment is no trouble
+
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self.clock = clock
+        self._failing: dict[str, tuple[float, str]] = {}
+
+    def failed(self, name: str, message: str) -> None:
+        since = self._failing.get(name, (self.clock(), ""))[0]
+        self._failing[name] = (since, message)
+
+    def mended(self, name: str) -> None:
+        self._failing.pop(name, None)
+
+    def told(self) -> list[dict[str, object]]:
+        now = self.clock()
+        return [{"step": name, "since": since, "error": message[:300]}
+                for name, (since, message) in self._failing.items() if now - since >= self.SHOWN_AFTER]
+
+
 @dataclass
 class Retry:
-    """Backoff for a step that keeps failing, and one log line per new error."""
+    """Backoff for a step that keeps failing, one log line per new error, and the failure told
+    to `troubles` until the step works again."""
 
     name: str
     delay: float = 0.0
     at: float = 0.0
     last: str = ""
+    troubles: Troubles | None = None
 
     def due(self, now: float) -> bool:
         return now >= self.at
@@ -72,6 +98,8 @@ class Retry:
         self.delay = min(MAX_BACKOFF, max(0.1, self.delay * 2))
         self.at = now + self.delay
         message = f"{type(exc).__name__}: {exc}"
+        if self.troubles is not None:
+            self.troubles.failed(self.name, message)
         if message != self.last:   # a full disk must not fill the log with the same line
             if isinstance(exc, GqaError):
                 log.warning("%s failed, retrying: %s", self.name, exc)
@@ -82,6 +110,8 @@ class Retry:
     def succeeded(self) -> None:
         if self.last:
             log.info("%s works again", self.name)
+        if self.troubles is not None:
+            self.troubles.mended(self.name)
         self.delay, self.last = 0.0, ""
 
 
@@ -112,7 +142,9 @@ class DaemonLoop:
         self.server.attach(self.selector)
         self.watched: set[int] = set()
         self.exits: list[Exit] = []
-        tick, settle = Retry("scheduling"), Retry("recording exits")
+        troubles = self.wiring.troubles
+        tick, settle = Retry("scheduling", troubles=troubles), Retry("recording exits", troubles=troubles)
+        self.following.troubles = troubles
         next_prune = time.monotonic() + 5.0   # not in the start's way
 
         counts = supervisor.recover()

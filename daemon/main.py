@@ -107,7 +107,8 @@ def run(args: argparse.Namespace, ready=None) -> None:
 
     def status() -> dict:
         return {"pid": os.getpid(), "home": str(paths.home), "containment": containment.describe(),
-                "logs": limits.describe() if limits is not None else "", "system": system}
+                "logs": limits.describe() if limits is not None else "", "system": system,
+                "troubles": wiring.troubles.told()}   # what fails now (a full disk), for those who look
 
     router = principal = None
     mode, per_user = 0o600, None   # a personal queue's socket serves its owner alone

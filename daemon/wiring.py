@@ -52,6 +52,13 @@ class DaemonWiring:
     notices: NoticeSettings = field(default_factory=NoticeSettings)   # how notices are delivered
 
     @cached_property
+    def troubles(self):
+        """The loop's steps failing now (loop.Troubles), told by GET /health."""
+        from .loop import Troubles
+
+        return Troubles()
+
+    @cached_property
     def store(self) -> SqliteStore:
         store = SqliteStore(self.paths.db)
         store.set_inventory(self.inventory)

@@ -104,6 +104,12 @@ def test_a_full_disk_under_running_jobs(small_disk, make_chaos):
     during, refused = commands_during_the_fault(chaos)
     time.sleep(2 * SECONDS)          # jobs end and are launched while the disk is full
     assert alive(daemon), "the daemon died of a full disk"
+    # the jobs that ended read as running until their ends are recorded: those who look are told why
+    deadline, told = time.monotonic() + 30, ""
+    while "note: the queue daemon has failed at " not in told and time.monotonic() < deadline:
+        time.sleep(1)
+        told = chaos.cli("queue", light=True, timeout=60).stderr
+    assert "note: the queue daemon has failed at recording exits for " in told and "is full" in told, told
     filler.unlink()
 
     chaos.check("disk full under running jobs", ids + during, once=True, filled_mib=round(filled / 2**20, 1),
