@@ -187,6 +187,8 @@ def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) ->
     """What `gqa submit` prints on stdout and stderr once the jobs are recorded."""
     import json
 
+    from gqa.models.job import JobState
+
     if fmt == "json":
         return ("" if wait else json.dumps(submitted_data(submitted), indent=2, default=str) + "\n"), ""
     ref = submitted.ref
@@ -195,6 +197,11 @@ def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) ->
         err.append(f"{submitted.count} jobs: {submitted.first_id} .. {submitted.last_id}")
     if not running:
         err.append("note: the queue daemon is not running; jobs wait until `gqa local start`")
+    first = submitted.first
+    if first.state in (JobState.PENDING_APPROVAL, JobState.HELD) and first.reason:
+        # it will not start by itself: said now, not at the first `gqa status`
+        who = f"job {first.id} is" if submitted.count == 1 else f"its {submitted.count:,} jobs are"
+        err.append(f"note: {who} {first.status.value}: {first.reason}")
     err.append(f"  gqa status {ref}    gqa logs {submitted.first_id} -f    gqa cancel {ref}")
     return ref + "\n", "".join(line + "\n" for line in err)
 

@@ -326,3 +326,15 @@ def test_a_read_where_no_queue_is_says_so_and_makes_none(tmp_path, monkeypatch, 
     assert f"gqa: error: no queue at {tmp_path / '.gqa'}: `gqa local start` starts one there" in \
         capsys.readouterr().err
     assert not (tmp_path / ".gqa").exists()
+
+
+def test_submit_says_at_once_when_a_job_will_not_start_by_itself(cli):
+    cli("quota", "policy", "--approve-over-gpus", "2")
+    code, out, err = cli("submit", "--gpus", "3", "--", "true")
+    assert code == 0 and out == "1\n"
+    assert ("note: job 1 is awaiting approval: needs approval: asks for 3 GPUs (approval needed over 2)"
+            in err.splitlines())
+    code, out, err = cli("submit", "--hold", "--array", "0-2", "--", "true")
+    assert code == 0 and "note: its 3 jobs are held: " in err
+    code, out, err = cli("submit", "--", "true")                   # one that starts when it may: no note
+    assert code == 0 and " is awaiting" not in err and " is held" not in err
