@@ -202,7 +202,7 @@ class DaemonBackend(ApiServices):
 
     def troubles(self) -> list[dict[str, Any]]:
         """What the daemon says is failing now (GET /daemon)."""
-        from .local_backend import told_troubles
+        from .daemon_socket import told_troubles
 
         return told_troubles(self.api.call("GET", "/daemon"))
 

@@ -203,3 +203,21 @@ def _left_unread(sock: socket.socket) -> bool:
     except (OSError, AttributeError, struct.error):
         return False
     return queued > 0
+
+
+def daemon_says(home: str, timeout: float | None) -> dict | None:
+    """What the daemon at `home` says of itself (GET /daemon), or None if it does not answer in
+    `timeout` seconds."""
+    import json
+
+    request = json.dumps({"v": 1, "method": "GET", "path": "/daemon"}).encode() + b"\n"
+    answer = exchange(address(home), request, timeout=timeout)
+    if not answer or answer.get("status") != 200 or not isinstance(answer.get("body"), dict):
+        return None
+    return answer["body"]
+
+
+def told_troubles(status: dict | None) -> list[dict]:
+    """The troubles a daemon's GET /daemon answer lists (none from a daemon too old to say)."""
+    troubles = (status or {}).get("troubles")
+    return [t for t in troubles if isinstance(t, dict)] if isinstance(troubles, list) else []

@@ -406,15 +406,9 @@ def start_background(paths, inventory: dict, grace: float, options: Sequence[str
 def daemon_status(paths, timeout: float | None = None) -> dict | None:
     """What the daemon says of itself (GET /daemon), or None if it does not answer
     (within `timeout` seconds: the socket's REPLY_TIMEOUT by default)."""
-    import json as _json
+    from .daemon_socket import daemon_says
 
-    from .daemon_socket import address, exchange
-
-    request = _json.dumps({"v": 1, "method": "GET", "path": "/daemon"}).encode() + b"\n"
-    answer = exchange(address(str(paths.home)), request, timeout=timeout)
-    if not answer or answer.get("status") != 200 or not isinstance(answer.get("body"), dict):
-        return None
-    return answer["body"]
+    return daemon_says(str(paths.home), timeout)
 
 
 def _print_containment(paths) -> None:

@@ -146,11 +146,11 @@ class LocalBackend:
         """What this queue's running daemon says is failing now (GET /daemon, 2 s at most); none
         when no daemon runs, it does not answer, or this runs inside it."""
         from .context import CALLER
-        from .local import daemon_status
+        from .daemon_socket import daemon_says, told_troubles
 
         if CALLER.get() is not None or self.daemon_pid() is None:
             return []
-        return told_troubles(daemon_status(self._where(), timeout=2.0))
+        return told_troubles(daemon_says(str(self._where().home), timeout=2.0))
 
     def daemon_pid(self) -> int | None:
         from gqa.adapters.local.lock import daemon_running
@@ -165,9 +165,3 @@ def triggers_unavailable():
         "triggers watch S3 for new objects and run on the AWS backend only; this CLI uses the local queue. "
         "Point it at gqa on AWS: `gqa config set backend aws`, `gqa config set region REGION` and "
         "`gqa config set endpoint https://...` (the API's invoke URL), with AWS credentials as usual")
-
-
-def told_troubles(status: dict | None) -> list[dict]:
-    """The troubles a daemon's GET /daemon answer lists (none from a daemon too old to say)."""
-    troubles = (status or {}).get("troubles")
-    return [t for t in troubles if isinstance(t, dict)] if isinstance(troubles, list) else []
