@@ -22,7 +22,7 @@ from ..models.sbatch_values import exported_environment
 from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notifier, Settings, Submission, Waker
 from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for, unbounded_cost
 from ..scheduling.limits import hard_limit_problems
-from ..scheduling.snapshot import Gpu, Policy
+from ..scheduling.snapshot import Gpu, Policy, TeamPolicy
 from . import lookup
 from .access import Principal
 from .approvals import APPROVAL, approval_request, newly_awaiting
@@ -161,9 +161,8 @@ class SubmitService:
         """The spec (owned by `owner` when given) if it is within the queue's hard limits."""
         if owner is not None:
             spec = spec.model_copy(update={"owner": owner})
-        inventory, policy = within_limits(self.store, spec)
-        budget = self.store.teams().get(spec.team, policy.default_team).budget
-        return cost_bounded(spec, budget, inventory, policy), inventory, policy
+        inventory, policy, team = team_within_limits(self.store, spec)   # the teams read once: a Query on AWS
+        return cost_bounded(spec, team.budget, inventory, policy), inventory, policy
 
     def _refuse_unknown_dependencies(self, spec: JobSpec) -> None:
         """A dependency on a job that does not exist is refused, as sbatch refuses
@@ -245,6 +244,12 @@ def within_limits(settings: Settings, spec: JobSpec) -> tuple[Inventory, Policy]
     """The queue's GPUs and policy, if `spec` is within its hard limits (the
     GPUs there are, the policy's per-job limits, its team's caps); Rejected
     naming every limit it is over. A submission and `gqa update` alike."""
+    inventory, policy, _ = team_within_limits(settings, spec)
+    return inventory, policy
+
+
+def team_within_limits(settings: Settings, spec: JobSpec) -> tuple[Inventory, Policy, TeamPolicy]:
+    """within_limits, and the team's policy it read."""
     inventory = settings.inventory()
     if inventory is None:
         raise BackendUnavailable("this queue has no GPUs registered yet: on a workstation, start it once with "
@@ -259,7 +264,7 @@ def within_limits(settings: Settings, spec: JobSpec) -> tuple[Inventory, Policy]
         team_max_gpus=team.max_gpus, user_max_gpus=team.max_gpus_per_user, team=spec.team)
     if problems:
         raise Rejected("; ".join(problems))
-    return inventory, policy
+    return inventory, policy, team
 
 
 def cost_bounded(spec: JobSpec, budget: float | None, inventory: Inventory, policy: Policy) -> JobSpec:
