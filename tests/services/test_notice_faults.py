@@ -144,6 +144,20 @@ def test_a_hook_that_hangs_holds_up_no_other_recipient_in_the_daemons_sender(que
     assert sorted(tried.values()) == [0] * 9 + [1]          # one send at a time to the hook that hangs
 
 
+def test_the_daemons_sender_idles_between_looks_at_the_outbox(queue, monkeypatch):
+    # with nothing to send it looks every POLL seconds: it once looked as fast as it could, a core's half
+    sender = sender_for(queue)
+    looks = []
+    due = NoticeOutbox.due
+    monkeypatch.setattr(NoticeOutbox, "due", lambda self, now, *a, **k: (looks.append(now), due(self, now, *a, **k))[1])
+    sender.start()
+    try:
+        time.sleep(1.2)
+    finally:
+        sender.stop()
+    assert 1 <= len(looks) <= 4, f"{len(looks)} looks at the outbox in 1.2 s"
+
+
 def test_a_retried_notice_goes_behind_fresh_ones(queue):
     outbox = NoticeOutbox(queue.store.path)
     outbox.put("old", "idle", "s", "m", 0.0, recipient="ana@example.org")

@@ -84,10 +84,14 @@ class NoticeSender:
 
     def pump(self, wait: float) -> int:
         """One round: record the sends that ended, start the due ones whose recipient's lane is
-        free, then wait up to `wait` seconds for a send to end. How many went out."""
+        free, then wait up to `wait` seconds: for a send to end, or, with none in flight, idle
+        (the outbox is looked at again then). How many went out."""
         sent = self._collect(0.0)
         self._dispatch()
-        return sent + (self._collect(wait) if self._in_flight else 0)
+        if self._in_flight:
+            return sent + self._collect(wait)
+        self._stop.wait(wait)
+        return sent
 
     def deliver_due(self) -> int:
         """Deliver what is due now and wait for every send it started; how many went out. Each
