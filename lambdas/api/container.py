@@ -6,7 +6,8 @@ Environment (read by lambdas/environment.py):
   live in the settings table);
 - GQA_INTAKE_URLS: JSON {"high": url, "normal": url, "low": url}, the intake queues;
 - GQA_WAKEUP_QUEUE_URL: the dispatcher's, told after cancel/requeue/approve
-  (and hold/release/update) so they are carried out at once;
+  (and hold/release/update, and a change of a quota or the policy) so they
+  are carried out at once;
 - GQA_NOTICES_TOPIC_ARN (optional): job notices of the cancels it writes;
 - GQA_POOLS: the pools as the dispatch function has them (a JSON list of
   resources.Pool's fields): their job queues are where a job's earlier
@@ -83,11 +84,13 @@ class Wiring:
     def spec_problem(self, spec) -> str | None:
         return payload_problem(spec) or self.code.missing(spec)
 
-    def control(self) -> ControlService:
+    def waker(self) -> WakeDispatcher:
         # the change is stored before the wake-up: a failed one is logged, not answered (the schedule carries it out)
-        waker = WakeDispatcher(self.intake, self.store,
-                               on_error=lambda: logger.exception("could not wake the dispatcher"))
-        return ControlService(self.store, self.clock, waker, self.admissions())
+        return WakeDispatcher(self.intake, self.store,
+                              on_error=lambda: logger.exception("could not wake the dispatcher"))
+
+    def control(self) -> ControlService:
+        return ControlService(self.store, self.clock, self.waker(), self.admissions())
 
     def queries(self) -> QueryService:
         return QueryService(self.store, self.clock, self.admissions())
@@ -100,7 +103,8 @@ class Wiring:
         return HistoryService(self.store, self.clock, self.store.inventory)
 
     def quota(self) -> QuotaService:
-        return QuotaService(self.settings)
+        # a raised budget or cap starts the jobs it held in a pass now, not at the next minute's tick
+        return QuotaService(self.settings, self.waker())
 
     def cost(self) -> CostService:
         return CostService(self.settings, self.clock, history=self.settings)

@@ -291,6 +291,10 @@ def test_admins_set_quotas_and_the_policy(api):
     assert status == 200 and answer["policy"]["share"] == 2.0 and api.store.teams()["vision"].max_gpus == 8
     status, answer = api("PUT", "/quota/policy", "root-ops", body={"max_gpus_per_job": 2, "preempt_tiers": [2]})
     assert status == 200 and answer["max_gpus_per_job"] == 2 and api.store.policy().preempt_tiers == (2,)
+    # each change wakes the dispatcher: a raised cap or budget starts what it held now, not at the next tick
+    wakes = [json.loads(m["Body"]) for m in session().client("sqs").receive_message(
+        QueueUrl=api.urls.wakeup, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])]
+    assert wakes == [{"wake": True}] * 2
 
 
 @pytest.mark.parametrize("path, body, words", [
