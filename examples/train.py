@@ -20,8 +20,13 @@ from pathlib import Path
 
 try:
     from gqa.runtime import Checkpointer, job
-except ImportError:  # run from a checkout without gqa installed
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+except ImportError:  # run from a checkout without gqa installed where the job's python runs
+    # the checkout holding this file, or, as a job (which runs a copy of the script kept with the
+    # job), the one it was submitted from: the job starts in the directory it was submitted from
+    for base in (Path(__file__).resolve().parent.parent, Path.cwd(), *Path.cwd().parents):
+        if (base / "gqa" / "runtime" / "__init__.py").is_file():
+            sys.path.insert(0, str(base))
+            break
     from gqa.runtime import Checkpointer, job
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from .context import job
-from .layout import parse_name
+from .layout import Choose, check_step, parse_name
 from .signals import Preemption, install_sigterm_handler, saving
-from .storage import CheckpointStorage, LocalStorage, open_storage
+from .storage import CheckpointStorage, GuardedPointer, LocalStorage, open_storage
 
 DATA_FILE = "data"
 STATE_FILE = "state.json"
@@ -119,6 +119,7 @@ class Checkpointer:
         warning; `rewind()` goes back on purpose. Returns the new checkpoint's
         directory.
         """
+        check_step(step)
         with saving():
             staged = self.storage.stage()
             try:
@@ -130,18 +131,21 @@ class Checkpointer:
             except BaseException:
                 self.storage.discard(staged)
                 raise
-            names = [name, *(n for n in self.storage.names() if n != name)]
-            newest = max(names, key=_order)   # ties: the first, this save
-            if newest == name:
-                self.storage.write_latest(name)
-            else:
+            seen: list[str] = []
+
+            def newest_of(current: str | None, names: list[str]) -> str | None:
+                # the newest committed, this save on a tie; also repairs a pointer left behind by a
+                # crash, or by an earlier gqa that let it move back
+                seen[:] = [name, *(n for n in names if n != name)]
+                newest = max(seen, key=_order)
+                return None if newest == current else newest
+
+            newest = point_at_newest(self.storage, newest_of)
+            if newest != name:
                 self._warn_older(name, newest, step)
-                if self.storage.read_latest() != newest:
-                    # repairs a pointer left behind by a crash, or by an earlier gqa that let it move back
-                    self.storage.write_latest(newest)
             # the checkpoint just saved survives this prune even if older than `keep` allows,
             # so the path returned exists
-            self._prune(names, pinned={newest, name})
+            self._prune(seen, pinned={newest, name})
         path = self.storage.fetch(name)
         assert path is not None
         return path
@@ -150,9 +154,13 @@ class Checkpointer:
         """Save a JSON-able dict; `step` defaults to state["step"]."""
         if step is None:
             step = state.get("step")
-            if not isinstance(step, int):
+            if isinstance(step, bool) or not isinstance(step, int):
                 raise ValueError("pass step= or put an integer 'step' in the state")
         # Serialise before staging, so a bad value fails without touching disk.
+        odd = _key_not_text(state)
+        if odd is not None:
+            raise TypeError(f"state keys must be strings, as JSON has them: {odd[0]!r} ({type(odd[0]).__name__}) "
+                            "would come back as a string or not at all")
         text = json.dumps(dict(state), indent=2, sort_keys=True)
         return self.save(lambda d: (d / STATE_FILE).write_text(text, encoding="utf-8"), step=step)
 
@@ -188,7 +196,7 @@ class Checkpointer:
                 self.storage.delete(name)
             left = [n for n in names if n not in doomed]
             if left:
-                self.storage.write_latest(left[-1])
+                self.storage.write_latest(left[-1])   # back on purpose: no newest-wins here
         key = None if self.resume_from is None else _key_of(self.resume_from)
         if key is not None and key[0] > step:
             self.resume_from = None   # where this attempt started is past the point gone back to
@@ -230,6 +238,44 @@ def resume_order(names: Iterable[str], pointer: str | None, resume_from: str | N
             if ref is not None and key is not None and ref not in keyed:
                 keyed[ref] = (key[0], key[1], -rank)
     return sorted(keyed, key=keyed.__getitem__, reverse=True)
+
+
+def point_at_newest(storage: CheckpointStorage, choose: Choose) -> str:
+    """Move `latest` as `choose(current, names)` says (None: it is right) and return what it
+    names. A storage that cannot guard the move (GuardedPointer) gets it re-checked after each
+    write: two processes saving at once may each write, in either order, and the one whose
+    write came last then sees whether a newer checkpoint was committed meanwhile."""
+    if isinstance(storage, GuardedPointer):
+        moved = storage.update_latest(choose)
+        assert moved is not None
+        return moved
+    while True:
+        current = storage.read_latest()
+        chosen = choose(current, storage.names())
+        if chosen is None:
+            assert current is not None
+            return current
+        storage.write_latest(chosen)
+
+
+def _key_not_text(value: object, depth: int = 0) -> tuple[object] | None:
+    """The first dict key in `value` that is not a string (JSON's keys are), in a 1-tuple
+    (the key may be None); None where every key is a string."""
+    if depth > 100:
+        return None   # json.dumps says what is wrong with a structure this deep
+    items: Iterable[object] = ()
+    if isinstance(value, Mapping):
+        for key in value:
+            if not isinstance(key, str):
+                return (key,)
+        items = value.values()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    for item in items:
+        found = _key_not_text(item, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _key_of(ref: str) -> tuple[int, int] | None:

@@ -7,9 +7,18 @@ atomic semantics of LocalStorage:
 
 S3 has no rename, so the manifest plays its part: a checkpoint counts as
 committed only once its manifest exists, and a single PUT is atomic. A kill
-mid-upload leaves files without a manifest (never listed, swept on the next
-save) and `latest` where it was. Reads follow the manifest, not a listing, so
-a stray object under a checkpoint's prefix is never mistaken for part of it.
+mid-upload leaves files without a manifest (never listed) and `latest` where
+it was. Reads follow the manifest, not a listing, so a stray object under a
+checkpoint's prefix is never mistaken for part of it.
+
+Several processes of an attempt may save at once. Each first claims its
+checkpoint's name with a conditional PUT of `ckpt-<step>/.gqa-claim` (If-None-
+Match: *), so no two uploads share a prefix: a name another process claimed
+is passed over for the next serial. An upload in progress looks like a killed
+one (files, no manifest), so a save sweeps only prefixes whose newest object
+is a day old (staging.UNLOCKED_AGE). `latest` moves by a conditional PUT on
+the pointer's ETag, so two processes never move it out of order. A store
+without conditional writes gets the plain PUTs.
 
 boto3 is imported on first use, so `gqa.runtime` stays importable with the
 standard library alone; the job's container needs boto3 only to use S3.
@@ -21,16 +30,22 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .layout import POINTER, parse_name
+from .layout import POINTER, Choose, check_step, parse_name
+from .staging import UNLOCKED_AGE
 
 MANIFEST = ".gqa-manifest.json"
+CLAIM = ".gqa-claim"
 SCHEME = "s3://"
 MISSING = ("NoSuchKey", "404", "NotFound")
 DENIED = ("AccessDenied", "403")     # a HEAD's answer carries only the status code
+LOST_RACE = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")   # a conditional write's
+NO_CONDITIONS = ("NotImplemented", "501")   # a store that has no conditional writes
+POINTER_TRIES = 20
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -88,18 +103,22 @@ class S3Storage:
         return Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.cache))
 
     def commit(self, staged: Path, step: int) -> str:
-        if step < 0:
-            raise ValueError(f"step must be 0 or more, got {step}")
+        check_step(step)
         files = sorted(p for p in staged.rglob("*") if p.is_file() and not p.is_symlink())
         relative = [p.relative_to(staged).as_posix() for p in files]
-        if MANIFEST in relative:
-            raise ValueError(f"{MANIFEST} is gqa's name for the checkpoint's manifest; use another file name")
-        # a new name each time (ckpt-5, ckpt-5.1, ...): never one `latest` may point at,
-        # nor one a killed upload left files under
+        for own in (MANIFEST, CLAIM):
+            if own in relative:
+                raise ValueError(f"{own} is gqa's name for the checkpoint's "
+                                 f"{'manifest' if own == MANIFEST else 'claim on its name'}; use another file name")
+        # a new name each time (ckpt-5, ckpt-5.1, ...): never one `latest` may point at, one a
+        # killed upload left files under, nor one another process is uploading to
         taken = set(self._prefixes())
         serial = 0
-        while (name := f"ckpt-{step}" if serial == 0 else f"ckpt-{step}.{serial}") in taken:
+        while True:
+            name = f"ckpt-{step}" if serial == 0 else f"ckpt-{step}.{serial}"
             serial += 1
+            if name not in taken and self._claim(f"{self.prefix}{name}/{CLAIM}"):
+                break
         base = f"{self.prefix}{name}/"
         for path, rel in zip(files, relative):
             self.client.upload_file(str(path), self.bucket, base + rel)
@@ -122,6 +141,32 @@ class S3Storage:
         # one PUT replaces the object whole: readers see the old pointer or the new one
         self.client.put_object(Bucket=self.bucket, Key=self.prefix + POINTER, Body=(name + "\n").encode(),
                                ContentType="text/plain")
+
+    def update_latest(self, choose: Choose) -> str | None:
+        """Point `latest` at what `choose(current, names)` picks (None: leave it), written only
+        if the pointer is still the one read (its ETag; none yet: If-None-Match); a move by
+        another process in between makes it read and choose again."""
+        key = self.prefix + POINTER
+        for _ in range(POINTER_TRIES):
+            body, etag = self._get_tagged(key)
+            current = (body.decode("utf-8").strip() or None) if body is not None else None
+            chosen = choose(current, self.names())
+            if chosen is None or chosen == current:
+                return current
+            condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=(chosen + "\n").encode(),
+                                       ContentType="text/plain", **condition)
+            except Exception as exc:
+                code = _code(exc)
+                if code in LOST_RACE:
+                    continue
+                if code not in NO_CONDITIONS:
+                    raise
+                self.write_latest(chosen)
+            return chosen
+        raise RuntimeError(f"{SCHEME}{self.bucket}/{key} kept changing while being moved "
+                           f"({POINTER_TRIES} tries); the checkpoint is saved, `latest` was left as it was")
 
     def names(self) -> list[str]:
         suffix = "/" + MANIFEST
@@ -160,6 +205,11 @@ class S3Storage:
                 target = local / entry["path"]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 self.client.download_file(bucket, base + entry["path"], str(target))
+        except Exception as exc:
+            shutil.rmtree(local, ignore_errors=True)
+            if _code(exc) in MISSING:
+                return None   # deleted while read (pruned by another process): the next candidate
+            raise
         except BaseException:
             shutil.rmtree(local, ignore_errors=True)
             raise
@@ -169,18 +219,35 @@ class S3Storage:
 
     # -- S3 helpers ---------------------------------------------------------------------------
     def _get(self, key: str, *, bucket: str | None = None) -> bytes | None:
+        return self._get_tagged(key, bucket=bucket)[0]
+
+    def _get_tagged(self, key: str, *, bucket: str | None = None) -> tuple[bytes | None, str | None]:
+        """The object's body and ETag; (None, None) where there is none."""
         bucket = bucket or self.bucket
         try:
             out = self.client.get_object(Bucket=bucket, Key=key)
         except Exception as exc:   # botocore is not imported here; judge the error by its code
             code = _code(exc)
             if code in MISSING or (code in DENIED and self._absent(bucket, key)):
-                return None
+                return None, None
             if code in DENIED:
                 raise PermissionError(f"cannot read {SCHEME}{bucket}/{key}: access denied; the job's role "
                                       "needs s3:GetObject on it and s3:ListBucket on its prefix") from exc
             raise
-        return out["Body"].read()
+        return out["Body"].read(), out.get("ETag")
+
+    def _claim(self, key: str) -> bool:
+        """Whether this process now holds `key` (a name's claim): False where another has it."""
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=b"", IfNoneMatch="*")
+        except Exception as exc:
+            code = _code(exc)
+            if code in LOST_RACE:
+                return False
+            if code not in NO_CONDITIONS:
+                raise
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=b"")
+        return True
 
     def _absent(self, bucket: str, key: str) -> bool:
         """Whether a listing shows no `key`. S3 answers a GET of a missing key with 403 to a reader
@@ -195,10 +262,13 @@ class S3Storage:
         return not any(item["Key"] == key for item in out.get("Contents", []))
 
     def _keys(self, prefix: str) -> Iterator[str]:
+        for item in self._objects(prefix):
+            yield item["Key"]
+
+    def _objects(self, prefix: str) -> Iterator[dict[str, Any]]:
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-            for item in page.get("Contents", []):
-                yield item["Key"]
+            yield from page.get("Contents", [])
 
     def _prefixes(self) -> Iterator[str]:
         """Names of checkpoint folders with any object in them, committed or not."""
@@ -217,13 +287,18 @@ class S3Storage:
         if batch:
             self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
 
-    def _sweep(self) -> None:
-        """Remove what killed uploads left: checkpoint folders without a manifest.
-        One attempt of a job runs at a time, so no live upload is among them."""
+    def _sweep(self, now: float | None = None) -> None:
+        """Remove what killed uploads left: checkpoint folders without a manifest whose newest
+        object is a day old. A younger one may be another process's upload in progress."""
+        now = time.time() if now is None else now
         committed = set(self.names())
         for name in self._prefixes():
-            if name not in committed and parse_name(name) is not None:
-                self._delete_all(f"{self.prefix}{name}/")
+            if name in committed or parse_name(name) is None:
+                continue
+            base = f"{self.prefix}{name}/"
+            newest = max((item["LastModified"].timestamp() for item in self._objects(base)), default=None)
+            if newest is not None and now - newest > UNLOCKED_AGE:
+                self._delete_all(base)
 
 
 def _code(exc: BaseException) -> str:

@@ -7,18 +7,19 @@ shared filesystem; `gqa.runtime.s3.S3Storage` is an S3 prefix
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from .layout import POINTER, parse_name
+from . import staging
+from .layout import POINTER, Choose, check_step, parse_name
 
-STAGING_PREFIX = ".tmp-"
-# Marks staging entries made by this process, so a sweep removes only the
-# leftovers of earlier, killed attempts.
-_PROCESS_TOKEN = secrets.token_hex(4)
+# a rename onto a name another process has just committed (or a file of that name)
+_TAKEN = {errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR}
+
 
 
 class CheckpointStorage(Protocol):
@@ -61,6 +62,17 @@ class CheckpointStorage(Protocol):
         ...
 
 
+@runtime_checkable
+class GuardedPointer(Protocol):
+    """A storage that moves `latest` with no other process's move between its
+    read and its write (a lock, a conditional write). Storages without it get
+    the move re-checked after it is made."""
+
+    def update_latest(self, choose: Choose) -> str | None:
+        """Point `latest` at `choose(current, names)` (None: leave it); what it names after."""
+        ...
+
+
 def open_storage(location: str | os.PathLike[str]) -> CheckpointStorage:
     """Storage for a directory path or a URI."""
     text = os.fspath(location)
@@ -76,7 +88,9 @@ def open_storage(location: str | os.PathLike[str]) -> CheckpointStorage:
 
 class LocalStorage:
     """Checkpoints in a directory. A rename is the commit; `latest` is a small
-    file replaced with os.replace, so both steps are atomic on POSIX."""
+    file replaced with os.replace, so both steps are atomic on POSIX. Several
+    processes may save at once: each stages in a room of its own, swept only
+    once that process is dead (`staging`), and moves of `latest` are serialised."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -88,27 +102,33 @@ class LocalStorage:
     def stage(self) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         if not self._swept:
-            self._sweep()
+            staging.sweep(self.root)
             self._swept = True
         # Inside root, so the commit is a rename within one filesystem.
-        staged = self.root / f"{STAGING_PREFIX}{_PROCESS_TOKEN}-{secrets.token_hex(4)}"
+        staged = staging.room(self.root) / secrets.token_hex(4)
         staged.mkdir()
         return staged
 
     def commit(self, staged: Path, step: int) -> str:
-        if step < 0:
-            raise ValueError(f"step must be 0 or more, got {step}")
+        check_step(step)
         _fsync_tree(staged)
-        # Saving the same step twice (e.g. right after a resume) gets a serial
-        # suffix rather than replacing a checkpoint `latest` may point at.
+        # Saving the same step twice (e.g. right after a resume, or two processes at once) gets a
+        # serial suffix rather than replacing a checkpoint `latest` may point at; a name another
+        # process took between the look and the rename is passed over the same way.
         serial = 0
         while True:
             name = f"ckpt-{step}" if serial == 0 else f"ckpt-{step}.{serial}"
             target = self.root / name
-            if not os.path.lexists(target):
-                break
             serial += 1
-        os.rename(staged, target)
+            if os.path.lexists(target):
+                continue
+            try:
+                os.rename(staged, target)
+            except OSError as exc:
+                if exc.errno in _TAKEN:
+                    continue
+                raise
+            break
         _fsync_dir(self.root)
         return name
 
@@ -123,13 +143,25 @@ class LocalStorage:
         return name or None
 
     def write_latest(self, name: str) -> None:
-        tmp = self.root / f"{STAGING_PREFIX}{_PROCESS_TOKEN}-{POINTER}-{secrets.token_hex(4)}"
+        tmp = staging.room(self.root) / f"{POINTER}-{secrets.token_hex(4)}"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(name + "\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.root / POINTER)
         _fsync_dir(self.root)
+
+    def update_latest(self, choose: Choose) -> str | None:
+        """Point `latest` at what `choose(current, names)` picks (None: leave it), with no
+        other process's move between the read and the write; what `latest` names after."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with staging.PointerLock(self.root):
+            current = self.read_latest()
+            chosen = choose(current, self.names())
+            if chosen is None or chosen == current:
+                return current
+            self.write_latest(chosen)
+            return chosen
 
     def names(self) -> list[str]:
         try:
@@ -141,9 +173,9 @@ class LocalStorage:
     def delete(self, name: str) -> None:
         if parse_name(name) is None:
             raise ValueError(f"not a checkpoint name: {name!r}")
-        # Rename first (atomic), then delete: a kill mid-delete leaves a staging
-        # leftover that the next sweep removes, never a half-empty "committed" checkpoint.
-        doomed = self.root / f"{STAGING_PREFIX}{_PROCESS_TOKEN}-deleting-{secrets.token_hex(4)}"
+        # Rename first (atomic), then delete: a kill mid-delete leaves a dead process's room that
+        # a later sweep removes, never a half-empty "committed" checkpoint.
+        doomed = staging.room(self.root) / f"deleting-{secrets.token_hex(4)}"
         try:
             os.rename(self.root / name, doomed)
         except FileNotFoundError:
@@ -155,20 +187,17 @@ class LocalStorage:
         if not path.is_absolute() and len(path.parts) == 1:
             path = self.root / path
         # Only committed names count: a staging dir or any other folder is not
-        # a checkpoint, however it got into GQA_RESUME_FROM.
+        # a checkpoint, however it got into GQA_RESUME_FROM; nor is an empty one,
+        # which has nothing to resume from
         if parse_name(path.name) is None or not path.is_dir():
             return None
+        try:
+            with os.scandir(path) as files:
+                if next(files, None) is None:
+                    return None
+        except OSError:
+            return None
         return path
-
-    def _sweep(self) -> None:
-        """Remove staging leftovers of saves that were killed half way."""
-        mine = f"{STAGING_PREFIX}{_PROCESS_TOKEN}-"
-        for entry in os.scandir(self.root):
-            if entry.name.startswith(STAGING_PREFIX) and not entry.name.startswith(mine):
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    Path(entry.path).unlink(missing_ok=True)
 
 
 def _fsync_tree(root: Path) -> None:

@@ -4,6 +4,7 @@ Checkpointer) and the control plane's (S3Checkpoints: location and latest)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -14,7 +15,8 @@ from moto import mock_aws
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.models.errors import BackendUnavailable, Misconfigured, NotFound
 from gqa.runtime import Checkpointer
-from gqa.runtime.s3 import MANIFEST, S3Storage
+from gqa.runtime.s3 import CLAIM, MANIFEST, S3Storage
+from gqa.runtime.staging import UNLOCKED_AGE
 from tests.aws.aws_limits import deny_missing_keys
 from tests.aws.moto_support import refuse, session
 from tests.contract.conftest import FAKE_AWS
@@ -73,8 +75,8 @@ def test_a_checkpointer_saves_and_resumes_through_s3(s3, tmp_path):
 
     ckpt.save_state({"step": 100, "loss": 0.5})
 
-    assert keys(s3) == ["checkpoints/7/ckpt-100/.gqa-manifest.json", "checkpoints/7/ckpt-100/state.json",
-                        "checkpoints/7/latest"]
+    assert keys(s3) == [f"checkpoints/7/ckpt-100/{CLAIM}", "checkpoints/7/ckpt-100/.gqa-manifest.json",
+                        "checkpoints/7/ckpt-100/state.json", "checkpoints/7/latest"]
     assert read(s3, "checkpoints/7/latest").strip() == "ckpt-100"
     # a fresh attempt (another container, an empty cache) reads it back from S3
     again = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "b"))
@@ -143,9 +145,14 @@ def test_a_kill_mid_upload_never_moves_latest(s3, tmp_path):
     assert fresh.names() == ["ckpt-1"]
     assert (Checkpointer(storage=fresh).latest() / "model.bin").read_bytes()[-1] == 1
     assert S3Checkpoints(s3, BUCKET, "c").latest("1") == f"s3://{BUCKET}/c/1/ckpt-1"
-    # the next attempt's first save sweeps the leftover and commits the step afresh
+    # the next attempt commits the step afresh beside the leftover, which may be another process's
+    # upload in progress until it is a day old; a save a day later sweeps it
     Checkpointer(storage=fresh).save(two_files(2), step=2)
-    assert keys(s3, "c/1/ckpt-2/") == [f"c/1/ckpt-2/{MANIFEST}", "c/1/ckpt-2/model.bin", "c/1/ckpt-2/sub/optim.bin"]
+    assert keys(s3, "c/1/ckpt-2.1/") == [f"c/1/ckpt-2.1/{CLAIM}", f"c/1/ckpt-2.1/{MANIFEST}",
+                                         "c/1/ckpt-2.1/model.bin", "c/1/ckpt-2.1/sub/optim.bin"]
+    assert keys(s3, "c/1/ckpt-2/") == [f"c/1/ckpt-2/{CLAIM}", "c/1/ckpt-2/model.bin"]
+    S3Storage(uri, client=s3, cache_dir=tmp_path / "later")._sweep(now=time.time() + UNLOCKED_AGE + 60)
+    assert keys(s3, "c/1/ckpt-2/") == []
 
 
 def test_a_missing_pointer_falls_back_to_the_newest_committed_checkpoint(s3, tmp_path):
@@ -178,6 +185,87 @@ def test_saving_a_step_twice_never_replaces_a_committed_checkpoint(s3, tmp_path)
     assert sorted(ckpt.storage.names()) == ["ckpt-10", "ckpt-10.1"]
     assert read(s3, "c/4/latest").strip() == "ckpt-10.1"
     assert read(s3, "c/4/ckpt-10/data") == "first"
+
+
+class SaveMeanwhile:
+    """An S3 client that, at its `at`-th call of `method`, first lets `meanwhile()` run: another
+    process of the attempt acting between this one's steps."""
+
+    def __init__(self, client: Any, method: str, meanwhile, at: int = 1):
+        self._client, self.method, self.meanwhile, self.at, self.calls = client, method, meanwhile, at, 0
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._client, name)
+        if name != self.method:
+            return real
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == self.at:
+                self.meanwhile()
+            return real(*args, **kwargs)
+        return call
+
+
+def test_another_processs_first_save_leaves_an_upload_in_progress_whole(s3, tmp_path):
+    # A has uploaded model.bin of step 2 when B, an eval hook, saves for the first time: B's sweep
+    # once deleted A's upload as a killed one's, and A then committed a checkpoint without model.bin
+    uri = f"s3://{BUCKET}/c/8/"
+    hook = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "b"))
+    trainer = Checkpointer(storage=S3Storage(
+        uri, client=SaveMeanwhile(s3, "upload_file", lambda: hook.save_state({"step": 1}), at=2),
+        cache_dir=tmp_path / "a"))
+    trainer.save(two_files(2), step=2)
+
+    assert keys(s3, "c/8/ckpt-2/") == [f"c/8/ckpt-2/{CLAIM}", f"c/8/ckpt-2/{MANIFEST}", "c/8/ckpt-2/model.bin",
+                                       "c/8/ckpt-2/sub/optim.bin"]
+    fresh = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "c"))
+    assert (fresh.latest() / "model.bin").read_bytes()[-1] == 2
+    assert read(s3, "c/8/latest").strip() == "ckpt-2"
+
+
+def test_two_processes_saving_one_step_at_once_upload_to_names_of_their_own(s3, tmp_path):
+    # both looked and saw ckpt-5 free; the one whose claim lost takes ckpt-5.1 (they once shared a
+    # prefix, one's files overwriting the other's under either manifest)
+    uri = f"s3://{BUCKET}/c/9/"
+    other = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "b"))
+    first = Checkpointer(storage=S3Storage(
+        uri, client=SaveMeanwhile(s3, "put_object", lambda: other.save(b"other", step=5)), cache_dir=tmp_path / "a"))
+    first.save(b"first", step=5)
+
+    assert sorted(first.storage.names()) == ["ckpt-5", "ckpt-5.1"]
+    assert {read(s3, "c/9/ckpt-5/data"), read(s3, "c/9/ckpt-5.1/data")} == {"first", "other"}
+
+
+def test_latest_moves_only_if_no_other_process_moved_it_since_it_was_read(s3, tmp_path):
+    # this process saved step 145 and read the pointer; another committed 146 and moved it meanwhile:
+    # the conditional write fails and the move is chosen again, so `latest` never goes back
+    uri = f"s3://{BUCKET}/c/10/"
+    other = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "b"))
+    other.save(b"a", step=144)
+    slow = S3Storage(uri, client=s3, cache_dir=tmp_path / "a")
+    real_names = slow.names
+    moved = []
+
+    def names_then_another_save() -> list[str]:
+        seen = real_names()
+        if not moved:
+            moved.append(other.save(b"b", step=146))
+        return seen
+
+    slow.names = names_then_another_save  # type: ignore[method-assign]
+    with pytest.warns(RuntimeWarning, match="older than ckpt-146"):
+        Checkpointer(storage=slow).save(b"c", step=145)
+    assert read(s3, "c/10/latest").strip() == "ckpt-146"
+
+
+def test_a_checkpoint_whose_file_went_missing_is_passed_over(s3, tmp_path):
+    uri = f"s3://{BUCKET}/c/11/"
+    Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "a")).save(two_files(1), step=1)
+    Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "b")).save(two_files(2), step=2)
+    s3.delete_object(Bucket=BUCKET, Key="c/11/ckpt-2/model.bin")      # pruned by another process as it was read
+    fresh = Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "c"))
+    assert (fresh.latest() / "model.bin").read_bytes()[-1] == 1
 
 
 def test_fetch_refuses_what_is_not_a_committed_checkpoint(s3, tmp_path):

@@ -58,6 +58,6 @@ def test_each_stage_of_a_requeued_job_resumes_from_the_newest(queue, tmp_path):
     assert 40 <= at4 == at5 < LAST                  # attempt 3: both stages from the newest
     # every step saved once: nothing was trained twice, `latest` never went back
     checkpoints = queue.home / "checkpoints" / job_id
-    assert sorted(p.name for p in checkpoints.iterdir()) == sorted(
+    assert sorted(p.name for p in checkpoints.iterdir() if not p.name.startswith(".")) == sorted(
         [f"ckpt-{step}" for step in range(1, LAST + 1)] + ["latest"])
     assert (checkpoints / "latest").read_text().strip() == f"ckpt-{LAST}"

@@ -102,8 +102,26 @@ def test_standalone_run_uses_local_checkpoints(tmp_path: Path) -> None:
     first = run()
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("starting fresh")
-    saved = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    # gqa's own entries are hidden: the lock `latest` moves under, an ended process's staging folder
+    saved = sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if not p.name.startswith("."))
     assert saved == ["ckpt-4", "ckpt-6", "latest"]
     second = run()
     assert second.stdout.startswith("resumed from step 6")
     assert second.stdout.splitlines()[-1] == "done at step 6"
+
+
+@pytest.mark.e2e
+def test_a_copy_run_as_a_job_finds_the_checkout_it_was_submitted_from(tmp_path: Path) -> None:
+    # a job runs a copy of its script, kept with the job, from the directory it was submitted
+    # from: with a python that has no gqa installed, the example looked beside the copy and failed
+    copy = tmp_path / "exits" / "1.1.d" / "slurm_script"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(SCRIPT.read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GQA_") and k != "PYTHONPATH"}
+    done = subprocess.run(
+        # -S: no site-packages, so no installed gqa
+        [sys.executable, "-S", str(copy), "--steps", "2", "--step-seconds", "0",
+         "--checkpoint-dir", str(tmp_path / "ckpt")],
+        env=env, cwd=REPO / "examples", capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "done at step 2"

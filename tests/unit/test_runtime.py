@@ -48,7 +48,13 @@ def restore_sigterm():
 
 
 def entries(root: Path) -> set[str]:
-    return {p.name for p in root.iterdir()}
+    """What a checkpoint folder holds, gqa's own aside: the lock `latest` moves under, and this
+    process's staging room while it holds nothing but its lock (no temp file left in it)."""
+    own = {".gqa-lock"}
+    for path in root.glob(".tmp-*"):
+        if path.is_dir() and [p.name for p in path.iterdir()] == ["lock"]:
+            own.add(path.name)
+    return {p.name for p in root.iterdir()} - own
 
 
 def pointer(root: Path) -> str:
@@ -237,18 +243,151 @@ def test_crash_between_commit_and_pointer_resumes_from_the_commit(tmp_path: Path
     assert fresh.load() == b"newer"
 
 
-def test_leftovers_of_a_killed_save_are_ignored_then_swept(tmp_path: Path) -> None:
+def test_leftovers_of_an_earlier_gqas_killed_save_are_ignored_then_swept_once_a_day_old(tmp_path: Path) -> None:
     Checkpointer(tmp_path).save(b"good", step=1)
-    # What a process killed mid-save leaves: a staging dir and a pointer temp.
+    # What an earlier gqa killed mid-save left: a staging dir and a pointer temp, without a lock
     (tmp_path / ".tmp-deadbeef-0001").mkdir()
     (tmp_path / ".tmp-deadbeef-0001" / "data").write_bytes(b"partial")
     (tmp_path / ".tmp-deadbeef-latest-0002").write_text("ckpt-2\n")
+    (tmp_path / ".tmp-cafef00d-0003").mkdir()      # a day old by its time
+    day_old = time.time() - 2 * 24 * 3600
+    for name in (".tmp-deadbeef-0001", ".tmp-deadbeef-latest-0002"):
+        os.utime(tmp_path / name, (day_old, day_old))
 
     ckpt = Checkpointer(tmp_path)  # the next attempt
     assert ckpt.load() == b"good"
     assert ckpt.storage.names() == ["ckpt-1"]
     ckpt.save(b"next", step=2)
-    assert entries(tmp_path) == {"ckpt-1", "ckpt-2", "latest"}
+    # the young one may be an earlier gqa's save in progress: kept until it is a day old
+    assert entries(tmp_path) == {"ckpt-1", "ckpt-2", "latest", ".tmp-cafef00d-0003"}
+
+
+CONCURRENT_SAVER = textwrap.dedent(
+    """
+    import sys, time
+    from gqa.runtime import Checkpointer
+
+    def slow(d):
+        for i in range(int(sys.argv[3])):
+            (d / f"part{i}").write_bytes(b"x" * 1000)
+            time.sleep(0.002)
+
+    ckpt = Checkpointer(sys.argv[1], keep=100)
+    for step in range(int(sys.argv[2]), int(sys.argv[2]) + 5):
+        ckpt.save(slow, step=step)
+    """
+)
+
+
+def test_two_processes_saving_at_once_never_cut_each_others_saves(tmp_path: Path) -> None:
+    # a trainer saving 100-file checkpoints while short-lived eval processes each save once: a
+    # process's first save once swept every other process's staging, live ones included, and
+    # committed checkpoints with files missing (0 of 100, 39 of 100)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    trainer = subprocess.Popen([sys.executable, "-c", CONCURRENT_SAVER, str(tmp_path), "100", "100"],
+                               env=env, stderr=subprocess.PIPE, text=True)
+    hooks = [subprocess.run([sys.executable, "-c", CONCURRENT_SAVER, str(tmp_path), str(start), "1"],
+                            env=env, capture_output=True, text=True, timeout=60) for start in range(0, 40, 5)]
+    _, err = trainer.communicate(timeout=120)
+    assert trainer.returncode == 0, err
+    assert [h.returncode for h in hooks] == [0] * len(hooks), [h.stderr for h in hooks]
+    names = Checkpointer(tmp_path).storage.names()
+    assert len(names) == 5 + 5 * len(hooks)
+    for name in names:
+        step = parse_name(name)[0]  # type: ignore[index]
+        assert len(list((tmp_path / name).iterdir())) == (100 if step >= 100 else 1), name
+    assert pointer(tmp_path) == "ckpt-104"
+
+
+def test_a_dead_processs_staging_is_swept_and_a_live_ones_is_not(tmp_path: Path) -> None:
+    from gqa.runtime import staging
+
+    live = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from gqa.runtime import staging; "
+         "r = staging.room(Path(sys.argv[1])); (r / 'part').write_bytes(b'x'); print(r.name, flush=True); "
+         "sys.stdin.read()", str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        live_room = live.stdout.readline().strip()  # type: ignore[union-attr]
+        dead = subprocess.run(
+            [sys.executable, "-c", "import sys; from pathlib import Path; from gqa.runtime import staging; "
+             "r = staging.room(Path(sys.argv[1])); (r / 'part').write_bytes(b'x'); print(r.name)", str(tmp_path)],
+            env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=True)
+        assert staging.sweep(tmp_path) == [dead.stdout.strip()]
+        assert (tmp_path / live_room / "part").exists()
+    finally:
+        live.communicate("", timeout=10)
+    assert staging.sweep(tmp_path) == [live_room]          # once it has gone
+
+
+def test_two_processes_saving_one_step_at_once_each_get_a_name(tmp_path: Path, monkeypatch) -> None:
+    # the name looked free to both: the one whose rename lost takes the next serial (it raised ENOTEMPTY)
+    storage = LocalStorage(tmp_path)
+    first, second = storage.stage(), storage.stage()
+    (first / "data").write_bytes(b"a")
+    (second / "data").write_bytes(b"b")
+    real_lexists = os.path.lexists
+    monkeypatch.setattr(os.path, "lexists", lambda p: False if str(p).endswith("ckpt-7") else real_lexists(p))
+    assert storage.commit(first, 7) == "ckpt-7"
+    assert storage.commit(second, 7) == "ckpt-7.1"
+    assert (tmp_path / "ckpt-7" / "data").read_bytes() == b"a"
+
+
+def test_latest_moves_under_a_lock_so_a_slower_older_save_never_moves_it_back(tmp_path: Path) -> None:
+    # two processes: one saved step 145 and read the folder; the other committed 146 and moved
+    # `latest` meanwhile. The slower one's move, chosen under the lock, sees 146
+    ckpt = Checkpointer(tmp_path)
+    ckpt.save(b"a", step=145)
+    storage = LocalStorage(tmp_path)
+    chosen = []
+
+    def choose(current: str | None, names: list[str]) -> str | None:
+        chosen.append(max(names, key=parse_name))
+        return chosen[-1] if chosen[-1] != current else None
+
+    other = None
+    real_names = storage.names
+
+    def names_then_another_save() -> list[str]:
+        nonlocal other
+        seen = real_names()
+        if other is None:   # another process saves 146 while this one holds the lock: it waits
+            other = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from gqa.runtime import Checkpointer; "
+                 "Checkpointer(sys.argv[1]).save(b'b', step=146)", str(tmp_path)],
+                env={**os.environ, "PYTHONPATH": str(REPO)})
+            time.sleep(1.0)
+            assert other.poll() is None, "the other save did not wait for the lock"
+        return seen
+
+    storage.names = names_then_another_save  # type: ignore[method-assign]
+    try:
+        storage.write_latest("ckpt-145") if pointer(tmp_path) != "ckpt-145" else None
+        assert storage.update_latest(choose) is None or pointer(tmp_path) == "ckpt-145"
+    finally:
+        assert other is not None and other.wait(timeout=30) == 0
+    assert pointer(tmp_path) == "ckpt-146"   # moved by the other once this one let go, never back
+
+
+@pytest.mark.parametrize("step", [True, 2.5, 1e20, "3", None])
+def test_a_step_that_is_not_a_whole_number_is_refused_before_anything_is_written(tmp_path: Path, step) -> None:
+    with pytest.raises(TypeError, match="step must be a whole number"):
+        Checkpointer(tmp_path).save(b"x", step=step)
+    assert not tmp_path.exists() or entries(tmp_path) == set()
+
+
+@pytest.mark.parametrize("state", [{"step": 2, 1: "a"}, {"step": 2, "layers": {0: 1.0}}, {"step": 2, "l": [{None: 1}]}])
+def test_a_state_with_keys_json_would_not_give_back_is_refused_saying_which(tmp_path: Path, state) -> None:
+    with pytest.raises(TypeError, match="state keys must be strings"):
+        Checkpointer(tmp_path).save_state(state)
+    assert not tmp_path.exists() or entries(tmp_path) == set()
+
+
+def test_an_empty_checkpoint_folder_is_passed_over(tmp_path: Path) -> None:
+    Checkpointer(tmp_path).save_state({"step": 20})
+    (tmp_path / "ckpt-50").mkdir()                         # named as one, holding nothing
+    assert Checkpointer(tmp_path).load_state() == {"step": 20}
+    assert Checkpointer(tmp_path, resume_from=str(tmp_path / "ckpt-50")).load_state() == {"step": 20}
 
 
 @pytest.mark.parametrize("folder", [".tmp-deadbeef-0001", "ckpt-3-partial", "outputs"])
