@@ -8,6 +8,10 @@ from pathlib import Path
 
 # jsii (the CDK's bridge to Node.js) prints a banner on every start under Node 20
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# the sbatch input variables of the shell the suite runs in are dropped: SBATCH_TIMELIMIT would change what
+# every submission asks for (the CLI keeps the environment it started with, so before it is imported)
+for _name in [n for n in os.environ if n.startswith("SBATCH_")]:
+    del os.environ[_name]
 
 ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
