@@ -19,11 +19,7 @@ from . import quota, local, local_price, trigger, demo, simulate, cost, report, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = None
-    if "--" in args:
-        cut = args.index("--")
-        args, command = args[:cut], args[cut + 1:]
+    args, command = split_trailing_command(list(sys.argv[1:] if argv is None else argv))
     token = TRAILING_COMMAND.set(command)
     profile = PROFILE.set(None)
     import typer
@@ -47,6 +43,34 @@ def main(argv: list[str] | None = None) -> int:
         PROFILE.reset(profile)
         TRAILING_COMMAND.reset(token)
     return result if isinstance(result, int) else 0
+
+
+# the commands that take a command after `--` (cli/context.py); for the others `--` ends the options, as usual
+TAKES_A_COMMAND = {"submit"}
+
+
+def split_trailing_command(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """`gqa submit ... -- CMD ARGS...`: the arguments to parse and the job's
+    command, verbatim (None: no `--`). Any other command keeps its `--`, so
+    `gqa cancel 1 -- 2` cancels both and `gqa whoami -- x` is refused."""
+    if "--" not in args or command_name(args) not in TAKES_A_COMMAND:
+        return args, None
+    cut = args.index("--")
+    return args[:cut], args[cut + 1:]
+
+
+def command_name(args: list[str]) -> str | None:
+    """The command `args` run: the first word that is not gqa's own option
+    (--profile P, -V, -h) nor its value; None when `--` or the end comes first."""
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            return None
+        if word == "--profile":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def gqa_command():
