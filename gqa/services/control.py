@@ -286,9 +286,9 @@ class ControlService:
         decided = self._decide_admitting(refs, frozenset({JobState.PENDING_APPROVAL}),
                                          Transition(to, self.clock.now(), why))
         jobs = self._resolve(refs, decided)
-        waiting = [j for j in jobs if j.state == JobState.PENDING_APPROVAL]
-        if len(refs) == 1 and len(jobs) == 1 and not waiting:
-            raise InvalidTransition(f"job {jobs[0].id} is {jobs[0].status}, not awaiting approval")
+        alone = len(refs) == 1 and len(jobs) == 1   # a job asked about alone must await approval
+        if alone and jobs[0].state != JobState.PENDING_APPROVAL:
+            raise InvalidTransition(_not_awaiting(jobs[0]))
         now = self.clock.now()
         fields = {"ended_at": now} if to == JobState.REJECTED else None
         results = []
@@ -299,8 +299,10 @@ class ControlService:
             try:
                 [job] = self.store.apply([Change(job.id, JobState.PENDING_APPROVAL, to, why, now, fields)])
                 results.append(ControlResult(job, action))
-            except Conflict:  # cancelled meanwhile
+            except Conflict:  # decided or cancelled meanwhile
                 job = self.store.get(job.id)
+                if alone:     # as if it had been read after: the loser of two approvers hears what a later one does
+                    raise InvalidTransition(_not_awaiting(job)) from None
                 results.append(ControlResult(job, "unchanged", f"not awaiting approval ({job.status})"))
         self._wake(job.id for job in jobs)
         return results
@@ -401,6 +403,10 @@ def _cancel(job: JobRecord, now: float) -> tuple[Change | None, ControlResult]:
     fields = {"ended_at": now, "not_before": None}
     return (Change(job.id, job.state, JobState.CANCELLED, CANCELLED_BY_USER, now, fields),
             ControlResult(with_changes(job, state=JobState.CANCELLED, reason=CANCELLED_BY_USER, **fields), "cancelled"))
+
+
+def _not_awaiting(job: JobRecord) -> str:
+    return f"job {job.id} is {job.status}, not awaiting approval"
 
 
 def _check_requeue(job: JobRecord) -> None:
