@@ -1,7 +1,9 @@
 """`gqa logs ID [-f]`: a job's output, every attempt.
 
 Locally the daemon writes one file per job (capped and rotated, see
-gqa.adapters.local.log_rotation), read here from its end or its last offset. A remote
+gqa.adapters.local.log_rotation), read here from its end or its last offset;
+one attempt of it (--attempt) is read page by page, as the shared daemon
+serves it (gqa.adapters.local.log_pages). A remote
 backend (AWS) hands out pages instead: a backend with `log_pages()` returns
 an object whose `.page(ref, attempt=, token=)` answers a LogPage (the
 LogService itself, or a client of the API's GET /jobs/{id}/logs), and
@@ -48,8 +50,9 @@ def logs(
             raise typer.Exit(follow_pages(pages(), ref, attempt=attempt, follow=follow, tail=tail))
         if not be.local:
             fail("this backend cannot show a job's output")
-        if attempt is not None:
-            fail("--attempt needs a remote backend; the local log holds every attempt, each headed by its number")
+        if attempt is not None:   # its part of the one log, found by the line heading each attempt
+            raise typer.Exit(follow_pages(be.logs(), ref, attempt=attempt, follow=follow, tail=tail,
+                                          interval=be.poll_interval))
         jobs = be.queries().jobs(ref, history=False)
     if len(jobs) != 1:
         from gqa.services.logs import name_one

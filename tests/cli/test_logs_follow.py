@@ -1,7 +1,8 @@
 """`gqa logs` on a remote backend: the follow loop over a scripted pager
 (pages, then done), the waits between polls, Ctrl-C, --tail, and the
 command's wiring to a backend that hands out log pages. Locally: the log
-file's rotated parts read as one, from the end and while following."""
+file's rotated parts read as one, from the end and while following, and
+one attempt of it by the line heading each."""
 
 from __future__ import annotations
 
@@ -162,7 +163,6 @@ def test_the_command_exits_130_on_ctrl_c(remote, monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["logs", "1", "--attempt", "1"], "--attempt needs a remote backend"),
     (["logs", "1", "--tail", "-1"], "--tail takes a number of lines, 0 or more, not -1"),
 ])
 def test_local_refusals(cli, args, message):
@@ -224,6 +224,36 @@ def test_following_the_local_log_prints_each_line_once_across_a_rotation(cli, mo
     code, out, _ = cli("logs", "1", "-f", "-n", "2")
     assert (code, out) == (0, _numbered(2, 5) + "partial\n")
     assert len(steps) == 2
+
+
+def _two_attempts(cli):
+    """Job 1 ran twice; its log holds both attempts, each headed by the launcher's line."""
+    path = _local_job(cli, JobState.SUCCEEDED)
+    cli.store.apply([Change("1", JobState.SUCCEEDED, None, "", time.time(), {"attempts": 2})])
+    path.write_text("--- gqa: attempt 1 of job 1 on GPU 0 at 10:00: true\nfirst\nout of memory\n"
+                    "--- gqa: attempt 2 of job 1 on GPU 1 at 10:05: true\nsecond\ndone\n")
+
+
+@pytest.mark.parametrize("args, lines", [
+    (["--attempt", "1"], ["first", "out of memory"]),
+    (["--attempt", "2"], ["second", "done"]),
+    (["--attempt", "2", "-n", "1"], ["done"]),
+])
+def test_the_local_log_gives_one_attempt(cli, args, lines):
+    _two_attempts(cli)
+    code, out, err = cli("logs", "1", *args)
+    assert (code, err) == (0, "")
+    assert [line for line in out.splitlines() if not line.startswith("--- gqa: attempt")] == lines
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--attempt", "3"], "attempt 3"),
+    (["--attempt", "0"], "attempts are numbered from 1, not 0"),
+])
+def test_an_attempt_the_local_job_has_not_had_is_named(cli, args, message):
+    _two_attempts(cli)
+    code, out, err = cli("logs", "1", *args)
+    assert (code, out) == (2, "") and message in err
 
 
 def test_a_job_that_ended_before_it_ran_says_so_not_no_output_yet(cli):
