@@ -161,11 +161,30 @@ class UsageLedger(Protocol):
         """Money spent per team in a budget period (finished attempts)."""
 
 
+@dataclass(frozen=True)
+class QueueListing:
+    """The live jobs as one state of the store held them, for the views that list the queue
+    (`gqa queue`, `gqa top`): the scheduling view and the records of the very same jobs, so the
+    positions, reasons and free GPUs a view tells are those of the rows it shows, however fast
+    short jobs start and end meanwhile."""
+
+    pending: List[PendingJob]     # as scheduling_view() gives them
+    running: List[RunningJob]
+    # every job waiting (job.PENDING) or holding resources (STARTING, RUNNING), in seq order, without
+    # transitions but the STARTING ones' (a launch's wait is timed from its claim)
+    records: List[JobRecord]
+
+
 class QueueReads(Protocol):
     """What the control loop reads of the queue each turn."""
 
     def scheduling_view(self) -> tuple[list[PendingJob], list[RunningJob]]:
         """QUEUED and HELD jobs as the scheduler sees them, and the jobs holding GPUs."""
+
+    def queue_listing(self) -> QueueListing:
+        """The live jobs and their scheduling view from one state of the store (QueueListing):
+        SQLite's in one read transaction; DynamoDB's, which has none across queries, both made
+        from the same items, each job once, as the latest write read of it left it."""
 
     def with_requests(self) -> list[JobRecord]:
         """Active jobs whose owner asked for a cancel or requeue not yet carried out."""

@@ -15,6 +15,7 @@ from typing import Any, cast
 from ..models.accounting import summarise
 from ..models.job import JobRecord, JobState
 from ..ports import Admissions, Clock, JobEvent, JobStore, RecentEvents
+from ..scheduling import snapshot as scheduling
 from .cost import CostService
 from .queries import QueryService
 from .snapshot import RatiosInUse
@@ -132,14 +133,20 @@ class OverviewService:
 
 class _ReadOnce:
     """The store, its reads of the live jobs and the settings made once: the
-    queue's pass, the quotas and the spend then count the same jobs, and a
-    frame costs one read of them (on DynamoDB, a Query per shard) not three."""
+    queue's listing, its pass, the quotas and the spend then count the same
+    jobs, as one state of the store held them, and a frame costs one read of
+    them, not three."""
 
-    CACHED = frozenset({"scheduling_view", "inventory", "policy", "teams", "team_members"})
+    CACHED = frozenset({"queue_listing", "inventory", "policy", "teams", "team_members"})
 
     def __init__(self, store: JobStore):
         self._store = store
         self._read: dict[str, Any] = {}
+
+    def scheduling_view(self) -> tuple[list[scheduling.PendingJob], list[scheduling.RunningJob]]:
+        """The listing's own view: the GPUs a team holds are those of the jobs the frame shows."""
+        listing = self.queue_listing()
+        return listing.pending, listing.running
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._store, name)

@@ -63,10 +63,14 @@ class QueryService:
     def queue(self, *, group: str | None = None) -> QueueView:
         """The queue; `group`: only this array or sweep, or this one job (an id)."""
         samples = team_samples(self.store)
-        snap = read_snapshot(self.store, self.clock.now(), self.ratios(team_ratios(samples), team_bands(samples)))
+        # the rows shown and the pass that places them from one state of the store: read apart, while
+        # short jobs churn, positions skipped jobs started since and free GPUs counted jobs ended since
+        listing = self.store.queue_listing()
+        snap = read_snapshot(self.store, self.clock.now(), self.ratios(team_ratios(samples), team_bands(samples)),
+                             view=(listing.pending, listing.running))
         decision = plan(snap)
         etas = predict_starts(snap, shares=team_shares(samples), longest=longest_runs(samples), most=ETA_DEPTH)
-        by_id = {j.id: j for j in self.store.list(PENDING)}
+        by_id = {j.id: j for j in listing.records if j.state in PENDING}
         starting = {s.job_id for s in decision.starts}
         # predicted starts first, in their order; then the rest in this pass's ranking
         order = [job_id for job_id, eta in etas.items() if eta is not None]
@@ -85,8 +89,8 @@ class QueryService:
                 pending.append(QueueEntry(job, None, _not_queued_reason(job, snap.now)))
         # launched jobs' waits are told from their claim, in their history (left out of the answer)
         claimed = [with_changes(j, history=()) for j in self._as_seen(
-            self.store.list([JobState.STARTING], history=True), snap.now)]
-        running = sorted(claimed + self.store.list([JobState.RUNNING]), key=lambda j: j.seq)
+            [j for j in listing.records if j.state == JobState.STARTING], snap.now)]
+        running = sorted(claimed + [j for j in listing.records if j.state == JobState.RUNNING], key=lambda j: j.seq)
         if group is not None:
             pending = [e for e in pending if group in (e.job.group, e.job.id)]
             running = [j for j in running if group in (j.group, j.id)]

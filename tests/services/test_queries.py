@@ -267,8 +267,8 @@ def test_the_queue_ranks_by_the_ratios_the_dispatchers_passes_plan_by(make_queue
         [job] = queue.supervisor.dispatch()
     seen = []
     real = queries.read_snapshot
-    monkeypatch.setattr(queries, "read_snapshot", lambda store, now, ratios: seen.append(ratios) or real(
-        store, now, ratios))
+    monkeypatch.setattr(queries, "read_snapshot", lambda store, now, ratios, **read: seen.append(ratios) or real(
+        store, now, ratios, **read))
     QueryService(queue.store, queue.clock, ratios=queue.supervisor.ratios_in_use).queue()
     QueryService(queue.store, queue.clock).queue()
     OverviewService(queue.store, queue.store, queue.clock, ratios=queue.supervisor.ratios_in_use).overview()

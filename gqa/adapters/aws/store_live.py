@@ -11,8 +11,9 @@ from itertools import islice
 from typing import Any
 
 from ...models.errors import Conflict
+from ...models.job import PENDING as NOT_STARTED
 from ...models.job import JobRecord, JobState
-from ...ports.store import JobEvent, PendingChanges
+from ...ports.store import JobEvent, PendingChanges, QueueListing
 from ...scheduling.dependencies import delay_anchor
 from ...scheduling.snapshot import PendingJob, RunningJob
 from . import items as it
@@ -26,6 +27,8 @@ from .store_base import _ID_COUNTER, _JOB_ID, ACTIVE, PREFETCH, DynamoDBBase, Li
 
 _RETRY_WAIT = S.RETRY_WAIT.value   # read per live job: an enum member's value is a property
 _RETRYING = frozenset({_RETRY_WAIT})
+# the states a listing of the queue shows (QueueListing), a by-state index partition each
+_LISTED = sorted(s.value for s in NOT_STARTED | {S.STARTING, S.RUNNING})
 
 
 def _seq(item: dict[str, Any]) -> Any:
@@ -206,6 +209,25 @@ class DynamoDBLive(DynamoDBBase):
             return pending, running, None, None
         mark, changes = self._listing.feed(mark)
         return pending, running, mark, changes
+
+    def queue_listing(self) -> QueueListing:
+        """The whole items of the listed states (a Query of the by-state index each), and the
+        scheduling view made from those very items, not read apart from the pass index: with no
+        read across queries, the view and the rows then agree. A job written between two of the
+        Queries (it started, ended, went back to the queue) may come back from both: its later
+        write, by revision, is the one listed."""
+        latest: dict[str, dict[str, Any]] = {}
+        for state in _LISTED:
+            for item in self._query(self.tables.jobs, {t.STATE: state}, index=t.BY_STATE):
+                seen = latest.get(item[t.ID])
+                if seen is None or int(item.get(t.REVISION, 0)) > int(seen.get(t.REVISION, 0)):
+                    latest[item[t.ID]] = item
+        items = sorted(latest.values(), key=_seq)
+        return QueueListing(
+            [it.pending_job(i) for i in items if i[t.STATE] in it.PENDING],
+            [it.running_job(i) for i in items if i[t.STATE] in ACTIVE],
+            # a launch's wait is timed from its claim, among the transitions its item holds
+            [it.job_record(i, history=i[t.STATE] == S.STARTING.value) for i in items])
 
     def _brought_up(self) -> None:
         if self._pass is not None and self._pass.live is None:

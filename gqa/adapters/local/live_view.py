@@ -87,7 +87,7 @@ class LiveView:
             self._seen = None
             pending: dict[str, PendingJob] = {}
             running: dict[str, RunningJob] = {}
-            _whole(db, pending, running)
+            read_whole(db, pending, running)
             return list(pending.values()), list(running.values())
         marks = dict(db.execute(
             "SELECT key, value FROM meta WHERE key IN ('revision', 'live_deleted', 'schema_version')"))
@@ -96,7 +96,7 @@ class LiveView:
         if self._seen is None or seen[1] != self._seen[1] or seen[0] < self._seen[0]:
             self._forget()
             self._pending, self._running = {}, {}
-            _whole(db, self._pending, self._running)
+            read_whole(db, self._pending, self._running)
             self.whole_reads += 1
         else:
             since = self._seen[0]
@@ -127,7 +127,8 @@ class LiveView:
         self._log = []
 
 
-def _whole(db: sqlite3.Connection, pending: dict[str, PendingJob], running: dict[str, RunningJob]) -> None:
+def read_whole(db: sqlite3.Connection, pending: dict[str, PendingJob], running: dict[str, RunningJob]) -> None:
+    """Every waiting job's and every job holding GPUs' scheduling columns, into `pending`/`running`."""
     for r in db.execute(f"{_PENDING_SELECT} WHERE state IN {PENDING_STATES}"):
         pending[r[0]] = pending_job(r)
     for r in db.execute(f"{_RUNNING_SELECT} WHERE state IN {RUNNING_STATES}"):

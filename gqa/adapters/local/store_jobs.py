@@ -3,24 +3,26 @@ submissions created, jobs read, and what the control loop reads each turn."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from ...models.errors import Conflict, NotFound, QueueMismatch, StorageCorrupt
-from ...models.job import JobRecord, JobState, Transition
+from ...models.job import PENDING, JobRecord, JobState, Transition
 from ...models.records import with_changes
-from ...ports.store import JobEvent, PendingChanges
+from ...ports.store import JobEvent, PendingChanges, QueueListing
 from ...scheduling.dependencies import delay_anchor
 from ...scheduling.snapshot import PendingJob, RunningJob
-from .live_view import LiveView
+from .live_view import LiveView, read_whole
 from .sqlite_db import in_parts
 from .sqlite_rows import _INSERT, _SELECT, INSERT_TEXT, SharedTexts, _record, _records_of_group, _row
 from .sqlite_schema import SCHEMA_VERSION
 from .store_settings import SqliteSettings
 
 _GROUP = re.compile(r"[1-9][0-9]*")   # a group id as _reserve makes one
+LISTED = PENDING | {JobState.STARTING, JobState.RUNNING}   # the jobs a listing of the queue shows
 # `list` is also a method of the store: annotations below it name the builtin this way
 List = list
 T = TypeVar("T")
@@ -188,6 +190,17 @@ class SqliteJobs(SqliteSettings):
             self.live_view = LiveView()
         return self._still_readable(self.live_view.feed(self.db, mark))
 
+    def queue_listing(self) -> QueueListing:
+        """In one read transaction: the scheduling columns read whole into records of their own (the
+        view kept between reads is the passes', live_view.py) and the same jobs' rows."""
+        pending: dict[str, PendingJob] = {}
+        running: dict[str, RunningJob] = {}
+        with _one_state(self.db):
+            read_whole(self.db, pending, running)
+            records = self.list(LISTED)
+            timed = {j.id: j for j in self._with_history([j for j in records if j.state == JobState.STARTING])}
+        return QueueListing(list(pending.values()), list(running.values()), [timed.get(j.id, j) for j in records])
+
     def _still_readable(self, read: T) -> T:
         """`read`, unless a newer gqa brought the database to a schema this one cannot read since
         it was opened (a long-lived reader, the daemon, meets that after an upgrade): then
@@ -244,3 +257,19 @@ class SqliteJobs(SqliteSettings):
         rows = self.db.execute(_SELECT + " WHERE state = 'RETRY_WAIT' AND (not_before IS NULL OR not_before <= ?) "
                                "ORDER BY seq", (now,)).fetchall()
         return [_record(r) for r in rows]
+
+
+@contextlib.contextmanager
+def _one_state(db: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: in WAL mode every read in it sees the state its first read saw, however
+    many commits the daemon makes meanwhile (a drain of short jobs: several a second). Inside a
+    transaction already, its reads are that one's."""
+    if db.in_transaction:
+        yield
+        return
+    db.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")   # nothing was written: ending it is all
