@@ -8,7 +8,7 @@ import typer
 
 from .app import app
 from .options import Output, check_output
-from .output import budget_used, cents, console, fail, gpu_hours_text, print_json, user_errors
+from .output import budget_used, cents, console, fail, gpu_hours_text, money, print_json, user_errors
 
 
 @app.command("cost")
@@ -46,16 +46,16 @@ def cost(
     out = console()
     so_far = " so far" if report.current else ""
     hours = sum(report.gpu_hours.values())
-    out.print(f"[bold]{report.period}[/]: ${cents(report.total):,.2f} spent{so_far}, {gpu_hours_text(hours)} GPU-hours")
+    out.print(f"[bold]{report.period}[/]: {money(report.total)} spent{so_far}, {gpu_hours_text(hours)} GPU-hours")
     table = Table(box=None, pad_edge=False)
     for col in ("team", "GPU-hours", "finished", "running", "total", "budget", "used"):
         table.add_column(col, justify="left" if col == "team" else "right")
     for t in report.teams:
         used, level = budget_used(t.total, t.budget)
         style = {"over": "red", "near": "yellow"}.get(level, "")
-        table.add_row(t.team, gpu_hours_text(report.gpu_hours.get(t.team, 0.0)), f"${cents(t.settled):,.2f}",
-                      f"${cents(t.running):,.2f}", f"${_total(t.settled, t.running):,.2f}",
-                      "-" if t.budget is None else f"${t.budget:,.2f}",
+        table.add_row(t.team, gpu_hours_text(report.gpu_hours.get(t.team, 0.0)), money(t.settled),
+                      money(t.running), money(_total(t.settled, t.running)),
+                      "-" if t.budget is None else money(t.budget),
                       f"[{style}]{used}[/]" if style else used)
     out.print(table)
     if jobs:
@@ -67,7 +67,7 @@ def cost(
                 listed.add_column(col, justify="right" if col in ("GPUs", "GPU-hours", "cost", "util") else "left")
             for j in report.jobs:
                 listed.add_row(j.id, j.name, j.team, j.owner, j.status, str(j.gpus), gpu_hours_text(j.gpu_hours),
-                               f"${cents(j.cost):,.2f}", "-" if j.gpu_util is None else f"{j.gpu_util:.0f}%")
+                               money(j.cost), "-" if j.gpu_util is None else f"{j.gpu_util:.0f}%")
             out.print(listed)
 
 

@@ -12,7 +12,7 @@ import typer
 
 from .app import app
 from .options import check_output
-from .output import fail, gpu_hours_text, note, print_json, user_errors
+from .output import cents, fail, gpu_hours_text, money, note, print_json, user_errors
 
 DEFAULT_SINCE = "24h"
 FORMATS = ("table", "json", "csv")
@@ -53,6 +53,8 @@ def history(
         fail("--mine and --user both name whose jobs to show; give one")
     if limit < 0:
         fail(f"--limit must be 0 (every job) or more, got {limit}")
+    if array is not None:
+        _check_array(array)
     with user_errors():
         from gqa.models.times import check_window, time_of
         from gqa.services.history import MAX_LIMIT, HistoryQuery, states_of
@@ -90,10 +92,24 @@ def history(
     elif fmt == "csv":
         _csv(rows)
     else:
-        _table(rows, start, end, at)
+        _table(rows, start, end, at, more)
         if more:
             note(f"(the newest {len(rows):,} shown: --limit 0 for every one, or narrow with --since, --state, "
                  "--user)")
+
+
+def _check_array(text: str) -> None:
+    """An array's (or sweep's) id is its number, as `gqa submit` printed it; anything else would
+    list nothing and read as an array with no jobs."""
+    import re
+
+    if re.fullmatch(r"[1-9][0-9]*", text):
+        return
+    task = re.fullmatch(r"([1-9][0-9]*)_[0-9]+", text)
+    if task:
+        fail(f"--array takes an array's id, and {text} is one of its tasks: --array {task.group(1)}, "
+             f"or `gqa status {text}` for the task")
+    fail(f"--array takes an array's (or sweep's) id, a number such as 12; {text!r} is none")
 
 
 def _me(be) -> str:
@@ -119,7 +135,7 @@ def _iso(at: float | None) -> str:
     return "" if at is None else time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(at))
 
 
-def _table(rows, start: float, end: float | None, at: float) -> None:
+def _table(rows, start: float, end: float | None, at: float, more: bool = False) -> None:
     from gqa.models.job import JobState
     from gqa.models.units import format_duration
 
@@ -137,15 +153,20 @@ def _table(rows, start: float, end: float | None, at: float) -> None:
                Column("cost", keep=4, right=True), Column("tries", keep=1, right=True),
                Column("exit", keep=7), Column("reason")]
     cells = [[r.id, r.name, r.team, r.owner, r.status.value, _short(r.submitted_at, at), format_duration(r.wait),
-              format_duration(r.elapsed), str(r.gpus), gpu_hours_text(r.gpu_hours), f"${r.cost:,.2f}", str(r.attempts),
+              format_duration(r.elapsed), str(r.gpus), gpu_hours_text(r.gpu_hours), money(r.cost), str(r.attempts),
               r.exit_text, r.reason] for r in rows]
     lines = layout(columns, cells, width())
     finished = sum(r.finished for r in rows)
     running = sum(r.state == JobState.RUNNING for r in rows)
     requeued = len(rows) - finished - running
-    lines.append(f"{finished:,} finished, {running:,} running{f', {requeued:,} requeued' if requeued else ''}, "
-                 f"from {window}: {gpu_hours_text(sum(r.gpu_hours for r in rows))} GPU-hours, "
-                 f"${sum(r.cost for r in rows):,.2f}")
+    counts = f"{finished:,} finished, {running:,} running{f', {requeued:,} requeued' if requeued else ''}"
+    # the total is the sum of the costs shown, each to the cent
+    totals = f"{gpu_hours_text(sum(r.gpu_hours for r in rows))} GPU-hours, {money(sum(cents(r.cost) for r in rows))}"
+    if more:   # the window holds more than the rows listed: their totals are not the window's
+        lines.append(f"{counts} among the newest {len(rows):,} of more, from {window}: {totals} for these "
+                     f"{len(rows):,} (`gqa cost` totals the window)")
+    else:
+        lines.append(f"{counts}, from {window}: {totals}")
     sys.stdout.write("\n".join(lines) + "\n")
 
 

@@ -2,6 +2,7 @@
 services, in this process (a shared box's queue goes through its daemon
 instead, daemon_backend.py)."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -118,17 +119,17 @@ class LocalBackend:
 
         return HistoryService(self.store, self.clock, self.store.inventory)
 
-    def quota(self):
-        from gqa.services.quota import QuotaService
-
-        return QuotaService(self.store, self.waker)   # a raised budget starts held jobs at once
+    def quota(self) -> "LocalQuota":
+        return LocalQuota(self)
 
     def cost(self):
+        self.require_queue()
         from gqa.services.cost import CostService
 
         return CostService(self.store, self.clock, history=self.store)
 
     def overview(self):
+        self.require_queue()
         from gqa.services.overview import OverviewService
 
         return OverviewService(self.store, self.store, self.clock)
@@ -156,6 +157,38 @@ class LocalBackend:
         from gqa.adapters.local.lock import daemon_running
 
         return daemon_running(self.paths)
+
+
+class LocalQuota:
+    """The quota service, opened when first used: a look (show, policy) where no queue is says so, as
+    every read does; a change makes the queue where none is, as a submission does (teams set before
+    `gqa local start` hold from its first job)."""
+
+    def __init__(self, backend: LocalBackend):
+        self.backend = backend
+
+    @cached_property
+    def service(self):
+        from gqa.services.quota import QuotaService
+
+        return QuotaService(self.backend.store, self.backend.waker)   # a raised budget starts held jobs at once
+
+    def show(self):
+        self.backend.require_queue()
+        return self.service.show()
+
+    def policy(self):
+        self.backend.require_queue()
+        return self.service.policy()
+
+    def set(self, team: str, **changes):
+        return self.service.set(team, **changes)
+
+    def set_members(self, team: str, members: Iterable[str]):
+        return self.service.set_members(team, members)
+
+    def set_policy(self, **changes):
+        return self.service.set_policy(**changes)
 
 
 def triggers_unavailable():

@@ -94,6 +94,20 @@ def when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
+def exit_words(code: int | None, signal: int | None) -> str:
+    """How a job ended, in words: `code 3`, `signal 15 (SIGTERM)`, the signal named as
+    `gqa history`'s exit column names it; "-" before an exit."""
+    parts = [] if code is None else [f"code {code}"]
+    if signal:
+        import signal as signals
+
+        try:
+            parts.append(f"signal {signal} ({signals.Signals(signal).name})")
+        except ValueError:   # no signal of this machine's: its number alone
+            parts.append(f"signal {signal}")
+    return ", ".join(parts) or "-"
+
+
 # a tier rank -> its name, for tables
 PRIORITY = tuple(Priority.of_rank(rank).value for rank in range(len(Priority)))
 
@@ -120,6 +134,11 @@ def cents(amount: float) -> float:
     import decimal
 
     return float(decimal.Decimal(repr(amount)).quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP))
+
+
+def money(amount: float) -> str:
+    """`$1,234.57`: money as every table shows it, to the cent, halves up (cents)."""
+    return f"${cents(amount):,.2f}"
 
 
 def gpu_hours_text(hours: float) -> str:

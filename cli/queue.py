@@ -41,6 +41,8 @@ def queue(
         be = backend()
         owner = _me(be) if mine else user
         listing = queue_listing(be, group)
+        if group is not None and not listing["pending"] and not listing["running"]:
+            _check_named(be, group)
         daemon = not daemon_down(be)
         tell_troubles(be)
     pending = [r for r in listing["pending"] if _kept(r, owner, team, states)]
@@ -164,6 +166,12 @@ def _me(be) -> str:
     from .context import caller_user
 
     return caller_user() or getpass.getuser()
+
+
+def _check_named(be, group: str) -> None:
+    """NotFound ("no job or array 99999", as `gqa status` says) where `group` names no job at all; one that
+    has finished is no mistake, only out of the queue. Asked only where the queue holds none of it."""
+    be.queries().jobs(group, history=False)
 
 
 def _kept(row: dict, owner: str | None, team: str | None, states: set[str] | None) -> bool:

@@ -6,7 +6,7 @@ import typer
 
 from .app import app as gqa
 from .options import Output, check_output
-from .output import fail, print_json, user_errors
+from .output import fail, money, print_json, user_errors
 
 app = typer.Typer(help="Team fair-share weights and GPU caps.", no_args_is_help=True)
 gqa.add_typer(app, name="quota")
@@ -109,7 +109,7 @@ def _cap(value: int | None) -> str:
 
 
 def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+    return "-" if value is None else money(value)
 
 
 def _at_budget(stop: bool) -> str:

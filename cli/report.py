@@ -7,7 +7,7 @@ import typer
 
 from .app import app
 from .options import Output, check_output
-from .output import console, fail, print_json, user_errors
+from .output import console, fail, money, print_json, user_errors
 
 DEFAULT_SINCE = "7d"
 DEFAULT_OUT = "gqa-report"
@@ -47,7 +47,7 @@ def report(
         try:
             written = write_report(built, out)
         except OSError as exc:
-            fail(f"{out}: {exc.strerror or exc}")
+            fail(f"{exc.filename or out}: {exc.strerror or exc}")   # the file that failed, else the directory
     if fmt == "json":
         from gqa.reporting import as_json
 
@@ -84,7 +84,7 @@ def _print_summary(built, written) -> None:
     if waits:
         out.print(f"  waits p50/p95: {waits}", soft_wrap=True)
     spent = sum(t.cost for t in built.teams)
-    out.print(f"  {sum(t.gpu_hours for t in built.teams):,.1f} GPU-hours, ${spent:,.2f} spent", soft_wrap=True)
+    out.print(f"  {sum(t.gpu_hours for t in built.teams):,.1f} GPU-hours, {money(spent)} spent", soft_wrap=True)
     if built.idle_jobs:
         out.print(f"  {format_count(built.idle_jobs, 'job')} held GPUs idle: {built.wasted_gpu_hours:,.1f} GPU-hours",
                   soft_wrap=True)

@@ -4,8 +4,8 @@ from collections import Counter
 
 from .app import app
 from .options import JobRef, Output, check_output
-from .output import (PRIORITY, STATUS_STYLE, ago, console, daemon_down, gpu_use, job_dict, note, now, print_json,
-                     tell_troubles, user_errors, when)
+from .output import (PRIORITY, STATUS_STYLE, ago, console, daemon_down, exit_words, gpu_use, job_dict, money, note,
+                     now, print_json, tell_troubles, user_errors, when)
 
 
 @app.command("status")
@@ -71,10 +71,10 @@ def _one(out, job, entry: dict | None = None) -> None:
     retries = f"{job.error_retries} error retries, {job.interruptions} interruptions"
     out.print(f"  attempts   {job.attempts} ({retries})")
     if job.exit_code is not None or job.signal is not None:
-        out.print(f"  exit       code {job.exit_code}" + (f", signal {job.signal}" if job.signal else ""))
+        out.print(f"  exit       {exit_words(job.exit_code, job.signal)}")
     out.print(f"  submitted  {when(job.submitted_at)} ({ago(job.submitted_at)} ago)")
     if job.gpu_seconds:
-        out.print(f"  used       {job.gpu_seconds / 3600:.3f} GPU-hours" + (f", ${job.cost:,.2f}" if job.cost else "")
+        out.print(f"  used       {job.gpu_seconds / 3600:.3f} GPU-hours" + (f", {money(job.cost)}" if job.cost else "")
                   + (" so far" if job.state.value == "RUNNING" else ""))   # the running attempt counted to now
     if job.gpu_util is not None or job.gpu_memory is not None:
         out.print(f"  gpu use    {gpu_use(job.gpu_util, job.gpu_memory)}")

@@ -22,7 +22,7 @@ from gqa.models.priority import Priority
 from gqa.models.units import format_duration
 from gqa.services.overview import Overview
 
-from .output import budget_used, gpu_slots
+from .output import budget_used, gpu_slots, money
 from .queue_table import cells, cut, outside_text
 
 GAP = 2                # spaces between columns
@@ -103,8 +103,8 @@ def _sections(view: Overview) -> list[Section]:
     team_styles: list[str] = []
     for t in view.teams:
         used, level = budget_used(t.spend, t.budget)
-        team_rows.append([t.team, f"{t.gpus_held}/{'-' if t.max_gpus is None else t.max_gpus}", f"${t.spend:,.2f}",
-                          "-" if t.budget is None else f"${t.budget:,.2f}", used])
+        team_rows.append([t.team, f"{t.gpus_held}/{'-' if t.max_gpus is None else t.max_gpus}", money(t.spend),
+                          "-" if t.budget is None else money(t.budget), used])
         full = t.max_gpus is not None and t.gpus_held >= t.max_gpus
         team_styles.append("red" if level == "over" else "yellow" if full or level == "near" else "")
     event_cols = [Column("time", 10), Column("job", 9), Column("status", 8), Column("reason", 7, flex=True),

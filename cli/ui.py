@@ -32,6 +32,7 @@ def ui(
         from .backend import backend
 
         be = backend()
+        _require_queue(be)
         source = _source(be)
     listener, loopback = _listen(host, port)
     bound = listener.getsockname()[1]
@@ -112,6 +113,15 @@ def _server(be, source: str, loopback: bool, host: str):
     config = uvicorn.Config(create_app(be, source, loopback_only=loopback, host=host, refresh=refresh),
                             log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     return uvicorn.Server(config)
+
+
+def _require_queue(be) -> None:
+    """The page is a read: where no queue is it is not served (an empty queue made here would stand in
+    for a shared box's from then on), as `gqa queue` says."""
+    from .local_backend import LocalBackend
+
+    if isinstance(be, LocalBackend):
+        be.require_queue()
 
 
 def _source(be) -> str:

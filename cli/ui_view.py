@@ -73,9 +73,12 @@ def _team(t, used: str, level: str) -> dict[str, Any]:
     """A team's row: its spend against its budget as `gqa cost` and `gqa top` say it (`used`, `level`)."""
     from gqa.scheduling.budget import used_percent
 
+    from .output import cents
+
     percent = used_percent(t.spend, t.budget)
-    return {"team": t.team, "gpus_in_use": t.gpus_held, "max_gpus": t.max_gpus, "spent": round(t.spend, 2),
-            "budget": t.budget, "used_text": used, "level": level,
+    # money to the cent as the CLI shows it (cents): the page only prints it
+    return {"team": t.team, "gpus_in_use": t.gpus_held, "max_gpus": t.max_gpus, "spent": cents(t.spend),
+            "budget": None if t.budget is None else cents(t.budget), "used_text": used, "level": level,
             # the fraction: none without a budget, or for spend against a budget of 0 (JSON holds no inf)
             "used": None if percent is None or math.isinf(percent) else round(percent / 100, 4)}
 
