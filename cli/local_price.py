@@ -28,7 +28,9 @@ def price(
 
         from .local_backend import LocalBackend
 
-        store = LocalBackend().store     # whatever `gqa config` says: this is the machine's own queue
+        backend = LocalBackend()         # whatever `gqa config` says: this is the machine's own queue
+        backend.require_queue()          # prices are its GPUs': where no queue is, none is made
+        store = backend.store
         inventory = store.inventory()
         if inventory is None:
             fail("this queue has no GPUs yet: `gqa local start` first")

@@ -17,7 +17,7 @@ def no_queue(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("command", [["cost"], ["top", "--once"], ["top", "-o", "json"], ["quota", "show"],
-                                     ["quota", "policy"]])
+                                     ["quota", "policy"], ["local", "price"], ["local", "price", "--price", "2"]])
 def test_a_read_where_no_queue_is_says_so_and_makes_none(no_queue, capsys, command):
     assert main(command) == 2
     out, err = capsys.readouterr()
