@@ -91,9 +91,10 @@ def submit(
 
             spec = with_code(spec, be, max_bytes=parse_size(code_max_size), say=note if fmt == "table" else None)
         # the owner the daemon verified from the socket's peer credentials, when it ran this
-        submitted = as_submitted(be.submitter().submit(spec, environment=caller_environment(), owner=caller_user()))
+        submitted, held_by_budget = recorded(be.submitter(), spec, environment=caller_environment(),
+                                             owner=caller_user())
         running = not daemon_down(be)
-    out, err = submitted_text(submitted, fmt, running=running, wait=wait)
+    out, err = submitted_text(submitted, fmt, running=running, wait=wait, held_by_budget=held_by_budget)
     sys.stdout.write(out)
     sys.stdout.flush()
     sys.stderr.write(err)
@@ -169,6 +170,16 @@ def _array_tasks_untold(spec) -> bool:
     return (spec.array is not None or spec.sweep is not None) and bool(events) and "array_tasks" not in events
 
 
+def recorded(submitter, spec, *, environment: dict[str, str] | None, owner: str | None):
+    """The submission as wire.Submitted, and why its team's budget will hold it: the submit
+    service says so where it runs here (services/submit.Recorded); an API's answer does not."""
+    record = getattr(submitter, "record", None)
+    if record is None:
+        return as_submitted(submitter.submit(spec, environment=environment, owner=owner)), None
+    done = record(spec, environment=environment, owner=owner)
+    return as_submitted(done.jobs), done.held_by_budget
+
+
 def as_submitted(answer):
     """A backend's answer to a submission as wire.Submitted: the API answers
     one; the local store's submitter gives the records themselves."""
@@ -183,8 +194,10 @@ def submitted_data(submitted) -> dict:
             "count": submitted.count, "jobs": list(submitted.ids)}
 
 
-def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) -> tuple[str, str]:
-    """What `gqa submit` prints on stdout and stderr once the jobs are recorded."""
+def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False,
+                   held_by_budget: str | None = None) -> tuple[str, str]:
+    """What `gqa submit` prints on stdout and stderr once the jobs are recorded. `held_by_budget`:
+    why the scheduling pass will hold them for their team's budget (services/submit.budget_hold)."""
     import json
 
     from gqa.models.job import JobState
@@ -202,6 +215,10 @@ def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False) ->
         # it will not start by itself: said now, not at the first `gqa status`
         who = f"job {first.id} is" if submitted.count == 1 else f"its {submitted.count:,} jobs are"
         err.append(f"note: {who} {first.status.value}: {first.reason}")
+    elif held_by_budget:
+        # recorded QUEUED, held at the next pass: said now, with the numbers the hold will give
+        who = f"job {first.id}" if submitted.count == 1 else f"its {submitted.count:,} jobs"
+        err.append(f"note: {who} will be held by its team's budget: {held_by_budget}")
     err.append(f"  gqa status {ref}    gqa logs {submitted.first_id} -f    gqa cancel {ref}")
     return ref + "\n", "".join(line + "\n" for line in err)
 

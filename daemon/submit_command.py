@@ -73,14 +73,14 @@ class SubmitCommand:
         try:
             with files_sent(sent):
                 spec = spec_from_options(params, command, warn=warnings.append, cwd=cwd, environment=dict(env))
-            jobs = self.submitter.submit(spec, environment=dict(env), owner=user, caller=caller)
+            done = self.submitter.record(spec, environment=dict(env), owner=user, caller=caller)
         except GqaError as exc:
             return _answer(2, err=_lines(warnings) + f"gqa: error: {exc}\n")
         except Exception:   # a bug must not take the daemon down, nor show the client a traceback
             log.exception("serving `gqa submit` failed")
             return _answer(1, err="gqa: error: the queue daemon failed to record the job (see its log); "
                                   "check `gqa queue` before submitting again\n")
-        out, err = submitted_text(as_submitted(jobs), fmt, running=True)
+        out, err = submitted_text(as_submitted(done.jobs), fmt, running=True, held_by_budget=done.held_by_budget)
         return _answer(0, out, _lines(warnings) + err)
 
 

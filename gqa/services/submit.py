@@ -10,7 +10,7 @@ the notifier, when there is one (services/approvals.py)."""
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..models.dependency import parse_dependency
 from ..models.errors import BackendUnavailable, GqaError, NotFound, Rejected, SpecError
@@ -19,14 +19,17 @@ from ..models.job import JobRecord, JobState, Transition, group_of, held_by
 from ..models.spec import JobSpec
 from ..models.loader import validate_json
 from ..models.sbatch_values import exported_environment
-from ..ports import Admissions, Clock, Intake, Inventory, JobsAndSettings, Notifier, Settings, Submission, Waker
-from ..scheduling.budget import approval_reasons, gpu_hours_cap, price_for, unbounded_cost
+from ..ports import (Admissions, Clock, Intake, Inventory, JobStore, Notifier, SchedulingInputs, Settings, Submission,
+                     Waker)
+from ..scheduling.budget import BudgetLedger, approval_reasons, gpu_hours_cap, price_for, unbounded_cost
+from ..scheduling.dependencies import NEVER, dependency_verdict
 from ..scheduling.limits import hard_limit_problems
-from ..scheduling.snapshot import Gpu, Policy, TeamPolicy
+from ..scheduling.snapshot import Gpu, PendingJob, Policy, Snapshot, TeamPolicy
 from . import lookup
 from .access import Principal
 from .approvals import APPROVAL, approval_request, newly_awaiting
 from .chunked import admit_chunk
+from .snapshot import spend_now
 from .teams import for_team
 
 ACCEPTED = "accepted; waiting for admission"
@@ -34,8 +37,17 @@ HELD_AT_SUBMISSION = held_by("its owner", " (--hold): it starts only after gqa r
 log = logging.getLogger("gqa.submit")
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A submission's jobs as written, and why its team's budget will hold them (the reason
+    the scheduling pass will give, with its numbers), None where it will not."""
+
+    jobs: list[JobRecord]
+    held_by_budget: str | None = None
+
+
 class SubmitService:
-    def __init__(self, store: JobsAndSettings, clock: Clock, waker: Waker | None = None, intake: Intake | None = None,
+    def __init__(self, store: JobStore, clock: Clock, waker: Waker | None = None, intake: Intake | None = None,
                  notifier: Notifier | None = None, spec_check: Callable[[JobSpec], str | None] | None = None,
                  admissions: Admissions | None = None):
         """`spec_check`: the backend's own limit on a spec (AWS Batch's job payload), checked
@@ -53,18 +65,24 @@ class SubmitService:
         submitter's environment: each attempt starts from it. `owner`, when
         given, is the caller's verified identity and wins over the spec's text;
         `caller`, when given, must have the right to the spec's team (teams.py)."""
+        return self.record(spec, environment=environment, owner=owner, caller=caller).jobs
+
+    def record(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
+               owner: str | None = None, caller: Principal | None = None) -> Recorded:
+        """submit(), with what its submitter is told besides: whether the team's budget will hold it."""
         spec = spec if caller is None else for_team(self.store, spec, caller)
         spec, inventory, policy = self._checked(spec, owner)
         problem = self.spec_check(spec) if self.spec_check is not None else None
         if problem:
             raise SpecError(problem)
         self._refuse_unknown_dependencies(spec)
+        self._refuse_never_met(spec)
         created = self.store.create(self._admitted(spec, environment, inventory, policy))
         # fresh ids: every job is this submission's own
         self._ask_approval([j for j in created if j.state == JobState.PENDING_APPROVAL], inventory.gpus)
         if self.waker is not None:
             self.waker.wake()
-        return created
+        return Recorded(created, budget_hold(self.store, created[0], self.clock.now()))
 
     def accept(self, spec: JobSpec, *, owner: str, environment: dict[str, str] | None = None,
                intake: Intake | None = None, caller: Principal | None = None) -> list[JobRecord]:
@@ -81,6 +99,7 @@ class SubmitService:
         if problem:
             raise SpecError(problem)
         self._refuse_unknown_dependencies(spec)
+        self._refuse_never_met(spec)
         now = self.clock.now()
         submitted = (Transition(JobState.SUBMITTED, now, "submitted"),)
         reserved = self.store.reserve_ids(self._records(spec, environment, now, JobState.SUBMITTED, ACCEPTED,
@@ -180,6 +199,16 @@ class SubmitService:
                 continue
             raise SpecError(f"dependency {spec.after}: job {ref} does not exist")
 
+    def _refuse_never_met(self, spec: JobSpec) -> None:
+        """A dependency that can never be met (afterok on a job that failed) is refused, in the
+        words the pass would cancel the job with: queued, it would only be cancelled at once. An
+        array's aftercorr is told task by task, each against its own counterpart: the pass tells it."""
+        if not spec.after or (parse_dependency(spec.after).corresponding and is_array(spec)):
+            return
+        verdict, reason = dependency_now(self.store, spec)
+        if verdict == NEVER:
+            raise SpecError(reason)
+
     def _task_exists(self, ref: str) -> bool:
         """Recorded, or its array's tasks are not all recorded yet (accepted, or being admitted in chunks)."""
         try:
@@ -238,6 +267,39 @@ class SubmitService:
                 exclusive=r.exclusive, time_min=job_spec.limits.time_min)
             for job_spec, index, env in (expand(spec) if expanded is None else expanded)
         ]
+
+
+def is_array(spec: JobSpec) -> bool:
+    return spec.array is not None or spec.sweep is not None
+
+
+def dependency_now(store: SchedulingInputs, spec: JobSpec) -> tuple[str, str]:
+    """The pass's verdict on the dependency of a job of `spec`, as the jobs it names stand now
+    (scheduling/dependencies.py): MET, WAIT or NEVER, with the reason."""
+    assert spec.after is not None
+    r = spec.resources
+    job = PendingJob(id="", team=spec.team, user=spec.owner, tier=spec.priority.rank, gpus=r.gpus,
+                     submitted_at=0.0, name=spec.name, dependency=spec.after)
+    snap = Snapshot(now=0.0, gpus=(), named=store.states_of(parse_dependency(spec.after).jobs))
+    return dependency_verdict(job, snap)
+
+
+def budget_hold(store: SchedulingInputs, job: JobRecord, now: float) -> str | None:
+    """Why the scheduling pass will hold `job`, just queued, for its team's budget: the pass's own
+    rule (BudgetLedger.over) over the team's spend and what its running jobs may still cost, as
+    they stand now; None where the budget allows it (or the team has none)."""
+    policy, teams = store.policy(), store.teams()
+    if job.state != JobState.QUEUED or teams.get(job.team, policy.default_team).budget is None:
+        return None
+    pending, running = store.scheduling_view()
+    queued = next((p for p in pending if p.id == job.id), None)
+    if queued is None:   # started, or cancelled, already
+        return None
+    inventory = store.inventory()
+    gpus = inventory.gpus if inventory else ()
+    snap = Snapshot(now=now, gpus=gpus, pending=(queued,), running=tuple(running), teams=teams, policy=policy,
+                    spend=spend_now(store, running, gpus, now))
+    return BudgetLedger(snap).over(queued)
 
 
 def within_limits(settings: Settings, spec: JobSpec) -> tuple[Inventory, Policy]:

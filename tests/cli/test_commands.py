@@ -338,3 +338,31 @@ def test_submit_says_at_once_when_a_job_will_not_start_by_itself(cli):
     assert code == 0 and "note: its 3 jobs are held: " in err
     code, out, err = cli("submit", "--", "true")                   # one that starts when it may: no note
     assert code == 0 and " is awaiting" not in err and " is held" not in err
+
+
+def test_submit_says_at_once_when_its_team_s_budget_will_hold_the_job(cli):
+    cli.json("local", "price", "--price", "3600")                  # $1 a GPU-second: $60 a GPU-minute
+    cli("quota", "set", "nlp", "--budget", "1")
+    reason = ("team nlp budget: spent $0.00 + $0.00 its running jobs may still cost + $60.00 for this job = "
+              "$60.00, over $1.00 this period")
+
+    code, out, err = cli("submit", "--team", "nlp", "--time", "1m", "--", "echo")
+
+    assert code == 0 and out == "1\n"
+    assert f"note: job 1 will be held by its team's budget: {reason}" in err.splitlines()
+    code, out, err = cli("submit", "--team", "nlp", "--time", "1m", "--array", "0-1", "--", "echo")
+    assert f"note: its 2 jobs will be held by its team's budget: {reason}" in err.splitlines()
+    code, out, err = cli("submit", "--time", "1m", "--", "echo")   # the default team has no budget
+    assert code == 0 and "budget" not in err
+
+
+def test_submit_refuses_a_dependency_that_can_never_be_met(cli):
+    cli("submit", "--", "sleep", "60")
+    cli("cancel", "1")                                             # ended, and not a success
+
+    code, out, err = cli("submit", "--after", "1", "--", "echo")
+
+    assert (code, out) == (2, "")
+    assert err == "gqa: error: dependency can never be met: job 1 was cancelled (afterok)\n"
+    assert cli.job_count() == 1
+    assert cli("submit", "--after", "1:notok", "--", "echo")[0] == 0

@@ -156,3 +156,18 @@ def test_a_device_is_refused_unopened(tmp_path):
     with pytest.raises(SpecError, match="^/dev/null is not a regular file$"):
         load_spec("/dev/null")
     assert sent_files(["/dev/null"], "/") == [{"path": "/dev/null", "error": "/dev/null is not a regular file"}]
+
+
+def test_the_daemon_tells_its_caller_when_the_team_s_budget_will_hold_the_job(be, tmp_path):
+    """The light client's `gqa submit` says what the CLI run here says (cli/submit.submitted_text)."""
+    from gqa.scheduling import TeamPolicy
+
+    be.store.set_inventory(Inventory(gpus=(Gpu(0, "a10g", price=3600.0),), cpus=8, memory=64 << 30))
+    be.store.set_team("nlp", TeamPolicy(budget=1.0))
+
+    answer = SubmitCommand(be.submitter()).run(["submit", "--team", "nlp", "--time", "1m", "--", "echo"],
+                                               str(tmp_path), {}, None)
+
+    assert answer["code"] == 0 and answer["stdout"] == "1\n"
+    assert ("note: job 1 will be held by its team's budget: team nlp budget: spent $0.00 + $0.00 its running jobs "
+            "may still cost + $60.00 for this job = $60.00, over $1.00 this period\n") in answer["stderr"]

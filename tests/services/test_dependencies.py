@@ -84,6 +84,49 @@ def test_a_dependency_on_a_job_that_does_not_exist_is_refused_and_nothing_is_wri
     assert queue.store.state_counts() == before
 
 
+@pytest.mark.parametrize("dependency, exits, refused", [
+    ("afterok:{0}", [3], "dependency can never be met: job {0} failed (afterok)"),
+    ("afternotok:{0}", [0], "dependency can never be met: job {0} succeeded (afternotok)"),
+    ("afterok:{0},afterany:{1}", [3, None], "dependency can never be met: job {0} failed (afterok)"),
+    ("afterok:{0}?afterok:{1}", [3, 3],
+     "dependency can never be met: job {0} failed (afterok); job {1} failed (afterok)"),
+    ("afterok:{0}?afterok:{1}", [3, None], None),      # the other may still succeed
+    ("afternotok:{0}", [3], None),
+    ("afterany:{0}", [3], None),
+    ("afterok:{0}", [None], None),                     # running: it may still succeed
+])
+def test_a_dependency_that_can_never_be_met_is_refused_as_the_pass_would_cancel_it(queue, dependency, exits,
+                                                                                   refused):
+    parents = [queue.start() for _ in exits]
+    for parent, code in zip(parents, exits):
+        if code is not None:
+            queue.exit(parent.id, code)
+    ids = [p.id for p in parents]
+    before = queue.store.state_counts()
+
+    if refused is None:
+        assert queue.submit_one(after=dependency.format(*ids)).state == S.QUEUED
+        return
+    with pytest.raises(SpecError) as caught:
+        queue.submit(after=dependency.format(*ids))
+    assert str(caught.value) == refused.format(*ids)
+    assert queue.store.state_counts() == before
+
+
+def test_an_array_s_aftercorr_is_left_to_each_task(queue):
+    """Task by task against its own counterpart: the pass cancels the task whose counterpart failed."""
+    first = queue.submit(array="0-1")
+    queue.supervisor.dispatch()
+    queue.exit(first[0].id, 0)
+    queue.exit(first[1].id, 3)
+
+    second = queue.submit(array="0-1", after=f"aftercorr:{first[0].group}")
+
+    assert [queue.state(j.id) for j in second] == [S.QUEUED, S.QUEUED]
+    with pytest.raises(SpecError, match=f"^dependency can never be met: array {first[0].group}: of its 2 tasks"):
+        queue.submit(after=f"aftercorr:{first[0].group}")   # one job: the whole array, as the pass reads it
+
+
 def test_a_dependency_on_an_array_task_that_exists_is_taken(queue):
     tasks = queue.submit(array="0-2")
     job = queue.submit_one(after=f"afterok:{tasks[2].id}")

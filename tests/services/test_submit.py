@@ -140,6 +140,41 @@ def test_a_job_with_no_wall_time_in_a_team_with_a_budget_gets_the_queue_s_maximu
     assert queue.supervisor.dispatch()[0].id == job.id                   # $8 at most: within $100
 
 
+@pytest.mark.parametrize("overrides, held", [
+    ({"limits": {"wall_time": "30h"}}, True),               # $240 at most: over $100
+    ({"limits": {"wall_time": "30h"}, "array": "0-2"}, True),
+    ({"limits": {"wall_time": "1h"}}, False),               # $8: within it
+    ({"limits": {"wall_time": "30h"}, "hold": True}, False),    # held by its owner: that is what it is told
+    ({"limits": {"wall_time": "30h"}, "team": "vision"}, False),  # no budget
+])
+def test_a_submission_is_told_when_its_team_s_budget_will_hold_it_with_the_pass_s_reason(queue, overrides, held):
+    priced_budget(queue)
+    done = queue.submitter.record(spec(**{"team": "nlp", "resources": {"gpus": 4}, **overrides}))
+
+    queue.supervisor.dispatch()
+
+    first = queue.get(done.jobs[0].id)
+    if held:
+        assert first.state == S.HELD and done.held_by_budget == first.reason
+        assert done.held_by_budget == ("team nlp budget: spent $0.00 + $0.00 its running jobs may still cost + "
+                                       "$240.00 for this job = $240.00, over $100.00 this period")
+    else:
+        assert done.held_by_budget is None and first.reason != done.held_by_budget
+
+
+def test_the_budget_counts_what_the_team_s_running_jobs_may_still_cost(queue):
+    priced_budget(queue)
+    queue.submit_one(team="nlp", resources={"gpus": 2}, limits={"wall_time": "20h"})   # $80 at most
+    queue.supervisor.dispatch()
+
+    done = queue.submitter.record(spec(team="nlp", resources={"gpus": 2}, limits={"wall_time": "6h"}))   # $24
+
+    assert done.held_by_budget == ("team nlp budget: spent $0.00 + $80.00 its running jobs may still cost + "
+                                   "$24.00 for this job = $104.00, over $100.00 this period")
+    queue.supervisor.dispatch()
+    assert queue.get(done.jobs[0].id).reason == done.held_by_budget
+
+
 def test_a_queue_without_gpus_registered_is_unavailable(tmp_path):
     store = SqliteStore(tmp_path / "empty.db")
     try:
