@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from .errors import SpecError
 from .limits import MAX_SCRIPT_BYTES, MAX_SPEC_BYTES, size_text
@@ -206,6 +207,12 @@ def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None,
         return SpecError(message, line=line, source=source)
     if err["type"] == "missing":
         message = "is required"
+    if err["type"] == "invalid_key":
+        # a YAML key that is a number (`1: x`): its line is recorded under the key's text
+        line = _line_for(loc[:-1] + (str(loc[-1]),), lines) or line
+        message = f"a key must be text, got {_found(err['input'])}"
+    elif err["type"] in TYPE_NOUNS:
+        message = _wrong_type(err, [e for e in errors if _real_loc(e["loc"], raw) == loc])
     if field == "spec":
         return SpecError(message, line=line, source=source)
     if err["type"] == "enum":
@@ -213,10 +220,42 @@ def _friendly(exc: ValidationError, lines: dict[tuple, int], source: str | None,
     return SpecError(f"{field}: {message}", line=line, source=source)
 
 
+# what a type error expects, in a job file's words: a union's branches are listed together
+TYPE_NOUNS = {"string_type": "a string", "int_type": "an integer", "float_type": "a number",
+              "bool_type": "a boolean", "dict_type": "a mapping", "list_type": "a list"}
+_ABSENT = object()   # a part of the path that is not in the input (a missing field)
+
+
+def _wrong_type(err: ErrorDetails, same_place: list[ErrorDetails]) -> str:
+    """What the field takes (each of a union's types) and what was found:
+    `Input should be a valid boolean (true or false), got 'yes'`."""
+    nouns = list(dict.fromkeys(TYPE_NOUNS[e["type"]] for e in same_place if e["type"] in TYPE_NOUNS))
+    if len(nouns) > 1:
+        expected = f"Input should be {', '.join(nouns[:-1])} or {nouns[-1]}"
+    else:
+        expected = err["msg"] + (" (true or false)" if err["type"] == "bool_type" else "")
+    return f"{expected}, got {_found(err['input'])}"
+
+
+def _found(value: Any) -> str:
+    """A value as the job file wrote it: null, true, 1.50, 'yes'."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return getattr(value, "yaml_text", None) or str(value)
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    return repr(value)
+
+
 def _real_loc(loc: tuple, raw: Any) -> tuple:
     """The keys and indices of `loc`, without the union branch names pydantic
-    adds ("list[str]", "function-after[...]"). A key the user wrote is kept
-    even when it looks like one: the input is walked alongside."""
+    adds ("list[str]", "function-after[...]", "constrained-str"). A key the
+    user wrote is kept even when it looks like one: the input is walked
+    alongside, and below a value that is no mapping nor list every name is a
+    branch name."""
     out: list = []
     node = raw
     for part in loc:
@@ -224,10 +263,11 @@ def _real_loc(loc: tuple, raw: Any) -> tuple:
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
             node = node[part]
-        elif isinstance(part, str) and (part == "str" or "[" in part or "(" in part):
+        elif isinstance(part, str) and (part == "str" or "[" in part or "(" in part
+                                        or (node is not _ABSENT and not isinstance(node, (dict, list)))):
             continue
         else:
-            node = None
+            node = _ABSENT
         out.append(part)
     return tuple(out)
 

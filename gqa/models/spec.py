@@ -7,8 +7,8 @@ import os
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, Strict, ValidationInfo,
+                      field_validator, model_validator)
 from pydantic_core import PydanticCustomError
 
 from .array_syntax import parse_array
@@ -83,8 +83,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
 
 
+# What a job file says is what the job gets: only true and false are booleans (`yes` and "false" are
+# words, refused), and a count is a number (`gpus: true` and "2" refused), never a coerced word.
+# Every other source builds these fields typed: flags, #SBATCH lines, JSON, a stored spec
+StrictBool = Annotated[bool, Strict()]
+StrictCount = Annotated[int, Strict()]
+
+
 class Resources(_Strict):
-    gpus: int = Field(1, ge=0, le=4096, description="GPUs, all granted at once (gang); 0 for a CPU-only job")
+    gpus: StrictCount = Field(1, ge=0, le=4096, description="GPUs, all granted at once (gang); 0 for a CPU-only job")
     gpu_type: str | None = Field(None, description="e.g. a10g, or several: [a10g, l4] / 'a10g,l4'; any when unset")
 
     @field_validator("gpu_type", mode="before")
@@ -101,11 +108,12 @@ class Resources(_Strict):
             if not TYPE_RE.match(name):
                 raise ValueError(f"invalid GPU type {name!r}: use letters, digits, '.', '_' or '-'")
         return ",".join(dict.fromkeys(names))
-    cpus: int | None = Field(None, ge=1, le=4096, description="CPUs for the whole job (all its tasks)")
+    cpus: StrictCount | None = Field(None, ge=1, le=4096, description="CPUs for the whole job (all its tasks)")
     memory: Size | None = None
-    tasks: int = Field(1, ge=1, le=1024, description="copies `srun` starts by default (Slurm's --ntasks)")
-    gpus_per_task: int | None = Field(None, ge=1, le=4096, description="each srun task sees this many of the GPUs")
-    exclusive: bool = Field(False, description="nothing else runs on the machine while it runs")
+    tasks: StrictCount = Field(1, ge=1, le=1024, description="copies `srun` starts by default (Slurm's --ntasks)")
+    gpus_per_task: StrictCount | None = Field(None, ge=1, le=4096,
+                                              description="each srun task sees this many of the GPUs")
+    exclusive: StrictBool = Field(False, description="nothing else runs on the machine while it runs")
     gpus_option: Literal["--gpus", "--gpus-per-node"] | None = Field(
         None, description="the sbatch option that asked for the GPUs: it names the SLURM_GPUS* variable set")
     memory_option: Literal["--mem-per-cpu", "--mem-per-gpu"] | None = Field(
@@ -140,11 +148,11 @@ class Limits(_Strict):
 
 
 class Retries(_Strict):
-    on_error: int = Field(0, ge=0, le=100, description="application errors retried this many times")
+    on_error: StrictCount = Field(0, ge=0, le=100, description="application errors retried this many times")
     # Batch could not run it (no capacity, the platform failed before the container ran): such
     # failures cost nothing and say nothing about the job, but a job that can never be placed
     # must not wait forever. Six attempts with the default backoff span about half an hour.
-    on_capacity: int = Field(5, ge=0, le=1000,
+    on_capacity: StrictCount = Field(5, ge=0, le=1000,
                              description="capacity failures in a row retried this many times, then FAILED "
                                          "(a spot job first falls back to on demand)")
     backoff: Duration = 10
@@ -261,7 +269,7 @@ class JobSpec(_Strict):
     owner: str = Field(default_factory=lambda: _os_user())
     priority: Priority = Priority.NORMAL
     command: list[str] | str
-    shell: bool = False
+    shell: StrictBool = False
     workdir: str | None = None
     submit_dir: str | None = Field(None, description="where it was submitted from (SLURM_SUBMIT_DIR); workdir "
                                                      "when unset")
@@ -271,7 +279,7 @@ class JobSpec(_Strict):
     resources: Resources = Field(default_factory=Resources)
     limits: Limits = Field(default_factory=Limits)
     retries: Retries = Field(default_factory=Retries)
-    spot: bool = False
+    spot: StrictBool = False
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     tags: dict[str, str] = Field(default_factory=dict)
     image: str | None = None
@@ -279,15 +287,15 @@ class JobSpec(_Strict):
     array: str | None = Field(None, description="Slurm-style index list: 0-499, 1,3,5, 0-9:2, 0-99%10")
     sweep: Sweep | None = None
     after: str | None = Field(None, description="Slurm's --dependency: afterok:12, afterany:12:13, singleton")
-    hold: bool = Field(False, description="queued held: it starts only after `gqa release`")
+    hold: StrictBool = Field(False, description="queued held: it starts only after `gqa release`")
     begin: float | None = Field(None, gt=0, description="not started before this time (epoch seconds)")
     output: str | None = Field(None, description="Slurm's --output pattern (%j %x %A %a %u %N %%), besides gqa's log")
     error: str | None = Field(None, description="Slurm's --error pattern; stderr goes with output when unset")
     input: str | None = Field(None, description="Slurm's --input: a file as the job's stdin")
     open_mode: Literal["truncate", "append"] | None = Field(
         None, description="Slurm's --open-mode: append keeps what output and error files hold (default truncate)")
-    requeue: bool = Field(True, description="requeued after a preemption or reclaim (false: it fails instead)")
-    nice: int = Field(0, ge=-10000, le=10000, description="lowers (or, negative, raises) it within its tier")
+    requeue: StrictBool = Field(True, description="requeued after a preemption or reclaim (false: it fails instead)")
+    nice: StrictCount = Field(0, ge=-10000, le=10000, description="lowers (or, negative, raises) it within its tier")
     notify: Notify | None = None
     script: Script | None = Field(None, description="the batch script as submitted, run in place of its file")
 
@@ -320,6 +328,12 @@ class JobSpec(_Strict):
             return parse_dependency(value).text()
         except SpecError as exc:
             raise ValueError(str(exc)) from None
+
+    @field_validator("array", mode="before")
+    @classmethod
+    def _one_index(cls, value: Any) -> Any:
+        """`array: 5` is the one task 5, as sbatch reads --array=5 (a boolean is no index)."""
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("export")
     @classmethod

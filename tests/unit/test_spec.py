@@ -92,6 +92,29 @@ BAD_YAML = [
      "sweep parameter 'GQA_ATTEMPT' cannot be an environment variable name", 2),
     ("a key that reads like a type", "command: [a]\n'list[str]': 1\n", "unknown field 'list[str]'", 2),
     ("a nested key that reads like a type", "command: [a]\nresources:\n  str: 1\n", "unknown field 'resources.str'", 3),
+    # only true and false are booleans, and a count is a number: what is written is what the job gets
+    ("yes is a word, not a boolean", "command: [a]\nspot: yes\n",
+     "spot: Input should be a valid boolean (true or false), got 'yes'", 2),
+    ("a quoted false is a word", "command: [a]\nhold: 'false'\n",
+     "hold: Input should be a valid boolean (true or false), got 'false'", 2),
+    ("on is a word", "command: [a]\nresources:\n  exclusive: on\n",
+     "resources.exclusive: Input should be a valid boolean (true or false), got 'on'", 3),
+    ("a boolean is no count", "command: [a]\nresources: {gpus: true}\n",
+     "resources.gpus: Input should be a valid integer, got true", 2),
+    ("a quoted count is a word", "command: [a]\nresources:\n  gpus: '2'\n",
+     "resources.gpus: Input should be a valid integer, got '2'", 3),
+    ("a fractional count", "command: [a]\nresources:\n  gpus: 1.5\n",
+     "resources.gpus: Input should be a valid integer, got 1.5", 3),
+    ("a quoted nice", "command: [a]\nnice: '5'\n", "nice: Input should be a valid integer, got '5'", 2),
+    ("a quoted retry count", "command: [a]\nretries:\n  on_error: '3'\n",
+     "retries.on_error: Input should be a valid integer, got '3'", 3),
+    ("a null among a sweep's values", "command: [a]\nsweep:\n  grid:\n    lr: [0.1, null]\n",
+     "sweep.grid.lr.1: Input should be a string, an integer, a number or a boolean, got null", 4),
+    ("a null tag", "command: [a]\ntags:\n  run: null\n", "tags.run: Input should be a valid string, got null", 3),
+    ("a number for a key", "command: [a]\n1: x\n", "1: a key must be text, got 1", 2),
+    ("a number for a nested key", "command: [a]\nresources:\n  2: x\n", "resources.2: a key must be text, got 2",
+     3),
+    ("a boolean array", "command: [a]\narray: true\n", "array: Input should be a valid string, got true", 2),
     ("a list, not a mapping", "- a\n- b\n", "a job file must be a YAML mapping", 1),
     ("a scalar, not a mapping", "hello\n", "a job file must be a YAML mapping", 1),
     ("an empty file", "", "a job file must be a YAML mapping", 1),
@@ -105,6 +128,19 @@ def test_bad_job_file(text, message, line):
         load_spec(path)
     assert caught.value.line == line
     assert str(caught.value).startswith(f"job.yaml:{line}: " if line else "job.yaml: ")
+
+
+@pytest.mark.parametrize("text, path, value", [
+    ("array: 5\n", "array", "5"),                             # one task, as sbatch reads --array=5
+    ("array: 0\n", "array", "0"),
+    ("spot: true\n", "spot", True),
+    ("hold: false\n", "hold", False),
+    ("resources: {gpus: 2, exclusive: true}\n", "resources.gpus", 2),
+    ("nice: -5\n", "nice", -5),
+])
+def test_a_job_file_s_typed_values_are_what_the_job_gets(text, path, value):
+    job = load_spec(write("job.yaml", "command: [a]\n" + text), overrides={"owner": "alice"})
+    assert field(job, path) == value
 
 
 def test_parse_yaml_reports_the_line_of_every_key():
