@@ -172,10 +172,12 @@ def _array_tasks_untold(spec) -> bool:
 
 def recorded(submitter, spec, *, environment: dict[str, str] | None, owner: str | None):
     """The submission as wire.Submitted, and why its team's budget will hold it: the submit
-    service says so where it runs here (services/submit.Recorded); an API's answer does not."""
+    service says so where it runs here (services/submit.Recorded), and a shared queue's daemon in
+    its answer; AWS's API, which admits later, does not."""
     record = getattr(submitter, "record", None)
     if record is None:
-        return as_submitted(submitter.submit(spec, environment=environment, owner=owner)), None
+        answer = as_submitted(submitter.submit(spec, environment=environment, owner=owner))
+        return answer, answer.held_by_budget
     done = record(spec, environment=environment, owner=owner)
     return as_submitted(done.jobs), done.held_by_budget
 

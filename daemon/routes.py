@@ -168,9 +168,10 @@ class Router:
         raw, environment = wire.submission_from_dict(request.json())
         spec = validate(raw, source="request")
         authorize(who, Action.SUBMIT)
-        jobs = self.wiring.submitter().submit(spec, environment=environment, owner=who.owner, caller=who)
+        done = self.wiring.submitter().record(spec, environment=environment, owner=who.owner, caller=who)
+        jobs = done.jobs
         log.info("%s submitted %s", who.owner, ",".join(j.id for j in jobs[:3]) + ("..." if len(jobs) > 3 else ""))
-        return 201, wire.submitted_to_dict(jobs)
+        return 201, wire.submitted_to_dict(jobs, done.held_by_budget)
 
     def status(self, who: Principal, request: Request, ref: str) -> Answer:
         authorize(who, Action.READ)

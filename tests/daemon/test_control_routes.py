@@ -106,3 +106,36 @@ def test_holding_a_running_job_is_a_conflict_that_says_what_to_do(box):
     status, answer = router.handle(caller("alice"), "POST", f"/jobs/{job_id}/hold", None, None)
     assert (status, answer["error"]) == (409, "InvalidTransition")
     assert f"gqa cancel {job_id} stops it" in answer["message"]
+
+
+def test_a_submission_its_teams_budget_will_hold_is_told_so_in_the_answer(box):
+    # the full CLI on a shared box submits through this route: it said nothing of the hold the
+    # next pass would put on the job, where the CLI run by the queue's owner says it
+    import json
+
+    from cli.submit import recorded
+    from gqa.http import wire
+    from gqa.scheduling import TeamPolicy
+
+    router, be = box
+    be.store.set_inventory(Inventory(gpus=(Gpu(0, "a10g", price=3600.0),), cpus=8, memory=64 << 30))
+    be.store.set_team("nlp", TeamPolicy(budget=1.0))
+    be.store.set_team_members("nlp", ("alice",))
+    status, answer = router.handle(caller("alice"), "POST", "/jobs", None,
+                                   {"spec": {"command": ["true"], "workdir": "/", "team": "nlp",
+                                             "limits": {"wall_time": "1m"}}})
+    assert status == 201, answer
+
+    class OverHttp:   # the daemon's client: its submit answers what came over the wire
+        def submit(self, spec, **_):
+            return wire.submitted_from_dict(json.loads(json.dumps(answer)))
+
+    submitted, held = recorded(OverHttp(), None, environment=None, owner=None)
+    assert held is not None and held.startswith("team nlp budget: spent $0.00") and "over $1.00" in held
+    assert "held_by_budget" not in submit_answer(router, "bob")     # a team with no budget: nothing said
+
+
+def submit_answer(router, user: str) -> dict:
+    status, answer = router.handle(caller(user), "POST", "/jobs", None, {"spec": {"command": ["true"], "workdir": "/"}})
+    assert status == 201, answer
+    return answer
