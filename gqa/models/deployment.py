@@ -36,17 +36,22 @@ from .deployment_sections import (
     TriggerBucketConfig,
     Triggers,
 )
-from .deployment_shapes import DEFAULT_IMAGE, DEPLOYMENT_NAME_RE, MAX_POOLS, MAX_TEAMS, _at, _shaped, _slug, _Strict
+from .deployment_shapes import (DEFAULT_IMAGE, DEPLOYMENT_NAME_RE, MAX_ALL_MEMBERS, MAX_GPUS, MAX_POOLS, MAX_TEAMS,
+                                _at, _shaped, _slug, _Strict)
 from .errors import SpecError
 from .limits import MAX_SPEC_BYTES, size_text
 
 # what other modules read from here, wherever it is defined
 __all__ = ["DEFAULT_IMAGE", "LAMBDA_ENVIRONMENT_BYTES", "STACK_SETTINGS_BYTES", "Deployment", "PoolConfig",
-           "deployment_from_context", "load_deployment", "validate_deployment"]
+           "deployment_from_context", "environment_bytes", "load_deployment", "validate_deployment"]
 
-# Lambda's limit on a function's environment variables, names and values together
+# Lambda's limit on a function's environment: the variables map as JSON ({"K":"v",...}, every
+# quote inside a value escaped), as its error says it measured
 LAMBDA_ENVIRONMENT_BYTES = 4096
-STACK_SETTINGS_BYTES = 1024     # table names, queue URLs, bucket, topic and log group: about 500 today
+# What the stack adds to the api function, the one it adds most to (table names, queue URLs, the
+# bucket, topic and log group, Powertools' settings), as JSON: 980 bytes at their longest, with a
+# 16-character deployment name, a 14-character region (ap-southeast-3) and a 63-character bucket
+STACK_SETTINGS_BYTES = 1024
 
 
 # -- the deployment ----------------------------------------------------------------------------
@@ -86,6 +91,11 @@ class Deployment(_Strict):
                 raise _at(("pools", i, "name"),
                           f"pool name {pool.pool_name!r} is taken by pools[{names[pool.pool_name]}]")
             names[pool.pool_name] = i
+        gpus = sum(pool.max_gpus for pool in self.pools)
+        if gpus > MAX_GPUS:
+            raise _at(("pools",), f"hold {gpus:,} GPUs together (max_gpus), at most {MAX_GPUS:,} in one deployment "
+                                  f"(the deploy writes each GPU into the settings, which CloudFormation's 1 MB "
+                                  f"template must hold); split the pools across deployments")
         teams: dict[str, int] = {}
         member_of: dict[str, str] = {}
         for i, team in enumerate(self.teams):
@@ -96,19 +106,26 @@ class Deployment(_Strict):
                 if member in member_of:
                     raise _at(("teams", i, "members", j), f"{member!r} is already a member of team {member_of[member]}")
                 member_of[member] = team.name
+        if len(member_of) > MAX_ALL_MEMBERS:
+            raise _at(("teams",), f"list {len(member_of):,} members together, at most {MAX_ALL_MEMBERS} in one "
+                                  f"deployment (each goes into the stack's template, which CloudFormation limits "
+                                  f"to 1 MB): one pattern with * covers many")
         return self
 
     @model_validator(mode="after")
     def _fits_a_function(self) -> Deployment:
-        # Lambda refuses a function whose environment (names and values) passes 4 KB; the stack adds
-        # table names, queue URLs, bucket and log group names, and Powertools' settings to these
-        sizes = {k: len(k) + len(v.encode()) for k, v in self.function_settings().items()}
-        if sum(sizes.values()) > LAMBDA_ENVIRONMENT_BYTES - STACK_SETTINGS_BYTES:
+        # Lambda refuses a function whose environment passes 4 KB as JSON; the stack adds table names,
+        # queue URLs, bucket and log group names, and Powertools' settings to these. Counted as if one
+        # function read them all.
+        settings = self.function_settings()
+        taken = environment_bytes(settings)
+        if taken > LAMBDA_ENVIRONMENT_BYTES - STACK_SETTINGS_BYTES:
+            sizes = {k: environment_bytes({k: v}) - 2 for k, v in settings.items()}   # less the braces
             biggest = ", ".join(f"{k} {n:,}" for k, n in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])
-            raise ValueError(f"the functions' settings from this file take {sum(sizes.values()):,} bytes ({biggest}); "
-                             f"Lambda allows {LAMBDA_ENVIRONMENT_BYTES:,} for a function's whole environment, "
-                             f"{STACK_SETTINGS_BYTES:,} of which the stack's names and URLs need: list fewer "
-                             f"access patterns (one with * covers many), images or pools")
+            raise ValueError(f"the functions' settings from this file take {taken:,} bytes as Lambda counts them "
+                             f"({biggest}); Lambda allows {LAMBDA_ENVIRONMENT_BYTES:,} for a function's whole "
+                             f"environment, {STACK_SETTINGS_BYTES:,} of which the stack's names and URLs need: list "
+                             f"fewer access patterns (one with * covers many), images or pools")
         return self
 
     # -- what the stacks and the functions are built from --------------------------------------
@@ -155,6 +172,11 @@ class Deployment(_Strict):
                 "GQA_CHECKPOINT_GRACE": str(self.compute.checkpoint_grace),
                 "GQA_KEEP_HISTORY_DAYS": str(self.keep_history_days),
                 "GQA_TRIGGER_BUCKETS": self.triggers.buckets_json()}
+
+
+def environment_bytes(variables: dict[str, str]) -> int:
+    """A function's environment as Lambda measures it against its 4 KB: the map as compact JSON."""
+    return len(json.dumps(variables, separators=(",", ":")).encode())
 
 
 # -- loading -----------------------------------------------------------------------------------

@@ -20,7 +20,11 @@ from .deployment_shapes import (
     IMAGE_URI_RE,
     INSTANCE_TYPE_RE,
     MAX_BUCKETS,
+    MAX_EMAILS,
+    MAX_GPUS,
     MAX_IMAGES,
+    MAX_MEMBER_CHARS,
+    MAX_MEMBERS,
     POOL_NAME_RE,
     ROLE_PATTERN_RE,
     SUBNET_ID_RE,
@@ -62,6 +66,15 @@ class PoolConfig(_Strict):
     @classmethod
     def _gpu_type(cls, value: str) -> str:
         return _shaped(value, GPU_TYPE_RE, "a GPU type such as a10g (letters, digits, '-', '_')")
+
+    @field_validator("max_gpus")
+    @classmethod
+    def _max_gpus(cls, value: int) -> int:
+        if value > MAX_GPUS:
+            raise ValueError(f"is {value:,}, at most {MAX_GPUS:,} GPUs in one deployment (the deploy writes each "
+                             f"GPU into the settings, which CloudFormation's 1 MB template must hold); split the "
+                             f"GPUs across deployments")
+        return value
 
     @field_validator("instance_types")
     @classmethod
@@ -112,8 +125,15 @@ class TeamConfig(_Strict):
     @field_validator("members")
     @classmethod
     def _members(cls, values: list[str]) -> list[str]:
-        _each(values, _is_identity, IDENTITY_WANTED, "member")
-        return values
+        if len(values) > MAX_MEMBERS:
+            raise ValueError(f"has {len(values)} entries, at most {MAX_MEMBERS} a team (each goes into the "
+                             f"stack's template, which CloudFormation limits to 1 MB): one pattern with * "
+                             f"covers many")
+        for i, value in enumerate(values):
+            if len(value) > MAX_MEMBER_CHARS:
+                raise _at((i,), f"is {len(value):,} characters, at most {MAX_MEMBER_CHARS}: end the pattern "
+                                f"with * sooner")
+        return _each(values, _is_identity, IDENTITY_WANTED, "member")
 
     @model_validator(mode="after")
     def _consistent(self) -> TeamConfig:
@@ -235,6 +255,17 @@ class Alerts(_Strict):
     def _emails(cls, values: list[str]) -> list[str]:
         return _each(values, lambda v: len(v) <= 254 and EMAIL_RE.match(v), "an e-mail address such as ops@example.com",
                      "address")
+
+    @model_validator(mode="after")
+    def _few(self) -> Alerts:
+        given = len(self.emails) + len(self.approval_emails)
+        if given > MAX_EMAILS:
+            where = "approval_emails" if self.approval_emails else "emails"
+            raise _at((where,), f"{len(self.emails)} emails and {len(self.approval_emails)} approval_emails, "
+                                f"at most {MAX_EMAILS} addresses together (each is an SNS subscription, a "
+                                f"resource of the stack, which CloudFormation limits to 500): send to a "
+                                f"mailing list")
+        return self
 
 
 MAX_BUCKET_PREFIXES = 10    # per trigger bucket: each goes into every function's environment (4 KB)

@@ -24,9 +24,23 @@ DEFAULT_IMAGE = "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime"
 # The deployment's name goes into every resource name, S3 buckets included: lowercase, short.
 # CloudFormation allows 500 resources in a stack. Each team adds a settings write and
 # two budget alarms, each pool a compute environment and a job queue, each image a job
-# definition, each trigger bucket a rule, a notification and a permission: at these
-# ceilings together the service stack stays under it (tests/infra/test_limits.py).
+# definition, each trigger bucket a rule, a notification and a permission, each alert
+# address an SNS subscription: at these ceilings together the service stack holds 496
+# resources (486 with no address; tests/infra/test_limits.py).
 MAX_TEAMS, MAX_POOLS, MAX_IMAGES, MAX_BUCKETS = 100, 8, 10, 10
+MAX_EMAILS = 10             # alerts.emails and alerts.approval_emails together
+# CloudFormation takes a template of at most 1,000,000 bytes (as `cdk deploy` uploads it,
+# indented). Each team's settings write carries its members twice, escaped (about 2 bytes
+# a character and 28 a member), and the pools' inventory one entry per GPU (about 255 bytes
+# a GPU in the template with 32-character GPU types, 110 in the settings item, which
+# DynamoDB limits to 400 KB). At the other ceilings (a 16-character name, 100 teams with
+# 63-character names, 10 alert addresses, 8 pools, 10 images, 10 buckets) and
+# MAX_ALL_MEMBERS members of MAX_MEMBER_CHARS characters, the service template takes
+# 852,625 bytes with 8 GPUs and 980,989 with MAX_GPUS (the inventory item 55 KB): about 580
+# GPUs would reach the limit. With the environment's room filled too (16-character GPU
+# types), 962,211 bytes (tests/infra/test_limits.py).
+MAX_MEMBERS, MAX_ALL_MEMBERS, MAX_MEMBER_CHARS = 20, 250, 128   # per team, in all, per pattern
+MAX_GPUS = 512              # per pool, and the pools together
 
 DEPLOYMENT_NAME_RE = re.compile(r"^[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?$")
 # Pools and GPU types go into Batch queue and compute environment names: letters, digits, - and _.

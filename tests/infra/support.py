@@ -97,3 +97,52 @@ def resolved_json(template_json: dict, value):
         sep, parts = value["Fn::Join"]
         value = sep.join(p if isinstance(p, str) else json.dumps(p).replace('"', "'") for p in parts)
     return json.loads(value)
+
+
+# the longest forms of what CloudFormation fills in: the longest region name, a 63-character bucket name
+LONGEST_REGION, ACCOUNT = "ap-southeast-3", "123456789012"
+PSEUDO = {"AWS::Region": LONGEST_REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": "aws",
+          "AWS::URLSuffix": "amazonaws.com"}
+
+
+def resolved_environment(templates: dict[str, dict], stack: str, variables: dict) -> dict[str, str]:
+    """A function's environment as Lambda is given it: references to the stacks' resources
+    resolved to their names, URLs and ARNs at their longest."""
+    return {k: _resolved(templates, stack, v) for k, v in variables.items()}
+
+
+def _resolved(templates: dict[str, dict], stack: str, value) -> str:
+    if isinstance(value, str):
+        return value
+    (kind, arg), = value.items()
+    if kind == "Fn::Join":
+        return arg[0].join(_resolved(templates, stack, part) for part in arg[1])
+    if kind == "Ref":
+        return PSEUDO.get(arg) or _attribute(templates, stack, arg, None)
+    if kind == "Fn::GetAtt":
+        return _attribute(templates, stack, arg[0], arg[1])
+    if kind == "Fn::ImportValue":
+        for name, template in templates.items():
+            for output in template.get("Outputs", {}).values():
+                if output.get("Export", {}).get("Name") == arg:
+                    return _resolved(templates, name, output["Value"])
+    raise AssertionError(f"cannot resolve {value}")
+
+
+def _attribute(templates: dict[str, dict], stack: str, logical_id: str, attribute: str | None) -> str:
+    resource = templates[stack]["Resources"][logical_id]
+    kind, props = resource["Type"], resource.get("Properties", {})
+    if kind == "AWS::SQS::Queue":
+        name = props["QueueName"]
+        return {None: f"https://sqs.{LONGEST_REGION}.amazonaws.com/{ACCOUNT}/{name}", "QueueName": name,
+                "Arn": f"arn:aws:sqs:{LONGEST_REGION}:{ACCOUNT}:{name}"}[attribute]
+    if kind == "AWS::S3::Bucket":
+        name = props.get("BucketName") if isinstance(props.get("BucketName"), str) else "b" * 63
+        return name if attribute is None else f"arn:aws:s3:::{name}"
+    if kind == "AWS::SNS::Topic":
+        return f"arn:aws:sns:{LONGEST_REGION}:{ACCOUNT}:{props['TopicName']}"
+    if kind == "AWS::Logs::LogGroup" and attribute is None:
+        return props["LogGroupName"]
+    if kind == "AWS::DynamoDB::Table" and attribute is None:
+        return props["TableName"]
+    raise AssertionError(f"cannot resolve {logical_id}.{attribute} ({kind})")

@@ -99,22 +99,24 @@ def test_a_bad_file_is_refused_with_the_field():
         build_app({**_CONTEXT, "gqa:config": values})
 
 
-def test_the_stacks_own_settings_fit_the_room_the_file_leaves_them(dev):
+def test_the_stacks_own_settings_fit_the_room_the_file_leaves_them():
     """Deployment refuses a file whose settings would leave the stack less than
-    STACK_SETTINGS_BYTES of Lambda's 4 KB: each function's other variables fit in it,
-    a resolved URL or ARN counted at its longest (a 16-character deployment name in
-    the longest region name)."""
-    from gqa.models.deployment import STACK_SETTINGS_BYTES
+    STACK_SETTINGS_BYTES of Lambda's 4 KB: each function's other variables fit in it
+    as Lambda measures them (JSON), a URL or ARN resolved at its longest (a
+    16-character deployment name in the longest region name)."""
+    from gqa.models.deployment import STACK_SETTINGS_BYTES, environment_bytes
 
-    _, assembly = dev
-    config = deployment()
-    longest = len("https://sqs.ap-southeast-4.amazonaws.com/123456789012/gqa-abcdefghijklmnop-trigger-timer")
-    for resource in _template(assembly, stack_names(config)[1])["Resources"].values():
+    from tests.infra.support import resolved_environment
+
+    config = deployment(name="abcdefghijklmnop")
+    assembly = _app(name=config.name).synth()
+    templates = {stack.stack_name: stack.template for stack in assembly.stacks}
+    service = stack_names(config)[1]
+    for resource in templates[service]["Resources"].values():
         variables = resource["Properties"].get("Environment", {}).get("Variables", {}) \
             if resource["Type"] == "AWS::Lambda::Function" else {}
         if "GQA_JOBS_TABLE" not in variables:
             continue
         own = {k: v for k, v in variables.items() if k not in config.function_settings()}
-        size = sum(len(k) + (len(v) if isinstance(v, str) else (3 * longest + 40 if k == "GQA_INTAKE_URLS"
-                                                                    else longest)) for k, v in own.items())
+        size = environment_bytes(resolved_environment(templates, service, own))
         assert size <= STACK_SETTINGS_BYTES, (resource["Properties"]["FunctionName"], size)

@@ -404,7 +404,8 @@ def test_settings_that_would_not_fit_a_functions_environment_are_refused():
     file is refused first, naming what takes the room."""
     raw = yaml.safe_load(EXAMPLE.read_text())
     raw["access"]["admins"] = [f"arn:aws:iam::123456789012:user/platform-admin-{i:03d}" for i in range(60)]
-    with pytest.raises(SpecError, match=r"the functions' settings from this file take [\d,]+ bytes \(GQA_ACCESS "
+    with pytest.raises(SpecError, match=r"the functions' settings from this file take [\d,]+ bytes as Lambda "
+                                        r"counts them \(GQA_ACCESS "
                                         r"[\d,]+, .*Lambda allows 4,096"):
         validate_deployment(raw)
     raw["access"]["admins"] = ["arn:aws:iam::123456789012:user/platform-admin-*"]
@@ -424,4 +425,53 @@ def test_sizes_beyond_what_one_stack_holds_are_refused(path, value, message):
         target = target[key]
     target[path[-1]] = value
     with pytest.raises(SpecError, match=re.escape(message) + r" in one deployment \(CloudFormation allows 500"):
+        validate_deployment(raw)
+
+
+ARN = "arn:aws:iam::123456789012:user/"
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("pools.0.max_gpus", 10**12, "pools[0].max_gpus: is 1,000,000,000,000, at most 512 GPUs in one deployment"),
+    ("pools.0.max_gpus", 513, "pools[0].max_gpus: is 513, at most 512 GPUs in one deployment"),
+    ("pools.1.max_gpus", 505, "pools: hold 521 GPUs together (max_gpus), at most 512 in one deployment"),
+    ("teams.0.members", [f"user{i}" for i in range(21)], "teams[0].members: has 21 entries, at most 20 a team"),
+    ("teams.0.members", [ARN + "a" * 98], "teams[0].members[0]: is 129 characters, at most 128"),
+    ("teams", [{"name": f"t{i}", "members": [f"t{i}-user{j}" for j in range(20)]} for i in range(13)],
+     "teams: list 260 members together, at most 250 in one deployment"),
+    ("alerts", {"emails": [f"ops{i}@example.com" for i in range(6)],
+                "approval_emails": [f"approver{i}@example.com" for i in range(5)]},
+     "alerts.approval_emails: 6 emails and 5 approval_emails, at most 10 addresses together"),
+    ("alerts.emails", [f"ops{i}@example.com" for i in range(10)],
+     "alerts.approval_emails: 10 emails and 1 approval_emails, at most 10 addresses together"),
+])
+def test_sizes_beyond_what_one_template_holds_are_refused(raw, path, value, message):
+    _set(path, value)(raw)
+    assert _refused(raw).startswith(f"deployment.yaml: {message}")
+
+
+def test_the_largest_sizes_allowed_are_accepted(raw):
+    raw["pools"][0]["max_gpus"], raw["pools"][1]["max_gpus"] = 500, 12
+    raw["teams"] = [{"name": f"t{i}", "members": [ARN + f"t{i}-" + "u" * (93 - len(str(i))) + f"{j:02d}"
+                                                  for j in range(20)]} for i in range(13)]
+    raw["teams"][12]["members"] = raw["teams"][12]["members"][:10]
+    raw["alerts"] = {"emails": [f"ops{i}@example.com" for i in range(9)], "approval_emails": ["a@example.com"]}
+    config = validate_deployment(raw)
+    assert sum(len(t.members) for t in config.teams) == 250 and {len(m) for t in config.teams
+                                                                   for m in t.members} == {128}
+
+
+def test_the_environment_is_counted_as_lambda_counts_it(raw):
+    """Lambda measures the variables as JSON: every quote inside GQA_POOLS and GQA_ACCESS counts
+    twice, and each variable its quotes, colon and comma."""
+    from gqa.models.deployment import environment_bytes
+
+    assert environment_bytes({"K": "v"}) == len('{"K":"v"}')
+    assert environment_bytes({"GQA_ACCESS": '{"admins": []}'}) == len('{"GQA_ACCESS":"{\\"admins\\": []}"}')
+    admins = [f"arn:aws:iam::123456789012:user/platform-admin-{i:03d}" for i in range(43)]
+    raw["access"]["admins"] = admins[:42]
+    settings = validate_deployment(raw).function_settings()
+    assert environment_bytes(settings) == 3069   # of the 3,072 the stack's names leave
+    raw["access"]["admins"] = admins   # 2,935 bytes as names and values alone
+    with pytest.raises(SpecError, match=r"take 3,124 bytes as Lambda counts them \(GQA_ACCESS 2,[\d]{3}, "):
         validate_deployment(raw)
