@@ -47,7 +47,9 @@ class Api(Construct):
             description=f"gqa {config.name}: the CLI's backend",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
-            cloud_watch_role=True, cloud_watch_role_removal_policy=cdk.RemovalPolicy.DESTROY,
+            # the account-wide setting execution logs need (one per account and region), shared by every
+            # API there: its role outlives this stack, as CDK keeps it by default
+            cloud_watch_role=True, cloud_watch_role_removal_policy=cdk.RemovalPolicy.RETAIN,
             deploy_options=apigw.StageOptions(
                 stage_name=STAGE, throttling_rate_limit=RATE, throttling_burst_limit=BURST,
                 logging_level=apigw.MethodLoggingLevel.ERROR, metrics_enabled=True, tracing_enabled=True,

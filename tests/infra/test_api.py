@@ -50,6 +50,16 @@ def test_the_stage_is_throttled_and_logged(built):
     })
 
 
+def test_the_account_wide_logging_role_outlives_the_stack(built):
+    """API Gateway's CloudWatch role is one setting per account and region, which every API
+    there logs through: destroying one deployment (dev beside prod) must not delete it."""
+    (account,) = built.find_resources("AWS::ApiGateway::Account").values()
+    role_id = account["Properties"]["CloudWatchRoleArn"]["Fn::GetAtt"][0]
+    role = built.find_resources("AWS::IAM::Role")[role_id]
+    assert (role["DeletionPolicy"], role["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert (account["DeletionPolicy"], account["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
 def _routes(built, name):
     (statement,) = [s for s in _statements(built, name) if s["Action"] == "execute-api:Invoke"]
     assert statement["Action"] == "execute-api:Invoke" and statement["Effect"] == "Allow"
