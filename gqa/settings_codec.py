@@ -24,7 +24,33 @@ def inventory_to_dict(inventory: Inventory) -> dict[str, Any]:
 
 
 def inventory_from_dict(data: dict[str, Any]) -> Inventory:
-    return Inventory(gpus=tuple(Gpu(**g) for g in data["gpus"]), cpus=data.get("cpus"), memory=data.get("memory"))
+    """Read as inventory_to_dict or inventory_json wrote it (runs of alike GPUs, where given, win)."""
+    if "runs" in data:
+        gpus = tuple(Gpu(run["first"] + i, run["type"], run["price"], run["spot"])
+                     for run in data["runs"] for i in range(run["count"]))
+    else:
+        gpus = tuple(Gpu(**g) for g in data["gpus"])
+    return Inventory(gpus=gpus, cpus=data.get("cpus"), memory=data.get("memory"))
+
+
+# An inventory is stored as runs of alike GPUs with consecutive indices, a few bytes a pool however
+# many GPUs it holds: stored GPU by GPU, an AWS deployment's thousands took megabytes in its
+# template (CloudFormation takes 1 MB) and its settings item (DynamoDB: 400 KB). An inventory of
+# at most LISTED_GPUS is stored GPU by GPU as well, as gqa read it before runs: a daemon or
+# function still running an earlier gqa while the settings are rewritten reads it as it did.
+LISTED_GPUS = 512
+
+
+def _runs(gpus: tuple[Gpu, ...]) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    for gpu in gpus:
+        last = runs[-1] if runs else None
+        if last is not None and (last["type"], last["price"], last["spot"]) == (gpu.type, gpu.price, gpu.spot) \
+                and last["first"] + last["count"] == gpu.index:
+            last["count"] += 1
+        else:
+            runs.append({"first": gpu.index, "count": 1, "type": gpu.type, "price": gpu.price, "spot": gpu.spot})
+    return runs
 
 
 def team_policy_to_dict(policy: TeamPolicy) -> dict[str, Any]:
@@ -54,7 +80,10 @@ def _known(kind: type, data: dict[str, Any]) -> dict[str, Any]:
 
 # the stores keep each setting as one JSON text
 def inventory_json(inventory: Inventory) -> str:
-    return json.dumps(inventory_to_dict(inventory))
+    stored: dict[str, Any] = {"runs": _runs(inventory.gpus), "cpus": inventory.cpus, "memory": inventory.memory}
+    if len(inventory.gpus) <= LISTED_GPUS:
+        stored["gpus"] = inventory_to_dict(inventory)["gpus"]
+    return json.dumps(stored)
 
 
 def inventory_from(raw: str) -> Inventory:

@@ -93,9 +93,8 @@ class Deployment(_Strict):
             names[pool.pool_name] = i
         gpus = sum(pool.max_gpus for pool in self.pools)
         if gpus > MAX_GPUS:
-            raise _at(("pools",), f"hold {gpus:,} GPUs together (max_gpus), at most {MAX_GPUS:,} in one deployment "
-                                  f"(the deploy writes each GPU into the settings, which CloudFormation's 1 MB "
-                                  f"template must hold); split the pools across deployments")
+            raise _at(("pools",), f"hold {gpus:,} GPUs together (max_gpus), at most {MAX_GPUS:,} in one deployment; "
+                                  f"split the pools across deployments")
         teams: dict[str, int] = {}
         member_of: dict[str, str] = {}
         for i, team in enumerate(self.teams):

@@ -71,9 +71,8 @@ class PoolConfig(_Strict):
     @classmethod
     def _max_gpus(cls, value: int) -> int:
         if value > MAX_GPUS:
-            raise ValueError(f"is {value:,}, at most {MAX_GPUS:,} GPUs in one deployment (the deploy writes each "
-                             f"GPU into the settings, which CloudFormation's 1 MB template must hold); split the "
-                             f"GPUs across deployments")
+            raise ValueError(f"is {value:,}, at most {MAX_GPUS:,} GPUs in one deployment; split the GPUs across "
+                             f"deployments")
         return value
 
     @field_validator("instance_types")

@@ -31,16 +31,18 @@ MAX_TEAMS, MAX_POOLS, MAX_IMAGES, MAX_BUCKETS = 100, 8, 10, 10
 MAX_EMAILS = 10             # alerts.emails and alerts.approval_emails together
 # CloudFormation takes a template of at most 1,000,000 bytes (as `cdk deploy` uploads it,
 # indented). Each team's settings write carries its members twice, escaped (about 2 bytes
-# a character and 28 a member), and the pools' inventory one entry per GPU (about 255 bytes
-# a GPU in the template with 32-character GPU types, 110 in the settings item, which
-# DynamoDB limits to 400 KB). At the other ceilings (a 16-character name, 100 teams with
-# 63-character names, 10 alert addresses, 8 pools, 10 images, 10 buckets) and
-# MAX_ALL_MEMBERS members of MAX_MEMBER_CHARS characters, the service template takes
-# 852,625 bytes with 8 GPUs and 980,989 with MAX_GPUS (the inventory item 55 KB): about 580
-# GPUs would reach the limit. With the environment's room filled too (16-character GPU
-# types), 962,211 bytes (tests/infra/test_limits.py).
+# a character and 28 a member). The pools' inventory is stored as runs of alike GPUs, a few
+# bytes a pool, and GPU by GPU too up to settings_codec.LISTED_GPUS (512; about 255 bytes a
+# GPU in the template with 32-character GPU types, 110 in the settings item, which DynamoDB
+# limits to 400 KB). At the other ceilings (a 16-character name, 100 teams with 63-character
+# names, 10 alert addresses, 8 pools, 10 images, 10 buckets) and MAX_ALL_MEMBERS members of
+# MAX_MEMBER_CHARS characters, the service template takes 852,625 bytes with 8 GPUs and
+# 980,989 with 512 listed, its largest (tests/infra/test_limits.py).
 MAX_MEMBERS, MAX_ALL_MEMBERS, MAX_MEMBER_CHARS = 20, 250, 128   # per team, in all, per pattern
-MAX_GPUS = 512              # per pool, and the pools together
+# per pool, and the pools together: Batch's maxvCpus (12 a GPU on the largest instances) stays
+# well within its 32-bit field, and a pass over them stays short (plan() with 10,000 pending
+# and 8,000 running on 16,384 GPUs: 30 ms, against 10 ms on 2,000; benchmarks/plan_scaling.py)
+MAX_GPUS = 16_384
 
 DEPLOYMENT_NAME_RE = re.compile(r"^[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?$")
 # Pools and GPU types go into Batch queue and compute environment names: letters, digits, - and _.

@@ -16,6 +16,7 @@ from gqa.models.deployment import LAMBDA_ENVIRONMENT_BYTES, environment_bytes, v
 from gqa.models.deployment_shapes import (MAX_ALL_MEMBERS, MAX_BUCKETS, MAX_EMAILS, MAX_GPUS, MAX_IMAGES,
                                           MAX_MEMBER_CHARS, MAX_MEMBERS, MAX_POOLS, MAX_TEAMS)
 from gqa.models.errors import SpecError
+from gqa.settings_codec import LISTED_GPUS
 from infra import build_app
 from infra.registration import settings_updates
 from tests.infra.support import _CONTEXT, example_values, resolved_environment
@@ -26,12 +27,12 @@ MAX_ITEM_BYTES = 400 * 1024
 INSTANCES = {"a10g": "g5.48xlarge", "l4": "g6.48xlarge", "l40s": "g6e.48xlarge", "h100": "p5.48xlarge"}
 
 
-def ceilings() -> dict:
-    """Every ceiling at once, every name at its longest."""
+def ceilings(gpus: int = MAX_GPUS) -> dict:
+    """Every ceiling at once, every name at its longest; `gpus` in all."""
     values = example_values()
     values["name"] = "production-east1"                               # 16 characters
     values["pools"] = [{"gpu_type": (gpu + "-" + "g" * 16)[:16], "spot": spot, "instance_types": [instance],
-                        "max_gpus": MAX_GPUS // MAX_POOLS, "price": 12345.678901}
+                        "max_gpus": gpus // MAX_POOLS, "price": 123.456789}
                        for gpu, instance in INSTANCES.items() for spot in (True, False)][:MAX_POOLS]
     members = iter(range(MAX_ALL_MEMBERS))
     values["teams"] = [{"name": (f"team-{i:03d}-" + "t" * 63)[:63], "share": 1.5, "max_gpus": 8,
@@ -47,10 +48,10 @@ def ceilings() -> dict:
     return values
 
 
-def largest() -> dict:
+def largest(gpus: int = MAX_GPUS) -> dict:
     """The ceilings, with admin patterns filling the functions' environment to the last byte
     the file check accepts."""
-    values = ceilings()
+    values = ceilings(gpus)
     admins = ["arn:aws:iam::123456789012:user/admin-000"]
     while _accepted(values, [*admins, f"arn:aws:iam::123456789012:user/admin-{len(admins):03d}"]):
         admins.append(f"arn:aws:iam::123456789012:user/admin-{len(admins):03d}")
@@ -68,16 +69,22 @@ def _accepted(values: dict, admins: list[str]) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def assembly(tmp_path_factory):
-    return build_app({**_CONTEXT, "gqa:config": largest()},
-                     outdir=str(tmp_path_factory.mktemp("cdk.out"))).synth()   # cdk-nag and validation included
+# the most GPUs, and the most the settings also list GPU by GPU (settings_codec.LISTED_GPUS): the
+# template's largest inventory
+GPU_TOTALS = [MAX_GPUS, LISTED_GPUS]
+
+
+@pytest.fixture(scope="module", params=GPU_TOTALS, ids=lambda gpus: f"{gpus}-gpus")
+def assembly(tmp_path_factory, request):
+    return request.param, build_app({**_CONTEXT, "gqa:config": largest(request.param)},
+                                    outdir=str(tmp_path_factory.mktemp("cdk.out"))).synth()   # cdk-nag included
 
 
 @pytest.mark.slow
 def test_the_largest_deployment_fits_cloudformations_limits(assembly):
-    values = largest()
-    assert len(values["pools"]) == MAX_POOLS and sum(p["max_gpus"] for p in values["pools"]) == MAX_GPUS
+    gpus, assembly = assembly
+    values = largest(gpus)
+    assert len(values["pools"]) == MAX_POOLS and sum(p["max_gpus"] for p in values["pools"]) == gpus
     assert sum(len(t["members"]) for t in values["teams"]) == MAX_ALL_MEMBERS
     for stack in assembly.stacks:
         resources = stack.template["Resources"]
@@ -86,14 +93,16 @@ def test_the_largest_deployment_fits_cloudformations_limits(assembly):
         assert os.path.getsize(stack.template_full_path) < MAX_TEMPLATE_BYTES, stack.stack_name
 
 
-def test_the_largest_deployments_settings_items_fit_dynamodb():
-    for name, update in settings_updates(validate_deployment(largest())).items():
+@pytest.mark.parametrize("gpus", GPU_TOTALS)
+def test_the_largest_deployments_settings_items_fit_dynamodb(gpus):
+    for name, update in settings_updates(validate_deployment(largest(gpus))).items():
         size = len(json.dumps(update["ExpressionAttributeValues"]))
         assert size < MAX_ITEM_BYTES, (name, size)
 
 
 @pytest.mark.slow
 def test_every_function_environment_at_the_edge_fits_lambdas_4_kb(assembly):
+    _, assembly = assembly
     templates = {stack.stack_name: stack.template for stack in assembly.stacks}
     measured = {}
     for name, template in templates.items():

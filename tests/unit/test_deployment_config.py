@@ -432,9 +432,9 @@ ARN = "arn:aws:iam::123456789012:user/"
 
 
 @pytest.mark.parametrize("path, value, message", [
-    ("pools.0.max_gpus", 10**12, "pools[0].max_gpus: is 1,000,000,000,000, at most 512 GPUs in one deployment"),
-    ("pools.0.max_gpus", 513, "pools[0].max_gpus: is 513, at most 512 GPUs in one deployment"),
-    ("pools.1.max_gpus", 505, "pools: hold 521 GPUs together (max_gpus), at most 512 in one deployment"),
+    ("pools.0.max_gpus", 10**12, "pools[0].max_gpus: is 1,000,000,000,000, at most 16,384 GPUs in one deployment"),
+    ("pools.0.max_gpus", 16_385, "pools[0].max_gpus: is 16,385, at most 16,384 GPUs in one deployment"),
+    ("pools.1.max_gpus", 16_377, "pools: hold 16,393 GPUs together (max_gpus), at most 16,384 in one deployment"),
     ("teams.0.members", [f"user{i}" for i in range(21)], "teams[0].members: has 21 entries, at most 20 a team"),
     ("teams.0.members", [ARN + "a" * 98], "teams[0].members[0]: is 129 characters, at most 128"),
     ("teams", [{"name": f"t{i}", "members": [f"t{i}-user{j}" for j in range(20)]} for i in range(13)],
@@ -451,7 +451,7 @@ def test_sizes_beyond_what_one_template_holds_are_refused(raw, path, value, mess
 
 
 def test_the_largest_sizes_allowed_are_accepted(raw):
-    raw["pools"][0]["max_gpus"], raw["pools"][1]["max_gpus"] = 500, 12
+    raw["pools"][0]["max_gpus"], raw["pools"][1]["max_gpus"] = 16_000, 384
     raw["teams"] = [{"name": f"t{i}", "members": [ARN + f"t{i}-" + "u" * (93 - len(str(i))) + f"{j:02d}"
                                                   for j in range(20)]} for i in range(13)]
     raw["teams"][12]["members"] = raw["teams"][12]["members"][:10]

@@ -14,6 +14,9 @@ INVENTORIES = {
     "two pools with prices": Inventory(gpus=(Gpu(0, "a10g", 1.2), Gpu(1, "l4", 0.8, spot=True)), cpus=16,
                                        memory=64 << 30),
     "no GPUs": Inventory(gpus=()),
+    "gaps and a price change inside a type": Inventory(gpus=(Gpu(0, "a10g", 1.2), Gpu(1, "a10g", 1.2),
+                                                              Gpu(3, "a10g", 1.2), Gpu(4, "a10g", 1.5))),
+    "an AWS deployment's thousands": Inventory(gpus=tuple(Gpu(i, "a100", 4.1, spot=i >= 4096) for i in range(8192))),
 }
 POLICIES = {
     "the defaults": Policy(),
@@ -81,6 +84,17 @@ def test_fields_a_newer_writer_added_are_ignored():
     data["a_later_setting"] = 3
     data["default_team"]["a_later_cap"] = 1
     assert codec.policy_from_dict(data) == policy
+
+
+def test_an_inventory_is_stored_as_runs_of_alike_gpus_and_a_small_one_gpu_by_gpu_too():
+    # GPU by GPU, 8,192 GPUs took 650 KB in a deployment's template and settings item, past
+    # DynamoDB's 400 KB item; a small inventory is also listed whole, as an earlier gqa reads it
+    thousands = codec.inventory_json(INVENTORIES["an AWS deployment's thousands"])
+    assert len(thousands) < 300 and "gpus" not in json.loads(thousands)
+    assert [r["count"] for r in json.loads(thousands)["runs"]] == [4096, 4096]
+    small = json.loads(codec.inventory_json(INVENTORIES["two pools with prices"]))
+    assert codec.inventory_from_dict({"gpus": small["gpus"], "cpus": 16, "memory": 64 << 30}) == \
+        INVENTORIES["two pools with prices"]
 
 
 def test_an_inventory_without_cpus_or_memory_reads_as_unlimited():
