@@ -58,7 +58,9 @@ def logs(
         from gqa.services.logs import name_one
 
         fail(name_one(ref, jobs))
-    raise typer.Exit(follow_file(be, jobs[0], follow=follow, tail=tail))
+    with user_errors():   # a log part this user may not read is one line, as every storage fault
+        code = follow_file(be, jobs[0], follow=follow, tail=tail)
+    raise typer.Exit(code)
 
 
 def follow_file(be, job, *, follow: bool, tail: int, out: BinaryIO | None = None) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .log_records import continued_line, sibling
 from .log_rotation import BLOCK, Rotations, as_read, marker, parts, read_from, rotations_as_read
+from .storage_errors import storage_errors
 
 TAIL_BLOCK = 64 << 10    # bytes per backwards step when looking for the last lines
 
@@ -67,7 +68,8 @@ class JobLog:
             yield from self._rotated(now)   # leaves the offset where the live file goes on
             self._seen, self._shrunk = now, False
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            with storage_errors(self.path):
+                fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
@@ -131,12 +133,18 @@ class JobLog:
 
 def _open_all(paths: list[Path]) -> list[tuple[Path, int]]:
     """Open every part at once: a rotation renaming them meanwhile moves names, not what is read."""
-    opened = []
-    for p in paths:
-        try:
-            opened.append((p, os.open(p, os.O_RDONLY)))
-        except FileNotFoundError:
-            pass
+    opened: list[tuple[Path, int]] = []
+    try:
+        for p in paths:
+            try:
+                with storage_errors(p):   # a part this user may not read: one line naming it
+                    opened.append((p, os.open(p, os.O_RDONLY)))
+            except FileNotFoundError:
+                pass
+    except BaseException:
+        for _, fd in opened:
+            os.close(fd)
+        raise
     return opened
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -99,8 +100,9 @@ def socket_mode(home: Path | str) -> int:
 # -- laying homes out --------------------------------------------------------------------------
 
 def private_home(home: Path | str, *, tighten: bool = False) -> None:
-    """A user's own home: created 0700; with `tighten`, an existing one the
-    user owns is made 0700 (homes made before this rule were world-readable)."""
+    """A user's own home: created 0700; with `tighten` (a daemon about to start
+    there), an existing one the user owns is made 0700 (homes made before this
+    rule were world-readable), and one another user owns is refused."""
     home = Path(home)
     home.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -109,8 +111,21 @@ def private_home(home: Path | str, *, tighten: bool = False) -> None:
     except FileExistsError:
         pass
     st = home.stat()
-    if tighten and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o077:
+    if tighten and st.st_uid != os.geteuid() and not is_system(home):
+        # its daemon would run that user's jobs as us, and leave files in it they cannot read
+        owner = _user_name(st.st_uid)
+        raise SpecError(f"{home} is the queue of {owner}, not yours: start its daemon as {owner} "
+                        f"(sudo -u {owner} gqa local start), or choose another GQA_HOME; a queue for "
+                        "every user of this machine is `gqa local start --system`, which lays out its own home")
+    if tighten and stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(home, 0o700)
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def lay_out_system(home: Path | str, settings: SystemSettings) -> None:
