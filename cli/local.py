@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -87,6 +88,7 @@ def start(
                                login_file=smtp_login_file, mail_domain=mail_domain, webhook=webhook,
                                alerts_to=alerts_to)
     os.umask(0o077)     # the daemon's files are its own; a system queue sets the modes others need
+    made: list[Path] = []
     if system:
         paths = _system_home(home, admin_groups or [], approver_groups or [])
     elif home or admin_groups or approver_groups:
@@ -96,9 +98,11 @@ def start(
         from gqa.adapters.local.system import private_home
 
         paths = StatePaths.from_env()
-        with user_errors():
+        made = _not_there(paths)
+        with user_errors(), _removed_on_fault(paths, made):
             private_home(paths.home, tighten=True)
-    with user_errors():   # an unusable home or queue database is one line here, not a daemon that dies
+    # an unusable home or queue database is one line here, not a daemon that dies
+    with user_errors(), _removed_on_fault(paths, made):
         _not_running(paths, daemon_running(paths))
         inventory = _inventory(gpus, gpu_type, cpus=cpus)
         options = _daemon_options(log_max_size, log_files) + ["--keep-history", str(keep_history)]
@@ -124,6 +128,45 @@ def start(
     from daemon.main import main as run_daemon
 
     run_daemon(daemon_args(paths, inventory, grace, options) + ["--lock-fd", str(lock)])
+
+
+def _not_there(paths) -> list[Path]:
+    """What a start makes in a user's home that is not there yet, the directories first."""
+    db = paths.db
+    made = [paths.home, paths.logs, paths.checkpoints, paths.exits,
+            db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"), paths.queue_id]
+    return [p for p in made if not os.path.lexists(p)]
+
+
+@contextmanager
+def _removed_on_fault(paths, made: list[Path]):
+    """A start its storage refuses (a full disk, an unwritable home) says "nothing was changed":
+    what it made is removed again, as long as the queue database it began is still empty."""
+    from gqa.models.errors import StorageBusy, StorageCorrupt, StorageUnavailable
+
+    try:
+        yield
+    except StorageUnavailable as exc:
+        if not isinstance(exc, (StorageBusy, StorageCorrupt)):   # another process's queue, or a damaged one
+            _remove_made(paths, made)
+        raise
+
+
+def _remove_made(paths, made: list[Path]) -> None:
+    try:
+        no_queue = paths.db in made and os.stat(paths.db).st_size == 0
+    except FileNotFoundError:
+        no_queue = True
+    except OSError:
+        return
+    for path in reversed(made):   # the files, then the directories they were in
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()      # only an empty one: anything put there since stays
+            elif no_queue:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _not_running(paths, pid: int | None) -> None:
@@ -175,13 +218,13 @@ def stop(
 ):
     """Stop the daemon. Running jobs get SIGTERM and go back to the queue (unless --keep-jobs)."""
     from gqa.adapters.local.lock import daemon_running
-    from gqa.adapters.local.paths import StatePaths
 
     fmt = check_output(output)
     if not 0 <= timeout < float("inf"):
         fail(f"--timeout must be a number of seconds >= 0, got {timeout:g}")
     with user_errors():
-        paths = StatePaths.from_env()
+        paths = _commands_home()
+        _may_stop(paths)
         pid = daemon_running(paths)
         if pid is None:
             if fmt == "json":
@@ -189,14 +232,70 @@ def stop(
             else:
                 note("gqa daemon is not running")
             return
+        # a stop that requeues them waits for their ends: any still running after it was not stopped
+        running = [] if keep_jobs or force else _job_processes(paths)
         stopped = stop_daemon(paths, keep_jobs=keep_jobs, timeout=timeout, force=force)
     if not stopped:
         fail(f"daemon (pid {pid}) did not stop within {timeout:g}s (running jobs get their grace period first); "
              f"see {paths.daemon_log}, or `gqa local stop --force`", code=1)
+    left = _still_running(running)
+    if left:
+        fail(f"gqa daemon (pid {pid}) stopped, but could not stop {_jobs_named(left)}: still running, as "
+             f"--keep-jobs leaves them, and the next `gqa local start` adopts them; see {paths.daemon_log}",
+             code=1)
     if fmt == "json":
         print_json({"pid": pid, "stopped": True, "running": False})
         return
     note(f"gqa daemon (pid {pid}) stopped")
+
+
+def _commands_home():
+    """The queue `stop` and `status` act on: the one every other command uses
+    (GQA_HOME, ~/.gqa, else a shared box's system queue)."""
+    from gqa.adapters.local.paths import StatePaths
+    from gqa.adapters.local.system import state_home
+
+    return StatePaths(state_home())
+
+
+def _may_stop(paths) -> None:
+    """Stopping is a signal to the daemon: a system queue's is root's, so only root may send it."""
+    from gqa.adapters.local.system import is_system
+
+    if os.geteuid() != 0 and is_system(paths.home):
+        fail(f"the queue at {paths.home} serves every user of this machine; only root stops it "
+             "(sudo gqa local stop)")
+
+
+def _job_processes(paths) -> list[tuple[str, int, str]]:
+    """The running jobs' processes (id, pid, start token) as the store has them; none
+    where it cannot be read (the stop goes ahead: the daemon's log says what it did)."""
+    from gqa.adapters.local.store import SqliteStore
+    from gqa.models.errors import GqaError
+    from gqa.models.job import JobState
+
+    try:
+        store = SqliteStore(paths.db)
+    except GqaError:
+        return []
+    try:
+        jobs = store.list([JobState.STARTING, JobState.RUNNING])
+    except GqaError:
+        return []
+    finally:
+        store.close()
+    return [(j.id, j.pid, j.proc_token) for j in jobs if j.pid is not None and j.proc_token]
+
+
+def _still_running(processes: list[tuple[str, int, str]]) -> list[str]:
+    from gqa.adapters.local.processes import process_token
+
+    return [job_id for job_id, pid, token in processes if process_token(pid) == token]
+
+
+def _jobs_named(ids: list[str]) -> str:
+    shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    return f"job {shown}" if len(ids) == 1 else f"jobs {shown}"
 
 
 def stop_daemon(paths, *, keep_jobs: bool = False, timeout: float = 60.0, force: bool = False) -> bool:
@@ -230,39 +329,76 @@ def stop_daemon(paths, *, keep_jobs: bool = False, timeout: float = 60.0, force:
 @app.command("status")
 def status(output: Output = "table"):
     """Is the daemon running, with which GPUs, and how many jobs in each state."""
+    from gqa.adapters.local.system import is_system
+
     fmt = check_output(output)
     with user_errors():
-        from gqa.models.job import JobState
-
-        from .local_backend import LocalBackend
-
-        be = LocalBackend()   # whatever `gqa config` says: this is the machine's own queue
-        be.require_queue()
-        pid = be.daemon_pid()
-        inventory = be.store.inventory()
-        counts = {state.value: n for state, n in be.store.state_counts().items()}
-        held = {i for j in be.store.list([JobState.STARTING, JobState.RUNNING]) for i in j.assigned}
-    gpus = [{"index": g.index, "type": g.type} for g in inventory.gpus] if inventory else []
-    outside = len(held - {g["index"] for g in gpus})   # as `gqa queue` counts them
-    said = daemon_status(be.paths, timeout=STATUS_TIMEOUT) if pid is not None else None
-    answering = said is not None
-    said = said or {}
-    data = {"running": pid is not None, "pid": pid, "answering": answering, "home": str(be.paths.home),
-            "gpus": gpus, "outside_gpus": outside, "jobs": counts, "containment": said.get("containment"),
-            "logs": said.get("logs")}
+        paths = _commands_home()
+        if os.geteuid() != 0 and is_system(paths.home):
+            data = _shared_status(paths)   # its database is root's: the daemon tells
+        else:
+            data = _own_status(paths)
     if fmt == "json":
         print_json(data)
         return
-    print(f"daemon: {_daemon_line(pid, answering, be.paths.daemon_log)}")
-    print(f"state:  {be.paths.home}")
+    gpus, outside, counts = data["gpus"], data["outside_gpus"], data["jobs"]
+    print(f"daemon: {_daemon_line(data['pid'], data['answering'], paths.daemon_log)}")
+    print(f"state:  {paths.home}")
     from .queue_table import outside_text
 
     print(f"gpus:   {len(gpus)}" + (f" ({_describe(gpus)})" if gpus else "")
           + (f"; {outside_text(outside)}" if outside else ""))
     print("jobs:   " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"))
-    for line in (said.get("containment"), said.get("logs")):
+    for line in (data["containment"], data["logs"]):
         if line:
             print(line)
+
+
+def _own_status(paths) -> dict:
+    """`local status` of a queue whose database this user reads."""
+    from gqa.models.job import JobState
+
+    from .local_backend import LocalBackend
+
+    be = LocalBackend(paths.home)   # whatever `gqa config` says: this is the machine's own queue
+    be.require_queue()
+    pid = be.daemon_pid()
+    inventory = be.store.inventory()
+    counts = {state.value: n for state, n in be.store.state_counts().items()}
+    held = {i for j in be.store.list([JobState.STARTING, JobState.RUNNING]) for i in j.assigned}
+    gpus = [{"index": g.index, "type": g.type} for g in inventory.gpus] if inventory else []
+    return _status_data(paths, pid, gpus, held, counts)
+
+
+def _shared_status(paths) -> dict:
+    """`local status` of a system queue for a user who may not read its database: the daemon's answers."""
+    from gqa.adapters.local.lock import daemon_running
+
+    from .daemon_backend import DaemonBackend
+
+    pid = daemon_running(paths)
+    gpus: list[dict] = []
+    held: set[int] = set()
+    counts: dict[str, int] = {}
+    said = daemon_status(paths, timeout=STATUS_TIMEOUT) if pid is not None else None
+    if said is not None:
+        seen = DaemonBackend(paths.home).api.call("GET", "/overview", query={"head": 0, "events": 0})
+        gpus = [{"index": g["index"], "type": g["type"]} for g in seen["gpus"]]
+        held = {i for run in seen["running"] for i in run["gpus"]}
+        counts = {name: n for name, n in (("running", len(seen["running"])), ("pending", seen["pending"])) if n}
+    return _status_data(paths, pid, gpus, held, counts, said)
+
+
+def _status_data(paths, pid: int | None, gpus: list[dict], held: set[int], counts: dict[str, int],
+                 said: dict | None = None) -> dict:
+    outside = len(held - {g["index"] for g in gpus})   # as `gqa queue` counts them
+    if said is None and pid is not None:
+        said = daemon_status(paths, timeout=STATUS_TIMEOUT)
+    answering = said is not None
+    said = said or {}
+    return {"running": pid is not None, "pid": pid, "answering": answering, "home": str(paths.home),
+            "gpus": gpus, "outside_gpus": outside, "jobs": counts, "containment": said.get("containment"),
+            "logs": said.get("logs")}
 
 
 def _daemon_line(pid: int | None, answering: bool, daemon_log) -> str:

@@ -234,8 +234,11 @@ class DaemonLoop:
         if not self.stopping.asked:
             try:
                 self.wiring.supervisor.shutdown(keep_jobs=self.stopping.keep_jobs)
+            except GqaError as exc:   # a full disk, a locked database: one line, as every storage fault
+                log.error("could not ask running jobs to stop: %s; leaving them running for the next daemon", exc)
+                return True
             except Exception:   # the database is unreadable: the jobs keep running, the next daemon adopts them
-                log.exception("could not ask running jobs to stop; leaving them running")
+                log.exception("could not ask running jobs to stop; leaving them running for the next daemon")
                 return True
             self.stopping.asked = True
         return self.stopping.keep_jobs or self.wiring.executor.watched() == 0
