@@ -13,7 +13,12 @@ unrecorded copy.
 The wrapper records the exit status on a descriptor the daemon opened (the
 exit file), so an attempt that outlives a daemon crash can still be
 settled, and the file's modification time says when the job ended. The
-file is removed only after the result is committed (forget()).
+file is removed only after the result is committed (forget()). On a shared
+box the file is the job's user's (the wrapper runs as them), so what it
+says is taken only once the attempt's process is gone as the daemon itself
+tells (its pidfd, its pid and start time): a status written while the
+process runs ends nothing, and the time is kept between when the daemon last
+saw the process running and when it saw it gone.
 
 Every process an attempt starts lives in its cell (containment/: a cgroup,
 or a subreaper and a marker) and is killed when the attempt ends. Exits are
@@ -84,6 +89,10 @@ class _Attempt:
     warning: WarningSignal | None = None   # Slurm's --signal, sent once at warn_at (on time.monotonic)
     warn_at: float | None = None
     draining: bool = False           # stopped, its wrapper gone, its group still in its grace: not reported yet
+    # on the wall clock, as the exit file's time: when the daemon last saw the process running, and first saw
+    # it gone; the end the file gives is kept between them (the job's user may write the file)
+    seen_alive: float = 0.0
+    seen_gone: float | None = None
 
 
 class LocalExecutor:
@@ -114,6 +123,7 @@ class LocalExecutor:
         self._slurm_installer = slurm_installer
         self._slurm_bin: Path | None = None
         self._slurm_installed = False
+        self._next_look = 0.0   # on time.monotonic: when kill_overdue() next notes which processes still run
         if as_owner:   # each job's user writes its own exit file there, and may list nothing
             paths.exits.mkdir(parents=True, exist_ok=True)
             os.chmod(paths.exits, 0o711)
@@ -281,16 +291,22 @@ class LocalExecutor:
         return token is not None and token == job.proc_token
 
     def ended(self, job: JobRecord) -> bool:
-        """Its wrapper has exited, or recorded the job's status (kept until the end is settled)."""
+        """Its wrapper has exited (its pidfd, or its pid and start time no longer a live process), its end
+        not settled yet (its exit file stands until then). What the exit file says is not asked: the job's
+        user may write it while the job runs, and a stop must still reach the job."""
         if job.pid is None:   # not launched, or its launch not recorded
             return False
         running = self._by_job.get(job.id)
         if running is not None and running.attempt == job.attempts:
             if running.gate is not None:   # held back: it has not run
                 return False
+            seen = time.time()
             if _readable(running.pidfd):
                 return True
-        return read_exit(self.paths.exit_for(job.id, job.attempts))[0] is not None
+            running.seen_alive = seen
+            return False
+        # collected and not settled, or not watched yet: gone unless its recorded process still runs
+        return not self.alive(job) and self.paths.exit_for(job.id, job.attempts).exists()
 
     def reap(self, job: JobRecord) -> Exit | None:
         exit_file = self.paths.exit_for(job.id, job.attempts)
@@ -364,6 +380,8 @@ class LocalExecutor:
         running = self._by_fd.pop(fd, None)
         if running is None:
             return None
+        if running.seen_gone is None:
+            running.seen_gone = time.time()
         if self._drains(running):
             # a stopped job's processes keep their grace after its batch shell ends, as under Slurm: the
             # attempt ends when they are gone or the grace runs out (kill_overdue() hands its pidfd back)
@@ -391,12 +409,13 @@ class LocalExecutor:
             if self.containment is not None:
                 self.containment.release(self.containment.cell(running.job_id, running.attempt))
             return None
-        recorded, ended_at = read_exit(self.paths.exit_for(running.job_id, running.attempt))
+        recorded, written_at = read_exit(self.paths.exit_for(running.job_id, running.attempt))
+        ended_at = _seen_end(written_at, running)
         if running.child and code == NEVER_RAN and recorded is None:
             # released, yet it never ran the job: it could not enter its cell (the machine's fault)
             return Exit(running.job_id, running.attempt, None, None, ExitKind.CAPACITY,
                         "its process could not enter its cgroup", ended_at=ended_at)
-        if not running.child:
+        if not running.child:   # the status our own child's wait gave is its own; an adopted one's, the file's
             code = recorded
             if code is None and running.kill_at is not None:
                 sig = signal.SIGKILL  # we killed it and the wrapper died with it
@@ -416,7 +435,9 @@ class LocalExecutor:
             self.containment.close()
 
     def kill_overdue(self) -> None:
-        """Kill what outlived its grace, and send the warning signals that are due."""
+        """Kill what outlived its grace, and send the warning signals that are due; note which
+        processes still run (called at each turn of the daemon's loop)."""
+        self._note_running()
         self._warn_due(time.monotonic())
         now = time.monotonic()
         for running in self._by_job.values():
@@ -441,6 +462,21 @@ class LocalExecutor:
         return sum(1 for r in self._by_job.values() if not r.abandoned)
 
     # -- the parts ------------------------------------------------------------------------
+    def _note_running(self) -> None:
+        """Stamp each watched process that still runs as seen running now, at most every LOOK_EVERY:
+        the earliest end its exit file may give (one poll over every pidfd)."""
+        if time.monotonic() < self._next_look or not self._by_fd:
+            return
+        self._next_look = time.monotonic() + LOOK_EVERY
+        seen = time.time()   # before the poll: each process not ended by then ran at least until now
+        poller = select.poll()
+        for fd in self._by_fd:
+            poller.register(fd, select.POLLIN)
+        ended = {fd for fd, _ in poller.poll(0)}
+        for fd, running in self._by_fd.items():
+            if fd not in ended and running.gate is None:
+                running.seen_alive = seen
+
     def _exit(self, job_id: str, attempt: int, code: int | None, sig: int | None, ended_at: float | None) -> Exit:
         exit_file = self.paths.exit_for(job_id, attempt)
         asked = _own_request(exit_file)
@@ -613,12 +649,15 @@ class LocalExecutor:
             running.gate = None
 
     def _watch(self, job_id: str, attempt: int, pid: int, *, child: bool) -> _Attempt:
+        seen = time.time()
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:  # already gone: a pipe at EOF is readable at once and reports it
             pidfd, write_end = os.pipe()
             os.close(write_end)
         running = _Attempt(job_id, attempt, pid, pidfd, child)
+        if not _readable(pidfd):   # running when first watched: its end comes after this
+            running.seen_alive = seen
         self._by_job[job_id] = running
         self._by_fd[pidfd] = running
         return running
@@ -632,6 +671,7 @@ SCRIPT = "slurm_script"   # the batch script's copy, named as in Slurm's spool
 WARN_RETRY = 0.1   # seconds until a warning that found no process is tried again
 DEFAULT_UMASK = 0o022   # a login shell's usual umask, which sbatch passes on as SLURM_UMASK
 DRAIN_POLL = 0.1   # seconds between looks at a stopped attempt's group after its wrapper ended
+LOOK_EVERY = 1.0   # seconds at least between two notes of which watched processes still run
 MAX_POINTER = 256   # bytes of a checkpoint's `latest` pointer read: it holds one checkpoint's name
 
 
@@ -652,6 +692,16 @@ def _readable(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))
+
+
+def _seen_end(written_at: float | None, running: _Attempt) -> float | None:
+    """When the attempt ended: the exit file's time (kept while the daemon could not look: paused,
+    busy), no earlier than the daemon last saw its process running nor later than it saw it gone.
+    The file is the job's user's on a shared box, its time theirs to set."""
+    if written_at is None:
+        return None
+    gone = running.seen_gone if running.seen_gone is not None else time.time()
+    return max(running.seen_alive, min(written_at, gone))
 
 
 def _files_of(exit_file: Path) -> Path:

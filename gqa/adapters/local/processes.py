@@ -69,17 +69,22 @@ WRAPPER_STREAMS = _GATE + (
 ) + _STEPS_AND_STATUS
 NEVER_RAN = 125  # the wrapper's code when the gate closed without "go"
 STATUS_ROOM = b"   \n"   # an exit file's bytes before the status is written over them ("%-3s\n")
+EXIT_READ = 16   # bytes of an exit file read: the wrapper's status is one short line
 
 
 def read_exit(path) -> tuple[int | None, float | None]:
     """The status the wrapper wrote and when (the file's modification time),
-    or (None, None) when it wrote none."""
+    or (None, None) when it wrote none. Its first line only, of its first few
+    bytes: on a shared box the file is the job's user's, who may have grown it
+    (the daemon reads it as root). Taken only once the attempt's process is
+    gone (executor.py): the user may write it while the job runs."""
     try:
-        with open(path, encoding="ascii") as fh:
-            text = fh.read().strip()
+        with open(path, "rb") as fh:
+            head = fh.read(EXIT_READ)
+            text = head.split(b"\n", 1)[0].strip()
             if not text:
                 return None, None
-            return int(text), os.fstat(fh.fileno()).st_mtime
+            return int(text.decode("ascii")), os.fstat(fh.fileno()).st_mtime
     except (OSError, ValueError):
         return None, None
 
