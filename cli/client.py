@@ -14,7 +14,7 @@ import os
 import sys
 
 from . import daemon_socket
-from .daemon_socket import address, daemon_named, exchange, if_stopped
+from .daemon_socket import address, daemon_named, exchange, if_stopped, owner_uid
 from .version import version_line
 
 # commands the daemon answers; anything that waits, follows logs or starts daemons runs here
@@ -86,8 +86,10 @@ def _ask_daemon(argv: list[str]) -> dict | None:
     body = {"argv": argv, "cwd": cwd, "env": dict(os.environ), "files": sent_files(head, cwd)}
     request = json.dumps({"v": 1, "method": "POST", "path": "/cli/submit", "body": body}).encode() + b"\n"
     busy_since = None
+    home = home_from_env()
     while True:
-        answer = exchange(address(home_from_env()), request, waiting=_say_waiting)
+        # the environment goes only to a daemon of the queue's owner, never to whoever took its socket's name
+        answer = exchange(address(home), request, owner=owner_uid(home), waiting=_say_waiting)
         if answer is None:
             return None
         answered = answer.get("body")

@@ -1,12 +1,15 @@
 """The local daemon's request socket as its clients see it: where it listens
 (`address`) and one request, one reply (`exchange`). One JSON line each way
-(daemon/server.py). Standard library only: the light `gqa` client
-(cli/client.py) imports it before anything else of gqa."""
+(daemon/server.py). Before anything is sent, the process listening must be the
+queue's daemon (`refused`): an abstract socket's name is anyone's to take, and
+a submission carries the caller's whole environment. Standard library only: the
+light `gqa` client (cli/client.py) imports it before anything else of gqa."""
 
 import os
 import socket
 
 _MAX_PATH = 100  # sun_path holds 108 bytes
+SYSTEM_MARKER = "system"  # the file that makes a home a shared box's (gqa/adapters/local/system.py)
 CONNECT_TIMEOUT = 5.0     # a daemon that cannot even accept is treated as busy
 REPLY_TIMEOUT = 120.0     # a big array's submission is one transaction
 SLOW_AFTER = 5.0          # seconds without an answer before the caller is told (exchange's `waiting`)
@@ -21,6 +24,39 @@ def address(home: str) -> str | bytes:
     import hashlib
 
     return b"\0gqa-" + hashlib.sha256(home.encode()).hexdigest()[:24].encode() + b"-cli"
+
+
+def shown(where: str | bytes) -> str:
+    """An address as `ss` writes it: a path, or an abstract name after "@"."""
+    return where if isinstance(where, str) else "@" + where[1:].decode(errors="replace")
+
+
+def owner_uid(home: str) -> int:
+    """Who the daemon at `home` must run as: root on a shared box (its home holds the
+    marker), else this user, whose personal queue it is."""
+    return 0 if os.path.isfile(os.path.join(home, SYSTEM_MARKER)) else os.geteuid()
+
+
+def _owner_at(where: str | bytes) -> int:
+    """owner_uid for a bare address: a path's home is its directory; an abstract
+    name does not say its home, so only this user's own daemon is trusted there."""
+    return owner_uid(os.path.dirname(where)) if isinstance(where, str) else os.geteuid()
+
+
+def refused(sock: socket.socket, where: str | bytes, owner: int, pid: int | None = None) -> str | None:
+    """Why the process at the other end of `sock` is not the queue's daemon, in one line, or
+    None where it is: its uid must be `owner`'s and, where the home says the daemon's `pid`, that pid."""
+    creds = _peer_credentials(sock)
+    if creds is None:
+        return f"cannot tell which process listens at {shown(where)} (no peer credentials); nothing was sent"
+    found_pid, uid = creds[0], creds[1]
+    if uid != owner:
+        return (f"the process listening at {shown(where)} (pid {found_pid}) runs as uid {uid}, not as the "
+                f"queue's owner (uid {owner}): it is not the queue's daemon, so nothing was sent to it")
+    if pid and found_pid and found_pid != pid:   # pid 0: a listener outside this pid namespace
+        return (f"the process listening at {shown(where)} (pid {found_pid}) is not the queue's daemon "
+                f"(pid {pid}): nothing was sent to it")
+    return None
 
 
 def _owner_of(where) -> str:
@@ -57,7 +93,8 @@ def if_stopped(pid: int | None) -> str:
     return f": it is stopped (`kill -CONT {pid}` resumes it)" if stopped(pid) else ""
 
 
-def exchange(where, request: bytes, *, timeout: float | None = None, waiting=None) -> dict | None:
+def exchange(where, request: bytes, *, owner: int | None = None, pid: int | None = None,
+             timeout: float | None = None, waiting=None) -> dict | None:
     """One request, one reply. None when nothing listens there (nothing was
     sent); {"status": 503} when the daemon could not even accept in time
     (nothing was sent either, so asking again is safe); a lost reply once
@@ -66,8 +103,11 @@ def exchange(where, request: bytes, *, timeout: float | None = None, waiting=Non
     the daemon had not read all of it when the connection was shut, so it will
     drop it unanswered (daemon/server.py), and nothing was done.
 
-    `timeout`: seconds to wait for the answer (REPLY_TIMEOUT); `waiting(pid,
-    seconds)` is called once the daemon has been silent for SLOW_AFTER."""
+    `owner`: the uid the daemon must run as (owner_uid of its home; by default
+    as the address says, _owner_at), and `pid` the daemon's where known: any
+    other listener is answered 403 and sent nothing. `timeout`: seconds to wait
+    for the answer (REPLY_TIMEOUT); `waiting(pid, seconds)` is called once the
+    daemon has been silent for SLOW_AFTER."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)
@@ -87,6 +127,10 @@ def exchange(where, request: bytes, *, timeout: float | None = None, waiting=Non
     except OSError:
         sock.close()
         return None
+    why = refused(sock, where, _owner_at(where) if owner is None else owner, pid)
+    if why is not None:
+        sock.close()
+        return {"status": 403, "body": {"error": why}}
     with sock:
         wait = Wait(sock, REPLY_TIMEOUT if timeout is None else timeout, waiting)
         try:
@@ -162,13 +206,19 @@ class Wait:
 
 def _peer_pid(sock: socket.socket) -> int | None:
     """The daemon's pid: a connected client's peer credentials are the listener's."""
+    creds = _peer_credentials(sock)
+    return (creds[0] or None) if creds else None
+
+
+def _peer_credentials(sock: socket.socket) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of the process that listens at the other end; None where the system cannot say."""
     import struct
 
     try:
-        pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+        pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     except (OSError, AttributeError, struct.error):
         return None
-    return pid or None
+    return pid, uid, gid
 
 
 def _parsed(data: bytes) -> dict | None:
@@ -211,10 +261,20 @@ def daemon_says(home: str, timeout: float | None) -> dict | None:
     import json
 
     request = json.dumps({"v": 1, "method": "GET", "path": "/daemon"}).encode() + b"\n"
-    answer = exchange(address(home), request, timeout=timeout)
+    answer = exchange(address(home), request, owner=owner_uid(home), pid=_recorded_pid(home), timeout=timeout)
     if not answer or answer.get("status") != 200 or not isinstance(answer.get("body"), dict):
         return None
     return answer["body"]
+
+
+def _recorded_pid(home: str) -> int | None:
+    """The daemon's pid as its home's pid file says (written before it listens), where this user
+    may read it: a process of the same user that took the socket's name is not taken for it."""
+    try:
+        with open(os.path.join(home, "daemon.pid"), "rb") as f:
+            return int(f.read(32).strip() or 0) or None
+    except (OSError, ValueError):
+        return None
 
 
 def told_troubles(status: dict | None) -> list[dict]:

@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gqa.adapters.local.wake import bound_socket
+
 log = logging.getLogger("gqa.daemon")
 
 MAX_CLIENTS = 64
@@ -79,11 +81,8 @@ class RequestServer:
         MAX_CLIENTS, for a socket only its owner may use)."""
         self.address, self.handler, self.max_clients = address, handler, max_clients
         self.max_per_user = max_per_user
-        if isinstance(address, str):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(address)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(address)
+        # a bind refused (a name another process holds, a directory at the path) is one line, not a traceback
+        self.sock = bound_socket(socket.SOCK_STREAM, address)
         if isinstance(address, str):
             os.chmod(address, mode)
         self.sock.listen(256)
