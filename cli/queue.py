@@ -45,6 +45,10 @@ def queue(
             _check_named(be, group)
         daemon = not daemon_down(be)
         tell_troubles(be)
+    if not daemon:
+        from .queue_table import without_daemon
+
+        listing["pending"] = without_daemon(listing["pending"])
     pending = [r for r in listing["pending"] if _kept(r, owner, team, states)]
     running = [r for r in listing["running"] if _kept(r, owner, team, states)]
     at = now()

@@ -117,6 +117,16 @@ def eta_text(eta: float | None, now: float | None = None) -> str:
     return "now" if wait <= 1 else f"in {format_duration(wait)}"
 
 
+STARTING_NOW = "starting now"    # the reason a pass gives a job it starts (gqa/services/queries.py)
+WOULD_START = "would start now: the queue's daemon is not running (`gqa local start`)"
+
+
+def without_daemon(pending: list[dict]) -> list[dict]:
+    """Pending rows as they stand while the local daemon is down: the pass's "starting now" is
+    only what it would do, and no start is predicted for those jobs, since none starts until it runs."""
+    return [dict(row, reason=WOULD_START, eta=None) if row["reason"] == STARTING_NOW else row for row in pending]
+
+
 def outside_text(outside: int) -> str:
     """GPUs held beyond the queue's own: a daemon restarted with fewer GPUs adopts the
     jobs still running on the others, which hold them until they end."""

@@ -30,7 +30,10 @@ def status(ref: JobRef, output: Output = "table"):
         down = bool(standing) and daemon_down(be)
         tell_troubles(be)
     if down:   # "starting now" is what a pass would do: none runs until a daemon does
+        from .queue_table import without_daemon
+
         note("note: the queue daemon is not running; pending jobs start once `gqa local start` runs")
+        standing = {row["id"]: row for row in without_daemon(list(standing.values()))}
     at = now()      # a retry's "back in the queue in 3s" told as of now, as `gqa queue` tells it
     jobs = [with_changes(j, reason=live_reason(standing[j.id], at)) if j.id in standing else j for j in jobs]
     if fmt == "json":

@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from cli.queue_table import WOULD_START
+
 
 def test_submit_prints_the_id_and_the_follow_up_commands(cli):
     code, out, err = cli("submit", "--gpus", "2", "--time", "90m", "--name", "bert", "--", "python", "train.py")
@@ -46,7 +48,7 @@ def test_queue_json_orders_pending_with_positions_and_reasons(cli):
     data = cli.json("queue")
     assert [(p["position"], p["id"]) for p in data["pending"]] == [(1, "2"), (2, "1")]
     assert data["gpus"] == {"total": 4, "free": 4, "outside": 0}
-    assert data["pending"][0]["reason"] == "starting now"
+    assert data["pending"][0]["reason"] == WOULD_START   # no daemon runs here: nothing is starting
     assert data["pending"][1]["reason"] == "needs 1 GPU, 0 free"
     assert set(data["pending"][0]["factors"]) == {"fair_share", "age", "size", "duration", "nice", "score", "service"}
     weighted = data["pending"][0]["weighted"]
@@ -228,7 +230,7 @@ def test_a_job_may_accept_several_gpu_types(cli):
     assert code == 2 and "asks for h100 or v100 GPUs; the queue has 4 a10g" in err
     assert cli.json("submit", "--gpu-type", "h100,a10g", "--", "true")["state"] == "QUEUED"
     [entry] = cli.json("queue")["pending"]
-    assert entry["gpu_type"] == "h100,a10g" and entry["reason"] == "starting now"
+    assert entry["gpu_type"] == "h100,a10g" and entry["reason"] == WOULD_START
 
 
 def test_stop_at_budget_is_set_and_shown(cli):

@@ -2,6 +2,7 @@
 alike as one row, filters, time columns, 80 columns, and one job's standing
 told the same by both commands."""
 
+import json
 import re
 
 import pytest
@@ -143,3 +144,25 @@ def test_mine_on_aws_is_the_caller_the_api_sees(aws):
     assert [p["id"] for p in mine] == ["2"] and mine[0]["owner"] == aws.json("bob", "whoami")["owner"]
     code, out, _ = aws("alice", "queue", "--mine")
     assert code == 0 and [r[1] for r in pending_rows(out)] == ["1_[0-2]"]
+
+
+def test_with_the_daemon_stopped_no_job_is_starting_now(cli):
+    """No daemon runs: the job a pass would start says so and why, with no ETA, in `gqa queue`,
+    `gqa status` and their JSON alike; a job that waits for GPUs still says what it waits for."""
+    from cli.queue_table import WOULD_START
+
+    cli("submit", "--gpus", "4", "--", "true")
+    cli("submit", "--gpus", "4", "--", "true")
+    first, second = cli.json("queue")["pending"]
+    assert (first["reason"], first["eta"]) == (WOULD_START, None)
+    assert second["reason"] == "needs 4 GPUs, 0 free"
+    _, out, _ = cli("queue")
+    assert "starting now" not in out and re.search(r" - +would start now: ", out)   # no ETA
+    assert " ".join(WOULD_START.split()) in " ".join(out.split())
+    status = cli.json("status", "1")
+    assert (status["reason"], status["position"], status["eta"]) == (WOULD_START, 1, None)
+    _, out, _ = cli("status", "1")
+    assert f"reason {WOULD_START}" in " ".join(out.split())
+    assert "position   1 in the queue's start order; eta -\n" in out
+    group = cli.json("status", "1")
+    assert "starting now" not in json.dumps(group)
