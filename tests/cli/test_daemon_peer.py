@@ -5,6 +5,7 @@ daemon's pid, another process."""
 
 import json
 import os
+import pwd
 import socket
 import threading
 import time
@@ -55,9 +56,10 @@ def test_a_listener_of_another_uid_is_sent_nothing_and_named(tmp_path, listener)
     other = os.geteuid() + 4242
     answer = exchange(str(tmp_path / "cli.sock"), b'{"path": "/x"}\n', owner=other)
     assert answer["status"] == 403
-    assert answer["body"]["error"] == (
-        f"the process listening at {tmp_path}/cli.sock (pid {os.getpid()}) runs as uid {os.geteuid()}, not as the "
-        f"queue's owner (uid {other}): it is not the queue's daemon, so nothing was sent to it")
+    assert answer["body"]["error"].startswith(
+        f"this queue belongs to {pwd.getpwuid(os.geteuid()).pw_name}: the process listening at {tmp_path}/cli.sock "
+        f"(pid {os.getpid()}) runs as uid {os.geteuid()}, not as the queue's owner (uid {other}), so nothing was "
+        "sent to it; use your own queue")
     time.sleep(0.2)
     assert listener.got == b""
 
@@ -69,7 +71,7 @@ def test_a_submit_sends_its_environment_to_no_one_but_the_queues_owner(tmp_path,
     me = os.geteuid()
     monkeypatch.setattr(os, "geteuid", lambda: me + 4242)   # the queue is another user's than the listener's
     reply = client._ask_daemon(["submit", "--", "true"])
-    assert reply["code"] == 2 and reply["stderr"].startswith("gqa: error: the process listening at ")
+    assert reply["code"] == 2 and reply["stderr"].startswith("gqa: error: this queue belongs to ")
     assert f"runs as uid {me}, not as the queue's owner (uid {me + 4242})" in reply["stderr"]
     time.sleep(0.2)
     assert listener.got == b""
