@@ -69,5 +69,8 @@ def test_a_frame_reads_the_live_jobs_once_for_the_queue_the_quotas_and_the_spend
     calls = capture(api.module.container().store.client)
     api("GET", "/overview")
     passes = [c for c in calls if c.get("IndexName") == "pass"]
-    # the scheduling view once, the usage ledger's running jobs once, the latest writes once
-    assert len(passes) == 3 * CHANGE_SHARDS, [(c["_operation"], c.get("IndexName")) for c in calls]
+    states = [c["ExpressionAttributeValues"][":v0"]["S"] for c in calls if c.get("IndexName") == "by_state"]
+    # the usage ledger's running jobs once, the latest writes once; the listing (the rows and the
+    # scheduling view made from them, store_live.queue_listing) once, a Query of each listed state
+    assert len(passes) == 2 * CHANGE_SHARDS, [(c["_operation"], c.get("IndexName")) for c in calls]
+    assert sorted(states) == sorted(set(states)), states

@@ -22,6 +22,16 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PAT
                                     "with apt-get: apt-get install --no-install-recommends chromium)")
 
 
+def stopped_queue(make_queue):
+    """A queue whose daemon is not running: the page shows it all the same (a home with no
+    queue at all is refused: a look never makes one)."""
+    from gqa.adapters.local.store import SqliteStore
+
+    q = make_queue(gpus=2, start=False)
+    SqliteStore(q.home / "gqa.db").close()
+    return q
+
+
 class Ui:
     """`gqa ui --port 0` started in the queue's home; `url` once it listens."""
 
@@ -136,7 +146,7 @@ def test_the_page_shows_the_queue_after_its_polls_and_draws_its_plots(make_queue
 
 @pytest.mark.slow
 def test_ctrl_c_stops_it_cleanly_and_a_port_in_use_is_one_line_and_exit_2(make_queue, ui):
-    q = make_queue(gpus=2, start=False)
+    q = stopped_queue(make_queue)
     first = ui(q, "--port", "0", "-o", "json")
     said = first.said()
     port = str(said["port"])
@@ -154,7 +164,7 @@ def test_ctrl_c_stops_it_cleanly_and_a_port_in_use_is_one_line_and_exit_2(make_q
 def test_ctrl_c_or_sigterm_the_moment_it_says_where_it_listens_is_a_clean_stop(make_queue):
     """A script that reads the address and at once sends Ctrl-C (or SIGTERM) gets exit 0, never click's
     "Aborted!" or death by the signal: from the first word it says about where it listens, a signal is a stop."""
-    q = make_queue(gpus=2, start=False)
+    q = stopped_queue(make_queue)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGINT):
         proc = subprocess.Popen([sys.executable, "-m", "cli.main", "ui", "--host", "0.0.0.0", "--port", "0",
                                  "-o", "json"], env=q.env, cwd=str(q.home), stdout=subprocess.PIPE,
@@ -174,7 +184,7 @@ def test_ctrl_c_or_sigterm_the_moment_it_says_where_it_listens_is_a_clean_stop(m
 
 @pytest.mark.slow
 def test_serving_beyond_this_machine_warns_that_the_page_has_no_authentication(make_queue, ui):
-    q = make_queue(gpus=2, start=False)
+    q = stopped_queue(make_queue)
     page = ui(q, "--host", "0.0.0.0", "--port", "0")
     page.url()
     assert "warning: the page has no authentication" in page.err

@@ -136,6 +136,6 @@ def test_a_bad_bucket_entry_is_refused_naming_its_field(buckets, message):
 
 def test_long_prefixes_count_against_the_functions_environment():
     long = [{"name": f"data-{i}", "prefixes": [f"{'p' * 300}-{j}/" for j in range(3)]} for i in range(4)]
-    with pytest.raises(SpecError, match=r"the functions' settings from this file take [\d,]+ bytes "
-                                        r"\(GQA_TRIGGER_BUCKETS [\d,]+"):
+    with pytest.raises(SpecError, match=r"the functions' settings from this file take [\d,]+ bytes as Lambda "
+                                        r"counts them \(GQA_TRIGGER_BUCKETS [\d,]+"):
         validate_deployment(_with_buckets(long))
