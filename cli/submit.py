@@ -91,10 +91,10 @@ def submit(
 
             spec = with_code(spec, be, max_bytes=parse_size(code_max_size), say=note if fmt == "table" else None)
         # the owner the daemon verified from the socket's peer credentials, when it ran this
-        submitted, held_by_budget = recorded(be.submitter(), spec, environment=caller_environment(),
+        submitted, note_of_pass = recorded(be.submitter(), spec, environment=caller_environment(),
                                              owner=caller_user())
         running = not daemon_down(be)
-    out, err = submitted_text(submitted, fmt, running=running, wait=wait, held_by_budget=held_by_budget)
+    out, err = submitted_text(submitted, fmt, running=running, wait=wait, note_of_pass=note_of_pass)
     sys.stdout.write(out)
     sys.stdout.flush()
     sys.stderr.write(err)
@@ -177,9 +177,9 @@ def recorded(submitter, spec, *, environment: dict[str, str] | None, owner: str 
     record = getattr(submitter, "record", None)
     if record is None:
         answer = as_submitted(submitter.submit(spec, environment=environment, owner=owner))
-        return answer, answer.held_by_budget
+        return answer, answer.note
     done = record(spec, environment=environment, owner=owner)
-    return as_submitted(done.jobs), done.held_by_budget
+    return as_submitted(done.jobs), done.note
 
 
 def as_submitted(answer):
@@ -197,9 +197,9 @@ def submitted_data(submitted) -> dict:
 
 
 def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False,
-                   held_by_budget: str | None = None) -> tuple[str, str]:
-    """What `gqa submit` prints on stdout and stderr once the jobs are recorded. `held_by_budget`:
-    why the scheduling pass will hold them for their team's budget (services/submit.budget_hold)."""
+                   note_of_pass: str | None = None) -> tuple[str, str]:
+    """What `gqa submit` prints on stdout and stderr once the jobs are recorded. `note_of_pass`:
+    what the scheduling pass will do to them, said now (services/submit.Recorded.note)."""
     import json
 
     from gqa.models.job import JobState
@@ -217,10 +217,10 @@ def submitted_text(submitted, fmt: str, *, running: bool, wait: bool = False,
         # it will not start by itself: said now, not at the first `gqa status`
         who = f"job {first.id} is" if submitted.count == 1 else f"its {submitted.count:,} jobs are"
         err.append(f"note: {who} {first.status.value}: {first.reason}")
-    elif held_by_budget:
-        # recorded QUEUED, held at the next pass: said now, with the numbers the hold will give
+    elif note_of_pass:
+        # recorded QUEUED, held or cancelled at the next pass: said now, in the pass's words
         who = f"job {first.id}" if submitted.count == 1 else f"its {submitted.count:,} jobs"
-        err.append(f"note: {who} will be held by its team's budget: {held_by_budget}")
+        err.append(f"note: {who} {note_of_pass}")
     err.append(f"  gqa status {ref}    gqa logs {submitted.first_id} -f    gqa cancel {ref}")
     return ref + "\n", "".join(line + "\n" for line in err)
 

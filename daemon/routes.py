@@ -171,7 +171,7 @@ class Router:
         done = self.wiring.submitter().record(spec, environment=environment, owner=who.owner, caller=who)
         jobs = done.jobs
         log.info("%s submitted %s", who.owner, ",".join(j.id for j in jobs[:3]) + ("..." if len(jobs) > 3 else ""))
-        return 201, wire.submitted_to_dict(jobs, done.held_by_budget)
+        return 201, wire.submitted_to_dict(jobs, done.note)
 
     def status(self, who: Principal, request: Request, ref: str) -> Answer:
         authorize(who, Action.READ)

@@ -80,7 +80,7 @@ class SubmitCommand:
             log.exception("serving `gqa submit` failed")
             return _answer(1, err="gqa: error: the queue daemon failed to record the job (see its log); "
                                   "check `gqa queue` before submitting again\n")
-        out, err = submitted_text(as_submitted(done.jobs), fmt, running=True, held_by_budget=done.held_by_budget)
+        out, err = submitted_text(as_submitted(done.jobs), fmt, running=True, note_of_pass=done.note)
         return _answer(0, out, _lines(warnings) + err)
 
 

@@ -110,8 +110,9 @@ class Submitted:
     count: int
     runs: tuple[tuple[int, int, int], ...]   # [first, last, step] of array indices; () for a single job
     first: JobRecord
-    # why its team's budget will hold it, where the service answering knows at once (services/submit.Recorded)
-    held_by_budget: str | None = None
+    # what the next pass will do to it (held by its team's budget, cancelled for a dependency that can
+    # never be met), where the service answering knows at once (services/submit.Recorded.note)
+    note: str | None = None
 
     @classmethod
     def of(cls, jobs: list[JobRecord]) -> "Submitted":
@@ -142,15 +143,15 @@ class Submitted:
         return self.group if self.runs else self.first.id
 
 
-def submitted_to_dict(jobs: list[JobRecord], held_by_budget: str | None = None) -> dict[str, Any]:
+def submitted_to_dict(jobs: list[JobRecord], note: str | None = None) -> dict[str, Any]:
     """The answer to a submission: its group, the count, the first and last
     id, the runs of array indices between them, the first job's record, and
-    why its team's budget will hold it (left out where it will not)."""
+    what the next pass will do to it (Submitted.note; left out where nothing)."""
     submitted = Submitted.of(jobs)
     return {"group": submitted.group, "count": submitted.count, "first_id": submitted.first_id,
             "last_id": submitted.last_id, "runs": [list(r) for r in submitted.runs],
             "first": job_to_dict(submitted.first),
-            **({"held_by_budget": held_by_budget} if held_by_budget else {})}
+            **({"note": note} if note else {})}
 
 
 def submitted_from_dict(data: dict[str, Any]) -> Submitted:
@@ -165,8 +166,8 @@ def submitted_from_dict(data: dict[str, Any]) -> Submitted:
     count = int(data["count"])
     if count < 1 or (runs and sum((b - a) // c + 1 for a, b, c in runs) != count) or (not runs and count != 1):
         raise ValueError(f"a submission answer of {count} jobs whose runs name another number")
-    held = data.get("held_by_budget")
-    return Submitted(str(data["group"]), count, runs, first, str(held) if held else None)
+    note = data.get("note")
+    return Submitted(str(data["group"]), count, runs, first, str(note) if note else None)
 
 
 # -- the queue ----------------------------------------------------------------------------------

@@ -39,11 +39,13 @@ log = logging.getLogger("gqa.submit")
 
 @dataclass(frozen=True)
 class Recorded:
-    """A submission's jobs as written, and why its team's budget will hold them (the reason
-    the scheduling pass will give, with its numbers), None where it will not."""
+    """A submission's jobs as written, and what the scheduling pass will do to them that their
+    submitter should hear now, with the pass's own reason and numbers: "will be cancelled ...: a
+    dependency that can never be met", "will be held by its team's budget: ..."; None where
+    nothing keeps them from starting by themselves."""
 
     jobs: list[JobRecord]
-    held_by_budget: str | None = None
+    note: str | None = None
 
 
 class SubmitService:
@@ -69,20 +71,23 @@ class SubmitService:
 
     def record(self, spec: JobSpec, *, environment: dict[str, str] | None = None,
                owner: str | None = None, caller: Principal | None = None) -> Recorded:
-        """submit(), with what its submitter is told besides: whether the team's budget will hold it."""
+        """submit(), with what its submitter is told besides (Recorded.note)."""
         spec = spec if caller is None else for_team(self.store, spec, caller)
         spec, inventory, policy = self._checked(spec, owner)
         problem = self.spec_check(spec) if self.spec_check is not None else None
         if problem:
             raise SpecError(problem)
         self._refuse_unknown_dependencies(spec)
-        self._refuse_never_met(spec)
+        never = self._never_met(spec)
         created = self.store.create(self._admitted(spec, environment, inventory, policy))
         # fresh ids: every job is this submission's own
         self._ask_approval([j for j in created if j.state == JobState.PENDING_APPROVAL], inventory.gpus)
         if self.waker is not None:
             self.waker.wake()
-        return Recorded(created, budget_hold(self.store, created[0], self.clock.now()))
+        if never is not None:
+            return Recorded(created, f"will be cancelled at the queue's next pass: {never}")
+        held = budget_hold(self.store, created[0], self.clock.now())
+        return Recorded(created, f"will be held by its team's budget: {held}" if held else None)
 
     def accept(self, spec: JobSpec, *, owner: str, environment: dict[str, str] | None = None,
                intake: Intake | None = None, caller: Principal | None = None) -> list[JobRecord]:
@@ -99,7 +104,6 @@ class SubmitService:
         if problem:
             raise SpecError(problem)
         self._refuse_unknown_dependencies(spec)
-        self._refuse_never_met(spec)
         now = self.clock.now()
         submitted = (Transition(JobState.SUBMITTED, now, "submitted"),)
         reserved = self.store.reserve_ids(self._records(spec, environment, now, JobState.SUBMITTED, ACCEPTED,
@@ -199,15 +203,15 @@ class SubmitService:
                 continue
             raise SpecError(f"dependency {spec.after}: job {ref} does not exist")
 
-    def _refuse_never_met(self, spec: JobSpec) -> None:
-        """A dependency that can never be met (afterok on a job that failed) is refused, in the
-        words the pass would cancel the job with: queued, it would only be cancelled at once. An
-        array's aftercorr is told task by task, each against its own counterpart: the pass tells it."""
+    def _never_met(self, spec: JobSpec) -> str | None:
+        """Why a dependency can never be met (afterok on a job that failed), in the words the pass
+        will cancel the job with; None where it may be. Queued all the same, as sbatch queues it:
+        a pipeline's driver script goes on to its next submission. An array's aftercorr is told
+        task by task, each against its own counterpart: the pass tells it."""
         if not spec.after or (parse_dependency(spec.after).corresponding and is_array(spec)):
-            return
+            return None
         verdict, reason = dependency_now(self.store, spec)
-        if verdict == NEVER:
-            raise SpecError(reason)
+        return reason if verdict == NEVER else None
 
     def _task_exists(self, ref: str) -> bool:
         """Recorded, or its array's tasks are not all recorded yet (accepted, or being admitted in chunks)."""

@@ -130,9 +130,10 @@ def test_a_submission_its_teams_budget_will_hold_is_told_so_in_the_answer(box):
         def submit(self, spec, **_):
             return wire.submitted_from_dict(json.loads(json.dumps(answer)))
 
-    submitted, held = recorded(OverHttp(), None, environment=None, owner=None)
-    assert held is not None and held.startswith("team nlp budget: spent $0.00") and "over $1.00" in held
-    assert "held_by_budget" not in submit_answer(router, "bob")     # a team with no budget: nothing said
+    submitted, note = recorded(OverHttp(), None, environment=None, owner=None)
+    assert note is not None and note.startswith("will be held by its team's budget: team nlp budget: spent $0.00")
+    assert "over $1.00" in note
+    assert "note" not in submit_answer(router, "bob")     # a team with no budget: nothing said
 
 
 def submit_answer(router, user: str) -> dict:

@@ -8,6 +8,7 @@ from gqa.models.errors import NotAdmitted, NotFound, SpecError
 from gqa.models.job import JobState
 from gqa.scheduling.dependencies import clock_time
 from gqa.services.submit import HELD_AT_SUBMISSION
+from tests.builders import spec
 from tests.services.conftest import T0
 
 S = JobState
@@ -84,7 +85,7 @@ def test_a_dependency_on_a_job_that_does_not_exist_is_refused_and_nothing_is_wri
     assert queue.store.state_counts() == before
 
 
-@pytest.mark.parametrize("dependency, exits, refused", [
+@pytest.mark.parametrize("dependency, exits, never", [
     ("afterok:{0}", [3], "dependency can never be met: job {0} failed (afterok)"),
     ("afternotok:{0}", [0], "dependency can never be met: job {0} succeeded (afternotok)"),
     ("afterok:{0},afterany:{1}", [3, None], "dependency can never be met: job {0} failed (afterok)"),
@@ -95,22 +96,25 @@ def test_a_dependency_on_a_job_that_does_not_exist_is_refused_and_nothing_is_wri
     ("afterany:{0}", [3], None),
     ("afterok:{0}", [None], None),                     # running: it may still succeed
 ])
-def test_a_dependency_that_can_never_be_met_is_refused_as_the_pass_would_cancel_it(queue, dependency, exits,
-                                                                                   refused):
+def test_a_dependency_that_can_never_be_met_is_told_at_submission_in_the_words_the_pass_cancels_it_with(
+        queue, dependency, exits, never):
+    # queued all the same, as sbatch queues it: a pipeline's driver script goes on
     parents = [queue.start() for _ in exits]
     for parent, code in zip(parents, exits):
         if code is not None:
             queue.exit(parent.id, code)
     ids = [p.id for p in parents]
-    before = queue.store.state_counts()
 
-    if refused is None:
-        assert queue.submit_one(after=dependency.format(*ids)).state == S.QUEUED
+    done = queue.submitter.record(spec(after=dependency.format(*ids)))
+
+    [job] = done.jobs
+    assert job.state == S.QUEUED
+    if never is None:
+        assert done.note is None
         return
-    with pytest.raises(SpecError) as caught:
-        queue.submit(after=dependency.format(*ids))
-    assert str(caught.value) == refused.format(*ids)
-    assert queue.store.state_counts() == before
+    assert done.note == f"will be cancelled at the queue's next pass: {never.format(*ids)}"
+    queue.supervisor.dispatch()
+    assert (queue.state(job.id), queue.get(job.id).reason) == (S.CANCELLED, never.format(*ids))
 
 
 def test_an_array_s_aftercorr_is_left_to_each_task(queue):
@@ -123,8 +127,10 @@ def test_an_array_s_aftercorr_is_left_to_each_task(queue):
     second = queue.submit(array="0-1", after=f"aftercorr:{first[0].group}")
 
     assert [queue.state(j.id) for j in second] == [S.QUEUED, S.QUEUED]
-    with pytest.raises(SpecError, match=f"^dependency can never be met: array {first[0].group}: of its 2 tasks"):
-        queue.submit(after=f"aftercorr:{first[0].group}")   # one job: the whole array, as the pass reads it
+    # one job: the whole array, as the pass reads it
+    done = queue.submitter.record(spec(after=f"aftercorr:{first[0].group}"))
+    assert (done.note or "").startswith(f"will be cancelled at the queue's next pass: dependency can never be "
+                                        f"met: array {first[0].group}: of its 2 tasks")
 
 
 def test_a_dependency_on_an_array_task_that_exists_is_taken(queue):

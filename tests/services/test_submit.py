@@ -155,11 +155,11 @@ def test_a_submission_is_told_when_its_team_s_budget_will_hold_it_with_the_pass_
 
     first = queue.get(done.jobs[0].id)
     if held:
-        assert first.state == S.HELD and done.held_by_budget == first.reason
-        assert done.held_by_budget == ("team nlp budget: spent $0.00 + $0.00 its running jobs may still cost + "
-                                       "$240.00 for this job = $240.00, over $100.00 this period")
+        assert first.state == S.HELD and done.note == f"will be held by its team's budget: {first.reason}"
+        assert done.note == ("will be held by its team's budget: team nlp budget: spent $0.00 + $0.00 its running "
+                             "jobs may still cost + $240.00 for this job = $240.00, over $100.00 this period")
     else:
-        assert done.held_by_budget is None and first.reason != done.held_by_budget
+        assert done.note is None
 
 
 def test_the_budget_counts_what_the_team_s_running_jobs_may_still_cost(queue):
@@ -169,10 +169,11 @@ def test_the_budget_counts_what_the_team_s_running_jobs_may_still_cost(queue):
 
     done = queue.submitter.record(spec(team="nlp", resources={"gpus": 2}, limits={"wall_time": "6h"}))   # $24
 
-    assert done.held_by_budget == ("team nlp budget: spent $0.00 + $80.00 its running jobs may still cost + "
-                                   "$24.00 for this job = $104.00, over $100.00 this period")
+    held = ("team nlp budget: spent $0.00 + $80.00 its running jobs may still cost + "
+            "$24.00 for this job = $104.00, over $100.00 this period")
+    assert done.note == f"will be held by its team's budget: {held}"
     queue.supervisor.dispatch()
-    assert queue.get(done.jobs[0].id).reason == done.held_by_budget
+    assert queue.get(done.jobs[0].id).reason == held
 
 
 def test_a_queue_without_gpus_registered_is_unavailable(tmp_path):
