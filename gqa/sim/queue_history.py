@@ -7,7 +7,9 @@ A finished job that ran on GPUs becomes a job: submitted when it was, running as
 ran together (`elapsed`), on its GPUs of its type, with its wall time, priority, team, owner and
 name; its first start and its end are what happened (the `as it ran` row). Left out and counted:
 jobs still running at the export, jobs that never started (cancelled or rejected waiting), CPU-only
-jobs, and runs of 0 seconds. Times are ISO-8601 with the zone the export wrote.
+jobs, and runs of 0 seconds. Times are ISO-8601 with the zone the export wrote. A finished row that
+started before it was submitted, ended before it started, or ran a negative time (`elapsed`) is
+refused with its line.
 
 Exports put together (`cat`, or several queues' histories) read as one: a repeated header is skipped,
 a job that exports of overlapping periods repeat (its id and submit time) is read once, as it stood
@@ -58,7 +60,7 @@ def load_queue_history(path: str | Path) -> Trace:
     except csv.Error as exc:
         raise TraceError(f"{path}: line {reader.line_num + 1}: {exc}") from None
     left_out = Counter(job for job in read.values() if isinstance(job, str))
-    jobs, renamed = _own_ids([job for job in read.values() if isinstance(job, TraceJob)])
+    jobs, renamed = own_ids([job for job in read.values() if isinstance(job, TraceJob)])
     jobs.sort(key=lambda j: j.submit_time)
     left = [f"{n} {what}" for n, what in ((left_out["running"], "running at the export"),
                                          (left_out["never"], "that never started"),
@@ -75,7 +77,7 @@ def load_queue_history(path: str | Path) -> Trace:
     return Trace(name=path.name, format="queue-history", jobs=jobs, notes=notes)
 
 
-def _own_ids(jobs: list[TraceJob]) -> tuple[list[TraceJob], int]:
+def own_ids(jobs: list[TraceJob]) -> tuple[list[TraceJob], int]:
     """The jobs, each with an id of its own: a replay and its `as it ran` row know a job by its id.
     And how many were renamed."""
     seen: set[str] = set()
@@ -100,13 +102,20 @@ def _job(row: dict) -> TraceJob | str:
         return "running"
     if text("started") is None:
         return "never"
+    submitted, started, ended = (_time(text(name), name) for name in ("submitted", "started", "ended"))
+    for later, earlier, at, since in (("started", "submitted", started, submitted),
+                                      ("ended", "started", ended, started)):
+        if at < since:
+            raise ValueError(f"{later} {text(later)} is before {earlier} {text(earlier)}")
     gpus = number(text("gpus"), "gpus")
     if gpus != int(gpus) or gpus < 0:
         raise ValueError(f"gpus must be a whole number, got {text('gpus')!r}")
     if gpus == 0:
         return "cpu"
     elapsed = run_seconds(number(text("elapsed"), "elapsed"), "elapsed")
-    if elapsed <= 0:
+    if elapsed < 0:
+        raise ValueError(f"elapsed must be 0 or more, got {text('elapsed')!r}")
+    if elapsed == 0:
         return "zero"
     wall = run_seconds(number(text("wall_time"), "wall_time"), "wall_time") if text("wall_time") else None
     if wall is not None and wall <= 0:   # the export writes none as an empty cell
@@ -117,10 +126,9 @@ def _job(row: dict) -> TraceJob | str:
     job_id = text("id")
     if job_id is None:
         raise ValueError("id is empty")
-    return TraceJob(id=job_id, submit_time=_time(text("submitted"), "submitted"), duration=elapsed, gpus=int(gpus),
+    return TraceJob(id=job_id, submit_time=submitted, duration=elapsed, gpus=int(gpus),
                     team=text("team"), priority=priority, wall_time=wall,
-                    user=text("owner"), name=text("name"), started=_time(text("started"), "started"),
-                    ended=_time(text("ended"), "ended"), gpu_type=text("gpu_type"))
+                    user=text("owner"), name=text("name"), started=started, ended=ended, gpu_type=text("gpu_type"))
 
 
 def _time(text: str | None, what: str) -> float:

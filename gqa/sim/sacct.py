@@ -10,12 +10,19 @@ time limit its user asked (TimelimitRaw, minutes, else Timelimit; none where UNL
 partition's), its account as its team, its user, its name, and its QOS as its tier where the QOS is
 named high, normal or low. The rest is left out and counted: job steps (`12.batch`, `12.0`; -X leaves
 them out), jobs that never started (still waiting at the dump, or cancelled waiting, which sacct gives a
-start at its end and no AllocTRES), jobs still running at the dump, jobs that asked no GPU, and runs of
-0 seconds. A requeued job's row is its last attempt, submitted when it was requeued (a job whose last
-row is REQUEUED waits again at the dump); with -D it has a row per attempt, and its attempts become one
-job, arriving with its first and running as long as all together. Dumps put together with `cat` read as
-one: a repeated header is skipped, and an attempt repeated by overlapping periods read once, as the row
-that got furthest has it (waiting, then running, then ended; of two as far, the later)."""
+start at its end and no AllocTRES), jobs still running at the dump (no End yet, or RUNNING with the
+dump's end as its End, as -T prints it), jobs that asked no GPU, and runs of 0 seconds. A row that
+started before it arrived, or ended before it started (a daylight-saving change in a dump of local
+times), or ran a negative time is refused with its line. A requeued job's row is its last attempt,
+submitted when it was requeued (a job whose last row is REQUEUED waits again at the dump); with -D it
+has a row per attempt, and its attempts become one job, arriving with its first and running as long as
+all together. Rows with one id are attempts of one job only where each before the next was requeued
+(REQUEUED) or they share a Submit time; else they are jobs of their own (Slurm gives an id again after
+its counter wraps or its database is reset), and so are jobs of two clusters (a Cluster column, as
+`sacct -M all` prints it): each replayed, the later ones' ids marked with a '. Dumps put together with
+`cat` read as one: a repeated header is skipped, and an attempt repeated by overlapping periods read
+once, as the row that got furthest has it (waiting, then running, then ended; of two as far, the
+later)."""
 
 import re
 from collections import Counter
@@ -28,6 +35,7 @@ from typing import BinaryIO
 from ..models.errors import SpecError
 from ..models.priority import Priority
 from ..models.units import format_count, parse_duration
+from .queue_history import own_ids
 from .trace_fields import (PRIORITIES, Trace, TraceError, TraceJob, limits_note, run_seconds, submit_seconds,
                            text_of, timestamp)
 
@@ -38,10 +46,11 @@ NEEDED = {"the job's id": ("JobID", "JobIDRaw"), "its submit time": ("Submit",),
           "its run time": ("ElapsedRaw", "Elapsed", "End"), "its GPUs": ("AllocTRES", "ReqTRES")}
 NO_TIME = {"", "unknown", "none"}                     # a time sacct has not got
 NO_LIMIT = {"unlimited", "partition_limit", "invalid", ""}
+STILL_GOING = {"RUNNING", "SUSPENDED"}               # a state of a job not ended at the dump, whatever its End
 _ZERO = re.compile(r"^[0:-]+$")                       # 00:00:00, 0-00:00:00
 _EPOCH = datetime(1970, 1, 1)
 READ = {"jobid", "jobidraw", "submit", "eligible", "start", "end", "elapsedraw", "elapsed", "alloctres", "reqtres",
-        "timelimitraw", "timelimit", "account", "qos", "user", "jobname", "state"}
+        "timelimitraw", "timelimit", "account", "qos", "user", "jobname", "state", "cluster"}
 
 
 def is_sacct(first_line: str) -> bool:
@@ -93,9 +102,9 @@ class _Columns:
 
 def load_sacct(path: str | Path) -> Trace:
     path = Path(path)
-    # each job's attempts: dumps of overlapping periods put together (`cat`) repeat an attempt's row,
-    # which says how far it had got by each dump's end (waiting, running, ended)
-    rows: dict[str, list[_Row]] = {}
+    # each id's attempts, by cluster and id: dumps of overlapping periods put together (`cat`) repeat an
+    # attempt's row, which says how far it had got by each dump's end (waiting, running, ended)
+    rows: dict[tuple[str, str], list[_Row]] = {}
     steps = repeats = 0
     with path.open("rb") as f:   # a line at a time: a year of a busy cluster is millions of rows
         header = text_of(f.readline(), str(path))
@@ -115,7 +124,7 @@ def load_sacct(path: str | Path) -> Trace:
                 row = _row(values.get, job_id)
             except ValueError as exc:
                 raise TraceError(f"{path}: line {number}: {exc}") from None
-            attempts = rows.setdefault(job_id, [])
+            attempts = rows.setdefault((values.get("cluster") or "", job_id), [])
             # a job has a few attempts at most: a walk is cheaper than a dict per job
             same = next((i for i, r in enumerate(attempts) if _same_attempt(r, row)), None)
             if same is None:
@@ -131,6 +140,20 @@ def _same_attempt(a: _Row, b: _Row) -> bool:
     """Whether two rows are one attempt: its Submit, and its start once it has one (a requeue's attempt
     has a Submit of its own). A row of it waiting has no start yet, and maybe no Eligible."""
     return a.queued == b.queued and (a.start == b.start or a.start is None or b.start is None)
+
+
+def _jobs_of(attempts: list[_Row]) -> Iterator[list[_Row]]:
+    """One id's attempts, each job's together, in the order they were submitted: an attempt is its job's
+    next where the one before it was requeued, or shares its Submit; else it starts a job of its own."""
+    attempts = sorted(attempts, key=lambda r: (r.queued, float("inf") if r.start is None else r.start))
+    job = [attempts[0]]
+    for row in attempts[1:]:
+        if job[-1].requeued or row.queued == job[-1].queued:
+            job.append(row)
+        else:
+            yield job
+            job = [row]
+    yield job
 
 
 def _progress(row: _Row) -> int:
@@ -155,21 +178,29 @@ def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
     start = _time(get("start"), "Start")
     end_text = get("end")
     state = (get("state") or "").split(" ")[0].upper()
-    # running: started with no end yet; requeued: REQUEUED, REQUEUE_HOLD or REQUEUE_FED (as a job's last
-    # row, it waits to run again)
-    running = start is not None and (end_text.lower() in NO_TIME if end_text is not None else state == "RUNNING")
+    # running: started with no end yet, or still going with the dump's end as its End (sacct -T prints
+    # one); requeued: REQUEUED, REQUEUE_HOLD or REQUEUE_FED (as a job's last row, it waits to run again)
+    running = start is not None and ((end_text is not None and end_text.lower() in NO_TIME)
+                                     or state in STILL_GOING)
     requeued = state.startswith("REQUEUE")
-    seconds = 0.0
-    if start is not None and not running:
-        seconds = run_seconds(_elapsed(get, start), "the run")
-        if seconds == 0 and get("alloctres") == "":
-            start = None   # nothing allocated: cancelled waiting (sacct gives it a start at its end)
-    gpus, gpu_type = _gpus(get("alloctres"), "AllocTRES")
-    if not gpus:
-        gpus, gpu_type = _gpus(get("reqtres"), "ReqTRES")
     if submit is None:
         raise ValueError("Submit is empty")
     arrival = max(submit, eligible) if eligible is not None else submit
+    seconds = 0.0
+    if start is not None and not running:
+        end = _time(end_text, "End")
+        if end is not None and end < start:
+            raise ValueError(_before("End", end_text, "Start", get("start")))
+        seconds = run_seconds(_elapsed(get, start, end), "the run")
+        if seconds == 0 and get("alloctres") == "":
+            start = None   # nothing allocated: cancelled waiting (sacct gives it a start at its end)
+        elif start < submit:
+            raise ValueError(_before("Start", get("start"), "Submit", get("submit")))
+        elif start < arrival:
+            raise ValueError(_before("Start", get("start"), "Eligible", get("eligible")))
+    gpus, gpu_type = _gpus(get("alloctres"), "AllocTRES")
+    if not gpus:
+        gpus, gpu_type = _gpus(get("reqtres"), "ReqTRES")
     qos = (get("qos") or "").lower()
     if not gpus:
         return _Row(submit, arrival, start, running, requeued, qos, seconds, None)
@@ -179,6 +210,14 @@ def _row(get: Callable[[str], str | None], job_id: str) -> _Row:
                    started=start, ended=None if start is None else start + seconds, gpu_type=gpu_type,
                    qos=qos or None)
     return _Row(submit, arrival, start, running, requeued, qos, seconds, job)
+
+
+def _before(later: str, later_text: str | None, earlier: str, earlier_text: str | None) -> str:
+    """Why a row whose times run backwards is refused: its wait or run would be negative."""
+    why = f"{later} {later_text} is before {earlier} {earlier_text}"
+    if not (later_text or "").isdigit():   # not epoch seconds: the cluster's local time
+        why += " (a daylight-saving change? dump with SLURM_TIME_FORMAT=%s for epoch seconds)"
+    return why
 
 
 def _time(text: str | None, what: str) -> float | None:
@@ -194,8 +233,9 @@ def _time(text: str | None, what: str) -> float | None:
         raise ValueError(f"{what} is not a time: {text!r}") from None
 
 
-def _elapsed(get: Callable[[str], str | None], start: float) -> float:
-    """Seconds the row's job ran: ElapsedRaw, else Elapsed ([D-]HH:MM:SS), else End - Start."""
+def _elapsed(get: Callable[[str], str | None], start: float, end: float | None) -> float:
+    """Seconds the row's job ran: ElapsedRaw, else Elapsed ([D-]HH:MM:SS), else End - Start (End not
+    before Start: the row checks it)."""
     raw = get("elapsedraw")
     if raw:
         if not raw.isdigit():
@@ -204,10 +244,9 @@ def _elapsed(get: Callable[[str], str | None], start: float) -> float:
     text = get("elapsed")
     if text:
         return 0.0 if _ZERO.match(text) else float(_slurm_time(text, "Elapsed", bare_unit="s"))
-    end = _time(get("end"), "End")
     if end is None:
         raise ValueError("End is empty for a job that ended")
-    return max(0.0, end - start)
+    return end - start
 
 
 def _limit(get: Callable[[str], str | None]) -> float | None:
@@ -249,11 +288,11 @@ def _gpus(text: str | None, what: str) -> tuple[int, str | None]:
     return (untyped if untyped is not None else typed), (types.pop() if len(types) == 1 else None)
 
 
-def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) -> Trace:
+def _trace(path: Path, rows: dict[tuple[str, str], list[_Row]], steps: int, repeats: int) -> Trace:
     jobs: list[TraceJob] = []
     other_qos: Counter = Counter()
     never = running = cpu_only = zero = requeued = 0
-    for attempts in rows.values():
+    for attempts in (job for one_id in rows.values() for job in _jobs_of(one_id)):
         last = attempts[-1]
         ran = [r for r in attempts if r.start is not None and not r.running]
         if last.running or last.requeued or (last.start is None and ran):
@@ -270,6 +309,7 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
                 other_qos[last.qos] += 1
             jobs.append(last.job if len(attempts) == 1 else _joined(last.job, ran))
     jobs.sort(key=lambda j: j.submit_time)
+    jobs, renamed = own_ids(jobs)   # the replay and the `as it ran` row know a job by its id
     no_gpu = ("that asked no GPU (no gres/gpu in AllocTRES or ReqTRES"
               + ("; none has one: is gres/gpu in the cluster's AccountingStorageTRES?)" if not jobs else ")"))
     left = [text for n, text in (
@@ -283,6 +323,9 @@ def _trace(path: Path, rows: dict[str, list[_Row]], steps: int, repeats: int) ->
     if requeued:
         notes.append(f"{format_count(requeued, 'job')} requeued: each replayed as one job, "
                      "its attempts' run times together")
+    if renamed:
+        notes.append(f"{format_count(renamed, 'job')} with the id of an earlier job (another cluster's, or an id "
+                     "Slurm gave again): each replayed as its own, its id marked with a '")
     notes.append(limits_note(jobs, "UNLIMITED or the partition's"))
     if other_qos:
         named = ", ".join(f"{q} ({n})" for q, n in sorted(other_qos.items()))

@@ -60,10 +60,26 @@ def test_what_did_not_run_on_a_gpu_to_its_end_is_left_out_and_counted(tmp_path, 
     ({"wall_time": "nan"}, "line 3: wall_time must be a finite number"),
     ({"wall_time": "-60"}, "line 3: wall_time must be positive, got '-60'"),
     ({"wall_time": "0"}, "line 3: wall_time must be positive, got '0'"),
+    # times that run backwards: a negative run, wait or JCT is refused, not counted as a run of 0 s
+    ({"elapsed": "-40"}, "line 3: elapsed must be 0 or more, got '-40'"),
+    ({"started": "2026-12-01T09:00:00+0000"},
+     r"line 3: started 2026-12-01T09:00:00\+0000 is before submitted 2026-12-01T10:00:00\+0000$"),
+    ({"ended": "2026-12-01T10:00:30+0000"},
+     r"line 3: ended 2026-12-01T10:00:30\+0000 is before started 2026-12-01T10:01:00\+0000$"),
 ])
 def test_a_bad_row_names_its_line(tmp_path, changes, message):
     with pytest.raises(TraceError, match=message):
         load_trace(export(tmp_path, row(), row(**changes)))
+
+
+@pytest.mark.parametrize("changes", [{"elapsed": "-40"}, {"started": "2026-12-01T09:00:00+0000"},
+                                     {"started": "2026-12-01T10:30:00+0100"}])   # 09:30 UTC
+def test_gqa_simulate_stops_at_a_row_whose_times_run_backwards(tmp_path, capsys, changes):
+    from cli.main import main
+
+    path = export(tmp_path, row(), row(id="j2", **changes))
+    assert main(["simulate", str(path), "--gpus", "2", "--policies", "fifo", "-o", "json"]) == 2
+    assert capsys.readouterr().err.startswith(f"gqa: error: {path}: line 3: ")
 
 
 def test_a_row_short_of_fields_names_its_line(tmp_path):

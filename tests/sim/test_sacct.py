@@ -47,6 +47,9 @@ def test_a_row_that_ran_on_gpus_is_a_job_with_the_limit_its_user_asked(tmp_path)
     ({"start": "2026-12-07T10:05:00", "end": "2026-12-07T10:05:00", "elapsed": "0", "alloc": "",
       "state": "CANCELLED by 0"}, "1 that never started"),
     ({"end": "Unknown", "state": "RUNNING"}, "1 running or requeued at the dump"),
+    # sacct -T: a job still running gets the dump's end as its End, and its run so far
+    ({"end": "2026-12-08T10:01:00", "elapsed": "86400", "state": "RUNNING"}, "1 running or requeued at the dump"),
+    ({"end": "2026-12-08T10:01:00", "elapsed": "86400", "state": "SUSPENDED"}, "1 running or requeued at the dump"),
     ({"alloc": "billing=1,cpu=1,mem=1G,node=1", "req": "cpu=1,mem=1G,node=1"},
      "1 that asked no GPU (no gres/gpu in AllocTRES or ReqTRES)"),
     ({"elapsed": "0", "end": "2026-12-07T10:01:00", "state": "FAILED"}, "1 that ran 0 s"),
@@ -110,6 +113,50 @@ def test_a_requeued_jobs_attempts_are_one_job(tmp_path):
     assert (job.duration, job.submit_time) == (350.0, load_trace(dump(tmp_path, row(
         submit="2026-12-07T09:00:00"), name="one.txt")).jobs[0].submit_time)
     assert "1 job requeued" in trace.notes[1]
+
+
+CLUSTERED = "Cluster|" + HEADER
+
+
+@pytest.mark.parametrize("rows, header, jobs", [
+    # job 500 on January 1st, and, Slurm's counter wrapped, another job 500 on March 1st
+    ([row(job_id="500", submit="2026-01-01T00:00:00", start="2026-01-01T00:00:00", end="2026-01-01T00:01:40",
+          elapsed="100", alloc="gres/gpu=1", account="a", name="first"),
+      row(job_id="501", submit="2026-01-01T00:00:00", start="2026-01-01T00:00:00", end="2026-01-01T00:01:40",
+          elapsed="100", alloc="gres/gpu=1"),
+      row(job_id="500", submit="2026-03-01T00:00:00", start="2026-03-01T00:00:00", end="2026-03-01T00:01:40",
+          elapsed="100", alloc="gres/gpu=2", account="b", user="v", name="second")],
+     HEADER, [("500", 100.0, 1, "a"), ("501", 100.0, 1, "vision"), ("500'", 100.0, 2, "b")]),
+    # the earlier attempt was requeued: one job, arriving with the first, running as long as both
+    ([row(job_id="3", submit="2026-12-07T09:00:00", start="2026-12-07T09:01:00", elapsed="100", state="REQUEUED"),
+      row(job_id="3", submit="2026-12-07T09:30:00", start="2026-12-07T09:31:00", elapsed="250")],
+     HEADER, [("3", 350.0, 2, "vision")]),
+    # attempts that kept their Submit (a node failed under the first): one job
+    ([row(job_id="4", start="2026-12-07T10:01:00", end="2026-12-07T10:02:00", elapsed="60", state="NODE_FAIL"),
+      row(job_id="4", start="2026-12-07T10:05:00", end="2026-12-07T10:10:00", elapsed="300")],
+     HEADER, [("4", 360.0, 2, "vision")]),
+    # sacct -M all: job 9 of two clusters, submitted at the same moment
+    (["east|" + row(job_id="9", account="a"), "west|" + row(job_id="9", account="b", elapsed="300")],
+     CLUSTERED, [("9", 600.0, 2, "a"), ("9'", 300.0, 2, "b")]),
+    # a repeat of one cluster's attempt is still read once
+    (["east|" + row(job_id="9"), "east|" + row(job_id="9")], CLUSTERED, [("9", 600.0, 2, "vision")]),
+], ids=["id-given-again", "requeued", "same-submit", "two-clusters", "one-cluster-twice"])
+def test_rows_with_one_id_are_one_job_only_where_requeued_or_submitted_together(tmp_path, capsys, rows, header,
+                                                                                   jobs):
+    """sacct -D's attempts of a requeued job are one job; a job Slurm gave the id of an earlier one, or
+    another cluster's job of that id, is one of its own."""
+    from cli.main import main
+
+    path = dump(tmp_path, *rows, header=header)
+    trace = load_trace(path)
+    assert sorted((j.id, j.duration, j.gpus, j.team) for j in trace.jobs) == sorted(jobs)
+    assert ("each replayed as its own, its id marked with a '" in " ".join(trace.notes)) is \
+        any(i.endswith("'") for i, *_ in jobs)
+    assert main(["simulate", str(path), "--gpus", "4", "--policies", "fifo", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["jobs"] == out["as_it_ran"]["jobs"] == len(jobs)
+    if len(trace.jobs) == 3:   # the two jobs 500, each as it ran: 100 s from its own arrival
+        assert out["as_it_ran"]["mean_jct"] == pytest.approx(100.0)
 
 
 def test_a_requeued_job_waiting_again_at_the_dump_is_left_out(tmp_path):
@@ -230,10 +277,45 @@ def test_parsable_with_a_trailing_delimiter_and_epoch_times(tmp_path):
     ({"job_id": ""}, "line 2: the job's id is empty"),
     ({"elapsed": "400000000"}, "line 2: the run of 4e\\+08 s is over 10 years"),
     ({"limit": "9999999999"}, "line 2: the time limit of .* is over 10 years"),
+    # a dump of local times across a daylight-saving change: a wait or a run that would be negative
+    ({"start": "2026-12-07T09:00:00", "end": "2026-12-07T09:10:00"},
+     r"line 2: Start 2026-12-07T09:00:00 is before Submit 2026-12-07T10:00:00 \(a daylight-saving change\? "
+     r"dump with SLURM_TIME_FORMAT=%s for epoch seconds\)"),
+    ({"end": "2026-12-07T10:00:30"}, "line 2: End 2026-12-07T10:00:30 is before Start 2026-12-07T10:01:00 "),
 ])
 def test_a_bad_row_names_its_line(tmp_path, changes, message):
     with pytest.raises(TraceError, match=message):
         load_trace(dump(tmp_path, row(**changes), row(job_id="8")))
+
+
+NO_ELAPSED = "JobID|Submit|Start|End|AllocTRES"
+
+
+@pytest.mark.parametrize("header, good, bad, message", [
+    # no run time of its own: End - Start, below 0
+    (NO_ELAPSED, "401|2026-01-01T00:00:00|2026-01-01T00:00:00|2026-01-01T00:05:00|gres/gpu=1",
+     "400|2026-01-01T00:00:00|2026-01-01T00:10:00|2026-01-01T00:05:00|gres/gpu=1",
+     r"line 3: End 2026-01-01T00:05:00 is before Start 2026-01-01T00:10:00 \(a daylight-saving"),
+    # epoch seconds: no change of the clocks to blame
+    (NO_ELAPSED, "401|1765100000|1765100000|1765100300|gres/gpu=1", "400|1765100000|1765100600|1765100300|gres/gpu=1",
+     r"line 3: End 1765100300 is before Start 1765100600$"),
+    (NO_ELAPSED, "401|1765100000|1765100000|1765100300|gres/gpu=1", "400|1765100600|1765100000|1765100300|gres/gpu=1",
+     r"line 3: Start 1765100000 is before Submit 1765100600$"),
+    # held back an hour (--begin), yet started within it
+    ("JobID|Submit|Eligible|Start|End|ElapsedRaw|AllocTRES",
+     "401|2026-01-01T00:00:00|2026-01-01T01:00:00|2026-01-01T01:30:00|2026-01-01T01:40:00|600|gres/gpu=1",
+     "400|2026-01-01T00:00:00|2026-01-01T01:00:00|2026-01-01T00:30:00|2026-01-01T00:40:00|600|gres/gpu=1",
+     r"line 3: Start 2026-01-01T00:30:00 is before Eligible 2026-01-01T01:00:00 "),
+])
+def test_a_row_whose_times_run_backwards_stops_the_run_with_its_line(tmp_path, capsys, header, good, bad, message):
+    from cli.main import main
+
+    assert len(load_trace(dump(tmp_path, good, header=header, name="good.txt")).jobs) == 1
+    path = dump(tmp_path, good, bad, header=header)
+    with pytest.raises(TraceError, match=message):
+        load_trace(path)
+    assert main(["simulate", str(path), "--gpus", "2", "--policies", "fifo", "-o", "json"]) == 2
+    assert capsys.readouterr().err.startswith(f"gqa: error: {path}: line 3: ")
 
 
 def test_a_line_that_is_not_utf8_is_named(tmp_path):
