@@ -12,6 +12,7 @@ from .output import console, fail, note, print_json
 
 Opt = typer.Option
 ETA_SAMPLE = 500   # jobs whose ETA is checked by default: each check runs the pass forward
+MAX_POOLS_BYTES = 1 << 20   # a pools file lists a few pools: more is not one (/dev/zero through a pipe)
 
 
 @app.command("simulate")
@@ -92,7 +93,7 @@ def simulate(
     from gqa.sim.outputs import Outputs
     from gqa.sim.report import as_json, plot_waits, print_table
     from gqa.sim.estimates import Estimates, EstimatesError
-    from gqa.sim.trace import TraceError
+    from gqa.sim.trace import TraceError, read_input
     from gqa.sim.workload import load_problem, priorities_choice, qos_tiers_choice, shares_choice, with_qos_tiers
     from gqa.scheduling import Policy
     from gqa.scheduling.horizon import LIMITS, backfill_by_choice
@@ -150,9 +151,10 @@ def simulate(
         fail(f"--restart-cost: {exc}; or 0")
     pool_list = []
     if pools:
-        try:
-            with open(pools, encoding="utf-8") as f:
-                pool_list = load_pools(f.read(), pools)
+        try:   # a regular file, or a pipe already open (/dev/stdin, <(...)); a FIFO or a device is refused
+            pool_list = load_pools(read_input(pools, MAX_POOLS_BYTES, "a pools file").decode("utf-8"), pools)
+        except TraceError as exc:
+            fail(str(exc))
         except OSError as exc:
             fail(f"{pools}: {exc.strerror}")
         except UnicodeDecodeError as exc:
@@ -216,7 +218,7 @@ def simulate(
         work.assumptions.append("gqa and gqa-slice backfill by predictions: a job's expected run time stands in "
                                 "for its wall time, twice as long each time a running job outlives it; the "
                                 "other policies count wall times")
-    as_it_ran = _as_it_ran(work, loaded, load)
+    as_it_ran = _as_it_ran(work, loaded, load, len(inventory))
     eta = production_eta() if eta_sample != 0 else None
     eta_every = 1
     if eta:
@@ -345,19 +347,27 @@ def _why_none(loaded, work, limit: int | None, largest: int) -> str:
     return f" ({'; '.join(dropped)})" if dropped else ""
 
 
-def _as_it_ran(work, loaded, load: float) -> dict | None:
+def _as_it_ran(work, loaded, load: float, gpus: int) -> dict | None:
     """What the trace records of the replayed jobs (a Slurm dump's or gqa history's starts and ends),
-    said in the assumptions; None, and said, where --load moves the arrivals."""
+    said in the assumptions; None, and said, where --load moves the arrivals or where the replay's
+    `gpus` are fewer than the jobs held at once as they ran (not the cluster they ran on)."""
     from gqa.sim.metrics import most_held, recorded
 
-    as_it_ran = recorded(work.jobs, loaded.jobs) if load == 1.0 else None
-    if as_it_ran is not None:
-        work.assumptions.append(f"as it ran: the trace's own starts and ends of the {as_it_ran['jobs']} jobs "
-                                "replayed, on the cluster they ran on (with its nodes, CPUs, memory and any "
-                                f"other work), measured as a replay is; they held at most {most_held(loaded.jobs)} "
-                                "GPUs at once")
-    elif load != 1.0 and any(j.started is not None for j in loaded.jobs):
-        work.assumptions.append(f"as it ran: not shown, as --load {load:g} moves the arrivals")
+    if load != 1.0:
+        if any(j.started is not None for j in loaded.jobs):
+            work.assumptions.append(f"as it ran: not shown, as --load {load:g} moves the arrivals")
+        return None
+    as_it_ran = recorded(work.jobs, loaded.jobs)
+    if as_it_ran is None:
+        return None
+    held = most_held(loaded.jobs)
+    if held is not None and gpus < held:
+        work.assumptions.append(f"as it ran: not shown, as the jobs held {held} GPUs at once as they ran, more "
+                                f"than the {gpus} replayed: give --gpus the GPUs their cluster had")
+        return None
+    work.assumptions.append(f"as it ran: the trace's own starts and ends of the {as_it_ran['jobs']} jobs "
+                            "replayed, on the cluster they ran on (with its nodes, CPUs, memory and any "
+                            f"other work), measured as a replay is; they held at most {held} GPUs at once")
     return as_it_ran
 
 

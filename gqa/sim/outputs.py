@@ -43,6 +43,13 @@ def cannot_make(folder: Path) -> OSError | None:
     return None
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it, and set back at once)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 class Outputs:
     """One run's files, staged beside where they go (`file`, `folder`), then all put in place
     (`commit`), or all removed with the folders the run made (`discard`)."""
@@ -56,8 +63,11 @@ class Outputs:
         """A temporary name in `final`'s folder to write `final`'s content to."""
         target = Path(final)
         handle, staged = tempfile.mkstemp(prefix=f"{STAGED}{target.name}.", dir=target.parent)
-        os.close(handle)
         self._staged.append((Path(staged), target))
+        try:   # mkstemp's 0600 would be kept by the rename: the file gets what the umask gives a new one
+            os.fchmod(handle, 0o666 & ~_umask())
+        finally:
+            os.close(handle)
         return Path(staged)
 
     def folder(self, final: str | os.PathLike[str]) -> Path:
@@ -68,6 +78,7 @@ class Outputs:
             self._made.append(path)
         staged = Path(tempfile.mkdtemp(prefix=f"{STAGED}{target.name}.", dir=target.parent))
         self._staged.append((staged, target))
+        staged.chmod(0o777 & ~_umask())   # mkdtemp's 0700, kept by the rename, as the umask gives a new folder
         return staged
 
     def final_name(self, path: str | os.PathLike[str] | None) -> str | None:

@@ -65,8 +65,8 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
                           "on-demand pool)", soft_wrap=True)
     for name, s in summaries.items():
         if s.get("cost") is not None:
-            saving = f", spot saved ${s['spot_saving']:,.0f}" if s.get("spot_saving") is not None else ""
-            console.print(f"{name} cost: ${s['cost']:,.0f}{saving}", soft_wrap=True)
+            saving = f", spot saved {_money(s['spot_saving'])}" if s.get("spot_saving") is not None else ""
+            console.print(f"{name} cost: {_money(s['cost'])}{saving}", soft_wrap=True)
     for name, r in ratios(summaries, base).items():
         parts = [f"{label} {r[key]:.2f}x" for key, label in RATIO_LINE if r.get(key) is not None]
         console.print(f"{name} / {base}: " + ", ".join(parts), soft_wrap=True)
@@ -84,6 +84,13 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
                 console.print(f"{name} ETA error at submit: none predicted (only the scheduling pass predicts starts)")
                 continue
             console.print(f"{name} ETA error at submit: {eta_line(s)}", soft_wrap=True)
+
+
+def _money(amount: float) -> str:
+    """`$1,234.57`: to the cent, halves up ($0.035 is $0.04), as gqa shows money everywhere."""
+    import decimal
+
+    return f"${decimal.Decimal(repr(amount)).quantize(decimal.Decimal('0.01'), decimal.ROUND_HALF_UP):,.2f}"
 
 
 def eta_line(s: dict) -> str:

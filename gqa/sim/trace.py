@@ -11,8 +11,11 @@ Loaders keep only what the trace says; `workload.derive` fills in the rest."""
 
 import csv
 import io
+import os
 import re
+import stat
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,23 +28,41 @@ from .trace_fields import (MAX_RUN_SECONDS, MAX_SUBMIT_SECONDS, PRIORITIES, PRIO
 
 __all__ = ["MAX_RUN_SECONDS", "MAX_SUBMIT_SECONDS", "PRIORITIES", "Trace", "TraceError", "TraceJob", "load_alibaba",
            "is_alibaba", "is_itp", "load_csv", "load_itp", "load_queue_history", "load_sacct", "load_trace",
-           "records_runs"]
+           "read_input", "read_stream", "records_runs"]
 
 _ITP_MEMBER = re.compile(r"(?:^|/)(cluster\d+)\.csv$")
 
 
 def load_trace(path: str | Path) -> Trace:
     """Detects the format. `PATH:cluster04,cluster07` picks ITP clusters
-    (all ten, merged, by default)."""
+    (all ten, merged, by default). A trace given as a pipe already open (/dev/stdin, /dev/fd/N:
+    `<(zcat t.csv.gz)`) is read once, at most MAX_STREAM_BYTES, into a private copy the loaders read."""
     path, select = _split_selection(str(path))
-    if not path.exists():
-        raise TraceError(f"{path}: no such file or directory")
+    if _stream(path) is None:
+        return _load_file(path, select)
+    with tempfile.TemporaryDirectory(prefix="gqa-trace-") as folder:
+        copy = Path(folder) / (path.name or "stdin")   # the trace is named as given: /dev/stdin is stdin
+        with copy.open("xb") as f:
+            for chunk in read_stream(path):
+                f.write(chunk)
+        try:
+            trace = _load_file(copy, select)
+        except TraceError as exc:   # named as the user gave it, not by the copy
+            raise TraceError(str(exc).replace(str(copy), str(path))) from None
+    trace.notes = [line.replace(str(copy), str(path)) for line in trace.notes]
+    return trace
+
+
+def _load_file(path: Path, select: list[str] | None) -> Trace:
+    """A regular file's or a folder's trace, by its format (refused where it is neither)."""
     if path.is_dir():
         if any(path.glob("openb_pod_list*.csv")):
-            return load_alibaba(sorted(path.glob("openb_pod_list*.csv"))[0])
+            _only_itp(path, select, "the Alibaba pod list")
+            return load_alibaba(_regular(sorted(path.glob("openb_pod_list*.csv"))[0]))
         if any(path.glob("cluster[0-9]*.csv")):
             return load_itp(path, select)
         raise TraceError(f"{path}: no clusterNN.csv (ITP) or openb_pod_list*.csv (Alibaba) in this folder")
+    _regular(path)
     if path.name.endswith((".tar.gz", ".tgz")):
         return load_itp(path, select)
     packed = _compression(path)
@@ -50,14 +71,135 @@ def load_trace(path: str | Path) -> Trace:
         raise TraceError(f"{path}: compressed with {name}; {tool} it first (a trace is text)")
     first = _first_line(path)
     if path.name.startswith("openb_pod_list") and path.suffix == ".csv" or is_alibaba(first):
+        _only_itp(path, select, "the Alibaba pod list")
         return load_alibaba(path)
     if is_itp(first):   # one clusterNN.csv, taken out of the tarball, under any name
         return load_itp(path, select)
     if is_sacct(first):
+        _only_itp(path, select, "Slurm's accounting (sacct)")
         return load_sacct(path)
     if is_queue_history(first):
+        _only_itp(path, select, "gqa history")
         return load_queue_history(path)
+    _only_itp(path, select, "a CSV trace")
     return load_csv(path)
+
+
+def _only_itp(path: Path, select: list[str] | None, format_name: str) -> None:
+    """Refuses a cluster selection on a trace that has no clusters: replaying the whole file instead
+    would answer another question than the one asked."""
+    if select:
+        raise TraceError(f"{path}: :{','.join(select)} picks clusters of an ITP trace, and this is "
+                         f"{format_name}, which has none; give the path alone")
+
+
+# A trace read from a stream: at most this much (a pipe holds no more than the writer sends, and a
+# device read as one, /dev/zero, would never end)
+MAX_STREAM_BYTES = 256 << 20
+
+
+def _stream(path: Path) -> int | None:
+    """The descriptor to read `path` from, where it names a pipe (or socket) this process already
+    has open: /dev/stdin, /dev/fd/N, /proc/self/fd/N. None for a regular file or a folder. Anything
+    else is refused by its path without opening it: a FIFO by name (nobody may ever write to it, and
+    opening it would wait for a writer), a device (/dev/zero never ends). A pipe already open was
+    handed over on purpose (`<(...)`, `cat t.csv | gqa simulate /dev/stdin`): it is read from where
+    it is, and ends when its writer closes it."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file or directory") from None
+    except ValueError:   # a NUL in the path
+        raise TraceError(f"{path}: no such file or directory") from None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    fd = _open_descriptor(path)
+    if fd is not None:
+        try:
+            open_mode = os.fstat(fd).st_mode
+        except OSError:
+            open_mode = mode
+        if stat.S_ISFIFO(open_mode) or stat.S_ISSOCK(open_mode):
+            return fd
+        mode = open_mode
+    raise TraceError(f"{path}: not a regular file ({_kind(mode)}); give a file, or a pipe as /dev/stdin or <(...)")
+
+
+_FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd|proc/thread-self/fd)/(\d+)")
+
+
+def _open_descriptor(path: Path) -> int | None:
+    """The descriptor number a path names, where it names one of this process's own."""
+    text = os.path.normpath(os.path.abspath(path))
+    if text == "/dev/stdin":
+        return 0
+    match = _FD_PATH.fullmatch(text)
+    return int(match.group(1)) if match else None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def _regular(path: Path) -> Path:
+    """`path`, a regular file (a FIFO or a device in a trace's folder is refused unopened)."""
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        raise TraceError(f"{path}: not a regular file ({_kind(mode)})")
+    return path
+
+
+def read_stream(path: Path, limit: int | None = None,
+                too_much: str = "save it to a file and give its path") -> Iterator[bytes]:
+    """The bytes of a pipe already open that `path` names (see _stream), a chunk at a time, read
+    once and at most `limit` of them: TraceError beyond that, saying `too_much`."""
+    fd = _stream(path)
+    if fd is None:
+        raise TraceError(f"{path}: not a pipe")
+    limit = MAX_STREAM_BYTES if limit is None else limit
+    read = 0
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except OSError as exc:
+            raise TraceError(f"{path}: {exc.strerror or exc}") from None
+        if not chunk:
+            return
+        read += len(chunk)
+        if read > limit:
+            raise TraceError(f"{path}: more than {_size(limit)} through a pipe; {too_much}")
+        yield chunk
+
+
+def read_input(path: str | Path, limit: int, what: str) -> bytes:
+    """A small input's bytes (`what`: a pools file): a regular file, or a pipe already open (see
+    _stream); TraceError where it is neither, or holds more than `limit` bytes."""
+    from ..models.regular_file import Unreadable, read_regular
+
+    path = Path(path)
+    if _stream(path) is not None:
+        return b"".join(read_stream(path, limit, f"more than {what} holds"))
+    if path.is_dir():
+        raise TraceError(f"{path}: a folder, not a file")
+    try:
+        data = read_regular(str(path), str(path), limit)
+    except Unreadable as exc:
+        raise TraceError(str(exc)) from None
+    if len(data) > limit:
+        raise TraceError(f"{path}: more than {_size(limit)}, more than {what} holds")
+    return data
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 def _columns(first: str) -> set[str]:
@@ -187,7 +329,7 @@ def load_itp(path: str | Path, select: list[str] | None = None) -> Trace:
     members: dict[str, bytes] = {}
     if path.is_dir():
         for f in sorted(path.glob("cluster[0-9]*.csv")):
-            members[f.stem] = f.read_bytes()
+            members[f.stem] = _regular(f).read_bytes()
     elif is_itp(_first_line(path)):   # one cluster's file, named by its stem
         members[path.stem] = path.read_bytes()
     else:
