@@ -114,9 +114,8 @@ def test_a_failed_start_keeps_a_queue_that_was_there(tmp_path, monkeypatch, caps
     assert sorted(p.name for p in home.iterdir()) == ["gqa.db"]
 
 
-def test_a_log_part_this_user_may_not_read_is_a_storage_error(tmp_path, monkeypatch):
-    path = tmp_path / "2.log"
-    path.write_bytes(b"hello\n")
+def deny_opening(monkeypatch, path) -> None:
+    """os.open of `path` is refused, as a file root left among this user's is to them."""
     real_open = os.open
 
     def denied(p, flags, *args):
@@ -125,6 +124,12 @@ def test_a_log_part_this_user_may_not_read_is_a_storage_error(tmp_path, monkeypa
         return real_open(p, flags, *args)
 
     monkeypatch.setattr(os, "open", denied)
+
+
+def test_a_log_part_this_user_may_not_read_is_a_storage_error(tmp_path, monkeypatch):
+    path = tmp_path / "2.log"
+    path.write_bytes(b"hello\n")
+    deny_opening(monkeypatch, path)
     with pytest.raises(StorageUnavailable, match="2.log"):
         list(JobLog(path).start())
 
@@ -137,13 +142,6 @@ def test_gqa_logs_of_a_log_this_user_may_not_read_is_one_line(cli, monkeypatch):
     log = cli.home / "logs" / f"{out.strip()}.log"
     log.parent.mkdir(exist_ok=True)
     log.write_bytes(b"--- gqa: attempt 1\nhello\n")
-    real_open = os.open
-
-    def denied(p, flags, *args):
-        if os.fspath(p) == str(log):
-            raise PermissionError(13, "Permission denied", str(p))
-        return real_open(p, flags, *args)
-
-    monkeypatch.setattr(os, "open", denied)
+    deny_opening(monkeypatch, log)
     code, out, err = cli("logs", out.strip())
     assert code == 2 and err.startswith("gqa: error: ") and str(log) in err and "Traceback" not in err
