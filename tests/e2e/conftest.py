@@ -147,3 +147,17 @@ def make_queue(tmp_path):
 @pytest.fixture
 def queue(make_queue) -> LocalQueue:
     return make_queue()
+
+
+def next_end(executor, timeout: float = 15.0):
+    """The Exit collect() reports for the next attempt of `executor` to end (an AssertionError
+    if none ends within `timeout`)."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for fd in select.select(executor.fds(), [], [], 0.05)[0]:
+            out = executor.collect(fd)
+            if out is not None:
+                return out
+    raise AssertionError("the attempt never ended")

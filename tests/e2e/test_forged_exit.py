@@ -23,6 +23,7 @@ from gqa.models.job import JobState
 from gqa.models.records import with_changes
 from gqa.ports import Inventory
 from tests.builders import gpus, job_record
+from tests.e2e.conftest import next_end
 from tests.services.conftest import Queue
 
 pytestmark = pytest.mark.e2e
@@ -70,13 +71,7 @@ def wait_for(path, timeout=10.0) -> None:
 
 
 def collected(executor, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for fd in select.select(executor.fds(), [], [], 0.05)[0]:
-            out = executor.collect(fd)
-            if out is not None:
-                return out
-    raise AssertionError("the attempt never ended")
+    return next_end(executor, timeout)
 
 
 def launched_forger(executor, tmp_path, groups, job_id="7"):

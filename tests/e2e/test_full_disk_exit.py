@@ -11,7 +11,6 @@ case on a real full disk where a 1 MiB tmpfs can be mounted (root)."""
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import time
 
@@ -23,6 +22,7 @@ from gqa.adapters.local.processes import STATUS_ROOM, read_exit
 from gqa.models.records import with_changes
 from gqa.ports import Inventory
 from tests.builders import gpus, job_record
+from tests.e2e.conftest import next_end
 
 pytestmark = pytest.mark.e2e
 
@@ -43,17 +43,7 @@ def small_disk(tmp_path):
 def ended(executor, job):
     executor.launch(job, (0,), 1)
     executor.release([job.id])
-    return ended_after_release(executor)
-
-
-def ended_after_release(executor):
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        for fd in select.select(executor.fds(), [], [], 0.05)[0]:
-            out = executor.collect(fd)
-            if out is not None:
-                return out
-    raise AssertionError("the attempt never ended")
+    return next_end(executor)
 
 
 def test_the_exit_status_is_written_over_bytes_reserved_before_the_job_may_run(tmp_path):
@@ -67,7 +57,7 @@ def test_the_exit_status_is_written_over_bytes_reserved_before_the_job_may_run(t
     assert reserved.read_bytes() == STATUS_ROOM and read_exit(reserved) == (None, None)
     inode = os.stat(reserved).st_ino
     executor.release(["7"])
-    out = ended_after_release(executor)
+    out = next_end(executor)
     assert out.code == 4 and read_exit(reserved)[0] == 4
     assert os.stat(reserved).st_ino == inode and reserved.stat().st_size == len(STATUS_ROOM)   # in place
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import select
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from gqa.models.job import JobState
 from gqa.models.outcome import ExitKind
 from gqa.ports import Change, Inventory
 from tests.builders import gpus, job_record
+from tests.e2e.conftest import next_end
 
 pytestmark = pytest.mark.e2e
 
@@ -49,13 +49,7 @@ def collected(executor: LocalExecutor, job, timeout: float = 30.0):
     """Launch and release the job's attempt; its Exit as collect() reports it."""
     executor.launch(job, (0,), job.attempts)
     executor.release([job.id])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for fd in select.select(executor.fds(), [], [], 0.05)[0]:
-            ended = executor.collect(fd)
-            if ended is not None:
-                return ended
-    raise AssertionError("the attempt never ended")
+    return next_end(executor, timeout)
 
 
 @pytest.mark.parametrize("script, kind, code", [
