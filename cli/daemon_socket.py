@@ -51,7 +51,9 @@ def refused(sock: socket.socket, where: str | bytes, owner: int, pid: int | None
         return f"cannot tell which process listens at {shown(where)} (no peer credentials); nothing was sent"
     found_pid, uid = creds[0], creds[1]
     if uid != owner:   # another user's daemon (their personal queue), or a process holding its name
-        return (f"this queue belongs to {_user_named(uid)}: the process listening at {shown(where)} (pid "
+        from gqa.adapters.local.system import user_name
+
+        return (f"this queue belongs to {user_name(uid)}: the process listening at {shown(where)} (pid "
                 f"{found_pid}) runs as uid {uid}, not as the queue's owner (uid {owner}), so nothing was sent "
                 "to it; use your own queue (`GQA_HOME=~/.gqa gqa local start`) or ask for a shared one "
                 "(`gqa local start --system`)")
@@ -59,15 +61,6 @@ def refused(sock: socket.socket, where: str | bytes, owner: int, pid: int | None
         return (f"the process listening at {shown(where)} (pid {found_pid}) is not the queue's daemon "
                 f"(pid {pid}): nothing was sent to it")
     return None
-
-
-def _user_named(uid: int) -> str:
-    import pwd
-
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
 
 
 def _owner_of(where) -> str:

@@ -97,14 +97,12 @@ def when(ts: float | None) -> str:
 def exit_words(code: int | None, signal: int | None) -> str:
     """How a job ended, in words: `code 3`, `signal 15 (SIGTERM)`, the signal named as
     `gqa history`'s exit column names it; "-" before an exit."""
+    from gqa.models.outcome import signal_name
+
     parts = [] if code is None else [f"code {code}"]
     if signal:
-        import signal as signals
-
-        try:
-            parts.append(f"signal {signal} ({signals.Signals(signal).name})")
-        except ValueError:   # no signal of this machine's: its number alone
-            parts.append(f"signal {signal}")
+        name = signal_name(signal)     # "signal N" for no signal of this machine's: its number alone
+        parts.append(f"signal {signal} ({name})" if name.startswith("SIG") else name)
     return ", ".join(parts) or "-"
 
 
@@ -128,12 +126,11 @@ NEAR_BUDGET = 80.0   # percent of a budget from which a team's row is marked nea
 
 
 def cents(amount: float) -> float:
-    """Money to the cent, halves up ($0.035 is $0.04: a float's round() gives $0.03 or $0.04 by
-    how 0.035 is stored). Parts shown are rounded first and a total shown is their sum, so what a
-    table shows adds up."""
-    import decimal
+    """Money to the cent, halves up (units.to_cents). Parts shown are rounded first and a total
+    shown is their sum, so what a table shows adds up."""
+    from gqa.models.units import to_cents
 
-    return float(decimal.Decimal(repr(amount)).quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP))
+    return to_cents(amount)
 
 
 def money(amount: float) -> str:

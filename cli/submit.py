@@ -167,7 +167,7 @@ def _array_tasks_untold(spec) -> bool:
     """An array (a sweep: its tasks are an array's) whose notify asks for events without array_tasks:
     each task's notice is skipped (models/notices.selected)."""
     events = spec.notify.events if spec.notify is not None else []
-    return (spec.array is not None or spec.sweep is not None) and bool(events) and "array_tasks" not in events
+    return spec.is_group and bool(events) and "array_tasks" not in events
 
 
 def recorded(submitter, spec, *, environment: dict[str, str] | None, owner: str | None):

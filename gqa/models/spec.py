@@ -427,6 +427,11 @@ class JobSpec(_Strict):
                 raise ValueError(f"environment variable {key} is set by gqa for every attempt; choose another name")
         return env
 
+    @property
+    def is_group(self) -> bool:
+        """Whether it makes several jobs: an array's tasks or a sweep's points."""
+        return self.array is not None or self.sweep is not None
+
     @model_validator(mode="after")
     def _command_shape(self) -> "JobSpec":
         command = self.command

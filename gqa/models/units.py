@@ -142,6 +142,14 @@ def format_size(size: int | None) -> str:
     return f"{size}B"
 
 
+def to_cents(amount: float) -> float:
+    """Money to the cent, halves up ($0.035 is $0.04: a float's round() gives $0.03 or $0.04 by
+    how 0.035 is stored)."""
+    import decimal
+
+    return float(decimal.Decimal(repr(amount)).quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP))
+
+
 def format_count(n: int, noun: str, plural: str | None = None) -> str:
     """`1 job`, `2 jobs`, `12,000 jobs`: a count with its noun in the number it takes."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -208,7 +208,7 @@ class SubmitService:
         will cancel the job with; None where it may be. Queued all the same, as sbatch queues it:
         a pipeline's driver script goes on to its next submission. An array's aftercorr is told
         task by task, each against its own counterpart: the pass tells it."""
-        if not spec.after or (parse_dependency(spec.after).corresponding and is_array(spec)):
+        if not spec.after or (parse_dependency(spec.after).corresponding and spec.is_group):
             return None
         verdict, reason = dependency_now(self.store, spec)
         return reason if verdict == NEVER else None
@@ -271,10 +271,6 @@ class SubmitService:
                 exclusive=r.exclusive, time_min=job_spec.limits.time_min)
             for job_spec, index, env in (expand(spec) if expanded is None else expanded)
         ]
-
-
-def is_array(spec: JobSpec) -> bool:
-    return spec.array is not None or spec.sweep is not None
 
 
 def dependency_now(store: SchedulingInputs, spec: JobSpec) -> tuple[str, str]:

@@ -3,7 +3,7 @@ policy (FIFO unless told) for people, one JSON object for scripts, wait-time CDF
 
 from pathlib import Path
 
-from ..models.units import format_count, format_duration
+from ..models.units import format_count, format_duration, to_cents
 from .engine import MAX_RECLAIMS, SimResult
 from .metrics import ratios
 from .outputs import Outputs, cannot_write
@@ -87,10 +87,8 @@ def print_table(console, trace: str, gpus: int, jobs: int, assumptions: list[str
 
 
 def _money(amount: float) -> str:
-    """`$1,234.57`: to the cent, halves up ($0.035 is $0.04), as gqa shows money everywhere."""
-    import decimal
-
-    return f"${decimal.Decimal(repr(amount)).quantize(decimal.Decimal('0.01'), decimal.ROUND_HALF_UP):,.2f}"
+    """`$1,234.57`: to the cent, halves up, as gqa shows money everywhere."""
+    return f"${to_cents(amount):,.2f}"
 
 
 def eta_line(s: dict) -> str:

@@ -113,7 +113,7 @@ def private_home(home: Path | str, *, tighten: bool = False) -> None:
     st = home.stat()
     if tighten and st.st_uid != os.geteuid() and not is_system(home):
         # its daemon would run that user's jobs as us, and leave files in it they cannot read
-        owner = _user_name(st.st_uid)
+        owner = user_name(st.st_uid)
         raise SpecError(f"{home} is the queue of {owner}, not yours: start its daemon as {owner} "
                         f"(sudo -u {owner} gqa local start), or choose another GQA_HOME; a queue for "
                         "every user of this machine is `gqa local start --system`, which lays out its own home")
@@ -121,7 +121,8 @@ def private_home(home: Path | str, *, tighten: bool = False) -> None:
         os.chmod(home, 0o700)
 
 
-def _user_name(uid: int) -> str:
+def user_name(uid: int) -> str:
+    """The user's name, or `uid N` where the machine has none for it."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
