@@ -15,7 +15,7 @@ from moto import mock_aws
 from gqa.adapters.aws.s3_checkpoints import S3Checkpoints
 from gqa.models.errors import BackendUnavailable, Misconfigured, NotFound
 from gqa.runtime import Checkpointer
-from gqa.runtime.s3 import CLAIM, MANIFEST, S3Storage
+from gqa.runtime.s3 import CLAIM, MANIFEST, POINTER_TRIES, S3Storage
 from gqa.runtime.staging import UNLOCKED_AGE
 from tests.aws.aws_limits import deny_missing_keys
 from tests.aws.moto_support import refuse, session
@@ -257,6 +257,50 @@ def test_latest_moves_only_if_no_other_process_moved_it_since_it_was_read(s3, tm
     with pytest.warns(RuntimeWarning, match="older than ckpt-146"):
         Checkpointer(storage=slow).save(b"c", step=145)
     assert read(s3, "c/10/latest").strip() == "ckpt-146"
+
+
+class Conditions:
+    """An S3 client whose conditional PUTs (If-None-Match, If-Match) are answered `code`: a store
+    without conditional writes (NotImplemented), or a pointer another process keeps moving
+    (PreconditionFailed)."""
+
+    def __init__(self, client: Any, code: str):
+        self._client, self.code, self.refused = client, code, 0
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if "IfNoneMatch" in kwargs or "IfMatch" in kwargs:
+            from botocore.exceptions import ClientError
+
+            self.refused += 1
+            raise ClientError({"Error": {"Code": self.code, "Message": "refused by the test"}}, "PutObject")
+        return self._client.put_object(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_store_without_conditional_writes_gets_plain_ones(s3, tmp_path):
+    uri = f"s3://{BUCKET}/c/12/"
+    client = Conditions(s3, "NotImplemented")
+    ckpt = Checkpointer(storage=S3Storage(uri, client=client, cache_dir=tmp_path / "a"))
+    ckpt.save(b"one", step=1)
+    ckpt.save(b"two", step=2)
+
+    assert client.refused == 4                       # two claims, two moves of `latest`
+    assert read(s3, "c/12/latest").strip() == "ckpt-2" and read(s3, "c/12/ckpt-2/data") == "two"
+
+
+def test_a_pointer_that_keeps_moving_leaves_the_checkpoint_saved_and_says_so(s3, tmp_path):
+    uri = f"s3://{BUCKET}/c/13/"
+    Checkpointer(storage=S3Storage(uri, client=s3, cache_dir=tmp_path / "a")).save(b"one", step=1)
+    storage = S3Storage(uri, client=s3, cache_dir=tmp_path / "b")
+    storage._claim = lambda key: True   # type: ignore[method-assign]   # the name is this save's
+    storage._client = Conditions(s3, "PreconditionFailed")
+
+    with pytest.raises(RuntimeError, match="kept changing while being moved .* the checkpoint is saved"):
+        Checkpointer(storage=storage).save(b"two", step=2)
+    assert storage._client.refused == POINTER_TRIES
+    assert sorted(storage.names()) == ["ckpt-1", "ckpt-2"] and read(s3, "c/13/latest").strip() == "ckpt-1"
 
 
 def test_a_checkpoint_whose_file_went_missing_is_passed_over(s3, tmp_path):

@@ -320,6 +320,20 @@ def test_a_dead_processs_staging_is_swept_and_a_live_ones_is_not(tmp_path: Path)
     assert staging.sweep(tmp_path) == [live_room]          # once it has gone
 
 
+def test_a_room_killed_before_it_was_named_is_swept_once_a_day_old(tmp_path: Path) -> None:
+    # made, then killed between its lock and its rename to .tmp-: never a live save's once a day old
+    from gqa.runtime import staging
+
+    young, old = tmp_path / ".gqa-new-0badc0de-0001", tmp_path / ".gqa-new-0badc0de-0002"
+    for room in (young, old):
+        room.mkdir()
+        (room / staging.LOCK).touch()
+    day_old = time.time() - staging.UNLOCKED_AGE - 60
+    os.utime(old, (day_old, day_old))
+    assert staging.sweep(tmp_path) == [old.name]
+    assert young.exists()
+
+
 def test_two_processes_saving_one_step_at_once_each_get_a_name(tmp_path: Path, monkeypatch) -> None:
     # the name looked free to both: the one whose rename lost takes the next serial (it raised ENOTEMPTY)
     storage = LocalStorage(tmp_path)
